@@ -1,0 +1,70 @@
+package apollo
+
+import "time"
+
+// AlertState is where an alert is in its lifecycle:
+// inactive -> pending -> firing -> resolved.
+type AlertState string
+
+const (
+	AlertInactive AlertState = "inactive"
+	AlertPending  AlertState = "pending"
+	AlertFiring   AlertState = "firing"
+	AlertResolved AlertState = "resolved"
+)
+
+// Severity orders alerts for people and for routing.
+type Severity string
+
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityCritical Severity = "critical"
+)
+
+// Alert is one episode of one rule's condition for one group (the prefix as
+// a whole, or one job name with BY: name). A new episode gets a new ID.
+type Alert struct {
+	ID       string            `json:"id"`
+	Tenant   string            `json:"tenant,omitempty"`
+	Rule     string            `json:"rule"`
+	Group    string            `json:"group"` // the prefix, or the job name with BY: name
+	State    AlertState        `json:"state"`
+	Severity Severity          `json:"severity"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// Summary is one human line: what holds, for which jobs, with the value.
+	Summary    string    `json:"summary"`
+	Expr       string    `json:"expr,omitempty"`
+	Value      float64   `json:"value"`
+	Channels   []string  `json:"channels,omitempty"`
+	TopNames   []string  `json:"topNames,omitempty"`
+	Count      int       `json:"count,omitempty"`  // events folded into this alert (event rules)
+	StartedAt  time.Time `json:"startedAt"`        // condition first true (pending)
+	FiredAt    time.Time `json:"firedAt,omitzero"` // became firing
+	ResolvedAt time.Time `json:"resolvedAt,omitzero"`
+	AckedBy    string    `json:"ackedBy,omitempty"`
+	AckedAt    time.Time `json:"ackedAt,omitzero"`
+}
+
+// NotificationKind says which template renders a notification.
+type NotificationKind string
+
+const (
+	NotifyFiring   NotificationKind = "firing"
+	NotifyResolved NotificationKind = "resolved"
+	NotifyStorm    NotificationKind = "storm" // a follow-up folding many matches of an event rule
+	NotifyRepeat   NotificationKind = "repeat"
+	NotifyTest     NotificationKind = "test"
+	NotifySelf     NotificationKind = "self" // Apollo-11 about itself (holding area full, component down)
+)
+
+// Notification is what the alert engine hands to delivery: one alert, one
+// reason to tell people about it, and the channels to use.
+type Notification struct {
+	Kind     NotificationKind `json:"kind"`
+	Alert    Alert            `json:"alert"`
+	Channels []string         `json:"channels"`
+	// DedupKey identifies "the same notification" for the dedup window.
+	DedupKey string    `json:"dedupKey"`
+	At       time.Time `json:"at"`
+}

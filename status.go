@@ -1,0 +1,115 @@
+package apollo
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Status is the state of one task (one run of a job).
+//
+// The zero value, StatusNone, is the state of a task that has not been seen;
+// it is never sent on the wire.
+type Status uint8
+
+// The six states of a task, in the seed's words.
+const (
+	StatusNone Status = iota
+	StatusPending
+	StatusRunning
+	StatusSuccess
+	StatusFailed
+	StatusTimeout
+	StatusManualBlocked
+
+	numStatus
+)
+
+var statusNames = [numStatus]string{
+	StatusNone:          "",
+	StatusPending:       "pending",
+	StatusRunning:       "running",
+	StatusSuccess:       "success",
+	StatusFailed:        "failed",
+	StatusTimeout:       "timeout",
+	StatusManualBlocked: "manual_blocked",
+}
+
+// Statuses lists the six reportable states in lifecycle order.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusRunning, StatusSuccess, StatusFailed, StatusTimeout, StatusManualBlocked}
+}
+
+// transitions is the one table of legal state changes (DESIGN.md §4,
+// docs/protocol.md). A row is the current state, a column the reported one.
+// Everything not marked here is illegal; success, failed and timeout have
+// empty rows because they are final: only an audited manual correction
+// changes them, and corrections do not consult this table.
+var transitions = [numStatus][numStatus]bool{
+	StatusNone:          {StatusPending: true, StatusRunning: true, StatusManualBlocked: true},
+	StatusPending:       {StatusRunning: true, StatusFailed: true, StatusTimeout: true, StatusManualBlocked: true},
+	StatusRunning:       {StatusSuccess: true, StatusFailed: true, StatusTimeout: true, StatusManualBlocked: true},
+	StatusManualBlocked: {StatusPending: true},
+}
+
+// CanTransition reports whether a task in state from may move to state to.
+func CanTransition(from, to Status) bool {
+	if from >= numStatus || to >= numStatus {
+		return false
+	}
+	return transitions[from][to]
+}
+
+// Valid reports whether s is one of the six reportable states.
+func (s Status) Valid() bool { return s > StatusNone && s < numStatus }
+
+// Final reports whether s ends a task's lifecycle.
+func (s Status) Final() bool {
+	return s == StatusSuccess || s == StatusFailed || s == StatusTimeout
+}
+
+func (s Status) String() string {
+	if s < numStatus {
+		if s == StatusNone {
+			return "none"
+		}
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// ParseStatus turns a wire name into a Status. Matching is exact: the wire
+// format is lower case.
+func ParseStatus(name string) (Status, error) {
+	for s := StatusPending; s < numStatus; s++ {
+		if statusNames[s] == name {
+			return s, nil
+		}
+	}
+	return StatusNone, &Error{
+		Code:    EINVALID,
+		Field:   "status",
+		Message: fmt.Sprintf("unknown status %q", name),
+		Hint:    "use one of " + strings.Join(statusNames[1:], ", "),
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Status) MarshalText() ([]byte, error) {
+	if s == StatusNone {
+		return []byte{}, nil
+	}
+	if !s.Valid() {
+		return nil, fmt.Errorf("apollo: cannot encode %v", s)
+	}
+	return []byte(statusNames[s]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Status) UnmarshalText(b []byte) error {
+	v, err := ParseStatus(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
