@@ -34,7 +34,7 @@ var SystemClock Clock = systemClock{}
 
 type systemClock struct{}
 
-func (systemClock) Now() time.Time                  { return time.Now() }
+func (systemClock) Now() time.Time                   { return time.Now() }
 func (systemClock) NewTimer(d time.Duration) Timer   { return realTimer{time.NewTimer(d)} }
 func (systemClock) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
 
