@@ -1,0 +1,298 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Log is where decided records become durable: package wal in production.
+// Append must be cheap (it runs under a shard lock) and hand out increasing
+// LSNs in call order; Wait returns once an LSN is durable.
+type Log interface {
+	Append(payload []byte) (uint64, error)
+	Wait(ctx context.Context, lsn uint64) error
+}
+
+// Observer receives every applied change, one task's changes in order and
+// one at a time; different tasks' changes may arrive concurrently. The
+// change is shared: observers must not modify it. Metrics aggregation and
+// the alert engine's event rules are observers.
+type Observer interface {
+	Apply(c *apollo.Change)
+}
+
+// Archive keeps finished tasks after they leave memory, for queries.
+type Archive interface {
+	Put(t *apollo.Task) error
+	Get(tenant, taskID string) (*apollo.Task, error) // nil, nil when unknown
+}
+
+// Refusal describes an event the bus could not take (Options.OnRefused).
+type Refusal struct {
+	Tenant, TaskID string
+	Reason         string
+}
+
+// Options configure a Bus. The zero value of every field is a usable default.
+type Options struct {
+	Log       Log // nil: nothing is durable (tests, benchmarks)
+	Observers []Observer
+	Archive   Archive
+	Clock     apollo.Clock
+	Logger    *slog.Logger
+
+	Workers      int // goroutines delivering changes; default 2×GOMAXPROCS
+	TaskQueueLen int // changes queued per task before spilling to the holding area; default 64
+	HoldLimit    int // holding area: changes over their task's limit, all tasks together; default 10 000
+	QueueLimit   int // changes queued in all, holding area included; default 262 144
+	MaxTasks     int // tasks in memory; default 2 000 000
+	HistoryLimit int // records kept per task; default 64
+
+	Retention      time.Duration // finished tasks stay in memory this long; default 1h
+	IdleRetention  time.Duration // unfinished tasks with no event this long leave memory; default 7 days
+	DedupRetention time.Duration // tombstones recognise late duplicates this long; default 24h
+	ReorderWindow  time.Duration // out-of-order events wait this long for the missing ones; default 30s
+
+	// Lateness gives thresholds per job-name prefix; the longest matching
+	// prefix wins, and the entry with an empty prefix is the default.
+	Lateness []Lateness
+
+	// OnRefused is called (outside any lock, at most once per refused
+	// event) when the holding area or the queues are full: the alert engine
+	// turns it into a high-severity self-alert (seed 4.1).
+	OnRefused func(Refusal)
+
+	// testGate, when set, is called by a worker before it delivers a batch:
+	// tests block it to fill queues deterministically.
+	testGate func()
+}
+
+// Lateness holds the lateness and timeout thresholds for jobs whose name
+// starts with Prefix.
+type Lateness struct {
+	Prefix string `json:"prefix" yaml:"prefix"`
+	// StartAfter: a run whose running event comes later than this after
+	// its scheduledAt is late. Default 1m.
+	StartAfter time.Duration `json:"startAfter" yaml:"start_after"`
+	// MissedAfter: a pending run not started this long after its
+	// scheduledAt (or its pending event) is a missed start. Default 5m.
+	MissedAfter time.Duration `json:"missedAfter" yaml:"missed_after"`
+	// Timeout applies to running runs that sent no timeoutMs; 0 = none.
+	Timeout time.Duration `json:"timeout" yaml:"timeout"`
+}
+
+func (o *Options) setDefaults() {
+	o.Clock = cmp.Or[apollo.Clock](o.Clock, apollo.SystemClock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Workers = cmp.Or(o.Workers, 2*runtime.GOMAXPROCS(0))
+	o.TaskQueueLen = cmp.Or(o.TaskQueueLen, 64)
+	o.HoldLimit = cmp.Or(o.HoldLimit, 10_000)
+	o.QueueLimit = cmp.Or(o.QueueLimit, 1<<18)
+	o.MaxTasks = cmp.Or(o.MaxTasks, 2_000_000)
+	o.HistoryLimit = cmp.Or(o.HistoryLimit, 64)
+	o.Retention = cmp.Or(o.Retention, time.Hour)
+	o.IdleRetention = cmp.Or(o.IdleRetention, 7*24*time.Hour)
+	o.DedupRetention = cmp.Or(o.DedupRetention, 24*time.Hour)
+	o.ReorderWindow = cmp.Or(o.ReorderWindow, 30*time.Second)
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Workers < 0, o.TaskQueueLen < 0, o.HoldLimit < 0, o.QueueLimit < 0, o.MaxTasks < 0, o.HistoryLimit < 0:
+		return errors.New("bus: negative limit in options")
+	case o.QueueLimit < o.HoldLimit:
+		return fmt.Errorf("bus: queue limit %d is below the holding area %d; raise the queue limit", o.QueueLimit, o.HoldLimit)
+	case o.Retention < 0, o.IdleRetention < 0, o.DedupRetention < 0, o.ReorderWindow < 0:
+		return errors.New("bus: negative retention in options")
+	}
+	for _, l := range o.Lateness {
+		if l.StartAfter < 0 || l.MissedAfter < 0 || l.Timeout < 0 {
+			return fmt.Errorf("bus: lateness for prefix %q: negative duration", l.Prefix)
+		}
+	}
+	return nil
+}
+
+// ErrClosed is returned once the bus is stopping.
+var ErrClosed = errors.New("bus: closed")
+
+const numShards = 256
+
+type shard struct {
+	mu    sync.Mutex
+	tasks map[key]*task
+}
+
+// readyTask is a task with changes to deliver.
+type readyTask struct {
+	s *shard
+	t *task
+}
+
+// Bus keeps task state. Create it with New, restore it (ReadState, Replay),
+// then Start it; Stop it once.
+type Bus struct {
+	opts   Options
+	log    *slog.Logger
+	shards [numShards]shard
+
+	// pause is held for reading by everything that decides records and
+	// for writing by Checkpoint, which needs a quiet state.
+	pause  sync.RWMutex
+	closed atomic.Bool
+
+	ready     *readyList
+	replaying bool // set by Replay, cleared by Start: replay delivers inline
+	queued atomic.Int64 // changes waiting in task queues
+	held   atomic.Int64 // of those, changes over their task's queue limit
+	queues atomic.Int64 // tasks with a queue
+	ntasks atomic.Int64
+	parked atomic.Int64
+	lsn    atomic.Uint64 // highest LSN appended
+
+	drainMu sync.Mutex
+	drained *sync.Cond // signalled when queued drops to zero
+
+	subsMu sync.Mutex
+	subs   atomic.Pointer[[]*Subscription]
+
+	timers *deadlines
+	tombs  *tombstones
+	stats  counters
+	warn   logLimiter
+
+	startOnce, stopOnce sync.Once
+	stop                chan struct{}
+	wg                  sync.WaitGroup
+}
+
+// New returns a Bus that is ready for ReadState, Replay and Start.
+func New(opts Options) (*Bus, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	b := &Bus{
+		opts:  opts,
+		log:   opts.Logger.With("component", "bus"),
+		ready: newReadyList(opts.Workers),
+		stop:  make(chan struct{}),
+	}
+	for i := range b.shards {
+		b.shards[i].tasks = make(map[key]*task)
+	}
+	b.drained = sync.NewCond(&b.drainMu)
+	b.timers = newDeadlines()
+	b.tombs = newTombstones(opts.DedupRetention)
+	b.warn.every = time.Second
+	empty := []*Subscription{}
+	b.subs.Store(&empty)
+	return b, nil
+}
+
+// Start launches the workers, the deadline loop and the sweeper. It
+// returns at once.
+func (b *Bus) Start(ctx context.Context) error {
+	b.startOnce.Do(func() {
+		b.replaying = false
+		for range b.opts.Workers {
+			b.wg.Add(1)
+			go b.worker()
+		}
+		b.wg.Add(2)
+		go b.deadlineLoop()
+		go b.sweepLoop()
+	})
+	return nil
+}
+
+// Stop refuses new events, delivers every queued change, stops the
+// goroutines and waits for them. It is idempotent.
+func (b *Bus) Stop() {
+	b.stopOnce.Do(func() {
+		b.closed.Store(true)
+		b.pause.Lock() // wait for in-flight Publish calls
+		b.pause.Unlock()
+		b.waitDrained()
+		close(b.stop)
+		b.wg.Wait()
+	})
+}
+
+func (b *Bus) shardOf(k key) *shard {
+	return &b.shards[hashKey(k)%numShards]
+}
+
+// hashKey is FNV-1a over tenant, a zero byte and the task ID: stable across
+// restarts, because tombstones are stored by it.
+func hashKey(k key) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(k.tenant); i++ {
+		h = (h ^ uint64(k.tenant[i])) * 1099511628211
+	}
+	h = (h ^ 0) * 1099511628211
+	for i := 0; i < len(k.id); i++ {
+		h = (h ^ uint64(k.id[i])) * 1099511628211
+	}
+	return h
+}
+
+// nowMs is the server's time in Unix milliseconds.
+func (b *Bus) nowMs() int64 { return b.opts.Clock.Now().UnixMilli() }
+
+// lateness returns the thresholds for a job name: the longest prefix match,
+// with defaults filled in.
+func (b *Bus) lateness(name string) Lateness {
+	best := Lateness{StartAfter: time.Minute, MissedAfter: 5 * time.Minute}
+	bestLen := -1
+	for _, l := range b.opts.Lateness {
+		if len(l.Prefix) > bestLen && len(name) >= len(l.Prefix) && name[:len(l.Prefix)] == l.Prefix {
+			best = Lateness{
+				Prefix:      l.Prefix,
+				StartAfter:  cmp.Or(l.StartAfter, time.Minute),
+				MissedAfter: cmp.Or(l.MissedAfter, 5*time.Minute),
+				Timeout:     l.Timeout,
+			}
+			bestLen = len(l.Prefix)
+		}
+	}
+	return best
+}
+
+// SetLateness replaces the lateness thresholds (a reload, or the
+// scheduler's per-job late_after). It applies to events decided afterwards.
+func (b *Bus) SetLateness(l []Lateness) {
+	b.pause.Lock()
+	b.opts.Lateness = append([]Lateness(nil), l...)
+	b.pause.Unlock()
+}
+
+// logLimiter lets one warning through per interval and counts the rest.
+type logLimiter struct {
+	mu         sync.Mutex
+	every      time.Duration
+	last       time.Time
+	suppressed int
+}
+
+func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	l.last, suppressed, l.suppressed = now, l.suppressed, 0
+	return true, suppressed
+}

@@ -1,0 +1,159 @@
+package bus
+
+import (
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	out := f.publish(t, ev("a1", 1, apollo.StatusPending), ev("a1", 2, apollo.StatusRunning), ev("a1", 3, apollo.StatusSuccess))
+	for i, o := range out {
+		if o.Result != Accepted {
+			t.Fatalf("event %d: %v %v", i, o.Result, o.Err)
+		}
+	}
+	got := f.get(t, "a1")
+	if got.Status != apollo.StatusSuccess || got.Sequence != 3 || len(got.History) != 3 || got.Name != "job_a" {
+		t.Fatalf("task = %+v", got)
+	}
+	if got.CostMs != 1000 { // success ts − running ts
+		t.Errorf("derived cost = %d, want 1000", got.CostMs)
+	}
+	if got.StartedAt == 0 || got.FinishedAt == 0 {
+		t.Errorf("start/finish not recorded: %+v", got)
+	}
+}
+
+func TestDuplicatesAndIllegal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.publish(t, ev("b1", 1, apollo.StatusRunning), ev("b1", 2, apollo.StatusFailed))
+	tests := []struct {
+		name  string
+		e     apollo.Event
+		want  Result
+		code  string
+		field string
+	}{
+		{"same sequence again", ev("b1", 2, apollo.StatusFailed), Duplicate, "", ""},
+		{"older sequence", ev("b1", 1, apollo.StatusRunning), Duplicate, "", ""},
+		{"final to success", ev("b1", 3, apollo.StatusSuccess), Rejected, apollo.ECONFLICT, "status"},
+		{"new task starting final", ev("b2", 1, apollo.StatusSuccess), Rejected, apollo.ECONFLICT, "status"},
+		{"invalid sequence", ev("b3", 0, apollo.StatusPending), Rejected, apollo.EINVALID, "sequence"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := f.publish(t, tt.e)[0]
+			if o.Result != tt.want {
+				t.Fatalf("result %v, want %v (%v)", o.Result, tt.want, o.Err)
+			}
+			if tt.code != "" && (o.Err == nil || o.Err.Code != tt.code || o.Err.Field != tt.field) {
+				t.Fatalf("error %+v, want code %s on %s", o.Err, tt.code, tt.field)
+			}
+		})
+	}
+	st := f.bus.Stats()
+	if st.Duplicate != 2 || st.Illegal != 2 || st.Invalid != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+	if got := f.get(t, "b1"); got.Status != apollo.StatusFailed || len(got.History) != 2 {
+		t.Errorf("state changed by rejected events: %+v", got)
+	}
+}
+
+func TestTenantsAreSeparate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a, b := ev("t1", 1, apollo.StatusRunning), ev("t1", 1, apollo.StatusPending)
+	a.Tenant, b.Tenant = "acme", "globex"
+	out := f.publish(t, a, b)
+	if out[0].Result != Accepted || out[1].Result != Accepted {
+		t.Fatalf("the same task ID in two tenants: %+v", out)
+	}
+	if _, err := f.bus.Get("", "t1"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+		t.Errorf("task visible without its tenant: %v", err)
+	}
+	ga, _ := f.bus.Get("acme", "t1")
+	gb, _ := f.bus.Get("globex", "t1")
+	if ga.Status != apollo.StatusRunning || gb.Status != apollo.StatusPending {
+		t.Errorf("acme %v, globex %v", ga.Status, gb.Status)
+	}
+	list, _, _ := f.bus.List(apollo.TaskFilter{Tenant: "acme"})
+	if len(list) != 1 || list[0].Tenant != "acme" {
+		t.Errorf("acme lists %+v", list)
+	}
+}
+
+func TestCorrection(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.publish(t, ev("c1", 1, apollo.StatusRunning), ev("c1", 2, apollo.StatusFailed))
+	if _, err := f.bus.Correct(t.Context(), "", "c1", apollo.StatusSuccess, "ops@example", ""); apollo.ErrorCode(err) != apollo.EINVALID {
+		t.Fatalf("a correction without a reason: %v", err)
+	}
+	got, err := f.bus.Correct(t.Context(), "", "c1", apollo.StatusSuccess, "ops@example", "re-ran by hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != apollo.StatusSuccess {
+		t.Fatalf("status after correction %v", got.Status)
+	}
+	h := f.get(t, "c1").History
+	last := h[len(h)-1]
+	if last.Kind != apollo.KindCorrection || last.Actor != "ops@example" || last.Reason != "re-ran by hand" {
+		t.Errorf("history does not show the correction: %+v", last)
+	}
+	// The executor's numbering is untouched: its next event is still judged normally.
+	if o := f.publish(t, ev("c1", 3, apollo.StatusRunning))[0]; o.Result != Rejected {
+		t.Errorf("event after correction: %v", o.Result)
+	}
+	if _, err := f.bus.Correct(t.Context(), "", "nope", apollo.StatusSuccess, "x", "y"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+		t.Errorf("correcting an unknown task: %v", err)
+	}
+}
+
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for i := range 25 {
+		e := ev("p"+string(rune('a'+i)), 1, apollo.StatusRunning)
+		f.clock.Advance(time.Second) // distinct updatedAt
+		f.publish(t, e)
+	}
+	f.publish(t, ev("q1", 1, apollo.StatusPending))
+	seen := map[string]bool{}
+	cur := ""
+	pages := 0
+	var last int64 = 1 << 62
+	for {
+		page, next, err := f.bus.List(apollo.TaskFilter{Prefix: "p", Limit: 10, Cursor: cur})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, tk := range page {
+			if seen[tk.TaskID] || tk.UpdatedAt > last {
+				t.Fatalf("page %d repeats or misorders %s", pages, tk.TaskID)
+			}
+			seen[tk.TaskID], last = true, tk.UpdatedAt
+		}
+		if next == "" {
+			break
+		}
+		cur = next
+	}
+	if len(seen) != 25 || pages != 3 {
+		t.Errorf("saw %d tasks in %d pages, want 25 in 3", len(seen), pages)
+	}
+	running, _, _ := f.bus.List(apollo.TaskFilter{Status: apollo.StatusPending})
+	if len(running) != 1 || running[0].TaskID != "q1" {
+		t.Errorf("status filter: %+v", running)
+	}
+	if _, _, err := f.bus.List(apollo.TaskFilter{Cursor: "!!"}); apollo.ErrorCode(err) != apollo.EINVALID {
+		t.Errorf("bad cursor: %v", err)
+	}
+}

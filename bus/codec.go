@@ -1,0 +1,124 @@
+package bus
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Records are encoded compactly for the log, for history and for snapshots:
+//
+//	version(1) kind(1) status(1)
+//	uvarint sequence, ts, scheduledAt, timeoutMs, costMs, receivedAt
+//	string tenant, taskID, name, actor, reason, extra   (uvarint length + bytes)
+//
+// The version byte lets a later release read an older log.
+const recordVersion = 1
+
+var errShortRecord = errors.New("bus: record truncated")
+
+// appendRecord appends the encoding of r to b.
+func appendRecord(b []byte, r *apollo.Record) []byte {
+	b = append(b, recordVersion, byte(r.Kind), byte(r.Status))
+	for _, v := range [...]int64{r.Sequence, r.Ts, r.ScheduledAt, r.TimeoutMs, r.CostMs, r.ReceivedAt} {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	for _, s := range [...]string{r.Tenant, r.TaskID, r.Name, r.Actor, r.Reason} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Extra)))
+	return append(b, r.Extra...)
+}
+
+// decodeRecord decodes one record from the front of b and returns the rest.
+func decodeRecord(b []byte, r *apollo.Record) ([]byte, error) {
+	if len(b) < 3 {
+		return nil, errShortRecord
+	}
+	if b[0] != recordVersion {
+		return nil, fmt.Errorf("bus: record version %d, this binary reads %d", b[0], recordVersion)
+	}
+	*r = apollo.Record{Kind: apollo.Kind(b[1])}
+	r.Status = apollo.Status(b[2])
+	if r.Kind > apollo.KindMissedStart || (!r.Status.Valid()) {
+		return nil, fmt.Errorf("bus: record with kind %d, status %d", b[1], b[2])
+	}
+	b = b[3:]
+	for _, p := range [...]*int64{&r.Sequence, &r.Ts, &r.ScheduledAt, &r.TimeoutMs, &r.CostMs, &r.ReceivedAt} {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, errShortRecord
+		}
+		*p = int64(v)
+		b = b[n:]
+	}
+	for _, p := range [...]*string{&r.Tenant, &r.TaskID, &r.Name, &r.Actor, &r.Reason} {
+		s, rest, err := decodeBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		*p = string(s)
+		b = rest
+	}
+	extra, rest, err := decodeBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(extra) > 0 {
+		r.Extra = append([]byte(nil), extra...)
+	}
+	return rest, nil
+}
+
+func decodeBytes(b []byte) (s, rest []byte, err error) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return nil, nil, errShortRecord
+	}
+	return b[n : n+int(l)], b[n+int(l):], nil
+}
+
+// historyRecord is what a task's history keeps of a record: tenant, task ID
+// and name are the task's own, so they are not repeated.
+func historyRecord(r *apollo.Record) apollo.Record {
+	h := *r
+	h.Tenant, h.TaskID, h.Name = "", "", ""
+	return h
+}
+
+// appendHistory adds r to t's history, dropping the oldest records past limit.
+func (t *task) appendHistory(r *apollo.Record, limit int) {
+	h := historyRecord(r)
+	t.history = appendRecord(t.history, &h)
+	t.nhist++
+	for limit > 0 && int(t.nhist) > limit {
+		var drop apollo.Record
+		rest, err := decodeRecord(t.history, &drop)
+		if err != nil {
+			t.history, t.nhist = nil, 0
+			return
+		}
+		t.history = append(t.history[:0], rest...)
+		t.nhist--
+	}
+}
+
+// decodeHistory returns t's history as records carrying the task's IDs.
+func (t *task) decodeHistory(k key) []apollo.Record {
+	out := make([]apollo.Record, 0, t.nhist)
+	b := t.history
+	for len(b) > 0 {
+		var r apollo.Record
+		rest, err := decodeRecord(b, &r)
+		if err != nil {
+			break
+		}
+		r.Tenant, r.TaskID, r.Name = k.tenant, k.id, t.name
+		out = append(out, r)
+		b = rest
+	}
+	return out
+}

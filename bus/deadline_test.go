@@ -1,0 +1,220 @@
+package bus
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+func TestTimeoutWrittenByTheBus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	sub := f.bus.Subscribe(100)
+	e := ev("x1", 1, apollo.StatusRunning)
+	e.Ts = t0.UnixMilli()
+	e.TimeoutMs = 5000
+	f.publish(t, e)
+	f.clock.Advance(4 * time.Second)
+	if got := f.get(t, "x1"); got.Status != apollo.StatusRunning {
+		t.Fatalf("timed out early: %v", got.Status)
+	}
+	f.clock.Advance(2 * time.Second)
+	c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindTimeout })
+	if c.Task.Status != apollo.StatusTimeout || c.Record.Ts != t0.UnixMilli()+5000 || c.Task.CostMs != 5000 {
+		t.Fatalf("timeout change %+v", c)
+	}
+	// It is in the log like any other record.
+	recs := f.log.records()
+	var r apollo.Record
+	if _, err := decodeRecord(recs[len(recs)-1], &r); err != nil || r.Kind != apollo.KindTimeout {
+		t.Fatalf("last log record %+v, %v", r, err)
+	}
+	// The executor's late success is now illegal.
+	if o := f.publish(t, ev("x1", 2, apollo.StatusSuccess))[0]; o.Result != Rejected {
+		t.Errorf("success after timeout: %v", o.Result)
+	}
+}
+
+func TestDefaultTimeoutPerPrefix(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) {
+		o.Lateness = []Lateness{{Prefix: "job_", Timeout: time.Minute}, {Prefix: "job_x", Timeout: 10 * time.Second}}
+	})
+	sub := f.bus.Subscribe(100)
+	e := ev("x2", 1, apollo.StatusRunning) // name job_x: the longer prefix wins
+	e.Ts = t0.UnixMilli()
+	f.publish(t, e)
+	f.clock.Advance(11 * time.Second)
+	waitChange(t, sub, func(c *apollo.Change) bool { return c.Task.Status == apollo.StatusTimeout })
+}
+
+func TestMissedStartAndLateStart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) {
+		o.Lateness = []Lateness{{StartAfter: 30 * time.Second, MissedAfter: 2 * time.Minute}}
+	})
+	sub := f.bus.Subscribe(100)
+	// m1 is due now and never starts: a missed start after 2 minutes.
+	m := ev("m1", 1, apollo.StatusPending)
+	m.Ts, m.ScheduledAt = t0.UnixMilli(), t0.UnixMilli()
+	// l1 starts 45 s after it was due: late.
+	l := ev("l1", 1, apollo.StatusRunning)
+	l.ScheduledAt, l.Ts = t0.UnixMilli(), t0.UnixMilli()+45_000
+	// o1 starts 10 s after it was due: on time.
+	o := ev("o1", 1, apollo.StatusRunning)
+	o.ScheduledAt, o.Ts = t0.UnixMilli(), t0.UnixMilli()+10_000
+	f.publish(t, m, l, o)
+	c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.TaskID == "l1" })
+	if !c.BecameLate || !c.Task.Late {
+		t.Errorf("late start not marked: %+v", c)
+	}
+	c = waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.TaskID == "o1" })
+	if c.BecameLate {
+		t.Errorf("on-time start marked late")
+	}
+	f.clock.Advance(2*time.Minute + time.Second)
+	c = waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindMissedStart })
+	if c.Record.TaskID != "m1" || !c.BecameLate || c.Task.Status != apollo.StatusPending {
+		t.Errorf("missed start change %+v", c)
+	}
+	// Starting later does not count it late twice.
+	r := ev("m1", 2, apollo.StatusRunning)
+	r.Ts = f.clock.Now().UnixMilli()
+	f.publish(t, r)
+	c = waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.TaskID == "m1" && c.Record.Sequence == 2 })
+	if c.BecameLate {
+		t.Error("a missed start counted late again when it started")
+	}
+}
+
+func TestEvictionKeepsDuplicatesRecognised(t *testing.T) {
+	t.Parallel()
+	arch := &memArchive{m: map[string]*apollo.Task{}}
+	f := newFixture(t, func(o *Options) { o.Retention = time.Hour; o.Archive = arch })
+	f.publish(t, ev("e1", 1, apollo.StatusRunning), ev("e1", 2, apollo.StatusSuccess), ev("e2", 1, apollo.StatusRunning))
+	f.drain()
+	f.clock.Advance(59 * time.Minute)
+	f.bus.Sweep()
+	if st := f.bus.Stats(); st.Tasks != 2 {
+		t.Fatalf("evicted before the retention: %+v", st)
+	}
+	f.clock.Advance(2 * time.Minute)
+	f.bus.Sweep()
+	st := f.bus.Stats()
+	if st.Tasks != 1 || st.Evicted != 1 || st.Tombstones != 1 {
+		t.Fatalf("after the retention: %+v", st)
+	}
+	if o := f.publish(t, ev("e1", 2, apollo.StatusSuccess))[0]; o.Result != Duplicate {
+		t.Errorf("late duplicate of an evicted task: %v", o.Result)
+	}
+	if o := f.publish(t, ev("e1", 1, apollo.StatusRunning))[0]; o.Result != Duplicate {
+		t.Errorf("late first event of an evicted task: %v", o.Result)
+	}
+	if o := f.publish(t, ev("e1", 3, apollo.StatusRunning))[0]; o.Result != Rejected {
+		t.Errorf("new event for an evicted final task: %v", o.Result)
+	}
+	got := f.get(t, "e1") // from the archive
+	if got.Status != apollo.StatusSuccess || len(got.History) != 2 {
+		t.Errorf("archived task %+v", got)
+	}
+}
+
+type memArchive struct{ m map[string]*apollo.Task }
+
+func (a *memArchive) Put(t *apollo.Task) error { a.m[t.Tenant+"/"+t.TaskID] = t; return nil }
+func (a *memArchive) Get(tenant, id string) (*apollo.Task, error) {
+	return a.m[tenant+"/"+id], nil
+}
+
+// A checkpoint plus the records after it rebuild the same state, including
+// waiting out-of-order events and tombstones.
+func TestCheckpointAndReplay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) { o.Retention = time.Minute })
+	f.publish(t, ev("r1", 1, apollo.StatusRunning), ev("r1", 2, apollo.StatusSuccess))
+	f.drain()
+	f.clock.Advance(2 * time.Minute)
+	f.bus.Sweep() // r1 becomes a tombstone
+	f.publish(t, ev("r2", 1, apollo.StatusPending), ev("r2", 3, apollo.StatusSuccess)) // 3 waits
+	var snap bytes.Buffer
+	var at uint64
+	if err := f.bus.Checkpoint(func(lsn uint64) error { at = lsn; return f.bus.WriteState(&snap) }); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, ev("r3", 1, apollo.StatusRunning), ev("r2", 2, apollo.StatusRunning))
+	c, _ := f.bus.Correct(t.Context(), "", "r3", apollo.StatusFailed, "me", "stuck")
+	if c == nil {
+		t.Fatal("correction failed")
+	}
+
+	b2, err := New(Options{Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.ReadState(bytes.NewReader(snap.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range f.log.records() {
+		if lsn := uint64(i + 1); lsn > at {
+			if err := b2.Replay(lsn, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b2.Start(t.Context())
+	defer b2.Stop()
+	for _, id := range []string{"r2", "r3"} {
+		want, got := f.get(t, id), mustGet(t, b2, id)
+		if want.Status != got.Status || want.Sequence != got.Sequence || len(want.History) != len(got.History) {
+			t.Errorf("%s: replayed %v/%d/%d, live %v/%d/%d", id, got.Status, got.Sequence, len(got.History), want.Status, want.Sequence, len(want.History))
+		}
+	}
+	out := make([]Outcome, 1)
+	b2.Publish(t.Context(), []apollo.Event{ev("r1", 2, apollo.StatusSuccess)}, out)
+	if out[0].Result != Duplicate {
+		t.Errorf("tombstone lost in the checkpoint: %v", out[0].Result)
+	}
+	if b2.Stats().LastLSN != uint64(len(f.log.records())) {
+		t.Errorf("LastLSN %d", b2.Stats().LastLSN)
+	}
+}
+
+func mustGet(t *testing.T, b *Bus, id string) *apollo.Task {
+	t.Helper()
+	got, err := b.Get("", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func FuzzReadState(f *testing.F) {
+	fx := newFixture(f, nil)
+	fx.publish(f, ev("f1", 1, apollo.StatusPending), ev("f1", 3, apollo.StatusSuccess), ev("f2", 1, apollo.StatusRunning))
+	var snap bytes.Buffer
+	fx.bus.Checkpoint(func(uint64) error { return fx.bus.WriteState(&snap) })
+	f.Add(snap.Bytes())
+	f.Add([]byte(stateMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, _ := New(Options{})
+		_ = b.ReadState(bytes.NewReader(data)) // must not panic
+	})
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	r := apollo.Record{Event: apollo.Event{TaskID: "a", Name: "n", Sequence: 3, Status: apollo.StatusFailed, Ts: 9, Extra: []byte(`{"x":1}`)}, Kind: apollo.KindCorrection, Actor: "me", Reason: "why"}
+	f.Add(appendRecord(nil, &r))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got apollo.Record
+		if _, err := decodeRecord(data, &got); err != nil {
+			return
+		}
+		again := appendRecord(nil, &got)
+		var back apollo.Record
+		if _, err := decodeRecord(again, &back); err != nil {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+	})
+}

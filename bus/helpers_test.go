@@ -1,0 +1,122 @@
+package bus
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// memLog is an in-memory Log: every append is durable at once.
+type memLog struct {
+	mu   sync.Mutex
+	recs [][]byte
+}
+
+func (l *memLog) Append(p []byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, append([]byte(nil), p...))
+	return uint64(len(l.recs)), nil
+}
+
+func (l *memLog) Wait(context.Context, uint64) error { return nil }
+
+func (l *memLog) records() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]byte(nil), l.recs...)
+}
+
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	bus   *Bus
+	clock *apollo.FakeClock
+	log   *memLog
+}
+
+func newFixture(t testing.TB, edit func(*Options)) *fixture {
+	t.Helper()
+	f := &fixture{clock: apollo.NewFakeClock(t0), log: &memLog{}}
+	opts := Options{Log: f.log, Clock: f.clock, Workers: 2, Logger: slog.New(slog.DiscardHandler)}
+	if edit != nil {
+		edit(&opts)
+	}
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	f.bus = b
+	return f
+}
+
+func ev(id string, seq int64, st apollo.Status) apollo.Event {
+	return apollo.Event{TaskID: id, Name: "job_" + id[:1], Sequence: seq, Status: st, Ts: t0.UnixMilli() + seq*1000}
+}
+
+func (f *fixture) publish(t testing.TB, evs ...apollo.Event) []Outcome {
+	t.Helper()
+	out := make([]Outcome, len(evs))
+	if err := f.bus.Publish(context.Background(), evs, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (f *fixture) get(t testing.TB, id string) *apollo.Task {
+	t.Helper()
+	got, err := f.bus.Get("", id)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", id, err)
+	}
+	return got
+}
+
+// drain waits until every queued change has been delivered.
+func (f *fixture) drain() { f.bus.Checkpoint(func(uint64) error { return nil }) }
+
+// recorder is an Observer that keeps every change.
+type recorder struct {
+	mu      sync.Mutex
+	changes []*apollo.Change
+}
+
+func (r *recorder) Apply(c *apollo.Change) {
+	r.mu.Lock()
+	r.changes = append(r.changes, c)
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []*apollo.Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*apollo.Change(nil), r.changes...)
+}
+
+// waitChange reads from a subscription until pred holds, or fails after 10 s.
+func waitChange(t *testing.T, sub *Subscription, pred func(*apollo.Change) bool) *apollo.Change {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case c, ok := <-sub.C():
+			if !ok {
+				t.Fatalf("subscription ended: %v", sub.Err())
+			}
+			if pred(c) {
+				return c
+			}
+		case <-timeout.C:
+			t.Fatal("no matching change within 10s")
+		}
+	}
+}

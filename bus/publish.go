@@ -1,0 +1,443 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Result is what became of one published event.
+type Result uint8
+
+const (
+	// Accepted: durable, applied (or waiting in order for earlier events).
+	Accepted Result = iota + 1
+	// Held: durable, but its task's queue is over its limit: slow down.
+	Held
+	// Duplicate: its sequence was not above the last one accepted.
+	Duplicate
+	// Rejected: invalid, or an illegal transition. Do not resend.
+	Rejected
+	// RetryLater: not stored (overloaded or stopping). Resend later.
+	RetryLater
+)
+
+var resultNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later"}
+
+func (r Result) String() string {
+	if int(r) < len(resultNames) {
+		return resultNames[r]
+	}
+	return fmt.Sprintf("Result(%d)", r)
+}
+
+// Outcome is the result of one event, with the reason when it was not taken.
+type Outcome struct {
+	Result Result
+	Err    *apollo.Error
+}
+
+// decision is the outcome of deciding one record, plus what must happen
+// after the shard lock is released.
+type decision struct {
+	Outcome
+	lsn     uint64
+	refusal *Refusal
+}
+
+// Publish decides every event in evs (setting out[i] for evs[i]), and
+// returns once the accepted ones are durable. Events must carry their tenant;
+// Publish does not change evs. An error means the log failed: nothing in
+// this call may be reported as accepted.
+func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) error {
+	if len(out) < len(evs) {
+		panic("bus: Publish needs one Outcome per event")
+	}
+	var last uint64
+	var refusals []Refusal
+	now := b.nowMs()
+	b.pause.RLock()
+	for i := range evs {
+		if b.closed.Load() {
+			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}
+			continue
+		}
+		if err := evs[i].Validate(); err != nil {
+			b.stats.invalid.Add(1)
+			out[i] = Outcome{Result: Rejected, Err: err.(*apollo.Error)}
+			continue
+		}
+		rec := apollo.Record{Event: evs[i], Kind: apollo.KindReport, ReceivedAt: now}
+		d := b.decide(&rec, false)
+		out[i] = d.Outcome
+		if d.lsn > last {
+			last = d.lsn
+		}
+		if d.refusal != nil {
+			refusals = append(refusals, *d.refusal)
+		}
+	}
+	b.pause.RUnlock()
+	b.reportRefusals(refusals)
+	if last == 0 || b.opts.Log == nil {
+		return nil
+	}
+	if err := b.opts.Log.Wait(ctx, last); err != nil {
+		return fmt.Errorf("bus: waiting for the log: %w", err)
+	}
+	return nil
+}
+
+func (b *Bus) reportRefusals(rs []Refusal) {
+	for _, r := range rs {
+		if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+			b.log.Warn("event refused: holding area full; the reporter must resend it",
+				"tenant", r.Tenant, "task", r.TaskID, "reason", r.Reason, "suppressed", n)
+		}
+		if b.opts.OnRefused != nil {
+			b.opts.OnRefused(r)
+		}
+	}
+}
+
+// decide takes one record through idempotence, the transition table,
+// reordering and capacity, and applies it when it may. In replay the record
+// is already in the log, and capacity is not checked: it was accepted once.
+func (b *Bus) decide(r *apollo.Record, replay bool) decision {
+	k := key{tenant: r.Tenant, id: r.TaskID}
+	s := b.shardOf(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	t := s.tasks[k]
+	cur := apollo.StatusNone
+	var seq int64
+	if t != nil {
+		cur, seq = t.status, t.seq
+	} else if last, ok := b.tombs.get(hashKey(k)); ok {
+		// The task finished and left memory; it is final, so nothing new applies.
+		if r.Sequence <= last {
+			b.stats.duplicate.Add(1)
+			return decision{Outcome: Outcome{Result: Duplicate}}
+		}
+		return b.illegal(r, apollo.StatusSuccess, "the task finished and left memory")
+	}
+	if r.Sequence <= seq {
+		b.stats.duplicate.Add(1)
+		return decision{Outcome: Outcome{Result: Duplicate}}
+	}
+	legal := apollo.CanTransition(cur, r.Status)
+	ahead := r.Sequence > seq+1
+	if !legal && !ahead {
+		return b.illegal(r, cur, "")
+	}
+	if !replay {
+		if d, refused := b.checkCapacity(t, r); refused {
+			return d
+		}
+	}
+	if t == nil {
+		t = &task{}
+		s.tasks[k] = t
+		b.ntasks.Add(1)
+	}
+	var lsn uint64
+	if !replay && b.opts.Log != nil {
+		var err error
+		if lsn, err = b.append(r); err != nil {
+			if t.status == apollo.StatusNone && len(t.parked) == 0 {
+				delete(s.tasks, k)
+				b.ntasks.Add(-1)
+			}
+			return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}}}
+		}
+	}
+	if !legal { // ahead of a missing event: wait for it
+		b.park(t, r)
+		b.stats.parked.Add(1)
+		return decision{Outcome: Outcome{Result: Accepted}, lsn: lsn}
+	}
+	res := b.applyLocked(s, k, t, r)
+	b.unpark(s, k, t, r.ReceivedAt)
+	b.stats.accepted.Add(1)
+	return decision{Outcome: Outcome{Result: res}, lsn: lsn}
+}
+
+// checkCapacity refuses an event when the queues or the holding area are
+// full, or when a new task would exceed MaxTasks.
+func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
+	reason := ""
+	switch {
+	case t == nil && b.ntasks.Load() >= int64(b.opts.MaxTasks):
+		reason = fmt.Sprintf("%d tasks in memory, the limit", b.opts.MaxTasks)
+	case b.queued.Load() >= int64(b.opts.QueueLimit):
+		reason = fmt.Sprintf("%d changes queued, the limit", b.opts.QueueLimit)
+	case t != nil && len(t.q) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):
+		reason = fmt.Sprintf("holding area full (%d changes)", b.opts.HoldLimit)
+	case t != nil && len(t.parked) >= maxParkedPerTask && r.Sequence > t.seq+1 && !apollo.CanTransition(t.status, r.Status):
+		reason = fmt.Sprintf("%d out-of-order events already wait for this task", maxParkedPerTask)
+	case b.parked.Load() >= int64(b.opts.HoldLimit) && (t == nil || r.Sequence > t.seq+1):
+		reason = "too many out-of-order events wait in all"
+	default:
+		return decision{}, false
+	}
+	b.stats.refused.Add(1)
+	return decision{
+		Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: " + reason, Hint: "slow down and resend this event"}},
+		refusal: &Refusal{Tenant: r.Tenant, TaskID: r.TaskID, Reason: reason},
+	}, true
+}
+
+func (b *Bus) illegal(r *apollo.Record, from apollo.Status, why string) decision {
+	b.stats.illegal.Add(1)
+	msg := fmt.Sprintf("illegal transition %s -> %s", from, r.Status)
+	if why != "" {
+		msg += ": " + why
+	}
+	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+		b.log.Warn("event dropped", "tenant", r.Tenant, "task", r.TaskID, "sequence", r.Sequence, "reason", msg, "suppressed", n)
+	}
+	return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{
+		Code: apollo.ECONFLICT, Field: "status", Message: msg,
+		Hint: "a task moves pending -> running -> success|failed|timeout; final states change only by manual correction",
+	}}}
+}
+
+// append writes r to the log. The shard lock is held, so the log's order is
+// the decision order for this task.
+func (b *Bus) append(r *apollo.Record) (uint64, error) {
+	buf := appendRecord(make([]byte, 0, 96+len(r.TaskID)+len(r.Name)+len(r.Extra)), r)
+	lsn, err := b.opts.Log.Append(buf)
+	if err != nil {
+		b.stats.logErrors.Add(1)
+		if ok, _ := b.warn.allow(b.opts.Clock.Now()); ok {
+			b.log.Error("log append failed", "err", err)
+		}
+		return 0, err
+	}
+	for {
+		old := b.lsn.Load()
+		if lsn <= old || b.lsn.CompareAndSwap(old, lsn) {
+			break
+		}
+	}
+	return lsn, nil
+}
+
+// applyLocked applies a decided record to t and queues the change. It also
+// arms the task's deadlines.
+func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
+	late := false
+	lat := b.lateness(r.JobName())
+	if t.name != "" {
+		lat = b.lateness(t.name)
+	}
+	if r.Kind == apollo.KindReport && r.Status == apollo.StatusRunning && t.status != apollo.StatusRunning && !t.late {
+		sched := r.ScheduledAt
+		if sched == 0 {
+			sched = t.scheduledAt
+		}
+		late = sched > 0 && r.Ts-sched > lat.StartAfter.Milliseconds()
+	}
+	if r.Kind == apollo.KindMissedStart {
+		late = !t.late
+	}
+	c := t.apply(k, r, late)
+	t.appendHistory(r, b.opts.HistoryLimit)
+	b.armDeadlines(k, t, lat)
+	return b.enqueue(s, t, c)
+}
+
+// enqueue puts c on t's queue and t on the ready list if it is not there.
+// During replay, before the workers start, it hands c to the observers
+// directly: replay is one goroutine, in log order.
+func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
+	if b.replaying {
+		for _, o := range b.opts.Observers {
+			o.Apply(c)
+		}
+		return Accepted
+	}
+	res := Accepted
+	if len(t.q) >= b.opts.TaskQueueLen {
+		b.held.Add(1)
+		b.stats.held.Add(1)
+		res = Held
+	}
+	if t.q == nil {
+		b.queues.Add(1)
+	}
+	t.q = append(t.q, c)
+	b.queued.Add(1)
+	if !t.queued {
+		t.queued = true
+		b.ready.push(readyTask{s: s, t: t})
+	}
+	return res
+}
+
+const maxParkedPerTask = 16
+
+// park keeps r until the events before it arrive, in sequence order.
+func (b *Bus) park(t *task, r *apollo.Record) {
+	until := r.ReceivedAt + b.opts.ReorderWindow.Milliseconds()
+	i := len(t.parked)
+	for i > 0 && t.parked[i-1].rec.Sequence > r.Sequence {
+		i--
+	}
+	if i > 0 && t.parked[i-1].rec.Sequence == r.Sequence {
+		return // the same event twice while waiting: one copy is enough
+	}
+	t.parked = append(t.parked, parkedEvent{})
+	copy(t.parked[i+1:], t.parked[i:])
+	t.parked[i] = parkedEvent{rec: *r, until: until}
+	b.parked.Add(1)
+	b.timers.push(deadline{at: until, k: key{tenant: r.Tenant, id: r.TaskID}, kind: dParked})
+}
+
+// unpark applies waiting events that the last change made possible. Events
+// whose wait ended before now are dropped first, as the deadline loop would
+// have: replay then decides exactly as the live run did.
+func (b *Bus) unpark(s *shard, k key, t *task, now int64) {
+	for len(t.parked) > 0 {
+		p := &t.parked[0]
+		switch {
+		case p.until < now:
+			b.stats.parkExpired.Add(1)
+			b.logIllegal(&p.rec, t.status, "the events before it never arrived")
+		case p.rec.Sequence <= t.seq:
+			b.stats.duplicate.Add(1)
+		case apollo.CanTransition(t.status, p.rec.Status):
+			r := p.rec
+			b.applyLocked(s, k, t, &r)
+			b.stats.accepted.Add(1)
+		case p.rec.Sequence == t.seq+1:
+			b.stats.illegal.Add(1)
+			b.logIllegal(&p.rec, t.status, "")
+		default:
+			return // still waiting for an earlier event
+		}
+		t.parked[0] = parkedEvent{}
+		t.parked = t.parked[1:]
+		if len(t.parked) == 0 {
+			t.parked = nil
+		}
+		b.parked.Add(-1)
+	}
+}
+
+func (b *Bus) logIllegal(r *apollo.Record, from apollo.Status, why string) {
+	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+		b.log.Warn("out-of-order event dropped", "tenant", r.Tenant, "task", r.TaskID, "sequence", r.Sequence,
+			"transition", from.String()+" -> "+r.Status.String(), "why", why, "suppressed", n)
+	}
+}
+
+// commitOwn decides and logs a record the bus writes itself (a timeout, a
+// missed start), if check still holds for the task. It does not wait for
+// durability: nobody waits for the answer.
+func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apollo.Record) {
+	b.pause.RLock()
+	defer b.pause.RUnlock()
+	if b.closed.Load() {
+		return
+	}
+	s := b.shardOf(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tasks[k]
+	if t == nil || !check(t) {
+		return
+	}
+	r := build(t)
+	if b.opts.Log != nil {
+		if _, err := b.append(&r); err != nil {
+			return // logged in append; the deadline is re-armed on restart
+		}
+	}
+	b.applyLocked(s, k, t, &r)
+	b.unpark(s, k, t, r.ReceivedAt)
+}
+
+// Correct sets a task's status whatever the transition table says: a
+// manual, audited correction by an operator. It returns the task after the
+// change, once the correction is durable.
+func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error) {
+	if !to.Valid() {
+		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "status", Message: "missing or unknown status", Hint: "use one of pending, running, success, failed, timeout, manual_blocked"}
+	}
+	if reason == "" {
+		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "reason", Message: "a correction needs a reason", Hint: "say why the status is changed by hand; it goes to the audit log"}
+	}
+	k := key{tenant: tenant, id: taskID}
+	b.pause.RLock()
+	if b.closed.Load() {
+		b.pause.RUnlock()
+		return nil, ErrClosed
+	}
+	s := b.shardOf(k)
+	s.mu.Lock()
+	t := s.tasks[k]
+	if t == nil {
+		s.mu.Unlock()
+		b.pause.RUnlock()
+		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Field: "taskID", Message: fmt.Sprintf("no task %q in memory", taskID),
+			Hint: "corrections apply to tasks still in memory (finished less than the retention ago)"}
+	}
+	now := b.nowMs()
+	r := apollo.Record{
+		Event: apollo.Event{TaskID: taskID, Name: t.name, Tenant: tenant, Sequence: t.seq, Status: to, Ts: now},
+		Kind:  apollo.KindCorrection, ReceivedAt: now, Actor: actor, Reason: reason,
+	}
+	var lsn uint64
+	var err error
+	if b.opts.Log != nil {
+		lsn, err = b.append(&r)
+	}
+	if err == nil {
+		b.applyLocked(s, k, t, &r)
+		b.stats.corrections.Add(1)
+	}
+	view := t.view(k)
+	s.mu.Unlock()
+	b.pause.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("bus: correcting %s: %w", taskID, err)
+	}
+	if lsn > 0 {
+		if err := b.opts.Log.Wait(ctx, lsn); err != nil {
+			return nil, fmt.Errorf("bus: correcting %s: %w", taskID, err)
+		}
+	}
+	return &view, nil
+}
+
+// Replay decides one record read back from the log at start-up, before
+// Start: the same decisions as when it was first taken, nothing appended.
+func (b *Bus) Replay(lsn uint64, payload []byte) error {
+	var r apollo.Record
+	if _, err := decodeRecord(payload, &r); err != nil {
+		return fmt.Errorf("bus: replaying record %d: %w", lsn, err)
+	}
+	b.pause.RLock()
+	defer b.pause.RUnlock()
+	b.replaying = true
+	if r.Kind == apollo.KindReport {
+		b.decide(&r, true)
+	} else {
+		k := key{tenant: r.Tenant, id: r.TaskID}
+		s := b.shardOf(k)
+		s.mu.Lock()
+		if t := s.tasks[k]; t != nil {
+			b.applyLocked(s, k, t, &r)
+			b.unpark(s, k, t, r.ReceivedAt)
+		}
+		s.mu.Unlock()
+	}
+	if lsn > b.lsn.Load() {
+		b.lsn.Store(lsn)
+	}
+	b.stats.replayed.Add(1)
+	return nil
+}

@@ -1,0 +1,226 @@
+package bus
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Checkpoint holds every decision, waits until every queued change has
+// reached the observers, and calls fn with the LSN of the last record the
+// state reflects. Within fn, WriteState (and the observers' own snapshot
+// writers) see a state that equals the log up to that LSN. Decisions resume
+// when fn returns, so fn should copy the state into memory and leave the
+// slow writing to disk for afterwards.
+func (b *Bus) Checkpoint(fn func(lsn uint64) error) error {
+	b.pause.Lock()
+	defer b.pause.Unlock()
+	b.waitDrained()
+	return fn(b.lsn.Load())
+}
+
+const stateMagic = "APBUS1\n"
+
+// WriteState writes every task in memory, their waiting out-of-order events
+// and the tombstones. Call it inside Checkpoint, or before Start.
+func (b *Bus) WriteState(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var buf []byte
+	buf = append(buf, stateMagic...)
+	buf = binary.AppendUvarint(buf, uint64(b.ntasks.Load()))
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.Lock()
+		for k, t := range s.tasks {
+			buf = appendTask(buf, k, t)
+			if len(buf) > 1<<15 {
+				if _, err := bw.Write(buf); err != nil {
+					s.mu.Unlock()
+					return err
+				}
+				buf = buf[:0]
+			}
+		}
+		s.mu.Unlock()
+	}
+	buf = binary.AppendUvarint(buf, 0) // end of tasks: an empty tenant+id marker follows below
+	b.tombs.mu.Lock()
+	buf = binary.AppendVarint(buf, b.tombs.start.UnixMilli())
+	for _, g := range b.tombs.gens {
+		buf = binary.AppendUvarint(buf, uint64(len(g)))
+		for h, seq := range g {
+			buf = binary.LittleEndian.AppendUint64(buf, h)
+			buf = binary.AppendUvarint(buf, uint64(seq))
+			if len(buf) > 1<<15 {
+				if _, err := bw.Write(buf); err != nil {
+					b.tombs.mu.Unlock()
+					return err
+				}
+				buf = buf[:0]
+			}
+		}
+	}
+	b.tombs.mu.Unlock()
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendTask(b []byte, k key, t *task) []byte {
+	b = binary.AppendUvarint(b, 1) // a task follows
+	b = appendString(b, k.tenant)
+	b = appendString(b, k.id)
+	b = appendString(b, t.name)
+	late := byte(0)
+	if t.late {
+		late = 1
+	}
+	b = append(b, byte(t.status), late)
+	for _, v := range [...]int64{t.seq, t.scheduledAt, t.startedAt, t.finishedAt, t.updatedAt, t.timeoutMs, t.costMs, int64(t.nhist)} {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	b = appendString(b, string(t.history))
+	b = binary.AppendUvarint(b, uint64(len(t.parked)))
+	for _, p := range t.parked {
+		b = binary.AppendUvarint(b, uint64(p.until))
+		b = appendString(b, string(appendRecord(nil, &p.rec)))
+	}
+	return b
+}
+
+// stateReader decodes the state format with one error for the whole read.
+type stateReader struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (sr *stateReader) uvarint() uint64 {
+	if sr.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(sr.r)
+	sr.err = err
+	return v
+}
+
+func (sr *stateReader) bytes(max int) []byte {
+	n := sr.uvarint()
+	if sr.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		sr.err = fmt.Errorf("a field of %d bytes, over the limit of %d", n, max)
+		return nil
+	}
+	b := make([]byte, n)
+	_, sr.err = io.ReadFull(sr.r, b)
+	return b
+}
+
+func (sr *stateReader) byte() byte {
+	if sr.err != nil {
+		return 0
+	}
+	c, err := sr.r.ReadByte()
+	sr.err = err
+	return c
+}
+
+// ReadState replaces the bus's state with one WriteState wrote. Call it
+// before Replay and Start.
+func (b *Bus) ReadState(r io.Reader) error {
+	sr := &stateReader{r: bufio.NewReaderSize(r, 1<<16)}
+	magic := make([]byte, len(stateMagic))
+	if _, err := io.ReadFull(sr.r, magic); err != nil || string(magic) != stateMagic {
+		return errors.New("bus: snapshot does not start with the bus state marker; it was not written by this version")
+	}
+	sr.uvarint() // task count, informational
+	for sr.err == nil {
+		if sr.uvarint() != 1 {
+			break
+		}
+		if err := b.readTask(sr); err != nil {
+			return err
+		}
+	}
+	start := int64(0)
+	if sr.err == nil {
+		v, err := binary.ReadVarint(sr.r)
+		start, sr.err = v, err
+	}
+	b.tombs.mu.Lock()
+	defer b.tombs.mu.Unlock()
+	b.tombs.start = time.UnixMilli(start)
+	for i := range b.tombs.gens {
+		n := sr.uvarint()
+		g := make(map[uint64]int64, min(n, 1<<20))
+		var h [8]byte
+		for j := uint64(0); j < n && sr.err == nil; j++ {
+			_, sr.err = io.ReadFull(sr.r, h[:])
+			g[binary.LittleEndian.Uint64(h[:])] = int64(sr.uvarint())
+		}
+		b.tombs.gens[i] = g
+	}
+	if sr.err != nil {
+		return fmt.Errorf("bus: reading the snapshot: %w", sr.err)
+	}
+	return nil
+}
+
+func (b *Bus) readTask(sr *stateReader) error {
+	k := key{tenant: string(sr.bytes(apollo.MaxTaskIDBytes)), id: string(sr.bytes(apollo.MaxTaskIDBytes))}
+	t := &task{name: string(sr.bytes(apollo.MaxNameBytes))}
+	t.status = apollo.Status(sr.byte())
+	t.late = sr.byte() == 1
+	for _, p := range [...]*int64{&t.seq, &t.scheduledAt, &t.startedAt, &t.finishedAt, &t.updatedAt, &t.timeoutMs, &t.costMs} {
+		*p = int64(sr.uvarint())
+	}
+	t.nhist = uint16(sr.uvarint())
+	t.history = sr.bytes(1 << 22)
+	if len(t.history) == 0 {
+		t.history = nil
+	}
+	np := sr.uvarint()
+	if np > maxParkedPerTask {
+		return fmt.Errorf("bus: reading the snapshot: task %q has %d waiting events", k.id, np)
+	}
+	for i := uint64(0); i < np && sr.err == nil; i++ {
+		until := int64(sr.uvarint())
+		raw := sr.bytes(1 << 20)
+		var r apollo.Record
+		if sr.err == nil {
+			if _, err := decodeRecord(raw, &r); err != nil {
+				return fmt.Errorf("bus: reading the snapshot: task %q: %w", k.id, err)
+			}
+		}
+		t.parked = append(t.parked, parkedEvent{rec: r, until: until})
+		b.timers.push(deadline{at: until, k: k, kind: dParked})
+	}
+	if sr.err != nil {
+		return fmt.Errorf("bus: reading the snapshot: %w", sr.err)
+	}
+	if t.status > apollo.StatusManualBlocked {
+		return fmt.Errorf("bus: reading the snapshot: task %q has status %d", k.id, t.status)
+	}
+	s := b.shardOf(k)
+	s.mu.Lock()
+	if s.tasks[k] == nil {
+		b.ntasks.Add(1)
+	}
+	s.tasks[k] = t
+	b.parked.Add(int64(len(t.parked)))
+	b.armDeadlines(k, t, b.lateness(t.name))
+	s.mu.Unlock()
+	return nil
+}

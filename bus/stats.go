@@ -1,0 +1,124 @@
+package bus
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+type counters struct {
+	accepted, duplicate, illegal, invalid, held, refused atomic.Int64
+	parked, parkExpired, timeouts, missedStarts          atomic.Int64
+	corrections, evicted, replayed, logErrors            atomic.Int64
+	subscribers, subscribersCut                          atomic.Int64
+}
+
+// Stats are the bus's counters (since start) and gauges (now).
+type Stats struct {
+	Accepted    int64 `json:"accepted"`
+	Duplicate   int64 `json:"duplicate"`
+	Illegal     int64 `json:"illegal"`
+	Invalid     int64 `json:"invalid"`
+	Held        int64 `json:"held"`    // events that went over their task's queue limit
+	Refused     int64 `json:"refused"` // events not stored: holding area or queues full
+	Parked      int64 `json:"parked"`  // out-of-order events that waited for earlier ones
+	ParkExpired int64 `json:"parkExpired"`
+	Timeouts    int64 `json:"timeouts"`
+	MissedStart int64 `json:"missedStarts"`
+	Corrections int64 `json:"corrections"`
+	Evicted     int64 `json:"evicted"`
+	Replayed    int64 `json:"replayed"`
+	LogErrors   int64 `json:"logErrors"`
+
+	Tasks          int64  `json:"tasks"`          // in memory
+	Queues         int64  `json:"queues"`         // tasks with changes waiting
+	Queued         int64  `json:"queued"`         // changes waiting
+	Holding        int64  `json:"holding"`        // changes in the holding area
+	HoldLimit      int64  `json:"holdLimit"`      //
+	Waiting        int64  `json:"waiting"`        // out-of-order events waiting now
+	Tombstones     int64  `json:"tombstones"`     //
+	Deadlines      int64  `json:"deadlines"`      //
+	Subscribers    int64  `json:"subscribers"`    //
+	SubscribersCut int64  `json:"subscribersCut"` // cut off for being slow
+	LastLSN        uint64 `json:"lastLSN"`
+}
+
+// Stats returns the counters and gauges.
+func (b *Bus) Stats() Stats {
+	c := &b.stats
+	return Stats{
+		Accepted: c.accepted.Load(), Duplicate: c.duplicate.Load(), Illegal: c.illegal.Load(),
+		Invalid: c.invalid.Load(), Held: c.held.Load(), Refused: c.refused.Load(),
+		Parked: c.parked.Load(), ParkExpired: c.parkExpired.Load(), Timeouts: c.timeouts.Load(),
+		MissedStart: c.missedStarts.Load(), Corrections: c.corrections.Load(), Evicted: c.evicted.Load(),
+		Replayed: c.replayed.Load(), LogErrors: c.logErrors.Load(),
+		Tasks: b.ntasks.Load(), Queues: b.queues.Load(), Queued: b.queued.Load(), Holding: b.held.Load(),
+		HoldLimit: int64(b.opts.HoldLimit), Waiting: b.parked.Load(), Tombstones: int64(b.tombs.len()),
+		Deadlines: int64(b.timers.len()), Subscribers: c.subscribers.Load(), SubscribersCut: c.subscribersCut.Load(),
+		LastLSN: b.lsn.Load(),
+	}
+}
+
+// sweepLoop moves finished tasks out of memory after the retention, and
+// unfinished ones after the idle retention, until Stop.
+func (b *Bus) sweepLoop() {
+	defer b.wg.Done()
+	every := min(b.opts.Retention/10, time.Minute)
+	every = max(every, time.Second)
+	tick := b.opts.Clock.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C():
+			b.Sweep()
+		case <-b.stop:
+			return
+		}
+	}
+}
+
+// Sweep evicts what has outlived its retention now. The sweeper calls it;
+// tests may too.
+func (b *Bus) Sweep() {
+	b.pause.RLock() // a checkpoint sees a task or its tombstone, never neither
+	defer b.pause.RUnlock()
+	now := b.opts.Clock.Now()
+	b.tombs.rotate(now)
+	finishedBefore := now.Add(-b.opts.Retention).UnixMilli()
+	idleBefore := now.Add(-b.opts.IdleRetention).UnixMilli()
+	var out []*apollo.Task
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.Lock()
+		for k, t := range s.tasks {
+			if t.queued || len(t.parked) > 0 {
+				continue
+			}
+			final := t.status.Final()
+			switch {
+			case final && t.updatedAt < finishedBefore, !final && t.updatedAt < idleBefore:
+			default:
+				continue
+			}
+			delete(s.tasks, k)
+			b.ntasks.Add(-1)
+			b.tombs.put(hashKey(k), t.seq)
+			b.stats.evicted.Add(1)
+			if b.opts.Archive != nil && t.status != apollo.StatusNone {
+				v := t.view(k)
+				v.History = t.decodeHistory(k)
+				out = append(out, &v)
+			}
+		}
+		s.mu.Unlock()
+		for _, v := range out { // outside the lock: the archive does I/O
+			if err := b.opts.Archive.Put(v); err != nil {
+				if ok, _ := b.warn.allow(now); ok {
+					b.log.Error("archiving a finished task failed; it is no longer queryable", "task", v.TaskID, "err", err)
+				}
+			}
+		}
+		out = out[:0]
+	}
+}

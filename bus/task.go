@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"github.com/apollo-11/apollo"
+)
+
+// key names a task: tasks of different tenants never share state.
+type key struct {
+	tenant string
+	id     string
+}
+
+// task is the hot state of one run. It is kept small (see
+// BenchmarkMemoryPerTask): history is a compact encoding, not []Record.
+type task struct {
+	name        string
+	status      apollo.Status
+	late        bool
+	queued      bool // on the ready list, or being drained by a worker
+	seq         int64
+	scheduledAt int64
+	startedAt   int64
+	finishedAt  int64
+	updatedAt   int64 // server time of the last change, Unix ms
+	timeoutMs   int64
+	costMs      int64
+	history     []byte // encoded records, oldest first (see codec.go)
+	nhist       uint16 // records in history
+	q           []*apollo.Change
+	parked      []parkedEvent // events waiting for earlier sequences
+}
+
+type parkedEvent struct {
+	rec   apollo.Record
+	until int64 // server time (ms) after which it is dropped as illegal
+}
+
+// view returns the API form of t, without history.
+func (t *task) view(k key) apollo.Task {
+	return apollo.Task{
+		TaskID:      k.id,
+		Name:        t.name,
+		Tenant:      k.tenant,
+		Status:      t.status,
+		Sequence:    t.seq,
+		ScheduledAt: t.scheduledAt,
+		StartedAt:   t.startedAt,
+		FinishedAt:  t.finishedAt,
+		UpdatedAt:   t.updatedAt,
+		TimeoutMs:   t.timeoutMs,
+		CostMs:      t.costMs,
+		Late:        t.late,
+	}
+}
+
+// apply changes t by one decided record and returns the change. The caller
+// holds the shard lock and has already decided that r applies.
+func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
+	c := &apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
+	if t.name == "" { // the first event names the job; later names are ignored
+		t.name = r.JobName()
+	}
+	if r.Kind == apollo.KindReport || r.Kind == apollo.KindCorrection {
+		if r.Sequence > t.seq {
+			t.seq = r.Sequence
+		}
+	}
+	if r.ScheduledAt > 0 {
+		t.scheduledAt = r.ScheduledAt
+	}
+	if r.TimeoutMs > 0 {
+		t.timeoutMs = r.TimeoutMs
+	}
+	if becameLate {
+		t.late = true
+	}
+	if r.Kind != apollo.KindMissedStart {
+		to := r.Status
+		if to == apollo.StatusRunning && t.status != apollo.StatusRunning {
+			t.startedAt = r.Ts
+		}
+		switch {
+		case to.Final():
+			t.finishedAt = r.Ts
+			t.costMs = r.CostMs
+			if t.costMs == 0 && t.startedAt > 0 && r.Ts >= t.startedAt {
+				t.costMs = r.Ts - t.startedAt
+			}
+		case t.status.Final(): // a correction reopened the task
+			t.finishedAt, t.costMs = 0, 0
+		}
+		t.status = to
+	}
+	t.updatedAt = r.ReceivedAt
+	c.Task = t.view(k)
+	c.Record.Name = t.name
+	return c
+}
