@@ -92,7 +92,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 func (b *Bus) reportRefusals(rs []Refusal) {
 	for _, r := range rs {
 		if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
-			b.log.Warn("event refused: holding area full; the reporter must resend it",
+			b.log.Warn("event refused, not stored; the reporter must resend it",
 				"tenant", r.Tenant, "task", r.TaskID, "reason", r.Reason, "suppressed", n)
 		}
 		if b.opts.OnRefused != nil {

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// Bus is what the API needs of the task state.
+type Bus interface {
+	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	Get(tenant, taskID string) (*apollo.Task, error)
+	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
+}
+
+// Options wire the server to the rest of Apollo-11. Only Bus is required.
+type Options struct {
+	Bus    Bus
+	Auth   Authenticator // default OpenAuth
+	Logger *slog.Logger
+	// MaxBodyBytes bounds request bodies; default 4 MiB.
+	MaxBodyBytes int64
+	// Ready reports whether the server has finished recovery; nil = always.
+	Ready func() bool
+}
+
+// Server serves the API. It is an http.Handler.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New returns a Server with every route of routes() registered.
+func New(opts Options) *Server {
+	if opts.Auth == nil {
+		opts.Auth = OpenAuth{}
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	log := opts.Logger
+	if log == nil {
+		log = discardLogger
+	}
+	s := &Server{opts: opts, log: log.With("component", "httpapi"), mux: http.NewServeMux()}
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.method+" "+rt.path, s.guard(rt))
+	}
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// handler is the shape of every route: an error return is answered by
+// writeError, through the one table of statuses.
+type handler func(w http.ResponseWriter, r *http.Request, p *Principal) error
+
+// route is one line of the route table.
+type route struct {
+	method, path string
+	role         Role
+	h            handler
+}
+
+// guard authenticates, checks the route's role, and maps errors.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p *Principal
+		if rt.role != RoleNone {
+			var err error
+			p, err = s.opts.Auth.Authenticate(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if !p.Role.Allows(rt.role) {
+				s.writeError(w, r, &apollo.Error{Code: apollo.EFORBIDDEN,
+					Message: "this needs the " + rt.role.String() + " role; the token has " + p.Role.String(),
+					Hint:    "use a token with that role"})
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		if err := rt.h(w, r, p); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}

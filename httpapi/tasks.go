@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/apollo-11/apollo"
+)
+
+type taskPage struct {
+	Tasks []apollo.Task `json:"tasks"`
+	Next  string        `json:"next,omitempty"`
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	q := r.URL.Query()
+	f := apollo.TaskFilter{Tenant: p.Tenant, Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	if v := q.Get("status"); v != "" {
+		st, err := apollo.ParseStatus(v)
+		if err != nil {
+			return err
+		}
+		f.Status = st
+	}
+	for _, x := range []struct {
+		name string
+		dst  *int64
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(x.name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return &apollo.Error{Code: apollo.EINVALID, Field: x.name, Message: "not a time in Unix milliseconds: " + strconv.Quote(v)}
+			}
+			*x.dst = n
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return &apollo.Error{Code: apollo.EINVALID, Field: "limit", Message: "must be a number from 1 to 1000"}
+		}
+		f.Limit = n
+	}
+	tasks, next, err := s.opts.Bus.List(f)
+	if err != nil {
+		return err
+	}
+	if tasks == nil {
+		tasks = []apollo.Task{}
+	}
+	writeJSON(w, http.StatusOK, taskPage{Tasks: tasks, Next: next})
+	return nil
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	t, err := s.opts.Bus.Get(p.Tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+type correction struct {
+	Status apollo.Status `json:"status"`
+	Reason string        `json:"reason"`
+}
+
+func (s *Server) correctTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var c correction
+	if err := json.Unmarshal(body, &c); err != nil {
+		if ae, ok := err.(*apollo.Error); ok {
+			return ae
+		}
+		return &apollo.Error{Code: apollo.EINVALID, Message: "the body must be {\"status\": ..., \"reason\": ...}: " + err.Error()}
+	}
+	t, err := s.opts.Bus.Correct(r.Context(), p.Tenant, r.PathValue("id"), c.Status, p.Name, c.Reason)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
