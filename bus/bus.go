@@ -153,13 +153,13 @@ type Bus struct {
 	closed atomic.Bool
 
 	ready     *readyList
-	replaying bool // set by Replay, cleared by Start: replay delivers inline
-	queued atomic.Int64 // changes waiting in task queues
-	held   atomic.Int64 // of those, changes over their task's queue limit
-	queues atomic.Int64 // tasks with a queue
-	ntasks atomic.Int64
-	parked atomic.Int64
-	lsn    atomic.Uint64 // highest LSN appended
+	replaying bool         // set by Replay, cleared by Start: replay delivers inline
+	queued    atomic.Int64 // changes waiting in task queues
+	held      atomic.Int64 // of those, changes over their task's queue limit
+	queues    atomic.Int64 // tasks with a queue
+	ntasks    atomic.Int64
+	parked    atomic.Int64
+	lsn       atomic.Uint64 // highest LSN appended
 
 	drainMu sync.Mutex
 	drained *sync.Cond // signalled when queued drops to zero

@@ -136,7 +136,7 @@ func TestCheckpointAndReplay(t *testing.T) {
 	f.publish(t, ev("r1", 1, apollo.StatusRunning), ev("r1", 2, apollo.StatusSuccess))
 	f.drain()
 	f.clock.Advance(2 * time.Minute)
-	f.bus.Sweep() // r1 becomes a tombstone
+	f.bus.Sweep()                                                                      // r1 becomes a tombstone
 	f.publish(t, ev("r2", 1, apollo.StatusPending), ev("r2", 3, apollo.StatusSuccess)) // 3 waits
 	var snap bytes.Buffer
 	var at uint64
