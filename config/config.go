@@ -1,0 +1,285 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Duration is a time.Duration written as "90s", "5m", "1h30m".
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (write e.g. 30s, 5m, 1h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Config is apollo.yaml. Field comments are the documentation of each key
+// (docs/operations.md repeats them with examples).
+type Config struct {
+	Listen        string   `yaml:"listen"`         // host:port of the HTTP API and dashboard
+	Data          string   `yaml:"data"`           // data directory: log segments and snapshots
+	Fsync         string   `yaml:"fsync"`          // batch | interval | off
+	SnapshotEvery Duration `yaml:"snapshot_every"` // how often the state is checkpointed
+	ExternalURL   string   `yaml:"external_url"`   // how people reach the dashboard (links in messages)
+
+	TLS  TLS  `yaml:"tls"`
+	Auth Auth `yaml:"auth"`
+
+	Limits    Limits     `yaml:"limits"`
+	Retention Retention  `yaml:"retention"`
+	Lateness  []Lateness `yaml:"lateness"`
+
+	Rules    string                    `yaml:"rules"`    // rule file, hot-reloaded
+	Jobs     string                    `yaml:"jobs"`     // scheduler jobs file (runs the scheduler in-process)
+	Channels map[string]map[string]any `yaml:"channels"` // notification channels by name (docs/notifications.md)
+	Alert    Alert                     `yaml:"alert"`
+	Redis    Redis                     `yaml:"redis"`
+}
+
+// TLS serves HTTPS from a certificate and key.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Auth configures tokens (docs/security.md).
+type Auth struct {
+	Tokens         []Token `yaml:"tokens"`
+	InsecureNoAuth bool    `yaml:"insecure_no_auth"`
+	// AllowedOrigins for the WebSocket stream, besides the server's own.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// Token is one credential, stored as the SHA-256 of its secret.
+type Token struct {
+	Name    string `yaml:"name"`
+	SHA256  string `yaml:"sha256"`
+	Role    string `yaml:"role"`
+	Tenant  string `yaml:"tenant"`
+	RateMax int    `yaml:"rate"` // events per second this token may ingest; 0 = the default
+}
+
+// Limits bound memory and request sizes.
+type Limits struct {
+	BodyBytes    int64 `yaml:"body_bytes"`
+	TaskQueue    int   `yaml:"task_queue"`
+	HoldingArea  int   `yaml:"holding_area"`
+	Queue        int   `yaml:"queue"`
+	Tasks        int   `yaml:"tasks"`
+	History      int   `yaml:"history"`
+	IngestPerSec int   `yaml:"ingest_per_second"` // per token
+}
+
+// Retention says how long things are kept.
+type Retention struct {
+	Finished Duration `yaml:"finished"` // finished tasks in memory
+	Idle     Duration `yaml:"idle"`     // unfinished tasks with no event
+	Dedup    Duration `yaml:"dedup"`    // late duplicates still recognised
+	Reorder  Duration `yaml:"reorder"`  // out-of-order events wait for the missing ones
+	Buckets  Duration `yaml:"buckets"`  // 10-second metric buckets
+	Rollups  Duration `yaml:"rollups"`  // 1-minute metric rollups
+	Archive  Duration `yaml:"archive"`  // finished tasks on disk, for queries
+}
+
+// Lateness sets thresholds for jobs whose name starts with Prefix.
+type Lateness struct {
+	Prefix      string   `yaml:"prefix"`
+	StartAfter  Duration `yaml:"start_after"`
+	MissedAfter Duration `yaml:"missed_after"`
+	Timeout     Duration `yaml:"timeout"`
+}
+
+// Alert configures evaluation and delivery.
+type Alert struct {
+	Interval    Duration `yaml:"interval"`     // rule evaluation period
+	DedupWindow Duration `yaml:"dedup_window"` // the same notification at most once per window
+	Repeat      Duration `yaml:"repeat"`       // re-notify a firing, unacknowledged alert
+	Heartbeat   Duration `yaml:"heartbeat"`    // self-monitoring heartbeat period
+}
+
+// Redis is the shared store of the multi-process mode.
+type Redis struct {
+	URL    string `yaml:"url"`
+	Prefix string `yaml:"prefix"`
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		Listen:        "127.0.0.1:1969",
+		Data:          "apollo-data",
+		Fsync:         "batch",
+		SnapshotEvery: Duration(5 * time.Minute),
+		Limits: Limits{
+			BodyBytes: 4 << 20, TaskQueue: 64, HoldingArea: 10_000, Queue: 1 << 18,
+			Tasks: 2_000_000, History: 64, IngestPerSec: 50_000,
+		},
+		Retention: Retention{
+			Finished: Duration(time.Hour), Idle: Duration(7 * 24 * time.Hour), Dedup: Duration(24 * time.Hour),
+			Reorder: Duration(30 * time.Second), Buckets: Duration(time.Hour), Rollups: Duration(24 * time.Hour),
+			Archive: Duration(7 * 24 * time.Hour),
+		},
+		Alert: Alert{
+			Interval: Duration(10 * time.Second), DedupWindow: Duration(2 * time.Minute),
+			Repeat: Duration(4 * time.Hour), Heartbeat: Duration(5 * time.Minute),
+		},
+		Redis: Redis{Prefix: "apollo"},
+	}
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Load reads a configuration file over the defaults. ${NAME} in values
+// expands from getenv; a reference to an unset variable is an error, so a
+// missing secret is caught at start-up.
+func Load(path string, getenv func(string) string) (Config, error) {
+	c := Default()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if err := c.parse(path, src, getenv); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func (c *Config) parse(path string, src []byte, getenv func(string) string) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(src, &root); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	if len(root.Content) == 0 {
+		return nil // an empty file: defaults
+	}
+	var missing []string
+	expand(&root, func(name string, line int) string {
+		v := getenv(name)
+		if v == "" {
+			missing = append(missing, fmt.Sprintf("%s:%d: ${%s} is not set in the environment", path, line, name))
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return errors.New("config: " + strings.Join(missing, "; "))
+	}
+	// Decode the expanded tree strictly: re-encode it and decode with KnownFields.
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(&root); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config: %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return nil
+}
+
+// expand replaces ${NAME} in every scalar value (not in keys), in place.
+func expand(n *yaml.Node, lookup func(name string, line int) string) {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+			return lookup(m[2:len(m)-1], n.Line)
+		})
+		return
+	}
+	for i, ch := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 {
+			continue // a key
+		}
+		expand(ch, lookup)
+	}
+}
+
+// ApplyEnv overrides keys from APOLLO_* variables.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	for name, dst := range map[string]*string{
+		"APOLLO_LISTEN": &c.Listen, "APOLLO_DATA": &c.Data, "APOLLO_FSYNC": &c.Fsync,
+		"APOLLO_RULES": &c.Rules, "APOLLO_JOBS": &c.Jobs, "APOLLO_REDIS": &c.Redis.URL,
+		"APOLLO_EXTERNAL_URL": &c.ExternalURL,
+	} {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+}
+
+// Validate checks the whole configuration and reports every problem.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port (e.g. 127.0.0.1:1969)", c.Listen)
+	}
+	switch c.Fsync {
+	case "batch", "interval", "off":
+	default:
+		bad("fsync", "%q: use batch, interval or off", c.Fsync)
+	}
+	if c.Data == "" {
+		bad("data", "empty: name a directory for the log and snapshots")
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		bad("tls", "set both cert and key, or neither")
+	}
+	for name, d := range map[string]Duration{
+		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval,
+		"retention.finished": c.Retention.Finished, "retention.buckets": c.Retention.Buckets,
+		"retention.rollups": c.Retention.Rollups, "retention.dedup": c.Retention.Dedup,
+	} {
+		if d <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.Retention.Rollups < c.Retention.Buckets {
+		bad("retention.rollups", "%v is shorter than retention.buckets %v", c.Retention.Rollups.D(), c.Retention.Buckets.D())
+	}
+	if c.Limits.BodyBytes < 1024 {
+		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)
+	}
+	for i, t := range c.Auth.Tokens {
+		key := fmt.Sprintf("auth.tokens[%d]", i)
+		if len(t.SHA256) != 64 {
+			bad(key+".sha256", "must be the 64 hex digits that `apollo token create` prints")
+		}
+		switch t.Role {
+		case "agent", "viewer", "operator", "admin":
+		default:
+			bad(key+".role", "%q: use agent, viewer, operator or admin", t.Role)
+		}
+	}
+	for i, l := range c.Lateness {
+		if l.StartAfter < 0 || l.MissedAfter < 0 || l.Timeout < 0 {
+			bad(fmt.Sprintf("lateness[%d]", i), "durations must not be negative")
+		}
+	}
+	for name, ch := range c.Channels {
+		if _, ok := ch["type"].(string); !ok {
+			bad("channels."+name+".type", "missing: dingtalk, email, wecom, feishu, slack, webhook or console")
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		env       map[string]string
+		err       string
+		check     func(t *testing.T, c Config)
+	}{
+		{"empty file keeps defaults", "", nil, "", func(t *testing.T, c Config) {
+			if c.Listen != "127.0.0.1:1969" || c.Fsync != "batch" || c.Alert.Interval.D() != 10*time.Second {
+				t.Errorf("defaults changed: %+v", c)
+			}
+		}},
+		{"values and durations", "listen: 0.0.0.0:8080\nsnapshot_every: 90s\nretention:\n  finished: 2h\n", nil, "", func(t *testing.T, c Config) {
+			if c.Listen != "0.0.0.0:8080" || c.SnapshotEvery.D() != 90*time.Second || c.Retention.Finished.D() != 2*time.Hour {
+				t.Errorf("got %+v", c)
+			}
+			if c.Retention.Buckets.D() != time.Hour {
+				t.Error("a sibling default was lost")
+			}
+		}},
+		{"secrets from the environment", "channels:\n  ding:\n    type: dingtalk\n    secret: ${DING_SECRET}\n    url: https://x/?t=${DING_TOKEN}\n",
+			map[string]string{"DING_SECRET": "s3cr#t: x", "DING_TOKEN": "abc"}, "", func(t *testing.T, c Config) {
+				if c.Channels["ding"]["secret"] != "s3cr#t: x" || c.Channels["ding"]["url"] != "https://x/?t=abc" {
+					t.Errorf("channels %+v", c.Channels)
+				}
+			}},
+		{"unset variable", "channels:\n  ding:\n    type: dingtalk\n    secret: ${NOPE}\n", nil, "apollo.yaml:4: ${NOPE} is not set", nil},
+		{"unknown key with its line", "listen: a:1\nlisten_addr: b\n", nil, "line 2: field listen_addr not found", nil},
+		{"bad duration", "snapshot_every: soon\n", nil, `"soon" is not a duration`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := filepath.Join(t.TempDir(), "apollo.yaml")
+			os.WriteFile(p, []byte(tt.src), 0o600)
+			c, err := Load(p, env(tt.env))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), p, "apollo.yaml"), tt.err) {
+					t.Fatalf("error %v, want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestValidateReportsEverything(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Listen = "nohost"
+	c.Fsync = "always"
+	c.TLS.Cert = "x.pem"
+	c.Auth.Tokens = []Token{{SHA256: "abc", Role: "root"}}
+	c.Channels = map[string]map[string]any{"x": {}}
+	err := c.Validate()
+	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
+	}
+	if d := Default(); d.Validate() != nil {
+		t.Errorf("defaults do not validate: %v", d.Validate())
+	}
+}
+
+func TestApplyEnv(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.ApplyEnv(env(map[string]string{"APOLLO_LISTEN": "127.0.0.1:9", "APOLLO_REDIS": "redis://x"}))
+	if c.Listen != "127.0.0.1:9" || c.Redis.URL != "redis://x" || c.Data != "apollo-data" {
+		t.Errorf("%+v", c)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("listen: a:1\nchannels:\n  x:\n    type: ${T}\n"))
+	f.Add([]byte("lateness:\n  - prefix: a\n    timeout: 1m\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		c := Default()
+		_ = c.parse("f.yaml", src, func(string) string { return "v" })
+	})
+}
