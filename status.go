@@ -104,8 +104,14 @@ func (s Status) MarshalText() ([]byte, error) {
 	return []byte(statusNames[s]), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler. The empty string is
+// StatusNone, so that what MarshalText wrote reads back; Event.Validate
+// refuses it where a status is required.
 func (s *Status) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*s = StatusNone
+		return nil
+	}
 	v, err := ParseStatus(string(b))
 	if err != nil {
 		return err

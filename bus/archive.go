@@ -1,0 +1,154 @@
+package bus
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// FileArchive keeps finished tasks that left memory as JSON lines, one file
+// per UTC day, so that `GET /api/v1/tasks/{id}` still answers for them.
+// Lookups scan the files newest first: they are rare (someone looking at an
+// old run), and a scan of a day of a busy system takes milliseconds, which
+// costs less than an index kept in memory for every task ever run.
+type FileArchive struct {
+	dir       string
+	retention time.Duration
+	clock     apollo.Clock
+
+	mu   sync.Mutex
+	day  string
+	f    *os.File
+	w    *bufio.Writer
+	last time.Time
+}
+
+// OpenFileArchive creates dir if needed. Files older than retention are
+// removed by Prune.
+func OpenFileArchive(dir string, retention time.Duration, clock apollo.Clock) (*FileArchive, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	if clock == nil {
+		clock = apollo.SystemClock
+	}
+	return &FileArchive{dir: dir, retention: retention, clock: clock}, nil
+}
+
+var _ Archive = (*FileArchive)(nil)
+
+// Put appends t to today's file. Writes are buffered; Get and Close flush.
+func (a *FileArchive) Put(t *apollo.Task) error {
+	line, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.clock.Now().UTC()
+	day := now.Format("20060102")
+	if day != a.day {
+		if err := a.closeLocked(); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		a.day, a.f, a.w = day, f, bufio.NewWriterSize(f, 64<<10)
+		a.pruneLocked(now)
+	}
+	a.w.Write(line)
+	return a.w.WriteByte('\n')
+}
+
+// Get finds the newest archived copy of a task.
+func (a *FileArchive) Get(tenant, taskID string) (*apollo.Task, error) {
+	a.mu.Lock()
+	if a.w != nil {
+		if err := a.w.Flush(); err != nil {
+			a.mu.Unlock()
+			return nil, fmt.Errorf("archive: %w", err)
+		}
+	}
+	a.mu.Unlock()
+	files, err := filepath.Glob(filepath.Join(a.dir, "tasks-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(files)))
+	idJSON, _ := json.Marshal(taskID)
+	needle := append([]byte(`"taskID":`), idJSON...)
+	for _, name := range files {
+		t, err := scanArchive(name, needle, tenant, taskID)
+		if t != nil || err != nil {
+			return t, err
+		}
+	}
+	return nil, nil
+}
+
+func scanArchive(name string, needle []byte, tenant, taskID string) (*apollo.Task, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<24)
+	var found *apollo.Task
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, needle) {
+			continue
+		}
+		var t apollo.Task
+		if json.Unmarshal(line, &t) == nil && t.TaskID == taskID && t.Tenant == tenant {
+			found = &t // keep scanning: the last copy in a file is the newest
+		}
+	}
+	return found, sc.Err()
+}
+
+// Close flushes and closes the current file.
+func (a *FileArchive) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closeLocked()
+}
+
+func (a *FileArchive) closeLocked() error {
+	if a.f == nil {
+		return nil
+	}
+	err := a.w.Flush()
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	a.f, a.w, a.day = nil, nil, ""
+	return err
+}
+
+// pruneLocked removes day files older than the retention.
+func (a *FileArchive) pruneLocked(now time.Time) {
+	if a.retention <= 0 {
+		return
+	}
+	cutoff := now.Add(-a.retention).Format("20060102")
+	files, _ := filepath.Glob(filepath.Join(a.dir, "tasks-*.jsonl"))
+	for _, name := range files {
+		day := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), "tasks-"), ".jsonl")
+		if day < cutoff {
+			os.Remove(name)
+		}
+	}
+}
