@@ -105,8 +105,8 @@ func (e *errs) add(err *Error) {
 	}
 }
 
-func (e *errs) n() int      { return len(e.list) }
-func (e *errs) full() bool  { return len(e.list) >= maxErrors }
+func (e *errs) n() int     { return len(e.list) }
+func (e *errs) full() bool { return len(e.list) >= maxErrors }
 func (e *errs) err() error {
 	if len(e.list) == 0 {
 		return nil

@@ -25,7 +25,7 @@ type Rule struct {
 	Keep        time.Duration // rate rules: how long Expr must be false before resolving
 	GroupWindow time.Duration // event rules: matches within it fold into one follow-up
 
-	Expr *Expr          // rate rules; nil for event rules
+	Expr *Expr           // rate rules; nil for event rules
 	On   []apollo.Status // event rules
 
 	Notify   []string // channel names
