@@ -95,9 +95,17 @@ func (b *builder) key(k key, pos Pos) {
 	b.given[k] = pos
 }
 
+// validName checks a rule, channel or label name. RULE is reserved:
+// "NOTIFY: a,\nRULE ..." must not read as a channel named RULE.
+func validName(s string) bool {
+	return isIdent(s) && !strings.EqualFold(s, "rule") && len(s) <= apollo.MaxNameBytes
+}
+
+const nameForm = "letters, digits, _ . - starting with a letter or _, not RULE"
+
 func (b *builder) name(s string, pos Pos) {
-	if !isIdent(s) || strings.EqualFold(s, "rule") || len(s) > apollo.MaxNameBytes {
-		b.fail(pos, numKeys, fmt.Sprintf("invalid rule name %q", s), "letters, digits, _ . - starting with a letter or _", "")
+	if !validName(s) {
+		b.fail(pos, numKeys, fmt.Sprintf("invalid rule name %q", s), nameForm, "")
 		return
 	}
 	b.r.Name = s
@@ -173,10 +181,16 @@ func (b *builder) by(s string, pos Pos) {
 	b.r.By = "name"
 }
 
+// maxItems bounds NOTIFY and LABELS, which keeps duplicate checks cheap
+// on hostile input; real rules use a handful.
+const maxItems = 32
+
 func (b *builder) notify(s string, pos Pos) {
 	switch {
-	case !isIdent(s):
-		b.fail(pos, kNotify, fmt.Sprintf("invalid channel name %q", s), "letters, digits, _ . - starting with a letter or _", "")
+	case len(b.r.Notify) == maxItems:
+		b.fail(pos, kNotify, "too many channels", fmt.Sprintf("at most %d", maxItems), "")
+	case !validName(s):
+		b.fail(pos, kNotify, fmt.Sprintf("invalid channel name %q", s), nameForm, "")
 	case slices.Contains(b.r.Notify, s):
 		b.fail(pos, kNotify, fmt.Sprintf("channel %s listed twice", s), "", "")
 	default:
@@ -203,8 +217,10 @@ func (b *builder) on(s string, pos Pos) {
 
 func (b *builder) label(k, v string, pos Pos) {
 	switch _, dup := b.r.Labels[k]; {
-	case !isIdent(k):
-		b.fail(pos, kLabels, fmt.Sprintf("invalid label name %q", k), "letters, digits, _ . - starting with a letter or _", "")
+	case len(b.r.Labels) == maxItems:
+		b.fail(pos, kLabels, "too many labels", fmt.Sprintf("at most %d", maxItems), "")
+	case !validName(k):
+		b.fail(pos, kLabels, fmt.Sprintf("invalid label name %q", k), nameForm, "")
 	case dup:
 		b.fail(pos, kLabels, fmt.Sprintf("label %s given twice", k), "", "")
 	case b.text(v, pos, kLabels):

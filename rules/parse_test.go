@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,8 @@ func TestParseBad(t *testing.T) {
 			`rules.txt:1:48: BY "tenant" is not supported (expected name); BY: name evaluates each job name on its own`},
 		{"channel twice", `RULE task_prefix: "a" ON: failed NOTIFY: email, email`,
 			`rules.txt:1:49: channel email listed twice`},
+		{"too many channels", `RULE task_prefix: "a" ON: failed NOTIFY: ` + chans(33),
+			`rules.txt:1:192: too many channels (expected at most 32)`},
 		{"label twice", `RULE task_prefix: "a" ON: failed LABELS: a=1, a=2`,
 			`rules.txt:1:47: label a given twice`},
 		{"label without value", `RULE task_prefix: "a" ON: failed LABELS: team= NOTIFY: x`,
@@ -279,9 +282,13 @@ func TestParseBad(t *testing.T) {
 		{"JSON control character", `[{"taskPrefix":"a\nb","on":["failed"]}]`,
 			`rules.txt:1:16: [0].taskPrefix: taskPrefix "a\nb" holds control characters or invalid UTF-8 (expected printable text)`},
 		{"JSON bad channel name", `[{"taskPrefix":"a","on":["failed"],"notify":["ops team"]}]`,
-			`rules.txt:1:46: [0].notify: invalid channel name "ops team" (expected letters, digits, _ . - starting with a letter or _)`},
+			`rules.txt:1:46: [0].notify: invalid channel name "ops team" (expected letters, digits, _ . - starting with a letter or _, not RULE)`},
 		{"JSON rule named RULE", `[{"name":"RULE","taskPrefix":"a","on":["failed"]}]`,
-			`rules.txt:1:10: [0]: invalid rule name "RULE" (expected letters, digits, _ . - starting with a letter or _)`},
+			`rules.txt:1:10: [0]: invalid rule name "RULE" (expected letters, digits, _ . - starting with a letter or _, not RULE)`},
+		{"JSON label named rule", `[{"taskPrefix":"a","on":["failed"],"labels":{"Rule":"x"}}]`,
+			`rules.txt:1:46: [0].labels: invalid label name "Rule" (expected letters, digits, _ . - starting with a letter or _, not RULE)`},
+		{"channel named RULE after a trailing comma", "RULE task_prefix: \"a\" ON: failed NOTIFY: email,\nRULE task_prefix: \"b\" ON: failed",
+			`rules.txt:2:1: unexpected "RULE" (expected a channel name)`},
 		{"JSON syntax error", "[\n {\"taskPrefix\":\"a\",\n  \"window\":\"5m\",}]",
 			`rules.txt:3:17: invalid JSON: invalid character '}' looking for beginning of object key string`},
 		{"JSON trailing garbage", `[{"taskPrefix":"a","on":["failed"]}] x`,
@@ -397,4 +404,12 @@ func TestMatchesAndKind(t *testing.T) {
 	if !a.IsEvent() || b.IsEvent() {
 		t.Errorf("IsEvent: a=%v b=%v, want true false", a.IsEvent(), b.IsEvent())
 	}
+}
+
+func chans(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("c%d", i)
+	}
+	return strings.Join(names, ", ")
 }
