@@ -28,7 +28,9 @@ func randRule(r *rand.Rand, i int) *Rule {
 		}
 		return b.String()
 	}
-	ms := func(limit time.Duration) time.Duration { return time.Duration(r.Int64N(int64(limit/time.Millisecond)+1)) * time.Millisecond }
+	ms := func(limit time.Duration) time.Duration {
+		return time.Duration(r.Int64N(int64(limit/time.Millisecond)+1)) * time.Millisecond
+	}
 	rule := &Rule{Prefix: text(), Severity: []apollo.Severity{apollo.SeverityInfo, apollo.SeverityWarning, apollo.SeverityCritical}[r.IntN(3)]}
 	if r.IntN(3) > 0 {
 		rule.Name = fmt.Sprintf("%s.%d", ident(), i)
