@@ -1,5 +1,5 @@
 // Package rules is Apollo-11's alert rule language: a lexer, a
-// recursive-descent parser, and expressions compiled into a flat program that
+// recursive-descent parser, and expressions compiled into closures that
 // the alert engine evaluates every 10 seconds without allocating.
 //
 // A rules file is either text in the seed's form

@@ -45,7 +45,7 @@ var (
 	cmpFlip = [...]cmpOp{opLT, opLE, opGT, opGE, opEQ, opNE}
 )
 
-// node is the syntax tree. It is kept for String; Eval runs the program
+// node is the syntax tree. It is kept for String; Eval runs the closures
 // compiled from it.
 type node struct {
 	op   nodeOp
@@ -66,120 +66,102 @@ type comparison struct {
 // concurrent use.
 type Expr struct {
 	root    *node
-	prog    []instr
+	eval    func(Values) bool
+	checks  []check // the comparisons, normalised, in source order
 	metrics []Metric
 	prev    bool
 }
 
-type opcode uint8
-
-const (
-	iCmp       opcode = iota // acc = comparison
-	iJumpFalse               // and: if !acc, skip the right side
-	iJumpTrue                // or: if acc, skip the right side
-	iNot                     // acc = !acc
-)
-
-// instr is one step of the flat program. A single boolean accumulator is
-// enough: a jump skips the right operand exactly when the left one already
-// decides, and leaves the deciding value in the accumulator.
-type instr struct {
-	code   opcode
-	cmp    cmpOp // normalised to "metric op num"
-	pct    bool
+// check is one comparison, normalised to "metric op num".
+type check struct {
 	metric Metric
-	to     int32 // jump target
+	pct    bool
+	op     cmpOp
 	num    float64
 }
 
+// compile turns the tree into nested closures, one per node. Measured
+// against a walk of the tree and against a flat instruction loop, closures
+// were the fastest (see BenchmarkEval and docs/rules.md), mostly because
+// the common comparisons become one call with no switch.
 func compile(root *node) *Expr {
 	e := &Expr{root: root}
-	e.emit(root)
+	e.eval = e.compile(root)
 	return e
 }
 
-func (e *Expr) emit(n *node) {
+func (e *Expr) compile(n *node) func(Values) bool {
 	switch n.op {
-	case nCmp:
-		c := n.cmp
-		op := c.op
-		if c.numLeft {
-			op = cmpFlip[op]
-		}
-		e.prog = append(e.prog, instr{code: iCmp, cmp: op, pct: c.pct, metric: c.metric, num: c.num})
-		if !slices.Contains(e.metrics, c.metric) {
-			e.metrics = append(e.metrics, c.metric)
-		}
-		e.prev = e.prev || c.pct
 	case nNot:
-		e.emit(n.x)
-		e.prog = append(e.prog, instr{code: iNot})
-	case nAnd, nOr:
-		e.emit(n.x)
-		j := len(e.prog)
-		e.prog = append(e.prog, instr{code: iJumpFalse})
-		if n.op == nOr {
-			e.prog[j].code = iJumpTrue
-		}
-		e.emit(n.y)
-		e.prog[j].to = int32(len(e.prog))
+		x := e.compile(n.x)
+		return func(v Values) bool { return !x(v) }
+	case nAnd:
+		x, y := e.compile(n.x), e.compile(n.y)
+		return func(v Values) bool { return x(v) && y(v) }
+	case nOr:
+		x, y := e.compile(n.x), e.compile(n.y)
+		return func(v Values) bool { return x(v) || y(v) }
 	}
+	c := check{metric: n.cmp.metric, pct: n.cmp.pct, op: n.cmp.op, num: n.cmp.num}
+	if n.cmp.numLeft {
+		c.op = cmpFlip[c.op]
+	}
+	e.checks = append(e.checks, c)
+	if !slices.Contains(e.metrics, c.metric) {
+		e.metrics = append(e.metrics, c.metric)
+	}
+	e.prev = e.prev || c.pct
+	m, k := c.metric, c.num
+	switch {
+	case c.pct:
+		return func(v Values) bool { return c.test(c.value(v)) }
+	case c.op == opGT:
+		return func(v Values) bool { return v.Value(m) > k }
+	case c.op == opGE:
+		return func(v Values) bool { return v.Value(m) >= k }
+	case c.op == opLT:
+		return func(v Values) bool { return v.Value(m) < k }
+	case c.op == opLE:
+		return func(v Values) bool { return v.Value(m) <= k }
+	case c.op == opEQ:
+		return func(v Values) bool { return v.Value(m) == k }
+	}
+	return func(v Values) bool { x := v.Value(m); return x != k && x == x }
 }
 
 // Eval reports whether the condition holds. A comparison with an undefined
 // value (NaN, or pct_change when the previous window is 0) is false,
 // whatever the operator. Eval does not allocate. A nil Expr is false.
 func (e *Expr) Eval(v Values) bool {
-	if e == nil {
-		return false
-	}
-	acc, prog := false, e.prog
-	for pc := 0; pc < len(prog); pc++ {
-		in := &prog[pc]
-		switch in.code {
-		case iCmp:
-			acc = in.test(in.value(v))
-		case iJumpFalse:
-			if !acc {
-				pc = int(in.to) - 1
-			}
-		case iJumpTrue:
-			if acc {
-				pc = int(in.to) - 1
-			}
-		case iNot:
-			acc = !acc
-		}
-	}
-	return acc
+	return e != nil && e.eval(v)
 }
 
-func (in *instr) value(v Values) float64 {
-	x := v.Value(in.metric)
-	if !in.pct {
+func (c *check) value(v Values) float64 {
+	x := v.Value(c.metric)
+	if !c.pct {
 		return x
 	}
-	p := v.Previous(in.metric)
+	p := v.Previous(c.metric)
 	if p == 0 {
 		return math.NaN()
 	}
 	return (x - p) / p
 }
 
-func (in *instr) test(x float64) bool {
-	switch in.cmp {
+func (c *check) test(x float64) bool {
+	switch c.op {
 	case opGT:
-		return x > in.num
+		return x > c.num
 	case opGE:
-		return x >= in.num
+		return x >= c.num
 	case opLT:
-		return x < in.num
+		return x < c.num
 	case opLE:
-		return x <= in.num
+		return x <= c.num
 	case opEQ:
-		return x == in.num
+		return x == c.num
 	}
-	return x != in.num && x == x // NaN is undefined, not "different"
+	return x != c.num && x == x // NaN is undefined, not "different"
 }
 
 // Observe returns the value people should see next to the alert: the
@@ -187,10 +169,10 @@ func (in *instr) test(x float64) bool {
 // fraction). An undefined or infinite value is returned as 0 so that it is
 // always safe to store and to encode as JSON.
 func (e *Expr) Observe(v Values) float64 {
-	if e == nil || len(e.prog) == 0 {
+	if e == nil || len(e.checks) == 0 {
 		return 0
 	}
-	x := e.prog[0].value(v) // the leftmost comparison is always compiled first
+	x := e.checks[0].value(v)
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0
 	}

@@ -240,8 +240,8 @@ func TestExprString(t *testing.T) {
 		if got := x.String(); got != tt.want {
 			t.Errorf("String(%q) = %q, want %q", tt.in, got, tt.want)
 		}
-		if y := mustExpr(t, x.String()); !reflect.DeepEqual(x.prog, y.prog) {
-			t.Errorf("%q re-parses to a different program", tt.in)
+		if y := mustExpr(t, x.String()); !reflect.DeepEqual(x.checks, y.checks) {
+			t.Errorf("%q re-parses to different comparisons", tt.in)
 		}
 	}
 }
@@ -302,9 +302,9 @@ func randExpr(r *rand.Rand, depth int) string {
 	return "(" + randExpr(r, depth-1) + ")"
 }
 
-// TestEvalMatchesTree: the compiled program and a plain walk of the tree
+// TestEvalMatchesTree: the compiled closures and a plain walk of the tree
 // agree on random expressions and values, undefined ones included; and
-// the canonical text of each expression re-parses to the same program.
+// the canonical text of each expression re-parses to the same comparisons.
 func TestEvalMatchesTree(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -312,13 +312,13 @@ func TestEvalMatchesTree(t *testing.T) {
 	for range 2000 {
 		src := randExpr(r, 5)
 		x := mustExpr(t, src)
-		if y := mustExpr(t, x.String()); !reflect.DeepEqual(x.prog, y.prog) || y.String() != x.String() {
+		if y := mustExpr(t, x.String()); !reflect.DeepEqual(x.checks, y.checks) || y.String() != x.String() {
 			t.Fatalf("%q: canonical %q re-parses differently", src, x.String())
 		}
 		for range 20 {
 			v := randValues(r, odd)
 			if got, want := x.Eval(v), evalTree(x.root, v); got != want {
-				t.Fatalf("%s over %v / %v: program %v, tree %v", x, v.cur, v.prev, got, want)
+				t.Fatalf("%s over %v / %v: compiled %v, tree %v", x, v.cur, v.prev, got, want)
 			}
 		}
 	}

@@ -36,15 +36,15 @@ func diffRules(a, b *Rule) string {
 		return fmt.Sprintf("lists differ: %v %v %v / %v %v %v", a.On, a.Notify, a.Labels, b.On, b.Notify, b.Labels)
 	case (a.Expr == nil) != (b.Expr == nil):
 		return "one rule has an expression, the other not"
-	case a.Expr != nil && (a.Expr.String() != b.Expr.String() || !reflect.DeepEqual(a.Expr.prog, b.Expr.prog)):
-		return fmt.Sprintf("expressions differ:\n  %s %+v\n  %s %+v", a.Expr, a.Expr.prog, b.Expr, b.Expr.prog)
+	case a.Expr != nil && (a.Expr.String() != b.Expr.String() || !reflect.DeepEqual(a.Expr.checks, b.Expr.checks)):
+		return fmt.Sprintf("expressions differ:\n  %s %+v\n  %s %+v", a.Expr, a.Expr.checks, b.Expr, b.Expr.checks)
 	}
 	return ""
 }
 
 // evalTree is a second, independent reading of the semantics: it walks the
 // syntax tree, swaps operands instead of flipping operators, and uses Go's
-// && and ||. Tests check the compiled program against it; benchmarks
+// && and ||. Tests check the compiled closures against it; benchmarks
 // compare the two.
 func evalTree(n *node, v Values) bool {
 	switch n.op {

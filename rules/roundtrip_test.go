@@ -228,7 +228,7 @@ func FuzzParseExpr(f *testing.F) {
 			{cur: map[Metric]float64{MetricCount: 10, MetricAvgCost: 40000, MetricFailedRate: 0.07}, prev: map[Metric]float64{MetricAvgCost: 20000}},
 		} {
 			if x.Eval(v) != evalTree(x.root, v) || x.Eval(v) != y.Eval(v) {
-				t.Fatalf("%q: program, tree and re-parse disagree", s)
+				t.Fatalf("%q: compiled, tree and re-parse disagree", s)
 			}
 		}
 	})
