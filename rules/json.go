@@ -52,6 +52,9 @@ func (r *Rule) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads one rule object, with the same checks as Parse.
 // Positions in errors count from the start of the object.
 func (r *Rule) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil // encoding/json's convention: null leaves the value alone
+	}
 	e := &errs{}
 	rule := parseJSONWith("", b, e, func(jr *jsonReader) []*Rule { return []*Rule{jr.rule("")} })
 	if err := e.err(); err != nil {
@@ -225,7 +228,8 @@ func (jr *jsonReader) rule(path string) *Rule {
 	b := newBuilder(jr.posAt(off), jr.errs, true, path)
 	for jr.more() {
 		name, off := jr.token()
-		jr.field(b, name.(string), jr.posAt(off))
+		s, _ := name.(string) // keys are strings in a valid document
+		jr.field(b, s, jr.posAt(off))
 	}
 	jr.token() // }
 	if jr.broken {
@@ -361,7 +365,8 @@ func (jr *jsonReader) strMap(b *builder) []jsonItem {
 		k, koff := jr.token()
 		v, voff := jr.token()
 		if s, ok := v.(string); ok {
-			items = append(items, jsonItem{k: k.(string), s: s, pos: jr.posAt(koff)})
+			name, _ := k.(string)
+			items = append(items, jsonItem{k: name, s: s, pos: jr.posAt(koff)})
 		} else {
 			jr.typeError(b, kLabels, v, voff, "a string")
 		}

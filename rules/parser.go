@@ -104,7 +104,7 @@ func (p *parser) rule() *Rule {
 	if t := p.peek(); t.kind == tIdent && !isWord(t, "rule") && !p.atKey() {
 		b.name(p.next().text, t.pos)
 	}
-	for first := true; !p.errs.full(); first = false {
+	for first := b.r.Name == ""; !p.errs.full(); first = false {
 		t := p.peek()
 		switch {
 		case t.kind == tEOF || isWord(t, "rule"):

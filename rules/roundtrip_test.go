@@ -184,6 +184,9 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, bad := range badInputs {
+		f.Add([]byte(bad.src))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		rs, err := Parse("fuzz", src)
 		if err != nil {
