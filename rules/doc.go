@@ -1,0 +1,14 @@
+// Package rules is Apollo-11's alert rule language: a lexer, a
+// recursive-descent parser, and expressions compiled into closures that
+// the alert engine evaluates every 10 seconds without allocating.
+//
+// A rules file is either text in the seed's form
+//
+//	RULE task_prefix: "batch_" WINDOW: 5m THRESHOLD: failed_rate > 0.05 DURATION: 2m NOTIFY: dingtalk, email
+//
+// or the equivalent JSON. Parse reads either and returns every problem it
+// found with file:line:col, what it expected and a hint. The package does no
+// I/O and keeps no state: the alert engine owns timing (DURATION, KEEP,
+// GROUP_WINDOW) and fetches the metrics an Expr asks for. docs/rules.md is
+// the reference for users.
+package rules

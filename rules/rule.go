@@ -1,0 +1,161 @@
+package rules
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Rule is one alert rule. A rate rule (Expr set) is evaluated over a
+// window every 10 seconds; an event rule (On set) fires on each matching
+// event. Parse fills in every default, so the engine never guesses.
+type Rule struct {
+	Name   string
+	Prefix string // job names starting with it; "" is every job
+
+	Window      time.Duration // rate rules: the span the metrics cover
+	Duration    time.Duration // rate rules: how long Expr must hold before firing
+	Keep        time.Duration // rate rules: how long Expr must be false before resolving
+	GroupWindow time.Duration // event rules: matches within it fold into one follow-up
+
+	Expr *Expr           // rate rules; nil for event rules
+	On   []apollo.Status // event rules
+
+	Notify   []string // channel names
+	Severity apollo.Severity
+	By       string // "" (the prefix as a whole) or "name" (each job name on its own)
+	Labels   map[string]string
+
+	Pos Pos // where the rule starts
+
+	notifyPos []Pos // of each Notify entry, for CheckChannels
+}
+
+// IsEvent reports whether r fires on events (ON) rather than on a rate.
+func (r *Rule) IsEvent() bool { return r.Expr == nil }
+
+// Matches reports whether the rule watches the job.
+func (r *Rule) Matches(jobName string) bool { return strings.HasPrefix(jobName, r.Prefix) }
+
+// String is the canonical text of the rule, on one line, with every
+// default written out: Parse(r.String()) gives an equal rule.
+func (r *Rule) String() string {
+	var b strings.Builder
+	b.WriteString("RULE ")
+	if r.Name != "" {
+		b.WriteString(r.Name + " ")
+	}
+	b.WriteString("task_prefix: " + quote(r.Prefix))
+	if r.IsEvent() {
+		names := make([]string, len(r.On))
+		for i, s := range r.On {
+			names[i] = s.String()
+		}
+		fmt.Fprintf(&b, " ON: %s GROUP_WINDOW: %s", strings.Join(names, ", "), formatDuration(r.GroupWindow))
+	} else {
+		fmt.Fprintf(&b, " WINDOW: %s THRESHOLD: %s", formatDuration(r.Window), r.Expr)
+		if r.Duration > 0 {
+			b.WriteString(" DURATION: " + formatDuration(r.Duration))
+		}
+		if r.Keep > 0 {
+			b.WriteString(" KEEP: " + formatDuration(r.Keep))
+		}
+		if r.By != "" {
+			b.WriteString(" BY: " + r.By)
+		}
+	}
+	b.WriteString(" SEVERITY: " + string(r.Severity))
+	if len(r.Notify) > 0 {
+		b.WriteString(" NOTIFY: " + strings.Join(r.Notify, ", "))
+	}
+	for i, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		sep := ", "
+		if i == 0 {
+			sep = " LABELS: "
+		}
+		v := r.Labels[k]
+		if !isIdent(v) {
+			v = quote(v)
+		}
+		b.WriteString(sep + k + "=" + v)
+	}
+	return b.String()
+}
+
+// quote writes s as a rule string: only " and \ are escaped.
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// generatedName names an unnamed rule after its meaning, so the name
+// survives reformatting and reordering, and changes when the rule does.
+func generatedName(r *Rule) string {
+	c := *r
+	c.Name = ""
+	sum := sha256.Sum256([]byte(c.String()))
+	return "rule_" + hex.EncodeToString(sum[:4])
+}
+
+// Parse reads a rules file in the text form or, when its first non-space
+// byte is { or [, the JSON form. It returns every rule, or, if anything is
+// wrong, no rules and an ErrorList of up to 20 problems in file order.
+func Parse(filename string, src []byte) ([]*Rule, error) {
+	e := &errs{}
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf")) // editors on Windows add a BOM
+	var rs []*Rule
+	if t := bytes.TrimLeft(src, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		rs = parseJSON(filename, src, e)
+	} else {
+		rs = parseText(filename, string(src), e)
+	}
+	checkNames(rs, e)
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// checkNames reports a name used twice, at the second use.
+func checkNames(rs []*Rule, e *errs) {
+	seen := make(map[string]*Rule, len(rs))
+	for _, r := range rs {
+		first, dup := seen[r.Name]
+		if !dup {
+			seen[r.Name] = r
+			continue
+		}
+		hint := "give each rule its own name"
+		if strings.HasPrefix(r.Name, "rule_") && first.String() == r.String() {
+			hint = "the two rules are the same; remove one"
+		}
+		e.add(&Error{Pos: r.Pos, Msg: fmt.Sprintf("duplicate rule name %s (first at %d:%d)", r.Name, first.Pos.Line, first.Pos.Col), Hint: hint})
+	}
+}
+
+// CheckChannels reports every NOTIFY entry that known does not recognise,
+// at its place in the file. Parse cannot do this: channels live in the
+// server's configuration.
+func CheckChannels(rs []*Rule, known func(name string) bool) error {
+	e := &errs{}
+	for _, r := range rs {
+		for i, name := range r.Notify {
+			if known(name) {
+				continue
+			}
+			pos := r.Pos
+			if i < len(r.notifyPos) {
+				pos = r.notifyPos[i]
+			}
+			e.add(&Error{Pos: pos, Msg: fmt.Sprintf("rule %s notifies unknown channel %q", r.Name, name),
+				Expected: "a channel from the configuration", Hint: "configure a channel with this name, or fix the spelling"})
+		}
+	}
+	return e.err()
+}
