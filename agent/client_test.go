@@ -41,11 +41,11 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 	for base, want := range map[string]string{
-		"http://h:1969":           "http://h:1969/api/v1/events",
-		"https://h/apollo/":       "https://h/apollo/api/v1/events",
-		"http://user@h:1/x/y":     "http://user@h:1/x/y/api/v1/events",
-		"http://[::1]:1969":       "http://[::1]:1969/api/v1/events",
-		"HTTP://h:1969":           "http://h:1969/api/v1/events",
+		"http://h:1969":       "http://h:1969/api/v1/events",
+		"https://h/apollo/":   "https://h/apollo/api/v1/events",
+		"http://user@h:1/x/y": "http://user@h:1/x/y/api/v1/events",
+		"http://[::1]:1969":   "http://[::1]:1969/api/v1/events",
+		"HTTP://h:1969":       "http://h:1969/api/v1/events",
 	} {
 		got, err := eventsURL(base)
 		if err != nil || got != want {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +62,9 @@ func wait(t testing.TB, ch <-chan error) error {
 	}
 }
 
-func flushAsync(c *Client) <-chan error { return async(func() error { return c.Flush(context.Background()) }) }
+func flushAsync(c *Client) <-chan error {
+	return async(func() error { return c.Flush(context.Background()) })
+}
 
 func seqsOf(events []apollo.Event, taskID string) []int64 {
 	var out []int64

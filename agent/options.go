@@ -48,10 +48,10 @@ type config struct {
 	clock           apollo.Clock
 
 	// Not options a user needs; tests in this package set them.
-	spoolAfter     time.Duration                       // outage length after which memory goes to disk
-	spoolLimit     int64                               // bytes on disk
-	spoolFileBytes int64                               // a spool file is rotated past this size
-	requestTimeout time.Duration                       // per request, real time
+	spoolAfter     time.Duration                         // outage length after which memory goes to disk
+	spoolLimit     int64                                 // bytes on disk
+	spoolFileBytes int64                                 // a spool file is rotated past this size
+	requestTimeout time.Duration                         // per request, real time
 	jitter         func(max time.Duration) time.Duration // full jitter: a duration in [0, max)
 }
 

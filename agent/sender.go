@@ -15,8 +15,7 @@ import (
 
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
-	for c.nextBatch() {
-		c.deliver(ctx)
+	for c.nextBatch() && c.deliver(ctx) {
 	}
 	c.shutdown()
 }
@@ -37,6 +36,11 @@ func (c *Client) nextBatch() bool {
 	defer stopTimer()
 	fired := false
 	for {
+		select {
+		case <-c.stop:
+			return false
+		default:
+		}
 		c.mu.Lock()
 		took, waiting := c.takeLocked(fired)
 		c.mu.Unlock()
@@ -100,9 +104,10 @@ func (c *Client) takeLocked(fired bool) (took, waiting bool) {
 	}
 }
 
-// deliver sends c.inflight until every event in it is settled, or the
-// client stops. Requests carry at most limit events, halved on 413.
-func (c *Client) deliver(ctx context.Context) {
+// deliver sends c.inflight until every event in it is settled. It returns
+// false if the client stopped first. Requests carry at most limit events,
+// halved on 413.
+func (c *Client) deliver(ctx context.Context) bool {
 	var failingSince time.Time
 	attempt, limit := 0, len(c.inflight)
 	for len(c.inflight) > 0 {
@@ -115,7 +120,7 @@ func (c *Client) deliver(ctx context.Context) {
 		wait := a.retryAfter
 		switch a.kind {
 		case answerStopped:
-			return
+			return false
 		case answerResults:
 			c.adjustInterval(c.resp.SlowDown)
 			if c.settle(len(sent), a.status, c.resultOf) == 0 {
@@ -146,9 +151,10 @@ func (c *Client) deliver(ctx context.Context) {
 			failingSince = c.cfg.clock.Now()
 		}
 		if !c.waitRetry(failingSince, wait) {
-			return
+			return false
 		}
 	}
+	return true
 }
 
 func (c *Client) resultOf(i int) (outcome, *apollo.Error) {
