@@ -207,13 +207,14 @@ func TestBufferFullWithoutSpool(t *testing.T) {
 	srv := newProtocolServer(t)
 	srv.down()
 	fc := apollo.NewFakeClock(t0)
-	c := newTestClient(t, srv.URL(), WithClock(fc), WithBatchSize(2), WithBufferSize(4), noJitter)
+	hook, waits := retryWaits()
+	c := newTestClient(t, srv.URL(), WithClock(fc), WithBatchSize(2), WithBufferSize(4), hook)
 	send := func(i int) error {
 		return c.Send(apollo.Event{TaskID: "full", Sequence: int64(i), Status: apollo.StatusRunning, Ts: 1})
 	}
 	send(1)
 	send(2)
-	armed(t, fc, 1) // the first two are in flight, waiting to retry
+	nextWait(t, waits) // the first two are in flight, waiting to retry
 	for i := 3; i <= 6; i++ {
 		if err := send(i); err != nil {
 			t.Fatalf("event %d: %v", i, err)
@@ -255,14 +256,14 @@ func TestCloseWithoutSpoolCountsWhatIsLost(t *testing.T) {
 	t.Parallel()
 	srv := newProtocolServer(t)
 	srv.down()
-	fc := apollo.NewFakeClock(t0)
-	c := newTestClient(t, srv.URL(), WithClock(fc))
+	hook, waits := retryWaits()
+	c := newTestClient(t, srv.URL(), WithClock(apollo.NewFakeClock(t0)), hook)
 	for i := range 3 {
 		c.Task(string(rune('a'+i)), "").Running()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := async(func() error { return c.Close(ctx) })
-	armed(t, fc, 1) // in backoff after a refused connection
+	nextWait(t, waits) // in backoff after a refused connection
 	cancel()
 	err := wait(t, done)
 	if err == nil || !strings.Contains(err.Error(), "3 events not delivered") || !errors.Is(err, context.Canceled) {

@@ -98,3 +98,33 @@ func closeNow(t testing.TB, c *Client, lost int) {
 		t.Fatalf("Close: %v, want %d events not delivered", err, lost)
 	}
 }
+
+// retryWaits returns an option that reports every retry wait on the
+// returned channel, once its timer is armed.
+func retryWaits() (Option, <-chan time.Duration) {
+	ch := make(chan time.Duration, 1000)
+	return Option(func(c *config) { c.onRetryWait = func(d time.Duration) { ch <- d } }), ch
+}
+
+// nextWait waits for the client to start its next retry wait.
+func nextWait(t testing.TB, waits <-chan time.Duration) time.Duration {
+	t.Helper()
+	select {
+	case d := <-waits:
+		return d
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not start a retry wait within 10s")
+		return 0
+	}
+}
+
+// retry waits for the client's next retry wait, checks its length if want
+// is not 0, and moves the fake clock past it.
+func retry(t testing.TB, fc *apollo.FakeClock, waits <-chan time.Duration, want time.Duration) {
+	t.Helper()
+	d := nextWait(t, waits)
+	if want != 0 && d != want {
+		t.Fatalf("retry wait %v, want %v", d, want)
+	}
+	fc.Advance(d)
+}

@@ -53,6 +53,9 @@ type config struct {
 	spoolFileBytes int64                                 // a spool file is rotated past this size
 	requestTimeout time.Duration                         // per request, real time
 	jitter         func(max time.Duration) time.Duration // full jitter: a duration in [0, max)
+	// onRetryWait, when set, is told each retry wait once its timer is
+	// armed: the signal tests wait for instead of sleeping.
+	onRetryWait func(time.Duration)
 }
 
 // WithToken sends token as "Authorization: Bearer <token>" on every request.

@@ -288,8 +288,18 @@ func decodeEvents(body []byte, ndjson bool) ([]apollo.Event, error) {
 // apply answers each event and stores the ones it accepts; s.mu is held.
 func (s *protocolServer) apply(events []apollo.Event) (response, int) {
 	resp := response{Results: make([]result, len(events)), SlowDown: s.slowDown}
+	// Once an event of a task is answered retry_later, so are the task's
+	// later events in the request: storing them would apply a run's steps
+	// out of order.
+	deferred := map[string]bool{}
 	for i, ev := range events {
-		o, e := s.applyOne(ev)
+		o, e := outcomeRetryLater, (*apollo.Error)(nil)
+		if !deferred[ev.TaskID] {
+			o, e = s.applyOne(ev)
+		}
+		if o == outcomeRetryLater {
+			deferred[ev.TaskID] = true
+		}
 		resp.Results[i] = result{Result: o, Error: e}
 		switch o {
 		case outcomeAccepted:

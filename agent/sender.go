@@ -239,6 +239,9 @@ func (c *Client) waitRetry(since time.Time, d time.Duration) bool {
 	}
 	t := c.cfg.clock.NewTimer(d)
 	defer t.Stop()
+	if c.cfg.onRetryWait != nil {
+		c.cfg.onRetryWait(d)
+	}
 	for {
 		select {
 		case <-t.C():
