@@ -74,11 +74,7 @@ func (c *Client) takeLocked(fired bool) (took, waiting bool) {
 			pending += c.spool.pending(size)
 		}
 		if pending == 0 {
-			if c.spooling && !c.spilled {
-				// Caught up with the spool: new events may stay in memory.
-				c.spool.sealTail()
-				c.spooling = false
-			}
+			c.caughtUpLocked()
 			return false, false
 		}
 		if pending < size && !fired && len(c.waiters) == 0 && !c.closed {
@@ -204,8 +200,20 @@ func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)
 	if settled > 0 {
 		c.spilled = false // the server answers again
 	}
+	if len(c.inflight) == 0 && c.q.len() == 0 && (c.spool == nil || c.spool.pending(1) == 0) {
+		c.caughtUpLocked()
+	}
 	c.releaseLocked()
 	return keep
+}
+
+// caughtUpLocked runs when no event waits to be sent: once the spool is
+// sent, new events may stay in memory again, and its last file can go.
+func (c *Client) caughtUpLocked() {
+	if c.spooling && !c.spilled {
+		c.spool.sealTail()
+		c.spooling = false
+	}
 }
 
 // adjustInterval stretches the flush interval while the server asks
@@ -234,8 +242,8 @@ func (c *Client) waitRetry(since time.Time, d time.Duration) bool {
 		c.logs.dropped(n, fmt.Sprintf("not delivered within WithMaxRetryElapsed(%v)", c.cfg.maxRetryElapsed))
 		return true
 	}
-	if c.spool != nil && elapsed+d >= c.cfg.spoolAfter {
-		c.spill()
+	if c.spool != nil && (elapsed+d >= c.cfg.spoolAfter || c.isClosed()) {
+		c.spill() // a process that exits during an outage keeps its events
 	}
 	t := c.cfg.clock.NewTimer(d)
 	defer t.Stop()
@@ -249,11 +257,8 @@ func (c *Client) waitRetry(since time.Time, d time.Duration) bool {
 		case <-c.stop:
 			return false
 		case <-c.wake:
-			c.mu.Lock()
-			closing := c.closed
-			c.mu.Unlock()
-			if closing && c.spool != nil {
-				c.spill() // a process that exits during an outage keeps its events
+			if c.spool != nil && c.isClosed() {
+				c.spill()
 			}
 		}
 	}
@@ -330,4 +335,10 @@ func (c *Client) shutdown() {
 	if c.spool != nil {
 		c.spool.close()
 	}
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
