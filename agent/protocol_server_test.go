@@ -70,8 +70,14 @@ type request struct {
 }
 
 func newProtocolServer(t testing.TB) *protocolServer {
+	s := startProtocolServer()
+	s.t = t
+	t.Cleanup(s.close)
+	return s
+}
+
+func startProtocolServer() *protocolServer {
 	s := &protocolServer{
-		t:          t,
 		maxBody:    4 << 20,
 		tasks:      map[string]*serverTask{},
 		retryAfter: 1,
@@ -80,7 +86,6 @@ func newProtocolServer(t testing.TB) *protocolServer {
 	}
 	s.srv = httptest.NewServer(s)
 	s.addr = s.srv.Listener.Addr().String()
-	t.Cleanup(s.close)
 	return s
 }
 

@@ -354,3 +354,28 @@ func TestOrderPerTaskUnderRetries(t *testing.T) {
 		t.Errorf("stats %+v: want every event accepted once, after some retries", st)
 	}
 }
+
+// TestHungRequestIsRetried: a server that hangs and then drops the request
+// without an answer gets the events again.
+func TestHungRequestIsRetried(t *testing.T) {
+	t.Parallel()
+	srv := newProtocolServer(t)
+	srv.setHang(false)
+	fc := apollo.NewFakeClock(t0)
+	hook, waits := retryWaits()
+	c := newTestClient(t, srv.URL(), WithClock(fc), noJitter, hook)
+	c.Task("h", "").Running()
+	flushed := flushAsync(c)
+	<-srv.hanging
+	srv.release() // the handler returns without writing results
+	retry(t, fc, waits, backoffBase)
+	if err := wait(t, flushed); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.storedFor("h"); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("stored %v", got)
+	}
+	if st := c.Stats(); st.Retries != 1 || st.Accepted != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
