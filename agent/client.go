@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -176,9 +175,10 @@ func (c *Client) Send(ev apollo.Event) error {
 	if err := ev.Validate(); err != nil {
 		return err
 	}
-	data, err := json.Marshal(&ev)
+	size := 96 + len(ev.TaskID) + len(ev.Name) + len(ev.Extra)
+	data, err := appendEvent(make([]byte, 0, size), &ev)
 	if err != nil {
-		return fmt.Errorf("agent: encode event %s/%d: %w", ev.TaskID, ev.Sequence, err)
+		return err
 	}
 	return c.enqueue(data)
 }

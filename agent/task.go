@@ -95,8 +95,9 @@ func (t *Task) Block(opts ...EventOption) error { return t.report(apollo.StatusM
 
 func (t *Task) report(status apollo.Status, opts []EventOption) error {
 	var ev apollo.Event
-	for _, o := range opts {
-		if err := o(&ev); err != nil {
+	if len(opts) > 0 {
+		var err error
+		if ev, err = applyOptions(opts); err != nil {
 			return err
 		}
 	}
@@ -120,4 +121,17 @@ func (t *Task) report(status apollo.Status, opts []EventOption) error {
 	}
 	t.seq, t.status = ev.Sequence, status
 	return nil
+}
+
+// applyOptions builds the optional fields on an Event of its own: handing
+// report's Event to option funcs would move it to the heap on every call,
+// options or not.
+func applyOptions(opts []EventOption) (apollo.Event, error) {
+	ev := new(apollo.Event)
+	for _, o := range opts {
+		if err := o(ev); err != nil {
+			return apollo.Event{}, err
+		}
+	}
+	return *ev, nil
 }
