@@ -54,7 +54,6 @@ func appendIntField(dst []byte, key string, v int64) []byte {
 	return strconv.AppendInt(append(dst, key...), v, 10)
 }
 
-
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string: quotes, backslashes and control
