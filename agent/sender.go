@@ -118,7 +118,7 @@ func (c *Client) deliver(ctx context.Context) bool {
 		case answerStopped:
 			return false
 		case answerResults:
-			c.adjustInterval(c.resp.SlowDown)
+			c.adjustInterval(c.slowDownAsked())
 			if c.settle(len(sent), a.status, c.resultOf) == 0 {
 				attempt, failingSince = 0, time.Time{}
 				continue
@@ -151,6 +151,20 @@ func (c *Client) deliver(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// slowDownAsked reports whether the answer asks reporters to send less
+// often: "slowDown", or events held because their queue is full.
+func (c *Client) slowDownAsked() bool {
+	if c.resp.SlowDown {
+		return true
+	}
+	for _, r := range c.resp.Results {
+		if r.Result == outcomeHeld {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) resultOf(i int) (outcome, *apollo.Error) {
