@@ -17,8 +17,8 @@ type recordHandler struct {
 }
 
 func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *recordHandler) WithGroup(string) slog.Handler           { return h }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
 func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
