@@ -201,7 +201,11 @@ func (c *Client) enqueue(data []byte) error {
 	case c.spool != nil:
 		// Overflow: the queue and this event go to disk, in order, and
 		// newer events follow them there until the sender catches up.
-		moved := append(slices.Clip(c.q.buf[c.q.head:]), it)
+		queued := c.q.buf[c.q.head:]
+		if !c.spool.fits(queued, len(data)+1) {
+			return c.refusedLocked(errSpoolFull) // before copying the queue
+		}
+		moved := append(slices.Clip(queued), it)
 		if err := c.toSpoolLocked(moved); err != nil {
 			return c.refusedLocked(err)
 		}

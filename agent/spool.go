@@ -126,6 +126,15 @@ func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
 	return s, nil
 }
 
+// fits reports whether items, and extra more bytes, fit under the limit.
+func (s *spool) fits(items []item, extra int) bool {
+	n := int64(extra)
+	for _, it := range items {
+		n += int64(len(it.data)) + 1
+	}
+	return s.bytes+n <= s.limit
+}
+
 func (s *spool) encode(items []item) []byte {
 	buf := s.buf[:0]
 	for _, it := range items {
@@ -141,10 +150,10 @@ func (s *spool) encode(items []item) []byte {
 // append writes items at the end of the spool, where the reader will find
 // them after everything already there.
 func (s *spool) append(items []item) error {
-	buf := s.encode(items)
-	if s.bytes+int64(len(buf)) > s.limit {
+	if !s.fits(items, 0) {
 		return errSpoolFull
 	}
+	buf := s.encode(items)
 	if s.tail == nil || s.tail.size >= s.fileBytes {
 		s.sealTail()
 		f, err := s.create(s.nextMajor, 0)
@@ -171,10 +180,10 @@ func (s *spool) append(items []item) error {
 // newer events overflowed to disk) into a sealed file placed before the
 // first file with newer events, and returns that file: their home on disk.
 func (s *spool) appendHeld(items []item) (*spoolFile, error) {
-	buf := s.encode(items)
-	if s.bytes+int64(len(buf)) > s.limit {
+	if !s.fits(items, 0) {
 		return nil, errSpoolFull
 	}
+	buf := s.encode(items)
 	at := slices.IndexFunc(s.files, func(f *spoolFile) bool { return f.firstID > items[0].id })
 	var major, minor uint64
 	if at < 0 {
