@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// logEvery is the least time between two lines of one kind: a server that
+// rejects thousands of events a second must not flood the executor's log.
+const logEvery = 10 * time.Second
+
+// logLimits rate-limits the client's log lines per kind and says how many
+// were left out since the last line.
+type logLimits struct {
+	log   *slog.Logger
+	clock apollo.Clock
+
+	mu   sync.Mutex
+	last map[string]time.Time
+	left map[string]int
+}
+
+func newLogLimits(l *slog.Logger, clk apollo.Clock) logLimits {
+	return logLimits{log: l, clock: clk, last: map[string]time.Time{}, left: map[string]int{}}
+}
+
+// allow reports whether a line of this kind may go out now, and how many
+// were suppressed before it.
+func (l *logLimits) allow(kind string) (bool, int) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, ok := l.last[kind]; ok && now.Sub(last) < logEvery {
+		l.left[kind]++
+		return false, 0
+	}
+	n := l.left[kind]
+	l.last[kind], l.left[kind] = now, 0
+	return true, n
+}
+
+// rejected logs an event the server refused, with the server's reason.
+func (l *logLimits) rejected(data []byte, e *apollo.Error, status int) {
+	ok, skipped := l.allow("rejected")
+	if !ok {
+		return
+	}
+	var ev struct {
+		TaskID   string `json:"taskID"`
+		Sequence int64  `json:"sequence"`
+		Status   string `json:"status"`
+	}
+	_ = json.Unmarshal(data, &ev) // for the log line only
+	attrs := []any{"taskID", ev.TaskID, "sequence", ev.Sequence, "status", ev.Status, "suppressed", skipped}
+	if status != 0 {
+		attrs = append(attrs, "httpStatus", status)
+	}
+	if e != nil {
+		attrs = append(attrs, "code", e.Code, "field", e.Field, "error", e.Message, "hint", e.Hint)
+	}
+	l.log.Warn("apollo agent: server rejected an event; fix the reporter, it will not be resent", attrs...)
+}
+
+// retrying logs a request that will be tried again.
+func (l *logLimits) retrying(err error, status int, wait time.Duration, events int) {
+	if ok, skipped := l.allow("retry"); ok {
+		l.log.Warn("apollo agent: request failed, will retry", "error", err, "httpStatus", status,
+			"wait", wait, "events", events, "suppressed", skipped)
+	}
+}
+
+func (l *logLimits) spoolError(err error) {
+	if ok, skipped := l.allow("spool"); ok {
+		l.log.Error("apollo agent: spool", "error", err, "suppressed", skipped)
+	}
+}
+
+func (l *logLimits) dropped(n int, reason string) {
+	if ok, skipped := l.allow("dropped"); ok {
+		l.log.Error("apollo agent: events dropped", "events", n, "reason", reason, "suppressed", skipped)
+	}
+}

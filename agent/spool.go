@@ -1,0 +1,396 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The spool is a directory of append-only NDJSON files, one event per line,
+// exactly as the events go on the wire: an operator can read them, or POST
+// one to /api/v1/events as application/x-ndjson by hand.
+//
+// A file is named <major>-<minor>.ndjson in hex; sending order is name
+// order. New files take the next major. When the sender spills events it
+// had already taken from memory while newer events were overflowing to disk,
+// it writes them into a file named just before the first file with newer
+// events (same major as its predecessor, next minor), so that a later
+// process still sends every task's events oldest first.
+//
+// Every write is followed by fsync before the caller is told it is spooled.
+// All methods are called with Client.mu held.
+
+const (
+	spoolExt = ".ndjson"
+	// readChunk is how much of a file the reader takes at a time; an event
+	// is at most a few KiB, so a line longer than this is corruption.
+	readChunk = 64 << 10
+)
+
+var errSpoolFull = errors.New("spool size limit reached")
+
+type spoolFile struct {
+	major, minor uint64
+	path         string
+	size         int64    // bytes written and synced
+	w            *os.File // open for appending while this is the tail
+	r            *os.File // opened by the reader on first use
+	readOff      int64    // bytes the reader has consumed
+	// firstID and firstSord belong to the first event this process wrote
+	// to the file; both are 0 for a file an earlier process left.
+	firstID   uint64
+	firstSord uint64
+	lines     uint64 // lines this process wrote
+	linesRead uint64
+	sealed    bool // takes no more appends
+	// held: its events were written from the sender's hands, so the reader
+	// skips it; they are still on disk for the next process if need be.
+	held        bool
+	outstanding int // events the sender has and has not settled
+	// broken: reading failed; the reader skips it and it is never deleted,
+	// so that a later process may try again.
+	broken bool
+}
+
+func (f *spoolFile) unread() bool { return !f.held && !f.broken && f.readOff < f.size }
+
+// old reports whether an earlier process wrote the file.
+func (f *spoolFile) old() bool { return f.firstSord == 0 && !f.held }
+
+type spool struct {
+	dir       string
+	limit     int64 // bytes on disk
+	fileBytes int64 // rotate the tail past this
+	files     []*spoolFile
+	tail      *spoolFile
+	bytes     int64
+	nextSord  uint64
+	nextMajor uint64
+	buf       []byte
+}
+
+func spoolName(major, minor uint64) string {
+	return fmt.Sprintf("%016x-%04x%s", major, minor, spoolExt)
+}
+
+func parseSpoolName(name string) (major, minor uint64, ok bool) {
+	base, found := strings.CutSuffix(name, spoolExt)
+	a, b, dash := strings.Cut(base, "-")
+	if !found || !dash || len(a) != 16 || len(b) != 4 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.ParseUint(a, 16, 64)
+	minor, err2 := strconv.ParseUint(b, 16, 64)
+	return major, minor, err1 == nil && err2 == nil
+}
+
+// openSpool creates dir if needed and lists the files an earlier process
+// left there, in sending order.
+func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: spool: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: spool: %w", err)
+	}
+	s := &spool{dir: dir, limit: limit, fileBytes: fileBytes, nextSord: 1, nextMajor: 1}
+	for _, e := range entries {
+		major, minor, ok := parseSpoolName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue // not ours: leave it alone
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("agent: spool: %w", err)
+		}
+		path := filepath.Join(dir, e.Name())
+		if info.Size() == 0 {
+			_ = os.Remove(path) // created but never written: nothing to send
+			continue
+		}
+		s.files = append(s.files, &spoolFile{major: major, minor: minor, path: path, size: info.Size(), sealed: true})
+		s.bytes += info.Size()
+		s.nextMajor = max(s.nextMajor, major+1)
+	}
+	slices.SortFunc(s.files, func(a, b *spoolFile) int {
+		return cmp.Or(cmp.Compare(a.major, b.major), cmp.Compare(a.minor, b.minor))
+	})
+	return s, nil
+}
+
+// fits reports whether items, and extra more bytes, fit under the limit.
+func (s *spool) fits(items []item, extra int) bool {
+	n := int64(extra)
+	for _, it := range items {
+		n += int64(len(it.data)) + 1
+	}
+	return s.bytes+n <= s.limit
+}
+
+func (s *spool) encode(items []item) []byte {
+	buf := s.buf[:0]
+	for _, it := range items {
+		buf = append(buf, it.data...)
+		buf = append(buf, '\n')
+	}
+	if cap(buf) <= 1<<20 {
+		s.buf = buf // keep a modest buffer; let a huge one go
+	}
+	return buf
+}
+
+// append writes items at the end of the spool, where the reader will find
+// them after everything already there.
+func (s *spool) append(items []item) error {
+	if !s.fits(items, 0) {
+		return errSpoolFull
+	}
+	buf := s.encode(items)
+	if s.tail == nil || s.tail.size >= s.fileBytes {
+		s.sealTail()
+		f, err := s.create(s.nextMajor, 0)
+		if err != nil {
+			return err
+		}
+		s.nextMajor++
+		f.firstID, f.firstSord = items[0].id, s.nextSord
+		s.files = append(s.files, f)
+		s.tail = f
+	}
+	f := s.tail
+	if err := writeSynced(f.w, buf, f.size); err != nil {
+		return fmt.Errorf("agent: spool %s: %w", f.path, err)
+	}
+	f.size += int64(len(buf))
+	f.lines += uint64(len(items))
+	s.nextSord += uint64(len(items))
+	s.bytes += int64(len(buf))
+	return nil
+}
+
+// appendHeld writes events that the sender holds (they left memory before
+// newer events overflowed to disk) into a sealed file placed before the
+// first file with newer events, and returns that file: their home on disk.
+func (s *spool) appendHeld(items []item) (*spoolFile, error) {
+	if !s.fits(items, 0) {
+		return nil, errSpoolFull
+	}
+	buf := s.encode(items)
+	at := slices.IndexFunc(s.files, func(f *spoolFile) bool { return f.firstID > items[0].id })
+	var major, minor uint64
+	if at < 0 {
+		s.sealTail()
+		major, at = s.nextMajor, len(s.files)
+		s.nextMajor++
+	} else {
+		major = s.files[at].major - 1
+		for _, f := range s.files[:at] {
+			if f.major == major {
+				minor = max(minor, f.minor+1)
+			}
+		}
+	}
+	f, err := s.create(major, minor)
+	if err != nil {
+		return nil, err
+	}
+	err = writeSynced(f.w, buf, 0)
+	f.w.Close()
+	f.w = nil
+	if err != nil {
+		_ = os.Remove(f.path)
+		return nil, fmt.Errorf("agent: spool %s: %w", f.path, err)
+	}
+	f.size, f.sealed, f.held, f.firstID = int64(len(buf)), true, true, items[0].id
+	f.outstanding = len(items)
+	s.files = slices.Insert(s.files, at, f)
+	s.bytes += f.size
+	return f, nil
+}
+
+func (s *spool) create(major, minor uint64) (*spoolFile, error) {
+	path := filepath.Join(s.dir, spoolName(major, minor))
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent: spool: %w", err)
+	}
+	// The new name must survive a crash as well as the bytes in it.
+	if d, err := os.Open(s.dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return &spoolFile{major: major, minor: minor, path: path, w: w}, nil
+}
+
+// writeSynced writes buf and fsyncs; on failure it cuts the file back to
+// size so that no torn line is left for the reader.
+func writeSynced(w *os.File, buf []byte, size int64) error {
+	_, err := w.Write(buf)
+	if err == nil {
+		err = w.Sync()
+	}
+	if err != nil {
+		_ = w.Truncate(size)
+	}
+	return err
+}
+
+// sealTail closes the file being appended to; the next append starts a new
+// one. Sealing lets a fully sent file be deleted.
+func (s *spool) sealTail() {
+	f := s.tail
+	if f == nil {
+		return
+	}
+	f.w.Close()
+	f.w, f.sealed, s.tail = nil, true, nil
+	s.maybeRemove(f)
+}
+
+func (s *spool) firstUnread() *spoolFile {
+	for _, f := range s.files {
+		if f.unread() {
+			return f
+		}
+	}
+	return nil
+}
+
+// pending counts unread events, up to limit. A file of an earlier process
+// has an unknown count and counts as limit: it is backlog, send it now.
+func (s *spool) pending(limit int) int {
+	n := 0
+	for _, f := range s.files {
+		switch {
+		case !f.unread():
+		case f.old():
+			return limit
+		default:
+			n += int(f.lines - f.linesRead)
+		}
+		if n >= limit {
+			return limit
+		}
+	}
+	return n
+}
+
+// nextUnreadSord is the sord of the oldest unread event: 0 while files of an
+// earlier process are unread, nextSord when everything has been read.
+func (s *spool) nextUnreadSord() uint64 {
+	f := s.firstUnread()
+	switch {
+	case f == nil:
+		return s.nextSord
+	case f.old():
+		return 0
+	}
+	return f.firstSord + f.linesRead
+}
+
+// read appends up to n unread events to dst, from the first file that has
+// any. Lines that are not JSON (a torn tail after a crash of an earlier
+// process, or a damaged file) are skipped and counted in bad.
+func (s *spool) read(dst []item, n int) (_ []item, bad int, err error) {
+	f := s.firstUnread()
+	if f == nil {
+		return dst, 0, nil
+	}
+	defer func() {
+		if err != nil {
+			f.broken = true
+		}
+	}()
+	if f.r == nil {
+		if f.r, err = os.Open(f.path); err != nil {
+			return dst, 0, fmt.Errorf("agent: spool: %w", err)
+		}
+	}
+	for got := 0; got < n && f.readOff < f.size; {
+		buf := make([]byte, min(f.size-f.readOff, readChunk))
+		if _, err := f.r.ReadAt(buf, f.readOff); err != nil {
+			return dst, bad, fmt.Errorf("agent: spool %s: %w", f.path, err)
+		}
+		used := 0
+		for got < n {
+			i := bytes.IndexByte(buf[used:], '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[used : used+i : used+i]
+			used += i + 1
+			sord := uint64(0)
+			if !f.old() {
+				sord = f.firstSord + f.linesRead
+			}
+			f.linesRead++
+			if !json.Valid(line) {
+				bad++
+				continue
+			}
+			dst = append(dst, item{data: line, sord: sord, file: f})
+			f.outstanding++
+			got++
+		}
+		if used == 0 {
+			// No whole line in a chunk: a torn tail, or a line no event
+			// could make. Nothing after it can be trusted.
+			bad++
+			used = int(f.size - f.readOff)
+		}
+		f.readOff += int64(used)
+	}
+	s.maybeRemove(f)
+	return dst, bad, nil
+}
+
+// done settles one event the sender took from f.
+func (s *spool) done(f *spoolFile) error {
+	f.outstanding--
+	return s.maybeRemove(f)
+}
+
+// maybeRemove deletes f once nothing more will be appended, read or
+// answered from it.
+func (s *spool) maybeRemove(f *spoolFile) error {
+	if !f.sealed || f.broken || f.outstanding > 0 || f.unread() {
+		return nil
+	}
+	if f.r != nil {
+		f.r.Close()
+		f.r = nil
+	}
+	i := slices.Index(s.files, f)
+	if i < 0 {
+		return nil
+	}
+	s.files = slices.Delete(s.files, i, i+1)
+	s.bytes -= f.size
+	if err := os.Remove(f.path); err != nil {
+		return fmt.Errorf("agent: spool: %w", err)
+	}
+	return nil
+}
+
+// close releases file handles; the files stay for the next process.
+func (s *spool) close() {
+	for _, f := range s.files {
+		if f.w != nil {
+			f.w.Close()
+			f.w = nil
+		}
+		if f.r != nil {
+			f.r.Close()
+			f.r = nil
+		}
+	}
+	s.tail = nil
+}

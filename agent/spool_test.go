@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+func spoolFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*"+spoolExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names {
+		names[i] = filepath.Base(n)
+	}
+	return names
+}
+
+// cycle reports the i-th step (1-based) of a run that goes pending,
+// running, manual_blocked and round again: legal for as long as needed.
+func cycle(run *Task, i int) error {
+	switch i % 3 {
+	case 1:
+		return run.Pending()
+	case 2:
+		return run.Running()
+	}
+	return run.Block()
+}
+
+// firstArrivals returns, per task, the sequences in the order they first
+// reached the server, from the requests not yet taken by the test.
+func firstArrivals(srv *protocolServer) map[string][]int64 {
+	seen := map[string]bool{}
+	out := map[string][]int64{}
+	for len(srv.requests) > 0 {
+		for _, e := range (<-srv.requests).events {
+			if key := fmt.Sprint(e.TaskID, "#", e.Sequence); !seen[key] {
+				seen[key] = true
+				out[e.TaskID] = append(out[e.TaskID], e.Sequence)
+			}
+		}
+	}
+	return out
+}
+
+func TestSpoolKeepsEventsOfAProcessThatExitsDuringAnOutage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := newProtocolServer(t)
+	srv.down()
+	c1 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithClock(apollo.NewFakeClock(t0)))
+	a, b := c1.Task("a", "job"), c1.Task("b", "job")
+	a.Pending()
+	a.Running()
+	b.Running()
+	// The server is down and the fake clock never moves: Close must not
+	// wait for a retry, it writes the events to disk.
+	if err := c1.Close(context.Background()); err != nil {
+		t.Fatalf("Close during an outage: %v", err)
+	}
+	if st := c1.Stats(); st.Spooled != 3 || st.Dropped != 0 || st.SpoolBytes == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if files := spoolFiles(t, dir); len(files) == 0 {
+		t.Fatal("no spool file written")
+	}
+
+	srv.up()
+	c2 := newTestClient(t, srv.URL(), WithSpoolDir(dir))
+	c2.Task("c", "job").Running()
+	if err := c2.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for len(srv.requests) > 0 {
+		for _, e := range (<-srv.requests).events {
+			order = append(order, fmt.Sprint(e.TaskID, e.Sequence))
+		}
+	}
+	if want := []string{"a1", "a2", "b1", "c1"}; !slices.Equal(order, want) {
+		t.Fatalf("server got %v, want the spooled events first: %v", order, want)
+	}
+	if st := c2.Stats(); st.Accepted != 4 || st.Duplicate != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left after everything was answered: %v", files)
+	}
+}
+
+func TestSpoolResendsAreAnsweredDuplicate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := newProtocolServer(t)
+	srv.setHang(true) // store the events, then never answer
+	c1 := newTestClient(t, srv.URL(), WithSpoolDir(dir))
+	for i := range 5 {
+		c1.Task(fmt.Sprint("t", i), "").Running()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	closed := async(func() error { return c1.Close(ctx) })
+	<-srv.hanging
+	cancel() // the process gives up on the answer and exits
+	if err := wait(t, closed); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := c1.Stats(); st.Spooled != 5 || st.Accepted != 0 {
+		t.Fatalf("first process: %+v", st)
+	}
+
+	srv.release()
+	c2 := newTestClient(t, srv.URL(), WithSpoolDir(dir))
+	if err := c2.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := c2.Stats(); st.Duplicate != 5 || st.Accepted != 0 {
+		t.Fatalf("second process: %+v, want 5 duplicates", st)
+	}
+	if n := srv.storedCount(); n != 5 {
+		t.Fatalf("server stored %d events, want each of 5 once", n)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
+	}
+}
+
+// TestSpoolOverflowAndSpillKeepOrder fills memory while the server is down
+// so that events overflow to disk, lets the outage last until the events
+// the sender holds are spilled too, and checks that the next process sends
+// every event in the order it was reported, although the spilled events
+// reached disk after the overflowed ones.
+func TestSpoolOverflowAndSpillKeepOrder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := newProtocolServer(t)
+	srv.down()
+	fc := apollo.NewFakeClock(t0)
+	hook, waits := retryWaits()
+	c1 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithClock(fc), WithBatchSize(2), WithBufferSize(4), noJitter, hook)
+	run := c1.Task("x", "job")
+	cycle(run, 1)
+	cycle(run, 2)
+	d := nextWait(t, waits) // events 1 and 2 are with the sender
+	for i := 3; i <= 10; i++ {
+		if err := cycle(run, i); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	// 3..6 filled memory; 7 overflowed them all to disk, 8..10 followed.
+	if st := c1.Stats(); st.Spooled != 8 || st.Buffered != 2 {
+		t.Fatalf("after overflow: %+v", st)
+	}
+	flushed := flushAsync(c1)
+	// Backoff 100ms, 200ms, ... : the wait that would carry the outage
+	// past spoolAfter (5s) starts by spilling the two held events to disk,
+	// which satisfies Flush.
+	var waited time.Duration
+	for c1.Stats().Spooled < 10 {
+		if waited > 5*time.Second {
+			t.Fatalf("no spill after %v of outage: %+v", waited, c1.Stats())
+		}
+		fc.Advance(d)
+		waited += d
+		d = nextWait(t, waits)
+	}
+	if waited+d < 5*time.Second || waited >= 5*time.Second {
+		t.Fatalf("spilled after %v with a %v wait ahead; want the wait that crosses 5s", waited, d)
+	}
+	if err := wait(t, flushed); err != nil {
+		t.Fatal(err)
+	}
+	if st := c1.Stats(); st.Spooled != 10 || st.Buffered != 0 {
+		t.Fatalf("after spill: %+v", st)
+	}
+	files := spoolFiles(t, dir)
+	if len(files) != 2 {
+		t.Fatalf("spool files %v, want the overflow file and the spilled one", files)
+	}
+	closeNow(t, c1, 0)
+
+	srv.up()
+	c2 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithBatchSize(3))
+	if err := c2.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := firstArrivals(srv)["x"]; !slices.Equal(got, ints(1, 10)) {
+		t.Fatalf("first arrivals %v, want 1..10", got)
+	}
+	if got := srv.storedFor("x"); !slices.Equal(got, ints(1, 10)) {
+		t.Fatalf("stored %v", got)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
+	}
+}
+
+func TestSpoolSendsThenReturnsToMemory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := newProtocolServer(t)
+	srv.down()
+	hook, waits := retryWaits()
+	fc := apollo.NewFakeClock(t0)
+	c := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithClock(fc), WithBatchSize(1), WithBufferSize(1), noJitter, hook)
+	run := c.Task("y", "")
+	cycle(run, 1)
+	nextWait(t, waits)
+	for i := 2; i <= 4; i++ {
+		cycle(run, i) // 2 in memory, 3 overflows 2 and itself, 4 follows
+	}
+	srv.up()
+	fc.Advance(backoffBase)
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Caught up: the spool is empty and new events stay in memory.
+	cycle(run, 5)
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Spooled != 3 || st.Accepted != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
+	}
+	if got := srv.storedFor("y"); !slices.Equal(got, ints(1, 5)) {
+		t.Fatalf("stored %v", got)
+	}
+}
+
+func TestSpoolLimitGivesBufferFull(t *testing.T) {
+	t.Parallel()
+	srv := newProtocolServer(t)
+	srv.down()
+	hook, waits := retryWaits()
+	limit := Option(func(c *config) { c.spoolLimit = 300 })
+	c := newTestClient(t, srv.URL(), WithSpoolDir(t.TempDir()), WithClock(apollo.NewFakeClock(t0)),
+		WithBatchSize(1), WithBufferSize(1), hook, limit)
+	run := c.Task("z", "")
+	cycle(run, 1)
+	nextWait(t, waits)
+	var err error
+	n := 1
+	for err == nil && n < 100 {
+		n++
+		err = cycle(run, n)
+	}
+	if !errors.Is(err, ErrBufferFull) || !strings.Contains(err.Error(), "spool size limit") {
+		t.Fatalf("event %d: %v, want ErrBufferFull for the spool limit", n, err)
+	}
+	st := c.Stats()
+	if st.Dropped != 1 || st.SpoolBytes > 300 || st.SpoolBytes == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// What memory holds cannot be spilled to a full spool: Close says so.
+	closeNow(t, c, st.Buffered)
+}
+
+func TestSpoolSkipsATornTail(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := `{"taskID":"torn","sequence":1,"status":"running","ts":1}` + "\n"
+	torn := `{"taskID":"torn","sequence":2,"sta`
+	if err := os.WriteFile(filepath.Join(dir, spoolName(7, 0)), []byte(good+torn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not ours"), 0o600)
+	srv := newProtocolServer(t)
+	c := newTestClient(t, srv.URL(), WithSpoolDir(dir))
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Accepted != 1 || st.Dropped != 1 {
+		t.Fatalf("stats %+v, want the whole line sent and the torn one dropped", st)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatalf("a file that is not a spool file was touched: %v", err)
+	}
+}
+
+func TestSpoolDirIsForOneClient(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c1, err := New("http://127.0.0.1:1", WithSpoolDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New("http://127.0.0.1:1", WithSpoolDir(dir+"/.")); apollo.ErrorCode(err) != apollo.ECONFLICT {
+		t.Fatalf("second client on one dir: %v", err)
+	}
+	c1.Close(context.Background())
+	c2, err := New("http://127.0.0.1:1", WithSpoolDir(dir))
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	c2.Close(context.Background())
+}
+
+func TestSpoolNames(t *testing.T) {
+	t.Parallel()
+	for _, k := range [][2]uint64{{0, 0}, {1, 0}, {1, 1}, {1<<64 - 1, 0xffff}} {
+		maj, mnr, ok := parseSpoolName(spoolName(k[0], k[1]))
+		if !ok || maj != k[0] || mnr != k[1] {
+			t.Errorf("round trip of %v: %d %d %v", k, maj, mnr, ok)
+		}
+	}
+	if !slices.IsSorted([]string{spoolName(0, 5), spoolName(1, 0), spoolName(1, 1), spoolName(2, 0), spoolName(16, 0)}) {
+		t.Error("names do not sort in sending order")
+	}
+	for _, bad := range []string{"x.ndjson", "0000000000000001-0000.json", "000000000000001-0000.ndjson", "000000000000000g-0000.ndjson"} {
+		if _, _, ok := parseSpoolName(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
