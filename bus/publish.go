@@ -56,6 +56,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	}
 	var last uint64
 	var refusals []Refusal
+	var refusedTasks map[key]struct{} // allocated only when something is refused
 	now := b.nowMs()
 	b.pause.RLock()
 	for i := range evs {
@@ -68,11 +69,25 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 			out[i] = Outcome{Result: Rejected, Err: err.(*apollo.Error)}
 			continue
 		}
+		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}
+		if _, ok := refusedTasks[k]; ok {
+			// A later event of a task whose earlier event was refused must
+			// not overtake it: refuse it too, so the reporter resends both
+			// in order.
+			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: an earlier event of this task in the request was not stored", Hint: "resend it after the earlier one"}}
+			continue
+		}
 		rec := apollo.Record{Event: evs[i], Kind: apollo.KindReport, ReceivedAt: now}
 		d := b.decide(&rec, false)
 		out[i] = d.Outcome
 		if d.lsn > last {
 			last = d.lsn
+		}
+		if d.Result == RetryLater {
+			if refusedTasks == nil {
+				refusedTasks = map[key]struct{}{}
+			}
+			refusedTasks[k] = struct{}{}
 		}
 		if d.refusal != nil {
 			refusals = append(refusals, *d.refusal)

@@ -101,8 +101,9 @@ func TestHoldingArea(t *testing.T) {
 		ev("h1", 3, apollo.StatusSuccess), // held
 		ev("h2", 1, apollo.StatusPending), // h2's queue is empty: accepted
 		ev("h2", 2, apollo.StatusRunning), // over the limit, holding area full: refused
+		ev("h2", 3, apollo.StatusFailed),  // would fit, but must not overtake the refused one
 	)
-	want := []Result{Accepted, Held, Held, Accepted, RetryLater}
+	want := []Result{Accepted, Held, Held, Accepted, RetryLater, RetryLater}
 	for i, w := range want {
 		if out[i].Result != w {
 			t.Fatalf("event %d: %v, want %v (%v)", i, out[i].Result, w, out[i].Err)
