@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,8 +26,16 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
+// quiet keeps expected warnings (repairs, skipped snapshots) out of test output.
+var quiet = slog.New(slog.DiscardHandler)
+
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
 func openT(t testing.TB, opts Options) *Log {
 	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
 	l, err := Open(opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
