@@ -74,12 +74,8 @@ func replaySegment(rd *recordReader, s numbered, from, limit LSN, fn func(LSN, [
 		if errors.Is(err, io.EOF) {
 			return lsn, nil
 		}
-		var bad *badRecord
-		if errors.As(err, &bad) {
-			return 0, &CorruptError{Path: s.path, Offset: bad.off, Reason: bad.reason, Hint: hintCorrupt}
-		}
 		if err != nil {
-			return 0, fmt.Errorf("wal: replay %s: %w", s.path, err)
+			return 0, replayError(s.path, lsn, err)
 		}
 		if payload != nil {
 			if err := fn(lsn, payload); err != nil {
@@ -88,4 +84,15 @@ func replaySegment(rd *recordReader, s numbered, from, limit LSN, fn func(LSN, [
 		}
 	}
 	return lsn, nil
+}
+
+// replayError turns a reader error into a *CorruptError or an I/O error.
+// It is a function of its own so that the *badRecord errors.As needs is
+// allocated only on this path, not once per record.
+func replayError(path string, lsn LSN, err error) error {
+	var bad *badRecord
+	if errors.As(err, &bad) {
+		return &CorruptError{Path: path, Offset: bad.off, Reason: fmt.Sprintf("record %d: %s", lsn, bad.reason), Hint: hintCorrupt}
+	}
+	return fmt.Errorf("wal: replay %s: %w", path, err)
 }
