@@ -2,7 +2,6 @@ package wal
 
 import (
 	"context"
-	"fmt"
 	"testing"
 )
 
@@ -109,7 +108,7 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 		if n != records {
-			b.Fatal(fmt.Sprintf("replayed %d records, want %d", n, records))
+			b.Fatalf("replayed %d records, want %d", n, records)
 		}
 	}
 	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")

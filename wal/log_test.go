@@ -342,3 +342,60 @@ func TestParseSyncPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayWhileAppending(t *testing.T) {
+	t.Parallel()
+	l := openT(t, Options{Dir: t.TempDir(), SegmentSize: 8192, Sync: SyncOff})
+	const total = 3000
+	done := make(chan error, 1)
+	go func() {
+		for i := range total {
+			lsn, err := l.Append(payload(i))
+			if err == nil && i%100 == 99 {
+				err = l.Wait(context.Background(), lsn)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		limit := l.DurableLSN()
+		recs := replayAll(t, l, 0)
+		if LSN(len(recs)) < limit {
+			t.Fatalf("Replay returned %d records, but %d were durable when it started", len(recs), limit)
+		}
+		checkRecords(t, recs, 0, len(recs))
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, replayAll(t, l, 0), 0, total)
+}
+
+// Replay reuses one buffer: its allocations do not grow with the records.
+func TestReplayAllocatesNothingPerRecord(t *testing.T) { // not parallel: AllocsPerRun forbids it
+	l := openT(t, Options{Dir: t.TempDir(), Sync: SyncOff})
+	allocs := func(n LSN) float64 {
+		return testing.AllocsPerRun(3, func() {
+			if err := l.Replay(l.LastLSN()-n, func(LSN, []byte) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	appendRange(t, l, 0, 10_000)
+	few, many := allocs(100), allocs(10_000)
+	if many > few || many > 20 {
+		t.Fatalf("Replay allocations: %.0f for 100 records, %.0f for 10000", few, many)
+	}
+}

@@ -120,7 +120,11 @@ func (l *Log) setNext(next LSN) {
 // valid after it is a torn write and is cut off; anywhere else it is
 // corruption.
 func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (uint64, int64, error) {
-	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	mode := os.O_RDONLY
+	if last {
+		mode = os.O_RDWR // for cutting a torn tail
+	}
+	f, err := os.OpenFile(s.path, mode, 0)
 	if err != nil {
 		return 0, 0, fmt.Errorf("wal: open: %w", err)
 	}
