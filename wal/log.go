@@ -50,7 +50,7 @@ type Log struct {
 
 	snapMu sync.Mutex // serialises WriteSnapshot
 
-	w        *segmentWriter // the flusher's; nobody else touches it
+	w        *segmentWriter // the flusher's alone (Close uses it after the flusher has exited)
 	repaired int64
 	unlock   func() error
 	stats    syncStats
