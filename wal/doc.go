@@ -1,0 +1,19 @@
+// Package wal is Apollo-11's write-ahead log: the bus appends every accepted
+// event here and acknowledges it only once the log says it is durable.
+// Recovery loads the newest snapshot and replays the records after it.
+//
+// The log is a directory of segment files named by their first LSN
+// ("<20 digits>.wal"), each a header ("APWAL", version, first LSN) followed
+// by records of "length u32 | CRC32C(payload) u32 | payload", little-endian.
+// One flusher goroutine writes the appended records with one write call per
+// batch and, under SyncBatch, one fsync for every record that arrived while
+// the previous fsync ran (group commit).
+//
+// Guarantees: once Wait(lsn) returns nil, the record survives a crash of the
+// process (every policy) and of the machine (SyncBatch; SyncInterval after
+// the next tick). LSNs are contiguous. At Open, a bad record at the very end
+// of the last segment is a write the crash cut short, never acknowledged,
+// and is cut off; damage anywhere else stops Open with ErrCorrupt naming the
+// file and offset. Snapshots ("<lsn>.snap") are written to a temporary file,
+// fsynced and renamed, so a snapshot is whole or absent.
+package wal

@@ -1,0 +1,244 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Open creates opts.Dir if needed, locks it, validates every segment,
+// repairs a torn tail of the last one and starts the flusher. Appends
+// continue after the last valid record.
+func Open(opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	unlock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{
+		opts:    opts,
+		log:     opts.Logger.With("component", "wal"),
+		clock:   opts.Clock,
+		unlock:  unlock,
+		kick:    make(chan struct{}, 1),
+		syncReq: make(chan chan error),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	l.space.L = &l.mu
+	ch := make(chan struct{})
+	l.notify.Store(&ch)
+	l.w = &segmentWriter{
+		dir: opts.Dir, limit: opts.SegmentSize, clock: opts.Clock, stats: &l.stats, hooks: opts.hooks,
+		onRoll: func(s numbered) {
+			l.segMu.Lock()
+			l.segments = append(l.segments, s)
+			l.segMu.Unlock()
+		},
+	}
+	if err := l.recover(); err != nil {
+		l.w.close()
+		return nil, errors.Join(err, unlock())
+	}
+	go l.run()
+	return l, nil
+}
+
+// recover validates the segments, repairs the tail, opens the last segment
+// for appending and sets the LSN counters.
+func (l *Log) recover() error {
+	dir := l.opts.Dir
+	if err := removeTemps(dir); err != nil {
+		return err
+	}
+	segs, err := listFiles(dir, segSuffix)
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		if err := l.checkSnapshotsBehind(0); err != nil {
+			return err
+		}
+		f, err := createSegment(dir, 1)
+		if err != nil {
+			return err
+		}
+		l.segments = []numbered{{1, f.Name()}}
+		l.w.attach(f, 1, segHeaderSize)
+		l.setNext(1)
+		return nil
+	}
+	rd := newRecordReader(nil)
+	next := segs[0].lsn
+	var size int64
+	for i, s := range segs {
+		if s.lsn != next {
+			return &CorruptError{Path: s.path, Reason: fmt.Sprintf(
+				"the previous segment ends at LSN %d but this one starts at %d: a segment is missing", next-1, s.lsn),
+				Hint: hintCorrupt}
+		}
+		var n uint64
+		n, size, err = l.scanSegment(rd, s, i == len(segs)-1)
+		if err != nil {
+			return err
+		}
+		next += LSN(n)
+	}
+	if err := l.checkSnapshotsBehind(next - 1); err != nil {
+		return err
+	}
+	last := segs[len(segs)-1]
+	f, err := os.OpenFile(last.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("wal: open: %w", err)
+	}
+	l.segments = segs
+	l.w.attach(f, last.lsn, size)
+	l.setNext(next)
+	return nil
+}
+
+func (l *Log) setNext(next LSN) {
+	l.next, l.bufFirst = next, next
+	l.last.Store(uint64(next - 1))
+	l.durable.Store(uint64(next - 1))
+}
+
+// scanSegment verifies one segment and returns its record count and its
+// size after any repair. In the last segment, a bad record with nothing
+// valid after it is a torn write and is cut off; anywhere else it is
+// corruption.
+func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (uint64, int64, error) {
+	mode := os.O_RDONLY
+	if last {
+		mode = os.O_RDWR // for cutting a torn tail
+	}
+	f, err := os.OpenFile(s.path, mode, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("wal: open: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("wal: open: %w", err)
+	}
+	h := make([]byte, segHeaderSize)
+	n, _ := io.ReadFull(f, h)
+	if reason := checkSegHeader(h[:n], s.lsn); reason != "" {
+		return 0, 0, &CorruptError{Path: s.path, Reason: reason, Hint: hintCorrupt}
+	}
+	rd.reset(f, segHeaderSize)
+	var count uint64
+	for {
+		_, err := rd.next()
+		if err == nil {
+			count++
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return count, st.Size(), nil
+		}
+		var bad *badRecord
+		if !errors.As(err, &bad) {
+			return 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+		}
+		if !last {
+			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off, Reason: bad.reason + " in a segment that is not the last", Hint: hintCorrupt}
+		}
+		valid, found, err := findValidRecord(f, bad.off+1, st.Size())
+		if err != nil {
+			return 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+		}
+		if found {
+			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
+				Reason: fmt.Sprintf("%s, and a valid record follows at offset %d", bad.reason, valid), Hint: hintCorrupt}
+		}
+		if err := l.cutTail(f, s.path, bad, st.Size()); err != nil {
+			return 0, 0, err
+		}
+		return count, bad.off, nil
+	}
+}
+
+// cutTail truncates a torn tail and makes the truncation durable.
+func (l *Log) cutTail(f *os.File, path string, bad *badRecord, size int64) error {
+	if err := f.Truncate(bad.off); err != nil {
+		return fmt.Errorf("wal: repair %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: repair %s: %w", path, err)
+	}
+	l.repaired = size - bad.off
+	l.log.Warn("wal: cut a torn tail (records that were never acknowledged as durable)",
+		"segment", path, "offset", bad.off, "bytes_cut", l.repaired, "reason", bad.reason)
+	return nil
+}
+
+// findValidRecord looks for any offset in [from, size) where a whole record
+// with a matching checksum starts. Only the damaged-tail path calls it.
+func findValidRecord(r io.ReaderAt, from, size int64) (int64, bool, error) {
+	const window = 1 << 20
+	buf := make([]byte, window+recHeaderSize+MaxRecordSize) // any record starting in the window fits
+	for base := from; base+recHeaderSize < size; base += window {
+		n, err := r.ReadAt(buf[:min(int64(len(buf)), size-base)], base)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, false, err
+		}
+		b := buf[:n]
+		for i := 0; i < window && i+recHeaderSize < len(b); i++ {
+			ln := binary.LittleEndian.Uint32(b[i:])
+			end := i + recHeaderSize + int(ln)
+			if checkLength(ln) != "" || end > len(b) {
+				continue
+			}
+			if crc32.Checksum(b[i+recHeaderSize:end], castagnoli) == binary.LittleEndian.Uint32(b[i+4:]) {
+				return base + int64(i), true, nil
+			}
+		}
+	}
+	return 0, false, nil
+}
+
+// checkSnapshotsBehind refuses a directory whose newest snapshot reflects
+// records the log no longer has: appending would reuse their LSNs, and the
+// next recovery would skip the new records as already in the snapshot.
+func (l *Log) checkSnapshotsBehind(last LSN) error {
+	snaps, err := listFiles(l.opts.Dir, snapSuffix)
+	if err != nil || len(snaps) == 0 {
+		return err
+	}
+	if newest := snaps[len(snaps)-1]; newest.lsn > last {
+		return &CorruptError{Path: newest.path, Reason: fmt.Sprintf(
+			"the snapshot is at LSN %d but the log ends at LSN %d", newest.lsn, last),
+			Hint: fmt.Sprintf("the log lost records the snapshot reflects: restore the data directory from a backup, or move snapshots newer than LSN %d out of the directory", last)}
+	}
+	return nil
+}
+
+// removeTemps deletes segment and snapshot files a crash left half-made.
+func removeTemps(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("wal: open: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, segSuffix+tmpSuffix) || strings.HasSuffix(name, snapSuffix+tmpSuffix) {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("wal: open: remove leftover %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}

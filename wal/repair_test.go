@@ -1,0 +1,204 @@
+package wal
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildLog writes n records to a fresh log with small segments and closes
+// it, returning the directory.
+func buildLog(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	l := openT(t, Options{Dir: dir, SegmentSize: 4096})
+	for i := 0; i < n; i += 10 {
+		appendRange(t, l, i, min(i+10, n))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if segs := segFiles(t, dir); len(segs) < 3 {
+		t.Fatalf("fixture has %d segments, want at least 3", len(segs))
+	}
+	return dir
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+func appendBytes(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTornTailIsRepaired(t *testing.T) {
+	t.Parallel()
+	const n = 120
+	src := buildLog(t, n)
+	segs := segFiles(t, src)
+	lastSeg := filepath.Base(segs[len(segs)-1].path)
+	offs := recordOffsets(t, segs[len(segs)-1].path)
+	lastOff := offs[len(offs)-1]
+	size := fileSize(t, segs[len(segs)-1].path)
+
+	type tc struct {
+		name   string
+		damage func(t *testing.T, path string)
+		keep   int   // intact records expected after repair
+		cut    int64 // bytes Open must cut
+	}
+	var cases []tc
+	for at := lastOff; at < size; at++ {
+		cases = append(cases, tc{fmt.Sprintf("truncate at %d", at), func(t *testing.T, p string) {
+			if err := os.Truncate(p, at); err != nil {
+				t.Fatal(err)
+			}
+		}, n - 1, at - lastOff})
+	}
+	garbage := make([]byte, 37)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range garbage {
+		garbage[i] = byte(rng.Uint32())
+	}
+	cases = append(cases,
+		tc{"garbage after the last record", func(t *testing.T, p string) { appendBytes(t, p, garbage) }, n, 37},
+		tc{"zeros after the last record", func(t *testing.T, p string) { appendBytes(t, p, make([]byte, 4096)) }, n, 4096},
+		tc{"half a record then zeros", func(t *testing.T, p string) {
+			if err := os.Truncate(p, lastOff+20); err != nil {
+				t.Fatal(err)
+			}
+			appendBytes(t, p, make([]byte, 8192))
+		}, n - 1, 20 + 8192},
+	)
+	for _, flip := range []struct {
+		name string
+		off  int64
+		bit  uint
+	}{
+		{"length low bit", 0, 0}, {"length bit 2", 0, 2}, {"length high bit", 3, 7},
+		{"checksum", 5, 4}, {"first payload byte", 8, 1}, {"last payload byte", size - lastOff - 1, 6},
+	} {
+		cases = append(cases, tc{"flipped " + flip.name, func(t *testing.T, p string) {
+			flipBit(t, p, lastOff+flip.off, flip.bit)
+		}, n - 1, size - lastOff})
+	}
+
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyDir(t, src)
+			damaged := filepath.Join(dir, lastSeg)
+			c.damage(t, damaged)
+			cutAt := fileSize(t, damaged) - c.cut
+			var logged bytes.Buffer
+			l := openT(t, Options{Dir: dir, SegmentSize: 4096, Logger: slogTo(&logged)})
+			checkRecords(t, replayAll(t, l, 0), 0, c.keep)
+			if got := l.Stats().Repaired; got != c.cut {
+				t.Fatalf("Stats.Repaired = %d, want %d", got, c.cut)
+			}
+			wantLog := fmt.Sprintf("segment=%s offset=%d bytes_cut=%d", damaged, cutAt, c.cut)
+			if c.cut > 0 && !strings.Contains(logged.String(), wantLog) {
+				t.Fatalf("log = %q, want a warning with %q", logged.String(), wantLog)
+			}
+			appendRange(t, l, c.keep, c.keep+1) // continues at the right LSN
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openT(t, Options{Dir: dir, SegmentSize: 4096})
+			checkRecords(t, replayAll(t, l, 0), 0, c.keep+1)
+			if got := l.Stats().Repaired; got != 0 {
+				t.Fatalf("second Open repaired %d bytes, want 0", got)
+			}
+		})
+	}
+}
+
+func TestCorruptionBeforeTheTail(t *testing.T) {
+	t.Parallel()
+	src := buildLog(t, 160)
+	segs := segFiles(t, src)
+	first, middle, last := segs[0].path, segs[1].path, segs[len(segs)-1].path
+	firstOffs, lastOffs := recordOffsets(t, first), recordOffsets(t, last)
+	if len(lastOffs) < 3 {
+		t.Fatalf("fixture's last segment has %d records, want at least 3", len(lastOffs))
+	}
+
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		file   string // base name the error must name
+		offset int64
+		reason string
+	}{
+		{"flipped bit in an earlier record of the last segment", func(t *testing.T, dir string) {
+			flipBit(t, filepath.Join(dir, filepath.Base(last)), lastOffs[len(lastOffs)-3]+12, 3)
+		}, last, lastOffs[len(lastOffs)-3], "a valid record follows"},
+		{"flipped bit in a segment that is not the last", func(t *testing.T, dir string) {
+			flipBit(t, filepath.Join(dir, filepath.Base(first)), firstOffs[len(firstOffs)-1]+9, 0)
+		}, first, firstOffs[len(firstOffs)-1], "not the last"},
+		{"truncated segment that is not the last", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, filepath.Base(first)), fileSize(t, first)-5); err != nil {
+				t.Fatal(err)
+			}
+		}, first, firstOffs[len(firstOffs)-1], "cut short"},
+		{"missing middle segment", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, filepath.Base(middle))); err != nil {
+				t.Fatal(err)
+			}
+		}, segs[2].path, 0, "a segment is missing"},
+		{"damaged segment header", func(t *testing.T, dir string) {
+			flipBit(t, filepath.Join(dir, filepath.Base(first)), 1, 5)
+		}, first, 0, "bad magic"},
+		{"header LSN differs from the file name", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, segmentName(161)), encodeSegHeader(998), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, segmentName(161), 0, "header says first LSN 998, the file name says 161"},
+		{"snapshot ahead of the log", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, snapshotName(500)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, snapshotName(500), 0, "the log ends at LSN 160"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyDir(t, src)
+			tt.damage(t, dir)
+			l, err := Open(Options{Dir: dir, SegmentSize: 4096})
+			if err == nil {
+				l.Close()
+				t.Fatal("Open succeeded on a damaged log")
+			}
+			ce, ok := isCorrupt(err)
+			if !ok {
+				t.Fatalf("Open = %v, want a *CorruptError wrapping ErrCorrupt", err)
+			}
+			msg := err.Error()
+			if filepath.Base(ce.Path) != filepath.Base(tt.file) || ce.Offset != tt.offset ||
+				!strings.Contains(msg, filepath.Base(tt.file)) || !strings.Contains(msg, fmt.Sprintf("offset %d", tt.offset)) ||
+				!strings.Contains(msg, tt.reason) || !strings.Contains(msg, "backup") {
+				t.Fatalf("Open error = %q (path %s, offset %d), want %s at offset %d, %q and a hint",
+					msg, ce.Path, ce.Offset, filepath.Base(tt.file), tt.offset, tt.reason)
+			}
+		})
+	}
+}
