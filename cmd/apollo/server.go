@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/wal"
+)
+
+// serverFlags are the flags of `apollo server` (and `apollo demo`).
+type serverFlags struct {
+	configFile string
+	listen     string
+	data       string
+	fsync      string
+	rules      string
+	jobs       string
+}
+
+func (f *serverFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.configFile, "config", "c", "", "configuration file (apollo.yaml); see docs/operations.md")
+	fl.StringVar(&f.listen, "listen", "", "address of the API and dashboard (default 127.0.0.1:1969)")
+	fl.StringVar(&f.data, "data", "", "data directory for the log and snapshots (default ./apollo-data)")
+	fl.StringVar(&f.fsync, "fsync", "", "when the log is flushed to disk: batch (default), interval or off")
+	fl.StringVar(&f.rules, "rules", "", "alert rules file, reloaded when it changes")
+	fl.StringVar(&f.jobs, "jobs", "", "scheduler jobs file: run the scheduler in this process")
+}
+
+// load builds the configuration: defaults, file, environment, flags, Validate.
+func (f *serverFlags) load(cmd *cobra.Command) (config.Config, error) {
+	cfg := config.Default()
+	if f.configFile != "" {
+		var err error
+		if cfg, err = config.Load(f.configFile, os.Getenv); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.ApplyEnv(os.Getenv)
+	fl := cmd.Flags()
+	for name, dst := range map[string]*string{"listen": &cfg.Listen, "data": &cfg.Data, "fsync": &cfg.Fsync, "rules": &cfg.Rules, "jobs": &cfg.Jobs} {
+		if fl.Changed(name) {
+			*dst, _ = fl.GetString(name)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the all-in-one server (no other service needed)",
+		Long: `Run Apollo-11 as one process: ingest, task state, the write-ahead log,
+metrics, alerting, the API and the dashboard. State lives in the data
+directory; nothing else is needed.
+
+An event is answered "accepted" only once it is on disk (with --fsync batch,
+the default). On SIGTERM or Ctrl-C the server stops accepting, drains,
+writes a snapshot and exits 0.`,
+		Example: `  apollo server
+  apollo server --listen 127.0.0.1:1969 --data /var/lib/apollo
+  apollo server --config /etc/apollo/apollo.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load(cmd)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout()})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// serverDeps are what runServer takes from its caller besides the config.
+type serverDeps struct {
+	log   *slog.Logger
+	out   io.Writer         // where the start-up banner goes
+	clock apollo.Clock      // nil: the system clock
+	ready func(addr string) // called with the listening address once serving
+}
+
+// server is the all-in-one process, assembled.
+type server struct {
+	cfg   config.Config
+	log   *slog.Logger
+	clock apollo.Clock
+	wal   *wal.Log
+	bus   *bus.Bus
+	arch  *bus.FileArchive
+	http  *http.Server
+	ready chan struct{}
+}
+
+// runServer starts everything, serves until ctx is done, then shuts down in
+// the order written in docs/architecture.md: stop accepting, drain the
+// bus, snapshot, close the log.
+func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
+	s := &server{cfg: cfg, log: d.log, clock: d.clock, ready: make(chan struct{})}
+	if s.clock == nil {
+		s.clock = apollo.SystemClock
+	}
+	if err := s.open(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.closeStores()
+		return fmt.Errorf("listening on %s: %w (is another apollo running? choose another --listen)", cfg.Listen, err)
+	}
+	if err := s.recover(); err != nil {
+		ln.Close()
+		s.closeStores()
+		return err
+	}
+	s.bus.Start(ctx)
+	close(s.ready)
+
+	api := httpapi.New(httpapi.Options{
+		Bus: s.bus, Logger: s.log, MaxBodyBytes: cfg.Limits.BodyBytes,
+		Ready: func() bool {
+			select {
+			case <-s.ready:
+				return true
+			default:
+				return false
+			}
+		},
+	})
+	s.http = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	addr := ln.Addr().String()
+	if d.out != nil {
+		fmt.Fprintf(d.out, "Apollo-11 is up: http://%s  (data in %s)\n", addr, cfg.Data)
+	}
+	s.log.Info("serving", "addr", addr, "data", cfg.Data, "fsync", cfg.Fsync)
+	if d.ready != nil {
+		d.ready(addr)
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.http.Serve(ln) }()
+	snapDone := make(chan struct{})
+	snapStop := make(chan struct{})
+	go s.checkpointLoop(snapStop, snapDone)
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		s.log.Error("HTTP server stopped", "err", err)
+	}
+	return s.shutdown(snapStop, snapDone, err)
+}
+
+// open creates the data directory, the log and the bus.
+func (s *server) open() error {
+	cfg := s.cfg
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	policy, err := wal.ParseSyncPolicy(cfg.Fsync)
+	if err != nil {
+		return err
+	}
+	s.wal, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.Data, "wal"), Sync: policy, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("opening the log: %w", err)
+	}
+	s.arch, err = bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
+	if err != nil {
+		s.wal.Close()
+		return err
+	}
+	lat := make([]bus.Lateness, len(cfg.Lateness))
+	for i, l := range cfg.Lateness {
+		lat[i] = bus.Lateness{Prefix: l.Prefix, StartAfter: l.StartAfter.D(), MissedAfter: l.MissedAfter.D(), Timeout: l.Timeout.D()}
+	}
+	s.bus, err = bus.New(bus.Options{
+		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log,
+		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
+		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
+		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
+		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
+		Lateness: lat,
+	})
+	if err != nil {
+		s.closeStores()
+		return err
+	}
+	return nil
+}
+
+// recover loads the newest snapshot and replays the log after it.
+func (s *server) recover() error {
+	start := time.Now()
+	lsn, body, err := s.wal.LatestSnapshot()
+	if err != nil {
+		return fmt.Errorf("reading the snapshot: %w", err)
+	}
+	if body != nil {
+		err := readSnapshot(body, s.sections())
+		body.Close()
+		if err != nil {
+			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
+		}
+	}
+	n := 0
+	err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
+		n++
+		return s.bus.Replay(uint64(l), p)
+	})
+	if err != nil {
+		return fmt.Errorf("replaying the log: %w", err)
+	}
+	el := time.Since(start)
+	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
+		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
+	return nil
+}
+
+// sections are the parts of a snapshot, in order.
+func (s *server) sections() []section {
+	return []section{
+		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
+	}
+}
+
+// checkpointLoop writes a snapshot every SnapshotEvery until stop.
+func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := s.clock.NewTicker(s.cfg.SnapshotEvery.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			if err := s.checkpoint(); err != nil {
+				s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// checkpoint copies the state during a short pause, then writes it.
+func (s *server) checkpoint() error {
+	var buf snapshotBuffer
+	var at uint64
+	err := s.bus.Checkpoint(func(lsn uint64) error {
+		at = lsn
+		return writeSnapshot(&buf, s.sections())
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
+		return err
+	}
+	return s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
+}
+
+func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serveErr error) error {
+	s.log.Info("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.log.Warn("HTTP shutdown", "err", err)
+	}
+	close(snapStop)
+	<-snapDone
+	s.bus.Stop()
+	err := s.checkpoint()
+	if err != nil {
+		s.log.Error("final snapshot failed; the next start replays the log instead", "err", err)
+	}
+	if cerr := s.closeStores(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return err
+}
+
+func (s *server) closeStores() error {
+	var errs []error
+	if s.arch != nil {
+		errs = append(errs, s.arch.Close())
+	}
+	if s.wal != nil {
+		errs = append(errs, s.wal.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus).
+type walLog struct{ l *wal.Log }
+
+func (w walLog) Append(p []byte) (uint64, error) {
+	lsn, err := w.l.Append(p)
+	return uint64(lsn), err
+}
+
+func (w walLog) Wait(ctx context.Context, lsn uint64) error { return w.l.Wait(ctx, wal.LSN(lsn)) }
