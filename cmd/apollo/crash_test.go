@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/agent"
+)
+
+// TestCrashUnderLoad kills the server with SIGKILL at random moments while
+// an SDK client reports runs, restarts it each time, and then checks that
+// every run's events are all there, in order, with legal transitions: an
+// event the server acknowledged was never lost (DESIGN.md §5, invariant 1).
+func TestCrashUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: skipped with -short")
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	args := []string{"server", "--data", dir, "--listen", addr}
+	srv := startApollo(t, args...)
+
+	client, err := agent.New("http://"+addr, agent.WithFlushInterval(5*time.Millisecond), agent.WithBatchSize(50),
+		agent.WithBufferSize(100_000), agent.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(testCtx(t, 10*time.Second))
+
+	type run struct {
+		id     string
+		events int
+		final  apollo.Status
+	}
+	var (
+		mu   sync.Mutex
+		runs []run
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			pace := time.NewTicker(time.Millisecond)
+			defer pace.Stop()
+			for i := 0; !stop.Load(); i++ {
+				id := fmt.Sprintf("crash-%d-%d", g, i)
+				tk := client.Task(id, fmt.Sprintf("crash_job_%d", g))
+				steps := []func(...agent.EventOption) error{tk.Pending, tk.Running}
+				final := apollo.StatusSuccess
+				if r.IntN(4) == 0 {
+					steps, final = append(steps, tk.Fail), apollo.StatusFailed
+				} else {
+					steps = append(steps, tk.Succeed)
+				}
+				for _, step := range steps {
+					if err := step(); err != nil {
+						t.Errorf("reporting %s: %v", id, err)
+						return
+					}
+				}
+				mu.Lock()
+				runs = append(runs, run{id: id, events: len(steps), final: final})
+				mu.Unlock()
+				<-pace.C // a steady load: 4 × 1000 runs a second
+			}
+		}()
+	}
+
+	const kills = 12
+	r := rand.New(rand.NewPCG(7, 7))
+	for k := range kills {
+		time.Sleep(time.Duration(50+r.IntN(400)) * time.Millisecond) // a random moment under load
+		srv.kill()
+		srv = startApollo(t, args...)
+		t.Logf("kill %d: %d runs so far, client %+v", k+1, len(runs), client.Stats())
+	}
+	stop.Store(true)
+	wg.Wait()
+	if err := client.Flush(testCtx(t, 60*time.Second)); err != nil {
+		t.Fatalf("flush after the last restart: %v (%+v)", err, client.Stats())
+	}
+	st := client.Stats()
+	if st.Rejected != 0 || st.Dropped != 0 {
+		t.Fatalf("client stats %+v: nothing may be rejected or dropped", st)
+	}
+
+	// One more crash after everything was acknowledged, then check.
+	srv.kill()
+	srv = startApollo(t, args...)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) < 200 {
+		t.Fatalf("only %d runs reported: the load did not run", len(runs))
+	}
+	for _, rn := range runs {
+		resp, err := http.Get("http://" + srv.addr + "/api/v1/tasks/" + rn.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var task apollo.Task
+		err = json.NewDecoder(resp.Body).Decode(&task)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("run %s: status %d, %v", rn.id, resp.StatusCode, err)
+		}
+		if task.Status != rn.final || task.Sequence != int64(rn.events) || len(task.History) != rn.events {
+			t.Fatalf("run %s: %v seq %d with %d records, want %v seq %d", rn.id, task.Status, task.Sequence, len(task.History), rn.final, rn.events)
+		}
+		prev := apollo.StatusNone
+		for i, h := range task.History {
+			if h.Sequence != int64(i+1) || !apollo.CanTransition(prev, h.Status) {
+				t.Fatalf("run %s: history %d is seq %d %v after %v", rn.id, i, h.Sequence, h.Status, prev)
+			}
+			prev = h.Status
+		}
+	}
+	t.Logf("%d runs, %d events checked after %d kills; client %+v", len(runs), st.Sent, kills+1, st)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets tests run the binary as a subprocess: the test binary, with
+// APOLLO_TEST_MAIN=1, behaves exactly as `apollo`.
+func TestMain(m *testing.M) {
+	if os.Getenv("APOLLO_TEST_MAIN") == "1" {
+		os.Exit(Main())
+	}
+	os.Exit(m.Run())
+}
+
+// proc is `apollo` running as a subprocess.
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	out  *strings.Builder
+	done chan error
+}
+
+// startApollo runs the binary with args and waits for its "is up" line.
+func startApollo(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
+	cmd.Stderr = p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	up := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "Apollo-11 is up: http://"); ok {
+				up <- strings.Fields(rest)[0]
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	select {
+	case p.addr = <-up:
+	case err := <-p.done:
+		t.Fatalf("apollo %v exited before serving: %v\n%s", args, err, p.out)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("apollo %v not up within 30s\n%s", args, p.out)
+	}
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) kill() {
+	if p.cmd.ProcessState == nil {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		p.cmd.ProcessState = &os.ProcessState{}
+	}
+}
+
+// stop sends SIGTERM and returns the exit error.
+func (p *proc) stop(t *testing.T) error {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.cmd.ProcessState = &os.ProcessState{}
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("apollo did not stop within 30s\n%s", p.out)
+		return nil
+	}
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var _ = fmt.Sprintf
