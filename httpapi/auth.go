@@ -55,6 +55,9 @@ type Principal struct {
 	Name   string // the token's name, for the audit log
 	Tenant string
 	Role   Role
+	Rate   int // events per second it may ingest; 0 = the server default
+	// JobPrefix, when set, limits the jobs it may report (ping keys).
+	JobPrefix string
 }
 
 // Authenticator finds the principal behind a request. It returns nil and

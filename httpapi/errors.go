@@ -39,7 +39,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+	if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, errorBody{Error: e})

@@ -71,10 +71,18 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
+	if wait, err := s.allowIngest(p, len(evs)); err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		return err
+	}
 	// Decode failures keep their place in the answer; the rest go to the bus.
 	good := evs[:0:0]
 	for i := range evs {
 		if bad[i] == nil {
+			if err := p.mayReport(evs[i].JobName()); err != nil {
+				bad[i] = err.(*apollo.Error)
+				continue
+			}
 			evs[i].Tenant = p.Tenant
 			good = append(good, evs[i])
 		}

@@ -1,6 +1,11 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/apollo-11/apollo"
+)
 
 // routes is the one table of every route and the role it needs. A route
 // without a role is public on purpose (health checks); TestRouteTable
@@ -11,10 +16,16 @@ func (s *Server) routes() []route {
 		{"GET", "/readyz", RoleNone, s.readyz},
 
 		{"POST", "/api/v1/events", RoleAgent, s.postEvents},
+		{"GET", "/ping/{name}", RoleAgent, s.ping},
+		{"POST", "/ping/{name}", RoleAgent, s.ping},
+		{"GET", "/ping/{name}/{action}", RoleAgent, s.ping},
+		{"POST", "/ping/{name}/{action}", RoleAgent, s.ping},
 
 		{"GET", "/api/v1/tasks", RoleViewer, s.listTasks},
 		{"GET", "/api/v1/tasks/{id}", RoleViewer, s.getTask},
 		{"POST", "/api/v1/tasks/{id}/status", RoleOperator, s.correctTask},
+
+		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
 	}
 }
 
@@ -29,5 +40,18 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ *Principal) er
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10_000 {
+			return &apollo.Error{Code: apollo.EINVALID, Field: "limit", Message: "must be a number from 1 to 10000"}
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": s.opts.Audit.List(p.Tenant, limit)})
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 )
 
@@ -17,11 +19,22 @@ type Bus interface {
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 }
 
+// Auditor records state-changing actions (package audit).
+type Auditor interface {
+	Record(e audit.Entry) error
+	List(tenant string, limit int) []audit.Entry
+}
+
 // Options wire the server to the rest of Apollo-11. Only Bus is required.
 type Options struct {
 	Bus    Bus
 	Auth   Authenticator // default OpenAuth
+	Audit  Auditor       // default: a memory log of 1000 entries
+	Clock  apollo.Clock  // default the system clock
 	Logger *slog.Logger
+	// IngestRate is the events per second a token may ingest unless the
+	// token sets its own; 0 = unlimited.
+	IngestRate int
 	// MaxBodyBytes bounds request bodies; default 4 MiB.
 	MaxBodyBytes int64
 	// Ready reports whether the server has finished recovery; nil = always.
@@ -30,15 +43,23 @@ type Options struct {
 
 // Server serves the API. It is an http.Handler.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	pings  openPings
+	limits rateLimits
 }
 
 // New returns a Server with every route of routes() registered.
 func New(opts Options) *Server {
 	if opts.Auth == nil {
 		opts.Auth = OpenAuth{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = apollo.SystemClock
+	}
+	if opts.Audit == nil {
+		opts.Audit = audit.NewMemory(1000, opts.Clock)
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = 4 << 20
@@ -55,6 +76,16 @@ func New(opts Options) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) now() time.Time { return s.opts.Clock.Now() }
+
+// audit records an action by the request's principal.
+func (s *Server) audit(r *http.Request, p *Principal, action, target, detail string) {
+	e := audit.Entry{Actor: p.Name, Tenant: p.Tenant, Action: action, Target: target, Detail: detail, Remote: r.RemoteAddr}
+	if err := s.opts.Audit.Record(e); err != nil {
+		s.log.Error("audit log write failed", "err", err)
+	}
+}
 
 // handler is the shape of every route: an error return is answered by
 // writeError, through the one table of statuses.

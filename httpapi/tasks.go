@@ -79,10 +79,12 @@ func (s *Server) correctTask(w http.ResponseWriter, r *http.Request, p *Principa
 		}
 		return &apollo.Error{Code: apollo.EINVALID, Message: "the body must be {\"status\": ..., \"reason\": ...}: " + err.Error()}
 	}
-	t, err := s.opts.Bus.Correct(r.Context(), p.Tenant, r.PathValue("id"), c.Status, p.Name, c.Reason)
+	id := r.PathValue("id")
+	t, err := s.opts.Bus.Correct(r.Context(), p.Tenant, id, c.Status, p.Name, c.Reason)
 	if err != nil {
 		return err
 	}
+	s.audit(r, p, "task.correct", id, "status "+c.Status.String()+": "+c.Reason)
 	writeJSON(w, http.StatusOK, t)
 	return nil
 }

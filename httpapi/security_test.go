@@ -1,0 +1,340 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/audit"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// publicPaths are the only routes that need no credential.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/": true, "/static/": true}
+
+// secured is a server with one token per role in tenant "a", and one
+// operator in tenant "b".
+type secured struct {
+	srv    *httptest.Server
+	bus    *bus.Bus
+	api    *Server
+	audit  *audit.Log
+	tokens map[string]string // "role/tenant" -> secret
+}
+
+func newSecured(t *testing.T, rate int) *secured {
+	t.Helper()
+	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(context.Background())
+	t.Cleanup(b.Stop)
+	sec := &secured{bus: b, tokens: map[string]string{}}
+	var toks []Token
+	for _, tenant := range []string{"a", "b"} {
+		for _, role := range []Role{RoleAgent, RoleViewer, RoleOperator, RoleAdmin} {
+			secret, tok, err := NewToken(role.String()+"-"+tenant, role, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, tok)
+			sec.tokens[role.String()+"/"+tenant] = secret
+		}
+	}
+	auth := NewTokenAuth(toks)
+	sec.audit = audit.NewMemory(100, nil)
+	auth.OnFailure = func(r *http.Request, reason string) {
+		sec.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.URL.Path, Detail: reason})
+	}
+	sec.api = New(Options{Bus: b, Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	sec.srv = httptest.NewServer(sec.api)
+	t.Cleanup(sec.srv.Close)
+	return sec
+}
+
+func (sec *secured) do(t *testing.T, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, sec.srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Every route in the table needs a role unless it is public on purpose: a
+// new route without one fails here.
+func TestRouteTableDeclaresRoles(t *testing.T) {
+	t.Parallel()
+	s := New(Options{Bus: &bus.Bus{}})
+	for _, rt := range s.routes() {
+		if rt.role == RoleNone && !publicPaths[rt.path] {
+			t.Errorf("%s %s has no role: give it one or add it to publicPaths with a reason", rt.method, rt.path)
+		}
+	}
+}
+
+// Every route × every role × own and other tenant: the allowed succeed,
+// the rest get 401/403 and change nothing.
+func TestEveryRouteEveryRole(t *testing.T) {
+	t.Parallel()
+	sec := newSecured(t, 0)
+	// A task in tenant a to read and correct.
+	st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"t-a","name":"job","sequence":1,"status":"running","ts":1000}`)
+	if st != 200 || !strings.Contains(body, "accepted") {
+		t.Fatalf("seeding: %d %s", st, body)
+	}
+	bodies := map[string]string{
+		"/api/v1/events":            `{"taskID":"x-%s","sequence":1,"status":"pending","ts":1000}`,
+		"/api/v1/tasks/{id}/status": `{"status":"success","reason":"checked"}`,
+	}
+	for _, rt := range sec.api.routes() {
+		if rt.role == RoleNone {
+			continue
+		}
+		for _, tenant := range []string{"a", "b"} {
+			for _, role := range []Role{RoleNone, RoleAgent, RoleViewer, RoleOperator, RoleAdmin} {
+				path := strings.NewReplacer("{id}", "t-a", "{name}", "job", "{action}", "start").Replace(rt.path)
+				body := bodies[rt.path]
+				if strings.Contains(body, "%s") {
+					body = fmt.Sprintf(body, role.String()+tenant)
+				}
+				token := ""
+				if role != RoleNone {
+					token = sec.tokens[role.String()+"/"+tenant]
+				}
+				name := fmt.Sprintf("%s %s as %s/%s", rt.method, path, role, tenant)
+				before, _ := sec.bus.Get("a", "t-a")
+				status, resp := sec.do(t, rt.method, path, token, body)
+				after, _ := sec.bus.Get("a", "t-a")
+				switch {
+				case role == RoleNone:
+					if status != 401 {
+						t.Errorf("%s: %d, want 401", name, status)
+					}
+				case !role.Allows(rt.role):
+					if status != 403 {
+						t.Errorf("%s: %d, want 403 (%s)", name, status, resp)
+					}
+				case tenant == "b" && strings.Contains(path, "t-a"):
+					if status != 404 {
+						t.Errorf("%s: tenant b reached tenant a's task: %d %s", name, status, resp)
+					}
+				default:
+					if status >= 400 {
+						t.Errorf("%s: allowed but got %d %s", name, status, resp)
+					}
+				}
+				if status == 401 || status == 403 || tenant == "b" {
+					if before.Status != after.Status || len(before.History) != len(after.History) {
+						t.Fatalf("%s changed tenant a's task", name)
+					}
+				}
+			}
+		}
+	}
+	// Tenant b lists nothing of tenant a.
+	_, body = sec.do(t, "GET", "/api/v1/tasks", sec.tokens["viewer/b"], "")
+	if strings.Contains(body, "t-a") {
+		t.Errorf("tenant b lists tenant a's task: %s", body)
+	}
+	if len(sec.audit.List("", 100)) == 0 {
+		t.Error("failed authentications were not audited")
+	}
+	if e := sec.audit.List("a", 100); len(e) == 0 || e[0].Action != "task.correct" {
+		t.Errorf("correction not audited: %+v", e)
+	}
+}
+
+func TestTenantFromTokenNotBody(t *testing.T) {
+	t.Parallel()
+	sec := newSecured(t, 0)
+	sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"sneaky","tenant":"b","sequence":1,"status":"running","ts":1}`)
+	if _, err := sec.bus.Get("b", "sneaky"); err == nil {
+		t.Fatal("the body's tenant was used")
+	}
+	if _, err := sec.bus.Get("a", "sneaky"); err != nil {
+		t.Fatal("the token's tenant was not used")
+	}
+}
+
+func TestIngestRateLimit(t *testing.T) {
+	t.Parallel()
+	sec := newSecured(t, 10)
+	clock := apollo.NewFakeClock(time.Unix(1000, 0))
+	sec.api.opts.Clock = clock
+	batch := func(n int, tag string) string {
+		evs := make([]string, n)
+		for i := range evs {
+			evs[i] = fmt.Sprintf(`{"taskID":"r%s%d","sequence":1,"status":"pending","ts":1}`, tag, i)
+		}
+		return "[" + strings.Join(evs, ",") + "]"
+	}
+	if st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], batch(8, "a")); st != 200 {
+		t.Fatalf("within the rate: %d %s", st, body)
+	}
+	req, _ := http.NewRequest("POST", sec.srv.URL+"/api/v1/events", strings.NewReader(batch(8, "b")))
+	req.Header.Set("Authorization", "Bearer "+sec.tokens["agent/a"])
+	resp, _ := http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("over the rate: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if _, err := sec.bus.Get("a", "rb0"); err == nil {
+		t.Fatal("a rate-limited request stored events")
+	}
+	// Another token has its own bucket; after a second the first one refills.
+	if st, _ := sec.do(t, "POST", "/api/v1/events", sec.tokens["admin/a"], batch(8, "c")); st != 200 {
+		t.Errorf("another token: %d", st)
+	}
+	clock.Advance(time.Second)
+	if st, _ := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], batch(8, "d")); st != 200 {
+		t.Errorf("after a second: %d", st)
+	}
+}
+
+func TestPings(t *testing.T) {
+	t.Parallel()
+	srv, b := newTestServer(t, nil)
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// start, then success: one run with two events.
+	st, body := get("/ping/backup/start?timeout=30m")
+	if st != 200 || !strings.HasPrefix(body, "OK backup@ping-") {
+		t.Fatalf("start: %d %s", st, body)
+	}
+	id := strings.TrimSpace(strings.TrimPrefix(body, "OK "))
+	if st, body := get("/ping/backup"); st != 200 || strings.TrimSpace(strings.TrimPrefix(body, "OK ")) != id {
+		t.Fatalf("end paired with %q, want %s", body, id)
+	}
+	task, _ := b.Get("", id)
+	if task.Status != apollo.StatusSuccess || len(task.History) != 2 || task.TimeoutMs != 30*60*1000 {
+		t.Errorf("paired run %+v", task)
+	}
+	// An exit code with no start: a run that started and ended now.
+	st, body = get("/ping/report/3")
+	id2 := strings.TrimSpace(strings.TrimPrefix(body, "OK "))
+	task, _ = b.Get("", id2)
+	if st != 200 || task.Status != apollo.StatusFailed {
+		t.Fatalf("exit code 3: %d %+v", st, task)
+	}
+	var extra map[string]any
+	json.Unmarshal(task.History[1].Extra, &extra)
+	if extra["exitCode"] != float64(3) {
+		t.Errorf("extra %v", extra)
+	}
+	// POST body lands in extra; fail is failed.
+	resp, _ := http.Post(srv.URL+"/ping/etl/fail", "text/plain", strings.NewReader("disk full"))
+	resp.Body.Close()
+	list, _, _ := b.List(apollo.TaskFilter{Prefix: "etl"})
+	if len(list) != 1 || list[0].Status != apollo.StatusFailed {
+		t.Fatalf("fail ping: %+v", list)
+	}
+	full, _ := b.Get("", list[0].TaskID)
+	if !strings.Contains(string(full.History[1].Extra), "disk full") {
+		t.Errorf("body not kept: %s", full.History[1].Extra)
+	}
+	for _, bad := range []string{"/ping/x/256", "/ping/x/later", "/ping/a@b", "/ping/x/start?timeout=soon"} {
+		if st, _ := get(bad); st != 400 {
+			t.Errorf("%s: %d, want 400", bad, st)
+		}
+	}
+}
+
+// A start whose end never comes becomes a timeout (the bus writes it).
+func TestPingStartWithoutEndTimesOut(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(time.Unix(1_800_000_000, 0))
+	b, _ := bus.New(bus.Options{Clock: clock, Logger: discardLogger})
+	b.Start(context.Background())
+	defer b.Stop()
+	sub := b.Subscribe(10)
+	srv := httptest.NewServer(New(Options{Bus: b, Clock: clock}))
+	defer srv.Close()
+	resp, _ := http.Get(srv.URL + "/ping/nightly/start?timeout=10m")
+	resp.Body.Close()
+	clock.Advance(11 * time.Minute)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-sub.C():
+			if c.Task.Status == apollo.StatusTimeout && c.Task.Name == "nightly" {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no timeout within 10s")
+		}
+	}
+}
+
+func TestPingKeyLimitedToItsJobs(t *testing.T) {
+	t.Parallel()
+	b, _ := bus.New(bus.Options{Logger: discardLogger})
+	b.Start(context.Background())
+	defer b.Stop()
+	secret, tok, _ := NewToken("backup-ping", RoleAgent, "")
+	tok.JobPrefix = "backup"
+	srv := httptest.NewServer(New(Options{Bus: b, Auth: NewTokenAuth([]Token{tok})}))
+	defer srv.Close()
+	for path, want := range map[string]int{
+		"/ping/backup?key=" + secret: 200, "/ping/etl?key=" + secret: 403, "/ping/backup?key=wrong": 401, "/ping/backup": 401,
+	} {
+		resp, _ := http.Get(srv.URL + path)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", strings.Replace(path, secret, "KEY", 1), resp.StatusCode, want)
+		}
+	}
+}
+
+func FuzzBearer(f *testing.F) {
+	for _, s := range []string{"Bearer apl_x", "bearer  x", "Basic abc", "Bearer", "Bearer \x00", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		secret, ok := bearer(h)
+		if ok && (secret == "" || strings.ContainsAny(secret, " \t\r\n")) {
+			t.Fatalf("bearer(%q) = %q", h, secret)
+		}
+		a := NewTokenAuth([]Token{})
+		req := httptest.NewRequest("GET", "/api/v1/tasks", nil)
+		req.Header.Set("Authorization", h)
+		if p, err := a.Authenticate(req); p != nil || apollo.ErrorCode(err) != apollo.EUNAUTHORIZED {
+			t.Fatalf("no tokens configured, yet %q gave %v, %v", h, p, err)
+		}
+	})
+}
+
+func FuzzParseTokenHash(f *testing.F) {
+	f.Add(strings.Repeat("ab", 32))
+	f.Add("zz")
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseTokenHash(s)
+		if err == nil && fmt.Sprintf("%x", h) != strings.ToLower(s) {
+			t.Fatalf("%q parsed to %x", s, h)
+		}
+	})
+}
