@@ -76,6 +76,9 @@ type Token struct {
 	Role    string `yaml:"role"`
 	Tenant  string `yaml:"tenant"`
 	RateMax int    `yaml:"rate"` // events per second this token may ingest; 0 = the default
+	// JobPrefix limits an agent token to jobs whose names start with it
+	// (a per-job ping key).
+	JobPrefix string `yaml:"job_prefix"`
 }
 
 // Limits bound memory and request sizes.

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
@@ -29,6 +31,7 @@ type serverFlags struct {
 	fsync      string
 	rules      string
 	jobs       string
+	insecure   bool
 }
 
 func (f *serverFlags) register(cmd *cobra.Command) {
@@ -39,6 +42,7 @@ func (f *serverFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.fsync, "fsync", "", "when the log is flushed to disk: batch (default), interval or off")
 	fl.StringVar(&f.rules, "rules", "", "alert rules file, reloaded when it changes")
 	fl.StringVar(&f.jobs, "jobs", "", "scheduler jobs file: run the scheduler in this process")
+	fl.BoolVar(&f.insecure, "insecure-no-auth", false, "allow listening beyond loopback without tokens (warns every minute)")
 }
 
 // load builds the configuration: defaults, file, environment, flags, Validate.
@@ -56,6 +60,9 @@ func (f *serverFlags) load(cmd *cobra.Command) (config.Config, error) {
 		if fl.Changed(name) {
 			*dst, _ = fl.GetString(name)
 		}
+	}
+	if fl.Changed("insecure-no-auth") {
+		cfg.Auth.InsecureNoAuth = f.insecure
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("configuration:\n%w", err)
@@ -108,17 +115,24 @@ type server struct {
 	wal   *wal.Log
 	bus   *bus.Bus
 	arch  *bus.FileArchive
+	audit *audit.Log
+	auth  httpapi.Authenticator
 	http  *http.Server
 	ready chan struct{}
+	stop  chan struct{} // closed at shutdown: background loops end
+	wg    sync.WaitGroup
 }
 
 // runServer starts everything, serves until ctx is done, then shuts down in
 // the order written in docs/architecture.md: stop accepting, drain the
 // bus, snapshot, close the log.
 func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
-	s := &server{cfg: cfg, log: d.log, clock: d.clock, ready: make(chan struct{})}
+	s := &server{cfg: cfg, log: d.log, clock: d.clock, ready: make(chan struct{}), stop: make(chan struct{})}
 	if s.clock == nil {
 		s.clock = apollo.SystemClock
+	}
+	if err := checkListen(cfg); err != nil {
+		return err
 	}
 	if err := s.open(); err != nil {
 		return err
@@ -137,7 +151,8 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	close(s.ready)
 
 	api := httpapi.New(httpapi.Options{
-		Bus: s.bus, Logger: s.log, MaxBodyBytes: cfg.Limits.BodyBytes,
+		Bus: s.bus, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
 			select {
 			case <-s.ready:
@@ -157,8 +172,12 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	addr := ln.Addr().String()
+	scheme := "http"
+	if cfg.TLS.Cert != "" {
+		scheme = "https"
+	}
 	if d.out != nil {
-		fmt.Fprintf(d.out, "Apollo-11 is up: http://%s  (data in %s)\n", addr, cfg.Data)
+		fmt.Fprintf(d.out, "Apollo-11 is up: %s://%s  (data in %s)\n", scheme, addr, cfg.Data)
 	}
 	s.log.Info("serving", "addr", addr, "data", cfg.Data, "fsync", cfg.Fsync)
 	if d.ready != nil {
@@ -166,7 +185,17 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.http.Serve(ln) }()
+	go func() {
+		if cfg.TLS.Cert != "" {
+			serveErr <- s.http.ServeTLS(ln, cfg.TLS.Cert, cfg.TLS.Key)
+			return
+		}
+		serveErr <- s.http.Serve(ln)
+	}()
+	if cfg.Auth.InsecureNoAuth && len(cfg.Auth.Tokens) == 0 {
+		s.wg.Add(1)
+		go s.warnInsecure()
+	}
 	snapDone := make(chan struct{})
 	snapStop := make(chan struct{})
 	go s.checkpointLoop(snapStop, snapDone)
@@ -195,7 +224,15 @@ func (s *server) open() error {
 	}
 	s.arch, err = bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
 	if err != nil {
-		s.wal.Close()
+		s.closeStores()
+		return err
+	}
+	if s.audit, err = audit.Open(filepath.Join(cfg.Data, "audit"), 10_000, s.clock); err != nil {
+		s.closeStores()
+		return err
+	}
+	if s.auth, err = s.authenticator(); err != nil {
+		s.closeStores()
 		return err
 	}
 	lat := make([]bus.Lateness, len(cfg.Lateness))
@@ -280,6 +317,9 @@ func (s *server) checkpoint() error {
 	if err != nil {
 		return err
 	}
+	if at == 0 {
+		return nil // nothing was ever logged: the empty state needs no snapshot
+	}
 	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
 		return err
 	}
@@ -298,6 +338,8 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	}
 	close(snapStop)
 	<-snapDone
+	close(s.stop)
+	s.wg.Wait()
 	s.bus.Stop()
 	err := s.checkpoint()
 	if err != nil {
@@ -317,6 +359,9 @@ func (s *server) closeStores() error {
 	if s.arch != nil {
 		errs = append(errs, s.arch.Close())
 	}
+	if s.audit != nil {
+		errs = append(errs, s.audit.Close())
+	}
 	if s.wal != nil {
 		errs = append(errs, s.wal.Close())
 	}
@@ -332,3 +377,65 @@ func (w walLog) Append(p []byte) (uint64, error) {
 }
 
 func (w walLog) Wait(ctx context.Context, lsn uint64) error { return w.l.Wait(ctx, wal.LSN(lsn)) }
+
+// checkListen refuses to serve beyond loopback without tokens, unless told
+// to (docs/security.md).
+func checkListen(cfg config.Config) error {
+	if len(cfg.Auth.Tokens) > 0 || cfg.Auth.InsecureNoAuth || isLoopback(cfg.Listen) {
+		return nil
+	}
+	return fmt.Errorf(`refusing to listen on %s without tokens: anyone who can reach it could read and change everything.
+Either:
+  - make a token (apollo token create --role admin), add the printed line to apollo.yaml under auth.tokens,
+    and start with --config apollo.yaml;
+  - or listen on loopback (--listen 127.0.0.1:1969) behind a proxy that authenticates;
+  - or, on a network you trust completely, pass --insecure-no-auth`, cfg.Listen)
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticator returns token authentication when tokens are configured,
+// and the open local mode otherwise. Failed attempts go to the audit log.
+func (s *server) authenticator() (httpapi.Authenticator, error) {
+	if len(s.cfg.Auth.Tokens) == 0 {
+		return httpapi.OpenAuth{}, nil
+	}
+	toks, err := tokensFromConfig(s.cfg.Auth.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	a := httpapi.NewTokenAuth(toks)
+	a.OnFailure = func(r *http.Request, reason string) {
+		s.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.Method + " " + r.URL.Path, Detail: reason, Remote: r.RemoteAddr})
+	}
+	return a, nil
+}
+
+// warnInsecure reminds, every minute, that anyone can use this server.
+func (s *server) warnInsecure() {
+	defer s.wg.Done()
+	warn := func() {
+		s.log.Warn("serving WITHOUT authentication beyond loopback (--insecure-no-auth): anyone who reaches " + s.cfg.Listen + " can read and change everything")
+	}
+	warn()
+	t := s.clock.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			warn()
+		case <-s.stop:
+			return
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// syncBuffer is a log sink tests can read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// inProcess runs runServer in the test process and returns its address and
+// a stop function that returns runServer's error.
+func inProcess(t *testing.T, cfg config.Config) (addr string, logs *syncBuffer, stop func() error) {
+	t.Helper()
+	logs = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, cfg, serverDeps{log: slog.New(slog.NewTextHandler(logs, nil)), ready: func(a string) { up <- a }})
+	}()
+	select {
+	case addr = <-up:
+	case err := <-done:
+		cancel()
+		t.Fatalf("server did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("server not up in 30s")
+	}
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return addr, logs, stop
+}
+
+func testConfig(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.Data = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	return cfg
+}
+
+func TestRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Listen = "0.0.0.0:0"
+	err := runServer(context.Background(), cfg, serverDeps{log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "refusing to listen on 0.0.0.0:0 without tokens") || !strings.Contains(err.Error(), "apollo token create") {
+		t.Fatalf("got %v", err)
+	}
+	// --insecure-no-auth starts, and warns.
+	cfg.Auth.InsecureNoAuth = true
+	_, logs, stop := inProcess(t, cfg)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "WITHOUT authentication") {
+		t.Errorf("no warning in %s", logs)
+	}
+}
+
+func TestTokensTLSAndNoSecretsInLogs(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.TLS.Cert, cfg.TLS.Key = writeSelfSigned(t)
+	secret, tok, _ := httpapi.NewToken("ops", httpapi.RoleAdmin, "")
+	cfg.Auth.Tokens = []config.Token{{Name: "ops", Role: "admin", SHA256: fmt.Sprintf("%x", tok.Hash)}}
+	cfg.Listen = "0.0.0.0:0" // allowed: tokens are configured
+	addr, logs, stop := inProcess(t, cfg)
+	_, port, _ := net.SplitHostPort(addr)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certPool(t, cfg.TLS.Cert)}}}
+	url := "https://localhost:" + port
+	do := func(token, path string) int {
+		req, _ := http.NewRequest("GET", url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := do(secret, "/api/v1/tasks"); st != 200 {
+		t.Errorf("good token over TLS: %d", st)
+	}
+	wrong := "apl_thisisnotavalidtokenbutlookslikeone"
+	if st := do(wrong, "/api/v1/tasks"); st != 401 {
+		t.Errorf("wrong token: %d", st)
+	}
+	if st := do("", "/api/v1/tasks"); st != 401 {
+		t.Errorf("no token: %d", st)
+	}
+	if st := do(secret, "/api/v1/audit"); st != 200 {
+		t.Errorf("audit: %d", st)
+	}
+	if resp, err := http.Get("http://" + net.JoinHostPort("127.0.0.1", port) + "/healthz"); err == nil && resp.StatusCode != 400 {
+		t.Errorf("plain HTTP on the TLS port: %d", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	audit, _ := os.ReadFile(filepath.Join(cfg.Data, "audit", "audit.jsonl"))
+	if !strings.Contains(string(audit), "auth.fail") {
+		t.Errorf("failed authentication not audited: %s", audit)
+	}
+	for name, text := range map[string]string{"logs": logs.String(), "audit": string(audit)} {
+		if strings.Contains(text, secret) || strings.Contains(text, wrong) {
+			t.Errorf("a secret appears in the %s", name)
+		}
+	}
+}
+
+func writeSelfSigned(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	kb, _ := x509.MarshalECPrivateKey(key)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return certFile, keyFile
+}
+
+func certPool(t *testing.T, certFile string) *x509.CertPool {
+	b, _ := os.ReadFile(certFile)
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(b) {
+		t.Fatal("bad cert")
+	}
+	return p
+}
+
+func TestTokenCreate(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"token", "create", "--name", "ci", "--role", "agent", "--tenant", "data"}, nil, &out, &out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	text := out.String()
+	var secret string
+	for _, f := range strings.Fields(text) {
+		if strings.HasPrefix(f, httpapi.TokenPrefix) {
+			secret = f
+		}
+	}
+	if secret == "" || !strings.Contains(text, "role: agent") || !strings.Contains(text, `tenant: "data"`) {
+		t.Fatalf("output:\n%s", text)
+	}
+	// The printed hash accepts the printed secret.
+	i := strings.Index(text, "sha256: ")
+	h, err := httpapi.ParseTokenHash(text[i+8 : i+8+64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := httpapi.NewTokenAuth([]httpapi.Token{{Name: "ci", Hash: h, Role: httpapi.RoleAgent, Tenant: "data"}})
+	req, _ := http.NewRequest("POST", "/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if p, err := a.Authenticate(req); err != nil || p.Tenant != "data" || p.Role != httpapi.RoleAgent {
+		t.Fatalf("the printed line does not accept the secret: %v %v", p, err)
+	}
+	if code := run(context.Background(), []string{"token", "create", "--role", "root"}, nil, &out, &out); code == 0 {
+		t.Error("unknown role accepted")
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Make API tokens",
+	}
+	var name, role, tenant, jobPrefix string
+	var rate int
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Make a token: prints the secret once and the line for apollo.yaml",
+		Long: `Make a new random token. The secret is printed once and never stored:
+apollo.yaml keeps only its SHA-256. Roles:
+
+  agent     report events and pings only
+  viewer    read tasks, metrics, alerts, rules
+  operator  viewer + acknowledge, silence, correct tasks, trigger jobs
+  admin     operator + rules, channels, audit log
+
+A token belongs to one tenant: it sees and changes only that tenant's data.`,
+		Example: `  apollo token create --name ci-runner --role agent --tenant data-team
+  apollo token create --name backup-ping --role agent --job-prefix backup
+  apollo token create --name oncall --role operator`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := httpapi.ParseRole(role)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name = role
+			}
+			secret, tok, err := httpapi.NewToken(name, r, tenant)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Secret (shown once; give it to the client as \"Authorization: Bearer <secret>\"):\n\n  %s\n\n", secret)
+			fmt.Fprintf(out, "Add to apollo.yaml under auth.tokens:\n\n")
+			line := fmt.Sprintf("  - {name: %s, role: %s, tenant: %q, sha256: %x", name, role, tenant, tok.Hash)
+			if jobPrefix != "" {
+				line += fmt.Sprintf(", job_prefix: %q", jobPrefix)
+			}
+			if rate > 0 {
+				line += fmt.Sprintf(", rate: %d", rate)
+			}
+			fmt.Fprintln(out, line+"}")
+			if jobPrefix != "" {
+				fmt.Fprintf(out, "\nPing URL for cron: curl -fsS \"http://HOST:1969/ping/%sJOB?key=%s\"\n", jobPrefix, secret)
+			}
+			return nil
+		},
+	}
+	fl := create.Flags()
+	fl.StringVar(&name, "name", "", "a name for the audit log (default: the role)")
+	fl.StringVar(&role, "role", "viewer", "agent, viewer, operator or admin")
+	fl.StringVar(&tenant, "tenant", "", "the tenant the token belongs to (default: the default tenant)")
+	fl.StringVar(&jobPrefix, "job-prefix", "", "limit an agent token to jobs starting with this (a ping key)")
+	fl.IntVar(&rate, "rate", 0, "events per second this token may ingest (default: limits.ingest_per_second)")
+	cmd.AddCommand(create)
+	return cmd
+}
+
+// tokensFromConfig turns configured tokens into httpapi tokens.
+func tokensFromConfig(cfg []config.Token) ([]httpapi.Token, error) {
+	out := make([]httpapi.Token, 0, len(cfg))
+	for i, t := range cfg {
+		h, err := httpapi.ParseTokenHash(strings.ToLower(t.SHA256))
+		if err != nil {
+			return nil, fmt.Errorf("auth.tokens[%d] (%s): %w", i, t.Name, err)
+		}
+		r, err := httpapi.ParseRole(t.Role)
+		if err != nil {
+			return nil, fmt.Errorf("auth.tokens[%d] (%s): %w", i, t.Name, err)
+		}
+		out = append(out, httpapi.Token{Name: t.Name, Hash: h, Role: r, Tenant: t.Tenant, Rate: t.RateMax, JobPrefix: t.JobPrefix})
+	}
+	return out, nil
+}
