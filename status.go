@@ -59,6 +59,37 @@ func CanTransition(from, to Status) bool {
 	return transitions[from][to]
 }
 
+// reachable[from][to] says whether some sequence of legal transitions leads
+// from one state to the other. It is derived from transitions at start-up.
+var reachable = func() (r [numStatus][numStatus]bool) {
+	for from := range numStatus {
+		seen := [numStatus]bool{}
+		next := []Status{from}
+		for len(next) > 0 {
+			s := next[0]
+			next = next[1:]
+			for to := range numStatus {
+				if transitions[s][to] && !seen[to] {
+					seen[to] = true
+					next = append(next, to)
+				}
+			}
+		}
+		r[from] = seen
+	}
+	return r
+}()
+
+// CanReach reports whether a task in state from could ever get to state
+// to through legal transitions: whether waiting for missing events could
+// make an out-of-order event legal. Nothing is reachable from a final state.
+func CanReach(from, to Status) bool {
+	if from >= numStatus || to >= numStatus {
+		return false
+	}
+	return reachable[from][to]
+}
+
 // Valid reports whether s is one of the six reportable states.
 func (s Status) Valid() bool { return s > StatusNone && s < numStatus }
 

@@ -96,3 +96,32 @@ func TestEventValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCanReach(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		from, to apollo.Status
+		want     bool
+	}{
+		{apollo.StatusNone, apollo.StatusSuccess, true},
+		{apollo.StatusPending, apollo.StatusSuccess, true},
+		{apollo.StatusRunning, apollo.StatusPending, true}, // via manual_blocked
+		{apollo.StatusSuccess, apollo.StatusRunning, false},
+		{apollo.StatusFailed, apollo.StatusFailed, false},
+		{apollo.StatusTimeout, apollo.StatusPending, false},
+		{apollo.StatusManualBlocked, apollo.StatusSuccess, true},
+	}
+	for _, tt := range tests {
+		if got := apollo.CanReach(tt.from, tt.to); got != tt.want {
+			t.Errorf("CanReach(%v, %v) = %v", tt.from, tt.to, got)
+		}
+	}
+	// Every legal step is reachable.
+	for _, from := range append([]apollo.Status{apollo.StatusNone}, apollo.Statuses()...) {
+		for _, to := range apollo.Statuses() {
+			if apollo.CanTransition(from, to) && !apollo.CanReach(from, to) {
+				t.Errorf("%v -> %v legal but not reachable", from, to)
+			}
+		}
+	}
+}

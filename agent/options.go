@@ -46,6 +46,7 @@ type config struct {
 	maxRetryElapsed time.Duration
 	logger          *slog.Logger
 	clock           apollo.Clock
+	onRejected      func(*apollo.Error)
 
 	// Not options a user needs; tests in this package set them.
 	spoolAfter     time.Duration                         // outage length after which memory goes to disk
@@ -57,6 +58,10 @@ type config struct {
 	// armed: the signal tests wait for instead of sleeping.
 	onRetryWait func(time.Duration)
 }
+
+// WithRejectHandler calls f, from the sender goroutine, with the server's
+// reason for every event it rejected. f must not block.
+func WithRejectHandler(f func(*apollo.Error)) Option { return func(c *config) { c.onRejected = f } }
 
 // WithToken sends token as "Authorization: Bearer <token>" on every request.
 func WithToken(token string) Option { return func(c *config) { c.token = token } }

@@ -196,6 +196,9 @@ func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)
 		case outcomeRejected:
 			c.n.rejected.Add(1)
 			c.logs.rejected(it.data, e, status)
+			if c.cfg.onRejected != nil {
+				c.cfg.onRejected(e)
+			}
 		default: // retry_later, or a word this SDK does not know
 			c.inflight[keep] = it
 			keep++

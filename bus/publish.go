@@ -143,8 +143,10 @@ func (b *Bus) decide(r *apollo.Record, replay bool) decision {
 		return decision{Outcome: Outcome{Result: Duplicate}}
 	}
 	legal := apollo.CanTransition(cur, r.Status)
-	ahead := r.Sequence > seq+1
-	if !legal && !ahead {
+	// An illegal event that skips ahead waits for the missing ones, but only
+	// if they could make it legal (never from a final state).
+	wait := !legal && r.Sequence > seq+1 && apollo.CanReach(cur, r.Status)
+	if !legal && !wait {
 		return b.illegal(r, cur, "")
 	}
 	if !replay {
@@ -168,7 +170,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool) decision {
 			return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}}}
 		}
 	}
-	if !legal { // ahead of a missing event: wait for it
+	if wait { // ahead of a missing event: wait for it
 		b.park(t, r)
 		b.stats.parked.Add(1)
 		return decision{Outcome: Outcome{Result: Accepted}, lsn: lsn}
@@ -190,7 +192,7 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 		reason = fmt.Sprintf("%d changes queued, the limit", b.opts.QueueLimit)
 	case t != nil && len(t.q) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):
 		reason = fmt.Sprintf("holding area full (%d changes)", b.opts.HoldLimit)
-	case t != nil && len(t.parked) >= maxParkedPerTask && r.Sequence > t.seq+1 && !apollo.CanTransition(t.status, r.Status):
+	case t != nil && len(t.parked) >= maxParkedPerTask && r.Sequence > t.seq+1 && !apollo.CanTransition(t.status, r.Status) && apollo.CanReach(t.status, r.Status):
 		reason = fmt.Sprintf("%d out-of-order events already wait for this task", maxParkedPerTask)
 	case b.parked.Load() >= int64(b.opts.HoldLimit) && (t == nil || r.Sequence > t.seq+1):
 		reason = "too many out-of-order events wait in all"
@@ -327,9 +329,9 @@ func (b *Bus) unpark(s *shard, k key, t *task, now int64) {
 			r := p.rec
 			b.applyLocked(s, k, t, &r)
 			b.stats.accepted.Add(1)
-		case p.rec.Sequence == t.seq+1:
+		case p.rec.Sequence == t.seq+1 || !apollo.CanReach(t.status, p.rec.Status):
 			b.stats.illegal.Add(1)
-			b.logIllegal(&p.rec, t.status, "")
+			b.logIllegal(&p.rec, t.status, "no missing event could make it legal")
 		default:
 			return // still waiting for an earlier event
 		}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/agent"
+)
+
+func newReportCmd() *cobra.Command {
+	var (
+		cf                clientFlags
+		task, name, state string
+		seq               int64
+		extra             []string
+		timeout, cost     time.Duration
+		scheduled         string
+	)
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Report one lifecycle event of a run, from a script",
+		Long: `Report one event for a run (a task) to the server, for scripts that do not
+use an SDK. Exit code 0 when the server stored it (or already had it), 2
+when it rejected it (the message says why), 1 when it could not be reached.
+
+--seq defaults to the current time in microseconds, which increases from
+one call to the next within a script, so a script does not have to count.`,
+		Example: `  apollo report --task backup-20261129 --name nightly_backup --status running
+  apollo report --task backup-20261129 --status success --extra rows=1200 --extra host=db1
+  apollo report --task etl-7 --name etl --status pending --scheduled-at 2026-11-29T02:00:00Z --timeout 30m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cf.resolve()
+			st, err := apollo.ParseStatus(state)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if seq == 0 {
+				seq = time.Now().UnixMicro()
+			}
+			ev := apollo.Event{TaskID: task, Name: name, Sequence: seq, Status: st, Ts: time.Now().UnixMilli(),
+				TimeoutMs: timeout.Milliseconds(), CostMs: cost.Milliseconds()}
+			if scheduled != "" {
+				at, err := time.Parse(time.RFC3339, scheduled)
+				if err != nil {
+					return &exitError{code: 2, err: fmt.Errorf("--scheduled-at: %q is not RFC 3339 (e.g. 2026-11-29T02:00:00Z)", scheduled)}
+				}
+				ev.ScheduledAt = at.UnixMilli()
+			}
+			if len(extra) > 0 {
+				m := map[string]any{}
+				for _, kv := range extra {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return &exitError{code: 2, err: fmt.Errorf("--extra %q: write key=value", kv)}
+					}
+					m[k] = v
+				}
+				ev.Extra, _ = json.Marshal(m)
+			}
+			if err := ev.Validate(); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			return sendOne(cmd.Context(), cf, ev, cmd)
+		},
+	}
+	cf.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&task, "task", "", "the run's task ID (required)")
+	fl.StringVar(&name, "name", "", "the job name (default: the task ID)")
+	fl.StringVar(&state, "status", "", "pending, running, success, failed, timeout or manual_blocked (required)")
+	fl.Int64Var(&seq, "seq", 0, "sequence number (default: now in microseconds)")
+	fl.StringArrayVar(&extra, "extra", nil, "key=value to keep with the event (repeatable)")
+	fl.DurationVar(&timeout, "timeout", 0, "deadline of the running run; past it the server marks it timeout")
+	fl.DurationVar(&cost, "cost", 0, "the run's duration (default: derived from its running event)")
+	fl.StringVar(&scheduled, "scheduled-at", "", "when the run was due (RFC 3339), for lateness")
+	cmd.MarkFlagRequired("task")
+	cmd.MarkFlagRequired("status")
+	return cmd
+}
+
+// sendOne delivers one event synchronously and maps the answer to an exit code.
+func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Command) error {
+	var rejected *apollo.Error
+	c, err := agent.New(cf.server, agent.WithToken(cf.token), agent.WithMaxRetryElapsed(10*time.Second),
+		agent.WithLogger(slog.New(slog.DiscardHandler)), agent.WithRejectHandler(func(e *apollo.Error) { rejected = e }))
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if err := c.Send(ev); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ferr := c.Flush(ctx)
+	c.Close(ctx)
+	st := c.Stats()
+	switch {
+	case st.Accepted+st.Held == 1:
+		fmt.Fprintln(cmd.OutOrStdout(), "accepted")
+	case st.Duplicate == 1:
+		fmt.Fprintln(cmd.OutOrStdout(), "duplicate (the server already had it)")
+	case st.Rejected == 1:
+		return &exitError{code: 2, err: fmt.Errorf("rejected by the server: %v", rejected)}
+	default:
+		if ferr == nil {
+			ferr = fmt.Errorf("no answer")
+		}
+		return fmt.Errorf("could not report to %s: %w", cf.server, ferr)
+	}
+	return nil
+}
