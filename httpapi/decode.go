@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -26,12 +28,14 @@ import (
 //
 // Where it is stricter than encoding/json, on purpose:
 //
-//   - taskID, name and extra must be valid UTF-8 ("not valid UTF-8" on that
-//     field). encoding/json replaced bad bytes in strings with U+FFFD, so
-//     two different raw IDs could become the same task, and extra was kept
-//     with the bad bytes in it, for every reader to trip on later.
-//   - values nest at most maxDepth levels deep (encoding/json: 10000). A
-//     deeper body is refused like a malformed one, or, in NDJSON, that line.
+//   - every taskID and name value, and extra, must be valid UTF-8 ("not
+//     valid UTF-8" on that field, ranked as a wrong type). encoding/json
+//     replaced bad bytes in strings with U+FFFD, so two different raw IDs
+//     could become one task; and it kept extra with the bad bytes in it,
+//     for every reader to trip on later.
+//   - values nest at most maxDepth brackets deep, counting every bracket
+//     around them (encoding/json: 10000). A deeper body is refused like a
+//     malformed one; in NDJSON, only that line is.
 //
 // Offsets: syntax errors and "not an object" point where encoding/json
 // pointed (the first bad byte; the last byte when the input ends early). A
@@ -40,7 +44,8 @@ import (
 // (wrong types). Messages are our own.
 
 // maxDepth bounds how deeply values nest, the batch array and the event
-// object included, so that skipping a hostile extra cannot run the stack.
+// object included, so that skipping a hostile extra cannot exhaust the
+// stack; real events nest three or four levels.
 const maxDepth = 64
 
 const msgNotUTF8 = "not valid UTF-8"
@@ -72,7 +77,8 @@ var wireStatuses = apollo.Statuses()
 // its own, in bad[i], and the others go on. In NDJSON a broken line fails
 // only its own event.
 func decodeEvents(body []byte, ndjson bool) (evs []apollo.Event, bad []*apollo.Error, err error) {
-	d := decoder{evs: make([]apollo.Event, 0, min(len(body)/128+1, 1024))}
+	n := min(len(body)/128+1, 1024) // a guess at the count, to grow the slices rarely
+	d := decoder{evs: make([]apollo.Event, 0, n), bad: make([]*apollo.Error, 0, n)}
 	if ndjson {
 		d.decodeNDJSON(body)
 	} else if e := d.decodeJSON(body); e != nil {
@@ -81,24 +87,15 @@ func decodeEvents(body []byte, ndjson bool) (evs []apollo.Event, bad []*apollo.E
 	if len(d.evs) == 0 {
 		return nil, nil, &apollo.Error{Code: apollo.EINVALID, Message: "the body holds no event", Hint: "send one event object, a JSON array of them, or NDJSON"}
 	}
-	bad = make([]*apollo.Error, len(d.evs))
-	for _, b := range d.bad {
-		bad[b.i] = b.err
-	}
-	return d.evs, bad, nil
+	return d.evs, d.bad, nil
 }
 
 // decoder holds what one body's events share.
 type decoder struct {
 	evs      []apollo.Event
-	bad      []badEvent // few, so kept sparse
-	lastName string     // batches usually repeat one job name: keep one copy
-	scratch  []byte     // unescaped strings, reused
-}
-
-type badEvent struct {
-	i   int
-	err *apollo.Error
+	bad      []*apollo.Error // bad[i] is nil when evs[i] is good
+	lastName string          // batches usually repeat one job name: keep one copy
+	scratch  []byte          // unescaped strings, reused
 }
 
 // decodeJSON decodes a body of one value or an array of them.
@@ -136,10 +133,10 @@ func (d *decoder) element(s *scanner) bool {
 	d.evs = append(d.evs, apollo.Event{})
 	if at < len(s.buf) && s.buf[at] == '{' {
 		bad, ok := d.event(s, &d.evs[len(d.evs)-1])
-		d.reject(bad)
+		d.bad = append(d.bad, bad)
 		return ok
 	}
-	d.reject(notObject(s.base + int64(at)))
+	d.bad = append(d.bad, notObject(s.base+int64(at)))
 	return s.skip()
 }
 
@@ -156,7 +153,7 @@ func (d *decoder) decodeNDJSON(body []byte) {
 		}
 		d.evs = append(d.evs, apollo.Event{})
 		if t[0] != '{' {
-			d.reject(notObject(int64(at)))
+			d.bad = append(d.bad, notObject(int64(at)))
 			continue
 		}
 		s := scanner{buf: t, base: int64(at)}
@@ -167,14 +164,7 @@ func (d *decoder) decodeNDJSON(body []byte) {
 		if !ok {
 			bad = s.err
 		}
-		d.reject(bad)
-	}
-}
-
-// reject marks the last event bad, unless err is nil.
-func (d *decoder) reject(err *apollo.Error) {
-	if err != nil {
-		d.bad = append(d.bad, badEvent{len(d.evs) - 1, err})
+		d.bad = append(d.bad, bad)
 	}
 }
 
@@ -228,7 +218,7 @@ func (st *eventState) settle(s *scanner, e *apollo.Event) *apollo.Error {
 	case x == nil || string(x) == "null":
 	case x[0] != '{':
 		return s.fieldErr(fExtra, st.extraAt, "extra must be a JSON object")
-	case !utf8.Valid(x):
+	case !validUTF8(x):
 		return s.fieldErr(fExtra, st.extraAt, msgNotUTF8)
 	default:
 		e.Extra = bytes.Clone(x)
@@ -272,7 +262,7 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 			if st.statusErr == nil {
 				e.Status, st.statusErr = s.status(b, at)
 			}
-		case !utf8.Valid(b):
+		case !validUTF8(b):
 			st.note(s.fieldErr(f, at, msgNotUTF8))
 		case f == fTaskID:
 			e.TaskID = string(b)
@@ -284,11 +274,11 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 		}
 		return true
 	case c == '-' || c >= '0' && c <= '9':
-		isInt, ok := s.num()
+		n, isInt, ok := s.num()
 		if !ok {
 			return false
 		}
-		if n, fits := parseInt(s.buf[at:s.pos]); isInt && fits {
+		if isInt {
 			*intField(e, f) = n
 		} else {
 			st.note(s.fieldErr(f, at, fmt.Sprintf("%s is not an integer within int64", s.buf[at:s.pos])))
@@ -301,6 +291,17 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 	}
 	st.note(s.fieldErr(f, at, fmt.Sprintf("a JSON %s where %s belongs", kindOf(c), want)))
 	return s.skip()
+}
+
+// validUTF8 is utf8.Valid with a cheaper way out for the short ASCII
+// strings that events are made of.
+func validUTF8(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return utf8.Valid(b)
+		}
+	}
+	return true
 }
 
 // note keeps the first error of an event.
@@ -349,10 +350,25 @@ func intField(e *apollo.Event, f int) *int64 {
 // fieldOf maps a key to its field: the exact name first, then, as
 // encoding/json does, any name equal under Unicode case folding.
 func fieldOf(key []byte) int {
-	for f := fTaskID; f < numFields; f++ {
-		if string(key) == fieldNames[f] {
-			return f
-		}
+	switch string(key) { // compiled to a dispatch on length, then one compare
+	case "taskID":
+		return fTaskID
+	case "name":
+		return fName
+	case "sequence":
+		return fSequence
+	case "status":
+		return fStatus
+	case "ts":
+		return fTs
+	case "scheduledAt":
+		return fScheduledAt
+	case "timeoutMs":
+		return fTimeoutMs
+	case "costMs":
+		return fCostMs
+	case "extra":
+		return fExtra
 	}
 	for f := fTaskID; f < numFields; f++ {
 		if bytes.EqualFold(key, []byte(fieldNames[f])) {
@@ -410,26 +426,6 @@ func hex4(b []byte) rune {
 		r = r<<4 | rune(hexVal[c])
 	}
 	return r
-}
-
-// parseInt reads a JSON integer literal that the scanner has checked,
-// reporting whether it fits in an int64.
-func parseInt(b []byte) (int64, bool) {
-	neg := b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	if len(b) > 19 { // 19 digits cannot overflow a uint64
-		return 0, false
-	}
-	var u uint64
-	for _, c := range b {
-		u = u*10 + uint64(c-'0')
-	}
-	if neg {
-		return -int64(u), u <= 1<<63 // -(1<<63) wraps to itself: math.MinInt64
-	}
-	return int64(u), u <= math.MaxInt64
 }
 
 // scanner walks JSON text in buf and checks its syntax as it goes. Every
@@ -522,8 +518,10 @@ func (s *scanner) key() (key []byte, esc, ok bool) {
 	if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
 		return nil, false, s.fail("an object key")
 	}
-	start, end, esc, ok := s.str()
-	if !ok {
+	start, end := s.pos+1, plainRun(s.buf, s.pos+1)
+	if end < len(s.buf) && s.buf[end] == '"' {
+		s.pos = end + 1 // the usual key: no escapes, no need for str
+	} else if start, end, esc, ok = s.str(); !ok {
 		return nil, false, false
 	}
 	if s.ws() >= len(s.buf) || s.buf[s.pos] != ':' {
@@ -565,7 +563,7 @@ func (s *scanner) skip() bool {
 	case 'n':
 		return s.lit("null")
 	}
-	_, ok := s.num()
+	_, _, ok := s.num()
 	return ok
 }
 
@@ -583,21 +581,18 @@ func (s *scanner) lit(word string) bool {
 // whether it holds escapes. Bytes of 0x80 and up pass unchecked, as in
 // encoding/json's scanner: the fields that keep them check UTF-8 later.
 func (s *scanner) str() (start, end int, esc, ok bool) {
-	buf := s.buf // a local: the compiler keeps it in registers
 	start = s.pos + 1
 	i := start
 	for {
-		for i < len(buf) && plain[buf[i]] {
-			i++
-		}
+		i = plainRun(s.buf, i)
 		s.pos = i
 		switch {
-		case i >= len(buf):
+		case i >= len(s.buf):
 			return 0, 0, false, s.fail(`'"'`)
-		case buf[i] == '"':
+		case s.buf[i] == '"':
 			s.pos = i + 1
 			return start, i, esc, true
-		case buf[i] != '\\':
+		case s.buf[i] != '\\':
 			return 0, 0, false, s.fail("a string character (escape control characters)")
 		}
 		esc = true
@@ -605,6 +600,26 @@ func (s *scanner) str() (start, end int, esc, ok bool) {
 			return 0, 0, false, false
 		}
 	}
+}
+
+// plainRun returns the index of the first byte from i on that a string
+// cannot hold as it is ('"', '\\' or a control character), or len(buf).
+// Strings are most of an event's bytes, so it looks at 8 bytes at a time:
+// for each test, the lowest byte that a SWAR "has byte" formula flags is
+// exact (false flags only appear above a true one).
+func plainRun(buf []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(buf); i += 8 {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		q, b := w^(ones*'"'), w^(ones*'\\')
+		if m := ((q-ones)&^q | (b-ones)&^b | (w-ones*0x20)&^w) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(buf) && plain[buf[i]] {
+		i++
+	}
+	return i
 }
 
 // escape checks the escape whose letter is at i and returns the index after it.
@@ -624,37 +639,48 @@ func (s *scanner) escape(i int) (int, bool) {
 	return s.pos, true
 }
 
-// num moves past the number at s.pos and reports whether it is written as
-// an integer: no fraction, no exponent.
-func (s *scanner) num() (isInt, ok bool) {
-	i := s.pos
-	if s.buf[i] == '-' {
+// num moves past the number at s.pos. isInt reports whether it is an
+// integer (no fraction, no exponent) within int64, and n is then its value.
+func (s *scanner) num() (n int64, isInt, ok bool) {
+	buf, i := s.buf, s.pos
+	neg := buf[i] == '-'
+	if neg {
 		i++
 	}
-	if i < len(s.buf) && s.buf[i] == '0' {
+	start := i
+	var u uint64
+	if i < len(buf) && buf[i] == '0' {
 		i++
-	} else if i, ok = s.digits(i); !ok {
-		return false, false
+	} else if i < len(buf) && isDigit(buf[i]) {
+		for ; i < len(buf) && isDigit(buf[i]); i++ {
+			u = u*10 + uint64(buf[i]-'0') // wraps past 19 digits, which isInt refuses
+		}
+	} else {
+		s.pos = i
+		return 0, false, s.fail("a digit")
 	}
-	isInt = true
-	if i < len(s.buf) && s.buf[i] == '.' {
+	isInt = i-start <= 19 && (u <= math.MaxInt64 || neg && u == 1<<63)
+	if i < len(buf) && buf[i] == '.' {
 		if i, ok = s.digits(i + 1); !ok {
-			return false, false
+			return 0, false, false
 		}
 		isInt = false
 	}
-	if i < len(s.buf) && (s.buf[i] == 'e' || s.buf[i] == 'E') {
+	if i < len(buf) && (buf[i] == 'e' || buf[i] == 'E') {
 		i++
-		if i < len(s.buf) && (s.buf[i] == '+' || s.buf[i] == '-') {
+		if i < len(buf) && (buf[i] == '+' || buf[i] == '-') {
 			i++
 		}
 		if i, ok = s.digits(i); !ok {
-			return false, false
+			return 0, false, false
 		}
 		isInt = false
 	}
 	s.pos = i
-	return isInt, true
+	if neg {
+		return -int64(u), isInt, true // -(1<<63) wraps to itself: math.MinInt64
+	}
+	return int64(u), isInt, true
 }
 
 // digits moves past one or more digits from i.
