@@ -266,10 +266,10 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 			st.note(s.fieldErr(f, at, msgNotUTF8))
 		case f == fTaskID:
 			e.TaskID = string(b)
-		case string(b) != d.lastName:
-			d.lastName = string(b)
-			e.Name = d.lastName
 		default:
+			if string(b) != d.lastName {
+				d.lastName = string(b) // one copy for a run of equal names
+			}
 			e.Name = d.lastName
 		}
 		return true
@@ -281,7 +281,7 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 		if isInt {
 			*intField(e, f) = n
 		} else {
-			st.note(s.fieldErr(f, at, fmt.Sprintf("%s is not an integer within int64", s.buf[at:s.pos])))
+			st.note(s.fieldErr(f, at, clip(s.buf[at:s.pos])+" is not an integer within int64"))
 		}
 		return true
 	}
@@ -291,6 +291,15 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 	}
 	st.note(s.fieldErr(f, at, fmt.Sprintf("a JSON %s where %s belongs", kindOf(c), want)))
 	return s.skip()
+}
+
+// clip shortens what an error message quotes from the body, which may be
+// megabytes long.
+func clip(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
 }
 
 // validUTF8 is utf8.Valid with a cheaper way out for the short ASCII
@@ -325,7 +334,7 @@ func (s *scanner) status(b []byte, at int) (apollo.Status, *apollo.Error) {
 			return st, nil
 		}
 	}
-	_, err := apollo.ParseStatus(string(b))
+	_, err := apollo.ParseStatus(clip(b))
 	e := err.(*apollo.Error)
 	e.Offset = s.base + int64(at)
 	return apollo.StatusNone, e

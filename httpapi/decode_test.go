@@ -390,6 +390,19 @@ func TestDecodeEvents(t *testing.T) {
 	}
 }
 
+// TestDecodeErrorsQuoteLittle keeps a megabyte value from being echoed
+// back in its own error message.
+func TestDecodeErrorsQuoteLittle(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("7", 1<<20)
+	for _, body := range []string{`{"ts":` + long + `}`, `{"ts":1.` + long + `}`, `{"status":"` + long + `"}`} {
+		_, bad, err := decodeEvents([]byte(body), false)
+		if err != nil || bad[0] == nil || len(bad[0].Error()) > 200 {
+			t.Fatalf("error %v, bad %.300v", err, bad[0])
+		}
+	}
+}
+
 // TestDecodeCopiesWhatItKeeps proves that events do not alias the body,
 // which the server reuses or frees after the request.
 func TestDecodeCopiesWhatItKeeps(t *testing.T) {
