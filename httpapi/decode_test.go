@@ -268,6 +268,7 @@ var agreementCases = []struct {
 	{"unknown fields skipped", `{"taskID":"t","zz":{"a":[1,2,{"b":"\u00e9\ud83d\ude00"}],"c":-1.5e+3},"sequence":1,"status":"pending","ts":1}`, false},
 	{"keys fold case", `{"TASKID":"a","Name":"n","SEQUENCE":1,"Status":"pending","tS":1,"ScheduledAT":2,"TIMEOUTMS":3,"costms":4,"EXTRA":{}}`, false},
 	{"keys fold kelvin and long s", `{"tasKID":"a","ſequence":1,"ſtatuſ":"pending","tſ":1}`, false},
+	{"escaped key folds", `{"taskID":"a","\u017Fequence":1,"\u0053TATUS":"pending","t\u212A":1,"TS":1}`, false},
 	{"escaped keys", `{"task\u0049D":"a","\u0073equence":1,"status":"pending","ts":1}`, false},
 	{"last wins", `{"taskID":"a","taskID":"b","sequence":1,"sequence":2,"status":"pending","status":"running","ts":1,"extra":{"x":1},"extra":{"y":2}}`, false},
 	{"null leaves fields", `{"taskID":"a","taskID":null,"name":null,"sequence":2,"sequence":null,"status":"running","status":null,"ts":1,"extra":{"x":1},"extra":null}`, false},
