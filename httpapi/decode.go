@@ -2,114 +2,727 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
 )
 
+// The ingest decoder is a hand-written single-pass scanner: it checks the
+// JSON syntax and fills apollo.Event in the same pass, without reflection,
+// and allocates only what the events keep (taskID, name, a copy of extra).
+// It decodes what encoding/json.Unmarshal would into an apollo.Event:
+//
+//   - field names match exactly or, failing that, case-insensitively
+//     (bytes.EqualFold, as encoding/json does); unknown fields, and tenant,
+//     are checked and skipped; with a repeated name the last value wins;
+//   - null leaves a field as it was; integers must be JSON integers within
+//     int64 (no fraction, no exponent); extra is kept as its exact bytes
+//     and must be an object or null;
+//   - the first unknown status in an event is its error; otherwise the
+//     first value of a wrong type; otherwise an extra that is not an object.
+//
+// Where it is stricter than encoding/json, on purpose:
+//
+//   - every taskID and name value, and extra, must be valid UTF-8 ("not
+//     valid UTF-8" on that field, ranked as a wrong type). encoding/json
+//     replaced bad bytes in strings with U+FFFD, so two different raw IDs
+//     could become one task; and it kept extra with the bad bytes in it,
+//     for every reader to trip on later.
+//   - values nest at most maxDepth brackets deep, counting every bracket
+//     around them (encoding/json: 10000). A deeper body is refused like a
+//     malformed one; in NDJSON, only that line is.
+//
+// Offsets: syntax errors and "not an object" point where encoding/json
+// pointed (the first bad byte; the last byte when the input ends early). A
+// field error points at the first byte of the field's value, where
+// encoding/json pointed at the event (status, extra) or just past the value
+// (wrong types). Messages are our own.
+
+// maxDepth bounds how deeply values nest, the batch array and the event
+// object included, so that skipping a hostile extra cannot exhaust the
+// stack; real events nest three or four levels.
+const maxDepth = 64
+
+const msgNotUTF8 = "not valid UTF-8"
+
+// Fields of an event, in the order of their names in fieldNames.
+const (
+	fUnknown = iota
+	fTaskID
+	fName
+	fSequence
+	fStatus
+	fTs
+	fScheduledAt
+	fTimeoutMs
+	fCostMs
+	fExtra
+	numFields
+)
+
+var fieldNames = [numFields]string{"", "taskID", "name", "sequence", "status", "ts", "scheduledAt", "timeoutMs", "costMs", "extra"}
+
+// wireStatuses is computed once: apollo.Statuses allocates.
+var wireStatuses = apollo.Statuses()
+
 // decodeEvents parses an ingest body: one JSON object, a JSON array of
-// objects, or (ndjson) one object per line. A body that is not JSON at all
-// fails as a whole (err, with the byte offset); an element that is JSON but
-// not a valid event (a wrong type, an unknown status) fails on its own, in
-// bad[i], and the others go on.
+// objects, or (ndjson) one object per non-blank line. A body that is not
+// JSON at all fails as a whole (err, with the byte offset); an element that
+// is JSON but not a valid event (a wrong type, an unknown status) fails on
+// its own, in bad[i], and the others go on. In NDJSON a broken line fails
+// only its own event.
 func decodeEvents(body []byte, ndjson bool) (evs []apollo.Event, bad []*apollo.Error, err error) {
-	var elems [][]byte
-	var offsets []int64
+	n := min(len(body)/128+1, 1024) // a guess at the count, to grow the slices rarely
+	d := decoder{evs: make([]apollo.Event, 0, n), bad: make([]*apollo.Error, 0, n)}
 	if ndjson {
-		off := 0
-		for line := range bytes.Lines(body) {
-			if t := bytes.TrimSpace(line); len(t) > 0 {
-				elems = append(elems, t)
-				offsets = append(offsets, int64(off+bytes.Index(line, t)))
-			}
-			off += len(line)
-		}
-	} else {
-		trimmed := bytes.TrimLeft(body, " \t\r\n")
-		lead := int64(len(body) - len(trimmed))
-		if len(trimmed) > 0 && trimmed[0] == '[' {
-			if !json.Valid(trimmed) {
-				var v any
-				return nil, nil, syntaxError(json.Unmarshal(trimmed, &v), lead)
-			}
-			dec := json.NewDecoder(bytes.NewReader(trimmed))
-			if _, err := dec.Token(); err != nil { // the '['
-				return nil, nil, syntaxError(err, lead)
-			}
-			for dec.More() {
-				at := int(dec.InputOffset())
-				for at < len(trimmed) && bytes.IndexByte([]byte(" \t\r\n,"), trimmed[at]) >= 0 {
-					at++
-				}
-				var raw json.RawMessage
-				if err := dec.Decode(&raw); err != nil {
-					return nil, nil, syntaxError(err, lead)
-				}
-				elems = append(elems, trimmed[at:at+len(raw)])
-				offsets = append(offsets, lead+int64(at))
-			}
-		} else {
-			if !json.Valid(trimmed) {
-				var v any
-				return nil, nil, syntaxError(json.Unmarshal(trimmed, &v), lead)
-			}
-			elems, offsets = [][]byte{trimmed}, []int64{lead}
-		}
+		d.decodeNDJSON(body)
+	} else if e := d.decodeJSON(body); e != nil {
+		return nil, nil, e
 	}
-	if len(elems) == 0 {
+	if len(d.evs) == 0 {
 		return nil, nil, &apollo.Error{Code: apollo.EINVALID, Message: "the body holds no event", Hint: "send one event object, a JSON array of them, or NDJSON"}
 	}
-	evs = make([]apollo.Event, len(elems))
-	bad = make([]*apollo.Error, len(elems))
-	for i, el := range elems {
-		bad[i] = decodeEvent(el, offsets[i], &evs[i])
-	}
-	return evs, bad, nil
+	return d.evs, d.bad, nil
 }
 
-func decodeEvent(el []byte, off int64, e *apollo.Event) *apollo.Error {
-	if len(el) == 0 || el[0] != '{' {
-		return &apollo.Error{Code: apollo.EINVALID, Offset: off, Message: "an event must be a JSON object"}
+// decoder holds what one body's events share.
+type decoder struct {
+	evs      []apollo.Event
+	bad      []*apollo.Error // bad[i] is nil when evs[i] is good
+	lastName string          // batches usually repeat one job name: keep one copy
+	scratch  []byte          // unescaped strings, reused
+}
+
+// decodeJSON decodes a body of one value or an array of them.
+func (d *decoder) decodeJSON(body []byte) *apollo.Error {
+	lead := 0
+	for lead < len(body) && isSpace(body[lead]) {
+		lead++
 	}
-	if err := json.Unmarshal(el, e); err != nil {
-		var te *json.UnmarshalTypeError
-		var ae *apollo.Error
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &ae):
-			ae.Offset = off
-			return ae
-		case errors.As(err, &te):
-			return &apollo.Error{Code: apollo.EINVALID, Field: te.Field, Offset: off + te.Offset,
-				Message: fmt.Sprintf("a JSON %s where a %s belongs", te.Value, te.Type)}
-		case errors.As(err, &se):
-			return &apollo.Error{Code: apollo.EINVALID, Offset: off + max(se.Offset-1, 0), Message: "malformed JSON: " + se.Error()}
-		default:
-			return &apollo.Error{Code: apollo.EINVALID, Offset: off, Message: err.Error()}
+	s := scanner{buf: body[lead:], base: int64(lead)}
+	ok := true
+	if len(s.buf) > 0 && s.buf[0] == '[' {
+		var more bool
+		more, ok = s.open(']')
+		for ok && more {
+			if ok = d.element(&s); ok {
+				more, ok = s.next(']')
+			}
 		}
+	} else {
+		ok = d.element(&s)
 	}
-	e.Tenant = "" // never from the body; the credentials set it
-	if len(e.Extra) > 0 && e.Extra[0] != '{' && string(e.Extra) != "null" {
-		return &apollo.Error{Code: apollo.EINVALID, Field: "extra", Offset: off, Message: "extra must be a JSON object"}
+	if ok && s.ws() < len(s.buf) {
+		ok = s.fail("the end of the body")
 	}
-	if string(e.Extra) == "null" {
-		e.Extra = nil
+	if !ok {
+		return s.err
 	}
 	return nil
 }
 
-func syntaxError(err error, base int64) *apollo.Error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		at := base + max(se.Offset-1, 0) // encoding/json counts the bad byte as read
-		return &apollo.Error{Code: apollo.EINVALID, Offset: at, Message: "malformed JSON: " + se.Error(),
-			Hint: fmt.Sprintf("the problem is at byte %d of the body (counting from 0)", at)}
+// element decodes one value of the body: an event, or a value that is
+// skipped and answered "not an object".
+func (d *decoder) element(s *scanner) bool {
+	at := s.pos
+	d.evs = append(d.evs, apollo.Event{})
+	if at < len(s.buf) && s.buf[at] == '{' {
+		bad, ok := d.event(s, &d.evs[len(d.evs)-1])
+		d.bad = append(d.bad, bad)
+		return ok
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return &apollo.Error{Code: apollo.EINVALID, Offset: base + te.Offset, Message: "the body must be an event object or an array of them"}
-	}
-	return &apollo.Error{Code: apollo.EINVALID, Message: "malformed JSON: " + err.Error()}
+	d.bad = append(d.bad, notObject(s.base+int64(at)))
+	return s.skip()
 }
+
+// decodeNDJSON decodes one event per non-blank line. Lines are cut and
+// trimmed by bytes.Lines and bytes.TrimSpace, as they always were.
+func (d *decoder) decodeNDJSON(body []byte) {
+	off := 0
+	for line := range bytes.Lines(body) {
+		t := bytes.TrimSpace(line)
+		at := off + cap(line) - cap(t) // t is a subslice of line
+		off += len(line)
+		if len(t) == 0 {
+			continue
+		}
+		d.evs = append(d.evs, apollo.Event{})
+		if t[0] != '{' {
+			d.bad = append(d.bad, notObject(int64(at)))
+			continue
+		}
+		s := scanner{buf: t, base: int64(at)}
+		bad, ok := d.event(&s, &d.evs[len(d.evs)-1])
+		if ok && s.ws() < len(s.buf) {
+			ok = s.fail("the end of the line")
+		}
+		if !ok {
+			bad = s.err
+		}
+		d.bad = append(d.bad, bad)
+	}
+}
+
+func notObject(off int64) *apollo.Error {
+	return &apollo.Error{Code: apollo.EINVALID, Offset: off, Message: "an event must be a JSON object"}
+}
+
+// eventState is what an event's members leave to its end: the last extra,
+// and the errors by rank.
+type eventState struct {
+	extra     []byte
+	extraAt   int
+	statusErr *apollo.Error // an unknown status outranks every other error
+	err       *apollo.Error // the first value of a wrong type (or not UTF-8)
+}
+
+// event decodes the object at s.pos into e. A syntax error stops it (ok is
+// false, s.err says where); a valid value that does not fit the event is
+// returned as bad, after the whole object has been checked.
+func (d *decoder) event(s *scanner, e *apollo.Event) (bad *apollo.Error, ok bool) {
+	var st eventState
+	more, ok := s.open('}')
+	for ok && more {
+		var key []byte
+		var esc bool
+		if key, esc, ok = s.key(); !ok {
+			break
+		}
+		if esc {
+			d.scratch = unescape(d.scratch[:0], key)
+			key = d.scratch
+		}
+		if ok = d.member(s, fieldOf(key), e, &st); ok {
+			more, ok = s.next('}')
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	return st.settle(s, e), true
+}
+
+// settle ends an event: the error that encoding/json would have reported,
+// else extra's checks; extra is copied only now.
+func (st *eventState) settle(s *scanner, e *apollo.Event) *apollo.Error {
+	switch x := st.extra; {
+	case st.statusErr != nil:
+		return st.statusErr
+	case st.err != nil:
+		return st.err
+	case x == nil || string(x) == "null":
+	case x[0] != '{':
+		return s.fieldErr(fExtra, st.extraAt, "extra must be a JSON object")
+	case !validUTF8(x):
+		return s.fieldErr(fExtra, st.extraAt, msgNotUTF8)
+	default:
+		e.Extra = bytes.Clone(x)
+	}
+	return nil
+}
+
+// member decodes the value at s.pos into field f.
+func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) bool {
+	at := s.pos
+	if at >= len(s.buf) {
+		return s.fail("a value")
+	}
+	c := s.buf[at]
+	switch {
+	case f == fUnknown || f == fExtra || c == 'n':
+		// null leaves a field as it was; unknown fields are only checked;
+		// extra is copied at the end, only the last one and only if good.
+		if !s.skip() {
+			return false
+		}
+		if f == fExtra {
+			st.extra, st.extraAt = s.buf[at:s.pos], at
+		}
+		return true
+	case f == fTaskID || f == fName || f == fStatus:
+		if c != '"' {
+			break
+		}
+		start, end, esc, ok := s.str()
+		if !ok {
+			return false
+		}
+		b := s.buf[start:end]
+		if esc {
+			d.scratch = unescape(d.scratch[:0], b)
+			b = d.scratch
+		}
+		switch {
+		case f == fStatus:
+			if st.statusErr == nil {
+				e.Status, st.statusErr = s.status(b, at)
+			}
+		case !validUTF8(b):
+			st.note(s.fieldErr(f, at, msgNotUTF8))
+		case f == fTaskID:
+			e.TaskID = string(b)
+		default:
+			if string(b) != d.lastName {
+				d.lastName = string(b) // one copy for a run of equal names
+			}
+			e.Name = d.lastName
+		}
+		return true
+	case c == '-' || c >= '0' && c <= '9':
+		n, isInt, ok := s.num()
+		if !ok {
+			return false
+		}
+		if isInt {
+			*intField(e, f) = n
+		} else {
+			st.note(s.fieldErr(f, at, clip(s.buf[at:s.pos])+" is not an integer within int64"))
+		}
+		return true
+	}
+	want := "an integer"
+	if f == fTaskID || f == fName || f == fStatus {
+		want = "a string"
+	}
+	st.note(s.fieldErr(f, at, fmt.Sprintf("a JSON %s where %s belongs", kindOf(c), want)))
+	return s.skip()
+}
+
+// clip shortens what an error message quotes from the body, which may be
+// megabytes long.
+func clip(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}
+
+// validUTF8 is utf8.Valid with a cheaper way out for the short ASCII
+// strings that events are made of.
+func validUTF8(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return utf8.Valid(b)
+		}
+	}
+	return true
+}
+
+// note keeps the first error of an event.
+func (st *eventState) note(err *apollo.Error) {
+	if st.err == nil {
+		st.err = err
+	}
+}
+
+func (s *scanner) fieldErr(f, at int, msg string) *apollo.Error {
+	return &apollo.Error{Code: apollo.EINVALID, Field: fieldNames[f], Offset: s.base + int64(at), Message: msg}
+}
+
+// status reads a status name; "" is StatusNone, as Status.UnmarshalText has it.
+func (s *scanner) status(b []byte, at int) (apollo.Status, *apollo.Error) {
+	if len(b) == 0 {
+		return apollo.StatusNone, nil
+	}
+	for _, st := range wireStatuses {
+		if string(b) == st.String() {
+			return st, nil
+		}
+	}
+	_, err := apollo.ParseStatus(clip(b))
+	e := err.(*apollo.Error)
+	e.Offset = s.base + int64(at)
+	return apollo.StatusNone, e
+}
+
+func intField(e *apollo.Event, f int) *int64 {
+	switch f {
+	case fSequence:
+		return &e.Sequence
+	case fTs:
+		return &e.Ts
+	case fScheduledAt:
+		return &e.ScheduledAt
+	case fTimeoutMs:
+		return &e.TimeoutMs
+	case fCostMs:
+		return &e.CostMs
+	}
+	panic("httpapi: intField of a field that is not an integer")
+}
+
+// fieldOf maps a key to its field: the exact name first, then, as
+// encoding/json does, any name equal under Unicode case folding.
+func fieldOf(key []byte) int {
+	switch string(key) { // compiled to a dispatch on length, then one compare
+	case "taskID":
+		return fTaskID
+	case "name":
+		return fName
+	case "sequence":
+		return fSequence
+	case "status":
+		return fStatus
+	case "ts":
+		return fTs
+	case "scheduledAt":
+		return fScheduledAt
+	case "timeoutMs":
+		return fTimeoutMs
+	case "costMs":
+		return fCostMs
+	case "extra":
+		return fExtra
+	}
+	for f := fTaskID; f < numFields; f++ {
+		if bytes.EqualFold(key, []byte(fieldNames[f])) {
+			return f
+		}
+	}
+	return fUnknown
+}
+
+// kindOf names the JSON type of the value that starts with c.
+func kindOf(c byte) string {
+	if k := kinds[c]; k != "" {
+		return k
+	}
+	return "number"
+}
+
+var kinds = [256]string{'"': "string", '{': "object", '[': "array", 't': "bool", 'f': "bool"}
+
+// unescape appends the content of a valid JSON string (without its quotes)
+// to dst with its escapes resolved. A \u escape that is half of a surrogate
+// pair without its other half becomes U+FFFD, as in encoding/json.
+func unescape(dst, s []byte) []byte {
+	for len(s) > 0 {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst, s = append(dst, s[:i]...), s[i:]
+		if s[1] != 'u' {
+			dst, s = append(dst, unescaped[s[1]]), s[2:]
+			continue
+		}
+		r := hex4(s[2:6])
+		s = s[6:]
+		if utf16.IsSurrogate(r) {
+			r2 := utf8.RuneError
+			if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+				r2 = hex4(s[2:6])
+			}
+			if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
+				s = s[6:]
+			}
+		}
+		dst = utf8.AppendRune(dst, r)
+	}
+	return dst
+}
+
+var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		r = r<<4 | rune(hexVal[c])
+	}
+	return r
+}
+
+// scanner walks JSON text in buf and checks its syntax as it goes. Every
+// method leaves s.pos after what it read; one that finds a syntax error
+// records it in s.err and returns false. Offsets in errors count from the
+// start of the body: buf starts at base.
+type scanner struct {
+	buf   []byte
+	pos   int
+	base  int64
+	depth int
+	err   *apollo.Error
+}
+
+// ws skips JSON whitespace and returns the new position.
+func (s *scanner) ws() int {
+	for s.pos < len(s.buf) && isSpace(s.buf[s.pos]) {
+		s.pos++
+	}
+	return s.pos
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// fail records a syntax error at s.pos. When the input ended early it
+// points at its last byte, as encoding/json did.
+func (s *scanner) fail(expected string) bool {
+	at, found := s.pos, "the end of the input"
+	if at < len(s.buf) {
+		found = describe(s.buf[at])
+	} else {
+		at = max(len(s.buf)-1, 0)
+	}
+	return s.failAt(at, "malformed JSON: "+found+" where "+expected+" belongs")
+}
+
+func (s *scanner) failAt(at int, msg string) bool {
+	off := s.base + int64(at)
+	s.err = &apollo.Error{Code: apollo.EINVALID, Offset: off, Message: msg,
+		Hint: fmt.Sprintf("the problem is at byte %d of the body (counting from 0)", off)}
+	return false
+}
+
+func describe(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return fmt.Sprintf("%q", c)
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+// open enters the object or array at s.pos and reports whether a member
+// follows; end is its closing byte.
+func (s *scanner) open(end byte) (more, ok bool) {
+	if s.depth++; s.depth > maxDepth {
+		return false, s.failAt(s.pos, fmt.Sprintf("JSON nested more than %d levels deep", maxDepth))
+	}
+	s.pos++
+	if s.ws() < len(s.buf) && s.buf[s.pos] == end {
+		s.pos++
+		s.depth--
+		return false, true
+	}
+	return true, true
+}
+
+// next moves past the ',' or the closing byte after a member.
+func (s *scanner) next(end byte) (more, ok bool) {
+	if s.ws() < len(s.buf) {
+		switch s.buf[s.pos] {
+		case ',':
+			s.pos++
+			s.ws()
+			return true, true
+		case end:
+			s.pos++
+			s.depth--
+			return false, true
+		}
+	}
+	if end == '}' {
+		return false, s.fail("',' or '}'")
+	}
+	return false, s.fail("',' or ']'")
+}
+
+// key reads an object member's key and the ':' after it.
+func (s *scanner) key() (key []byte, esc, ok bool) {
+	if s.pos >= len(s.buf) || s.buf[s.pos] != '"' {
+		return nil, false, s.fail("an object key")
+	}
+	start, end := s.pos+1, plainRun(s.buf, s.pos+1)
+	if end < len(s.buf) && s.buf[end] == '"' {
+		s.pos = end + 1 // the usual key: no escapes, no need for str
+	} else if start, end, esc, ok = s.str(); !ok {
+		return nil, false, false
+	}
+	if s.ws() >= len(s.buf) || s.buf[s.pos] != ':' {
+		return nil, false, s.fail("':'")
+	}
+	s.pos++
+	s.ws()
+	return s.buf[start:end], esc, true
+}
+
+// skip moves past one value of any kind.
+func (s *scanner) skip() bool {
+	if s.pos >= len(s.buf) {
+		return s.fail("a value")
+	}
+	switch c := s.buf[s.pos]; c {
+	case '{', '[':
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		more, ok := s.open(end)
+		for ok && more {
+			if c == '{' {
+				_, _, ok = s.key()
+			}
+			if ok = ok && s.skip(); ok {
+				more, ok = s.next(end)
+			}
+		}
+		return ok
+	case '"':
+		_, _, _, ok := s.str()
+		return ok
+	case 't':
+		return s.lit("true")
+	case 'f':
+		return s.lit("false")
+	case 'n':
+		return s.lit("null")
+	}
+	_, _, ok := s.num()
+	return ok
+}
+
+func (s *scanner) lit(word string) bool {
+	for i := range len(word) {
+		if s.pos >= len(s.buf) || s.buf[s.pos] != word[i] {
+			return s.fail(word)
+		}
+		s.pos++
+	}
+	return true
+}
+
+// str moves past the string at s.pos and says where its content lies and
+// whether it holds escapes. Bytes of 0x80 and up pass unchecked, as in
+// encoding/json's scanner: the fields that keep them check UTF-8 later.
+func (s *scanner) str() (start, end int, esc, ok bool) {
+	start = s.pos + 1
+	i := start
+	for {
+		i = plainRun(s.buf, i)
+		s.pos = i
+		switch {
+		case i >= len(s.buf):
+			return 0, 0, false, s.fail(`'"'`)
+		case s.buf[i] == '"':
+			s.pos = i + 1
+			return start, i, esc, true
+		case s.buf[i] != '\\':
+			return 0, 0, false, s.fail("a string character (escape control characters)")
+		}
+		esc = true
+		if i, ok = s.escape(i + 1); !ok {
+			return 0, 0, false, false
+		}
+	}
+}
+
+// plainRun returns the index of the first byte from i on that a string
+// cannot hold as it is ('"', '\\' or a control character), or len(buf).
+// Strings are most of an event's bytes, so it looks at 8 bytes at a time:
+// for each test, the lowest byte that a SWAR "has byte" formula flags is
+// exact (false flags only appear above a true one).
+func plainRun(buf []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(buf); i += 8 {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		q, b := w^(ones*'"'), w^(ones*'\\')
+		if m := ((q-ones)&^q | (b-ones)&^b | (w-ones*0x20)&^w) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(buf) && plain[buf[i]] {
+		i++
+	}
+	return i
+}
+
+// escape checks the escape whose letter is at i and returns the index after it.
+func (s *scanner) escape(i int) (int, bool) {
+	s.pos = i
+	if i < len(s.buf) && s.buf[i] != 'u' && unescaped[s.buf[i]] != 0 {
+		return i + 1, true
+	}
+	if i >= len(s.buf) || s.buf[i] != 'u' {
+		return 0, s.fail(`an escape letter (one of "\/bfnrtu)`)
+	}
+	for s.pos = i + 1; s.pos < i+5; s.pos++ {
+		if s.pos >= len(s.buf) || hexVal[s.buf[s.pos]] > 15 {
+			return 0, s.fail("a hex digit")
+		}
+	}
+	return s.pos, true
+}
+
+// num moves past the number at s.pos. isInt reports whether it is an
+// integer (no fraction, no exponent) within int64, and n is then its value.
+func (s *scanner) num() (n int64, isInt, ok bool) {
+	buf, i := s.buf, s.pos
+	neg := buf[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var u uint64
+	if i < len(buf) && buf[i] == '0' {
+		i++
+	} else if i < len(buf) && isDigit(buf[i]) {
+		for ; i < len(buf) && isDigit(buf[i]); i++ {
+			u = u*10 + uint64(buf[i]-'0') // wraps past 19 digits, which isInt refuses
+		}
+	} else {
+		s.pos = i
+		return 0, false, s.fail("a digit")
+	}
+	isInt = i-start <= 19 && (u <= math.MaxInt64 || neg && u == 1<<63)
+	if i < len(buf) && buf[i] == '.' {
+		if i, ok = s.digits(i + 1); !ok {
+			return 0, false, false
+		}
+		isInt = false
+	}
+	if i < len(buf) && (buf[i] == 'e' || buf[i] == 'E') {
+		i++
+		if i < len(buf) && (buf[i] == '+' || buf[i] == '-') {
+			i++
+		}
+		if i, ok = s.digits(i); !ok {
+			return 0, false, false
+		}
+		isInt = false
+	}
+	s.pos = i
+	if neg {
+		return -int64(u), isInt, true // -(1<<63) wraps to itself: math.MinInt64
+	}
+	return int64(u), isInt, true
+}
+
+// digits moves past one or more digits from i.
+func (s *scanner) digits(i int) (int, bool) {
+	if i >= len(s.buf) || !isDigit(s.buf[i]) {
+		s.pos = i
+		return 0, s.fail("a digit")
+	}
+	for i < len(s.buf) && isDigit(s.buf[i]) {
+		i++
+	}
+	return i, true
+}
+
+// plain marks the bytes a string holds as they are: not the quote, not the
+// backslash, not a control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// hexVal maps hex digits to their value and every other byte to 0xff.
+var hexVal = func() (t [256]byte) {
+	for c := range t {
+		t[c] = 0xff
+	}
+	for c := byte(0); c < 10; c++ {
+		t['0'+c] = c
+	}
+	for c := byte(0); c < 6; c++ {
+		t['a'+c], t['A'+c] = 10+c, 10+c
+	}
+	return t
+}()

@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
@@ -125,6 +126,92 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, ans)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(ans.appendJSON(make([]byte, 0, 128+32*len(ans.Results))))
 	return nil
 }
+
+// appendJSON appends the answer as writeJSON would encode it, byte for
+// byte, without reflection: it is written for every ingest request.
+func (a *ingestAnswer) appendJSON(b []byte) []byte {
+	b = append(b, `{"results":`...)
+	if a.Results == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, r := range a.Results {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(append(b, `{"result":`...), r.Result)
+			if e := r.Error; e != nil {
+				b = appendJSONString(append(b, `,"error":{"code":`...), e.Code)
+				if e.Field != "" {
+					b = appendJSONString(append(b, `,"field":`...), e.Field)
+				}
+				b = appendJSONString(append(b, `,"message":`...), e.Message)
+				if e.Hint != "" {
+					b = appendJSONString(append(b, `,"hint":`...), e.Hint)
+				}
+				if e.Offset != 0 {
+					b = strconv.AppendInt(append(b, `,"offset":`...), e.Offset, 10)
+				}
+				b = append(b, '}')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	for _, c := range [...]struct {
+		key string
+		n   int
+	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}} {
+		b = strconv.AppendInt(append(b, c.key...), int64(c.n), 10)
+	}
+	if a.SlowDown {
+		b = append(b, `,"slowDown":true`...)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it with HTML
+// escaping off: '"', '\\' and control characters escaped, bytes that are
+// not UTF-8 as \ufffd, and U+2028 and U+2029 escaped for JavaScript's sake.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			if e := shortEscape[c]; e != 0 {
+				b = append(b, '\\', e)
+			} else {
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+			start = i + n
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			start = i + n
+		}
+		i += n
+	}
+	return append(append(b, s[start:]...), '"')
+}
+
+// shortEscape holds the letter of the two-byte escape of the bytes that have one.
+var shortEscape = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
+const hexDigits = "0123456789abcdef"
