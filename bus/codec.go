@@ -81,18 +81,24 @@ func decodeBytes(b []byte) (s, rest []byte, err error) {
 	return b[n : n+int(l)], b[n+int(l):], nil
 }
 
-// historyRecord is what a task's history keeps of a record: tenant, task ID
-// and name are the task's own, so they are not repeated.
-func historyRecord(r *apollo.Record) apollo.Record {
-	h := *r
-	h.Tenant, h.TaskID, h.Name = "", "", ""
-	return h
-}
-
-// appendHistory adds r to t's history, dropping the oldest records past limit.
+// appendHistory adds r to t's history, dropping the oldest records past
+// limit. It writes the record format directly, with the tenant, task ID and
+// name left empty: they are the task's own and decodeHistory restores them.
 func (t *task) appendHistory(r *apollo.Record, limit int) {
-	h := historyRecord(r)
-	t.history = appendRecord(t.history, &h)
+	if t.history == nil {
+		t.history = make([]byte, 0, 96) // room for a typical run's three records
+	}
+	b := append(t.history, recordVersion, byte(r.Kind), byte(r.Status))
+	for _, v := range [...]int64{r.Sequence, r.Ts, r.ScheduledAt, r.TimeoutMs, r.CostMs, r.ReceivedAt} {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	b = append(b, 0, 0, 0) // tenant, task ID, name: the task's own
+	for _, s := range [...]string{r.Actor, r.Reason} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Extra)))
+	t.history = append(b, r.Extra...)
 	t.nhist++
 	for limit > 0 && int(t.nhist) > limit {
 		var drop apollo.Record

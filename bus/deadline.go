@@ -25,33 +25,37 @@ type deadline struct {
 	seq  int64 // the task's sequence when armed
 }
 
-type deadlineHeap []deadline
-
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return d
-}
-
+// deadlines is a timing wheel with one slot per second: pushing is a map
+// lookup and an append, however many tasks wait, and only the distinct
+// seconds are kept in a heap. A deadline fires within a second after its
+// time, which is precise enough for timeouts and missed starts.
 type deadlines struct {
-	mu   sync.Mutex
-	h    deadlineHeap
-	wake chan struct{}
+	mu    sync.Mutex
+	slots map[int64][]deadline // by second, rounded up
+	secs  secondHeap
+	n     int
+	wake  chan struct{}
 }
 
-func newDeadlines() *deadlines { return &deadlines{wake: make(chan struct{}, 1)} }
+func newDeadlines() *deadlines {
+	return &deadlines{slots: map[int64][]deadline{}, wake: make(chan struct{}, 1)}
+}
+
+// slotOf rounds a time in ms up to the second its slot fires at.
+func slotOf(at int64) int64 { return (at + 999) / 1000 * 1000 }
 
 func (d *deadlines) push(x deadline) {
+	sec := slotOf(x.at)
 	d.mu.Lock()
-	heap.Push(&d.h, x)
-	first := d.h[0].at == x.at
+	slot, ok := d.slots[sec]
+	if !ok {
+		heap.Push(&d.secs, sec)
+	}
+	d.slots[sec] = append(slot, x)
+	d.n++
+	first := d.secs[0] == sec
 	d.mu.Unlock()
-	if first {
+	if first && !ok {
 		select {
 		case d.wake <- struct{}{}:
 		default:
@@ -59,15 +63,19 @@ func (d *deadlines) push(x deadline) {
 	}
 }
 
-// due pops every deadline at or before now; next is the earliest left (0 if none).
+// due takes every deadline whose slot is at or before now; next is the
+// time of the earliest slot left (0 if none).
 func (d *deadlines) due(now int64) (out []deadline, next int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for len(d.h) > 0 && d.h[0].at <= now {
-		out = append(out, heap.Pop(&d.h).(deadline))
+	for len(d.secs) > 0 && d.secs[0] <= now {
+		sec := heap.Pop(&d.secs).(int64)
+		out = append(out, d.slots[sec]...)
+		d.n -= len(d.slots[sec])
+		delete(d.slots, sec)
 	}
-	if len(d.h) > 0 {
-		next = d.h[0].at
+	if len(d.secs) > 0 {
+		next = d.secs[0]
 	}
 	return out, next
 }
@@ -75,7 +83,20 @@ func (d *deadlines) due(now int64) (out []deadline, next int64) {
 func (d *deadlines) len() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.h)
+	return d.n
+}
+
+type secondHeap []int64
+
+func (h secondHeap) Len() int           { return len(h) }
+func (h secondHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h secondHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *secondHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *secondHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // armDeadlines registers what the bus must check later for t, after a

@@ -57,6 +57,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	var last uint64
 	var refusals []Refusal
 	var refusedTasks map[key]struct{} // allocated only when something is refused
+	var scratch []byte                // the log encoding of one record, reused
 	now := b.nowMs()
 	b.pause.RLock()
 	for i := range evs {
@@ -78,7 +79,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 			continue
 		}
 		rec := apollo.Record{Event: evs[i], Kind: apollo.KindReport, ReceivedAt: now}
-		d := b.decide(&rec, false)
+		d := b.decide(&rec, false, &scratch)
 		out[i] = d.Outcome
 		if d.lsn > last {
 			last = d.lsn
@@ -119,7 +120,7 @@ func (b *Bus) reportRefusals(rs []Refusal) {
 // decide takes one record through idempotence, the transition table,
 // reordering and capacity, and applies it when it may. In replay the record
 // is already in the log, and capacity is not checked: it was accepted once.
-func (b *Bus) decide(r *apollo.Record, replay bool) decision {
+func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	k := key{tenant: r.Tenant, id: r.TaskID}
 	s := b.shardOf(k)
 	s.mu.Lock()
@@ -162,7 +163,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool) decision {
 	var lsn uint64
 	if !replay && b.opts.Log != nil {
 		var err error
-		if lsn, err = b.append(r); err != nil {
+		if lsn, err = b.append(r, scratch); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
 				delete(s.tasks, k)
 				b.ntasks.Add(-1)
@@ -223,9 +224,13 @@ func (b *Bus) illegal(r *apollo.Record, from apollo.Status, why string) decision
 
 // append writes r to the log. The shard lock is held, so the log's order is
 // the decision order for this task.
-func (b *Bus) append(r *apollo.Record) (uint64, error) {
-	buf := appendRecord(make([]byte, 0, 96+len(r.TaskID)+len(r.Name)+len(r.Extra)), r)
-	lsn, err := b.opts.Log.Append(buf)
+func (b *Bus) append(r *apollo.Record, scratch *[]byte) (uint64, error) {
+	var local []byte
+	if scratch == nil {
+		scratch = &local
+	}
+	*scratch = appendRecord((*scratch)[:0], r) // the log copies it
+	lsn, err := b.opts.Log.Append(*scratch)
 	if err != nil {
 		b.stats.logErrors.Add(1)
 		if ok, _ := b.warn.allow(b.opts.Clock.Now()); ok {
@@ -369,7 +374,7 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 	}
 	r := build(t)
 	if b.opts.Log != nil {
-		if _, err := b.append(&r); err != nil {
+		if _, err := b.append(&r, nil); err != nil {
 			return // logged in append; the deadline is re-armed on restart
 		}
 	}
@@ -410,7 +415,7 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 	var lsn uint64
 	var err error
 	if b.opts.Log != nil {
-		lsn, err = b.append(&r)
+		lsn, err = b.append(&r, nil)
 	}
 	if err == nil {
 		b.applyLocked(s, k, t, &r)
@@ -441,7 +446,7 @@ func (b *Bus) Replay(lsn uint64, payload []byte) error {
 	defer b.pause.RUnlock()
 	b.replaying = true
 	if r.Kind == apollo.KindReport {
-		b.decide(&r, true)
+		b.decide(&r, true, nil)
 	} else {
 		k := key{tenant: r.Tenant, id: r.TaskID}
 		s := b.shardOf(k)
