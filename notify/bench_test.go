@@ -69,6 +69,7 @@ func BenchmarkSend(b *testing.B) {
 		})
 	}
 }
+
 // BenchmarkRender is what Send would cost per channel if it rendered the
 // templates itself, as the design first had it; the lanes render instead.
 func BenchmarkRender(b *testing.B) {
