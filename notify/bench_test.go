@@ -77,7 +77,7 @@ func BenchmarkRender(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := sampleNotification(apollo.NotifyFiring)
+	n := SampleNotification(apollo.NotifyFiring)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.render(n, nil); err != nil {

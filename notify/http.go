@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,13 +22,13 @@ type HTTPResponse struct {
 	Body   []byte
 }
 
-// PostJSON posts body (already encoded JSON) to rawURL with the given extra
-// headers and returns the answer. Transport failures, 429 and 5xx are
+// Post posts body to rawURL as JSON, unless header sets another
+// Content-Type, and returns the answer. Transport failures, 429 and 5xx are
 // retryable; any other status outside 2xx is not. The error never contains
 // the URL's credentials. A 2xx answer is returned with a nil error: robot
 // APIs report their own failures inside a 200, and only the channel knows
 // how to read them.
-func PostJSON(ctx context.Context, c *http.Client, rawURL string, body []byte, header http.Header) (HTTPResponse, bool, error) {
+func Post(ctx context.Context, c *http.Client, rawURL string, body []byte, header http.Header) (HTTPResponse, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
 		return HTTPResponse{}, false, fmt.Errorf("build request for %s: %s", RedactURL(rawURL), RedactText(err.Error()))
@@ -116,3 +117,15 @@ func Truncate(s string, n int) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// EncodeJSON encodes v without escaping <, > and &: robot APIs take them
+// as they are, and markdown mentions (<@id>) stay readable in logs.
+func EncodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

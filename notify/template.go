@@ -76,7 +76,7 @@ type override struct {
 // renders each override once on sample data so that a template that would
 // fail on every alert fails now, at start-up, naming channel and kind.
 func newRenderer(channel, lang, externalURL string, loc *time.Location, src map[apollo.NotificationKind]string) (*renderer, error) {
-	fm := templateFuncs(loc)
+	fm := TemplateFuncs(loc)
 	defaults, err := template.New(lang).Funcs(fm).ParseFS(templateFS, "templates/"+lang+".tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parse default %s templates: %w", lang, err)
@@ -99,7 +99,7 @@ func newRenderer(channel, lang, externalURL string, loc *time.Location, src map[
 				Message: "template does not parse: " + err.Error(), Hint: "fix the text/template syntax"}
 		}
 		r.overrides[kind] = o
-		if _, err := r.renderWith(sampleNotification(kind), sampleItems(kind), o); err != nil {
+		if _, err := r.renderWith(SampleNotification(kind), sampleItems(kind), o); err != nil {
 			return nil, &apollo.Error{Code: apollo.EINVALID, Field: field,
 				Message: "template fails on a sample alert: " + err.Error(),
 				Hint:    "fields are those of notify.TemplateData, e.g. {{.Alert.Rule}}; see docs/notifications.md"}
@@ -239,7 +239,10 @@ func (r *renderer) data(n apollo.Notification, items []*Message) *TemplateData {
 	return d
 }
 
-func templateFuncs(loc *time.Location) template.FuncMap {
+// TemplateFuncs are the functions every template may call: time (in loc),
+// duration, value (a number as people read it), join, upper and labels
+// (k=v, sorted).
+func TemplateFuncs(loc *time.Location) template.FuncMap {
 	if loc == nil {
 		loc = time.Local
 	}
@@ -306,9 +309,9 @@ func normalizeLang(s string) (string, bool) {
 	return "", false
 }
 
-// sampleNotification is a notification with every field set, for trying
-// a template before it meets a real alert.
-func sampleNotification(kind apollo.NotificationKind) apollo.Notification {
+// SampleNotification is a notification of kind with every field set, for
+// trying a template before it meets a real alert.
+func SampleNotification(kind apollo.NotificationKind) apollo.Notification {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	a := apollo.Alert{
 		ID: "sample-alert", Rule: "batch_failures", Group: "batch_", State: apollo.AlertFiring,
@@ -327,6 +330,6 @@ func sampleItems(kind apollo.NotificationKind) []*Message {
 	if kind != KindDigest {
 		return nil
 	}
-	n := sampleNotification(apollo.NotifyFiring)
+	n := SampleNotification(apollo.NotifyFiring)
 	return []*Message{{Notification: n, Title: "sample one"}, {Notification: n, Title: "sample two"}}
 }

@@ -37,7 +37,7 @@ func TestTemplatesRenderEveryKindInEveryLanguage(t *testing.T) {
 		r := mustRenderer(t, lang, "https://apollo.example.com/", nil)
 		for _, kind := range Kinds {
 			t.Run(lang+"/"+string(kind), func(t *testing.T) {
-				m, err := r.render(sampleNotification(kind), sampleItems(kind))
+				m, err := r.render(SampleNotification(kind), sampleItems(kind))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -72,7 +72,7 @@ func TestTemplatesRenderEveryKindInEveryLanguage(t *testing.T) {
 // the template shows.
 func TestFiringTextExact(t *testing.T) {
 	t.Parallel()
-	m, err := mustRenderer(t, "en", "", nil).render(sampleNotification(apollo.NotifyFiring), nil)
+	m, err := mustRenderer(t, "en", "", nil).render(SampleNotification(apollo.NotifyFiring), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ Labels:   team=data`
 
 func TestHTMLIsEscaped(t *testing.T) {
 	t.Parallel()
-	n := sampleNotification(apollo.NotifyFiring)
+	n := SampleNotification(apollo.NotifyFiring)
 	n.Alert.Summary = `<script>alert("x")</script>`
 	for _, src := range []map[apollo.NotificationKind]string{nil, {"firing": `{{define "html"}}<p>{{.Alert.Summary}}</p>{{end}}`}} {
 		m, err := mustRenderer(t, "en", "", src).render(n, nil)
@@ -128,7 +128,7 @@ func TestTemplateOverrides(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := mustRenderer(t, "en", "", map[apollo.NotificationKind]string{tc.kind: tc.src})
-			m, err := r.render(sampleNotification(tc.kind), sampleItems(tc.kind))
+			m, err := r.render(SampleNotification(tc.kind), sampleItems(tc.kind))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func TestTemplateOverrides(t *testing.T) {
 			}
 			// Another kind keeps its default.
 			other := apollo.NotifyTest
-			if m, _ := r.render(sampleNotification(other), nil); !strings.HasPrefix(m.Title, "[TEST]") {
+			if m, _ := r.render(SampleNotification(other), nil); !strings.HasPrefix(m.Title, "[TEST]") {
 				t.Fatalf("test kind changed: %q", m.Title)
 			}
 		})
@@ -149,7 +149,7 @@ func TestBrokenOverrideFallsBackToDefault(t *testing.T) {
 	// Passes on the sample alert, fails on a rule named boom.
 	r := mustRenderer(t, "en", "", map[apollo.NotificationKind]string{
 		"firing": `{{if eq .Alert.Rule "boom"}}{{.Alert.Labels.team.nope}}{{end}}custom`})
-	n := sampleNotification(apollo.NotifyFiring)
+	n := SampleNotification(apollo.NotifyFiring)
 	if m, err := r.render(n, nil); err != nil || m.Text != "custom" {
 		t.Fatalf("%v %q", err, m.Text)
 	}
@@ -177,7 +177,7 @@ func TestDigestListsFirstTwenty(t *testing.T) {
 
 func TestNoLinkWithoutExternalURL(t *testing.T) {
 	t.Parallel()
-	m, err := mustRenderer(t, "en", "", nil).render(sampleNotification(apollo.NotifyFiring), nil)
+	m, err := mustRenderer(t, "en", "", nil).render(SampleNotification(apollo.NotifyFiring), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
