@@ -2,9 +2,16 @@ module github.com/apollo-11/apollo
 
 go 1.26.8
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.25.1
+	github.com/spf13/cobra v1.10.2
+	github.com/wneessen/go-mail v0.8.1
+)
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/text v0.40.0 // indirect
 )
