@@ -463,3 +463,48 @@ func TestMemoryLogRing(t *testing.T) {
 		}
 	}
 }
+
+// Retries reach the server too, so they keep to the channel's pace.
+func TestRetriesKeepThePace(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	calls := 0
+	flaky := NotifierFunc(func(context.Context, *Message) (bool, error) {
+		calls++
+		if calls < 4 {
+			return true, errors.New("errcode 130101: send too fast")
+		}
+		return false, nil
+	})
+	d, err := NewDispatcher([]Channel{{Name: "ding", Notifier: flaky, RatePerMinute: 20}}, Options{Clock: clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.randN = func(int64) int64 { return 0 } // no backoff: only the pace spaces the tries
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	d.Send(note("a1", "k1", "ding"))
+	var got []Attempt
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 4 && time.Now().Before(deadline) {
+		select {
+		case a := <-log.c:
+			got = append(got, a)
+		default:
+			if clk.BlockUntil(1, 50*time.Millisecond) {
+				clk.Advance(500 * time.Millisecond)
+			}
+		}
+	}
+	if len(got) != 4 || got[3].Outcome != OutcomeSent {
+		t.Fatalf("%+v", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].At.Sub(got[i-1].At); gap < 3*time.Second {
+			t.Fatalf("try %d started %s after try %d", i+1, gap, i)
+		}
+	}
+}

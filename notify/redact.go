@@ -73,7 +73,7 @@ func RedactURL(raw string) string {
 	if u.RawQuery != "" {
 		q, err := url.ParseQuery(u.RawQuery)
 		if err != nil {
-			u.RawQuery = Redacted
+			u.RawQuery = Redacted + "=" + Redacted
 		} else {
 			for k := range q {
 				q[k] = []string{Redacted}

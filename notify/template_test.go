@@ -203,3 +203,35 @@ func TestNormalizeLang(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTemplateOverride: whatever a channel's override says, building the
+// renderer fails with an error naming the kind, or rendering gives a
+// one-line title; nothing panics.
+func FuzzTemplateOverride(f *testing.F) {
+	f.Add("firing", "ALERT {{.Alert.Rule}}")
+	f.Add("storm", `{{define "title"}}{{len .Items}}{{end}}{{template "storm.text" .}}`)
+	f.Add("digest", `{{define "html"}}<a href="{{.Link}}">{{range .Shown}}{{.Title}}{{end}}</a>{{end}}`)
+	f.Add("resolved", "{{.Alert.Nope")
+	f.Add("test", `{{template "test.title" .}}{{define "title"}}a
+b{{end}}`)
+	f.Fuzz(func(t *testing.T, kind, src string) {
+		if strings.Contains(strings.ReplaceAll(src, " ", ""), "range") && !strings.Contains(src, "range .") {
+			return // {{range 1e12}} is a legal template that runs for hours
+		}
+		k := apollo.NotificationKind(kind)
+		r, err := newRenderer("fz", LangEnglish, "https://a.example", time.UTC, map[apollo.NotificationKind]string{k: src})
+		if err != nil {
+			if !strings.Contains(err.Error(), "templates."+kind) {
+				t.Fatalf("error does not name the kind: %v", err)
+			}
+			return
+		}
+		m, err := r.render(SampleNotification(k), sampleItems(k))
+		if err != nil {
+			t.Fatalf("passed the trial, failed the same sample: %v", err)
+		}
+		if strings.ContainsAny(m.Title, "\r\n") {
+			t.Fatalf("title %q", m.Title)
+		}
+	})
+}
