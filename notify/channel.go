@@ -1,0 +1,85 @@
+package notify
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// Channel types that the subpackages provide.
+const (
+	TypeDingTalk = "dingtalk"
+	TypeEmail    = "email"
+	TypeWeCom    = "wecom"
+	TypeFeishu   = "feishu"
+	TypeSlack    = "slack"
+	TypeWebhook  = "webhook"
+	TypeConsole  = "console"
+)
+
+// Defaults of a Channel.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultGiveUpAfter = time.Hour
+	DefaultQueueSize   = 1000
+	// DefaultRobotRate is the rate for DingTalk and WeCom robots: both
+	// allow 20 messages a minute and mute a robot that sends more.
+	DefaultRobotRate = 20
+)
+
+// Channel is one configured destination and how to deliver to it.
+type Channel struct {
+	Name     string   // the name rules use in NOTIFY:
+	Type     string   // dingtalk, email, wecom, feishu, slack, webhook, console
+	Notifier Notifier // sends one message
+	Lang     string   // "en" (default) or "zh-CN"
+	// Templates overrides the default templates by kind (text/template
+	// source); see docs/notifications.md for what a source may define.
+	Templates map[apollo.NotificationKind]string
+	// RatePerMinute caps the messages sent per minute; 0 is unlimited.
+	// channels.Build sets 20 for dingtalk and wecom unless configured.
+	RatePerMinute int
+	Timeout       time.Duration // per attempt; default 10s
+	GiveUpAfter   time.Duration // stop retrying and record gave_up; default 1h
+	QueueSize     int           // default 1000
+}
+
+// withDefaults fills the zero fields that have defaults.
+func (c Channel) withDefaults() Channel {
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.GiveUpAfter = cmp.Or(c.GiveUpAfter, DefaultGiveUpAfter)
+	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
+	return c
+}
+
+// validate checks a channel after defaults; every message names the
+// channel and the field.
+func (c Channel) validate() error {
+	field := func(f string) string { return "channels." + c.Name + "." + f }
+	var errs []error
+	bad := func(f, msg, hint string) {
+		errs = append(errs, &apollo.Error{Code: apollo.EINVALID, Field: field(f), Message: msg, Hint: hint})
+	}
+	if c.Notifier == nil {
+		bad("type", "channel has no notifier", "build channels with notify/channels.Build")
+	}
+	if _, ok := normalizeLang(c.Lang); !ok {
+		bad("lang", fmt.Sprintf("no templates for language %q", c.Lang), `use "en" or "zh-CN"`)
+	}
+	if c.RatePerMinute < 0 {
+		bad("rate_per_minute", fmt.Sprintf("rate %d is negative", c.RatePerMinute), "use 0 for no limit")
+	}
+	if c.Timeout < 0 {
+		bad("timeout", "timeout is negative", "use a positive duration such as 10s")
+	}
+	if c.GiveUpAfter < 0 {
+		bad("give_up_after", "give_up_after is negative", "use a positive duration such as 1h")
+	}
+	if c.QueueSize < 0 {
+		bad("queue_size", "queue size is negative", "use a positive size such as 1000")
+	}
+	return errors.Join(errs...)
+}

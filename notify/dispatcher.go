@@ -1,0 +1,264 @@
+package notify
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// Defaults of Options.
+const (
+	DefaultDedupWindow = 2 * time.Minute
+	DefaultLogSize     = 10000
+)
+
+// Options configure a Dispatcher. The zero value is usable.
+type Options struct {
+	Clock  apollo.Clock // default apollo.SystemClock
+	Logger *slog.Logger // default slog.Default()
+	// DedupWindow: the same DedupKey on the same channel within it is sent
+	// once. Default 2m; negative turns dedup off.
+	DedupWindow time.Duration
+	Log         AttemptLog // default NewMemoryLog(10000)
+	// ExternalURL is where people reach Apollo-11's web UI; when set,
+	// messages link to the alert. Optional.
+	ExternalURL string
+	// Location is the time zone messages show times in; default time.Local.
+	Location *time.Location
+}
+
+func (o Options) withDefaults() Options {
+	o.Clock = cmp.Or[apollo.Clock](o.Clock, apollo.SystemClock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.DedupWindow = cmp.Or(o.DedupWindow, DefaultDedupWindow)
+	if o.Log == nil {
+		o.Log = NewMemoryLog(DefaultLogSize)
+	}
+	if o.Location == nil {
+		o.Location = time.Local
+	}
+	return o
+}
+
+// Dispatcher delivers notifications to channels, one lane per channel.
+type Dispatcher struct {
+	opts   Options
+	clock  apollo.Clock
+	lanes  map[string]*lane // read-only after NewDispatcher
+	order  []string
+	randN  func(int64) int64
+	unk    atomic.Int64
+	idBase string
+	idSeq  atomic.Uint64
+	logs   logLimiter
+
+	mu      sync.RWMutex // Send holds it shared; Start and Stop exclusively
+	started bool
+	stopped bool
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stop    sync.Once
+}
+
+// NewDispatcher checks the channels (unique names, languages, limits) and
+// parses their templates; every problem is reported, each naming its
+// channel and field.
+func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
+	opts = opts.withDefaults()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	d := &Dispatcher{opts: opts, clock: opts.Clock, lanes: make(map[string]*lane, len(chs)),
+		randN: mrand.Int64N, idBase: hex.EncodeToString(b[:]) + "-"}
+	var errs []error
+	for i, ch := range chs {
+		ch = ch.withDefaults()
+		if ch.Name == "" {
+			errs = append(errs, &apollo.Error{Code: apollo.EINVALID, Field: fmt.Sprintf("channels[%d].name", i),
+				Message: "channel has no name", Hint: "give every channel the name rules use in NOTIFY:"})
+			continue
+		}
+		if _, dup := d.lanes[ch.Name]; dup {
+			errs = append(errs, &apollo.Error{Code: apollo.EINVALID, Field: "channels." + ch.Name,
+				Message: "two channels have this name", Hint: "give each channel its own name"})
+			continue
+		}
+		if err := ch.validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ch.Lang, _ = normalizeLang(ch.Lang)
+		r, err := newRenderer(ch.Name, ch.Lang, opts.ExternalURL, opts.Location, ch.Templates)
+		if err != nil {
+			var ae *apollo.Error
+			if errors.As(err, &ae) {
+				ae.Field = "channels." + ch.Name + "." + ae.Field
+			}
+			errs = append(errs, err)
+			continue
+		}
+		d.lanes[ch.Name] = newLane(d, ch, r)
+		d.order = append(d.order, ch.Name)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Start starts one goroutine per channel and returns. Cancelling ctx
+// stops delivery as Stop does; call Stop to wait for it.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.stopped:
+		return errors.New("notify: start: dispatcher was stopped; make a new one")
+	case d.started:
+		return errors.New("notify: start: dispatcher already started")
+	}
+	d.started = true
+	d.runCtx, d.cancel = context.WithCancel(ctx)
+	for _, name := range d.order {
+		l := d.lanes[name]
+		d.wg.Go(func() { l.run(d.runCtx) })
+	}
+	return nil
+}
+
+// Stop cancels in-flight attempts, waits for every lane to finish, and
+// records what was still queued as dropped. It is safe to call more than
+// once, and before Start.
+func (d *Dispatcher) Stop() {
+	d.stop.Do(func() {
+		d.mu.Lock()
+		d.stopped = true
+		cancel := d.cancel
+		d.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		d.wg.Wait()
+		for _, name := range d.order { // never started: the lanes did not drain
+			d.lanes[name].dropQueued("dispatcher stopped")
+		}
+	})
+}
+
+// Send hands n to the queue of each channel it names and returns at once;
+// it never waits for a lane. A full queue, an unknown channel or a stopped
+// dispatcher is recorded as a dropped Attempt and counted. Send keeps n: the
+// caller must not change its maps or slices afterwards.
+func (d *Dispatcher) Send(n apollo.Notification) {
+	at := d.clock.Now()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	stopped := d.stopped || (d.runCtx != nil && d.runCtx.Err() != nil)
+	for i, name := range n.Channels {
+		if slices.Contains(n.Channels[:i], name) {
+			continue
+		}
+		l := d.lanes[name]
+		switch {
+		case l == nil:
+			d.unk.Add(1)
+			d.opts.Log.Record(Attempt{ID: d.newID(), Channel: name, AlertID: n.Alert.ID, Kind: n.Kind,
+				DedupKey: n.DedupKey, At: at, Outcome: OutcomeDropped, Error: "unknown channel"})
+			d.logLimited(slog.LevelWarn, "unknown", "notify: notification names an unknown channel",
+				slog.String("channel", name), slog.String("rule", n.Alert.Rule))
+		case stopped:
+			l.recordItem(item{n: n, at: at}, OutcomeDropped, "dispatcher stopped")
+		default:
+			select {
+			case l.queue <- item{n: n, at: at}:
+				l.stats.queued.Add(1)
+			default:
+				l.recordItem(item{n: n, at: at}, OutcomeDropped, "queue full")
+			}
+		}
+	}
+}
+
+// Test sends one test message to channel now, without queue, dedup, rate
+// limit or retries, and returns its Attempt. The lane's pace still counts
+// it, so the queued messages after it keep the channel within its limit.
+func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) {
+	l := d.lanes[channel]
+	if l == nil {
+		return Attempt{}, &apollo.Error{Code: apollo.ENOTFOUND, Field: "channel",
+			Message: fmt.Sprintf("no channel named %q", channel), Hint: "configured channels: " + strings.Join(d.order, ", ")}
+	}
+	now := d.clock.Now()
+	n := apollo.Notification{Kind: apollo.NotifyTest, Channels: []string{channel}, At: now,
+		DedupKey: "test:" + channel,
+		Alert: apollo.Alert{ID: "test-" + strconv.FormatInt(now.UnixMilli(), 10), Rule: "apollo_test", Group: channel,
+			State: apollo.AlertFiring, Severity: apollo.SeverityInfo, Summary: "Apollo-11 test message",
+			StartedAt: now, FiredAt: now}}
+	r := l.attempt(ctx, l.render(n, nil))
+	a := Attempt{AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey, At: r.start, Try: 1, Outcome: OutcomeSent, Latency: r.latency}
+	if r.err != nil {
+		a.Outcome, a.Error = OutcomeFailed, r.err.Error()
+	}
+	a = d.record(l, a)
+	if r.err != nil {
+		return a, fmt.Errorf("notify: test %s: %s", channel, a.Error)
+	}
+	return a, nil
+}
+
+// Channels returns the channel names in configuration order.
+func (d *Dispatcher) Channels() []string { return slices.Clone(d.order) }
+
+// Stats returns every channel's counters.
+func (d *Dispatcher) Stats() Stats {
+	s := Stats{Channels: make(map[string]ChannelStats, len(d.lanes)), UnknownChannel: d.unk.Load()}
+	for name, l := range d.lanes {
+		cs := l.stats.snapshot()
+		cs.QueueLen = len(l.queue)
+		s.Channels[name] = cs
+	}
+	return s
+}
+
+// Attempts lists the delivery record.
+func (d *Dispatcher) Attempts(f AttemptFilter) []Attempt { return d.opts.Log.List(f) }
+
+// record completes a, counts it, stores it and logs what people should
+// know about. It returns the completed Attempt.
+func (d *Dispatcher) record(l *lane, a Attempt) Attempt {
+	a.ID, a.Channel, a.Error = d.newID(), l.ch.Name, RedactText(a.Error)
+	l.stats.count(a.Outcome)
+	d.opts.Log.Record(a)
+	level := slog.LevelDebug
+	switch a.Outcome {
+	case OutcomeFailed, OutcomeGaveUp, OutcomeDropped:
+		level = slog.LevelWarn
+	case OutcomeRetrying:
+		level = slog.LevelInfo
+	}
+	if d.opts.Logger.Enabled(context.Background(), level) {
+		d.logLimited(level, a.Outcome+":"+a.Channel, "notify: "+a.Outcome,
+			slog.String("channel", a.Channel), slog.String("kind", string(a.Kind)), slog.String("alert", a.AlertID),
+			slog.Int("try", a.Try), slog.String("error", a.Error))
+	}
+	return a
+}
+
+func (d *Dispatcher) newID() string {
+	return d.idBase + strconv.FormatUint(d.idSeq.Add(1), 36)
+}

@@ -1,0 +1,510 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+func TestDedupWithinWindow(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	s := newSink(clk)
+	d := startDispatcher(t, clk, log, Channel{Name: "ops", Type: TypeConsole, Notifier: s})
+
+	d.Send(note("a1", "k1", "ops"))
+	if got := log.next(t); got.Outcome != OutcomeSent || got.DedupKey != "k1" {
+		t.Fatalf("first: %+v", got)
+	}
+	d.Send(note("a1", "k1", "ops")) // same key, same instant
+	if got := log.next(t); got.Outcome != OutcomeDeduplicated || got.DedupKey != "k1" {
+		t.Fatalf("repeat within window: %+v", got)
+	}
+	d.Send(note("a2", "k2", "ops")) // another key is not a duplicate
+	if got := log.next(t); got.Outcome != OutcomeSent || got.DedupKey != "k2" {
+		t.Fatalf("other key: %+v", got)
+	}
+	clk.Advance(DefaultDedupWindow - time.Second)
+	d.Send(note("a1", "k1", "ops"))
+	if got := log.next(t); got.Outcome != OutcomeDeduplicated {
+		t.Fatalf("still within window: %+v", got)
+	}
+	clk.Advance(time.Second)
+	d.Send(note("a1", "k1", "ops"))
+	if got := log.next(t); got.Outcome != OutcomeSent {
+		t.Fatalf("after window: %+v", got)
+	}
+	if n := len(s.all()); n != 3 {
+		t.Fatalf("%d messages reached the channel, want 3", n)
+	}
+	st := d.Stats().Channels["ops"]
+	if st.Queued != 5 || st.Sent != 3 || st.Deduplicated != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestDedupIsPerChannel(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	a, b := newSink(clk), newSink(clk)
+	d := startDispatcher(t, clk, log, Channel{Name: "a", Notifier: a}, Channel{Name: "b", Notifier: b})
+	d.Send(note("x", "k", "a", "b", "a")) // "a" twice in one notification counts once
+	a.next(t)
+	b.next(t)
+	d.Send(note("x", "k", "b"))
+	for range 3 {
+		if got := log.next(t); got.Channel == "b" && got.Outcome == OutcomeDeduplicated {
+			return
+		}
+	}
+	t.Fatal("second send to b was not deduplicated")
+}
+
+// TestRateLimitCoalesces sends 60 notifications to a channel limited to 20
+// a minute, all at once and one a second: no 60-second window may hold
+// more than 20 messages, and every notification must reach the channel,
+// alone or in a digest.
+func TestRateLimitCoalesces(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+	}{{"burst", 0}, {"one a second", time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := apollo.NewFakeClock(t0)
+			s := newSink(clk)
+			d := startDispatcher(t, clk, NewMemoryLog(1000), Channel{Name: "ding", Notifier: s, RatePerMinute: 20})
+			for i := range 60 {
+				d.Send(note("a"+strconv.Itoa(i), "k"+strconv.Itoa(i), "ding"))
+				if tc.every > 0 {
+					waitQueueEmpty(t, d.lanes["ding"])
+					clk.Advance(tc.every)
+				}
+			}
+			covered := func() int {
+				n := 0
+				for _, r := range s.all() {
+					n += max(1, len(r.m.Digest))
+				}
+				return n
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for covered() < 60 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of 60 notifications delivered after 10s", covered())
+				}
+				if clk.BlockUntil(1, 100*time.Millisecond) {
+					clk.Advance(time.Second)
+				}
+			}
+			checkRateAndCoverage(t, d, s.all(), 20)
+		})
+	}
+}
+
+// waitQueueEmpty waits until the lane has taken everything from its queue.
+func waitQueueEmpty(t *testing.T, l *lane) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(l.queue) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("lane did not take from its queue within 5s")
+		}
+		runtime.Gosched()
+	}
+}
+
+func checkRateAndCoverage(t *testing.T, d *Dispatcher, got []received, perMinute int) {
+	t.Helper()
+	// The pace counts from the start of each attempt, as the log records it.
+	var starts []time.Time
+	for _, a := range d.Attempts(AttemptFilter{Channel: "ding"}) {
+		if a.Outcome == OutcomeSent {
+			starts = append(starts, a.At)
+		}
+	}
+	for _, s := range starts {
+		in := 0
+		for _, o := range starts {
+			if !o.Before(s) && o.Sub(s) < time.Minute {
+				in++
+			}
+		}
+		if in > perMinute {
+			t.Fatalf("%d messages within the minute from %s", in, s.Sub(t0))
+		}
+	}
+	seen := map[string]bool{}
+	digests := 0
+	for _, r := range got {
+		if r.m.Notification.Kind != KindDigest {
+			seen[r.m.Notification.Alert.ID] = true
+			continue
+		}
+		digests++
+		if want := fmt.Sprintf("%d notifications", len(r.m.Digest)); r.m.Title != want {
+			t.Errorf("digest title %q, want %q", r.m.Title, want)
+		}
+		for _, m := range r.m.Digest {
+			seen[m.Notification.Alert.ID] = true
+		}
+	}
+	if len(seen) != 60 || digests == 0 {
+		t.Fatalf("%d distinct alerts delivered, %d digests", len(seen), digests)
+	}
+	st := d.Stats().Channels["ding"]
+	if st.Sent != int64(len(got)) || st.Coalesced+st.Sent-int64(digests) != 60 || st.Dropped != 0 {
+		t.Fatalf("stats %+v for %d messages, %d digests", st, len(got), digests)
+	}
+	t.Logf("%d messages, %d of them digests, over %s", len(got), digests, starts[0].Sub(starts[len(starts)-1]))
+}
+
+func TestSlowChannelDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	entered := make(chan struct{}, 10)
+	hung := NotifierFunc(func(ctx context.Context, _ *Message) (bool, error) {
+		entered <- struct{}{}
+		<-ctx.Done() // hangs until the attempt times out
+		return true, ctx.Err()
+	})
+	fast := newSink(clk)
+	d := startDispatcher(t, clk, log,
+		Channel{Name: "hung", Notifier: hung, Timeout: time.Minute},
+		Channel{Name: "fast", Notifier: fast})
+
+	d.Send(note("a1", "k1", "hung", "fast"))
+	<-entered
+	if r := fast.next(t); r.m.Notification.Alert.ID != "a1" || !r.at.Equal(t0) {
+		t.Fatalf("fast channel got %+v", r)
+	}
+	d.Send(note("a2", "k2", "hung", "fast")) // queued behind the hung attempt on "hung" only
+	if r := fast.next(t); r.m.Notification.Alert.ID != "a2" || !r.at.Equal(t0) {
+		t.Fatalf("fast channel got %+v", r)
+	}
+	clk.Advance(time.Minute) // the hung attempt times out: retryable
+	for {
+		a := log.next(t)
+		if a.Channel == "hung" {
+			if a.Outcome != OutcomeRetrying || !strings.Contains(a.Error, "no answer within 1m0s") {
+				t.Fatalf("hung channel: %+v", a)
+			}
+			break
+		}
+	}
+}
+
+func TestRetryBackoffThenGiveUp(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	calls := 0
+	failing := NotifierFunc(func(context.Context, *Message) (bool, error) {
+		calls++
+		return true, errors.New("POST https://oapi.dingtalk.com/robot/send?access_token=s3cr3t: 500")
+	})
+	d, err := NewDispatcher([]Channel{{Name: "ding", Notifier: failing, GiveUpAfter: time.Minute}},
+		Options{Clock: clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.randN = func(n int64) int64 { return n - 1 } // always the longest wait
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	d.Send(note("a1", "k1", "ding"))
+
+	// Waits 1s, 2s, 4s, 8s, 16s, 32s: the try at 31s would wait until 63s,
+	// past the minute, so it is the last.
+	wantAt := []time.Duration{0, 1, 3, 7, 15, 31}
+	for i, w := range wantAt {
+		a := log.next(t)
+		want := OutcomeRetrying
+		if i == len(wantAt)-1 {
+			want = OutcomeGaveUp
+		}
+		if a.Outcome != want || a.Try != i+1 || a.At.Sub(t0) != w*time.Second {
+			t.Fatalf("attempt %d: %s try %d at %s, want %s at %ds", i+1, a.Outcome, a.Try, a.At.Sub(t0), want, w)
+		}
+		if strings.Contains(a.Error, "s3cr3t") || !strings.Contains(a.Error, "access_token=REDACTED") {
+			t.Fatalf("error not redacted: %q", a.Error)
+		}
+		if want == OutcomeRetrying {
+			if !clk.BlockUntil(1, 5*time.Second) {
+				t.Fatal("no backoff timer armed")
+			}
+			clk.Advance(backoff(i+1, d.randN))
+		}
+	}
+	st := d.Stats().Channels["ding"]
+	if st.Retried != 5 || st.GaveUp != 1 || st.Sent != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if calls != 6 {
+		t.Fatalf("%d calls, want 6", calls)
+	}
+}
+
+func TestNonRetryableFailsOnce(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	calls := 0
+	bad := NotifierFunc(func(context.Context, *Message) (bool, error) {
+		calls++
+		return false, errors.New("errcode 310000: keywords not in content")
+	})
+	d := startDispatcher(t, clk, log, Channel{Name: "ding", Notifier: bad})
+	d.Send(note("a1", "k1", "ding"))
+	if a := log.next(t); a.Outcome != OutcomeFailed || a.Try != 1 || !strings.Contains(a.Error, "310000") {
+		t.Fatalf("%+v", a)
+	}
+	d.Stop()
+	if calls != 1 || d.Stats().Channels["ding"].Failed != 1 {
+		t.Fatalf("calls %d, stats %+v", calls, d.Stats().Channels["ding"])
+	}
+}
+
+func TestDropsAreRecorded(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	d, err := NewDispatcher([]Channel{{Name: "ops", Notifier: newSink(clk), QueueSize: 2}}, Options{Clock: clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not started: the queue holds two, the third is dropped.
+	for i := range 3 {
+		d.Send(note("a"+strconv.Itoa(i), "", "ops"))
+	}
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != "queue full" || a.AlertID != "a2" {
+		t.Fatalf("%+v", a)
+	}
+	d.Send(note("a9", "", "nowhere"))
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.Channel != "nowhere" || a.Error != "unknown channel" {
+		t.Fatalf("%+v", a)
+	}
+	d.Stop() // the two queued are dropped, not lost silently
+	for range 2 {
+		if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != "dispatcher stopped" {
+			t.Fatalf("%+v", a)
+		}
+	}
+	d.Send(note("a10", "", "ops"))
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != "dispatcher stopped" {
+		t.Fatalf("after stop: %+v", a)
+	}
+	s := d.Stats()
+	if s.Channels["ops"].Dropped != 4 || s.Channels["ops"].Queued != 2 || s.UnknownChannel != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	if err := d.Start(context.Background()); err == nil {
+		t.Fatal("start after stop succeeded")
+	}
+}
+
+func TestStopCancelsInFlightAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	entered := make(chan struct{})
+	blocked := NotifierFunc(func(ctx context.Context, _ *Message) (bool, error) {
+		close(entered)
+		<-ctx.Done()
+		return true, ctx.Err()
+	})
+	d := startDispatcher(t, clk, log, Channel{Name: "ops", Notifier: blocked})
+	d.Send(note("a1", "k1", "ops"))
+	<-entered
+	done := make(chan struct{})
+	go func() { d.Stop(); d.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+	if a := log.next(t); a.Outcome != OutcomeDropped || !strings.HasPrefix(a.Error, "dispatcher stopped") {
+		t.Fatalf("%+v", a)
+	}
+	if err := d.Start(context.Background()); err == nil {
+		t.Fatal("start after stop succeeded")
+	}
+}
+
+func TestStartTwice(t *testing.T) {
+	t.Parallel()
+	d := startDispatcher(t, apollo.NewFakeClock(t0), nil, Channel{Name: "ops", Notifier: newSink(apollo.SystemClock)})
+	if err := d.Start(context.Background()); err == nil {
+		t.Fatal("second start succeeded")
+	}
+}
+
+func TestTestSendsOneMessage(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	failing := NotifierFunc(func(context.Context, *Message) (bool, error) { return false, errors.New("bad token") })
+	d, err := NewDispatcher([]Channel{{Name: "ops", Notifier: s, Lang: "zh-CN"}, {Name: "bad", Notifier: failing}},
+		Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.Test(context.Background(), "ops")
+	if err != nil || a.Outcome != OutcomeSent || a.Channel != "ops" || a.Kind != apollo.NotifyTest {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if r := s.next(t); !strings.Contains(r.m.Title, "测试") {
+		t.Fatalf("title %q", r.m.Title)
+	}
+	a, err = d.Test(context.Background(), "bad")
+	if err == nil || a.Outcome != OutcomeFailed || a.Error != "bad token" {
+		t.Fatalf("%+v %v", a, err)
+	}
+	_, err = d.Test(context.Background(), "nope")
+	if apollo.ErrorCode(err) != apollo.ENOTFOUND || !strings.Contains(err.Error(), "ops, bad") {
+		t.Fatalf("unknown channel: %v", err)
+	}
+	if got := d.Attempts(AttemptFilter{Channel: "ops"}); len(got) != 1 {
+		t.Fatalf("log: %+v", got)
+	}
+}
+
+func TestNewDispatcherValidates(t *testing.T) {
+	t.Parallel()
+	n := newSink(apollo.SystemClock)
+	for _, tc := range []struct {
+		name string
+		chs  []Channel
+		want []string
+	}{
+		{"duplicate", []Channel{{Name: "a", Notifier: n}, {Name: "a", Notifier: n}}, []string{"channels.a: two channels"}},
+		{"no name", []Channel{{Notifier: n}}, []string{"channels[0].name"}},
+		{"no notifier", []Channel{{Name: "a"}}, []string{"channels.a.type"}},
+		{"language", []Channel{{Name: "a", Notifier: n, Lang: "fr"}}, []string{"channels.a.lang", `"fr"`}},
+		{"negative", []Channel{{Name: "a", Notifier: n, RatePerMinute: -1, QueueSize: -1}},
+			[]string{"channels.a.rate_per_minute", "channels.a.queue_size"}},
+		{"bad template", []Channel{{Name: "a", Notifier: n, Templates: map[apollo.NotificationKind]string{"storm": "{{.Alert.Rule"}}},
+			[]string{"channels.a.templates.storm", "does not parse"}},
+		{"failing template", []Channel{{Name: "a", Notifier: n, Templates: map[apollo.NotificationKind]string{"firing": "{{.Alert.Nope}}"}}},
+			[]string{"channels.a.templates.firing", "fails on a sample alert", "Nope"}},
+		{"unknown kind", []Channel{{Name: "a", Notifier: n, Templates: map[apollo.NotificationKind]string{"fire": "x"}}},
+			[]string{"channels.a.templates.fire", "firing, resolved"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewDispatcher(tc.chs, Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if apollo.ErrorCode(err) != apollo.EINVALID {
+				t.Errorf("code %q", apollo.ErrorCode(err))
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBackoffIsFullJitter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		try  int
+		ceil time.Duration
+	}{{1, time.Second}, {2, 2 * time.Second}, {9, 256 * time.Second}, {10, 5 * time.Minute}, {100, 5 * time.Minute}} {
+		var asked int64
+		got := backoff(tc.try, func(n int64) int64 { asked = n; return n / 2 })
+		if time.Duration(asked) != tc.ceil+1 || got != time.Duration(asked/2) {
+			t.Errorf("try %d: drew from [0,%d), want [0,%d]", tc.try, asked, tc.ceil)
+		}
+		if low := backoff(tc.try, func(int64) int64 { return 0 }); low != 0 {
+			t.Errorf("try %d: lowest wait %s, want 0", tc.try, low)
+		}
+	}
+}
+
+func TestMemoryLogRing(t *testing.T) {
+	t.Parallel()
+	l := NewMemoryLog(3)
+	for i := range 5 {
+		l.Record(Attempt{ID: strconv.Itoa(i), Channel: []string{"a", "b"}[i%2], AlertID: "x" + strconv.Itoa(i%2)})
+	}
+	ids := func(as []Attempt) string {
+		s := make([]string, len(as))
+		for i, a := range as {
+			s[i] = a.ID
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		f    AttemptFilter
+		want string
+	}{
+		{AttemptFilter{}, "4,3,2"},
+		{AttemptFilter{Limit: 2}, "4,3"},
+		{AttemptFilter{Channel: "a"}, "4,2"},
+		{AttemptFilter{AlertID: "x1"}, "3"},
+	} {
+		if got := ids(l.List(tc.f)); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.f, got, tc.want)
+		}
+	}
+}
+
+// Retries reach the server too, so they keep to the channel's pace.
+func TestRetriesKeepThePace(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	calls := 0
+	flaky := NotifierFunc(func(context.Context, *Message) (bool, error) {
+		calls++
+		if calls < 4 {
+			return true, errors.New("errcode 130101: send too fast")
+		}
+		return false, nil
+	})
+	d, err := NewDispatcher([]Channel{{Name: "ding", Notifier: flaky, RatePerMinute: 20}}, Options{Clock: clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.randN = func(int64) int64 { return 0 } // no backoff: only the pace spaces the tries
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	d.Send(note("a1", "k1", "ding"))
+	var got []Attempt
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 4 && time.Now().Before(deadline) {
+		select {
+		case a := <-log.c:
+			got = append(got, a)
+		default:
+			if clk.BlockUntil(1, 50*time.Millisecond) {
+				clk.Advance(500 * time.Millisecond)
+			}
+		}
+	}
+	if len(got) != 4 || got[3].Outcome != OutcomeSent {
+		t.Fatalf("%+v", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].At.Sub(got[i-1].At); gap < 3*time.Second {
+			t.Fatalf("try %d started %s after try %d", i+1, gap, i)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package email
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/textproto"
+	"sync"
+
+	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/notify"
+	mail "github.com/wneessen/go-mail"
+)
+
+// Notifier sends each message as one email over a new SMTP connection:
+// alerts are rare enough that a pooled connection would mostly be a dead
+// one.
+type Notifier struct {
+	cfg   Config
+	clock apollo.Clock
+	tls   *tls.Config
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// New checks cfg and returns its notifier.
+func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.WithDefaults()
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if opts.TLSConfig != nil {
+		tc = opts.TLSConfig.Clone()
+	}
+	if tc.ServerName == "" {
+		tc.ServerName = cfg.Host
+	}
+	return &Notifier{cfg: cfg, clock: opts.Clock, tls: tc}, nil
+}
+
+// Notify sends m to every recipient.
+func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	msg, err := n.message(m)
+	if err != nil {
+		return false, fmt.Errorf("email: %w", err)
+	}
+	d := &dialer{ctx: ctx, implicit: n.cfg.tlsMode() == TLSImplicit, tls: n.tls}
+	defer d.release()
+	c, err := mail.NewClient(n.cfg.Host, n.options(d)...)
+	if err != nil {
+		return false, fmt.Errorf("email: %w", err)
+	}
+	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+		if ctx.Err() != nil {
+			err = errors.Join(ctx.Err(), err)
+		}
+		return retryable(err), fmt.Errorf("email: %s:%d: %w", n.cfg.Host, n.cfg.port(), err)
+	}
+	return false, nil
+}
+
+func (n *Notifier) message(m *notify.Message) (*mail.Msg, error) {
+	msg := mail.NewMsg()
+	if err := msg.From(n.cfg.From); err != nil {
+		return nil, err
+	}
+	if err := msg.To(n.cfg.To...); err != nil {
+		return nil, err
+	}
+	msg.Subject(m.Title)
+	msg.SetDateWithValue(n.clock.Now())
+	msg.SetMessageID()
+	msg.SetBodyString(mail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
+	}
+	return msg, nil
+}
+
+func (n *Notifier) options(d *dialer) []mail.Option {
+	opts := []mail.Option{mail.WithPort(n.cfg.port()), mail.WithTLSConfig(n.tls), mail.WithDialContextFunc(d.dial)}
+	switch n.cfg.tlsMode() {
+	case TLSImplicit:
+		opts = append(opts, mail.WithSSL())
+	case TLSNone:
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
+	default:
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
+	}
+	if n.cfg.Hello != "" {
+		opts = append(opts, mail.WithHELO(n.cfg.Hello))
+	}
+	switch n.cfg.auth() {
+	case AuthPlain:
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthPlain))
+	case AuthLogin:
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthLogin))
+	}
+	if n.cfg.auth() != AuthNone {
+		opts = append(opts, mail.WithUsername(n.cfg.Username), mail.WithPassword(string(n.cfg.Password)))
+	}
+	return opts
+}
+
+// dialer makes go-mail's connection and closes it when the attempt's
+// context ends: go-mail honours the context while dialling only, and a
+// server that stops answering mid-conversation must not hold the lane
+// past the attempt's timeout.
+type dialer struct {
+	ctx      context.Context
+	implicit bool
+	tls      *tls.Config
+	mu       sync.Mutex
+	stops    []func() bool
+}
+
+func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	nd := &net.Dialer{}
+	var conn net.Conn
+	var err error
+	if d.implicit {
+		conn, err = (&tls.Dialer{NetDialer: nd, Config: d.tls}).DialContext(ctx, network, addr)
+	} else {
+		conn, err = nd.DialContext(ctx, network, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.stops = append(d.stops, context.AfterFunc(d.ctx, func() { conn.Close() }))
+	d.mu.Unlock()
+	return conn, nil
+}
+
+func (d *dialer) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, stop := range d.stops {
+		stop()
+	}
+}
+
+// retryable: SMTP 4xx replies and network trouble pass; 5xx replies,
+// refused credentials, a certificate that does not verify, or a server
+// without STARTTLS will fail the same way next time.
+func retryable(err error) bool {
+	var se *mail.SendError
+	if errors.As(err, &se) {
+		return se.IsTemp()
+	}
+	var pe *textproto.Error
+	if errors.As(err, &pe) {
+		return pe.Code/100 == 4
+	}
+	var ce *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	if errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &he) ||
+		errors.Is(err, mail.ErrPlainAuthNotSupported) || errors.Is(err, mail.ErrLoginAuthNotSupported) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,158 @@
+package feishu
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/notify"
+)
+
+// maxContent keeps a request under Feishu's 20 KB body limit.
+const maxContent = 18000
+
+// Error codes worth retrying: 11232 is "sending too frequently" (a bot may
+// send 100 a minute, 5 a second). Others (19021 bad signature, 19024
+// keyword check failed, 9499 bad request) will fail the same way again.
+var retryableCodes = map[int]bool{11232: true}
+
+// Notifier posts to one Feishu bot.
+type Notifier struct {
+	cfg    Config
+	client *http.Client
+	clock  apollo.Clock
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// New checks cfg and returns its notifier.
+func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.WithDefaults()
+	return &Notifier{cfg: cfg, client: opts.Client, clock: opts.Clock}, nil
+}
+
+type payload struct {
+	Timestamp string       `json:"timestamp,omitempty"`
+	Sign      string       `json:"sign,omitempty"`
+	MsgType   string       `json:"msg_type"`
+	Content   *textContent `json:"content,omitempty"`
+	Card      *card        `json:"card,omitempty"`
+}
+
+type textContent struct {
+	Text string `json:"text"`
+}
+
+type card struct {
+	Config   cardConfig    `json:"config"`
+	Header   cardHeader    `json:"header"`
+	Elements []cardElement `json:"elements"`
+}
+
+type cardConfig struct {
+	WideScreenMode bool `json:"wide_screen_mode"`
+}
+
+type cardHeader struct {
+	Title    plainText `json:"title"`
+	Template string    `json:"template"`
+}
+
+type plainText struct {
+	Tag     string `json:"tag"`
+	Content string `json:"content"`
+}
+
+type cardElement struct {
+	Tag     string `json:"tag"`
+	Content string `json:"content"`
+}
+
+// answer covers both shapes Feishu answers with: {code,msg} and the older
+// {StatusCode,StatusMessage}.
+type answer struct {
+	Code          *int   `json:"code"`
+	Msg           string `json:"msg"`
+	StatusCode    *int   `json:"StatusCode"`
+	StatusMessage string `json:"StatusMessage"`
+}
+
+// Notify sends m.
+func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	body, err := notify.EncodeJSON(n.payload(m))
+	if err != nil {
+		return false, fmt.Errorf("feishu: encode: %w", err)
+	}
+	resp, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, nil)
+	if err != nil {
+		return retryable, fmt.Errorf("feishu: %w", err)
+	}
+	var a answer
+	if err := json.Unmarshal(resp.Body, &a); err != nil {
+		return true, fmt.Errorf("feishu: unreadable answer %q: %w", notify.Truncate(string(resp.Body), 200), err)
+	}
+	code, msg := a.Code, a.Msg
+	if code == nil {
+		code, msg = a.StatusCode, a.StatusMessage
+	}
+	if code != nil && *code != 0 {
+		return retryableCodes[*code], fmt.Errorf("feishu: code %d: %s", *code, notify.RedactText(msg))
+	}
+	return false, nil
+}
+
+func (n *Notifier) payload(m *notify.Message) payload {
+	var p payload
+	if n.cfg.Secret != "" {
+		p.Timestamp = strconv.FormatInt(n.clock.Now().Unix(), 10)
+		p.Sign = sign(p.Timestamp, string(n.cfg.Secret))
+	}
+	if n.cfg.msgType() == MsgText {
+		p.MsgType, p.Content = MsgText, &textContent{Text: notify.Truncate(m.Title+"\n\n"+m.Text, maxContent)}
+		return p
+	}
+	p.MsgType = MsgInteractive
+	p.Card = &card{
+		Config: cardConfig{WideScreenMode: true},
+		Header: cardHeader{Title: plainText{Tag: "plain_text", Content: m.Title}, Template: color(m)},
+		Elements: []cardElement{{Tag: "markdown",
+			Content: notify.Truncate(cardMarkdown(m.Markdown), maxContent)}},
+	}
+	return p
+}
+
+// sign is Feishu's signature: HMAC-SHA256 keyed by "timestamp\nsecret"
+// over an empty message, base64.
+func sign(timestamp, secret string) string {
+	h := hmac.New(sha256.New, []byte(timestamp+"\n"+secret))
+	return base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// color is the card header's template colour: green when resolved, by
+// severity otherwise.
+func color(m *notify.Message) string {
+	switch m.Notification.Kind {
+	case apollo.NotifyResolved:
+		return "green"
+	case apollo.NotifyTest:
+		return "blue"
+	case notify.KindDigest:
+		return "indigo"
+	}
+	switch m.Notification.Alert.Severity {
+	case apollo.SeverityCritical:
+		return "red"
+	case apollo.SeverityWarning:
+		return "orange"
+	}
+	return "blue"
+}

@@ -1,0 +1,252 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// errAttemptTimeout is the cause of an attempt's context when its
+// per-attempt timeout (on the dispatcher's clock) ran out.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// item is a notification in a lane's queue.
+type item struct {
+	n  apollo.Notification
+	at time.Time // when Send took it; the dedup window counts from here
+}
+
+// lane delivers to one channel. Its goroutine reads the queue and, for
+// each notification, runs the stages in the order of this sentence:
+// dedup it, wait for the rate limit (folding what arrives meanwhile into a
+// digest), then try it, and retry it with backoff until it is sent, fails
+// for good, or gives up.
+type lane struct {
+	d     *Dispatcher
+	ch    Channel
+	r     *renderer
+	queue chan item
+	pace  *pacer // nil: unlimited
+	dedup *dedup // used by the lane's goroutine only
+	stats counters
+}
+
+func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
+	return &lane{d: d, ch: ch, r: r, queue: make(chan item, ch.QueueSize),
+		pace: newPacer(ch.RatePerMinute), dedup: newDedup(d.opts.DedupWindow)}
+}
+
+func (l *lane) run(ctx context.Context) {
+	defer l.dropQueued("dispatcher stopped")
+	for {
+		var it item
+		select {
+		case <-ctx.Done():
+			return
+		case it = <-l.queue:
+		}
+		if !l.admit(it) {
+			continue
+		}
+		batch, ok := l.waitTurn(ctx, []item{it}, true)
+		if !ok {
+			for _, it := range batch {
+				l.recordItem(it, OutcomeDropped, "dispatcher stopped")
+			}
+			return
+		}
+		l.deliver(ctx, l.compose(batch))
+	}
+}
+
+// admit is the dedup stage.
+func (l *lane) admit(it item) bool {
+	if l.dedup.admit(it.n.DedupKey, it.at) {
+		return true
+	}
+	l.recordItem(it, OutcomeDeduplicated, "")
+	return false
+}
+
+// waitTurn is the rate-limit stage: it waits on the clock until the
+// channel's pace allows another attempt. With collect set, notifications
+// that arrive meanwhile join the batch (after dedup), up to the queue size,
+// so that one digest goes out when the turn comes instead of a backlog that
+// would keep the channel over its limit. It returns false if ctx ended
+// first.
+func (l *lane) waitTurn(ctx context.Context, batch []item, collect bool) ([]item, bool) {
+	for {
+		delay := l.pace.delay(l.d.clock.Now())
+		if delay <= 0 {
+			return batch, true
+		}
+		var ok bool
+		if batch, ok = l.waitCollecting(ctx, delay, batch, collect); !ok {
+			return batch, false
+		}
+	}
+}
+
+func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item, collect bool) ([]item, bool) {
+	t := l.d.clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		var q <-chan item
+		if collect && len(batch) < l.ch.QueueSize {
+			q = l.queue
+		}
+		select {
+		case <-ctx.Done():
+			return batch, false
+		case <-t.C():
+			return batch, true
+		case it := <-q:
+			if l.admit(it) {
+				batch = append(batch, it)
+			}
+		}
+	}
+}
+
+// compose renders a batch: one message, or a digest of several.
+func (l *lane) compose(batch []item) *Message {
+	if len(batch) == 1 {
+		return l.render(batch[0].n, nil)
+	}
+	items := make([]*Message, len(batch))
+	for i, it := range batch {
+		items[i] = l.render(it.n, nil)
+		l.recordItem(it, OutcomeCoalesced, "")
+	}
+	n := apollo.Notification{Kind: KindDigest, Channels: []string{l.ch.Name}, At: l.d.clock.Now()}
+	return l.render(n, items)
+}
+
+func (l *lane) render(n apollo.Notification, items []*Message) *Message {
+	m, err := l.r.render(n, items)
+	if err != nil {
+		l.d.logLimited(slog.LevelError, "render:"+l.ch.Name, "notify: template failed",
+			slog.String("channel", l.ch.Name), slog.String("kind", string(n.Kind)), slog.String("error", err.Error()))
+	}
+	if m == nil { // the defaults failed too: a bug, but people still hear of the alert
+		s := fmt.Sprintf("[%s] %s: %s", n.Kind, n.Alert.Rule, n.Alert.Summary)
+		m = &Message{Notification: n, Title: s, Text: s, Markdown: s, Digest: items}
+	}
+	return m
+}
+
+// deliver is the retry stage: it tries m until it is sent, fails for good,
+// or the next try would start after GiveUpAfter. Every try and every
+// retryable failure takes a rate-limit token too: they reach the server.
+func (l *lane) deliver(ctx context.Context, m *Message) {
+	deadline := l.d.clock.Now().Add(l.ch.GiveUpAfter)
+	for try := 1; ; try++ {
+		if try > 1 {
+			if _, ok := l.waitTurn(ctx, nil, false); !ok {
+				l.record(m, try, OutcomeDropped, "dispatcher stopped while retrying", l.d.clock.Now(), 0)
+				return
+			}
+		}
+		r := l.attempt(ctx, m)
+		var wait time.Duration
+		outcome, msg := OutcomeSent, ""
+		if r.err != nil {
+			msg = r.err.Error()
+			switch {
+			case ctx.Err() != nil:
+				outcome, msg = OutcomeDropped, "dispatcher stopped: "+msg
+			case !r.retryable:
+				outcome = OutcomeFailed
+			default:
+				wait = backoff(try, l.d.randN)
+				outcome = OutcomeRetrying
+				if l.d.clock.Now().Add(wait).After(deadline) {
+					outcome = OutcomeGaveUp
+				}
+			}
+		}
+		l.record(m, try, outcome, msg, r.start, r.latency)
+		if outcome != OutcomeRetrying {
+			return
+		}
+		if !l.sleep(ctx, wait) {
+			l.record(m, try+1, OutcomeDropped, "dispatcher stopped while retrying", l.d.clock.Now(), 0)
+			return
+		}
+	}
+}
+
+// tried is the result of one attempt.
+type tried struct {
+	start     time.Time
+	latency   time.Duration
+	retryable bool
+	err       error
+}
+
+// attempt is the last stage: one call of the notifier, cancelled when the
+// per-attempt timeout passes on the dispatcher's clock or the lane stops.
+func (l *lane) attempt(ctx context.Context, m *Message) tried {
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := l.d.clock.NewTimer(l.ch.Timeout)
+	watchdog := make(chan struct{})
+	go func() {
+		defer close(watchdog)
+		select {
+		case <-timer.C():
+			cancel(errAttemptTimeout)
+		case <-actx.Done():
+		}
+	}()
+	r := tried{start: l.d.clock.Now()}
+	l.pace.started(r.start)
+	r.retryable, r.err = l.ch.Notifier.Notify(actx, m)
+	r.latency = l.d.clock.Now().Sub(r.start)
+	timedOut := errors.Is(context.Cause(actx), errAttemptTimeout)
+	timer.Stop()
+	cancel(nil)
+	<-watchdog
+	if r.err != nil && timedOut {
+		r.err, r.retryable = fmt.Errorf("no answer within %s: %w", l.ch.Timeout, r.err), true
+	}
+	return r
+}
+
+// sleep waits d on the dispatcher's clock; false if ctx ended first.
+func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
+	t := l.d.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// dropQueued records what is left in the queue when the lane stops.
+func (l *lane) dropQueued(reason string) {
+	for {
+		select {
+		case it := <-l.queue:
+			l.recordItem(it, OutcomeDropped, reason)
+		default:
+			return
+		}
+	}
+}
+
+func (l *lane) recordItem(it item, outcome, msg string) {
+	l.d.record(l, Attempt{AlertID: it.n.Alert.ID, Kind: it.n.Kind, DedupKey: it.n.DedupKey,
+		At: l.d.clock.Now(), Outcome: outcome, Error: msg})
+}
+
+func (l *lane) record(m *Message, try int, outcome, msg string, at time.Time, latency time.Duration) {
+	n := m.Notification
+	l.d.record(l, Attempt{AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey,
+		At: at, Try: try, Outcome: outcome, Error: msg, Latency: latency})
+}

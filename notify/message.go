@@ -1,0 +1,42 @@
+package notify
+
+import (
+	"context"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// KindDigest is the kind of the message a rate-limited lane sends instead of
+// the notifications that waited for a token: one message, "N notifications",
+// listing them. It is a delivery kind, not one the alert engine emits.
+const KindDigest apollo.NotificationKind = "digest"
+
+// Message is what a channel sends: a notification rendered by the channel's
+// templates in the channel's language.
+type Message struct {
+	Notification apollo.Notification
+	Title        string // one line
+	Text         string // plain text body
+	Markdown     string // markdown body; the channel adapts it to its flavour
+	HTML         string // for email; safe to embed as is
+
+	// Digest, set only when Notification.Kind is KindDigest, holds the
+	// messages the digest stands for, oldest first.
+	Digest []*Message
+}
+
+// Notifier sends one message to one destination. It reports whether a
+// failure is worth retrying (a timeout, a 5xx, "slow down") or not (a bad
+// token, a rejected payload). Implementations are safe for concurrent use
+// and return errors that carry no secret.
+type Notifier interface {
+	Notify(ctx context.Context, m *Message) (retryable bool, err error)
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(ctx context.Context, m *Message) (bool, error)
+
+// Notify calls f.
+func (f NotifierFunc) Notify(ctx context.Context, m *Message) (bool, error) { return f(ctx, m) }
+
+var _ Notifier = NotifierFunc(nil)

@@ -1,0 +1,105 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"text/template"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/notify"
+)
+
+// Notifier posts to one endpoint.
+type Notifier struct {
+	cfg    Config
+	name   string
+	extURL string
+	client *http.Client
+	header http.Header
+	body   *template.Template // nil: a standard format
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// New checks cfg, parses its template and tries it on a sample message.
+func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.WithDefaults()
+	n := &Notifier{cfg: cfg, name: opts.Name, extURL: opts.ExternalURL, client: opts.Client, header: http.Header{}}
+	for k, v := range cfg.Headers {
+		n.header.Set(k, string(v))
+	}
+	if cfg.Template != "" {
+		var err error
+		if n.body, err = template.New("body").Funcs(funcs(opts.Location)).Parse(cfg.Template); err != nil {
+			return nil, notify.Invalid("template", "template does not parse: "+err.Error(), "fix the text/template syntax")
+		}
+		sample := &notify.Message{Notification: notify.SampleNotification(apollo.NotifyFiring), Title: "title", Text: "text", Markdown: "markdown"}
+		if _, err = n.render(sample); err != nil {
+			return nil, notify.Invalid("template", "template fails on a sample message: "+err.Error(),
+				"the data is a notify.Message: .Title, .Text, .Notification.Alert.Rule ...; see docs/notifications.md")
+		}
+	}
+	return n, nil
+}
+
+// funcs are the template functions plus json, which writes a value as
+// JSON (a string comes out quoted and escaped, ready to sit in a body).
+func funcs(loc *time.Location) template.FuncMap {
+	fm := notify.TemplateFuncs(loc)
+	fm["json"] = func(v any) (string, error) {
+		b, err := notify.EncodeJSON(v)
+		return string(b), err
+	}
+	return fm
+}
+
+// Notify posts m in the configured shape.
+func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	body, err := n.render(m)
+	if err != nil {
+		return false, fmt.Errorf("webhook: body: %w", err)
+	}
+	if _, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, n.header); err != nil {
+		return retryable, fmt.Errorf("webhook: %w", err)
+	}
+	return false, nil
+}
+
+func (n *Notifier) render(m *notify.Message) ([]byte, error) {
+	switch {
+	case n.body != nil:
+		var b bytes.Buffer
+		if err := n.body.Execute(&b, m); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	case n.cfg.format() == FormatAlertmanager:
+		return notify.EncodeJSON(alertmanagerPayload(m, n.name, n.extURL))
+	default:
+		return notify.EncodeJSON(apolloPayload(m))
+	}
+}
+
+// ApolloPayload is the default body: the notification as the alert engine
+// made it, with the rendered title and text, and for a digest the
+// notifications it stands for.
+type ApolloPayload struct {
+	apollo.Notification
+	Title         string                `json:"title"`
+	Text          string                `json:"text"`
+	Notifications []apollo.Notification `json:"notifications,omitempty"`
+}
+
+func apolloPayload(m *notify.Message) ApolloPayload {
+	p := ApolloPayload{Notification: m.Notification, Title: m.Title, Text: m.Text}
+	for _, d := range m.Digest {
+		p.Notifications = append(p.Notifications, d.Notification)
+	}
+	return p
+}

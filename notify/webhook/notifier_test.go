@@ -1,0 +1,180 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/notify"
+)
+
+var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+
+type request struct {
+	header http.Header
+	body   string
+}
+
+func newEndpoint(t *testing.T, status int) (chan request, string) {
+	got := make(chan request, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/hook" {
+			t.Errorf("request %s %s", r.Method, r.URL)
+		}
+		b, _ := io.ReadAll(r.Body)
+		got <- request{r.Header, string(b)}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return got, srv.URL + "/hook?token=t0k3n"
+}
+
+func message(kind apollo.NotificationKind, id, group string) *notify.Message {
+	a := apollo.Alert{ID: id, Rule: "batch_failures", Group: group, State: apollo.AlertFiring, Severity: apollo.SeverityCritical,
+		Labels: map[string]string{"team": "data"}, Summary: "failed_rate 0.2 > 0.05", Value: 0.2,
+		StartedAt: t0.Add(-2 * time.Minute), FiredAt: t0}
+	if kind == apollo.NotifyResolved {
+		a.State, a.ResolvedAt = apollo.AlertResolved, t0.Add(time.Hour)
+	}
+	return &notify.Message{Notification: apollo.Notification{Kind: kind, Alert: a, Channels: []string{"hook"}, DedupKey: id + ":" + string(kind), At: t0},
+		Title: "[" + string(kind) + "] batch_failures", Text: "failed_rate 0.2 > 0.05"}
+}
+
+func send(t *testing.T, cfg Config, opts notify.NotifierOptions, m *notify.Message) request {
+	t.Helper()
+	got, u := newEndpoint(t, 200)
+	cfg.URL = notify.SecretURL(u)
+	n, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry, err := n.Notify(context.Background(), m); err != nil || retry {
+		t.Fatalf("%v %v", retry, err)
+	}
+	return <-got
+}
+
+func TestApolloPayload(t *testing.T) {
+	t.Parallel()
+	r := send(t, Config{}, notify.NotifierOptions{}, message(apollo.NotifyFiring, "a1", "batch_"))
+	want := `{"kind":"firing","alert":{"id":"a1","rule":"batch_failures","group":"batch_","state":"firing","severity":"critical","labels":{"team":"data"},"summary":"failed_rate 0.2 > 0.05","value":0.2,"startedAt":"2025-03-04T05:04:07Z","firedAt":"2025-03-04T05:06:07Z"},"channels":["hook"],"dedupKey":"a1:firing","at":"2025-03-04T05:06:07Z","title":"[firing] batch_failures","text":"failed_rate 0.2 > 0.05"}`
+	if r.body != want {
+		t.Fatalf("payload\n got %s\nwant %s", r.body, want)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Fatalf("content type %q", ct)
+	}
+}
+
+func TestApolloPayloadOfDigest(t *testing.T) {
+	t.Parallel()
+	d := &notify.Message{Notification: apollo.Notification{Kind: notify.KindDigest, Channels: []string{"hook"}, At: t0}, Title: "2 notifications",
+		Digest: []*notify.Message{message(apollo.NotifyFiring, "a1", "batch_"), message(apollo.NotifyFiring, "a2", "etl_")}}
+	r := send(t, Config{}, notify.NotifierOptions{}, d)
+	for _, w := range []string{`"kind":"digest"`, `"title":"2 notifications"`, `"notifications":[{"kind":"firing","alert":{"id":"a1"`, `{"kind":"firing","alert":{"id":"a2"`} {
+		if !strings.Contains(r.body, w) {
+			t.Errorf("%s missing from %s", w, r.body)
+		}
+	}
+}
+
+func TestAlertmanagerPayload(t *testing.T) {
+	t.Parallel()
+	opts := notify.NotifierOptions{Name: "am", ExternalURL: "https://apollo.example.com"}
+	r := send(t, Config{Format: FormatAlertmanager}, opts, message(apollo.NotifyResolved, "a1", "batch_"))
+	labels := map[string]string{"alertname": "batch_failures", "group": "batch_", "severity": "critical", "team": "data"}
+	want := `{"version":"4","groupKey":"{}:{alertname=\"batch_failures\", group=\"batch_\"}","truncatedAlerts":0,"status":"resolved","receiver":"am",` +
+		`"groupLabels":{"alertname":"batch_failures","group":"batch_"},` +
+		`"commonLabels":{"alertname":"batch_failures","group":"batch_","severity":"critical","team":"data"},` +
+		`"commonAnnotations":{"description":"failed_rate 0.2 > 0.05","summary":"failed_rate 0.2 > 0.05","value":"0.2"},` +
+		`"externalURL":"https://apollo.example.com","alerts":[{"status":"resolved",` +
+		`"labels":{"alertname":"batch_failures","group":"batch_","severity":"critical","team":"data"},` +
+		`"annotations":{"description":"failed_rate 0.2 > 0.05","summary":"failed_rate 0.2 > 0.05","value":"0.2"},` +
+		`"startsAt":"2025-03-04T05:06:07Z","endsAt":"2025-03-04T06:06:07Z","generatorURL":"https://apollo.example.com/alerts/a1",` +
+		`"fingerprint":"` + fingerprint(labels) + `"}]}`
+	if r.body != want {
+		t.Fatalf("payload\n got %s\nwant %s", r.body, want)
+	}
+	// A firing alert has a zero endsAt, as Alertmanager sends it.
+	r = send(t, Config{Format: FormatAlertmanager}, opts, message(apollo.NotifyFiring, "a1", "batch_"))
+	if !strings.Contains(r.body, `"status":"firing"`) || !strings.Contains(r.body, `"endsAt":"0001-01-01T00:00:00Z"`) {
+		t.Fatalf("%s", r.body)
+	}
+}
+
+func TestAlertmanagerDigestHasCommonLabelsOnly(t *testing.T) {
+	t.Parallel()
+	d := &notify.Message{Notification: apollo.Notification{Kind: notify.KindDigest},
+		Digest: []*notify.Message{message(apollo.NotifyFiring, "a1", "batch_"), message(apollo.NotifyResolved, "a2", "etl_")}}
+	p := alertmanagerPayload(d, "am", "")
+	if len(p.Alerts) != 2 || p.Status != "firing" || p.CommonLabels["group"] != "" || p.CommonLabels["team"] != "data" ||
+		p.GroupKey != `{}:{alertname="batch_failures"}` || p.Alerts[0].Fingerprint == p.Alerts[1].Fingerprint {
+		t.Fatalf("%+v", p)
+	}
+}
+
+// The SMS example of docs/notifications.md, sent as written there.
+func TestTemplateBodyForSMSGateway(t *testing.T) {
+	t.Parallel()
+	cfg := Config{
+		Headers:  map[string]notify.Secret{"Authorization": "Bearer sms-t0k3n"},
+		Template: `{"to": ["+8613800000000"], "text": {{json (printf "%s: %s" .Title .Notification.Alert.Summary)}}}`,
+	}
+	r := send(t, cfg, notify.NotifierOptions{}, message(apollo.NotifyFiring, "a1", "batch_"))
+	if want := `{"to": ["+8613800000000"], "text": "[firing] batch_failures: failed_rate 0.2 > 0.05"}`; r.body != want {
+		t.Fatalf("body\n got %s\nwant %s", r.body, want)
+	}
+	if r.header.Get("Authorization") != "Bearer sms-t0k3n" {
+		t.Fatalf("headers %v", r.header)
+	}
+	// A form body with its own content type.
+	cfg = Config{Headers: map[string]notify.Secret{"Content-Type": "application/x-www-form-urlencoded"},
+		Template: `mobile=13800000000&content={{urlquery .Title}}`}
+	r = send(t, cfg, notify.NotifierOptions{}, message(apollo.NotifyFiring, "a1", "batch_"))
+	if r.body != "mobile=13800000000&content=%5Bfiring%5D+batch_failures" || r.header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+		t.Fatalf("%q %v", r.body, r.header)
+	}
+}
+
+func TestAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status    int
+		retryable bool
+	}{{500, true}, {503, true}, {429, true}, {400, false}, {401, false}} {
+		_, u := newEndpoint(t, tc.status)
+		n, _ := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
+		retry, err := n.Notify(context.Background(), message(apollo.NotifyFiring, "a1", "g"))
+		if err == nil || retry != tc.retryable || !strings.Contains(err.Error(), fmt.Sprint(tc.status)) || strings.Contains(err.Error(), "t0k3n") {
+			t.Errorf("%d: %v %v", tc.status, retry, err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	const u = "https://example.com/hook"
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"format", Config{URL: u, Format: "prometheus"}, "format: unknown format prometheus"},
+		{"both", Config{URL: u, Format: "apollo", Template: "x"}, "template: template and format both"},
+		{"parse", Config{URL: u, Template: "{{.Title"}, "template: template does not parse"},
+		{"exec", Config{URL: u, Template: "{{.Nope}}"}, "template: template fails on a sample message"},
+		{"header", Config{URL: u, Headers: map[string]notify.Secret{"Bad Name": "x"}}, "headers: bad header name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg, notify.NotifierOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package wecom
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/apollo-11/apollo/notify"
+)
+
+// WeCom's limits on message content, in bytes.
+const (
+	maxMarkdown = 4096
+	maxText     = 2048
+)
+
+// Error codes WeCom answers with that are worth retrying: -1 "system busy"
+// and 45009 "API frequency out of limit" (20 messages a minute per robot).
+var retryableCodes = map[int]bool{-1: true, 45009: true}
+
+// Notifier posts to one WeCom group robot.
+type Notifier struct {
+	cfg    Config
+	client *http.Client
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// New checks cfg and returns its notifier.
+func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Notifier{cfg: cfg, client: opts.WithDefaults().Client}, nil
+}
+
+type payload struct {
+	MsgType  string    `json:"msgtype"`
+	Markdown *markdown `json:"markdown,omitempty"`
+	Text     *text     `json:"text,omitempty"`
+}
+
+type markdown struct {
+	Content string `json:"content"`
+}
+
+type text struct {
+	Content             string   `json:"content"`
+	MentionedList       []string `json:"mentioned_list,omitempty"`
+	MentionedMobileList []string `json:"mentioned_mobile_list,omitempty"`
+}
+
+type answer struct {
+	ErrCode int    `json:"errcode"`
+	ErrMsg  string `json:"errmsg"`
+}
+
+// Notify sends m.
+func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	body, err := notify.EncodeJSON(n.payload(m))
+	if err != nil {
+		return false, fmt.Errorf("wecom: encode: %w", err)
+	}
+	resp, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, nil)
+	if err != nil {
+		return retryable, fmt.Errorf("wecom: %w", err)
+	}
+	var a answer
+	if err := json.Unmarshal(resp.Body, &a); err != nil {
+		return true, fmt.Errorf("wecom: unreadable answer %q: %w", notify.Truncate(string(resp.Body), 200), err)
+	}
+	if a.ErrCode != 0 {
+		return retryableCodes[a.ErrCode], fmt.Errorf("wecom: errcode %d: %s", a.ErrCode, notify.RedactText(a.ErrMsg))
+	}
+	return false, nil
+}
+
+func (n *Notifier) payload(m *notify.Message) payload {
+	if n.cfg.msgType() == MsgText {
+		return payload{MsgType: MsgText, Text: &text{
+			Content:       notify.Truncate(m.Title+"\n\n"+m.Text, maxText),
+			MentionedList: n.cfg.MentionedList, MentionedMobileList: n.cfg.MentionedMobileList,
+		}}
+	}
+	content := m.Markdown
+	// Markdown mentions are written in the content, by user ID.
+	for _, id := range n.cfg.MentionedList {
+		if id != "@all" {
+			content += " <@" + id + ">"
+		}
+	}
+	return payload{MsgType: MsgMarkdown, Markdown: &markdown{Content: notify.Truncate(strings.TrimSpace(content), maxMarkdown)}}
+}
