@@ -1,0 +1,33 @@
+package metrics_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/metrics/metricstest"
+)
+
+// newStarted returns an Aggregator on a fake clock with compaction running,
+// stopped when the test ends.
+func newStarted(t testing.TB) (*metrics.Aggregator, *apollo.FakeClock) {
+	t.Helper()
+	clock := apollo.NewFakeClock(time.Date(2030, 1, 2, 3, 4, 5, 678e6, time.UTC))
+	a, err := metrics.New(metrics.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	return a, clock
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	a, clock := newStarted(t)
+	metricstest.Run(t, metricstest.Harness{Apply: a.Apply, Store: a, Clock: clock})
+}
