@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 func newStarted(t testing.TB) (*metrics.Aggregator, *apollo.FakeClock) {
 	t.Helper()
 	clock := apollo.NewFakeClock(time.Date(2030, 1, 2, 3, 4, 5, 678e6, time.UTC))
-	a, err := metrics.New(metrics.Options{Clock: clock})
+	a, err := metrics.New(metrics.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

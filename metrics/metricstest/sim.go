@@ -2,6 +2,8 @@ package metricstest
 
 import (
 	"math/rand/v2"
+	"strconv"
+	"time"
 
 	"github.com/apollo-11/apollo"
 )
@@ -152,4 +154,21 @@ func correction(rng *rand.Rand, next func() int64, finals []apollo.Status) []ste
 		return []step{c, {status: finals[rng.IntN(3)], ts: next()}}
 	}
 	return []step{c}
+}
+
+// Workload returns the changes of n random runs of the tenant's jobs, as
+// the bus would hand them over: each run starts up to maxAge before now
+// and ends at most 50 s after it, each task's changes stay in order and
+// the tasks are interleaved. With corrections, some finished runs are
+// corrected by an operator. The same seed gives the same changes.
+// Snapshot tests and benchmarks use it to fill a store.
+func Workload(seed uint64, tenant string, names []string, n int, now time.Time, maxAge time.Duration, corrections bool) []apollo.Change {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	ms := now.UnixMilli()
+	tasks := make([][]apollo.Change, n)
+	for i := range tasks {
+		s := newSim(tenant, names[rng.IntN(len(names))], "w"+strconv.Itoa(i))
+		tasks[i] = lifecycle(rng, s, ms-rng.Int64N(max(maxAge.Milliseconds(), 1)), ms+sec(50), corrections)
+	}
+	return interleave(rng, tasks)
 }
