@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/apollo-11/apollo"
 )
@@ -87,6 +88,9 @@ type Aggregator struct {
 
 	// compacted, set by tests, receives the time of each compaction.
 	compacted chan time.Time
+	// tableWorkers, set by benchmarks, caps Table's goroutines; 0 means
+	// GOMAXPROCS.
+	tableWorkers int
 
 	runMu   sync.Mutex
 	running bool
@@ -334,12 +338,9 @@ type Stats struct {
 	Bytes   int64 // estimated memory held
 }
 
-// Rough sizes for Stats.Bytes: a series with its map slot and index slot,
-// and one entry.
-const (
-	seriesBytes = 2*48 + 24 + 8 + 40 + 16 + 16 + 64
-	entryBytes  = 8 + nField*8 + 16
-)
+// seriesBytes is a rough size of a series with its map and index slots,
+// for Stats.Bytes.
+const seriesBytes = int64(unsafe.Sizeof(series{})) + 16 + 64 + 8 + 16
 
 // Stats counts what the aggregator holds. It visits every job: call it
 // for monitoring, not on a hot path.
@@ -350,10 +351,9 @@ func (a *Aggregator) Stats() Stats {
 		for _, s := range t.index().series {
 			s.mu.Lock()
 			st.Names++
-			st.Buckets += int64(len(s.l0.entries))
-			st.Rollups += int64(len(s.l1.entries))
-			st.Bytes += seriesBytes + int64(len(s.name)) +
-				int64(cap(s.l0.entries)+cap(s.l1.entries))*entryBytes
+			st.Buckets += int64(len(s.l0.keys))
+			st.Rollups += int64(len(s.l1.keys))
+			st.Bytes += seriesBytes + int64(len(s.name)) + s.l0.bytes() + s.l1.bytes()
 			s.mu.Unlock()
 		}
 	}
@@ -398,7 +398,7 @@ func storeMax(v *atomic.Int64, x int64) {
 
 // idle reports whether s holds nothing worth keeping; s.mu must be held.
 func (s *series) idle() bool {
-	return len(s.l0.entries) == 0 && len(s.l1.entries) == 0 &&
+	return len(s.l0.keys) == 0 && len(s.l1.keys) == 0 &&
 		s.l1.base[fBacklog] == 0 && s.l1.base[fRunning] == 0
 }
 

@@ -47,11 +47,11 @@ func TestLevelSearch(t *testing.T) {
 		key := int64(0)
 		for range n {
 			key += bucketMs * (1 + rng.Int64N(3))
-			l.entries = append(l.entries, entry{key: key})
+			l.keys = append(l.keys, key)
 		}
 		for k := int64(-bucketMs); k <= key+2*bucketMs; k += bucketMs / 2 {
 			want := 0
-			for want < n && l.entries[want].key < k {
+			for want < n && l.keys[want] < k {
 				want++
 			}
 			if got := l.search(k); got != want {
@@ -103,12 +103,12 @@ func TestLevelCostReset(t *testing.T) {
 	add := vec{fCostN: 1, fCostSum: 70}
 	sub := vec{fCostN: -1, fCostSum: -70}
 	l.add(10_000, &add, 70)
-	if e := l.entries[0]; e.min != 70 || e.max != 70 {
-		t.Fatalf("after add: %+v", e)
+	if c := l.costs[0]; c != (costPair{70, 70}) {
+		t.Fatalf("after add: %+v", c)
 	}
 	l.add(10_000, &sub, 0)
-	if e := l.entries[0]; e.min != 0 || e.max != 0 {
-		t.Fatalf("after removal: min %d max %d, want 0 0", e.min, e.max)
+	if c := l.costs[0]; c != (costPair{}) {
+		t.Fatalf("after removal: %+v, want zeros", c)
 	}
 }
 
@@ -210,8 +210,8 @@ func TestFoldShrinks(t *testing.T) {
 		l.add(k*bucketMs, &one, 0)
 	}
 	l.fold(990 * bucketMs)
-	if len(l.entries) != 10 || cap(l.entries) > 40 {
-		t.Errorf("after fold: len %d cap %d", len(l.entries), cap(l.entries))
+	if len(l.keys) != 10 || len(l.cums) != 10 || len(l.costs) != 10 || cap(l.keys) > 40 || cap(l.cums) > 40 || cap(l.costs) > 40 {
+		t.Errorf("after fold: len %d/%d/%d cap %d/%d/%d", len(l.keys), len(l.cums), len(l.costs), cap(l.keys), cap(l.cums), cap(l.costs))
 	}
 }
 

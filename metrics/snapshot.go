@@ -81,17 +81,16 @@ func (l *level) appendTo(b []byte, step int64) []byte {
 	for _, x := range l.base {
 		b = binary.AppendVarint(b, x)
 	}
-	b = binary.AppendUvarint(b, uint64(len(l.entries)))
+	b = binary.AppendUvarint(b, uint64(len(l.keys)))
 	prevKey, prev := int64(0), &l.base
-	for i := range l.entries {
-		e := &l.entries[i]
-		b = binary.AppendUvarint(b, uint64((e.key-prevKey)/step))
-		for f := range e.cum {
-			b = binary.AppendVarint(b, e.cum[f]-prev[f])
+	for i, key := range l.keys {
+		b = binary.AppendUvarint(b, uint64((key-prevKey)/step))
+		for f := range l.cums[i] {
+			b = binary.AppendVarint(b, l.cums[i][f]-prev[f])
 		}
-		b = binary.AppendUvarint(b, uint64(e.min))
-		b = binary.AppendUvarint(b, uint64(e.max))
-		prevKey, prev = e.key, &e.cum
+		b = binary.AppendUvarint(b, uint64(l.costs[i].min))
+		b = binary.AppendUvarint(b, uint64(l.costs[i].max))
+		prevKey, prev = key, &l.cums[i]
 	}
 	return b
 }
@@ -285,37 +284,48 @@ func (d *snapDecoder) level(l *level, step int64) error {
 	if err != nil {
 		return err
 	}
-	key, prev := int64(0), l.base
+	key, prev := int64(0), &l.base
 	for i := range n {
-		gap, err := d.uvarint(fmt.Sprintf("entry %d key", i))
-		if err != nil {
-			return err
+		if key, err = d.entry(l, key, prev, step, i == 0); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
 		}
-		if gap == 0 && i > 0 || gap > uint64((1<<62-key)/step) {
-			return fmt.Errorf("entry %d: key gap %d breaks the order or the range of keys", i, gap)
-		}
-		e := entry{key: key + int64(gap)*step}
-		for f := range e.cum {
-			x, err := d.varint(fmt.Sprintf("entry %d value %d", i, f))
-			if err != nil {
-				return err
-			}
-			e.cum[f] = prev[f] + x
-		}
-		mn, err := d.uvarint(fmt.Sprintf("entry %d min", i))
-		if err != nil {
-			return err
-		}
-		mx, err := d.uvarint(fmt.Sprintf("entry %d max", i))
-		if err != nil {
-			return err
-		}
-		if mn > mx || mx > 1<<62 {
-			return fmt.Errorf("entry %d: cost min %d and max %d out of order or range", i, mn, mx)
-		}
-		e.min, e.max = int64(mn), int64(mx)
-		l.entries = append(l.entries, e)
-		key, prev = e.key, e.cum
+		prev = &l.cums[i]
 	}
 	return nil
+}
+
+// entry reads one entry after the one at key with sums prev and appends
+// it to l; it returns the new key.
+func (d *snapDecoder) entry(l *level, key int64, prev *vec, step int64, first bool) (int64, error) {
+	gap, err := d.uvarint("key")
+	if err != nil {
+		return 0, err
+	}
+	if gap == 0 && !first || gap > uint64((1<<62-key)/step) {
+		return 0, fmt.Errorf("key gap %d breaks the order or the range of keys", gap)
+	}
+	key += int64(gap) * step
+	cum := *prev
+	for f := range cum {
+		x, err := d.varint("value")
+		if err != nil {
+			return 0, err
+		}
+		cum[f] += x
+	}
+	mn, err := d.uvarint("min")
+	if err != nil {
+		return 0, err
+	}
+	mx, err := d.uvarint("max")
+	if err != nil {
+		return 0, err
+	}
+	if mn > mx || mx > 1<<62 {
+		return 0, fmt.Errorf("cost min %d and max %d out of order or range", mn, mx)
+	}
+	l.keys = append(l.keys, key)
+	l.cums = append(l.cums, cum)
+	l.costs = append(l.costs, costPair{int64(mn), int64(mx)})
+	return key, nil
 }
