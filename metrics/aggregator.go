@@ -78,8 +78,7 @@ type Aggregator struct {
 	br, rr int64 // retentions, ms
 	every  time.Duration
 
-	mu      sync.RWMutex
-	tenants map[string]*tenant
+	registry
 
 	// compacted0 and compacted1 are the horizons of the last compaction:
 	// below them the levels hold only their base sums.
@@ -107,12 +106,11 @@ func New(opts Options) (*Aggregator, error) {
 		return nil, err
 	}
 	return &Aggregator{
-		clock:   opts.Clock,
-		log:     opts.Logger,
-		br:      opts.BucketRetention.Milliseconds(),
-		rr:      opts.RollupRetention.Milliseconds(),
-		every:   opts.CompactEvery,
-		tenants: make(map[string]*tenant),
+		clock: opts.Clock,
+		log:   opts.Logger,
+		br:    opts.BucketRetention.Milliseconds(),
+		rr:    opts.RollupRetention.Milliseconds(),
+		every: opts.CompactEvery,
 	}, nil
 }
 
@@ -208,126 +206,6 @@ func (a *Aggregator) Apply(c *apollo.Change) {
 	}
 }
 
-// series is one job of one tenant.
-type series struct {
-	name string
-	mu   sync.Mutex
-	l0   level // 10-second buckets
-	l1   level // 1-minute rollups
-	dead bool  // removed by compaction; writers look it up again
-}
-
-// level returns l0 or l1.
-func (s *series) level(i int) *level {
-	if i == 0 {
-		return &s.l0
-	}
-	return &s.l1
-}
-
-// tenant holds one tenant's jobs and a sorted index of them for Table.
-type tenant struct {
-	mu     sync.RWMutex
-	byName map[string]*series
-	idx    *nameIndex // sorted; replaced, never modified
-	added  []*series  // created since idx was built
-}
-
-type nameIndex struct {
-	series []*series
-	names  []string
-}
-
-var emptyIndex = &nameIndex{}
-
-// lockSeries returns the series for r, created if needed, locked.
-func (a *Aggregator) lockSeries(r seriesRef) *series {
-	for {
-		t := a.tenant(r.tenant, true)
-		t.mu.RLock()
-		s := t.byName[r.name]
-		t.mu.RUnlock()
-		if s == nil {
-			t.mu.Lock()
-			if s = t.byName[r.name]; s == nil {
-				// Clone so the series does not pin the buffer the
-				// name was decoded from.
-				s = &series{name: cloneString(r.name)}
-				t.byName[s.name] = s
-				t.added = append(t.added, s)
-			}
-			t.mu.Unlock()
-		}
-		s.mu.Lock()
-		if !s.dead {
-			return s
-		}
-		s.mu.Unlock()
-	}
-}
-
-func cloneString(s string) string { return string([]byte(s)) }
-
-// lookup returns the series for tenant and name, or nil.
-func (a *Aggregator) lookup(tn, name string) *series {
-	t := a.tenant(tn, false)
-	if t == nil {
-		return nil
-	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.byName[name]
-}
-
-func (a *Aggregator) tenant(name string, create bool) *tenant {
-	a.mu.RLock()
-	t := a.tenants[name]
-	a.mu.RUnlock()
-	if t != nil || !create {
-		return t
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if t = a.tenants[name]; t == nil {
-		t = &tenant{byName: make(map[string]*series), idx: emptyIndex}
-		a.tenants[cloneString(name)] = t
-	}
-	return t
-}
-
-// index returns the tenant's jobs sorted by name.
-func (t *tenant) index() *nameIndex {
-	t.mu.RLock()
-	idx, fresh := t.idx, len(t.added) == 0
-	t.mu.RUnlock()
-	if fresh {
-		return idx
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.added) > 0 {
-		t.idx = mergeIndex(t.idx, t.added)
-		t.added = nil
-	}
-	return t.idx
-}
-
-// tenantList returns the tenants in name order.
-func (a *Aggregator) tenantList() ([]string, []*tenant) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	names := make([]string, 0, len(a.tenants))
-	for n := range a.tenants {
-		names = append(names, n)
-	}
-	sortStrings(names)
-	ts := make([]*tenant, len(names))
-	for i, n := range names {
-		ts[i] = a.tenants[n]
-	}
-	return names, ts
-}
-
 // Stats are counters about the aggregator itself.
 type Stats struct {
 	Names   int64 // jobs tracked, over all tenants
@@ -394,34 +272,4 @@ func storeMax(v *atomic.Int64, x int64) {
 			return
 		}
 	}
-}
-
-// idle reports whether s holds nothing worth keeping; s.mu must be held.
-func (s *series) idle() bool {
-	return len(s.l0.keys) == 0 && len(s.l1.keys) == 0 &&
-		s.l1.base[fBacklog] == 0 && s.l1.base[fRunning] == 0
-}
-
-// remove deletes the series that are still idle and reports how many.
-func (t *tenant) remove(cands []*series) int {
-	if len(cands) == 0 {
-		return 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, s := range cands {
-		s.mu.Lock()
-		if s.idle() && !s.dead {
-			s.dead = true
-			delete(t.byName, s.name)
-			n++
-		}
-		s.mu.Unlock()
-	}
-	if n > 0 {
-		t.idx = filterIndex(t.idx)
-		t.added = filterDead(t.added)
-	}
-	return n
 }

@@ -35,10 +35,19 @@
 // (floor10(now) - W, floor10(now)]: the current, partial bucket and the
 // W/10s-1 before it; Query.Offset shifts it into the past. Buckets are
 // kept BucketRetention (1 h); older parts of a window come from 1-minute
-// rollups kept RollupRetention (24 h), a bound there rounded down to its
-// minute. Each job keeps cumulative sums at its non-empty buckets only, so
-// memory follows activity and a window is the difference of two binary
-// searches.
+// rollups kept RollupRetention (24 h). Precisely, with
+// keep(R) = floor60(floor10(now) + 10s - R): a window bound at or after
+// keep(BucketRetention) is exact; an older one is rounded down to its
+// minute, and one older than keep(RollupRetention) reads as that minute.
+// So adjacent windows and Series steps never overlap or leave gaps, and a
+// window never reaches data that has expired, whenever compaction last
+// ran. Gauges at a bound count every move before it, expired or not.
+//
+// Each job keeps cumulative sums at its non-empty buckets only, so memory
+// follows activity and a window is the difference of two binary searches.
+// Rolling needs no ring of accumulators (seed 2.3): events are at most
+// MaxSkew ahead, so the last minute lies among a job's newest few buckets
+// and is found by a short walk from the end.
 //
 // Aggregator is the in-memory Store. Another Store (redisstore) applies the
 // same Plans and must pass the conformance suite in metricstest.

@@ -14,10 +14,12 @@ import "slices"
 // structs: a search then reads keys from one or two cache lines instead of
 // one line per entry, which is most of what Table costs for 100 000 jobs.
 type level struct {
-	base  vec
+	// The slice headers come first: with the series' lock they fill the
+	// first cache lines of a series, which every read touches.
 	keys  []int64    // bucket starts, Unix ms, ascending
 	cums  []vec      // cums[i]: sums over every bucket up to keys[i]
 	costs []costPair // costs[i]: min and max cost of bucket keys[i] alone
+	base  vec
 }
 
 // costPair is the min and max cost of the runs that finished in one

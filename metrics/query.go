@@ -225,8 +225,8 @@ func (a *Aggregator) Series(ctx context.Context, tenant, name string, window, st
 }
 
 // Rolling returns the job's last minute: the bucket that holds now and the
-// five before it. It reads at most a few of the newest buckets, so it costs
-// the same whatever the job's history.
+// five before it, the same as a 1m Table row. It reads only the newest few
+// buckets, so it costs the same whatever the job's history.
 func (a *Aggregator) Rolling(tenant, name string) Summary {
 	out := Summary{Window: time.Minute}
 	s := a.lookup(tenant, name)

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"sync"
 )
 
 // The snapshot format, version 1. Integers are varints (zigzag when they
@@ -111,11 +112,11 @@ func (a *Aggregator) ReadSnapshot(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("metrics: read snapshot at byte %d: %w", d.off, err)
 	}
-	a.mu.Lock()
-	a.tenants = tenants
+	a.tmu.Lock()
+	a.tenants.Store(tenants)
 	a.compacted0.Store(c0)
 	a.compacted1.Store(c1)
-	a.mu.Unlock()
+	a.tmu.Unlock()
 	return nil
 }
 
@@ -193,7 +194,7 @@ func (d *snapDecoder) str(what string) (string, error) {
 	return string(b), nil
 }
 
-func (d *snapDecoder) decode() (map[string]*tenant, int64, int64, error) {
+func (d *snapDecoder) decode() (*sync.Map, int64, int64, error) {
 	for i, want := range snapMagic {
 		c, err := d.ReadByte()
 		if err != nil || c != want {
@@ -215,7 +216,7 @@ func (d *snapDecoder) decode() (map[string]*tenant, int64, int64, error) {
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	tenants := make(map[string]*tenant, min(nt, 1024))
+	tenants := new(sync.Map)
 	prev := ""
 	for i := range nt {
 		name, err := d.str(fmt.Sprintf("tenant %d name", i))
@@ -229,7 +230,8 @@ func (d *snapDecoder) decode() (map[string]*tenant, int64, int64, error) {
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		tenants[name], prev = t, name
+		tenants.Store(name, t)
+		prev = name
 	}
 	d.sum()
 	want := d.crc
@@ -250,7 +252,7 @@ func (d *snapDecoder) tenant(tn string) (*tenant, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tenant{byName: make(map[string]*series, min(n, 1024))}
+	t := newTenant()
 	var ss []*series
 	for i := range n {
 		name, err := d.str(fmt.Sprintf("tenant %q job %d name", tn, i))
@@ -266,7 +268,7 @@ func (d *snapDecoder) tenant(tn string) (*tenant, error) {
 				return nil, fmt.Errorf("tenant %q job %q level %d: %w", tn, name, lv, err)
 			}
 		}
-		t.byName[name] = s
+		t.byName.Store(name, s)
 		ss = append(ss, s)
 	}
 	t.idx = newIndex(slices.Clip(ss))

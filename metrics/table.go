@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -97,46 +96,4 @@ func treeQuery(tree []int64, lo, hi int, acc int64, op func(a, b int64) int64) i
 		}
 	}
 	return acc
-}
-
-func sortStrings(s []string) { slices.Sort(s) }
-
-func byName(a, b *series) int { return strings.Compare(a.name, b.name) }
-
-func newIndex(ss []*series) *nameIndex {
-	names := make([]string, len(ss))
-	for i, s := range ss {
-		names[i] = s.name
-	}
-	return &nameIndex{series: ss, names: names}
-}
-
-// mergeIndex returns old with added merged in, both without dead series;
-// the tenant's lock must be held.
-func mergeIndex(old *nameIndex, added []*series) *nameIndex {
-	slices.SortFunc(added, byName)
-	out := make([]*series, 0, len(old.series)+len(added))
-	i, j := 0, 0
-	for i < len(old.series) || j < len(added) {
-		var s *series
-		if j == len(added) || (i < len(old.series) && old.series[i].name < added[j].name) {
-			s, i = old.series[i], i+1
-		} else {
-			s, j = added[j], j+1
-		}
-		if !s.dead {
-			out = append(out, s)
-		}
-	}
-	return newIndex(out)
-}
-
-// filterIndex returns idx without dead series; the tenant's lock must be
-// held.
-func filterIndex(idx *nameIndex) *nameIndex {
-	return newIndex(filterDead(slices.Clone(idx.series)))
-}
-
-func filterDead(ss []*series) []*series {
-	return slices.DeleteFunc(ss, func(s *series) bool { return s.dead })
 }

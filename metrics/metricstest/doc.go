@@ -5,5 +5,13 @@
 //
 // Each case applies apollo.Changes through the Harness (made the way the
 // bus makes them), moves the store's fake clock, and compares what the
-// Store answers with a brute-force recount of the contributions.
+// Store answers with a brute-force recount of the contributions. A store
+// that applies metrics.PlanChange's parts gets the counting right by
+// construction; the suite then checks its windows, rollups and expiry.
+//
+//	clock := apollo.NewFakeClock(start)
+//	store := newStore(clock) // default retentions
+//	metricstest.Run(t, metricstest.Harness{
+//		Apply: store.Apply, Sync: store.Flush, Store: store, Clock: clock,
+//	})
 package metricstest
