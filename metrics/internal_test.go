@@ -253,3 +253,26 @@ func TestSnapshotAfterCompaction(t *testing.T) {
 		}
 	}
 }
+
+// A clock near 1970 makes keys below zero; the snapshot keeps them.
+func TestSnapshotNegativeKeys(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(time.UnixMilli(30_000))
+	a, _ := New(Options{Clock: clock})
+	a.Apply(change("", "job", apollo.StatusNone, apollo.StatusPending, -5*3600_000)) // clamped, not dropped
+	a.Apply(change("", "job", apollo.StatusPending, apollo.StatusRunning, 20_000))
+	if a.lookup("", "job").l1.keys[0] >= 0 {
+		t.Fatal("the test needs a key below zero")
+	}
+	var buf bytes.Buffer
+	if err := a.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(Options{Clock: clock})
+	if err := b.ReadSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.Rolling("", "job"), a.Rolling("", "job"); got != want || got.Running != 1 {
+		t.Errorf("restored Rolling %+v, want %+v", got, want)
+	}
+}

@@ -19,7 +19,8 @@ import (
 //	tenants: count, then each: name, jobs: count, then each:
 //	    name, level0, level1
 //	level: base (nField varints), entries: count, then each:
-//	    key gap in level steps (uvarint; the first from 0),
+//	    key in level steps: the first as a varint, then the gap from the
+//	    one before (uvarint, at least 1),
 //	    the entry's own values (nField varints; the cumulative sums are
 //	    rebuilt on reading), min, max (uvarints)
 //	CRC-32 (IEEE) of everything before it, 4 bytes little endian
@@ -85,7 +86,11 @@ func (l *level) appendTo(b []byte, step int64) []byte {
 	b = binary.AppendUvarint(b, uint64(len(l.keys)))
 	prevKey, prev := int64(0), &l.base
 	for i, key := range l.keys {
-		b = binary.AppendUvarint(b, uint64((key-prevKey)/step))
+		if i == 0 {
+			b = binary.AppendVarint(b, key/step)
+		} else {
+			b = binary.AppendUvarint(b, uint64((key-prevKey)/step))
+		}
 		for f := range l.cums[i] {
 			b = binary.AppendVarint(b, l.cums[i][f]-prev[f])
 		}
@@ -299,14 +304,26 @@ func (d *snapDecoder) level(l *level, step int64) error {
 // entry reads one entry after the one at key with sums prev and appends
 // it to l; it returns the new key.
 func (d *snapDecoder) entry(l *level, key int64, prev *vec, step int64, first bool) (int64, error) {
-	gap, err := d.uvarint("key")
-	if err != nil {
-		return 0, err
+	const maxKey = 1 << 62
+	if first {
+		k, err := d.varint("key")
+		if err != nil {
+			return 0, err
+		}
+		if k > maxKey/step || k < -maxKey/step {
+			return 0, fmt.Errorf("key %d out of range", k)
+		}
+		key = k * step
+	} else {
+		gap, err := d.uvarint("key gap")
+		if err != nil {
+			return 0, err
+		}
+		if gap == 0 || gap > uint64((maxKey-key)/step) {
+			return 0, fmt.Errorf("key gap %d breaks the order or the range of keys", gap)
+		}
+		key += int64(gap) * step
 	}
-	if gap == 0 && !first || gap > uint64((1<<62-key)/step) {
-		return 0, fmt.Errorf("key gap %d breaks the order or the range of keys", gap)
-	}
-	key += int64(gap) * step
 	cum := *prev
 	for f := range cum {
 		x, err := d.varint("value")
