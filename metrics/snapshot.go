@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,10 +10,15 @@ import (
 	"sync"
 )
 
-// The snapshot format, version 1. Integers are varints (zigzag when they
-// may be negative), strings a uvarint length and the bytes:
+// The snapshot format, version 1. A frame:
 //
 //	magic "APMS" 0x01
+//	chunks: a uvarint length (1 to 1 MiB) and that many bytes; then 0
+//	CRC-32 (IEEE) of the chunks' bytes, 4 bytes little endian
+//
+// The chunks' bytes, joined, are the content. Integers are varints (zigzag
+// when they may be negative), strings a uvarint length and the bytes:
+//
 //	compacted0 compacted1                  (varint ms)
 //	tenants: count, then each: name, jobs: count, then each:
 //	    name, level0, level1
@@ -23,56 +27,87 @@ import (
 //	    one before (uvarint, at least 1),
 //	    the entry's own values (nField varints; the cumulative sums are
 //	    rebuilt on reading), min, max (uvarints)
-//	CRC-32 (IEEE) of everything before it, 4 bytes little endian
 //
+// The frame lets a reader take exactly the snapshot's bytes from any
+// io.Reader and then parse from memory, without a call per byte.
 // Tenants and jobs are written in name order; the reader insists on it, so
 // a name cannot appear twice.
 var snapMagic = [5]byte{'A', 'P', 'M', 'S', 1}
 
-// maxSnapString bounds a tenant or job name in a snapshot. Names are at
-// most apollo.MaxNameBytes; the margin lets the limit change.
-const maxSnapString = 4096
+const (
+	writeChunk = 64 << 10
+	maxChunk   = 1 << 20
+	// maxSnapString bounds a tenant or job name. Names are at most
+	// apollo.MaxNameBytes; the margin lets that limit change.
+	maxSnapString = 4096
+	// minEntryBytes is the least an entry takes: a key, nField values and
+	// min and max, one byte each.
+	minEntryBytes = 3 + nField
+)
 
 var levelStep = [2]int64{bucketMs, minuteMs}
 
 // WriteSnapshot writes every tenant's jobs to w. It locks one job at a time,
-// so Apply carries on meanwhile; a job is written as it was at one instant.
+// so Apply carries on meanwhile; each job is written as it was at one
+// instant, not all jobs at the same one.
 func (a *Aggregator) WriteSnapshot(w io.Writer) error {
-	h := crc32.NewIEEE()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
-	buf := append([]byte(nil), snapMagic[:]...)
-	buf = binary.AppendVarint(buf, a.compacted0.Load())
-	buf = binary.AppendVarint(buf, a.compacted1.Load())
+	cw := &chunkWriter{w: w, buf: make([]byte, 0, writeChunk+4096)}
+	cw.write(snapMagic[:])
+	b := binary.AppendVarint(cw.buf, a.compacted0.Load())
+	b = binary.AppendVarint(b, a.compacted1.Load())
 	names, ts := a.tenantList()
-	buf = binary.AppendUvarint(buf, uint64(len(ts)))
+	b = binary.AppendUvarint(b, uint64(len(ts)))
 	for i, t := range ts {
 		idx := t.index()
-		buf = appendString(buf, names[i])
-		buf = binary.AppendUvarint(buf, uint64(len(idx.series)))
+		b = appendString(b, names[i])
+		b = binary.AppendUvarint(b, uint64(len(idx.series)))
 		for _, s := range idx.series {
-			buf = appendString(buf, s.name)
+			b = appendString(b, s.name)
 			s.mu.Lock()
-			buf = s.l0.appendTo(buf, bucketMs)
-			buf = s.l1.appendTo(buf, minuteMs)
+			b = s.l0.appendTo(b, bucketMs)
+			b = s.l1.appendTo(b, minuteMs)
 			s.mu.Unlock()
-			if len(buf) > 32<<10 {
-				if _, err := bw.Write(buf); err != nil {
-					return fmt.Errorf("metrics: write snapshot: %w", err)
-				}
-				buf = buf[:0]
+			if len(b) >= writeChunk {
+				cw.buf = b
+				cw.flush()
+				b = cw.buf
 			}
 		}
 	}
-	if _, err := bw.Write(buf); err != nil {
-		return fmt.Errorf("metrics: write snapshot: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("metrics: write snapshot: %w", err)
-	}
-	if _, err := w.Write(binary.LittleEndian.AppendUint32(nil, h.Sum32())); err != nil {
-		return fmt.Errorf("metrics: write snapshot: %w", err)
+	cw.buf = b
+	cw.flush()
+	cw.write(binary.AppendUvarint(cw.hdr[:0], 0))
+	cw.write(binary.LittleEndian.AppendUint32(cw.hdr[:0], cw.crc))
+	if cw.err != nil {
+		return fmt.Errorf("metrics: write snapshot: %w", cw.err)
 	}
 	return nil
+}
+
+// chunkWriter frames content into chunks and sums it; the first error
+// sticks.
+type chunkWriter struct {
+	w   io.Writer
+	buf []byte // content not yet written
+	crc uint32
+	err error
+	hdr [binary.MaxVarintLen64]byte
+}
+
+func (c *chunkWriter) write(p []byte) {
+	if c.err == nil {
+		_, c.err = c.w.Write(p)
+	}
+}
+
+func (c *chunkWriter) flush() {
+	for b := c.buf; len(b) > 0; b = b[min(len(b), maxChunk):] {
+		chunk := b[:min(len(b), maxChunk)]
+		c.write(binary.AppendUvarint(c.hdr[:0], uint64(len(chunk))))
+		c.write(chunk)
+		c.crc = crc32.Update(c.crc, crc32.IEEETable, chunk)
+	}
+	c.buf = c.buf[:0]
 }
 
 func appendString(b []byte, s string) []byte {
@@ -103,19 +138,19 @@ func (l *level) appendTo(b []byte, step int64) []byte {
 
 // ReadSnapshot replaces the aggregator's data with a snapshot that
 // WriteSnapshot wrote. Nothing changes unless the whole snapshot is valid.
-// It reads exactly the snapshot's bytes when r is an io.ByteReader (a
-// bufio.Reader, a bytes.Reader), so a snapshot can sit inside a larger
-// file. Call it before the first Apply: changes applied while it runs are
-// lost.
+// It reads exactly the snapshot's bytes, so a snapshot can sit inside a
+// larger file. Call it before the first Apply: changes applied while it
+// runs are lost.
 func (a *Aggregator) ReadSnapshot(r io.Reader) error {
-	br, ok := r.(io.ByteReader)
-	if !ok {
-		br = bufio.NewReader(r)
-	}
-	d := &snapDecoder{r: br}
-	tenants, c0, c1, err := d.decode()
+	fr := &frameReader{r: r}
+	content, err := fr.read()
 	if err != nil {
-		return fmt.Errorf("metrics: read snapshot at byte %d: %w", d.off, err)
+		return fmt.Errorf("metrics: read snapshot at byte %d: %w", fr.off, err)
+	}
+	p := &snapParser{b: content}
+	tenants, c0, c1, err := p.decode()
+	if err != nil {
+		return fmt.Errorf("metrics: read snapshot content at byte %d: %w", p.off, err)
 	}
 	a.tmu.Lock()
 	a.tenants.Store(tenants)
@@ -125,188 +160,224 @@ func (a *Aggregator) ReadSnapshot(r io.Reader) error {
 	return nil
 }
 
-// snapDecoder reads varints and strings, keeping the offset and the CRC of
-// what it has read.
-type snapDecoder struct {
-	r   io.ByteReader
+// frameReader takes the frame off r and returns the content; off counts
+// the bytes read, for errors.
+type frameReader struct {
+	r   io.Reader
 	off int64
-	crc uint32
-	buf [512]byte // read but not yet in crc
-	n   int
+	one [1]byte
 }
 
-func (d *snapDecoder) ReadByte() (byte, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+func (f *frameReader) ReadByte() (byte, error) {
+	if _, err := io.ReadFull(f.r, f.one[:]); err != nil {
+		return 0, eof(err)
+	}
+	f.off++
+	return f.one[0], nil
+}
+
+func eof(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func (f *frameReader) read() ([]byte, error) {
+	var magic [len(snapMagic)]byte
+	for i := range magic {
+		c, err := f.ReadByte()
+		if err != nil || (c != snapMagic[i] && i < len(magic)-1) {
+			return nil, errors.New("not a metrics snapshot (bad magic)")
 		}
-		return 0, err
+		if c != snapMagic[i] {
+			return nil, fmt.Errorf("snapshot version %d, this build reads version %d", c, snapMagic[i])
+		}
 	}
-	d.off++
-	d.buf[d.n] = c
-	if d.n++; d.n == len(d.buf) {
-		d.sum()
+	var content []byte
+	for {
+		n, err := binary.ReadUvarint(f)
+		if err != nil {
+			return nil, fmt.Errorf("chunk length: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		if n > maxChunk {
+			return nil, fmt.Errorf("chunk of %d bytes, over the limit of %d", n, maxChunk)
+		}
+		// Grows by what the chunk declares, at most 1 MiB ahead of the
+		// data actually read.
+		content = slices.Grow(content, int(n))
+		got, err := io.ReadFull(f.r, content[len(content):len(content)+int(n)])
+		f.off += int64(got)
+		if err != nil {
+			return nil, fmt.Errorf("chunk of %d bytes: %w", n, eof(err))
+		}
+		content = content[:len(content)+int(n)]
 	}
-	return c, nil
+	var sum [4]byte
+	for i := range sum {
+		var err error
+		if sum[i], err = f.ReadByte(); err != nil {
+			return nil, fmt.Errorf("checksum: %w", err)
+		}
+	}
+	if g, w := binary.LittleEndian.Uint32(sum[:]), crc32.ChecksumIEEE(content); g != w {
+		return nil, fmt.Errorf("checksum %08x, content sums to %08x: the snapshot is damaged", g, w)
+	}
+	return content, nil
 }
 
-func (d *snapDecoder) sum() {
-	d.crc = crc32.Update(d.crc, crc32.IEEETable, d.buf[:d.n])
-	d.n = 0
+// snapParser decodes the content; off is where it is, for errors.
+type snapParser struct {
+	b       []byte
+	off     int
+	scratch level // reused while reading a level, so each level is allocated once at its size
 }
 
-func (d *snapDecoder) uvarint(what string) (uint64, error) {
-	x, err := binary.ReadUvarint(d)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
+func (p *snapParser) uvarint(what string) (uint64, error) {
+	x, n := binary.Uvarint(p.b[p.off:])
+	if n <= 0 {
+		return 0, varintError(what, n)
 	}
+	p.off += n
 	return x, nil
 }
 
-func (d *snapDecoder) varint(what string) (int64, error) {
-	x, err := binary.ReadVarint(d)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
+func (p *snapParser) varint(what string) (int64, error) {
+	x, n := binary.Varint(p.b[p.off:])
+	if n <= 0 {
+		return 0, varintError(what, n)
 	}
+	p.off += n
 	return x, nil
 }
 
-// count reads a count; the slices it sizes grow as items arrive, so a
-// forged count cannot make a huge allocation.
-func (d *snapDecoder) count(what string) (int, error) {
-	n, err := d.uvarint(what)
-	if err == nil && n > 1<<40 {
-		err = fmt.Errorf("%s: %d is not a plausible count", what, n)
+func varintError(what string, n int) error {
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("%s: number over 64 bits", what)
+}
+
+// count reads a count of items that take at least size bytes each, and
+// refuses one the rest of the content cannot hold.
+func (p *snapParser) count(what string, size int) (int, error) {
+	n, err := p.uvarint(what)
+	if err == nil && n > uint64((len(p.b)-p.off)/size) {
+		err = fmt.Errorf("%s: %d is more than the %d bytes left can hold", what, n, len(p.b)-p.off)
 	}
 	return int(n), err
 }
 
-func (d *snapDecoder) str(what string) (string, error) {
-	n, err := d.uvarint(what + " length")
+func (p *snapParser) str(what string) (string, error) {
+	n, err := p.uvarint(what + " length")
 	if err != nil {
 		return "", err
 	}
-	if n > maxSnapString {
-		return "", fmt.Errorf("%s: length %d over the limit of %d", what, n, maxSnapString)
+	if n > maxSnapString || n > uint64(len(p.b)-p.off) {
+		return "", fmt.Errorf("%s: length %d over the limit of %d or the bytes left", what, n, maxSnapString)
 	}
-	b := make([]byte, n)
-	for i := range b {
-		if b[i], err = d.ReadByte(); err != nil {
-			return "", fmt.Errorf("%s: %w", what, err)
-		}
-	}
-	return string(b), nil
+	s := string(p.b[p.off : p.off+int(n)])
+	p.off += int(n)
+	return s, nil
 }
 
-func (d *snapDecoder) decode() (*sync.Map, int64, int64, error) {
-	for i, want := range snapMagic {
-		c, err := d.ReadByte()
-		if err != nil || c != want {
-			if i < len(snapMagic)-1 || err != nil {
-				return nil, 0, 0, errors.New("not a metrics snapshot (bad magic)")
-			}
-			return nil, 0, 0, fmt.Errorf("snapshot version %d, this build reads version %d", c, want)
-		}
-	}
-	c0, err := d.varint("compacted0")
+func (p *snapParser) decode() (*sync.Map, int64, int64, error) {
+	c0, err := p.varint("compacted0")
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	c1, err := d.varint("compacted1")
+	c1, err := p.varint("compacted1")
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	nt, err := d.count("tenant count")
+	nt, err := p.count("tenant count", 2)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	tenants := new(sync.Map)
 	prev := ""
 	for i := range nt {
-		name, err := d.str(fmt.Sprintf("tenant %d name", i))
+		name, err := p.str(fmt.Sprintf("tenant %d name", i))
 		if err != nil {
 			return nil, 0, 0, err
 		}
 		if i > 0 && name <= prev {
 			return nil, 0, 0, fmt.Errorf("tenant %q after %q: tenants out of order", name, prev)
 		}
-		t, err := d.tenant(name)
+		t, err := p.tenant(name)
 		if err != nil {
 			return nil, 0, 0, err
 		}
 		tenants.Store(name, t)
 		prev = name
 	}
-	d.sum()
-	want := d.crc
-	var got [4]byte
-	for i := range got {
-		if got[i], err = d.ReadByte(); err != nil {
-			return nil, 0, 0, fmt.Errorf("checksum: %w", err)
-		}
-	}
-	if g := binary.LittleEndian.Uint32(got[:]); g != want {
-		return nil, 0, 0, fmt.Errorf("checksum %08x, content sums to %08x: the snapshot is damaged", g, want)
+	if p.off != len(p.b) {
+		return nil, 0, 0, fmt.Errorf("%d bytes after the last tenant", len(p.b)-p.off)
 	}
 	return tenants, c0, c1, nil
 }
 
-func (d *snapDecoder) tenant(tn string) (*tenant, error) {
-	n, err := d.count(fmt.Sprintf("tenant %q job count", tn))
+func (p *snapParser) tenant(tn string) (*tenant, error) {
+	n, err := p.count("job count", 1+2*(nField+1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tenant %q: %w", tn, err)
 	}
 	t := newTenant()
-	var ss []*series
+	ss := make([]*series, 0, n)
 	for i := range n {
-		name, err := d.str(fmt.Sprintf("tenant %q job %d name", tn, i))
+		name, err := p.str("job name")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("tenant %q job %d: %w", tn, i, err)
 		}
 		if i > 0 && name <= ss[i-1].name {
 			return nil, fmt.Errorf("tenant %q: job %q after %q: jobs out of order", tn, name, ss[i-1].name)
 		}
 		s := &series{name: name}
 		for lv := range 2 {
-			if err := d.level(s.level(lv), levelStep[lv]); err != nil {
+			if err := p.level(s.level(lv), levelStep[lv]); err != nil {
 				return nil, fmt.Errorf("tenant %q job %q level %d: %w", tn, name, lv, err)
 			}
 		}
 		t.byName.Store(name, s)
 		ss = append(ss, s)
 	}
-	t.idx = newIndex(slices.Clip(ss))
+	t.idx = newIndex(ss)
 	return t, nil
 }
 
-func (d *snapDecoder) level(l *level, step int64) error {
+func (p *snapParser) level(l *level, step int64) error {
 	for f := range l.base {
 		var err error
-		if l.base[f], err = d.varint("base"); err != nil {
+		if l.base[f], err = p.varint("base"); err != nil {
 			return err
 		}
 	}
-	n, err := d.count("entry count")
-	if err != nil {
+	n, err := p.count("entry count", minEntryBytes)
+	if err != nil || n == 0 {
 		return err
 	}
-	key, prev := int64(0), &l.base
+	sc := &p.scratch
+	sc.keys, sc.cums, sc.costs = sc.keys[:0], sc.cums[:0], sc.costs[:0]
+	key, prev := int64(0), l.base
 	for i := range n {
-		if key, err = d.entry(l, key, prev, step, i == 0); err != nil {
+		if key, err = p.entry(sc, key, &prev, step, i == 0); err != nil {
 			return fmt.Errorf("entry %d: %w", i, err)
 		}
-		prev = &l.cums[i]
+		prev = sc.cums[i]
 	}
+	l.keys, l.cums, l.costs = slices.Clone(sc.keys), slices.Clone(sc.cums), slices.Clone(sc.costs)
 	return nil
 }
 
 // entry reads one entry after the one at key with sums prev and appends
 // it to l; it returns the new key.
-func (d *snapDecoder) entry(l *level, key int64, prev *vec, step int64, first bool) (int64, error) {
+func (p *snapParser) entry(l *level, key int64, prev *vec, step int64, first bool) (int64, error) {
 	const maxKey = 1 << 62
 	if first {
-		k, err := d.varint("key")
+		k, err := p.varint("key")
 		if err != nil {
 			return 0, err
 		}
@@ -315,7 +386,7 @@ func (d *snapDecoder) entry(l *level, key int64, prev *vec, step int64, first bo
 		}
 		key = k * step
 	} else {
-		gap, err := d.uvarint("key gap")
+		gap, err := p.uvarint("key gap")
 		if err != nil {
 			return 0, err
 		}
@@ -326,17 +397,17 @@ func (d *snapDecoder) entry(l *level, key int64, prev *vec, step int64, first bo
 	}
 	cum := *prev
 	for f := range cum {
-		x, err := d.varint("value")
+		x, err := p.varint("value")
 		if err != nil {
 			return 0, err
 		}
 		cum[f] += x
 	}
-	mn, err := d.uvarint("min")
+	mn, err := p.uvarint("min")
 	if err != nil {
 		return 0, err
 	}
-	mx, err := d.uvarint("max")
+	mx, err := p.uvarint("max")
 	if err != nil {
 		return 0, err
 	}

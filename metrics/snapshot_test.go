@@ -138,15 +138,21 @@ func TestSnapshotInStream(t *testing.T) {
 	sameAnswers(t, a, c, clock.Now())
 }
 
-// withCRC returns body followed by its checksum, as a snapshot ends.
-func withCRC(body []byte) []byte {
-	return binary.LittleEndian.AppendUint32(bytes.Clone(body), crc32.ChecksumIEEE(body))
+// frame wraps content as WriteSnapshot does: magic, one chunk, the end
+// mark, the checksum.
+func frame(version byte, content []byte) []byte {
+	b := []byte{'A', 'P', 'M', 'S', version}
+	if len(content) > 0 {
+		b = append(binary.AppendUvarint(b, uint64(len(content))), content...)
+	}
+	b = append(b, 0)
+	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(content))
 }
 
 // handSnapshot encodes one tenant whose jobs are given in order, each with
 // empty levels.
 func handSnapshot(version byte, jobs ...string) []byte {
-	b := []byte{'A', 'P', 'M', 'S', version, 0, 0, 1, 0}
+	b := []byte{0, 0, 1, 0} // horizons, one tenant named ""
 	b = binary.AppendUvarint(b, uint64(len(jobs)))
 	for _, j := range jobs {
 		b = append(binary.AppendUvarint(b, uint64(len(j))), j...)
@@ -155,7 +161,7 @@ func handSnapshot(version byte, jobs ...string) []byte {
 			b = append(b, 0)                   // no entries
 		}
 	}
-	return withCRC(b)
+	return frame(version, b)
 }
 
 func TestSnapshotErrors(t *testing.T) {
@@ -173,6 +179,10 @@ func TestSnapshotErrors(t *testing.T) {
 		{"newer version", string(handSnapshot(2)), "version 2"},
 		{"damaged", string(flipped), "byte"},
 		{"truncated", string(valid[:len(valid)-1]), "checksum"},
+		{"chunk too long", string(append([]byte("APMS\x01"), binary.AppendUvarint(nil, 1<<21)...)), "over the limit"},
+		{"chunk cut short", string(append([]byte("APMS\x01"), 200, 1, 1, 2, 3)), "chunk of 200 bytes"},
+		{"count beyond the content", string(frame(1, []byte{0, 0, 100})), "more than the 0 bytes left"},
+		{"trailing content", string(frame(1, []byte{0, 0, 0, 7})), "1 bytes after the last tenant"},
 		{"jobs out of order", string(handSnapshot(1, "b", "a")), `job "a" after "b"`},
 		{"job twice", string(handSnapshot(1, "a", "a")), "out of order"},
 		{"name too long", string(handSnapshot(1, strings.Repeat("n", 5000))), "over the limit"},
@@ -203,9 +213,8 @@ func TestSnapshotErrors(t *testing.T) {
 
 // FuzzReadSnapshot: arbitrary bytes give an error or a state that answers
 // queries and round-trips; never a panic or an allocation out of
-// proportion to the input. Each input is also tried with its last four
-// bytes replaced by a valid checksum, so the fuzzer reaches the parser's
-// checks behind the CRC.
+// proportion to the input. Each input is also tried as the content of a
+// valid frame, so the fuzzer reaches the parser's checks behind the CRC.
 func FuzzReadSnapshot(f *testing.F) {
 	clock := apollo.NewFakeClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	seed, _ := metrics.New(metrics.Options{Clock: clock})
@@ -215,15 +224,12 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add(handSnapshot(1, "a", "b"))
 	f.Add(handSnapshot(1, "b", "a"))
 	f.Add([]byte("APMS\x01"))
+	f.Add([]byte{0, 0, 1, 0, 1, 1, 'j', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 5, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		inputs := [][]byte{data}
-		if len(data) >= 4 {
-			inputs = append(inputs, withCRC(data[:len(data)-4]))
-		}
-		for _, in := range inputs {
+		for _, in := range [][]byte{data, frame(1, data)} {
 			a, _ := metrics.New(metrics.Options{Clock: clock})
 			if err := a.ReadSnapshot(bytes.NewReader(in)); err != nil {
-				if !strings.Contains(err.Error(), "metrics: read snapshot at byte") {
+				if !strings.HasPrefix(err.Error(), "metrics: read snapshot") || !strings.Contains(err.Error(), "at byte") {
 					t.Fatalf("error without its place: %v", err)
 				}
 				continue
