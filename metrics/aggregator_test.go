@@ -134,6 +134,20 @@ func TestPlanChange(t *testing.T) {
 	if got := p.Parts(); !slices.Equal(got, want) || p.TooOld || p.TooNew {
 		t.Errorf("Parts = %+v (old %v new %v), want %+v", got, p.TooOld, p.TooNew, want)
 	}
+	// Renamed while running: the gauge moves from one job to the other.
+	r := &apollo.Change{
+		Record: apollo.Record{Event: apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: ms}},
+		Prev:   apollo.Task{TaskID: "x", Name: "old", Status: apollo.StatusRunning},
+		Task:   apollo.Task{TaskID: "x", Name: "new", Status: apollo.StatusRunning},
+	}
+	p = metrics.PlanChange(r, now, 24*time.Hour)
+	want = []metrics.Part{
+		{Name: "new", Bucket: ms, Delta: metrics.Summary{Running: 1}},
+		{Name: "old", Bucket: ms, Delta: metrics.Summary{Running: -1}},
+	}
+	if got := p.Parts(); !slices.Equal(got, want) {
+		t.Errorf("renamed: Parts = %+v, want %+v", got, want)
+	}
 	c.Record.Ts = ms + 61_000
 	c.Task.FinishedAt = c.Record.Ts
 	p = metrics.PlanChange(c, now, 24*time.Hour)

@@ -113,24 +113,36 @@ func (sp *span) at(x int64) (lv int, key int64) {
 	return 1, max(floorTo(x, minuteMs), sp.floor)
 }
 
-// summarize sets out to the series over the buckets in [start, end); s.mu
-// must be held.
-func (s *series) summarize(sp *span, start, end int64, out *Summary) {
-	ls, ks := sp.at(start)
-	le, ke := sp.at(end)
-	lvS, lvE := s.level(ls), s.level(le)
-	cs, is := lvS.before(ks)
-	ce, ie := lvE.before(ke)
+// bounds is [start, end) resolved against a span: the same for every job,
+// so Table resolves it once.
+type bounds struct {
+	ls, le int   // levels of start and end
+	ks, ke int64 // keys there
+	split  int64
+}
+
+func (sp *span) bounds(start, end int64) bounds {
+	b := bounds{split: sp.split}
+	b.ls, b.ks = sp.at(start)
+	b.le, b.ke = sp.at(end)
+	return b
+}
+
+// summarize sets out to the series over b; s.mu must be held.
+func (s *series) summarize(b *bounds, out *Summary) {
+	lvS, lvE := s.level(b.ls), s.level(b.le)
+	cs, is := lvS.before(b.ks)
+	ce, ie := lvE.before(b.ke)
 	var v vec
 	v.diff(ce, cs)
 	v.toSummary(out)
 	r := newCostRange()
 	if v[fCostN] > 0 {
-		if ls == le {
+		if b.ls == b.le {
 			lvS.costRange(is, ie, &r)
 		} else { // starts in the rollups, ends in the buckets
-			s.l1.costRange(is, s.l1.search(sp.split), &r)
-			s.l0.costRange(s.l0.search(sp.split), ie, &r)
+			s.l1.costRange(is, s.l1.search(b.split), &r)
+			s.l0.costRange(s.l0.search(b.split), ie, &r)
 		}
 	}
 	r.put(out)
@@ -161,6 +173,7 @@ func (a *Aggregator) Table(ctx context.Context, q Query) (*Table, error) {
 		idx = t.index()
 	}
 	ss := idx.series
+	b := sp.bounds(sp.start, sp.end)
 	rows := make([]Summary, len(ss))
 	var next atomic.Int64
 	work := func() error {
@@ -175,7 +188,7 @@ func (a *Aggregator) Table(ctx context.Context, q Query) (*Table, error) {
 			for i := lo; i < min(lo+tableChunk, len(ss)); i++ {
 				s := ss[i]
 				s.mu.Lock()
-				s.summarize(&sp, sp.start, sp.end, &rows[i])
+				s.summarize(&b, &rows[i])
 				s.mu.Unlock()
 				rows[i].Window = q.Window
 			}
@@ -216,7 +229,8 @@ func (a *Aggregator) Series(ctx context.Context, tenant, name string, window, st
 		p.T = sp.start + int64(i)*stepMs
 		if s != nil {
 			s.mu.Lock()
-			s.summarize(&sp, p.T, p.T+stepMs, &p.Summary)
+			b := sp.bounds(p.T, p.T+stepMs)
+			s.summarize(&b, &p.Summary)
 			s.mu.Unlock()
 		}
 		p.Window = step
@@ -234,8 +248,9 @@ func (a *Aggregator) Rolling(tenant, name string) Summary {
 		return out
 	}
 	sp, _ := a.span(time.Minute, 0, a.clock.Now()) // a valid window
+	b := sp.bounds(sp.start, sp.end)
 	s.mu.Lock()
-	s.summarize(&sp, sp.start, sp.end, &out)
+	s.summarize(&b, &out)
 	s.mu.Unlock()
 	return out
 }

@@ -269,6 +269,28 @@ func (s *suite) retention(t *testing.T) {
 	c := &checker{t: t, m: m, s: s}
 	c.table(tn, now, 24*time.Hour, 0, nil)
 	c.series(tn, "job", now, 24*time.Hour, 30*time.Minute)
+
+	// At the edge: a finish in the minute that has just left the rollup
+	// retention is outside every window, even one reaching further back.
+	now = s.alignClock(0)
+	n = now.UnixMilli()
+	e := newSim(tn, "edge", "e")
+	s.applyAll(t, m, []apollo.Change{
+		e.apply(step{status: running, ts: n + sec(1)}),
+		e.apply(step{status: success, ts: n + sec(2)}),
+	})
+	s.h.Clock.Set(now.Add(24 * time.Hour))
+	if got := row(s.table(t, tn, 24*time.Hour, 0, s.h.Clock.Now()), "edge"); got.Count != 1 {
+		t.Errorf("24h window in the last minute the finish is kept: %+v", got)
+	}
+	s.h.Clock.Set(now.Add(24*time.Hour + time.Minute))
+	now = s.h.Clock.Now()
+	for _, off := range []time.Duration{0, time.Minute, time.Hour} {
+		if got := row(s.table(t, tn, 24*time.Hour, off, now), "edge"); got.Count != 0 || got.Started != 0 {
+			t.Errorf("24h window at offset %v, a minute after the finish expired: %+v", off, got)
+		}
+		c.table(tn, now, 24*time.Hour, off, nil)
+	}
 }
 
 // tooOldTooNew: timestamps older than the rollup retention or more than a
