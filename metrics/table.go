@@ -1,0 +1,99 @@
+package metrics
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Table is every job of a tenant with its Summary over one window, sorted
+// by name. Range finds the jobs under a prefix in O(log n) and Sum totals a
+// run of rows in O(1) (min and max in O(log n)), which is what evaluating
+// thousands of prefix rules every 10 seconds needs.
+//
+// A Table is safe for concurrent readers. Names may be shared between
+// tables of one store: do not modify it. Another Store builds one as
+// &Table{Names: sorted, Rows: rows, Window: w}.
+type Table struct {
+	Names  []string  // sorted, unique
+	Rows   []Summary // Rows[i] is Names[i]'s Summary
+	Window time.Duration
+
+	once       sync.Once
+	cum        []vec   // cum[i] sums Rows[:i]
+	mins, maxs []int64 // segment trees over the rows' CostMin and CostMax
+}
+
+// Range returns the rows of the jobs whose names start with prefix: they
+// are Names[lo:hi]. An empty prefix is every job.
+func (t *Table) Range(prefix string) (lo, hi int) {
+	lo = sort.SearchStrings(t.Names, prefix)
+	// Names from lo on are >= prefix, and those with the prefix come first.
+	hi = lo + sort.Search(len(t.Names)-lo, func(i int) bool {
+		return !strings.HasPrefix(t.Names[lo+i], prefix)
+	})
+	return lo, hi
+}
+
+// Sum totals Rows[lo:hi]: counters and gauges are summed, CostMin and
+// CostMax are taken over the rows that have costs.
+func (t *Table) Sum(lo, hi int) Summary {
+	t.once.Do(t.prepare)
+	out := Summary{Window: t.Window}
+	var v vec
+	for i := range v {
+		v[i] = t.cum[hi][i] - t.cum[lo][i]
+	}
+	v.toSummary(&out)
+	if out.CostN > 0 {
+		r := costRange{
+			lo: treeQuery(t.mins, lo, hi, math.MaxInt64, minInt),
+			hi: treeQuery(t.maxs, lo, hi, 0, maxInt),
+		}
+		r.put(&out)
+	}
+	return out
+}
+
+func (t *Table) prepare() {
+	n := len(t.Rows)
+	t.cum = make([]vec, n+1)
+	t.mins = make([]int64, 2*n)
+	t.maxs = make([]int64, 2*n)
+	for i := range t.Rows {
+		row := &t.Rows[i]
+		var v vec
+		v.fromSummary(row)
+		t.cum[i+1] = t.cum[i]
+		t.cum[i+1].add(&v)
+		t.mins[n+i], t.maxs[n+i] = math.MaxInt64, 0
+		if row.CostN > 0 {
+			t.mins[n+i], t.maxs[n+i] = row.CostMin, row.CostMax
+		}
+	}
+	for i := n - 1; i > 0; i-- {
+		t.mins[i] = min(t.mins[2*i], t.mins[2*i+1])
+		t.maxs[i] = max(t.maxs[2*i], t.maxs[2*i+1])
+	}
+}
+
+func minInt(a, b int64) int64 { return min(a, b) }
+func maxInt(a, b int64) int64 { return max(a, b) }
+
+// treeQuery folds op over leaves [lo, hi) of a bottom-up segment tree.
+func treeQuery(tree []int64, lo, hi int, acc int64, op func(a, b int64) int64) int64 {
+	n := len(tree) / 2
+	for lo, hi = lo+n, hi+n; lo < hi; lo, hi = lo>>1, hi>>1 {
+		if lo&1 == 1 {
+			acc = op(acc, tree[lo])
+			lo++
+		}
+		if hi&1 == 1 {
+			hi--
+			acc = op(acc, tree[hi])
+		}
+	}
+	return acc
+}
