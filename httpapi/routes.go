@@ -25,6 +25,9 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/tasks/{id}", RoleViewer, s.getTask},
 		{"POST", "/api/v1/tasks/{id}/status", RoleOperator, s.correctTask},
 
+		{"GET", "/api/v1/metrics", RoleViewer, s.listMetrics},
+		{"GET", "/api/v1/metrics/{name}", RoleViewer, s.jobMetrics},
+
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
 	}
 }

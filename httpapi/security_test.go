@@ -14,6 +14,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/metrics"
 )
 
 // publicPaths are the only routes that need no credential.
@@ -31,7 +32,11 @@ type secured struct {
 
 func newSecured(t *testing.T, rate int) *secured {
 	t.Helper()
-	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger})
+	agg, err := metrics.New(metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger, Observers: []bus.Observer{agg}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +59,7 @@ func newSecured(t *testing.T, rate int) *secured {
 	auth.OnFailure = func(r *http.Request, reason string) {
 		sec.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.URL.Path, Detail: reason})
 	}
-	sec.api = New(Options{Bus: b, Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	sec.api = New(Options{Bus: b, Metrics: agg, Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec

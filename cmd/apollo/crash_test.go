@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,6 +124,39 @@ func TestCrashUnderLoad(t *testing.T) {
 				t.Fatalf("run %s: history %d is seq %d %v after %v", rn.id, i, h.Sequence, h.Status, prev)
 			}
 			prev = h.Status
+		}
+	}
+	// Metrics after all the replays equal a recount of the runs: no event
+	// was counted twice (DESIGN.md §5, invariant 2).
+	want := map[string][2]int64{} // job -> finished, failed
+	for _, rn := range runs {
+		job := "crash_job_" + strings.Split(rn.id, "-")[1]
+		w := want[job]
+		w[0]++
+		if rn.final == apollo.StatusFailed {
+			w[1]++
+		}
+		want[job] = w
+	}
+	resp, err := http.Get("http://" + srv.addr + "/api/v1/metrics?window=1h&prefix=crash_job_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Jobs []struct {
+			Name                            string
+			Count, Failed, Started, Running int64
+		}
+	}
+	json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if len(m.Jobs) != len(want) {
+		t.Fatalf("metrics for %d jobs, want %d", len(m.Jobs), len(want))
+	}
+	for _, j := range m.Jobs {
+		if w := want[j.Name]; j.Count != w[0] || j.Failed != w[1] || j.Started != w[0] || j.Running != 0 {
+			t.Errorf("%s: count %d failed %d started %d running %d, recount says %d finished, %d failed",
+				j.Name, j.Count, j.Failed, j.Started, j.Running, w[0], w[1])
 		}
 	}
 	t.Logf("%d runs, %d events checked after %d kills; client %+v", len(runs), st.Sent, kills+1, st)

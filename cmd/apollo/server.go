@@ -20,6 +20,7 @@ import (
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -114,6 +115,7 @@ type server struct {
 	clock apollo.Clock
 	wal   *wal.Log
 	bus   *bus.Bus
+	agg   *metrics.Aggregator
 	arch  *bus.FileArchive
 	audit *audit.Log
 	auth  httpapi.Authenticator
@@ -148,10 +150,11 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 		return err
 	}
 	s.bus.Start(ctx)
+	s.agg.Start(ctx)
 	close(s.ready)
 
 	api := httpapi.New(httpapi.Options{
-		Bus: s.bus, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		Bus: s.bus, Metrics: s.agg, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
 			select {
@@ -235,12 +238,18 @@ func (s *server) open() error {
 		s.closeStores()
 		return err
 	}
+	s.agg, err = metrics.New(metrics.Options{Clock: s.clock, Logger: s.log,
+		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
+	if err != nil {
+		s.closeStores()
+		return err
+	}
 	lat := make([]bus.Lateness, len(cfg.Lateness))
 	for i, l := range cfg.Lateness {
 		lat[i] = bus.Lateness{Prefix: l.Prefix, StartAfter: l.StartAfter.D(), MissedAfter: l.MissedAfter.D(), Timeout: l.Timeout.D()}
 	}
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log,
+		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: []bus.Observer{s.agg},
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
@@ -286,6 +295,7 @@ func (s *server) recover() error {
 func (s *server) sections() []section {
 	return []section{
 		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
+		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
 	}
 }
 
@@ -341,6 +351,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	close(s.stop)
 	s.wg.Wait()
 	s.bus.Stop()
+	s.agg.Stop()
 	err := s.checkpoint()
 	if err != nil {
 		s.log.Error("final snapshot failed; the next start replays the log instead", "err", err)

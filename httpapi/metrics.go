@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/metrics"
+)
+
+// MetricsStore is what the API reads metrics from (metrics.Store).
+type MetricsStore interface {
+	Table(ctx context.Context, q metrics.Query) (*metrics.Table, error)
+	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]metrics.Point, error)
+}
+
+// jobRow is one job's summary as the API and the dashboard show it.
+type jobRow struct {
+	Name        string  `json:"name,omitempty"`
+	T           int64   `json:"t,omitempty"` // series points: start of the step, Unix ms
+	Count       int64   `json:"count"`
+	Success     int64   `json:"success"`
+	Failed      int64   `json:"failed"`
+	Timeout     int64   `json:"timeout"`
+	Started     int64   `json:"started"`
+	Late        int64   `json:"late"`
+	Missed      int64   `json:"missed"`
+	FailedRate  float64 `json:"failedRate"`
+	TimeoutRate float64 `json:"timeoutRate"`
+	LateRate    float64 `json:"lateRate"`
+	AvgCostMs   float64 `json:"avgCostMs"`
+	MinCostMs   int64   `json:"minCostMs"`
+	MaxCostMs   int64   `json:"maxCostMs"`
+	Backlog     int64   `json:"backlog"`
+	Running     int64   `json:"running"`
+	Throughput  float64 `json:"throughput"` // finished runs per minute
+}
+
+func rowOf(name string, s metrics.Summary) jobRow {
+	return jobRow{
+		Name: name, Count: s.Count, Success: s.Success, Failed: s.Failed, Timeout: s.Timeout,
+		Started: s.Started, Late: s.Late, Missed: s.Missed,
+		FailedRate: s.FailedRate(), TimeoutRate: s.TimeoutRate(), LateRate: s.LateRate(),
+		AvgCostMs: s.AvgCost(), MinCostMs: s.CostMin, MaxCostMs: s.CostMax,
+		Backlog: s.Backlog, Running: s.Running, Throughput: s.Throughput(),
+	}
+}
+
+// duration reads a query parameter like "5m", with a default.
+func duration(r *http.Request, name string, def time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not a duration", v), Hint: "e.g. 10s, 5m, 1h"}
+	}
+	return d, nil
+}
+
+func (s *Server) metricsStore() (MetricsStore, error) {
+	if s.opts.Metrics == nil {
+		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process keeps no metrics", Hint: "ask the bus or the all-in-one server"}
+	}
+	return s.opts.Metrics, nil
+}
+
+// listMetrics answers a summary row per job over a window.
+func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	store, err := s.metricsStore()
+	if err != nil {
+		return err
+	}
+	window, err := duration(r, "window", 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	t, err := store.Table(r.Context(), metrics.Query{Tenant: p.Tenant, Window: window, Now: s.now()})
+	if err != nil {
+		return err
+	}
+	prefix := r.URL.Query().Get("prefix")
+	lo, hi := t.Range(prefix)
+	rows := make([]jobRow, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		rows = append(rows, rowOf(t.Names[i], t.Rows[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"window": window.String(), "prefix": prefix, "total": rowOf("", t.Sum(lo, hi)), "jobs": rows})
+	return nil
+}
+
+// jobMetrics answers one job's series, for charts.
+func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	store, err := s.metricsStore()
+	if err != nil {
+		return err
+	}
+	window, err := duration(r, "window", time.Hour)
+	if err != nil {
+		return err
+	}
+	step, err := duration(r, "step", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if strings.TrimSpace(name) == "" {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "name", Message: "missing job name"}
+	}
+	pts, err := store.Series(r.Context(), p.Tenant, name, window, step, s.now())
+	if err != nil {
+		return err
+	}
+	out := make([]jobRow, len(pts))
+	for i, pt := range pts {
+		out[i] = rowOf("", pt.Summary)
+		out[i].T = pt.T
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "window": window.String(), "step": step.String(), "points": out})
+	return nil
+}
