@@ -3,8 +3,6 @@ package sched
 import (
 	"context"
 	"time"
-
-	apollo "github.com/apollo-11/apollo"
 )
 
 // flow is one trigger (a scheduled tick, or a manual trigger) and every job
@@ -106,13 +104,8 @@ func (s *Scheduler) startLocked(fl *flow, name string, due time.Time, manual boo
 
 // skipLocked reports t as manual_blocked with {"skipped": reason} and
 // finishes its job in the flow with outcome, which its downstream inherit.
-// A skipped run is neither a success nor a failure of its job.
 func (s *Scheduler) skipLocked(fl *flow, t *task, reason, outcome string) {
-	ev := t.event(apollo.StatusManualBlocked, s.clock.Now())
-	ev.Extra = encodeExtra(map[string]any{"skipped": reason}, "", "")
-	s.emitLocked(t, ev)
-	s.nSkipped.Add(1)
-	s.log.Info("sched: run skipped", "task", t.id, "reason", reason)
+	s.emitLocked(t, s.skipEvent(t, reason))
 	s.finishLocked(fl, t.js.name, outcome)
 }
 

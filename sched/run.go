@@ -38,49 +38,53 @@ const (
 	endSkipped        // never started: the scheduler is stopping
 )
 
-// execute runs r to its end and hands the outcome to its flow.
+// execute runs r to its end and hands the outcome to its flow. The run
+// leaves the job's active set before its last event is sent, so that whoever
+// sees that event (say, a success in the dashboard) and triggers the job
+// again is not told that it is still running.
 func (s *Scheduler) execute(r *run, t *task, olds []*run) {
 	defer s.runs.Done()
-	outcome := s.attempts(r, t, olds)
+	outcome, t, last := s.attempts(r, t, olds)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(r.js.active, r)
 	delete(s.active, r)
-	close(r.doneC)
+	s.mu.Unlock()
+	s.emit(t, last)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(r.doneC) // after the last event: a replacing run starts only now
 	r.cancel(nil)
 	s.finishLocked(r.fl, r.js.name, outcome)
 }
 
-// attempts runs the first attempt and the retries; it returns the outcome
-// for the flow ("" for success).
-func (s *Scheduler) attempts(r *run, t *task, olds []*run) string {
-	name := r.js.name
+// attempts runs the first attempt and the retries. It returns the outcome
+// for the flow ("" for success), and the last task with its final event,
+// which is not sent yet.
+func (s *Scheduler) attempts(r *run, t *task, olds []*run) (string, *task, apollo.Event) {
+	failed, skipped := "upstream "+r.js.name+" failed", "upstream "+r.js.name+" skipped"
 	s.emitPending(r, t, r.dueAt, 1)
 	for _, o := range olds {
 		<-o.doneC // replace: the old run was cancelled; it ends, then this one starts
 	}
 	for attempt := 1; ; attempt++ {
-		switch s.attempt(r, t, attempt) {
-		case endSuccess:
-			return ""
-		case endSkipped:
-			return "upstream " + name + " skipped"
-		case endCut:
-			return "upstream " + name + " failed"
+		end, ev := s.attempt(r, t, attempt)
+		switch {
+		case end == endSuccess:
+			return "", t, ev
+		case end == endSkipped:
+			return skipped, t, ev
+		case end == endCut, attempt > r.j.retries:
+			return failed, t, ev
 		}
-		if attempt > r.j.retries {
-			return "upstream " + name + " failed"
-		}
+		s.emit(t, ev)
 		wait := retryBackoff(r.j.backoff, attempt)
-		t = &task{id: taskID(name, r.fl.key, attempt+1), js: r.js}
+		t = &task{id: taskID(r.js.name, r.fl.key, attempt+1), js: r.js}
 		s.emitPending(r, t, s.clock.Now().Add(wait), attempt+1)
 		if !s.sleep(r, wait) {
 			if errors.Is(context.Cause(r.ctx), errReplaced) {
-				s.emitEnd(t, apollo.StatusFailed, map[string]any{"attempt": attempt + 1, "replaced": true}, procResult{}, 0)
-				return "upstream " + name + " failed"
+				return failed, t, s.endEvent(t, apollo.StatusFailed, map[string]any{"attempt": attempt + 1, "replaced": true}, procResult{}, 0)
 			}
-			s.skipRun(t, "scheduler stopped")
-			return "upstream " + name + " skipped"
+			return skipped, t, s.skipEvent(t, "scheduler stopped")
 		}
 	}
 }
@@ -119,15 +123,14 @@ func (s *Scheduler) sleep(r *run, d time.Duration) bool {
 	return false
 }
 
-// attempt runs one attempt of r as task t and reports its end.
-func (s *Scheduler) attempt(r *run, t *task, attempt int) ending {
+// attempt runs one attempt of r as task t. It returns how the attempt
+// ended and its final event, which the caller sends.
+func (s *Scheduler) attempt(r *run, t *task, attempt int) (ending, apollo.Event) {
 	if cause := context.Cause(r.ctx); errors.Is(cause, errReplaced) {
-		s.emitEnd(t, apollo.StatusFailed, map[string]any{"attempt": attempt, "replaced": true}, procResult{}, 0)
-		return endCut
+		return endCut, s.endEvent(t, apollo.StatusFailed, map[string]any{"attempt": attempt, "replaced": true}, procResult{}, 0)
 	}
 	if s.isStopping() {
-		s.skipRun(t, "scheduler stopped")
-		return endSkipped
+		return endSkipped, s.skipEvent(t, "scheduler stopped")
 	}
 	spec := &runSpec{argv: r.j.argv, dir: r.j.dir, env: append(r.j.env[:len(r.j.env):len(r.j.env)],
 		"APOLLO_TASK_ID="+t.id,
@@ -138,8 +141,7 @@ func (s *Scheduler) attempt(r *run, t *task, attempt int) ending {
 	s.nRuns.Add(1)
 	p, err := s.runner.start(spec)
 	if err != nil {
-		s.emitEnd(t, apollo.StatusFailed, map[string]any{"attempt": attempt, "exitCode": -1, "error": err.Error()}, procResult{}, 0)
-		return endFailed
+		return endFailed, s.endEvent(t, apollo.StatusFailed, map[string]any{"attempt": attempt, "exitCode": -1, "error": err.Error()}, procResult{}, 0)
 	}
 	startedAt := s.clock.Now()
 	ev := t.event(apollo.StatusRunning, startedAt)
@@ -183,14 +185,14 @@ func (s *Scheduler) attempt(r *run, t *task, attempt int) ending {
 			fields["shutdown"] = true
 		}
 	}
-	s.emitEnd(t, status, fields, res, res.ended.Sub(startedAt))
+	ev = s.endEvent(t, status, fields, res, res.ended.Sub(startedAt))
 	switch {
 	case status == apollo.StatusSuccess:
-		return endSuccess
+		return endSuccess, ev
 	case why != nil && !errors.Is(why, errTimeout):
-		return endCut
+		return endCut, ev
 	}
-	return endFailed
+	return endFailed, ev
 }
 
 // terminate asks the attempt's process group to stop (SIGTERM), and kills
@@ -236,24 +238,26 @@ func (s *Scheduler) emitPending(r *run, t *task, due time.Time, attempt int) {
 	s.emit(t, ev)
 }
 
-// emitEnd reports the final event of an attempt.
-func (s *Scheduler) emitEnd(t *task, status apollo.Status, fields map[string]any, res procResult, took time.Duration) {
+// endEvent builds the final event of an attempt.
+func (s *Scheduler) endEvent(t *task, status apollo.Status, fields map[string]any, res procResult, took time.Duration) apollo.Event {
 	ev := t.event(status, s.clock.Now())
 	if took > 0 {
 		ev.CostMs = took.Milliseconds()
 		fields["durationMs"] = ev.CostMs
 	}
 	ev.Extra = encodeExtra(fields, res.stdout, res.stderr)
-	s.emit(t, ev)
 	s.log.Info("sched: run ended", "task", t.id, "status", status, "costMs", ev.CostMs)
+	return ev
 }
 
-// skipRun reports a run that will not start, outside the lock.
-func (s *Scheduler) skipRun(t *task, reason string) {
+// skipEvent builds the event of a run that does not start, and counts it.
+// A skipped run is neither a success nor a failure of its job.
+func (s *Scheduler) skipEvent(t *task, reason string) apollo.Event {
 	ev := t.event(apollo.StatusManualBlocked, s.clock.Now())
 	ev.Extra = encodeExtra(map[string]any{"skipped": reason}, "", "")
-	s.emit(t, ev)
 	s.nSkipped.Add(1)
+	s.log.Info("sched: run skipped", "task", t.id, "reason", reason)
+	return ev
 }
 
 // emit sends ev and records it as the job's latest.

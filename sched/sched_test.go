@@ -519,7 +519,6 @@ jobs:
     command: [x]
   - name: b
     after: [a]
-    concurrency: allow # its own manual run may still be ending when a's downstream run starts
     command: [x]
 `, t0, "")
 	if _, err := h.s.Trigger("nope"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
@@ -550,6 +549,9 @@ jobs:
 	}
 	pb := h.run.next(t)
 	pb.exit(0)
+	// Once its last event is out, a run no longer counts as running: a's
+	// downstream run of b is not refused by b's forbid policy.
+	h.rec.waitFor(t, id2, apollo.StatusSuccess)
 	p.exit(0)
 	down := h.run.next(t)
 	if down.task() != "b@"+key+"#1" {
