@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -222,8 +221,8 @@ func TestLastTick(t *testing.T) {
 	}
 }
 
-// benchJobs is a mix of schedules and zones, all firing at least daily so
-// that stepping minute by minute finds each within a day.
+// benchJobs is a mix of schedules and zones, all firing at least weekly so
+// that stepping minute by minute finds each within a week.
 func benchJobs(b *testing.B) (exprs []string, locs []*time.Location) {
 	forms := []string{"*/5 * * * *", "30 2 * * *", "0 */3 * * *", "15,45 9-17 * * 1-5", "0 0 * * *", "7 * * * *", "*/15 8-20 * * *", "59 23 * * *"}
 	zones := []string{"UTC", "Europe/Berlin", "Asia/Shanghai", "America/New_York"}
@@ -275,12 +274,41 @@ func BenchmarkNextTick(b *testing.B) {
 					if ok, _ := g.IsDue(e, t); ok {
 						break
 					}
-					if n > 24*60 {
-						b.Fatal(fmt.Sprintf("%q not due within a day", e))
+					if n > 7*24*60 {
+						b.Fatalf("%q not due within a week", e)
 					}
 					t = t.Add(time.Minute)
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseSchedule: any string either is refused or yields a schedule
+// whose ticks move strictly forward, in any zone.
+func FuzzParseSchedule(f *testing.F) {
+	for _, s := range []string{"30 2 * * *", "*/15 * * * * *", "@every 90s", "@hourly", "0 0 L * *", "0 9 * JAN-MAR MON-FRI",
+		"0 0 15W * *", "0 22 * * 5L", "0 0 * * 1#2", "0 0 ? * *", "1-5/2 */3 1,15 * 0", "0 0 30 2 *", "@every -1s", "* * * * * * *"} {
+		f.Add(s, uint8(0))
+		f.Add(s, uint8(3))
+	}
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"}
+	f.Fuzz(func(t *testing.T, expr string, zone uint8) {
+		loc := mustLoc(t, zones[int(zone)%len(zones)])
+		s, err := parseSchedule(expr, loc)
+		if err != nil {
+			return
+		}
+		at := time.Date(2026, 3, 28, 22, 0, 0, 0, time.UTC)
+		for range 5 {
+			n := s.next(at)
+			if n.IsZero() {
+				return
+			}
+			if !n.After(at) {
+				t.Fatalf("%q: next(%v) = %v, not after", expr, at, n)
+			}
+			at = n
 		}
 	})
 }

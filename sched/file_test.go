@@ -108,77 +108,80 @@ func TestParseEmpty(t *testing.T) {
 
 const okJob = "    schedule: \"* * * * *\"\n    command: [x]\n"
 
+// parseErrorCases are jobs files with problems, and the lines of the error
+// that Parse must return for each, in order.
+var parseErrorCases = []struct {
+	name string
+	src  string
+	want []string // one line of the error each, in order
+}{
+	{"unknown field", "jobs:\n  - name: a\n" + okJob + "    colour: red\n",
+		[]string{`t.yaml:5:5: job "a": colour: unknown field (known fields are name, schedule,`}},
+	{"unknown top-level field", "job:\n  - name: a\n",
+		[]string{`t.yaml:1:1: job: unknown field (known fields are defaults, jobs)`}},
+	{"unknown defaults field", "defaults:\n  tz: UTC\njobs: []\n",
+		[]string{`t.yaml:2:3: tz: unknown field (known fields are timezone, timeout,`}},
+	{"missing name", "jobs:\n  - schedule: \"* * * * *\"\n    command: [x]\n",
+		[]string{`t.yaml:2:5: name: missing (every job needs a unique name`}},
+	{"bad name", "jobs:\n  - name: \"a b\"\n" + okJob,
+		[]string{`t.yaml:2:11: name: "a b" is not a usable job name`}},
+	{"duplicate name", "jobs:\n  - name: a\n" + okJob + "  - name: a\n" + okJob,
+		[]string{`t.yaml:5:11: job "a": name: name already used by the job at line 2`}},
+	{"bad cron", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    command: [x]\n",
+		[]string{`t.yaml:3:15: job "a": schedule: "61 * * * *": minute field "61": "61" is not a number from 0 to 59`}},
+	{"bad timezone", "jobs:\n  - name: a\n" + okJob + "    timezone: Mars/Olympus\n",
+		[]string{`t.yaml:5:15: job "a": timezone: unknown timezone "Mars/Olympus"`}},
+	{"both command and shell", "jobs:\n  - name: a\n" + okJob + "    shell: ls\n",
+		[]string{`t.yaml:4:14: job "a": command: both command and shell are set`}},
+	{"neither command nor shell", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n",
+		[]string{`t.yaml:2:5: job "a": command: neither command nor shell is set`}},
+	{"empty program", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"\"]\n",
+		[]string{`t.yaml:4:14: job "a": command: the program name is empty`}},
+	{"schedule and after", "jobs:\n  - name: a\n" + okJob + "  - name: b\n" + okJob + "    after: [a]\n",
+		[]string{`t.yaml:6:15: job "b": schedule: a job runs on a schedule or after other jobs, not both`}},
+	{"no schedule, no after", "jobs:\n  - name: a\n    command: [x]\n",
+		[]string{`t.yaml:2:5: job "a": schedule: no schedule and no after`}},
+	{"unknown upstream", "jobs:\n  - name: a\n" + okJob + "  - name: b\n    command: [x]\n    after: [a, nope]\n",
+		[]string{`t.yaml:7:16: job "b": after.1: unknown upstream "nope"`}},
+	{"self dependency", "jobs:\n  - name: a\n    command: [x]\n    after: [a]\n",
+		[]string{`t.yaml:4:13: job "a": after.0: a job cannot run after itself`}},
+	{"cycle", "jobs:\n" +
+		"  - name: root\n" + okJob +
+		"  - name: a\n    command: [x]\n    after: [c, root]\n" +
+		"  - name: b\n    command: [x]\n    after: [a]\n" +
+		"  - name: c\n    command: [x]\n    after: [b]\n",
+		[]string{`t.yaml:7:12: job "a": after: dependency cycle: a -> c -> b -> a`}},
+	{"negative duration", "jobs:\n  - name: a\n" + okJob + "    timeout: -5s\n",
+		[]string{`t.yaml:5:14: job "a": timeout: negative (-5s) (use 0 or a positive duration)`}},
+	{"not a duration", "jobs:\n  - name: a\n" + okJob + "    kill_grace: 5 minutes\n",
+		[]string{`t.yaml:5:17: job "a": kill_grace: "5 minutes" is not a duration (write a number with a unit`}},
+	{"bad policies", "jobs:\n  - name: a\n" + okJob + "    concurrency: sometimes\n    catchup: all\n",
+		[]string{`t.yaml:5:18: job "a": concurrency: unknown value "sometimes" (use forbid, allow or replace)`,
+			`t.yaml:6:14: job "a": catchup: unknown value "all" (use skip or once)`}},
+	{"wrong type", "jobs:\n  - name: a\n" + okJob + "    retries: many\n",
+		[]string{`t.yaml:5:14: job "a": retries: cannot use "many" here: expected a whole number`}},
+	{"retries out of range", "jobs:\n  - name: a\n" + okJob + "    retries: -1\n",
+		[]string{`t.yaml:5:14: job "a": retries: -1 is out of range`}},
+	{"command as a string", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: ls -l\n",
+		[]string{`t.yaml:4:14: job "a": command: cannot use "ls -l" here: expected a list of strings`}},
+	{"bad env", "jobs:\n  - name: a\n" + okJob + "    env: {\"A=B\": x}\n",
+		[]string{`t.yaml:5:10: job "a": env: bad variable "A=B"`}},
+	{"yaml syntax", "jobs:\n  - name: a\n   schedule: [\n",
+		[]string{`t.yaml:1:1: YAML syntax: did not find expected '-' indicator (the mistake is in the block that starts here`}},
+	{"two documents", "jobs: []\n---\njobs: []\n",
+		[]string{`t.yaml:2:1: a second YAML document`}},
+	{"defaults problems", "defaults:\n  timezone: Nowhere\n  retries: 500\n  catchup: never\njobs: []\n",
+		[]string{`t.yaml:2:13: timezone: unknown timezone "Nowhere"`, `t.yaml:3:12: retries: 500 is out of range`, `t.yaml:4:12: catchup: unknown value "never"`}},
+	{"every problem at once", "jobs:\n" +
+		"  - name: a\n    schedule: \"* * *\"\n    command: [x]\n    timeout: -1m\n" +
+		"  - name: b\n    command: [x]\n    after: [zzz]\n    concurrency: x\n",
+		[]string{`t.yaml:3:15: job "a": schedule:`, `t.yaml:5:14: job "a": timeout: negative`,
+			`t.yaml:8:13: job "b": after.0: unknown upstream "zzz"`, `t.yaml:9:18: job "b": concurrency: unknown value "x"`}},
+}
+
 func TestParseErrors(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		src  string
-		want []string // one line of the error each, in order
-	}{
-		{"unknown field", "jobs:\n  - name: a\n" + okJob + "    colour: red\n",
-			[]string{`t.yaml:5:5: job "a": colour: unknown field (known fields are name, schedule,`}},
-		{"unknown top-level field", "job:\n  - name: a\n",
-			[]string{`t.yaml:1:1: job: unknown field (known fields are defaults, jobs)`}},
-		{"unknown defaults field", "defaults:\n  tz: UTC\njobs: []\n",
-			[]string{`t.yaml:2:3: tz: unknown field (known fields are timezone, timeout,`}},
-		{"missing name", "jobs:\n  - schedule: \"* * * * *\"\n    command: [x]\n",
-			[]string{`t.yaml:2:5: name: missing (every job needs a unique name`}},
-		{"bad name", "jobs:\n  - name: \"a b\"\n" + okJob,
-			[]string{`t.yaml:2:11: name: "a b" is not a usable job name`}},
-		{"duplicate name", "jobs:\n  - name: a\n" + okJob + "  - name: a\n" + okJob,
-			[]string{`t.yaml:5:11: job "a": name: name already used by the job at line 2`}},
-		{"bad cron", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    command: [x]\n",
-			[]string{`t.yaml:3:15: job "a": schedule: "61 * * * *": minute field "61": "61" is not a number from 0 to 59`}},
-		{"bad timezone", "jobs:\n  - name: a\n" + okJob + "    timezone: Mars/Olympus\n",
-			[]string{`t.yaml:5:15: job "a": timezone: unknown timezone "Mars/Olympus"`}},
-		{"both command and shell", "jobs:\n  - name: a\n" + okJob + "    shell: ls\n",
-			[]string{`t.yaml:4:14: job "a": command: both command and shell are set`}},
-		{"neither command nor shell", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n",
-			[]string{`t.yaml:2:5: job "a": command: neither command nor shell is set`}},
-		{"empty program", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [\"\"]\n",
-			[]string{`t.yaml:4:14: job "a": command: the program name is empty`}},
-		{"schedule and after", "jobs:\n  - name: a\n" + okJob + "  - name: b\n" + okJob + "    after: [a]\n",
-			[]string{`t.yaml:6:15: job "b": schedule: a job runs on a schedule or after other jobs, not both`}},
-		{"no schedule, no after", "jobs:\n  - name: a\n    command: [x]\n",
-			[]string{`t.yaml:2:5: job "a": schedule: no schedule and no after`}},
-		{"unknown upstream", "jobs:\n  - name: a\n" + okJob + "  - name: b\n    command: [x]\n    after: [a, nope]\n",
-			[]string{`t.yaml:7:16: job "b": after.1: unknown upstream "nope"`}},
-		{"self dependency", "jobs:\n  - name: a\n    command: [x]\n    after: [a]\n",
-			[]string{`t.yaml:4:13: job "a": after.0: a job cannot run after itself`}},
-		{"cycle", "jobs:\n" +
-			"  - name: root\n" + okJob +
-			"  - name: a\n    command: [x]\n    after: [c, root]\n" +
-			"  - name: b\n    command: [x]\n    after: [a]\n" +
-			"  - name: c\n    command: [x]\n    after: [b]\n",
-			[]string{`t.yaml:7:12: job "a": after: dependency cycle: a -> c -> b -> a`}},
-		{"negative duration", "jobs:\n  - name: a\n" + okJob + "    timeout: -5s\n",
-			[]string{`t.yaml:5:14: job "a": timeout: negative (-5s) (use 0 or a positive duration)`}},
-		{"not a duration", "jobs:\n  - name: a\n" + okJob + "    kill_grace: 5 minutes\n",
-			[]string{`t.yaml:5:17: job "a": kill_grace: "5 minutes" is not a duration (write a number with a unit`}},
-		{"bad policies", "jobs:\n  - name: a\n" + okJob + "    concurrency: sometimes\n    catchup: all\n",
-			[]string{`t.yaml:5:18: job "a": concurrency: unknown value "sometimes" (use forbid, allow or replace)`,
-				`t.yaml:6:14: job "a": catchup: unknown value "all" (use skip or once)`}},
-		{"wrong type", "jobs:\n  - name: a\n" + okJob + "    retries: many\n",
-			[]string{`t.yaml:5:14: job "a": retries: cannot use "many" here: expected a whole number`}},
-		{"retries out of range", "jobs:\n  - name: a\n" + okJob + "    retries: -1\n",
-			[]string{`t.yaml:5:14: job "a": retries: -1 is out of range`}},
-		{"command as a string", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: ls -l\n",
-			[]string{`t.yaml:4:14: job "a": command: cannot use "ls -l" here: expected a list of strings`}},
-		{"bad env", "jobs:\n  - name: a\n" + okJob + "    env: {\"A=B\": x}\n",
-			[]string{`t.yaml:5:10: job "a": env: bad variable "A=B"`}},
-		{"yaml syntax", "jobs:\n  - name: a\n   schedule: [\n",
-			[]string{`t.yaml:1:1: YAML syntax: did not find expected '-' indicator (the mistake is in the block that starts here`}},
-		{"two documents", "jobs: []\n---\njobs: []\n",
-			[]string{`t.yaml:2:1: a second YAML document`}},
-		{"defaults problems", "defaults:\n  timezone: Nowhere\n  retries: 500\n  catchup: never\njobs: []\n",
-			[]string{`t.yaml:2:13: timezone: unknown timezone "Nowhere"`, `t.yaml:3:12: retries: 500 is out of range`, `t.yaml:4:12: catchup: unknown value "never"`}},
-		{"every problem at once", "jobs:\n" +
-			"  - name: a\n    schedule: \"* * *\"\n    command: [x]\n    timeout: -1m\n" +
-			"  - name: b\n    command: [x]\n    after: [zzz]\n    concurrency: x\n",
-			[]string{`t.yaml:3:15: job "a": schedule:`, `t.yaml:5:14: job "a": timeout: negative`,
-				`t.yaml:8:13: job "b": after.0: unknown upstream "zzz"`, `t.yaml:9:18: job "b": concurrency: unknown value "x"`}},
-	}
-	for _, tc := range tests {
+	for _, tc := range parseErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f, err := Parse("t.yaml", []byte(tc.src))
