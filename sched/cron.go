@@ -250,6 +250,12 @@ func repeatedWall(at time.Time) bool {
 // when nothing is found, so a per-second job missed for a month costs at
 // most an hour of steps.
 func lastTick(s schedule, since, now time.Time) time.Time {
+	if e, ok := s.(everySchedule); ok { // no need to walk: ticks are multiples of d
+		if last := e.next(now.Add(-e.d)); last.After(since) && !last.After(now) {
+			return last
+		}
+		return time.Time{}
+	}
 	for _, span := range []time.Duration{time.Hour, 48 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour, 10 * 367 * 24 * time.Hour} {
 		from := now.Add(-span)
 		if !from.After(since) {

@@ -215,6 +215,12 @@ func TestLastTick(t *testing.T) {
 			t.Errorf("lastTick(since, %v) = %v, want %v", tc.now, got, tc.want)
 		}
 	}
+	every := mustSchedule(t, "@every 10s", utc)
+	for _, tc := range tests {
+		if got := lastTick(every, since, tc.now); !got.Equal(tc.want) {
+			t.Errorf("@every lastTick(since, %v) = %v, want %v", tc.now, got, tc.want)
+		}
+	}
 	yearly := mustSchedule(t, "@yearly", utc)
 	if got, want := lastTick(yearly, since.AddDate(-3, 0, 0), since.AddDate(0, 6, 0)), since; !got.Equal(want) {
 		t.Errorf("yearly lastTick = %v, want %v", got, want)

@@ -80,18 +80,6 @@ func (r *recorder) all() []apollo.Event {
 	return append([]apollo.Event(nil), r.events...)
 }
 
-func (r *recorder) tasks() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, ev := range r.all() {
-		if !seen[ev.TaskID] {
-			seen[ev.TaskID] = true
-			out = append(out, ev.TaskID)
-		}
-	}
-	return out
-}
-
 func (r *recorder) dump() string {
 	var b strings.Builder
 	for _, ev := range r.all() {
