@@ -75,6 +75,8 @@ func TestScheduleNext(t *testing.T) {
 			[]string{"2027-01-01 00:00:00 UTC", "2028-01-01 00:00:00 UTC"}},
 		{"names and ranges", "0 9 * JAN-FEB MON-FRI", utc, time.Date(2026, 1, 30, 10, 0, 0, 0, utc),
 			[]string{"2026-02-02 09:00:00 UTC", "2026-02-03 09:00:00 UTC"}},
+		{"day of month or day of week, as in cron", "0 0 10 * 5", utc, time.Date(2026, 2, 1, 0, 0, 0, 0, utc),
+			[]string{"2026-02-06 00:00:00 UTC", "2026-02-10 00:00:00 UTC", "2026-02-13 00:00:00 UTC"}},
 		{"31st skips short months", "0 0 31 * *", utc, time.Date(2026, 1, 31, 0, 0, 0, 0, utc),
 			[]string{"2026-03-31 00:00:00 UTC", "2026-05-31 00:00:00 UTC"}},
 		{"Feb 29 waits for leap years", "0 0 29 2 *", utc, time.Date(2026, 1, 1, 0, 0, 0, 0, utc),
@@ -98,9 +100,9 @@ func TestScheduleNext(t *testing.T) {
 			[]string{"2026-10-25 02:00:00 CEST", "2026-10-25 02:20:00 CEST", "2026-10-25 02:40:00 CEST", "2026-10-26 02:00:00 CET"}},
 		{"DST fold, hourly runs in both passes", "30 * * * *", berlin, time.Date(2026, 10, 24, 23, 45, 0, 0, utc),
 			[]string{"2026-10-25 02:30:00 CEST", "2026-10-25 02:30:00 CET", "2026-10-25 03:30:00 CET"}},
-		{"DST gap, hourly skips the missing hour", "30 * * * *", berlin, time.Date(2026, 3, 29, 0, 45, 0, 0, utc),
+		{"DST gap, hourly runs the missing hour at the change", "30 * * * *", berlin, time.Date(2026, 3, 29, 0, 45, 0, 0, utc),
 			[]string{"2026-03-29 03:00:00 CEST", "2026-03-29 03:30:00 CEST"}},
-		{"Berlin yearly across both changes", "0 12 1 * *", berlin, time.Date(2026, 2, 1, 12, 0, 0, 0, berlin),
+		{"Berlin monthly across the spring change", "0 12 1 * *", berlin, time.Date(2026, 2, 1, 12, 0, 0, 0, berlin),
 			[]string{"2026-03-01 12:00:00 CET", "2026-04-01 12:00:00 CEST", "2026-05-01 12:00:00 CEST"}},
 	}
 	for _, tc := range tests {
