@@ -22,8 +22,8 @@ type File struct {
 	Jobs     []Job    `yaml:"jobs"`
 
 	filename string
-	pos      map[string]Pos // node path ("jobs.2.schedule") -> where it is
-	keys     map[lineKey]Pos
+	pos      map[string]filePos // node path ("jobs.2.schedule") -> where it is
+	keys     map[lineKey]filePos
 	starts   []int // line of each job's mapping, for messages without a path
 }
 
@@ -104,8 +104,8 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 func (d *Duration) get() time.Duration { return time.Duration(*d) }
 
-// Pos is a place in the jobs file, 1-based.
-type Pos struct{ Line, Col int }
+// filePos is a place in the jobs file, 1-based.
+type filePos struct{ Line, Col int }
 
 type lineKey struct {
 	line int
@@ -181,11 +181,11 @@ func Parse(filename string, src []byte) (*File, error) {
 // index records where every node is, by path, so that checks made after
 // decoding can point at the line and column of the value they reject.
 func (f *File) index(root *yaml.Node) {
-	f.pos = map[string]Pos{}
-	f.keys = map[lineKey]Pos{}
+	f.pos = map[string]filePos{}
+	f.keys = map[lineKey]filePos{}
 	var walk func(n *yaml.Node, path string, depth int)
 	walk = func(n *yaml.Node, path string, depth int) {
-		f.pos[path] = Pos{n.Line, n.Column}
+		f.pos[path] = filePos{n.Line, n.Column}
 		if depth > 5 {
 			return
 		}
@@ -197,7 +197,7 @@ func (f *File) index(root *yaml.Node) {
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
-				f.keys[lineKey{k.Line, k.Value}] = Pos{k.Line, k.Column}
+				f.keys[lineKey{k.Line, k.Value}] = filePos{k.Line, k.Column}
 				walk(v, join(path, k.Value), depth+1)
 			}
 		case yaml.SequenceNode:
@@ -221,16 +221,16 @@ func join(path, elem string) string {
 
 // where returns the position of the first path that names a node, so that
 // an issue about a missing field points at its job instead.
-func (f *File) where(paths ...string) Pos {
+func (f *File) where(paths ...string) filePos {
 	if f.pos == nil {
-		return Pos{}
+		return filePos{}
 	}
 	for _, p := range paths {
 		if pos, ok := f.pos[p]; ok && pos.Line > 0 {
 			return pos
 		}
 	}
-	return Pos{1, 1}
+	return filePos{1, 1}
 }
 
 var (

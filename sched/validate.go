@@ -55,7 +55,7 @@ type checker struct {
 }
 
 func (c *checker) add(job string, idx int, field, hint, format string, args ...any) {
-	var pos Pos
+	var pos filePos
 	if idx < 0 {
 		pos = c.f.where("defaults."+field, "defaults")
 	} else {
