@@ -3,6 +3,7 @@ module github.com/apollo-11/apollo
 go 1.26.8
 
 require (
+	github.com/adhocore/gronx v1.20.4
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
 	github.com/emersion/go-smtp v0.25.1
 	github.com/spf13/cobra v1.10.2

@@ -1,0 +1,115 @@
+//go:build unix
+
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// drainGrace bounds how long output is still read after a run's process
+// group is gone. Only a process that left the group (setsid) can still hold
+// the pipes then; the run does not wait for it. It is an I/O deadline on
+// real pipes, so it uses real time.
+const drainGrace = 2 * time.Second
+
+// execRunner runs each attempt as a real process in its own process group,
+// so that a timeout or a shutdown can signal the process and everything it
+// started.
+type execRunner struct{ clock apollo.Clock }
+
+var _ runner = execRunner{}
+
+func (r execRunner) start(spec *runSpec) (proc, error) {
+	var files []*os.File // every pipe end; closed on failure
+	pipe := func() (*os.File, *os.File, error) {
+		rd, wr, err := os.Pipe()
+		if err == nil {
+			files = append(files, rd, wr)
+		}
+		return rd, wr, err
+	}
+	outR, outW, err1 := pipe()
+	errR, errW, err2 := pipe()
+	if err := errors.Join(err1, err2); err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("sched: output pipes: %w", err)
+	}
+	cmd := exec.Command(spec.argv[0], spec.argv[1:]...)
+	cmd.Env = append(os.Environ(), spec.env...)
+	cmd.Dir = spec.dir
+	// *os.File outputs are handed to the child as they are: no copying
+	// goroutines inside exec, so Wait returns when the leader exits.
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		closeAll(files)
+		return nil, err
+	}
+	outW.Close()
+	errW.Close()
+	p := &execProc{cmd: cmd, pgid: cmd.Process.Pid, doneC: make(chan struct{})}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go drain(&readers, outR, &p.out)
+	go drain(&readers, errR, &p.err)
+	go func() {
+		_ = cmd.Wait() // the exit status is read from ProcessState below
+		// A run ends with its leader: what it left behind in its group goes
+		// too, so that no run leaks processes (docs/scheduler.md).
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		deadline := time.Now().Add(drainGrace)
+		_ = outR.SetReadDeadline(deadline)
+		_ = errR.SetReadDeadline(deadline)
+		readers.Wait()
+		outR.Close()
+		errR.Close()
+		p.res = procResult{exitCode: -1, stdout: p.out.String(), stderr: p.err.String(), ended: r.clock.Now()}
+		if st := cmd.ProcessState; st != nil {
+			p.res.exitCode = st.ExitCode()
+			if ws, ok := st.Sys().(syscall.WaitStatus); ok {
+				p.res.signaled = ws.Signaled()
+			}
+		}
+		close(p.doneC)
+	}()
+	return p, nil
+}
+
+func drain(wg *sync.WaitGroup, r io.Reader, t *tail) {
+	defer wg.Done()
+	_, _ = io.Copy(t, r) // ends at EOF, or at the read deadline
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+type execProc struct {
+	cmd      *exec.Cmd
+	pgid     int
+	out, err tail
+	doneC    chan struct{}
+	res      procResult
+}
+
+func (p *execProc) signal(sig syscall.Signal) error {
+	err := syscall.Kill(-p.pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil // the group is already gone
+	}
+	return err
+}
+
+func (p *execProc) done() <-chan struct{} { return p.doneC }
+func (p *execProc) result() procResult    { return p.res }

@@ -1,0 +1,349 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// Tests of the scheduler's life: restarts and catch-up, pause, manual
+// triggers, reloads, reporter outages and Stop, on the fake clock.
+
+func TestCatchUpAcrossRestart(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []Catchup{CatchupOnce, CatchupSkip} {
+		t.Run(string(policy), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			src := "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    catchup: " + string(policy) + "\n    command: [x]\n"
+			h := newHarness(t, src, t0, dir)
+			at := h.fire(0)
+			p := h.run.next(t)
+			p.exit(0)
+			h.rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
+			h.stop()
+			if b, err := os.ReadFile(filepath.Join(dir, stateFileName)); err != nil || !strings.Contains(string(b), `"lastTick": "2026-01-01T01:00:00Z"`) {
+				t.Fatalf("state file: %s %v", b, err)
+			}
+
+			// Down from 01:00 to 05:30: ticks 02:00 to 05:00 were missed.
+			restart := time.Date(2026, 1, 1, 5, 30, 0, 0, time.UTC)
+			h2 := newHarness(t, src+"  - name: new\n    schedule: \"0 * * * *\"\n    command: [x]\n", restart, dir)
+			missed := time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
+			if policy == CatchupOnce {
+				p := h2.run.next(t)
+				if p.task() != sid("a", missed, 1) {
+					t.Fatalf("catch-up run %s, want the most recent missed tick", p.task())
+				}
+				pend := h2.rec.waitFor(t, p.task(), apollo.StatusPending)
+				if pend.ScheduledAt != missed.UnixMilli() {
+					t.Errorf("scheduledAt %d, want the missed tick %d (so the server sees it late)", pend.ScheduledAt, missed.UnixMilli())
+				}
+				p.exit(0)
+				h2.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+			} else if h2.s.Stats().Missed != 1 {
+				t.Errorf("missed = %d", h2.s.Stats().Missed)
+			}
+			h2.run.none(t) // one run at most, and none for the job without state
+			if next := h2.job("a").Next; !next.Equal(time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)) {
+				t.Errorf("next %v", next)
+			}
+		})
+	}
+}
+
+func TestCorruptStateIsIgnored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, stateFileName), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    command: [x]\n", t0, dir)
+	if h.s.Stats().StateErrors != 1 {
+		t.Errorf("state errors %d", h.s.Stats().StateErrors)
+	}
+	h.fire(0)
+	p := h.run.next(t)
+	p.exit(0)
+	h.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `
+jobs:
+  - name: a
+    schedule: "* * * * *"
+    command: [x]
+  - name: b
+    after: [a]
+    command: [x]
+`, t0, "")
+	if err := h.s.Pause("nope"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+		t.Errorf("Pause(nope) = %v", err)
+	}
+	if err := h.s.Pause("a"); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(1, 30*time.Second) // 00:01: a's tick passes
+	if !h.clock.BlockUntil(1, wait) || !h.job("a").Next.Equal(t0.Add(90*time.Second)) {
+		t.Fatalf("the paused tick was not consumed: next %v", h.job("a").Next)
+	}
+	h.run.none(t)
+	if !h.job("a").Paused {
+		t.Error("Jobs() does not show a paused")
+	}
+	// A paused downstream job is skipped, visibly.
+	if err := h.s.Resume("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.Pause("b"); err != nil {
+		t.Fatal(err)
+	}
+	at := h.fire(0)
+	p := h.run.next(t)
+	p.exit(0)
+	ev := h.rec.waitFor(t, sid("b", at, 1), apollo.StatusManualBlocked)
+	if x := extra(t, ev); x["skipped"] != "job paused" {
+		t.Errorf("extra %v", x)
+	}
+	h.run.none(t)
+}
+
+func TestTrigger(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `
+jobs:
+  - name: a
+    schedule: "@daily"
+    paused: true
+    command: [x]
+  - name: b
+    after: [a]
+    command: [x]
+`, t0, "")
+	if _, err := h.s.Trigger("nope"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+		t.Errorf("Trigger(nope) = %v", err)
+	}
+	id, err := h.s.Trigger("a") // paused jobs run when triggered by hand
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := manualKey(t0.UnixMilli())
+	if want := "a@" + key + "#1"; id != want {
+		t.Fatalf("task ID %q, want %q", id, want)
+	}
+	p := h.run.next(t)
+	if p.task() != id {
+		t.Fatalf("started %s", p.task())
+	}
+	pend := h.rec.waitFor(t, id, apollo.StatusPending)
+	if pend.ScheduledAt != t0.UnixMilli() {
+		t.Errorf("scheduledAt %d", pend.ScheduledAt)
+	}
+	if _, err := h.s.Trigger("a"); apollo.ErrorCode(err) != apollo.ECONFLICT {
+		t.Errorf("Trigger while running (forbid) = %v", err)
+	}
+	id2, err := h.s.Trigger("b") // a second trigger in the same millisecond
+	if err != nil || id2 != "b@"+manualKey(t0.UnixMilli()+1)+"#1" {
+		t.Fatalf("Trigger(b) = %q, %v", id2, err)
+	}
+	pb := h.run.next(t)
+	pb.exit(0)
+	// Once its last event is out, a run no longer counts as running: a's
+	// downstream run of b is not refused by b's forbid policy.
+	h.rec.waitFor(t, id2, apollo.StatusSuccess)
+	p.exit(0)
+	down := h.run.next(t)
+	if down.task() != "b@"+key+"#1" {
+		t.Errorf("downstream of the manual run: %s", down.task())
+	}
+	down.exit(0)
+	h.rec.waitFor(t, down.task(), apollo.StatusSuccess)
+}
+
+func TestTriggerNeedsARunningScheduler(t *testing.T) {
+	t.Parallel()
+	s, err := newScheduler(mustParse(t, "jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [x]\n"), Options{Reporter: newRecorder(), Logger: quietLogger()}, newFakeRunner(apollo.SystemClock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Trigger("a"); apollo.ErrorCode(err) != apollo.EUNAVAILABLE {
+		t.Errorf("before Start: %v", err)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err == nil {
+		t.Error("Start after Stop succeeded")
+	}
+}
+
+func TestReload(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, `
+jobs:
+  - name: a
+    schedule: "0 * * * *"
+    late_after: 1m
+    command: [x]
+  - name: gone
+    schedule: "0 * * * *"
+    command: [x]
+`, t0, "")
+	at := h.fire(0) // 01:00: a and gone start
+	p1, p2 := h.run.next(t), h.run.next(t)
+
+	bad := mustParse(t, "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    command: [x]\n")
+	bad.Jobs[0].Schedule = "61 * * * *"
+	err := h.s.Reload(bad)
+	var fe *FileError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "minute field") {
+		t.Fatalf("bad reload: %v", err)
+	}
+	if len(h.s.Jobs()) != 2 || h.s.Thresholds()["a"] != time.Minute {
+		t.Fatalf("a bad reload changed the jobs: %+v", h.s.Jobs())
+	}
+
+	good := mustParse(t, `
+jobs:
+  - name: a
+    schedule: "30 * * * *"
+    command: [x]
+  - name: c
+    schedule: "15 * * * *"
+    late_after: 5m
+    command: [x]
+`)
+	if err := h.s.Reload(good); err != nil {
+		t.Fatal(err)
+	}
+	if th := h.s.Thresholds(); len(th) != 1 || th["c"] != 5*time.Minute {
+		t.Errorf("thresholds %v", th)
+	}
+	// Runs in progress finish and are reported, even of a removed job.
+	p1.exit(0)
+	p2.exit(0)
+	h.rec.waitFor(t, sid("gone", at, 1), apollo.StatusSuccess)
+	h.rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
+	if next := h.fire(0); !next.Equal(at.Add(15 * time.Minute)) {
+		t.Errorf("first tick after reload %v", next)
+	}
+	if p := h.run.next(t); p.task() != sid("c", at.Add(15*time.Minute), 1) {
+		t.Errorf("started %s", p.task())
+	} else {
+		p.exit(0)
+	}
+	if next := h.fire(0); !next.Equal(at.Add(30 * time.Minute)) {
+		t.Errorf("a's new schedule: %v", next)
+	}
+	p := h.run.next(t)
+	p.exit(0)
+	h.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+	if names := []string{h.s.Jobs()[0].Name, h.s.Jobs()[1].Name}; !slices.Equal(names, []string{"a", "c"}) {
+		t.Errorf("jobs after reload %v", names)
+	}
+}
+
+func TestReporterFailureDoesNotStopJobs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [x]\n", t0, "")
+	h.rec.fail.Store(true)
+	for range 2 {
+		at := h.fire(0)
+		p := h.run.next(t)
+		p.exit(0)
+		h.rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
+	}
+	if n := h.s.Stats().ReportErrors; n != 6 {
+		t.Errorf("report errors %d, want 6 (3 events x 2 runs)", n)
+	}
+}
+
+func TestStopWaitsForRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, etl, t0, "")
+	at := h.fire(0)
+	p := h.run.next(t)
+	h.rec.waitFor(t, p.task(), apollo.StatusRunning)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.s.Stop(context.Background()) }()
+	select { // Stop has begun once the loop has ended
+	case <-h.s.loopDone:
+	case <-time.After(wait):
+		t.Fatal("the loop did not end")
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned %v while a run was going", err)
+	default:
+	}
+	p.exit(0)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	h.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+	// The downstream run is not started during Stop, but reported.
+	ev := h.rec.waitFor(t, sid("transform", at, 1), apollo.StatusManualBlocked)
+	if x := extra(t, ev); x["skipped"] != "scheduler stopped" {
+		t.Errorf("extra %v", x)
+	}
+	h.run.none(t)
+}
+
+func TestStopDeadlineKillsRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    retries: 3\n    command: [x]\n", t0, "")
+	h.fire(0)
+	p := h.run.next(t)
+	h.rec.waitFor(t, p.task(), apollo.StatusRunning)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.s.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Stop = %v, want context.Canceled", err)
+	}
+	ev := h.rec.waitFor(t, p.task(), apollo.StatusTimeout)
+	if x := extra(t, ev); x["shutdown"] != true || x["killed"] != true {
+		t.Errorf("extra %v", x)
+	}
+	h.run.none(t) // no retry after a shutdown kill
+	if err := h.s.Stop(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Errorf("second Stop = %v, want the first one's result", err)
+	}
+}
+
+func TestStopDuringRetryBackoff(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    retries: 1\n    retry_backoff: 5m\n    command: [x]\n", t0, "")
+	at := h.fire(0)
+	h.run.next(t).exit(1)
+	h.rec.waitFor(t, sid("a", at, 2), apollo.StatusPending)
+	h.stop()
+	ev := h.rec.waitFor(t, sid("a", at, 2), apollo.StatusManualBlocked)
+	if x := extra(t, ev); x["skipped"] != "scheduler stopped" {
+		t.Errorf("extra %v", x)
+	}
+	h.run.none(t)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	t.Parallel()
+	f := mustParse(t, "jobs: []\n")
+	if _, err := New(f, Options{}); err == nil || !strings.Contains(err.Error(), "Options.Reporter is nil") {
+		t.Errorf("New without a reporter: %v", err)
+	}
+	if _, err := New(nil, Options{Reporter: newRecorder()}); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	hand := &File{Jobs: []Job{{Name: "a", Schedule: "@hourly", Command: []string{"x"}, Timeout: Dur(-time.Second)}}}
+	if _, err := New(hand, Options{Reporter: newRecorder()}); err == nil || !strings.Contains(err.Error(), `job "a": timeout: negative`) {
+		t.Errorf("New(bad hand-built file): %v", err)
+	}
+}

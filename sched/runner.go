@@ -1,0 +1,39 @@
+package sched
+
+import (
+	"syscall"
+	"time"
+)
+
+// runner starts processes. The scheduler's logic (schedules, dependencies,
+// retries, timeouts, kill escalation) sits above it and is tested with a
+// fake runner and a fake clock; execRunner runs real processes.
+type runner interface {
+	start(spec *runSpec) (proc, error)
+}
+
+// runSpec is what one attempt runs.
+type runSpec struct {
+	argv []string
+	env  []string // added to the scheduler's own environment
+	dir  string
+}
+
+// proc is a started attempt.
+type proc interface {
+	// signal sends sig to the attempt's whole process group.
+	signal(sig syscall.Signal) error
+	// done is closed when the process has exited and its output is read.
+	done() <-chan struct{}
+	// result is valid once done is closed.
+	result() procResult
+}
+
+// procResult is how an attempt ended.
+type procResult struct {
+	exitCode int  // -1 when killed by a signal
+	signaled bool // ended by a signal
+	stdout   string
+	stderr   string
+	ended    time.Time
+}

@@ -1,0 +1,353 @@
+package sched
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// Options configure a Scheduler. Reporter is required.
+type Options struct {
+	// Clock is the only time source of the scheduler; default SystemClock.
+	Clock apollo.Clock
+	// Reporter receives every run's events.
+	Reporter Reporter
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// StateDir holds the scheduler's state file (the last tick of every
+	// job), which catch-up after a restart needs. Empty: no state is kept
+	// and missed schedules are never caught up.
+	StateDir string
+	// Tenant is set on every event, for a scheduler that feeds a bus in the
+	// same process (the HTTP API sets the tenant from the token instead).
+	Tenant string
+}
+
+func (o *Options) setDefaults() {
+	o.Clock = cmp.Or(o.Clock, apollo.SystemClock)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+}
+
+func (o *Options) validate() error {
+	if o.Reporter == nil {
+		return errors.New("sched: Options.Reporter is nil: pass the agent client, or sched.ReporterFunc to handle events yourself")
+	}
+	return nil
+}
+
+// Scheduler runs the jobs of a jobs file. Start it once, Stop it once;
+// every other method is safe to call from any goroutine at any time.
+type Scheduler struct {
+	clock  apollo.Clock
+	log    *slog.Logger
+	rep    *reporter
+	runner runner
+	state  *stateFile // nil without a StateDir
+
+	mu       sync.Mutex
+	set      *jobSet
+	jobs     map[string]*jobState
+	flows    map[string]*flow
+	active   map[*run]struct{} // every run in progress, of any job
+	started  bool
+	stopping bool
+
+	wake     chan struct{} // tells the loop that schedules changed
+	stopC    chan struct{} // closed when Stop begins
+	loopDone chan struct{}
+	runs     sync.WaitGroup
+	stopOnce sync.Once
+	stopped  chan struct{}
+	stopErr  error
+
+	stateLog logLimiter
+
+	nRuns, nSkipped, nMissed, nStateErrors atomic.Int64
+}
+
+// jobState is what the scheduler knows about one job between runs.
+type jobState struct {
+	name     string
+	j        *job
+	next     time.Time // next tick; zero for a downstream job
+	lastTick time.Time // the most recent tick handled (run, skipped or paused)
+	paused   bool
+	active   map[*run]struct{}
+
+	lastTask   string
+	lastStatus apollo.Status
+	lastAt     time.Time
+}
+
+// New returns a scheduler for the jobs of f. It checks f again, so a File
+// changed after Parse is held to the same rules.
+func New(f *File, opts Options) (*Scheduler, error) {
+	opts.setDefaults()
+	return newScheduler(f, opts, execRunner{clock: opts.Clock})
+}
+
+func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return nil, errors.New("sched: New: nil *File")
+	}
+	set, issues := f.compile()
+	if len(issues) > 0 {
+		return nil, &FileError{Issues: issues}
+	}
+	s := &Scheduler{
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		rep:      &reporter{to: opts.Reporter, tenant: opts.Tenant, clock: opts.Clock, log: opts.Logger},
+		runner:   r,
+		flows:    map[string]*flow{},
+		active:   map[*run]struct{}{},
+		wake:     make(chan struct{}, 1),
+		stopC:    make(chan struct{}),
+		loopDone: make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	if opts.StateDir != "" {
+		s.state = &stateFile{dir: opts.StateDir}
+	}
+	s.install(set, time.Time{})
+	return s, nil
+}
+
+// install makes set the current jobs, keeping the state of jobs that stay.
+// now is zero before Start: next ticks are computed at Start then. s.mu is
+// held, or s is not shared yet.
+func (s *Scheduler) install(set *jobSet, now time.Time) {
+	jobs := make(map[string]*jobState, len(set.jobs))
+	for _, j := range set.jobs {
+		js := s.jobs[j.name]
+		switch {
+		case js == nil:
+			js = &jobState{name: j.name, paused: j.paused, active: map[*run]struct{}{}, lastTick: now}
+			if !now.IsZero() && j.sched != nil {
+				js.next = j.sched.next(now)
+			}
+		case !now.IsZero() && fmt.Sprint(js.j.sched, js.j.loc) != fmt.Sprint(j.sched, j.loc):
+			js.next = time.Time{}
+			if j.sched != nil {
+				js.next = j.sched.next(now)
+			}
+		}
+		if js.j != nil && js.j.paused != j.paused {
+			js.paused = j.paused // the file changed paused: it wins over Pause/Resume
+		}
+		js.j = j
+		jobs[j.name] = js
+	}
+	s.set, s.jobs = set, jobs
+}
+
+// Start loads the state file, catches up missed schedules, and starts the
+// scheduling loop. It returns at once; ctx is used only while starting.
+func (s *Scheduler) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.started || s.stopping {
+		s.mu.Unlock()
+		return errors.New("sched: Start called twice, or after Stop")
+	}
+	s.started = true
+	saved := s.loadState()
+	ticks := s.catchUp(saved, s.clock.Now())
+	s.mu.Unlock()
+	s.saveState(ticks)
+	go s.loop()
+	return nil
+}
+
+// Stop starts no new runs, lets running ones finish (each within its own
+// timeout) until ctx is done, then kills the rest (SIGTERM, SIGKILL after
+// their kill_grace) and reports them timeout with {"shutdown":true}. It
+// returns when every run is reported: ctx.Err() if runs had to be killed.
+// Calling it again waits for the first call and returns its result.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		started := s.started
+		s.mu.Unlock()
+		close(s.stopC)
+		if started {
+			<-s.loopDone
+		}
+		idle := make(chan struct{})
+		go func() { s.runs.Wait(); close(idle) }()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			s.mu.Lock()
+			for r := range s.active {
+				r.cancel(errShutdown)
+			}
+			s.mu.Unlock()
+			<-idle
+			s.stopErr = ctx.Err()
+		}
+		close(s.stopped)
+	})
+	<-s.stopped
+	return s.stopErr
+}
+
+// Reload replaces the jobs with those of f. A file with problems is
+// rejected with a *FileError and the current jobs keep running. Runs in
+// progress finish with the settings they started with; a job whose
+// schedule or timezone changed gets its next tick from the new schedule.
+func (s *Scheduler) Reload(f *File) error {
+	if f == nil {
+		return errors.New("sched: Reload: nil *File")
+	}
+	set, issues := f.compile()
+	if len(issues) > 0 {
+		return &FileError{Issues: issues}
+	}
+	s.mu.Lock()
+	now := time.Time{}
+	if s.started {
+		now = s.clock.Now()
+	}
+	s.install(set, now)
+	s.mu.Unlock()
+	s.poke()
+	s.log.Info("sched: jobs reloaded", "jobs", len(set.jobs))
+	return nil
+}
+
+// poke wakes the loop to look at the schedules again.
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func notFound(name string) error {
+	return &apollo.Error{Code: apollo.ENOTFOUND, Field: "name", Message: fmt.Sprintf("no job named %q", name), Hint: "list the jobs with GET /api/v1/jobs"}
+}
+
+// Trigger starts a run of the job now, whatever its schedule and even when
+// it is paused; its downstream jobs follow as after a scheduled run. It
+// returns the new run's task ID.
+func (s *Scheduler) Trigger(name string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js := s.jobs[name]
+	switch {
+	case js == nil:
+		return "", notFound(name)
+	case !s.started || s.stopping:
+		return "", &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the scheduler is not running", Hint: "try again once it has started"}
+	case js.j.policy == ConcurrencyForbid && len(js.active) > 0:
+		return "", &apollo.Error{Code: apollo.ECONFLICT, Field: "name", Message: fmt.Sprintf("job %q is running and its concurrency is forbid", name),
+			Hint: "wait for the run to finish, or set concurrency: allow or replace"}
+	}
+	now := s.clock.Now()
+	ms := now.UnixMilli()
+	for s.flows[manualKey(ms)] != nil {
+		ms++ // two triggers in one millisecond still get their own task IDs
+	}
+	fl := s.newFlowLocked(manualKey(ms), now, []string{name})
+	return s.startLocked(fl, name, now, true), nil
+}
+
+// Pause stops the job's scheduled runs until Resume; a run in progress goes
+// on. It lasts across reloads unless the file's paused field changes.
+func (s *Scheduler) Pause(name string) error { return s.setPaused(name, true) }
+
+// Resume undoes Pause. Schedules that passed while paused are not caught up.
+func (s *Scheduler) Resume(name string) error { return s.setPaused(name, false) }
+
+func (s *Scheduler) setPaused(name string, p bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js := s.jobs[name]
+	if js == nil {
+		return notFound(name)
+	}
+	js.paused = p
+	return nil
+}
+
+// JobStatus is one line of Jobs.
+type JobStatus struct {
+	Name       string        `json:"name"`
+	Schedule   string        `json:"schedule,omitempty"`
+	After      []string      `json:"after,omitempty"`
+	Timezone   string        `json:"timezone"`
+	Next       time.Time     `json:"next,omitzero"`
+	LastTaskID string        `json:"lastTaskID,omitempty"`
+	LastStatus apollo.Status `json:"lastStatus,omitzero"`
+	LastAt     time.Time     `json:"lastAt,omitzero"`
+	Paused     bool          `json:"paused"`
+	Running    int           `json:"running"`
+}
+
+// Jobs lists the jobs in file order with their next tick (in the job's
+// timezone), the last event of their latest task, and how many runs are in
+// progress.
+func (s *Scheduler) Jobs() []JobStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]JobStatus, 0, len(s.set.jobs))
+	for _, j := range s.set.jobs {
+		js := s.jobs[j.name]
+		st := JobStatus{Name: j.name, After: slices.Clone(j.after), Timezone: j.loc.String(),
+			LastTaskID: js.lastTask, LastStatus: js.lastStatus, LastAt: js.lastAt, Paused: js.paused, Running: len(js.active)}
+		if j.sched != nil {
+			st.Schedule = j.sched.String()
+			if !js.next.IsZero() {
+				st.Next = js.next.In(j.loc)
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Thresholds returns late_after per job name, for the jobs that set one
+// (directly or through defaults): a run that starts later than this after
+// its scheduledAt is late.
+func (s *Scheduler) Thresholds() map[string]time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[string]time.Duration{}
+	for _, j := range s.set.jobs {
+		if j.lateAfter > 0 {
+			m[j.name] = j.lateAfter
+		}
+	}
+	return m
+}
+
+// Stats are the scheduler's counters since New.
+type Stats struct {
+	Runs         int64 `json:"runs"`         // attempts started
+	Skipped      int64 `json:"skipped"`      // runs reported manual_blocked instead of run
+	Missed       int64 `json:"missed"`       // catch-up ticks dropped by catchup: skip
+	ReportErrors int64 `json:"reportErrors"` // Reporter.Send failures
+	StateErrors  int64 `json:"stateErrors"`  // state file read or write failures
+}
+
+// Stats returns the counters.
+func (s *Scheduler) Stats() Stats {
+	return Stats{Runs: s.nRuns.Load(), Skipped: s.nSkipped.Load(), Missed: s.nMissed.Load(),
+		ReportErrors: s.rep.failures.Load(), StateErrors: s.nStateErrors.Load()}
+}
