@@ -28,6 +28,8 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/metrics", RoleViewer, s.listMetrics},
 		{"GET", "/api/v1/metrics/{name}", RoleViewer, s.jobMetrics},
 
+		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications},
+
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
 	}
 }

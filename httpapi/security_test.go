@@ -15,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/notify"
 )
 
 // publicPaths are the only routes that need no credential.
@@ -59,7 +60,11 @@ func newSecured(t *testing.T, rate int) *secured {
 	auth.OnFailure = func(r *http.Request, reason string) {
 		sec.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.URL.Path, Detail: reason})
 	}
-	sec.api = New(Options{Bus: b, Metrics: agg, Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	disp, err := notify.NewDispatcher(nil, notify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.api = New(Options{Bus: b, Metrics: agg, Deliveries: disp, Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec

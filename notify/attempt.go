@@ -22,6 +22,7 @@ const (
 // not to. Error never contains a secret.
 type Attempt struct {
 	ID       string                  `json:"id"`
+	Tenant   string                  `json:"tenant,omitempty"` // the alert's tenant: who may see this
 	Channel  string                  `json:"channel"`
 	AlertID  string                  `json:"alertID,omitempty"`
 	Kind     apollo.NotificationKind `json:"kind"`
@@ -33,9 +34,10 @@ type Attempt struct {
 	Latency  time.Duration           `json:"latency,omitempty"`
 }
 
-// AttemptFilter selects attempts. Empty fields match everything; Limit 0
-// means no limit.
+// AttemptFilter selects attempts. Tenant always applies (the default
+// tenant is ""); other empty fields match everything; Limit 0 means no limit.
 type AttemptFilter struct {
+	Tenant  string
 	Channel string
 	AlertID string
 	Limit   int
@@ -83,7 +85,7 @@ func (l *memoryLog) List(f AttemptFilter) []Attempt {
 	var out []Attempt
 	for i := 1; i <= n; i++ {
 		a := l.ring[(l.next-i+len(l.ring))%len(l.ring)]
-		if (f.Channel != "" && a.Channel != f.Channel) || (f.AlertID != "" && a.AlertID != f.AlertID) {
+		if a.Tenant != f.Tenant || (f.Channel != "" && a.Channel != f.Channel) || (f.AlertID != "" && a.AlertID != f.AlertID) {
 			continue
 		}
 		out = append(out, a)

@@ -177,7 +177,7 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 		switch {
 		case l == nil:
 			d.unk.Add(1)
-			d.opts.Log.Record(Attempt{ID: d.newID(), Channel: name, AlertID: n.Alert.ID, Kind: n.Kind,
+			d.opts.Log.Record(Attempt{ID: d.newID(), Tenant: n.Alert.Tenant, Channel: name, AlertID: n.Alert.ID, Kind: n.Kind,
 				DedupKey: n.DedupKey, At: at, Outcome: OutcomeDropped, Error: "unknown channel"})
 			d.logLimited(slog.LevelWarn, "unknown", "notify: notification names an unknown channel",
 				slog.String("channel", name), slog.String("rule", n.Alert.Rule))
@@ -210,7 +210,7 @@ func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) 
 			State: apollo.AlertFiring, Severity: apollo.SeverityInfo, Summary: "Apollo-11 test message",
 			StartedAt: now, FiredAt: now}}
 	r := l.attempt(ctx, l.render(n, nil))
-	a := Attempt{AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey, At: r.start, Try: 1, Outcome: OutcomeSent, Latency: r.latency}
+	a := Attempt{Tenant: n.Alert.Tenant, AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey, At: r.start, Try: 1, Outcome: OutcomeSent, Latency: r.latency}
 	if r.err != nil {
 		a.Outcome, a.Error = OutcomeFailed, r.err.Error()
 	}

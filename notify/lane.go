@@ -241,12 +241,12 @@ func (l *lane) dropQueued(reason string) {
 }
 
 func (l *lane) recordItem(it item, outcome, msg string) {
-	l.d.record(l, Attempt{AlertID: it.n.Alert.ID, Kind: it.n.Kind, DedupKey: it.n.DedupKey,
+	l.d.record(l, Attempt{Tenant: it.n.Alert.Tenant, AlertID: it.n.Alert.ID, Kind: it.n.Kind, DedupKey: it.n.DedupKey,
 		At: l.d.clock.Now(), Outcome: outcome, Error: msg})
 }
 
 func (l *lane) record(m *Message, try int, outcome, msg string, at time.Time, latency time.Duration) {
 	n := m.Notification
-	l.d.record(l, Attempt{AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey,
+	l.d.record(l, Attempt{Tenant: n.Alert.Tenant, AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey,
 		At: at, Try: try, Outcome: outcome, Error: msg, Latency: latency})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -110,26 +111,31 @@ type serverDeps struct {
 
 // server is the all-in-one process, assembled.
 type server struct {
-	cfg   config.Config
-	log   *slog.Logger
-	clock apollo.Clock
-	wal   *wal.Log
-	bus   *bus.Bus
-	agg   *metrics.Aggregator
-	arch  *bus.FileArchive
-	audit *audit.Log
-	auth  httpapi.Authenticator
-	http  *http.Server
-	ready chan struct{}
-	stop  chan struct{} // closed at shutdown: background loops end
-	wg    sync.WaitGroup
+	cfg     config.Config
+	log     *slog.Logger
+	clock   apollo.Clock
+	console io.Writer // where console channels write
+	wal     *wal.Log
+	bus     *bus.Bus
+	agg     *metrics.Aggregator
+	disp    *notify.Dispatcher
+	arch    *bus.FileArchive
+	audit   *audit.Log
+	auth    httpapi.Authenticator
+	http    *http.Server
+	ready   chan struct{}
+	stop    chan struct{} // closed at shutdown: background loops end
+	wg      sync.WaitGroup
 }
 
 // runServer starts everything, serves until ctx is done, then shuts down in
 // the order written in docs/architecture.md: stop accepting, drain the
 // bus, snapshot, close the log.
 func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
-	s := &server{cfg: cfg, log: d.log, clock: d.clock, ready: make(chan struct{}), stop: make(chan struct{})}
+	s := &server{cfg: cfg, log: d.log, clock: d.clock, console: d.out, ready: make(chan struct{}), stop: make(chan struct{})}
+	if s.console == nil {
+		s.console = io.Discard
+	}
 	if s.clock == nil {
 		s.clock = apollo.SystemClock
 	}
@@ -151,10 +157,11 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 	s.bus.Start(ctx)
 	s.agg.Start(ctx)
+	s.disp.Start(ctx)
 	close(s.ready)
 
 	api := httpapi.New(httpapi.Options{
-		Bus: s.bus, Metrics: s.agg, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
 			select {
@@ -241,6 +248,10 @@ func (s *server) open() error {
 	s.agg, err = metrics.New(metrics.Options{Clock: s.clock, Logger: s.log,
 		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
 	if err != nil {
+		s.closeStores()
+		return err
+	}
+	if s.disp, err = buildDispatcher(cfg, s.clock, s.log, s.console); err != nil {
 		s.closeStores()
 		return err
 	}
@@ -352,6 +363,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	s.wg.Wait()
 	s.bus.Stop()
 	s.agg.Stop()
+	s.disp.Stop()
 	err := s.checkpoint()
 	if err != nil {
 		s.log.Error("final snapshot failed; the next start replays the log instead", "err", err)
