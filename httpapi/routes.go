@@ -30,6 +30,11 @@ func (s *Server) routes() []route {
 
 		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications},
 
+		{"GET", "/api/v1/jobs", RoleViewer, s.listJobs},
+		{"POST", "/api/v1/jobs/{name}/run", RoleOperator, s.jobAction("run")},
+		{"POST", "/api/v1/jobs/{name}/pause", RoleOperator, s.jobAction("pause")},
+		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume")},
+
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
 	}
 }

@@ -16,7 +16,16 @@ import (
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/sched"
 )
+
+// testScheduler adapts a real scheduler to the routes, as cmd/apollo does.
+type testScheduler struct{ s *sched.Scheduler }
+
+func (a testScheduler) JobList() any                        { return a.s.Jobs() }
+func (a testScheduler) Trigger(name string) (string, error) { return a.s.Trigger(name) }
+func (a testScheduler) Pause(name string) error             { return a.s.Pause(name) }
+func (a testScheduler) Resume(name string) error            { return a.s.Resume(name) }
 
 // publicPaths are the only routes that need no credential.
 var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/": true, "/static/": true}
@@ -64,7 +73,18 @@ func newSecured(t *testing.T, rate int) *secured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec.api = New(Options{Bus: b, Metrics: agg, Deliveries: disp, Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	jobs, err := sched.Parse("jobs.yaml", []byte("jobs:\n  - name: job\n    schedule: \"@yearly\"\n    command: [\"true\"]\n    concurrency: allow\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := sched.New(jobs, sched.Options{Reporter: sched.ReporterFunc(func(apollo.Event) error { return nil }), StateDir: t.TempDir(),
+		Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Start(context.Background())
+	t.Cleanup(func() { sc.Stop(context.Background()) })
+	sec.api = New(Options{Bus: b, Metrics: agg, Deliveries: disp, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec
@@ -142,7 +162,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 					if status != 403 {
 						t.Errorf("%s: %d, want 403 (%s)", name, status, resp)
 					}
-				case tenant == "b" && strings.Contains(path, "t-a"):
+				case tenant == "b" && (strings.Contains(path, "t-a") || strings.HasPrefix(path, "/api/v1/jobs")):
 					if status != 404 {
 						t.Errorf("%s: tenant b reached tenant a's task: %d %s", name, status, resp)
 					}
@@ -167,8 +187,14 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	if len(sec.audit.List("", 100)) == 0 {
 		t.Error("failed authentications were not audited")
 	}
-	if e := sec.audit.List("a", 100); len(e) == 0 || e[0].Action != "task.correct" {
-		t.Errorf("correction not audited: %+v", e)
+	actions := map[string]bool{}
+	for _, e := range sec.audit.List("a", 100) {
+		actions[e.Action] = true
+	}
+	for _, a := range []string{"task.correct", "job.run", "job.pause", "job.resume"} {
+		if !actions[a] {
+			t.Errorf("%s not audited: %v", a, actions)
+		}
 	}
 }
 

@@ -28,12 +28,15 @@ type Auditor interface {
 // Options wire the server to the rest of Apollo-11. Only Bus is required.
 type Options struct {
 	Bus        Bus
-	Metrics    MetricsStore  // nil in processes without metrics
-	Deliveries Deliveries    // nil in processes that send no notifications
-	Auth       Authenticator // default OpenAuth
-	Audit      Auditor       // default: a memory log of 1000 entries
-	Clock      apollo.Clock  // default the system clock
-	Logger     *slog.Logger
+	Metrics    MetricsStore // nil in processes without metrics
+	Deliveries Deliveries   // nil in processes that send no notifications
+	Scheduler  Scheduler    // nil unless the scheduler runs in this process
+	// SchedulerTenant owns the scheduler's jobs; other tenants do not see them.
+	SchedulerTenant string
+	Auth            Authenticator // default OpenAuth
+	Audit           Auditor       // default: a memory log of 1000 entries
+	Clock           apollo.Clock  // default the system clock
+	Logger          *slog.Logger
 	// IngestRate is the events per second a token may ingest unless the
 	// token sets its own; 0 = unlimited.
 	IngestRate int

@@ -22,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/sched"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -111,21 +112,23 @@ type serverDeps struct {
 
 // server is the all-in-one process, assembled.
 type server struct {
-	cfg     config.Config
-	log     *slog.Logger
-	clock   apollo.Clock
-	console io.Writer // where console channels write
-	wal     *wal.Log
-	bus     *bus.Bus
-	agg     *metrics.Aggregator
-	disp    *notify.Dispatcher
-	arch    *bus.FileArchive
-	audit   *audit.Log
-	auth    httpapi.Authenticator
-	http    *http.Server
-	ready   chan struct{}
-	stop    chan struct{} // closed at shutdown: background loops end
-	wg      sync.WaitGroup
+	cfg      config.Config
+	log      *slog.Logger
+	clock    apollo.Clock
+	console  io.Writer // where console channels write
+	wal      *wal.Log
+	bus      *bus.Bus
+	agg      *metrics.Aggregator
+	disp     *notify.Dispatcher
+	sched    *sched.Scheduler // nil without --jobs
+	reporter *busReporter
+	arch     *bus.FileArchive
+	audit    *audit.Log
+	auth     httpapi.Authenticator
+	http     *http.Server
+	ready    chan struct{}
+	stop     chan struct{} // closed at shutdown: background loops end
+	wg       sync.WaitGroup
 }
 
 // runServer starts everything, serves until ctx is done, then shuts down in
@@ -158,10 +161,21 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	s.bus.Start(ctx)
 	s.agg.Start(ctx)
 	s.disp.Start(ctx)
+	if err := s.startScheduler(ctx); err != nil {
+		ln.Close()
+		s.bus.Stop()
+		s.closeStores()
+		return err
+	}
 	close(s.ready)
 
+	var scheduler httpapi.Scheduler
+	if s.sched != nil {
+		scheduler = schedAPI{s.sched}
+	}
 	api := httpapi.New(httpapi.Options{
-		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		Scheduler: scheduler, SchedulerTenant: "",
+		Bus:       s.bus, Metrics: s.agg, Deliveries: s.disp, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
 			select {
@@ -255,17 +269,13 @@ func (s *server) open() error {
 		s.closeStores()
 		return err
 	}
-	lat := make([]bus.Lateness, len(cfg.Lateness))
-	for i, l := range cfg.Lateness {
-		lat[i] = bus.Lateness{Prefix: l.Prefix, StartAfter: l.StartAfter.D(), MissedAfter: l.MissedAfter.D(), Timeout: l.Timeout.D()}
-	}
 	s.bus, err = bus.New(bus.Options{
 		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: []bus.Observer{s.agg},
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
-		Lateness: lat,
+		Lateness: latenessFromConfig(cfg),
 	})
 	if err != nil {
 		s.closeStores()
@@ -361,6 +371,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	<-snapDone
 	close(s.stop)
 	s.wg.Wait()
+	s.stopScheduler() // its last events go to the bus before it stops
 	s.bus.Stop()
 	s.agg.Stop()
 	s.disp.Stop()
@@ -461,4 +472,12 @@ func (s *server) warnInsecure() {
 			return
 		}
 	}
+}
+
+func latenessFromConfig(cfg config.Config) []bus.Lateness {
+	lat := make([]bus.Lateness, len(cfg.Lateness))
+	for i, l := range cfg.Lateness {
+		lat[i] = bus.Lateness{Prefix: l.Prefix, StartAfter: l.StartAfter.D(), MissedAfter: l.MissedAfter.D(), Timeout: l.Timeout.D()}
+	}
+	return lat
 }

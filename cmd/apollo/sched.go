@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/agent"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/sched"
+)
+
+// busReporter hands the in-process scheduler's events to the bus. Send
+// never blocks (the scheduler may hold its lock): events wait in a bounded
+// queue that one goroutine publishes in batches; refused events are retried.
+type busReporter struct {
+	bus interface {
+		Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	}
+	log  *slog.Logger
+	q    chan apollo.Event
+	done chan struct{}
+	once sync.Once
+}
+
+func newBusReporter(b *bus.Bus, log *slog.Logger) *busReporter {
+	r := &busReporter{bus: b, log: log, q: make(chan apollo.Event, 10_000), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+var _ sched.Reporter = (*busReporter)(nil)
+
+func (r *busReporter) Send(ev apollo.Event) error {
+	select {
+	case r.q <- ev:
+		return nil
+	default:
+		return &apollo.Error{Code: apollo.ETOOMANY, Message: "the scheduler's report queue is full"}
+	}
+}
+
+func (r *busReporter) run() {
+	defer close(r.done)
+	batch := make([]apollo.Event, 0, 100)
+	out := make([]bus.Outcome, 100)
+	for ev := range r.q {
+		batch = append(batch[:0], ev)
+		for len(batch) < cap(batch) {
+			select {
+			case e, ok := <-r.q:
+				if !ok {
+					goto publish
+				}
+				batch = append(batch, e)
+				continue
+			default:
+			}
+			break
+		}
+	publish:
+		for wait := 10 * time.Millisecond; len(batch) > 0; wait = min(2*wait, 5*time.Second) {
+			if err := r.bus.Publish(context.Background(), batch, out); err != nil {
+				r.log.Error("scheduler events not stored", "err", err)
+				break
+			}
+			retry := batch[:0]
+			for i, o := range out[:len(batch)] {
+				if o.Result == bus.RetryLater {
+					retry = append(retry, batch[i])
+				}
+			}
+			batch = retry
+			if len(batch) > 0 {
+				time.Sleep(wait) // backing off from a full holding area
+			}
+		}
+	}
+}
+
+// Close stops taking events and waits until the queued ones are published.
+func (r *busReporter) Close() {
+	r.once.Do(func() { close(r.q) })
+	<-r.done
+}
+
+// startScheduler loads the jobs file and starts the in-process scheduler.
+func (s *server) startScheduler(ctx context.Context) error {
+	if s.cfg.Jobs == "" {
+		return nil
+	}
+	f, err := sched.LoadFile(s.cfg.Jobs)
+	if err != nil {
+		return fmt.Errorf("jobs file: %w", err)
+	}
+	s.reporter = newBusReporter(s.bus, s.log)
+	s.sched, err = sched.New(f, sched.Options{Clock: s.clock, Reporter: s.reporter, Logger: s.log,
+		StateDir: filepath.Join(s.cfg.Data, "sched")})
+	if err != nil {
+		return err
+	}
+	s.applyLateness()
+	return s.sched.Start(ctx)
+}
+
+// applyLateness gives the bus the configured thresholds plus each
+// scheduled job's late_after.
+func (s *server) applyLateness() {
+	lat := latenessFromConfig(s.cfg)
+	if s.sched != nil {
+		for name, d := range s.sched.Thresholds() {
+			lat = append(lat, bus.Lateness{Prefix: name, StartAfter: d})
+		}
+	}
+	s.bus.SetLateness(lat)
+}
+
+// reloadJobs re-reads the jobs file; a bad file leaves the old jobs running.
+func (s *server) reloadJobs() {
+	if s.sched == nil {
+		return
+	}
+	f, err := sched.LoadFile(s.cfg.Jobs)
+	if err == nil {
+		err = s.sched.Reload(f)
+	}
+	if err != nil {
+		s.log.Error("jobs file not reloaded; the old jobs keep running", "file", s.cfg.Jobs, "err", err)
+		return
+	}
+	s.applyLateness()
+	s.log.Info("jobs file reloaded", "file", s.cfg.Jobs)
+}
+
+// stopScheduler lets running jobs finish within their timeouts (or drain),
+// then publishes their last events.
+func (s *server) stopScheduler() {
+	if s.sched == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.sched.Stop(ctx); err != nil {
+		s.log.Warn("scheduler stopped with runs cut short", "err", err)
+	}
+	s.reporter.Close()
+}
+
+// schedAPI adapts the scheduler to the routes httpapi serves for it.
+type schedAPI struct{ s *sched.Scheduler }
+
+func (a schedAPI) JobList() any                        { return a.s.Jobs() }
+func (a schedAPI) Trigger(name string) (string, error) { return a.s.Trigger(name) }
+func (a schedAPI) Pause(name string) error             { return a.s.Pause(name) }
+func (a schedAPI) Resume(name string) error            { return a.s.Resume(name) }
+
+func newSchedCmd() *cobra.Command {
+	var (
+		cf       clientFlags
+		jobs     string
+		stateDir string
+		drain    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sched",
+		Short: "Run the scheduler as its own process, reporting to a server",
+		Long: `Run the jobs in a jobs file on their schedules and report every run to an
+Apollo-11 server. A monitoring outage never stops the jobs: reports wait in
+a spool on disk and are sent when the server is back.
+
+On SIGTERM or Ctrl-C no new runs start; running ones get their timeout
+(or, with --drain, as long as they need), then it exits. SIGHUP reloads the
+jobs file; a bad file leaves the old jobs running. See docs/scheduler.md.`,
+		Example: `  apollo sched --jobs jobs.yaml --server http://apollo.internal:1969 --token $APOLLO_TOKEN`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cf.resolve()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			f, err := sched.LoadFile(jobs)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(stateDir, 0o755); err != nil {
+				return err
+			}
+			client, err := agent.New(cf.server, agent.WithToken(cf.token), agent.WithLogger(log),
+				agent.WithSpoolDir(filepath.Join(stateDir, "spool")))
+			if err != nil {
+				return err
+			}
+			sc, err := sched.New(f, sched.Options{Reporter: client, Logger: log, StateDir: stateDir})
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if err := sc.Start(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "apollo sched: %d jobs from %s, reporting to %s\n", len(sc.Jobs()), jobs, cf.server)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+		loop:
+			for {
+				select {
+				case <-hup:
+					nf, err := sched.LoadFile(jobs)
+					if err == nil {
+						err = sc.Reload(nf)
+					}
+					if err != nil {
+						log.Error("jobs file not reloaded; the old jobs keep running", "err", err)
+					} else {
+						log.Info("jobs file reloaded")
+					}
+				case <-ctx.Done():
+					break loop
+				}
+			}
+			stopCtx, cancel := context.WithTimeout(context.Background(), 24*time.Hour)
+			if !drain {
+				stopCtx, cancel = context.WithTimeout(context.Background(), time.Minute)
+			}
+			defer cancel()
+			if err := sc.Stop(stopCtx); err != nil {
+				log.Warn("runs cut short at shutdown", "err", err)
+			}
+			closeCtx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel2()
+			return client.Close(closeCtx) // what is not delivered stays in the spool
+		},
+	}
+	cf.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&jobs, "jobs", "jobs.yaml", "the jobs file")
+	fl.StringVar(&stateDir, "state", "apollo-sched", "directory for the scheduler's state and its report spool")
+	fl.BoolVar(&drain, "drain", false, "at shutdown, let running jobs finish however long they take")
+	return cmd
+}

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Scheduler is what the job routes need of the scheduler running in this
+// process. Its jobs belong to one tenant (Options.SchedulerTenant).
+type Scheduler interface {
+	JobList() any
+	Trigger(name string) (taskID string, err error)
+	Pause(name string) error
+	Resume(name string) error
+}
+
+func (s *Server) scheduler(p *Principal) (Scheduler, error) {
+	if s.opts.Scheduler == nil || p.Tenant != s.opts.SchedulerTenant {
+		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Message: "no scheduler runs in this process for this tenant",
+			Hint: "start the server with --jobs jobs.yaml, or ask the process that runs apollo sched"}
+	}
+	return s.opts.Scheduler, nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	sc, err := s.scheduler(p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": sc.JobList()})
+	return nil
+}
+
+// jobAction runs, pauses or resumes a job, and audits it.
+func (s *Server) jobAction(action string) handler {
+	return func(w http.ResponseWriter, r *http.Request, p *Principal) error {
+		sc, err := s.scheduler(p)
+		if err != nil {
+			return err
+		}
+		name := r.PathValue("name")
+		ans := map[string]any{"job": name}
+		switch action {
+		case "run":
+			id, err := sc.Trigger(name)
+			if err != nil {
+				return err
+			}
+			ans["taskID"] = id
+		case "pause":
+			err = sc.Pause(name)
+		case "resume":
+			err = sc.Resume(name)
+		}
+		if err != nil {
+			return err
+		}
+		s.audit(r, p, "job."+action, name, "")
+		writeJSON(w, http.StatusOK, ans)
+		return nil
+	}
+}
