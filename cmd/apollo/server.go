@@ -177,7 +177,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 	api := httpapi.New(httpapi.Options{
 		Scheduler: scheduler, SchedulerTenant: "",
-		Bus:       s.bus, Metrics: s.agg, Deliveries: s.disp, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
 			select {
