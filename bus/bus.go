@@ -129,9 +129,56 @@ var ErrClosed = errors.New("bus: closed")
 
 const numShards = 256
 
+// shard holds the tasks whose keys hash to it. The map is keyed by a
+// 64-bit hash of the key (cheap to hash and compare, small entries); tasks
+// whose keys collide are chained through task.next.
 type shard struct {
 	mu    sync.Mutex
-	tasks map[key]*task
+	tasks map[uint64]*task
+}
+
+// get returns the task with key k (hash h), or nil.
+func (s *shard) get(h uint64, k key) *task {
+	t := s.tasks[h]
+	for t != nil && (t.id != k.id || t.tenant != k.tenant) {
+		t = t.next
+	}
+	return t
+}
+
+// put adds t, which is not in s yet, under hash h.
+func (s *shard) put(h uint64, t *task) {
+	t.next = s.tasks[h]
+	s.tasks[h] = t
+}
+
+// del removes t, stored under hash h.
+func (s *shard) del(h uint64, t *task) {
+	head := s.tasks[h]
+	if head == t {
+		if t.next == nil {
+			delete(s.tasks, h)
+		} else {
+			s.tasks[h] = t.next
+		}
+		t.next = nil
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == t {
+			p.next, t.next = t.next, nil
+			return
+		}
+	}
+}
+
+// each calls fn for every task of the shard; fn must not add or remove.
+func (s *shard) each(fn func(h uint64, t *task)) {
+	for h, t := range s.tasks {
+		for ; t != nil; t = t.next {
+			fn(h, t)
+		}
+	}
 }
 
 // readyTask is a task with changes to deliver.
@@ -190,7 +237,7 @@ func New(opts Options) (*Bus, error) {
 		stop:  make(chan struct{}),
 	}
 	for i := range b.shards {
-		b.shards[i].tasks = make(map[key]*task)
+		b.shards[i].tasks = make(map[uint64]*task)
 	}
 	b.drained = sync.NewCond(&b.drainMu)
 	b.timers = newDeadlines()
@@ -230,8 +277,10 @@ func (b *Bus) Stop() {
 	})
 }
 
-func (b *Bus) shardOf(k key) *shard {
-	return &b.shards[hashKey(k)%numShards]
+// locate returns the shard of a key and the key's hash within it.
+func (b *Bus) locate(k key) (*shard, uint64) {
+	h := hashKey(k)
+	return &b.shards[h%numShards], h
 }
 
 // hashKey is FNV-1a over tenant, a zero byte and the task ID: stable across

@@ -157,3 +157,32 @@ func TestListPages(t *testing.T) {
 		t.Errorf("bad cursor: %v", err)
 	}
 }
+
+// Tasks whose keys hash alike share a map slot and stay apart.
+func TestShardCollisions(t *testing.T) {
+	t.Parallel()
+	s := &shard{tasks: map[uint64]*task{}}
+	a, b, c := &task{id: "a"}, &task{id: "b", tenant: "x"}, &task{id: "c"}
+	for _, tk := range []*task{a, b, c} {
+		s.put(7, tk)
+	}
+	for _, tk := range []*task{a, b, c} {
+		if got := s.get(7, tk.key()); got != tk {
+			t.Fatalf("get(%v) = %v", tk.key(), got)
+		}
+	}
+	if s.get(7, key{id: "b"}) != nil {
+		t.Fatal("tenant ignored")
+	}
+	s.del(7, b)
+	s.del(7, c)
+	n := 0
+	s.each(func(uint64, *task) { n++ })
+	if n != 1 || s.get(7, a.key()) != a || s.get(7, c.key()) != nil {
+		t.Fatalf("after deletes: %d tasks", n)
+	}
+	s.del(7, a)
+	if len(s.tasks) != 0 {
+		t.Fatal("slot not freed")
+	}
+}

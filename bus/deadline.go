@@ -183,10 +183,10 @@ func (b *Bus) fire(d deadline) {
 func (b *Bus) expireParked(k key, now int64) {
 	b.pause.RLock()
 	defer b.pause.RUnlock()
-	s := b.shardOf(k)
+	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := s.tasks[k]; t != nil {
+	if t := s.get(h, k); t != nil {
 		b.unpark(s, k, t, now)
 	}
 }

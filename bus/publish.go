@@ -122,16 +122,16 @@ func (b *Bus) reportRefusals(rs []Refusal) {
 // is already in the log, and capacity is not checked: it was accepted once.
 func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	k := key{tenant: r.Tenant, id: r.TaskID}
-	s := b.shardOf(k)
+	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	t := s.tasks[k]
+	t := s.get(h, k)
 	cur := apollo.StatusNone
 	var seq int64
 	if t != nil {
 		cur, seq = t.status, t.seq
-	} else if last, ok := b.tombs.get(hashKey(k)); ok {
+	} else if last, ok := b.tombs.get(h); ok {
 		// The task finished and left memory; it is final, so nothing new applies.
 		if r.Sequence <= last {
 			b.stats.duplicate.Add(1)
@@ -156,8 +156,8 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		}
 	}
 	if t == nil {
-		t = &task{}
-		s.tasks[k] = t
+		t = &task{id: k.id, tenant: k.tenant}
+		s.put(h, t)
 		b.ntasks.Add(1)
 	}
 	var lsn uint64
@@ -165,7 +165,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		var err error
 		if lsn, err = b.append(r, scratch); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
-				delete(s.tasks, k)
+				s.del(h, t)
 				b.ntasks.Add(-1)
 			}
 			return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}}}
@@ -365,10 +365,10 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 	if b.closed.Load() {
 		return
 	}
-	s := b.shardOf(k)
+	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.tasks[k]
+	t := s.get(h, k)
 	if t == nil || !check(t) {
 		return
 	}
@@ -398,9 +398,9 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 		b.pause.RUnlock()
 		return nil, ErrClosed
 	}
-	s := b.shardOf(k)
+	s, h := b.locate(k)
 	s.mu.Lock()
-	t := s.tasks[k]
+	t := s.get(h, k)
 	if t == nil {
 		s.mu.Unlock()
 		b.pause.RUnlock()
@@ -449,9 +449,9 @@ func (b *Bus) Replay(lsn uint64, payload []byte) error {
 		b.decide(&r, true, nil)
 	} else {
 		k := key{tenant: r.Tenant, id: r.TaskID}
-		s := b.shardOf(k)
+		s, h := b.locate(k)
 		s.mu.Lock()
-		if t := s.tasks[k]; t != nil {
+		if t := s.get(h, k); t != nil {
 			b.applyLocked(s, k, t, &r)
 			b.unpark(s, k, t, r.ReceivedAt)
 		}

@@ -14,9 +14,9 @@ import (
 // once it has left memory.
 func (b *Bus) Get(tenant, taskID string) (*apollo.Task, error) {
 	k := key{tenant: tenant, id: taskID}
-	s := b.shardOf(k)
+	s, h := b.locate(k)
 	s.mu.Lock()
-	t := s.tasks[k]
+	t := s.get(h, k)
 	if t != nil && t.status != apollo.StatusNone {
 		v := t.view(k)
 		v.History = t.decodeHistory(k)
@@ -87,13 +87,14 @@ func (b *Bus) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
-		for k, t := range s.tasks {
+		s.each(func(_ uint64, t *task) {
+			k := t.key()
 			if !matches(k, t, &f) {
-				continue
+				return
 			}
 			c := cursor{updated: t.updatedAt, id: k.id}
 			if after != nil && !after.before(c) {
-				continue
+				return
 			}
 			if h.Len() <= limit {
 				heap.Push(h, pageItem{c: c, t: t.view(k)})
@@ -101,7 +102,7 @@ func (b *Bus) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 				(*h)[0] = pageItem{c: c, t: t.view(k)}
 				heap.Fix(h, 0)
 			}
-		}
+		})
 		s.mu.Unlock()
 	}
 	items := make([]pageItem, h.Len())

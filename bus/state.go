@@ -36,17 +36,18 @@ func (b *Bus) WriteState(w io.Writer) error {
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
-		for k, t := range s.tasks {
-			buf = appendTask(buf, k, t)
-			if len(buf) > 1<<15 {
-				if _, err := bw.Write(buf); err != nil {
-					s.mu.Unlock()
-					return err
-				}
+		var err error
+		s.each(func(_ uint64, t *task) {
+			buf = appendTask(buf, t.key(), t)
+			if len(buf) > 1<<15 && err == nil {
+				_, err = bw.Write(buf)
 				buf = buf[:0]
 			}
-		}
+		})
 		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	buf = binary.AppendUvarint(buf, 0) // end of tasks: an empty tenant+id marker follows below
 	b.tombs.mu.Lock()
@@ -180,7 +181,7 @@ func (b *Bus) ReadState(r io.Reader) error {
 
 func (b *Bus) readTask(sr *stateReader) error {
 	k := key{tenant: string(sr.bytes(apollo.MaxTaskIDBytes)), id: string(sr.bytes(apollo.MaxTaskIDBytes))}
-	t := &task{name: string(sr.bytes(apollo.MaxNameBytes))}
+	t := &task{id: k.id, tenant: k.tenant, name: string(sr.bytes(apollo.MaxNameBytes))}
 	t.status = apollo.Status(sr.byte())
 	t.late = sr.byte() == 1
 	for _, p := range [...]*int64{&t.seq, &t.scheduledAt, &t.startedAt, &t.finishedAt, &t.updatedAt, &t.timeoutMs, &t.costMs} {
@@ -213,12 +214,14 @@ func (b *Bus) readTask(sr *stateReader) error {
 	if t.status > apollo.StatusManualBlocked {
 		return fmt.Errorf("bus: reading the snapshot: task %q has status %d", k.id, t.status)
 	}
-	s := b.shardOf(k)
+	s, h := b.locate(k)
 	s.mu.Lock()
-	if s.tasks[k] == nil {
+	if old := s.get(h, k); old != nil {
+		s.del(h, old)
+	} else {
 		b.ntasks.Add(1)
 	}
-	s.tasks[k] = t
+	s.put(h, t)
 	b.parked.Add(int64(len(t.parked)))
 	b.armDeadlines(k, t, b.lateness(t.name))
 	s.mu.Unlock()

@@ -91,19 +91,23 @@ func (b *Bus) Sweep() {
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
-		for k, t := range s.tasks {
+		var gone []*task
+		s.each(func(h uint64, t *task) {
 			if t.queued || len(t.parked) > 0 {
-				continue
+				return
 			}
 			final := t.status.Final()
-			switch {
-			case final && t.updatedAt < finishedBefore, !final && t.updatedAt < idleBefore:
-			default:
-				continue
+			if !(final && t.updatedAt < finishedBefore || !final && t.updatedAt < idleBefore) {
+				return
 			}
-			delete(s.tasks, k)
+			gone = append(gone, t)
+		})
+		for _, t := range gone {
+			k := t.key()
+			h := hashKey(k)
+			s.del(h, t)
 			b.ntasks.Add(-1)
-			b.tombs.put(hashKey(k), t.seq)
+			b.tombs.put(h, t.seq)
 			b.stats.evicted.Add(1)
 			if b.opts.Archive != nil && t.status != apollo.StatusNone {
 				v := t.view(k)

@@ -13,6 +13,8 @@ type key struct {
 // task is the hot state of one run. It is kept small (see
 // BenchmarkMemoryPerTask): history is a compact encoding, not []Record.
 type task struct {
+	id, tenant  string
+	next        *task // another task whose key hashes the same (rare)
 	name        string
 	status      apollo.Status
 	late        bool
@@ -34,6 +36,8 @@ type parkedEvent struct {
 	rec   apollo.Record
 	until int64 // server time (ms) after which it is dropped as illegal
 }
+
+func (t *task) key() key { return key{tenant: t.tenant, id: t.id} }
 
 // view returns the API form of t, without history.
 func (t *task) view(k key) apollo.Task {
