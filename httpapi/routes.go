@@ -15,6 +15,10 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/tasks", RoleViewer, s.listTasks},
 		{"GET", "/api/v1/tasks/{id}", RoleViewer, s.getTask},
 		{"POST", "/api/v1/tasks/{id}/status", RoleOperator, s.correctTask},
+
+		{"GET", "/api/v1/stream", RoleViewer, s.stream},
+		{"GET", "/api/v1/system", RoleViewer, s.system},
+		{"GET", "/", RoleNone, s.web},
 	}
 }
 
