@@ -87,8 +87,9 @@ type HubOptions struct {
 	// testGate, when set, runs before the dispatcher takes a batch: tests
 	// block it to make the bus cut the hub off.
 	testGate func()
-	// testClosed, when set, is told why each client ended.
-	testClosed func(reason string)
+	// testKilled, when set, is told each time the hub decides to close a
+	// client, with the reason.
+	testKilled func(reason string)
 }
 
 func (o *HubOptions) setDefaults() {

@@ -23,8 +23,16 @@ const streamProtocol = "apollo.v1"
 // or a snapshot that the writer builds when it gets to it, so that the
 // listing happens after every change queued before it.
 type queued struct {
-	data []byte
-	snap *snapshot
+	data  []byte
+	snap  *snapshot
+	batch *taskBatch // set on plain tasks messages, which a writer may merge
+}
+
+// taskBatch is the content of a tasks message, kept so that a writer that
+// is behind can send several queued messages as one.
+type taskBatch struct {
+	cursor string
+	tasks  [][]byte
 }
 
 // client is one WebSocket connection. Its reader runs in the HTTP handler's
@@ -53,7 +61,9 @@ func (c *client) enqueue(m queued) {
 		c.mu.Unlock()
 		return
 	}
-	if len(c.q) >= c.h.opts.SendQueue || c.qBytes+len(m.data) > c.h.opts.SendQueueBytes {
+	// A message bigger than the byte limit still goes through an empty
+	// queue: the limit is on lag, not on the size of one batch.
+	if len(c.q) >= c.h.opts.SendQueue || len(c.q) > 0 && c.qBytes+len(m.data) > c.h.opts.SendQueueBytes {
 		c.mu.Unlock()
 		c.h.stats.closedSlow.Add(1)
 		c.kill(reasonTooSlow)
@@ -72,29 +82,29 @@ func (c *client) enqueue(m queued) {
 // reader has already ended) and drops the queue. It never blocks.
 func (c *client) kill(reason string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.killed {
+		c.mu.Unlock()
 		return
 	}
 	c.killed, c.reason = true, reason
 	c.q, c.qBytes = nil, 0
 	close(c.dead)
+	c.mu.Unlock()
+	if c.h.opts.testKilled != nil && reason != "" {
+		c.h.opts.testKilled(reason)
+	}
 }
 
-func (c *client) pop() (queued, bool) {
+// popAll takes every queued message.
+func (c *client) popAll() []queued {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.q) == 0 || c.killed {
-		return queued{}, false
+	if c.killed {
+		return nil
 	}
-	m := c.q[0]
-	c.q[0] = queued{}
-	c.q = c.q[1:]
-	c.qBytes -= len(m.data)
-	if len(c.q) == 0 {
-		c.q = nil // let the backing array go
-	}
-	return m, true
+	q := c.q
+	c.q, c.qBytes = nil, 0
+	return q
 }
 
 // serve runs one stream connection until it ends. The route's guard has
@@ -142,12 +152,6 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request, p *Principal) error 
 	wg.Wait()
 	conn.CloseNow()
 	h.leave(c)
-	if h.opts.testClosed != nil {
-		c.mu.Lock()
-		reason := c.reason
-		c.mu.Unlock()
-		h.opts.testClosed(reason)
-	}
 	return nil
 }
 
@@ -223,15 +227,9 @@ func (c *client) writeLoop(ctx context.Context) {
 	for {
 		select {
 		case <-c.wake:
-			for {
-				m, ok := c.pop()
-				if !ok {
-					break
-				}
-				if err := c.write(ctx, m); err != nil {
-					c.kill("")
-					return
-				}
+			if err := c.drain(ctx); err != nil {
+				c.kill("")
+				return
 			}
 		case <-ping.C():
 			if pinging {
@@ -278,11 +276,39 @@ func (c *client) close() {
 	}
 }
 
-func (c *client) write(ctx context.Context, m queued) error {
-	data := m.data
-	if m.snap != nil {
-		data = m.snap.build(c.h)
+// drain writes what is queued. Consecutive tasks messages go out as one,
+// so a client that fell behind catches up in fewer, larger writes.
+func (c *client) drain(ctx context.Context) error {
+	q := c.popAll()
+	for i := 0; i < len(q); i++ {
+		m := q[i]
+		data := m.data
+		switch {
+		case m.snap != nil:
+			data = m.snap.build(c.h)
+		case m.batch != nil && i+1 < len(q) && q[i+1].batch != nil:
+			var tasks [][]byte
+			size := 64
+			for ; i < len(q) && q[i].batch != nil; i++ {
+				tasks = append(tasks, q[i].batch.tasks...)
+				size += len(q[i].data)
+			}
+			i--
+			data = appendTasksMsg(make([]byte, 0, size), msgTasks, q[i].batch.cursor, "", tasks)
+		}
+		if err := c.write(ctx, data); err != nil {
+			return err
+		}
+		select {
+		case <-c.dead: // killed meanwhile: stop writing
+			return nil
+		default:
+		}
 	}
+	return nil
+}
+
+func (c *client) write(ctx context.Context, data []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, c.h.opts.WriteTimeout)
 	defer cancel()
 	if err := c.conn.Write(wctx, websocket.MessageText, data); err != nil {

@@ -71,12 +71,13 @@ func (g *group) flush(h *Hub) {
 		tasks[i] = e.json
 		size += len(e.json) + 1
 	}
-	data := appendTasksMsg(make([]byte, 0, size), msgTasks, formatCursor(h.epoch, h.cursor), "", tasks)
+	cursor := formatCursor(h.epoch, h.cursor)
+	data := appendTasksMsg(make([]byte, 0, size), msgTasks, cursor, "", tasks)
 	clear(g.pending)
 	g.pending = g.pending[:0]
 	clear(g.index)
 	g.through = h.cursor
-	g.send(queued{data: data})
+	g.send(queued{data: data, batch: &taskBatch{cursor: cursor, tasks: tasks}})
 }
 
 // resync drops what is pending and has every member start again from a
