@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 
@@ -50,6 +51,9 @@ type client struct {
 	killed bool
 	reason string
 	wake   chan struct{} // one token: the queue is not empty
+	// heard is set by the reader on every client message: like a pong, it
+	// proves the client is there (behind proxies that drop ping frames).
+	heard atomic.Bool
 	dead   chan struct{} // closed by kill
 }
 
@@ -166,6 +170,7 @@ func (c *client) readLoop(ctx context.Context) {
 			c.sendError(&apollo.Error{Code: apollo.EINVALID, Message: "binary messages are not part of the protocol", Hint: "send JSON text messages"})
 			continue
 		}
+		c.heard.Store(true)
 		req, err := decodeRequest(data)
 		if err != nil {
 			c.sendError(err)
@@ -232,6 +237,9 @@ func (c *client) writeLoop(ctx context.Context) {
 				return
 			}
 		case <-ping.C():
+			if c.heard.Swap(false) {
+				missed = 0
+			}
 			if pinging {
 				if missed++; missed >= h.opts.MissedPongs {
 					h.stats.closedNoPong.Add(1)

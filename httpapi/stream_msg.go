@@ -145,15 +145,17 @@ func decodeRequest(data []byte) (request, error) {
 			}
 		}
 		return r, nil
+	case msgHeartbeat: // a client's echo: proof of life where pings do not pass
+		return request{typ: msgHeartbeat}, nil
 	case msgAck:
 		if m.Alert == "" || len(m.Alert) > 256 {
 			return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "alert", Message: "missing or too long", Hint: `send {"type":"ack","alert":"<the alert's id>"}`}
 		}
 		return request{typ: msgAck, alert: m.Alert}, nil
 	case "":
-		return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "type", Message: "missing", Hint: "use subscribe or ack"}
+		return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "type", Message: "missing", Hint: "use subscribe, ack or heartbeat"}
 	default:
-		return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "type", Message: "unknown message type " + strconv.Quote(m.Type), Hint: "use subscribe or ack"}
+		return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "type", Message: "unknown message type " + strconv.Quote(m.Type), Hint: "use subscribe, ack or heartbeat"}
 	}
 }
 
