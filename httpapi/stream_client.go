@@ -54,7 +54,7 @@ type client struct {
 	// heard is set by the reader on every client message: like a pong, it
 	// proves the client is there (behind proxies that drop ping frames).
 	heard atomic.Bool
-	dead   chan struct{} // closed by kill
+	dead  chan struct{} // closed by kill
 }
 
 // enqueue adds a message; a client over its queue limits is closed as too
