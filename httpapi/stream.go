@@ -151,7 +151,7 @@ type Hub struct {
 	tenants map[string][]*group // groups by tenant, for the dispatcher
 	clients map[*client]struct{}
 	closed  bool
-	dirty   bool // some coalescing group has pending changes
+	due     []*group // coalescing groups with pending changes, in due order
 
 	sub       *bus.Subscription
 	stats     hubCounters
@@ -212,7 +212,9 @@ func NewHub(opts HubOptions) (*Hub, error) {
 func (h *Hub) Start(ctx context.Context) error {
 	h.startOnce.Do(func() {
 		h.sub = h.opts.Bus.Subscribe(h.opts.BusBuffer)
-		flush := h.opts.Clock.NewTicker(h.opts.FlushInterval)
+		// Groups fall due at their own times; a tick a tenth of the
+		// interval finds them within 10% of it.
+		flush := h.opts.Clock.NewTicker(max(h.opts.FlushInterval/10, time.Millisecond))
 		var beat apollo.Ticker
 		if h.opts.HeartbeatInterval > 0 {
 			beat = h.opts.Clock.NewTicker(h.opts.HeartbeatInterval)
@@ -339,7 +341,7 @@ func (h *Hub) tick(flush, beat apollo.Ticker) {
 	for {
 		select {
 		case <-flush.C():
-			h.flush()
+			h.flush(h.opts.Clock.Now())
 		case now := <-beatC:
 			h.heartbeat(now)
 		case <-h.stop:

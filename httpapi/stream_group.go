@@ -25,6 +25,11 @@ type group struct {
 	// through is the cursor of the last flush of a coalescing group: every
 	// matching change up to it has been queued to the members.
 	through uint64
+	// due is when a coalescing group with pending changes is flushed.
+	// Groups fall due at different times, so flushes do not all land on
+	// one tick and delay everyone else's messages.
+	due    time.Time
+	queued bool // in h.due
 }
 
 // throughCursor is the cursor a member may resume from: everything up to
@@ -36,8 +41,9 @@ func (g *group) throughCursor(h *Hub) uint64 {
 	return g.through
 }
 
-// add takes a matching change; h.mu is held.
-func (g *group) add(h *Hub, e *entry) {
+// add takes a matching change; h.mu is held. A coalescing group's first
+// pending change sets when the group is due: one flush interval later.
+func (g *group) add(h *Hub, e *entry, now time.Time) {
 	if !g.coalesce {
 		g.pending = append(g.pending, e)
 		return
@@ -52,8 +58,9 @@ func (g *group) add(h *Hub, e *entry) {
 		g.resync(h)
 		return
 	}
-	if len(g.pending) == 0 {
-		h.dirty = true
+	if !g.queued {
+		g.due, g.queued = now.Add(h.opts.FlushInterval), true
+		h.due = append(h.due, g)
 	}
 	g.index[e.taskID] = len(g.pending)
 	g.pending = append(g.pending, e)
@@ -114,6 +121,7 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 		}
 		entries[i] = entry{tenant: c.Task.Tenant, taskID: c.Task.TaskID, name: c.Task.Name, status: c.Task.Status, json: data}
 	}
+	now := h.opts.Clock.Now()
 	h.mu.Lock()
 	var touched []*group
 	for i := range entries {
@@ -128,7 +136,7 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 			if !g.coalesce && len(g.pending) == 0 {
 				touched = append(touched, g)
 			}
-			g.add(h, e)
+			g.add(h, e, now)
 		}
 	}
 	for _, g := range touched {
@@ -139,18 +147,25 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 	h.progress.broadcast()
 }
 
-// flush sends each coalescing group what changed since the last flush.
-func (h *Hub) flush() {
+// flush sends the coalescing groups that are due what changed since their
+// last flush. h.due is in the order groups got their first pending change,
+// which is the order they fall due.
+func (h *Hub) flush(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.dirty {
-		return
-	}
-	h.dirty = false
-	for _, g := range h.groups {
-		if g.coalesce {
-			g.flush(h)
+	n := 0
+	for _, g := range h.due {
+		if g.due.After(now) {
+			break
 		}
+		g.queued = false
+		g.flush(h)
+		n++
+	}
+	clear(h.due[:n])
+	h.due = h.due[n:]
+	if len(h.due) == 0 {
+		h.due = nil
 	}
 }
 

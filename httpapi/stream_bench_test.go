@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// fanoutCase is one shape of load on the stream.
+type fanoutCase struct {
+	clients  int  // each filtered to its own job, so it sees changes/clients of the load
+	coalesce bool // how those clients subscribe
+	// watcher adds one unthrottled client with no filter: it sees every
+	// change, and only its latency is measured.
+	watcher bool
+	changes int
+	rate    int // changes per second; 0: as fast as the bus takes them
+}
+
+type fanoutResult struct {
+	latencies      []time.Duration // sorted
+	heapPerClient  float64         // bytes, both ends of the connection (same process)
+	elapsed        time.Duration
+	messagesServed uint64
+}
+
+func (r fanoutResult) quantile(q float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+}
+
+// runFanout starts a bus, a hub and the clients, publishes the changes
+// (each a new task, named after its job) at the rate, and measures the time
+// from just before Publish to a client reading the change.
+func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
+	bs, err := bus.New(bus.Options{Logger: discardLogger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bs.Start(context.Background())
+	defer bs.Stop()
+	hub, err := NewHub(HubOptions{Bus: bs, Logger: discardLogger, SendQueue: 4096})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Bus: bs, Auth: testTokens, Stream: hub}))
+	defer srv.Close()
+	hub.Start(context.Background())
+	defer hub.Stop()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"
+
+	sent := make([]atomic.Int64, fc.changes) // UnixNano before Publish, by change index
+	var received atomic.Int64
+	var expected int64
+	if fc.clients > 0 {
+		expected += int64(fc.changes)
+	}
+	if fc.watcher {
+		expected += int64(fc.changes)
+	}
+	all := make(chan struct{})
+	var latMu sync.Mutex
+	var lat []time.Duration
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var readers sync.WaitGroup
+	dial := func(filter map[string]any, coalesce, measure bool) *websocket.Conn {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conn.SetReadLimit(64 << 20)
+		msg := map[string]any{"type": "subscribe", "coalesce": coalesce}
+		if filter != nil {
+			msg["filter"] = filter
+		}
+		c := &wsClient{t: nil, conn: conn}
+		c.sendRaw(msg)
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			var mine []time.Duration
+			defer func() {
+				latMu.Lock()
+				lat = append(lat, mine...)
+				latMu.Unlock()
+			}()
+			for {
+				_, data, err := conn.Read(context.Background())
+				if err != nil {
+					return
+				}
+				if !bytes.HasPrefix(data, []byte(`{"type":"tasks"`)) {
+					continue
+				}
+				now := time.Now().UnixNano()
+				n := 0
+				for rest := data; ; {
+					i := bytes.Index(rest, []byte(`"taskID":"c`))
+					if i < 0 {
+						break
+					}
+					rest = rest[i+len(`"taskID":"c`):]
+					end := bytes.IndexByte(rest, '"')
+					idx, _ := strconv.Atoi(string(rest[:end]))
+					if measure {
+						mine = append(mine, time.Duration(now-sent[idx].Load()))
+					}
+					n++
+				}
+				if received.Add(int64(n)) == expected {
+					close(all)
+				}
+			}
+		}()
+		return conn
+	}
+	var conns []*websocket.Conn
+	for i := range fc.clients {
+		conns = append(conns, dial(map[string]any{"prefix": jobName(i)}, fc.coalesce, !fc.watcher))
+	}
+	if fc.watcher {
+		conns = append(conns, dial(nil, false, true))
+	}
+	// Wait until every client is subscribed: the hub has them all in groups.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		hub.mu.Lock()
+		n := 0
+		for c := range hub.clients {
+			if c.g != nil {
+				n++
+			}
+		}
+		hub.mu.Unlock()
+		if n == len(conns) {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d of %d clients subscribed", n, len(conns))
+		}
+		runtime.Gosched()
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+
+	const perPublish = 10
+	start := time.Now()
+	evs := make([]apollo.Event, 0, perPublish)
+	outs := make([]bus.Outcome, perPublish)
+	for i := 0; i < fc.changes; {
+		if fc.rate > 0 { // keep the average rate: wait only when ahead of it
+			if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(fc.rate))); d > 0 {
+				<-time.After(d)
+			}
+		}
+		evs = evs[:0]
+		first := i
+		for ; i < fc.changes && len(evs) < perPublish; i++ {
+			job := jobName(i % max(fc.clients, 1))
+			evs = append(evs, apollo.Event{Tenant: "a", TaskID: "c" + strconv.Itoa(i), Name: job, Sequence: 1, Status: apollo.StatusPending, Ts: 1})
+		}
+		now := time.Now().UnixNano()
+		for j := first; j < i; j++ {
+			sent[j].Store(now)
+		}
+		if err := bs.Publish(context.Background(), evs, outs[:len(evs)]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("clients received %d of %d changes", received.Load(), expected)
+	}
+	elapsed := time.Since(start)
+	for _, c := range conns {
+		c.CloseNow()
+	}
+	readers.Wait()
+	slices.Sort(lat)
+	return fanoutResult{
+		latencies:      lat,
+		heapPerClient:  float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / float64(len(conns)),
+		elapsed:        elapsed,
+		messagesServed: hub.Stats().Messages,
+	}
+}
+
+func jobName(i int) string { return fmt.Sprintf("j%04d", i) }
+
+func (c *wsClient) sendRaw(v map[string]any) {
+	data := mustJSON(v)
+	c.conn.Write(context.Background(), websocket.MessageText, data)
+}
+
+// BenchmarkFanout: 1 000 stream clients while the bus takes 10 000
+// changes/s. "unthrottled": every client unthrottled (coalesce:false) and
+// filtered to one job; latency over all of them. "dashboards": the 1 000
+// coalesce, and one more unthrottled client with no filter sees every
+// change; its latency is measured (the ≤ 5 ms p99 target).
+func BenchmarkFanout(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		fc   fanoutCase
+	}{
+		{"unthrottled", fanoutCase{clients: 1000}},
+		{"dashboards", fanoutCase{clients: 1000, coalesce: true, watcher: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			fc := bc.fc
+			fc.rate = 10_000
+			fc.changes = max(b.N, 1000)
+			b.ReportAllocs()
+			b.ResetTimer()
+			r := runFanout(b, fc)
+			b.StopTimer()
+			b.ReportMetric(float64(r.quantile(0.5).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(r.quantile(0.99).Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(r.quantile(1).Microseconds())/1000, "max-ms")
+			b.ReportMetric(r.heapPerClient, "heap-B/client")
+			b.ReportMetric(float64(fc.changes)/r.elapsed.Seconds(), "changes/s")
+		})
+	}
+}
+
+// TestFanoutShort is BenchmarkFanout in small: 50 unthrottled clients and
+// 2 000 changes as fast as the bus takes them; every change reaches its
+// client.
+func TestFanoutShort(t *testing.T) {
+	t.Parallel()
+	r := runFanout(t, fanoutCase{clients: 50, changes: 2000})
+	if len(r.latencies) != 2000 {
+		t.Fatalf("%d latencies for 2000 changes", len(r.latencies))
+	}
+	t.Logf("p50 %v p99 %v max %v, %.0f B heap per client, %d messages",
+		r.quantile(0.5), r.quantile(0.99), r.quantile(1), r.heapPerClient, r.messagesServed)
+}
