@@ -55,11 +55,12 @@ function Connection() {
 
 function Login() {
   const dlg = useRef(null);
+  const open = needLogin.value; // read while rendering: the dialog follows the signal
   useEffect(() => {
     const d = dlg.current;
-    if (needLogin.value && !d.open) d.showModal();
-    if (!needLogin.value && d.open) d.close();
-  });
+    if (open && !d.open) d.showModal();
+    if (!open && d.open) d.close();
+  }, [open]);
   const submit = (e) => {
     e.preventDefault();
     setToken(new FormData(e.target).get("token").trim());
@@ -80,11 +81,12 @@ function Login() {
 
 function Help() {
   const dlg = useRef(null);
+  const open = showHelp.value;
   useEffect(() => {
     const d = dlg.current;
-    if (showHelp.value && !d.open) d.showModal();
-    if (!showHelp.value && d.open) d.close();
-  });
+    if (open && !d.open) d.showModal();
+    if (!open && d.open) d.close();
+  }, [open]);
   return html`<dialog ref=${dlg} id="help" aria-labelledby="help-title" onClose=${() => { showHelp.value = false; }}>
     <h2 id="help-title">Keyboard shortcuts</h2>
     <table><tbody>
