@@ -18,7 +18,7 @@ export function Chart({ id, title, data, series, yFormat }) {
     const axis = { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line"), width: 1 }, ticks: { stroke: cssVar("--line") } };
     const opts = {
       width: Math.max(el.clientWidth, 240), height: 180,
-      series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: s.color || palette[i % palette.length], width: 2, points: { show: false } }))],
+      series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: s.color || palette[i % palette.length], width: 2 }))],
       axes: [axis, { ...axis, values: yFormat ? (u, vals) => vals.map(yFormat) : undefined, size: 60 }],
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
