@@ -45,6 +45,18 @@ func (r fanoutResult) quantile(q float64) time.Duration {
 	return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
 }
 
+// fanoutRun is the client side of one run: who got which change when.
+type fanoutRun struct {
+	url      string
+	sent     []atomic.Int64 // UnixNano before Publish, by change index
+	received atomic.Int64
+	expected int64
+	all      chan struct{} // closed when every expected change arrived
+	latMu    sync.Mutex
+	lat      []time.Duration
+	readers  sync.WaitGroup
+}
+
 // runFanout starts a bus, a hub and the clients, publishes the changes
 // (each a new task, named after its job) at the rate, and measures the time
 // from just before Publish to a client reading the change.
@@ -63,113 +75,136 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 	defer srv.Close()
 	hub.Start(context.Background())
 	defer hub.Stop()
-	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"
 
-	sent := make([]atomic.Int64, fc.changes) // UnixNano before Publish, by change index
-	var received atomic.Int64
-	var expected int64
+	r := &fanoutRun{url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream",
+		sent: make([]atomic.Int64, fc.changes), all: make(chan struct{})}
 	if fc.clients > 0 {
-		expected += int64(fc.changes)
+		r.expected += int64(fc.changes)
 	}
 	if fc.watcher {
-		expected += int64(fc.changes)
+		r.expected += int64(fc.changes)
 	}
-	all := make(chan struct{})
-	var latMu sync.Mutex
-	var lat []time.Duration
-
 	runtime.GC()
-	var before runtime.MemStats
+	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var readers sync.WaitGroup
-	dial := func(filter map[string]any, coalesce, measure bool) *websocket.Conn {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		conn.SetReadLimit(64 << 20)
-		msg := map[string]any{"type": "subscribe", "coalesce": coalesce}
-		if filter != nil {
-			msg["filter"] = filter
-		}
-		c := &wsClient{t: nil, conn: conn}
-		c.sendRaw(msg)
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			var mine []time.Duration
-			defer func() {
-				latMu.Lock()
-				lat = append(lat, mine...)
-				latMu.Unlock()
-			}()
-			for {
-				_, data, err := conn.Read(context.Background())
-				if err != nil {
-					return
-				}
-				if !bytes.HasPrefix(data, []byte(`{"type":"tasks"`)) {
-					continue
-				}
-				now := time.Now().UnixNano()
-				n := 0
-				for rest := data; ; {
-					i := bytes.Index(rest, []byte(`"taskID":"c`))
-					if i < 0 {
-						break
-					}
-					rest = rest[i+len(`"taskID":"c`):]
-					end := bytes.IndexByte(rest, '"')
-					idx, _ := strconv.Atoi(string(rest[:end]))
-					if measure {
-						mine = append(mine, time.Duration(now-sent[idx].Load()))
-					}
-					n++
-				}
-				if received.Add(int64(n)) == expected {
-					close(all)
-				}
-			}
-		}()
-		return conn
-	}
 	var conns []*websocket.Conn
 	for i := range fc.clients {
-		conns = append(conns, dial(map[string]any{"prefix": jobName(i)}, fc.coalesce, !fc.watcher))
+		conns = append(conns, r.dial(tb, map[string]any{"prefix": jobName(i)}, fc.coalesce, !fc.watcher))
 	}
 	if fc.watcher {
-		conns = append(conns, dial(nil, false, true))
+		conns = append(conns, r.dial(tb, nil, false, true))
 	}
-	// Wait until every client is subscribed: the hub has them all in groups.
+	waitSubscribed(tb, hub, len(conns))
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+
+	start := time.Now()
+	publishPaced(tb, bs, fc, r.sent)
+	select {
+	case <-r.all:
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("clients received %d of %d changes", r.received.Load(), r.expected)
+	}
+	elapsed := time.Since(start)
+	for _, c := range conns {
+		c.CloseNow()
+	}
+	r.readers.Wait()
+	slices.Sort(r.lat)
+	return fanoutResult{
+		latencies:      r.lat,
+		heapPerClient:  float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / float64(len(conns)),
+		elapsed:        elapsed,
+		messagesServed: hub.Stats().Messages,
+	}
+}
+
+// dial connects and subscribes one client and starts its reader.
+func (r *fanoutRun) dial(tb testing.TB, filter map[string]any, coalesce, measure bool) *websocket.Conn {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn.SetReadLimit(64 << 20)
+	msg := map[string]any{"type": "subscribe", "coalesce": coalesce}
+	if filter != nil {
+		msg["filter"] = filter
+	}
+	conn.Write(context.Background(), websocket.MessageText, mustJSON(msg))
+	r.readers.Add(1)
+	go r.read(conn, measure)
+	return conn
+}
+
+// read counts the changes in tasks messages without decoding them: the
+// task IDs are "c<index of the change>".
+func (r *fanoutRun) read(conn *websocket.Conn, measure bool) {
+	defer r.readers.Done()
+	var mine []time.Duration
+	defer func() {
+		r.latMu.Lock()
+		r.lat = append(r.lat, mine...)
+		r.latMu.Unlock()
+	}()
+	for {
+		_, data, err := conn.Read(context.Background())
+		if err != nil {
+			return
+		}
+		if !bytes.HasPrefix(data, []byte(`{"type":"tasks"`)) {
+			continue
+		}
+		now := time.Now().UnixNano()
+		n := 0
+		for rest := data; ; n++ {
+			i := bytes.Index(rest, []byte(`"taskID":"c`))
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(`"taskID":"c`):]
+			idx, _ := strconv.Atoi(string(rest[:bytes.IndexByte(rest, '"')]))
+			if measure {
+				mine = append(mine, time.Duration(now-r.sent[idx].Load()))
+			}
+		}
+		if r.received.Add(int64(n)) == r.expected {
+			close(r.all)
+		}
+	}
+}
+
+// waitSubscribed waits until the hub has n clients in groups.
+func waitSubscribed(tb testing.TB, hub *Hub, n int) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		hub.mu.Lock()
-		n := 0
+		got := 0
 		for c := range hub.clients {
 			if c.g != nil {
-				n++
+				got++
 			}
 		}
 		hub.mu.Unlock()
-		if n == len(conns) {
-			break
+		if got == n {
+			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d clients subscribed", n, len(conns))
+			tb.Fatalf("%d of %d clients subscribed", got, n)
 		}
 		runtime.Gosched()
 	}
-	runtime.GC()
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
+}
 
+// publishPaced publishes the changes ten per call, keeping the average
+// rate (it waits only when ahead of it), and stamps each before its call.
+func publishPaced(tb testing.TB, bs *bus.Bus, fc fanoutCase, sent []atomic.Int64) {
 	const perPublish = 10
 	start := time.Now()
 	evs := make([]apollo.Event, 0, perPublish)
 	outs := make([]bus.Outcome, perPublish)
 	for i := 0; i < fc.changes; {
-		if fc.rate > 0 { // keep the average rate: wait only when ahead of it
+		if fc.rate > 0 {
 			if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(fc.rate))); d > 0 {
 				<-time.After(d)
 			}
@@ -188,31 +223,9 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 			tb.Fatal(err)
 		}
 	}
-	select {
-	case <-all:
-	case <-time.After(60 * time.Second):
-		tb.Fatalf("clients received %d of %d changes", received.Load(), expected)
-	}
-	elapsed := time.Since(start)
-	for _, c := range conns {
-		c.CloseNow()
-	}
-	readers.Wait()
-	slices.Sort(lat)
-	return fanoutResult{
-		latencies:      lat,
-		heapPerClient:  float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / float64(len(conns)),
-		elapsed:        elapsed,
-		messagesServed: hub.Stats().Messages,
-	}
 }
 
 func jobName(i int) string { return fmt.Sprintf("j%04d", i) }
-
-func (c *wsClient) sendRaw(v map[string]any) {
-	data := mustJSON(v)
-	c.conn.Write(context.Background(), websocket.MessageText, data)
-}
 
 // BenchmarkFanout: 1 000 stream clients while the bus takes 10 000
 // changes/s. "unthrottled": every client unthrottled (coalesce:false) and

@@ -265,7 +265,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	etl1, etl2 := ag.Task("etl-1", "etl"), ag.Task("etl-2", "etl")
 	report(func() error { return errors.Join(etl1.Running(), etl2.Running()) })
 	b.until("two running", text("#count-running .n")+` === "2"`)
-	report(func() error { return errors.Join(etl1.Succeed(), etl2.Fail(agent.Extra(map[string]any{"exitCode": 3}))) })
+	report(func() error {
+		return errors.Join(etl1.Succeed(), etl2.Fail(agent.Extra(map[string]any{"exitCode": 3})))
+	})
 	b.until("one success, one failed", text("#count-success .n")+` === "1" && `+text("#count-failed .n")+` === "1"`)
 	b.screenshot("overview")
 
@@ -293,7 +295,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.do("back to tasks", chromedp.Click(chromedp.CSS(`nav.main a[href="/tasks"]`)))
 	b.until("updates after the reconnect", `!!document.querySelector('tr[data-task="etl-3"]')`)
 
-	// An alert shows on the Alerts page and is acknowledged from it.
+	checkAlertAck(t, d, b)
+	checkOtherPages(b)
+
+	// Keyboard: "g t" opens Tasks; "?" opens the shortcuts.
+	b.do("keys", chromedp.KeyEvent("g"), chromedp.KeyEvent("t"))
+	b.until("tasks by keyboard", `location.pathname === "/tasks"`)
+	b.do("help", chromedp.KeyEvent("?"))
+	b.until("the help dialog", `document.querySelector("#help")?.open === true`)
+
+	// A phone-sized window.
+	b.do("phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(d.srv.URL+"/"))
+	b.until("the stream on a phone", `document.querySelector("#conn")?.dataset.state === "open"`)
+	b.screenshot("overview-phone")
+}
+
+// checkAlertAck: an alert from the (fake) engine shows on the Alerts page,
+// and its Ack button reaches the Acker over the stream.
+func checkAlertAck(t *testing.T, d *dashboard, b *browser) {
 	now := time.Now()
 	d.alerts.publish(apollo.Alert{ID: "al-1", Rule: "etl_failures", Group: "etl", State: apollo.AlertFiring,
 		Severity: apollo.SeverityCritical, Summary: "failed_rate 50% > 5% for etl", StartedAt: now, FiredAt: now})
@@ -313,8 +332,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.goTo("/")
 	b.until("the firing alert on the overview", text("#firing")+`.includes("etl_failures")`)
 
-	// The other pages render, and say "not available" where the API has no
-	// endpoint yet.
+}
+
+// checkOtherPages: the other pages render, and say "not available" where
+// the API has no endpoint yet.
+func checkOtherPages(b *browser) {
 	b.goTo("/jobs")
 	b.until("jobs: not available", text("main")+`.includes("not available")`)
 	b.screenshot("jobs")
@@ -325,14 +347,4 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.until("system stats", text("#sys-stream")+`.includes("clients")`)
 	b.screenshot("system")
 
-	// Keyboard: "g t" opens Tasks; "?" opens the shortcuts.
-	b.do("keys", chromedp.KeyEvent("g"), chromedp.KeyEvent("t"))
-	b.until("tasks by keyboard", `location.pathname === "/tasks"`)
-	b.do("help", chromedp.KeyEvent("?"))
-	b.until("the help dialog", `document.querySelector("#help")?.open === true`)
-
-	// A phone-sized window.
-	b.do("phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(d.srv.URL+"/"))
-	b.until("the stream on a phone", `document.querySelector("#conn")?.dataset.state === "open"`)
-	b.screenshot("overview-phone")
 }
