@@ -549,3 +549,62 @@ func TestSystemEndpoint(t *testing.T) {
 		t.Errorf("system: %v %+v", err, body)
 	}
 }
+
+type fakeMetrics struct{}
+
+func (fakeMetrics) StreamSummaries(tenant, prefix string) (any, error) {
+	return map[string]string{"tenant": tenant, "prefix": prefix}, nil
+}
+
+type chanAlerts chan apollo.Alert
+
+func (c chanAlerts) SubscribeAlerts() (<-chan apollo.Alert, func()) { return c, func() {} }
+
+// TestStreamMetricSystemAlert: the periodic messages come at their
+// intervals (a fake clock), per tenant and prefix; alerts only to their
+// tenant; and a client that wants only some types gets only those.
+func TestStreamMetricSystemAlert(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
+	alerts := make(chanAlerts, 4)
+	e := newStreamEnv(t, func(o *HubOptions) {
+		o.Clock, o.HeartbeatInterval, o.PingInterval = clock, -1, time.Hour
+		o.Metrics, o.Alerts = fakeMetrics{}, alerts
+		o.System = func() any { return map[string]int{"answer": 42} }
+	})
+	a := e.dial("view-a")
+	a.subscribe(sub{"type": "subscribe", "filter": map[string]any{"prefix": "etl"}})
+	b := e.dial("view-b")
+	b.send(sub{"type": "subscribe", "filter": map[string]any{"types": []string{"alert"}}})
+
+	clock.Advance(5 * time.Second) // system
+	if m := a.read(); m.Type != msgSystem || string(m.Stats) != `{"answer":42}` {
+		t.Fatalf("system: %+v", m)
+	}
+	clock.Advance(5 * time.Second) // system and metric, in either order
+	var got []string
+	for range 2 {
+		m := a.read()
+		got = append(got, m.Type)
+		if m.Type == msgMetric && string(m.Summaries) != `{"prefix":"etl","tenant":"a"}` {
+			t.Errorf("metric: %s", m.Summaries)
+		}
+	}
+	slices.Sort(got)
+	if strings.Join(got, ",") != "metric,system" {
+		t.Errorf("after 10 s: %v", got)
+	}
+	alerts <- apollo.Alert{ID: "x-a", Tenant: "a", Rule: "r", State: apollo.AlertFiring}
+	alerts <- apollo.Alert{ID: "x-b", Tenant: "b", Rule: "r", State: apollo.AlertFiring}
+	if m := a.read(); m.Type != msgAlert || !strings.Contains(string(m.Alert), `"id":"x-a"`) {
+		t.Errorf("tenant a: %+v", m)
+	}
+	a.send(sub{"type": "ack", "alert": "x-a"})
+	if m := a.read(); m.Type != msgAckResult {
+		t.Errorf("tenant a got another tenant's %s", m.Type)
+	}
+	// b asked for alerts only: no snapshot, system or metric came first.
+	if m := b.read(); m.Type != msgAlert || !strings.Contains(string(m.Alert), `"id":"x-b"`) {
+		t.Errorf("tenant b: %+v", m)
+	}
+}
