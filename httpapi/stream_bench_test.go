@@ -240,6 +240,16 @@ func BenchmarkFanout(b *testing.B) {
 		{"unthrottled", fanoutCase{clients: 1000}},
 		{"dashboards", fanoutCase{clients: 1000, coalesce: true, watcher: true}},
 	} {
+		if bc.name == "unthrottled" {
+			// The floor: the same load read straight from a bus
+			// subscription, no hub and no WebSocket.
+			b.Run("bus-only", func(b *testing.B) {
+				r := runBusOnly(b, max(b.N, 1000), 10_000)
+				b.ReportMetric(float64(r.quantile(0.5).Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(r.quantile(0.99).Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(r.quantile(1).Microseconds())/1000, "max-ms")
+			})
+		}
 		b.Run(bc.name, func(b *testing.B) {
 			fc := bc.fc
 			fc.rate = 10_000
@@ -268,4 +278,34 @@ func TestFanoutShort(t *testing.T) {
 	}
 	t.Logf("p50 %v p99 %v max %v, %.0f B heap per client, %d messages",
 		r.quantile(0.5), r.quantile(0.99), r.quantile(1), r.heapPerClient, r.messagesServed)
+}
+
+// runBusOnly measures Publish to a bus subscriber's channel at the rate.
+func runBusOnly(tb testing.TB, changes, rate int) fanoutResult {
+	bs, err := bus.New(bus.Options{Logger: discardLogger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bs.Start(context.Background())
+	defer bs.Stop()
+	sub := bs.Subscribe(1 << 16)
+	defer sub.Close()
+	sent := make([]atomic.Int64, changes)
+	lat := make([]time.Duration, 0, changes)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range sub.C() {
+			idx, _ := strconv.Atoi(c.Task.TaskID[1:])
+			lat = append(lat, time.Duration(time.Now().UnixNano()-sent[idx].Load()))
+			if len(lat) == changes {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	publishPaced(tb, bs, fanoutCase{clients: 1000, changes: changes, rate: rate}, sent)
+	<-done
+	slices.Sort(lat)
+	return fanoutResult{latencies: lat, elapsed: time.Since(start)}
 }
