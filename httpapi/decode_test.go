@@ -240,7 +240,7 @@ func sameEvent(got, want apollo.Event) error {
 	return nil
 }
 
-const ev = `{"taskID":"t-1","name":"job","sequence":1,"status":"running","ts":1764400000000}`
+const sampleEvent = `{"taskID":"t-1","name":"job","sequence":1,"status":"running","ts":1764400000000}`
 
 // agreementCases are bodies on which the two decoders must agree; they seed
 // FuzzDecodeMatchesStdlib too. Each names what it pins down.
@@ -249,18 +249,18 @@ var agreementCases = []struct {
 	body   string
 	ndjson bool
 }{
-	{"one event", ev, false},
+	{"one event", sampleEvent, false},
 	{"every field", `{"taskID":"t","name":"n","sequence":3,"status":"success","ts":5,"scheduledAt":4,"timeoutMs":100,"costMs":7,"extra":{"a":[1,{"b":null}],"c":"d"}}`, false},
-	{"array", "[" + ev + " , \n" + ev + "]", false},
+	{"array", "[" + sampleEvent + " , \n" + sampleEvent + "]", false},
 	{"empty array", `[ ]`, false},
 	{"empty body", ``, false},
 	{"blank body", " \n\t", false},
-	{"ndjson", ev + "\r\n\n  " + ev + "\n", true},
+	{"ndjson", sampleEvent + "\r\n\n  " + sampleEvent + "\n", true},
 	{"ndjson blank", "\n \n", true},
-	{"ndjson broken line", ev + "\n{\"taskID\":\n" + ev, true},
-	{"ndjson trailing garbage", ev + " x\n", true},
+	{"ndjson broken line", sampleEvent + "\n{\"taskID\":\n" + sampleEvent, true},
+	{"ndjson trailing garbage", sampleEvent + " x\n", true},
 	{"ndjson not objects", "[1]\n\"x\"\n{bad", true},
-	{"ndjson unicode spaces", "\u00a0" + ev + "\u0085\n\v" + ev + "\f", true},
+	{"ndjson unicode spaces", "\u00a0" + sampleEvent + "\u0085\n\v" + sampleEvent + "\f", true},
 	{"ndjson space shares a byte with the line", "\u00a0\xc2", true},
 	{"not objects", `[1,"x",null,true,[],{}]`, false},
 	{"single not an object", ` "x" `, false},
@@ -292,7 +292,7 @@ var agreementCases = []struct {
 	{"malformed missing colon", `{"a" 1}`, false},
 	{"malformed truncated", `[{"taskID":"a"`, false},
 	{"malformed truncated string", `{"taskID":"a`, false},
-	{"malformed trailing data", ev + ` {}`, false},
+	{"malformed trailing data", sampleEvent + ` {}`, false},
 	{"malformed bad escape", `{"taskID":"\x"}`, false},
 	{"malformed bad unicode escape", `{"taskID":"\u12g4"}`, false},
 	{"malformed control character", "{\"taskID\":\"a\tb\"}", false},
@@ -302,7 +302,7 @@ var agreementCases = []struct {
 	{"malformed exponent", `[1e+]`, false},
 	{"malformed literal", `[tru]`, false},
 	{"malformed literal end", `[nul`, false},
-	{"malformed byte order mark", "\ufeff" + ev, false},
+	{"malformed byte order mark", "\ufeff" + sampleEvent, false},
 	{"malformed key", `{1:2}`, false},
 	{"malformed close", `[{]`, false},
 	{"deep but allowed", `{"taskID":"a","sequence":1,"status":"pending","ts":1,"extra":{"x":` + strings.Repeat("[", 60) + strings.Repeat("]", 60) + `}}`, false},
@@ -343,7 +343,7 @@ func TestDecodeEvents(t *testing.T) {
 		fields []string // per event: "" good, "!" bad without a field, else the bad field
 		ats    []int64  // per bad event: its offset
 	}{
-		{"good", ev, false, -1, []string{""}, nil},
+		{"good", sampleEvent, false, -1, []string{""}, nil},
 		{"wrong type points at the value", `[{"taskID":"a","sequence":"1"}]`, false, -1, []string{"sequence"}, []int64{26}},
 		{"unknown status points at the value", `{"status":"done"}`, false, -1, []string{"status"}, []int64{10}},
 		{"fraction", `{"ts": 1.5}`, false, -1, []string{"ts"}, []int64{7}},
@@ -355,7 +355,7 @@ func TestDecodeEvents(t *testing.T) {
 		// In a batch the extra object is 3 levels deep, its value's brackets start at byte 15.
 		{"deepest allowed", "[" + deep(maxDepth-3) + "]", false, -1, []string{""}, nil},
 		{"one level too deep", "[" + deep(maxDepth-2) + "]", false, 15 + maxDepth - 3, nil, nil},
-		{"too deep in ndjson fails the line", ev + "\n" + deep(maxDepth-1) + "\n" + ev, true, -1, []string{"", "!", ""}, []int64{int64(len(ev)) + 1 + 14 + maxDepth - 2}},
+		{"too deep in ndjson fails the line", sampleEvent + "\n" + deep(maxDepth-1) + "\n" + sampleEvent, true, -1, []string{"", "!", ""}, []int64{int64(len(sampleEvent)) + 1 + 14 + maxDepth - 2}},
 		{"malformed", `[{"taskID":"a",}]`, false, 15, nil, nil},
 		{"ends early", `[{"taskID":"a"`, false, 13, nil, nil},
 		{"blank", "  ", false, 2, nil, nil},

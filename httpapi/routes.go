@@ -36,6 +36,10 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume")},
 
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
+
+		{"GET", "/api/v1/stream", RoleViewer, s.stream},
+		{"GET", "/api/v1/system", RoleViewer, s.system},
+		{"GET", "/", RoleNone, s.web},
 	}
 }
 

@@ -84,7 +84,13 @@ func newSecured(t *testing.T, rate int) *secured {
 	}
 	sc.Start(context.Background())
 	t.Cleanup(func() { sc.Stop(context.Background()) })
-	sec.api = New(Options{Bus: b, Metrics: agg, Deliveries: disp, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	hub, err := NewHub(HubOptions{Bus: b, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.Start(context.Background())
+	t.Cleanup(hub.Stop)
+	sec.api = New(Options{Bus: b, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec
@@ -165,6 +171,11 @@ func TestEveryRouteEveryRole(t *testing.T) {
 				case tenant == "b" && (strings.Contains(path, "t-a") || strings.HasPrefix(path, "/api/v1/jobs")):
 					if status != 404 {
 						t.Errorf("%s: tenant b reached tenant a's task: %d %s", name, status, resp)
+					}
+				case rt.path == "/api/v1/stream":
+					// Allowed through the guard: the handler then wants a WebSocket handshake.
+					if status == 401 || status == 403 || status == 404 {
+						t.Errorf("%s: allowed but got %d %s", name, status, resp)
 					}
 				default:
 					if status >= 400 {

@@ -44,6 +44,14 @@ type Options struct {
 	MaxBodyBytes int64
 	// Ready reports whether the server has finished recovery; nil = always.
 	Ready func() bool
+	// Stream is the live stream behind GET /api/v1/stream; nil: 404. The
+	// caller starts and stops it.
+	Stream *Hub
+	// Web serves the dashboard at "/" (web.Handler()); nil: 404.
+	Web http.Handler
+	// System adds named parts (wal, alert, redis, ...) to GET
+	// /api/v1/system beside the bus's and the stream's stats.
+	System map[string]func() any
 }
 
 // Server serves the API. It is an http.Handler.

@@ -70,7 +70,7 @@ var errUnauthorized = &apollo.Error{Code: apollo.EUNAUTHORIZED, Message: "missin
 
 // Authenticate implements Authenticator.
 func (a *TokenAuth) Authenticate(r *http.Request) (*Principal, error) {
-	secret, ok := bearer(r.Header.Get("Authorization"))
+	secret, ok := BearerToken(r)
 	if !ok && r.Header.Get("Authorization") == "" && strings.HasPrefix(r.URL.Path, "/ping/") {
 		// Ping URLs come from cron lines with only curl: the key rides in the query.
 		secret = r.URL.Query().Get("key")

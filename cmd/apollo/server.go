@@ -26,6 +26,7 @@ import (
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/sched"
 	"github.com/apollo-11/apollo/wal"
+	"github.com/apollo-11/apollo/web"
 )
 
 // serverFlags are the flags of `apollo server` (and `apollo demo`).
@@ -122,6 +123,8 @@ type server struct {
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
 	disp     *notify.Dispatcher
+	hub      *httpapi.Hub
+	api      *httpapi.Server
 	sched    *sched.Scheduler // nil without --jobs
 	reporter *busReporter
 	arch     *bus.FileArchive
@@ -147,56 +150,11 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := s.start(ctx)
 	if err != nil {
-		s.closeStores()
-		return fmt.Errorf("listening on %s: %w (is another apollo running? choose another --listen)", cfg.Listen, err)
-	}
-	if err := s.recover(); err != nil {
-		ln.Close()
-		s.closeStores()
 		return err
 	}
-	s.bus.Start(ctx)
-	s.agg.Start(ctx)
-	s.disp.Start(ctx)
-	if err := s.startScheduler(ctx); err != nil {
-		ln.Close()
-		s.bus.Stop()
-		s.closeStores()
-		return err
-	}
-	close(s.ready)
-
-	var scheduler httpapi.Scheduler
-	if s.sched != nil {
-		scheduler = schedAPI{s.sched}
-	}
-	api := httpapi.New(httpapi.Options{
-		Scheduler: scheduler, SchedulerTenant: "",
-		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
-		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
-		Ready: func() bool {
-			select {
-			case <-s.ready:
-				return true
-			default:
-				return false
-			}
-		},
-	})
-	s.http = &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	s.http = s.httpServer()
 	addr := ln.Addr().String()
 	scheme := "http"
 	if cfg.TLS.Cert != "" {
@@ -209,7 +167,83 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	if d.ready != nil {
 		d.ready(addr)
 	}
+	return s.serve(ctx, ln)
+}
 
+// start opens the stores, listens, recovers the state and starts every
+// service, in that order. On failure it undoes what it did.
+func (s *server) start(ctx context.Context) (ln net.Listener, err error) {
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { s.closeStores() })
+	if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listening on %s: %w (is another apollo running? choose another --listen)", s.cfg.Listen, err)
+	}
+	undo = append(undo, func() { ln.Close() })
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	s.bus.Start(ctx)
+	s.agg.Start(ctx)
+	s.disp.Start(ctx)
+	undo = append(undo, s.bus.Stop, s.agg.Stop, s.disp.Stop)
+	if err := s.startScheduler(ctx); err != nil {
+		return nil, err
+	}
+	// The hub starts after recovery, so replay does not flood it.
+	if s.hub, err = httpapi.NewHub(httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
+		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}); err != nil {
+		return nil, err
+	}
+	s.hub.Start(ctx)
+	close(s.ready)
+	return ln, nil
+}
+
+// httpServer builds the API and the HTTP server around it.
+func (s *server) httpServer() *http.Server {
+	var scheduler httpapi.Scheduler
+	if s.sched != nil {
+		scheduler = schedAPI{s.sched}
+	}
+	cfg := s.cfg
+	s.api = httpapi.New(httpapi.Options{
+		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Stream: s.hub, Web: web.Handler(), System: s.systemParts(),
+		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
+		Ready: func() bool {
+			select {
+			case <-s.ready:
+				return true
+			default:
+				return false
+			}
+		},
+	})
+	return &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second, // the stream clears it for its connections
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// serve runs until ctx is done or the HTTP server fails, reloading on
+// SIGHUP, then shuts down.
+func (s *server) serve(ctx context.Context, ln net.Listener) error {
+	cfg := s.cfg
 	serveErr := make(chan error, 1)
 	go func() {
 		if cfg.TLS.Cert != "" {
@@ -229,6 +263,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	var err error
 	for err == nil {
 		select {
 		case <-hup:
@@ -383,6 +418,9 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	close(s.stop)
 	s.wg.Wait()
 	s.stopScheduler() // its last events go to the bus before it stops
+	if s.hub != nil {
+		s.hub.Stop()
+	}
 	s.bus.Stop()
 	s.agg.Stop()
 	s.disp.Stop()
@@ -498,4 +536,19 @@ func latenessFromConfig(cfg config.Config) []bus.Lateness {
 func (s *server) reload() {
 	s.log.Info("SIGHUP: reloading")
 	s.reloadJobs()
+}
+
+// systemParts are the parts of GET /api/v1/system (and the stream's system
+// messages) that this process adds to the bus and stream stats.
+func (s *server) systemParts() map[string]func() any {
+	parts := map[string]func() any{
+		"wal":           func() any { return s.wal.Stats() },
+		"metrics":       func() any { return s.agg.Stats() },
+		"notifications": func() any { return s.disp.Stats() },
+		"process":       func() any { return map[string]any{"mode": "server", "listen": s.cfg.Listen, "data": s.cfg.Data} },
+	}
+	if s.sched != nil {
+		parts["scheduler"] = func() any { return s.sched.Stats() }
+	}
+	return parts
 }

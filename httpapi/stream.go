@@ -1,0 +1,414 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// HubBus is what the stream needs of the bus: one subscription to every
+// applied change, and listings for snapshots.
+type HubBus interface {
+	Subscribe(buffer int) *bus.Subscription
+	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+}
+
+// AlertSource hands the hub every alert change (a new alert, a state
+// change, an acknowledgement) until cancel is called. The alert engine
+// implements it.
+type AlertSource interface {
+	SubscribeAlerts() (<-chan apollo.Alert, func())
+}
+
+// MetricsSource gives the summaries that the stream sends every
+// MetricsInterval: the same value GET /api/v1/metrics answers for the
+// tenant and prefix.
+type MetricsSource interface {
+	StreamSummaries(tenant, prefix string) (any, error)
+}
+
+// Acker acknowledges an alert for a principal; the stream's ack message
+// calls it.
+type Acker interface {
+	Ack(ctx context.Context, p *Principal, alertID string) error
+}
+
+// HubOptions configure a Hub. Bus is required; every other field has a
+// default or is optional.
+type HubOptions struct {
+	Bus     HubBus
+	Alerts  AlertSource   // nil: no alert messages
+	Metrics MetricsSource // nil: no metric messages
+	Acker   Acker         // nil: ack answers "not available"
+	// System returns Apollo-11's own health for the system message (the
+	// body of GET /api/v1/system); nil: no system messages.
+	System func() any
+	Clock  apollo.Clock
+	Logger *slog.Logger
+
+	// AllowedOrigins are extra origins allowed to open the stream from a
+	// browser, as path.Match patterns of the host ("dash.example.com",
+	// "*.example.com") or, with a scheme, of scheme://host. The page's own
+	// host is always allowed; clients that send no Origin (not browsers)
+	// are not checked.
+	AllowedOrigins []string
+
+	BusBuffer    int // changes the bus may queue for the hub; default 65 536
+	RingSize     int // changes kept for resuming; default 10 000
+	SnapshotSize int // tasks in a snapshot; default 500, at most 1 000
+	// SendQueue bounds each client's outbound queue, in messages; a client
+	// over it is closed as too slow. Default 256.
+	SendQueue int
+	// SendQueueBytes bounds the same queue in bytes; default 16 MiB.
+	SendQueueBytes int
+	// PendingLimit bounds the changes waiting for one unthrottled client,
+	// or the tasks waiting for one coalescing group; default 10 000.
+	PendingLimit int
+
+	FlushInterval     time.Duration // coalesced updates; default 100ms
+	HeartbeatInterval time.Duration // business-level heartbeat; default 15s, negative: off
+	PingInterval      time.Duration // protocol ping; default 10s
+	MissedPongs       int           // pings without a pong before closing; default 3
+	SystemInterval    time.Duration // default 5s
+	MetricsInterval   time.Duration // default 10s
+	WriteTimeout      time.Duration // one message to one client; default 10s
+	AckTimeout        time.Duration // one Acker call; default 10s
+
+	// testGate, when set, runs before the dispatcher takes a batch: tests
+	// block it to make the bus cut the hub off.
+	testGate func()
+	// testKilled, when set, is told each time the hub decides to close a
+	// client, with the reason.
+	testKilled func(reason string)
+}
+
+func (o *HubOptions) setDefaults() {
+	o.Clock = cmp.Or[apollo.Clock](o.Clock, apollo.SystemClock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.BusBuffer = cmp.Or(o.BusBuffer, 1<<16)
+	o.RingSize = cmp.Or(o.RingSize, 10_000)
+	o.SnapshotSize = cmp.Or(o.SnapshotSize, 500)
+	o.SendQueue = cmp.Or(o.SendQueue, 256)
+	o.SendQueueBytes = cmp.Or(o.SendQueueBytes, 16<<20)
+	o.PendingLimit = cmp.Or(o.PendingLimit, 10_000)
+	o.FlushInterval = cmp.Or(o.FlushInterval, 100*time.Millisecond)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, 15*time.Second)
+	o.PingInterval = cmp.Or(o.PingInterval, 10*time.Second)
+	o.MissedPongs = cmp.Or(o.MissedPongs, 3)
+	o.SystemInterval = cmp.Or(o.SystemInterval, 5*time.Second)
+	o.MetricsInterval = cmp.Or(o.MetricsInterval, 10*time.Second)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, 10*time.Second)
+	o.AckTimeout = cmp.Or(o.AckTimeout, 10*time.Second)
+}
+
+func (o *HubOptions) validate() error {
+	switch {
+	case o.Bus == nil:
+		return errors.New("stream hub: HubOptions.Bus is nil; pass the *bus.Bus")
+	case o.BusBuffer < 0, o.RingSize < 0, o.SendQueue < 0, o.SendQueueBytes < 0, o.PendingLimit < 0, o.MissedPongs < 0:
+		return errors.New("stream hub: a negative limit in HubOptions; use 0 for the default")
+	case o.SnapshotSize < 0 || o.SnapshotSize > 1000:
+		return fmt.Errorf("stream hub: SnapshotSize %d is outside 1..1000 (the task listing's page limit)", o.SnapshotSize)
+	case o.FlushInterval < 0, o.PingInterval < 0, o.SystemInterval < 0, o.MetricsInterval < 0, o.WriteTimeout < 0, o.AckTimeout < 0:
+		return errors.New("stream hub: a negative interval in HubOptions; only HeartbeatInterval may be negative (off)")
+	}
+	return nil
+}
+
+// Close reasons, as the client reads them in the close frame.
+const (
+	reasonTooSlow  = "too slow: resubscribe with a cursor"
+	reasonShutdown = "server shutting down"
+	reasonNoPong   = "no pong to the last pings"
+)
+
+// Hub is the live stream behind GET /api/v1/stream. It subscribes once to
+// the bus, numbers every change (the cursor), keeps the last RingSize for
+// clients that come back, and fans changes out to WebSocket clients grouped
+// by what they asked for, so that a message shared by many clients is built
+// once. It never blocks the bus: a client that cannot keep up is closed.
+type Hub struct {
+	opts  HubOptions
+	log   *slog.Logger
+	epoch string
+
+	mu      sync.Mutex // guards everything below; lock order: mu, then client.mu
+	cursor  uint64
+	ring    *ring
+	groups  map[string]*group
+	tenants map[string][]*group // groups by tenant, for the dispatcher
+	clients map[*client]struct{}
+	closed  bool
+	due     []*group // coalescing groups with pending changes, in due order
+
+	sub       *bus.Subscription
+	stats     hubCounters
+	progress  notifier // broadcast after every dispatched batch (tests wait on it)
+	clientsWG sync.WaitGroup
+
+	startOnce, stopOnce sync.Once
+	stop                chan struct{}
+	wg                  sync.WaitGroup
+}
+
+type hubCounters struct {
+	changes, messages, resyncs, snapshots, resumes atomic.Uint64
+	closedSlow, closedNoPong, closedShutdown       atomic.Uint64
+	accepted, refused                              atomic.Uint64
+}
+
+// HubStats are the hub's counters and gauges, for GET /api/v1/system.
+type HubStats struct {
+	Clients        int    `json:"clients"`
+	Groups         int    `json:"groups"`
+	Cursor         uint64 `json:"cursor"`
+	Changes        uint64 `json:"changes"`  // changes received from the bus
+	Messages       uint64 `json:"messages"` // messages written to clients
+	Resyncs        uint64 `json:"resyncs"`  // times the bus cut the hub off
+	Snapshots      uint64 `json:"snapshots"`
+	Resumes        uint64 `json:"resumes"` // subscribes served from the ring
+	Accepted       uint64 `json:"accepted"`
+	Refused        uint64 `json:"refused"` // connections refused: stopped or bad origin
+	ClosedSlow     uint64 `json:"closedSlow"`
+	ClosedNoPong   uint64 `json:"closedNoPong"`
+	ClosedShutdown uint64 `json:"closedShutdown"`
+}
+
+// NewHub returns a Hub; Start it before serving.
+func NewHub(opts HubOptions) (*Hub, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Hub{
+		opts:    opts,
+		log:     opts.Logger.With("component", "stream"),
+		epoch:   hex.EncodeToString(b[:]),
+		ring:    newRing(opts.RingSize),
+		groups:  map[string]*group{},
+		tenants: map[string][]*group{},
+		clients: map[*client]struct{}{},
+		stop:    make(chan struct{}),
+	}, nil
+}
+
+// Start subscribes to the bus and starts the hub's goroutines. It returns
+// at once. Tickers are armed before it returns, so a test's fake clock can
+// be advanced right after.
+func (h *Hub) Start(ctx context.Context) error {
+	h.startOnce.Do(func() {
+		h.sub = h.opts.Bus.Subscribe(h.opts.BusBuffer)
+		// Groups fall due at their own times; a tick a tenth of the
+		// interval finds them within 10% of it.
+		flush := h.opts.Clock.NewTicker(max(h.opts.FlushInterval/10, time.Millisecond))
+		var beat apollo.Ticker
+		if h.opts.HeartbeatInterval > 0 {
+			beat = h.opts.Clock.NewTicker(h.opts.HeartbeatInterval)
+		}
+		h.wg.Add(2)
+		go h.dispatch()
+		go h.tick(flush, beat)
+		if h.opts.System != nil || h.opts.Metrics != nil {
+			sys := h.opts.Clock.NewTicker(h.opts.SystemInterval)
+			met := h.opts.Clock.NewTicker(h.opts.MetricsInterval)
+			h.wg.Add(1)
+			go h.report(sys, met)
+		}
+		if h.opts.Alerts != nil {
+			c, cancel := h.opts.Alerts.SubscribeAlerts()
+			h.wg.Add(1)
+			go h.forwardAlerts(c, cancel)
+		}
+	})
+	return nil
+}
+
+// Stop closes every client with "server shutting down", ends the bus
+// subscription and waits for every goroutine of the hub and its clients.
+// It is idempotent.
+func (h *Hub) Stop() {
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		for c := range h.clients {
+			c.kill(reasonShutdown)
+		}
+		h.mu.Unlock()
+		close(h.stop)
+		h.wg.Wait()
+		if h.sub != nil {
+			h.sub.Close()
+		}
+		h.clientsWG.Wait()
+	})
+}
+
+// Stats returns the hub's counters and gauges.
+func (h *Hub) Stats() HubStats {
+	h.mu.Lock()
+	clients, groups, cursor := len(h.clients), len(h.groups), h.cursor
+	h.mu.Unlock()
+	s := &h.stats
+	return HubStats{
+		Clients: clients, Groups: groups, Cursor: cursor,
+		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(),
+		Snapshots: s.snapshots.Load(), Resumes: s.resumes.Load(),
+		Accepted: s.accepted.Load(), Refused: s.refused.Load(),
+		ClosedSlow: s.closedSlow.Load(), ClosedNoPong: s.closedNoPong.Load(), ClosedShutdown: s.closedShutdown.Load(),
+	}
+}
+
+// maxDispatchBatch bounds the changes taken under the hub lock at once.
+const maxDispatchBatch = 512
+
+// dispatch reads the bus subscription until Stop. When the bus cuts the
+// hub off for being slow, it subscribes again and makes every client
+// resynchronise from a snapshot: changes were lost in between.
+func (h *Hub) dispatch() {
+	defer h.wg.Done()
+	batch := make([]*apollo.Change, 0, maxDispatchBatch)
+	for {
+		if h.opts.testGate != nil {
+			h.opts.testGate()
+		}
+		var c *apollo.Change
+		var ok bool
+		select {
+		case c, ok = <-h.sub.C():
+		case <-h.stop:
+			return
+		}
+		if !ok {
+			h.resubscribe()
+			continue
+		}
+		batch = append(batch[:0], c)
+	fill:
+		for len(batch) < maxDispatchBatch {
+			select {
+			case c, ok := <-h.sub.C():
+				if !ok {
+					break fill // the next round sees the channel closed
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		h.fanOut(batch)
+		clear(batch)
+	}
+}
+
+func (h *Hub) resubscribe() {
+	err := h.sub.Err()
+	h.sub = h.opts.Bus.Subscribe(h.opts.BusBuffer)
+	h.stats.resyncs.Add(1)
+	h.log.Warn("the bus cut the stream off; resubscribed, clients resynchronise from a snapshot",
+		"err", err, "buffer", h.opts.BusBuffer)
+	h.mu.Lock()
+	h.cursor = h.ring.gap()
+	for _, g := range h.groups {
+		g.resync(h)
+	}
+	h.mu.Unlock()
+	h.progress.broadcast()
+}
+
+// tick flushes coalesced updates and sends heartbeats until Stop.
+func (h *Hub) tick(flush, beat apollo.Ticker) {
+	defer h.wg.Done()
+	defer flush.Stop()
+	var beatC <-chan time.Time
+	if beat != nil {
+		defer beat.Stop()
+		beatC = beat.C()
+	}
+	for {
+		select {
+		case <-flush.C():
+			h.flush(h.opts.Clock.Now())
+		case now := <-beatC:
+			h.heartbeat(now)
+		case <-h.stop:
+			return
+		}
+	}
+}
+
+// report sends the system and metric messages until Stop. It calls the
+// sources without the hub lock: they may be slow.
+func (h *Hub) report(sys, met apollo.Ticker) {
+	defer h.wg.Done()
+	defer sys.Stop()
+	defer met.Stop()
+	for {
+		select {
+		case <-sys.C():
+			if h.opts.System != nil {
+				h.sendSystem(h.opts.System())
+			}
+		case <-met.C():
+			if h.opts.Metrics != nil {
+				h.sendMetrics()
+			}
+		case <-h.stop:
+			return
+		}
+	}
+}
+
+func (h *Hub) forwardAlerts(c <-chan apollo.Alert, cancel func()) {
+	defer h.wg.Done()
+	defer cancel()
+	for {
+		select {
+		case a, ok := <-c:
+			if !ok {
+				return
+			}
+			h.sendAlert(&a)
+		case <-h.stop:
+			return
+		}
+	}
+}
+
+// notifier lets tests wait for the dispatcher without sleeping: wait
+// returns a channel closed at the next broadcast.
+type notifier struct {
+	mu sync.Mutex
+	c  chan struct{}
+}
+
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.c == nil {
+		n.c = make(chan struct{})
+	}
+	return n.c
+}
+
+func (n *notifier) broadcast() {
+	n.mu.Lock()
+	if n.c != nil {
+		close(n.c)
+		n.c = nil
+	}
+	n.mu.Unlock()
+}

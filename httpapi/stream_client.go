@@ -1,0 +1,389 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/apollo-11/apollo"
+)
+
+// streamProtocol is the WebSocket subprotocol of the stream; a client
+// offers it, with its token as "bearer.<token>" (see BearerToken).
+const streamProtocol = "apollo.v1"
+
+// queued is one outbound message: ready bytes (often shared by a group),
+// or a snapshot that the writer builds when it gets to it, so that the
+// listing happens after every change queued before it.
+type queued struct {
+	data  []byte
+	snap  *snapshot
+	batch *taskBatch // set on plain tasks messages, which a writer may merge
+}
+
+// taskBatch is the content of a tasks message, kept so that a writer that
+// is behind can send several queued messages as one.
+type taskBatch struct {
+	cursor string
+	tasks  [][]byte
+}
+
+// client is one WebSocket connection. Its reader runs in the HTTP handler's
+// goroutine; its writer drains the queue. The hub never writes to the
+// connection itself: it queues, and a full queue closes the client.
+type client struct {
+	h    *Hub
+	conn *websocket.Conn
+	p    *Principal
+	g    *group // guarded by h.mu
+
+	mu     sync.Mutex
+	q      []queued
+	qBytes int
+	killed bool
+	reason string
+	wake   chan struct{} // one token: the queue is not empty
+	// heard is set by the reader on every client message: like a pong, it
+	// proves the client is there (behind proxies that drop ping frames).
+	heard atomic.Bool
+	dead  chan struct{} // closed by kill
+}
+
+// enqueue adds a message; a client over its queue limits is closed as too
+// slow, so that nobody else waits for it.
+func (c *client) enqueue(m queued) {
+	c.mu.Lock()
+	if c.killed {
+		c.mu.Unlock()
+		return
+	}
+	// A message bigger than the byte limit still goes through an empty
+	// queue: the limit is on lag, not on the size of one batch.
+	if len(c.q) >= c.h.opts.SendQueue || len(c.q) > 0 && c.qBytes+len(m.data) > c.h.opts.SendQueueBytes {
+		c.mu.Unlock()
+		c.h.stats.closedSlow.Add(1)
+		c.kill(reasonTooSlow)
+		return
+	}
+	c.q = append(c.q, m)
+	c.qBytes += len(m.data)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// kill asks the writer to close the connection with reason ("" when the
+// reader has already ended) and drops the queue. It never blocks.
+func (c *client) kill(reason string) {
+	c.mu.Lock()
+	if c.killed {
+		c.mu.Unlock()
+		return
+	}
+	c.killed, c.reason = true, reason
+	c.q, c.qBytes = nil, 0
+	close(c.dead)
+	c.mu.Unlock()
+	if c.h.opts.testKilled != nil && reason != "" {
+		c.h.opts.testKilled(reason)
+	}
+}
+
+// popAll takes every queued message.
+func (c *client) popAll() []queued {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.killed {
+		return nil
+	}
+	q := c.q
+	c.q, c.qBytes = nil, 0
+	return q
+}
+
+// serve runs one stream connection until it ends. The route's guard has
+// authenticated p.
+func (h *Hub) serve(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if p == nil {
+		return &apollo.Error{Code: apollo.EUNAUTHORIZED, Message: "the stream needs a token"}
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.stats.refused.Add(1)
+		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the stream is shutting down", Hint: "reconnect in a moment"}
+	}
+	h.clientsWG.Add(1)
+	h.mu.Unlock()
+	defer h.clientsWG.Done()
+
+	// The HTTP server's read and write timeouts are for requests; a stream
+	// lives for hours and keeps itself alive with heartbeats and pings.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:   []string{streamProtocol},
+		OriginPatterns: h.opts.AllowedOrigins,
+	})
+	if err != nil { // Accept has answered (403 for a foreign origin)
+		h.stats.refused.Add(1)
+		h.log.Debug("stream connection refused", "err", err, "origin", r.Header.Get("Origin"))
+		return nil
+	}
+	conn.SetReadLimit(maxClientMessage)
+	c := &client{h: h, conn: conn, p: p, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	if !h.join(c) {
+		conn.Close(websocket.StatusGoingAway, reasonShutdown)
+		return nil
+	}
+	h.stats.accepted.Add(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.writeLoop(ctx)
+	}()
+	c.readLoop(ctx)
+	c.kill("")
+	cancel()
+	wg.Wait()
+	conn.CloseNow()
+	h.leave(c)
+	return nil
+}
+
+// readLoop handles the client's messages until the connection ends.
+func (c *client) readLoop(ctx context.Context) {
+	for {
+		typ, data, err := c.conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			c.sendError(&apollo.Error{Code: apollo.EINVALID, Message: "binary messages are not part of the protocol", Hint: "send JSON text messages"})
+			continue
+		}
+		c.heard.Store(true)
+		req, err := decodeRequest(data)
+		if err != nil {
+			c.sendError(err)
+			continue
+		}
+		switch req.typ {
+		case msgSubscribe:
+			c.h.subscribe(c, req)
+		case msgAck:
+			c.ack(ctx, req.alert)
+		}
+	}
+}
+
+func (c *client) sendError(err error) {
+	m := errorMsg{Type: msgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
+	var e *apollo.Error
+	if errors.As(err, &e) {
+		m.Message, m.Field, m.Hint = e.Message, e.Field, e.Hint
+	}
+	c.enqueue(queued{data: mustJSON(m)})
+}
+
+// ack acknowledges an alert for the client and answers ack_result.
+func (c *client) ack(ctx context.Context, id string) {
+	res := ackResultMsg{Type: msgAckResult, Alert: id}
+	switch {
+	case c.h.opts.Acker == nil:
+		res.Error = "acknowledging alerts is not available on this server"
+	case !c.p.Role.Allows(RoleOperator):
+		res.Error = "acknowledging needs the operator role; the token has " + c.p.Role.String()
+	default:
+		actx, cancel := context.WithTimeout(ctx, c.h.opts.AckTimeout)
+		err := c.h.opts.Acker.Ack(actx, c.p, id)
+		cancel()
+		if err != nil {
+			if apollo.ErrorCode(err) == apollo.EINTERNAL {
+				c.h.log.Error("acknowledging an alert", "alert", id, "by", c.p.Name, "err", err)
+			}
+			res.Error = apollo.ErrorMessage(err)
+		} else {
+			res.OK = true
+		}
+	}
+	c.enqueue(queued{data: mustJSON(res)})
+}
+
+// writeLoop writes queued messages, pings, and closes the connection when
+// the client is killed.
+func (c *client) writeLoop(ctx context.Context) {
+	h := c.h
+	ping := h.opts.Clock.NewTicker(h.opts.PingInterval)
+	defer ping.Stop()
+	pctx, pcancel := context.WithCancel(ctx)
+	var pings sync.WaitGroup
+	defer func() { pcancel(); pings.Wait() }()
+	pongs := make(chan error, 1)
+	pinging, missed := false, 0
+	for {
+		select {
+		case <-c.wake:
+			if err := c.drain(ctx); err != nil {
+				c.kill("")
+				return
+			}
+		case <-ping.C():
+			if c.heard.Swap(false) {
+				missed = 0
+			}
+			if pinging {
+				if missed++; missed >= h.opts.MissedPongs {
+					h.stats.closedNoPong.Add(1)
+					c.kill(reasonNoPong)
+				}
+				continue
+			}
+			pinging = true
+			pings.Add(1)
+			go func() {
+				defer pings.Done()
+				pongs <- c.conn.Ping(pctx)
+			}()
+		case err := <-pongs:
+			pinging = false
+			if err == nil {
+				missed = 0
+			}
+		case <-c.dead:
+			c.close()
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// close ends the connection for the reason the client was killed.
+func (c *client) close() {
+	c.mu.Lock()
+	reason := c.reason
+	c.mu.Unlock()
+	switch reason {
+	case "": // the reader ended: nothing to say
+	case reasonNoPong: // the peer does not answer: no handshake to wait for
+		c.conn.CloseNow()
+	case reasonShutdown:
+		c.h.stats.closedShutdown.Add(1)
+		c.conn.Close(websocket.StatusGoingAway, reason)
+	default:
+		c.conn.Close(websocket.StatusTryAgainLater, reason)
+	}
+}
+
+// drain writes what is queued. Consecutive tasks messages go out as one,
+// so a client that fell behind catches up in fewer, larger writes.
+func (c *client) drain(ctx context.Context) error {
+	q := c.popAll()
+	for i := 0; i < len(q); i++ {
+		m := q[i]
+		data := m.data
+		switch {
+		case m.snap != nil:
+			data = m.snap.build(c.h)
+		case m.batch != nil && i+1 < len(q) && q[i+1].batch != nil:
+			var tasks [][]byte
+			size := 64
+			for ; i < len(q) && q[i].batch != nil; i++ {
+				tasks = append(tasks, q[i].batch.tasks...)
+				size += len(q[i].data)
+			}
+			i--
+			data = appendTasksMsg(make([]byte, 0, size), msgTasks, q[i].batch.cursor, "", tasks)
+		}
+		if err := c.write(ctx, data); err != nil {
+			return err
+		}
+		select {
+		case <-c.dead: // killed meanwhile: stop writing
+			return nil
+		default:
+		}
+	}
+	return nil
+}
+
+func (c *client) write(ctx context.Context, data []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, c.h.opts.WriteTimeout)
+	defer cancel()
+	if err := c.conn.Write(wctx, websocket.MessageText, data); err != nil {
+		return err
+	}
+	c.h.stats.messages.Add(1)
+	return nil
+}
+
+// snapshot is the latest tasks matching a filter, listed when a writer
+// first needs it and shared by every client queued the same snapshot.
+type snapshot struct {
+	tenant string
+	f      streamFilter
+	cursor string
+	reason string
+
+	once sync.Once
+	data []byte
+}
+
+func (s *snapshot) build(h *Hub) []byte {
+	s.once.Do(func() {
+		h.stats.snapshots.Add(1)
+		tasks, err := h.latestTasks(s.tenant, &s.f)
+		extra := `"reason":` + strconv.Quote(s.reason)
+		if err != nil {
+			h.log.Error("listing tasks for a stream snapshot", "err", err)
+			extra += `,"error":"the task listing failed; the server log has the details"`
+		}
+		enc := make([][]byte, len(tasks))
+		size := 128
+		for i := range tasks {
+			enc[i], _ = json.Marshal(&tasks[i])
+			size += len(enc[i]) + 1
+		}
+		s.data = appendTasksMsg(make([]byte, 0, size), msgSnapshot, s.cursor, extra, enc)
+	})
+	return s.data
+}
+
+// latestTasks lists the newest SnapshotSize tasks that match f: one
+// listing per selected status, merged.
+func (h *Hub) latestTasks(tenant string, f *streamFilter) ([]apollo.Task, error) {
+	limit := h.opts.SnapshotSize
+	statuses := f.statusList()
+	if statuses == nil {
+		statuses = []apollo.Status{apollo.StatusNone}
+	}
+	var all []apollo.Task
+	var errs []error
+	for _, st := range statuses {
+		ts, _, err := h.opts.Bus.List(apollo.TaskFilter{Tenant: tenant, Prefix: f.prefix, Status: st, Limit: limit})
+		errs = append(errs, err)
+		all = append(all, ts...)
+	}
+	slices.SortFunc(all, func(a, b apollo.Task) int {
+		return cmp.Or(cmp.Compare(b.UpdatedAt, a.UpdatedAt), cmp.Compare(a.TaskID, b.TaskID))
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, errors.Join(errs...)
+}

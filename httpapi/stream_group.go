@@ -1,0 +1,336 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// group is every client of one tenant with the same filter and mode.
+// Messages for a group are built once and queued to each member.
+type group struct {
+	key      string
+	tenant   string
+	f        streamFilter
+	coalesce bool
+	members  map[*client]struct{}
+
+	// pending holds changes not yet sent: for an unthrottled group only
+	// during one dispatched batch; for a coalescing group, the latest
+	// change of each task since the last flush (index finds a task's slot).
+	pending []*entry
+	index   map[string]int
+	// through is the cursor of the last flush of a coalescing group: every
+	// matching change up to it has been queued to the members.
+	through uint64
+	// due is when a coalescing group with pending changes is flushed.
+	// Groups fall due at different times, so flushes do not all land on
+	// one tick and delay everyone else's messages.
+	due    time.Time
+	queued bool // in h.due
+}
+
+// throughCursor is the cursor a member may resume from: everything up to
+// it that matches has been queued to it.
+func (g *group) throughCursor(h *Hub) uint64 {
+	if len(g.pending) == 0 {
+		return h.cursor
+	}
+	return g.through
+}
+
+// add takes a matching change; h.mu is held. A coalescing group's first
+// pending change sets when the group is due: one flush interval later.
+func (g *group) add(h *Hub, e *entry, now time.Time) {
+	if !g.coalesce {
+		g.pending = append(g.pending, e)
+		return
+	}
+	if i, ok := g.index[e.taskID]; ok {
+		g.pending[i] = e
+		return
+	}
+	if len(g.pending) >= h.opts.PendingLimit {
+		// More distinct tasks changed within one flush interval than a
+		// message should carry: a snapshot says it more briefly.
+		g.resync(h)
+		return
+	}
+	if !g.queued {
+		g.due, g.queued = now.Add(h.opts.FlushInterval), true
+		h.due = append(h.due, g)
+	}
+	g.index[e.taskID] = len(g.pending)
+	g.pending = append(g.pending, e)
+}
+
+// flush queues the pending changes as one tasks message; h.mu is held.
+func (g *group) flush(h *Hub) {
+	if len(g.pending) == 0 {
+		g.through = h.cursor
+		return
+	}
+	tasks := make([][]byte, len(g.pending))
+	size := 64
+	for i, e := range g.pending {
+		tasks[i] = e.json
+		size += len(e.json) + 1
+	}
+	cursor := formatCursor(h.epoch, h.cursor)
+	data := appendTasksMsg(make([]byte, 0, size), msgTasks, cursor, "", tasks)
+	clear(g.pending)
+	g.pending = g.pending[:0]
+	clear(g.index)
+	g.through = h.cursor
+	g.send(queued{data: data, batch: &taskBatch{cursor: cursor, tasks: tasks}})
+}
+
+// resync drops what is pending and has every member start again from a
+// snapshot, built once for the group when the first member's writer needs
+// it; h.mu is held.
+func (g *group) resync(h *Hub) {
+	clear(g.pending)
+	g.pending = g.pending[:0]
+	clear(g.index)
+	g.through = h.cursor
+	if g.f.types&wantTasks == 0 {
+		return
+	}
+	s := &snapshot{tenant: g.tenant, f: g.f, cursor: formatCursor(h.epoch, h.cursor), reason: "resync"}
+	g.send(queued{snap: s})
+}
+
+func (g *group) send(q queued) {
+	for c := range g.members {
+		c.enqueue(q)
+	}
+}
+
+// fanOut numbers a batch of changes, keeps them in the ring, hands each to
+// the groups that want it and sends the unthrottled groups their share at
+// once. Tasks are encoded before the lock is taken.
+func (h *Hub) fanOut(batch []*apollo.Change) {
+	entries := make([]entry, len(batch))
+	for i, c := range batch {
+		data, err := json.Marshal(&c.Task)
+		if err != nil { // cannot happen for a task the bus applied; never stop the stream for it
+			h.log.Error("encoding a task for the stream", "task", c.Task.TaskID, "err", err)
+			data = []byte(`{}`)
+		}
+		entries[i] = entry{tenant: c.Task.Tenant, taskID: c.Task.TaskID, name: c.Task.Name, status: c.Task.Status, json: data}
+	}
+	now := h.opts.Clock.Now()
+	h.mu.Lock()
+	var touched []*group
+	for i := range entries {
+		e := &entries[i]
+		h.cursor++
+		e.cursor = h.cursor
+		h.ring.add(e)
+		for _, g := range h.tenants[e.tenant] {
+			if g.f.types&wantTasks == 0 || !g.f.matchTask(e.name, e.taskID, e.status) {
+				continue
+			}
+			if !g.coalesce && len(g.pending) == 0 {
+				touched = append(touched, g)
+			}
+			g.add(h, e, now)
+		}
+	}
+	for _, g := range touched {
+		g.flush(h)
+	}
+	h.mu.Unlock()
+	h.stats.changes.Add(uint64(len(batch)))
+	h.progress.broadcast()
+}
+
+// flush sends the coalescing groups that are due what changed since their
+// last flush. h.due is in the order groups got their first pending change,
+// which is the order they fall due.
+func (h *Hub) flush(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, g := range h.due {
+		if g.due.After(now) {
+			break
+		}
+		g.queued = false
+		g.flush(h)
+		n++
+	}
+	clear(h.due[:n])
+	h.due = h.due[n:]
+	if len(h.due) == 0 {
+		h.due = nil
+	}
+}
+
+// heartbeat queues a heartbeat to every client, with the cursor it may
+// resume from, so that a proxy between them sees traffic (seed 4.2) and a
+// quiet client's cursor stays fresh.
+func (h *Hub) heartbeat(now time.Time) {
+	ts := now.UnixMilli()
+	bare := mustJSON(heartbeatMsg{Type: msgHeartbeat, Ts: ts})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	perGroup := make(map[*group][]byte, len(h.groups))
+	for c := range h.clients {
+		data := bare
+		if g := c.g; g != nil {
+			if data = perGroup[g]; data == nil {
+				data = mustJSON(heartbeatMsg{Type: msgHeartbeat, Ts: ts, Cursor: formatCursor(h.epoch, g.throughCursor(h))})
+				perGroup[g] = data
+			}
+		}
+		c.enqueue(queued{data: data})
+	}
+}
+
+// membersWanting lists the clients whose filter selects the kind bit, by
+// group; tenant "" with all=true means every tenant.
+func (h *Hub) membersWanting(bit uint8, tenant string, all bool) []*group {
+	var out []*group
+	for _, g := range h.groups {
+		if g.f.types&bit != 0 && (all || g.tenant == tenant) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func (h *Hub) sendSystem(stats any) {
+	data := mustJSON(systemMsg{Type: msgSystem, Stats: stats})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range h.membersWanting(wantSystem, "", true) {
+		g.send(queued{data: data})
+	}
+}
+
+func (h *Hub) sendAlert(a *apollo.Alert) {
+	data := mustJSON(alertMsg{Type: msgAlert, Alert: a})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range h.membersWanting(wantAlert, a.Tenant, false) {
+		g.send(queued{data: data})
+	}
+}
+
+// sendMetrics asks the metrics source once per tenant and prefix that some
+// client wants, without holding the hub lock, then queues the answers.
+func (h *Hub) sendMetrics() {
+	type want struct{ tenant, prefix string }
+	h.mu.Lock()
+	wants := map[want][]*client{}
+	for _, g := range h.membersWanting(wantMetric, "", true) {
+		w := want{g.tenant, g.f.prefix}
+		for c := range g.members {
+			wants[w] = append(wants[w], c)
+		}
+	}
+	h.mu.Unlock()
+	for w, clients := range wants {
+		v, err := h.opts.Metrics.StreamSummaries(w.tenant, w.prefix)
+		if err != nil {
+			h.log.Warn("metrics for the stream", "tenant", w.tenant, "prefix", w.prefix, "err", err)
+			continue
+		}
+		data := mustJSON(metricMsg{Type: msgMetric, Prefix: w.prefix, Summaries: v})
+		for _, c := range clients {
+			c.enqueue(queued{data: data})
+		}
+	}
+}
+
+// join adds a connected client; it reports false once the hub is stopping.
+func (h *Hub) join(c *client) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.clients[c] = struct{}{}
+	c.enqueue(queued{data: mustJSON(helloMsg{
+		Type: msgHello, Protocol: streamProtocol, Cursor: formatCursor(h.epoch, h.cursor),
+		ServerTime: h.opts.Clock.Now().UnixMilli(), HeartbeatMs: max(h.opts.HeartbeatInterval.Milliseconds(), 0),
+		FlushMs:   h.opts.FlushInterval.Milliseconds(),
+		Principal: principalView{Name: c.p.Name, Role: c.p.Role.String(), Tenant: c.p.Tenant},
+	})})
+	return true
+}
+
+// leave removes a client that has ended.
+func (h *Hub) leave(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.clients, c)
+	h.leaveGroup(c)
+}
+
+func (h *Hub) leaveGroup(c *client) {
+	g := c.g
+	if g == nil {
+		return
+	}
+	c.g = nil
+	delete(g.members, c)
+	if len(g.members) > 0 {
+		return
+	}
+	delete(h.groups, g.key)
+	gs := h.tenants[g.tenant]
+	if i := slices.Index(gs, g); i >= 0 {
+		gs = slices.Delete(gs, i, i+1)
+	}
+	if len(gs) == 0 {
+		delete(h.tenants, g.tenant)
+	} else {
+		h.tenants[g.tenant] = gs
+	}
+}
+
+// subscribe moves a client to the group of its new filter and queues what
+// it needs first: the changes it missed since its cursor when the ring
+// still has them, or else a snapshot.
+func (h *Hub) subscribe(c *client, r request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leaveGroup(c)
+	tenant := c.p.Tenant
+	key := r.filter.key(tenant, r.coalesce)
+	g := h.groups[key]
+	if g == nil {
+		g = &group{key: key, tenant: tenant, f: r.filter, coalesce: r.coalesce, members: map[*client]struct{}{},
+			index: map[string]int{}, through: h.cursor}
+		h.groups[key] = g
+		h.tenants[tenant] = append(h.tenants[tenant], g)
+	}
+	g.members[c] = struct{}{}
+	c.g = g
+	cursor := formatCursor(h.epoch, h.cursor)
+	if r.filter.types&wantTasks == 0 {
+		return
+	}
+	if r.cursor != "" {
+		if n, ok := parseCursor(h.epoch, r.cursor); ok {
+			if missed, ok := h.ring.since(n, tenant, &r.filter); ok {
+				tasks := make([][]byte, len(missed))
+				for i, e := range missed {
+					tasks[i] = e.json
+				}
+				h.stats.resumes.Add(1)
+				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)})
+				return
+			}
+		}
+	}
+	reason := "subscribe"
+	if r.cursor != "" {
+		reason = "cursor too old"
+	}
+	c.enqueue(queued{snap: &snapshot{tenant: tenant, f: r.filter, cursor: cursor, reason: reason}})
+}

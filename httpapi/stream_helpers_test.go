@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// tokenAuth maps tokens to principals, read with BearerToken as a real
+// authenticator would.
+type tokenAuth map[string]*Principal
+
+func (a tokenAuth) Authenticate(r *http.Request) (*Principal, error) {
+	tok, ok := BearerToken(r)
+	if p := a[tok]; ok && p != nil {
+		return p, nil
+	}
+	return nil, &apollo.Error{Code: apollo.EUNAUTHORIZED, Message: "missing or unknown token"}
+}
+
+var testTokens = tokenAuth{
+	"view-a": {Name: "alice", Tenant: "a", Role: RoleViewer},
+	"op-a":   {Name: "oscar", Tenant: "a", Role: RoleOperator},
+	"view-b": {Name: "bob", Tenant: "b", Role: RoleViewer},
+	"admin":  {Name: "root", Role: RoleAdmin},
+}
+
+type streamEnv struct {
+	t   *testing.T
+	bus *bus.Bus
+	hub *Hub
+	srv *httptest.Server
+	url string // ws://.../api/v1/stream
+}
+
+// newStreamEnv starts a bus, a hub and an API server with test tokens.
+func newStreamEnv(t *testing.T, edit func(*HubOptions)) *streamEnv {
+	t.Helper()
+	b, err := bus.New(bus.Options{Workers: 2, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(context.Background())
+	t.Cleanup(b.Stop)
+	o := HubOptions{Bus: b, Logger: discardLogger}
+	if edit != nil {
+		edit(&o)
+	}
+	hub, err := NewHub(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(New(Options{Bus: b, Auth: testTokens, Stream: hub}))
+	srv.Start()
+	t.Cleanup(srv.Close)
+	hub.Start(context.Background())
+	t.Cleanup(hub.Stop)
+	return &streamEnv{t: t, bus: b, hub: hub, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"}
+}
+
+func subprotocols(token string) []string {
+	return []string{streamProtocol, "bearer." + base64.RawURLEncoding.EncodeToString([]byte(token))}
+}
+
+// wsClient is a test client that reads messages with a deadline.
+type wsClient struct {
+	t    *testing.T
+	conn *websocket.Conn
+}
+
+func (e *streamEnv) dial(token string) *wsClient {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: subprotocols(token)})
+	if err != nil {
+		e.t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	conn.SetReadLimit(64 << 20)
+	e.t.Cleanup(func() { conn.CloseNow() })
+	c := &wsClient{t: e.t, conn: conn}
+	if m := c.read(); m.Type != msgHello {
+		e.t.Fatalf("first message %q, want hello", m.Type)
+	}
+	return c
+}
+
+// wireMsg is every server message, decoded loosely.
+type wireMsg struct {
+	Type        string          `json:"type"`
+	Cursor      string          `json:"cursor"`
+	Reason      string          `json:"reason"`
+	Resumed     bool            `json:"resumed"`
+	Tasks       []apollo.Task   `json:"tasks"`
+	Alert       json.RawMessage `json:"alert"`
+	OK          bool            `json:"ok"`
+	Error       string          `json:"error"`
+	Message     string          `json:"message"`
+	Field       string          `json:"field"`
+	Ts          int64           `json:"ts"`
+	Stats       json.RawMessage `json:"stats"`
+	Summaries   json.RawMessage `json:"summaries"`
+	HeartbeatMs int64           `json:"heartbeatMs"`
+	Principal   principalView   `json:"principal"`
+}
+
+func (c *wsClient) read() wireMsg {
+	c.t.Helper()
+	m, err := c.tryRead(5 * time.Second)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return m
+}
+
+func (c *wsClient) tryRead(d time.Duration) (wireMsg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, data, err := c.conn.Read(ctx)
+	if err != nil {
+		return wireMsg{}, err
+	}
+	var m wireMsg
+	if err := json.Unmarshal(data, &m); err != nil {
+		return wireMsg{}, fmt.Errorf("decoding %s: %w", data, err)
+	}
+	return m, nil
+}
+
+// readType reads until a message of type typ, skipping heartbeats.
+func (c *wsClient) readType(typ string) wireMsg {
+	c.t.Helper()
+	for {
+		m := c.read()
+		if m.Type == typ {
+			return m
+		}
+		if m.Type != msgHeartbeat {
+			c.t.Fatalf("got %s (%+v), want %s", m.Type, m, typ)
+		}
+	}
+}
+
+func (c *wsClient) send(v any) {
+	c.t.Helper()
+	data, _ := json.Marshal(v)
+	if err := c.conn.Write(context.Background(), websocket.MessageText, data); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+type sub map[string]any
+
+func (c *wsClient) subscribe(s sub) wireMsg {
+	c.t.Helper()
+	c.send(map[string]any(s))
+	m := c.read()
+	if m.Type != msgSnapshot && m.Type != msgTasks {
+		c.t.Fatalf("answer to subscribe: %+v", m)
+	}
+	return m
+}
+
+// publish reports events to the bus; each must be accepted.
+func (e *streamEnv) publish(evs ...apollo.Event) {
+	e.t.Helper()
+	outs := make([]bus.Outcome, len(evs))
+	if err := e.bus.Publish(context.Background(), evs, outs); err != nil {
+		e.t.Fatal(err)
+	}
+	for i, o := range outs {
+		if o.Result != bus.Accepted {
+			e.t.Fatalf("event %d %+v: %v %v", i, evs[i], o.Result, o.Err)
+		}
+	}
+}
+
+func ev(tenant, id, name string, seq int64, st apollo.Status) apollo.Event {
+	return apollo.Event{Tenant: tenant, TaskID: id, Name: name, Sequence: seq, Status: st, Ts: 1_700_000_000_000 + seq}
+}
+
+// waitCursor waits until the hub has dispatched n changes.
+func (e *streamEnv) waitCursor(n uint64) {
+	e.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		ch := e.hub.progress.wait()
+		e.hub.mu.Lock()
+		cur := e.hub.cursor
+		e.hub.mu.Unlock()
+		if cur >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			e.t.Fatalf("hub at cursor %d, want %d", cur, n)
+		}
+	}
+}
+
+// latest folds task updates as a client must: a task replaces the one held
+// unless that one is newer (sequence, then updatedAt).
+func latest(into map[string]apollo.Task, tasks []apollo.Task) {
+	for _, t := range tasks {
+		old, ok := into[t.TaskID]
+		if ok && (old.Sequence > t.Sequence || old.Sequence == t.Sequence && old.UpdatedAt > t.UpdatedAt) {
+			continue
+		}
+		into[t.TaskID] = t
+	}
+}
+
+func jsonDecode(resp *http.Response, v any) error {
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}

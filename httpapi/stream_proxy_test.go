@@ -1,0 +1,193 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// idleProxy is a TCP proxy like the one in seed 4.2: it drops a connection
+// that carried no data for idle, and it swallows WebSocket ping and pong
+// frames, which therefore neither pass nor count as traffic.
+type idleProxy struct {
+	ln      net.Listener
+	target  string
+	idle    time.Duration
+	dropped atomic.Int64 // connections dropped for being idle
+	control atomic.Int64 // ping/pong frames swallowed
+	wg      sync.WaitGroup
+}
+
+func newIdleProxy(t *testing.T, target string, idle time.Duration) *idleProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &idleProxy{ln: ln, target: target, idle: idle}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *idleProxy) serve() {
+	defer p.wg.Done()
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		var once sync.Once
+		closeBoth := func() { once.Do(func() { in.Close(); out.Close() }) }
+		timer := time.AfterFunc(p.idle, func() { p.dropped.Add(1); closeBoth() })
+		p.wg.Add(2)
+		for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
+			go func() {
+				defer p.wg.Done()
+				defer closeBoth()
+				p.pump(dir[0], dir[1], timer)
+			}()
+		}
+	}
+}
+
+// pump copies the HTTP upgrade verbatim, then frame by frame: data frames
+// pass and reset the idle timer, ping and pong frames are dropped.
+func (p *idleProxy) pump(src, dst net.Conn, timer *time.Timer) {
+	r := bufio.NewReader(src)
+	var head []byte
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		b, err := r.ReadByte()
+		if err != nil {
+			return
+		}
+		head = append(head, b)
+	}
+	if _, err := dst.Write(head); err != nil {
+		return
+	}
+	for {
+		frame, opcode, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		if opcode == 0x9 || opcode == 0xA {
+			p.control.Add(1)
+			continue
+		}
+		if opcode <= 0x2 { // continuation, text, binary
+			timer.Reset(p.idle)
+		}
+		if _, err := dst.Write(frame); err != nil {
+			return
+		}
+	}
+}
+
+// readFrame reads one whole WebSocket frame (RFC 6455 §5.2), masked or not.
+func readFrame(r *bufio.Reader) (frame []byte, opcode byte, err error) {
+	var h [2]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, 0, err
+	}
+	frame = append(frame, h[:]...)
+	n := uint64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var ext [2]byte
+		if _, err := io.ReadFull(r, ext[:]); err != nil {
+			return nil, 0, err
+		}
+		frame = append(frame, ext[:]...)
+		n = uint64(binary.BigEndian.Uint16(ext[:]))
+	case 127:
+		var ext [8]byte
+		if _, err := io.ReadFull(r, ext[:]); err != nil {
+			return nil, 0, err
+		}
+		frame = append(frame, ext[:]...)
+		n = binary.BigEndian.Uint64(ext[:])
+	}
+	if h[1]&0x80 != 0 { // masked: client to server
+		n += 4
+	}
+	start := len(frame)
+	frame = append(frame, make([]byte, n)...)
+	if _, err := io.ReadFull(r, frame[start:]); err != nil {
+		return nil, 0, err
+	}
+	return frame, h[0] & 0x0f, nil
+}
+
+// TestStreamThroughIdleProxy: behind a proxy that drops connections idle
+// for N and swallows pings, the business heartbeat at N/3 keeps the
+// connection up for more than 3N; with heartbeats off the proxy drops it.
+func TestStreamThroughIdleProxy(t *testing.T) {
+	t.Parallel()
+	const idle = 300 * time.Millisecond
+	t.Run("heartbeat", func(t *testing.T) {
+		t.Parallel()
+		// Pings are on and swallowed: the client's heartbeat echo is what
+		// tells the server the client is alive.
+		e := newStreamEnv(t, func(o *HubOptions) { o.HeartbeatInterval = idle / 3; o.PingInterval = idle / 3 })
+		p := newIdleProxy(t, strings.TrimPrefix(e.srv.URL, "http://"), idle)
+		c := dialVia(t, "ws://"+p.ln.Addr().String()+"/api/v1/stream")
+		start := time.Now()
+		beats := 0
+		for time.Since(start) < 4*idle || beats < 12 {
+			m, err := c.tryRead(5 * time.Second)
+			if err != nil {
+				t.Fatalf("dropped after %v and %d heartbeats: %v", time.Since(start), beats, err)
+			}
+			if m.Type == msgHeartbeat {
+				beats++
+				c.send(sub{"type": "heartbeat"})
+			}
+		}
+		if p.dropped.Load() != 0 || p.control.Load() == 0 {
+			t.Errorf("dropped %d, control frames swallowed %d", p.dropped.Load(), p.control.Load())
+		}
+	})
+	t.Run("no heartbeat", func(t *testing.T) {
+		t.Parallel()
+		e := newStreamEnv(t, func(o *HubOptions) { o.HeartbeatInterval = -1; o.PingInterval = idle / 3; o.MissedPongs = 1000 })
+		p := newIdleProxy(t, strings.TrimPrefix(e.srv.URL, "http://"), idle)
+		c := dialVia(t, "ws://"+p.ln.Addr().String()+"/api/v1/stream")
+		for {
+			if _, err := c.tryRead(10 * time.Second); err != nil {
+				break
+			}
+		}
+		if p.dropped.Load() != 1 || p.control.Load() == 0 {
+			t.Errorf("dropped %d, control frames swallowed %d", p.dropped.Load(), p.control.Load())
+		}
+	})
+}
+
+func dialVia(t *testing.T, url string) *wsClient {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	c := &wsClient{t: t, conn: conn}
+	c.readType(msgHello)
+	return c
+}

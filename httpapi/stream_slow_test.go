@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/apollo-11/apollo"
+)
+
+// smallBuffers shrinks the kernel buffers of accepted connections, so that
+// a client that stops reading blocks the server's writes after a few KiB
+// instead of a few MiB.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestStreamSlowClientClosed: a client that stops reading is closed with
+// the reason while a fast client on the same hub gets every change.
+func TestStreamSlowClientClosed(t *testing.T) {
+	t.Parallel()
+	killed := make(chan string, 4)
+	e := newStreamEnv(t, func(o *HubOptions) {
+		o.SendQueueBytes = 512 << 10
+		o.testKilled = func(reason string) { killed <- reason }
+	})
+	// A second server on the same hub whose connections have small buffers.
+	slowSrv := httptest.NewUnstartedServer(e.srv.Config.Handler)
+	slowSrv.Listener = smallBuffers{slowSrv.Listener}
+	slowSrv.Start()
+	t.Cleanup(slowSrv.Close)
+	dialer := &net.Dialer{Control: nil}
+	httpc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetReadBuffer(4096)
+		}
+		return c, err
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	slowConn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(slowSrv.URL, "http")+"/api/v1/stream",
+		&websocket.DialOptions{Subprotocols: subprotocols("view-a"), HTTPClient: httpc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowConn.CloseNow()
+	slowConn.SetReadLimit(64 << 20)
+	slow := &wsClient{t: t, conn: slowConn}
+	slow.readType(msgHello)
+	slow.subscribe(sub{"type": "subscribe", "coalesce": false})
+	fast := e.dial("view-a")
+	fast.subscribe(sub{"type": "subscribe", "coalesce": false})
+
+	const n, chunk = 4000, 200
+	extra := strings.Repeat("x", 200) // names make messages bigger
+	seen := make(chan int, n)
+	fastErr := make(chan error, 1)
+	go func() { // counts tasks without decoding them
+		total := 0
+		for total < n {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, data, err := fast.conn.Read(ctx)
+			cancel()
+			if err != nil {
+				fastErr <- fmt.Errorf("after %d changes: %w", total, err)
+				return
+			}
+			total += bytes.Count(data, []byte(`"taskID":`))
+			seen <- total
+		}
+		fastErr <- nil
+	}()
+	// The publisher waits for the fast client after each chunk, so the fast
+	// one is never far behind however the test is scheduled, while the slow
+	// one falls behind by everything.
+	for i := 0; i < n; {
+		for range chunk {
+			e.publish(ev("a", fmt.Sprintf("s%04d", i), "job-"+extra, 1, apollo.StatusPending))
+			i++
+		}
+		for got := 0; got < i; {
+			select {
+			case got = <-seen:
+			case err := <-fastErr:
+				t.Fatalf("fast client: %v", err)
+			}
+		}
+	}
+	select {
+	case r := <-killed:
+		if r != reasonTooSlow {
+			t.Fatalf("killed for %q", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow client was never closed")
+	}
+	if err := <-fastErr; err != nil {
+		t.Fatalf("fast client: %v", err)
+	}
+	// The slow client, reading again, drains what was in flight and then
+	// reads the reason.
+	for {
+		_, err := slow.tryRead(10 * time.Second)
+		if err == nil {
+			continue
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusTryAgainLater || ce.Reason != reasonTooSlow {
+			t.Fatalf("slow client ended with %v", err)
+		}
+		break
+	}
+	if s := e.hub.Stats(); s.ClosedSlow != 1 {
+		t.Errorf("closedSlow %d", s.ClosedSlow)
+	}
+}

@@ -1,0 +1,97 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+//go:embed static
+var static embed.FS
+
+// CSP is the Content-Security-Policy of every answer: scripts, styles,
+// fonts and connections only from the server itself; no inline script, no
+// frames, no plugins. 'self' covers the stream's ws:// or wss:// URL.
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; " +
+	"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+// appRoutes are the first path segments the app routes itself: they are
+// all answered with index.html.
+var appRoutes = map[string]bool{"": true, "tasks": true, "jobs": true, "alerts": true, "rules": true, "system": true}
+
+// served are the file types Handler serves; anything else in static (the
+// VERSIONS list) is not part of the site.
+var served = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".mjs":  "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
+	".ico":  "image/x-icon",
+}
+
+type file struct {
+	body  []byte
+	etag  string
+	ctype string
+}
+
+// Handler serves the dashboard. Files are revalidated on each load
+// (Cache-Control: no-cache) against a strong ETag, so an upgraded binary is
+// picked up at once and an unchanged file costs a 304.
+func Handler() http.Handler {
+	files := map[string]*file{}
+	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		ctype, ok := served[path.Ext(p)]
+		if !ok {
+			return nil
+		}
+		body, err := static.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(body)
+		files[strings.TrimPrefix(p, "static")] = &file{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, ctype: ctype}
+		return nil
+	})
+	if err != nil { // the embedded tree is part of the binary: this is a build bug
+		panic("web: reading the embedded files: " + err.Error())
+	}
+	index := files["/index.html"]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", CSP)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		p := path.Clean("/" + r.URL.Path)
+		f := files[p]
+		if f == nil {
+			first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+			if !appRoutes[first] {
+				http.NotFound(w, r)
+				return
+			}
+			f = index
+		}
+		h.Set("Content-Type", f.ctype)
+		h.Set("Cache-Control", "no-cache")
+		h.Set("ETag", f.etag)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
+	})
+}

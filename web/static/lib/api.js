@@ -1,0 +1,51 @@
+// The REST client: adds the token, turns 401 into a login prompt and 404
+// into "not available".
+import { signal } from "/vendor/signals.mjs";
+
+const KEY = "apollo.token";
+export const needLogin = signal(false);
+export const toast = signal(""); // one line shown for a few seconds
+
+export function token() {
+  try { return localStorage.getItem(KEY) || ""; } catch { return ""; }
+}
+
+export function setToken(t) {
+  try { t ? localStorage.setItem(KEY, t) : localStorage.removeItem(KEY); } catch { /* private mode */ }
+  needLogin.value = false;
+}
+
+export class NotFound extends Error {}
+
+export class APIError extends Error {
+  constructor(status, body) {
+    super(body?.error?.message || body?.error || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+// api fetches a path of the API and decodes JSON. It throws NotFound for a
+// 404 (an endpoint this server does not have yet) and APIError otherwise.
+export async function api(path, { method = "GET", body, type = "application/json" } = {}) {
+  const headers = { Accept: "application/json" };
+  const t = token();
+  if (t) headers.Authorization = `Bearer ${t}`;
+  if (body !== undefined) headers["Content-Type"] = type;
+  const res = await fetch(path, {
+    method, headers,
+    body: body === undefined ? undefined : type === "application/json" ? JSON.stringify(body) : body,
+  });
+  let data = null;
+  const text = await res.text();
+  try { data = text ? JSON.parse(text) : null; } catch { data = text; }
+  if (res.status === 401) {
+    needLogin.value = true;
+    throw new APIError(401, data);
+  }
+  // A 404 is a missing endpoint (an older server) or a missing thing (a
+  // task ID); pages show "not available" or the message.
+  if (res.status === 404) throw new NotFound(data?.error?.message || `${path}: not found`);
+  if (!res.ok) throw new APIError(res.status, data);
+  return data;
+}

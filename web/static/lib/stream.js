@@ -1,0 +1,195 @@
+// The live stream client (docs/stream.md): one WebSocket for the whole app,
+// reconnecting with exponential backoff and resuming from the last cursor.
+// It keeps the state the pages read: tasks, alerts, metrics, system stats.
+import { signal, batch } from "/vendor/signals.mjs";
+import { token, needLogin } from "/lib/api.js";
+
+export const conn = signal("connecting"); // connecting | open | closed | unauthorized
+export const connDetail = signal("");
+export const principal = signal(null); // {name, role, tenant} from hello
+export const tasks = signal(new Map()); // taskID -> task, the newest MAX_TASKS
+export const alerts = signal(new Map()); // alert ID -> alert, from the stream
+export const metrics = signal(null); // the last metric message's summaries
+export const system = signal(null); // the last system message's stats
+export const lastSync = signal(0); // when the last snapshot arrived
+export const finishes = signal(new Map()); // 10 s bucket start (ms) -> {ok, bad}
+
+const MAX_TASKS = 5000;
+const HOUR = 3600_000;
+let ws = null;
+let cursor = "";
+let filter = {};
+let backoff = 500;
+let retry = null;
+let opened = false;
+const acks = new Map(); // alert ID -> resolve
+const counted = new Map(); // taskID -> finishedAt already counted in finishes
+
+function b64url(s) {
+  const bytes = new TextEncoder().encode(s);
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function connect() {
+  clearTimeout(retry);
+  if (ws) { ws.onclose = null; ws.close(); }
+  const protos = ["apollo.v1"];
+  const t = token();
+  if (t) protos.push("bearer." + b64url(t));
+  const url = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/api/v1/stream`;
+  conn.value = "connecting";
+  opened = false;
+  ws = new WebSocket(url, protos);
+  ws.onopen = () => {
+    opened = true;
+    backoff = 500;
+    batch(() => { conn.value = "open"; connDetail.value = ""; });
+    subscribe(true);
+  };
+  ws.onmessage = (e) => {
+    let m;
+    try { m = JSON.parse(e.data); } catch { return; }
+    handle(m);
+  };
+  ws.onclose = (e) => {
+    ws = null;
+    for (const done of acks.values()) done({ ok: false, error: "the connection closed" });
+    acks.clear();
+    if (!opened) { checkAuth(); }
+    const wait = Math.min(backoff, 30_000) * (0.75 + Math.random() / 2);
+    backoff = Math.min(backoff * 2, 30_000);
+    batch(() => {
+      conn.value = "closed";
+      connDetail.value = `${e.reason ? e.reason + "; " : ""}reconnecting in ${Math.ceil(wait / 1000)} s`;
+    });
+    retry = setTimeout(connect, wait);
+  };
+}
+
+// A WebSocket that fails to open says nothing about why: ask the API.
+async function checkAuth() {
+  try {
+    const headers = token() ? { Authorization: `Bearer ${token()}` } : {};
+    const res = await fetch("/api/v1/system", { headers });
+    if (res.status === 401) {
+      clearTimeout(retry);
+      conn.value = "unauthorized";
+      connDetail.value = "needs a token";
+      needLogin.value = true;
+    }
+  } catch { /* the server is down: keep retrying */ }
+}
+
+// setFilter changes what the stream sends ({prefix, status:[...]}); a new
+// filter starts from a fresh snapshot.
+export function setFilter(f) {
+  const next = JSON.stringify(f || {});
+  if (next === JSON.stringify(filter)) return;
+  filter = JSON.parse(next);
+  cursor = "";
+  subscribe(false);
+}
+
+function subscribe(resume) {
+  if (!ws || ws.readyState !== WebSocket.OPEN) return;
+  const msg = { type: "subscribe", filter };
+  if (resume && cursor) msg.cursor = cursor;
+  ws.send(JSON.stringify(msg));
+}
+
+export function ack(alertID) {
+  if (!ws || ws.readyState !== WebSocket.OPEN) return null; // the caller uses REST
+  return new Promise((resolve) => {
+    acks.set(alertID, resolve);
+    ws.send(JSON.stringify({ type: "ack", alert: alertID }));
+  });
+}
+
+function newer(a, b) { // is task a not older than b?
+  return !b || a.sequence > b.sequence || (a.sequence === b.sequence && a.updatedAt >= b.updatedAt);
+}
+
+function countFinish(t, fin) {
+  if (!["success", "failed", "timeout"].includes(t.status) || !t.finishedAt) return;
+  if (counted.get(t.taskID) === t.finishedAt) return;
+  if (Date.now() - t.finishedAt > HOUR) return;
+  counted.set(t.taskID, t.finishedAt);
+  const b = Math.floor(t.finishedAt / 10_000) * 10_000;
+  const x = fin.get(b) || { ok: 0, bad: 0 };
+  if (t.status === "success") x.ok++; else x.bad++;
+  fin.set(b, x);
+}
+
+function prune(m, fin) {
+  if (m.size > MAX_TASKS) {
+    const keep = [...m.values()].sort((a, b) => b.updatedAt - a.updatedAt).slice(0, MAX_TASKS);
+    m = new Map(keep.map((t) => [t.taskID, t]));
+  }
+  const cutoff = Date.now() - HOUR;
+  for (const b of fin.keys()) if (b < cutoff) fin.delete(b);
+  for (const [id, at] of counted) if (at < cutoff) counted.delete(id);
+  return m;
+}
+
+function handle(m) {
+  switch (m.type) {
+    case "hello":
+      principal.value = m.principal;
+      break;
+    case "snapshot": {
+      cursor = m.cursor;
+      const next = new Map();
+      const fin = new Map(finishes.value);
+      for (const t of m.tasks) { next.set(t.taskID, t); countFinish(t, fin); }
+      batch(() => { tasks.value = next; finishes.value = fin; lastSync.value = Date.now(); });
+      break;
+    }
+    case "tasks": {
+      cursor = m.cursor;
+      if (!m.tasks.length) break;
+      const next = new Map(tasks.value);
+      const fin = new Map(finishes.value);
+      for (const t of m.tasks) {
+        if (newer(t, next.get(t.taskID))) next.set(t.taskID, t);
+        countFinish(t, fin);
+      }
+      batch(() => { tasks.value = prune(next, fin); finishes.value = fin; });
+      break;
+    }
+    case "heartbeat":
+      if (m.cursor) cursor = m.cursor;
+      // Echo it: proof of life for the server where proxies eat pings.
+      ws?.send(JSON.stringify({ type: "heartbeat" }));
+      break;
+    case "alert": {
+      const next = new Map(alerts.value);
+      next.set(m.alert.id, m.alert);
+      alerts.value = next;
+      break;
+    }
+    case "metric":
+      metrics.value = m.summaries;
+      break;
+    case "system":
+      system.value = m.stats;
+      break;
+    case "ack_result": {
+      const done = acks.get(m.alert);
+      acks.delete(m.alert);
+      done?.(m);
+      break;
+    }
+    case "error":
+      console.warn("stream:", m.message);
+      break;
+  }
+}
+
+// seedAlerts merges alerts listed by the REST API into the stream's map.
+export function seedAlerts(list) {
+  const next = new Map(alerts.value);
+  for (const a of list) next.set(a.id, a);
+  alerts.value = next;
+}

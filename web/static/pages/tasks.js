@@ -1,0 +1,105 @@
+// Tasks: the live table with filters, and one task with its timeline.
+import { useEffect, useState } from "/vendor/preact-hooks.mjs";
+import { html, Status, fmtTime, fmtMs } from "/lib/ui.js";
+import { api, NotFound } from "/lib/api.js";
+import { tasks, setFilter, principal } from "/lib/stream.js";
+
+const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
+const SINCE = [["", "any time"], ["900000", "last 15 min"], ["3600000", "last hour"], ["86400000", "last 24 h"]];
+
+export function Tasks() {
+  const q = new URLSearchParams(location.search);
+  const [prefix, setPrefix] = useState(q.get("prefix") || "");
+  const [status, setStatus] = useState(q.get("status") || "");
+  const [since, setSince] = useState(q.get("since") || "");
+  useEffect(() => {
+    // The stream filters by prefix and status on the server; time is
+    // applied here.
+    const t = setTimeout(() => setFilter({ prefix, status: status ? [status] : [] }), 250);
+    const p = new URLSearchParams();
+    if (prefix) p.set("prefix", prefix);
+    if (status) p.set("status", status);
+    if (since) p.set("since", since);
+    history.replaceState(null, "", "/tasks" + (p.size ? "?" + p : ""));
+    return () => clearTimeout(t);
+  }, [prefix, status, since]);
+  const from = since ? Date.now() - Number(since) : 0;
+  const rows = [...tasks.value.values()]
+    .filter((t) => (!prefix || t.name.startsWith(prefix) || t.taskID.startsWith(prefix)) &&
+      (!status || t.status === status) && t.updatedAt >= from)
+    .sort((a, b) => b.updatedAt - a.updatedAt || (a.taskID < b.taskID ? -1 : 1))
+    .slice(0, 500);
+  return html`
+    <h1>Tasks</h1>
+    <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
+      <label>Job or task prefix<input id="f-prefix" data-filter type="search" value=${prefix}
+        onInput=${(e) => setPrefix(e.target.value)} placeholder="e.g. batch_" /></label>
+      <label>Status<select id="f-status" value=${status} onChange=${(e) => setStatus(e.target.value)}>
+        <option value="">any</option>${STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}</select></label>
+      <label>Updated<select id="f-since" value=${since} onChange=${(e) => setSince(e.target.value)}>
+        ${SINCE.map(([v, l]) => html`<option value=${v}>${l}</option>`)}</select></label>
+      <span class="muted" id="task-count">${rows.length} shown</span>
+    </form>
+    <div class="table-wrap"><table id="tasks-table">
+      <thead><tr><th>Task</th><th>Job</th><th>Status</th><th class="hide-narrow">Started</th><th class="hide-narrow num">Cost</th><th>Updated</th></tr></thead>
+      <tbody>${rows.map((t) => html`<tr data-task=${t.taskID}>
+        <td><a href=${"/tasks/" + encodeURIComponent(t.taskID)}>${t.taskID}</a>${t.late ? html` <span class="st st-warning">late</span>` : ""}</td>
+        <td>${t.name}</td><td><${Status} s=${t.status} /></td>
+        <td class="hide-narrow">${fmtTime(t.startedAt)}</td><td class="hide-narrow num">${t.costMs ? fmtMs(t.costMs) : "—"}</td>
+        <td>${fmtTime(t.updatedAt)}</td></tr>`)}</tbody>
+    </table></div>
+    ${rows.length === 0 ? html`<p class="muted">No task matches.</p>` : ""}`;
+}
+
+export function TaskDetail({ id }) {
+  const [task, setTask] = useState(null);
+  const [err, setErr] = useState("");
+  const live = tasks.value.get(id);
+  const liveKey = live ? `${live.sequence}/${live.updatedAt}` : "";
+  useEffect(() => {
+    let stop = false;
+    api(`/api/v1/tasks/${encodeURIComponent(id)}`).then((t) => { if (!stop) { setTask(t); setErr(""); } },
+      (e) => { if (!stop) setErr(e instanceof NotFound ? e.message : e.message); });
+    return () => { stop = true; };
+  }, [id, liveKey]);
+  const canCorrect = principal.value && ["operator", "admin"].includes(principal.value.role);
+  if (err) return html`<h1>Task ${id}</h1><p class="errors" role="alert">${err}</p><p><a href="/tasks">All tasks</a></p>`;
+  if (!task) return html`<h1>Task ${id}</h1><p class="muted">Loading…</p>`;
+  return html`
+    <h1>Task <span class="mono">${task.taskID}</span> <${Status} s=${task.status} /></h1>
+    <div class="panel" id="task-detail"><dl class="grid" style="grid-template-columns:repeat(auto-fit,minmax(160px,1fr));margin:0">
+      ${[["Job", html`<a href=${"/jobs/" + encodeURIComponent(task.name)}>${task.name}</a>`], ["Sequence", task.sequence],
+        ["Scheduled", fmtTime(task.scheduledAt)], ["Started", fmtTime(task.startedAt)], ["Finished", fmtTime(task.finishedAt)],
+        ["Cost", task.costMs ? fmtMs(task.costMs) : "—"], ["Timeout", task.timeoutMs ? fmtMs(task.timeoutMs) : "—"],
+        ["Late", task.late ? "yes" : "no"]].map(([k, v]) => html`<div><dt class="muted">${k}</dt><dd style="margin:0">${v}</dd></div>`)}
+    </dl></div>
+    <h2>Timeline</h2>
+    <ol class="timeline" id="timeline">${(task.history || []).map((r) => html`<li>
+      <${Status} s=${r.status} /> <span class="muted">${r.kind !== "report" ? r.kind.replace("_", " ") + " · " : ""}seq ${r.sequence}</span>
+      <div>${fmtTime(r.ts)} <span class="muted">(received ${fmtTime(r.receivedAt)})</span></div>
+      ${r.actor ? html`<div>by ${r.actor}: ${r.reason}</div>` : ""}
+      ${r.costMs ? html`<div class="muted">cost ${fmtMs(r.costMs)}</div>` : ""}
+      ${r.extra ? html`<pre>${JSON.stringify(r.extra, null, 2)}</pre>` : ""}
+    </li>`)}</ol>
+    ${canCorrect ? html`<${Correct} task=${task} onDone=${setTask} />` : ""}
+    <p><a href="/tasks">All tasks</a></p>`;
+}
+
+function Correct({ task, onDone }) {
+  const [msg, setMsg] = useState("");
+  const submit = async (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    try {
+      onDone(await api(`/api/v1/tasks/${encodeURIComponent(task.taskID)}/status`, { method: "POST", body: { status: f.get("status"), reason: f.get("reason") } }));
+      setMsg("Corrected.");
+    } catch (err) { setMsg(err.message); }
+  };
+  return html`<details class="panel"><summary>Correct the status (audited)</summary>
+    <form class="filters" onSubmit=${submit} style="margin-top:.6rem">
+      <label>New status<select name="status">${STATUSES.map((s) => html`<option>${s}</option>`)}</select></label>
+      <label>Reason<input name="reason" required /></label>
+      <button type="submit">Correct</button> <span role="status">${msg}</span>
+    </form></details>`;
+}
+
