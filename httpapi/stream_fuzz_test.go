@@ -96,7 +96,7 @@ func TestRing(t *testing.T) {
 	r := newRing(4)
 	f := &streamFilter{types: wantAll}
 	for i := uint64(1); i <= 6; i++ {
-		r.add(&entry{cursor: i, tenant: "t", taskID: []string{"a", "b"}[i%2], json: []byte{'x'}})
+		r.add(&entry{cursor: i, tenant: "t", taskID: []string{"a", "b"}[i%2], task: &apollo.Task{}, json: []byte{'x'}})
 	}
 	tests := []struct {
 		cursor uint64

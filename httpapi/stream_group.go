@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -75,8 +74,8 @@ func (g *group) flush(h *Hub) {
 	tasks := make([][]byte, len(g.pending))
 	size := 64
 	for i, e := range g.pending {
-		tasks[i] = e.json
-		size += len(e.json) + 1
+		tasks[i] = e.data()
+		size += len(tasks[i]) + 1
 	}
 	cursor := formatCursor(h.epoch, h.cursor)
 	data := appendTasksMsg(make([]byte, 0, size), msgTasks, cursor, "", tasks)
@@ -114,12 +113,7 @@ func (g *group) send(q queued) {
 func (h *Hub) fanOut(batch []*apollo.Change) {
 	entries := make([]entry, len(batch))
 	for i, c := range batch {
-		data, err := json.Marshal(&c.Task)
-		if err != nil { // cannot happen for a task the bus applied; never stop the stream for it
-			h.log.Error("encoding a task for the stream", "task", c.Task.TaskID, "err", err)
-			data = []byte(`{}`)
-		}
-		entries[i] = entry{tenant: c.Task.Tenant, taskID: c.Task.TaskID, name: c.Task.Name, status: c.Task.Status, json: data}
+		entries[i] = entry{tenant: c.Task.Tenant, taskID: c.Task.TaskID, name: c.Task.Name, status: c.Task.Status, task: &c.Task}
 	}
 	now := h.opts.Clock.Now()
 	h.mu.Lock()
@@ -320,7 +314,7 @@ func (h *Hub) subscribe(c *client, r request) {
 			if missed, ok := h.ring.since(n, tenant, &r.filter); ok {
 				tasks := make([][]byte, len(missed))
 				for i, e := range missed {
-					tasks[i] = e.json
+					tasks[i] = e.data()
 				}
 				h.stats.resumes.Add(1)
 				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)})

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -15,7 +16,21 @@ type entry struct {
 	taskID string
 	name   string
 	status apollo.Status
-	json   []byte // nil marks a gap: changes the hub never saw
+	task   *apollo.Task // nil marks a gap: changes the hub never saw
+	json   []byte       // the task's JSON, encoded when first sent
+}
+
+// data returns the task's JSON, encoding it the first time: most changes
+// are never sent (no client watches them), so most are never encoded. The
+// hub's lock is held.
+func (e *entry) data() []byte {
+	if e.json == nil && e.task != nil {
+		var err error
+		if e.json, err = json.Marshal(e.task); err != nil { // cannot happen for a task the bus applied
+			e.json = []byte(`{}`)
+		}
+	}
+	return e.json
 }
 
 // ring keeps the last len(slots) entries, so that a client that comes back
@@ -59,7 +74,7 @@ func (r *ring) since(cursor uint64, tenant string, f *streamFilter) (out []*entr
 	index := map[string]int{}
 	for c := cursor + 1; c <= r.last; c++ {
 		e := r.slots[c%uint64(len(r.slots))]
-		if e.json == nil || e.tenant != tenant || !f.matchTask(e.name, e.taskID, e.status) {
+		if e.task == nil || e.tenant != tenant || !f.matchTask(e.name, e.taskID, e.status) {
 			continue
 		}
 		if i, seen := index[e.taskID]; seen {
