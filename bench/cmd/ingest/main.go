@@ -30,18 +30,19 @@ func main() {
 	conc := flag.Int("c", 8, "concurrent requests")
 	dur := flag.Duration("duration", 10*time.Second, "how long each target is loaded")
 	fsync := flag.String("fsync", "batch", "the apollo server's --fsync policy")
+	mix := flag.String("mix", "lifecycle", "lifecycle: each run reports pending, running, success in the batch; new: every event starts a new run")
 	flag.Parse()
 
 	results := []result{}
 	null := startNull()
-	results = append(results, load("null handler", null, *batch, *conc, *dur))
+	results = append(results, load("null handler", null, *batch, *conc, *dur, *mix))
 	if *apolloBin != "" {
 		addr, stop, err := startApollo(*apolloBin, *fsync)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "ingest:", err)
 			os.Exit(1)
 		}
-		results = append(results, load("apollo --fsync "+*fsync, "http://"+addr, *batch, *conc, *dur))
+		results = append(results, load("apollo --fsync "+*fsync, "http://"+addr, *batch, *conc, *dur, *mix))
 		stop()
 	}
 	fmt.Printf("| target | batch | events/s | p50 request | p99 request | ratio to null |\n|---|---|---|---|---|---|\n")
@@ -105,7 +106,7 @@ func startApollo(bin, fsync string) (string, func(), error) {
 var taskSeq atomic.Int64
 
 // load sends batches of new runs' events for d with c concurrent requests.
-func load(name, url string, batch, c int, d time.Duration) result {
+func load(name, url string, batch, c int, d time.Duration, mix string) result {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c}}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -123,12 +124,21 @@ func load(name, url string, batch, c int, d time.Duration) result {
 			for ctx.Err() == nil {
 				body.Reset()
 				body.WriteByte('[')
+				var id int64
+				ts := time.Now().UnixMilli()
 				for i := range batch {
 					if i > 0 {
 						body.WriteByte(',')
 					}
-					id := taskSeq.Add(1)
-					fmt.Fprintf(&body, `{"taskID":"load-%d","name":"load_job_%d","sequence":1,"status":"running","ts":%d,"extra":{"host":"worker-7"}}`, id, id%100, time.Now().UnixMilli())
+					step := i % 3
+					if mix == "new" {
+						step = 1
+					}
+					if mix == "new" || step == 0 {
+						id = taskSeq.Add(1)
+					}
+					fmt.Fprintf(&body, `{"taskID":"load-%d","name":"load_job_%d","sequence":%d,"status":"%s","ts":%d,"extra":{"host":"worker-7"}}`,
+						id, id%100, step+1, [3]string{"pending", "running", "success"}[step], ts+int64(step))
 				}
 				body.WriteByte(']')
 				t0 := time.Now()
