@@ -19,7 +19,7 @@ import (
 type tenantRate struct {
 	tenant string
 	rules  map[string]*ruleState
-	byID  map[string]*entry
+	byID   map[string]*entry
 }
 
 type ruleState struct {

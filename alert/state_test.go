@@ -100,10 +100,10 @@ func TestFileStateRefusesBadFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, body := range map[string]string{
-		"garbage":  `{"version":1,"alerts":[`,
-		"version":  `{"version":2,"alerts":[],"silences":[]}`,
-		"unknown":  `{"version":1,"alerts":[],"silences":[],"extra":1}`,
-		"bad id":   `{"version":1,"alerts":[{"id":"a b","state":"firing"}],"silences":[]}`,
+		"garbage":   `{"version":1,"alerts":[`,
+		"version":   `{"version":2,"alerts":[],"silences":[]}`,
+		"unknown":   `{"version":1,"alerts":[],"silences":[],"extra":1}`,
+		"bad id":    `{"version":1,"alerts":[{"id":"a b","state":"firing"}],"silences":[]}`,
 		"bad state": `{"version":1,"alerts":[{"id":"a","state":"inactive"}],"silences":[]}`,
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
