@@ -34,6 +34,8 @@ type Engine struct {
 	evalMu sync.Mutex // one Evaluate at a time; guards the fields below
 	cycles uint64
 	caches map[string]*rangeCache // per tenant
+	// noRangeCache, set by benchmarks, searches every prefix every cycle.
+	noRangeCache bool
 
 	mu   sync.Mutex // rate-rule alerts
 	rate map[string]*tenantRate

@@ -25,9 +25,15 @@ func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, 
 	}
 	gap := !en.LastEval.IsZero() && c.now.Sub(en.LastEval) > missedEvaluations*c.e.opts.Interval
 	en.LastEval, en.seen = c.now, c.n
+	// A rule edited under the same name takes its alerts along.
+	en.Severity, en.Labels, en.Channels = rr.Severity, rr.Labels, rr.Notify
 	if cond {
-		en.Value = rr.Expr.Observe(&c.v)
-		en.Summary = describe(rr, group, en.Value)
+		// The summary follows the value; formatting it only when the
+		// value moved keeps a cycle over thousands of firing alerts cheap.
+		if v := rr.Expr.Observe(&c.v); v != en.Value || en.Summary == "" || en.Expr != rr.expr {
+			en.Value, en.Expr = v, rr.expr
+			en.Summary = describe(rr, group, v)
+		}
 		en.FalseSince = time.Time{}
 	}
 	switch en.State {
@@ -60,7 +66,7 @@ func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, 
 func (c *cycle) open(tr *tenantRate, rs *ruleState, rr *rateRule, group string) *entry {
 	en := &entry{StoredAlert: StoredAlert{Alert: apollo.Alert{
 		ID: newID(), Tenant: tr.tenant, Rule: rr.Name, Group: group, State: apollo.AlertPending,
-		Severity: rr.Severity, Labels: rr.Labels, Expr: rr.expr, Channels: rr.Notify, StartedAt: c.now,
+		Severity: rr.Severity, Labels: rr.Labels, Channels: rr.Notify, StartedAt: c.now,
 	}}}
 	rs.groups[group] = en
 	tr.byID[en.ID] = en
