@@ -58,25 +58,44 @@ func (e *Engine) Apply(c *apollo.Change) {
 	if !slices.ContainsFunc(rs, func(r *rules.Rule) bool { return r.Matches(name) }) {
 		return
 	}
-	summary := name + " " + st.String()
-	if c.Task.TaskID != "" && c.Task.TaskID != name {
-		summary += " (run " + c.Task.TaskID + ")"
-	}
+	m := matchInfo{job: name, status: st, run: c.Task.TaskID, ts: c.Record.Ts}
 	now := e.clock.Now()
 	var out eventOut
 	e.emu.Lock()
 	for _, r := range rs {
 		if r.Matches(name) {
-			e.match(tenant, r, name, summary, c.Record.Ts, now, &out)
+			e.match(tenant, r, &m, now, &out)
 		}
 	}
 	e.emu.Unlock()
 	e.emit(&out)
 }
 
+// matchInfo is one match: the job, and what the first message of a
+// group says about it (built only when a group opens).
+type matchInfo struct {
+	job     string
+	status  apollo.Status
+	run     string
+	ts      int64  // the event's own time; 0 for self-alerts
+	summary string // set for self-alerts
+}
+
+func (m *matchInfo) text() string {
+	if m.summary != "" {
+		return m.summary
+	}
+	s := m.job + " " + m.status.String()
+	if m.run != "" && m.run != m.job {
+		s += " (run " + m.run + ")"
+	}
+	return s
+}
+
 // match counts one match in r's group, opening the group if none is open;
 // e.emu is held.
-func (e *Engine) match(tenant string, r *rules.Rule, job, summary string, ts int64, now time.Time, out *eventOut) {
+func (e *Engine) match(tenant string, r *rules.Rule, m *matchInfo, now time.Time, out *eventOut) {
+	job := m.job
 	k := groupKey{tenant, r.Name}
 	en := e.groups[k]
 	if en != nil && !now.Before(en.GroupEnds) {
@@ -85,7 +104,7 @@ func (e *Engine) match(tenant string, r *rules.Rule, job, summary string, ts int
 		en = nil
 	}
 	if en == nil {
-		e.openGroup(k, r, job, summary, ts, now, out)
+		e.openGroup(k, r, m, now, out)
 		return
 	}
 	en.Count++
@@ -95,14 +114,14 @@ func (e *Engine) match(tenant string, r *rules.Rule, job, summary string, ts int
 	}
 }
 
-func (e *Engine) openGroup(k groupKey, r *rules.Rule, job, summary string, ts int64, now time.Time, out *eventOut) {
+func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Time, out *eventOut) {
 	en := &entry{StoredAlert: StoredAlert{
 		Alert: apollo.Alert{
 			ID: newID(), Tenant: k.tenant, Rule: r.Name, Group: r.Prefix, State: apollo.AlertFiring,
-			Severity: r.Severity, Labels: r.Labels, Summary: summary, Expr: onText(r), Value: 1,
-			Channels: r.Notify, TopNames: []string{job}, Count: 1, StartedAt: now, FiredAt: now,
+			Severity: r.Severity, Labels: r.Labels, Summary: m.text(), Expr: onText(r), Value: 1,
+			Channels: r.Notify, TopNames: []string{m.job}, Count: 1, StartedAt: now, FiredAt: now,
 		},
-		Event: true, GroupEnds: now.Add(r.GroupWindow), FirstTs: ts, Names: map[string]int64{job: 1},
+		Event: true, GroupEnds: now.Add(r.GroupWindow), FirstTs: m.ts, Names: map[string]int64{m.job: 1},
 	}}
 	if en.FirstTs == 0 {
 		en.FirstTs = now.UnixMilli()
@@ -315,7 +334,7 @@ func (e *Engine) SelfAlert(name string, sev apollo.Severity, summary string) {
 			Notify: e.opts.SelfChannels, GroupWindow: SelfGroupWindow}}
 		e.selfRule[name] = sr
 	}
-	e.match("", sr.rule, name, summary, 0, now, &out)
+	e.match("", sr.rule, &matchInfo{job: name, summary: cmp.Or(summary, name)}, now, &out)
 	e.emu.Unlock()
 	e.emit(&out)
 }
