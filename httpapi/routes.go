@@ -25,6 +25,14 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/tasks/{id}", RoleViewer, s.getTask},
 		{"POST", "/api/v1/tasks/{id}/status", RoleOperator, s.correctTask},
 
+		{"GET", "/api/v1/alerts", RoleViewer, s.listAlerts},
+		{"POST", "/api/v1/alerts/{id}/ack", RoleOperator, s.ackAlert},
+		{"GET", "/api/v1/silences", RoleViewer, s.listSilences},
+		{"POST", "/api/v1/silences", RoleOperator, s.addSilence},
+		{"DELETE", "/api/v1/silences/{id}", RoleOperator, s.removeSilence},
+		{"GET", "/api/v1/rules", RoleViewer, s.getRules},
+		{"PUT", "/api/v1/rules", RoleAdmin, s.putRules},
+
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
 	}
 }

@@ -39,6 +39,16 @@ type Options struct {
 	MaxBodyBytes int64
 	// Ready reports whether the server has finished recovery; nil = always.
 	Ready func() bool
+	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
+	// those routes with 503.
+	Alerts AlertEngine
+	// KnownChannel checks the NOTIFY names of rules sent to PUT
+	// /api/v1/rules against the configured channels; nil accepts any name.
+	KnownChannel func(name string) bool
+	// SaveRules writes an accepted rules file back to where the tenant's
+	// rules were loaded from (alert.Loader.Write); nil keeps them in
+	// memory only. An error refuses the update.
+	SaveRules func(tenant string, src []byte) error
 }
 
 // Server serves the API. It is an http.Handler.
