@@ -21,7 +21,7 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd())
+	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newRulesCmd())
 	return root
 }
 
