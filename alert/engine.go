@@ -20,6 +20,10 @@ import (
 // half-way because a request or the loop was cancelled.
 const lockTimeout = 2 * time.Second
 
+// lockBackoff is how long delivery stops asking a Locker that failed: a
+// dead Redis must not cost every notification lockTimeout.
+const lockBackoff = 10 * time.Second
+
 // Engine evaluates rules into alerts and notifications. Apply, SelfAlert
 // and every read method may be called from any goroutine.
 type Engine struct {
@@ -81,6 +85,7 @@ type counters struct {
 	sent, deduped, silenced, dropped, lockErrors atomic.Int64
 	saveErrors                                   atomic.Int64
 	lastEval, lastDuration                       atomic.Int64 // Unix ns, ns
+	lockDownUntil                                atomic.Int64 // Unix ns; the Locker is not asked before it
 }
 
 // New checks opts and returns an engine. Call Start to load the saved
@@ -298,25 +303,36 @@ func (e *Engine) load(ctx context.Context) error {
 // notification: a rare duplicate is better than a lost alert.
 func (e *Engine) deliver(ns []apollo.Notification) {
 	for _, n := range ns {
-		if e.opts.DedupWindow > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
-			ok, err := e.opts.Locker.Acquire(ctx, LockKeyPrefix+n.Alert.Tenant+":"+n.DedupKey, e.opts.DedupWindow)
-			cancel()
-			if err != nil {
-				e.st.lockErrors.Add(1)
-				if allow, sup := e.warnLg.allow("lock", e.clock.Now()); allow {
-					e.log.Warn("alert: dedup lock failed; sending anyway", "err", err, "suppressed", sup)
-				}
-				ok = true
-			}
-			if !ok {
-				e.st.deduped.Add(1)
-				continue
-			}
+		if e.opts.DedupWindow > 0 && !e.lock(&n) {
+			e.st.deduped.Add(1)
+			continue
 		}
 		e.opts.Sender.Send(n)
 		e.st.sent.Add(1)
 	}
+}
+
+// lock takes n's dedup lock and reports whether n may go out. After a
+// failure the Locker is left alone for lockBackoff, and notifications go
+// out unlocked meanwhile (counted in Stats.LockErrors).
+func (e *Engine) lock(n *apollo.Notification) bool {
+	now := e.clock.Now()
+	if now.UnixNano() < e.st.lockDownUntil.Load() {
+		e.st.lockErrors.Add(1)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+	ok, err := e.opts.Locker.Acquire(ctx, LockKeyPrefix+n.Alert.Tenant+":"+n.DedupKey, e.opts.DedupWindow)
+	cancel()
+	if err == nil {
+		return ok
+	}
+	e.st.lockErrors.Add(1)
+	e.st.lockDownUntil.Store(now.Add(lockBackoff).UnixNano())
+	if allow, sup := e.warnLg.allow("lock", now); allow {
+		e.log.Warn("alert: dedup lock failed; sending without it for a while", "err", err, "for", lockBackoff, "suppressed", sup)
+	}
+	return true
 }
 
 // Stats are counters about the engine, for monitoring.
@@ -332,7 +348,7 @@ type Stats struct {
 	Deduped          int64                     `json:"deduped"`    // another engine (or this one) held the lock
 	Silenced         int64                     `json:"silenced"`   // held back by a silence
 	Dropped          int64                     `json:"dropped"`    // event notifications over QueueLen
-	LockErrors       int64                     `json:"lockErrors"` // sent without a lock
+	LockErrors       int64                     `json:"lockErrors"` // sent without the lock: it failed or was failing
 	SaveErrors       int64                     `json:"saveErrors"`
 }
 

@@ -1,7 +1,9 @@
 package alert_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +357,38 @@ RULE broken task_prefix: "export_" BY: name WINDOW: 10m THRESHOLD: failed_rate >
 	a := f.only("", apollo.AlertFiring)
 	if a.Rule != "silent" || a.Group != "export_b" || a.Summary != "count 0 == 0 for export_b over 10m" {
 		t.Fatalf("still firing: %+v", a)
+	}
+}
+
+// brokenLock fails every call and counts them.
+type brokenLock struct{ calls int }
+
+func (b *brokenLock) Acquire(context.Context, string, time.Duration) (bool, error) {
+	b.calls++
+	return false, errors.New("connection refused")
+}
+
+// A lock that cannot be asked does not lose notifications, and is not
+// asked again for a while: a dead Redis must not slow every message.
+func TestBrokenLockSendsAnyway(t *testing.T) {
+	t.Parallel()
+	tb := newTable()
+	lock := &brokenLock{}
+	f := newFixture(t, `RULE r task_prefix: "j" BY: name THRESHOLD: failed > 0 NOTIFY: ops`, tb, func(o *alert.Options) { o.Locker = lock })
+	for i := range 5 {
+		tb.set(fmt.Sprint("j", i), failing(1, 1))
+	}
+	f.eval(0)
+	f.expectSent(firing, firing, firing, firing, firing)
+	if lock.calls != 1 || f.eng.Stats().LockErrors != 5 {
+		t.Fatalf("lock asked %d times, %d lock errors; want 1 and 5", lock.calls, f.eng.Stats().LockErrors)
+	}
+	for i := range 5 {
+		tb.set(fmt.Sprint("j", i), failing(0, 1))
+	}
+	f.eval(time.Minute) // past the back-off: asked again
+	f.expectSent(resolved, resolved, resolved, resolved, resolved)
+	if lock.calls != 2 {
+		t.Fatalf("lock asked %d times, want 2", lock.calls)
 	}
 }
