@@ -214,17 +214,7 @@ RULE storm_%[1]s task_prefix: "%[1]s" ON: failed GROUP_WINDOW: 1m NOTIFY: ops`, 
 	clock.Advance(time.Minute)
 	// Wait for the follow-up from whichever engine wins its lock; the
 	// other one, stopped now or later, must not send it again.
-	timeout := time.After(10 * time.Second)
-	for storm := false; !storm; {
-		select {
-		case n := <-sinks[0].C:
-			storm = n.Kind == apollo.NotifyStorm
-		case n := <-sinks[1].C:
-			storm = n.Kind == apollo.NotifyStorm
-		case <-timeout:
-			t.Fatal("no follow-up within 10s of the group window's end")
-		}
-	}
+	waitForKind(t, sinks, apollo.NotifyStorm)
 	stopAll() // delivers what is queued and waits
 	kinds := map[apollo.NotificationKind]int{}
 	for _, s := range sinks {
@@ -236,6 +226,26 @@ RULE storm_%[1]s task_prefix: "%[1]s" ON: failed GROUP_WINDOW: 1m NOTIFY: ops`, 
 	// Firing: one for the rate rule, one for the event rule's first match.
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Fatalf("two engines sent %v, want %v", kinds, want)
+	}
+}
+
+// waitForKind waits until one of sinks is sent a notification of kind.
+func waitForKind(t *testing.T, sinks []*Sink, kind apollo.NotificationKind) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-sinks[0].C:
+			if n.Kind == kind {
+				return
+			}
+		case n := <-sinks[1].C:
+			if n.Kind == kind {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %s notification within 10s", kind)
+		}
 	}
 }
 
