@@ -114,19 +114,7 @@ func validID(id string) bool {
 // so Apply and delivery read it without a lock.
 type silenceSet map[string][]Silence
 
-// silencedBy returns the IDs of the silences of a's tenant that are
-// active at now and match a.
-func (ss silenceSet) silencedBy(a *apollo.Alert, now time.Time) []string {
-	var ids []string
-	for i := range ss[a.Tenant] {
-		s := &ss[a.Tenant][i]
-		if s.Active(now) && s.Matches(a) {
-			ids = append(ids, s.ID)
-		}
-	}
-	return ids
-}
-
+// silenced reports whether a silence of a's tenant holds a back at now.
 func (ss silenceSet) silenced(a *apollo.Alert, now time.Time) bool {
 	for i := range ss[a.Tenant] {
 		s := &ss[a.Tenant][i]
