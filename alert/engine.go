@@ -147,21 +147,25 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the loops, delivers what event notifications were queued,
-// waits, and saves the state. It may be called any number of times.
+// Stop ends the loops, hands what event notifications were queued to the
+// Sender, waits, and saves the state. It may be called any number of
+// times; every call returns after the loops ended. Stop the bus before
+// the engine (no more Apply) and the Sender after it (the last
+// notifications are delivered).
 func (e *Engine) Stop() {
 	e.runMu.Lock()
-	if !e.running {
-		e.runMu.Unlock()
-		return
+	first := e.running
+	if first {
+		e.running, e.stopped = false, true
+		close(e.stop)
 	}
-	e.running, e.stopped = false, true
-	close(e.stop)
 	e.runMu.Unlock()
 	e.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	e.save(ctx)
+	if first {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.save(ctx)
+	}
 }
 
 func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan struct{}) {
