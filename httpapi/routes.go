@@ -35,6 +35,14 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/jobs/{name}/pause", RoleOperator, s.jobAction("pause")},
 		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume")},
 
+		{"GET", "/api/v1/alerts", RoleViewer, s.listAlerts},
+		{"POST", "/api/v1/alerts/{id}/ack", RoleOperator, s.ackAlert},
+		{"GET", "/api/v1/silences", RoleViewer, s.listSilences},
+		{"POST", "/api/v1/silences", RoleOperator, s.addSilence},
+		{"DELETE", "/api/v1/silences/{id}", RoleOperator, s.removeSilence},
+		{"GET", "/api/v1/rules", RoleViewer, s.getRules},
+		{"PUT", "/api/v1/rules", RoleAdmin, s.putRules},
+
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
 
 		{"GET", "/api/v1/stream", RoleViewer, s.stream},

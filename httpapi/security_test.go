@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
@@ -37,7 +38,53 @@ type secured struct {
 	bus    *bus.Bus
 	api    *Server
 	audit  *audit.Log
+	alerts *alert.Engine
 	tokens map[string]string // "role/tenant" -> secret
+}
+
+// securedAlerts is an alert engine holding, in tenant "a", a firing alert
+// and a silence both called "t-a", the ID the route table test puts in
+// every {id}.
+func securedAlerts(t *testing.T) *alert.Engine {
+	t.Helper()
+	clock := apollo.NewFakeClock(time.Now())
+	state := alert.NewMemoryState()
+	err := state.Save(context.Background(), alert.State{
+		Alerts: []alert.StoredAlert{{Alert: apollo.Alert{ID: "t-a", Tenant: "a", Rule: "r", Group: "job", State: apollo.AlertFiring,
+			StartedAt: clock.Now(), FiredAt: clock.Now()}, FiringSent: true}},
+		Silences: []alert.Silence{securedSilence(clock.Now())},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, _ := metrics.New(metrics.Options{Clock: clock, Logger: discardLogger})
+	e, err := alert.New(alert.Options{Store: agg, Sender: discardSender{}, State: state, Clock: clock, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+func securedSilence(now time.Time) alert.Silence {
+	return alert.Silence{ID: "t-a", Tenant: "a", Rule: "r", StartsAt: now, EndsAt: now.Add(time.Hour), CreatedBy: "fixture", Comment: "fixture"}
+}
+
+type discardSender struct{}
+
+func (discardSender) Send(apollo.Notification) {}
+
+// ackedBy returns who acknowledged tenant a's alert t-a.
+func (sec *secured) ackedBy() string {
+	for _, a := range sec.alerts.Alerts("a", "") {
+		if a.ID == "t-a" {
+			return a.AckedBy
+		}
+	}
+	return "?"
 }
 
 func newSecured(t *testing.T, rate int) *secured {
@@ -90,7 +137,8 @@ func newSecured(t *testing.T, rate int) *secured {
 	}
 	hub.Start(context.Background())
 	t.Cleanup(hub.Stop)
-	sec.api = New(Options{Bus: b, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	sec.alerts = securedAlerts(t)
+	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec
@@ -139,6 +187,17 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	bodies := map[string]string{
 		"/api/v1/events":            `{"taskID":"x-%s","sequence":1,"status":"pending","ts":1000}`,
 		"/api/v1/tasks/{id}/status": `{"status":"success","reason":"checked"}`,
+		"/api/v1/silences":          `{"rule":"r","duration":"1h","comment":"test %s"}`,
+		"/api/v1/rules":             `{"rules":[{"name":"r%s","taskPrefix":"x","on":["failed"]}]}`,
+	}
+	// before puts back what an earlier allowed request took away, so that
+	// every role meets the same fixture.
+	before := map[string]func(){
+		"DELETE /api/v1/silences/{id}": func() {
+			if _, err := sec.alerts.AddSilence("a", securedSilence(time.Now())); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 	for _, rt := range sec.api.routes() {
 		if rt.role == RoleNone {
@@ -156,9 +215,13 @@ func TestEveryRouteEveryRole(t *testing.T) {
 					token = sec.tokens[role.String()+"/"+tenant]
 				}
 				name := fmt.Sprintf("%s %s as %s/%s", rt.method, path, role, tenant)
-				before, _ := sec.bus.Get("a", "t-a")
+				if f := before[rt.method+" "+rt.path]; f != nil {
+					f()
+				}
+				taskBefore, _ := sec.bus.Get("a", "t-a")
+				ackBefore := sec.ackedBy()
 				status, resp := sec.do(t, rt.method, path, token, body)
-				after, _ := sec.bus.Get("a", "t-a")
+				taskAfter, _ := sec.bus.Get("a", "t-a")
 				switch {
 				case role == RoleNone:
 					if status != 401 {
@@ -183,29 +246,40 @@ func TestEveryRouteEveryRole(t *testing.T) {
 					}
 				}
 				if status == 401 || status == 403 || tenant == "b" {
-					if before.Status != after.Status || len(before.History) != len(after.History) {
+					if taskBefore.Status != taskAfter.Status || len(taskBefore.History) != len(taskAfter.History) {
 						t.Fatalf("%s changed tenant a's task", name)
+					}
+					if sec.ackedBy() != ackBefore {
+						t.Fatalf("%s acknowledged tenant a's alert", name)
 					}
 				}
 			}
 		}
 	}
 	// Tenant b lists nothing of tenant a.
-	_, body = sec.do(t, "GET", "/api/v1/tasks", sec.tokens["viewer/b"], "")
-	if strings.Contains(body, "t-a") {
-		t.Errorf("tenant b lists tenant a's task: %s", body)
+	for _, path := range []string{"/api/v1/tasks", "/api/v1/alerts", "/api/v1/silences"} {
+		_, body = sec.do(t, "GET", path, sec.tokens["viewer/b"], "")
+		if strings.Contains(body, "t-a") {
+			t.Errorf("tenant b lists tenant a's things at %s: %s", path, body)
+		}
 	}
 	if len(sec.audit.List("", 100)) == 0 {
 		t.Error("failed authentications were not audited")
 	}
-	actions := map[string]bool{}
+	audited := map[string]bool{}
 	for _, e := range sec.audit.List("a", 100) {
-		actions[e.Action] = true
+		audited[e.Action] = true
 	}
-	for _, a := range []string{"task.correct", "job.run", "job.pause", "job.resume"} {
-		if !actions[a] {
-			t.Errorf("%s not audited: %v", a, actions)
+	for _, action := range []string{"task.correct", "job.run", "job.pause", "job.resume", "alert.ack", "silence.add", "silence.remove", "rules.update"} {
+		if !audited[action] {
+			t.Errorf("%s not audited in tenant a: %v", action, audited)
 		}
+	}
+	if by := sec.ackedBy(); by != "operator-a" {
+		t.Errorf("tenant a's alert acknowledged by %q, want the first allowed caller operator-a", by)
+	}
+	if got := sec.alerts.Rules("b"); len(got) != 1 || got[0].Name != "radminb" {
+		t.Errorf("tenant b's rules %v, want its admin's", got)
 	}
 }
 

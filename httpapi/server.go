@@ -52,6 +52,16 @@ type Options struct {
 	// System adds named parts (wal, alert, redis, ...) to GET
 	// /api/v1/system beside the bus's and the stream's stats.
 	System map[string]func() any
+	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
+	// those routes with 503.
+	Alerts AlertEngine
+	// KnownChannel checks the NOTIFY names of rules sent to PUT
+	// /api/v1/rules against the configured channels; nil accepts any name.
+	KnownChannel func(name string) bool
+	// SaveRules writes an accepted rules file back to where the tenant's
+	// rules were loaded from (alert.Loader.Write); nil keeps them in
+	// memory only. An error refuses the update.
+	SaveRules func(tenant string, src []byte) error
 }
 
 // Server serves the API. It is an http.Handler.

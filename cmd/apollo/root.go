@@ -21,7 +21,7 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd(), newDemoCmd())
+	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd(), newDemoCmd(), newRulesCmd())
 	return root
 }
 

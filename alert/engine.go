@@ -1,0 +1,478 @@
+package alert
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// lockTimeout bounds one dedup-lock call. Delivery does not inherit the
+// caller's context: a notification already decided on is not abandoned
+// half-way because a request or the loop was cancelled.
+const lockTimeout = 2 * time.Second
+
+// lockBackoff is how long delivery stops asking a Locker that failed: a
+// dead Redis must not cost every notification lockTimeout.
+const lockBackoff = 10 * time.Second
+
+// Engine evaluates rules into alerts and notifications. Apply, SelfAlert
+// and every read method may be called from any goroutine.
+type Engine struct {
+	opts   Options
+	clock  apollo.Clock
+	log    *slog.Logger
+	warnLg logLimiter
+
+	sets  atomic.Pointer[map[string]*ruleSet] // tenant -> rules; copy on write
+	setMu sync.Mutex                          // serializes writers of sets
+
+	evalMu sync.Mutex // one Evaluate at a time; guards the fields below
+	cycles uint64
+	caches map[string]*rangeCache // per tenant
+	// noRangeCache, set by benchmarks, searches every prefix every cycle.
+	noRangeCache bool
+
+	mu   sync.Mutex // rate-rule alerts
+	rate map[string]*tenantRate
+
+	emu      sync.Mutex // event-rule groups and self-alerts
+	groups   map[groupKey]*entry
+	groupIDs map[string]*entry
+	selfRule map[string]*selfRuleEntry
+
+	hmu  sync.Mutex // resolved alerts, oldest first, per tenant
+	hist map[string][]apollo.Alert
+
+	smu      sync.Mutex // serializes writers of silences
+	silences atomic.Pointer[silenceSet]
+
+	subMu sync.Mutex
+	subs  map[*subscriber]struct{}
+
+	queue   chan apollo.Notification // event notifications waiting for the lock
+	wake    chan struct{}            // a group opened: re-arm the group timer
+	saveReq chan struct{}
+	dirty   atomic.Bool
+	saveMu  sync.Mutex
+
+	runMu   sync.Mutex
+	running bool
+	stopped bool
+	loaded  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	st counters
+}
+
+// entry is one alert the engine is tracking, with its marks.
+type entry struct {
+	StoredAlert
+	seen uint64 // the cycle that last evaluated it (BY: name)
+}
+
+type counters struct {
+	evaluations, evalErrors                      atomic.Int64
+	sent, deduped, silenced, dropped, lockErrors atomic.Int64
+	saveErrors                                   atomic.Int64
+	lastEval, lastDuration                       atomic.Int64 // Unix ns, ns
+	lockDownUntil                                atomic.Int64 // Unix ns; the Locker is not asked before it
+}
+
+// New checks opts and returns an engine. Call Start to load the saved
+// state and run the evaluation loop.
+func New(opts Options) (*Engine, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		opts:     opts,
+		clock:    opts.Clock,
+		log:      opts.Logger.With("component", "alert"),
+		caches:   map[string]*rangeCache{},
+		rate:     map[string]*tenantRate{},
+		groups:   map[groupKey]*entry{},
+		groupIDs: map[string]*entry{},
+		selfRule: map[string]*selfRuleEntry{},
+		hist:     map[string][]apollo.Alert{},
+		subs:     map[*subscriber]struct{}{},
+		queue:    make(chan apollo.Notification, opts.QueueLen),
+		wake:     make(chan struct{}, 1),
+		saveReq:  make(chan struct{}, 1),
+	}
+	e.warnLg.every = time.Minute
+	e.sets.Store(&map[string]*ruleSet{})
+	e.silences.Store(&silenceSet{})
+	if opts.Rules != nil {
+		e.SetRules("", opts.Rules)
+	}
+	return e, nil
+}
+
+// Start loads the saved state and starts the evaluation loop (every
+// Interval on the clock) and the goroutine that delivers event-rule
+// notifications and closes group windows. It returns once they run.
+// Cancelling ctx stops them as Stop does; call Stop to wait for them.
+func (e *Engine) Start(ctx context.Context) error {
+	e.runMu.Lock()
+	defer e.runMu.Unlock()
+	switch {
+	case e.stopped:
+		return errors.New("alert: start: the engine was stopped; make a new one")
+	case e.running:
+		return errors.New("alert: start: already started")
+	}
+	if !e.loaded {
+		if err := e.load(ctx); err != nil {
+			return err
+		}
+		e.loaded = true
+	}
+	e.running = true
+	e.stop = make(chan struct{})
+	tick := e.clock.NewTicker(e.opts.Interval)
+	stop := e.stop
+	e.wg.Go(func() { e.runEvents(ctx, stop) })
+	e.wg.Go(func() { e.runLoop(ctx, tick, stop) })
+	return nil
+}
+
+// Stop ends the loops, hands what event notifications were queued to the
+// Sender, waits, and saves the state. It may be called any number of
+// times; every call returns after the loops ended. Stop the bus before
+// the engine (no more Apply) and the Sender after it (the last
+// notifications are delivered).
+func (e *Engine) Stop() {
+	e.runMu.Lock()
+	first := e.running
+	if first {
+		e.running, e.stopped = false, true
+		close(e.stop)
+	}
+	e.runMu.Unlock()
+	e.wg.Wait()
+	if first {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.save(ctx)
+	}
+}
+
+func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan struct{}) {
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-tick.C():
+			// The clock, not the tick's time: a fake clock that jumps
+			// delivers one stale tick.
+			if err := e.Evaluate(ctx, e.clock.Now()); err != nil && ctx.Err() == nil {
+				if ok, n := e.warnLg.allow("eval", e.clock.Now()); ok {
+					e.log.Warn("alert: evaluation failed; the rules it could not evaluate keep their state", "err", err, "suppressed", n)
+				}
+			}
+		case <-e.saveReq:
+			e.save(ctx)
+		}
+	}
+}
+
+// saveSoon marks the state changed and asks the loop to save it now, not
+// at the next cycle: acks and silences are people's work.
+func (e *Engine) saveSoon() {
+	e.dirty.Store(true)
+	select {
+	case e.saveReq <- struct{}{}:
+	default:
+	}
+}
+
+// save writes the state if it changed since the last save.
+func (e *Engine) save(ctx context.Context) {
+	e.saveMu.Lock()
+	defer e.saveMu.Unlock()
+	if !e.dirty.Swap(false) {
+		return
+	}
+	if err := e.opts.State.Save(ctx, e.snapshot()); err != nil {
+		e.dirty.Store(true)
+		e.st.saveErrors.Add(1)
+		if ok, n := e.warnLg.allow("save", e.clock.Now()); ok {
+			e.log.Error("alert: saving the alert state failed; a restart may notify again", "err", err, "suppressed", n)
+		}
+	}
+}
+
+// snapshot copies everything a StateStore keeps.
+func (e *Engine) snapshot() State {
+	var s State
+	e.mu.Lock()
+	for _, tr := range e.rate {
+		for _, rs := range tr.rules {
+			for _, en := range rs.groups {
+				s.Alerts = append(s.Alerts, en.StoredAlert)
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.emu.Lock()
+	for _, en := range e.groups {
+		a := en.StoredAlert
+		a.Names = cloneNames(en.Names)
+		s.Alerts = append(s.Alerts, a)
+	}
+	e.emu.Unlock()
+	e.hmu.Lock()
+	for _, list := range e.hist {
+		for _, a := range list {
+			s.Alerts = append(s.Alerts, StoredAlert{Alert: a})
+		}
+	}
+	e.hmu.Unlock()
+	for _, list := range *e.silences.Load() {
+		s.Silences = append(s.Silences, list...)
+	}
+	return s
+}
+
+// load installs a saved state: alerts carry on where they were, with
+// their marks, so nothing already sent is sent again.
+func (e *Engine) load(ctx context.Context) error {
+	s, err := e.opts.State.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("alert: start: %w", err)
+	}
+	now := e.clock.Now()
+	var nAlerts int
+	for i := range s.Alerts {
+		a := s.Alerts[i]
+		switch {
+		case a.State == apollo.AlertResolved:
+			e.remember(a.Alert)
+		case a.Event:
+			e.emu.Lock()
+			k := groupKey{a.Tenant, a.Rule}
+			if e.groups[k] == nil {
+				en := &entry{StoredAlert: a}
+				if en.Names == nil {
+					en.Names = map[string]int64{}
+				}
+				e.groups[k], e.groupIDs[a.ID] = en, en
+			}
+			e.emu.Unlock()
+		default:
+			e.mu.Lock()
+			tr := e.tenantRate(a.Tenant)
+			rs := tr.ruleState(a.Rule)
+			if rs.groups[a.Group] == nil {
+				en := &entry{StoredAlert: a}
+				rs.groups[a.Group], tr.byID[a.ID] = en, en
+			}
+			e.mu.Unlock()
+		}
+		nAlerts++
+	}
+	e.hmu.Lock()
+	for _, list := range e.hist {
+		slices.SortStableFunc(list, func(a, b apollo.Alert) int { return a.ResolvedAt.Compare(b.ResolvedAt) })
+	}
+	e.hmu.Unlock()
+	var kept int
+	for _, sl := range s.Silences {
+		if !now.Before(sl.EndsAt) {
+			continue
+		}
+		_ = e.updateSilences(sl.Tenant, func(list []Silence) ([]Silence, error) { return append(list, sl), nil })
+		kept++
+	}
+	e.log.Info("alert: state loaded", "alerts", nAlerts, "silences", kept)
+	return nil
+}
+
+// deliver takes the dedup lock for each notification and hands the
+// winners to the Sender. A lock that cannot be asked does not stop the
+// notification: a rare duplicate is better than a lost alert.
+func (e *Engine) deliver(ns []apollo.Notification) {
+	for _, n := range ns {
+		if e.opts.DedupWindow > 0 && !e.lock(&n) {
+			e.st.deduped.Add(1)
+			continue
+		}
+		e.opts.Sender.Send(n)
+		e.st.sent.Add(1)
+	}
+}
+
+// lock takes n's dedup lock and reports whether n may go out. After a
+// failure the Locker is left alone for lockBackoff, and notifications go
+// out unlocked meanwhile (counted in Stats.LockErrors).
+func (e *Engine) lock(n *apollo.Notification) bool {
+	now := e.clock.Now()
+	if now.UnixNano() < e.st.lockDownUntil.Load() {
+		e.st.lockErrors.Add(1)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
+	ok, err := e.opts.Locker.Acquire(ctx, LockKeyPrefix+n.Alert.Tenant+":"+n.DedupKey, e.opts.DedupWindow)
+	cancel()
+	if err == nil {
+		return ok
+	}
+	e.st.lockErrors.Add(1)
+	e.st.lockDownUntil.Store(now.Add(lockBackoff).UnixNano())
+	if allow, sup := e.warnLg.allow("lock", now); allow {
+		e.log.Warn("alert: dedup lock failed; sending without it for a while", "err", err, "for", lockBackoff, "suppressed", sup)
+	}
+	return true
+}
+
+// Stats are counters about the engine, for monitoring.
+type Stats struct {
+	LastEvaluation   time.Time                 `json:"lastEvaluation,omitzero"`
+	LastDuration     time.Duration             `json:"lastDuration"` // wall time of the last cycle
+	Evaluations      int64                     `json:"evaluations"`
+	EvaluationErrors int64                     `json:"evaluationErrors"`
+	RateRules        int                       `json:"rateRules"`
+	EventRules       int                       `json:"eventRules"`
+	Alerts           map[apollo.AlertState]int `json:"alerts"`
+	Sent             int64                     `json:"sent"`       // handed to the Sender
+	Deduped          int64                     `json:"deduped"`    // another engine (or this one) held the lock
+	Silenced         int64                     `json:"silenced"`   // held back by a silence
+	Dropped          int64                     `json:"dropped"`    // event notifications over QueueLen
+	LockErrors       int64                     `json:"lockErrors"` // sent without the lock: it failed or was failing
+	SaveErrors       int64                     `json:"saveErrors"`
+}
+
+// Stats returns the counters and the alerts by state.
+func (e *Engine) Stats() Stats {
+	s := Stats{
+		Evaluations: e.st.evaluations.Load(), EvaluationErrors: e.st.evalErrors.Load(),
+		LastDuration: time.Duration(e.st.lastDuration.Load()),
+		Sent:         e.st.sent.Load(), Deduped: e.st.deduped.Load(), Silenced: e.st.silenced.Load(),
+		Dropped: e.st.dropped.Load(), LockErrors: e.st.lockErrors.Load(), SaveErrors: e.st.saveErrors.Load(),
+		Alerts: map[apollo.AlertState]int{},
+	}
+	if ns := e.st.lastEval.Load(); ns != 0 {
+		s.LastEvaluation = time.Unix(0, ns)
+	}
+	for _, set := range *e.sets.Load() {
+		s.RateRules += len(set.rate)
+		s.EventRules += set.nEvent
+	}
+	e.mu.Lock()
+	for _, tr := range e.rate {
+		for _, rs := range tr.rules {
+			for _, en := range rs.groups {
+				s.Alerts[en.State]++
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.emu.Lock()
+	s.Alerts[apollo.AlertFiring] += len(e.groups)
+	e.emu.Unlock()
+	e.hmu.Lock()
+	for _, list := range e.hist {
+		s.Alerts[apollo.AlertResolved] += len(list)
+	}
+	e.hmu.Unlock()
+	return s
+}
+
+// subscriber is one reader of alert changes.
+type subscriber struct {
+	ch   chan apollo.Alert
+	once sync.Once
+}
+
+// SubscriberBuffer is how many changes a subscriber may fall behind
+// before it is dropped.
+const SubscriberBuffer = 256
+
+// Subscribe returns every change of an alert from now on (opened,
+// firing, resolved, back to inactive, acknowledged) and a function that
+// ends the subscription. A reader more than SubscriberBuffer changes
+// behind is dropped: its channel is closed, and it should list the
+// alerts and subscribe again.
+func (e *Engine) Subscribe() (<-chan apollo.Alert, func()) {
+	s := &subscriber{ch: make(chan apollo.Alert, SubscriberBuffer)}
+	e.subMu.Lock()
+	e.subs[s] = struct{}{}
+	e.subMu.Unlock()
+	return s.ch, func() { e.unsubscribe(s) }
+}
+
+func (e *Engine) unsubscribe(s *subscriber) {
+	e.subMu.Lock()
+	delete(e.subs, s)
+	e.subMu.Unlock()
+	s.once.Do(func() { close(s.ch) })
+}
+
+// publish hands changes to subscribers without waiting for any.
+func (e *Engine) publish(as []apollo.Alert) {
+	if len(as) == 0 {
+		return
+	}
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	for s := range e.subs {
+		for _, a := range as {
+			select {
+			case s.ch <- a:
+				continue
+			default:
+			}
+			delete(e.subs, s)
+			s.once.Do(func() { close(s.ch) })
+			if ok, n := e.warnLg.allow("slow", e.clock.Now()); ok {
+				e.log.Warn("alert: dropped a subscriber that fell behind", "buffer", SubscriberBuffer, "suppressed", n)
+			}
+			break
+		}
+	}
+}
+
+// newID returns a random alert or silence ID.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// logLimiter lets one log line per key through per period and counts the
+// rest, so hot paths cannot flood the log.
+type logLimiter struct {
+	every time.Duration
+	mu    sync.Mutex
+	last  map[string]time.Time
+	count map[string]int
+}
+
+func (l *logLimiter) allow(key string, now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last, l.count = map[string]time.Time{}, map[string]int{}
+	}
+	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
+		l.count[key]++
+		return false, 0
+	}
+	n := l.count[key]
+	l.last[key], l.count[key] = now, 0
+	return true, n
+}

@@ -1,0 +1,340 @@
+package alert
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// groupKey names an event rule's group: all its matches in one tenant.
+type groupKey struct{ tenant, rule string }
+
+// Limits of one event group.
+const (
+	maxGroupNames = 1000 // distinct job names counted by name; the rest only in Count
+	topNames      = 5    // names a follow-up lists
+)
+
+// eventOut is what a change to the groups produced, to hand on outside
+// the lock.
+type eventOut struct {
+	notes   []apollo.Notification
+	changed []apollo.Alert
+	opened  bool
+}
+
+// Apply implements bus.Observer for event rules: a change that moves a
+// task into a status an ON rule watches, for a job under the rule's
+// prefix, counts in the rule's group. The first match of a group is
+// queued for delivery at once; the rest fold into one follow-up at the
+// end of the group window. Apply takes one short lock and never waits
+// for I/O. A change that keeps the status (a missed start marks a pending
+// task late) is not a new match.
+func (e *Engine) Apply(c *apollo.Change) {
+	st := c.Task.Status
+	if st == c.Prev.Status {
+		return
+	}
+	tenant := c.Task.Tenant
+	if tenant == "" {
+		tenant = c.Record.Tenant
+	}
+	rs := e.eventRulesFor(tenant, st)
+	if len(rs) == 0 {
+		return
+	}
+	name := c.Task.Name
+	if name == "" {
+		name = c.Record.JobName()
+	}
+	if !slices.ContainsFunc(rs, func(r *rules.Rule) bool { return r.Matches(name) }) {
+		return
+	}
+	m := matchInfo{job: name, status: st, run: c.Task.TaskID, ts: c.Record.Ts}
+	now := e.clock.Now()
+	var out eventOut
+	e.emu.Lock()
+	for _, r := range rs {
+		if r.Matches(name) {
+			e.match(tenant, r, &m, now, &out)
+		}
+	}
+	e.emu.Unlock()
+	e.emit(&out)
+}
+
+// matchInfo is one match: the job, and what the first message of a
+// group says about it (built only when a group opens).
+type matchInfo struct {
+	job     string
+	status  apollo.Status
+	run     string
+	ts      int64  // the event's own time; 0 for self-alerts
+	summary string // set for self-alerts
+}
+
+func (m *matchInfo) text() string {
+	if m.summary != "" {
+		return m.summary
+	}
+	s := m.job + " " + m.status.String()
+	if m.run != "" && m.run != m.job {
+		s += " (run " + m.run + ")"
+	}
+	return s
+}
+
+// match counts one match in r's group, opening the group if none is open;
+// e.emu is held.
+func (e *Engine) match(tenant string, r *rules.Rule, m *matchInfo, now time.Time, out *eventOut) {
+	job := m.job
+	k := groupKey{tenant, r.Name}
+	en := e.groups[k]
+	if en != nil && !now.Before(en.GroupEnds) {
+		// Its window is over and the timer has not closed it yet.
+		e.closeGroup(k, en, now, out)
+		en = nil
+	}
+	if en == nil {
+		e.openGroup(k, r, m, now, out)
+		return
+	}
+	en.Count++
+	en.Value = float64(en.Count)
+	if _, ok := en.Names[job]; ok || len(en.Names) < maxGroupNames {
+		en.Names[job]++
+	}
+}
+
+func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Time, out *eventOut) {
+	en := &entry{StoredAlert: StoredAlert{
+		Alert: apollo.Alert{
+			ID: newID(), Tenant: k.tenant, Rule: r.Name, Group: r.Prefix, State: apollo.AlertFiring,
+			Severity: r.Severity, Labels: r.Labels, Summary: m.text(), Expr: onText(r), Value: 1,
+			Channels: r.Notify, TopNames: []string{m.job}, Count: 1, StartedAt: now, FiredAt: now,
+		},
+		Event: true, GroupEnds: now.Add(r.GroupWindow), FirstTs: m.ts, Names: map[string]int64{m.job: 1},
+	}}
+	if en.FirstTs == 0 {
+		en.FirstTs = now.UnixMilli()
+	}
+	e.groups[k], e.groupIDs[en.ID] = en, en
+	out.opened = true
+	out.changed = append(out.changed, en.Alert)
+	if e.silencedNow(&en.Alert, now) {
+		return
+	}
+	en.FiringSent, en.LastSentAt = true, now
+	kind := apollo.NotifyFiring
+	if isSelf(r.Name) {
+		kind = apollo.NotifySelf
+	}
+	out.notes = appendNote(out.notes, en, kind, "", now)
+}
+
+// closeGroup ends a group at the end of its window: if more matches came
+// after the first, one follow-up carries their count and the jobs that
+// matched most. e.emu is held.
+func (e *Engine) closeGroup(k groupKey, en *entry, now time.Time, out *eventOut) {
+	delete(e.groups, k)
+	delete(e.groupIDs, en.ID)
+	en.State, en.ResolvedAt = apollo.AlertResolved, now
+	en.TopNames = top(en.Names, topNames)
+	if more := en.Count - 1; more > 0 && !e.silencedNow(&en.Alert, now) {
+		note := en.Alert
+		note.Count = more
+		note.Summary = fmt.Sprintf("%d more after the first within %s (%d in all): %s", more,
+			shortDuration(en.GroupEnds.Sub(en.StartedAt)), en.Count, strings.Join(en.TopNames, ", "))
+		kind := apollo.NotifyStorm
+		if isSelf(en.Rule) {
+			kind = apollo.NotifySelf
+		}
+		tmp := entry{StoredAlert: StoredAlert{Alert: note, FirstTs: en.FirstTs}}
+		out.notes = appendNote(out.notes, &tmp, kind, "storm", now)
+	}
+	out.changed = append(out.changed, en.Alert)
+	e.remember(en.Alert)
+}
+
+// appendNote adds a notification of an event group. The key carries the
+// first match's own timestamp, which every engine that saw the same
+// events agrees on, so the dedup lock lets one of them send.
+func appendNote(ns []apollo.Notification, en *entry, kind apollo.NotificationKind, tag string, now time.Time) []apollo.Notification {
+	if len(en.Channels) == 0 {
+		return ns
+	}
+	if tag == "" {
+		tag = string(kind)
+	}
+	return append(ns, apollo.Notification{
+		Kind: kind, Alert: en.Alert, Channels: en.Channels, At: now,
+		DedupKey: en.Rule + ":" + tag + ":" + strconv.FormatInt(en.FirstTs, 10) + ":" + en.Group,
+	})
+}
+
+func (e *Engine) silencedNow(a *apollo.Alert, now time.Time) bool {
+	if (*e.silences.Load()).silenced(a, now) {
+		e.st.silenced.Add(1)
+		return true
+	}
+	return false
+}
+
+// emit queues the notifications without waiting (a full queue drops
+// them, visibly), wakes the group timer and tells subscribers.
+func (e *Engine) emit(out *eventOut) {
+	for _, n := range out.notes {
+		select {
+		case e.queue <- n:
+		default:
+			e.st.dropped.Add(1)
+			if ok, sup := e.warnLg.allow("queue", e.clock.Now()); ok {
+				e.log.Error("alert: event notification dropped: the delivery queue is full",
+					"rule", n.Alert.Rule, "tenant", n.Alert.Tenant, "queueLen", e.opts.QueueLen, "suppressed", sup)
+			}
+		}
+	}
+	if out.opened {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+	if len(out.changed) > 0 {
+		e.dirty.Store(true)
+		e.publish(out.changed)
+	}
+}
+
+// runEvents delivers queued event notifications and closes groups when
+// their window ends. On stop it delivers what is still queued.
+func (e *Engine) runEvents(ctx context.Context, stop chan struct{}) {
+	timer := e.clock.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	rearm := true
+	for {
+		if rearm {
+			e.armGroupTimer(timer)
+			rearm = false
+		}
+		select {
+		case n := <-e.queue:
+			e.deliver([]apollo.Notification{n})
+		case <-e.wake:
+			rearm = true
+		case <-timer.C():
+			e.closeDue(e.clock.Now())
+			rearm = true
+		case <-ctx.Done():
+			e.drainQueue()
+			return
+		case <-stop:
+			e.drainQueue()
+			return
+		}
+	}
+}
+
+func (e *Engine) drainQueue() {
+	for {
+		select {
+		case n := <-e.queue:
+			e.deliver([]apollo.Notification{n})
+		default:
+			return
+		}
+	}
+}
+
+// armGroupTimer sets timer to the earliest end of an open group, or stops
+// it when none is open.
+func (e *Engine) armGroupTimer(timer apollo.Timer) {
+	var next time.Time
+	e.emu.Lock()
+	for _, en := range e.groups {
+		if next.IsZero() || en.GroupEnds.Before(next) {
+			next = en.GroupEnds
+		}
+	}
+	e.emu.Unlock()
+	if next.IsZero() {
+		timer.Stop()
+		return
+	}
+	timer.Reset(max(next.Sub(e.clock.Now()), 0))
+}
+
+// closeDue closes every group whose window ended by now.
+func (e *Engine) closeDue(now time.Time) {
+	var out eventOut
+	e.emu.Lock()
+	for k, en := range e.groups {
+		if !now.Before(en.GroupEnds) {
+			e.closeGroup(k, en, now, &out)
+		}
+	}
+	e.emu.Unlock()
+	e.emit(&out)
+}
+
+// top returns up to n names with the highest counts, ties by name.
+func top(counts map[string]int64, n int) []string {
+	names := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
+	})
+	return names[:min(n, len(names))]
+}
+
+func cloneNames(m map[string]int64) map[string]int64 { return maps.Clone(m) }
+
+// onText is an event rule's condition as alerts show it.
+func onText(r *rules.Rule) string {
+	if len(r.On) == 0 {
+		return ""
+	}
+	names := make([]string, len(r.On))
+	for i, s := range r.On {
+		names[i] = s.String()
+	}
+	return "on " + strings.Join(names, ", ")
+}
+
+// selfRuleEntry is the built-in event rule behind one SelfAlert name.
+type selfRuleEntry struct{ rule *rules.Rule }
+
+// selfPrefix starts the rule names of self-alerts; user rule names cannot
+// hold a colon, so the two never meet.
+const selfPrefix = "apollo:"
+
+func isSelf(rule string) bool { return strings.HasPrefix(rule, selfPrefix) }
+
+// SelfAlert raises an alert about Apollo-11 itself (events refused
+// because the holding area is full, a component down) in the default
+// tenant, to Options.SelfChannels. Calls with the same name within
+// SelfGroupWindow fold like an event rule's matches: the first is sent at
+// once, the rest in one follow-up with their count. It is as cheap as
+// Apply, so the bus may call it for every refused event.
+func (e *Engine) SelfAlert(name string, sev apollo.Severity, summary string) {
+	now := e.clock.Now()
+	var out eventOut
+	e.emu.Lock()
+	sr := e.selfRule[name]
+	if sr == nil || sr.rule.Severity != sev {
+		sr = &selfRuleEntry{rule: &rules.Rule{Name: selfPrefix + name, Prefix: "apollo", Severity: cmp.Or(sev, apollo.SeverityCritical),
+			Notify: e.opts.SelfChannels, GroupWindow: SelfGroupWindow}}
+		e.selfRule[name] = sr
+	}
+	e.match("", sr.rule, &matchInfo{job: name, summary: cmp.Or(summary, name)}, now, &out)
+	e.emu.Unlock()
+	e.emit(&out)
+}

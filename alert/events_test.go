@@ -1,0 +1,191 @@
+package alert_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/alert/alerttest"
+)
+
+const wait = 10 * time.Second // real time: a safety net for channel waits
+
+// 300 failures of batch_ jobs within one minute make two messages: the
+// first failure at once, and one follow-up at the end of the group window
+// with the other 299 and the jobs that failed most (seed 2.4).
+func TestStormOfFailuresIsTwoMessages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `RULE storm task_prefix: "batch_" ON: failed, timeout NOTIFY: dingtalk`, newTable(), nil)
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		job := fmt.Sprintf("batch_%d", i%10)
+		if i%10 < 3 {
+			job = "batch_hot" // 90 of the 300
+		}
+		c := finish(nil, "", job, fmt.Sprintf("run-%d", i), apollo.StatusFailed, f.clock.Now().UnixMilli(), 100)
+		f.eng.Apply(&c)
+		if i == 0 {
+			n := f.sink.Wait(t, wait) // at once, before the rest arrive
+			if n.Kind != firing || n.Alert.Count != 1 || !strings.Contains(n.Alert.Summary, "failed") {
+				t.Fatalf("first message %+v", n)
+			}
+		}
+		f.clock.Advance(190 * time.Millisecond) // 300 events in 57 s
+	}
+	// The group timer and the evaluation ticker are armed.
+	if !f.clock.BlockUntil(2, wait) {
+		t.Fatal("the group timer was not armed")
+	}
+	a := f.only("", apollo.AlertFiring)
+	if a.Count != 300 || a.TopNames[0] != "batch_hot" {
+		t.Fatalf("open group %+v", a)
+	}
+	f.clock.Advance(3 * time.Second) // past one minute after the first
+	n := f.sink.Wait(t, wait)
+	if n.Kind != storm || n.Alert.Count != 299 || n.Alert.TopNames[0] != "batch_hot" || len(n.Alert.TopNames) != 5 {
+		t.Fatalf("follow-up %+v", n)
+	}
+	if !strings.HasPrefix(n.Alert.Summary, "299 more after the first within 1m (300 in all): batch_hot") {
+		t.Errorf("follow-up summary %q", n.Alert.Summary)
+	}
+	f.eng.Stop()
+	if got := len(f.sink.Notes()); got != 2 {
+		t.Fatalf("%d messages, want 2: %v", got, kinds(f.sink.Notes()))
+	}
+	if a := f.only("", apollo.AlertResolved); a.Count != 300 {
+		t.Fatalf("closed group %+v", a)
+	}
+}
+
+// A match after the group window is a new group, told at once; a change
+// that keeps the status, another status, another prefix or another
+// tenant is no match.
+func TestEventRuleMatching(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `RULE ev task_prefix: "etl_" ON: failed GROUP_WINDOW: 10s NOTIFY: ops`, newTable(), nil)
+	f.eng.SetRules("b", parse(t, `RULE ev task_prefix: "etl_" ON: timeout NOTIFY: ops`))
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	now := f.clock.Now().UnixMilli()
+	skip := []apollo.Change{
+		finish(nil, "", "etl_a", "x1", apollo.StatusSuccess, now, 1),
+		finish(nil, "", "batch_a", "x2", apollo.StatusFailed, now, 1),
+		finish(nil, "b", "etl_a", "x3", apollo.StatusFailed, now, 1),
+	}
+	same := finish(nil, "", "etl_a", "x4", apollo.StatusFailed, now, 1)
+	same.Prev.Status = apollo.StatusFailed // a correction that keeps the status
+	for _, c := range append(skip, same) {
+		f.eng.Apply(&c)
+	}
+	c := finish(nil, "", "etl_a", "x5", apollo.StatusFailed, now, 1)
+	f.eng.Apply(&c)
+	if n := f.sink.Wait(t, wait); n.Alert.Count != 1 || !strings.Contains(n.Alert.Summary, "etl_a failed (run x5)") {
+		t.Fatalf("first match %+v", n.Alert)
+	}
+	f.clock.Advance(11 * time.Second)
+	c = finish(nil, "", "etl_b", "x6", apollo.StatusFailed, f.clock.Now().UnixMilli(), 1)
+	f.eng.Apply(&c)
+	if n := f.sink.Wait(t, wait); n.Kind != firing || n.Alert.TopNames[0] != "etl_b" {
+		t.Fatalf("a match after the window %+v", n)
+	}
+	c = finish(nil, "b", "etl_c", "x7", apollo.StatusTimeout, f.clock.Now().UnixMilli(), 1)
+	f.eng.Apply(&c)
+	if n := f.sink.Wait(t, wait); n.Alert.Tenant != "b" || n.Alert.Group != "etl_" {
+		t.Fatalf("tenant b %+v", n)
+	}
+	f.eng.Stop()
+	if got := len(f.sink.Notes()); got != 3 {
+		t.Fatalf("%d messages: %v", got, kinds(f.sink.Notes()))
+	}
+	if len(f.eng.Alerts("b", "")) != 1 || len(f.eng.Alerts("", "")) != 2 {
+		t.Fatalf("alerts a %+v b %+v", f.eng.Alerts("", ""), f.eng.Alerts("b", ""))
+	}
+}
+
+// Two engines sharing one memory lock send each notification once.
+func TestMemoryLockerConformance(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	shared := alert.NewMemoryLocker(clock)
+	alerttest.RunLocker(t, alerttest.LockerHarness{
+		New:    func(*testing.T) alert.Locker { return shared },
+		Elapse: func(_ *testing.T, d time.Duration) { clock.Advance(d) },
+		Clock:  clock,
+	})
+}
+
+func TestStateStoreConformance(t *testing.T) {
+	t.Parallel()
+	t.Run("Memory", func(t *testing.T) {
+		alerttest.RunStateStore(t, func(*testing.T) alert.StateStore { return alert.NewMemoryState() })
+	})
+	t.Run("File", func(t *testing.T) {
+		alerttest.RunStateStore(t, func(t *testing.T) alert.StateStore {
+			return alert.NewFileState(t.TempDir() + "/alerts.json")
+		})
+	})
+}
+
+// SelfAlert folds like an event rule: one message at once, one follow-up.
+func TestSelfAlert(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, ``, newTable(), func(o *alert.Options) { o.SelfChannels = []string{"ops"} })
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		f.eng.SelfAlert("holding_full", apollo.SeverityCritical, "the holding area is full; events are refused")
+	}
+	n := f.sink.Wait(t, wait)
+	if n.Kind != apollo.NotifySelf || n.Alert.Severity != apollo.SeverityCritical || n.Alert.Rule != "apollo:holding_full" {
+		t.Fatalf("self alert %+v", n)
+	}
+	if !f.clock.BlockUntil(2, wait) {
+		t.Fatal("group timer not armed")
+	}
+	f.clock.Advance(alert.SelfGroupWindow)
+	if n := f.sink.Wait(t, wait); n.Kind != apollo.NotifySelf || n.Alert.Count != 2 {
+		t.Fatalf("follow-up %+v", n)
+	}
+}
+
+// Subscribers see every change; one that falls behind is dropped.
+func TestSubscribe(t *testing.T) {
+	t.Parallel()
+	tb := newTable()
+	f := newFixture(t, `RULE r task_prefix: "j" BY: name THRESHOLD: failed > 0 DURATION: 10s`, tb, nil)
+	ch, cancel := f.eng.Subscribe()
+	slow, _ := f.eng.Subscribe()
+	tb.set("j1", failing(1, 1))
+	f.eval(0)
+	f.eval(10 * time.Second)
+	var states []apollo.AlertState
+	for range 2 {
+		states = append(states, (<-ch).State)
+	}
+	if !slices.Equal(states, []apollo.AlertState{apollo.AlertPending, apollo.AlertFiring}) {
+		t.Fatalf("changes %v", states)
+	}
+	cancel()
+	if _, ok := <-ch; ok {
+		t.Fatal("the channel is open after cancel")
+	}
+	for i := range alert.SubscriberBuffer {
+		tb.set(fmt.Sprintf("j%d", i+2), failing(1, 1))
+	}
+	f.eval(10 * time.Second) // SubscriberBuffer new pending alerts: the slow reader overflows
+	n := 0
+	for range slow {
+		n++
+	}
+	if n != alert.SubscriberBuffer {
+		t.Fatalf("the slow subscriber got %d changes before it was dropped, want %d", n, alert.SubscriberBuffer)
+	}
+}

@@ -1,0 +1,161 @@
+package alert
+
+import (
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// missedEvaluations is how many Intervals may pass between two
+// evaluations of a pending alert before its DURATION starts again: the
+// condition must hold on every evaluation, and one that did not happen
+// (the process was down, a table failed) proves nothing.
+const missedEvaluations = 3
+
+// step moves one group of a rate rule by one evaluation (docs/rules.md):
+// inactive → pending when cond is true; pending → firing once cond has
+// held on every evaluation for DURATION, and back to inactive on one
+// false evaluation; firing → resolved once cond has been false for KEEP.
+func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, en *entry, cond bool) {
+	if en == nil {
+		if !cond {
+			return
+		}
+		en = c.open(tr, rs, rr, group)
+	}
+	gap := !en.LastEval.IsZero() && c.now.Sub(en.LastEval) > missedEvaluations*c.e.opts.Interval
+	en.LastEval, en.seen = c.now, c.n
+	// A rule edited under the same name takes its alerts along.
+	en.Severity, en.Labels, en.Channels = rr.Severity, rr.Labels, rr.Notify
+	if cond {
+		// The summary follows the value; formatting it only when the
+		// value moved keeps a cycle over thousands of firing alerts cheap.
+		if v := rr.Expr.Observe(&c.v); v != en.Value || en.Summary == "" || en.Expr != rr.expr {
+			en.Value, en.Expr = v, rr.expr
+			en.Summary = describe(rr, group, v)
+		}
+		en.FalseSince = time.Time{}
+	}
+	switch en.State {
+	case apollo.AlertPending:
+		if !cond {
+			c.drop(tr, rs, en)
+			return
+		}
+		if gap {
+			en.StartedAt = c.now
+		}
+		if c.now.Sub(en.StartedAt) >= rr.Duration {
+			c.fire(en, rr)
+		}
+	case apollo.AlertFiring:
+		if cond {
+			c.remind(en, rr)
+			return
+		}
+		if en.FalseSince.IsZero() {
+			en.FalseSince = c.now
+		}
+		if c.now.Sub(en.FalseSince) >= rr.Keep {
+			c.resolve(tr, rs, en, "")
+		}
+	}
+}
+
+// open starts a new episode: a new alert ID, pending.
+func (c *cycle) open(tr *tenantRate, rs *ruleState, rr *rateRule, group string) *entry {
+	en := &entry{StoredAlert: StoredAlert{Alert: apollo.Alert{
+		ID: newID(), Tenant: tr.tenant, Rule: rr.Name, Group: group, State: apollo.AlertPending,
+		Severity: rr.Severity, Labels: rr.Labels, Channels: rr.Notify, StartedAt: c.now,
+	}}}
+	rs.groups[group] = en
+	tr.byID[en.ID] = en
+	c.changed = append(c.changed, en.Alert)
+	return en
+}
+
+func (c *cycle) fire(en *entry, rr *rateRule) {
+	en.State, en.FiredAt = apollo.AlertFiring, c.now
+	c.changed = append(c.changed, en.Alert)
+	c.notifyFiring(en)
+}
+
+// notifyFiring sends the firing notification unless a silence holds it
+// back; then the next evaluation tries again, so an alert that outlives
+// its silence is still told.
+func (c *cycle) notifyFiring(en *entry) {
+	if c.heldBack(en) {
+		return
+	}
+	en.FiringSent, en.LastSentAt = true, c.now
+	c.send(en, apollo.NotifyFiring)
+}
+
+// remind handles a firing alert whose condition still holds: a firing
+// notification a silence held back, or a repeat if nobody acknowledged.
+func (c *cycle) remind(en *entry, rr *rateRule) {
+	if !en.FiringSent {
+		c.notifyFiring(en)
+		return
+	}
+	repeat := c.e.opts.RepeatInterval
+	if repeat <= 0 || en.AckedBy != "" || len(en.Channels) == 0 || c.now.Sub(en.LastSentAt) < repeat {
+		return
+	}
+	if c.heldBack(en) {
+		return
+	}
+	en.LastSentAt = c.now
+	c.send(en, apollo.NotifyRepeat)
+}
+
+// resolve ends an episode. The resolution is notified once, and only if
+// the firing was: people are told an alert is over only if they were told
+// it began. reason, when set, is added to the summary (rule removed).
+func (c *cycle) resolve(tr *tenantRate, rs *ruleState, en *entry, reason string) {
+	delete(rs.groups, en.Group)
+	delete(tr.byID, en.ID)
+	en.State, en.ResolvedAt = apollo.AlertResolved, c.now
+	if reason != "" {
+		en.Summary += " (" + reason + ")"
+	}
+	if en.FiringSent && !en.ResolvedSent && !c.heldBack(en) {
+		en.ResolvedSent = true
+		c.send(en, apollo.NotifyResolved)
+	}
+	c.changed = append(c.changed, en.Alert)
+	c.e.remember(en.Alert)
+}
+
+// drop ends a pending episode that did not last: it goes back to
+// inactive, and is forgotten.
+func (c *cycle) drop(tr *tenantRate, rs *ruleState, en *entry) {
+	delete(rs.groups, en.Group)
+	delete(tr.byID, en.ID)
+	en.State = apollo.AlertInactive
+	c.changed = append(c.changed, en.Alert)
+}
+
+// heldBack reports whether a silence holds en's notifications, and counts
+// it.
+func (c *cycle) heldBack(en *entry) bool {
+	if c.silences.silenced(&en.Alert, c.now) {
+		c.e.st.silenced.Add(1)
+		return true
+	}
+	return false
+}
+
+// send queues a notification of en for delivery after the cycle. An
+// alert without channels is only shown, never sent.
+func (c *cycle) send(en *entry, kind apollo.NotificationKind) {
+	if len(en.Channels) == 0 {
+		return
+	}
+	c.notes = append(c.notes, apollo.Notification{
+		Kind: kind, Alert: en.Alert, Channels: en.Channels, At: c.now,
+		// The same for every engine evaluating the same rule, so that
+		// the dedup lock lets only one of them send (seed 3.4).
+		DedupKey: en.Rule + ":" + string(kind) + ":" + en.Group,
+	})
+}

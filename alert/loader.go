@@ -1,0 +1,213 @@
+package alert
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// DefaultPollEvery is how often a Loader looks at its file.
+const DefaultPollEvery = 2 * time.Second
+
+// LoaderOptions configure a Loader. Path and OnLoad are required.
+type LoaderOptions struct {
+	Path   string
+	Clock  apollo.Clock // default apollo.SystemClock
+	Logger *slog.Logger // default slog.Default()
+	Every  time.Duration
+	// KnownChannel checks NOTIFY names against the configured channels;
+	// nil accepts any name.
+	KnownChannel func(name string) bool
+	// OnLoad receives every good version of the file, e.g.
+	// engine.SetRulesSource("", rs, src).
+	OnLoad func(rs []*rules.Rule, src []byte)
+}
+
+// Loader reads a rules file, and again whenever its modification time or
+// size changes (polled on the clock) or Reload is called (SIGHUP). A
+// version with any error is refused as a whole and logged with every
+// problem; the rules loaded before keep running.
+type Loader struct {
+	opts LoaderOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex // serializes loads and writes
+	seen    fileStamp  // the version last looked at, good or bad
+	applied []byte     // the text last handed to OnLoad
+
+	runMu   sync.Mutex
+	running bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// NewLoader checks opts; it does not read the file (Load does).
+func NewLoader(opts LoaderOptions) (*Loader, error) {
+	opts.Clock = cmp.Or[apollo.Clock](opts.Clock, apollo.SystemClock)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	opts.Every = cmp.Or(opts.Every, DefaultPollEvery)
+	switch {
+	case opts.Path == "":
+		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules", Message: "no rules file", Hint: "give the path of a rules file (docs/rules.md)"}
+	case opts.OnLoad == nil:
+		return nil, errors.New("alert: loader: OnLoad is nil; pass a function that sets the engine's rules")
+	case opts.Every < 100*time.Millisecond:
+		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules.every", Message: fmt.Sprintf("%v is below 100ms", opts.Every), Hint: "leave it unset for 2s"}
+	}
+	return &Loader{opts: opts, log: opts.Logger.With("component", "alert", "file", opts.Path)}, nil
+}
+
+// Load reads the file now and hands it to OnLoad if it is good and
+// differs from what was handed last. It returns the file's problems (a
+// rules.ErrorList) or the I/O error; the caller decides whether a bad file
+// at start-up is fatal.
+func (l *Loader) Load() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := stamp(l.opts.Path)
+	if err != nil {
+		return fmt.Errorf("alert: rules: %w", err)
+	}
+	l.seen = st
+	return l.loadLocked()
+}
+
+// Reload is Load for SIGHUP: problems are logged, not returned.
+func (l *Loader) Reload() { _ = l.Load() }
+
+func (l *Loader) loadLocked() error {
+	src, err := os.ReadFile(l.opts.Path)
+	if err != nil {
+		l.log.Error("alert: cannot read the rules file; the old rules keep running", "err", err)
+		return fmt.Errorf("alert: rules: %w", err)
+	}
+	rs, err := l.check(src)
+	if err != nil {
+		l.log.Error("alert: rules file refused; the old rules keep running", "problems", err.Error())
+		return err
+	}
+	if l.applied != nil && bytes.Equal(src, l.applied) {
+		return nil
+	}
+	l.applied = src
+	l.opts.OnLoad(rs, src)
+	l.log.Info("alert: rules loaded", "rules", len(rs))
+	return nil
+}
+
+func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
+	rs, err := rules.Parse(l.opts.Path, src)
+	if err != nil {
+		return nil, err
+	}
+	if l.opts.KnownChannel != nil {
+		if err := rules.CheckChannels(rs, l.opts.KnownChannel); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
+}
+
+// Write checks src and replaces the file with it atomically, as the API
+// does after an accepted PUT of the rules. The caller has applied the
+// rules already, so OnLoad is not called, and the next poll does not load
+// the file again.
+func (l *Loader) Write(src []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.check(src); err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(l.opts.Path, src, 0o644); err != nil {
+		return fmt.Errorf("alert: write rules: %w", err)
+	}
+	l.applied = bytes.Clone(src)
+	if st, err := stamp(l.opts.Path); err == nil {
+		l.seen = st
+	}
+	return nil
+}
+
+// poll loads the file if it changed since it was last looked at.
+func (l *Loader) poll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := stamp(l.opts.Path)
+	if err != nil {
+		if l.seen != (fileStamp{}) { // say it once, not every poll
+			l.log.Error("alert: cannot read the rules file; the old rules keep running", "err", err)
+		}
+		l.seen = fileStamp{}
+		return
+	}
+	if st == l.seen {
+		return
+	}
+	l.seen = st
+	_ = l.loadLocked()
+}
+
+func stamp(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
+}
+
+// Start polls the file every Every on the clock until Stop or ctx ends.
+// It does not load the file first: call Load for that.
+func (l *Loader) Start(ctx context.Context) error {
+	l.runMu.Lock()
+	defer l.runMu.Unlock()
+	if l.running {
+		return errors.New("alert: loader: already started")
+	}
+	l.running = true
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	tick := l.opts.Clock.NewTicker(l.opts.Every)
+	go func(stop, done chan struct{}) {
+		defer close(done)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			case <-tick.C():
+				l.poll()
+			}
+		}
+	}(l.stop, l.done)
+	return nil
+}
+
+// Stop ends polling and waits for it. It may be called any number of
+// times.
+func (l *Loader) Stop() {
+	l.runMu.Lock()
+	defer l.runMu.Unlock()
+	if !l.running {
+		return
+	}
+	l.running = false
+	close(l.stop)
+	<-l.done
+}

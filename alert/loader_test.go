@@ -1,0 +1,134 @@
+package alert_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// logs is a slog handler that hands every record's message and
+// attributes to a channel, so a test can wait for a log line.
+type logs chan string
+
+func (l logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l logs) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	select {
+	case l <- b.String():
+	default:
+	}
+	return nil
+}
+func (l logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logs) WithGroup(string) slog.Handler      { return l }
+
+func (l logs) waitFor(t *testing.T, part string) string {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case s := <-l:
+			if strings.Contains(s, part) {
+				return s
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %q", part)
+		}
+	}
+}
+
+// The loader hands every good version of the file on; a bad version is
+// refused with its problems logged, and the rules before it stay.
+func TestLoaderKeepsOldRulesOnABadFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.txt")
+	write := func(src string, mod time.Time) {
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(path, mod, mod) // a new modification time, however fast the test runs
+	}
+	write(`RULE a task_prefix: "a_" THRESHOLD: failed > 0 NOTIFY: ops`, t0)
+	clock := apollo.NewFakeClock(t0)
+	loaded := make(chan []*rules.Rule, 10)
+	lg := make(logs, 100)
+	l, err := alert.NewLoader(alert.LoaderOptions{Path: path, Clock: clock, Logger: slog.New(lg),
+		KnownChannel: func(name string) bool { return name == "ops" },
+		OnLoad:       func(rs []*rules.Rule, src []byte) { loaded <- rs }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if rs := <-loaded; len(rs) != 1 || rs[0].Name != "a" {
+		t.Fatalf("loaded %v", rs)
+	}
+	if err := l.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop()
+
+	write(`RULE a task_prefix: "a_" THRESHOLD: failed > 0 NOTIFY: opz`, t0.Add(time.Second))
+	clock.Advance(alert.DefaultPollEvery)
+	line := lg.waitFor(t, "rules file refused")
+	if !strings.Contains(line, `1:56: rule a notifies unknown channel "opz"`) {
+		t.Errorf("the log does not name the problem: %s", line)
+	}
+	write(`RULE a task_prefix: "a_" WINDOW: 15s THRESHOLD: failed > 0`, t0.Add(2*time.Second))
+	clock.Advance(alert.DefaultPollEvery)
+	lg.waitFor(t, "not a multiple of 10s")
+
+	write(`RULE b task_prefix: "b_" ON: failed NOTIFY: ops`, t0.Add(3*time.Second))
+	clock.Advance(alert.DefaultPollEvery)
+	select {
+	case rs := <-loaded:
+		if len(rs) != 1 || rs[0].Name != "b" {
+			t.Fatalf("loaded %v", rs)
+		}
+	case <-time.After(wait):
+		t.Fatal("the fixed file was not loaded")
+	}
+	// Write replaces the file without calling OnLoad: the caller applied
+	// the rules already, and reading the file again (a poll, SIGHUP) does
+	// not apply them a second time.
+	if err := l.Write([]byte(`RULE c task_prefix: "c_" ON: failed`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write([]byte(`RULE c task_prefix: "c_" ON: faild`)); err == nil {
+		t.Fatal("Write took a bad file")
+	}
+	l.Reload()
+	select {
+	case rs := <-loaded:
+		t.Fatalf("loaded %v after Write", rs)
+	default:
+	}
+	if b, _ := os.ReadFile(path); string(b) != `RULE c task_prefix: "c_" ON: failed` {
+		t.Fatalf("file %q", b)
+	}
+}
+
+func TestLoaderOptions(t *testing.T) {
+	t.Parallel()
+	if _, err := alert.NewLoader(alert.LoaderOptions{OnLoad: func([]*rules.Rule, []byte) {}}); apollo.ErrorCode(err) != apollo.EINVALID {
+		t.Errorf("no path: %v", err)
+	}
+	if _, err := alert.NewLoader(alert.LoaderOptions{Path: "x"}); err == nil {
+		t.Error("no OnLoad accepted")
+	}
+	l, _ := alert.NewLoader(alert.LoaderOptions{Path: filepath.Join(t.TempDir(), "missing"), OnLoad: func([]*rules.Rule, []byte) {}, Logger: quiet})
+	if err := l.Load(); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+}

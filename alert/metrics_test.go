@@ -1,0 +1,91 @@
+package alert_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Over real metrics: "count == 0" catches a job that stopped running
+// (it ran two hours ago, so it still has a row in the table), for the
+// prefix as a whole and per job with BY: name; a rate over a job that did
+// not run is undefined and does not fire.
+func TestCountZeroCatchesAStoppedJob(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	agg := newAggregator(t, clock)
+	now := t0.UnixMilli()
+	finish(agg, "", "export_hourly", "h1", apollo.StatusSuccess, now-2*3600_000, 5000)
+	finish(agg, "", "export_daily", "d1", apollo.StatusSuccess, now-10*60_000, 5000)
+	finish(agg, "", "export_flaky", "f1", apollo.StatusFailed, now-5*60_000, 5000)
+	f := newFixture(t, `
+RULE hourly_export_silent task_prefix: "export_hourly" WINDOW: 70m THRESHOLD: count == 0 NOTIFY: email
+RULE export_silent task_prefix: "export_" BY: name WINDOW: 70m THRESHOLD: count == 0 NOTIFY: email
+RULE export_unhealthy task_prefix: "export_" BY: name WINDOW: 70m THRESHOLD: success_rate < 90% NOTIFY: email
+`, agg, nil)
+	f.clock = clock
+	f.eval(0)
+	got := map[string]string{}
+	for _, a := range f.eng.Alerts("", apollo.AlertFiring) {
+		got[a.Rule] += a.Group + ";"
+	}
+	want := map[string]string{
+		"hourly_export_silent": "export_hourly;",
+		"export_silent":        "export_hourly;",
+		"export_unhealthy":     "export_flaky;", // not export_hourly: no run, no rate
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("firing %v\nwant   %v", got, want)
+	}
+	// The export runs again: the alerts resolve.
+	finish(agg, "", "export_hourly", "h2", apollo.StatusSuccess, clock.Now().UnixMilli(), 5000)
+	f.eval(10 * time.Second)
+	for _, a := range f.eng.Alerts("", apollo.AlertResolved) {
+		if a.Group != "export_hourly" {
+			t.Errorf("resolved %s/%s", a.Rule, a.Group)
+		}
+	}
+	if n := len(f.eng.Alerts("", apollo.AlertResolved)); n != 2 {
+		t.Fatalf("%d resolved, want 2", n)
+	}
+}
+
+// pct_change compares a window with the one of the same length just
+// before it: reports that take 2.5 times as long fire, steady ones and
+// ones with no previous window do not.
+func TestPctChangeSlowdown(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	agg := newAggregator(t, clock)
+	now := t0.UnixMilli()
+	for i := range 4 {
+		ts := int64(i) * 60_000
+		finish(agg, "", "report_sales", fmt.Sprint("p", i), apollo.StatusSuccess, now-45*60_000+ts, 20_000)
+		finish(agg, "", "report_sales", fmt.Sprint("c", i), apollo.StatusSuccess, now-15*60_000+ts, 50_000)
+		finish(agg, "", "report_hr", fmt.Sprint("hp", i), apollo.StatusSuccess, now-45*60_000+ts, 40_000)
+		finish(agg, "", "report_hr", fmt.Sprint("hc", i), apollo.StatusSuccess, now-15*60_000+ts, 41_000)
+		finish(agg, "", "report_new", fmt.Sprint("n", i), apollo.StatusSuccess, now-15*60_000+ts, 90_000)
+	}
+	f := newFixture(t, `RULE reports_slower task_prefix: "report_" BY: name WINDOW: 30m
+  THRESHOLD: pct_change(avg_cost) > 100% and avg_cost > 30s NOTIFY: slack`, agg, nil)
+	f.clock = clock
+	f.eval(0)
+	ns := f.expectSent(firing)
+	a := ns[0].Alert
+	if a.Group != "report_sales" || a.Value != 1.5 {
+		t.Fatalf("fired %+v", a)
+	}
+	if want := "pct_change(avg_cost) +150% > 100% and avg_cost > 30s for report_sales over 30m"; a.Summary != want {
+		t.Errorf("summary %q\nwant      %q", a.Summary, want)
+	}
+	// The prefix as a whole: (20+40)/2 = 30s before, (50+41+90)/3 = 60.3s now.
+	f.eng.SetRules("", parse(t, `RULE all_reports task_prefix: "report_" WINDOW: 30m THRESHOLD: pct_change(avg_cost) > 100% NOTIFY: slack`))
+	f.eval(10 * time.Second)
+	ns = f.expectSent(firing, resolved) // the new rule is evaluated, then the old one's alert resolves
+	if a := ns[0].Alert; a.Group != "report_" || !strings.HasPrefix(a.Summary, "pct_change(avg_cost) +101% > 100% for report_* over 30m") {
+		t.Fatalf("prefix alert %+v", a)
+	}
+}

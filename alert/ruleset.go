@@ -1,0 +1,132 @@
+package alert
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// ruleSet is one tenant's rules prepared for evaluation and for Apply. It
+// is replaced, never modified, so Apply reads it without a lock.
+type ruleSet struct {
+	tenant string
+	rules  []*rules.Rule
+	source []byte // the file text the rules came from; nil if unknown
+
+	rate      []rateRule
+	rateNames map[string]bool
+	windows   []windowKey // the distinct tables a cycle fetches
+	// byStatus lists the event rules watching each status.
+	byStatus [statusSlots][]*rules.Rule
+	nEvent   int
+}
+
+// statusSlots bounds apollo.Status values used as indexes; larger ones
+// are never watched.
+const statusSlots = 8
+
+// windowKey is one metrics table: a window, shifted by offset for
+// pct_change.
+type windowKey struct{ window, offset time.Duration }
+
+// rateRule is a THRESHOLD rule with what a cycle needs precomputed.
+type rateRule struct {
+	*rules.Rule
+	expr      string // canonical condition, shown on alerts
+	cur, prev int    // indexes into ruleSet.windows; prev is -1 without pct_change
+}
+
+func newRuleSet(tenant string, rs []*rules.Rule, src []byte) *ruleSet {
+	set := &ruleSet{tenant: tenant, source: slices.Clone(src), rateNames: map[string]bool{}}
+	slot := map[windowKey]int{}
+	table := func(k windowKey) int {
+		i, ok := slot[k]
+		if !ok {
+			i = len(set.windows)
+			slot[k] = i
+			set.windows = append(set.windows, k)
+		}
+		return i
+	}
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		set.rules = append(set.rules, r)
+		if r.IsEvent() {
+			set.nEvent++
+			for _, st := range r.On {
+				if int(st) < statusSlots && !slices.Contains(set.byStatus[st], r) {
+					set.byStatus[st] = append(set.byStatus[st], r)
+				}
+			}
+			continue
+		}
+		rr := rateRule{Rule: r, expr: r.Expr.String(), prev: -1}
+		rr.cur = table(windowKey{window: r.Window})
+		if r.Expr.UsesPrevious() {
+			rr.prev = table(windowKey{window: r.Window, offset: r.Window})
+		}
+		set.rate = append(set.rate, rr)
+		set.rateNames[r.Name] = true
+	}
+	return set
+}
+
+// SetRules replaces the tenant's rules at once. Alerts of rules that are
+// gone, or whose prefix or BY changed, resolve at the next evaluation;
+// alerts of rules that keep their name carry on.
+func (e *Engine) SetRules(tenant string, rs []*rules.Rule) { e.SetRulesSource(tenant, rs, nil) }
+
+// SetRulesSource is SetRules that also keeps the text the rules were
+// parsed from, for RulesSource (the API shows and edits it).
+func (e *Engine) SetRulesSource(tenant string, rs []*rules.Rule, src []byte) {
+	set := newRuleSet(tenant, rs, src)
+	e.setMu.Lock()
+	next := maps.Clone(*e.sets.Load())
+	next[tenant] = set
+	e.sets.Store(&next)
+	e.setMu.Unlock()
+	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent)
+}
+
+// Rules returns the tenant's rules, in file order.
+func (e *Engine) Rules(tenant string) []*rules.Rule {
+	if set := (*e.sets.Load())[tenant]; set != nil {
+		return slices.Clone(set.rules)
+	}
+	return nil
+}
+
+// RulesSource returns the text of the tenant's rules: the file they were
+// set from, or their canonical text when that is unknown.
+func (e *Engine) RulesSource(tenant string) []byte {
+	set := (*e.sets.Load())[tenant]
+	if set == nil {
+		return nil
+	}
+	if set.source != nil {
+		return slices.Clone(set.source)
+	}
+	var b strings.Builder
+	for _, r := range set.rules {
+		b.WriteString(r.String())
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
+}
+
+// eventRulesFor returns the event rules of tenant watching st.
+func (e *Engine) eventRulesFor(tenant string, st apollo.Status) []*rules.Rule {
+	if int(st) >= statusSlots {
+		return nil
+	}
+	if set := (*e.sets.Load())[tenant]; set != nil {
+		return set.byStatus[st]
+	}
+	return nil
+}

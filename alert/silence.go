@@ -1,0 +1,239 @@
+package alert
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Silence stops notifications of the alerts it matches between StartsAt and
+// EndsAt. The alerts still change state and show in the API. Every matcher
+// that is set must match: Rule is a rule name, Prefix a prefix of the
+// alert's group (the rule's prefix, or the job with BY: name), Labels must
+// all be among the alert's labels.
+type Silence struct {
+	ID        string            `json:"id"`
+	Tenant    string            `json:"tenant,omitempty"`
+	Rule      string            `json:"rule,omitempty"`
+	Prefix    string            `json:"prefix,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	StartsAt  time.Time         `json:"startsAt"`
+	EndsAt    time.Time         `json:"endsAt"`
+	CreatedBy string            `json:"createdBy"`
+	CreatedAt time.Time         `json:"createdAt"`
+	Comment   string            `json:"comment"`
+}
+
+// Limits on silences: they bound what one tenant can make the engine hold
+// and check.
+const (
+	MaxSilences      = 1000 // per tenant
+	MaxSilenceLength = 366 * 24 * time.Hour
+	maxCommentBytes  = 1024
+	maxSilenceLabels = 32
+)
+
+// Active reports whether s silences at now.
+func (s *Silence) Active(now time.Time) bool {
+	return !now.Before(s.StartsAt) && now.Before(s.EndsAt)
+}
+
+// Matches reports whether every matcher of s fits a. It does not look at
+// time; see Active.
+func (s *Silence) Matches(a *apollo.Alert) bool {
+	if s.Rule != "" && s.Rule != a.Rule {
+		return false
+	}
+	if s.Prefix != "" && !strings.HasPrefix(a.Group, s.Prefix) {
+		return false
+	}
+	for k, v := range s.Labels {
+		if got, ok := a.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// check fills StartsAt and reports the first thing wrong with s, for the
+// person who wrote it.
+func (s *Silence) check(now time.Time) error {
+	bad := func(field, msg, hint string) error {
+		return &apollo.Error{Code: apollo.EINVALID, Field: field, Message: msg, Hint: hint}
+	}
+	if s.StartsAt.IsZero() {
+		s.StartsAt = now
+	}
+	switch {
+	case s.ID != "" && !validID(s.ID):
+		return bad("id", fmt.Sprintf("%q is not an ID", s.ID), "leave it out: the server makes one")
+	case s.Rule == "" && s.Prefix == "" && len(s.Labels) == 0:
+		return bad("rule", "the silence matches nothing in particular", "give a rule, a prefix or labels: a silence of everything hides real trouble")
+	case len(s.Labels) > maxSilenceLabels:
+		return bad("labels", fmt.Sprintf("%d labels, over the limit of %d", len(s.Labels), maxSilenceLabels), "")
+	case slices.Contains(slices.Collect(maps.Keys(s.Labels)), ""):
+		return bad("labels", "a label has an empty name", "")
+	case s.EndsAt.IsZero():
+		return bad("endsAt", "missing", "give endsAt, or a duration such as 2h")
+	case !s.EndsAt.After(s.StartsAt):
+		return bad("endsAt", fmt.Sprintf("%s is not after startsAt %s", s.EndsAt.Format(time.RFC3339), s.StartsAt.Format(time.RFC3339)), "")
+	case !s.EndsAt.After(now):
+		return bad("endsAt", "the silence would already be over", "give a time in the future")
+	case s.EndsAt.Sub(s.StartsAt) > MaxSilenceLength:
+		return bad("endsAt", fmt.Sprintf("the silence lasts %v, over the limit of a year", s.EndsAt.Sub(s.StartsAt).Round(time.Hour)), "fix the rule instead of silencing it for ever")
+	case strings.TrimSpace(s.Comment) == "":
+		return bad("comment", "missing", "say why, for the people who see the alert later")
+	case len(s.Comment) > maxCommentBytes || !utf8.ValidString(s.Comment):
+		return bad("comment", fmt.Sprintf("not valid UTF-8 text of at most %d bytes", maxCommentBytes), "link to a ticket for the long story")
+	case s.CreatedBy == "":
+		return bad("createdBy", "missing", "say who silences")
+	}
+	return nil
+}
+
+// validID accepts what newID makes and what people type in fixtures: up to
+// 64 bytes of [A-Za-z0-9_.-].
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// silenceSet is every tenant's silences; it is replaced, never modified,
+// so Apply and delivery read it without a lock.
+type silenceSet map[string][]Silence
+
+// silenced reports whether a silence of a's tenant holds a back at now.
+func (ss silenceSet) silenced(a *apollo.Alert, now time.Time) bool {
+	for i := range ss[a.Tenant] {
+		s := &ss[a.Tenant][i]
+		if s.Active(now) && s.Matches(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Silences returns the tenant's silences that have not ended, soonest end
+// first.
+func (e *Engine) Silences(tenant string) []Silence {
+	out := slices.Clone((*e.silences.Load())[tenant])
+	slices.SortFunc(out, func(a, b Silence) int { return cmpSilence(&a, &b) })
+	return out
+}
+
+func cmpSilence(a, b *Silence) int {
+	if c := a.EndsAt.Compare(b.EndsAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// AddSilence checks s and adds it to the tenant's silences. The engine
+// sets Tenant, CreatedAt, StartsAt (when zero: now) and ID (when empty). A
+// silence given with the ID of one that exists replaces it.
+func (e *Engine) AddSilence(tenant string, s Silence) (Silence, error) {
+	now := e.clock.Now()
+	s.Tenant = tenant
+	s.Labels = maps.Clone(s.Labels)
+	if err := s.check(now); err != nil {
+		return Silence{}, err
+	}
+	if s.ID == "" {
+		s.ID = newID()
+	}
+	s.CreatedAt = now
+	err := e.updateSilences(tenant, func(list []Silence) ([]Silence, error) {
+		if i := slices.IndexFunc(list, func(o Silence) bool { return o.ID == s.ID }); i >= 0 {
+			list[i] = s
+			return list, nil
+		}
+		if len(list) >= MaxSilences {
+			return nil, &apollo.Error{Code: apollo.ECONFLICT, Field: "silences",
+				Message: fmt.Sprintf("the tenant has %d silences, the limit", MaxSilences), Hint: "remove silences you no longer need"}
+		}
+		return append(list, s), nil
+	})
+	if err != nil {
+		return Silence{}, err
+	}
+	e.log.Info("alert: silence added", "tenant", tenant, "id", s.ID, "rule", s.Rule, "prefix", s.Prefix,
+		"until", s.EndsAt, "by", s.CreatedBy)
+	e.saveSoon()
+	return s, nil
+}
+
+// RemoveSilence ends a silence now. Alerts it held back are notified at the
+// next evaluation if they still fire.
+func (e *Engine) RemoveSilence(tenant, id string) error {
+	err := e.updateSilences(tenant, func(list []Silence) ([]Silence, error) {
+		i := slices.IndexFunc(list, func(o Silence) bool { return o.ID == id })
+		if i < 0 {
+			return nil, &apollo.Error{Code: apollo.ENOTFOUND, Field: "id", Message: fmt.Sprintf("no silence %q", id),
+				Hint: "list the silences with GET /api/v1/silences"}
+		}
+		return slices.Delete(list, i, i+1), nil
+	})
+	if err != nil {
+		return err
+	}
+	e.log.Info("alert: silence removed", "tenant", tenant, "id", id)
+	e.saveSoon()
+	return nil
+}
+
+// updateSilences replaces the tenant's list with what f makes of a copy.
+func (e *Engine) updateSilences(tenant string, f func([]Silence) ([]Silence, error)) error {
+	e.smu.Lock()
+	defer e.smu.Unlock()
+	old := *e.silences.Load()
+	list, err := f(slices.Clone(old[tenant]))
+	if err != nil {
+		return err
+	}
+	next := maps.Clone(old)
+	if len(list) == 0 {
+		delete(next, tenant)
+	} else {
+		next[tenant] = list
+	}
+	e.silences.Store(&next)
+	return nil
+}
+
+// expireSilences drops the silences that ended before now.
+func (e *Engine) expireSilences(now time.Time) {
+	e.smu.Lock()
+	defer e.smu.Unlock()
+	old := *e.silences.Load()
+	var next silenceSet
+	for tenant, list := range old {
+		if !slices.ContainsFunc(list, func(s Silence) bool { return !now.Before(s.EndsAt) }) {
+			continue
+		}
+		if next == nil {
+			next = maps.Clone(old)
+		}
+		kept := slices.DeleteFunc(slices.Clone(list), func(s Silence) bool { return !now.Before(s.EndsAt) })
+		if len(kept) == 0 {
+			delete(next, tenant)
+		} else {
+			next[tenant] = kept
+		}
+	}
+	if next != nil {
+		e.silences.Store(&next)
+		e.dirty.Store(true)
+	}
+}

@@ -1,0 +1,229 @@
+package alert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// StateStore keeps what the engine must not forget across a restart:
+// alerts with their "notified" marks and acks, and silences. The engine
+// saves the whole State after each cycle that changed something, from one
+// goroutine at a time, and loads it once in Start. alerttest.RunStateStore
+// is the conformance suite.
+type StateStore interface {
+	// Load returns the last saved State; an empty State when nothing was
+	// saved yet.
+	Load(ctx context.Context) (State, error)
+	Save(ctx context.Context, s State) error
+}
+
+// State is the engine's memory, for a StateStore.
+type State struct {
+	Alerts   []StoredAlert `json:"alerts"`
+	Silences []Silence     `json:"silences"`
+}
+
+// StoredAlert is an alert with what the engine needs to carry on with it.
+type StoredAlert struct {
+	apollo.Alert
+	// FiringSent: the firing (or an event rule's first) notification went
+	// out, or another engine holding the dedup lock sent it.
+	FiringSent   bool      `json:"firingSent,omitempty"`
+	ResolvedSent bool      `json:"resolvedSent,omitempty"`
+	LastSentAt   time.Time `json:"lastSentAt,omitzero"` // for RepeatInterval
+	// Rate rules: the last evaluation, and since when the condition has
+	// been false while firing (KEEP).
+	LastEval   time.Time `json:"lastEval,omitzero"`
+	FalseSince time.Time `json:"falseSince,omitzero"`
+	// Event rules: when the group window ends, the first match's event
+	// time (part of the dedup key, the same in every engine), and the
+	// matches per job name.
+	Event     bool             `json:"event,omitempty"`
+	GroupEnds time.Time        `json:"groupEnds,omitzero"`
+	FirstTs   int64            `json:"firstTs,omitempty"`
+	Names     map[string]int64 `json:"names,omitempty"`
+}
+
+// MemoryState is a StateStore in memory: state survives an engine, not
+// the process. Tests use it to restart an engine.
+type MemoryState struct {
+	mu    sync.Mutex
+	saved []byte
+}
+
+var (
+	_ StateStore = (*MemoryState)(nil)
+	_ StateStore = (*FileState)(nil)
+)
+
+// NewMemoryState returns an empty MemoryState.
+func NewMemoryState() *MemoryState { return &MemoryState{} }
+
+// Load implements StateStore.
+func (m *MemoryState) Load(ctx context.Context) (State, error) {
+	m.mu.Lock()
+	saved := m.saved
+	m.mu.Unlock()
+	if saved == nil {
+		return State{}, nil
+	}
+	return decodeState(saved)
+}
+
+// Save implements StateStore. It keeps an encoded copy, so the caller's
+// State may change afterwards, as with any other store.
+func (m *MemoryState) Save(ctx context.Context, s State) error {
+	b, err := encodeState(s)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.saved = b
+	m.mu.Unlock()
+	return nil
+}
+
+// FileState keeps the State in one JSON file, replaced atomically (a
+// temporary file, fsync, rename, fsync of the directory), so a crash
+// leaves the old file or the new one, never a torn one.
+type FileState struct {
+	path string
+}
+
+// NewFileState returns a FileState at path; its directory must exist.
+func NewFileState(path string) *FileState { return &FileState{path: path} }
+
+// stateVersion is the file format; a file of another version is refused
+// rather than misread.
+const stateVersion = 1
+
+type stateFile struct {
+	Version int       `json:"version"`
+	SavedAt time.Time `json:"savedAt,omitzero"`
+	State
+}
+
+func encodeState(s State) ([]byte, error) {
+	b, err := json.Marshal(stateFile{Version: stateVersion, State: s})
+	if err != nil {
+		return nil, fmt.Errorf("alert: encode state: %w", err)
+	}
+	return b, nil
+}
+
+// decodeState reads what encodeState wrote, strictly: an unknown field
+// or another version is an error, not silently lost state.
+func decodeState(b []byte) (State, error) {
+	var f stateFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return State{}, fmt.Errorf("alert: decode state: %w", err)
+	}
+	if dec.More() {
+		return State{}, errors.New("alert: decode state: data after the state object")
+	}
+	if f.Version != stateVersion {
+		return State{}, fmt.Errorf("alert: decode state: version %d, this build reads %d", f.Version, stateVersion)
+	}
+	for i := range f.Alerts {
+		a := &f.Alerts[i]
+		switch {
+		case !validID(a.ID):
+			return State{}, fmt.Errorf("alert: decode state: alerts[%d]: bad id %q", i, a.ID)
+		case !slices.Contains([]apollo.AlertState{apollo.AlertPending, apollo.AlertFiring, apollo.AlertResolved}, a.State):
+			return State{}, fmt.Errorf("alert: decode state: alerts[%d]: bad state %q", i, a.State)
+		}
+	}
+	for i := range f.Silences {
+		if !validID(f.Silences[i].ID) {
+			return State{}, fmt.Errorf("alert: decode state: silences[%d]: bad id %q", i, f.Silences[i].ID)
+		}
+	}
+	return f.State, nil
+}
+
+// Load implements StateStore. A missing file is an empty State.
+func (f *FileState) Load(ctx context.Context) (State, error) {
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{}, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("alert: load state: %w", err)
+	}
+	s, err := decodeState(b)
+	if err != nil {
+		return State{}, fmt.Errorf("%w (file %s; move it away to start with no alert state)", err, f.path)
+	}
+	return s, nil
+}
+
+// Save implements StateStore.
+func (f *FileState) Save(ctx context.Context, s State) error {
+	b, err := encodeState(s)
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(f.path, b, 0o600); err != nil {
+		return fmt.Errorf("alert: save state: %w", err)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces path with data so that a reader or a crash sees
+// the old content or the new, never a part: it writes a temporary file in
+// the same directory, syncs it, renames it over path and syncs the
+// directory. An existing file keeps its permissions; a new one gets perm.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	done = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,45 @@
+package alert
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// FuzzDecodeState: a state file never panics the decoder, and whatever it
+// accepts encodes to a file that decodes to the same state.
+func FuzzDecodeState(f *testing.F) {
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	good, _ := encodeState(State{
+		Alerts: []StoredAlert{
+			{Alert: apollo.Alert{ID: "a1", Rule: "r", Group: "g", State: apollo.AlertFiring, StartedAt: at, Labels: map[string]string{"k": "v"}}, FiringSent: true},
+			{Alert: apollo.Alert{ID: "e1", Rule: "e", State: apollo.AlertFiring}, Event: true, Names: map[string]int64{"x": 3}},
+		},
+		Silences: []Silence{{ID: "s1", Rule: "r", StartsAt: at, EndsAt: at.Add(time.Hour), Comment: "c", CreatedBy: "a"}},
+	})
+	empty, _ := encodeState(State{})
+	for _, s := range [][]byte{good, empty, []byte(`{"version":1}`), []byte(`{"version":1,"alerts":[{"id":"x","state":"resolved","value":1e308}]}`),
+		[]byte(`{"version":1,"alerts":null,"silences":[{"id":"s","labels":{"":""}}]}`), []byte(`[]`), []byte(`{"version":1}{}`)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := decodeState(b)
+		if err != nil {
+			return
+		}
+		enc, err := encodeState(s)
+		if err != nil {
+			t.Fatalf("accepted state does not encode: %v", err)
+		}
+		s2, err := decodeState(enc)
+		if err != nil {
+			t.Fatalf("re-encoded state does not decode: %v\n%s", err, enc)
+		}
+		enc2, _ := encodeState(s2)
+		if !bytes.Equal(enc, enc2) {
+			t.Fatalf("not stable:\n%s\n%s", enc, enc2)
+		}
+	})
+}

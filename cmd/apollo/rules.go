@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/rules"
+)
+
+func newRulesCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rules",
+		Short: "Work with alert rule files",
+	}
+	var (
+		channels []string
+		cfgPath  string
+	)
+	check := &cobra.Command{
+		Use:   "check FILE...",
+		Short: "Check rule files: every problem with its place, or ok and the rule count",
+		Long: `Check alert rule files (docs/rules.md) the way the server will when it loads
+them. Every problem is printed as FILE:LINE:COL: message; hint. With no
+problem it prints "ok: N rules (M rate, K event)". Exit code 0 when every
+file is good, 1 otherwise.
+
+NOTIFY names are checked against channel names when --channels or --config
+gives them; otherwise any name is accepted. --config reads the channel
+names of apollo.yaml without needing its secrets in the environment.`,
+		Example: `  apollo rules check rules.txt
+  apollo rules check --channels dingtalk,email rules.txt
+  apollo rules check --config apollo.yaml rules/*.txt`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			known, err := knownChannels(channels, cfgPath)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if bad := checkRuleFiles(cmd.OutOrStdout(), files, known); bad > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d problem(s) found", bad)}
+			}
+			return nil
+		},
+	}
+	check.Flags().StringSliceVar(&channels, "channels", nil, "channel names NOTIFY may use, comma-separated")
+	check.Flags().StringVar(&cfgPath, "config", "", "read the channel names from this apollo.yaml")
+	cmd.AddCommand(check)
+	return cmd
+}
+
+// knownChannels returns the check for NOTIFY names, or nil when neither
+// flag names any channels.
+func knownChannels(list []string, cfgPath string) (func(string) bool, error) {
+	if len(list) == 0 && cfgPath == "" {
+		return nil, nil
+	}
+	names := slices.Clone(list)
+	if cfgPath != "" {
+		// Secrets are not needed to know channel names: a ${VAR} that is
+		// not set reads as a placeholder.
+		cfg, err := config.Load(cfgPath, func(name string) string {
+			if v := os.Getenv(name); v != "" {
+				return v
+			}
+			return "unset"
+		})
+		if err != nil {
+			return nil, err
+		}
+		for name := range cfg.Channels {
+			names = append(names, name)
+		}
+	}
+	return func(name string) bool { return slices.Contains(names, name) }, nil
+}
+
+// checkRuleFiles prints every problem of every file, or an ok line per
+// good file, and returns the number of problems.
+func checkRuleFiles(out io.Writer, files []string, known func(string) bool) int {
+	bad := 0
+	for _, file := range files {
+		prefix := ""
+		if len(files) > 1 {
+			prefix = file + ": "
+		}
+		src, err := os.ReadFile(file)
+		if err != nil {
+			fmt.Fprintf(out, "%s: cannot read: %v\n", file, unwrapPath(err))
+			bad++
+			continue
+		}
+		rs, err := rules.Parse(file, src)
+		if err == nil && known != nil {
+			err = rules.CheckChannels(rs, known)
+		}
+		var list rules.ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				fmt.Fprintln(out, e.Error())
+			}
+			bad += len(list)
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(out, "%s: %v\n", file, err)
+			bad++
+			continue
+		}
+		event := 0
+		for _, r := range rs {
+			if r.IsEvent() {
+				event++
+			}
+		}
+		fmt.Fprintf(out, "%sok: %d %s (%d rate, %d event)\n", prefix, len(rs), plural(len(rs), "rule"), len(rs)-event, event)
+	}
+	return bad
+}
+
+// unwrapPath drops the path os.ReadFile repeats in its error.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return strings.TrimSuffix(word, "s") + "s"
+}

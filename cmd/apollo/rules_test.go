@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRulesCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.rules", `RULE task_prefix: "batch_" WINDOW: 5m THRESHOLD: failed_rate > 0.05 DURATION: 2m NOTIFY: dingtalk, email
+RULE etl_failed task_prefix: "etl_" ON: failed, timeout NOTIFY: dingtalk
+`)
+	bad := write("bad.rules", `RULE slow task_prefix: "etl_" WINDOW: 15s
+  THRESHOLD: pct_change(avg_cost) > 50% and fail_rate > 1%
+RULE task_prefix: "batch_" ON: failed, timout
+`)
+	cfg := write("apollo.yaml", "channels:\n  dingtalk:\n    type: dingtalk\n    url: ${DING_URL_NOT_SET}\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"good", []string{good}, 0, "ok: 2 rules (1 rate, 1 event)\n"},
+		{"bad", []string{bad}, 1, bad + `:1:39: WINDOW 15s is not a multiple of 10s (expected 10s to 24h in steps of 10s); metrics are kept in 10-second buckets
+` + bad + `:2:45: unknown metric "fail_rate" (expected a metric); did you mean failed_rate?
+` + bad + `:3:40: unknown status "timout" (expected pending, running, success, failed, timeout, manual_blocked); did you mean timeout?
+`},
+		{"channels", []string{"--channels", "dingtalk,email", good}, 0, "ok: 2 rules (1 rate, 1 event)\n"},
+		{"unknown channel", []string{"--channels", "dingtalk", good}, 1,
+			good + ":1:100: rule rule_6423e71a notifies unknown channel \"email\" (expected a channel from the configuration); configure a channel with this name, or fix the spelling\n"},
+		{"config", []string{"--config", cfg, good}, 1, "unknown channel \"email\""},
+		{"two files", []string{good, filepath.Join(dir, "missing")}, 1,
+			good + ": ok: 2 rules (1 rate, 1 event)\n" + filepath.Join(dir, "missing") + ": cannot read: no such file or directory\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"rules", "check"}, tc.args...), nil, &out, &errOut)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errOut.String())
+			}
+			if tc.name == "config" {
+				if !strings.Contains(out.String(), tc.out) {
+					t.Fatalf("output %q lacks %q", out.String(), tc.out)
+				}
+				return
+			}
+			if out.String() != tc.out {
+				t.Fatalf("output\n%s\nwant\n%s", out.String(), tc.out)
+			}
+			if code == 1 && !strings.Contains(errOut.String(), "problem(s) found") {
+				t.Errorf("stderr %q", errOut.String())
+			}
+		})
+	}
+}

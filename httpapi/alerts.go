@@ -1,0 +1,352 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// AlertEngine is what the API needs of the alert engine (alert.Engine):
+// alerts, acks, silences and the rules, always of one tenant.
+type AlertEngine interface {
+	Alerts(tenant string, state apollo.AlertState) []apollo.Alert
+	Ack(ctx context.Context, tenant, id, by string) error
+	Silences(tenant string) []alert.Silence
+	AddSilence(tenant string, s alert.Silence) (alert.Silence, error)
+	RemoveSilence(tenant, id string) error
+	Rules(tenant string) []*rules.Rule
+	RulesSource(tenant string) []byte
+	SetRulesSource(tenant string, rs []*rules.Rule, src []byte)
+}
+
+var _ AlertEngine = (*alert.Engine)(nil)
+
+// alerting returns the engine, or the error that says there is none.
+func (s *Server) alerting() (AlertEngine, error) {
+	if s.opts.Alerts == nil {
+		return nil, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "alerting is not running on this server",
+			Hint: "start apollo server (or apollo alert) with alerting"}
+	}
+	return s.opts.Alerts, nil
+}
+
+// alertView is an alert as the API shows it: with the silences that hold
+// its notifications back.
+type alertView struct {
+	apollo.Alert
+	SilencedBy []string `json:"silencedBy,omitempty"`
+}
+
+func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	state := apollo.AlertState(r.URL.Query().Get("state"))
+	switch state {
+	case "", apollo.AlertInactive, apollo.AlertPending, apollo.AlertFiring, apollo.AlertResolved:
+	default:
+		return &apollo.Error{Code: apollo.EINVALID, Field: "state", Message: fmt.Sprintf("unknown state %q", quoteShort(string(state))),
+			Hint: "use pending, firing or resolved, or leave it out for all"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"alerts": s.views(eng, p.Tenant, eng.Alerts(p.Tenant, state))})
+	return nil
+}
+
+func (s *Server) views(eng AlertEngine, tenant string, as []apollo.Alert) []alertView {
+	now := s.now()
+	sils := eng.Silences(tenant)
+	out := make([]alertView, len(as))
+	for i := range as {
+		out[i].Alert = as[i]
+		if as[i].State == apollo.AlertResolved {
+			continue
+		}
+		for j := range sils {
+			if sils[j].Active(now) && sils[j].Matches(&as[i]) {
+				out[i].SilencedBy = append(out[i].SilencedBy, sils[j].ID)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) ackAlert(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := eng.Ack(r.Context(), p.Tenant, id, p.Name); err != nil {
+		return err
+	}
+	s.audit(r, p, "alert.ack", id, "")
+	for _, a := range eng.Alerts(p.Tenant, "") {
+		if a.ID == id {
+			writeJSON(w, http.StatusOK, map[string]any{"alert": s.views(eng, p.Tenant, []apollo.Alert{a})[0]})
+			return nil
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"alert": map[string]string{"id": id}}) // resolved and forgotten meanwhile
+	return nil
+}
+
+func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	sils := eng.Silences(p.Tenant)
+	if sils == nil {
+		sils = []alert.Silence{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"silences": sils})
+	return nil
+}
+
+// silenceBody is the body of POST /api/v1/silences.
+type silenceBody struct {
+	Rule     string            `json:"rule"`
+	Prefix   string            `json:"prefix"`
+	Labels   map[string]string `json:"labels"`
+	StartsAt *time.Time        `json:"startsAt"`
+	EndsAt   *time.Time        `json:"endsAt"`
+	Duration string            `json:"duration"`
+	Comment  string            `json:"comment"`
+}
+
+// decodeSilence reads a silence from a request body: every field known,
+// and exactly one of endsAt and duration. The engine checks the rest.
+func decodeSilence(body []byte, now time.Time) (alert.Silence, error) {
+	var b silenceBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "the body is not a silence: " + jsonProblem(err),
+			Hint: `send {"rule"|"prefix"|"labels", "duration": "2h" or "endsAt": "2030-01-01T12:00:00Z", "comment"}`}
+	}
+	if dec.More() {
+		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "more than one JSON value in the body", Hint: "send one silence per request"}
+	}
+	sil := alert.Silence{Rule: b.Rule, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment}
+	if b.StartsAt != nil {
+		sil.StartsAt = *b.StartsAt
+	}
+	switch {
+	case b.EndsAt != nil && b.Duration != "":
+		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: "both endsAt and duration given", Hint: "give one of them"}
+	case b.EndsAt != nil:
+		sil.EndsAt = *b.EndsAt
+	case b.Duration != "":
+		d, err := time.ParseDuration(b.Duration)
+		if err != nil || d <= 0 {
+			return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: fmt.Sprintf("%q is not a positive duration", quoteShort(b.Duration)),
+				Hint: "write e.g. 30m, 2h or 72h"}
+		}
+		start := sil.StartsAt
+		if start.IsZero() {
+			start = now
+		}
+		sil.EndsAt = start.Add(d)
+	default:
+		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "endsAt", Message: "missing", Hint: `give "duration": "2h" or an "endsAt" time`}
+	}
+	return sil, nil
+}
+
+// jsonProblem says what encoding/json found, without quoting the body.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("%s must be %s", te.Field, te.Type)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + quoteShort(strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return quoteShort(err.Error())
+}
+
+// quoteShort keeps quoted user input in messages short.
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+func (s *Server) addSilence(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	sil, err := decodeSilence(body, s.now())
+	if err != nil {
+		return err
+	}
+	sil.CreatedBy = p.Name
+	sil, err = eng.AddSilence(p.Tenant, sil)
+	if err != nil {
+		return err
+	}
+	s.audit(r, p, "silence.add", sil.ID, describeSilence(sil))
+	writeJSON(w, http.StatusCreated, map[string]any{"silence": sil})
+	return nil
+}
+
+func describeSilence(s alert.Silence) string {
+	var parts []string
+	if s.Rule != "" {
+		parts = append(parts, "rule "+s.Rule)
+	}
+	if s.Prefix != "" {
+		parts = append(parts, "prefix "+s.Prefix)
+	}
+	for k, v := range s.Labels {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, ", ") + " until " + s.EndsAt.UTC().Format(time.RFC3339) + ": " + s.Comment
+}
+
+func (s *Server) removeSilence(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := eng.RemoveSilence(p.Tenant, id); err != nil {
+		return err
+	}
+	s.audit(r, p, "silence.remove", id, "")
+	writeJSON(w, http.StatusOK, map[string]any{"removed": id})
+	return nil
+}
+
+// ruleView is one rule as the API shows it: its canonical text and its
+// JSON form.
+type ruleView struct {
+	Name string          `json:"name"`
+	Kind string          `json:"kind"` // rate or event
+	Text string          `json:"text"`
+	JSON json.RawMessage `json:"json"`
+}
+
+func ruleViews(rs []*rules.Rule) ([]ruleView, error) {
+	out := make([]ruleView, len(rs))
+	for i, r := range rs {
+		j, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		kind := "rate"
+		if r.IsEvent() {
+			kind = "event"
+		}
+		out[i] = ruleView{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
+	}
+	return out, nil
+}
+
+func (s *Server) writeRules(w http.ResponseWriter, eng AlertEngine, tenant string) error {
+	views, err := ruleViews(eng.Rules(tenant))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rules": views, "source": string(eng.RulesSource(tenant))})
+	return nil
+}
+
+func (s *Server) getRules(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	return s.writeRules(w, eng, p.Tenant)
+}
+
+// ruleProblem is one entry of the errors list a refused rules file gets.
+type ruleProblem struct {
+	Pos     string `json:"pos"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// putRules replaces the tenant's rules with a whole rules file, text or
+// JSON. The file is checked first (rules.Parse, then the NOTIFY names
+// against the configured channels): with any problem, nothing changes and
+// every problem is answered with its place.
+func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	eng, err := s.alerting()
+	if err != nil {
+		return err
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := mime.ParseMediaType(ct)
+		if mt != "text/plain" && mt != "application/json" {
+			return &apollo.Error{Code: apollo.EUNSUPPORTED, Message: fmt.Sprintf("content type %q", quoteShort(ct)),
+				Hint: "send the rules file as text/plain, or its JSON form as application/json"}
+		}
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	rs, err := rules.Parse("", body)
+	if err == nil && s.opts.KnownChannel != nil {
+		err = rules.CheckChannels(rs, s.opts.KnownChannel)
+	}
+	var list rules.ErrorList
+	if errors.As(err, &list) {
+		problems := make([]ruleProblem, len(list))
+		for i, e := range list {
+			msg := e.Msg
+			if e.Expected != "" {
+				msg += " (expected " + e.Expected + ")"
+			}
+			problems[i] = ruleProblem{Pos: e.Pos.String(), Line: e.Pos.Line, Col: e.Pos.Col, Message: msg, Hint: e.Hint}
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{
+			"error": &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the rules have %d problem(s); nothing was changed", len(list)),
+				Hint: "fix every problem listed in errors, or check the file with apollo rules check"},
+			"errors": problems,
+		})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Saved before it is applied: rules that run but vanish at the next
+	// restart would be a surprise.
+	if s.opts.SaveRules != nil {
+		if err := s.opts.SaveRules(p.Tenant, body); err != nil {
+			return fmt.Errorf("saving the rules of tenant %q: %w", p.Tenant, err)
+		}
+	}
+	eng.SetRulesSource(p.Tenant, rs, body)
+	nEvent := 0
+	for _, r := range rs {
+		if r.IsEvent() {
+			nEvent++
+		}
+	}
+	s.audit(r, p, "rules.update", "rules", fmt.Sprintf("%d rules (%d rate, %d event)", len(rs), len(rs)-nEvent, nEvent))
+	return s.writeRules(w, eng, p.Tenant)
+}
