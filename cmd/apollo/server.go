@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
@@ -124,6 +125,8 @@ type server struct {
 	agg      *metrics.Aggregator
 	disp     *notify.Dispatcher
 	hub      *httpapi.Hub
+	engine   *alert.Engine
+	loader   *alert.Loader // nil without a rules file
 	api      *httpapi.Server
 	sched    *sched.Scheduler // nil without --jobs
 	reporter *busReporter
@@ -196,11 +199,16 @@ func (s *server) start(ctx context.Context) (ln net.Listener, err error) {
 	s.agg.Start(ctx)
 	s.disp.Start(ctx)
 	undo = append(undo, s.bus.Stop, s.agg.Stop, s.disp.Stop)
+	if err := s.startAlerting(ctx); err != nil {
+		return nil, err
+	}
+	undo = append(undo, s.stopAlerting)
 	if err := s.startScheduler(ctx); err != nil {
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
 	if s.hub, err = httpapi.NewHub(httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
+		Alerts: streamAlerts{s.engine}, Acker: streamAcker{s.engine, s.audit},
 		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}); err != nil {
 		return nil, err
 	}
@@ -218,6 +226,7 @@ func (s *server) httpServer() *http.Server {
 	cfg := s.cfg
 	s.api = httpapi.New(httpapi.Options{
 		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Stream: s.hub, Web: web.Handler(), System: s.systemParts(),
+		Alerts: s.engine, KnownChannel: s.knownChannel, SaveRules: s.saveRules,
 		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
@@ -315,8 +324,13 @@ func (s *server) open() error {
 		s.closeStores()
 		return err
 	}
+	if err := s.openAlerting(); err != nil {
+		s.closeStores()
+		return err
+	}
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: []bus.Observer{s.agg},
+		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: []bus.Observer{s.agg, s.engine},
+		OnRefused:    s.selfAlertOnRefusal,
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
@@ -422,6 +436,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 		s.hub.Stop()
 	}
 	s.bus.Stop()
+	s.stopAlerting() // after the bus: it observes the bus's last changes
 	s.agg.Stop()
 	s.disp.Stop()
 	err := s.checkpoint()
@@ -536,6 +551,9 @@ func latenessFromConfig(cfg config.Config) []bus.Lateness {
 func (s *server) reload() {
 	s.log.Info("SIGHUP: reloading")
 	s.reloadJobs()
+	if s.loader != nil {
+		s.loader.Reload()
+	}
 }
 
 // systemParts are the parts of GET /api/v1/system (and the stream's system
@@ -545,6 +563,7 @@ func (s *server) systemParts() map[string]func() any {
 		"wal":           func() any { return s.wal.Stats() },
 		"metrics":       func() any { return s.agg.Stats() },
 		"notifications": func() any { return s.disp.Stats() },
+		"alert":         func() any { return s.engine.Stats() },
 		"process":       func() any { return map[string]any{"mode": "server", "listen": s.cfg.Listen, "data": s.cfg.Data} },
 	}
 	if s.sched != nil {
