@@ -21,7 +21,10 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd())
+	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd(),
+		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
+		newStatusCmd(), newCompletionCmd())
+	addRulesServerCmds(root)
 	return root
 }
 
