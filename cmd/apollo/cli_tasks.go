@@ -260,6 +260,9 @@ role.`,
   apollo task fix backup@manual-1732847400000#1 --status failed --reason "host lost power"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if status == "" {
+				return usageError("--status: say what the status becomes")
+			}
 			st, err := apollo.ParseStatus(status)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -271,8 +274,6 @@ role.`,
 	a.register(cmd)
 	cmd.Flags().StringVar(&status, "status", "", "the new status (required)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the history and the audit log (required)")
-	cmd.MarkFlagRequired("status")
-	cmd.MarkFlagRequired("reason")
 	return cmd
 }
 
@@ -298,7 +299,6 @@ Exit codes as for "apollo task fix".`,
 	}
 	a.register(cmd)
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the history and the audit log (required)")
-	cmd.MarkFlagRequired("reason")
 	return cmd
 }
 

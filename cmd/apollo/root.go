@@ -23,7 +23,7 @@ Start here:
 	}
 	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd(),
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
-		newStatusCmd(), newCompletionCmd())
+		newStatusCmd(), newCompletionCmd(), newExecCmd())
 	addRulesServerCmds(root)
 	return root
 }
