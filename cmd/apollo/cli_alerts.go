@@ -45,7 +45,7 @@ may not read alerts.`,
 				q.Set("state", state)
 			}
 			var ans struct {
-				Alerts []apollo.Alert `json:"alerts"`
+				Alerts []alertView `json:"alerts"`
 			}
 			raw, err := c.get(cmd.Context(), "/api/v1/alerts", q, &ans)
 			if err != nil {
@@ -55,13 +55,13 @@ may not read alerts.`,
 				return printJSON(cmd.OutOrStdout(), raw)
 			}
 			sort.SliceStable(ans.Alerts, func(i, j int) bool { return ans.Alerts[i].StartedAt.After(ans.Alerts[j].StartedAt) })
-			t := newTable(cmd.OutOrStdout(), "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "ACKED BY", "SUMMARY")
+			t := newTable(cmd.OutOrStdout(), "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "NOTE", "SUMMARY")
 			for _, al := range ans.Alerts {
 				since := al.StartedAt
 				if !al.FiredAt.IsZero() {
 					since = al.FiredAt
 				}
-				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(since), orDash(al.AckedBy), clip(al.Summary, 80))
+				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(since), al.note(), clip(al.Summary, 80))
 			}
 			return t.flush()
 		},
@@ -69,6 +69,25 @@ may not read alerts.`,
 	a.register(cmd)
 	cmd.Flags().StringVar(&state, "state", "", "only alerts in this state: pending, firing or resolved")
 	return cliCmd(cmd)
+}
+
+// alertView is an alert as the API shows it, with the silences that hold
+// its notifications back.
+type alertView struct {
+	apollo.Alert
+	SilencedBy []string `json:"silencedBy,omitempty"`
+}
+
+// note says who is on it, or that nobody will be told.
+func (a *alertView) note() string {
+	var parts []string
+	if a.AckedBy != "" {
+		parts = append(parts, "acked by "+a.AckedBy)
+	}
+	if len(a.SilencedBy) > 0 {
+		parts = append(parts, "silenced")
+	}
+	return orDash(strings.Join(parts, ", "))
 }
 
 func newAckCmd() *cobra.Command {
@@ -199,14 +218,17 @@ server refused the silence, 4 the token lacks the operator role.`,
 			if err != nil {
 				return err
 			}
-			var s silenceView
-			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/silences", body, &s)
+			var ans struct {
+				Silence silenceView `json:"silence"`
+			}
+			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/silences", body, &ans)
 			if err != nil {
 				return err
 			}
 			if a.json() {
 				return printJSON(cmd.OutOrStdout(), raw)
 			}
+			s := ans.Silence
 			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", s.ID, s.matchers(), fmtTime(s.EndsAt))
 			return nil
 		},

@@ -35,6 +35,7 @@ func addRulesServerCmds(root *cobra.Command) {
 // ruleView is one rule as GET /api/v1/rules returns it.
 type ruleView struct {
 	Name string `json:"name"`
+	Kind string `json:"kind"` // rate or event
 	Text string `json:"text"`
 }
 
@@ -76,9 +77,9 @@ rules.`,
 				_, err := io.WriteString(out, ans.Source)
 				return err
 			}
-			t := newTable(out, "NAME", "RULE")
+			t := newTable(out, "NAME", "KIND", "RULE")
 			for _, r := range ans.Rules {
-				t.row(r.Name, strings.Join(strings.Fields(r.Text), " "))
+				t.row(r.Name, orDash(r.Kind), strings.Join(strings.Fields(r.Text), " "))
 			}
 			return t.flush()
 		},
@@ -156,6 +157,9 @@ type ruleError struct {
 
 // where is "LINE:COL" from whichever form the server gave the position in.
 func (e *ruleError) where() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%d:%d", e.Line, e.Col)
+	}
 	var s string
 	if json.Unmarshal(e.Pos, &s) == nil && s != "" {
 		return s
@@ -167,9 +171,6 @@ func (e *ruleError) where() string {
 	}
 	if json.Unmarshal(e.Pos, &p) == nil && p.Line > 0 {
 		return fmt.Sprintf("%d:%d", p.Line, max(p.Col, p.Column))
-	}
-	if e.Line > 0 {
-		return fmt.Sprintf("%d:%d", e.Line, e.Col)
 	}
 	return ""
 }
