@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,5 +150,27 @@ func TestEncodeExtraFits(t *testing.T) {
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil || m["exitCode"] != float64(1) || m["stderrTail"] == nil {
 		t.Fatalf("decoded %v, %v", m, err)
+	}
+}
+
+// BenchmarkOutputPath compares what a run's output costs per pipe read
+// with and without passing it on (apollo exec's tee), side by side.
+func BenchmarkOutputPath(b *testing.B) {
+	chunk := bytes.Repeat([]byte("a line of build output, as a chatty job writes it\n"), 80) // ~4 KiB, one pipe read
+	for _, tc := range []struct {
+		name string
+		w    func() io.Writer
+	}{
+		{"tail only", func() io.Writer { return teeTail(new(tail), nil) }},
+		{"tail and pass on", func() io.Writer { return teeTail(new(tail), io.Discard) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			w := tc.w()
+			b.SetBytes(int64(len(chunk)))
+			b.ReportAllocs()
+			for b.Loop() {
+				w.Write(chunk)
+			}
+		})
 	}
 }

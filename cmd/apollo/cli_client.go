@@ -203,6 +203,9 @@ func (c *apiClient) answerError(method, path string, resp *http.Response, raw []
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "application/json" && json.Unmarshal(raw, &eb) == nil && eb.Error != nil {
+		if eb.Error.Message == "" {
+			eb.Error.Message = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+		}
 		return &exitError{code: exitFor(resp.StatusCode), err: &apiError{status: resp.StatusCode, err: eb.Error, body: raw}}
 	}
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
