@@ -49,6 +49,9 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	// *os.File outputs are handed to the child as they are: no copying
 	// goroutines inside exec, so Wait returns when the leader exits.
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if spec.stdin != nil {
+		cmd.Stdin = spec.stdin
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		closeAll(files)
@@ -59,8 +62,8 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	p := &execProc{cmd: cmd, pgid: cmd.Process.Pid, doneC: make(chan struct{})}
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go drain(&readers, outR, &p.out)
-	go drain(&readers, errR, &p.err)
+	go drain(&readers, outR, teeTail(&p.out, spec.stdout))
+	go drain(&readers, errR, teeTail(&p.err, spec.stderr))
 	go func() {
 		_ = cmd.Wait() // the exit status is read from ProcessState below
 		// A run ends with its leader: what it left behind in its group goes
@@ -77,6 +80,9 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 			p.res.exitCode = st.ExitCode()
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok {
 				p.res.signaled = ws.Signaled()
+				if p.res.signaled {
+					p.res.sig = ws.Signal()
+				}
 			}
 		}
 		close(p.doneC)
@@ -84,7 +90,7 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	return p, nil
 }
 
-func drain(wg *sync.WaitGroup, r io.Reader, t *tail) {
+func drain(wg *sync.WaitGroup, r io.Reader, t io.Writer) {
 	defer wg.Done()
 	_, _ = io.Copy(t, r) // ends at EOF, or at the read deadline
 }

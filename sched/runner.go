@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"io"
+	"os"
 	"syscall"
 	"time"
 )
@@ -17,6 +19,11 @@ type runSpec struct {
 	argv []string
 	env  []string // added to the scheduler's own environment
 	dir  string
+	// Set only through StartProcess (apollo exec): stdin handed to the
+	// process as it is (nil: /dev/null), and writers that get the output
+	// as it comes, besides the tails.
+	stdin          *os.File
+	stdout, stderr io.Writer
 }
 
 // proc is a started attempt.
@@ -31,8 +38,9 @@ type proc interface {
 
 // procResult is how an attempt ended.
 type procResult struct {
-	exitCode int  // -1 when killed by a signal
-	signaled bool // ended by a signal
+	exitCode int            // -1 when killed by a signal
+	signaled bool           // ended by a signal
+	sig      syscall.Signal // which one, when signaled
 	stdout   string
 	stderr   string
 	ended    time.Time

@@ -84,7 +84,10 @@ func TestCrashUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(50+r.IntN(400)) * time.Millisecond) // a random moment under load
 		srv.kill()
 		srv = startApollo(t, args...)
-		t.Logf("kill %d: %d runs so far, client %+v", k+1, len(runs), client.Stats())
+		mu.Lock()
+		n := len(runs)
+		mu.Unlock()
+		t.Logf("kill %d: %d runs so far, client %+v", k+1, n, client.Stats())
 	}
 	stop.Store(true)
 	wg.Wait()

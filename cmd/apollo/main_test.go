@@ -25,10 +25,11 @@ func TestMain(m *testing.M) {
 
 // proc is `apollo` running as a subprocess.
 type proc struct {
-	cmd  *exec.Cmd
-	addr string
-	out  *strings.Builder
-	done chan error
+	cmd     *exec.Cmd
+	addr    string
+	out     *strings.Builder
+	exited  chan struct{} // closed when the process has been waited for
+	waitErr error
 }
 
 // startApollo runs the binary with args and waits for its "is up" line.
@@ -41,7 +42,7 @@ func startApollo(t *testing.T, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, out: &strings.Builder{}, exited: make(chan struct{})}
 	cmd.Stderr = p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -57,11 +58,11 @@ func startApollo(t *testing.T, args ...string) *proc {
 		}
 		io.Copy(io.Discard, stdout)
 	}()
-	go func() { p.done <- cmd.Wait() }()
+	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	select {
 	case p.addr = <-up:
-	case err := <-p.done:
-		t.Fatalf("apollo %v exited before serving: %v\n%s", args, err, p.out)
+	case <-p.exited:
+		t.Fatalf("apollo %v exited before serving: %v\n%s", args, p.waitErr, p.out)
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("apollo %v not up within 30s\n%s", args, p.out)
@@ -70,26 +71,15 @@ func startApollo(t *testing.T, args ...string) *proc {
 	return p
 }
 
+// kill sends SIGKILL to the process group and waits for the process.
 func (p *proc) kill() {
-	if p.cmd.ProcessState == nil {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-		p.cmd.ProcessState = &os.ProcessState{}
-	}
-}
-
-// stop sends SIGTERM and returns the exit error.
-func (p *proc) stop(t *testing.T) error {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
-		p.cmd.ProcessState = &os.ProcessState{}
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("apollo did not stop within 30s\n%s", p.out)
-		return nil
+	case <-p.exited:
+		return
+	default:
 	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
 }
 
 // freeAddr returns a loopback address that was free a moment ago.

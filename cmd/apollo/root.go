@@ -21,7 +21,11 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd(), newDemoCmd(), newRulesCmd())
+	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newSchedCmd(), newTokenCmd(), newReportCmd(), newExecCmd(),
+		newNotifyCmd(), newRulesCmd(),
+		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
+		newStatusCmd(), newCompletionCmd())
+	addRulesServerCmds(root)
 	return root
 }
 

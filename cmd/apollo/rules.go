@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -119,7 +118,7 @@ func checkRuleFiles(out io.Writer, files []string, known func(string) bool) int 
 				event++
 			}
 		}
-		fmt.Fprintf(out, "%sok: %d %s (%d rate, %d event)\n", prefix, len(rs), plural(len(rs), "rule"), len(rs)-event, event)
+		fmt.Fprintf(out, "%sok: %s (%d rate, %d event)\n", prefix, plural(len(rs), "rule"), len(rs)-event, event)
 	}
 	return bad
 }
@@ -131,11 +130,4 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return strings.TrimSuffix(word, "s") + "s"
 }

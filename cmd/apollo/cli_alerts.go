@@ -1,0 +1,305 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo"
+)
+
+func newAlertsCmd() *cobra.Command {
+	var (
+		a     apiCmd
+		state string
+	)
+	cmd := &cobra.Command{
+		Use:   "alerts",
+		Short: "List alerts: firing, pending, resolved",
+		Long: `List the alerts the server holds: one per episode of a rule's condition for
+one group (the rule's prefix, or one job with BY: name), newest first.
+
+Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags, 4 the token
+may not read alerts.`,
+		Example: `  apollo alerts
+  apollo alerts --state firing
+  apollo alerts -o json | jq -r '.alerts[] | select(.severity == "critical") | .id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			switch apollo.AlertState(state) {
+			case "", apollo.AlertPending, apollo.AlertFiring, apollo.AlertResolved, apollo.AlertInactive:
+			default:
+				return usageError("--state %q: use pending, firing or resolved", state)
+			}
+			q := url.Values{}
+			if state != "" {
+				q.Set("state", state)
+			}
+			var ans struct {
+				Alerts []alertView `json:"alerts"`
+			}
+			raw, err := c.get(cmd.Context(), "/api/v1/alerts", q, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			sort.SliceStable(ans.Alerts, func(i, j int) bool { return ans.Alerts[i].StartedAt.After(ans.Alerts[j].StartedAt) })
+			t := newTable(cmd.OutOrStdout(), "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "NOTE", "SUMMARY")
+			for _, al := range ans.Alerts {
+				since := al.StartedAt
+				if !al.FiredAt.IsZero() {
+					since = al.FiredAt
+				}
+				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(since), al.note(), clip(al.Summary, 80))
+			}
+			return t.flush()
+		},
+	}
+	a.register(cmd)
+	cmd.Flags().StringVar(&state, "state", "", "only alerts in this state: pending, firing or resolved")
+	return cliCmd(cmd)
+}
+
+// alertView is an alert as the API shows it, with the silences that hold
+// its notifications back.
+type alertView struct {
+	apollo.Alert
+	SilencedBy []string `json:"silencedBy,omitempty"`
+}
+
+// note says who is on it, or that nobody will be told.
+func (a *alertView) note() string {
+	var parts []string
+	if a.AckedBy != "" {
+		parts = append(parts, "acked by "+a.AckedBy)
+	}
+	if len(a.SilencedBy) > 0 {
+		parts = append(parts, "silenced")
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+func newAckCmd() *cobra.Command {
+	var a apiCmd
+	cmd := &cobra.Command{
+		Use:   "ack ID",
+		Short: "Acknowledge an alert: someone is on it; no more repeats",
+		Long: `Acknowledge a firing alert: the repeats of its notification stop until it
+resolves. Needs the operator role; recorded with your token's name.
+
+Exit codes: 0 ok, 1 server unreachable or failing, 2 the alert cannot be
+acknowledged (already resolved), 3 no such alert, 4 the token lacks the
+operator role.`,
+		Example: `  apollo ack 01JDX3K2N8`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/alerts/"+pathEscape(args[0])+"/ack", nil, nil)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "acknowledged %s\n", args[0])
+			return nil
+		},
+	}
+	a.register(cmd)
+	return cliCmd(cmd)
+}
+
+// silenceView is a silence as the API returns it.
+type silenceView struct {
+	ID        string            `json:"id"`
+	Rule      string            `json:"rule,omitempty"`
+	Prefix    string            `json:"prefix,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	StartsAt  time.Time         `json:"startsAt"`
+	EndsAt    time.Time         `json:"endsAt"`
+	CreatedBy string            `json:"createdBy"`
+	Comment   string            `json:"comment"`
+}
+
+// matchers prints what a silence matches, e.g. rule=x prefix=batch_ env=prod.
+func (s *silenceView) matchers() string {
+	var parts []string
+	if s.Rule != "" {
+		parts = append(parts, "rule="+s.Rule)
+	}
+	if s.Prefix != "" {
+		parts = append(parts, "prefix="+s.Prefix)
+	}
+	keys := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+s.Labels[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func newSilenceCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "silence",
+		Short: "Silence alerts for a while: add, list, rm",
+		Long: `A silence stops the notifications of the alerts it matches, for a while.
+Silenced alerts still change state and show in "apollo alerts".`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newSilenceAddCmd(), newSilenceListCmd(), newSilenceRmCmd())
+	return cliCmd(cmd)
+}
+
+func newSilenceAddCmd() *cobra.Command {
+	var (
+		a                     apiCmd
+		rule, prefix, comment string
+		labels                []string
+		dur                   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "add (--rule R | --prefix P | --label k=v) --for D --comment C",
+		Short: "Silence the alerts of a rule, a job prefix or labels",
+		Long: `Add a silence from now for --for. Give at least one matcher: --rule (a rule
+name), --prefix (a prefix of the alert's group: the rule's prefix or a job
+name), --label k=v (repeatable); an alert is silenced when all of them
+match. Needs the operator role; audited.
+
+Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags or the
+server refused the silence, 4 the token lacks the operator role.`,
+		Example: `  apollo silence add --rule batch_failures --for 2h --comment "vendor outage, ticket OPS-123"
+  apollo silence add --prefix etl_ --label env=staging --for 30m --comment "load test"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			body := map[string]any{"comment": comment, "duration": dur.String()}
+			if rule != "" {
+				body["rule"] = rule
+			}
+			if prefix != "" {
+				body["prefix"] = prefix
+			}
+			if len(labels) > 0 {
+				m := map[string]string{}
+				for _, kv := range labels {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return usageError("--label %q: write key=value", kv)
+					}
+					m[k] = v
+				}
+				body["labels"] = m
+			}
+			switch {
+			case rule == "" && prefix == "" && len(labels) == 0:
+				return usageError("say what to silence: --rule, --prefix or --label")
+			case dur <= 0:
+				return usageError("--for: say how long, e.g. --for 2h")
+			case strings.TrimSpace(comment) == "":
+				return usageError("--comment: say why, for whoever wonders later")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var ans struct {
+				Silence silenceView `json:"silence"`
+			}
+			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/silences", body, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			s := ans.Silence
+			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", s.ID, s.matchers(), fmtTime(s.EndsAt))
+			return nil
+		},
+	}
+	a.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&rule, "rule", "", "silence this rule's alerts")
+	fl.StringVar(&prefix, "prefix", "", "silence alerts whose group starts with this")
+	fl.StringArrayVar(&labels, "label", nil, "silence alerts with this label, key=value (repeatable)")
+	fl.DurationVar(&dur, "for", 0, "how long, from now (required), e.g. 2h")
+	fl.StringVar(&comment, "comment", "", "why (required)")
+	return cmd
+}
+
+func newSilenceListCmd() *cobra.Command {
+	var a apiCmd
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the silences",
+		Example: `  apollo silence list`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var ans struct {
+				Silences []silenceView `json:"silences"`
+			}
+			raw, err := c.get(cmd.Context(), "/api/v1/silences", nil, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			t := newTable(cmd.OutOrStdout(), "ID", "MATCHES", "STARTS", "ENDS", "BY", "COMMENT")
+			for _, s := range ans.Silences {
+				t.row(s.ID, s.matchers(), fmtTime(s.StartsAt), fmtTime(s.EndsAt), orDash(s.CreatedBy), clip(s.Comment, 60))
+			}
+			return t.flush()
+		},
+	}
+	a.register(cmd)
+	return cmd
+}
+
+func newSilenceRmCmd() *cobra.Command {
+	var a apiCmd
+	cmd := &cobra.Command{
+		Use:     "rm ID",
+		Short:   "Remove a silence: its alerts notify again",
+		Long:    "Remove a silence. Needs the operator role; audited. Exit 3 when there is no such silence.",
+		Example: `  apollo silence rm 01JDX4Q7ZP`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			raw, err := c.send(cmd.Context(), http.MethodDelete, "/api/v1/silences/"+pathEscape(args[0]), nil, nil)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed silence %s\n", args[0])
+			return nil
+		},
+	}
+	a.register(cmd)
+	return cmd
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/agent"
+)
+
+// execReporter reports one apollo exec run through the agent SDK. Every
+// failure is a line on stderr, never an error: monitoring must not break
+// the job. A nil *execReporter, or one without a task, reports nothing.
+type execReporter struct {
+	client   *agent.Client
+	drainers []*agent.Client // send what earlier processes left in other slots
+	lease    *spoolLease
+	task     *agent.Task
+	stderr   io.Writer
+}
+
+func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.Writer) *execReporter {
+	r := &execReporter{stderr: stderr}
+	log := slog.New(slog.NewTextHandler(&prefixWriter{w: stderr, prefix: "apollo exec: "}, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // the job's own log has the time
+			}
+			return a
+		},
+	}))
+	opts := []agent.Option{agent.WithToken(cf.token), agent.WithLogger(log)}
+	if spoolRoot != "" {
+		lease, err := leaseSpool(spoolRoot)
+		if err != nil {
+			r.warnf("%v; reporting without a spool", err)
+		} else {
+			r.lease = lease
+		}
+	}
+	var dir string
+	if r.lease != nil {
+		dir = r.lease.dir
+	}
+	c, err := agent.New(cf.server, append(opts, agent.WithSpoolDir(dir))...)
+	if err != nil {
+		r.warnf("reporting to %s: %v; the command runs unreported", cf.server, err)
+		r.lease.release()
+		r.lease = nil
+		return r
+	}
+	r.client, r.task = c, c.Task(taskID, name)
+	for _, d := range r.orphans() {
+		if dc, err := agent.New(cf.server, append(opts, agent.WithSpoolDir(d))...); err == nil {
+			r.drainers = append(r.drainers, dc)
+		} else {
+			r.warnf("sending the events left in %s: %v", d, err)
+		}
+	}
+	return r
+}
+
+func (r *execReporter) orphans() []string {
+	if r.lease == nil {
+		return nil
+	}
+	return r.lease.orphans
+}
+
+func (r *execReporter) warnf(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "apollo exec: "+format+"\n", args...)
+}
+
+// step reports the next state of the run.
+func (r *execReporter) step(st apollo.Status, opts ...agent.EventOption) {
+	if r == nil || r.task == nil {
+		return
+	}
+	var err error
+	switch st {
+	case apollo.StatusPending:
+		err = r.task.Pending(opts...)
+	case apollo.StatusRunning:
+		err = r.task.Running(opts...)
+	case apollo.StatusSuccess:
+		err = r.task.Succeed(opts...)
+	case apollo.StatusFailed:
+		err = r.task.Fail(opts...)
+	case apollo.StatusTimeout:
+		err = r.task.Timeout(opts...)
+	}
+	if err != nil {
+		r.warnf("reporting %s: %v", st, err)
+	}
+}
+
+// close gives the server at most wait to take the events, then leaves the
+// rest in the spool (or says they are lost), and frees the spool slots.
+func (r *execReporter) close(wait time.Duration) {
+	if r == nil || r.client == nil {
+		return
+	}
+	defer r.lease.release()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	clients := append([]*agent.Client{r.client}, r.drainers...)
+	errs := make([]error, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() { errs[i] = c.Close(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		r.warnf("%v", err)
+	}
+	if r.lease != nil && hasFiles(r.lease.dir) {
+		r.warnf("the server did not take every event in time; the rest wait in %s for the next apollo exec", r.lease.dir)
+	}
+}
+
+func hasFiles(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	return err == nil && len(entries) > 0
+}
+
+// prefixWriter starts every line it writes with prefix. slog handlers
+// write one record per Write.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	var buf bytes.Buffer
+	for line := range bytes.Lines(b) {
+		buf.WriteString(p.prefix)
+		buf.Write(line)
+	}
+	if _, err := p.w.Write(buf.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo/sched"
+)
+
+// metricRow is the part of a job's metrics row (GET /api/v1/metrics) the
+// tables show.
+type metricRow struct {
+	Name        string  `json:"name"`
+	T           int64   `json:"t"`
+	Count       int64   `json:"count"`
+	Success     int64   `json:"success"`
+	Failed      int64   `json:"failed"`
+	Timeout     int64   `json:"timeout"`
+	Late        int64   `json:"late"`
+	FailedRate  float64 `json:"failedRate"`
+	AvgCostMs   float64 `json:"avgCostMs"`
+	MaxCostMs   int64   `json:"maxCostMs"`
+	Backlog     int64   `json:"backlog"`
+	Running     int64   `json:"running"`
+	Throughput  float64 `json:"throughput"`
+	TimeoutRate float64 `json:"timeoutRate"`
+}
+
+func newJobsCmd() *cobra.Command {
+	var (
+		a      apiCmd
+		prefix string
+		window time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "Per-job metrics over a window: runs, failures, cost, throughput",
+		Long: `Show one row of metrics per job over the last --window, and a total: runs
+that finished, how many failed or timed out, the failure rate, late runs,
+average and longest cost, what is running and waiting now, and finished
+runs per minute.
+
+Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags, 4 the token
+may not read metrics.`,
+		Example: `  apollo jobs
+  apollo jobs --prefix batch_ --window 1h
+  apollo jobs -o json | jq '.jobs[] | select(.failedRate > 0.05) | .name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"window": {window.String()}}
+			if prefix != "" {
+				q.Set("prefix", prefix)
+			}
+			var ans struct {
+				Window string      `json:"window"`
+				Total  metricRow   `json:"total"`
+				Jobs   []metricRow `json:"jobs"`
+			}
+			raw, err := c.get(cmd.Context(), "/api/v1/metrics", q, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			t := newTable(cmd.OutOrStdout(), "JOB", "RUNS", "OK", "FAILED", "TIMEOUT", "FAIL%", "LATE", "AVG", "MAX", "RUNNING", "BACKLOG", "PER MIN")
+			row := func(name string, r metricRow) {
+				t.row(name, r.Count, r.Success, r.Failed, r.Timeout, fmtRate(r.FailedRate), r.Late,
+					fmtCost(r.AvgCostMs), fmtCost(float64(r.MaxCostMs)), r.Running, r.Backlog, fmt.Sprintf("%.2f", r.Throughput))
+			}
+			for _, r := range ans.Jobs {
+				row(r.Name, r)
+			}
+			row(fmt.Sprintf("TOTAL (%s, %s)", plural(len(ans.Jobs), "job"), ans.Window), ans.Total)
+			return t.flush()
+		},
+	}
+	a.register(cmd)
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only jobs whose name starts with this")
+	cmd.Flags().DurationVar(&window, "window", 5*time.Minute, "how far back to count")
+	return cliCmd(cmd)
+}
+
+func newJobCmd() *cobra.Command {
+	var (
+		a            apiCmd
+		window, step time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "job NAME",
+		Short: "One job's metrics over time, with sparklines; run, pause and resume scheduled jobs",
+		Long: `Show one job's runs over the last --window in steps of --step: totals, and
+sparklines of the finished runs per minute and of the failure rate, oldest
+on the left. A blank in the failure line is a step in which nothing
+finished.
+
+The subcommands talk to the scheduler running in the server (apollo server
+--jobs): list its jobs, run one now, pause or resume one.
+
+Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags, 3 no such
+job (or no scheduler in the server), 4 the token lacks the role.`,
+		Example: `  apollo job nightly_backup
+  apollo job nightly_backup --window 24h --step 30m
+  apollo job list
+  apollo job run nightly_backup`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if step <= 0 || window < step {
+				return usageError("--window %v --step %v: want a step above zero and a window of at least one step", window, step)
+			}
+			var ans struct {
+				Name   string      `json:"name"`
+				Window string      `json:"window"`
+				Step   string      `json:"step"`
+				Points []metricRow `json:"points"`
+			}
+			q := url.Values{"window": {window.String()}, "step": {step.String()}}
+			raw, err := c.get(cmd.Context(), "/api/v1/metrics/"+pathEscape(args[0]), q, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			return printSeries(cmd.OutOrStdout(), ans.Name, ans.Window, ans.Step, ans.Points)
+		},
+	}
+	a.register(cmd)
+	cmd.Flags().DurationVar(&window, "window", time.Hour, "how far back to show")
+	cmd.Flags().DurationVar(&step, "step", time.Minute, "the time one sparkline character covers")
+	cmd.AddCommand(newJobListCmd(), newJobActionCmd("run"), newJobActionCmd("pause"), newJobActionCmd("resume"))
+	return cliCmd(cmd)
+}
+
+// printSeries prints a job's totals over the points, and its sparklines.
+func printSeries(w io.Writer, name, window, step string, pts []metricRow) error {
+	var sum metricRow
+	var costMs float64
+	thr := make([]float64, len(pts))
+	fail := make([]float64, len(pts))
+	has := make([]bool, len(pts))
+	for i, p := range pts {
+		sum.Count += p.Count
+		sum.Success += p.Success
+		sum.Failed += p.Failed
+		sum.Timeout += p.Timeout
+		sum.Late += p.Late
+		sum.MaxCostMs = max(sum.MaxCostMs, p.MaxCostMs)
+		costMs += p.AvgCostMs * float64(p.Count)
+		thr[i], fail[i], has[i] = p.Throughput, p.FailedRate, p.Count > 0
+	}
+	t := newTable(w)
+	t.row("job", name)
+	t.row("window", fmt.Sprintf("%s in steps of %s (%d points)", window, step, len(pts)))
+	t.row("runs", fmt.Sprintf("%d finished: %d ok, %d failed, %d timed out; %d late", sum.Count, sum.Success, sum.Failed, sum.Timeout, sum.Late))
+	if sum.Count > 0 {
+		t.row("failure rate", fmtRate(float64(sum.Failed)/float64(sum.Count)))
+		t.row("cost", fmt.Sprintf("avg %s, max %s", fmtCost(costMs/float64(sum.Count)), fmtCost(float64(sum.MaxCostMs))))
+	}
+	if len(pts) > 0 {
+		t.row("from", fmtMs(pts[0].T)+" to "+fmtMs(pts[len(pts)-1].T))
+	}
+	t.row("per minute", fmt.Sprintf("%s  max %.2f", sparkline(thr, nil), maxOf(thr)))
+	t.row("failed", fmt.Sprintf("%s  max %s", sparkline(fail, has), fmtRate(maxOf(fail))))
+	return t.flush()
+}
+
+// sparks are the eight heights of a sparkline character.
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws vals scaled to their maximum, one character each. A
+// value whose has entry is false (nothing to measure) is a blank; nil has
+// means every value counts. All zeros draw the lowest bar.
+func sparkline(vals []float64, has []bool) string {
+	top := maxOf(vals)
+	var b strings.Builder
+	for i, v := range vals {
+		switch {
+		case has != nil && !has[i]:
+			b.WriteRune(' ')
+		case top <= 0 || v <= 0:
+			b.WriteRune(sparks[0])
+		default:
+			k := int(v / top * float64(len(sparks)-1))
+			b.WriteRune(sparks[min(max(k, 0), len(sparks)-1)])
+		}
+	}
+	return b.String()
+}
+
+func maxOf(vals []float64) float64 {
+	m := 0.0
+	for _, v := range vals {
+		m = max(m, v)
+	}
+	return m
+}
+
+func newJobListCmd() *cobra.Command {
+	var a apiCmd
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the scheduler's jobs: schedule, next run, last result",
+		Example: `  apollo job list
+  apollo job list -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var ans struct {
+				Jobs []sched.JobStatus `json:"jobs"`
+			}
+			raw, err := c.get(cmd.Context(), "/api/v1/jobs", nil, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			t := newTable(cmd.OutOrStdout(), "JOB", "SCHEDULE", "NEXT", "LAST", "LAST AT", "LAST TASK", "STATE")
+			for _, j := range ans.Jobs {
+				sch := j.Schedule
+				if len(j.After) > 0 {
+					sch = strings.TrimSpace(sch + " after " + strings.Join(j.After, ","))
+				}
+				state := "active"
+				switch {
+				case j.Running > 0:
+					state = fmt.Sprintf("running (%d)", j.Running)
+				case j.Paused:
+					state = "paused"
+				}
+				last := "-"
+				if j.LastStatus.Valid() {
+					last = j.LastStatus.String()
+				}
+				t.row(j.Name, orDash(sch), fmtTime(j.Next), last, fmtTime(j.LastAt), orDash(j.LastTaskID), state)
+			}
+			return t.flush()
+		},
+	}
+	a.register(cmd)
+	return cmd
+}
+
+// jobActionHelp is the one-line help of each job action.
+var jobActionHelp = map[string]string{
+	"run":    "Run a scheduled job now, outside its schedule",
+	"pause":  "Pause a scheduled job: no scheduled runs until resumed",
+	"resume": "Resume a paused job",
+}
+
+func newJobActionCmd(action string) *cobra.Command {
+	var a apiCmd
+	cmd := &cobra.Command{
+		Use:     action + " NAME",
+		Short:   jobActionHelp[action],
+		Long:    jobActionHelp[action] + ". Needs the operator role; audited.",
+		Example: "  apollo job " + action + " nightly_backup",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var ans struct {
+				Job    string `json:"job"`
+				TaskID string `json:"taskID"`
+			}
+			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+pathEscape(args[0])+"/"+action, nil, &ans)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			switch action {
+			case "run":
+				fmt.Fprintf(cmd.OutOrStdout(), "started %s\n", ans.TaskID)
+			case "pause":
+				fmt.Fprintf(cmd.OutOrStdout(), "paused %s\n", ans.Job)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s\n", ans.Job)
+			}
+			return nil
+		},
+	}
+	a.register(cmd)
+	return cmd
+}

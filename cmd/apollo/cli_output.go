@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+)
+
+// apiCmd is what every command that talks to a server shares: where the
+// server is, and how to print its answer.
+type apiCmd struct {
+	cf     clientFlags
+	output string
+}
+
+func (a *apiCmd) register(cmd *cobra.Command) {
+	a.cf.register(cmd)
+	cmd.Flags().StringVarP(&a.output, "output", "o", "table", "table, or json for the server's JSON answer")
+}
+
+// client checks the flags and returns a client for the server.
+func (a *apiCmd) client() (*apiClient, error) {
+	if a.output != "table" && a.output != "json" {
+		return nil, usageError("-o %q: use table or json", a.output)
+	}
+	return newAPIClient(&a.cf)
+}
+
+func (a *apiCmd) json() bool { return a.output == "json" }
+
+// printJSON writes a JSON answer indented, as the server sent it.
+func printJSON(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, bytes.TrimSpace(raw), "", "  "); err != nil {
+		_, err = w.Write(raw) // not JSON after all: print it as it is
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// table prints aligned columns.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(toAny(header)...)
+	}
+	return t
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// row adds a row; cells are printed with %v, tabs and newlines in them
+// made spaces so that one cell cannot break the columns.
+func (t *table) row(cells ...any) {
+	for i, c := range cells {
+		if i > 0 {
+			t.tw.Write([]byte{'\t'})
+		}
+		s := fmt.Sprint(c)
+		s = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
+		t.tw.Write([]byte(s))
+	}
+	t.tw.Write([]byte{'\n'})
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// fmtMs prints a Unix-millisecond time in the local zone; "-" for zero.
+func fmtMs(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).Local().Format(time.DateTime)
+}
+
+// fmtTime is fmtMs for a time.Time.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+// fmtCost prints a duration in milliseconds the way people read it:
+// 850ms, 1.2s, 3m4s; "-" for zero.
+func fmtCost(ms float64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	d := time.Duration(ms * float64(time.Millisecond))
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// fmtRate prints a rate in [0,1] as a percentage.
+func fmtRate(r float64) string {
+	if r == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*r)
+}
+
+// clip cuts s to n runes, marking the cut.
+func clip(s string, n int) string {
+	if n <= 0 || utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// orDash is s, or "-" when it is empty, so that a column never looks shifted.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cliCmd makes cmd and its subcommands answer usage mistakes with exit
+// code 2: bad flags, and the wrong number of arguments.
+func cliCmd(cmd *cobra.Command) *cobra.Command {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: err}
+	})
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		cliCmd(sub)
+	}
+	return cmd
+}
+
+// plural is "1 job", "2 jobs".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,18 @@
+//go:build !unix
+
+package main
+
+import "errors"
+
+// spoolLease: see cli_spool_unix.go. Without flock two processes could
+// share a spool directory, which the agent forbids, so there is no spool.
+type spoolLease struct {
+	dir     string
+	orphans []string
+}
+
+func leaseSpool(string) (*spoolLease, error) {
+	return nil, errors.New("spool: needs a Unix system (file locks)")
+}
+
+func (*spoolLease) release() {}

@@ -1,0 +1,87 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// spoolSlots is how many `apollo exec` processes may spool at once under
+// one spool directory. The agent allows one client per directory, and cron
+// starts many wrapped jobs at the same minute: each takes a slot, a
+// subdirectory held with an exclusive lock for its lifetime. Past the
+// last slot a run reports without a spool.
+const spoolSlots = 16
+
+// spoolLease is a slot this process holds, and the unheld slots that an
+// earlier process left events in (orphans), which this one sends too.
+type spoolLease struct {
+	dir     string
+	orphans []string
+	locks   []*os.File
+}
+
+// leaseSpool takes the first free slot under root, and every other free
+// slot that holds files.
+func leaseSpool(root string) (*spoolLease, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	l := &spoolLease{}
+	for i := range spoolSlots {
+		dir := filepath.Join(root, fmt.Sprintf("slot-%02d", i))
+		if l.dir != "" && !hasFiles(dir) {
+			continue // nothing left there to send
+		}
+		f, ok, err := tryLock(dir + ".lock")
+		if err != nil {
+			l.release()
+			return nil, err
+		}
+		if !ok {
+			continue // another apollo exec holds it
+		}
+		if l.dir == "" {
+			l.dir = dir
+		} else {
+			l.orphans = append(l.orphans, dir)
+		}
+		l.locks = append(l.locks, f)
+	}
+	if l.dir == "" {
+		return nil, fmt.Errorf("spool: all %d slots under %s are in use", spoolSlots, root)
+	}
+	return l, nil
+}
+
+// tryLock takes an exclusive lock on path without waiting. The lock goes
+// with the process: a killed apollo exec frees its slot.
+func tryLock(path string) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("spool: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("spool: locking %s: %w", path, err)
+	}
+	return f, true, nil
+}
+
+// release gives the slots back; call it after the agent clients closed.
+func (l *spoolLease) release() {
+	if l == nil {
+		return
+	}
+	for _, f := range l.locks {
+		f.Close()
+	}
+	l.locks = nil
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeAPI stands in for a server's alert, silence, rules and health
+// routes, answering in the shapes of httpapi/alerts.go, so that the
+// commands' tables and errors are tested before a server with those
+// routes runs in the testscript tests.
+type fakeAPI struct {
+	mu       sync.Mutex
+	requests []string       // "METHOD /path?query"
+	bodies   map[string]any // the last JSON body per "METHOD /path"
+	ready    bool
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	key := r.Method + " " + r.URL.Path
+	f.mu.Lock()
+	f.requests = append(f.requests, key+"?"+r.URL.RawQuery)
+	if r.Header.Get("Content-Type") == "application/json" {
+		var v any
+		json.Unmarshal(body, &v)
+		f.bodies[key] = v
+	}
+	ready := f.ready
+	f.mu.Unlock()
+	answer := func(status int, v string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, v)
+	}
+	notFound := `{"error":{"code":"not_found","message":"no such thing"}}`
+	switch key {
+	case "GET /healthz":
+		answer(200, `{"status":"ok"}`)
+	case "GET /readyz":
+		if ready {
+			answer(200, `{"status":"ready"}`)
+		} else {
+			answer(503, `{"status":"recovering"}`)
+		}
+	case "GET /api/v1/system":
+		answer(200, `{"wal":{"segments":2,"fsync":"batch"},"bus":{"tasks":1000000,"queued":[]},"stream":{"clients":null}}`)
+	case "GET /api/v1/alerts":
+		answer(200, `{"alerts":[
+			{"id":"a1","rule":"batch_failures","group":"batch_","state":"firing","severity":"critical","summary":"failed_rate 0.12 > 0.05 for batch_ over 5m","value":0.12,"startedAt":"2026-11-29T10:00:00Z","firedAt":"2026-11-29T10:02:00Z","ackedBy":"ops"},
+			{"id":"a2","rule":"etl_failed","group":"etl_","state":"pending","severity":"warning","summary":"etl_load failed","value":1,"startedAt":"2026-11-29T10:05:00Z","silencedBy":["s1"]}]}`)
+	case "POST /api/v1/alerts/a1/ack":
+		answer(200, `{"alert":{"id":"a1","state":"firing","ackedBy":"local"}}`)
+	case "POST /api/v1/alerts/zz/ack":
+		answer(404, notFound)
+	case "POST /api/v1/alerts/a2/ack":
+		answer(409, `{"error":{"code":"conflict","message":"alert a2 is resolved","hint":"nothing to acknowledge"}}`)
+	case "GET /api/v1/silences":
+		answer(200, `{"silences":[{"id":"s1","prefix":"etl_","labels":{"team":"data","env":"prod"},"startsAt":"2026-11-29T10:00:00Z","endsAt":"2026-11-29T12:00:00Z","createdBy":"ops","comment":"vendor outage"}]}`)
+	case "POST /api/v1/silences":
+		answer(201, `{"silence":{"id":"s2","rule":"batch_failures","startsAt":"2026-11-29T10:00:00Z","endsAt":"2026-11-29T12:00:00Z","createdBy":"local","comment":"c"}}`)
+	case "DELETE /api/v1/silences/s1":
+		answer(200, `{"removed":"s1"}`)
+	case "DELETE /api/v1/silences/zz":
+		answer(404, notFound)
+	case "GET /api/v1/rules":
+		answer(200, `{"rules":[{"name":"batch_failures","kind":"rate","text":"RULE batch_failures task_prefix: \"batch_\"\n  WINDOW: 5m","json":{}}],"source":"# ours\nRULE batch_failures task_prefix: \"batch_\" WINDOW: 5m\n"}`)
+	case "PUT /api/v1/rules":
+		if bytes.Contains(body, []byte("bad")) {
+			answer(400, `{"error":{"code":"invalid","message":"the rules have 2 problem(s); nothing was changed"},
+				"errors":[{"pos":"1:49","line":1,"col":49,"message":"unknown metric \"failed_rat\"","hint":"did you mean failed_rate?"},{"pos":"2:3","line":2,"col":3,"message":"unknown key"}]}`)
+			return
+		}
+		answer(200, `{"rules":[{"name":"a"},{"name":"b"}]}`)
+	default:
+		http.NotFound(w, r) // as net/http's mux: plain text
+	}
+}
+
+// cli runs the binary in-process against srv with a clean environment.
+func cli(t *testing.T, srv string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args = append(args, "--server", srv)
+	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func cleanEnv(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("APOLLO_TOKEN", "")
+	t.Setenv("APOLLO_SERVER", "")
+	t.Setenv("TZ", "UTC")
+}
+
+func TestAlertCommandsAgainstFakeAPI(t *testing.T) {
+	cleanEnv(t)
+	api := &fakeAPI{bodies: map[string]any{}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	rulesFile := filepath.Join(t.TempDir(), "rules.txt")
+	os.WriteFile(rulesFile, []byte("RULE bad\n"), 0o600)
+	goodFile := filepath.Join(t.TempDir(), "rules.json")
+	os.WriteFile(goodFile, []byte(`{"rules":[]}`), 0o600)
+
+	tests := []struct {
+		name   string
+		args   []string
+		stdin  string
+		code   int
+		stdout []string // regexps, each must match a line
+		stderr []string
+	}{
+		{"alerts table", []string{"alerts"}, "", 0, []string{
+			`^ID +STATE +SEVERITY +RULE +GROUP +SINCE +NOTE +SUMMARY$`,
+			`^a1 +firing +critical +batch_failures +batch_ +2026-11-29 10:02:00 +acked by ops +failed_rate 0\.12 > 0\.05 for batch_ over 5m$`,
+			`^a2 +pending +warning +etl_failed +etl_ +2026-11-29 10:05:00 +silenced +etl_load failed$`}, nil},
+		{"alerts json", []string{"alerts", "--state", "firing", "-o", "json"}, "", 0, []string{`^  "alerts": \[$`}, nil},
+		{"alerts bad state", []string{"alerts", "--state", "burning"}, "", 2, nil, []string{`use pending, firing or resolved`}},
+		{"ack", []string{"ack", "a1"}, "", 0, []string{`^acknowledged a1$`}, nil},
+		{"ack unknown", []string{"ack", "zz"}, "", 3, nil, []string{`^apollo: no such thing$`}},
+		{"ack resolved", []string{"ack", "a2"}, "", 2, nil, []string{`^apollo: alert a2 is resolved \(nothing to acknowledge\)$`}},
+		{"silence list", []string{"silence", "list"}, "", 0, []string{
+			`^ID +MATCHES +STARTS +ENDS +BY +COMMENT$`,
+			`^s1 +prefix=etl_ env=prod team=data +2026-11-29 10:00:00 +2026-11-29 12:00:00 +ops +vendor outage$`}, nil},
+		{"silence add", []string{"silence", "add", "--rule", "batch_failures", "--for", "2h", "--comment", "c"}, "", 0,
+			[]string{`^silence s2: rule=batch_failures until 2026-11-29 12:00:00$`}, nil},
+		{"silence rm", []string{"silence", "rm", "s1"}, "", 0, []string{`^removed silence s1$`}, nil},
+		{"silence rm unknown", []string{"silence", "rm", "zz"}, "", 3, nil, nil},
+		{"silence add bad label", []string{"silence", "add", "--label", "novalue", "--for", "1h", "--comment", "c"}, "", 2, nil, []string{`write key=value`}},
+		{"rules list", []string{"rules", "list"}, "", 0, []string{`^NAME +KIND +RULE$`, `^batch_failures +rate +RULE batch_failures task_prefix: "batch_" WINDOW: 5m$`}, nil},
+		{"rules source", []string{"rules", "list", "--source"}, "", 0, []string{`^# ours$`}, nil},
+		{"rules apply errors", []string{"rules", "apply", rulesFile}, "", 2, nil, []string{
+			`^apollo: .*rules.txt: 2 errors; nothing was changed$`,
+			`^.*rules.txt:1:49: unknown metric "failed_rat" \(did you mean failed_rate\?\)$`,
+			`^.*rules.txt:2:3: unknown key$`}},
+		{"rules apply json", []string{"rules", "apply", goodFile}, "", 0, []string{`^applied .*rules.json: 2 rules$`}, nil},
+		{"rules apply stdin", []string{"rules", "apply", "-"}, "RULE x", 0, []string{`^applied <stdin>: 2 rules$`}, nil},
+		{"status not ready", []string{"status"}, "", 1, []string{
+			`^health +ok$`, `^ready +recovering$`, `^bus\.queued +\[\]$`, `^bus\.tasks +1000000$`,
+			`^stream\.clients +-$`, `^wal\.fsync +batch$`, `^wal\.segments +2$`}, []string{`is not ready: recovering`}},
+		{"a route the server lacks", []string{"job", "list"}, "", 1, nil, []string{`does not serve GET /api/v1/jobs`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := cli(t, srv.URL, tc.stdin, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errs)
+			}
+			for _, re := range tc.stdout {
+				if !regexp.MustCompile("(?m)" + re).MatchString(out) {
+					t.Errorf("stdout has no line matching %s:\n%s", re, out)
+				}
+			}
+			for _, re := range tc.stderr {
+				if !regexp.MustCompile("(?m)" + re).MatchString(errs) {
+					t.Errorf("stderr has no line matching %s:\n%s", re, errs)
+				}
+			}
+		})
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	want := map[string]any{"rule": "batch_failures", "duration": "2h0m0s", "comment": "c"}
+	got, _ := api.bodies["POST /api/v1/silences"].(map[string]any)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("silence body %v, want %s = %v", got, k, v)
+		}
+	}
+	if !strings.Contains(strings.Join(api.requests, "\n"), "GET /api/v1/alerts?state=firing") {
+		t.Errorf("--state not sent: %v", api.requests)
+	}
+}
+
+func TestResolveCLIOrder(t *testing.T) {
+	cleanEnv(t)
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	os.MkdirAll(filepath.Join(dir, "apollo"), 0o700)
+	os.WriteFile(filepath.Join(dir, "apollo", "cli.yaml"), []byte("server: http://file:1969\ntoken: file-token\n"), 0o600)
+	tests := []struct {
+		name                string
+		flagServer, flagTok string
+		envServer, envTok   string
+		wantServer, wantTok string
+	}{
+		{"file only", "", "", "", "", "http://file:1969", "file-token"},
+		{"env beats file", "", "", "http://env:1", "env-token", "http://env:1", "env-token"},
+		{"flag beats env", "http://flag:1", "flag-token", "http://env:1", "env-token", "http://flag:1", "flag-token"},
+		{"file token stays with its server", "http://other:1", "", "", "", "http://other:1", ""},
+		{"file token with its server named by a flag", "http://file:1969/", "", "", "", "http://file:1969/", "file-token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("APOLLO_SERVER", tc.envServer)
+			t.Setenv("APOLLO_TOKEN", tc.envTok)
+			cf := clientFlags{server: tc.flagServer, token: tc.flagTok}
+			if err := cf.resolveCLI(); err != nil {
+				t.Fatal(err)
+			}
+			if cf.server != tc.wantServer || cf.token != tc.wantTok {
+				t.Errorf("got %s %q, want %s %q", cf.server, cf.token, tc.wantServer, tc.wantTok)
+			}
+		})
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vals []float64
+		has  []bool
+		want string
+	}{
+		{"empty", nil, nil, ""},
+		{"all zero", []float64{0, 0, 0}, nil, "▁▁▁"},
+		{"scaled to the top", []float64{0, 1, 2, 4, 8}, nil, "▁▁▂▄█"},
+		{"nothing measured is blank", []float64{0, 0.5, 1}, []bool{false, true, true}, " ▄█"},
+	}
+	for _, tc := range tests {
+		if got := sparkline(tc.vals, tc.has); got != tc.want {
+			t.Errorf("%s: sparkline(%v) = %q, want %q", tc.name, tc.vals, got, tc.want)
+		}
+	}
+}
+
+func TestExitFor(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]int{400: 2, 401: 4, 403: 4, 404: 3, 409: 2, 413: 2, 415: 2, 429: 1, 500: 1, 503: 1} {
+		if got := exitFor(status); got != want {
+			t.Errorf("exitFor(%d) = %d, want %d", status, got, want)
+		}
+	}
+}
+
+// FuzzErrorAnswer feeds arbitrary error answers to the decoding every
+// command goes through (answerError, then ruleErrors for rules apply):
+// whatever a server or a proxy in front of it sends, the CLI prints a
+// message and exits 1 to 4, and never panics.
+func FuzzErrorAnswer(f *testing.F) {
+	f.Add(404, true, []byte(`{"error":{"code":"not_found","field":"taskID","message":"no task \"x\""}}`))
+	f.Add(400, true, []byte(`{"error":{"code":"invalid","message":"2 problems"},"errors":[{"pos":"1:49","line":1,"col":49,"message":"m","hint":"h"},{"pos":{"line":2,"column":3},"message":"n"}]}`))
+	f.Add(400, true, []byte(`{"error":{"code":"invalid","message":"x"},"errors":[{"pos":7}]}`))
+	f.Add(404, false, []byte("404 page not found\n"))
+	f.Add(502, false, []byte("<html>Bad Gateway</html>"))
+	f.Add(401, true, []byte(`{"error":null}`))
+	f.Add(500, true, []byte(`{"error":{"code":"internal","message":"`))
+	f.Fuzz(func(t *testing.T, status int, isJSON bool, body []byte) {
+		if status < 400 || status > 599 {
+			return
+		}
+		resp := &http.Response{StatusCode: status, Status: http.StatusText(status), Header: http.Header{}}
+		if isJSON {
+			resp.Header.Set("Content-Type", "application/json")
+		}
+		c := &apiClient{base: "http://127.0.0.1:1969"}
+		err := ruleErrors("rules.txt", c.answerError("PUT", "/api/v1/rules", resp, body))
+		var ee *exitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("%T is not an exitError", err)
+		}
+		if ee.code < 1 || ee.code > 4 {
+			t.Fatalf("exit code %d for status %d", ee.code, status)
+		}
+		if ee.err == nil || ee.Error() == "" {
+			t.Fatalf("no message for status %d body %q", status, body)
+		}
+	})
+}

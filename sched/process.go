@@ -1,0 +1,106 @@
+package sched
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// ProcessSpec is what StartProcess runs.
+type ProcessSpec struct {
+	Argv []string
+	Env  []string // added to this process's environment
+	Dir  string
+	// Stdin is handed to the process as it is; nil gives it /dev/null. An
+	// *os.File, not a reader, so that no goroutine copies into the process
+	// and the end of the process is the end of the run.
+	Stdin *os.File
+	// Stdout and Stderr, when set, receive the output as it comes, besides
+	// the tails kept for the result; each from its own goroutine, so one
+	// writer given for both must be safe for concurrent use. After a write
+	// to one fails, it gets nothing more; the tails and the process go on.
+	Stdout, Stderr io.Writer
+}
+
+// Process is a command running the way the scheduler runs a job: in its
+// own process group, the last lines of its output kept, and whatever it
+// left in its group killed when it exits. `apollo exec` uses it so that a
+// wrapped command and a scheduled one behave the same.
+type Process struct{ p proc }
+
+// ProcessResult is how a process ended.
+type ProcessResult struct {
+	ExitCode int            // -1 when a signal ended it
+	Signaled bool           // a signal ended it
+	Signal   syscall.Signal // which one, when Signaled
+	// The last lines (at most 20, at most 2 KiB) of each output stream.
+	StdoutTail, StderrTail string
+}
+
+// StartProcess starts spec.Argv in a new process group.
+func StartProcess(spec ProcessSpec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("sched: StartProcess: no command to run")
+	}
+	p, err := execRunner{clock: apollo.SystemClock}.start(&runSpec{
+		argv: spec.Argv, env: spec.Env, dir: spec.Dir,
+		stdin: spec.Stdin, stdout: spec.Stdout, stderr: spec.Stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Signal sends sig to the process's whole group. A group that is gone
+// already is not an error.
+func (p *Process) Signal(sig syscall.Signal) error { return p.p.signal(sig) }
+
+// Done is closed once the process has exited and its output is read.
+func (p *Process) Done() <-chan struct{} { return p.p.done() }
+
+// Result is how the process ended; call it after Done is closed.
+func (p *Process) Result() ProcessResult {
+	r := p.p.result()
+	return ProcessResult{ExitCode: r.exitCode, Signaled: r.signaled, Signal: r.sig, StdoutTail: r.stdout, StderrTail: r.stderr}
+}
+
+// EncodeExtra marshals fields plus the output tails (as stdoutTail and
+// stderrTail) into at most apollo.MaxExtraBytes of JSON, the way the
+// scheduler fills a run's extra: the oldest lines of the longer tail go
+// first until it fits. It adds the tails to fields.
+func EncodeExtra(fields map[string]any, stdout, stderr string) json.RawMessage {
+	return encodeExtra(fields, stdout, stderr)
+}
+
+// teeTail returns t, or a writer that feeds both t and w when w is set.
+func teeTail(t *tail, w io.Writer) io.Writer {
+	if w == nil {
+		return t
+	}
+	return &passThrough{t: t, w: w}
+}
+
+// passThrough keeps the tail and passes the output on. A failing pass-on
+// writer (a closed terminal, a full disk) is given up on rather than
+// stopping the reading, which would leave the process blocked on a full
+// pipe.
+type passThrough struct {
+	t      *tail
+	w      io.Writer
+	failed bool // only the one goroutine draining the stream writes
+}
+
+func (p *passThrough) Write(b []byte) (int, error) {
+	p.t.Write(b)
+	if !p.failed {
+		if _, err := p.w.Write(b); err != nil {
+			p.failed = true
+		}
+	}
+	return len(b), nil
+}
