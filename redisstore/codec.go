@@ -100,10 +100,11 @@ func parseVals(s string, v *vals, n int) error {
 		start := i
 		var x uint64
 		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			if x > (math.MaxInt64-9)/10 {
+			d := uint64(s[i] - '0')
+			if x > (math.MaxInt64-d)/10 {
 				return fmt.Errorf("%q: number out of range: %w", clip(s), errValue)
 			}
-			x = x*10 + uint64(s[i]-'0')
+			x = x*10 + d
 		}
 		if i == start {
 			return fmt.Errorf("%q: %w", clip(s), errValue)
