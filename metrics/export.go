@@ -26,19 +26,20 @@ type Entry struct {
 
 // Export is one job's state from some bucket on, as ExportJob fills it.
 type Export struct {
-	Buckets []Entry // 10-second buckets starting at or after from, oldest first
-	Rollups []Entry // 1-minute rollups starting at or after from's minute, oldest first
+	Buckets []Entry // 10-second buckets starting at or after bucketsFrom, oldest first
+	Rollups []Entry // 1-minute rollups starting at or after rollupsFrom, oldest first
 	// Backlog and Running are the levels after every move: the job's tasks
 	// pending and running, moves in buckets ahead of the clock included.
 	// The level at any bound is these minus the moves at or after it.
 	Backlog, Running int64
 }
 
-// ExportJob fills out with the job's entries from the bucket starting at
-// from on, reusing out's slices, and reports whether the aggregator holds
-// the job. The job is read under its lock, so the entries and levels are
-// of one instant. Entries dropped by compaction are not returned.
-func (a *Aggregator) ExportJob(tenant, name string, from int64, out *Export) bool {
+// ExportJob fills out with the job's buckets starting at or after
+// bucketsFrom and rollups starting at or after rollupsFrom (Unix ms),
+// reusing out's slices, and reports whether the aggregator holds the job.
+// The job is read under its lock, so the entries and levels are of one
+// instant. Entries dropped by compaction are not returned.
+func (a *Aggregator) ExportJob(tenant, name string, bucketsFrom, rollupsFrom int64, out *Export) bool {
 	out.Buckets, out.Rollups = out.Buckets[:0], out.Rollups[:0]
 	out.Backlog, out.Running = 0, 0
 	s := a.lookup(tenant, name)
@@ -50,8 +51,8 @@ func (a *Aggregator) ExportJob(tenant, name string, from int64, out *Export) boo
 	if s.dead {
 		return false
 	}
-	out.Buckets = s.l0.export(from, BucketWidth, out.Buckets)
-	out.Rollups = s.l1.export(floorTo(from, minuteMs), RollupWidth, out.Rollups)
+	out.Buckets = s.l0.export(bucketsFrom, BucketWidth, out.Buckets)
+	out.Rollups = s.l1.export(rollupsFrom, RollupWidth, out.Rollups)
 	// Every contribution goes to both levels, so either's total is the
 	// level now; l0's is the one compaction folds least.
 	total := s.l0.cumAt(len(s.l0.keys))

@@ -73,7 +73,8 @@ func TestExportJobAgreesWithTable(t *testing.T) {
 			start, end = start/60_000*60_000, end/60_000*60_000
 		}
 		for i, name := range tb.Names {
-			if !a.ExportJob("tn", name, metrics.Horizon(now, metrics.DefaultRollupRetention), &ex) {
+			h := metrics.Horizon(now, metrics.DefaultRollupRetention)
+			if !a.ExportJob("tn", name, h, h, &ex) {
 				t.Fatalf("ExportJob(%q): job not found", name)
 			}
 			es := ex.Buckets
@@ -89,7 +90,7 @@ func TestExportJobAgreesWithTable(t *testing.T) {
 			}
 		}
 	}
-	if a.ExportJob("tn", "nobody", 0, &ex) || len(ex.Buckets) != 0 || ex.Backlog != 0 {
+	if a.ExportJob("tn", "nobody", 0, 0, &ex) || len(ex.Buckets) != 0 || ex.Backlog != 0 {
 		t.Errorf("ExportJob of an unknown job: %+v", ex)
 	}
 }

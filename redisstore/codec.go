@@ -5,14 +5,19 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/apollo-11/apollo/metrics"
 )
 
-// The value of a bucket or rollup field: its own totals in this order, as
-// decimal integers separated by commas, trailing zeros left out (a bucket
-// whose changes were all taken back again is ""). Text, so redis-cli shows
-// it; a few bytes per field, since most of a bucket's counters are small.
+// A block field holds the buckets (or rollups) of one block, each as
+// "<slot>:<values>", joined by ';' in slot order; a slot is the entry's
+// place in the block (0 to blockSlots-1) and an entry whose values are all
+// zero is left out. The values are the entry's own totals in this order,
+// as decimal integers separated by commas, trailing zeros left out. Text,
+// so redis-cli shows it; a few bytes per entry, as most counters are small.
+//
+//	b1893553200 = "0:3,3,0,0,3,0,0,4500,3,1500,1500;7:1,0,1,0,0,0,0,0,0,0,0,0,-1"
 const (
 	vCount = iota
 	vSuccess
@@ -129,4 +134,66 @@ func clip(s string) string {
 		return s[:40] + "..."
 	}
 	return s
+}
+
+// blockSlots is how many entries a block holds: a block of buckets spans
+// 10 minutes, a block of rollups an hour.
+const blockSlots = 60
+
+// appendBlock appends the entries es, all in the block starting at start
+// whose entries are width apart, oldest first.
+func appendBlock(b []byte, start, width int64, es []metrics.Entry) []byte {
+	first := true
+	var v vals
+	for i := range es {
+		v.fromEntry(&es[i])
+		if v == (vals{}) {
+			continue
+		}
+		if !first {
+			b = append(b, ';')
+		}
+		first = false
+		b = strconv.AppendInt(b, (es[i].Start-start)/width, 10)
+		b = append(b, ':')
+		b = appendVals(b, &v, nVals)
+	}
+	return b
+}
+
+var errBlock = errors.New("not a list of slot:values entries in slot order")
+
+// slotVals is one decoded entry of a block.
+type slotVals struct {
+	slot int
+	v    vals
+}
+
+// parseBlock decodes a block field into dst (reused) and returns it: the
+// entries in slot order. A damaged field gives an error and no entries.
+func parseBlock(s string, dst []slotVals) ([]slotVals, error) {
+	dst = dst[:0]
+	last := -1
+	for rest := s; rest != ""; {
+		entry := rest
+		if i := strings.IndexByte(rest, ';'); i >= 0 {
+			entry, rest = rest[:i], rest[i+1:]
+			if rest == "" {
+				return dst[:0], fmt.Errorf("%q: %w", clip(s), errBlock)
+			}
+		} else {
+			rest = ""
+		}
+		slotText, values, ok := strings.Cut(entry, ":")
+		slot, err := strconv.Atoi(slotText)
+		if !ok || err != nil || slot <= last || slot >= blockSlots || slotText[0] == '+' || slotText[0] == '-' {
+			return dst[:0], fmt.Errorf("%q: %w", clip(s), errBlock)
+		}
+		last = slot
+		dst = append(dst, slotVals{slot: slot})
+		if err := parseVals(values, &dst[len(dst)-1].v, nVals); err != nil {
+			return dst[:0], err
+		}
+	}
+	return dst, nil
 }

@@ -258,31 +258,37 @@ func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob,
 }
 
 // queueJob adds one job's HSET to pipe, and reports whether the job had
-// anything to write.
+// anything to write. Every block from the one holding j.from on is written
+// whole, so the write does not depend on what Redis held before.
 func (f *Flusher) queueJob(ctx context.Context, pipe redis.Pipeliner, j dirtyJob) bool {
 	ex := &f.ex
-	if !f.agg.ExportJob(j.tenant, j.name, j.from, ex) {
+	if !f.agg.ExportJob(j.tenant, j.name, blockOf(kindBucket, j.from), blockOf(kindRollup, j.from), ex) {
 		return false // compacted away: nothing left in any window
 	}
-	w := f.opts.Writer
-	args := make([]any, 0, 2*(len(ex.Buckets)+len(ex.Rollups)+1))
-	var v vals
-	for _, es := range [2]struct {
-		kind byte
-		list []metrics.Entry
-	}{{kindBucket, ex.Buckets}, {kindRollup, ex.Rollups}} {
-		for i := range es.list {
-			v.fromEntry(&es.list[i])
-			f.buf = appendVals(f.buf[:0], &v, nVals)
-			args = append(args, fieldName(es.kind, es.list[i].Start, w), string(f.buf))
-		}
-	}
-	v = vals{ex.Backlog, ex.Running}
+	args := make([]any, 0, 8)
+	args = f.appendBlocks(args, kindBucket, ex.Buckets)
+	args = f.appendBlocks(args, kindRollup, ex.Rollups)
+	v := vals{ex.Backlog, ex.Running}
 	f.buf = appendVals(f.buf[:0], &v, nGauge)
-	args = append(args, fieldName(kindGauge, 0, w), string(f.buf))
+	args = append(args, fieldName(kindGauge, 0, f.opts.Writer), string(f.buf))
 	pipe.HSet(ctx, f.keys.window(j.tenant, j.name), args...)
 	f.stats.fields.Add(int64(len(args) / 2))
 	return true
+}
+
+// appendBlocks appends a field and value per block of the entries es.
+func (f *Flusher) appendBlocks(args []any, kind byte, es []metrics.Entry) []any {
+	for len(es) > 0 {
+		start := blockOf(kind, es[0].Start)
+		n := 1
+		for n < len(es) && es[n].Start < start+span(kind) {
+			n++
+		}
+		f.buf = appendBlock(f.buf[:0], start, width(kind), es[:n])
+		args = append(args, fieldName(kind, start, f.opts.Writer), string(f.buf))
+		es = es[n:]
+	}
+	return args
 }
 
 // queueNames adds jobs to their tenants' name indexes, scored now.

@@ -207,9 +207,10 @@ func TestMaintenanceTrims(t *testing.T) {
 	}
 	f.flush(t)
 	key := f.fl.keys.window("", "batch_a")
+	// count returns how many blocks of kind end at or before before.
 	count := func(kind byte, before int64) (n int) {
 		for _, fl := range f.opts.Client.HKeys(ctx, key).Val() {
-			if k, start, _, ok := parseField(fl); ok && k == kind && start < before {
+			if k, start, _, ok := parseField(fl); ok && k == kind && start+span(kind) <= before {
 				n++
 			}
 		}
@@ -242,7 +243,7 @@ func TestMaintenanceTrims(t *testing.T) {
 	var running, forgotten int
 	for _, name := range append(jobNames, "done") {
 		var ex metrics.Export
-		f.agg.ExportJob("", name, 0, &ex)
+		f.agg.ExportJob("", name, 0, 0, &ex)
 		_, kept := f.fl.jobs[jobRef{"", name}]
 		switch {
 		case ex.Backlog != 0 || ex.Running != 0:

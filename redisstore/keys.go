@@ -3,6 +3,9 @@ package redisstore
 import (
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo/metrics"
 )
 
 // Key layout (docs/redis.md):
@@ -15,9 +18,13 @@ import (
 // key maps to one slot and jobs spread over the cluster. Fields of the
 // window hash, each with "@<writer>" appended for a named writer:
 //
-//	b<unix seconds>   a 10-second bucket's own totals
-//	m<unix seconds>   a 1-minute rollup's own totals
+//	b<unix seconds>   the 10-second buckets of the 10 minutes from then (codec.go)
+//	m<unix seconds>   the 1-minute rollups of the hour from then
 //	g                 the gauge levels now: backlog,running
+//
+// Blocks rather than a field per bucket keep a job's hash small (a day is
+// 6 bucket blocks and 24 rollup blocks) and a window a handful of fields:
+// Redis finds a field of a small hash by scanning it.
 
 // keyspace builds the keys of one prefix.
 type keyspace struct{ prefix string }
@@ -72,8 +79,28 @@ const (
 	kindGauge  = 'g'
 )
 
-// fieldName is the hash field of one bucket (kindBucket, kindRollup; start
-// in Unix ms) or of the gauges (kindGauge) for a writer.
+// Entry widths and block spans, ms.
+const (
+	bucketMs = int64(metrics.BucketWidth / time.Millisecond)
+	minuteMs = int64(metrics.RollupWidth / time.Millisecond)
+)
+
+// width is the distance between a kind's entries; span is a block's.
+func width(kind byte) int64 {
+	if kind == kindRollup {
+		return minuteMs
+	}
+	return bucketMs
+}
+
+func span(kind byte) int64 { return blockSlots * width(kind) }
+
+// blockOf is the start of the block of kind holding the entry at key.
+func blockOf(kind byte, key int64) int64 { return floorTo(key, span(kind)) }
+
+// fieldName is the hash field of the block of kind (kindBucket,
+// kindRollup) starting at start (Unix ms), or of the gauges (kindGauge),
+// for a writer.
 func fieldName(kind byte, start int64, writer string) string {
 	b := make([]byte, 0, 16+len(writer))
 	b = append(b, kind)
@@ -105,7 +132,7 @@ func parseField(f string) (kind byte, start int64, writer string, ok bool) {
 		return kind, 0, writer, rest == ""
 	case kindBucket, kindRollup:
 		sec, err := strconv.ParseInt(rest, 10, 64)
-		if err != nil || rest[0] == '+' || sec < -1<<52 || sec > 1<<52 {
+		if err != nil || rest[0] == '+' || sec < -1<<52 || sec > 1<<52 || sec*1000%span(kind) != 0 {
 			return 0, 0, "", false
 		}
 		return kind, sec * 1000, writer, true

@@ -89,7 +89,7 @@ func (f *Flusher) maintain(ctx context.Context, now time.Time) error {
 // alive reports whether a job's key must be kept: it has tasks pending or
 // running, or data inside the rollup retention.
 func (f *Flusher) alive(st *jobState, ms int64) bool {
-	if !f.agg.ExportJob(st.tenant, st.name, math.MaxInt64, &f.ex) {
+	if !f.agg.ExportJob(st.tenant, st.name, math.MaxInt64, math.MaxInt64, &f.ex) {
 		return false
 	}
 	return f.ex.Backlog != 0 || f.ex.Running != 0 || ms-st.written < f.opts.RollupRetention.Milliseconds()
@@ -109,14 +109,15 @@ func (f *Flusher) queueTrim(ctx context.Context, pipe redis.Pipeliner, ms int64)
 	pipe.ZRemRangeByScore(ctx, f.keys.writers(), "-inf", cut)
 }
 
-// staleFields returns the bucket fields older than h0 and the rollup
-// fields older than h1, of any writer. Fields this package did not write
-// are left alone.
+// staleFields returns the bucket blocks that end before h0 and the rollup
+// blocks that end before h1, of any writer. Fields this package did not
+// write are left alone.
 func staleFields(fields []string, h0, h1 int64) []string {
 	var out []string
 	for _, fl := range fields {
 		kind, start, _, ok := parseField(fl)
-		if ok && (kind == kindBucket && start < h0 || kind == kindRollup && start < h1) {
+		end := start + span(kind)
+		if ok && (kind == kindBucket && end <= h0 || kind == kindRollup && end <= h1) {
 			out = append(out, fl)
 		}
 	}

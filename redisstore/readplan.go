@@ -12,13 +12,16 @@ import (
 // the entries between their keys, and the gauges at a bound are the levels
 // now less the moves at or after its key. So a read needs, per level, the
 // keys from its oldest bound up to the newest bucket a writer may have
-// written, and the gauge field: the same fields for every job.
+// written (the blocks holding them), and the gauge field: the same fields
+// for every job.
 type readPlan struct {
 	sp       metrics.Span
 	lo0, lo1 int64 // first key of each level
 	n0, n1   int   // keys of each level: lo, lo+width, ...
 	writers  []string
-	fields   []string // HMGET's fields: per writer n0 buckets, n1 rollups, the gauges
+	fields   []string // HMGET's fields: per writer the blocks and the gauges
+	kinds    []byte   // of each field
+	starts   []int64  // of each field's block
 }
 
 func newReadPlan(sp metrics.Span, bounds []int64, maxNow time.Time, writers []string) readPlan {
@@ -44,17 +47,29 @@ func newReadPlan(sp metrics.Span, bounds []int64, maxNow time.Time, writers []st
 		}
 		p.lo1, p.n1 = kFirst, int((hi-kFirst)/minuteMs)+1
 	}
-	p.fields = make([]string, 0, len(writers)*(p.n0+p.n1+1))
 	for _, w := range writers {
-		for i := range p.n0 {
-			p.fields = append(p.fields, fieldName(kindBucket, p.lo0+int64(i)*bucketMs, w))
-		}
-		for i := range p.n1 {
-			p.fields = append(p.fields, fieldName(kindRollup, p.lo1+int64(i)*minuteMs, w))
-		}
-		p.fields = append(p.fields, fieldName(kindGauge, 0, w))
+		p.addBlocks(kindBucket, p.lo0, p.n0, w)
+		p.addBlocks(kindRollup, p.lo1, p.n1, w)
+		p.add(kindGauge, 0, w)
 	}
 	return p
+}
+
+// addBlocks adds the fields of the blocks holding n keys from lo.
+func (p *readPlan) addBlocks(kind byte, lo int64, n int, writer string) {
+	if n == 0 {
+		return
+	}
+	last := lo + int64(n-1)*width(kind)
+	for b := blockOf(kind, lo); b <= last; b += span(kind) {
+		p.add(kind, b, writer)
+	}
+}
+
+func (p *readPlan) add(kind byte, start int64, writer string) {
+	p.fields = append(p.fields, fieldName(kind, start, writer))
+	p.kinds = append(p.kinds, kind)
+	p.starts = append(p.starts, start)
 }
 
 func floorTo(t, step int64) int64 {
@@ -67,9 +82,10 @@ func floorTo(t, step int64) int64 {
 
 // jobData is one job's fields of a plan, every writer's summed.
 type jobData struct {
-	lv  [2][]vals     // per level, per key
-	suf [2][][2]int64 // per level: suf[i] is the gauge moves at keys i and after
-	g   vals          // the gauge levels now
+	scratch []slotVals
+	lv      [2][]vals     // per level, per key
+	suf     [2][][2]int64 // per level: suf[i] is the gauge moves at keys i and after
+	g       vals          // the gauge levels now
 }
 
 func (p *readPlan) newJobData() *jobData {
@@ -89,31 +105,38 @@ func (d *jobData) load(p *readPlan, reply []any) error {
 	clear(d.lv[0])
 	clear(d.lv[1])
 	d.g = vals{}
-	per := p.n0 + p.n1 + 1
-	var v vals
 	for i, x := range reply {
 		if x == nil {
 			continue
 		}
 		s, ok := x.(string)
-		k := i % per
-		lim := nVals
-		if k == per-1 {
-			lim = nGauge
-		}
 		if !ok {
 			return fmt.Errorf("field %s: a %T, not a string", p.fields[i], x)
 		}
-		if err := parseVals(s, &v, lim); err != nil {
-			return fmt.Errorf("field %s: %w", p.fields[i], err)
-		}
-		switch {
-		case k < p.n0:
-			d.lv[0][k].add(&v)
-		case k < p.n0+p.n1:
-			d.lv[1][k-p.n0].add(&v)
+		var err error
+		switch kind := p.kinds[i]; kind {
+		case kindGauge:
+			var v vals
+			if err = parseVals(s, &v, nGauge); err == nil {
+				d.g.add(&v)
+			}
 		default:
-			d.g.add(&v)
+			l, lo, n := 0, p.lo0, p.n0
+			if kind == kindRollup {
+				l, lo, n = 1, p.lo1, p.n1
+			}
+			w := width(kind)
+			d.scratch, err = parseBlock(s, d.scratch)
+			for k := range d.scratch {
+				e := &d.scratch[k]
+				key := p.starts[i] + int64(e.slot)*w
+				if j := (key - lo) / w; key >= lo && j < int64(n) {
+					d.lv[l][j].add(&e.v)
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("field %s: %w", p.fields[i], err)
 		}
 	}
 	for l := range d.lv {

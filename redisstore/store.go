@@ -17,14 +17,9 @@ import (
 // read to take them off the levels.
 const readMargin = time.Minute
 
-// readChunk bounds the fields one pipeline asks for, so that a large
-// Table does not hold every reply at once.
-const readChunk = 200_000
-
-const (
-	bucketMs = int64(metrics.BucketWidth / time.Millisecond)
-	minuteMs = int64(metrics.RollupWidth / time.Millisecond)
-)
+// readChunk bounds the jobs one pipeline asks for, so that a large Table
+// does not hold every reply at once.
+const readChunk = 1000
 
 // Store reads the metrics flushers wrote, for the alert engine and the API
 // of processes that do not hold the aggregator. It answers exactly as the
@@ -139,10 +134,10 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// read fetches the plan's fields of each job, in pipelines of at most
-// readChunk fields, and calls fn with each job's data.
+// read fetches the plan's fields of each job, in pipelines of readChunk
+// jobs, and calls fn with each job's data.
 func (s *Store) read(ctx context.Context, tenant string, names []string, p *readPlan, fn func(i int, d *jobData)) error {
-	per := max(1, readChunk/len(p.fields))
+	per := readChunk
 	d := p.newJobData()
 	for lo := 0; lo < len(names); lo += per {
 		hi := min(len(names), lo+per)
