@@ -90,6 +90,12 @@ func TestExportJobAgreesWithTable(t *testing.T) {
 			}
 		}
 	}
+	// The two levels start where they are asked to.
+	b0, r0 := now.UnixMilli()-300_000, metrics.Horizon(now, time.Hour)
+	if !a.ExportJob("tn", "a", b0, r0, &ex) || len(ex.Buckets) == 0 || len(ex.Rollups) == 0 ||
+		ex.Buckets[0].Start < b0 || ex.Rollups[0].Start < r0 || ex.Rollups[0].Start >= b0 {
+		t.Errorf("ExportJob from %d and %d: buckets from %+v, rollups from %+v", b0, r0, ex.Buckets[:min(1, len(ex.Buckets))], ex.Rollups[:min(1, len(ex.Rollups))])
+	}
 	if a.ExportJob("tn", "nobody", 0, 0, &ex) || len(ex.Buckets) != 0 || ex.Backlog != 0 {
 		t.Errorf("ExportJob of an unknown job: %+v", ex)
 	}

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -60,20 +59,23 @@ const urlHint = "e.g. redis://127.0.0.1:6379/0, redis-sentinel://host:26379?mast
 // badURL is Open's error. The URL's user information never reaches it: a
 // library's message may quote the URL, so it is cut out of that too.
 func badURL(raw, why string) error {
-	if secret := userinfo(raw); secret != "" {
-		why = strings.ReplaceAll(why, secret, "xxxxx")
-	}
-	return &apollo.Error{Code: apollo.EINVALID, Field: "redis", Message: fmt.Sprintf("%s: %s", redact(raw), why), Hint: urlHint}
+	info := userinfo(raw)
+	// Hide before clipping: a clipped URL may hold half the password.
+	msg := clip(hideSecret(raw, info)) + ": " + hideSecret(why, info)
+	return &apollo.Error{Code: apollo.EINVALID, Field: "redis", Message: msg, Hint: urlHint}
 }
 
-// redact returns the URL with its password hidden, or only its scheme
-// when it does not parse.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return clip(u.Redacted())
+// hideSecret replaces the user information, and the password wherever it
+// appears when it is long enough not to be mistaken for other text.
+func hideSecret(s, info string) string {
+	if info == "" {
+		return s
 	}
-	scheme, _, _ := strings.Cut(raw, "://")
-	return clip(scheme) + "://..."
+	s = strings.ReplaceAll(s, info, "xxxxx")
+	if _, pw, _ := strings.Cut(info, ":"); len(pw) >= 4 {
+		s = strings.ReplaceAll(s, pw, "xxxxx")
+	}
+	return s
 }
 
 // userinfo returns the "user:password" part of a URL as written, or "".

@@ -52,6 +52,7 @@ func TestOpenErrors(t *testing.T) {
 		{"redis-sentinel://host:26379", "no master_name"},
 		{"redis://user:sup3rs3cret@host:6379/0?nonsense=1", "nonsense"},
 		{"redis://user:sup3rs3cret@host:notaport", ""},
+		{"redis://a-rather-long-user-name:sup3rs3cret@host:6379/0?nonsense=1", "nonsense"},
 	} {
 		_, err := Open(tc.url)
 		var ae *apollo.Error
