@@ -30,8 +30,9 @@ type alertSide interface {
 	stop()
 	// apiOptions fills the alerting part of the API's options.
 	apiOptions(o *httpapi.Options)
-	// hubOptions fills the alerting part of the stream's options.
-	hubOptions(o *httpapi.HubOptions)
+	// hubOptions fills the alerting part of the stream's options; acks
+	// from the stream are audited in auditLog.
+	hubOptions(o *httpapi.HubOptions, auditLog *audit.Log)
 	system(parts map[string]func() any)
 	// onRefused reports events the bus could not take (seed 4.1).
 	onRefused(r bus.Refusal)
@@ -43,7 +44,6 @@ type localAlerting struct {
 	cfg    config.Config
 	log    *slog.Logger
 	clock  apollo.Clock
-	audit  *audit.Log
 	disp   *notify.Dispatcher
 	engine *alert.Engine
 	loader *alert.Loader // nil without a rules file
@@ -52,8 +52,8 @@ type localAlerting struct {
 // newLocalAlerting builds the dispatcher for the configured channels, the
 // engine over the metrics with its state in the data directory, and the
 // loader of the rules file.
-func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer, auditLog *audit.Log) (*localAlerting, error) {
-	l := &localAlerting{cfg: cfg, log: log, clock: clock, audit: auditLog}
+func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer) (*localAlerting, error) {
+	l := &localAlerting{cfg: cfg, log: log, clock: clock}
 	var err error
 	if l.disp, err = buildDispatcher(cfg, clock, log, console); err != nil {
 		return nil, err
@@ -132,8 +132,8 @@ func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	}
 }
 
-func (l *localAlerting) hubOptions(o *httpapi.HubOptions) {
-	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, l.audit}
+func (l *localAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
 func (l *localAlerting) system(parts map[string]func() any) {

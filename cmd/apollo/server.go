@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
@@ -110,6 +111,8 @@ type serverDeps struct {
 	out   io.Writer         // where the start-up banner goes
 	clock apollo.Clock      // nil: the system clock
 	ready func(addr string) // called with the listening address once serving
+	// redis, when set, makes this the bus of the three-process mode.
+	redis redis.UniversalClient
 }
 
 // server is the all-in-one process, assembled.
@@ -148,6 +151,9 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 	if err := checkListen(cfg); err != nil {
 		return err
+	}
+	if d.redis != nil {
+		s.alerts = newRedisAlerting(d.redis, cfg, s.log)
 	}
 	ln, err := s.start(ctx)
 	if err != nil {
@@ -204,7 +210,7 @@ func (s *server) start(ctx context.Context) (ln net.Listener, err error) {
 	// The hub starts after recovery, so replay does not flood it.
 	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
 		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}
-	s.alerts.hubOptions(&hubOpts)
+	s.alerts.hubOptions(&hubOpts, s.audit)
 	if s.hub, err = httpapi.NewHub(hubOpts); err != nil {
 		return nil, err
 	}
@@ -318,7 +324,7 @@ func (s *server) open() error {
 		return err
 	}
 	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
-		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console, s.audit); err != nil {
+		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console); err != nil {
 			s.closeStores()
 			return err
 		}
