@@ -21,7 +21,7 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd())
+	root.AddCommand(newVersionCmd(), newServerCmd(), newTokenCmd(), newReportCmd(), newNotifyCmd(), newSchedCmd(), newTUICmd())
 	return root
 }
 
