@@ -251,7 +251,7 @@ func (m *Model) render() string {
 		}
 		notice = st.Render(components.Truncate(m.notice, m.width))
 	}
-	lines = append(lines, notice, m.help.ShortHelpView(helpKeys{m.pages[m.tab].Keys(false)}.ShortHelp()))
+	lines = append(lines, notice, components.Truncate(m.help.ShortHelpView(helpKeys{m.pages[m.tab].Keys(false)}.ShortHelp()), m.width))
 	return strings.Join(lines, "\n")
 }
 

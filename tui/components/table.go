@@ -8,7 +8,8 @@ import (
 
 // Column describes one table column. When the terminal is too narrow for
 // every column at its Min width, columns are dropped, the highest Drop
-// first; the space left over goes to the columns that can grow.
+// first. The space left over goes to the columns that can grow: the
+// bounded ones in proportion to their room, then the unbounded ones.
 type Column struct {
 	Title string
 	Min   int  // the narrowest useful width
@@ -43,13 +44,34 @@ func Layout(cols []Column, width int) []int {
 		shown--
 	}
 	spare := width - total
-	// Bounded columns first, in order, then the rest to the unbounded ones.
+	// Bounded columns grow in proportion to how much they can grow; what
+	// is left goes to the unbounded ones.
+	need := 0
 	for i, c := range cols {
-		if w[i] > 0 && c.Max > c.Min && spare > 0 {
-			add := min(c.Max-c.Min, spare)
-			w[i] += add
-			spare -= add
+		if w[i] > 0 && c.Max > c.Min {
+			need += c.Max - c.Min
 		}
+	}
+	if need > 0 && spare > 0 {
+		give := min(spare, need)
+		left := give
+		for i, c := range cols {
+			if w[i] > 0 && c.Max > c.Min {
+				add := give * (c.Max - c.Min) / need
+				w[i] += add
+				left -= add
+			}
+		}
+		for i, c := range cols { // rounding: a cell each, in order
+			if left == 0 {
+				break
+			}
+			if w[i] > 0 && c.Max > w[i] {
+				w[i]++
+				left--
+			}
+		}
+		spare -= give
 	}
 	var flex []int
 	for i, c := range cols {

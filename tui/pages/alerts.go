@@ -22,7 +22,7 @@ var alertColumns = []components.Column{
 	{Title: "GROUP", Min: 10, Max: 16, Drop: 2},
 	{Title: "SINCE", Min: 5, Right: true},
 	{Title: "ACKED BY", Min: 8, Max: 12, Drop: 4},
-	{Title: "SUMMARY", Min: 10, Max: -1, Drop: 1},
+	{Title: "SUMMARY", Min: 30, Max: -1},
 }
 
 const colSeverity = 1

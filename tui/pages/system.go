@@ -88,9 +88,11 @@ func flatten(prefix string, v any, nums map[string]float64, texts map[string]str
 		nums[prefix] = x
 	case nil:
 		texts[prefix] = "-"
+	case string:
+		texts[prefix] = x
 	default:
 		b, _ := json.Marshal(x)
-		texts[prefix] = strings.Trim(string(b), `"`)
+		texts[prefix] = string(b)
 	}
 }
 
@@ -176,7 +178,11 @@ func (p *System) render() {
 	for k, v := range p.stats {
 		add(k, value(v))
 	}
+	loc := p.env.Now().Location()
 	for k, v := range p.texts {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			v = t.In(loc).Format("15:04:05")
+		}
 		add(k, v)
 	}
 	names := make([]string, 0, len(sections))
@@ -194,7 +200,7 @@ func (p *System) render() {
 		}
 		return cmp.Or(cmp.Compare(oa, ob), cmp.Compare(a, b))
 	})
-	const cell = 38
+	const cell, valueW = 39, 16
 	perLine := max(p.width/cell, 1)
 	st := p.env.Styles
 	var lines []string
@@ -205,8 +211,8 @@ func (p *System) render() {
 		for i := 0; i < len(kv); i += perLine {
 			var row []string
 			for _, e := range kv[i:min(i+perLine, len(kv))] {
-				label := components.Fit(e[0], cell-14, false)
-				row = append(row, st.Muted.Render(label)+" "+components.Fit(e[1], 12, true))
+				label := components.Fit(e[0], cell-valueW-1, false)
+				row = append(row, st.Muted.Render(label)+" "+components.Fit(e[1], valueW, true))
 			}
 			lines = append(lines, components.Truncate(strings.Join(row, " "), p.width))
 		}

@@ -30,8 +30,7 @@ var timelineColumns = []components.Column{
 	{Title: "KIND", Min: 12},
 	{Title: "STATUS", Min: 14},
 	{Title: "SEQ", Min: 5, Right: true},
-	{Title: "BY / REASON", Min: 12, Max: 30, Drop: 2},
-	{Title: "EXTRA", Min: 10, Max: -1, Drop: 1},
+	{Title: "BY / REASON", Min: 12, Max: -1},
 }
 
 func (d *taskDetail) set(t *apollo.Task, err error, env Env) {
@@ -128,7 +127,7 @@ func (d *taskDetail) timeline(t *apollo.Task, env Env) string {
 			by = strings.TrimSpace(by + ": " + r.Reason)
 		}
 		rows[i] = []string{clockTime(r.Ts, now), r.Kind.String(), r.Status.String(),
-			strconv.FormatInt(r.Sequence, 10), by, string(r.Extra)}
+			strconv.FormatInt(r.Sequence, 10), by}
 	}
 	tbl := components.Table{Columns: timelineColumns, Plain: true,
 		Style: func(row, col int) lipgloss.Style {
@@ -139,7 +138,24 @@ func (d *taskDetail) timeline(t *apollo.Task, env Env) string {
 		}}
 	tbl.SetSize(d.width, len(rows)+1)
 	tbl.SetRows(rows)
-	return tbl.View(env.Styles)
+	out := tbl.View(env.Styles)
+	// Extra is free-form and can be long: it gets lines of its own,
+	// wrapped, rather than a column that would cut it.
+	wrap := lipgloss.NewStyle().Width(max(d.width-2, 10))
+	for i := range t.History {
+		if r := &t.History[i]; len(r.Extra) > 0 && string(r.Extra) != "null" {
+			if !strings.Contains(out, "\nExtra") {
+				out += "\n\n" + env.Styles.Bold.Render("Extra")
+			}
+			head := env.Styles.Muted.Render("seq " + strconv.FormatInt(r.Sequence, 10) + " " + r.Status.String() + ":")
+			out += "\n" + head + "\n" + indent(wrap.Render(string(r.Extra)), "  ")
+		}
+	}
+	return out
+}
+
+func indent(s, by string) string {
+	return by + strings.ReplaceAll(s, "\n", "\n"+by)
 }
 
 // clockTime shows a time of day in now's location, with the date when it

@@ -15,8 +15,8 @@ import (
 
 var taskColumns = []components.Column{
 	{Title: "STATUS", Min: 9, Max: 14},
-	{Title: "TASK", Min: 12, Max: 36},
-	{Title: "JOB", Min: 10, Max: 28, Drop: 2},
+	{Title: "TASK", Min: 22, Max: -1},
+	{Title: "JOB", Min: 14, Max: 28, Drop: 2},
 	{Title: "UPDATED", Min: 7, Right: true},
 	{Title: "COST", Min: 7, Right: true, Drop: 1},
 	{Title: "LATE", Min: 4, Drop: 3},
