@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,9 @@ type fakeServer struct {
 	mu     sync.Mutex
 	routes map[string]string
 	open   []*serverConn
+	down   atomic.Bool // the stream answers 503
+	// dials counts the attempts to open the stream.
+	dials chan struct{}
 }
 
 type recorded struct {
@@ -143,7 +147,7 @@ type serverConn struct {
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
-	fs := &fakeServer{t: t, conns: make(chan *serverConn, 4), reqs: make(chan recorded, 64), routes: map[string]string{
+	fs := &fakeServer{t: t, conns: make(chan *serverConn, 4), reqs: make(chan recorded, 64), dials: make(chan struct{}, 64), routes: map[string]string{
 		"GET /api/v1/metrics":                   fixtureMetrics,
 		"GET /api/v1/alerts":                    `{"alerts":` + mustJSON(fixtureAlerts()) + `}`,
 		"GET /api/v1/silences":                  fixtureSilences,
@@ -189,6 +193,14 @@ func (fs *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (fs *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
+	select {
+	case fs.dials <- struct{}{}:
+	default:
+	}
+	if fs.down.Load() {
+		http.Error(w, "stopping", http.StatusServiceUnavailable)
+		return
+	}
 	if got := r.Header.Get("Authorization"); got != "Bearer test-token" {
 		http.Error(w, `{"error":{"code":"unauthorized","message":"bad token"}}`, http.StatusUnauthorized)
 		return

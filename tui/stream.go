@@ -71,8 +71,12 @@ func (w *wsConn) read(ctx context.Context, clock apollo.Clock, idle time.Duratio
 	if stop() {
 		return nil, errIdle
 	}
-	if err != nil {
+	var ce websocket.CloseError
+	switch {
+	case errors.As(err, &ce):
 		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("connection lost: %w", err)
 	}
 	if typ != websocket.MessageText {
 		return nil, errors.New("the server sent a binary message, which is not part of the protocol")
@@ -126,5 +130,5 @@ func closeReason(err error) string {
 	if errors.As(err, &ae) {
 		return ae.Error()
 	}
-	return "connection lost: " + err.Error()
+	return err.Error()
 }
