@@ -274,7 +274,7 @@ func (p *Alerts) View() string {
 	if p.listErr != nil {
 		msg := "Could not list past alerts: " + p.listErr.Error() + "; new alerts appear here live."
 		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {
-			msg = "Listing past alerts is not available on this server; new alerts appear here live."
+			msg = "This server cannot list past alerts; new ones appear here live."
 		}
 		lines = append(lines, components.Truncate(st.Muted.Render(msg), p.width))
 	}
