@@ -48,3 +48,51 @@ func TestTaskStoreBounded(t *testing.T) {
 		t.Fatalf("kept %d tasks, %s..%s; want the newest 100", len(l), l[0].TaskID, l[len(l)-1].TaskID)
 	}
 }
+
+// TestTaskStoreOrder: the merged list is the same as sorting everything,
+// whatever the mix of new tasks, changed ones (some twice before a
+// listing), stale changes and snapshots.
+func TestTaskStoreOrder(t *testing.T) {
+	t.Parallel()
+	s := newTaskStore(50)
+	want := map[string]apollo.Task{}
+	rng := uint64(1)
+	next := func(n int) int { rng = rng*6364136223846793005 + 1442695040888963407; return int(rng>>33) % n }
+	for round := range 300 {
+		if round%97 == 0 { // a snapshot
+			var snap []apollo.Task
+			clear(want)
+			for i := range next(20) {
+				tk := apollo.Task{TaskID: fmt.Sprintf("t%02d", i), Sequence: 5, UpdatedAt: int64(1000 + next(100))}
+				snap = append(snap, tk)
+				want[tk.TaskID] = tk
+			}
+			s.replace(snap)
+		}
+		var batch []apollo.Task
+		for range 1 + next(5) {
+			id := fmt.Sprintf("t%02d", next(40))
+			tk := apollo.Task{TaskID: id, Sequence: int64(next(10)), UpdatedAt: int64(next(2000))}
+			batch = append(batch, tk)
+			if old, ok := want[id]; !ok || newer(&tk, &old) {
+				want[id] = tk
+			}
+		}
+		s.merge(batch)
+		if next(3) == 0 {
+			continue // list only now and then: changes pile up
+		}
+		got := s.list()
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d tasks, want %d", round, len(got), len(want))
+		}
+		for i, tk := range got {
+			if w := want[tk.TaskID]; w.Sequence != tk.Sequence || w.UpdatedAt != tk.UpdatedAt {
+				t.Fatalf("round %d: %s is %+v, want %+v", round, tk.TaskID, *tk, w)
+			}
+			if i > 0 && byRecency(got[i-1], tk) > 0 {
+				t.Fatalf("round %d: %s before %s", round, got[i-1].TaskID, tk.TaskID)
+			}
+		}
+	}
+}

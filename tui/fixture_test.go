@@ -141,9 +141,10 @@ type recorded struct {
 
 // serverConn is one stream connection, seen from the server.
 type serverConn struct {
-	t  *testing.T
-	c  *websocket.Conn
-	in chan string // what the client sent
+	t    *testing.T
+	c    *websocket.Conn
+	in   chan string   // what the client sent
+	gone chan struct{} // closed when the connection ends
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -209,7 +210,8 @@ func (fs *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	sc := &serverConn{t: fs.t, c: c, in: make(chan string, 64)}
+	sc := &serverConn{t: fs.t, c: c, in: make(chan string, 64), gone: make(chan struct{})}
+	defer close(sc.gone)
 	fs.mu.Lock()
 	fs.open = append(fs.open, sc)
 	fs.mu.Unlock()

@@ -100,7 +100,8 @@ type Table struct {
 	// Plain shows no selected row: a table to read, not to pick from.
 	Plain bool
 
-	rows   [][]string
+	n      int
+	row    func(i int) []string
 	cursor int
 	offset int
 	width  int
@@ -116,12 +117,18 @@ func (t *Table) SetSize(width, height int) {
 // SetRows replaces the rows. The cursor stays at its index; callers that
 // follow one item across reordering use SetCursor after.
 func (t *Table) SetRows(rows [][]string) {
-	t.rows = rows
+	t.SetRowFunc(len(rows), func(i int) []string { return rows[i] })
+}
+
+// SetRowFunc replaces the rows with n rows that row draws on demand: only
+// the rows on screen are ever formatted, however long the list.
+func (t *Table) SetRowFunc(n int, row func(i int) []string) {
+	t.n, t.row = n, row
 	t.clamp()
 }
 
 // Len is the number of rows.
-func (t *Table) Len() int { return len(t.rows) }
+func (t *Table) Len() int { return t.n }
 
 // Cursor is the index of the selected row (0 when there are none).
 func (t *Table) Cursor() int { return t.cursor }
@@ -139,7 +146,7 @@ func (t *Table) Move(n int) { t.SetCursor(t.cursor + n) }
 func (t *Table) Page() int { return max(t.height-1, 1) }
 
 func (t *Table) clamp() {
-	t.cursor = max(min(t.cursor, len(t.rows)-1), 0)
+	t.cursor = max(min(t.cursor, t.n-1), 0)
 	page := t.Page()
 	if t.cursor < t.offset {
 		t.offset = t.cursor
@@ -147,7 +154,7 @@ func (t *Table) clamp() {
 	if t.cursor >= t.offset+page {
 		t.offset = t.cursor - page + 1
 	}
-	t.offset = max(min(t.offset, len(t.rows)-page), 0)
+	t.offset = max(min(t.offset, t.n-page), 0)
 }
 
 // View draws the title line and the visible rows, each exactly the
@@ -156,10 +163,10 @@ func (t *Table) View(st *Styles) string {
 	widths := Layout(t.Columns, t.width)
 	var b strings.Builder
 	b.WriteString(t.line(widths, st, -1, nil))
-	end := min(t.offset+t.Page(), len(t.rows))
+	end := min(t.offset+t.Page(), t.n)
 	for i := t.offset; i < end; i++ {
 		b.WriteByte('\n')
-		b.WriteString(t.line(widths, st, i, t.rows[i]))
+		b.WriteString(t.line(widths, st, i, t.row(i)))
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,8 +39,8 @@ type Tasks struct {
 	env    Env
 	table  components.Table
 	filter components.Filter
-	all    []apollo.Task
-	shown  []apollo.Task
+	all    []*apollo.Task
+	shown  []*apollo.Task
 	sel    string // the selected task ID, followed across updates
 	detail *taskDetail
 	width  int
@@ -54,8 +55,9 @@ func NewTasks(env Env) *Tasks {
 	return p
 }
 
-// SetTasks replaces the list (in display order: newest first).
-func (p *Tasks) SetTasks(ts []apollo.Task) {
+// SetTasks replaces the list (in display order: newest first). The page
+// reads ts until the next SetTasks; the caller must not change it before.
+func (p *Tasks) SetTasks(ts []*apollo.Task) {
 	p.all = ts
 	p.refilter()
 }
@@ -64,25 +66,21 @@ func (p *Tasks) SetTasks(ts []apollo.Task) {
 // dashboard also asks the stream for the prefix when the typing ends.
 func (p *Tasks) refilter() {
 	prefix := p.filter.Value()
-	p.shown = p.shown[:0]
-	for _, t := range p.all {
-		if prefix == "" || strings.HasPrefix(t.Name, prefix) || strings.HasPrefix(t.TaskID, prefix) {
-			p.shown = append(p.shown, t)
+	if prefix == "" {
+		p.shown = p.all // no copy: the list is the caller's until the next SetTasks
+	} else {
+		p.shown = make([]*apollo.Task, 0, len(p.shown))
+		for _, t := range p.all {
+			if strings.HasPrefix(t.Name, prefix) || strings.HasPrefix(t.TaskID, prefix) {
+				p.shown = append(p.shown, t)
+			}
 		}
 	}
 	now := p.env.Now()
-	rows := make([][]string, len(p.shown))
-	follow := -1
-	for i := range p.shown {
-		t := &p.shown[i]
-		rows[i] = taskRow(t, now)
-		if t.TaskID == p.sel {
-			follow = i
-		}
-	}
-	p.table.SetRows(rows)
-	if follow >= 0 {
-		p.table.SetCursor(follow)
+	shown := p.shown
+	p.table.SetRowFunc(len(shown), func(i int) []string { return taskRow(shown[i], now) })
+	if i := slices.IndexFunc(p.shown, func(t *apollo.Task) bool { return t.TaskID == p.sel }); i >= 0 {
+		p.table.SetCursor(i)
 	}
 	p.remember()
 }
@@ -132,7 +130,7 @@ func (p *Tasks) Selected() (apollo.Task, bool) {
 	if len(p.shown) == 0 {
 		return apollo.Task{}, false
 	}
-	return p.shown[p.table.Cursor()], true
+	return *p.shown[p.table.Cursor()], true
 }
 
 // Filter is the prefix in force.
