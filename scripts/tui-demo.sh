@@ -7,14 +7,15 @@
 # It uses `apollo demo` when the binary has it, and otherwise `apollo
 # server --jobs` with a small jobs file of its own. Needs tmux and Go.
 # Environment: TUI_COLS, TUI_ROWS (default 120x40), TUI_TAB (1-4, the tab
-# to capture; default 1), TUI_PORT (default 19690).
+# to capture; default 1), TUI_PORT (default: a free port), TUI_SETTLE
+# (seconds to let more runs arrive before the capture; default 6).
 set -euo pipefail
 
 out=${1:-tui-screen.txt}
 cols=${TUI_COLS:-120}
 rows=${TUI_ROWS:-40}
 tab=${TUI_TAB:-1}
-port=${TUI_PORT:-19690}
+port=${TUI_PORT:-}
 session="apollo-tui-demo-$$"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -35,6 +36,16 @@ command -v tmux >/dev/null || { echo "tui-demo: tmux is needed (apt-get install 
 echo "tui-demo: building apollo" >&2
 (cd "$root" && go build -o "$work/apollo" ./cmd/apollo)
 apollo="$work/apollo"
+
+# A free port: nothing answers on it now.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -z "$port" ]; then
+	for _ in $(seq 1 50); do
+		port=$((20000 + RANDOM % 20000))
+		port_free "$port" && break
+	done
+fi
+port_free "$port" || { echo "tui-demo: port $port is taken" >&2; exit 1; }
 url="http://127.0.0.1:$port"
 
 if "$apollo" demo --help >/dev/null 2>&1; then
@@ -64,11 +75,13 @@ JOBS
 fi
 server_pid=$!
 
+ready=""
 for _ in $(seq 1 100); do
-	curl -fsS "$url/readyz" >/dev/null 2>&1 && break
-	kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
+	kill -0 "$server_pid" 2>/dev/null || { echo "tui-demo: the server exited:" >&2; cat "$work/server.log" >&2; exit 1; }
+	curl -fsS "$url/readyz" >/dev/null 2>&1 && { ready=1; break; }
 	sleep 0.1
 done
+[ -n "$ready" ] || { echo "tui-demo: the server did not get ready:" >&2; cat "$work/server.log" >&2; exit 1; }
 
 tmux new-session -d -s "$session" -x "$cols" -y "$rows" \
 	"TERM=xterm-256color $apollo tui --server $url; sleep 30"
