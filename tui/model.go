@@ -218,8 +218,8 @@ func (m *Model) afterPageKey(cmd tea.Cmd) tea.Cmd {
 }
 
 // say puts a line in the notice bar.
-func (m *Model) say(bad bool, format string) {
-	m.notice, m.noticeBad = format, bad
+func (m *Model) say(bad bool, text string) {
+	m.notice, m.noticeBad = text, bad
 }
 
 // View draws the whole screen, exactly the terminal's size.
