@@ -154,8 +154,8 @@ func (m *Model) updateConn(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 	switch msg := msg.(type) {
 	case dialedMsg:
 		if msg.gen != c.gen {
-			if msg.ws != nil {
-				m.run.release(msg.ws)
+			if ws := msg.ws; ws != nil { // an attempt given up on (r pressed meanwhile)
+				return m.run.cmd(func(context.Context) tea.Msg { m.run.release(ws); return nil }), true
 			}
 			return nil, true
 		}

@@ -92,8 +92,13 @@ func TestAlertsBounded(t *testing.T) {
 	t.Parallel()
 	a := NewAlerts(env())
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var listed []apollo.Alert
 	for i := range MaxAlerts + 50 {
-		a.Upsert(apollo.Alert{ID: fmt.Sprintf("r%d", i), State: apollo.AlertResolved, ResolvedAt: base.Add(time.Duration(i) * time.Minute)})
+		listed = append(listed, apollo.Alert{ID: fmt.Sprintf("r%d", i), State: apollo.AlertResolved, ResolvedAt: base.Add(time.Duration(i) * time.Minute)})
+	}
+	a.SetListed(listed, nil)
+	if len(a.byID) != MaxAlerts {
+		t.Fatalf("holding %d alerts after the listing", len(a.byID))
 	}
 	a.Upsert(apollo.Alert{ID: "firing", State: apollo.AlertFiring, StartedAt: base})
 	if len(a.byID) != MaxAlerts {
