@@ -16,7 +16,7 @@ import (
 
 var taskColumns = []components.Column{
 	{Title: "STATUS", Min: 9, Max: 14},
-	{Title: "TASK", Min: 22, Max: -1},
+	{Title: "TASK", Min: 22, Max: 48},
 	{Title: "JOB", Min: 14, Max: 28, Drop: 2},
 	{Title: "UPDATED", Min: 7, Right: true},
 	{Title: "COST", Min: 7, Right: true, Drop: 1},
