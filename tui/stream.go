@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -47,7 +48,7 @@ func dialStream(ctx context.Context, url, token string, hc *http.Client) (*wsCon
 			}
 			return nil, fmt.Errorf("opening the stream: the server answered %s", resp.Status)
 		}
-		return nil, fmt.Errorf("opening the stream: %w", err)
+		return nil, unreachable(err)
 	}
 	c.SetReadLimit(maxFrame)
 	return &wsConn{c: c}, nil
@@ -131,4 +132,15 @@ func closeReason(err error) string {
 		return ae.Error()
 	}
 	return err.Error()
+}
+
+// unreachable shortens a failure to connect to what a person needs: the
+// dial's own reason (connection refused, no such host, a timeout) rather
+// than every layer that wrapped it.
+func unreachable(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return fmt.Errorf("cannot reach the server: %w", op.Err)
+	}
+	return err
 }

@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +127,22 @@ func TestAckWithoutStream(t *testing.T) {
 	m.Update(cmd())
 	if !strings.Contains(m.render(), "Could not acknowledge batch_failures: POST /api/v1/alerts/a-404/ack: the server answered 404") {
 		t.Errorf("no error notice:\n%s", m.render())
+	}
+}
+
+// TestUnreachable: a server that is not there is said in a few words, by
+// the stream and by the API alike.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	ln := httptest.NewServer(http.NotFoundHandler())
+	url := ln.URL
+	ln.Close() // nothing listens there now
+	_, err := dialStream(context.Background(), "ws"+strings.TrimPrefix(url, "http")+"/api/v1/stream", "", http.DefaultClient)
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach the server: ") || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("stream: %v", err)
+	}
+	api := &restClient{base: url, hc: http.DefaultClient}
+	if _, err := api.metrics(context.Background(), time.Minute); err == nil || !strings.HasPrefix(err.Error(), "cannot reach the server: ") {
+		t.Errorf("API: %v", err)
 	}
 }
