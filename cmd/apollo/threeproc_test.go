@@ -344,3 +344,32 @@ func (p *proc) term(t *testing.T) {
 		t.Fatalf("apollo did not stop within 30s\n%s", p.out)
 	}
 }
+
+// Events the bus refuses (here: past limits.tasks) raise the critical
+// self-alert through the alert processes.
+func TestBusRefusalsRaiseSelfAlert(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	redis := redisURL(t)
+	prefix := fmt.Sprintf("apollotest:refuse:%08x", rand.Uint32())
+	h := newHook(t)
+	dir := writeScenario(t, h.srv.URL, redis, prefix)
+	cfg := filepath.Join(dir, "apollo.yaml")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, append(b, "limits:\n  tasks: 1\n"...), 0o644)
+	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
+	resp, err := http.Post("http://"+bus.addr+"/api/v1/events", "application/json",
+		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1},{"taskID":"b","sequence":1,"status":"running","ts":1}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("status %d, want 429 for the refused event", resp.StatusCode)
+	}
+	h.await(t, 30*time.Second, "events refused", func(p webhook.ApolloPayload) bool {
+		return strings.Contains(p.Alert.Rule, "apollo_events_refused") && p.Alert.Severity == apollo.SeverityCritical
+	})
+}
