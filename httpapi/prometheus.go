@@ -55,9 +55,10 @@ type Recovery struct {
 // prometheus serves GET /metrics. Viewers may scrape: the numbers are
 // totals over every tenant and carry no job, task or tenant name.
 func (s *Server) prometheus(w http.ResponseWriter, r *http.Request, _ *Principal) error {
-	// A registry per scrape costs microseconds (BenchmarkScrape) and keeps
-	// the Server free of state; the runtime collectors are process-wide
-	// and registered once.
+	// A registry made per scrape keeps the Server free of state; a scrape
+	// then takes ~1.2 ms instead of ~1.0 ms with a kept one
+	// (BenchmarkScrape), nothing at one scrape every few seconds. The
+	// runtime collectors are process-wide and registered once.
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(s.collector()); err != nil {
 		return fmt.Errorf("metrics: registering the collector: %w", err)

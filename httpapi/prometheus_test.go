@@ -165,11 +165,10 @@ func parseExposition(t *testing.T, body string) prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return list, nil })
 }
 
-// A scrape after real traffic shows what the components did: every value
-// below follows from the events sent, not from a recording.
-func TestPrometheusScrapeAfterTraffic(t *testing.T) {
-	t.Parallel()
-	e := newPromEnv(t)
+// traffic reports, as an agent over HTTP, events with every result the
+// bus gives without reaching a limit.
+func (e *promEnv) traffic(t *testing.T) {
+	t.Helper()
 	ts := e.clock.Now().UnixMilli()
 	ev := func(id, name string, seq int64, st string) string {
 		return fmt.Sprintf(`{"taskID":%q,"name":%q,"sequence":%d,"status":%q,"ts":%d}`, id, name, seq, st, ts)
@@ -180,6 +179,8 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 		ev("b", "other", 1, "success"),                            // illegal: a task cannot start finished
 		ev("c", "other", 2, "success"),                            // waits for its sequence 1
 		ev("d", "job", 1, "running"), ev("d", "job", 2, "failed"), // 2 accepted; the rule fires
+		ev("e", "other", 0, "running"),  // invalid: sequences start at 1
+		`{"taskID":"f","sequence":"1"}`, // not read: the API answers it, the bus never sees it
 	}, ",") + "]"
 	req, _ := http.NewRequest("POST", e.srv.URL+"/api/v1/events", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer agent")
@@ -191,15 +192,14 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("ingest: %d", resp.StatusCode)
 	}
-	// The HTTP decoder answers invalid events itself; other ingest paths
-	// reach the bus with them, and the bus counts them.
-	outs := make([]bus.Outcome, 1)
-	if err := e.bus.Publish(context.Background(), []apollo.Event{{TaskID: "", Sequence: 1}}, outs); err != nil {
-		t.Fatal(err)
-	}
-	// Settle: the checkpoint returns once every change reached the
-	// observers; the console write is the failure's notification; the
-	// engine and the dispatcher then stop, so their counters are final.
+}
+
+// settle waits until nothing moves: the checkpoint returns once every
+// change reached the observers; the console write is the failure's
+// notification; the engine and the dispatcher then stop, so their
+// counters are final.
+func (e *promEnv) settle(t *testing.T) {
+	t.Helper()
 	if err := e.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +216,15 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 	}
 	e.engine.Stop()
 	e.disp.Stop()
+}
+
+// A scrape after real traffic shows what the components did: every value
+// below follows from the events sent, not from a recording.
+func TestPrometheusScrapeAfterTraffic(t *testing.T) {
+	t.Parallel()
+	e := newPromEnv(t)
+	e.traffic(t)
+	e.settle(t)
 	// One dashboard watching: registered before its hello arrives.
 	ws := &streamEnv{t: t, bus: e.bus, hub: e.hub, srv: e.srv, url: "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/api/v1/stream"}
 	ws.dial("viewer")
