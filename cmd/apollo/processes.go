@@ -144,9 +144,11 @@ func (a remoteAcker) Ack(ctx context.Context, tenant, id, by string) error {
 }
 
 func (r *redisAlerting) system(parts map[string]func() any) {
-	parts["redis"] = func() any { return map[string]any{"flush": r.flusher.Stats(), "changeFeed": r.feed.Stats()} }
+	parts["changeFeed"] = func() any { return r.feed.Stats() }
 	parts["components"] = func() any { return r.watch.status() }
 }
+
+func (r *redisAlerting) monitored(m *httpapi.Monitored) { m.Redis = r.flusher }
 
 // onRefused asks the alert processes to raise the critical self-alert (seed
 // 4.1); they deduplicate it. It must not block the bus: the publish runs
