@@ -237,8 +237,14 @@ func TestScenarioThreeProcesses(t *testing.T) {
 	checkScenario(t, bus.addr, h)
 	var sys map[string]any
 	apiGet(t, bus.addr, "/api/v1/system", &sys)
-	if c, _ := sys["components"].(map[string]any)["alert"].(map[string]any); c["alive"] != float64(1) {
-		t.Errorf("the bus does not see the alert process: %v", sys["components"])
+	c, _ := sys["components"].(map[string]any)["alert"].(map[string]any)
+	if c["alive"] != float64(1) {
+		t.Fatalf("the bus does not see the alert process: %v", sys["components"])
+	}
+	procs, _ := c["processes"].([]any)
+	stats, _ := procs[0].(map[string]any)["stats"].(map[string]any)
+	if stats["leader"] != true || stats["alert"] == nil || stats["notifications"] == nil {
+		t.Errorf("the alert process's heartbeat lacks its stats: %v", procs[0])
 	}
 }
 
