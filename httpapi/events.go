@@ -1,11 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
@@ -29,7 +30,17 @@ type ingestAnswer struct {
 
 // readBody reads a request body up to the server's limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	return s.readBodyInto(w, r, nil)
+}
+
+// readBodyInto reads the body into buf (grown as needed, sized from
+// Content-Length when the client sent one) and returns it.
+func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= s.opts.MaxBodyBytes && int64(cap(buf)) < n+1 {
+		buf = make([]byte, 0, n+1) // +1: reading EOF needs no second growth
+	}
+	bb := bytes.NewBuffer(buf[:0])
+	_, err := bb.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -38,8 +49,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	case err != nil:
 		return nil, &apollo.Error{Code: apollo.EINVALID, Message: "reading the body: " + err.Error()}
 	}
-	return body, nil
+	return bb.Bytes(), nil
 }
+
+// bodyPool recycles ingest bodies: the decoder copies what it keeps, so a
+// body is free again once decoded.
+var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // eventsContentType says whether the body is NDJSON, or refuses the type.
 // curl -d labels every body application/x-www-form-urlencoded: such a
@@ -78,9 +93,14 @@ func looksLikeJSON(b []byte) bool {
 }
 
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	body, err := s.readBody(w, r)
+	pooled := bodyPool.Get().(*[]byte)
+	defer bodyPool.Put(pooled)
+	body, err := s.readBodyInto(w, r, *pooled)
 	if err != nil {
 		return err
+	}
+	if cap(body) <= 1<<20 { // keep buffers of ordinary batches, not of the odd huge one
+		*pooled = body[:0]
 	}
 	ndjson, err := eventsContentType(r, body)
 	if err != nil {
