@@ -174,9 +174,16 @@ func appendNote(ns []apollo.Notification, en *entry, kind apollo.NotificationKin
 	if tag == "" {
 		tag = string(kind)
 	}
+	first := en.FirstTs
+	if strings.HasPrefix(en.Rule, selfPrefix) {
+		// A self-alert has no event time that every engine agrees on (each
+		// sees the outage by its own clock): the dedup window alone keeps
+		// it to one message.
+		first = 0
+	}
 	return append(ns, apollo.Notification{
 		Kind: kind, Alert: en.Alert, Channels: en.Channels, At: now,
-		DedupKey: en.Rule + ":" + tag + ":" + strconv.FormatInt(en.FirstTs, 10) + ":" + en.Group,
+		DedupKey: en.Rule + ":" + tag + ":" + strconv.FormatInt(first, 10) + ":" + en.Group,
 	})
 }
 

@@ -189,3 +189,43 @@ func TestSubscribe(t *testing.T) {
 		t.Fatalf("the slow subscriber got %d changes before it was dropped, want %d", n, alert.SubscriberBuffer)
 	}
 }
+
+// Two engines that notice the same outage a moment apart send one
+// self-alert between them: its dedup key does not carry either's clock.
+func TestSelfAlertOnceAcrossEngines(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	locker := alert.NewMemoryLocker(clock)
+	sink := alerttest.NewSink(10)
+	var engines []*alert.Engine
+	for range 2 {
+		e, err := alert.New(alert.Options{Store: newTable(), Sender: sink, Locker: locker, Clock: clock, Logger: quiet, SelfChannels: []string{"ops"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(bg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Stop)
+		engines = append(engines, e)
+	}
+	engines[0].SelfAlert("component_down", apollo.SeverityCritical, "no bus")
+	clock.Advance(7 * time.Second)
+	engines[1].SelfAlert("component_down", apollo.SeverityCritical, "no bus")
+	got := []apollo.Notification{<-sink.C}
+	for _, e := range engines {
+		e.Stop() // flushes whatever either still had to send
+	}
+	for {
+		select {
+		case n := <-sink.C:
+			got = append(got, n)
+			continue
+		default:
+		}
+		break
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d self-alert notifications from two engines, want 1: %+v", len(got), got)
+	}
+}

@@ -71,6 +71,7 @@ func TestIngestAnswers(t *testing.T) {
 		{"malformed", "application/json", `[{"taskID":"a",}]`, 400, nil, "", 15},
 		{"empty", "application/json", ``, 400, nil, "", 0},
 		{"form", "application/x-www-form-urlencoded", `a=b`, 415, nil, "Content-Type", 0},
+		{"curl -d default type with JSON", "application/x-www-form-urlencoded", ` {"taskID":"f","sequence":1,"status":"pending","ts":1}`, 200, []string{"accepted"}, "", 0},
 		{"extra not an object", "application/json", `{"taskID":"x","sequence":1,"status":"pending","ts":1,"extra":[1]}`, 200, []string{"rejected"}, "", 0},
 	}
 	for _, tt := range tests { // in order: later cases depend on earlier ones

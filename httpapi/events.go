@@ -42,10 +42,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 // eventsContentType says whether the body is NDJSON, or refuses the type.
-func eventsContentType(r *http.Request) (ndjson bool, err error) {
+// curl -d labels every body application/x-www-form-urlencoded: such a
+// body is read as JSON when it looks like JSON, so that the one-line curl
+// that everyone writes first works.
+func eventsContentType(r *http.Request, body []byte) (ndjson bool, err error) {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return false, nil // curl and friends: assume JSON
+		return false, nil // assume JSON
 	}
 	mt, _, perr := mime.ParseMediaType(ct)
 	switch {
@@ -54,17 +57,32 @@ func eventsContentType(r *http.Request) (ndjson bool, err error) {
 		return false, nil
 	case mt == "application/x-ndjson", mt == "application/ndjson", mt == "application/jsonl":
 		return true, nil
+	case mt == "application/x-www-form-urlencoded" && looksLikeJSON(body):
+		return false, nil
 	}
 	return false, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Type", Message: "cannot read " + strconv.Quote(ct),
 		Hint: "send application/json (an object or an array) or application/x-ndjson"}
 }
 
+func looksLikeJSON(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{', '[':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	ndjson, err := eventsContentType(r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(w, r)
+	ndjson, err := eventsContentType(r, body)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -11,17 +13,53 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
 )
 
-// openAlerting builds the alert engine over the metrics and the dispatcher,
-// with its state in the data directory, and the loader of the rules file.
-func (s *server) openAlerting() error {
-	cfg := s.cfg
+// alertSide is where a bus process's alerting lives: in the process
+// (apollo server), or in alert processes reached through Redis (apollo bus).
+// The server wires whichever it has the same way.
+type alertSide interface {
+	// observers are the bus observers for the metrics (agg) and alerting.
+	observers(agg *metrics.Aggregator) []bus.Observer
+	start(ctx context.Context) error
+	stop()
+	// apiOptions fills the alerting part of the API's options.
+	apiOptions(o *httpapi.Options)
+	// hubOptions fills the alerting part of the stream's options; acks
+	// from the stream are audited in auditLog.
+	hubOptions(o *httpapi.HubOptions, auditLog *audit.Log)
+	system(parts map[string]func() any)
+	// onRefused reports events the bus could not take (seed 4.1).
+	onRefused(r bus.Refusal)
+	reload()
+}
+
+// localAlerting is the engine and the dispatcher in this process.
+type localAlerting struct {
+	cfg    config.Config
+	log    *slog.Logger
+	clock  apollo.Clock
+	disp   *notify.Dispatcher
+	engine *alert.Engine
+	loader *alert.Loader // nil without a rules file
+}
+
+// newLocalAlerting builds the dispatcher for the configured channels, the
+// engine over the metrics with its state in the data directory, and the
+// loader of the rules file.
+func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer) (*localAlerting, error) {
+	l := &localAlerting{cfg: cfg, log: log, clock: clock}
 	var err error
-	s.engine, err = alert.New(alert.Options{
-		Store: s.agg, Sender: s.disp, Clock: s.clock, Logger: s.log,
+	if l.disp, err = buildDispatcher(cfg, clock, log, console); err != nil {
+		return nil, err
+	}
+	l.engine, err = alert.New(alert.Options{
+		Store: agg, Sender: l.disp, Clock: clock, Logger: log,
 		State:          alert.NewFileState(filepath.Join(cfg.Data, "alerts.json")),
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
@@ -29,79 +67,107 @@ func (s *server) openAlerting() error {
 		SelfChannels:   slices.Sorted(maps.Keys(cfg.Channels)),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if l.loader, err = newRulesLoader(cfg, clock, log, func(rs []*rules.Rule, src []byte) { l.engine.SetRulesSource("", rs, src) }); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// newRulesLoader loads the rules file (nil without one); a bad file is a
+// start-up error.
+func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, onLoad func([]*rules.Rule, []byte)) (*alert.Loader, error) {
 	if cfg.Rules == "" {
-		return nil
+		return nil, nil
 	}
-	s.loader, err = alert.NewLoader(alert.LoaderOptions{
-		Path: cfg.Rules, Clock: s.clock, Logger: s.log, KnownChannel: s.knownChannel,
-		OnLoad: func(rs []*rules.Rule, src []byte) { s.engine.SetRulesSource("", rs, src) },
-	})
+	known := func(name string) bool { _, ok := cfg.Channels[name]; return ok }
+	loader, err := alert.NewLoader(alert.LoaderOptions{Path: cfg.Rules, Clock: clock, Logger: log, KnownChannel: known, OnLoad: onLoad})
 	if err != nil {
+		return nil, err
+	}
+	if err := loader.Load(); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	return loader, nil
+}
+
+func (l *localAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
+	return []bus.Observer{agg, l.engine}
+}
+
+func (l *localAlerting) start(ctx context.Context) error {
+	l.disp.Start(ctx)
+	if err := l.engine.Start(ctx); err != nil {
+		l.disp.Stop()
 		return err
 	}
-	if err := s.loader.Load(); err != nil {
-		return fmt.Errorf("rules: %w", err)
+	if l.loader != nil {
+		return l.loader.Start(ctx)
 	}
 	return nil
 }
 
-func (s *server) knownChannel(name string) bool {
-	_, ok := s.cfg.Channels[name]
+// stop runs after the bus has stopped: the engine has seen its last changes.
+func (l *localAlerting) stop() {
+	if l.loader != nil {
+		l.loader.Stop()
+	}
+	l.engine.Stop()
+	l.disp.Stop()
+}
+
+func (l *localAlerting) knownChannel(name string) bool {
+	_, ok := l.cfg.Channels[name]
 	return ok
 }
 
-// selfAlertOnRefusal turns the bus's refused events into a high-severity
-// alert about Apollo-11 itself (seed 4.1).
-func (s *server) selfAlertOnRefusal(r bus.Refusal) {
-	if s.engine != nil {
-		s.engine.SelfAlert("apollo_events_refused", apollo.SeverityCritical,
-			"Apollo-11 refused events (not stored): "+r.Reason+"; reporters must resend them")
+func (l *localAlerting) apiOptions(o *httpapi.Options) {
+	o.Alerts, o.KnownChannel, o.Deliveries = l.engine, l.knownChannel, l.disp
+	o.SaveRules = func(tenant string, src []byte) error {
+		if tenant != "" || l.loader == nil {
+			return nil // other tenants' rules live in memory (and the engine's state)
+		}
+		return l.loader.Write(src)
 	}
 }
 
-// startAlerting starts evaluating and watching the rules file.
-func (s *server) startAlerting(ctx context.Context) error {
-	if err := s.engine.Start(ctx); err != nil {
-		return err
-	}
-	if s.loader != nil {
-		return s.loader.Start(ctx)
-	}
-	return nil
+func (l *localAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
-func (s *server) stopAlerting() {
-	if s.loader != nil {
-		s.loader.Stop()
-	}
-	s.engine.Stop()
+func (l *localAlerting) system(parts map[string]func() any) {
+	parts["notifications"] = func() any { return l.disp.Stats() }
+	parts["alert"] = func() any { return l.engine.Stats() }
 }
 
-// streamAlerts and streamAcker connect the engine to the live stream.
-type streamAlerts struct{ e *alert.Engine }
+func (l *localAlerting) onRefused(r bus.Refusal) {
+	l.engine.SelfAlert("apollo_events_refused", apollo.SeverityCritical,
+		"Apollo-11 refused events (not stored): "+r.Reason+"; reporters must resend them")
+}
 
-func (a streamAlerts) SubscribeAlerts() (<-chan apollo.Alert, func()) { return a.e.Subscribe() }
+func (l *localAlerting) reload() {
+	if l.loader != nil {
+		l.loader.Reload()
+	}
+}
 
-type streamAcker struct {
-	e     *alert.Engine
+// engineAlerts and engineAcker connect an engine to the live stream.
+type engineAlerts struct{ e *alert.Engine }
+
+func (a engineAlerts) SubscribeAlerts() (<-chan apollo.Alert, func()) { return a.e.Subscribe() }
+
+type engineAcker struct {
+	e interface {
+		Ack(context.Context, string, string, string) error
+	}
 	audit *audit.Log
 }
 
-func (a streamAcker) Ack(ctx context.Context, p *httpapi.Principal, id string) error {
+func (a engineAcker) Ack(ctx context.Context, p *httpapi.Principal, id string) error {
 	if err := a.e.Ack(ctx, p.Tenant, id, p.Name); err != nil {
 		return err
 	}
 	a.audit.Record(audit.Entry{Tenant: p.Tenant, Actor: p.Name, Action: "alert.ack", Target: id, Detail: "from the stream"})
 	return nil
-}
-
-// saveRules writes rules accepted through the API back to the rules file
-// (default tenant only; other tenants' rules live in memory).
-func (s *server) saveRules(tenant string, src []byte) error {
-	if tenant != "" || s.loader == nil {
-		return nil
-	}
-	return s.loader.Write(src)
 }

@@ -15,16 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
-	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/sched"
 	"github.com/apollo-11/apollo/wal"
 	"github.com/apollo-11/apollo/web"
@@ -112,6 +111,8 @@ type serverDeps struct {
 	out   io.Writer         // where the start-up banner goes
 	clock apollo.Clock      // nil: the system clock
 	ready func(addr string) // called with the listening address once serving
+	// redis, when set, makes this the bus of the three-process mode.
+	redis redis.UniversalClient
 }
 
 // server is the all-in-one process, assembled.
@@ -123,10 +124,8 @@ type server struct {
 	wal      *wal.Log
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
-	disp     *notify.Dispatcher
 	hub      *httpapi.Hub
-	engine   *alert.Engine
-	loader   *alert.Loader // nil without a rules file
+	alerts   alertSide
 	api      *httpapi.Server
 	sched    *sched.Scheduler // nil without --jobs
 	reporter *busReporter
@@ -152,6 +151,9 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 	if err := checkListen(cfg); err != nil {
 		return err
+	}
+	if d.redis != nil {
+		s.alerts = newRedisAlerting(d.redis, cfg, s.log)
 	}
 	ln, err := s.start(ctx)
 	if err != nil {
@@ -197,19 +199,19 @@ func (s *server) start(ctx context.Context) (ln net.Listener, err error) {
 	}
 	s.bus.Start(ctx)
 	s.agg.Start(ctx)
-	s.disp.Start(ctx)
-	undo = append(undo, s.bus.Stop, s.agg.Stop, s.disp.Stop)
-	if err := s.startAlerting(ctx); err != nil {
+	undo = append(undo, s.bus.Stop, s.agg.Stop)
+	if err := s.alerts.start(ctx); err != nil {
 		return nil, err
 	}
-	undo = append(undo, s.stopAlerting)
+	undo = append(undo, s.alerts.stop)
 	if err := s.startScheduler(ctx); err != nil {
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
-	if s.hub, err = httpapi.NewHub(httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
-		Alerts: streamAlerts{s.engine}, Acker: streamAcker{s.engine, s.audit},
-		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}); err != nil {
+	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
+		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}
+	s.alerts.hubOptions(&hubOpts, s.audit)
+	if s.hub, err = httpapi.NewHub(hubOpts); err != nil {
 		return nil, err
 	}
 	s.hub.Start(ctx)
@@ -224,9 +226,8 @@ func (s *server) httpServer() *http.Server {
 		scheduler = schedAPI{s.sched}
 	}
 	cfg := s.cfg
-	s.api = httpapi.New(httpapi.Options{
-		Bus: s.bus, Metrics: s.agg, Deliveries: s.disp, Stream: s.hub, Web: web.Handler(), System: s.systemParts(),
-		Alerts: s.engine, KnownChannel: s.knownChannel, SaveRules: s.saveRules,
+	opts := httpapi.Options{
+		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(),
 		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
@@ -237,7 +238,9 @@ func (s *server) httpServer() *http.Server {
 				return false
 			}
 		},
-	})
+	}
+	s.alerts.apiOptions(&opts)
+	s.api = httpapi.New(opts)
 	return &http.Server{
 		Handler:           s.api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -320,17 +323,15 @@ func (s *server) open() error {
 		s.closeStores()
 		return err
 	}
-	if s.disp, err = buildDispatcher(cfg, s.clock, s.log, s.console); err != nil {
-		s.closeStores()
-		return err
-	}
-	if err := s.openAlerting(); err != nil {
-		s.closeStores()
-		return err
+	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
+		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console); err != nil {
+			s.closeStores()
+			return err
+		}
 	}
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: []bus.Observer{s.agg, s.engine},
-		OnRefused:    s.selfAlertOnRefusal,
+		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: s.alerts.observers(s.agg),
+		OnRefused:    s.alerts.onRefused,
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
@@ -436,9 +437,8 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 		s.hub.Stop()
 	}
 	s.bus.Stop()
-	s.stopAlerting() // after the bus: it observes the bus's last changes
+	s.alerts.stop() // after the bus: it observes the bus's last changes
 	s.agg.Stop()
-	s.disp.Stop()
 	err := s.checkpoint()
 	if err != nil {
 		s.log.Error("final snapshot failed; the next start replays the log instead", "err", err)
@@ -551,23 +551,20 @@ func latenessFromConfig(cfg config.Config) []bus.Lateness {
 func (s *server) reload() {
 	s.log.Info("SIGHUP: reloading")
 	s.reloadJobs()
-	if s.loader != nil {
-		s.loader.Reload()
-	}
+	s.alerts.reload()
 }
 
 // systemParts are the parts of GET /api/v1/system (and the stream's system
 // messages) that this process adds to the bus and stream stats.
 func (s *server) systemParts() map[string]func() any {
 	parts := map[string]func() any{
-		"wal":           func() any { return s.wal.Stats() },
-		"metrics":       func() any { return s.agg.Stats() },
-		"notifications": func() any { return s.disp.Stats() },
-		"alert":         func() any { return s.engine.Stats() },
-		"process":       func() any { return map[string]any{"mode": "server", "listen": s.cfg.Listen, "data": s.cfg.Data} },
+		"wal":     func() any { return s.wal.Stats() },
+		"metrics": func() any { return s.agg.Stats() },
+		"process": func() any { return map[string]any{"mode": "server", "listen": s.cfg.Listen, "data": s.cfg.Data} },
 	}
 	if s.sched != nil {
 		parts["scheduler"] = func() any { return s.sched.Stats() }
 	}
+	s.alerts.system(parts)
 	return parts
 }

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/rules"
+)
+
+func newAlertCmd() *cobra.Command {
+	var (
+		configFile, rulesFile, redisURL string
+	)
+	cmd := &cobra.Command{
+		Use:   "alert",
+		Short: "Run an alert process of the three-process mode (rules, evaluation, notifications)",
+		Long: `Run an alert process: it evaluates the rules over the metrics the bus
+flushes to Redis, fires event rules on the changes the bus publishes, and
+sends notifications through the configured channels. Run two of them for
+high availability: both evaluate, a Redis lock makes each notification go
+out once, and if one dies the other carries on. One of them (the leader)
+writes the alerts the dashboard shows.
+
+It watches the bus's heartbeat: when no bus has beaten for three intervals
+it raises apollo_component_down. SIGHUP reloads the rules file.`,
+		Example: `  apollo alert --redis redis://127.0.0.1:6379/0 --rules /etc/apollo/rules.txt --config /etc/apollo/apollo.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if configFile != "" {
+				var err error
+				if cfg, err = config.Load(configFile, os.Getenv); err != nil {
+					return err
+				}
+			}
+			cfg.ApplyEnv(os.Getenv)
+			if cmd.Flags().Changed("redis") {
+				cfg.Redis.URL = redisURL
+			}
+			if cmd.Flags().Changed("rules") {
+				cfg.Rules = rulesFile
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "alert")
+			c, err := openRedis(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runAlertProcess(cmd.Context(), cfg, c, log, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&configFile, "config", "c", "", "configuration file: channels, alert settings, redis")
+	fl.StringVar(&rulesFile, "rules", "", "alert rules file, reloaded when it changes and on SIGHUP")
+	fl.StringVar(&redisURL, "redis", "", "Redis URL, the same the bus uses")
+	return cmd
+}
+
+// alertProcess is one `apollo alert`, assembled.
+type alertProcess struct {
+	cfg    config.Config
+	c      redis.UniversalClient
+	log    *slog.Logger
+	id     string
+	lease  *redisstore.Lease
+	engine *alert.Engine
+	loader *alert.Loader
+	stops  []func() // in reverse order at shutdown
+}
+
+// runAlertProcess runs until ctx ends.
+func runAlertProcess(ctx context.Context, cfg config.Config, c redis.UniversalClient, log *slog.Logger, out interface{ Write([]byte) (int, error) }) error {
+	p := &alertProcess{cfg: cfg, c: c, log: log, id: processID()}
+	defer p.stop()
+	if err := p.start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "apollo alert %s: %d channels, rules from %s, Redis %s\n", p.id, len(cfg.Channels), orDefault(cfg.Rules, "the API"), redactURL(cfg.Redis.URL))
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			if p.loader != nil {
+				p.loader.Reload()
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (p *alertProcess) onStop(f func()) { p.stops = append(p.stops, f) }
+
+func (p *alertProcess) stop() {
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
+	}
+}
+
+func (p *alertProcess) start(ctx context.Context) error {
+	cfg, prefix := p.cfg, p.cfg.Redis.Prefix
+	ctx = context.WithoutCancel(ctx) // the process's own lifetime; stop() ends it
+	ctx, cancel := context.WithCancel(ctx)
+	p.onStop(cancel)
+
+	store, err := redisstore.NewStore(redisstore.Options{Client: p.c, Prefix: prefix, Logger: p.log})
+	if err != nil {
+		return err
+	}
+	disp, err := buildDispatcher(cfg, apollo.SystemClock, p.log, os.Stdout)
+	if err != nil {
+		return err
+	}
+	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second)
+	lockPrefix := ""
+	if prefix != "apollo" {
+		lockPrefix = prefix + ":" // the engine's lock keys start with "apollo:"
+	}
+	p.engine, err = alert.New(alert.Options{
+		Store: store, Sender: disp, Logger: p.log,
+		Locker:         redisstore.NewLocker(p.c, lockPrefix),
+		State:          redisstore.NewAlertState(p.c, prefix, p.lease),
+		Interval:       cfg.Alert.Interval.D(),
+		DedupWindow:    cfg.Alert.DedupWindow.D(),
+		RepeatInterval: cfg.Alert.Repeat.D(),
+		SelfChannels:   slices.Sorted(maps.Keys(cfg.Channels)),
+	})
+	if err != nil {
+		return err
+	}
+	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, func(rs []*rules.Rule, src []byte) {
+		p.engine.SetRulesSource("", rs, src)
+		if err := redisstore.SaveRulesSource(ctx, p.c, prefix, "", src); err != nil {
+			p.log.Warn("recording the rules in Redis for the dashboard", "err", err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+
+	p.lease.Start(ctx)
+	p.onStop(p.lease.Stop)
+	disp.Start(ctx)
+	p.onStop(disp.Stop)
+	if err := p.engine.Start(ctx); err != nil {
+		return err
+	}
+	p.onStop(p.engine.Stop)
+	if p.loader != nil {
+		if err := p.loader.Start(ctx); err != nil {
+			return err
+		}
+		p.onStop(p.loader.Stop)
+	}
+	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, p.engine.Apply)
+	if err != nil {
+		return fmt.Errorf("subscribing to the bus's changes: %w", err)
+	}
+	p.onStop(stopChanges)
+	alerts, unsubscribe := p.engine.Subscribe()
+	done := make(chan struct{})
+	go func() { defer close(done); redisstore.PublishAlerts(ctx, p.c, prefix, alerts) }()
+	p.onStop(func() { unsubscribe(); <-done })
+	stopCommands, err := redisstore.ServeCommands(ctx, p.c, prefix, func(ctx context.Context, cmd redisstore.Command) redisstore.Reply {
+		return redisstore.HandleCommand(ctx, p.engine, cmd, p.saveRules)
+	})
+	if err != nil {
+		return fmt.Errorf("subscribing to commands: %w", err)
+	}
+	p.onStop(stopCommands)
+	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D())
+	beat.Start(ctx)
+	p.onStop(beat.Stop)
+	w := startWatcher(ctx, p.c, prefix, "bus", cfg.Alert.Heartbeat.D(), func(summary string) {
+		p.engine.SelfAlert("apollo_component_down", apollo.SeverityCritical, summary)
+	})
+	p.onStop(w.stop)
+	return nil
+}
+
+// saveRules checks rules sent through the bus's API against this
+// process's channels and writes the default tenant's to the rules file.
+func (p *alertProcess) saveRules(tenant string, src []byte) error {
+	rs, err := rules.Parse("rules", src)
+	if err != nil {
+		return err
+	}
+	if err := rules.CheckChannels(rs, func(n string) bool { _, ok := p.cfg.Channels[n]; return ok }); err != nil {
+		return err
+	}
+	if tenant == "" && p.loader != nil {
+		if err := p.loader.Write(src); err != nil {
+			return err
+		}
+	}
+	return redisstore.SaveRulesSource(context.Background(), p.c, p.cfg.Redis.Prefix, tenant, src)
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo/audit"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/redisstore"
+)
+
+// The three-process mode (DESIGN.md §2, docs/deploy.md): `apollo bus` keeps
+// the state and the log and flushes metrics to Redis; `apollo alert`
+// evaluates the rules over the metrics in Redis and sends notifications;
+// `apollo sched` runs jobs. They meet in Redis: metrics, alert state,
+// dedup locks, pub/sub for changes, alerts and commands, and heartbeats.
+
+// redisConfig opens the configured Redis and checks it answers.
+func openRedis(ctx context.Context, cfg config.Config) (redis.UniversalClient, error) {
+	if cfg.Redis.URL == "" {
+		return nil, fmt.Errorf("this mode needs Redis: pass --redis redis://host:6379/0 (or redis.url in apollo.yaml)")
+	}
+	c, err := redisstore.Open(cfg.Redis.URL)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis at %s does not answer: %w", redactURL(cfg.Redis.URL), err)
+	}
+	return c, nil
+}
+
+func redactURL(u string) string {
+	if i, j := indexByte(u, '@'), indexByte(u, ':'); i > 0 && j > 0 {
+		return u[:j+1] + "//REDACTED" + u[i:]
+	}
+	return u
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// processID names this process in heartbeats and the leader lease.
+func processID() string {
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// redisAlerting is the bus's alerting side in the three-process mode.
+type redisAlerting struct {
+	c      redis.UniversalClient
+	prefix string
+	log    *slog.Logger
+	every  time.Duration // heartbeat
+
+	flusher *redisstore.Flusher
+	feed    *redisstore.ChangeFeed
+	cmd     *redisstore.Commander
+	remote  *redisstore.RemoteAlerts
+	beat    *redisstore.Heartbeat
+	watch   *watcher
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logger) *redisAlerting {
+	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, every: cfg.Alert.Heartbeat.D()}
+}
+
+func (r *redisAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
+	var err error
+	r.flusher, err = redisstore.NewFlusher(agg, redisstore.Options{Client: r.c, Prefix: r.prefix, Logger: r.log})
+	if err != nil {
+		panic(err) // options are ours and valid
+	}
+	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log)
+	return []bus.Observer{r.flusher, r.feed}
+}
+
+func (r *redisAlerting) start(ctx context.Context) error {
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	var err error
+	if r.cmd, err = redisstore.NewCommander(r.ctx, r.c, r.prefix); err != nil {
+		return err
+	}
+	r.remote = redisstore.NewRemoteAlerts(r.c, r.prefix, r.cmd, r.log)
+	if err := r.flusher.Start(r.ctx); err != nil {
+		return err
+	}
+	r.feed.Start(r.ctx)
+	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every)
+	r.beat.Start(r.ctx)
+	r.watch = startWatcher(r.ctx, r.c, r.prefix, "alert", r.every, nil)
+	return nil
+}
+
+func (r *redisAlerting) stop() {
+	r.watch.stop()
+	r.beat.Stop()
+	r.feed.Stop()
+	r.flusher.Stop() // a last flush
+	r.cmd.Close()
+	r.cancel()
+}
+
+func (r *redisAlerting) apiOptions(o *httpapi.Options) {
+	o.Alerts, o.SaveRules = r.remote, r.remote.SaveRules
+}
+
+func (r *redisAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+	// The feed lives as long as the process; the hub subscribes on demand.
+	o.Alerts = redisstore.NewAlertFeed(context.Background(), r.c, r.prefix)
+	o.Acker = engineAcker{remoteAcker{r}, auditLog}
+}
+
+type remoteAcker struct{ r *redisAlerting }
+
+func (a remoteAcker) Ack(ctx context.Context, tenant, id, by string) error {
+	return a.r.remote.Ack(ctx, tenant, id, by)
+}
+
+func (r *redisAlerting) system(parts map[string]func() any) {
+	parts["redis"] = func() any { return map[string]any{"flush": r.flusher.Stats(), "changeFeed": r.feed.Stats()} }
+	parts["components"] = func() any { return r.watch.status() }
+}
+
+// onRefused cannot notify from the bus: the alert processes see refusals
+// in the bus stats (/api/v1/system, /metrics); the log line is the bus's own.
+func (r *redisAlerting) onRefused(bus.Refusal) {}
+
+func (r *redisAlerting) reload() {}
+
+// watcher follows the heartbeats of one component kind in Redis and calls
+// down once when none has beaten for three intervals (after a start-up
+// grace of the same length), and up when one comes back.
+type watcher struct {
+	mu       sync.Mutex
+	kind     string
+	alive    []redisstore.Beat
+	downFrom time.Time
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func startWatcher(ctx context.Context, c redis.UniversalClient, prefix, kind string, every time.Duration, down func(summary string)) *watcher {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watcher{kind: kind, cancel: cancel, done: make(chan struct{})}
+	started := time.Now()
+	check := func() {
+		beats, err := redisstore.Alive(ctx, c, prefix)
+		if err != nil {
+			return
+		}
+		var mine []redisstore.Beat
+		for _, b := range beats {
+			if b.Component == kind {
+				mine = append(mine, b)
+			}
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.alive = mine
+		switch {
+		case len(mine) > 0:
+			w.downFrom = time.Time{}
+		case time.Since(started) < 3*every:
+			// start-up grace: the others may not have beaten yet
+		case w.downFrom.IsZero():
+			w.downFrom = time.Now()
+			if down != nil {
+				down(fmt.Sprintf("no %s process has sent a heartbeat to Redis for %v (apollo_component_down)", kind, 3*every))
+			}
+		}
+	}
+	go func() {
+		defer close(w.done)
+		check()
+		t := time.NewTicker(max(every/2, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				check()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *watcher) stop() { w.cancel(); <-w.done }
+
+// status is what /api/v1/system shows of the watched component.
+func (w *watcher) status() any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return map[string]any{w.kind: map[string]any{"alive": len(w.alive), "processes": w.alive, "downSince": w.downFrom}}
+}
+
+func newBusCmd() *cobra.Command {
+	var f serverFlags
+	var redisURL string
+	cmd := &cobra.Command{
+		Use:   "bus",
+		Short: "Run the bus of the three-process mode (state, log, API, dashboard; metrics to Redis)",
+		Long: `Run the bus process: ingest, task state, the write-ahead log, metrics, the
+API, the stream and the dashboard — like apollo server — but with alerting
+in separate apollo alert processes that meet the bus in Redis. Metrics are
+flushed to Redis every second; status changes go to the alert processes;
+their alerts come back for the dashboard; acks and silences go to them.
+
+See docs/deploy.md for the three-process layout.`,
+		Example: `  apollo bus --redis redis://127.0.0.1:6379/0 --data /var/lib/apollo
+  apollo alert --redis redis://127.0.0.1:6379/0 --rules rules.txt --config apollo.yaml
+  apollo sched --jobs jobs.yaml --server http://127.0.0.1:1969`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load(cmd)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("redis") {
+				cfg.Redis.URL = redisURL
+			}
+			c, err := openRedis(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "bus")
+			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout(), redis: c})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&redisURL, "redis", "", "Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://)")
+	return cmd
+}

@@ -1,0 +1,148 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+)
+
+// Command is a change the bus asks of the alert processes: every alert
+// process applies it (they all hold the same alerts), and the bus answers
+// its client with the first reply.
+type Command struct {
+	ID     string `json:"id"`
+	Op     string `json:"op"` // ack, silence.add, silence.remove, rules.set
+	Tenant string `json:"tenant,omitempty"`
+	By     string `json:"by,omitempty"`
+	// ack: the alert as the bus saw it. Alert processes name episodes
+	// independently, so each acks its own alert of the same rule and group.
+	AlertID string `json:"alertID,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Group   string `json:"group,omitempty"`
+
+	Silence   *alert.Silence `json:"silence,omitempty"`
+	SilenceID string         `json:"silenceID,omitempty"`
+	Rules     string         `json:"rules,omitempty"` // rules.set: the whole rules source
+}
+
+// Reply is an alert process's outcome of a command.
+type Reply struct {
+	ID      string         `json:"id"`
+	Err     *apollo.Error  `json:"error,omitempty"`
+	Silence *alert.Silence `json:"silence,omitempty"`
+}
+
+// ErrNoAlertProcess is returned when no alert process answered in time.
+var ErrNoAlertProcess = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "no alert process answered",
+	Hint: "check that `apollo alert` runs against the same Redis (apollo status)"}
+
+// Commander sends commands from the bus and waits for the first reply.
+type Commander struct {
+	c       redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	stop    func()
+
+	mu      sync.Mutex
+	waiting map[string]chan Reply
+}
+
+// NewCommander subscribes to the replies; Close unsubscribes.
+func NewCommander(ctx context.Context, c redis.UniversalClient, prefix string) (*Commander, error) {
+	cm := &Commander{c: c, prefix: prefix, timeout: 5 * time.Second, waiting: map[string]chan Reply{}}
+	stop, err := subscribe(ctx, c, prefix+":alert:replies", func(payload string) {
+		var r Reply
+		if json.Unmarshal([]byte(payload), &r) != nil {
+			return
+		}
+		cm.mu.Lock()
+		ch := cm.waiting[r.ID]
+		delete(cm.waiting, r.ID) // the first reply wins
+		cm.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: subscribing to alert replies: %w", err)
+	}
+	cm.stop = stop
+	return cm, nil
+}
+
+// Close stops listening for replies.
+func (cm *Commander) Close() { cm.stop() }
+
+// Do publishes cmd and returns the first reply, or ErrNoAlertProcess.
+func (cm *Commander) Do(ctx context.Context, cmd Command) (Reply, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	cmd.ID = hex.EncodeToString(b[:])
+	ch := make(chan Reply, 1)
+	cm.mu.Lock()
+	cm.waiting[cmd.ID] = ch
+	cm.mu.Unlock()
+	defer func() {
+		cm.mu.Lock()
+		delete(cm.waiting, cmd.ID)
+		cm.mu.Unlock()
+	}()
+	data, _ := json.Marshal(cmd)
+	n, err := cm.c.Publish(ctx, cm.prefix+":alert:commands", data).Result()
+	if err != nil {
+		return Reply{}, fmt.Errorf("redisstore: publishing a command: %w", err)
+	}
+	if n == 0 {
+		return Reply{}, ErrNoAlertProcess
+	}
+	t := time.NewTimer(cm.timeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return r, r.Err
+		}
+		return r, nil
+	case <-t.C:
+		return Reply{}, ErrNoAlertProcess
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	}
+}
+
+// ServeCommands applies the bus's commands with handle and publishes the
+// replies, until stop is called.
+func ServeCommands(ctx context.Context, c redis.UniversalClient, prefix string, handle func(context.Context, Command) Reply) (stop func(), err error) {
+	return subscribe(ctx, c, prefix+":alert:commands", func(payload string) {
+		var cmd Command
+		if json.Unmarshal([]byte(payload), &cmd) != nil {
+			return
+		}
+		r := handle(ctx, cmd)
+		r.ID = cmd.ID
+		data, _ := json.Marshal(r)
+		_ = c.Publish(ctx, prefix+":alert:replies", data).Err()
+	})
+}
+
+// asAPIError keeps an *apollo.Error for the reply and hides anything else.
+func asAPIError(err error) *apollo.Error {
+	if err == nil {
+		return nil
+	}
+	var e *apollo.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &apollo.Error{Code: apollo.EINTERNAL, Message: "the alert process failed: " + err.Error()}
+}

@@ -1,0 +1,182 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// RemoteAlerts is the bus's view of alerting in the three-process mode: it
+// reads what the leading alert process saved in Redis and sends changes
+// to the alert processes as commands. It satisfies httpapi.AlertEngine.
+type RemoteAlerts struct {
+	c      redis.UniversalClient
+	prefix string
+	state  *AlertState
+	cmd    *Commander
+	log    *slog.Logger
+}
+
+// NewRemoteAlerts returns a view using cmd for the changes.
+func NewRemoteAlerts(c redis.UniversalClient, prefix string, cmd *Commander, log *slog.Logger) *RemoteAlerts {
+	return &RemoteAlerts{c: c, prefix: prefix, state: NewAlertState(c, prefix, nil), cmd: cmd, log: log}
+}
+
+func (r *RemoteAlerts) load() alert.State {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := r.state.Load(ctx)
+	if err != nil {
+		r.log.Warn("reading the alert state from Redis", "err", err)
+	}
+	return st
+}
+
+// Alerts returns the leader's alerts of a tenant, in a state ("" = all).
+func (r *RemoteAlerts) Alerts(tenant string, state apollo.AlertState) []apollo.Alert {
+	var out []apollo.Alert
+	for _, a := range r.load().Alerts {
+		if a.Tenant == tenant && (state == "" || a.State == state) {
+			out = append(out, a.Alert)
+		}
+	}
+	return out
+}
+
+// Ack asks the alert processes to acknowledge the alert (by its rule and
+// group, since each names its episodes itself).
+func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
+	cmd := Command{Op: "ack", Tenant: tenant, By: by, AlertID: id}
+	for _, a := range r.load().Alerts {
+		if a.Tenant == tenant && a.ID == id {
+			cmd.Rule, cmd.Group = a.Rule, a.Group
+		}
+	}
+	if cmd.Rule == "" {
+		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "id", Message: "no alert " + id}
+	}
+	_, err := r.cmd.Do(ctx, cmd)
+	return err
+}
+
+// Silences returns a tenant's silences as the leader saved them.
+func (r *RemoteAlerts) Silences(tenant string) []alert.Silence {
+	var out []alert.Silence
+	for _, s := range r.load().Silences {
+		if s.Tenant == tenant {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// AddSilence sends the silence, with an ID chosen here so that every alert
+// process holds it under the same one.
+func (r *RemoteAlerts) AddSilence(tenant string, s alert.Silence) (alert.Silence, error) {
+	if s.ID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.ID = hex.EncodeToString(b[:])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := r.cmd.Do(ctx, Command{Op: "silence.add", Tenant: tenant, Silence: &s})
+	if err != nil {
+		return alert.Silence{}, err
+	}
+	return *rep.Silence, nil
+}
+
+// RemoveSilence sends the removal.
+func (r *RemoteAlerts) RemoveSilence(tenant, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := r.cmd.Do(ctx, Command{Op: "silence.remove", Tenant: tenant, SilenceID: id})
+	return err
+}
+
+// Rules parses the rules text the leader recorded.
+func (r *RemoteAlerts) Rules(tenant string) []*rules.Rule {
+	rs, _ := rules.Parse("rules", r.RulesSource(tenant))
+	return rs
+}
+
+// RulesSource returns the rules text the leader recorded.
+func (r *RemoteAlerts) RulesSource(tenant string) []byte {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	src, err := RulesSource(ctx, r.c, r.prefix, tenant)
+	if err != nil {
+		r.log.Warn("reading the rules from Redis", "err", err)
+	}
+	return src
+}
+
+// SetRulesSource does nothing: SaveRules already sent the rules to the
+// alert processes (httpapi calls SaveRules first and stops if it fails).
+func (r *RemoteAlerts) SetRulesSource(string, []*rules.Rule, []byte) {}
+
+// SaveRules sends a validated rules file to the alert processes.
+func (r *RemoteAlerts) SaveRules(tenant string, src []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := r.cmd.Do(ctx, Command{Op: "rules.set", Tenant: tenant, Rules: string(src)})
+	return err
+}
+
+// Engine is what HandleCommand needs of an alert engine (alert.Engine).
+type Engine interface {
+	Alerts(tenant string, state apollo.AlertState) []apollo.Alert
+	Ack(ctx context.Context, tenant, id, by string) error
+	AddSilence(tenant string, s alert.Silence) (alert.Silence, error)
+	RemoveSilence(tenant, id string) error
+	SetRulesSource(tenant string, rs []*rules.Rule, src []byte)
+}
+
+// HandleCommand applies a command from the bus to an alert process's
+// engine. saveRules (may be nil) persists accepted rules (the loader's
+// file for the default tenant).
+func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, src []byte) error) Reply {
+	switch cmd.Op {
+	case "ack":
+		id := cmd.AlertID
+		for _, a := range e.Alerts(cmd.Tenant, "") {
+			if a.State != apollo.AlertResolved && a.Rule == cmd.Rule && a.Group == cmd.Group {
+				id = a.ID // this process's episode of the same rule and group
+			}
+		}
+		return Reply{Err: asAPIError(e.Ack(ctx, cmd.Tenant, id, cmd.By))}
+	case "silence.add":
+		if cmd.Silence == nil {
+			return Reply{Err: &apollo.Error{Code: apollo.EINVALID, Message: "silence.add without a silence"}}
+		}
+		s, err := e.AddSilence(cmd.Tenant, *cmd.Silence)
+		if err != nil {
+			return Reply{Err: asAPIError(err)}
+		}
+		return Reply{Silence: &s}
+	case "silence.remove":
+		return Reply{Err: asAPIError(e.RemoveSilence(cmd.Tenant, cmd.SilenceID))}
+	case "rules.set":
+		rs, err := rules.Parse("rules", []byte(cmd.Rules))
+		if err != nil {
+			return Reply{Err: asAPIError(err)}
+		}
+		if saveRules != nil {
+			if err := saveRules(cmd.Tenant, []byte(cmd.Rules)); err != nil {
+				return Reply{Err: asAPIError(err)}
+			}
+		}
+		e.SetRulesSource(cmd.Tenant, rs, []byte(cmd.Rules))
+		return Reply{}
+	}
+	return Reply{Err: &apollo.Error{Code: apollo.EINVALID, Message: "unknown command " + cmd.Op}}
+}
