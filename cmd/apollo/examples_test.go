@@ -8,7 +8,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -501,87 +500,4 @@ func TestShellReporterRateLimited(t *testing.T) {
 		t.Errorf("no 429 retry in stderr:\n%s", errOut)
 	}
 	checkRun(t, addr, "sh-429", "sh_limited", apollo.StatusSuccess, "running/1 success/2")
-}
-
-// mdBlocks returns the fenced code blocks of a markdown file whose info
-// string is lang and that follow the heading, up to the next heading of
-// the same or a higher level.
-func mdBlocks(t *testing.T, file, heading, lang string) []string {
-	t.Helper()
-	src, err := os.ReadFile(exRepoFile(t, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	level := strings.IndexFunc(heading, func(r rune) bool { return r != '#' })
-	var blocks []string
-	in, fence := false, false
-	var cur []string
-	for _, line := range strings.Split(string(src), "\n") {
-		switch {
-		case fence:
-			if strings.HasPrefix(line, "```") {
-				fence = false
-				blocks = append(blocks, strings.Join(cur, "\n"))
-			} else {
-				cur = append(cur, line)
-			}
-		case strings.HasPrefix(line, "#"):
-			l := strings.IndexFunc(line, func(r rune) bool { return r != '#' })
-			if in && l <= level {
-				return blocks
-			}
-			in = in || line == heading
-		case in && line == "```"+lang:
-			fence, cur = true, nil
-		}
-	}
-	if !in {
-		t.Fatalf("%s: no heading %q", file, heading)
-	}
-	return blocks
-}
-
-// runSnippet runs a shell snippet from the docs, pointed at addr instead of
-// the default address.
-func runSnippet(t *testing.T, addr, snippet string) string {
-	t.Helper()
-	sh := exTool(t, "sh")
-	exTool(t, "curl")
-	snippet = strings.ReplaceAll(snippet, "127.0.0.1:1969", addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, sh, "-eu", "-c", snippet)
-	cmd.Env = exEnv()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s\noutput:\n%s", err, snippet, out)
-	}
-	return string(out)
-}
-
-// The curl example of docs/protocol.md, as printed there.
-func TestProtocolCurlExample(t *testing.T) {
-	t.Parallel()
-	blocks := mdBlocks(t, "docs/protocol.md", "### From the shell", "sh")
-	if len(blocks) != 1 {
-		t.Fatalf("%d sh blocks under the heading, want 1", len(blocks))
-	}
-	addr := exServer(t, "", nil)
-	out := runSnippet(t, addr, blocks[0])
-	if !strings.Contains(out, `"accepted":1`) {
-		t.Errorf("answer %s", out)
-	}
-	resp, err := http.Get("http://" + addr + "/api/v1/tasks?prefix=backup-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var page struct{ Tasks []apollo.Task }
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || len(page.Tasks) != 1 {
-		t.Fatalf("tasks: %v %+v", err, page)
-	}
-	if id := page.Tasks[0].TaskID; !strings.HasPrefix(id, "backup-2") || len(id) != len("backup-20261129") {
-		t.Errorf("task ID %q, want backup-<yyyymmdd>", id)
-	}
-	checkRun(t, addr, page.Tasks[0].TaskID, "nightly_backup", apollo.StatusRunning, "running/1")
 }
