@@ -47,6 +47,7 @@ func (s *Server) routes() []route {
 
 		{"GET", "/api/v1/stream", RoleViewer, s.stream},
 		{"GET", "/api/v1/system", RoleViewer, s.system},
+		{"GET", "/metrics", RoleViewer, s.prometheus},
 		{"GET", "/", RoleNone, s.web},
 	}
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// System adds named parts (wal, alert, redis, ...) to GET
 	// /api/v1/system beside the bus's and the stream's stats.
 	System map[string]func() any
+	// Monitored are the components GET /metrics reports besides the bus
+	// and the stream (prometheus.go); absent ones are not reported.
+	Monitored Monitored
 	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
 	// those routes with 503.
 	Alerts AlertEngine

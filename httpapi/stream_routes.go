@@ -25,6 +25,28 @@ func (s *Server) SystemStats() map[string]any {
 	if s.opts.Stream != nil {
 		out["stream"] = s.opts.Stream.Stats()
 	}
+	m := &s.opts.Monitored // the components /metrics reports, by the same names
+	if present(m.WAL) {
+		out["wal"] = m.WAL.Stats()
+	}
+	if present(m.Metrics) {
+		out["metrics"] = m.Metrics.Stats()
+	}
+	if present(m.Notifications) {
+		out["notifications"] = m.Notifications.Stats()
+	}
+	if present(m.Alerts) {
+		out["alert"] = m.Alerts.Stats()
+	}
+	if present(m.Scheduler) {
+		out["scheduler"] = m.Scheduler.Stats()
+	}
+	if present(m.Redis) {
+		out["redis"] = m.Redis.Stats()
+	}
+	if m.Recovery != nil {
+		out["recovery"] = map[string]any{"seconds": m.Recovery.Duration.Seconds(), "events": m.Recovery.Events}
+	}
 	for name, f := range s.opts.System {
 		out[name] = f()
 	}

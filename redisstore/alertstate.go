@@ -173,6 +173,9 @@ type Beat struct {
 	PID       int           `json:"pid"`
 	At        time.Time     `json:"at"`
 	Every     time.Duration `json:"every"`
+	// Stats are what the process reports of itself (the alert process: its
+	// evaluation and deliveries), shown by the bus's /api/v1/system.
+	Stats any `json:"stats,omitempty"`
 }
 
 // Heartbeat writes <prefix>:heartbeat:<component>:<id> every Every; the
@@ -182,6 +185,7 @@ type Heartbeat struct {
 	c        redis.UniversalClient
 	key      string
 	beat     Beat
+	stats    func() any
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -193,6 +197,12 @@ func NewHeartbeat(c redis.UniversalClient, prefix, component, id string, every t
 	return &Heartbeat{c: c, key: prefix + ":heartbeat:" + component + ":" + id,
 		beat: Beat{Component: component, ID: id, Host: host, PID: os.Getpid(), Every: every},
 		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// WithStats makes every beat carry stats(). Call it before Start.
+func (h *Heartbeat) WithStats(stats func() any) *Heartbeat {
+	h.stats = stats
+	return h
 }
 
 // Start beats now and every interval until Stop.
@@ -216,6 +226,9 @@ func (h *Heartbeat) Start(ctx context.Context) {
 func (h *Heartbeat) write(ctx context.Context) {
 	b := h.beat
 	b.At = time.Now()
+	if h.stats != nil {
+		b.Stats = h.stats()
+	}
 	data, _ := json.Marshal(b)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

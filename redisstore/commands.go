@@ -21,7 +21,7 @@ import (
 // its client with the first reply.
 type Command struct {
 	ID     string `json:"id"`
-	Op     string `json:"op"` // ack, silence.add, silence.remove, rules.set
+	Op     string `json:"op"` // ack, silence.add, silence.remove, rules.set, self
 	Tenant string `json:"tenant,omitempty"`
 	By     string `json:"by,omitempty"`
 	// ack: the alert as the bus saw it. Alert processes name episodes
@@ -33,6 +33,9 @@ type Command struct {
 	Silence   *alert.Silence `json:"silence,omitempty"`
 	SilenceID string         `json:"silenceID,omitempty"`
 	Rules     string         `json:"rules,omitempty"` // rules.set: the whole rules source
+	// self: a self-alert the bus raises (Name, Summary), e.g. refused events.
+	Name    string `json:"name,omitempty"`
+	Summary string `json:"summary,omitempty"`
 }
 
 // Reply is an alert process's outcome of a command.
@@ -118,6 +121,13 @@ func (cm *Commander) Do(ctx context.Context, cmd Command) (Reply, error) {
 	case <-ctx.Done():
 		return Reply{}, ctx.Err()
 	}
+}
+
+// Tell publishes cmd without waiting for a reply: for self-alerts, which
+// every alert process raises and the dedup lock sends once.
+func (cm *Commander) Tell(ctx context.Context, cmd Command) error {
+	data, _ := json.Marshal(cmd)
+	return cm.c.Publish(ctx, cm.prefix+":alert:commands", data).Err()
 }
 
 // ServeCommands applies the bus's commands with handle and publishes the

@@ -139,6 +139,7 @@ type Engine interface {
 	AddSilence(tenant string, s alert.Silence) (alert.Silence, error)
 	RemoveSilence(tenant, id string) error
 	SetRulesSource(tenant string, rs []*rules.Rule, src []byte)
+	SelfAlert(name string, sev apollo.Severity, summary string)
 }
 
 // HandleCommand applies a command from the bus to an alert process's
@@ -176,6 +177,9 @@ func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 			}
 		}
 		e.SetRulesSource(cmd.Tenant, rs, []byte(cmd.Rules))
+		return Reply{}
+	case "self":
+		e.SelfAlert(cmd.Name, apollo.SeverityCritical, cmd.Summary)
 		return Reply{}
 	}
 	return Reply{Err: &apollo.Error{Code: apollo.EINVALID, Message: "unknown command " + cmd.Op}}

@@ -34,6 +34,8 @@ type alertSide interface {
 	// from the stream are audited in auditLog.
 	hubOptions(o *httpapi.HubOptions, auditLog *audit.Log)
 	system(parts map[string]func() any)
+	// monitored adds its components to what /metrics reports.
+	monitored(m *httpapi.Monitored)
 	// onRefused reports events the bus could not take (seed 4.1).
 	onRefused(r bus.Refusal)
 	reload()
@@ -136,9 +138,10 @@ func (l *localAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
 	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
-func (l *localAlerting) system(parts map[string]func() any) {
-	parts["notifications"] = func() any { return l.disp.Stats() }
-	parts["alert"] = func() any { return l.engine.Stats() }
+func (l *localAlerting) system(map[string]func() any) {}
+
+func (l *localAlerting) monitored(m *httpapi.Monitored) {
+	m.Notifications, m.Alerts = l.disp, l.engine
 }
 
 func (l *localAlerting) onRefused(r bus.Refusal) {

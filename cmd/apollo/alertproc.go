@@ -184,7 +184,9 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return fmt.Errorf("subscribing to commands: %w", err)
 	}
 	p.onStop(stopCommands)
-	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D())
+	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D()).WithStats(func() any {
+		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats()}
+	})
 	beat.Start(ctx)
 	p.onStop(beat.Stop)
 	w := startWatcher(ctx, p.c, prefix, "bus", cfg.Alert.Heartbeat.D(), func(summary string) {

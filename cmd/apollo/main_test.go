@@ -35,6 +35,13 @@ type proc struct {
 // startApollo runs the binary with args and waits for its "is up" line.
 func startApollo(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startProc(t, "Apollo-11 is up: ", args...)
+}
+
+// startProc runs the binary with args and waits for a stdout line starting
+// with ready; for the "is up" line it records the address.
+func startProc(t *testing.T, ready string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -50,10 +57,16 @@ func startApollo(t *testing.T, args ...string) *proc {
 	up := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		sent := false
 		for sc.Scan() {
 			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, "Apollo-11 is up: http://"); ok {
-				up <- strings.Fields(rest)[0]
+			if rest, ok := strings.CutPrefix(line, ready); ok && !sent {
+				sent = true
+				addr := ""
+				if f := strings.Fields(rest); len(f) > 0 {
+					addr = strings.TrimPrefix(strings.TrimPrefix(f[0], "http://"), "https://")
+				}
+				up <- addr
 			}
 		}
 		io.Copy(io.Discard, stdout)

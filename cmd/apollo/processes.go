@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -79,6 +80,8 @@ type redisAlerting struct {
 	remote  *redisstore.RemoteAlerts
 	beat    *redisstore.Heartbeat
 	watch   *watcher
+	telling atomic.Bool // a self-alert is being published
+	tellers sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
 }
@@ -119,6 +122,7 @@ func (r *redisAlerting) stop() {
 	r.beat.Stop()
 	r.feed.Stop()
 	r.flusher.Stop() // a last flush
+	r.tellers.Wait()
 	r.cmd.Close()
 	r.cancel()
 }
@@ -140,13 +144,30 @@ func (a remoteAcker) Ack(ctx context.Context, tenant, id, by string) error {
 }
 
 func (r *redisAlerting) system(parts map[string]func() any) {
-	parts["redis"] = func() any { return map[string]any{"flush": r.flusher.Stats(), "changeFeed": r.feed.Stats()} }
+	parts["changeFeed"] = func() any { return r.feed.Stats() }
 	parts["components"] = func() any { return r.watch.status() }
 }
 
-// onRefused cannot notify from the bus: the alert processes see refusals
-// in the bus stats (/api/v1/system, /metrics); the log line is the bus's own.
-func (r *redisAlerting) onRefused(bus.Refusal) {}
+func (r *redisAlerting) monitored(m *httpapi.Monitored) { m.Redis = r.flusher }
+
+// onRefused asks the alert processes to raise the critical self-alert (seed
+// 4.1); they deduplicate it. It must not block the bus: the publish runs
+// in its own goroutine, at most one at a time, and refusals meanwhile are
+// folded into it (the alert says "events refused", not how many).
+func (r *redisAlerting) onRefused(ref bus.Refusal) {
+	if !r.telling.CompareAndSwap(false, true) {
+		return
+	}
+	r.tellers.Add(1)
+	go func() {
+		defer r.tellers.Done()
+		defer r.telling.Store(false)
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		defer cancel()
+		_ = r.cmd.Tell(ctx, redisstore.Command{Op: "self", Name: "apollo_events_refused",
+			Summary: "the bus refused events (not stored): " + ref.Reason + "; reporters must resend them"})
+	}()
+}
 
 func (r *redisAlerting) reload() {}
 

@@ -24,7 +24,7 @@ Start here:
 	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newBusCmd(), newAlertCmd(), newSchedCmd(), newTokenCmd(), newReportCmd(), newExecCmd(),
 		newNotifyCmd(), newRulesCmd(),
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
-		newStatusCmd(), newCompletionCmd())
+		newStatusCmd(), newCompletionCmd(), newTUICmd())
 	addRulesServerCmds(root)
 	return root
 }

@@ -126,6 +126,7 @@ type server struct {
 	agg      *metrics.Aggregator
 	hub      *httpapi.Hub
 	alerts   alertSide
+	recovery httpapi.Recovery // measured at start, for /metrics
 	api      *httpapi.Server
 	sched    *sched.Scheduler // nil without --jobs
 	reporter *busReporter
@@ -227,7 +228,7 @@ func (s *server) httpServer() *http.Server {
 	}
 	cfg := s.cfg
 	opts := httpapi.Options{
-		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(),
+		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(), Monitored: s.monitored(),
 		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
@@ -368,6 +369,7 @@ func (s *server) recover() error {
 		return fmt.Errorf("replaying the log: %w", err)
 	}
 	el := time.Since(start)
+	s.recovery = httpapi.Recovery{Duration: el, Events: int64(n)}
 	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
 		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
 	return nil
@@ -554,17 +556,29 @@ func (s *server) reload() {
 	s.alerts.reload()
 }
 
-// systemParts are the parts of GET /api/v1/system (and the stream's system
-// messages) that this process adds to the bus and stream stats.
+// systemParts are what this process adds to GET /api/v1/system beyond
+// the components in monitored().
 func (s *server) systemParts() map[string]func() any {
 	parts := map[string]func() any{
-		"wal":     func() any { return s.wal.Stats() },
-		"metrics": func() any { return s.agg.Stats() },
-		"process": func() any { return map[string]any{"mode": "server", "listen": s.cfg.Listen, "data": s.cfg.Data} },
-	}
-	if s.sched != nil {
-		parts["scheduler"] = func() any { return s.sched.Stats() }
+		"process": func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} },
 	}
 	s.alerts.system(parts)
 	return parts
+}
+
+// monitored lists the components /metrics and /api/v1/system report.
+func (s *server) monitored() httpapi.Monitored {
+	m := httpapi.Monitored{WAL: s.wal, Metrics: s.agg, Recovery: &s.recovery}
+	if s.sched != nil {
+		m.Scheduler = s.sched
+	}
+	s.alerts.monitored(&m)
+	return m
+}
+
+func (s *server) mode() string {
+	if _, ok := s.alerts.(*redisAlerting); ok {
+		return "bus"
+	}
+	return "server"
 }

@@ -1,0 +1,535 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/console"
+	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/wal"
+)
+
+// promTokens: an agent to report, a viewer to scrape.
+var promTokens = tokenAuth{
+	"agent":  {Name: "exec", Role: RoleAgent},
+	"viewer": {Name: "prometheus", Role: RoleViewer},
+}
+
+// walLog adapts *wal.Log to bus.Log, as cmd/apollo does.
+type walLog struct{ l *wal.Log }
+
+func (w walLog) Append(p []byte) (uint64, error) {
+	lsn, err := w.l.Append(p)
+	return uint64(lsn), err
+}
+
+func (w walLog) Wait(ctx context.Context, lsn uint64) error { return w.l.Wait(ctx, wal.LSN(lsn)) }
+
+// signalWriter tells a test each time the console channel wrote a message.
+type signalWriter struct{ wrote chan string }
+
+func (w signalWriter) Write(p []byte) (int, error) {
+	w.wrote <- string(p)
+	return len(p), nil
+}
+
+// promEnv is a server assembled the way the all-in-one process assembles
+// it: a bus logging to a real WAL, the metrics aggregator and an alert
+// engine observing it, a dispatcher with a console channel, the stream hub.
+type promEnv struct {
+	clock  *apollo.FakeClock
+	log    *wal.Log
+	bus    *bus.Bus
+	agg    *metrics.Aggregator
+	engine *alert.Engine
+	disp   *notify.Dispatcher
+	hub    *Hub
+	srv    *httptest.Server
+	wrote  chan string
+}
+
+func newPromEnv(t *testing.T) *promEnv {
+	t.Helper()
+	e := &promEnv{clock: apollo.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), wrote: make(chan string, 4)}
+	var err error
+	if e.log, err = wal.Open(wal.Options{Dir: t.TempDir(), Logger: discardLogger}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.log.Close() })
+	if e.agg, err = metrics.New(metrics.Options{Clock: e.clock, Logger: discardLogger}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := console.New(console.Config{}, notify.NotifierOptions{Output: signalWriter{e.wrote}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := notify.Channel{Name: "console", Type: "console", Notifier: out}
+	if e.disp, err = notify.NewDispatcher([]notify.Channel{ch}, notify.Options{Clock: e.clock, Logger: discardLogger}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := rules.Parse("rules", []byte(`RULE failures task_prefix: "job" ON: failed NOTIFY: console`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine, err = alert.New(alert.Options{Rules: rs, Store: e.agg, Sender: e.disp, Clock: e.clock, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.bus, err = bus.New(bus.Options{Log: walLog{e.log}, Observers: []bus.Observer{e.agg, e.engine},
+		Clock: e.clock, Logger: discardLogger, HoldLimit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.hub, err = NewHub(HubOptions{Bus: e.bus, Clock: e.clock, Logger: discardLogger}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, start := range []func(context.Context) error{e.disp.Start, e.engine.Start, e.bus.Start, e.agg.Start, e.hub.Start} {
+		if err := start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stopped in the server's shutdown order; each Stop is idempotent, so
+	// a test may stop some earlier to settle their counters.
+	t.Cleanup(func() { e.hub.Stop(); e.bus.Stop(); e.engine.Stop(); e.agg.Stop(); e.disp.Stop() })
+	api := New(Options{Bus: e.bus, Stream: e.hub, Auth: promTokens, Clock: e.clock, Logger: discardLogger,
+		Monitored: Monitored{WAL: e.log, Metrics: e.agg, Notifications: e.disp, Alerts: e.engine,
+			Recovery: &Recovery{Duration: 1250 * time.Millisecond, Events: 7}}})
+	e.srv = httptest.NewServer(api)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// get sends GET path with a bearer token and returns the status and body.
+func (e *promEnv) get(t *testing.T, path, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// scrape fetches /metrics as a viewer and parses it, as Prometheus would.
+func (e *promEnv) scrape(t *testing.T) prometheus.Gatherer {
+	t.Helper()
+	status, body := e.get(t, "/metrics", "viewer")
+	if status != 200 {
+		t.Fatalf("GET /metrics as a viewer: %d %s", status, body)
+	}
+	return parseExposition(t, body)
+}
+
+func parseExposition(t *testing.T, body string) prometheus.Gatherer {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("the scrape does not parse: %v\n%s", err, body)
+	}
+	list := make([]*dto.MetricFamily, 0, len(fams))
+	for _, name := range slices.Sorted(maps.Keys(fams)) { // as a registry gathers
+		list = append(list, fams[name])
+	}
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return list, nil })
+}
+
+// traffic reports, as an agent over HTTP, events with every result the
+// bus gives without reaching a limit.
+func (e *promEnv) traffic(t *testing.T) {
+	t.Helper()
+	ts := e.clock.Now().UnixMilli()
+	ev := func(id, name string, seq int64, st string) string {
+		return fmt.Sprintf(`{"taskID":%q,"name":%q,"sequence":%d,"status":%q,"ts":%d}`, id, name, seq, st, ts)
+	}
+	body := "[" + strings.Join([]string{
+		ev("a", "other", 1, "pending"), ev("a", "other", 2, "running"), ev("a", "other", 3, "success"), // 3 accepted
+		ev("a", "other", 2, "running"),                            // duplicate
+		ev("b", "other", 1, "success"),                            // illegal: a task cannot start finished
+		ev("c", "other", 2, "success"),                            // waits for its sequence 1
+		ev("d", "job", 1, "running"), ev("d", "job", 2, "failed"), // 2 accepted; the rule fires
+		ev("e", "other", 0, "running"),  // invalid: sequences start at 1
+		`{"taskID":"f","sequence":"1"}`, // not read: the API answers it, the bus never sees it
+	}, ",") + "]"
+	req, _ := http.NewRequest("POST", e.srv.URL+"/api/v1/events", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer agent")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ingest: %d", resp.StatusCode)
+	}
+}
+
+// settle waits until nothing moves: the checkpoint returns once every
+// change reached the observers; the console write is the failure's
+// notification; the engine and the dispatcher then stop, so their
+// counters are final.
+func (e *promEnv) settle(t *testing.T) {
+	t.Helper()
+	if err := e.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-e.wrote:
+		if !strings.Contains(msg, "job") {
+			t.Fatalf("the console got %q, not the failure of job", msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failure was not notified on the console")
+	}
+	if err := e.engine.Evaluate(context.Background(), e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e.engine.Stop()
+	e.disp.Stop()
+}
+
+// A scrape after real traffic shows what the components did: every value
+// below follows from the events sent, not from a recording.
+func TestPrometheusScrapeAfterTraffic(t *testing.T) {
+	t.Parallel()
+	e := newPromEnv(t)
+	e.traffic(t)
+	e.settle(t)
+	// One dashboard watching: registered before its hello arrives.
+	ws := &streamEnv{t: t, bus: e.bus, hub: e.hub, srv: e.srv, url: "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/api/v1/stream"}
+	ws.dial("viewer")
+
+	g := e.scrape(t)
+	console := func(outcome string) string { return `{channel="console",outcome="` + outcome + `"}` }
+	want := strings.Join([]string{
+		expo("apollo_events_total", `{result="accepted"} 5`, `{result="duplicate"} 1`, `{result="expired"} 0`,
+			`{result="illegal"} 1`, `{result="invalid"} 1`, `{result="refused"} 0`),
+		sample("apollo_events_parked_total", 1),
+		sample("apollo_tasks", 3),         // a, c (waiting for its sequence 1) and d; b never started
+		sample("apollo_queue_changes", 0), // the checkpoint drained the queues
+		sample("apollo_holding_area_changes", 0),
+		sample("apollo_holding_area_limit", 500),
+		sample("apollo_out_of_order_waiting", 1),
+		sample("apollo_bus_subscribers", 1), // the hub
+		sample("apollo_stream_clients", 1),
+		expo("apollo_stream_connections_total", `{result="accepted"} 1`, `{result="refused"} 0`),
+		sample("apollo_wal_appends_total", 6), // the 5 accepted and the waiting one; refused and dropped events are not logged
+		sample("apollo_wal_segments", 1),
+		sample("apollo_metrics_jobs", 2),
+		sample("apollo_rule_evaluations_total", 1),
+		sample("apollo_rule_last_evaluation_timestamp_seconds", float64(e.clock.Now().Unix())),
+		expo("apollo_alerts", `{state="firing"} 1`, `{state="inactive"} 0`, `{state="pending"} 0`, `{state="resolved"} 0`),
+		expo("apollo_rules", `{kind="event"} 1`, `{kind="rate"} 0`),
+		expo("apollo_notifications_total", console("coalesced")+" 0", console("deduplicated")+" 0", console("dropped")+" 0",
+			console("failed")+" 0", console("gave_up")+" 0", console("retrying")+" 0", console("sent")+" 1"),
+		sample("apollo_recovery_seconds", 1.25),
+		sample("apollo_recovery_events", 7),
+	}, "")
+	names := metricNames(want)
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+
+	// What depends on the disk's timing is compared with the log's own
+	// account, read now that nothing moves.
+	wst := e.log.Stats()
+	if wst.Syncs == 0 {
+		t.Fatal("acknowledged events were never fsynced")
+	}
+	want = expo("apollo_wal_sync_seconds", fmt.Sprintf("_sum %v", wst.SyncLatencySum.Seconds()), fmt.Sprintf("_count %d", wst.Syncs)) +
+		sample("apollo_wal_sync_max_seconds", wst.SyncLatencyMax.Seconds()) + sample("apollo_wal_durable_lsn", float64(wst.DurableLSN))
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), metricNames(want)...); err != nil {
+		t.Error(err)
+	}
+	if n, _ := testutil.GatherAndCount(g, "go_goroutines", "process_resident_memory_bytes"); n != 2 {
+		t.Errorf("the Go and process collectors are missing: %d of 2 samples", n)
+	}
+}
+
+// expo is the exposition of one family: its help and type, then a line
+// per sample, each given as what follows the name (labels and value).
+func expo(name string, samples ...string) string {
+	f := infoOf(name)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, f.help, name, f.kind)
+	for _, s := range samples {
+		b.WriteString(name + s + "\n")
+	}
+	return b.String()
+}
+
+// sample is the exposition of an unlabelled family with one value.
+func sample(name string, v float64) string { return expo(name, fmt.Sprintf(" %v", v)) }
+
+// helpOf is the help text of a family, as the exposition shows it.
+func helpOf(name string) string { return infoOf(name).help }
+
+type familyInfo struct{ name, help, kind string }
+
+// allFamilies lists every family of every component.
+func allFamilies() []familyInfo {
+	var all []familyInfo
+	all = infos(all, busFamilies)
+	all = infos(all, streamFamilies)
+	all = infos(all, walFamilies)
+	all = infos(all, metricsFamilies)
+	all = infos(all, alertFamilies)
+	all = infos(all, notifyFamilies)
+	all = infos(all, schedFamilies)
+	all = infos(all, redisFamilies)
+	return infos(all, recoveryFamilies)
+}
+
+func infos[S any](to []familyInfo, fams []family[S]) []familyInfo {
+	for _, f := range fams {
+		to = append(to, familyInfo{f.name, f.help, f.kind})
+	}
+	return to
+}
+
+func infoOf(name string) familyInfo {
+	for _, f := range allFamilies() {
+		if f.name == name {
+			return f
+		}
+	}
+	panic("no metric family " + name)
+}
+
+// metricNames lists the families an expected exposition names.
+func metricNames(exposition string) []string {
+	var names []string
+	for line := range strings.Lines(exposition) {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			names = append(names, strings.Fields(rest)[0])
+		}
+	}
+	return names
+}
+
+// The viewer role scrapes; an agent token may not; without one, 401.
+func TestPrometheusNeedsViewer(t *testing.T) {
+	t.Parallel()
+	e := newPromEnv(t)
+	for _, tc := range []struct {
+		token  string
+		status int
+	}{{"viewer", 200}, {"agent", 403}, {"", 401}} {
+		if status, body := e.get(t, "/metrics", tc.token); status != tc.status {
+			t.Errorf("token %q: %d, want %d: %s", tc.token, status, tc.status, body)
+		}
+	}
+}
+
+// fixedBus is a bus whose Stats are set by the test, so that every field
+// can be given a value of its own.
+type fixedBus struct {
+	*bus.Bus
+	st bus.Stats
+}
+
+func (b fixedBus) Stats() bus.Stats { return b.st }
+
+type fixedStats[S any] struct{ st S }
+
+func (f fixedStats[S]) Stats() S { return f.st }
+
+// fullServer reports every component, each with a distinct value in every
+// field, so a field mapped to the wrong metric shows.
+func fullServer(t testing.TB) *Server {
+	t.Helper()
+	b, err := bus.New(bus.Options{Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := NewHub(HubOptions{Bus: b, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hub's clients and groups are its own maps; its counters can be set.
+	for i, c := range []*atomic.Uint64{&hub.stats.changes, &hub.stats.messages, &hub.stats.resyncs, &hub.stats.snapshots,
+		&hub.stats.resumes, &hub.stats.accepted, &hub.stats.refused, &hub.stats.closedSlow, &hub.stats.closedNoPong, &hub.stats.closedShutdown} {
+		c.Store(uint64(901 + i))
+	}
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	return New(Options{
+		Bus: fixedBus{b, bus.Stats{Accepted: 101, Duplicate: 102, Illegal: 103, Invalid: 104, Held: 105, Refused: 106, Parked: 107,
+			ParkExpired: 108, Timeouts: 109, MissedStart: 110, Corrections: 111, Evicted: 112, Replayed: 113, LogErrors: 114,
+			Tasks: 115, Queues: 116, Queued: 117, Holding: 118, HoldLimit: 119, Waiting: 120, Tombstones: 121, Deadlines: 122,
+			Subscribers: 123, SubscribersCut: 124, LastLSN: 125}},
+		Stream: hub, Logger: discardLogger,
+		Monitored: Monitored{
+			WAL: fixedStats[wal.Stats]{wal.Stats{Appends: 201, Bytes: 202, Syncs: 203, SyncLatencyLast: 204 * time.Millisecond,
+				SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210}},
+			Metrics: fixedStats[metrics.Stats]{metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306}},
+			Notifications: fixedStats[notify.Stats]{notify.Stats{UnknownChannel: 401, Channels: map[string]notify.ChannelStats{
+				"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, Deduplicated: 409, QueueLen: 410}}}},
+			Alerts: fixedStats[alert.Stats]{alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
+				EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
+				Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513}},
+			Scheduler: fixedStats[sched.Stats]{sched.Stats{Runs: 601, Skipped: 602, Missed: 603, ReportErrors: 604, StateErrors: 605}},
+			Redis: fixedStats[redisstore.Stats]{redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Jobs: 704, Fields: 705,
+				Commands: 706, Dirty: 707, LastFlush: at.Add(time.Second)}},
+			Recovery: &Recovery{Duration: 801 * time.Millisecond, Events: 802},
+		},
+	})
+}
+
+// Every field of every component's stats lands in the metric the docs
+// give it; the whole apollo_ exposition is compared with a reviewed file.
+func TestPrometheusEveryField(t *testing.T) {
+	t.Parallel()
+	s := fullServer(t)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	var got strings.Builder
+	for line := range strings.Lines(rec.Body.String()) {
+		if strings.Contains(line, "apollo_") {
+			got.WriteString(line)
+		}
+	}
+	const golden = "testdata/prometheus.txt"
+	if os.Getenv("APOLLO_UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("the apollo_ metrics differ from %s (APOLLO_UPDATE_GOLDEN=1 rewrites it; review the diff):\n%s", golden, got.String())
+	}
+}
+
+// promlint finds nothing wrong with any metric, Apollo-11's or the
+// runtime's: names, units, suffixes, help texts.
+func TestPrometheusLint(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	fullServer(t).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	problems, err := promlint.New(rec.Body).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+// A process without a component reports none of its metrics; one that
+// passes a nil pointer (no scheduler) does not panic either.
+func TestPrometheusAbsentComponents(t *testing.T) {
+	t.Parallel()
+	b, err := bus.New(bus.Options{Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var noSched *sched.Scheduler
+	var noWAL *wal.Log
+	s := New(Options{Bus: b, Logger: discardLogger, Monitored: Monitored{Scheduler: noSched, WAL: noWAL}})
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	g := parseExposition(t, rec.Body.String())
+	fams, _ := g.Gather()
+	for _, f := range fams {
+		name := f.GetName()
+		for _, absent := range []string{"apollo_wal_", "apollo_scheduler_", "apollo_stream_", "apollo_rule", "apollo_alert",
+			"apollo_notification", "apollo_redis_", "apollo_metrics_", "apollo_recovery_"} {
+			if strings.HasPrefix(name, absent) {
+				t.Errorf("%s reported by a server without that component", name)
+			}
+		}
+	}
+	if n, _ := testutil.GatherAndCount(g, "apollo_tasks"); n != 1 {
+		t.Errorf("the bus's apollo_tasks is missing")
+	}
+}
+
+// docs/monitoring.md names every metric this file can report.
+func TestMonitoringDocCoversEveryMetric(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/monitoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := allFamilies()
+	for _, f := range all {
+		if !strings.Contains(string(doc), "`"+f.name+"`") && !strings.Contains(string(doc), "`"+f.name+"{") {
+			t.Errorf("docs/monitoring.md does not describe %s", f.name)
+		}
+	}
+	if !slices.ContainsFunc(all, func(f familyInfo) bool { return f.name == "apollo_events_total" }) {
+		t.Fatal("the family tables were not read")
+	}
+}
+
+// BenchmarkScrape compares what GET /metrics does, a registry made per
+// scrape, with a registry made once and kept, to show what keeping no
+// state in the Server costs.
+func BenchmarkScrape(b *testing.B) {
+	s := fullServer(b)
+	serve := func(b *testing.B, h http.Handler) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if rec.Code != 200 {
+				b.Fatal(rec.Code)
+			}
+		}
+	}
+	b.Run("registry-per-scrape", func(b *testing.B) { serve(b, s) })
+	b.Run("registry-kept", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(s.collector())
+		serve(b, promhttp.HandlerFor(prometheus.Gatherers{runtimeRegistry(), reg}, promhttp.HandlerOpts{}))
+	})
+	b.Run("apollo-only-per-scrape", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(s.collector())
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,270 @@
+package tui
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/components"
+)
+
+type connState int
+
+const (
+	stateConnecting connState = iota // dialing, or waiting for hello
+	stateLive                        // hello received
+	stateWaiting                     // waiting to reconnect
+	stateRefused                     // the token was refused: retry on r only
+)
+
+// connection is the dashboard's side of the stream.
+type connection struct {
+	gen       int // which attempt; messages of older attempts are dropped
+	state     connState
+	ws        *wsConn
+	cursor    string // the last cursor received, for resuming
+	idle      time.Duration
+	retryAt   time.Time
+	reason    string // why the last connection ended
+	principal principal
+	backoff   *backoff.ExponentialBackOff
+	acks      map[string]apollo.Alert // acknowledgements sent, awaiting ack_result
+}
+
+// Messages of the connection; gen says which attempt they belong to.
+type (
+	dialedMsg struct {
+		gen int
+		ws  *wsConn
+		err error
+	}
+	frameMsg struct {
+		gen int
+		f   frame
+	}
+	lostMsg struct {
+		gen int
+		err error
+	}
+	retryMsg struct{ gen int }
+)
+
+// label is the connection state in words.
+func (c *connection) label(now time.Time) string {
+	switch c.state {
+	case stateLive:
+		return "live"
+	case stateWaiting:
+		secs := int(math.Ceil(c.retryAt.Sub(now).Seconds()))
+		return "reconnecting in " + strconv.Itoa(max(secs, 0)) + "s"
+	case stateRefused:
+		return "refused"
+	}
+	return "connecting"
+}
+
+// indicator is the header's connection state: a mark, the words, and why
+// the last connection ended while there is no live one.
+func (c *connection) indicator(st *components.Styles, now time.Time) string {
+	mark := map[connState]string{stateLive: "●", stateConnecting: "◌", stateWaiting: "○", stateRefused: "✕"}[c.state]
+	name := map[connState]string{stateLive: "live", stateConnecting: "connecting", stateWaiting: "reconnecting", stateRefused: "refused"}[c.state]
+	s := st.State(name).Render(mark + " " + c.label(now))
+	if c.state != stateLive && c.reason != "" {
+		s += st.Muted.Render(" (" + c.reason + ")")
+	}
+	return s
+}
+
+// dial opens the stream for the current attempt.
+func (m *Model) dial() tea.Cmd {
+	gen, url, token, hc := m.conn.gen, m.opts.streamURL(), m.opts.Token, m.opts.HTTPClient
+	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ws, err := dialStream(dctx, url, token, hc)
+		if err == nil && !m.run.own(ws) {
+			_ = ws.Close()
+			return nil
+		}
+		return dialedMsg{gen: gen, ws: ws, err: err}
+	})
+}
+
+// read waits for the next message of the current connection.
+func (m *Model) read() tea.Cmd {
+	gen, ws, clock, idle := m.conn.gen, m.conn.ws, m.opts.Clock, m.conn.idle
+	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		data, err := ws.read(ctx, clock, idle)
+		if err == nil {
+			var f frame
+			if f, err = decodeFrame(data); err == nil {
+				return frameMsg{gen: gen, f: f}
+			}
+		}
+		m.run.release(ws)
+		return lostMsg{gen: gen, err: err}
+	})
+}
+
+// send writes one message on the current connection. A failed write is
+// not reported: the read that is always pending fails too and reconnects.
+func (m *Model) send(data []byte) tea.Cmd {
+	ws := m.conn.ws
+	if ws == nil {
+		return nil
+	}
+	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		_ = ws.write(ctx, data)
+		return nil
+	})
+}
+
+// wait schedules the next look at the reconnect deadline: at it, or in a
+// second to count down in the header.
+func (m *Model) wait() tea.Cmd {
+	gen, clock := m.conn.gen, m.opts.Clock
+	d := min(m.conn.retryAt.Sub(clock.Now()), time.Second)
+	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		t := clock.NewTimer(max(d, 0))
+		defer t.Stop()
+		select {
+		case <-t.C():
+			return retryMsg{gen: gen}
+		case <-ctx.Done():
+			return nil
+		}
+	})
+}
+
+// redial starts a new attempt now.
+func (m *Model) redial() tea.Cmd {
+	m.conn.gen++
+	m.conn.state = stateConnecting
+	return m.dial()
+}
+
+// updateConn handles the connection's messages; ok is false for others.
+func (m *Model) updateConn(msg tea.Msg) (cmd tea.Cmd, ok bool) {
+	c := &m.conn
+	switch msg := msg.(type) {
+	case dialedMsg:
+		if msg.gen != c.gen {
+			if ws := msg.ws; ws != nil { // an attempt given up on (r pressed meanwhile)
+				return m.run.cmd(func(context.Context) tea.Msg { m.run.release(ws); return nil }), true
+			}
+			return nil, true
+		}
+		if msg.err != nil {
+			return m.lost(msg.err), true
+		}
+		c.ws = msg.ws
+		c.idle = 0 // until hello says how often the server speaks
+		return m.read(), true
+	case frameMsg:
+		if msg.gen != c.gen {
+			return nil, true
+		}
+		return tea.Batch(m.read(), m.handleFrame(msg.f)), true
+	case lostMsg:
+		if msg.gen != c.gen {
+			return nil, true
+		}
+		return m.lost(msg.err), true
+	case retryMsg:
+		if msg.gen != c.gen || c.state != stateWaiting {
+			return nil, true
+		}
+		if !m.now().Before(c.retryAt) {
+			return m.redial(), true
+		}
+		return m.wait(), true
+	}
+	return nil, false
+}
+
+// lost ends the current connection and schedules the next attempt, unless
+// the server refused the token (trying again would not help).
+func (m *Model) lost(err error) tea.Cmd {
+	c := &m.conn
+	c.ws = nil
+	c.reason = closeReason(err)
+	for id, a := range c.acks {
+		m.say(true, "Acknowledging "+a.Rule+" ("+a.Group+"): the connection closed before the answer; try again")
+		delete(c.acks, id)
+	}
+	switch apollo.ErrorCode(err) {
+	case apollo.EUNAUTHORIZED, apollo.EFORBIDDEN:
+		c.state = stateRefused
+		m.say(true, c.reason+"; press r to retry")
+		return nil
+	}
+	c.state = stateWaiting
+	c.retryAt = m.now().Add(c.backoff.NextBackOff())
+	return m.wait()
+}
+
+// handleFrame applies one server message.
+func (m *Model) handleFrame(f frame) tea.Cmd {
+	c := &m.conn
+	switch f.Type {
+	case frameHello:
+		c.state, c.reason, c.principal = stateLive, "", f.Principal
+		c.backoff.Reset()
+		if f.HeartbeatMs > 0 {
+			c.idle = 3 * time.Duration(f.HeartbeatMs) * time.Millisecond
+		}
+		return m.send(subscribeJSON(m.prefix, c.cursor))
+	case frameSnapshot:
+		c.cursor = f.Cursor
+		m.store.replace(f.Tasks)
+		m.paintTasks()
+		if f.Error != "" {
+			m.say(true, "The server's task listing failed: "+f.Error)
+		}
+	case frameTasks:
+		c.cursor = f.Cursor
+		m.store.merge(f.Tasks)
+		m.paintTasks()
+	case frameHeartbeat:
+		if f.Cursor != "" {
+			c.cursor = f.Cursor
+		}
+		// Echo it: proof of life where proxies eat WebSocket pings.
+		return m.send(heartbeatJSON)
+	case frameAlert:
+		m.alerts.Upsert(f.Alert)
+	case frameSystem:
+		m.system.SetStats(f.Stats, m.now())
+		m.lastSystem = m.now()
+		if m.now().Sub(m.lastTaskPaint) >= time.Second {
+			m.paintTasks() // the "updated" ages move on
+		}
+	case frameAckResult:
+		a, ok := c.acks[f.AlertID]
+		delete(c.acks, f.AlertID)
+		if !ok {
+			a = apollo.Alert{ID: f.AlertID, Rule: f.AlertID}
+		}
+		m.ackResult(a, f.OK, f.Error)
+	case frameError:
+		msg := "The server did not take a message: " + f.Message
+		if f.Hint != "" {
+			msg += " (" + f.Hint + ")"
+		}
+		m.say(true, msg)
+	}
+	return nil
+}
+
+func (m *Model) ackResult(a apollo.Alert, ok bool, errText string) {
+	if ok {
+		m.say(false, "Acknowledged "+a.Rule+" ("+a.Group+").")
+		return
+	}
+	m.say(true, "Could not acknowledge "+a.Rule+": "+errText)
+}

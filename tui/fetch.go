@@ -1,0 +1,249 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/pages"
+)
+
+// seriesWindow and seriesStep shape the selected job's sparklines: the
+// last hour, a bar a minute.
+const (
+	seriesWindow = time.Hour
+	seriesStep   = time.Minute
+)
+
+// Results of the REST calls.
+type (
+	refreshMsg struct{}
+	metricsMsg struct {
+		page metricsPage
+		err  error
+	}
+	seriesMsg struct {
+		name   string
+		points []pages.Job
+		err    error
+	}
+	taskMsg struct {
+		id   string
+		task apollo.Task
+		err  error
+	}
+	alertsMsg struct {
+		alerts []apollo.Alert
+		err    error
+	}
+	silencesMsg struct {
+		silences []pages.Silence
+		err      error
+	}
+	systemMsg struct {
+		stats json.RawMessage
+		err   error
+	}
+	ackedMsg struct {
+		alert apollo.Alert
+		err   error
+	}
+	silencedMsg struct {
+		req pages.SilenceAlert
+		err error
+	}
+)
+
+// tick schedules the next refresh of the REST data.
+func (m *Model) tick() tea.Cmd {
+	if m.opts.Refresh < 0 {
+		return nil
+	}
+	clock, d := m.opts.Clock, m.opts.Refresh
+	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		t := clock.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			return refreshMsg{}
+		case <-ctx.Done():
+			return nil
+		}
+	})
+}
+
+// call runs one REST call as a tracked command.
+func (m *Model) call(f func(ctx context.Context, api *restClient) tea.Msg) tea.Cmd {
+	api := m.api
+	return m.run.cmd(func(ctx context.Context) tea.Msg { return f(ctx, api) })
+}
+
+func (m *Model) fetchMetrics() tea.Cmd {
+	window := m.opts.MetricsWindow
+	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+		p, err := api.metrics(ctx, window)
+		return metricsMsg{page: p, err: err}
+	})
+}
+
+func (m *Model) fetchSeries(name string) tea.Cmd {
+	m.seriesFor = name
+	if name == "" {
+		return nil
+	}
+	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+		pts, err := api.series(ctx, name, seriesWindow, seriesStep)
+		return seriesMsg{name: name, points: pts, err: err}
+	})
+}
+
+// fetchSeriesIfMoved asks for the selected job's series when the
+// selection moved to another job.
+func (m *Model) fetchSeriesIfMoved() tea.Cmd {
+	if name := m.jobs.Selected(); name != m.seriesFor {
+		return m.fetchSeries(name)
+	}
+	return nil
+}
+
+func (m *Model) fetchAlerts() tea.Cmd {
+	if m.alertsGone {
+		return nil
+	}
+	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+		as, err := api.alerts(ctx)
+		return alertsMsg{alerts: as, err: err}
+	})
+}
+
+func (m *Model) fetchSilences() tea.Cmd {
+	if m.silencesGone {
+		return nil
+	}
+	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+		ss, err := api.silences(ctx)
+		return silencesMsg{silences: ss, err: err}
+	})
+}
+
+func (m *Model) fetchSystem() tea.Cmd {
+	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+		raw, err := api.system(ctx)
+		return systemMsg{stats: raw, err: err}
+	})
+}
+
+// updateData handles the REST results; ok is false for other messages.
+func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
+	switch msg := msg.(type) {
+	case refreshMsg:
+		cmds := []tea.Cmd{m.tick(), m.fetchMetrics(), m.fetchSeries(m.jobs.Selected()), m.fetchAlerts(), m.fetchSilences()}
+		// The stream sends the system stats every few seconds; ask the API
+		// only when it has not (a server with them switched off).
+		if m.now().Sub(m.lastSystem) > 2*m.opts.Refresh {
+			cmds = append(cmds, m.fetchSystem())
+		}
+		m.paintTasks()
+		return tea.Batch(cmds...), true
+	case metricsMsg:
+		m.jobs.SetJobs(msg.page.Window, msg.page.Total, msg.page.Jobs, msg.err)
+		return m.fetchSeriesIfMoved(), true
+	case seriesMsg:
+		if msg.name == m.seriesFor {
+			m.jobs.SetSeries(msg.name, msg.points, msg.err)
+		}
+		return nil, true
+	case taskMsg:
+		m.tasks.ShowTask(msg.task, msg.err)
+		return nil, true
+	case alertsMsg:
+		m.alertsGone = notAvailable(msg.err)
+		m.alerts.SetListed(msg.alerts, msg.err)
+		m.resize()
+		return nil, true
+	case silencesMsg:
+		m.silencesGone = notAvailable(msg.err)
+		m.alerts.SetSilences(msg.silences, msg.err)
+		return nil, true
+	case systemMsg:
+		if msg.err != nil {
+			if !m.system.Loaded() {
+				m.system.SetError(msg.err)
+			}
+		} else if !m.system.Loaded() || m.now().Sub(m.lastSystem) > 2*m.opts.Refresh {
+			m.system.SetStats(msg.stats, m.now())
+		}
+		return nil, true
+	case ackedMsg:
+		if msg.err != nil {
+			m.ackResult(msg.alert, false, apollo.ErrorMessage(msg.err))
+		} else {
+			m.ackResult(msg.alert, true, "")
+		}
+		return nil, true
+	case silencedMsg:
+		if msg.err != nil {
+			if notAvailable(msg.err) {
+				m.alerts.FormError(errNoSilences)
+			} else {
+				m.alerts.FormError(msg.err)
+			}
+			return nil, true
+		}
+		m.alerts.CloseForm()
+		m.say(false, "Silenced "+msg.req.Alert.Rule+" ("+msg.req.Alert.Group+") for "+msg.req.For.String()+".")
+		return m.fetchSilences(), true
+	}
+	return nil, false
+}
+
+var errNoSilences = &apollo.Error{Code: apollo.ENOTFOUND, Message: "silences are not available on this server"}
+
+// updateIntent acts on what a page asked for.
+func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case pages.OpenTask:
+		id := msg.ID
+		return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+			t, err := api.task(ctx, id)
+			t.TaskID = id
+			return taskMsg{id: id, task: t, err: err}
+		})
+	case pages.FilterTasks:
+		if msg.Prefix == m.prefix {
+			return nil
+		}
+		// A new filter starts from a new snapshot: the cursor belongs to
+		// the old one.
+		m.prefix, m.conn.cursor = msg.Prefix, ""
+		if m.conn.state == stateLive {
+			return m.send(subscribeJSON(m.prefix, ""))
+		}
+	case pages.AckAlert:
+		a := msg.Alert
+		if m.conn.state == stateLive {
+			if m.conn.acks == nil {
+				m.conn.acks = map[string]apollo.Alert{}
+			}
+			m.conn.acks[a.ID] = a
+			m.say(false, "Acknowledging "+a.Rule+" ("+a.Group+")…")
+			return m.send(ackJSON(a.ID))
+		}
+		// No stream: the API does the same.
+		return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+			return ackedMsg{alert: a, err: api.ack(ctx, a.ID)}
+		})
+	case pages.SilenceAlert:
+		start := m.now()
+		req := silenceRequest{Rule: msg.Alert.Rule, Prefix: msg.Alert.Group, Labels: msg.Alert.Labels,
+			StartsAt: start, EndsAt: start.Add(msg.For), Comment: msg.Comment}
+		sa := msg
+		return m.call(func(ctx context.Context, api *restClient) tea.Msg {
+			return silencedMsg{req: sa, err: api.addSilence(ctx, req)}
+		})
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package tui
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/pages"
+)
+
+// newLoaded returns a dashboard that has received the whole fixture, as
+// the messages its commands would have brought, without any I/O.
+func newLoaded(t *testing.T, width, height int, noColor bool) *Model {
+	t.Helper()
+	m, err := New(Options{Server: "http://apollo.example:1969", Token: "test-token", Clock: apollo.NewFakeClock(t0), NoColor: noColor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	m.Update(tea.WindowSizeMsg{Width: width, Height: height})
+	frames := []string{helloJSON("c.1"), snapshotJSON("c.7", fixtureTasks()), `{"type":"system","stats":` + fixtureSystem + `}`}
+	for _, s := range frames {
+		f, err := decodeFrame([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Update(frameMsg{gen: m.conn.gen, f: f})
+	}
+	var mp metricsPage
+	if err := json.Unmarshal([]byte(fixtureMetrics), &mp); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(metricsMsg{page: mp})
+	var series struct{ Points []pages.Job }
+	if err := json.Unmarshal([]byte(fixtureSeries(m.jobs.Selected())), &series); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(seriesMsg{name: m.jobs.Selected(), points: series.Points})
+	m.Update(alertsMsg{alerts: fixtureAlerts()})
+	var ss struct{ Silences []pages.Silence }
+	if err := json.Unmarshal([]byte(fixtureSilences), &ss); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(silencesMsg{silences: ss.Silences})
+	return m
+}
+
+// TestGolden draws every tab at 80×24 and 120×40 from the fixture. Rewrite
+// the files with: go test ./tui -run TestGolden -update
+func TestGolden(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {120, 40}} {
+		m := newLoaded(t, size[0], size[1], false)
+		for tb := range numTabs {
+			name := fmt.Sprintf("%s-%dx%d", strings.ToLower(tabNames[tb]), size[0], size[1])
+			t.Run(name, func(t *testing.T) {
+				m.tab = tb
+				out := ansi.Strip(m.render())
+				checkSize(t, out, size[0], size[1])
+				golden.RequireEqual(t, out)
+			})
+		}
+		t.Run(fmt.Sprintf("timeline-%dx%d", size[0], size[1]), func(t *testing.T) {
+			m.tab = tabTasks
+			m.tasks.SetSize(m.width, m.height-chrome)
+			for m.tasksSelected() != "batch_invoices-0017" {
+				m.Update(tea.KeyPressMsg{Code: 'j', Text: "j"})
+			}
+			m.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
+			m.Update(taskMsg{id: "batch_invoices-0017", task: fixtureTask()})
+			out := ansi.Strip(m.render())
+			checkSize(t, out, size[0], size[1])
+			golden.RequireEqual(t, out)
+			m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+		})
+	}
+}
+
+func (m *Model) tasksSelected() string {
+	s, _ := m.tasks.Selected()
+	return s.TaskID
+}
+
+// checkSize fails unless out is exactly h lines of at most w cells.
+func checkSize(t *testing.T, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) != h {
+		t.Errorf("%d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := ansi.StringWidth(l); n > w {
+			t.Errorf("line %d is %d cells wide, over %d: %q", i+1, n, w, l)
+		}
+	}
+}
+
+// sgr matches one Select Graphic Rendition sequence and captures its
+// parameters.
+var sgr = regexp.MustCompile("\x1b\\[([0-9;:]*)m")
+
+// colorParams returns the SGR parameters in s that set a color.
+func colorParams(s string) []string {
+	var found []string
+	for _, m := range sgr.FindAllStringSubmatch(s, -1) {
+		for p := range strings.SplitSeq(m[1], ";") {
+			n, err := strconv.Atoi(strings.SplitN(p, ":", 2)[0])
+			if err != nil {
+				continue
+			}
+			if n >= 30 && n <= 49 && n != 39 && n != 49 || n >= 90 && n <= 107 {
+				found = append(found, m[0])
+			}
+		}
+	}
+	return found
+}
+
+// TestNoColor: with NO_COLOR the screen sets no color on any tab, and
+// still marks the selection (reverse video); with colors it does color.
+func TestNoColor(t *testing.T) {
+	t.Parallel()
+	plain := newLoaded(t, 120, 40, true)
+	colored := newLoaded(t, 120, 40, false)
+	for tb := range numTabs {
+		plain.tab, colored.tab = tb, tb
+		if c := colorParams(plain.render()); len(c) > 0 {
+			t.Errorf("%s with NO_COLOR sets colors: %q", tabNames[tb], c[0])
+		}
+		if tb == tabTasks && len(colorParams(colored.render())) == 0 {
+			t.Error("the colored Tasks tab sets no color: the check above proves nothing")
+		}
+	}
+	plain.tab = tabTasks
+	if !strings.Contains(plain.render(), "\x1b[7m") {
+		t.Error("with NO_COLOR the selected row is not in reverse video")
+	}
+}

@@ -1,0 +1,260 @@
+package tui
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/apollo-11/apollo"
+)
+
+// session is a dashboard running as a real Bubble Tea program against a
+// fake server, with a fake clock.
+type session struct {
+	t     *testing.T
+	srv   *fakeServer
+	clock *apollo.FakeClock
+	w     watched
+	tm    *teatest.TestModel
+	conn  *serverConn
+}
+
+// start runs the dashboard, accepts its stream connection, says hello and
+// sends the fixture's snapshot and alerts; it returns once the tasks are
+// on the screen.
+func start(t *testing.T, edit func(*Options)) *session {
+	t.Helper()
+	s := &session{t: t, srv: newFakeServer(t), clock: apollo.NewFakeClock(t0)}
+	opts := Options{Server: s.srv.srv.URL, Token: "test-token", Clock: s.clock, noJitter: true}
+	if edit != nil {
+		edit(&opts)
+	}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.w = watch(m)
+	s.tm = teatest.NewTestModel(t, s.w, teatest.WithInitialTermSize(120, 40))
+	t.Cleanup(func() {
+		s.tm.Quit()
+		s.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
+		m.Close()
+	})
+	s.conn = s.srv.accept()
+	s.conn.send(helloJSON("c.1"))
+	if sub := s.conn.expect(); sub["type"] != "subscribe" || sub["cursor"] != nil {
+		t.Fatalf("first message %v, want a subscribe without a cursor", sub)
+	}
+	s.conn.send(snapshotJSON("c.7", fixtureTasks()))
+	for _, a := range fixtureAlerts() {
+		s.conn.send(alertJSON(a))
+	}
+	s.w.untilText(t, "batch_orders-0041")
+	return s
+}
+
+func (s *session) press(keys ...string) {
+	for _, k := range keys {
+		s.tm.Send(keyMsg(k))
+	}
+}
+
+// keyMsg builds the key press that Bubble Tea would decode for k.
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "shift+tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "ctrl+c":
+		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
+	}
+	r := []rune(k)[0]
+	return tea.KeyPressMsg{Code: r, Text: k}
+}
+
+func TestKeysNavigate(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	tasks := fixtureTasks()
+	steps := []struct {
+		keys []string
+		want string
+	}{
+		{nil, tasks[0].TaskID},
+		{[]string{"j"}, tasks[1].TaskID},
+		{[]string{"down", "down"}, tasks[3].TaskID},
+		{[]string{"k"}, tasks[2].TaskID},
+		{[]string{"up"}, tasks[1].TaskID},
+		{[]string{"G"}, tasks[len(tasks)-1].TaskID},
+		{[]string{"j"}, tasks[len(tasks)-1].TaskID}, // stops at the end
+		{[]string{"g"}, tasks[0].TaskID},
+		{[]string{"k"}, tasks[0].TaskID}, // and at the top
+	}
+	for _, st := range steps {
+		s.press(st.keys...)
+		s.w.until(t, "selection "+st.want, func(sc screen) bool { return sc.selected == st.want })
+	}
+	// The selection follows its task when a newer change reorders the list.
+	s.press("j", "j") // etl_sales
+	s.w.until(t, "etl selected", func(sc screen) bool { return sc.selected == tasks[2].TaskID })
+	moved := tasks[3]
+	moved.Sequence, moved.UpdatedAt = 3, ms(0)
+	s.conn.send(`{"type":"tasks","cursor":"c.8","tasks":[` + mustJSON(moved) + `]}`)
+	s.w.until(t, "report_daily on top, etl still selected", func(sc screen) bool {
+		return strings.Index(sc.text, "report_daily-1129") < strings.Index(sc.text, "batch_orders-0042") && sc.selected == tasks[2].TaskID
+	})
+}
+
+func TestKeysTabs(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	steps := []struct {
+		key  string
+		want tab
+		text string
+	}{
+		{"tab", tabJobs, "RUNS/MIN"},
+		{"tab", tabAlerts, "batch_failures"},
+		{"tab", tabSystem, "stream clients"},
+		{"tab", tabTasks, "STARTED"},
+		{"shift+tab", tabSystem, "stream clients"},
+		{"shift+tab", tabAlerts, "SEVERITY"},
+		{"1", tabTasks, "STARTED"},
+		{"4", tabSystem, "holdLimit"},
+		{"2", tabJobs, "last hour"},
+		{"3", tabAlerts, "Silences (1)"},
+	}
+	for _, st := range steps {
+		s.press(st.key)
+		s.w.until(t, tabNames[st.want], func(sc screen) bool { return sc.tab == st.want && strings.Contains(sc.text, st.text) })
+	}
+	s.press("?")
+	s.w.untilText(t, "go to tab")
+	s.press("?")
+	s.w.until(t, "help closed", func(sc screen) bool { return !strings.Contains(sc.text, "go to tab") })
+}
+
+func TestKeysFilter(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	s.press("/", "b", "a", "t", "c", "h", "_", "i")
+	// The list narrows while typing...
+	s.w.until(t, "only batch_i", func(sc screen) bool {
+		return strings.Contains(sc.text, "batch_invoices-0017") && !strings.Contains(sc.text, "batch_orders-0042") && strings.Contains(sc.text, "1 tasks")
+	})
+	// ...and on enter the stream is asked for that prefix, from a new
+	// snapshot (no cursor).
+	s.press("enter")
+	sub := s.conn.expect()
+	f, _ := sub["filter"].(map[string]any)
+	if sub["type"] != "subscribe" || f["prefix"] != "batch_i" || sub["cursor"] != nil {
+		t.Fatalf("after the filter the client sent %v", sub)
+	}
+	s.w.untilText(t, "filter: batch_i")
+	s.press("esc")
+	sub = s.conn.expect()
+	if f, _ := sub["filter"].(map[string]any); f["prefix"] != nil {
+		t.Fatalf("clearing the filter sent %v", sub)
+	}
+	s.w.untilText(t, "7 tasks")
+}
+
+func TestKeysEnterShowsTimeline(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	s.press("j", "enter")
+	r := s.srv.request("GET /api/v1/tasks/batch_invoices-0017")
+	if r.method != "GET" {
+		t.Fatal(r)
+	}
+	s.w.until(t, "the timeline", func(sc screen) bool {
+		return sc.detail == "batch_invoices-0017" && strings.Contains(sc.text, "invoice 991: missing currency")
+	})
+	s.press("esc")
+	s.w.until(t, "back to the list", func(sc screen) bool { return sc.detail == "" && strings.Contains(sc.text, "STARTED") })
+}
+
+func TestKeysAck(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	s.press("3")
+	s.w.untilText(t, "batch_failures")
+	s.press("a") // the firing alert is first
+	if m := s.conn.expect(); m["type"] != "ack" || m["alert"] != "a-1" {
+		t.Fatalf("a sent %v, want an ack of a-1", m)
+	}
+	s.w.untilText(t, "Acknowledging batch_failures (batch_)…")
+	s.conn.send(`{"type":"ack_result","alert":"a-1","ok":true}`)
+	s.w.untilText(t, "Acknowledged batch_failures (batch_).")
+	acked := fixtureAlerts()[0]
+	acked.AckedBy = "oscar"
+	s.conn.send(alertJSON(acked))
+	s.w.until(t, "acked by oscar", func(sc screen) bool {
+		for _, l := range strings.Split(sc.text, "\n") {
+			if strings.Contains(l, "batch_failures") && strings.Contains(l, "oscar") {
+				return true
+			}
+		}
+		return false
+	})
+	// A refusal is shown as the server words it.
+	s.press("j", "a")
+	if m := s.conn.expect(); m["alert"] != "a-2" {
+		t.Fatalf("second ack %v", m)
+	}
+	s.conn.send(`{"type":"ack_result","alert":"a-2","ok":false,"error":"acknowledging needs the operator role; the token has viewer"}`)
+	s.w.untilText(t, "Could not acknowledge etl_slow: acknowledging needs the operator role")
+}
+
+func TestKeysSilence(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	s.press("3")
+	s.w.untilText(t, "batch_failures")
+	s.press("s")
+	s.w.untilText(t, "Silence batch_failures")
+	// The duration field starts at 1h: replace it with 4h, then comment.
+	s.tm.Send(tea.KeyPressMsg{Code: tea.KeyBackspace})
+	s.tm.Send(tea.KeyPressMsg{Code: tea.KeyBackspace})
+	s.tm.Type("4h")
+	s.press("enter")
+	s.press("enter") // no comment yet: refused in the form
+	s.w.untilText(t, "write a comment")
+	s.tm.Type("deploy in progress")
+	s.press("enter")
+	r := s.srv.request("POST /api/v1/silences")
+	var body silenceRequest
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Rule != "batch_failures" || body.Prefix != "batch_" || body.Comment != "deploy in progress" ||
+		body.EndsAt.Sub(body.StartsAt) != 4*time.Hour || !body.StartsAt.Equal(t0) {
+		t.Fatalf("silence request %+v", body)
+	}
+	s.w.untilText(t, "Silenced batch_failures (batch_) for 4h0m0s.")
+	s.srv.request("GET /api/v1/silences") // listed again
+}
+
+func TestKeysQuit(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"q", "ctrl+c"} {
+		t.Run(k, func(t *testing.T) {
+			s := start(t, nil)
+			s.press(k)
+			s.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
+		})
+	}
+}

@@ -1,0 +1,303 @@
+package tui
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/apollo-11/apollo/tui/components"
+	"github.com/apollo-11/apollo/tui/pages"
+)
+
+// page is what the dashboard needs of each screen.
+type page interface {
+	SetSize(width, height int)
+	// Update handles a key the dashboard did not take for itself.
+	Update(tea.KeyPressMsg) tea.Cmd
+	View() string
+	// Typing reports whether a text field has the keys: the dashboard's
+	// single-letter keys are off meanwhile.
+	Typing() bool
+	// Keys are the page's own keys for the help: all of them, or the few
+	// that fit on the bottom line.
+	Keys(full bool) []key.Binding
+}
+
+var (
+	_ page = (*pages.Tasks)(nil)
+	_ page = (*pages.Jobs)(nil)
+	_ page = (*pages.Alerts)(nil)
+	_ page = (*pages.System)(nil)
+)
+
+type tab int
+
+const (
+	tabTasks tab = iota
+	tabJobs
+	tabAlerts
+	tabSystem
+	numTabs
+)
+
+var tabNames = [numTabs]string{"Tasks", "Jobs", "Alerts", "System"}
+
+// chrome is the lines around a page: header and tabs above, the notice
+// and the key hints below.
+const chrome = 4
+
+// Model is the dashboard. Create it with New, run it as a Bubble Tea
+// model, and Close it after the program ends.
+type Model struct {
+	opts Options
+	run  *runner
+	api  *restClient
+	st   *components.Styles
+	host string
+
+	tasks  *pages.Tasks
+	jobs   *pages.Jobs
+	alerts *pages.Alerts
+	system *pages.System
+	pages  [numTabs]page
+	tab    tab
+
+	width, height int
+	help          help.Model
+	showHelp      bool
+	notice        string
+	noticeBad     bool
+
+	conn   connection
+	store  *taskStore
+	prefix string // the task filter the stream was asked for
+
+	seriesFor     string
+	alertsGone    bool // GET /api/v1/alerts is 404: stop asking
+	silencesGone  bool
+	lastSystem    time.Time
+	lastTaskPaint time.Time
+}
+
+// New checks the options and returns the dashboard, not yet connected:
+// the connection is made by the command Init returns.
+func New(opts Options) (*Model, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	st := components.NewStyles(opts.NoColor)
+	env := pages.Env{Styles: st, Now: opts.Clock.Now}
+	m := &Model{
+		opts:   opts,
+		run:    newRunner(),
+		api:    &restClient{base: strings.TrimSuffix(opts.Server, "/"), token: opts.Token, hc: opts.HTTPClient},
+		st:     st,
+		tasks:  pages.NewTasks(env),
+		jobs:   pages.NewJobs(env),
+		alerts: pages.NewAlerts(env),
+		system: pages.NewSystem(env),
+		help:   help.New(),
+		store:  newTaskStore(opts.MaxTasks),
+	}
+	if u, err := url.Parse(opts.Server); err == nil {
+		m.host = u.Host
+	}
+	m.pages = [numTabs]page{m.tasks, m.jobs, m.alerts, m.system}
+	m.help.Styles.ShortKey = st.Key
+	m.help.Styles.FullKey = st.Key
+	m.help.Styles.ShortDesc = st.Muted
+	m.help.Styles.FullDesc = st.Muted
+	m.help.Styles.ShortSeparator = st.Muted
+	m.help.Styles.FullSeparator = st.Muted
+	bo := &backoff.ExponentialBackOff{InitialInterval: opts.ReconnectMin, RandomizationFactor: 0.25, Multiplier: 2, MaxInterval: opts.ReconnectMax}
+	if opts.noJitter {
+		bo.RandomizationFactor = 0
+	}
+	bo.Reset()
+	m.conn = connection{gen: 1, state: stateConnecting, backoff: bo}
+	return m, nil
+}
+
+// Close stops every command the dashboard started and waits for them. It
+// is idempotent.
+func (m *Model) Close() { m.run.Close() }
+
+// Init starts connecting and the first fetches.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.dial(), m.fetchMetrics(), m.fetchAlerts(), m.fetchSilences(), m.fetchSystem(), m.tick())
+}
+
+// Update handles one message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.resize()
+		return m, nil
+	case tea.KeyPressMsg:
+		return m, m.key(msg)
+	}
+	if cmd, ok := m.updateConn(msg); ok {
+		return m, cmd
+	}
+	if cmd, ok := m.updateData(msg); ok {
+		return m, cmd
+	}
+	return m, m.updateIntent(msg)
+}
+
+func (m *Model) resize() {
+	m.help.SetWidth(m.width)
+	for _, p := range m.pages {
+		p.SetSize(m.width, max(m.height-chrome, 3))
+	}
+}
+
+// key handles a key press: ours first, unless a field has the keys.
+func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
+	p := m.pages[m.tab]
+	if key.Matches(msg, ctrlC) {
+		return tea.Quit
+	}
+	if p.Typing() {
+		return m.afterPageKey(p.Update(msg))
+	}
+	if m.showHelp {
+		m.showHelp = false
+		if key.Matches(msg, keys.Help) {
+			return nil
+		}
+	}
+	switch {
+	case key.Matches(msg, keys.Quit):
+		return tea.Quit
+	case key.Matches(msg, keys.Next):
+		m.setTab((m.tab + 1) % numTabs)
+	case key.Matches(msg, keys.Prev):
+		m.setTab((m.tab + numTabs - 1) % numTabs)
+	case key.Matches(msg, keys.Jump):
+		n, _ := strconv.Atoi(msg.String())
+		m.setTab(tab(n - 1))
+	case key.Matches(msg, keys.Help):
+		m.showHelp = true
+	case key.Matches(msg, keys.Reconnect) && m.conn.state != stateLive && m.conn.state != stateConnecting:
+		return m.redial()
+	default:
+		return m.afterPageKey(p.Update(msg))
+	}
+	return m.afterTab()
+}
+
+func (m *Model) setTab(t tab) {
+	if t >= 0 && t < numTabs {
+		m.tab = t
+	}
+}
+
+// afterTab fetches what a tab needs when it comes into view.
+func (m *Model) afterTab() tea.Cmd {
+	if m.tab == tabJobs {
+		return m.fetchSeriesIfMoved()
+	}
+	return nil
+}
+
+// afterPageKey follows a page's key: a new job selected needs its series.
+func (m *Model) afterPageKey(cmd tea.Cmd) tea.Cmd {
+	if m.tab == tabJobs {
+		return tea.Batch(cmd, m.fetchSeriesIfMoved())
+	}
+	return cmd
+}
+
+// say puts a line in the notice bar.
+func (m *Model) say(bad bool, text string) {
+	m.notice, m.noticeBad = text, bad
+}
+
+// View draws the whole screen, exactly the terminal's size.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "Apollo-11 · " + m.conn.label(m.opts.Clock.Now())
+	return v
+}
+
+func (m *Model) render() string {
+	if m.width == 0 {
+		return ""
+	}
+	bodyH := max(m.height-chrome, 3)
+	var body string
+	if m.showHelp {
+		body = m.st.Bold.Render("Keys") + "\n\n" + m.help.FullHelpView(helpKeys{m.pages[m.tab].Keys(true)}.FullHelp())
+	} else {
+		body = m.pages[m.tab].View()
+	}
+	lines := []string{m.header(), m.tabBar()}
+	lines = append(lines, fitLines(body, m.width, bodyH)...)
+	notice := ""
+	if m.notice != "" {
+		st := m.st.Good
+		if m.noticeBad {
+			st = m.st.Bad
+		}
+		notice = st.Render(components.Truncate(m.notice, m.width))
+	}
+	lines = append(lines, notice, components.Truncate(m.help.ShortHelpView(helpKeys{m.pages[m.tab].Keys(false)}.ShortHelp()), m.width))
+	return strings.Join(lines, "\n")
+}
+
+// fitLines cuts or pads s to exactly h lines of at most w cells.
+func fitLines(s string, w, h int) []string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		lines[i] = components.Truncate(l, w)
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	return lines
+}
+
+func (m *Model) header() string {
+	st := m.st
+	now := m.opts.Clock.Now()
+	parts := []string{st.App.Render("Apollo-11"), m.conn.indicator(st, now), st.Muted.Render(m.host)}
+	if p := m.conn.principal; p.Name != "" {
+		who := p.Name + " (" + p.Role + ")"
+		if p.Tenant != "" {
+			who += " @" + p.Tenant
+		}
+		parts = append(parts, st.Muted.Render(who))
+	}
+	return components.Truncate(strings.Join(parts, "  "), m.width)
+}
+
+func (m *Model) tabBar() string {
+	names := tabNames
+	if n := m.alerts.Firing(); n > 0 {
+		names[tabAlerts] += " (" + strconv.Itoa(n) + ")"
+	}
+	return components.Tabs(names[:], int(m.tab), m.st, m.width)
+}
+
+// paintTasks hands the page the current list.
+func (m *Model) paintTasks() {
+	m.tasks.SetTasks(m.store.list())
+	m.lastTaskPaint = m.opts.Clock.Now()
+}
+
+var _ tea.Model = (*Model)(nil)
+
+func (m *Model) now() time.Time { return m.opts.Clock.Now() }

@@ -1,0 +1,340 @@
+package pages
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/components"
+)
+
+var alertColumns = []components.Column{
+	{Title: "STATE", Min: 8},
+	{Title: "SEVERITY", Min: 8, Drop: 3},
+	{Title: "RULE", Min: 12, Max: 20},
+	{Title: "GROUP", Min: 10, Max: 16, Drop: 2},
+	{Title: "SINCE", Min: 5, Right: true},
+	{Title: "ACKED BY", Min: 8, Max: 12, Drop: 4},
+	{Title: "SUMMARY", Min: 30, Max: -1},
+}
+
+const colSeverity = 1
+
+var (
+	ackKey     = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "acknowledge"))
+	silenceKey = key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "silence"))
+)
+
+// MaxAlerts bounds the alerts kept: the newest resolved ones go first.
+const MaxAlerts = 1000
+
+// Alerts lists firing, pending and resolved alerts (listed once from the
+// API, then live from the stream), acknowledges and silences them, and
+// shows the silences in force.
+type Alerts struct {
+	env    Env
+	table  components.Table
+	filter components.Filter
+	byID   map[string]apollo.Alert
+	shown  []apollo.Alert
+	sel    string
+
+	listErr     error // listing failed; ENOTFOUND: the server has no alert routes
+	silences    []Silence
+	silencesErr error
+	form        *silenceForm
+	width       int
+	height      int
+}
+
+// NewAlerts returns an empty Alerts page.
+func NewAlerts(env Env) *Alerts {
+	p := &Alerts{env: env, filter: components.NewFilter(env.Styles), byID: map[string]apollo.Alert{}}
+	p.table.Columns = alertColumns
+	p.table.Style = p.cellStyle
+	return p
+}
+
+// SetListed merges the alerts that GET /api/v1/alerts returned, or keeps
+// why it failed.
+func (p *Alerts) SetListed(as []apollo.Alert, err error) {
+	p.listErr = err
+	for _, a := range as {
+		p.byID[a.ID] = a
+	}
+	p.refresh()
+}
+
+// Upsert adds or replaces one alert, as the stream sends it.
+func (p *Alerts) Upsert(a apollo.Alert) {
+	p.byID[a.ID] = a
+	p.refresh()
+}
+
+// SetSilences replaces the silences in force, or keeps why listing them
+// failed.
+func (p *Alerts) SetSilences(ss []Silence, err error) {
+	p.silences, p.silencesErr = ss, err
+	p.SetSize(p.width, p.height)
+}
+
+// Firing counts the firing alerts, for the tab's title.
+func (p *Alerts) Firing() int {
+	n := 0
+	for _, a := range p.byID {
+		if a.State == apollo.AlertFiring {
+			n++
+		}
+	}
+	return n
+}
+
+var stateOrder = map[apollo.AlertState]int{apollo.AlertFiring: 0, apollo.AlertPending: 1, apollo.AlertResolved: 2, apollo.AlertInactive: 3}
+
+func since(a *apollo.Alert) time.Time {
+	switch {
+	case a.State == apollo.AlertResolved && !a.ResolvedAt.IsZero():
+		return a.ResolvedAt
+	case !a.FiredAt.IsZero():
+		return a.FiredAt
+	}
+	return a.StartedAt
+}
+
+func (p *Alerts) refresh() {
+	all := make([]apollo.Alert, 0, len(p.byID))
+	for _, a := range p.byID {
+		all = append(all, a)
+	}
+	slices.SortFunc(all, func(a, b apollo.Alert) int {
+		return cmp.Or(cmp.Compare(stateOrder[a.State], stateOrder[b.State]),
+			since(&b).Compare(since(&a)), cmp.Compare(a.ID, b.ID))
+	})
+	if len(all) > MaxAlerts { // the oldest resolved ones sort last
+		for _, a := range all[MaxAlerts:] {
+			delete(p.byID, a.ID)
+		}
+		all = all[:MaxAlerts]
+	}
+	prefix := p.filter.Value()
+	p.shown = p.shown[:0]
+	follow := -1
+	for _, a := range all {
+		if prefix == "" || strings.HasPrefix(a.Rule, prefix) || strings.HasPrefix(a.Group, prefix) {
+			if a.ID == p.sel {
+				follow = len(p.shown)
+			}
+			p.shown = append(p.shown, a)
+		}
+	}
+	now := p.env.Now()
+	rows := make([][]string, len(p.shown))
+	for i := range p.shown {
+		a := &p.shown[i]
+		acked := a.AckedBy
+		if acked == "" {
+			acked = "-"
+		}
+		rows[i] = []string{string(a.State), string(a.Severity), a.Rule, a.Group,
+			components.Ago(now, since(a)), acked, a.Summary}
+	}
+	p.table.SetRows(rows)
+	if follow >= 0 {
+		p.table.SetCursor(follow)
+	}
+	if a, ok := p.Selected(); ok {
+		p.sel = a.ID
+	}
+}
+
+func (p *Alerts) cellStyle(row, col int) lipgloss.Style {
+	switch col {
+	case colStatus:
+		return p.env.Styles.State(string(p.shown[row].State))
+	case colSeverity:
+		return p.env.Styles.State(string(p.shown[row].Severity))
+	}
+	return lipgloss.NewStyle()
+}
+
+// Selected returns the selected alert.
+func (p *Alerts) Selected() (apollo.Alert, bool) {
+	if len(p.shown) == 0 {
+		return apollo.Alert{}, false
+	}
+	return p.shown[p.table.Cursor()], true
+}
+
+// CloseForm closes the silence form (after the silence was made).
+func (p *Alerts) CloseForm() {
+	p.form = nil
+	p.SetSize(p.width, p.height)
+}
+
+// FormError shows why the silence could not be made, keeping the form.
+func (p *Alerts) FormError(err error) {
+	if p.form != nil {
+		p.form.err = err.Error()
+	}
+}
+
+// silenceLines is how many lines the silences get under the table.
+func (p *Alerts) silenceLines() int {
+	if len(p.silences) == 0 && p.silencesErr == nil {
+		return 0
+	}
+	return min(len(p.silences), max(p.height/5, 1)) + 2 // blank line and title
+}
+
+// SetSize implements the dashboard's page.
+func (p *Alerts) SetSize(width, height int) {
+	p.width, p.height = width, height
+	head := 1
+	if p.filter.Active() || p.filter.Value() != "" {
+		head++
+	}
+	if p.listErr != nil {
+		head++
+	}
+	foot := p.silenceLines()
+	if p.form != nil {
+		foot = formLines
+		p.form.setWidth(width)
+	}
+	p.table.SetSize(width, height-head-foot)
+}
+
+// Typing implements the dashboard's page.
+func (p *Alerts) Typing() bool { return p.filter.Active() || p.form != nil }
+
+// Update implements the dashboard's page.
+func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
+	switch {
+	case p.form != nil:
+		submit, cancel, cmd := p.form.update(msg)
+		switch {
+		case cancel:
+			p.CloseForm()
+		case submit != nil:
+			return intent(*submit)
+		}
+		return cmd
+	case p.filter.Active():
+		_, cmd := p.filter.Update(msg)
+		p.refresh()
+		p.SetSize(p.width, p.height)
+		return cmd
+	}
+	switch {
+	case navigate(&p.table, msg):
+		if a, ok := p.Selected(); ok {
+			p.sel = a.ID
+		}
+	case key.Matches(msg, listKeys.Filter):
+		cmd := p.filter.Start()
+		p.SetSize(p.width, p.height)
+		return cmd
+	case key.Matches(msg, listKeys.Back):
+		p.filter.Clear()
+		p.refresh()
+		p.SetSize(p.width, p.height)
+	case key.Matches(msg, ackKey):
+		if a, ok := p.Selected(); ok {
+			return intent(AckAlert{Alert: a})
+		}
+	case key.Matches(msg, silenceKey):
+		if a, ok := p.Selected(); ok {
+			p.form = newSilenceForm(a, p.env.Styles)
+			p.SetSize(p.width, p.height)
+			return p.form.focus()
+		}
+	}
+	return nil
+}
+
+// Keys implements the dashboard's page.
+func (p *Alerts) Keys(full bool) []key.Binding {
+	if p.form != nil {
+		return formKeys()
+	}
+	return withMoves(full, ackKey, silenceKey, listKeys.Filter, listKeys.Back)
+}
+
+// View implements the dashboard's page.
+func (p *Alerts) View() string {
+	st := p.env.Styles
+	lines := []string{p.summary()}
+	if p.listErr != nil {
+		msg := "Could not list past alerts: " + p.listErr.Error() + "; new alerts appear here live."
+		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {
+			msg = "This server cannot list past alerts; new ones appear here live."
+		}
+		lines = append(lines, components.Truncate(st.Muted.Render(msg), p.width))
+	}
+	if f := p.filter.View(st); f != "" {
+		lines = append(lines, f)
+	}
+	if len(p.shown) == 0 {
+		msg := "No alerts."
+		if p.filter.Value() != "" {
+			msg = "No alert's rule or group starts with " + strconv.Quote(p.filter.Value()) + "."
+		}
+		lines = append(lines, st.Muted.Render(msg))
+	} else {
+		lines = append(lines, p.table.View(st))
+	}
+	if p.form != nil {
+		return strings.Join(lines, "\n") + "\n" + p.form.view()
+	}
+	if n := p.silenceLines(); n > 0 {
+		if pad := p.table.Page() - max(p.table.Len(), 1); pad > 0 {
+			lines = append(lines, strings.Repeat("\n", pad-1))
+		}
+		lines = append(lines, "", p.silenceView(n-2))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (p *Alerts) summary() string {
+	st := p.env.Styles
+	var n [4]int
+	for _, a := range p.byID {
+		n[stateOrder[a.State]]++
+	}
+	parts := []string{
+		st.State("firing").Render("firing " + strconv.Itoa(n[0])),
+		st.State("pending").Render("pending " + strconv.Itoa(n[1])),
+		"resolved " + strconv.Itoa(n[2]),
+	}
+	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+}
+
+func (p *Alerts) silenceView(rows int) string {
+	st := p.env.Styles
+	if p.silencesErr != nil {
+		msg := "Silences: could not list them: " + p.silencesErr.Error()
+		if apollo.ErrorCode(p.silencesErr) == apollo.ENOTFOUND {
+			msg = "Silences are not available on this server."
+		}
+		return st.Muted.Render(components.Truncate(msg, p.width))
+	}
+	now := p.env.Now()
+	lines := []string{st.Bold.Render("Silences (" + strconv.Itoa(len(p.silences)) + ")")}
+	for i, s := range p.silences {
+		if i == rows {
+			break
+		}
+		what := "rule " + cmp.Or(s.Rule, "any") + ", prefix " + cmp.Or(s.Prefix, "any")
+		until := "until " + s.EndsAt.In(now.Location()).Format("01-02 15:04")
+		line := strings.Join([]string{what, until, "by " + cmp.Or(s.CreatedBy, "-"), s.Comment}, st.Muted.Render(" · "))
+		lines = append(lines, components.Truncate(line, p.width))
+	}
+	return strings.Join(lines, "\n")
+}

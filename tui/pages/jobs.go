@@ -1,0 +1,260 @@
+package pages
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/components"
+)
+
+var jobColumns = []components.Column{
+	{Title: "JOB", Min: 12, Max: 32},
+	{Title: "RUNS", Min: 6, Right: true},
+	{Title: "FAILED", Min: 7, Right: true},
+	{Title: "TIMEOUT", Min: 7, Right: true, Drop: 3},
+	{Title: "LATE", Min: 6, Right: true, Drop: 4},
+	{Title: "AVG COST", Min: 8, Right: true, Drop: 2},
+	{Title: "MAX COST", Min: 8, Right: true, Drop: 5},
+	{Title: "RUNS/MIN", Min: 8, Right: true, Drop: 6},
+	{Title: "RUNNING", Min: 7, Right: true, Drop: 7},
+	{Title: "BACKLOG", Min: 7, Right: true, Drop: 1},
+}
+
+const colFailed = 2
+
+// panelLines is the height of the selected job's sparklines under the
+// table: a blank line, a title and two charts.
+const panelLines = 4
+
+// Jobs lists every job's metrics over the window, and the selected job's
+// runs and failure rate over the last hour as sparklines.
+type Jobs struct {
+	env    Env
+	table  components.Table
+	filter components.Filter
+	window string
+	total  Job
+	all    []Job
+	shown  []Job
+	err    error // the last listing failed (ENOTFOUND: the server keeps no metrics)
+	loaded bool
+	sel    string
+
+	seriesFor string
+	series    []Job
+	seriesErr error
+	width     int
+	height    int
+}
+
+// NewJobs returns an empty Jobs page.
+func NewJobs(env Env) *Jobs {
+	p := &Jobs{env: env, filter: components.NewFilter(env.Styles)}
+	p.table.Columns = jobColumns
+	p.table.Style = p.cellStyle
+	return p
+}
+
+// SetJobs replaces the listing, or records why it failed (the old rows
+// stay on the screen then).
+func (p *Jobs) SetJobs(window string, total Job, jobs []Job, err error) {
+	p.err = err
+	if err != nil {
+		return
+	}
+	p.loaded = true
+	p.window, p.total, p.all = window, total, jobs
+	p.refilter()
+}
+
+// SetSeries sets the selected job's series (points every minute).
+func (p *Jobs) SetSeries(name string, points []Job, err error) {
+	p.seriesFor, p.series, p.seriesErr = name, points, err
+}
+
+// Selected is the selected job's name, "" when none.
+func (p *Jobs) Selected() string {
+	if len(p.shown) == 0 {
+		return ""
+	}
+	return p.shown[p.table.Cursor()].Name
+}
+
+func (p *Jobs) refilter() {
+	prefix := p.filter.Value()
+	p.shown = p.shown[:0]
+	follow := -1
+	for _, j := range p.all {
+		if strings.HasPrefix(j.Name, prefix) {
+			if j.Name == p.sel {
+				follow = len(p.shown)
+			}
+			p.shown = append(p.shown, j)
+		}
+	}
+	rows := make([][]string, len(p.shown))
+	for i, j := range p.shown {
+		rows[i] = []string{j.Name, components.Count(j.Count), rate(j.FailedRate, j.Count),
+			rate(j.TimeoutRate, j.Count), rate(j.LateRate, j.Started+j.Missed),
+			components.Millis(j.AvgCostMs), components.Millis(float64(j.MaxCostMs)),
+			components.Number(j.Throughput), components.Count(j.Running), components.Count(j.Backlog)}
+	}
+	p.table.SetRows(rows)
+	if follow >= 0 {
+		p.table.SetCursor(follow)
+	}
+	p.sel = p.Selected()
+}
+
+// rate shows a ratio, or "-" when its denominator is zero.
+func rate(r float64, of int64) string {
+	if of == 0 {
+		return "-"
+	}
+	return components.Percent(r)
+}
+
+func (p *Jobs) cellStyle(row, col int) lipgloss.Style {
+	if col == colFailed && p.shown[row].Failed > 0 {
+		return p.env.Styles.Bad
+	}
+	return lipgloss.NewStyle()
+}
+
+// SetSize implements the dashboard's page.
+func (p *Jobs) SetSize(width, height int) {
+	p.width, p.height = width, height
+	head := 1
+	if p.filter.Active() || p.filter.Value() != "" {
+		head = 2
+	}
+	p.table.SetSize(width, height-head-panelLines)
+}
+
+// Typing implements the dashboard's page.
+func (p *Jobs) Typing() bool { return p.filter.Active() }
+
+// Update implements the dashboard's page.
+func (p *Jobs) Update(msg tea.KeyPressMsg) tea.Cmd {
+	if p.filter.Active() {
+		_, cmd := p.filter.Update(msg)
+		p.refilter()
+		p.SetSize(p.width, p.height)
+		return cmd
+	}
+	switch {
+	case navigate(&p.table, msg):
+		p.sel = p.Selected()
+	case key.Matches(msg, listKeys.Filter):
+		cmd := p.filter.Start()
+		p.SetSize(p.width, p.height)
+		return cmd
+	case key.Matches(msg, listKeys.Back):
+		p.filter.Clear()
+		p.refilter()
+		p.SetSize(p.width, p.height)
+	}
+	return nil
+}
+
+// Keys implements the dashboard's page.
+func (p *Jobs) Keys(full bool) []key.Binding { return withMoves(full, listKeys.Filter, listKeys.Back) }
+
+// View implements the dashboard's page.
+func (p *Jobs) View() string {
+	st := p.env.Styles
+	switch {
+	case p.err != nil && apollo.ErrorCode(p.err) == apollo.ENOTFOUND:
+		return st.Muted.Render("Job metrics are not available on this server (GET /api/v1/metrics answers 404).")
+	case !p.loaded && p.err != nil:
+		return st.Bad.Render("Could not load the job metrics: " + p.err.Error())
+	case !p.loaded:
+		return st.Muted.Render("Loading the job metrics…")
+	}
+	lines := []string{p.summary()}
+	if f := p.filter.View(st); f != "" {
+		lines = append(lines, f)
+	}
+	if len(p.shown) == 0 {
+		msg := "No job has run in the last " + components.Span(p.window) + "."
+		if p.filter.Value() != "" {
+			msg = "No job starts with " + strconv.Quote(p.filter.Value()) + "."
+		}
+		lines = append(lines, st.Muted.Render(msg))
+		return strings.Join(lines, "\n")
+	}
+	lines = append(lines, p.table.View(st))
+	// Keep the sparklines at the bottom when the table is short.
+	if pad := p.table.Page() - p.table.Len(); pad > 0 {
+		lines = append(lines, strings.Repeat("\n", pad-1))
+	}
+	lines = append(lines, "", p.panel())
+	return strings.Join(lines, "\n")
+}
+
+func (p *Jobs) summary() string {
+	st := p.env.Styles
+	t := p.total
+	parts := []string{
+		"window " + st.Bold.Render(components.Span(p.window)),
+		st.Bold.Render(strconv.Itoa(len(p.shown))) + " jobs",
+		st.Bold.Render(components.Count(t.Count)) + " runs",
+		"failed " + st.Bold.Render(rate(t.FailedRate, t.Count)),
+		"running " + st.Bold.Render(components.Count(t.Running)),
+		"backlog " + st.Bold.Render(components.Count(t.Backlog)),
+	}
+	if p.err != nil {
+		parts = append(parts, st.Bad.Render("refresh failed: "+p.err.Error()))
+	}
+	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+}
+
+// panel draws the selected job's last hour.
+func (p *Jobs) panel() string {
+	st := p.env.Styles
+	name := p.Selected()
+	title := st.Bold.Render(name) + st.Muted.Render(" · last hour, one bar a minute")
+	var runs, failed string
+	switch {
+	case p.seriesFor != name || (p.series == nil && p.seriesErr == nil):
+		runs = st.Muted.Render("loading…")
+	case p.seriesErr != nil:
+		runs = st.Muted.Render("no series: " + p.seriesErr.Error())
+	default:
+		runs, failed = p.sparks()
+	}
+	return components.Truncate(title, p.width) + "\n" +
+		components.Truncate(st.Muted.Render("runs    ")+runs, p.width) + "\n" +
+		components.Truncate(st.Muted.Render("failed  ")+failed, p.width)
+}
+
+func (p *Jobs) sparks() (runs, failed string) {
+	counts := make([]float64, len(p.series))
+	rates := make([]float64, len(p.series))
+	var maxRuns, maxRate float64
+	for i, pt := range p.series {
+		counts[i] = float64(pt.Count)
+		rates[i] = math.NaN() // no runs: no rate, a blank
+		if pt.Count > 0 {
+			rates[i] = pt.FailedRate
+		}
+		maxRuns = max(maxRuns, counts[i])
+		if pt.Count > 0 {
+			maxRate = max(maxRate, pt.FailedRate)
+		}
+	}
+	w := max(p.width-8-16, 8)
+	bad := p.env.Styles.Bad
+	if maxRate == 0 {
+		bad = p.env.Styles.Good
+	}
+	runs = components.Sparkline(counts, w, 0) + p.env.Styles.Muted.Render("  max "+components.Number(maxRuns)+"/min")
+	failed = bad.Render(components.Sparkline(rates, w, 1)) + p.env.Styles.Muted.Render("  max "+components.Percent(maxRate))
+	return runs, failed
+}

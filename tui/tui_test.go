@@ -1,0 +1,148 @@
+package tui
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/pages"
+)
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		opts   Options
+		stream string
+		field  string
+	}{
+		{"defaults", Options{}, "ws://127.0.0.1:1969/api/v1/stream", ""},
+		{"https becomes wss", Options{Server: "https://apollo.example.com/"}, "wss://apollo.example.com/api/v1/stream", ""},
+		{"behind a path", Options{Server: "http://h:80/apollo?x=1"}, "ws://h:80/apollo/api/v1/stream", ""},
+		{"no scheme", Options{Server: "127.0.0.1:1969"}, "", "server"},
+		{"ws is not an API URL", Options{Server: "ws://h"}, "", "server"},
+		{"window under a bucket", Options{MetricsWindow: time.Second}, "", "MetricsWindow"},
+		{"reversed backoff", Options{ReconnectMin: time.Minute, ReconnectMax: time.Second}, "", "ReconnectMax"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New(tt.opts)
+			if tt.field != "" {
+				ae, ok := err.(*apollo.Error)
+				if !ok || ae.Field != tt.field || ae.Code != apollo.EINVALID {
+					t.Fatalf("err %v, want an invalid %s", err, tt.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if got := m.opts.streamURL(); got != tt.stream {
+				t.Errorf("stream URL %s, want %s", got, tt.stream)
+			}
+		})
+	}
+}
+
+// TestRunStops: cancelling Run's context ends the program, and Run returns
+// only after every command has ended and the connection is closed.
+func TestRunStops(t *testing.T) {
+	t.Parallel()
+	srv := newFakeServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Server: srv.srv.URL, Token: "test-token", Clock: apollo.NewFakeClock(t0)},
+			tea.WithInput(nil), tea.WithOutput(io.Discard), tea.WithWindowSize(80, 24))
+	}()
+	conn := srv.accept()
+	conn.send(helloJSON("c.1"))
+	conn.expect() // subscribed: the read chain is running
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	select {
+	case <-conn.gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream connection is still open after Run returned")
+	}
+}
+
+// TestCloseIdempotent: Close may be called twice, and commands made after
+// it do nothing.
+func TestCloseIdempotent(t *testing.T) {
+	t.Parallel()
+	m, err := New(Options{Clock: apollo.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m.Close()
+	if msg := m.fetchMetrics()(); msg != nil {
+		t.Errorf("a command after Close returned %v", msg)
+	}
+	if !strings.HasPrefix(m.conn.label(t0), "connecting") {
+		t.Errorf("state %q", m.conn.label(t0))
+	}
+}
+
+// TestAckWithoutStream: with no live stream, acknowledging goes through
+// POST /api/v1/alerts/{id}/ack, as the web dashboard does.
+func TestAckWithoutStream(t *testing.T) {
+	t.Parallel()
+	srv := newFakeServer(t)
+	m, err := New(Options{Server: srv.srv.URL, Token: "test-token", Clock: apollo.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	a := fixtureAlerts()[0]
+	_, cmd := m.Update(pages.AckAlert{Alert: a})
+	msg := cmd()
+	if r := srv.request("POST /api/v1/alerts/a-1/ack"); r.method != "POST" {
+		t.Fatal(r)
+	}
+	m.Update(msg)
+	if !strings.Contains(m.render(), "Acknowledged batch_failures (batch_).") {
+		t.Errorf("no notice:\n%s", m.render())
+	}
+	// A server without the route says so.
+	a.ID = "a-404"
+	_, cmd = m.Update(pages.AckAlert{Alert: a})
+	m.Update(cmd())
+	if !strings.Contains(m.render(), "Could not acknowledge batch_failures: POST /api/v1/alerts/a-404/ack: the server answered 404") {
+		t.Errorf("no error notice:\n%s", m.render())
+	}
+}
+
+// TestUnreachable: a server that is not there is said in a few words, by
+// the stream and by the API alike.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	ln := httptest.NewServer(http.NotFoundHandler())
+	url := ln.URL
+	ln.Close() // nothing listens there now
+	_, err := dialStream(context.Background(), "ws"+strings.TrimPrefix(url, "http")+"/api/v1/stream", "", http.DefaultClient)
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach the server: ") || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("stream: %v", err)
+	}
+	api := &restClient{base: url, hc: http.DefaultClient}
+	if _, err := api.metrics(context.Background(), time.Minute); err == nil || !strings.HasPrefix(err.Error(), "cannot reach the server: ") {
+		t.Errorf("API: %v", err)
+	}
+}
