@@ -208,7 +208,7 @@ func TestNginxSnippet(t *testing.T) {
 		HTTPHeader: http.Header{"Origin": {base}}, // as a browser on the dashboard sends it
 	})
 	if err != nil {
-		t.Fatalf("stream through nginx: %v (%v)\n%s", err, wresp, readFile(dir, "error.log"))
+		t.Fatalf("stream through nginx: %v (%v)\n%s", err, wresp, exReadFile(dir, "error.log"))
 	}
 	defer conn.CloseNow()
 	read := func(want string) map[string]any {
@@ -240,14 +240,14 @@ func TestNginxSnippet(t *testing.T) {
 	}
 }
 
-func readFile(dir, name string) string {
+func exReadFile(dir, name string) string {
 	b, _ := os.ReadFile(filepath.Join(dir, name))
 	return string(b)
 }
 
-// configKeys lists every key of apollo.yaml with its default, by walking
+// docConfigKeys lists every key of apollo.yaml with its default, by walking
 // the yaml tags of config.Config.
-func configKeys(prefix string, v reflect.Value, out map[string]reflect.Value) {
+func docConfigKeys(prefix string, v reflect.Value, out map[string]reflect.Value) {
 	ty := v.Type()
 	for i := range ty.NumField() {
 		tag := strings.Split(ty.Field(i).Tag.Get("yaml"), ",")[0]
@@ -257,26 +257,26 @@ func configKeys(prefix string, v reflect.Value, out map[string]reflect.Value) {
 		key := prefix + tag
 		f := v.Field(i)
 		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(config.Duration(0)) {
-			configKeys(key+".", f, out)
+			docConfigKeys(key+".", f, out)
 			continue
 		}
 		if f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct {
 			out[key] = f
-			configKeys(key+"[].", reflect.New(f.Type().Elem()).Elem(), out)
+			docConfigKeys(key+"[].", reflect.New(f.Type().Elem()).Elem(), out)
 			continue
 		}
 		out[key] = f
 	}
 }
 
-var refRow = regexp.MustCompile("^\\| `([a-z0-9_.\\[\\]]+)` \\| ([^|]*) \\|")
+var docRefRow = regexp.MustCompile("^\\| `([a-z0-9_.\\[\\]]+)` \\| ([^|]*) \\|")
 
 // Every key of apollo.yaml has a row in the reference in
 // docs/operations.md, and the default the row shows is the code's.
 func TestOperationsConfigReference(t *testing.T) {
 	t.Parallel()
 	keys := map[string]reflect.Value{}
-	configKeys("", reflect.ValueOf(config.Default()), keys)
+	docConfigKeys("", reflect.ValueOf(config.Default()), keys)
 	f, err := os.Open(exRepoFile(t, "docs/operations.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func TestOperationsConfigReference(t *testing.T) {
 		if strings.HasPrefix(line, "## ") {
 			in = line == "## Configuration"
 		}
-		if m := refRow.FindStringSubmatch(line); in && m != nil {
+		if m := docRefRow.FindStringSubmatch(line); in && m != nil {
 			documented[m[1]] = strings.TrimSpace(m[2])
 		}
 	}
@@ -304,7 +304,7 @@ func TestOperationsConfigReference(t *testing.T) {
 			t.Errorf("docs/operations.md: no row for %s", key)
 			continue
 		}
-		if err := sameDefault(v, cell); err != nil {
+		if err := docSameDefault(v, cell); err != nil {
 			t.Errorf("docs/operations.md: %s: %v", key, err)
 		}
 	}
@@ -315,9 +315,9 @@ func TestOperationsConfigReference(t *testing.T) {
 	}
 }
 
-// sameDefault compares a default with a reference cell: the first
+// docSameDefault compares a default with a reference cell: the first
 // `backticked` value, or a cell with none for an empty default.
-func sameDefault(v reflect.Value, cell string) error {
+func docSameDefault(v reflect.Value, cell string) error {
 	val := ""
 	if i := strings.Index(cell, "`"); i >= 0 {
 		if j := strings.Index(cell[i+1:], "`"); j >= 0 {
@@ -407,7 +407,7 @@ func TestOperationsHotBackup(t *testing.T) {
 	restored.Data = backup
 	addr, _, _ = inProcess(t, restored)
 	for _, id := range []string{"bk-before-snapshot", "bk-after-snapshot"} {
-		checkRun(t, addr, id, "bk", apollo.StatusRunning, "running/1")
+		exCheckRun(t, addr, id, "bk", apollo.StatusRunning, "running/1")
 	}
 	resp, err := http.Get("http://" + addr + "/api/v1/tasks/bk-after-backup")
 	if err != nil {

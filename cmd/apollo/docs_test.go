@@ -92,7 +92,7 @@ func TestProtocolCurlExample(t *testing.T) {
 	if id := page[0].TaskID; !strings.HasPrefix(id, "backup-2") || len(id) != len("backup-20261129") {
 		t.Errorf("task ID %q, want backup-<yyyymmdd>", id)
 	}
-	checkRun(t, addr, page[0].TaskID, "nightly_backup", apollo.StatusRunning, "running/1")
+	exCheckRun(t, addr, page[0].TaskID, "nightly_backup", apollo.StatusRunning, "running/1")
 }
 
 // The quick start in Chinese: its curl block reports one run, running then
@@ -112,7 +112,7 @@ func TestReadmeZhCNExamples(t *testing.T) {
 	if len(page) != 1 {
 		t.Fatalf("tasks %+v", page)
 	}
-	checkRun(t, addr, page[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, page[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
 
 	py := mdBlocks(t, "README.zh-CN.md", "### 用 Python", "python")
 	if len(py) != 1 {
@@ -130,7 +130,7 @@ func TestReadmeZhCNExamples(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("python runs %+v", runs)
 	}
-	checkRun(t, addr, runs[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, runs[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
 }
 
 // exList lists the tasks whose job name or task ID starts with prefix.

@@ -180,9 +180,9 @@ func exTask(t *testing.T, addr, id string) apollo.Task {
 	return task
 }
 
-// timeline is a task's history as "status/sequence" words, for comparing;
+// exTimeline is a task's history as "status/sequence" words, for comparing;
 // records the server wrote itself start with their kind ("timeout:").
-func timeline(task apollo.Task) string {
+func exTimeline(task apollo.Task) string {
 	var parts []string
 	for _, r := range task.History {
 		kind := ""
@@ -194,14 +194,14 @@ func timeline(task apollo.Task) string {
 	return strings.Join(parts, " ")
 }
 
-// checkRun checks a task's job, final status and the statuses and
+// exCheckRun checks a task's job, final status and the statuses and
 // sequences of its history.
-func checkRun(t *testing.T, addr, id, job string, status apollo.Status, history string) apollo.Task {
+func exCheckRun(t *testing.T, addr, id, job string, status apollo.Status, history string) apollo.Task {
 	t.Helper()
 	task := exTask(t, addr, id)
-	if task.Name != job || task.Status != status || timeline(task) != history {
+	if task.Name != job || task.Status != status || exTimeline(task) != history {
 		t.Errorf("task %s: job %q status %s history %q; want job %q status %s history %q",
-			id, task.Name, task.Status, timeline(task), job, status, history)
+			id, task.Name, task.Status, exTimeline(task), job, status, history)
 	}
 	return task
 }
@@ -239,10 +239,10 @@ func exServer(t *testing.T, addr string, tweak func(*config.Config)) string {
 	return a
 }
 
-// statusesGrowing returns the statuses of a task's history and checks that
+// exStatusesGrowing returns the statuses of a task's history and checks that
 // its sequences grow (the reporters' default sequence is the time in
 // microseconds).
-func statusesGrowing(t *testing.T, task apollo.Task) string {
+func exStatusesGrowing(t *testing.T, task apollo.Task) string {
 	t.Helper()
 	var st []string
 	var last int64
@@ -278,7 +278,7 @@ func TestPythonReporterCommandLine(t *testing.T) {
 	runEx(t, 2, py, script, "--server", srv, "--task", "x", "--status", "finished") // not a status: argparse says so
 
 	task := exTask(t, addr, "py-cli-1")
-	if got := statusesGrowing(t, task); got != "running success" || task.Name != "py_cli" || task.Status != apollo.StatusSuccess {
+	if got := exStatusesGrowing(t, task); got != "running success" || task.Name != "py_cli" || task.Status != apollo.StatusSuccess {
 		t.Errorf("task: %s %s %q", task.Name, task.Status, got)
 	}
 	if task.CostMs != 95_000 || task.TimeoutMs != 30*60_000 || !strings.Contains(string(task.History[0].Extra), `"host":"db1"`) {
@@ -326,12 +326,12 @@ print(json.dumps({"single": r.stats, "batch": b.stats}))
 	if stats["single"]["accepted"] != 7 || stats["batch"]["accepted"] != 10 || stats["single"]["retries"]+stats["batch"]["retries"] != 0 {
 		t.Errorf("stats %v", stats)
 	}
-	checkRun(t, addr, "py-ctx-ok", "py_ctx", apollo.StatusSuccess, "running/1 success/2")
-	failed := checkRun(t, addr, "py-ctx-fail", "py_ctx", apollo.StatusFailed, "running/1 failed/2")
+	exCheckRun(t, addr, "py-ctx-ok", "py_ctx", apollo.StatusSuccess, "running/1 success/2")
+	failed := exCheckRun(t, addr, "py-ctx-fail", "py_ctx", apollo.StatusFailed, "running/1 failed/2")
 	if !strings.Contains(string(failed.History[1].Extra), "RuntimeError: disk full") {
 		t.Errorf("the exception is not in extra: %s", failed.History[1].Extra)
 	}
-	steps := checkRun(t, addr, "py-steps", "py_steps", apollo.StatusSuccess, "pending/1 running/2 success/3")
+	steps := exCheckRun(t, addr, "py-steps", "py_steps", apollo.StatusSuccess, "pending/1 running/2 success/3")
 	if age := time.Now().UnixMilli() - steps.ScheduledAt; age < 5000 || age > 60_000 || steps.CostMs != 2500 {
 		t.Errorf("scheduledAt %d cost %d", steps.ScheduledAt, steps.CostMs)
 	}
@@ -340,7 +340,7 @@ print(json.dumps({"single": r.stats, "batch": b.stats}))
 		if i == 3 {
 			want = apollo.StatusFailed
 		}
-		checkRun(t, addr, fmt.Sprintf("py-batch-%d", i), "py_batch", want, "running/1 "+want.String()+"/2")
+		exCheckRun(t, addr, fmt.Sprintf("py-batch-%d", i), "py_batch", want, "running/1 "+want.String()+"/2")
 	}
 }
 
@@ -358,7 +358,7 @@ func TestPythonReporterWaitsForServer(t *testing.T) {
 	if code := p.exit(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderr)
 	}
-	checkRun(t, addr, "py-early", "py_early", apollo.StatusRunning, "running/1")
+	exCheckRun(t, addr, "py-early", "py_early", apollo.StatusRunning, "running/1")
 }
 
 // Over the token's rate limit the server answers 429 with Retry-After; the
@@ -373,7 +373,7 @@ with Reporter(sys.argv[1]).run("py_limited", task_id="py-429"):
 	if !strings.Contains(errOut, "HTTP 429") || !strings.Contains(errOut, "retrying in") {
 		t.Errorf("no 429 retry in stderr:\n%s", errOut)
 	}
-	checkRun(t, addr, "py-429", "py_limited", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, "py-429", "py_limited", apollo.StatusSuccess, "running/1 success/2")
 }
 
 // A batch whose events get different answers: only the retry_later one is
@@ -397,7 +397,7 @@ except ReportError as e:
 	if !strings.Contains(errOut, "1 event(s) answered retry_later; retrying in") {
 		t.Errorf("stderr:\n%s", errOut)
 	}
-	checkRun(t, addr, "py-first", "py_cap", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, "py-first", "py_cap", apollo.StatusSuccess, "running/1 success/2")
 	if d := exSystem(t, addr, "bus", "duplicate"); d != 0 {
 		t.Errorf("%d duplicates: the accepted event was resent", d)
 	}
@@ -433,7 +433,7 @@ func TestShellReporter(t *testing.T) {
 	}
 	report(2, "--status", "done")
 	task := exTask(t, addr, "sh-1")
-	if got := statusesGrowing(t, task); got != "running success" || task.CostMs != 3000 || task.TimeoutMs != 600_000 {
+	if got := exStatusesGrowing(t, task); got != "running success" || task.CostMs != 3000 || task.TimeoutMs != 600_000 {
 		t.Errorf("task: %q cost %d timeout %d", got, task.CostMs, task.TimeoutMs)
 	}
 	if x := string(task.History[0].Extra); x != `{"note":"said \"hi\" \\o/"}` {
@@ -447,12 +447,12 @@ func TestShellReporter(t *testing.T) {
 	if out != "task sh-run-fail of sh_run\n" {
 		t.Errorf("the command's stdout: %q", out)
 	}
-	failed := checkRun(t, addr, "sh-run-fail", "sh_run", apollo.StatusFailed, "running/1 failed/2")
+	failed := exCheckRun(t, addr, "sh-run-fail", "sh_run", apollo.StatusFailed, "running/1 failed/2")
 	if !strings.Contains(string(failed.History[1].Extra), `"exitCode":3`) {
 		t.Errorf("extra %s", failed.History[1].Extra)
 	}
 	runEx(t, 0, sh, script, "--server", srv, "run", "--name", "sh_run", "--task", "sh-run-ok", "--", "true")
-	checkRun(t, addr, "sh-run-ok", "sh_run", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, "sh-run-ok", "sh_run", apollo.StatusSuccess, "running/1 success/2")
 }
 
 // The server is down when the reporter starts: `report` retries until it is
@@ -478,7 +478,7 @@ func TestShellReporterWaitsForServer(t *testing.T) {
 	if code := rep.exit(t); code != 0 {
 		t.Fatalf("report: exit %d\n%s", code, rep.stderr)
 	}
-	checkRun(t, addr, "sh-early", "sh_early", apollo.StatusRunning, "running/1")
+	exCheckRun(t, addr, "sh-early", "sh_early", apollo.StatusRunning, "running/1")
 	f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // lets the command end
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +488,7 @@ func TestShellReporterWaitsForServer(t *testing.T) {
 	if code := run.exit(t); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, run.stderr)
 	}
-	checkRun(t, addr, "sh-early-run", "sh_early", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, "sh-early-run", "sh_early", apollo.StatusSuccess, "running/1 success/2")
 }
 
 func TestShellReporterRateLimited(t *testing.T) {
@@ -499,5 +499,5 @@ func TestShellReporterRateLimited(t *testing.T) {
 	if !strings.Contains(errOut, "HTTP 429") || !strings.Contains(errOut, "retrying in") {
 		t.Errorf("no 429 retry in stderr:\n%s", errOut)
 	}
-	checkRun(t, addr, "sh-429", "sh_limited", apollo.StatusSuccess, "running/1 success/2")
+	exCheckRun(t, addr, "sh-429", "sh_limited", apollo.StatusSuccess, "running/1 success/2")
 }
