@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,13 +20,11 @@ import (
 // whose view is written down. The lease is `SET key id NX PX ttl`, renewed
 // every ttl/3 with a compare-and-expire script.
 type Lease struct {
-	c        redis.UniversalClient
-	key, id  string
-	ttl      time.Duration
-	held     atomic.Bool
-	stop     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	c       redis.UniversalClient
+	key, id string
+	ttl     time.Duration
+	held    atomic.Bool
+	loop    *ticking
 }
 
 var renewScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
@@ -35,28 +32,18 @@ var releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] th
 
 // NewLease returns a lease on <prefix>:alert:leader for the process id.
 func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Lease {
-	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{})}
+	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl}
 }
 
 // Start tries to take the lease now, then keeps renewing or retrying.
 func (l *Lease) Start(ctx context.Context) {
-	l.try(ctx)
-	go func() {
-		defer close(l.done)
-		t := time.NewTicker(l.ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				l.try(ctx)
-			case <-l.stop:
-				return
-			}
-		}
-	}()
+	l.Renew(ctx)
+	l.loop = startTicking(l.ttl/3, func() { l.Renew(ctx) })
 }
 
-func (l *Lease) try(ctx context.Context) {
+// Renew keeps the lease if this process holds it, or takes it if it is
+// free. The loop calls it every ttl/3.
+func (l *Lease) Renew(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, l.ttl/3)
 	defer cancel()
 	if l.held.Load() {
@@ -75,9 +62,7 @@ func (l *Lease) Held() bool { return l.held.Load() }
 
 // Stop gives the lease up, so another process leads at once. Idempotent.
 func (l *Lease) Stop() {
-	l.stopOnce.Do(func() {
-		close(l.stop)
-		<-l.done
+	l.loop.stop(func() {
 		if l.held.Swap(false) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -182,21 +167,18 @@ type Beat struct {
 // key expires after three missed beats (seed 5.1: the monitoring system
 // must itself be monitored).
 type Heartbeat struct {
-	c        redis.UniversalClient
-	key      string
-	beat     Beat
-	stats    func() any
-	stop     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	c     redis.UniversalClient
+	key   string
+	beat  Beat
+	stats func() any
+	loop  *ticking
 }
 
 // NewHeartbeat returns a heartbeat for a component instance.
 func NewHeartbeat(c redis.UniversalClient, prefix, component, id string, every time.Duration) *Heartbeat {
 	host, _ := os.Hostname()
 	return &Heartbeat{c: c, key: prefix + ":heartbeat:" + component + ":" + id,
-		beat: Beat{Component: component, ID: id, Host: host, PID: os.Getpid(), Every: every},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		beat: Beat{Component: component, ID: id, Host: host, PID: os.Getpid(), Every: every}}
 }
 
 // WithStats makes every beat carry stats(). Call it before Start.
@@ -208,19 +190,7 @@ func (h *Heartbeat) WithStats(stats func() any) *Heartbeat {
 // Start beats now and every interval until Stop.
 func (h *Heartbeat) Start(ctx context.Context) {
 	h.write(ctx)
-	go func() {
-		defer close(h.done)
-		t := time.NewTicker(h.beat.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				h.write(ctx)
-			case <-h.stop:
-				return
-			}
-		}
-	}()
+	h.loop = startTicking(h.beat.Every, func() { h.write(ctx) })
 }
 
 func (h *Heartbeat) write(ctx context.Context) {
@@ -237,9 +207,7 @@ func (h *Heartbeat) write(ctx context.Context) {
 
 // Stop removes the heartbeat: a clean stop is not an outage.
 func (h *Heartbeat) Stop() {
-	h.stopOnce.Do(func() {
-		close(h.stop)
-		<-h.done
+	h.loop.stop(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = h.c.Del(ctx, h.key).Err()

@@ -47,10 +47,7 @@ type ChangeFeed struct {
 
 	mu      sync.Mutex
 	buf     []wireChange
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	loop    *ticking
 	dropped atomic.Int64
 	sent    atomic.Int64
 	errors  atomic.Int64
@@ -61,8 +58,7 @@ func NewChangeFeed(c redis.UniversalClient, prefix string, log *slog.Logger) *Ch
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, max: 100_000,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, max: 100_000}
 }
 
 // Apply queues a status change (bus.Observer).
@@ -83,27 +79,11 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 
 // Start publishes until Stop.
 func (f *ChangeFeed) Start(ctx context.Context) {
-	go func() {
-		defer close(f.done)
-		t := time.NewTicker(f.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				f.flush(ctx)
-			case <-f.stop:
-				f.flush(ctx)
-				return
-			}
-		}
-	}()
+	f.loop = startTicking(f.every, func() { f.flush(ctx) })
 }
 
 // Stop publishes what is queued and stops. It is idempotent.
-func (f *ChangeFeed) Stop() {
-	f.once.Do(func() { close(f.stop) })
-	<-f.done
-}
+func (f *ChangeFeed) Stop() { f.loop.stop(func() { f.flush(context.Background()) }) }
 
 func (f *ChangeFeed) flush(ctx context.Context) {
 	f.mu.Lock()

@@ -1,0 +1,140 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/alert/alerttest"
+	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/redisstore/redistest"
+)
+
+func TestAlertStateConformance(t *testing.T) {
+	alerttest.RunStateStore(t, func(t *testing.T) alert.StateStore {
+		c, prefix := redistest.Client(t)
+		return redisstore.NewAlertState(c, prefix, nil)
+	})
+}
+
+func TestLockerConformance(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	alerttest.RunLocker(t, alerttest.LockerHarness{
+		New: func(*testing.T) alert.Locker { return redisstore.NewLocker(c, prefix+":") },
+		Elapse: func(t *testing.T, d time.Duration) {
+			if err := redistest.Elapse(context.Background(), c, prefix, d); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
+// Of two processes, one leads; when it stops, the other takes over.
+func TestLease(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	a := redisstore.NewLease(c, prefix, "a", 3*time.Second)
+	b := redisstore.NewLease(c, prefix, "b", 3*time.Second)
+	a.Start(ctx)
+	b.Start(ctx)
+	defer b.Stop()
+	if !a.Held() || b.Held() {
+		t.Fatalf("a %v, b %v: want a alone", a.Held(), b.Held())
+	}
+	if id, _ := redisstore.Leader(ctx, c, prefix); id != "a" {
+		t.Fatalf("leader %q", id)
+	}
+	a.Stop() // releases at once
+	b.Renew(ctx)
+	if !b.Held() {
+		t.Fatal("b did not take over a released lease")
+	}
+	if id, _ := redisstore.Leader(ctx, c, prefix); id != "b" {
+		t.Fatalf("leader %q after the takeover", id)
+	}
+	// Only the leader saves the shared state.
+	st := redisstore.NewAlertState(c, prefix, a)
+	if err := st.Save(ctx, alert.State{Silences: []alert.Silence{{ID: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Load(ctx); len(got.Silences) != 0 {
+		t.Fatal("a process that does not lead saved the state")
+	}
+}
+
+// Changes published by the bus reach the alert side; commands get the
+// first reply, and no listener is reported.
+func TestFeedsAndCommands(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan *apollo.Change, 10)
+	stop, err := redisstore.SubscribeChanges(ctx, c, prefix, func(ch *apollo.Change) { got <- ch })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	feed := redisstore.NewChangeFeed(c, prefix, nil)
+	feed.Start(ctx)
+	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusRunning},
+		Task: apollo.Task{TaskID: "t1", Name: "etl", Tenant: "acme", Status: apollo.StatusFailed}, Record: apollo.Record{Event: apollo.Event{Ts: 42}}})
+	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusFailed}, Task: apollo.Task{Status: apollo.StatusFailed}}) // no status change: not sent
+	feed.Stop()
+	select {
+	case ch := <-got:
+		if ch.Task.TaskID != "t1" || ch.Task.Tenant != "acme" || ch.Prev.Status != apollo.StatusRunning || ch.Record.Ts != 42 {
+			t.Fatalf("change %+v", ch)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change arrived")
+	}
+	if s := feed.Stats(); s.Sent != 1 || s.Dropped != 0 {
+		t.Errorf("feed stats %+v", s)
+	}
+
+	cm, err := redisstore.NewCommander(ctx, c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	if _, err := cm.Do(ctx, redisstore.Command{Op: "ack"}); err != redisstore.ErrNoAlertProcess {
+		t.Fatalf("with nobody listening: %v", err)
+	}
+	stopServe, err := redisstore.ServeCommands(ctx, c, prefix, func(_ context.Context, cmd redisstore.Command) redisstore.Reply {
+		if cmd.Op == "fail" {
+			return redisstore.Reply{Err: &apollo.Error{Code: apollo.ENOTFOUND, Message: "no such alert"}}
+		}
+		return redisstore.Reply{Silence: &alert.Silence{ID: cmd.SilenceID}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopServe()
+	r, err := cm.Do(ctx, redisstore.Command{Op: "silence.add", SilenceID: "s1"})
+	if err != nil || r.Silence.ID != "s1" {
+		t.Fatalf("reply %+v, %v", r, err)
+	}
+	if _, err := cm.Do(ctx, redisstore.Command{Op: "fail"}); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+		t.Fatalf("an error reply: %v", err)
+	}
+}
+
+func TestHeartbeat(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	h := redisstore.NewHeartbeat(c, prefix, "alert", "p1", time.Hour).WithStats(func() any { return map[string]int{"n": 1} })
+	h.Start(ctx)
+	beats, err := redisstore.Alive(ctx, c, prefix)
+	if err != nil || len(beats) != 1 || beats[0].Component != "alert" || beats[0].ID != "p1" || beats[0].Stats == nil {
+		t.Fatalf("beats %+v, %v", beats, err)
+	}
+	if ttl := c.PTTL(ctx, prefix+":heartbeat:alert:p1").Val(); ttl <= 2*time.Hour || ttl > 3*time.Hour {
+		t.Errorf("heartbeat ttl %v, want three intervals", ttl)
+	}
+	h.Stop()
+	if beats, _ := redisstore.Alive(ctx, c, prefix); len(beats) != 0 {
+		t.Errorf("a stopped process still beats: %+v", beats)
+	}
+}
