@@ -104,9 +104,10 @@ class Reporter:
 
     server         base URL, e.g. http://127.0.0.1:1969
     token          sent as "Authorization: Bearer <token>" when set
-    batch          queue events and send them batch_size at a time (or when
-                   the oldest waited flush_interval seconds, or on flush() and
-                   close()); otherwise every event is sent as it is reported
+    batch          queue events and send them batch_size at a time, when an
+                   event is reported after the oldest waited flush_interval
+                   seconds, and on flush() and close(); otherwise every event
+                   is sent as it is reported
     give_up_after  seconds to keep retrying one request before ReportError
     max_queue      events a batching reporter keeps while the server is away;
                    past it the oldest are dropped, with an error in the log
@@ -223,9 +224,11 @@ class Reporter:
                 if not waiting:
                     break
                 problem = "%d event(s) answered retry_later" % len(waiting)
-            elif status and status not in (408, 429) and status < 500:
+            elif 400 <= status < 500 and status not in (408, 429):
                 error = answer.get("error") if isinstance(answer, dict) else None
                 raise ReportError("the server refused the request: %s" % problem, status, error, results, refused=True)
+            elif 200 <= status < 300:
+                problem = "HTTP %d without one result per event" % status  # not Apollo-11 answering? resend
             # Exponential backoff with full jitter, and never sooner than the
             # server asked.
             wait = max(pause, random.uniform(0, min(30.0, 0.25 * 2 ** min(attempt, 10))))
