@@ -118,11 +118,15 @@ send() {
 		post "$1"
 		case $code in
 		2??)
-			if [ "$(field rejected)" != 0 ] && [ -n "$(field rejected)" ]; then
+			rejected=$(field rejected)
+			if [ -z "$rejected" ]; then
+				problem="HTTP $code without per-event results (is this Apollo-11?)"
+			elif [ "$rejected" != 0 ]; then
 				messages | while IFS= read -r m; do say "rejected, not resent: $m"; done
 				return 2
+			else
+				return 0
 			fi
-			return 0
 			;;
 		000) problem="server unreachable ($(tail -n 1 "$work/curl-error"))" ;;
 		408 | 429 | 5??) problem="HTTP $code $(messages | head -n 1)" ;;
