@@ -130,9 +130,10 @@ func startEx(t *testing.T, env []string, name string, args ...string) *exProc {
 }
 
 // exEnv is the test's environment without the variables that would point
-// the examples at another server.
+// the examples at another server, and with Python told not to leave
+// __pycache__ in examples/.
 func exEnv() []string {
-	var env []string
+	env := []string{"PYTHONDONTWRITEBYTECODE=1"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "APOLLO_SERVER=") && !strings.HasPrefix(kv, "APOLLO_TOKEN=") {
 			env = append(env, kv)
