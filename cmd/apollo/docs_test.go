@@ -1,0 +1,149 @@
+package main
+
+// The shell and Python snippets of the docs, as printed there, run against
+// a real server: a reader who pastes them gets what the page says.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// mdBlocks returns the fenced code blocks of a markdown file whose info
+// string is lang and that follow the heading, up to the next heading of
+// the same or a higher level.
+func mdBlocks(t *testing.T, file, heading, lang string) []string {
+	t.Helper()
+	src, err := os.ReadFile(exRepoFile(t, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := strings.IndexFunc(heading, func(r rune) bool { return r != '#' })
+	var blocks []string
+	in, fence := false, false
+	var cur []string
+	for _, line := range strings.Split(string(src), "\n") {
+		switch {
+		case fence:
+			if strings.HasPrefix(line, "```") {
+				fence = false
+				blocks = append(blocks, strings.Join(cur, "\n"))
+			} else {
+				cur = append(cur, line)
+			}
+		case strings.HasPrefix(line, "#"):
+			l := strings.IndexFunc(line, func(r rune) bool { return r != '#' })
+			if in && l <= level {
+				return blocks
+			}
+			in = in || line == heading
+		case in && line == "```"+lang:
+			fence, cur = true, nil
+		}
+	}
+	if !in {
+		t.Fatalf("%s: no heading %q", file, heading)
+	}
+	return blocks
+}
+
+// runSnippet runs a shell snippet from the docs, pointed at addr instead of
+// the default address.
+func runSnippet(t *testing.T, addr, snippet string) string {
+	t.Helper()
+	sh := exTool(t, "sh")
+	exTool(t, "curl")
+	snippet = strings.ReplaceAll(snippet, "127.0.0.1:1969", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sh, "-eu", "-c", snippet)
+	cmd.Env = exEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s\noutput:\n%s", err, snippet, out)
+	}
+	return string(out)
+}
+
+// The curl example of docs/protocol.md, as printed there.
+func TestProtocolCurlExample(t *testing.T) {
+	t.Parallel()
+	blocks := mdBlocks(t, "docs/protocol.md", "### From the shell", "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("%d sh blocks under the heading, want 1", len(blocks))
+	}
+	addr := exServer(t, "", nil)
+	out := runSnippet(t, addr, blocks[0])
+	if !strings.Contains(out, `"accepted":1`) {
+		t.Errorf("answer %s", out)
+	}
+	page := exList(t, addr, "backup-")
+	if len(page) != 1 {
+		t.Fatalf("tasks %+v", page)
+	}
+	if id := page[0].TaskID; !strings.HasPrefix(id, "backup-2") || len(id) != len("backup-20261129") {
+		t.Errorf("task ID %q, want backup-<yyyymmdd>", id)
+	}
+	exCheckRun(t, addr, page[0].TaskID, "nightly_backup", apollo.StatusRunning, "running/1")
+}
+
+// The quick start in Chinese: its curl block reports one run, running then
+// success, and its Python block wraps a block as one run.
+func TestReadmeZhCNExamples(t *testing.T) {
+	t.Parallel()
+	blocks := mdBlocks(t, "README.zh-CN.md", "### 用 curl", "sh")
+	if len(blocks) < 1 || !strings.Contains(blocks[0], "/api/v1/events") {
+		t.Fatalf("blocks under ### 用 curl: %q", blocks)
+	}
+	addr := exServer(t, "", nil)
+	out := runSnippet(t, addr, blocks[0])
+	if strings.Count(out, `"accepted":1`) != 2 {
+		t.Errorf("answers %s", out)
+	}
+	page := exList(t, addr, "backup-")
+	if len(page) != 1 {
+		t.Fatalf("tasks %+v", page)
+	}
+	exCheckRun(t, addr, page[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
+
+	py := mdBlocks(t, "README.zh-CN.md", "### 用 Python", "python")
+	if len(py) != 1 {
+		t.Fatalf("python blocks: %d", len(py))
+	}
+	python := exTool(t, "python3")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", strings.ReplaceAll(py[0], "127.0.0.1:1969", addr))
+	cmd.Env = append(exEnv(), "PYTHONPATH="+filepath.Dir(exRepoFile(t, "examples/python/apollo_report.py")))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	runs := exList(t, addr, "nightly_backup@py-")
+	if len(runs) != 1 {
+		t.Fatalf("python runs %+v", runs)
+	}
+	exCheckRun(t, addr, runs[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
+}
+
+// exList lists the tasks whose job name or task ID starts with prefix.
+func exList(t *testing.T, addr, prefix string) []apollo.Task {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/tasks?prefix=" + prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct{ Tasks []apollo.Task }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	return page.Tasks
+}

@@ -1,0 +1,504 @@
+package main
+
+// The reporters in examples/ and the shell examples in the docs, run as real
+// subprocesses against a real server, so that none of them can rot: each
+// test checks through the API that the runs arrived with the right states
+// and sequences. python3 and curl are on the CI machine; elsewhere these
+// tests skip, unless APOLLO_REQUIRE_EXAMPLES=1 makes a missing tool fail.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/config"
+)
+
+// exTool returns the path of a program the examples need, or skips.
+func exTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("APOLLO_REQUIRE_EXAMPLES") == "1" {
+			t.Fatalf("%s is needed to test the examples (APOLLO_REQUIRE_EXAMPLES=1): %v", name, err)
+		}
+		t.Skipf("%s not found; the examples that need it are not tested (set APOLLO_REQUIRE_EXAMPLES=1 to fail instead)", name)
+	}
+	return p
+}
+
+// exRepoFile is the absolute path of a file of the repository; tests run
+// in cmd/apollo.
+func exRepoFile(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// watchedOutput collects a subprocess's output and lets a test wait until
+// some text appears in it, without polling.
+type watchedOutput struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
+}
+
+func newWatchedOutput() *watchedOutput { return &watchedOutput{changed: make(chan struct{})} }
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	close(w.changed)
+	w.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (w *watchedOutput) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// waitFor returns once text appears in the output, or fails the test.
+func (w *watchedOutput) waitFor(t *testing.T, text string, done <-chan struct{}) {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		w.mu.Lock()
+		found, changed := strings.Contains(w.b.String(), text), w.changed
+		w.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-done:
+			t.Fatalf("the process exited before writing %q:\n%s", text, w)
+		case <-timeout:
+			t.Fatalf("%q not written within 60s:\n%s", text, w)
+		}
+	}
+}
+
+// exProc is an example running as a subprocess.
+type exProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *watchedOutput
+	done           chan struct{}
+	err            error
+}
+
+// startEx runs name with args in its own process group, with env added to
+// the test's environment; the test's end kills what is still running.
+func startEx(t *testing.T, env []string, name string, args ...string) *exProc {
+	t.Helper()
+	p := &exProc{cmd: exec.Command(name, args...), stdout: newWatchedOutput(), stderr: newWatchedOutput(), done: make(chan struct{})}
+	p.cmd.Env = append(exEnv(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	return p
+}
+
+// exEnv is the test's environment without the variables that would point
+// the examples at another server, and with Python told not to leave
+// __pycache__ in examples/.
+func exEnv() []string {
+	env := []string{"PYTHONDONTWRITEBYTECODE=1"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "APOLLO_SERVER=") && !strings.HasPrefix(kv, "APOLLO_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// exit waits for the process and returns its exit code.
+func (p *exProc) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%v still running after 90s\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.stdout, p.stderr)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// runEx runs an example to its end and checks its exit code.
+func runEx(t *testing.T, wantCode int, name string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	p := startEx(t, nil, name, args...)
+	if code := p.exit(t); code != wantCode {
+		t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, p.stdout, p.stderr)
+	}
+	return p.stdout.String(), p.stderr.String()
+}
+
+// exTask reads one task with its history through the API.
+func exTask(t *testing.T, addr, id string) apollo.Task {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/tasks/" + url.PathEscape(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var task apollo.Task
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("task %s: HTTP %d", id, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// exTimeline is a task's history as "status/sequence" words, for comparing;
+// records the server wrote itself start with their kind ("timeout:").
+func exTimeline(task apollo.Task) string {
+	var parts []string
+	for _, r := range task.History {
+		kind := ""
+		if r.Kind != apollo.KindReport {
+			kind = r.Kind.String() + ":"
+		}
+		parts = append(parts, fmt.Sprintf("%s%s/%d", kind, r.Status, r.Sequence))
+	}
+	return strings.Join(parts, " ")
+}
+
+// exCheckRun checks a task's job, final status and the statuses and
+// sequences of its history.
+func exCheckRun(t *testing.T, addr, id, job string, status apollo.Status, history string) apollo.Task {
+	t.Helper()
+	task := exTask(t, addr, id)
+	if task.Name != job || task.Status != status || exTimeline(task) != history {
+		t.Errorf("task %s: job %q status %s history %q; want job %q status %s history %q",
+			id, task.Name, task.Status, exTimeline(task), job, status, history)
+	}
+	return task
+}
+
+// exSystem reads one counter of GET /api/v1/system, e.g. "bus", "duplicate".
+func exSystem(t *testing.T, addr, part, field string) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sys map[string]map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&sys); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := sys[part][field].(float64)
+	if !ok {
+		t.Fatalf("no %s.%s in /api/v1/system", part, field)
+	}
+	return int64(v)
+}
+
+// exServer starts a server with cfg changed by tweak, on addr when given.
+func exServer(t *testing.T, addr string, tweak func(*config.Config)) string {
+	t.Helper()
+	cfg := testConfig(t)
+	if addr != "" {
+		cfg.Listen = addr
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	a, _, _ := inProcess(t, cfg)
+	return a
+}
+
+// exStatusesGrowing returns the statuses of a task's history and checks that
+// its sequences grow (the reporters' default sequence is the time in
+// microseconds).
+func exStatusesGrowing(t *testing.T, task apollo.Task) string {
+	t.Helper()
+	var st []string
+	var last int64
+	for _, r := range task.History {
+		if r.Sequence <= last {
+			t.Errorf("task %s: sequence %d after %d", task.TaskID, r.Sequence, last)
+		}
+		last = r.Sequence
+		st = append(st, r.Status.String())
+	}
+	return strings.Join(st, " ")
+}
+
+func TestPythonReporterCommandLine(t *testing.T) {
+	t.Parallel()
+	py := exTool(t, "python3")
+	script := exRepoFile(t, "examples/python/apollo_report.py")
+	addr := exServer(t, "", nil)
+	srv := "http://" + addr
+	report := func(code int, args ...string) (string, string) {
+		return runEx(t, code, py, append([]string{script, "--server", srv, "--task", "py-cli-1"}, args...)...)
+	}
+	if out, _ := report(0, "--name", "py_cli", "--status", "running", "--timeout", "30m", "--extra", "host=db1"); out != "accepted\n" {
+		t.Errorf("running: stdout %q", out)
+	}
+	report(0, "--status", "success", "--cost", "95s")
+	if out, _ := report(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
+		t.Errorf("an old sequence: stdout %q, want duplicate", out)
+	}
+	if _, errOut := report(2, "--status", "running"); !strings.Contains(errOut, "illegal transition success -> running") {
+		t.Errorf("an illegal transition: stderr %q", errOut)
+	}
+	runEx(t, 2, py, script, "--server", srv, "--task", "x", "--status", "finished") // not a status: argparse says so
+
+	task := exTask(t, addr, "py-cli-1")
+	if got := exStatusesGrowing(t, task); got != "running success" || task.Name != "py_cli" || task.Status != apollo.StatusSuccess {
+		t.Errorf("task: %s %s %q", task.Name, task.Status, got)
+	}
+	if task.CostMs != 95_000 || task.TimeoutMs != 30*60_000 || !strings.Contains(string(task.History[0].Extra), `"host":"db1"`) {
+		t.Errorf("fields: cost %d timeout %d extra %s", task.CostMs, task.TimeoutMs, task.History[0].Extra)
+	}
+}
+
+// pyLib runs a Python program that imports the example as a library.
+func pyLib(t *testing.T, wantCode int, program string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	py := exTool(t, "python3")
+	dir := filepath.Dir(exRepoFile(t, "examples/python/apollo_report.py"))
+	prelude := "import sys, json; sys.path.insert(0, " + fmt.Sprintf("%q", dir) + ")\nfrom apollo_report import Reporter, ReportError\n"
+	return runEx(t, wantCode, py, append([]string{"-c", prelude + program}, args...)...)
+}
+
+func TestPythonReporterLibrary(t *testing.T) {
+	t.Parallel()
+	addr := exServer(t, "", nil)
+	out, errOut := pyLib(t, 0, `
+r = Reporter(sys.argv[1])
+with r.run("py_ctx", task_id="py-ctx-ok", timeout=600):
+    pass
+try:
+    with r.run("py_ctx", task_id="py-ctx-fail"):
+        raise RuntimeError("disk full")
+except RuntimeError:
+    pass
+run = r.task("py-steps", name="py_steps")
+import datetime
+run.pending(scheduled_at=datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=5))
+run.running(timeout=60)
+run.success(cost=2.5, extra={"rows": 1200})
+with Reporter(sys.argv[1], batch=True, batch_size=4) as b:
+    for i in range(5):
+        t = b.task("py-batch-%d" % i, "py_batch")
+        t.running()
+        t.failed() if i == 3 else t.success()
+print(json.dumps({"single": r.stats, "batch": b.stats}))
+`, "http://"+addr)
+	var stats map[string]map[string]int
+	if err := json.Unmarshal([]byte(out), &stats); err != nil {
+		t.Fatalf("%v: %s\n%s", err, out, errOut)
+	}
+	if stats["single"]["accepted"] != 7 || stats["batch"]["accepted"] != 10 || stats["single"]["retries"]+stats["batch"]["retries"] != 0 {
+		t.Errorf("stats %v", stats)
+	}
+	exCheckRun(t, addr, "py-ctx-ok", "py_ctx", apollo.StatusSuccess, "running/1 success/2")
+	failed := exCheckRun(t, addr, "py-ctx-fail", "py_ctx", apollo.StatusFailed, "running/1 failed/2")
+	if !strings.Contains(string(failed.History[1].Extra), "RuntimeError: disk full") {
+		t.Errorf("the exception is not in extra: %s", failed.History[1].Extra)
+	}
+	steps := exCheckRun(t, addr, "py-steps", "py_steps", apollo.StatusSuccess, "pending/1 running/2 success/3")
+	if age := time.Now().UnixMilli() - steps.ScheduledAt; age < 5000 || age > 60_000 || steps.CostMs != 2500 {
+		t.Errorf("scheduledAt %d cost %d", steps.ScheduledAt, steps.CostMs)
+	}
+	for i := range 5 {
+		want := apollo.StatusSuccess
+		if i == 3 {
+			want = apollo.StatusFailed
+		}
+		exCheckRun(t, addr, fmt.Sprintf("py-batch-%d", i), "py_batch", want, "running/1 "+want.String()+"/2")
+	}
+}
+
+// The reporter starts before the server listens: it retries until the
+// server is up, then the event arrives once.
+func TestPythonReporterWaitsForServer(t *testing.T) {
+	t.Parallel()
+	py := exTool(t, "python3")
+	addr := freeAddr(t)
+	p := startEx(t, nil, py, exRepoFile(t, "examples/python/apollo_report.py"), "--server", "http://"+addr,
+		"--task", "py-early", "--name", "py_early", "--status", "running", "--seq", "1")
+	p.stderr.waitFor(t, "server unreachable", p.done)
+	p.stderr.waitFor(t, "retrying in", p.done)
+	exServer(t, addr, nil)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr)
+	}
+	exCheckRun(t, addr, "py-early", "py_early", apollo.StatusRunning, "running/1")
+}
+
+// Over the token's rate limit the server answers 429 with Retry-After; the
+// reporter waits and resends.
+func TestPythonReporterRateLimited(t *testing.T) {
+	t.Parallel()
+	addr := exServer(t, "", func(c *config.Config) { c.Limits.IngestPerSec = 1 })
+	_, errOut := pyLib(t, 0, `
+with Reporter(sys.argv[1]).run("py_limited", task_id="py-429"):
+    pass
+`, "http://"+addr)
+	if !strings.Contains(errOut, "HTTP 429") || !strings.Contains(errOut, "retrying in") {
+		t.Errorf("no 429 retry in stderr:\n%s", errOut)
+	}
+	exCheckRun(t, addr, "py-429", "py_limited", apollo.StatusSuccess, "running/1 success/2")
+}
+
+// A batch whose events get different answers: only the retry_later one is
+// resent (a resent accepted event would count as a duplicate).
+func TestPythonReporterResendsOnlyRetryLater(t *testing.T) {
+	t.Parallel()
+	addr := exServer(t, "", func(c *config.Config) { c.Limits.Tasks = 1 }) // a second task is refused
+	out, errOut := pyLib(t, 0, `
+r = Reporter(sys.argv[1], give_up_after=3)
+r.task("py-first", "py_cap").running()
+try:
+    r.send([{"taskID": "py-first", "sequence": 2, "status": "success", "ts": 1795000000000},
+            {"taskID": "py-second", "sequence": 1, "status": "running", "ts": 1795000000000}])
+    print("delivered")
+except ReportError as e:
+    print(json.dumps([x and x["result"] for x in e.results]))
+`, "http://"+addr)
+	if strings.TrimSpace(out) != `["accepted", null]` {
+		t.Errorf("results %q\n%s", out, errOut)
+	}
+	if !strings.Contains(errOut, "1 event(s) answered retry_later; retrying in") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+	exCheckRun(t, addr, "py-first", "py_cap", apollo.StatusSuccess, "running/1 success/2")
+	if d := exSystem(t, addr, "bus", "duplicate"); d != 0 {
+		t.Errorf("%d duplicates: the accepted event was resent", d)
+	}
+	if r := exSystem(t, addr, "bus", "refused"); r < 2 {
+		t.Errorf("refused %d times; the retry_later event was not resent", r)
+	}
+}
+
+// shellEx runs the shell reporter with sh (dash on Debian: POSIX, no bashisms).
+func shellEx(t *testing.T) (sh, script string) {
+	t.Helper()
+	exTool(t, "curl")
+	return exTool(t, "sh"), exRepoFile(t, "examples/shell/apollo-report.sh")
+}
+
+func TestShellReporter(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	addr := exServer(t, "", nil)
+	srv := "http://" + addr
+	report := func(code int, args ...string) (string, string) {
+		return runEx(t, code, sh, append([]string{script, "--server", srv, "report", "--task", "sh-1"}, args...)...)
+	}
+	if out, _ := report(0, "--name", "sh_job", "--status", "running", "--timeout", "600", "--extra", `note=said "hi" \o/`); out != "accepted\n" {
+		t.Errorf("running: stdout %q", out)
+	}
+	report(0, "--status", "success", "--cost", "3")
+	if out, _ := report(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
+		t.Errorf("an old sequence: stdout %q", out)
+	}
+	if _, errOut := report(2, "--status", "running"); !strings.Contains(errOut, "illegal transition success -> running") {
+		t.Errorf("an illegal transition: stderr %q", errOut)
+	}
+	report(2, "--status", "done")
+	task := exTask(t, addr, "sh-1")
+	if got := exStatusesGrowing(t, task); got != "running success" || task.CostMs != 3000 || task.TimeoutMs != 600_000 {
+		t.Errorf("task: %q cost %d timeout %d", got, task.CostMs, task.TimeoutMs)
+	}
+	if x := string(task.History[0].Extra); x != `{"note":"said \"hi\" \\o/"}` {
+		t.Errorf("extra %s", x)
+	}
+
+	// run: the command's output and exit code pass through; the run is
+	// reported running, then success or failed with the exit code.
+	out, _ := runEx(t, 3, sh, script, "--server", srv, "run", "--name", "sh_run", "--task", "sh-run-fail", "--",
+		"sh", "-c", `echo "task $APOLLO_TASK_ID of $APOLLO_JOB_NAME"; exit 3`)
+	if out != "task sh-run-fail of sh_run\n" {
+		t.Errorf("the command's stdout: %q", out)
+	}
+	failed := exCheckRun(t, addr, "sh-run-fail", "sh_run", apollo.StatusFailed, "running/1 failed/2")
+	if !strings.Contains(string(failed.History[1].Extra), `"exitCode":3`) {
+		t.Errorf("extra %s", failed.History[1].Extra)
+	}
+	runEx(t, 0, sh, script, "--server", srv, "run", "--name", "sh_run", "--task", "sh-run-ok", "--", "true")
+	exCheckRun(t, addr, "sh-run-ok", "sh_run", apollo.StatusSuccess, "running/1 success/2")
+}
+
+// The server is down when the reporter starts: `report` retries until it is
+// up; `run` does not hold the job back, and sends its start with its end.
+func TestShellReporterWaitsForServer(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	addr := freeAddr(t)
+	srv := "http://" + addr
+	fifo := filepath.Join(t.TempDir(), "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := startEx(t, nil, sh, script, "--server", srv, "run", "--name", "sh_early", "--task", "sh-early-run",
+		"--start-wait", "0", "--", "sh", "-c", `read line < "$0"`, fifo)
+	run.stderr.waitFor(t, "the start of sh-early-run was not reported; it goes with the end", run.done)
+	rep := startEx(t, nil, sh, script, "--server", srv, "report", "--task", "sh-early", "--name", "sh_early",
+		"--status", "running", "--seq", "1")
+	rep.stderr.waitFor(t, "server unreachable", rep.done)
+	rep.stderr.waitFor(t, "retrying in", rep.done)
+
+	exServer(t, addr, nil)
+	if code := rep.exit(t); code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, rep.stderr)
+	}
+	exCheckRun(t, addr, "sh-early", "sh_early", apollo.StatusRunning, "running/1")
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // lets the command end
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	if code := run.exit(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.stderr)
+	}
+	exCheckRun(t, addr, "sh-early-run", "sh_early", apollo.StatusSuccess, "running/1 success/2")
+}
+
+func TestShellReporterRateLimited(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	addr := exServer(t, "", func(c *config.Config) { c.Limits.IngestPerSec = 1 })
+	_, errOut := runEx(t, 0, sh, script, "--server", "http://"+addr, "run", "--name", "sh_limited", "--task", "sh-429", "--", "true")
+	if !strings.Contains(errOut, "HTTP 429") || !strings.Contains(errOut, "retrying in") {
+		t.Errorf("no 429 retry in stderr:\n%s", errOut)
+	}
+	exCheckRun(t, addr, "sh-429", "sh_limited", apollo.StatusSuccess, "running/1 success/2")
+}

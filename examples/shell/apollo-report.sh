@@ -1,0 +1,266 @@
+#!/bin/sh
+# apollo-report.sh: report task runs to Apollo-11 with POSIX sh and curl.
+#
+# It follows docs/protocol.md: one JSON event per lifecycle step, POSTed to
+# /api/v1/events. Resending is always safe, so what the server could not
+# take (network error, 5xx, 429) is sent again after Retry-After or a
+# growing wait.
+#
+# Usage:
+#   apollo-report.sh [OPTIONS] report --task ID --status STATUS [--name JOB]
+#       [--seq N] [--timeout SECS] [--cost SECS] [--scheduled-at UNIX_SECS]
+#       [--extra KEY=VALUE]...
+#   apollo-report.sh [OPTIONS] run --name JOB [--task ID] [--timeout SECS]
+#       [--start-wait SECS] -- COMMAND [ARGS...]
+#
+# Examples:
+#   apollo-report.sh report --task backup-20261129 --name nightly_backup --status running
+#   apollo-report.sh report --task backup-20261129 --status success --extra rows=1200
+#   apollo-report.sh run --name nightly_backup --timeout 7200 -- /usr/local/bin/backup --full
+#
+# OPTIONS (or the environment):
+#   --server URL           $APOLLO_SERVER, else http://127.0.0.1:1969
+#   --token SECRET         $APOLLO_TOKEN; handed to curl on stdin, never on its command line
+#   --give-up-after SECS   keep retrying one request this long (default 60)
+#
+# report: exit 0 when stored (or the server already had it), 1 when not
+# delivered, 2 when rejected by the server or the arguments are wrong.
+# run: reports running, runs the command, reports success or failed with
+# its exit code, and exits with the command's own code.
+
+set -u
+
+server=${APOLLO_SERVER:-http://127.0.0.1:1969}
+token=${APOLLO_TOKEN:-}
+give_up_after=60
+me=apollo-report
+
+say() { printf '%s: %s\n' "$me" "$*" >&2; }
+usage() { # [EXIT CODE]
+	sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
+	exit "${1:-2}"
+}
+die_usage() { say "$*"; exit 2; }
+
+# now_ms and now_us print the time in Unix milli- and microseconds. %N is
+# GNU and busybox; where date lacks it, whole seconds are padded with zeros.
+now_ms() {
+	t=$(date +%s%3N)
+	case $t in *[!0-9]*) t=$(date +%s)000 ;; esac
+	printf '%s\n' "$t"
+}
+now_us() {
+	t=$(date +%s%6N)
+	case $t in *[!0-9]*) t=$(date +%s)000000 ;; esac
+	printf '%s\n' "$t"
+}
+
+# json_str prints $1 as a JSON string. Tabs and line breaks become spaces
+# and other control characters are dropped: names and extra values stay
+# readable, and the body stays valid JSON.
+json_str() {
+	printf '"%s"' "$(printf '%s' "$1" | tr '\t\n\r' '   ' | tr -d '\000-\010\013\014\016-\037' |
+		sed 's/\\/\\\\/g; s/"/\\"/g')"
+}
+
+is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
+
+# event TASK NAME SEQ STATUS TS TIMEOUT_MS COST_MS SCHEDULED_MS EXTRA_JSON
+# prints one event object; empty or 0 optional fields are left out.
+event() {
+	e="{\"taskID\":$(json_str "$1")"
+	[ -n "$2" ] && e="$e,\"name\":$(json_str "$2")"
+	e="$e,\"sequence\":$3,\"status\":\"$4\",\"ts\":$5"
+	[ "${6:-0}" != 0 ] && e="$e,\"timeoutMs\":$6"
+	[ -n "$7" ] && e="$e,\"costMs\":$7"
+	[ "${8:-0}" != 0 ] && e="$e,\"scheduledAt\":$8"
+	[ -n "$9" ] && e="$e,\"extra\":{$9}"
+	printf '%s}\n' "$e"
+}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/apollo-report.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# post BODY: one request. Sets $code (000 when the server was not reached),
+# leaves the answer in $work/answer and the headers in $work/headers.
+post() {
+	printf '%s' "$1" >"$work/body"
+	# The token goes to curl as a config line on stdin, so that it never
+	# shows in the process list.
+	if [ -n "$token" ]; then
+		printf 'header = "Authorization: Bearer %s"\n' "$token"
+	fi | curl -sS -K - -X POST "$server/api/v1/events" \
+		-H 'Content-Type: application/json' -H 'User-Agent: apollo-report-sh/1' \
+		--data-binary "@$work/body" --max-time 10 \
+		-D "$work/headers" -o "$work/answer" -w '%{http_code}' >"$work/code" 2>"$work/curl-error"
+	code=$(cat "$work/code")
+	[ -n "$code" ] || code=000
+}
+
+# field NAME prints a top-level number of the answer (accepted, rejected...).
+field() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$work/answer" | head -n 1; }
+
+# messages prints the error messages of the answer, one per line.
+messages() {
+	tr '{' '\n' <"$work/answer" | sed -n 's/.*"message": *"\([^"]*\)".*/\1/p'
+}
+
+# send BODY [GIVE_UP_AFTER]: delivers one request (one event, or an array)
+# until every event in it has a final answer. Returns 0 when all were
+# stored or already there, 1 when it gave up, 2 when any was rejected.
+send() {
+	started=$(date +%s)
+	limit=${2:-$give_up_after}
+	backoff=1
+	while :; do
+		post "$1"
+		case $code in
+		2??)
+			rejected=$(field rejected)
+			if [ -z "$rejected" ]; then
+				problem="HTTP $code without per-event results (is this Apollo-11?)"
+			elif [ "$rejected" != 0 ]; then
+				messages | while IFS= read -r m; do say "rejected, not resent: $m"; done
+				return 2
+			else
+				return 0
+			fi
+			;;
+		000) problem="server unreachable ($(tail -n 1 "$work/curl-error"))" ;;
+		408 | 429 | 5??) problem="HTTP $code $(messages | head -n 1)" ;;
+		*)
+			say "the server refused the request: HTTP $code: $(messages | head -n 1)"
+			return 2
+			;;
+		esac
+		# Wait as long as the server asked (Retry-After, in seconds), or a
+		# backoff of 1, 2, 4 ... 30 seconds with jitter, whichever is longer.
+		after=$(sed -n 's/^[Rr]etry-[Aa]fter: *\([0-9][0-9]*\).*/\1/p' "$work/headers" 2>/dev/null | head -n 1)
+		wait=$(awk -v b="$backoff" -v seed="$$$(date +%s)" 'BEGIN { srand(seed); w = int(b / 2 + rand() * (b / 2 + 1)); print (w < 1 ? 1 : w) }')
+		if is_uint "${after:-}" && [ "$after" -gt "$wait" ]; then wait=$after; fi
+		if [ $(($(date +%s) + wait - started)) -gt "$limit" ]; then
+			say "gave up after ${limit}s: $problem"
+			return 1
+		fi
+		say "$problem; retrying in ${wait}s"
+		sleep "$wait"
+		backoff=$((backoff * 2))
+		[ "$backoff" -gt 30 ] && backoff=30
+	done
+}
+
+# extra_pair KEY=VALUE prints "KEY":"VALUE" for the extra object.
+extra_pair() {
+	case $1 in
+	?*=*) printf '%s:%s' "$(json_str "${1%%=*}")" "$(json_str "${1#*=}")" ;;
+	*) die_usage "--extra $1: write key=value" ;;
+	esac
+}
+
+cmd_report() {
+	task='' name='' status='' seq='' timeout=0 cost='' scheduled=0 extra=''
+	while [ $# -gt 0 ]; do
+		[ $# -ge 2 ] || die_usage "$1 needs a value"
+		case $1 in
+		--task) task=$2 ;;
+		--name) name=$2 ;;
+		--status) status=$2 ;;
+		--seq) seq=$2 ;;
+		--timeout) timeout=$2 ;;
+		--cost) cost=$2 ;;
+		--scheduled-at) scheduled=$2 ;;
+		--extra) extra="$extra${extra:+,}$(extra_pair "$2")" || exit 2 ;;
+		*) die_usage "report: unknown option $1" ;;
+		esac
+		shift 2
+	done
+	[ -n "$task" ] || die_usage "report: --task is required"
+	case $status in
+	pending | running | success | failed | timeout | manual_blocked) ;;
+	*) die_usage "report: --status must be pending, running, success, failed, timeout or manual_blocked" ;;
+	esac
+	for v in "$timeout" "$scheduled" ${cost:+"$cost"} ${seq:+"$seq"}; do
+		is_uint "$v" || die_usage "report: $v is not a whole number (--seq, --timeout and --cost in seconds, --scheduled-at in Unix seconds)"
+	done
+	# Without --seq, the time in microseconds: it grows from one call to
+	# the next, so a script need not count, and it agrees with
+	# `apollo report`, so both can report the same task.
+	[ -n "$seq" ] || seq=$(now_us)
+	send "$(event "$task" "$name" "$seq" "$status" "$(now_ms)" $((timeout * 1000)) \
+		"${cost:+$((cost * 1000))}" $((scheduled * 1000)) "$extra")"
+	rc=$?
+	[ $rc = 0 ] && if [ "$(field duplicate)" = 1 ]; then echo "duplicate (the server already had it)"; else echo accepted; fi
+	return $rc
+}
+
+cmd_run() {
+	name='' task='' timeout=0 start_wait=5
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--) shift; break ;;
+		--name | --task | --timeout | --start-wait) [ $# -ge 2 ] || die_usage "$1 needs a value" ;;
+		esac
+		case $1 in
+		--name) name=$2 ;;
+		--task) task=$2 ;;
+		--timeout) timeout=$2 ;;
+		--start-wait) start_wait=$2 ;;
+		*) die_usage "run: unknown option $1 (the command goes after --)" ;;
+		esac
+		shift 2
+	done
+	[ -n "$name" ] || die_usage "run: --name is required"
+	[ $# -gt 0 ] || die_usage "run: no command (write it after --)"
+	if ! is_uint "$timeout" || ! is_uint "$start_wait"; then
+		die_usage "run: --timeout and --start-wait are whole seconds"
+	fi
+	started_ms=$(now_ms)
+	[ -n "$task" ] || task="$name@sh-$started_ms-$$"
+
+	# running, then the command. The job must not wait long for monitoring:
+	# if the server does not take the event within --start-wait seconds, it
+	# goes again with the end, in one request, so the order stays right.
+	running=$(event "$task" "$name" 1 running "$started_ms" $((timeout * 1000)) '' 0 '')
+	pending_start=''
+	send "$running" "$start_wait" || {
+		pending_start="$running,"
+		say "the start of $task was not reported; it goes with the end"
+	}
+	# Ctrl-C reaches the command directly (same process group); the shell
+	# only notes it and reports the end once the command has exited.
+	trap ':' INT TERM
+	APOLLO_TASK_ID=$task APOLLO_JOB_NAME=$name "$@"
+	rc=$?
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	ended_ms=$(now_ms)
+	cost=$((ended_ms - started_ms))
+	host=$(hostname 2>/dev/null || uname -n)
+	extra="\"exitCode\":$rc,\"durationMs\":$cost,\"host\":$(json_str "$host")"
+	status=success
+	if [ $rc -ne 0 ]; then
+		status=failed
+		[ $rc -gt 128 ] && extra="$extra,\"signal\":$((rc - 128))"
+	fi
+	send "[$pending_start$(event "$task" "$name" 2 "$status" "$ended_ms" 0 "$cost" 0 "$extra")]" ||
+		say "the end of $task ($status) was not reported"
+	return $rc
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--server) [ $# -ge 2 ] || die_usage "--server needs a value"; server=${2%/}; shift 2 ;;
+	--token) [ $# -ge 2 ] || die_usage "--token needs a value"; token=$2; shift 2 ;;
+	--give-up-after) is_uint "${2:-}" || die_usage "--give-up-after takes whole seconds"; give_up_after=$2; shift 2 ;;
+	-h | --help) usage 0 ;;
+	*) break ;;
+	esac
+done
+command -v curl >/dev/null 2>&1 || { say "curl is not installed"; exit 1; }
+case ${1:-} in
+report) shift; cmd_report "$@" ;;
+run) shift; cmd_run "$@" ;;
+*) usage ;;
+esac
