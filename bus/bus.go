@@ -71,6 +71,12 @@ type Options struct {
 	// turns it into a high-severity self-alert (seed 4.1).
 	OnRefused func(Refusal)
 
+	// OnLogFailed is called once when the log fails. From then on the bus
+	// answers every event retry_later: what it holds in memory may not be
+	// on disk, so the process must restart and recover from the log. It
+	// may run under a shard lock: it must not block or call the bus.
+	OnLogFailed func(error)
+
 	// testGate, when set, is called by a worker before it delivers a batch:
 	// tests block it to fill queues deterministically.
 	testGate func()
@@ -196,8 +202,9 @@ type Bus struct {
 
 	// pause is held for reading by everything that decides records and
 	// for writing by Checkpoint, which needs a quiet state.
-	pause  sync.RWMutex
-	closed atomic.Bool
+	pause     sync.RWMutex
+	closed    atomic.Bool
+	logFailed atomic.Pointer[error] // set once: the log failed; refuse everything
 
 	ready     *readyList
 	replaying bool         // set by Replay, cleared by Start: replay delivers inline

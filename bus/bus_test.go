@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,5 +186,36 @@ func TestShardCollisions(t *testing.T) {
 	s.del(7, a)
 	if len(s.tasks) != 0 {
 		t.Fatal("slot not freed")
+	}
+}
+
+// When the log fails, the bus refuses everything, even what would be a
+// duplicate: the event it duplicates may not be on disk, and a reporter
+// told "duplicate" would drop it for good.
+func TestLogFailureRefusesEverything(t *testing.T) {
+	t.Parallel()
+	failed := make(chan error, 2)
+	f := newFixture(t, func(o *Options) { o.OnLogFailed = func(err error) { failed <- err } })
+	f.publish(t, ev("d1", 1, apollo.StatusRunning))
+	f.log.mu.Lock()
+	f.log.failWait = errors.New("no space left on device")
+	f.log.mu.Unlock()
+	out := make([]Outcome, 1)
+	if err := f.bus.Publish(t.Context(), []apollo.Event{ev("d1", 2, apollo.StatusSuccess)}, out); err == nil {
+		t.Fatal("Publish reported success with a failed log")
+	}
+	if err := <-failed; err == nil || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("OnLogFailed got %v", err)
+	}
+	for _, e := range []apollo.Event{ev("d1", 2, apollo.StatusSuccess), ev("d1", 1, apollo.StatusRunning), ev("d2", 1, apollo.StatusPending)} {
+		f.bus.Publish(t.Context(), []apollo.Event{e}, out)
+		if out[0].Result != RetryLater || out[0].Err.Code != apollo.EUNAVAILABLE {
+			t.Errorf("%s/%d after the failure: %v", e.TaskID, e.Sequence, out[0])
+		}
+	}
+	select {
+	case <-failed:
+		t.Error("OnLogFailed called twice")
+	default:
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// memLog is an in-memory Log: every append is durable at once.
+// memLog is an in-memory Log: every append is durable at once, unless
+// failWait is set.
 type memLog struct {
-	mu   sync.Mutex
-	recs [][]byte
+	mu       sync.Mutex
+	recs     [][]byte
+	failWait error
 }
 
 func (l *memLog) Append(p []byte) (uint64, error) {
@@ -23,7 +25,11 @@ func (l *memLog) Append(p []byte) (uint64, error) {
 	return uint64(len(l.recs)), nil
 }
 
-func (l *memLog) Wait(context.Context, uint64) error { return nil }
+func (l *memLog) Wait(context.Context, uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failWait
+}
 
 func (l *memLog) records() [][]byte {
 	l.mu.Lock()

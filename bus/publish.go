@@ -65,6 +65,11 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}
 			continue
 		}
+		if b.logFailed.Load() != nil {
+			// Not even "duplicate": the event it duplicates may not be on disk.
+			out[i] = Outcome{Result: RetryLater, Err: errLogFailed}
+			continue
+		}
 		if err := evs[i].Validate(); err != nil {
 			b.stats.invalid.Add(1)
 			out[i] = Outcome{Result: Rejected, Err: err.(*apollo.Error)}
@@ -100,9 +105,28 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 		return nil
 	}
 	if err := b.opts.Log.Wait(ctx, last); err != nil {
+		if ctx.Err() == nil { // the log failed, not the caller's patience
+			b.failLog(err)
+		}
 		return fmt.Errorf("bus: waiting for the log: %w", err)
 	}
 	return nil
+}
+
+var errLogFailed = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server's log failed; it must restart",
+	Hint: "resend this event once the server is back"}
+
+// failLog makes the bus refuse everything from now on: events accepted in
+// memory since the last durable point may be lost, so answering anything
+// (even "duplicate") could make a reporter drop an event for good. The
+// process restarts and recovers what is on disk; reporters resend the rest.
+func (b *Bus) failLog(err error) {
+	if b.logFailed.CompareAndSwap(nil, &err) {
+		b.log.Error("the log failed: refusing every event until the process restarts and recovers", "err", err)
+		if b.opts.OnLogFailed != nil {
+			b.opts.OnLogFailed(err)
+		}
+	}
 }
 
 func (b *Bus) reportRefusals(rs []Refusal) {
@@ -233,9 +257,7 @@ func (b *Bus) append(r *apollo.Record, scratch *[]byte) (uint64, error) {
 	lsn, err := b.opts.Log.Append(*scratch)
 	if err != nil {
 		b.stats.logErrors.Add(1)
-		if ok, _ := b.warn.allow(b.opts.Clock.Now()); ok {
-			b.log.Error("log append failed", "err", err)
-		}
+		b.failLog(err)
 		return 0, err
 	}
 	for {

@@ -136,6 +136,7 @@ type server struct {
 	http     *http.Server
 	ready    chan struct{}
 	stop     chan struct{} // closed at shutdown: background loops end
+	fatal    chan error    // the log failed: shut down and exit non-zero
 	wg       sync.WaitGroup
 }
 
@@ -143,7 +144,8 @@ type server struct {
 // the order written in docs/architecture.md: stop accepting, drain the
 // bus, snapshot, close the log.
 func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
-	s := &server{cfg: cfg, log: d.log, clock: d.clock, console: d.out, ready: make(chan struct{}), stop: make(chan struct{})}
+	s := &server{cfg: cfg, log: d.log, clock: d.clock, console: d.out, ready: make(chan struct{}), stop: make(chan struct{}),
+		fatal: make(chan error, 1)}
 	if s.console == nil {
 		s.console = io.Discard
 	}
@@ -285,6 +287,8 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 		case <-ctx.Done():
 		case err = <-serveErr:
 			s.log.Error("HTTP server stopped", "err", err)
+		case err = <-s.fatal:
+			s.log.Error("stopping", "err", err)
 		}
 		break
 	}
@@ -332,7 +336,13 @@ func (s *server) open() error {
 	}
 	s.bus, err = bus.New(bus.Options{
 		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: s.alerts.observers(s.agg),
-		OnRefused:    s.alerts.onRefused,
+		OnRefused: s.alerts.onRefused,
+		OnLogFailed: func(err error) {
+			select {
+			case s.fatal <- fmt.Errorf("the write-ahead log failed (%w); restart to recover what is on disk", err):
+			default:
+			}
+		},
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
