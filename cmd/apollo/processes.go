@@ -264,6 +264,9 @@ See docs/deploy.md for the three-process layout.`,
 			if cmd.Flags().Changed("redis") {
 				cfg.Redis.URL = redisURL
 			}
+			if cfg.Rules != "" {
+				return &exitError{code: 2, err: fmt.Errorf("the bus does not evaluate rules: give --rules %s to apollo alert instead", cfg.Rules)}
+			}
 			c, err := openRedis(cmd.Context(), cfg)
 			if err != nil {
 				return err
