@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -154,6 +155,9 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 	if err := checkListen(cfg); err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
 	}
 	if d.redis != nil {
 		s.alerts = newRedisAlerting(d.redis, cfg, s.log)
