@@ -14,19 +14,20 @@ const maxBatch = 128
 // worker delivers queued changes until Stop.
 func (b *Bus) worker() {
 	defer b.wg.Done()
+	var batch []*apollo.Change // reused: one worker delivers one batch at a time
 	for {
 		rt, ok := b.ready.pop(b.stop)
 		if !ok {
 			return
 		}
-		b.deliver(rt)
+		batch = b.deliver(rt, batch)
 	}
 }
 
 // deliver hands a batch of one task's changes to the observers and
 // subscribers, then releases the task's queue or puts it back on the ready
-// list.
-func (b *Bus) deliver(rt readyTask) {
+// list. It returns buf for the next call.
+func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 	if b.opts.testGate != nil {
 		b.opts.testGate()
 	}
@@ -34,8 +35,7 @@ func (b *Bus) deliver(rt readyTask) {
 	s.mu.Lock()
 	before := len(t.q)
 	n := min(before, maxBatch)
-	batch := make([]*apollo.Change, n)
-	copy(batch, t.q)
+	batch := append(buf[:0], t.q[:n]...)
 	clear(t.q[:n])
 	t.q = t.q[n:]
 	s.mu.Unlock()
@@ -64,6 +64,8 @@ func (b *Bus) deliver(rt readyTask) {
 		b.drained.Broadcast()
 		b.drainMu.Unlock()
 	}
+	clear(batch) // let delivered changes go
+	return batch
 }
 
 // waitDrained returns when no change is queued. Callers hold b.pause for

@@ -41,8 +41,8 @@ type Config struct {
 	SnapshotEvery Duration `yaml:"snapshot_every"` // how often the state is checkpointed
 	ExternalURL   string   `yaml:"external_url"`   // how people reach the dashboard (links in messages)
 	// GCPercent is the Go garbage collector's target (GOGC) for the server
-	// processes: 200 trades memory (up to ~3x the live heap) for about 18%
-	// less CPU per event than Go's 100 (docs/benchmarks.md). The GOGC
+	// processes: 200 trades memory (up to ~3x the live heap) for 13-18%
+	// fewer instructions per event than Go's 100 (docs/benchmarks.md). The GOGC
 	// environment variable, when set, wins.
 	GCPercent int `yaml:"gc_percent"`
 
