@@ -330,6 +330,10 @@ func checkAlertAck(t *testing.T, d *dashboard, b *browser) {
 	}
 	b.goTo("/")
 	b.until("the firing alert on the overview", text("#firing")+`.includes("etl_failures")`)
+	// A page opened after the alert fired shows it too: alerts already
+	// firing come from the API when the stream connects.
+	b.do("reload", chromedp.Navigate(d.srv.URL+"/"))
+	b.until("the firing alert after a reload", text("#firing")+`.includes("etl_failures")`)
 }
 
 // checkOtherPages: the jobs, rules and system pages show the server's data.

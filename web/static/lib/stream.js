@@ -2,7 +2,7 @@
 // reconnecting with exponential backoff and resuming from the last cursor.
 // It keeps the state the pages read: tasks, alerts, metrics, system stats.
 import { signal, batch } from "/vendor/signals.mjs";
-import { token, needLogin } from "/lib/api.js";
+import { api, token, needLogin } from "/lib/api.js";
 
 export const conn = signal("connecting"); // connecting | open | closed | unauthorized
 export const connDetail = signal("");
@@ -137,6 +137,9 @@ function handle(m) {
   switch (m.type) {
     case "hello":
       principal.value = m.principal;
+      // The stream carries alert changes from now on; what is already
+      // firing comes from the API, on every (re)connect.
+      api("/api/v1/alerts").then((d) => seedAlerts(d.alerts || []), () => {});
       break;
     case "snapshot": {
       cursor = m.cursor;
