@@ -35,7 +35,7 @@ func appendEvent(dst []byte, ev *apollo.Event) ([]byte, error) {
 		switch {
 		case !json.Valid(ev.Extra):
 			return nil, &apollo.Error{Code: apollo.EINVALID, Field: "extra", Message: "not valid JSON"}
-		case bytes.IndexAny(ev.Extra, " \t\r\n") < 0:
+		case !bytes.ContainsAny(ev.Extra, " \t\r\n"):
 			dst = append(dst, ev.Extra...)
 		default:
 			// Compact: a raw newline would split the event in the spool.

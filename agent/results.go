@@ -31,9 +31,6 @@ func (o outcome) String() string {
 }
 
 // final reports whether the event needs nothing more from the reporter.
-func (o outcome) final() bool {
-	return o == outcomeAccepted || o == outcomeHeld || o == outcomeDuplicate || o == outcomeRejected
-}
 
 // MarshalText implements encoding.TextMarshaler; unknown encodes as "".
 func (o outcome) MarshalText() ([]byte, error) {

@@ -25,11 +25,10 @@ type FileArchive struct {
 	retention time.Duration
 	clock     apollo.Clock
 
-	mu   sync.Mutex
-	day  string
-	f    *os.File
-	w    *bufio.Writer
-	last time.Time
+	mu  sync.Mutex
+	day string
+	f   *os.File
+	w   *bufio.Writer
 }
 
 // OpenFileArchive creates dir if needed. Files older than retention are

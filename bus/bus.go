@@ -275,8 +275,8 @@ func (b *Bus) Start(ctx context.Context) error {
 // goroutines and waits for them. It is idempotent.
 func (b *Bus) Stop() {
 	b.stopOnce.Do(func() {
+		b.pause.Lock() // waits for in-flight Publish calls; later ones see closed
 		b.closed.Store(true)
-		b.pause.Lock() // wait for in-flight Publish calls
 		b.pause.Unlock()
 		b.waitDrained()
 		close(b.stop)
@@ -297,7 +297,7 @@ func hashKey(k key) uint64 {
 	for i := 0; i < len(k.tenant); i++ {
 		h = (h ^ uint64(k.tenant[i])) * 1099511628211
 	}
-	h = (h ^ 0) * 1099511628211
+	h *= 1099511628211 // the zero byte between tenant and ID
 	for i := 0; i < len(k.id); i++ {
 		h = (h ^ uint64(k.id[i])) * 1099511628211
 	}

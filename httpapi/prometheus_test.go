@@ -292,7 +292,6 @@ func expo(name string, samples ...string) string {
 func sample(name string, v float64) string { return expo(name, fmt.Sprintf(" %v", v)) }
 
 // helpOf is the help text of a family, as the exposition shows it.
-func helpOf(name string) string { return infoOf(name).help }
 
 type familyInfo struct{ name, help, kind string }
 

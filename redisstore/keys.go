@@ -46,8 +46,6 @@ func (k keyspace) names(tenant string) string { return k.ns(tenant) + ":metric:n
 
 func (k keyspace) writers() string { return k.prefix + ":metric:writers" }
 
-func (k keyspace) lock(key string) string { return k.prefix + ":alert:lock:" + key }
-
 // escapeTenant percent-escapes the bytes that delimit keys (':', '{', '}'),
 // '%' itself, and control bytes.
 func escapeTenant(t string) string {
