@@ -148,10 +148,13 @@ type Hub struct {
 	cursor  uint64
 	ring    *ring
 	groups  map[string]*group
-	tenants map[string][]*group // groups by tenant, for the dispatcher
+	tasks   map[string]*taskIndex // groups that want tasks, by tenant, for the dispatcher
 	clients map[*client]struct{}
 	closed  bool
 	due     []*group // coalescing groups with pending changes, in due order
+	// matched and touched are the dispatcher's scratch lists, kept so that
+	// a batch allocates none.
+	matched, touched []*group
 
 	sub       *bus.Subscription
 	stats     hubCounters
@@ -200,7 +203,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 		epoch:   hex.EncodeToString(b[:]),
 		ring:    newRing(opts.RingSize),
 		groups:  map[string]*group{},
-		tenants: map[string][]*group{},
+		tasks:   map[string]*taskIndex{},
 		clients: map[*client]struct{}{},
 		stop:    make(chan struct{}),
 	}, nil

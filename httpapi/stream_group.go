@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"slices"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -65,25 +64,30 @@ func (g *group) add(h *Hub, e *entry, now time.Time) {
 	g.pending = append(g.pending, e)
 }
 
-// flush queues the pending changes as one tasks message; h.mu is held.
-func (g *group) flush(h *Hub) {
+// flush queues the pending changes as one tasks message with the cursor
+// the caller formatted once for every group it flushes; h.mu is held.
+func (g *group) flush(h *Hub, cursor string) {
 	if len(g.pending) == 0 {
 		g.through = h.cursor
 		return
 	}
-	tasks := make([][]byte, len(g.pending))
-	size := 64
-	for i, e := range g.pending {
-		tasks[i] = e.data()
-		size += len(tasks[i]) + 1
+	size := 64 + len(cursor)
+	for _, e := range g.pending {
+		size += len(e.data()) + 1
 	}
-	cursor := formatCursor(h.epoch, h.cursor)
-	data := appendTasksMsg(make([]byte, 0, size), msgTasks, cursor, "", tasks)
+	data, at := appendTasksHead(make([]byte, 0, size), msgTasks, cursor, "")
+	for i, e := range g.pending {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, e.data()...)
+	}
+	data = append(data, "]}"...)
 	clear(g.pending)
 	g.pending = g.pending[:0]
 	clear(g.index)
 	g.through = h.cursor
-	g.send(queued{data: data, batch: &taskBatch{cursor: cursor, tasks: tasks}})
+	g.send(queued{data: data, tasksAt: at, cursor: cursor})
 }
 
 // resync drops what is pending and has every member start again from a
@@ -108,8 +112,9 @@ func (g *group) send(q queued) {
 }
 
 // fanOut numbers a batch of changes, keeps them in the ring, hands each to
-// the groups that want it and sends the unthrottled groups their share at
-// once. Tasks are encoded before the lock is taken.
+// the groups that want it (found through the tenant's taskIndex) and sends
+// the unthrottled groups their share at once, with one cursor string for
+// the batch.
 func (h *Hub) fanOut(batch []*apollo.Change) {
 	entries := make([]entry, len(batch))
 	for i, c := range batch {
@@ -117,25 +122,33 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 	}
 	now := h.opts.Clock.Now()
 	h.mu.Lock()
-	var touched []*group
+	touched := h.touched[:0]
 	for i := range entries {
 		e := &entries[i]
 		h.cursor++
 		e.cursor = h.cursor
 		h.ring.add(e)
-		for _, g := range h.tenants[e.tenant] {
-			if g.f.types&wantTasks == 0 || !g.f.matchTask(e.name, e.taskID, e.status) {
-				continue
-			}
+		x := h.tasks[e.tenant]
+		if x == nil {
+			continue
+		}
+		h.matched = x.match(h.matched[:0], e.name, e.taskID, e.status)
+		for _, g := range h.matched {
 			if !g.coalesce && len(g.pending) == 0 {
 				touched = append(touched, g)
 			}
 			g.add(h, e, now)
 		}
+		clear(h.matched)
 	}
-	for _, g := range touched {
-		g.flush(h)
+	if len(touched) > 0 {
+		cursor := formatCursor(h.epoch, h.cursor)
+		for _, g := range touched {
+			g.flush(h, cursor)
+		}
 	}
+	clear(touched)
+	h.touched = touched[:0]
 	h.mu.Unlock()
 	h.stats.changes.Add(uint64(len(batch)))
 	h.progress.broadcast()
@@ -148,12 +161,13 @@ func (h *Hub) flush(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
+	cursor := formatCursor(h.epoch, h.cursor)
 	for _, g := range h.due {
 		if g.due.After(now) {
 			break
 		}
 		g.queued = false
-		g.flush(h)
+		g.flush(h, cursor)
 		n++
 	}
 	clear(h.due[:n])
@@ -276,14 +290,8 @@ func (h *Hub) leaveGroup(c *client) {
 		return
 	}
 	delete(h.groups, g.key)
-	gs := h.tenants[g.tenant]
-	if i := slices.Index(gs, g); i >= 0 {
-		gs = slices.Delete(gs, i, i+1)
-	}
-	if len(gs) == 0 {
-		delete(h.tenants, g.tenant)
-	} else {
-		h.tenants[g.tenant] = gs
+	if x := h.tasks[g.tenant]; x != nil && g.f.types&wantTasks != 0 && x.remove(g) {
+		delete(h.tasks, g.tenant)
 	}
 }
 
@@ -301,7 +309,14 @@ func (h *Hub) subscribe(c *client, r request) {
 		g = &group{key: key, tenant: tenant, f: r.filter, coalesce: r.coalesce, members: map[*client]struct{}{},
 			index: map[string]int{}, through: h.cursor}
 		h.groups[key] = g
-		h.tenants[tenant] = append(h.tenants[tenant], g)
+		if r.filter.types&wantTasks != 0 {
+			x := h.tasks[tenant]
+			if x == nil {
+				x = newTaskIndex()
+				h.tasks[tenant] = x
+			}
+			x.add(g)
+		}
 	}
 	g.members[c] = struct{}{}
 	c.g = g
@@ -317,7 +332,7 @@ func (h *Hub) subscribe(c *client, r request) {
 					tasks[i] = e.data()
 				}
 				h.stats.resumes.Add(1)
-				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)})
+				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)}) // not merged: it says resumed
 				return
 			}
 		}
