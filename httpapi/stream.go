@@ -158,7 +158,7 @@ type Hub struct {
 
 	sub       *bus.Subscription
 	stats     hubCounters
-	progress  notifier // broadcast after every dispatched batch (tests wait on it)
+	progress  notifier // broadcast after every dispatched batch and subscribe (tests wait on it)
 	clientsWG sync.WaitGroup
 
 	startOnce, stopOnce sync.Once

@@ -299,6 +299,7 @@ func (h *Hub) leaveGroup(c *client) {
 // it needs first: the changes it missed since its cursor when the ring
 // still has them, or else a snapshot.
 func (h *Hub) subscribe(c *client, r request) {
+	defer h.progress.broadcast()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leaveGroup(c)
