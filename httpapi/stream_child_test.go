@@ -81,7 +81,7 @@ type fanoutChild struct {
 	cmd  *exec.Cmd
 	out  string
 	log  bytes.Buffer // its output; read only after it ended
-	done chan error // its end; nil once received
+	done chan error   // its end; nil once received
 }
 
 func startFanoutChild(tb testing.TB, url string, fc fanoutCase) *fanoutChild {
