@@ -59,6 +59,7 @@ func (g *group) add(h *Hub, e *entry, now time.Time) {
 	if !g.queued {
 		g.due, g.queued = now.Add(h.opts.FlushInterval), true
 		h.due = append(h.due, g)
+		h.armFlush(now)
 	}
 	g.index[e.taskID] = len(g.pending)
 	g.pending = append(g.pending, e)
@@ -155,11 +156,12 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 }
 
 // flush sends the coalescing groups that are due what changed since their
-// last flush. h.due is in the order groups got their first pending change,
-// which is the order they fall due.
+// last flush, and sets the timer for the next. h.due is in the order groups
+// got their first pending change, which is the order they fall due.
 func (h *Hub) flush(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.flushArmed = false
 	n := 0
 	cursor := formatCursor(h.epoch, h.cursor)
 	for _, g := range h.due {
@@ -175,6 +177,26 @@ func (h *Hub) flush(now time.Time) {
 	if len(h.due) == 0 {
 		h.due = nil
 	}
+	h.armFlush(now)
+}
+
+// flushGrain is the least time between two flushes: groups that fall due
+// within it go out together. Each group falls due at its own time, so a
+// fine grain spreads the writes of a thousand dashboards over the interval
+// instead of sending them in bursts that delay everyone's messages; the
+// grain bounds the timer to a thousand wake-ups a second.
+func (h *Hub) flushGrain() time.Duration {
+	return max(h.opts.FlushInterval/100, time.Millisecond)
+}
+
+// armFlush sets the flush timer for the first due group unless it is set
+// or nothing is due; h.mu is held.
+func (h *Hub) armFlush(now time.Time) {
+	if h.flushArmed || len(h.due) == 0 {
+		return
+	}
+	h.flushT.Reset(max(h.due[0].due.Sub(now), h.flushGrain()))
+	h.flushArmed = true
 }
 
 // heartbeat queues a heartbeat to every client, with the cursor it may
