@@ -238,10 +238,10 @@ func (c *client) writeLoop(ctx context.Context) {
 	// it, cost several allocations and timer operations per message, and
 	// the garbage set the pace of collections. Writes are given a context
 	// that never ends; the timer closes a connection whose write is stuck.
-	// The end of ctx (the reader has ended) interrupts a write in progress.
 	stuck := time.AfterFunc(time.Hour, func() { c.conn.CloseNow() })
 	stuck.Stop()
 	defer stuck.Stop()
+	// The end of ctx (the reader has ended) interrupts a write in progress.
 	defer context.AfterFunc(ctx, func() {
 		if c.writing.Load() {
 			c.conn.CloseNow()

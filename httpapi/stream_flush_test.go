@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -45,5 +46,39 @@ func TestStreamFlushTimerOnlyWhileDue(t *testing.T) {
 	// Nothing is due: the timer is not armed again.
 	if got := clock.Waiters(); got != idle {
 		t.Errorf("%d timers with nothing due, want %d", got, idle)
+	}
+}
+
+// TestMergeTasks: a writer that is behind sends consecutive tasks messages
+// as one, with every task in order and the last message's cursor.
+func TestMergeTasks(t *testing.T) {
+	t.Parallel()
+	msg := func(cursor string, tasks ...string) queued {
+		enc := make([][]byte, len(tasks))
+		for i, id := range tasks {
+			enc[i], _ = json.Marshal(apollo.Task{TaskID: id, Status: pending})
+		}
+		data := appendTasksMsg(nil, msgTasks, cursor, "", enc)
+		_, at := appendTasksHead(nil, msgTasks, cursor, "")
+		return queued{data: data, tasksAt: at, cursor: cursor}
+	}
+	tests := []struct {
+		name string
+		in   []queued
+		want string
+	}{
+		{"two", []queued{msg("e.1", "a"), msg("e.2", "b", "c")}, "a=pending,b=pending,c=pending"},
+		{"an empty one between", []queued{msg("e.1", "a"), msg("e.2"), msg("e.3", "b")}, "a=pending,b=pending"},
+		{"empty first", []queued{msg("e.1"), msg("e.3", "b")}, "b=pending"},
+	}
+	for _, tt := range tests {
+		var m wireMsg
+		if err := json.Unmarshal(mergeTasks(tt.in), &m); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		last := tt.in[len(tt.in)-1].cursor
+		if m.Type != msgTasks || m.Cursor != last || taskIDs(m.Tasks) != tt.want {
+			t.Errorf("%s: %s %s %s, want tasks %s %s", tt.name, m.Type, m.Cursor, taskIDs(m.Tasks), last, tt.want)
+		}
 	}
 }
