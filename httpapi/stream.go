@@ -148,14 +148,21 @@ type Hub struct {
 	cursor  uint64
 	ring    *ring
 	groups  map[string]*group
-	tenants map[string][]*group // groups by tenant, for the dispatcher
+	tasks   map[string]*taskIndex // groups that want tasks, by tenant, for the dispatcher
 	clients map[*client]struct{}
 	closed  bool
 	due     []*group // coalescing groups with pending changes, in due order
+	// flushT fires when the first of due is due; flushArmed says it is
+	// set. Only the dispatcher and the ticking goroutine touch it, under mu.
+	flushT     apollo.Timer
+	flushArmed bool
+	// matched and touched are the dispatcher's scratch lists, kept so that
+	// a batch allocates none.
+	matched, touched []*group
 
 	sub       *bus.Subscription
 	stats     hubCounters
-	progress  notifier // broadcast after every dispatched batch (tests wait on it)
+	progress  notifier // broadcast after every dispatched batch and subscribe (tests wait on it)
 	clientsWG sync.WaitGroup
 
 	startOnce, stopOnce sync.Once
@@ -200,7 +207,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 		epoch:   hex.EncodeToString(b[:]),
 		ring:    newRing(opts.RingSize),
 		groups:  map[string]*group{},
-		tenants: map[string][]*group{},
+		tasks:   map[string]*taskIndex{},
 		clients: map[*client]struct{}{},
 		stop:    make(chan struct{}),
 	}, nil
@@ -212,16 +219,17 @@ func NewHub(opts HubOptions) (*Hub, error) {
 func (h *Hub) Start(ctx context.Context) error {
 	h.startOnce.Do(func() {
 		h.sub = h.opts.Bus.Subscribe(h.opts.BusBuffer)
-		// Groups fall due at their own times; a tick a tenth of the
-		// interval finds them within 10% of it.
-		flush := h.opts.Clock.NewTicker(max(h.opts.FlushInterval/10, time.Millisecond))
+		// The flush timer is armed only while a coalescing group has
+		// changes waiting (armFlush): an idle hub does not wake up.
+		h.flushT = h.opts.Clock.NewTimer(h.opts.FlushInterval)
+		h.flushT.Stop()
 		var beat apollo.Ticker
 		if h.opts.HeartbeatInterval > 0 {
 			beat = h.opts.Clock.NewTicker(h.opts.HeartbeatInterval)
 		}
 		h.wg.Add(2)
 		go h.dispatch()
-		go h.tick(flush, beat)
+		go h.tick(beat)
 		if h.opts.System != nil || h.opts.Metrics != nil {
 			sys := h.opts.Clock.NewTicker(h.opts.SystemInterval)
 			met := h.opts.Clock.NewTicker(h.opts.MetricsInterval)
@@ -330,9 +338,9 @@ func (h *Hub) resubscribe() {
 }
 
 // tick flushes coalesced updates and sends heartbeats until Stop.
-func (h *Hub) tick(flush, beat apollo.Ticker) {
+func (h *Hub) tick(beat apollo.Ticker) {
 	defer h.wg.Done()
-	defer flush.Stop()
+	defer h.flushT.Stop()
 	var beatC <-chan time.Time
 	if beat != nil {
 		defer beat.Stop()
@@ -340,7 +348,7 @@ func (h *Hub) tick(flush, beat apollo.Ticker) {
 	}
 	for {
 		select {
-		case <-flush.C():
+		case <-h.flushT.C():
 			h.flush(h.opts.Clock.Now())
 		case now := <-beatC:
 			h.heartbeat(now)

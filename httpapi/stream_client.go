@@ -25,16 +25,13 @@ const streamProtocol = "apollo.v1"
 // or a snapshot that the writer builds when it gets to it, so that the
 // listing happens after every change queued before it.
 type queued struct {
-	data  []byte
-	snap  *snapshot
-	batch *taskBatch // set on plain tasks messages, which a writer may merge
-}
-
-// taskBatch is the content of a tasks message, kept so that a writer that
-// is behind can send several queued messages as one.
-type taskBatch struct {
-	cursor string
-	tasks  [][]byte
+	data []byte
+	snap *snapshot
+	// tasksAt is set on plain tasks messages, which a writer that is behind
+	// may merge: data[tasksAt:len(data)-2] is the content of their tasks
+	// array, and cursor their cursor.
+	tasksAt int
+	cursor  string
 }
 
 // client is one WebSocket connection. Its reader runs in the HTTP handler's
@@ -55,7 +52,10 @@ type client struct {
 	// heard is set by the reader on every client message: like a pong, it
 	// proves the client is there (behind proxies that drop ping frames).
 	heard atomic.Bool
-	dead  chan struct{} // closed by kill
+	// writing is set while the writer is in a message write, which the
+	// end of the connection's context interrupts.
+	writing atomic.Bool
+	dead    chan struct{} // closed by kill
 }
 
 // enqueue adds a message; a client over its queue limits is closed as too
@@ -100,15 +100,18 @@ func (c *client) kill(reason string) {
 	}
 }
 
-// popAll takes every queued message.
-func (c *client) popAll() []queued {
+// popAll takes every queued message. The slice the writer has finished
+// with becomes the next queue, so a busy client does not allocate one per
+// message.
+func (c *client) popAll(done []queued) []queued {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.killed {
 		return nil
 	}
 	q := c.q
-	c.q, c.qBytes = nil, 0
+	clear(done)
+	c.q, c.qBytes = done[:0], 0
 	return q
 }
 
@@ -230,15 +233,31 @@ func (c *client) writeLoop(ctx context.Context) {
 	h := c.h
 	ping := h.opts.Clock.NewTicker(h.opts.PingInterval)
 	defer ping.Stop()
+	// One timer for every write instead of a context per write: a context
+	// with a deadline, and the cancel hook the WebSocket library hangs on
+	// it, cost several allocations and timer operations per message, and
+	// the garbage set the pace of collections. Writes are given a context
+	// that never ends; the timer closes a connection whose write is stuck.
+	stuck := time.AfterFunc(time.Hour, func() { c.conn.CloseNow() })
+	stuck.Stop()
+	defer stuck.Stop()
+	// The end of ctx (the reader has ended) interrupts a write in progress.
+	defer context.AfterFunc(ctx, func() {
+		if c.writing.Load() {
+			c.conn.CloseNow()
+		}
+	})()
 	pctx, pcancel := context.WithCancel(ctx)
 	var pings sync.WaitGroup
 	defer func() { pcancel(); pings.Wait() }()
 	pongs := make(chan error, 1)
 	pinging, missed := false, 0
+	var done []queued
 	for {
 		select {
 		case <-c.wake:
-			if err := c.drain(ctx); err != nil {
+			var err error
+			if done, err = c.drain(ctx, done, stuck); err != nil {
 				c.kill("")
 				return
 			}
@@ -290,42 +309,72 @@ func (c *client) close() {
 	}
 }
 
-// drain writes what is queued. Consecutive tasks messages go out as one,
-// so a client that fell behind catches up in fewer, larger writes.
-func (c *client) drain(ctx context.Context) error {
-	q := c.popAll()
+// drain writes what is queued and returns the batch it took, for popAll
+// to reuse. Consecutive tasks messages go out as one, so a client that
+// fell behind catches up in fewer, larger writes.
+func (c *client) drain(ctx context.Context, done []queued, stuck *time.Timer) ([]queued, error) {
+	q := c.popAll(done)
 	for i := 0; i < len(q); i++ {
 		m := q[i]
 		data := m.data
 		switch {
 		case m.snap != nil:
 			data = m.snap.build(c.h)
-		case m.batch != nil && i+1 < len(q) && q[i+1].batch != nil:
-			var tasks [][]byte
-			size := 64
-			for ; i < len(q) && q[i].batch != nil; i++ {
-				tasks = append(tasks, q[i].batch.tasks...)
-				size += len(q[i].data)
+		case m.tasksAt > 0 && i+1 < len(q) && q[i+1].tasksAt > 0:
+			j := i + 1
+			for j < len(q) && q[j].tasksAt > 0 {
+				j++
 			}
-			i--
-			data = appendTasksMsg(make([]byte, 0, size), msgTasks, q[i].batch.cursor, "", tasks)
+			data = mergeTasks(q[i:j])
+			i = j - 1
 		}
-		if err := c.write(ctx, data); err != nil {
-			return err
+		if err := c.write(ctx, data, stuck); err != nil {
+			return q, err
 		}
 		select {
 		case <-c.dead: // killed meanwhile: stop writing
-			return nil
+			return q, nil
 		default:
 		}
 	}
-	return nil
+	return q, nil
 }
 
-func (c *client) write(ctx context.Context, data []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, c.h.opts.WriteTimeout)
-	defer cancel()
-	if err := c.conn.Write(wctx, websocket.MessageText, data); err != nil {
+// mergeTasks makes one tasks message of several, with the last one's
+// cursor.
+func mergeTasks(ms []queued) []byte {
+	last := ms[len(ms)-1]
+	size := 64 + len(last.cursor)
+	for _, m := range ms {
+		size += len(m.data) - m.tasksAt
+	}
+	data, at := appendTasksHead(make([]byte, 0, size), msgTasks, last.cursor, "")
+	for _, m := range ms {
+		tasks := m.data[m.tasksAt : len(m.data)-2]
+		if len(tasks) == 0 {
+			continue
+		}
+		if len(data) > at {
+			data = append(data, ',')
+		}
+		data = append(data, tasks...)
+	}
+	return append(data, "]}"...)
+}
+
+// write writes one message. WriteTimeout bounds it through stuck, and the
+// end of ctx through writing: ctx is checked after writing is set, so an
+// end that the AfterFunc missed is seen here.
+func (c *client) write(ctx context.Context, data []byte, stuck *time.Timer) error {
+	c.writing.Store(true)
+	defer c.writing.Store(false)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stuck.Reset(c.h.opts.WriteTimeout)
+	err := c.conn.Write(context.Background(), websocket.MessageText, data)
+	stuck.Stop()
+	if err != nil {
 		return err
 	}
 	c.h.stats.messages.Add(1)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"slices"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -60,30 +59,36 @@ func (g *group) add(h *Hub, e *entry, now time.Time) {
 	if !g.queued {
 		g.due, g.queued = now.Add(h.opts.FlushInterval), true
 		h.due = append(h.due, g)
+		h.armFlush(now)
 	}
 	g.index[e.taskID] = len(g.pending)
 	g.pending = append(g.pending, e)
 }
 
-// flush queues the pending changes as one tasks message; h.mu is held.
-func (g *group) flush(h *Hub) {
+// flush queues the pending changes as one tasks message with the cursor
+// the caller formatted once for every group it flushes; h.mu is held.
+func (g *group) flush(h *Hub, cursor string) {
 	if len(g.pending) == 0 {
 		g.through = h.cursor
 		return
 	}
-	tasks := make([][]byte, len(g.pending))
-	size := 64
-	for i, e := range g.pending {
-		tasks[i] = e.data()
-		size += len(tasks[i]) + 1
+	size := 64 + len(cursor)
+	for _, e := range g.pending {
+		size += len(e.data()) + 1
 	}
-	cursor := formatCursor(h.epoch, h.cursor)
-	data := appendTasksMsg(make([]byte, 0, size), msgTasks, cursor, "", tasks)
+	data, at := appendTasksHead(make([]byte, 0, size), msgTasks, cursor, "")
+	for i, e := range g.pending {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, e.data()...)
+	}
+	data = append(data, "]}"...)
 	clear(g.pending)
 	g.pending = g.pending[:0]
 	clear(g.index)
 	g.through = h.cursor
-	g.send(queued{data: data, batch: &taskBatch{cursor: cursor, tasks: tasks}})
+	g.send(queued{data: data, tasksAt: at, cursor: cursor})
 }
 
 // resync drops what is pending and has every member start again from a
@@ -108,8 +113,9 @@ func (g *group) send(q queued) {
 }
 
 // fanOut numbers a batch of changes, keeps them in the ring, hands each to
-// the groups that want it and sends the unthrottled groups their share at
-// once. Tasks are encoded before the lock is taken.
+// the groups that want it (found through the tenant's taskIndex) and sends
+// the unthrottled groups their share at once, with one cursor string for
+// the batch.
 func (h *Hub) fanOut(batch []*apollo.Change) {
 	entries := make([]entry, len(batch))
 	for i, c := range batch {
@@ -117,43 +123,53 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 	}
 	now := h.opts.Clock.Now()
 	h.mu.Lock()
-	var touched []*group
+	touched := h.touched[:0]
 	for i := range entries {
 		e := &entries[i]
 		h.cursor++
 		e.cursor = h.cursor
 		h.ring.add(e)
-		for _, g := range h.tenants[e.tenant] {
-			if g.f.types&wantTasks == 0 || !g.f.matchTask(e.name, e.taskID, e.status) {
-				continue
-			}
+		x := h.tasks[e.tenant]
+		if x == nil {
+			continue
+		}
+		h.matched = x.match(h.matched[:0], e.name, e.taskID, e.status)
+		for _, g := range h.matched {
 			if !g.coalesce && len(g.pending) == 0 {
 				touched = append(touched, g)
 			}
 			g.add(h, e, now)
 		}
+		clear(h.matched)
 	}
-	for _, g := range touched {
-		g.flush(h)
+	if len(touched) > 0 {
+		cursor := formatCursor(h.epoch, h.cursor)
+		for _, g := range touched {
+			g.flush(h, cursor)
+		}
 	}
+	clear(touched)
+	h.touched = touched[:0]
 	h.mu.Unlock()
 	h.stats.changes.Add(uint64(len(batch)))
 	h.progress.broadcast()
 }
 
 // flush sends the coalescing groups that are due what changed since their
-// last flush. h.due is in the order groups got their first pending change,
-// which is the order they fall due.
+// last flush, and sets the timer for the next. h.due is in the order groups
+// got their first pending change, which is the order they fall due.
 func (h *Hub) flush(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.flushArmed = false
 	n := 0
+	cursor := formatCursor(h.epoch, h.cursor)
 	for _, g := range h.due {
 		if g.due.After(now) {
 			break
 		}
 		g.queued = false
-		g.flush(h)
+		g.flush(h, cursor)
 		n++
 	}
 	clear(h.due[:n])
@@ -161,6 +177,26 @@ func (h *Hub) flush(now time.Time) {
 	if len(h.due) == 0 {
 		h.due = nil
 	}
+	h.armFlush(now)
+}
+
+// flushGrain is the least time between two flushes: groups that fall due
+// within it go out together. Each group falls due at its own time, so a
+// fine grain spreads the writes of a thousand dashboards over the interval
+// instead of sending them in bursts that delay everyone's messages; the
+// grain bounds the timer to a thousand wake-ups a second.
+func (h *Hub) flushGrain() time.Duration {
+	return max(h.opts.FlushInterval/100, time.Millisecond)
+}
+
+// armFlush sets the flush timer for the first due group unless it is set
+// or nothing is due; h.mu is held.
+func (h *Hub) armFlush(now time.Time) {
+	if h.flushArmed || len(h.due) == 0 {
+		return
+	}
+	h.flushT.Reset(max(h.due[0].due.Sub(now), h.flushGrain()))
+	h.flushArmed = true
 }
 
 // heartbeat queues a heartbeat to every client, with the cursor it may
@@ -276,14 +312,8 @@ func (h *Hub) leaveGroup(c *client) {
 		return
 	}
 	delete(h.groups, g.key)
-	gs := h.tenants[g.tenant]
-	if i := slices.Index(gs, g); i >= 0 {
-		gs = slices.Delete(gs, i, i+1)
-	}
-	if len(gs) == 0 {
-		delete(h.tenants, g.tenant)
-	} else {
-		h.tenants[g.tenant] = gs
+	if x := h.tasks[g.tenant]; x != nil && g.f.types&wantTasks != 0 && x.remove(g) {
+		delete(h.tasks, g.tenant)
 	}
 }
 
@@ -291,6 +321,7 @@ func (h *Hub) leaveGroup(c *client) {
 // it needs first: the changes it missed since its cursor when the ring
 // still has them, or else a snapshot.
 func (h *Hub) subscribe(c *client, r request) {
+	defer h.progress.broadcast()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leaveGroup(c)
@@ -301,7 +332,14 @@ func (h *Hub) subscribe(c *client, r request) {
 		g = &group{key: key, tenant: tenant, f: r.filter, coalesce: r.coalesce, members: map[*client]struct{}{},
 			index: map[string]int{}, through: h.cursor}
 		h.groups[key] = g
-		h.tenants[tenant] = append(h.tenants[tenant], g)
+		if r.filter.types&wantTasks != 0 {
+			x := h.tasks[tenant]
+			if x == nil {
+				x = newTaskIndex()
+				h.tasks[tenant] = x
+			}
+			x.add(g)
+		}
 	}
 	g.members[c] = struct{}{}
 	c.g = g
@@ -317,7 +355,7 @@ func (h *Hub) subscribe(c *client, r request) {
 					tasks[i] = e.data()
 				}
 				h.stats.resumes.Add(1)
-				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)})
+				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)}) // not merged: it says resumed
 				return
 			}
 		}

@@ -231,6 +231,20 @@ func mustJSON(v any) []byte {
 // tasks that are already JSON, so a message shared by many clients is
 // assembled once and no task is encoded twice.
 func appendTasksMsg(dst []byte, typ, cursor, extra string, tasks [][]byte) []byte {
+	dst, _ = appendTasksHead(dst, typ, cursor, extra)
+	for i, t := range tasks {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, t...)
+	}
+	return append(dst, "]}"...)
+}
+
+// appendTasksHead writes a tasks message up to the opening of its tasks
+// array, and returns where the array's content starts: the caller appends
+// the tasks, comma-separated, and "]}".
+func appendTasksHead(dst []byte, typ, cursor, extra string) ([]byte, int) {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, typ...)
 	dst = append(dst, `","cursor":"`...)
@@ -241,11 +255,5 @@ func appendTasksMsg(dst []byte, typ, cursor, extra string, tasks [][]byte) []byt
 		dst = append(dst, extra...)
 	}
 	dst = append(dst, `,"tasks":[`...)
-	for i, t := range tasks {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, t...)
-	}
-	return append(dst, "]}"...)
+	return dst, len(dst)
 }

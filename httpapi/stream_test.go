@@ -159,7 +159,7 @@ func TestStreamCoalescing(t *testing.T) {
 		for len(evs) < 1000 {
 			id := fmt.Sprintf("t%03d", (r*1000+len(evs))%tasks)
 			seq[id]++
-			st := running
+			var st apollo.Status
 			switch {
 			case seq[id] == 1:
 				st = pending

@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// TestStreamFlushTimerOnlyWhileDue: the hub arms its flush timer when a
+// coalescing group gets a change and not otherwise, so an idle hub never
+// wakes up; groups fall due one flush interval after their first change,
+// each at its own time.
+func TestStreamFlushTimerOnlyWhileDue(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
+	e := newStreamEnv(t, func(o *HubOptions) { o.Clock = clock; o.HeartbeatInterval = -1; o.PingInterval = time.Hour })
+	a := e.dial("view-a")
+	a.subscribe(sub{"type": "subscribe", "filter": sub{"prefix": "a"}})
+	b := e.dial("view-a")
+	b.subscribe(sub{"type": "subscribe", "filter": sub{"prefix": "b"}})
+	idle := clock.Waiters() // the hub's own and the clients' ping tickers
+	e.publish(ev("a", "a1", "a", 1, pending))
+	e.waitCursor(1)
+	if got := clock.Waiters(); got != idle+1 {
+		t.Fatalf("%d timers after a change, want %d: the flush timer armed once", got, idle+1)
+	}
+	clock.Advance(40 * time.Millisecond)
+	e.publish(ev("a", "b1", "b", 1, pending))
+	e.waitCursor(2)
+	if got := clock.Waiters(); got != idle+1 {
+		t.Fatalf("%d timers after a second group's change, want still %d", got, idle+1)
+	}
+	// a falls due 100 ms after its change; b 40 ms later.
+	clock.Advance(60 * time.Millisecond)
+	if m := a.readType(msgTasks); taskIDs(m.Tasks) != "a1=pending" {
+		t.Fatalf("a got %s", taskIDs(m.Tasks))
+	}
+	e.publish(ev("a", "b2", "b", 1, pending)) // joins b's pending flush
+	e.waitCursor(3)
+	clock.Advance(40 * time.Millisecond)
+	if m := b.readType(msgTasks); taskIDs(m.Tasks) != "b1=pending,b2=pending" {
+		t.Fatalf("b got %s", taskIDs(m.Tasks))
+	}
+	// Nothing is due: the timer is not armed again.
+	if got := clock.Waiters(); got != idle {
+		t.Errorf("%d timers with nothing due, want %d", got, idle)
+	}
+}
+
+// TestMergeTasks: a writer that is behind sends consecutive tasks messages
+// as one, with every task in order and the last message's cursor.
+func TestMergeTasks(t *testing.T) {
+	t.Parallel()
+	msg := func(cursor string, tasks ...string) queued {
+		enc := make([][]byte, len(tasks))
+		for i, id := range tasks {
+			enc[i], _ = json.Marshal(apollo.Task{TaskID: id, Status: pending})
+		}
+		data := appendTasksMsg(nil, msgTasks, cursor, "", enc)
+		_, at := appendTasksHead(nil, msgTasks, cursor, "")
+		return queued{data: data, tasksAt: at, cursor: cursor}
+	}
+	tests := []struct {
+		name string
+		in   []queued
+		want string
+	}{
+		{"two", []queued{msg("e.1", "a"), msg("e.2", "b", "c")}, "a=pending,b=pending,c=pending"},
+		{"an empty one between", []queued{msg("e.1", "a"), msg("e.2"), msg("e.3", "b")}, "a=pending,b=pending"},
+		{"empty first", []queued{msg("e.1"), msg("e.3", "b")}, "b=pending"},
+	}
+	for _, tt := range tests {
+		var m wireMsg
+		if err := json.Unmarshal(mergeTasks(tt.in), &m); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		last := tt.in[len(tt.in)-1].cursor
+		if m.Type != msgTasks || m.Cursor != last || taskIDs(m.Tasks) != tt.want {
+			t.Errorf("%s: %s %s %s, want tasks %s %s", tt.name, m.Type, m.Cursor, taskIDs(m.Tasks), last, tt.want)
+		}
+	}
+}
