@@ -1,0 +1,274 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// lease is a partition this node holds in the lease bucket.
+type lease struct {
+	p   int
+	rev uint64
+	// until is when, by this node's clock, it stops counting on the lease
+	// if it cannot renew: a renewal interval before the bucket can expire
+	// it, so the node stops writing before another may start.
+	until time.Time
+	part  *partition // nil while being rebuilt
+	sub   *nats.Subscription
+}
+
+// heartbeat registers the node: the live nodes are the node.* keys, each
+// expiring a lease TTL after its last write.
+func (n *Node) heartbeat(ctx context.Context) error {
+	v, _ := json.Marshal(map[string]any{"node": n.opts.NodeID, "at": n.opts.Clock.Now().UnixMilli()})
+	if _, err := n.kv.Put(ctx, nodeKey(n.opts.NodeID), v); err != nil {
+		return fmt.Errorf("cluster: registering the node: %w", err)
+	}
+	return nil
+}
+
+// keep renews, gives up and claims leases every RenewEvery until Stop.
+func (n *Node) keep() {
+	defer n.wg.Done()
+	t := n.opts.Clock.NewTicker(n.opts.RenewEvery)
+	defer t.Stop()
+	ctx := n.ctx // cancelled by Stop: rebuilds under way give up
+	var opening sync.WaitGroup
+	defer opening.Wait()
+	first := true
+	for {
+		select {
+		case <-t.C():
+		case <-n.kickc:
+		case <-n.stop:
+			return
+		}
+		n.round(ctx, &opening)
+		if first {
+			first = false
+			n.wg.Add(1)
+			go func() { // Ready: once the first claims are rebuilt
+				defer n.wg.Done()
+				opening.Wait()
+				close(n.ready)
+			}()
+		}
+	}
+}
+
+// round is one pass of the keeper: heartbeat, renew, drop what is lost or
+// failed, then balance.
+func (n *Node) round(ctx context.Context, opening *sync.WaitGroup) {
+	rctx, cancel := context.WithTimeout(ctx, n.opts.RenewEvery)
+	defer cancel()
+	if err := n.heartbeat(rctx); err != nil {
+		n.warn("heartbeat failed", "err", err)
+	}
+	n.renew(rctx)
+	if n.opts.testNoClaim {
+		return
+	}
+	n.balance(rctx, ctx, opening)
+}
+
+// renew extends every held lease. A lease another node holds now, or
+// that is gone, is dropped at once; one that could not be renewed (NATS
+// unreachable) is dropped when its local deadline passes. A partition that
+// stopped on its own is given up.
+func (n *Node) renew(ctx context.Context) {
+	n.mu.Lock()
+	held := make([]*lease, 0, len(n.leases))
+	for _, l := range n.leases {
+		held = append(held, l)
+	}
+	n.mu.Unlock()
+	val := []byte(n.opts.NodeID)
+	for _, l := range held {
+		if l.part != nil && l.part.Failed() != nil {
+			n.drop(ctx, l, true)
+			continue
+		}
+		sent := n.opts.Clock.Now()
+		rev, err := n.kv.Update(ctx, leaseKey(l.p), val, l.rev)
+		switch {
+		case err == nil:
+			n.mu.Lock()
+			l.rev, l.until = rev, sent.Add(n.opts.LeaseTTL-n.opts.RenewEvery)
+			n.mu.Unlock()
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+			n.log.Warn("lease lost: another node holds it or it expired", "partition", l.p, "err", err)
+			n.drop(ctx, l, false)
+		case sent.After(l.until):
+			n.log.Error("lease not renewed in time; giving the partition up", "partition", l.p, "err", err)
+			n.drop(ctx, l, false)
+		default:
+			n.warn("lease renewal failed; retrying", "partition", l.p, "err", err)
+		}
+	}
+}
+
+// drop stops a partition where it is and forgets its lease; with
+// release, it also deletes the lease (if still ours) so another node can
+// take it at once.
+func (n *Node) drop(ctx context.Context, l *lease, release bool) {
+	n.mu.Lock()
+	if n.leases[l.p] != l {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.leases, l.p)
+	delete(n.owned, l.p)
+	pt, sub := l.part, l.sub
+	n.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	if pt != nil {
+		pt.stop(false)
+	}
+	if release {
+		n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(l.rev))
+	}
+}
+
+// release hands a serving partition over: decisions durable, bookmark,
+// metrics flushed, then the lease deleted.
+func (n *Node) release(ctx context.Context, l *lease) {
+	n.mu.Lock()
+	if n.leases[l.p] != l || l.part == nil {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.owned, l.p)
+	pt, sub := l.part, l.sub
+	n.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	pt.stop(true)
+	n.mu.Lock()
+	delete(n.leases, l.p)
+	rev := l.rev
+	n.mu.Unlock()
+	if err := n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(rev)); err != nil {
+		n.warn("giving up a lease failed; it expires by itself", "partition", l.p, "err", err)
+	}
+	n.log.Info("partition handed over", "partition", l.p)
+}
+
+// releaseAll hands every partition over (Stop).
+func (n *Node) releaseAll(ctx context.Context) {
+	n.mu.Lock()
+	var all []*lease
+	for _, l := range n.leases {
+		all = append(all, l)
+	}
+	n.mu.Unlock()
+	for _, l := range all {
+		if l.part != nil {
+			n.release(ctx, l)
+		} else {
+			n.drop(ctx, l, true)
+		}
+	}
+}
+
+// balance gives up partitions over this node's share and claims free ones
+// under it. The share is ceil(partitions / live nodes).
+func (n *Node) balance(ctx, runCtx context.Context, opening *sync.WaitGroup) {
+	keys, err := n.kv.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		n.warn("listing leases failed", "err", err)
+		return
+	}
+	nodes, taken := 0, map[string]bool{}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "node.") {
+			nodes++
+		} else {
+			taken[k] = true
+		}
+	}
+	nodes = max(nodes, 1)
+	share := (n.opts.Partitions + nodes - 1) / nodes
+	n.mu.Lock()
+	mine := len(n.leases)
+	var serving []*lease
+	for _, l := range n.leases {
+		if l.part != nil {
+			serving = append(serving, l)
+		}
+	}
+	n.mu.Unlock()
+	if mine > share {
+		slices.SortFunc(serving, func(a, b *lease) int { return b.p - a.p })
+		for _, l := range serving[:min(len(serving), mine-share)] {
+			n.release(ctx, l)
+		}
+		return
+	}
+	start := Partition(n.opts.NodeID, n.opts.Partitions) // spread the first claims
+	for i := 0; i < n.opts.Partitions && mine < share; i++ {
+		p := (start + i) % n.opts.Partitions
+		if taken[leaseKey(p)] {
+			continue
+		}
+		rev, err := n.kv.Create(ctx, leaseKey(p), []byte(n.opts.NodeID))
+		if err != nil {
+			continue // another node was quicker, or NATS is away: next round
+		}
+		l := &lease{p: p, rev: rev, until: n.opts.Clock.Now().Add(n.opts.LeaseTTL - n.opts.RenewEvery)}
+		n.mu.Lock()
+		n.leases[p] = l
+		n.mu.Unlock()
+		mine++
+		opening.Add(1)
+		go func() {
+			defer opening.Done()
+			n.open(runCtx, l)
+		}()
+	}
+}
+
+// open rebuilds a claimed partition and starts serving it, unless the
+// lease was lost meanwhile.
+func (n *Node) open(ctx context.Context, l *lease) {
+	pt, err := n.openPartition(ctx, l.p)
+	if err != nil {
+		n.log.Error("taking a partition failed; giving it up", "partition", l.p, "err", err)
+		n.mu.Lock()
+		if n.leases[l.p] == l {
+			delete(n.leases, l.p)
+		}
+		n.mu.Unlock()
+		n.kv.Delete(context.WithoutCancel(ctx), leaseKey(l.p), jetstream.LastRevision(l.rev))
+		return
+	}
+	sub, err := n.opts.Conn.QueueSubscribe(rpcSubject(l.p), "owner", func(m *nats.Msg) { n.serveTask(pt, m) })
+	if err != nil {
+		n.log.Error("answering queries for a partition failed", "partition", l.p, "err", err)
+	}
+	n.mu.Lock()
+	if n.leases[l.p] != l { // lost while rebuilding
+		n.mu.Unlock()
+		if sub != nil {
+			sub.Unsubscribe()
+		}
+		pt.stop(false)
+		return
+	}
+	l.part, l.sub = pt, sub
+	n.owned[l.p] = pt
+	n.mu.Unlock()
+	n.log.Info("partition taken", "partition", l.p)
+}
+
