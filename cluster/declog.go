@@ -169,15 +169,17 @@ func (l *decisionLog) flush() {
 			l.mu.Unlock()
 			return
 		}
+		// Take the batch out, so that what is appended while it is being
+		// published goes into the next one.
 		b := l.batches[0]
+		l.batches[0] = logBatch{}
+		l.batches = l.batches[1:]
 		l.mu.Unlock()
 		err := l.publish(b.data)
 		l.mu.Lock()
 		if err != nil {
 			l.err = fmt.Errorf("cluster: appending to %s: %w", l.subject, err)
 		} else {
-			l.batches[0] = logBatch{}
-			l.batches = l.batches[1:]
 			l.durable = b.last
 		}
 		close(l.progress)

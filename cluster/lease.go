@@ -138,6 +138,7 @@ func (n *Node) drop(ctx context.Context, l *lease, release bool) {
 	if release {
 		n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(l.rev))
 	}
+	n.hook("dropped", l.p)
 }
 
 // release hands a serving partition over: decisions durable, bookmark,
@@ -163,6 +164,7 @@ func (n *Node) release(ctx context.Context, l *lease) {
 		n.warn("giving up a lease failed; it expires by itself", "partition", l.p, "err", err)
 	}
 	n.log.Info("partition handed over", "partition", l.p)
+	n.hook("released", l.p)
 }
 
 // releaseAll hands every partition over (Stop).
@@ -270,5 +272,12 @@ func (n *Node) open(ctx context.Context, l *lease) {
 	n.owned[l.p] = pt
 	n.mu.Unlock()
 	n.log.Info("partition taken", "partition", l.p)
+	n.hook("taken", l.p)
 }
 
+
+func (n *Node) hook(event string, p int) {
+	if n.opts.testHook != nil {
+		n.opts.testHook(event, p)
+	}
+}

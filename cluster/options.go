@@ -82,6 +82,9 @@ type Options struct {
 
 	// testNoClaim, set by tests, keeps a node from claiming partitions.
 	testNoClaim bool
+	// testHook, set by tests, hears "taken", "dropped" and "released"
+	// with the partition.
+	testHook func(event string, p int)
 }
 
 func (o *Options) setDefaults() {

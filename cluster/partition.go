@@ -222,7 +222,7 @@ func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.
 		if err := pt.bus.Publish(ctx, evs, out[:len(evs)]); err != nil {
 			return err
 		}
-		retry := evs[:0]
+		var retry []apollo.Event
 		for i := range evs {
 			if out[i].Result == bus.RetryLater {
 				retry = append(retry, evs[i])
