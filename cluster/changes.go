@@ -19,6 +19,7 @@ import (
 type changePublisher struct {
 	nc   *nats.Conn
 	p    int
+	node string
 	live atomic.Bool
 }
 
@@ -34,7 +35,10 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	if err != nil {
 		return
 	}
-	cp.nc.Publish(changeSubject(c.Task.Tenant, cp.p), data)
+	// The node's name goes along: a change applied by a node that then
+	// died before its decision was durable is applied again by the next
+	// owner, and a reader can tell the two apart.
+	cp.nc.PublishMsg(&nats.Msg{Subject: changeSubject(c.Task.Tenant, cp.p), Data: data, Header: nats.Header{hdrNode: []string{cp.node}}})
 }
 
 // decodeChange reads a change published by a changePublisher. The

@@ -218,32 +218,40 @@ func getTask(url, id string) (*apollo.Task, int, error) {
 	return &task, resp.StatusCode, json.NewDecoder(resp.Body).Decode(&task)
 }
 
-// changeLog records the changes a subscription delivered, per task, and
-// signals each arrival.
-type changeLog struct {
-	mu     sync.Mutex
-	byTask map[string][]*apollo.Change
-	signal chan struct{}
-	done   chan struct{}
+// seenChange is a change and the node that published it.
+type seenChange struct {
+	*apollo.Change
+	node string
 }
 
-func recordChanges(t testing.TB, sub *Subscription) *changeLog {
-	cl := &changeLog{byTask: map[string][]*apollo.Change{}, signal: make(chan struct{}, 1), done: make(chan struct{})}
-	go func() {
-		defer close(cl.done)
-		for c := range sub.C() {
-			cl.mu.Lock()
-			cl.byTask[c.Task.TaskID] = append(cl.byTask[c.Task.TaskID], c)
-			cl.mu.Unlock()
-			select {
-			case cl.signal <- struct{}{}:
-			default:
-			}
+// changeLog records the changes published on apollo.changes.>, per task,
+// with the node that applied them, and signals each arrival.
+type changeLog struct {
+	mu     sync.Mutex
+	byTask map[string][]seenChange
+	signal chan struct{}
+}
+
+func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
+	cl := &changeLog{byTask: map[string][]seenChange{}, signal: make(chan struct{}, 1)}
+	sub, err := nc.Subscribe(changesPrefix+">", func(m *nats.Msg) {
+		c, err := decodeChange(m.Data)
+		if err != nil {
+			t.Errorf("a change that does not decode: %v", err)
+			return
 		}
-	}()
-	t.Cleanup(func() {
-		sub.Close()
-		<-cl.done
+		cl.mu.Lock()
+		cl.byTask[c.Task.TaskID] = append(cl.byTask[c.Task.TaskID], seenChange{c, m.Header.Get(hdrNode)})
+		cl.mu.Unlock()
+		select {
+		case cl.signal <- struct{}{}:
+		default:
+		}
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.SetPendingLimits(-1, -1)
+	t.Cleanup(func() { sub.Unsubscribe() })
 	return cl
 }

@@ -275,7 +275,6 @@ func (n *Node) open(ctx context.Context, l *lease) {
 	n.hook("taken", l.p)
 }
 
-
 func (n *Node) hook(event string, p int) {
 	if n.opts.testHook != nil {
 		n.opts.testHook(event, p)

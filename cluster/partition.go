@@ -70,7 +70,7 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		}
 		obs = pt.flusher
 	}
-	pt.changes = &changePublisher{nc: n.opts.Conn, p: p}
+	pt.changes = &changePublisher{nc: n.opts.Conn, p: p, node: n.opts.NodeID}
 	bo := n.opts.Bus
 	bo.Clock, bo.Logger = n.opts.Clock, pt.log
 	bo.Observers = append([]bus.Observer{obs, pt.changes}, bo.Observers...)
