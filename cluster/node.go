@@ -108,12 +108,16 @@ func (n *Node) start(ctx context.Context) error {
 // that the cluster's partition count is this node's.
 func (n *Node) ensure(ctx context.Context) error {
 	o := &n.opts
+	if err := n.checkPartitionCount(ctx); err != nil {
+		return err
+	}
 	var err error
 	n.events, err = n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: EventsStream, Subjects: []string{eventsPrefix + ">"}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, MaxAge: o.EventsMaxAge, MaxBytes: cmpOrNeg(o.EventsMaxBytes),
 		Duplicates: o.DuplicateWindow, Replicas: o.Replicas, Discard: jetstream.DiscardOld,
 		Description: "Apollo-11 reported events, apollo.events.<tenant>.<partition>",
+		Metadata:    map[string]string{partitionsMeta: strconv.Itoa(o.Partitions)},
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: the %s stream: %w", EventsStream, err)
@@ -133,8 +137,12 @@ func (n *Node) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: the %s bucket: %w", LeaseBucket, err)
 	}
-	return n.checkPartitionCount(ctx)
+	return nil
 }
+
+// partitionsMeta is the events stream's metadata key that records the
+// cluster's partition count.
+const partitionsMeta = "apollo_partitions"
 
 func cmpOrNeg(v int64) int64 {
 	if v == 0 {
@@ -143,27 +151,21 @@ func cmpOrNeg(v int64) int64 {
 	return v
 }
 
-// checkPartitionCount records the partition count in the events stream's
-// metadata the first time, and refuses a node started with another.
+// checkPartitionCount refuses a node started with another partition count
+// than the one the events stream was created with.
 func (n *Node) checkPartitionCount(ctx context.Context) error {
-	info, err := n.events.Info(ctx)
+	s, err := n.js.Stream(ctx, EventsStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // the first node: it creates the stream with its count
+	}
 	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+		return fmt.Errorf("cluster: the %s stream: %w", EventsStream, err)
 	}
 	want := strconv.Itoa(n.opts.Partitions)
-	got, ok := info.Config.Metadata["apollo_partitions"]
-	if ok && got != want {
+	if got, ok := s.CachedInfo().Config.Metadata[partitionsMeta]; ok && got != want {
 		return &apollo.Error{Code: apollo.EINVALID, Field: "cluster.Partitions",
 			Message: fmt.Sprintf("this node has %s partitions, the cluster %s", want, got),
 			Hint:    "start every node with the same --partitions; changing it needs a migration (docs/scale-out.md)"}
-	}
-	if ok {
-		return nil
-	}
-	cfg := info.Config
-	cfg.Metadata = map[string]string{"apollo_partitions": want}
-	if _, err := n.js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("cluster: recording the partition count: %w", err)
 	}
 	return nil
 }
@@ -196,6 +198,9 @@ func (n *Node) Stop() {
 		n.fan.close()
 		ctx, cancel := context.WithTimeout(context.Background(), n.opts.PublishTimeout)
 		defer cancel()
+		if n.kv == nil {
+			return // never started
+		}
 		n.releaseAll(ctx)
 		n.kv.Delete(ctx, nodeKey(n.opts.NodeID))
 	})
