@@ -21,7 +21,7 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newSchedCmd(), newTokenCmd(), newReportCmd(), newExecCmd(),
+	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newSchedCmd(), newBusCmd(), newTokenCmd(), newReportCmd(), newExecCmd(),
 		newNotifyCmd(), newRulesCmd(),
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
 		newStatusCmd(), newCompletionCmd())
