@@ -19,8 +19,7 @@ type lease struct {
 	p   int
 	rev uint64
 	// until is when, by this node's clock, it stops counting on the lease
-	// if it cannot renew: a renewal interval before the bucket can expire
-	// it, so the node stops writing before another may start.
+	// if it cannot renew (leaseUntil).
 	until time.Time
 	part  *partition // nil while being rebuilt
 	sub   *nats.Subscription
@@ -102,7 +101,7 @@ func (n *Node) renew(ctx context.Context) {
 		switch {
 		case err == nil:
 			n.mu.Lock()
-			l.rev, l.until = rev, sent.Add(n.opts.LeaseTTL-n.opts.RenewEvery)
+			l.rev, l.until = rev, n.leaseUntil(sent)
 			n.mu.Unlock()
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			n.log.Warn("lease lost: another node holds it or it expired", "partition", l.p, "err", err)
@@ -224,11 +223,12 @@ func (n *Node) balance(ctx, runCtx context.Context, opening *sync.WaitGroup) {
 		if taken[leaseKey(p)] {
 			continue
 		}
+		sent := n.opts.Clock.Now()
 		rev, err := n.kv.Create(ctx, leaseKey(p), []byte(n.opts.NodeID))
 		if err != nil {
 			continue // another node was quicker, or NATS is away: next round
 		}
-		l := &lease{p: p, rev: rev, until: n.opts.Clock.Now().Add(n.opts.LeaseTTL - n.opts.RenewEvery)}
+		l := &lease{p: p, rev: rev, until: n.leaseUntil(sent)}
 		n.mu.Lock()
 		n.leases[p] = l
 		n.mu.Unlock()
@@ -279,4 +279,14 @@ func (n *Node) hook(event string, p int) {
 	if n.opts.testHook != nil {
 		n.opts.testHook(event, p)
 	}
+}
+
+// leaseUntil is how long a lease written at sent may be counted on: two
+// renewal intervals short of the TTL. The bucket expires the lease a TTL
+// after the server stored the write, which is after sent; the keeper
+// notices a passed deadline within one interval, and has one more to stop
+// the partition (its last metrics flush included) before another node can
+// claim it.
+func (n *Node) leaseUntil(sent time.Time) time.Time {
+	return sent.Add(n.opts.LeaseTTL - 2*n.opts.RenewEvery)
 }

@@ -19,7 +19,7 @@ import (
 const (
 	DefaultLeaseTTL        = 10 * time.Second
 	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultEventsMaxAge    = 7 * 24 * time.Hour
+	DefaultEventsMaxAge    = 24 * time.Hour
 	DefaultLogMaxAge       = 8 * 24 * time.Hour
 	DefaultPublishTimeout  = 5 * time.Second
 	DefaultQueryTimeout    = 2 * time.Second
@@ -64,7 +64,7 @@ type Options struct {
 	// default 2m.
 	DuplicateWindow time.Duration
 	// EventsMaxAge and EventsMaxBytes limit the events stream; an event
-	// must be decided before it ages out. Defaults 7 days, unlimited.
+	// must be decided before it ages out. Defaults 24h, unlimited.
 	EventsMaxAge   time.Duration
 	EventsMaxBytes int64
 	// LogMaxAge limits the decision logs: it must be longer than the bus's
@@ -126,7 +126,7 @@ func (o *Options) validate() error {
 		return bad("LogMaxAge", fmt.Sprintf("%v is not longer than the bus's idle retention %v", o.LogMaxAge, idle),
 			"a rebuilt partition would forget unfinished tasks; keep the log a day longer than the idle retention")
 	case o.EventsMaxAge < o.DuplicateWindow:
-		return bad("EventsMaxAge", fmt.Sprintf("%v is below the duplicate window %v", o.EventsMaxAge, o.DuplicateWindow), "leave it unset for 7 days")
+		return bad("EventsMaxAge", fmt.Sprintf("%v is below the duplicate window %v", o.EventsMaxAge, o.DuplicateWindow), "leave it unset for 24h")
 	}
 	return nil
 }
