@@ -121,7 +121,6 @@ func TestKillANodeUnderLoad(t *testing.T) {
 	const parts = 8
 	ttl := 3 * time.Second
 	c := newTestCluster(t, parts, ttl)
-	debugCluster = c
 	for i := range 3 {
 		c.start(fmt.Sprintf("bus-%d", i+1))
 	}
@@ -170,7 +169,7 @@ func TestKillANodeUnderLoad(t *testing.T) {
 		t.Errorf("takeover took %v, over %v (TTL + a renewal + rebuild)", d, limit)
 	}
 
-	waitFinal(t, c.nodes[0].http.URL, changes, runs)
+	waitFinal(t, c, c.nodes[0].http.URL, changes, runs)
 	for _, r := range runs {
 		task, _, err := getTask(c.nodes[1].http.URL, r.id)
 		if err != nil {
@@ -207,7 +206,7 @@ func TestKillANodeUnderLoad(t *testing.T) {
 // waitFinal waits until every run's final change has been seen on the
 // stream; runs whose change the stream lost (core NATS drops what a dying
 // node had not sent) are checked through the API instead.
-func waitFinal(t *testing.T, url string, cl *changeLog, runs []*run) {
+func waitFinal(t *testing.T, c *testCluster, url string, cl *changeLog, runs []*run) {
 	t.Helper()
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
@@ -236,7 +235,7 @@ func waitFinal(t *testing.T, url string, cl *changeLog, runs []*run) {
 		for _, r := range left {
 			task, _, err := getTask(url, r.id)
 			if err != nil || !task.Status.Final() {
-				dumpState(t, r.id)
+				c.dump(r.id)
 				t.Fatalf("task %s not final after 30s: %v %v", r.id, task, err)
 			}
 		}
@@ -322,5 +321,3 @@ func checkMetrics(t *testing.T, c *testCluster, runs []*run) {
 		}
 	}
 }
-
-var dumpState = func(t *testing.T, id string) {}

@@ -255,3 +255,20 @@ func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
 	t.Cleanup(func() { sub.Unsubscribe() })
 	return cl
 }
+
+// dump logs, for a failing test, what every node knows of a task's
+// partition.
+func (c *testCluster) dump(id string) {
+	p := Partition(id, c.parts)
+	c.t.Logf("task %s is in partition %d", id, p)
+	for _, n := range c.nodes {
+		st := n.NodeStats()
+		for _, ps := range st.Partitions {
+			if ps.Partition == p {
+				b, _ := json.Marshal(ps)
+				c.t.Logf("node %s serves it: %s", n.id, b)
+			}
+		}
+		c.t.Logf("node %s holds leases %v", n.id, st.Leases)
+	}
+}
