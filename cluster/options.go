@@ -46,7 +46,10 @@ type Options struct {
 	FlushEvery  time.Duration // default redisstore.DefaultFlushInterval
 
 	// Bus is the template of every partition's bus: limits, retentions,
-	// lateness, OnRefused. Log, Observers, Clock and Logger are the node's.
+	// lateness, OnRefused. Log, Clock and Logger are the node's. Observers
+	// given here follow the node's own on every partition, and see the
+	// changes replayed when a partition is taken over as well as the live
+	// ones (like observers of a recovering server).
 	Bus bus.Options
 	// Metrics sets the retentions of every partition's aggregator.
 	Metrics metrics.Options

@@ -44,6 +44,9 @@ type partition struct {
 
 	stopOnce sync.Once
 	counters partCounters
+	// lag is how many of the partition's events JetStream held behind the
+	// last one read: events stored (answered accepted) and not decided yet.
+	lag atomic.Int64
 }
 
 type partCounters struct {
@@ -189,6 +192,7 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 			}
 			if md, err := m.Metadata(); err == nil {
 				last = md.Sequence.Stream
+				pt.lag.Store(int64(md.NumPending))
 			}
 			if len(evs) == applyBatch {
 				break
@@ -326,6 +330,7 @@ type PartitionStats struct {
 	Misrouted int64     `json:"misrouted"` // events on another task's partition
 	Retries   int64     `json:"retries"`   // events the bus asked to resend (no room)
 	Replayed  int       `json:"replayed"`  // log records replayed when it was taken
+	Lag       int64     `json:"lag"`       // events stored and not read yet, as of the last one read
 	Log       logStats  `json:"log"`
 	Bus       bus.Stats `json:"bus"`
 	Error     string    `json:"error,omitempty"`
@@ -334,7 +339,7 @@ type PartitionStats struct {
 func (pt *partition) stats() PartitionStats {
 	s := PartitionStats{
 		Partition: pt.id, Applied: pt.counters.applied.Load(), Invalid: pt.counters.invalid.Load(),
-		Misrouted: pt.counters.misrouted.Load(), Retries: pt.counters.retries.Load(), Replayed: pt.replayed,
+		Misrouted: pt.counters.misrouted.Load(), Retries: pt.counters.retries.Load(), Replayed: pt.replayed, Lag: pt.lag.Load(),
 		Bus: pt.bus.Stats(),
 	}
 	if pt.dlog != nil {
