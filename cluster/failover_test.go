@@ -170,19 +170,7 @@ func TestKillANodeUnderLoad(t *testing.T) {
 	}
 
 	waitFinal(t, c, c.nodes[0].http.URL, changes, runs)
-	for _, r := range runs {
-		task, _, err := getTask(c.nodes[1].http.URL, r.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seqs []int64
-		for _, h := range task.History {
-			seqs = append(seqs, h.Sequence)
-		}
-		if task.Status != r.final || !slices.Equal(seqs, []int64{1, 2, 3}) {
-			t.Fatalf("task %s: status %s, history sequences %v; want %s after [1 2 3]", r.id, task.Status, seqs, r.final)
-		}
-	}
+	checkHistories(t, c.nodes[1].http.URL, runs)
 	checkStreamOrder(t, changes, victim.id)
 	replayed := 0
 	for _, n := range c.nodes[:2] {
@@ -201,6 +189,25 @@ func TestKillANodeUnderLoad(t *testing.T) {
 		n.Stop()
 	}
 	checkMetrics(t, c, runs)
+}
+
+// checkHistories fails unless every run's task, read through a node's
+// API, has its final status after exactly its three events, in order.
+func checkHistories(t *testing.T, url string, runs []*run) {
+	t.Helper()
+	for _, r := range runs {
+		task, _, err := getTask(url, r.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for _, h := range task.History {
+			seqs = append(seqs, h.Sequence)
+		}
+		if task.Status != r.final || !slices.Equal(seqs, []int64{1, 2, 3}) {
+			t.Fatalf("task %s: status %s, history sequences %v; want %s after [1 2 3]", r.id, task.Status, seqs, r.final)
+		}
+	}
 }
 
 // waitFinal waits until every run's final change has been seen on the

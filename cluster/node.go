@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
@@ -35,8 +37,9 @@ type Node struct {
 	leases  map[int]*lease     // held, serving or being rebuilt
 	rpcSubs []*nats.Subscription
 
-	kickc chan struct{}
-	warnL logLimiter
+	kickc       chan struct{}
+	warnEvery   rate.Sometimes
+	warnSkipped atomic.Int64
 
 	startOnce, stopOnce sync.Once
 	ctx                 context.Context // cancelled by Stop
@@ -73,7 +76,7 @@ func New(opts Options) (*Node, error) {
 		stop:   make(chan struct{}),
 		ready:  make(chan struct{}),
 	}
-	n.warnL.every = time.Second
+	n.warnEvery.Interval = time.Second
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }
@@ -311,28 +314,15 @@ func (n *Node) kick() {
 	}
 }
 
+// warn logs at most one warning a second (hot paths: every bad message
+// would otherwise log), with the number left out since the last one.
 func (n *Node) warn(msg string, args ...any) {
-	if ok, sup := n.warnL.allow(n.opts.Clock.Now()); ok {
-		n.log.Warn(msg, append(args, "suppressed", sup)...)
+	logged := false
+	n.warnEvery.Do(func() {
+		logged = true
+		n.log.Warn(msg, append(args, "suppressed", n.warnSkipped.Swap(0))...)
+	})
+	if !logged {
+		n.warnSkipped.Add(1)
 	}
-}
-
-// logLimiter lets one warning through per interval and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	every      time.Duration
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	s := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, s
 }
