@@ -22,6 +22,10 @@ const (
 	// owner reads the events from the one after it.
 	hdrInput = "Apollo-Input"
 	hdrNode  = "Apollo-Node"
+	// hdrSnapshot, on an empty message, names the snapshot object that
+	// holds the partition's state up to the log sequence in hdrCovers.
+	hdrSnapshot = "Apollo-Snapshot"
+	hdrCovers   = "Apollo-Covers"
 )
 
 // maxLogBatch bounds one decision-log message, under NATS's default
@@ -175,7 +179,7 @@ func (l *decisionLog) flush() {
 		l.batches[0] = logBatch{}
 		l.batches = l.batches[1:]
 		l.mu.Unlock()
-		err := l.publish(b.data)
+		err := l.publish(b.data, nil)
 		l.mu.Lock()
 		if err != nil {
 			l.err = fmt.Errorf("cluster: appending to %s: %w", l.subject, err)
@@ -193,7 +197,7 @@ func (l *decisionLog) flush() {
 
 // publish writes one message expecting the subject's last sequence to be
 // the one the previous message got. One publish runs at a time.
-func (l *decisionLog) publish(data []byte) error {
+func (l *decisionLog) publish(data []byte, extra nats.Header) error {
 	l.pubMu.Lock()
 	defer l.pubMu.Unlock()
 	l.mu.Lock()
@@ -204,6 +208,9 @@ func (l *decisionLog) publish(data []byte) error {
 	m := &nats.Msg{Subject: l.subject, Data: data, Header: nats.Header{}}
 	m.Header.Set(hdrInput, strconv.FormatUint(input, 10))
 	m.Header.Set(hdrNode, l.node)
+	for k, v := range extra {
+		m.Header[k] = v
+	}
 	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(lastSeq))
 	if err != nil {
 		var apiErr *jetstream.APIError
@@ -221,19 +228,30 @@ func (l *decisionLog) publish(data []byte) error {
 }
 
 // mark publishes an empty message with the current input position: a
-// fence when a new owner starts, a bookmark when one hands over.
-func (l *decisionLog) mark() error {
+// fence when a new owner starts, a bookmark when one hands over. With
+// extra headers it is a snapshot marker.
+func (l *decisionLog) mark(extra nats.Header) error {
 	l.wakeAndWait()
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if err := l.publish(nil); err != nil {
+	if err := l.publish(nil, extra); err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.err = fmt.Errorf("cluster: marking %s: %w", l.subject, err)
 		return l.err
 	}
 	return nil
+}
+
+// position makes everything appended so far durable and returns the log's
+// last sequence and the input position. Called while the bus is paused
+// (bus.Checkpoint), the last sequence covers exactly the state.
+func (l *decisionLog) position() (lastSeq, input uint64, err error) {
+	l.wakeAndWait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastSeq, l.input, l.err
 }
 
 // wakeAndWait publishes everything appended so far.

@@ -165,8 +165,12 @@ func TestKillANodeUnderLoad(t *testing.T) {
 	t.Logf("%d runs; the load ended %v after the kill", len(runs), time.Since(*killedAt.Load()).Round(time.Millisecond))
 	d := <-servedAgain
 	t.Logf("partitions of the killed node served again %v after the kill (TTL %v); owners now %v", d.Round(time.Millisecond), ttl, owners)
-	if limit := ttl + time.Second + 2*time.Second; d > limit {
-		t.Errorf("takeover took %v, over %v (TTL + a renewal + rebuild)", d, limit)
+	limit := ttl + time.Second + 2*time.Second // TTL, a renewal, the rebuild
+	if raceEnabled {
+		limit += 6 * time.Second
+	}
+	if d > limit {
+		t.Errorf("takeover took %v, over %v", d, limit)
 	}
 
 	waitFinal(t, c, c.nodes[0].http.URL, changes, runs)

@@ -23,7 +23,14 @@ import (
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = testLogger()
+
+func testLogger() *slog.Logger {
+	if os.Getenv("APOLLO_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 // runNATS starts an embedded NATS server with JetStream on a random port,
 // its store in a temporary directory; it is shut down when the test ends.

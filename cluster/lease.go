@@ -67,16 +67,22 @@ func (n *Node) keep() {
 // round is one pass of the keeper: heartbeat, renew, drop what is lost or
 // failed, then balance.
 func (n *Node) round(ctx context.Context, opening *sync.WaitGroup) {
-	rctx, cancel := context.WithTimeout(ctx, n.opts.RenewEvery)
-	defer cancel()
-	if err := n.heartbeat(rctx); err != nil {
-		n.warn("heartbeat failed", "err", err)
+	// Each step gets a renewal interval: a slow answer delays the next
+	// round, and the leases' local deadlines keep that safe.
+	step := func(f func(ctx context.Context)) {
+		sctx, cancel := context.WithTimeout(ctx, n.opts.RenewEvery)
+		defer cancel()
+		f(sctx)
 	}
-	n.renew(rctx)
-	if n.opts.testNoClaim {
-		return
+	step(func(ctx context.Context) {
+		if err := n.heartbeat(ctx); err != nil {
+			n.warn("heartbeat failed", "err", err)
+		}
+	})
+	step(n.renew)
+	if !n.opts.testNoClaim {
+		step(func(sctx context.Context) { n.balance(sctx, ctx, opening) })
 	}
-	n.balance(rctx, ctx, opening)
 }
 
 // renew extends every held lease. A lease another node holds now, or
@@ -90,29 +96,66 @@ func (n *Node) renew(ctx context.Context) {
 		held = append(held, l)
 	}
 	n.mu.Unlock()
-	val := []byte(n.opts.NodeID)
+	live := held[:0]
 	for _, l := range held {
 		if l.part != nil && l.part.Failed() != nil {
 			n.drop(ctx, l, true)
-			continue
+		} else {
+			live = append(live, l)
 		}
-		sent := n.opts.Clock.Now()
-		rev, err := n.kv.Update(ctx, leaseKey(l.p), val, l.rev)
-		switch {
+	}
+	// All at once: a round costs one round trip however many leases.
+	type result struct {
+		rev  uint64
+		err  error
+		sent time.Time
+	}
+	res := make([]result, len(live))
+	var wg sync.WaitGroup
+	for i, l := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].sent = n.opts.Clock.Now()
+			res[i].rev, res[i].err = n.renewOne(ctx, l)
+		}()
+	}
+	wg.Wait()
+	for i, l := range live {
+		r := res[i]
+		switch err := r.err; {
 		case err == nil:
 			n.mu.Lock()
-			l.rev, l.until = rev, n.leaseUntil(sent)
+			l.rev, l.until = r.rev, n.leaseUntil(r.sent)
 			n.mu.Unlock()
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			n.log.Warn("lease lost: another node holds it or it expired", "partition", l.p, "err", err)
 			n.drop(ctx, l, false)
-		case sent.After(l.until):
+		case n.opts.Clock.Now().After(l.until):
 			n.log.Error("lease not renewed in time; giving the partition up", "partition", l.p, "err", err)
 			n.drop(ctx, l, false)
 		default:
 			n.warn("lease renewal failed; retrying", "partition", l.p, "err", err)
 		}
 	}
+}
+
+// renewOne extends one lease and returns its new revision.
+func (n *Node) renewOne(ctx context.Context, l *lease) (uint64, error) {
+	n.mu.Lock()
+	rev := l.rev
+	n.mu.Unlock()
+	val := []byte(n.opts.NodeID)
+	next, err := n.kv.Update(ctx, leaseKey(l.p), val, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// A renewal whose answer was lost (a timeout) did change the
+		// revision. Only this node writes its own ID: if the key still
+		// holds it, the lease is still ours.
+		if e, gerr := n.kv.Get(ctx, leaseKey(l.p)); gerr == nil && string(e.Value()) == n.opts.NodeID {
+			next, err = n.kv.Update(ctx, leaseKey(l.p), val, e.Revision())
+		}
+	}
+	return next, err
 }
 
 // drop stops a partition where it is and forgets its lease; with

@@ -30,6 +30,7 @@ type Node struct {
 	events jetstream.Stream
 	logs   jetstream.Stream
 	kv     jetstream.KeyValue
+	snaps  jetstream.ObjectStore
 	fan    *fanIn
 
 	mu      sync.Mutex
@@ -139,6 +140,13 @@ func (n *Node) ensure(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: the %s bucket: %w", LeaseBucket, err)
+	}
+	n.snaps, err = n.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: SnapshotBucket, Storage: jetstream.FileStorage, Replicas: o.Replicas,
+		Description: "Apollo-11 partition snapshots, p<partition>-<log sequence>",
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: the %s store: %w", SnapshotBucket, err)
 	}
 	return nil
 }

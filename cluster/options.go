@@ -23,6 +23,7 @@ const (
 	DefaultLogMaxAge       = 8 * 24 * time.Hour
 	DefaultPublishTimeout  = 5 * time.Second
 	DefaultQueryTimeout    = 2 * time.Second
+	DefaultSnapshotEvery   = 5 * time.Minute
 	MaxPartitions          = 1024
 )
 
@@ -75,6 +76,11 @@ type Options struct {
 	// Default 8 days.
 	LogMaxAge time.Duration
 
+	// SnapshotEvery is how often each partition's state is written to the
+	// snapshot store and its log trimmed; default 5m. A rebuild reads the
+	// last snapshot and the log after it.
+	SnapshotEvery time.Duration
+
 	// PublishTimeout bounds waiting for JetStream to store events; default 5s.
 	PublishTimeout time.Duration
 	// QueryTimeout bounds a question to another node; default 2s.
@@ -99,6 +105,7 @@ func (o *Options) setDefaults() {
 	o.LogMaxAge = cmp.Or(o.LogMaxAge, DefaultLogMaxAge)
 	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
 	o.QueryTimeout = cmp.Or(o.QueryTimeout, DefaultQueryTimeout)
+	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, DefaultSnapshotEvery)
 	o.Clock = cmp.Or[apollo.Clock](o.Clock, apollo.SystemClock)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -128,6 +135,8 @@ func (o *Options) validate() error {
 	case o.LogMaxAge <= idle:
 		return bad("LogMaxAge", fmt.Sprintf("%v is not longer than the bus's idle retention %v", o.LogMaxAge, idle),
 			"a rebuilt partition would forget unfinished tasks; keep the log a day longer than the idle retention")
+	case o.SnapshotEvery < time.Second || o.SnapshotEvery >= o.LogMaxAge:
+		return bad("SnapshotEvery", fmt.Sprintf("%v is not between 1s and the log's age limit %v", o.SnapshotEvery, o.LogMaxAge), "leave it unset for 5m")
 	case o.EventsMaxAge < o.DuplicateWindow:
 		return bad("EventsMaxAge", fmt.Sprintf("%v is below the duplicate window %v", o.EventsMaxAge, o.DuplicateWindow), "leave it unset for 24h")
 	}

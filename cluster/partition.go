@@ -38,6 +38,13 @@ type partition struct {
 	replayed int // records replayed at start
 	input    uint64
 
+	// The snapshot the log's last marker names; written by recover and
+	// by snapshot, which run one at a time (the loop, then stop); snapMu
+	// is for the readers of stats.
+	snapMu     sync.Mutex
+	snapName   string
+	snapCovers uint64
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	failed atomic.Pointer[error] // why the partition stopped on its own
@@ -50,7 +57,7 @@ type partition struct {
 }
 
 type partCounters struct {
-	applied, invalid, misrouted, retries atomic.Int64
+	applied, invalid, misrouted, retries, snapshots atomic.Int64
 }
 
 // openPartition rebuilds partition p from its decision log and starts
@@ -113,7 +120,8 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		pt.stop(false)
 		return nil, fmt.Errorf("cluster: partition %d: consuming events: %w", p, err)
 	}
-	pt.wg.Add(3)
+	pt.wg.Add(4)
+	go pt.snapshotLoop(runCtx)
 	go func() { // Next takes no context: end the iterator when the run ends
 		defer pt.wg.Done()
 		<-runCtx.Done()
@@ -128,7 +136,10 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 // message that expects the sequence replay ended at. If another writer
 // got in meanwhile, replay goes on from there and fences again.
 func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
-	var last uint64
+	last, err := pt.restore(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: partition %d: %w", pt.id, err)
+	}
 	for attempt := 0; ; attempt++ {
 		end, input, err := pt.n.replayLog(ctx, pt.id, last, func(rec []byte) error {
 			pt.replayed++
@@ -140,7 +151,7 @@ func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
 		last = max(last, end)
 		pt.input = max(pt.input, input)
 		dl := newDecisionLog(pt.n.js, pt.id, pt.n.opts.NodeID, last, uint64(pt.replayed), pt.input, pt.n.opts.PublishTimeout)
-		err = dl.mark()
+		err = dl.mark(nil)
 		if err == nil {
 			pt.dlog = dl
 			fw.set(dl)
@@ -308,8 +319,15 @@ func (pt *partition) stop(graceful bool) {
 		pt.bus.Stop()
 		pt.changes.live.Store(false)
 		if pt.dlog != nil {
+			if graceful { // the next owner reads the snapshot, not the log
+				ctx, cancel := context.WithTimeout(context.Background(), pt.n.opts.PublishTimeout)
+				if err := pt.snapshot(ctx); err != nil {
+					pt.log.Warn("no snapshot at handover; the next owner replays more of the log", "err", err)
+				}
+				cancel()
+			}
 			if graceful {
-				if err := pt.dlog.mark(); err != nil && !errors.Is(err, bus.ErrClosed) {
+				if err := pt.dlog.mark(nil); err != nil && !errors.Is(err, bus.ErrClosed) {
 					pt.log.Warn("could not leave a bookmark in the log; the next owner re-reads some events (they are duplicates)", "err", err)
 				}
 			}
@@ -329,7 +347,9 @@ type PartitionStats struct {
 	Invalid   int64     `json:"invalid"`   // messages that were no valid event
 	Misrouted int64     `json:"misrouted"` // events on another task's partition
 	Retries   int64     `json:"retries"`   // events the bus asked to resend (no room)
-	Replayed  int       `json:"replayed"`  // log records replayed when it was taken
+	Replayed  int       `json:"replayed"`  // log records replayed when it was taken (after its snapshot)
+	Snapshot  string    `json:"snapshot"`  // the snapshot the log's last marker names
+	Snapshots int64     `json:"snapshots"` // taken by this node
 	Lag       int64     `json:"lag"`       // events stored and not read yet, as of the last one read
 	Log       logStats  `json:"log"`
 	Bus       bus.Stats `json:"bus"`
@@ -340,11 +360,14 @@ func (pt *partition) stats() PartitionStats {
 	s := PartitionStats{
 		Partition: pt.id, Applied: pt.counters.applied.Load(), Invalid: pt.counters.invalid.Load(),
 		Misrouted: pt.counters.misrouted.Load(), Retries: pt.counters.retries.Load(), Replayed: pt.replayed, Lag: pt.lag.Load(),
-		Bus: pt.bus.Stats(),
+		Bus: pt.bus.Stats(), Snapshots: pt.counters.snapshots.Load(),
 	}
 	if pt.dlog != nil {
 		s.Log = pt.dlog.stats()
 	}
+	pt.snapMu.Lock()
+	s.Snapshot = pt.snapName
+	pt.snapMu.Unlock()
 	if err := pt.Failed(); err != nil {
 		s.Error = err.Error()
 	}
