@@ -128,7 +128,9 @@ func (n *Node) ensure(ctx context.Context) error {
 	}
 	n.logs, err = n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: LogStream, Subjects: []string{logPrefix + ">"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, MaxAge: o.LogMaxAge, Replicas: o.Replicas, Discard: jetstream.DiscardOld,
+		// No age limit: a log is trimmed after each snapshot, and an idle
+		// partition's last snapshot marker must never age out.
+		Retention: jetstream.LimitsPolicy, Replicas: o.Replicas,
 		Description: "Apollo-11 decision logs, apollo.log.<partition>",
 	})
 	if err != nil {

@@ -20,7 +20,6 @@ const (
 	DefaultLeaseTTL        = 10 * time.Second
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
-	DefaultLogMaxAge       = 8 * 24 * time.Hour
 	DefaultPublishTimeout  = 5 * time.Second
 	DefaultQueryTimeout    = 2 * time.Second
 	DefaultSnapshotEvery   = 5 * time.Minute
@@ -71,10 +70,6 @@ type Options struct {
 	// must be decided before it ages out. Defaults 24h, unlimited.
 	EventsMaxAge   time.Duration
 	EventsMaxBytes int64
-	// LogMaxAge limits the decision logs: it must be longer than the bus's
-	// IdleRetention, or a rebuilt partition forgets unfinished tasks.
-	// Default 8 days.
-	LogMaxAge time.Duration
 
 	// SnapshotEvery is how often each partition's state is written to the
 	// snapshot store and its log trimmed; default 5m. A rebuild reads the
@@ -102,7 +97,6 @@ func (o *Options) setDefaults() {
 	o.Replicas = cmp.Or(o.Replicas, 1)
 	o.DuplicateWindow = cmp.Or(o.DuplicateWindow, DefaultDuplicateWindow)
 	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, DefaultEventsMaxAge)
-	o.LogMaxAge = cmp.Or(o.LogMaxAge, DefaultLogMaxAge)
 	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
 	o.QueryTimeout = cmp.Or(o.QueryTimeout, DefaultQueryTimeout)
 	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, DefaultSnapshotEvery)
@@ -116,7 +110,6 @@ func (o *Options) validate() error {
 	bad := func(field, msg, hint string) error {
 		return &apollo.Error{Code: apollo.EINVALID, Field: "cluster." + field, Message: msg, Hint: hint}
 	}
-	idle := cmp.Or(o.Bus.IdleRetention, 7*24*time.Hour)
 	switch {
 	case o.Conn == nil:
 		return bad("Conn", "no NATS connection", "connect with nats.Connect(url) and pass the connection")
@@ -132,11 +125,8 @@ func (o *Options) validate() error {
 		return bad("Replicas", fmt.Sprintf("%d is not 1, 3 or 5", o.Replicas), "use 3 on a NATS cluster of 3 servers")
 	case o.DuplicateWindow < time.Second:
 		return bad("DuplicateWindow", fmt.Sprintf("%v is below 1s", o.DuplicateWindow), "leave it unset for 2m")
-	case o.LogMaxAge <= idle:
-		return bad("LogMaxAge", fmt.Sprintf("%v is not longer than the bus's idle retention %v", o.LogMaxAge, idle),
-			"a rebuilt partition would forget unfinished tasks; keep the log a day longer than the idle retention")
-	case o.SnapshotEvery < time.Second || o.SnapshotEvery >= o.LogMaxAge:
-		return bad("SnapshotEvery", fmt.Sprintf("%v is not between 1s and the log's age limit %v", o.SnapshotEvery, o.LogMaxAge), "leave it unset for 5m")
+	case o.SnapshotEvery < time.Second:
+		return bad("SnapshotEvery", fmt.Sprintf("%v is below 1s", o.SnapshotEvery), "leave it unset for 5m")
 	case o.EventsMaxAge < o.DuplicateWindow:
 		return bad("EventsMaxAge", fmt.Sprintf("%v is below the duplicate window %v", o.EventsMaxAge, o.DuplicateWindow), "leave it unset for 24h")
 	}
