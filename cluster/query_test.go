@@ -206,3 +206,51 @@ func TestOwnRecordsSurviveAHandover(t *testing.T) {
 		t.Errorf("the late success was not counted as illegal: %+v", st)
 	}
 }
+
+// TestTenantsStayApart publishes the same task ID for two tenants (one
+// whose name needs escaping in a subject): each tenant sees its own task,
+// from any node, in listings, and on the stream.
+func TestTenantsStayApart(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	a := c.start("ten-1")
+	b := c.start("ten-2")
+	c.waitServed(20*time.Second, nil)
+	sub, err := a.SubscribeChanges(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	now := time.Now().UnixMilli()
+	publishAll(t, a, []apollo.Event{
+		{TaskID: "shared", Tenant: "acme.eu", Sequence: 1, Status: apollo.StatusRunning, Ts: now},
+		{TaskID: "shared", Tenant: "", Sequence: 1, Status: apollo.StatusPending, Ts: now},
+	})
+	seen := map[string]apollo.Status{}
+	for len(seen) < 2 {
+		select {
+		case ch := <-sub.C():
+			if ch.Record.Tenant != ch.Task.Tenant {
+				t.Errorf("a change of tenant %q carries the record's tenant %q", ch.Task.Tenant, ch.Record.Tenant)
+			}
+			seen[ch.Task.Tenant] = ch.Task.Status
+		case <-time.After(15 * time.Second):
+			t.Fatalf("changes seen: %v", seen)
+		}
+	}
+	if seen["acme.eu"] != apollo.StatusRunning || seen[""] != apollo.StatusPending {
+		t.Fatalf("changes by tenant: %v", seen)
+	}
+	for _, n := range []*testNode{a, b} {
+		got, err := n.Get("acme.eu", "shared")
+		if err != nil || got.Status != apollo.StatusRunning || got.Tenant != "acme.eu" {
+			t.Errorf("node %s: Get(acme.eu, shared) = %+v, %v", n.id, got, err)
+		}
+		if _, err := n.Get("other", "shared"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+			t.Errorf("node %s: another tenant's Get: %v, want not found", n.id, err)
+		}
+		page, _, err := n.List(apollo.TaskFilter{Tenant: "acme.eu"})
+		if err != nil || len(page) != 1 || page[0].Status != apollo.StatusRunning {
+			t.Errorf("node %s: the tenant's listing: %+v, %v", n.id, page, err)
+		}
+	}
+}
