@@ -229,19 +229,7 @@ func (n *Node) releaseAll(ctx context.Context) {
 // balance gives up partitions over this node's share and claims free ones
 // under it. The share is ceil(partitions / live nodes).
 func (n *Node) balance(ctx, runCtx context.Context, opening *sync.WaitGroup) {
-	keys, err := n.kv.Keys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
-		n.warn("listing leases failed", "err", err)
-		return
-	}
-	nodes, taken := 0, map[string]bool{}
-	for _, k := range keys {
-		if strings.HasPrefix(k, "node.") {
-			nodes++
-		} else {
-			taken[k] = true
-		}
-	}
+	nodes, taken := n.bucketView()
 	nodes = max(nodes, 1)
 	share := (n.opts.Partitions + nodes - 1) / nodes
 	n.mu.Lock()
@@ -332,4 +320,57 @@ func (n *Node) hook(event string, p int) {
 // claim it.
 func (n *Node) leaseUntil(sent time.Time) time.Time {
 	return sent.Add(n.opts.LeaseTTL - 2*n.opts.RenewEvery)
+}
+
+// watch keeps the node's view of the lease bucket, from a watcher, until
+// Stop: which keys exist, and when this node last saw each written. A key
+// that goes away (a lease given up, a node gone, a TTL expiry marker)
+// makes the keeper run a round at once, so a free partition is claimed
+// without waiting for the next renewal.
+func (n *Node) watch(w jetstream.KeyWatcher) {
+	defer n.wg.Done()
+	defer w.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // the current values are all in
+			}
+			n.viewMu.Lock()
+			if e.Operation() == jetstream.KeyValuePut {
+				n.view[e.Key()] = n.opts.Clock.Now()
+			} else {
+				delete(n.view, e.Key())
+			}
+			n.viewMu.Unlock()
+			if e.Operation() != jetstream.KeyValuePut {
+				n.kick()
+			}
+		case <-n.ctx.Done():
+			return
+		}
+	}
+}
+
+// bucketView counts the live nodes and lists the partitions taken. A key
+// not written for a lease TTL counts as gone even if no expiry marker came
+// (a NATS server before 2.11 sends none).
+func (n *Node) bucketView() (nodes int, taken map[string]bool) {
+	taken = map[string]bool{}
+	stale := n.opts.Clock.Now().Add(-n.opts.LeaseTTL)
+	n.viewMu.Lock()
+	defer n.viewMu.Unlock()
+	for k, at := range n.view {
+		switch {
+		case at.Before(stale):
+		case strings.HasPrefix(k, "node."):
+			nodes++
+		default:
+			taken[k] = true
+		}
+	}
+	return nodes, taken
 }

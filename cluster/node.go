@@ -38,6 +38,9 @@ type Node struct {
 	leases  map[int]*lease     // held, serving or being rebuilt
 	rpcSubs []*nats.Subscription
 
+	viewMu sync.Mutex
+	view   map[string]time.Time // lease-bucket keys, when last seen written (watch)
+
 	kickc       chan struct{}
 	warnEvery   rate.Sometimes
 	warnSkipped atomic.Int64
@@ -73,6 +76,7 @@ func New(opts Options) (*Node, error) {
 		fan:    newFanIn(opts.Conn),
 		owned:  map[int]*partition{},
 		leases: map[int]*lease{},
+		view:   map[string]time.Time{},
 		kickc:  make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		ready:  make(chan struct{}),
@@ -103,7 +107,12 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.heartbeat(ctx); err != nil {
 		return err
 	}
-	n.wg.Add(1)
+	w, err := n.kv.WatchAll(n.ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: watching the %s bucket: %w", LeaseBucket, err)
+	}
+	n.wg.Add(2)
+	go n.watch(w)
 	go n.keep()
 	return nil
 }
@@ -138,7 +147,10 @@ func (n *Node) ensure(ctx context.Context) error {
 	}
 	n.kv, err = n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: LeaseBucket, TTL: o.LeaseTTL, History: 1, Storage: jetstream.FileStorage, Replicas: o.Replicas,
-		Description: "Apollo-11 partition leases (p.<n>) and node heartbeats (node.<id>)",
+		// An expiry leaves a marker, which watchers see: a dead node's
+		// partitions are claimed as soon as their leases expire.
+		LimitMarkerTTL: o.LeaseTTL,
+		Description:    "Apollo-11 partition leases (p.<n>) and node heartbeats (node.<id>)",
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: the %s bucket: %w", LeaseBucket, err)
