@@ -145,13 +145,21 @@ func (n *Node) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: the %s stream: %w", LogStream, err)
 	}
-	n.kv, err = n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kvCfg := jetstream.KeyValueConfig{
 		Bucket: LeaseBucket, TTL: o.LeaseTTL, History: 1, Storage: jetstream.FileStorage, Replicas: o.Replicas,
+		Description: "Apollo-11 partition leases (p.<n>) and node heartbeats (node.<id>)",
 		// An expiry leaves a marker, which watchers see: a dead node's
 		// partitions are claimed as soon as their leases expire.
 		LimitMarkerTTL: o.LeaseTTL,
-		Description:    "Apollo-11 partition leases (p.<n>) and node heartbeats (node.<id>)",
-	})
+	}
+	n.kv, err = n.js.CreateOrUpdateKeyValue(ctx, kvCfg)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		// A server before 2.11: without markers, a key unwritten for a TTL
+		// counts as gone at the next round (bucketView).
+		n.log.Info("the NATS server sends no expiry markers (before 2.11): takeovers wait up to one renewal interval more")
+		kvCfg.LimitMarkerTTL = 0
+		n.kv, err = n.js.CreateOrUpdateKeyValue(ctx, kvCfg)
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: the %s bucket: %w", LeaseBucket, err)
 	}
