@@ -19,8 +19,21 @@ import (
 // HubBus is what the stream needs of the bus: one subscription to every
 // applied change, and listings for snapshots.
 type HubBus interface {
-	Subscribe(buffer int) *bus.Subscription
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+}
+
+// ChangeSubscription is a feed of applied changes that ends when the
+// subscriber is too slow (Err says so) or is closed: *bus.Subscription,
+// or a scale-out node's feed of every node's changes.
+type ChangeSubscription interface {
+	C() <-chan *apollo.Change
+	Err() error
+	Close()
+}
+
+// BusChanges subscribes to a bus's changes, for HubOptions.Changes.
+func BusChanges(b interface{ Subscribe(int) *bus.Subscription }) func(int) ChangeSubscription {
+	return func(n int) ChangeSubscription { return b.Subscribe(n) }
 }
 
 // AlertSource hands the hub every alert change (a new alert, a state
@@ -46,7 +59,10 @@ type Acker interface {
 // HubOptions configure a Hub. Bus is required; every other field has a
 // default or is optional.
 type HubOptions struct {
-	Bus     HubBus
+	Bus HubBus
+	// Changes subscribes to the applied changes the hub streams; default:
+	// Bus's own Subscribe, when Bus has one (BusChanges).
+	Changes func(buffer int) ChangeSubscription
 	Alerts  AlertSource   // nil: no alert messages
 	Metrics MetricsSource // nil: no metric messages
 	Acker   Acker         // nil: ack answers "not available"
@@ -98,6 +114,9 @@ func (o *HubOptions) setDefaults() {
 		o.Logger = slog.Default()
 	}
 	o.BusBuffer = cmp.Or(o.BusBuffer, 1<<16)
+	if b, ok := o.Bus.(interface{ Subscribe(int) *bus.Subscription }); ok && o.Changes == nil {
+		o.Changes = BusChanges(b)
+	}
 	o.RingSize = cmp.Or(o.RingSize, 10_000)
 	o.SnapshotSize = cmp.Or(o.SnapshotSize, 500)
 	o.SendQueue = cmp.Or(o.SendQueue, 256)
@@ -117,6 +136,8 @@ func (o *HubOptions) validate() error {
 	switch {
 	case o.Bus == nil:
 		return errors.New("stream hub: HubOptions.Bus is nil; pass the *bus.Bus")
+	case o.Changes == nil:
+		return errors.New("stream hub: no changes to stream: HubOptions.Bus has no Subscribe; set HubOptions.Changes")
 	case o.BusBuffer < 0, o.RingSize < 0, o.SendQueue < 0, o.SendQueueBytes < 0, o.PendingLimit < 0, o.MissedPongs < 0:
 		return errors.New("stream hub: a negative limit in HubOptions; use 0 for the default")
 	case o.SnapshotSize < 0 || o.SnapshotSize > 1000:
@@ -160,7 +181,7 @@ type Hub struct {
 	// a batch allocates none.
 	matched, touched []*group
 
-	sub       *bus.Subscription
+	sub       ChangeSubscription
 	stats     hubCounters
 	progress  notifier // broadcast after every dispatched batch and subscribe (tests wait on it)
 	clientsWG sync.WaitGroup
@@ -218,7 +239,7 @@ func NewHub(opts HubOptions) (*Hub, error) {
 // be advanced right after.
 func (h *Hub) Start(ctx context.Context) error {
 	h.startOnce.Do(func() {
-		h.sub = h.opts.Bus.Subscribe(h.opts.BusBuffer)
+		h.sub = h.opts.Changes(h.opts.BusBuffer)
 		// The flush timer is armed only while a coalescing group has
 		// changes waiting (armFlush): an idle hub does not wake up.
 		h.flushT = h.opts.Clock.NewTimer(h.opts.FlushInterval)
@@ -324,7 +345,7 @@ func (h *Hub) dispatch() {
 
 func (h *Hub) resubscribe() {
 	err := h.sub.Err()
-	h.sub = h.opts.Bus.Subscribe(h.opts.BusBuffer)
+	h.sub = h.opts.Changes(h.opts.BusBuffer)
 	h.stats.resyncs.Add(1)
 	h.log.Warn("the bus cut the stream off; resubscribed, clients resynchronise from a snapshot",
 		"err", err, "buffer", h.opts.BusBuffer)

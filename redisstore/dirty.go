@@ -75,15 +75,15 @@ func (d *dirtySet) take() (jobs []dirtyJob, full bool) {
 	for i := range d.shards {
 		sh := &d.shards[i]
 		sh.mu.Lock()
-		m := sh.m
-		if len(m) > 0 {
-			sh.m = make(map[jobRef]int64, len(m))
+		m, n := sh.m, len(sh.m) // the length under the lock: m stays live when empty
+		if n > 0 {
+			sh.m = make(map[jobRef]int64, n)
 		}
 		sh.mu.Unlock()
-		if len(m) == 0 {
+		if n == 0 {
 			continue
 		}
-		d.n.Add(-int64(len(m)))
+		d.n.Add(-int64(n))
 		if !full {
 			for r, from := range m {
 				jobs = append(jobs, dirtyJob{r, from})

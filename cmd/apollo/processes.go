@@ -241,20 +241,30 @@ func (w *watcher) status() any {
 
 func newBusCmd() *cobra.Command {
 	var f serverFlags
+	var nf busNodeFlags
 	var redisURL string
 	cmd := &cobra.Command{
 		Use:   "bus",
-		Short: "Run the bus of the three-process mode (state, log, API, dashboard; metrics to Redis)",
-		Long: `Run the bus process: ingest, task state, the write-ahead log, metrics, the
-API, the stream and the dashboard — like apollo server — but with alerting
-in separate apollo alert processes that meet the bus in Redis. Metrics are
-flushed to Redis every second; status changes go to the alert processes;
-their alerts come back for the dashboard; acks and silences go to them.
+		Short: "Run the bus: of the three-process mode (with Redis), or a node of the scale-out mode (with NATS)",
+		Long: `Run the bus process: ingest, task state, metrics, the API, the stream and
+the dashboard — like apollo server — with alerting in separate apollo alert
+processes that meet the bus in Redis.
 
-See docs/deploy.md for the three-process layout.`,
+Three-process mode (--redis, no --nats): the bus keeps its own write-ahead
+log in --data; metrics are flushed to Redis every second; status changes go
+to the alert processes; their alerts come back for the dashboard; acks and
+silences go to them. See docs/deploy.md.
+
+Scale-out mode (--nats): several bus nodes take events over HTTP and store
+them in NATS JetStream, partitioned by task; each node applies the
+partitions it holds a lease on and takes over those of a node that stops.
+An event is answered "accepted" once JetStream has stored it; duplicates and
+illegal transitions are decided by the partition's owner and show in
+GET /api/v1/system. Start every node with the same --partitions; limits in
+the configuration are per node. See docs/scale-out.md.`,
 		Example: `  apollo bus --redis redis://127.0.0.1:6379/0 --data /var/lib/apollo
   apollo alert --redis redis://127.0.0.1:6379/0 --rules rules.txt --config apollo.yaml
-  apollo sched --jobs jobs.yaml --server http://127.0.0.1:1969`,
+  apollo bus --nats nats://127.0.0.1:4222 --partitions 16 --node-id bus-1 --redis redis://127.0.0.1:6379/0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.load(cmd)
@@ -267,16 +277,26 @@ See docs/deploy.md for the three-process layout.`,
 			if cfg.Rules != "" {
 				return &exitError{code: 2, err: fmt.Errorf("the bus does not evaluate rules: give --rules %s to apollo alert instead", cfg.Rules)}
 			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "bus")
+			if nf.natsURL != "" {
+				if nf.partitions < 1 {
+					return &exitError{code: 2, err: fmt.Errorf("--partitions is required with --nats: the same number on every node, e.g. 16 (docs/scale-out.md)")}
+				}
+				return runBusNode(cmd.Context(), cfg, nf, log, cmd.OutOrStdout())
+			}
 			c, err := openRedis(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "bus")
 			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout(), redis: c})
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&redisURL, "redis", "", "Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://)")
+	fl := cmd.Flags()
+	fl.StringVar(&redisURL, "redis", "", "Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://)")
+	fl.StringVar(&nf.natsURL, "nats", "", "scale-out mode: NATS server URL(s), comma-separated, with JetStream")
+	fl.IntVar(&nf.partitions, "partitions", 0, "scale-out mode: number of partitions (the same on every node, fixed for the cluster's life)")
+	fl.StringVar(&nf.nodeID, "node-id", "", "scale-out mode: this node's name, unique and kept across restarts (default: the host name)")
 	return cmd
 }

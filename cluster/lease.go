@@ -1,0 +1,376 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// lease is a partition this node holds in the lease bucket.
+type lease struct {
+	p   int
+	rev uint64
+	// until is when, by this node's clock, it stops counting on the lease
+	// if it cannot renew (leaseUntil).
+	until time.Time
+	part  *partition // nil while being rebuilt
+	sub   *nats.Subscription
+}
+
+// heartbeat registers the node: the live nodes are the node.* keys, each
+// expiring a lease TTL after its last write.
+func (n *Node) heartbeat(ctx context.Context) error {
+	v, _ := json.Marshal(map[string]any{"node": n.opts.NodeID, "at": n.opts.Clock.Now().UnixMilli()})
+	if _, err := n.kv.Put(ctx, nodeKey(n.opts.NodeID), v); err != nil {
+		return fmt.Errorf("cluster: registering the node: %w", err)
+	}
+	return nil
+}
+
+// keep renews, gives up and claims leases every RenewEvery until Stop.
+func (n *Node) keep() {
+	defer n.wg.Done()
+	t := n.opts.Clock.NewTicker(n.opts.RenewEvery)
+	defer t.Stop()
+	ctx := n.ctx // cancelled by Stop: rebuilds under way give up
+	var opening sync.WaitGroup
+	defer opening.Wait()
+	first := true
+	for {
+		select {
+		case <-t.C():
+		case <-n.kickc:
+		case <-n.stop:
+			return
+		}
+		n.round(ctx, &opening)
+		if first {
+			first = false
+			n.wg.Add(1)
+			go func() { // Ready: once the first claims are rebuilt
+				defer n.wg.Done()
+				opening.Wait()
+				close(n.ready)
+			}()
+		}
+	}
+}
+
+// round is one pass of the keeper: heartbeat, renew, drop what is lost or
+// failed, then balance.
+func (n *Node) round(ctx context.Context, opening *sync.WaitGroup) {
+	// Each step gets a renewal interval: a slow answer delays the next
+	// round, and the leases' local deadlines keep that safe.
+	step := func(f func(ctx context.Context)) {
+		sctx, cancel := context.WithTimeout(ctx, n.opts.RenewEvery)
+		defer cancel()
+		f(sctx)
+	}
+	step(func(ctx context.Context) {
+		if err := n.heartbeat(ctx); err != nil {
+			n.warn("heartbeat failed", "err", err)
+		}
+	})
+	step(n.renew)
+	if !n.opts.testNoClaim {
+		step(func(sctx context.Context) { n.balance(sctx, ctx, opening) })
+	}
+}
+
+// renew extends every held lease. A lease another node holds now, or
+// that is gone, is dropped at once; one that could not be renewed (NATS
+// unreachable) is dropped when its local deadline passes. A partition that
+// stopped on its own is given up.
+func (n *Node) renew(ctx context.Context) {
+	n.mu.Lock()
+	held := make([]*lease, 0, len(n.leases))
+	for _, l := range n.leases {
+		held = append(held, l)
+	}
+	n.mu.Unlock()
+	live := held[:0]
+	for _, l := range held {
+		if l.part != nil && l.part.Failed() != nil {
+			n.drop(ctx, l, true)
+		} else {
+			live = append(live, l)
+		}
+	}
+	// All at once: a round costs one round trip however many leases.
+	type result struct {
+		rev  uint64
+		err  error
+		sent time.Time
+	}
+	res := make([]result, len(live))
+	var wg sync.WaitGroup
+	for i, l := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].sent = n.opts.Clock.Now()
+			res[i].rev, res[i].err = n.renewOne(ctx, l)
+		}()
+	}
+	wg.Wait()
+	for i, l := range live {
+		r := res[i]
+		switch err := r.err; {
+		case err == nil:
+			n.mu.Lock()
+			l.rev, l.until = r.rev, n.leaseUntil(r.sent)
+			n.mu.Unlock()
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+			n.log.Warn("lease lost: another node holds it or it expired", "partition", l.p, "err", err)
+			n.drop(ctx, l, false)
+		case n.opts.Clock.Now().After(l.until):
+			n.log.Error("lease not renewed in time; giving the partition up", "partition", l.p, "err", err)
+			n.drop(ctx, l, false)
+		default:
+			n.warn("lease renewal failed; retrying", "partition", l.p, "err", err)
+		}
+	}
+}
+
+// renewOne extends one lease and returns its new revision.
+func (n *Node) renewOne(ctx context.Context, l *lease) (uint64, error) {
+	n.mu.Lock()
+	rev := l.rev
+	n.mu.Unlock()
+	val := []byte(n.opts.NodeID)
+	next, err := n.kv.Update(ctx, leaseKey(l.p), val, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// A renewal whose answer was lost (a timeout) did change the
+		// revision. Only this node writes its own ID: if the key still
+		// holds it, the lease is still ours.
+		if e, gerr := n.kv.Get(ctx, leaseKey(l.p)); gerr == nil && string(e.Value()) == n.opts.NodeID {
+			next, err = n.kv.Update(ctx, leaseKey(l.p), val, e.Revision())
+		}
+	}
+	return next, err
+}
+
+// drop stops a partition where it is and forgets its lease; with
+// release, it also deletes the lease (if still ours) so another node can
+// take it at once.
+func (n *Node) drop(ctx context.Context, l *lease, release bool) {
+	n.mu.Lock()
+	if n.leases[l.p] != l {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.leases, l.p)
+	delete(n.owned, l.p)
+	pt, sub := l.part, l.sub
+	n.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	if pt != nil {
+		pt.stop(false)
+	}
+	if release {
+		n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(l.rev))
+	}
+	n.hook("dropped", l.p)
+}
+
+// release hands a serving partition over: decisions durable, bookmark,
+// metrics flushed, then the lease deleted.
+func (n *Node) release(ctx context.Context, l *lease) {
+	n.mu.Lock()
+	if n.leases[l.p] != l || l.part == nil {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.owned, l.p)
+	pt, sub := l.part, l.sub
+	n.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	pt.stop(true)
+	n.mu.Lock()
+	delete(n.leases, l.p)
+	rev := l.rev
+	n.mu.Unlock()
+	if err := n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(rev)); err != nil {
+		n.warn("giving up a lease failed; it expires by itself", "partition", l.p, "err", err)
+	}
+	n.log.Info("partition handed over", "partition", l.p)
+	n.hook("released", l.p)
+}
+
+// releaseAll hands every partition over (Stop).
+func (n *Node) releaseAll(ctx context.Context) {
+	n.mu.Lock()
+	var all []*lease
+	for _, l := range n.leases {
+		all = append(all, l)
+	}
+	n.mu.Unlock()
+	for _, l := range all {
+		if l.part != nil {
+			n.release(ctx, l)
+		} else {
+			n.drop(ctx, l, true)
+		}
+	}
+}
+
+// balance gives up partitions over this node's share and claims free ones
+// under it. The share is ceil(partitions / live nodes).
+func (n *Node) balance(ctx, runCtx context.Context, opening *sync.WaitGroup) {
+	nodes, taken := n.bucketView()
+	nodes = max(nodes, 1)
+	share := (n.opts.Partitions + nodes - 1) / nodes
+	n.mu.Lock()
+	mine := len(n.leases)
+	var serving []*lease
+	for _, l := range n.leases {
+		if l.part != nil {
+			serving = append(serving, l)
+		}
+	}
+	n.mu.Unlock()
+	if mine > share {
+		slices.SortFunc(serving, func(a, b *lease) int { return b.p - a.p })
+		for _, l := range serving[:min(len(serving), mine-share)] {
+			n.release(ctx, l)
+		}
+		return
+	}
+	start := Partition(n.opts.NodeID, n.opts.Partitions) // spread the first claims
+	for i := 0; i < n.opts.Partitions && mine < share; i++ {
+		p := (start + i) % n.opts.Partitions
+		if taken[leaseKey(p)] {
+			continue
+		}
+		sent := n.opts.Clock.Now()
+		rev, err := n.kv.Create(ctx, leaseKey(p), []byte(n.opts.NodeID))
+		if err != nil {
+			continue // another node was quicker, or NATS is away: next round
+		}
+		l := &lease{p: p, rev: rev, until: n.leaseUntil(sent)}
+		n.mu.Lock()
+		n.leases[p] = l
+		n.mu.Unlock()
+		mine++
+		opening.Add(1)
+		go func() {
+			defer opening.Done()
+			n.open(runCtx, l)
+		}()
+	}
+}
+
+// open rebuilds a claimed partition and starts serving it, unless the
+// lease was lost meanwhile.
+func (n *Node) open(ctx context.Context, l *lease) {
+	pt, err := n.openPartition(ctx, l.p)
+	if err != nil {
+		n.log.Error("taking a partition failed; giving it up", "partition", l.p, "err", err)
+		n.mu.Lock()
+		if n.leases[l.p] == l {
+			delete(n.leases, l.p)
+		}
+		n.mu.Unlock()
+		n.kv.Delete(context.WithoutCancel(ctx), leaseKey(l.p), jetstream.LastRevision(l.rev))
+		return
+	}
+	sub, err := n.opts.Conn.QueueSubscribe(rpcSubject(l.p), "owner", func(m *nats.Msg) { n.serveTask(pt, m) })
+	if err != nil {
+		n.log.Error("answering queries for a partition failed", "partition", l.p, "err", err)
+	}
+	n.mu.Lock()
+	if n.leases[l.p] != l { // lost while rebuilding
+		n.mu.Unlock()
+		if sub != nil {
+			sub.Unsubscribe()
+		}
+		pt.stop(false)
+		return
+	}
+	l.part, l.sub = pt, sub
+	n.owned[l.p] = pt
+	n.mu.Unlock()
+	n.log.Info("partition taken", "partition", l.p)
+	n.hook("taken", l.p)
+}
+
+func (n *Node) hook(event string, p int) {
+	if n.opts.testHook != nil {
+		n.opts.testHook(event, p)
+	}
+}
+
+// leaseUntil is how long a lease written at sent may be counted on: two
+// renewal intervals short of the TTL. The bucket expires the lease a TTL
+// after the server stored the write, which is after sent; the keeper
+// notices a passed deadline within one interval, and has one more to stop
+// the partition (its last metrics flush included) before another node can
+// claim it.
+func (n *Node) leaseUntil(sent time.Time) time.Time {
+	return sent.Add(n.opts.LeaseTTL - 2*n.opts.RenewEvery)
+}
+
+// watch keeps the node's view of the lease bucket, from a watcher, until
+// Stop: which keys exist, and when this node last saw each written. A key
+// that goes away (a lease given up, a node gone, a TTL expiry marker)
+// makes the keeper run a round at once, so a free partition is claimed
+// without waiting for the next renewal.
+func (n *Node) watch(w jetstream.KeyWatcher) {
+	defer n.wg.Done()
+	defer w.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // the current values are all in
+			}
+			n.viewMu.Lock()
+			if e.Operation() == jetstream.KeyValuePut {
+				n.view[e.Key()] = n.opts.Clock.Now()
+			} else {
+				delete(n.view, e.Key())
+			}
+			n.viewMu.Unlock()
+			if e.Operation() != jetstream.KeyValuePut {
+				n.kick()
+			}
+		case <-n.ctx.Done():
+			return
+		}
+	}
+}
+
+// bucketView counts the live nodes and lists the partitions taken. A key
+// not written for a lease TTL counts as gone even if no expiry marker came
+// (a NATS server before 2.11 sends none).
+func (n *Node) bucketView() (nodes int, taken map[string]bool) {
+	taken = map[string]bool{}
+	stale := n.opts.Clock.Now().Add(-n.opts.LeaseTTL)
+	n.viewMu.Lock()
+	defer n.viewMu.Unlock()
+	for k, at := range n.view {
+		switch {
+		case at.Before(stale):
+		case strings.HasPrefix(k, "node."):
+			nodes++
+		default:
+			taken[k] = true
+		}
+	}
+	return nodes, taken
+}

@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/apollo-11/apollo"
+)
+
+// TestAddingANodeHandsPartitionsOver starts one node, which takes every
+// partition, then a second: half the partitions move to it through a
+// graceful handover (a snapshot and a bookmark in the log, so the new
+// owner reads no log record and no event twice), and tasks started before
+// the move finish after it.
+func TestAddingANodeHandsPartitionsOver(t *testing.T) {
+	const parts = 4
+	c := newTestCluster(t, parts, 3*time.Second)
+	a := c.start("grow-1")
+	c.waitServed(20*time.Second, nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	var first, second []apollo.Event
+	for i := range 40 {
+		id := fmt.Sprintf("g-%02d", i)
+		first = append(first, apollo.Event{TaskID: id, Sequence: 1, Status: apollo.StatusRunning, Ts: now})
+		second = append(second, apollo.Event{TaskID: id, Sequence: 2, Status: apollo.StatusSuccess, Ts: now + 1000})
+	}
+	publishAll(t, a, first)
+	for _, ev := range first {
+		waitChange(t, cl, ev.TaskID, 1, apollo.StatusRunning)
+	}
+	b := c.start("grow-2")
+	moved := 0
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for moved < parts/2 {
+		select {
+		case e := <-c.events:
+			if e.node == b.id && e.event == "taken" {
+				moved++
+			}
+		case <-deadline.C:
+			t.Fatalf("only %d partitions moved to the new node", moved)
+		}
+	}
+	publishAll(t, b, second)
+	for _, ev := range second {
+		waitChange(t, cl, ev.TaskID, 2, apollo.StatusSuccess)
+	}
+	dup := int64(0)
+	for _, ps := range b.NodeStats().Partitions {
+		dup += ps.Bus.Duplicate
+		if ps.Snapshot == "" || ps.Replayed != 0 {
+			t.Errorf("partition %d: rebuilt from snapshot %q and %d log records; a handover leaves a snapshot of everything",
+				ps.Partition, ps.Snapshot, ps.Replayed)
+		}
+	}
+	if dup != 0 {
+		t.Errorf("the new node read %d events twice after a graceful handover", dup)
+	}
+	if n := len(a.NodeStats().Partitions); n != parts/2 {
+		t.Errorf("the first node serves %d partitions, want %d", n, parts/2)
+	}
+	for _, ev := range second {
+		got, err := a.Get("", ev.TaskID)
+		if err != nil || got.Status != apollo.StatusSuccess || len(got.History) != 2 {
+			t.Fatalf("%s: %+v, %v", ev.TaskID, got, err)
+		}
+	}
+}
+
+// TestPartitionCountIsChecked refuses a node whose partition count is not
+// the cluster's.
+func TestPartitionCountIsChecked(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	c.start("count-1")
+	opts := c.options("count-2", connect(t, c.srv))
+	opts.Partitions = 8
+	n, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	err = n.Start(context.Background())
+	if apollo.ErrorCode(err) != apollo.EINVALID {
+		t.Fatalf("a node with 8 partitions in a cluster of 4 started: %v", err)
+	}
+}
+
+// TestDecisionLogIsFenced writes a partition's log as two owners would: the
+// one that fenced last wins, and the other's next append is refused.
+func TestDecisionLogIsFenced(t *testing.T) {
+	c := newTestCluster(t, 1, 3*time.Second)
+	nc := connect(t, c.srv)
+	n, err := New(c.options("fence", nc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	old := newDecisionLog(n.js, 0, "old", 0, 0, 0, time.Second)
+	defer old.Close()
+	if err := old.mark(nil); err != nil {
+		t.Fatal(err)
+	}
+	lsn, _ := old.Append([]byte("one"))
+	if err := old.Wait(context.Background(), lsn); err != nil {
+		t.Fatal(err)
+	}
+	// The new owner replays to the end and fences.
+	var recs []string
+	end, _, err := n.replayLog(context.Background(), 0, 0, func(r []byte) error { recs = append(recs, string(r)); return nil })
+	if err != nil || len(recs) != 1 || recs[0] != "one" {
+		t.Fatalf("replay: %q, %v", recs, err)
+	}
+	nw := newDecisionLog(n.js, 0, "new", end, 1, 0, time.Second)
+	defer nw.Close()
+	if err := nw.mark(nil); err != nil {
+		t.Fatal(err)
+	}
+	lsn, _ = old.Append([]byte("stale"))
+	if err := old.Wait(context.Background(), lsn); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the old owner's append after the fence: %v, want ErrFenced", err)
+	}
+	if _, err := old.Append([]byte("more")); !errors.Is(err, ErrFenced) {
+		t.Errorf("the fenced log took another record: %v", err)
+	}
+	lsn, _ = nw.Append([]byte("two"))
+	if err := nw.Wait(context.Background(), lsn); err != nil {
+		t.Fatal(err)
+	}
+	recs = nil
+	if _, _, err := n.replayLog(context.Background(), 0, 0, func(r []byte) error { recs = append(recs, string(r)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(recs) != "[one two]" {
+		t.Errorf("the log holds %q, want [one two]", recs)
+	}
+}
+
+// TestChangesFromEveryNode subscribes on one node and sees the changes
+// applied on the others.
+func TestChangesFromEveryNode(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	a := c.start("fan-1")
+	c.start("fan-2")
+	owners := c.waitServed(20*time.Second, nil)
+	sub, err := a.SubscribeChanges(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	id := "fan-0"
+	for i := 1; owners[Partition(id, c.parts)] == a.id; i++ {
+		id = fmt.Sprintf("fan-%d", i)
+	}
+	publishAll(t, a, []apollo.Event{{TaskID: id, Sequence: 1, Status: apollo.StatusRunning, Ts: time.Now().UnixMilli()}})
+	select {
+	case ch := <-sub.C():
+		if ch.Task.TaskID != id || ch.Task.Status != apollo.StatusRunning {
+			t.Fatalf("got the change %+v", ch)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change applied on the other node never came")
+	}
+	sub.Close()
+	if _, ok := <-sub.C(); ok {
+		t.Error("C is open after Close")
+	}
+	if sub.Err() != nil {
+		t.Errorf("Err after Close: %v", sub.Err())
+	}
+}
+
+var _ = jetstream.ErrKeyExists

@@ -1,0 +1,358 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/metrics"
+)
+
+// Node is one bus node of the scale-out mode. It is what httpapi calls
+// (Publish, Get, List, Correct): any node answers for every task.
+type Node struct {
+	opts Options
+	log  *slog.Logger
+
+	js     jetstream.JetStream
+	events jetstream.Stream
+	logs   jetstream.Stream
+	kv     jetstream.KeyValue
+	snaps  jetstream.ObjectStore
+	fan    *fanIn
+
+	mu      sync.Mutex
+	owned   map[int]*partition // serving
+	leases  map[int]*lease     // held, serving or being rebuilt
+	rpcSubs []*nats.Subscription
+
+	viewMu sync.Mutex
+	view   map[string]time.Time // lease-bucket keys, when last seen written (watch)
+
+	kickc       chan struct{}
+	warnEvery   rate.Sometimes
+	warnSkipped atomic.Int64
+
+	startOnce, stopOnce sync.Once
+	ctx                 context.Context // cancelled by Stop
+	cancel              context.CancelFunc
+	stop                chan struct{}
+	wg                  sync.WaitGroup
+	ready               chan struct{} // closed after the first round of claims
+}
+
+var _ interface {
+	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	Get(tenant, taskID string) (*apollo.Task, error)
+	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
+} = (*Node)(nil)
+
+// New checks the options and returns a node; Start connects it to the
+// streams and the lease bucket.
+func New(opts Options) (*Node, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(opts.Conn, jetstream.WithPublishAsyncMaxPending(8192))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n := &Node{
+		opts: opts, log: opts.Logger.With("component", "cluster", "node", opts.NodeID), js: js,
+		fan:    newFanIn(opts.Conn),
+		owned:  map[int]*partition{},
+		leases: map[int]*lease{},
+		view:   map[string]time.Time{},
+		kickc:  make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		ready:  make(chan struct{}),
+	}
+	n.warnEvery.Interval = time.Second
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n, nil
+}
+
+// Start creates or checks the streams and the lease bucket, registers the
+// node, and starts claiming partitions. It returns once the node is
+// registered; partitions are rebuilt in the background (Ready).
+func (n *Node) Start(ctx context.Context) error {
+	var err error
+	n.startOnce.Do(func() { err = n.start(ctx) })
+	return err
+}
+
+func (n *Node) start(ctx context.Context) error {
+	if err := n.ensure(ctx); err != nil {
+		return err
+	}
+	sub, err := n.opts.Conn.Subscribe(rpcList, n.serveList)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	n.rpcSubs = append(n.rpcSubs, sub)
+	if err := n.heartbeat(ctx); err != nil {
+		return err
+	}
+	w, err := n.kv.WatchAll(n.ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: watching the %s bucket: %w", LeaseBucket, err)
+	}
+	n.wg.Add(2)
+	go n.watch(w)
+	go n.keep()
+	return nil
+}
+
+// ensure creates the streams and the bucket, or checks them, and checks
+// that the cluster's partition count is this node's.
+func (n *Node) ensure(ctx context.Context) error {
+	o := &n.opts
+	if err := n.checkPartitionCount(ctx); err != nil {
+		return err
+	}
+	var err error
+	n.events, err = n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: EventsStream, Subjects: []string{eventsPrefix + ">"}, Storage: jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy, MaxAge: o.EventsMaxAge, MaxBytes: cmpOrNeg(o.EventsMaxBytes),
+		Duplicates: o.DuplicateWindow, Replicas: o.Replicas, Discard: jetstream.DiscardOld,
+		Description: "Apollo-11 reported events, apollo.events.<tenant>.<partition>",
+		Metadata:    map[string]string{partitionsMeta: strconv.Itoa(o.Partitions)},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: the %s stream: %w", EventsStream, err)
+	}
+	n.logs, err = n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: LogStream, Subjects: []string{logPrefix + ">"}, Storage: jetstream.FileStorage,
+		// No age limit: a log is trimmed after each snapshot, and an idle
+		// partition's last snapshot marker must never age out.
+		Retention: jetstream.LimitsPolicy, Replicas: o.Replicas,
+		Description: "Apollo-11 decision logs, apollo.log.<partition>",
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: the %s stream: %w", LogStream, err)
+	}
+	kvCfg := jetstream.KeyValueConfig{
+		Bucket: LeaseBucket, TTL: o.LeaseTTL, History: 1, Storage: jetstream.FileStorage, Replicas: o.Replicas,
+		Description: "Apollo-11 partition leases (p.<n>) and node heartbeats (node.<id>)",
+		// An expiry leaves a marker, which watchers see: a dead node's
+		// partitions are claimed as soon as their leases expire.
+		LimitMarkerTTL: o.LeaseTTL,
+	}
+	n.kv, err = n.js.CreateOrUpdateKeyValue(ctx, kvCfg)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		// A server before 2.11: without markers, a key unwritten for a TTL
+		// counts as gone at the next round (bucketView).
+		n.log.Info("the NATS server sends no expiry markers (before 2.11): takeovers wait up to one renewal interval more")
+		kvCfg.LimitMarkerTTL = 0
+		n.kv, err = n.js.CreateOrUpdateKeyValue(ctx, kvCfg)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: the %s bucket: %w", LeaseBucket, err)
+	}
+	n.snaps, err = n.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: SnapshotBucket, Storage: jetstream.FileStorage, Replicas: o.Replicas,
+		Description: "Apollo-11 partition snapshots, p<partition>-<log sequence>",
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: the %s store: %w", SnapshotBucket, err)
+	}
+	return nil
+}
+
+// partitionsMeta is the events stream's metadata key that records the
+// cluster's partition count.
+const partitionsMeta = "apollo_partitions"
+
+func cmpOrNeg(v int64) int64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// checkPartitionCount refuses a node started with another partition count
+// than the one the events stream was created with.
+func (n *Node) checkPartitionCount(ctx context.Context) error {
+	s, err := n.js.Stream(ctx, EventsStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // the first node: it creates the stream with its count
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: the %s stream: %w", EventsStream, err)
+	}
+	want := strconv.Itoa(n.opts.Partitions)
+	if got, ok := s.CachedInfo().Config.Metadata[partitionsMeta]; ok && got != want {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "cluster.Partitions",
+			Message: fmt.Sprintf("this node has %s partitions, the cluster %s", want, got),
+			Hint:    "start every node with the same --partitions; changing it needs a migration (docs/scale-out.md)"}
+	}
+	return nil
+}
+
+func (n *Node) metricsOptions() metrics.Options {
+	mo := n.opts.Metrics
+	mo.Clock, mo.Logger = n.opts.Clock, n.log
+	return mo
+}
+
+// Ready is closed once the node has made its first round of claims and
+// rebuilt what it claimed.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Stop hands every partition over (its decisions durable, a bookmark in
+// its log, its metrics flushed), gives up the leases and the registration,
+// and waits for everything it started. It is idempotent.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() {
+		close(n.stop)
+		n.cancel()
+		n.wg.Wait()
+		n.mu.Lock()
+		subs := n.rpcSubs
+		n.rpcSubs = nil
+		n.mu.Unlock()
+		for _, s := range subs {
+			s.Unsubscribe()
+		}
+		n.fan.close()
+		ctx, cancel := context.WithTimeout(context.Background(), n.opts.PublishTimeout)
+		defer cancel()
+		if n.kv == nil {
+			return // never started
+		}
+		n.releaseAll(ctx)
+		n.kv.Delete(ctx, nodeKey(n.opts.NodeID))
+	})
+}
+
+// Publish stores each event in the events stream, on its partition's
+// subject, and answers: accepted once JetStream acknowledged it, duplicate
+// when JetStream already had it (the same task and sequence within the
+// duplicate window), rejected when it is invalid, retry_later when
+// JetStream refused or did not answer in time. Whether an event is a late
+// duplicate or an illegal transition is decided by the partition's owner
+// afterwards and shows in its stats, not here.
+func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error {
+	if len(out) < len(evs) {
+		panic("cluster: Publish needs one Outcome per event")
+	}
+	select {
+	case <-n.stop:
+		for i := range evs {
+			out[i] = bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the node is shutting down", Hint: "resend this event to another node"}}
+		}
+		return nil
+	default:
+	}
+	futs := make([]jetstream.PubAckFuture, len(evs))
+	for i := range evs {
+		ev := &evs[i]
+		if err := ev.Validate(); err != nil {
+			out[i] = bus.Outcome{Result: bus.Rejected, Err: err.(*apollo.Error)}
+			continue
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			out[i] = bus.Outcome{Result: bus.Rejected, Err: &apollo.Error{Code: apollo.EINVALID, Field: "extra", Message: "not JSON: " + err.Error()}}
+			continue
+		}
+		m := &nats.Msg{Subject: EventSubject(ev.Tenant, Partition(ev.TaskID, n.opts.Partitions)), Data: data, Header: nats.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.Tenant, ev.TaskID, ev.Sequence))
+		if futs[i], err = n.js.PublishMsgAsync(m, jetstream.WithExpectStream(EventsStream)); err != nil {
+			out[i] = retryLater(err)
+		}
+	}
+	timer := n.opts.Clock.NewTimer(n.opts.PublishTimeout)
+	defer timer.Stop()
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i] = bus.Outcome{Result: bus.Accepted}
+			if ack.Duplicate {
+				out[i] = bus.Outcome{Result: bus.Duplicate}
+			}
+		case err := <-f.Err():
+			out[i] = retryLater(err)
+		case <-timer.C():
+			out[i] = retryLater(context.DeadlineExceeded)
+			futs[i] = nil
+			n.expire(futs[i+1:], out[i+1:])
+			return nil
+		case <-ctx.Done():
+			out[i] = retryLater(ctx.Err())
+			n.expire(futs[i+1:], out[i+1:])
+			return nil
+		}
+	}
+	return nil
+}
+
+// expire answers retry_later for every event still waiting for its ack.
+func (n *Node) expire(futs []jetstream.PubAckFuture, out []bus.Outcome) {
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i] = bus.Outcome{Result: bus.Accepted}
+			if ack.Duplicate {
+				out[i] = bus.Outcome{Result: bus.Duplicate}
+			}
+		default:
+			out[i] = retryLater(context.DeadlineExceeded)
+		}
+	}
+}
+
+func retryLater(err error) bus.Outcome {
+	msg := "JetStream did not store the event"
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = "JetStream did not answer in time"
+	}
+	return bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: msg, Hint: "resend this event later"}}
+}
+
+// SubscribeChanges returns a subscription to the changes applied on every
+// node, as bus.Bus.Subscribe does for one bus.
+func (n *Node) SubscribeChanges(buffer int) (*Subscription, error) {
+	return n.fan.subscribe(buffer)
+}
+
+// kick makes the lease keeper run a round now.
+func (n *Node) kick() {
+	select {
+	case n.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// warn logs at most one warning a second (hot paths: every bad message
+// would otherwise log), with the number left out since the last one.
+func (n *Node) warn(msg string, args ...any) {
+	logged := false
+	n.warnEvery.Do(func() {
+		logged = true
+		n.log.Warn(msg, append(args, "suppressed", n.warnSkipped.Swap(0))...)
+	})
+	if !logged {
+		n.warnSkipped.Add(1)
+	}
+}

@@ -1,0 +1,444 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/redisstore"
+)
+
+// applyBatch bounds how many events one bus.Publish call takes.
+const applyBatch = 256
+
+// partition is one owned partition: its bus, its metrics, its decision log
+// and the goroutines that feed the bus from the events stream.
+type partition struct {
+	n   *Node
+	id  int
+	log *slog.Logger
+
+	bus     *bus.Bus
+	agg     *metrics.Aggregator
+	flusher *redisstore.Flusher // nil without Redis
+	dlog    *decisionLog
+	changes *changePublisher
+
+	replayed int // records replayed at start
+	input    uint64
+
+	// The snapshot the log's last marker names; written by recover and
+	// by snapshot, which run one at a time (the loop, then stop); snapMu
+	// is for the readers of stats.
+	snapMu     sync.Mutex
+	snapName   string
+	snapCovers uint64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	failed atomic.Pointer[error] // why the partition stopped on its own
+
+	stopOnce sync.Once
+	counters partCounters
+	// lag is how many of the partition's events JetStream held behind the
+	// last one read: events stored (answered accepted) and not decided yet.
+	lag atomic.Int64
+}
+
+type partCounters struct {
+	applied, invalid, misrouted, retries, snapshots atomic.Int64
+}
+
+// openPartition rebuilds partition p from its decision log and starts
+// feeding it. It returns once the partition answers queries.
+func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
+	pt := &partition{n: n, id: p, log: n.log.With("partition", p)}
+	var err error
+	if pt.agg, err = metrics.New(n.metricsOptions()); err != nil {
+		return nil, err
+	}
+	var obs bus.Observer = pt.agg
+	if n.opts.Redis != nil {
+		pt.flusher, err = redisstore.NewFlusher(pt.agg, redisstore.Options{
+			Client: n.opts.Redis, Prefix: n.opts.RedisPrefix, Writer: writerID(p),
+			FlushInterval: n.opts.FlushEvery, Clock: n.opts.Clock, Logger: pt.log,
+			BucketRetention: n.opts.Metrics.BucketRetention, RollupRetention: n.opts.Metrics.RollupRetention,
+		})
+		if err != nil {
+			return nil, err
+		}
+		obs = pt.flusher
+	}
+	pt.changes = &changePublisher{nc: n.opts.Conn, p: p, node: n.opts.NodeID}
+	bo := n.opts.Bus
+	bo.Clock, bo.Logger = n.opts.Clock, pt.log
+	bo.Observers = append([]bus.Observer{obs, pt.changes}, bo.Observers...)
+	// The log is created after replay; the bus reaches it through a
+	// forwarder, since bus.Options are fixed at New.
+	fw := &logForwarder{}
+	bo.Log = fw
+	if pt.bus, err = bus.New(bo); err != nil {
+		return nil, err
+	}
+	start := n.opts.Clock.Now()
+	if err := pt.recover(ctx, fw); err != nil {
+		return nil, err
+	}
+	pt.log.Info("partition rebuilt", "records", pt.replayed, "resumeAfter", pt.input,
+		"took", n.opts.Clock.Now().Sub(start).Round(time.Millisecond))
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	pt.cancel = cancel
+	pt.bus.Start(runCtx)
+	pt.agg.Start(runCtx)
+	if pt.flusher != nil {
+		pt.flusher.Start(runCtx)
+	}
+	pt.changes.live.Store(true)
+	msgs := make(chan jetstream.Msg, 2*applyBatch)
+	cons, err := n.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{eventsFilter(p)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    pt.input + 1,
+	})
+	if err != nil {
+		pt.stop(false)
+		return nil, fmt.Errorf("cluster: partition %d: consuming events: %w", p, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * applyBatch))
+	if err != nil {
+		pt.stop(false)
+		return nil, fmt.Errorf("cluster: partition %d: consuming events: %w", p, err)
+	}
+	pt.wg.Add(4)
+	go pt.snapshotLoop(runCtx)
+	go func() { // Next takes no context: end the iterator when the run ends
+		defer pt.wg.Done()
+		<-runCtx.Done()
+		it.Stop()
+	}()
+	go pt.read(runCtx, it, msgs)
+	go pt.apply(runCtx, msgs)
+	return pt, nil
+}
+
+// recover replays the decision log into the bus, then fences the log: a
+// message that expects the sequence replay ended at. If another writer
+// got in meanwhile, replay goes on from there and fences again.
+func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
+	last, err := pt.restore(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: partition %d: %w", pt.id, err)
+	}
+	for attempt := 0; ; attempt++ {
+		end, input, err := pt.n.replayLog(ctx, pt.id, last, func(rec []byte) error {
+			pt.replayed++
+			return pt.bus.Replay(uint64(pt.replayed), rec)
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: partition %d: replaying its log: %w", pt.id, err)
+		}
+		last = max(last, end)
+		pt.input = max(pt.input, input)
+		dl := newDecisionLog(pt.n.js, pt.id, pt.n.opts.NodeID, last, uint64(pt.replayed), pt.input, pt.n.opts.PublishTimeout)
+		err = dl.mark(nil)
+		if err == nil {
+			pt.dlog = dl
+			fw.set(dl)
+			return nil
+		}
+		dl.Close()
+		if !errors.Is(err, ErrFenced) || attempt == 3 {
+			return fmt.Errorf("cluster: partition %d: fencing its log: %w", pt.id, err)
+		}
+	}
+}
+
+// read moves messages from the consumer to the apply loop.
+func (pt *partition) read(ctx context.Context, it jetstream.MessagesContext, out chan<- jetstream.Msg) {
+	defer pt.wg.Done()
+	defer close(out)
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() == nil {
+				pt.fail(fmt.Errorf("reading events: %w", err))
+			}
+			return
+		}
+		select {
+		case out <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// apply decides events in stream order, a batch at a time, and records
+// how far it got once the batch's decisions are durable.
+func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
+	defer pt.wg.Done()
+	evs := make([]apollo.Event, 0, applyBatch)
+	out := make([]bus.Outcome, applyBatch)
+	for {
+		m, ok := <-in
+		if !ok {
+			return
+		}
+		evs = evs[:0]
+		var last uint64
+		for {
+			if ev, ok := pt.decode(m); ok {
+				evs = append(evs, ev)
+			}
+			if md, err := m.Metadata(); err == nil {
+				last = md.Sequence.Stream
+				pt.lag.Store(int64(md.NumPending))
+			}
+			if len(evs) == applyBatch {
+				break
+			}
+			select {
+			case m, ok = <-in:
+			default:
+				ok = false
+			}
+			if !ok {
+				break
+			}
+		}
+		if err := pt.publish(ctx, evs, out); err != nil {
+			if ctx.Err() == nil {
+				pt.fail(err)
+			}
+			return
+		}
+		pt.counters.applied.Add(int64(len(evs)))
+		pt.dlog.decided(last)
+	}
+}
+
+// publish hands events to the bus until none is refused for room: a
+// refused event is tried again (with the later events of its task, which
+// the bus refuses with it), so that the stream's order per task holds.
+func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error {
+	wait := 10 * time.Millisecond
+	for len(evs) > 0 {
+		if err := pt.bus.Publish(ctx, evs, out[:len(evs)]); err != nil {
+			return err
+		}
+		var retry []apollo.Event
+		for i := range evs {
+			if out[i].Result == bus.RetryLater {
+				retry = append(retry, evs[i])
+			}
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		pt.counters.retries.Add(int64(len(retry)))
+		evs = retry
+		t := pt.n.opts.Clock.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(2*wait, time.Second)
+	}
+	return nil
+}
+
+// decode reads one event message. What cannot be decided (bad JSON, an
+// invalid event, a task of another partition) is counted and dropped:
+// the publisher has had its answer already.
+func (pt *partition) decode(m jetstream.Msg) (apollo.Event, bool) {
+	var ev apollo.Event
+	tenant, p, err := parseEventSubject(m.Subject())
+	if err == nil {
+		err = json.Unmarshal(m.Data(), &ev)
+	}
+	if err == nil {
+		err = ev.Validate()
+	}
+	if err != nil {
+		pt.counters.invalid.Add(1)
+		pt.n.warn("event dropped: not a valid event", "subject", m.Subject(), "err", err)
+		return ev, false
+	}
+	if p != pt.id || Partition(ev.TaskID, pt.n.opts.Partitions) != p {
+		pt.counters.misrouted.Add(1)
+		pt.n.warn("event dropped: published to the wrong partition", "subject", m.Subject(), "task", ev.TaskID,
+			"partition", Partition(ev.TaskID, pt.n.opts.Partitions))
+		return ev, false
+	}
+	ev.Tenant = tenant
+	return ev, true
+}
+
+// fail records why the partition stopped on its own; the lease keeper
+// drops it at its next round.
+func (pt *partition) fail(err error) {
+	e := fmt.Errorf("cluster: partition %d: %w", pt.id, err)
+	if pt.failed.CompareAndSwap(nil, &e) {
+		pt.log.Error("partition stopped; it will be given up", "err", e)
+		pt.n.kick()
+	}
+}
+
+// Failed returns why the partition stopped on its own, or nil.
+func (pt *partition) Failed() error {
+	if e := pt.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// stop ends the partition. Handing over (graceful), it waits for every
+// decision to be durable and leaves a bookmark in the log, so that the next
+// owner reads no event twice; otherwise it stops where it is. Either way
+// the bus drains to the observers and the metrics are flushed one last
+// time, before the lease is given up or runs out.
+func (pt *partition) stop(graceful bool) {
+	pt.stopOnce.Do(func() {
+		if pt.cancel != nil {
+			pt.cancel()
+		}
+		pt.wg.Wait()
+		pt.bus.Stop()
+		pt.changes.live.Store(false)
+		if pt.dlog != nil {
+			if graceful { // the next owner reads the snapshot, not the log
+				ctx, cancel := context.WithTimeout(context.Background(), pt.n.opts.PublishTimeout)
+				if err := pt.snapshot(ctx); err != nil {
+					pt.log.Warn("no snapshot at handover; the next owner replays more of the log", "err", err)
+				}
+				cancel()
+			}
+			if graceful {
+				if err := pt.dlog.mark(nil); err != nil && !errors.Is(err, bus.ErrClosed) {
+					pt.log.Warn("could not leave a bookmark in the log; the next owner re-reads some events (they are duplicates)", "err", err)
+				}
+			}
+			pt.dlog.Close()
+		}
+		if pt.flusher != nil {
+			pt.flusher.Stop()
+		}
+		pt.agg.Stop()
+	})
+}
+
+// PartitionStats describe one owned partition.
+type PartitionStats struct {
+	Partition int       `json:"partition"`
+	Applied   int64     `json:"applied"`   // events handed to the bus
+	Invalid   int64     `json:"invalid"`   // messages that were no valid event
+	Misrouted int64     `json:"misrouted"` // events on another task's partition
+	Retries   int64     `json:"retries"`   // events the bus asked to resend (no room)
+	Replayed  int       `json:"replayed"`  // log records replayed when it was taken (after its snapshot)
+	Snapshot  string    `json:"snapshot"`  // the snapshot the log's last marker names
+	Snapshots int64     `json:"snapshots"` // taken by this node
+	Lag       int64     `json:"lag"`       // events stored and not read yet, as of the last one read
+	Log       logStats  `json:"log"`
+	Bus       bus.Stats `json:"bus"`
+	Error     string    `json:"error,omitempty"`
+}
+
+func (pt *partition) stats() PartitionStats {
+	s := PartitionStats{
+		Partition: pt.id, Applied: pt.counters.applied.Load(), Invalid: pt.counters.invalid.Load(),
+		Misrouted: pt.counters.misrouted.Load(), Retries: pt.counters.retries.Load(), Replayed: pt.replayed, Lag: pt.lag.Load(),
+		Bus: pt.bus.Stats(), Snapshots: pt.counters.snapshots.Load(),
+	}
+	if pt.dlog != nil {
+		s.Log = pt.dlog.stats()
+	}
+	pt.snapMu.Lock()
+	s.Snapshot = pt.snapName
+	pt.snapMu.Unlock()
+	if err := pt.Failed(); err != nil {
+		s.Error = err.Error()
+	}
+	return s
+}
+
+// logForwarder lets the bus be created before its log: records are only
+// appended after Start, by which time set has been called.
+type logForwarder struct{ l atomic.Pointer[decisionLog] }
+
+func (f *logForwarder) set(l *decisionLog) { f.l.Store(l) }
+
+func (f *logForwarder) Append(p []byte) (uint64, error) {
+	if l := f.l.Load(); l != nil {
+		return l.Append(p)
+	}
+	return 0, errors.New("cluster: the partition's log is not open yet")
+}
+
+func (f *logForwarder) Wait(ctx context.Context, lsn uint64) error {
+	if l := f.l.Load(); l != nil {
+		return l.Wait(ctx, lsn)
+	}
+	return errors.New("cluster: the partition's log is not open yet")
+}
+
+// replayLog calls fn for every record of partition p's decision log after
+// stream sequence from, up to the log's end when the call began. It
+// returns that end and the highest input position the messages carried.
+func (n *Node) replayLog(ctx context.Context, p int, from uint64, fn func(rec []byte) error) (end, input uint64, err error) {
+	last, err := n.logs.GetLastMsgForSubject(ctx, logSubject(p))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return from, 0, nil
+	case err != nil:
+		return 0, 0, err
+	}
+	end = last.Sequence
+	if end <= from {
+		return from, 0, nil
+	}
+	cons, err := n.logs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{logSubject(p)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from + 1,
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextMaxWait(n.opts.QueryTimeout))
+		if err != nil {
+			return 0, 0, err
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return 0, 0, err
+		}
+		if v, err := strconv.ParseUint(m.Headers().Get(hdrInput), 10, 64); err == nil {
+			input = max(input, v)
+		}
+		if err := splitBatch(m.Data(), fn); err != nil {
+			return 0, 0, fmt.Errorf("message %d: %w", md.Sequence.Stream, err)
+		}
+		if md.Sequence.Stream >= end {
+			return end, input, nil
+		}
+	}
+}

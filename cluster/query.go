@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// A query about one task goes to its partition's owner, which answers from
+// its bus: apollo.rpc.<partition>, request-reply, one owner subscribed (a
+// queue group, in case two overlap for a moment). A listing goes to every
+// node on apollo.rpc.list; each answers for the partitions it serves, and
+// the asker merges the pages until every partition has answered.
+
+type rpcRequest struct {
+	Op     string        `json:"op"` // get, correct, list
+	Tenant string        `json:"tenant,omitempty"`
+	TaskID string        `json:"taskID,omitempty"`
+	Status apollo.Status `json:"status,omitempty"`
+	Actor  string        `json:"actor,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+	Filter *listFilter   `json:"filter,omitempty"`
+}
+
+// listFilter is apollo.TaskFilter on the wire (it has no JSON tags).
+type listFilter struct {
+	Tenant string        `json:"tenant,omitempty"`
+	Prefix string        `json:"prefix,omitempty"`
+	Status apollo.Status `json:"status,omitempty"`
+	Since  int64         `json:"since,omitempty"`
+	Until  int64         `json:"until,omitempty"`
+	Limit  int           `json:"limit,omitempty"`
+	Cursor string        `json:"cursor,omitempty"`
+}
+
+type rpcReply struct {
+	Task       *apollo.Task  `json:"task,omitempty"`
+	Tasks      []apollo.Task `json:"tasks,omitempty"`
+	Partitions []int         `json:"partitions,omitempty"`
+	Err        *apollo.Error `json:"err,omitempty"`
+	Internal   string        `json:"internal,omitempty"` // an internal error, logged where it happened
+}
+
+// local returns the partition if this node serves it.
+func (n *Node) local(p int) *partition {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.owned[p]
+}
+
+// Get returns a task with its history, from whichever node owns it.
+func (n *Node) Get(tenant, taskID string) (*apollo.Task, error) {
+	p := Partition(taskID, n.opts.Partitions)
+	if pt := n.local(p); pt != nil {
+		return pt.bus.Get(tenant, taskID)
+	}
+	r, err := n.ask(context.Background(), p, rpcRequest{Op: "get", Tenant: tenant, TaskID: taskID})
+	if err != nil {
+		return nil, err
+	}
+	return r.Task, nil
+}
+
+// Correct applies a manual correction on the task's owner, where it is
+// logged like every decision.
+func (n *Node) Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error) {
+	p := Partition(taskID, n.opts.Partitions)
+	if pt := n.local(p); pt != nil {
+		return pt.bus.Correct(ctx, tenant, taskID, to, actor, reason)
+	}
+	r, err := n.ask(ctx, p, rpcRequest{Op: "correct", Tenant: tenant, TaskID: taskID, Status: to, Actor: actor, Reason: reason})
+	if err != nil {
+		return nil, err
+	}
+	return r.Task, nil
+}
+
+// ask sends a request to partition p's owner.
+func (n *Node) ask(ctx context.Context, p int, req rpcRequest) (*rpcReply, error) {
+	data, _ := json.Marshal(req)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.QueryTimeout)
+	defer cancel()
+	m, err := n.opts.Conn.RequestWithContext(ctx, rpcSubject(p), data)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("partition %d has no owner answering right now", p),
+				Hint: "it is being taken over by another node; retry in a few seconds"}
+		}
+		return nil, fmt.Errorf("cluster: asking partition %d: %w", p, err)
+	}
+	return decodeReply(m.Data)
+}
+
+func decodeReply(data []byte) (*rpcReply, error) {
+	var r rpcReply
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("cluster: a node's answer: %w", err)
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	if r.Internal != "" {
+		return nil, errors.New("cluster: another node failed: " + r.Internal)
+	}
+	return &r, nil
+}
+
+// serveTask answers a query about a task of pt.
+func (n *Node) serveTask(pt *partition, m *nats.Msg) {
+	var req rpcRequest
+	var r rpcReply
+	var err error
+	if err = json.Unmarshal(m.Data, &req); err == nil {
+		switch req.Op {
+		case "get":
+			r.Task, err = pt.bus.Get(req.Tenant, req.TaskID)
+		case "correct":
+			ctx, cancel := context.WithTimeout(n.ctx, n.opts.PublishTimeout)
+			r.Task, err = pt.bus.Correct(ctx, req.Tenant, req.TaskID, req.Status, req.Actor, req.Reason)
+			cancel()
+		default:
+			err = fmt.Errorf("unknown operation %q", req.Op)
+		}
+	}
+	n.reply(m, &r, err)
+}
+
+func (n *Node) reply(m *nats.Msg, r *rpcReply, err error) {
+	if err != nil {
+		var ae *apollo.Error
+		if errors.As(err, &ae) {
+			r.Err = ae
+		} else {
+			n.log.Error("answering a query", "subject", m.Subject, "err", err)
+			r.Internal = "see the log of node " + n.opts.NodeID
+		}
+	}
+	data, _ := json.Marshal(r)
+	m.Respond(data)
+}
+
+// List returns the tasks in memory on every node that match f, newest
+// first, like bus.Bus.List over one bus; the cursor is the bus's own.
+func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	f.Limit = limit
+	if f.Cursor != "" {
+		if _, err := parseCursor(f.Cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	data, _ := json.Marshal(rpcRequest{Op: "list", Filter: &listFilter{Tenant: f.Tenant, Prefix: f.Prefix, Status: f.Status,
+		Since: f.Since, Until: f.Until, Limit: limit + 1, Cursor: f.Cursor}})
+	nc := n.opts.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster: listing: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(rpcList, inbox, data); err != nil {
+		return nil, "", fmt.Errorf("cluster: listing: %w", err)
+	}
+	covered := make([]bool, n.opts.Partitions)
+	left := n.opts.Partitions
+	var tasks []apollo.Task
+	deadline := time.Now().Add(n.opts.QueryTimeout)
+	for left > 0 {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			return nil, "", &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("%d of %d partitions did not answer", left, n.opts.Partitions),
+				Hint: "some are being taken over by another node; retry in a few seconds"}
+		}
+		r, err := decodeReply(m.Data)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, p := range r.Partitions {
+			if p >= 0 && p < len(covered) && !covered[p] {
+				covered[p] = true
+				left--
+			}
+		}
+		tasks = append(tasks, r.Tasks...)
+	}
+	tasks = firstPage(tasks, limit+1)
+	next := ""
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		next = makeCursor(tasks[limit-1])
+	}
+	return tasks, next, nil
+}
+
+// serveList answers a listing for the partitions this node serves.
+func (n *Node) serveList(m *nats.Msg) {
+	var req rpcRequest
+	var r rpcReply
+	err := json.Unmarshal(m.Data, &req)
+	if err == nil && req.Filter == nil {
+		err = errors.New("a listing without a filter")
+	}
+	if err == nil {
+		lf := req.Filter
+		f := apollo.TaskFilter{Tenant: lf.Tenant, Prefix: lf.Prefix, Status: lf.Status, Since: lf.Since, Until: lf.Until, Limit: lf.Limit, Cursor: lf.Cursor}
+		n.mu.Lock()
+		parts := make([]*partition, 0, len(n.owned))
+		for _, pt := range n.owned {
+			parts = append(parts, pt)
+		}
+		n.mu.Unlock()
+		if len(parts) == 0 {
+			return // nothing to say; the asker waits for the owners
+		}
+		for _, pt := range parts {
+			page, _, lerr := pt.bus.List(f)
+			if lerr != nil {
+				err = lerr
+				break
+			}
+			r.Tasks = append(r.Tasks, page...)
+			r.Partitions = append(r.Partitions, pt.id)
+		}
+		r.Tasks = firstPage(r.Tasks, f.Limit)
+	}
+	n.reply(m, &r, err)
+}
+
+// firstPage sorts tasks in listing order (newest first, then by task ID)
+// and keeps the first limit.
+func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
+	slices.SortFunc(tasks, func(a, b apollo.Task) int {
+		if a.UpdatedAt != b.UpdatedAt {
+			if a.UpdatedAt > b.UpdatedAt {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.TaskID, b.TaskID)
+	})
+	return tasks[:min(len(tasks), limit)]
+}
+
+// makeCursor writes the bus's cursor for the page after t: the listing
+// order's key, base64url("<updatedAt>:<taskID>"). Every partition's bus
+// reads it (TestCursorIsTheBusCursor keeps the two in step).
+func makeCursor(t apollo.Task) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UpdatedAt, 10) + ":" + t.TaskID))
+}
+
+func parseCursor(s string) (int64, error) {
+	bad := &apollo.Error{Code: apollo.EINVALID, Field: "cursor", Message: "not a cursor this server made", Hint: "pass the 'next' value of the previous page unchanged"}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, bad
+	}
+	ts, _, ok := strings.Cut(string(raw), ":")
+	v, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil {
+		return 0, bad
+	}
+	return v, nil
+}
+
+// Stats sums the bus stats of the partitions this node serves (the shape
+// GET /api/v1/system shows for one bus).
+func (n *Node) Stats() bus.Stats {
+	var t bus.Stats
+	for _, ps := range n.NodeStats().Partitions {
+		s := ps.Bus
+		t.Accepted += s.Accepted
+		t.Duplicate += s.Duplicate
+		t.Illegal += s.Illegal
+		t.Invalid += s.Invalid
+		t.Held += s.Held
+		t.Refused += s.Refused
+		t.Parked += s.Parked
+		t.ParkExpired += s.ParkExpired
+		t.Timeouts += s.Timeouts
+		t.MissedStart += s.MissedStart
+		t.Corrections += s.Corrections
+		t.Evicted += s.Evicted
+		t.Replayed += s.Replayed
+		t.LogErrors += s.LogErrors
+		t.Tasks += s.Tasks
+		t.Queues += s.Queues
+		t.Queued += s.Queued
+		t.Holding += s.Holding
+		t.HoldLimit += s.HoldLimit
+		t.Waiting += s.Waiting
+		t.Tombstones += s.Tombstones
+		t.Deadlines += s.Deadlines
+	}
+	return t
+}
+
+// NodeStats describe the node and the partitions it serves.
+type NodeStats struct {
+	Node       string           `json:"node"`
+	Leases     []int            `json:"leases"` // held, serving or being rebuilt
+	Partitions []PartitionStats `json:"partitions"`
+}
+
+// NodeStats returns the node's leases and its partitions' stats.
+func (n *Node) NodeStats() NodeStats {
+	n.mu.Lock()
+	s := NodeStats{Node: n.opts.NodeID}
+	parts := make([]*partition, 0, len(n.owned))
+	for p := range n.leases {
+		s.Leases = append(s.Leases, p)
+	}
+	for _, pt := range n.owned {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	slices.Sort(s.Leases)
+	slices.SortFunc(parts, func(a, b *partition) int { return a.id - b.id })
+	for _, pt := range parts {
+		s.Partitions = append(s.Partitions, pt.stats())
+	}
+	return s
+}

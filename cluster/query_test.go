@@ -1,0 +1,256 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// publishAll publishes events through n and fails unless all are accepted.
+func publishAll(t *testing.T, n *testNode, evs []apollo.Event) {
+	t.Helper()
+	out := make([]bus.Outcome, len(evs))
+	if err := n.Publish(context.Background(), evs, out); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if o.Result != bus.Accepted {
+			t.Fatalf("event %d (%s/%d): %s %v", i, evs[i].TaskID, evs[i].Sequence, o.Result, o.Err)
+		}
+	}
+}
+
+// waitChange waits for a change of task id with the given sequence and
+// status to be published.
+func waitChange(t *testing.T, cl *changeLog, id string, seq int64, st apollo.Status) *apollo.Change {
+	t.Helper()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	for {
+		cl.mu.Lock()
+		for _, c := range cl.byTask[id] {
+			if c.Record.Sequence == seq && c.Task.Status == st {
+				cl.mu.Unlock()
+				return c.Change
+			}
+		}
+		cl.mu.Unlock()
+		select {
+		case <-cl.signal:
+		case <-deadline.C:
+			t.Fatalf("no change of %s to %s (sequence %d) within 15s", id, st, seq)
+		}
+	}
+}
+
+// ownerOf returns the node serving partition p, and another node.
+func (c *testCluster) ownerOf(p int) (owner, other *testNode) {
+	for _, n := range c.nodes {
+		if n.local(p) != nil {
+			owner = n
+		} else if other == nil {
+			other = n
+		}
+	}
+	return owner, other
+}
+
+// TestQueriesFromAnyNode asks a node that does not own a task about it
+// (Get, Correct over HTTP and directly), and lists tasks across nodes page
+// by page.
+func TestQueriesFromAnyNode(t *testing.T) {
+	c := newTestCluster(t, 6, 3*time.Second)
+	for i := range 3 {
+		c.start(fmt.Sprintf("q-%d", i+1))
+	}
+	c.waitServed(20*time.Second, nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	var evs []apollo.Event
+	const tasks = 60
+	for i := range tasks {
+		evs = append(evs, apollo.Event{TaskID: fmt.Sprintf("q-%02d", i), Name: "query", Sequence: 1, Status: apollo.StatusRunning, Ts: now})
+	}
+	publishAll(t, c.nodes[0], evs)
+	for _, ev := range evs {
+		waitChange(t, cl, ev.TaskID, 1, apollo.StatusRunning)
+	}
+
+	id := "q-07"
+	owner, other := c.ownerOf(Partition(id, c.parts))
+	task, _, err := getTask(other.http.URL, id)
+	if err != nil || task.Status != apollo.StatusRunning || len(task.History) != 1 {
+		t.Fatalf("GET %s from a node that does not own it: %+v, %v", id, task, err)
+	}
+	if _, status, _ := getTask(other.http.URL, "no-such-task"); status != 404 {
+		t.Errorf("GET of an unknown task from another node: %d, want 404", status)
+	}
+	fixed, err := other.Correct(context.Background(), "", id, apollo.StatusFailed, "ops", "killed by hand")
+	if err != nil || fixed.Status != apollo.StatusFailed {
+		t.Fatalf("Correct through another node: %+v, %v", fixed, err)
+	}
+	if _, err := other.Correct(context.Background(), "", id, apollo.StatusFailed, "ops", ""); apollo.ErrorCode(err) != apollo.EINVALID {
+		t.Errorf("a correction without a reason through another node: %v, want the owner's invalid error", err)
+	}
+	if got, _ := owner.Get("", id); got.Status != apollo.StatusFailed {
+		t.Errorf("the owner shows %s after the correction", got.Status)
+	}
+
+	// Page through everything from the third node, 7 at a time.
+	var seen []string
+	cursor := ""
+	for {
+		page, next, err := c.nodes[2].List(apollo.TaskFilter{Limit: 7, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(page); i++ {
+			a, b := page[i-1], page[i]
+			if a.UpdatedAt < b.UpdatedAt || a.UpdatedAt == b.UpdatedAt && a.TaskID > b.TaskID {
+				t.Fatalf("page out of order: %s (%d) before %s (%d)", a.TaskID, a.UpdatedAt, b.TaskID, b.UpdatedAt)
+			}
+		}
+		for _, tk := range page {
+			seen = append(seen, tk.TaskID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	slices.Sort(seen)
+	if len(seen) != tasks || len(slices.Compact(slices.Clone(seen))) != tasks {
+		t.Fatalf("listing across nodes gave %d tasks (%d distinct), want %d", len(seen), len(slices.Compact(slices.Clone(seen))), tasks)
+	}
+	failed, _, err := c.nodes[1].List(apollo.TaskFilter{Status: apollo.StatusFailed})
+	if err != nil || len(failed) != 1 || failed[0].TaskID != id {
+		t.Errorf("listing failed tasks: %v, %v; want only %s", failed, err, id)
+	}
+	if _, _, err := c.nodes[1].List(apollo.TaskFilter{Cursor: "not a cursor"}); apollo.ErrorCode(err) != apollo.EINVALID {
+		t.Errorf("a bad cursor: %v", err)
+	}
+}
+
+// TestCursorIsTheBusCursor keeps makeCursor in step with the bus: the
+// cursor a bus returns for a page ending at a task is the one makeCursor
+// writes for that task.
+func TestCursorIsTheBusCursor(t *testing.T) {
+	t.Parallel()
+	b, err := bus.New(bus.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(context.Background())
+	defer b.Stop()
+	now := time.Now().UnixMilli()
+	evs := []apollo.Event{
+		{TaskID: "a:1", Sequence: 1, Status: apollo.StatusPending, Ts: now},
+		{TaskID: "b", Sequence: 1, Status: apollo.StatusPending, Ts: now},
+	}
+	if err := b.Publish(context.Background(), evs, make([]bus.Outcome, 2)); err != nil {
+		t.Fatal(err)
+	}
+	page, next, err := b.List(apollo.TaskFilter{Limit: 1})
+	if err != nil || len(page) != 1 {
+		t.Fatal(page, err)
+	}
+	if mine := makeCursor(page[0]); mine != next {
+		t.Fatalf("the bus's cursor after %s is %q, makeCursor writes %q", page[0].TaskID, next, mine)
+	}
+}
+
+// TestOwnRecordsSurviveAHandover shows why a partition's log holds the
+// bus's decisions and not only the reported events: a timeout the owner
+// decided stays decided on the next owner, and the late success after it
+// stays refused, as on one server.
+func TestOwnRecordsSurviveAHandover(t *testing.T) {
+	c := newTestCluster(t, 2, 3*time.Second)
+	a := c.start("own-1")
+	c.waitServed(20*time.Second, nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	publishAll(t, a, []apollo.Event{{TaskID: "slow", Sequence: 1, Status: apollo.StatusRunning, Ts: now, TimeoutMs: 100}})
+	to := waitChange(t, cl, "slow", 1, apollo.StatusTimeout)
+	if to.Record.Kind != apollo.KindTimeout {
+		t.Fatalf("the timeout change is a %s record", to.Record.Kind)
+	}
+	b := c.start("own-2") // takes one partition over; a keeps one
+	c.waitServed(20*time.Second, map[string]bool{})
+	a.Stop() // hands the other over: b now owns both
+	c.waitServed(20*time.Second, map[string]bool{"own-1": true})
+	got, err := b.Get("", "slow")
+	if err != nil || got.Status != apollo.StatusTimeout || len(got.History) != 2 || got.History[1].Kind != apollo.KindTimeout {
+		t.Fatalf("after the handover: %+v, %v; want the timeout record the first owner decided", got, err)
+	}
+	// The late success, then a sentinel of the same partition: the
+	// partition decides in stream order, so once the sentinel's change is
+	// out, the success has been decided.
+	sentinel := "sentinel-0"
+	for i := 1; Partition(sentinel, c.parts) != Partition("slow", c.parts); i++ {
+		sentinel = fmt.Sprintf("sentinel-%d", i)
+	}
+	publishAll(t, b, []apollo.Event{
+		{TaskID: "slow", Sequence: 2, Status: apollo.StatusSuccess, Ts: now + 5000},
+		{TaskID: sentinel, Sequence: 1, Status: apollo.StatusPending, Ts: now},
+	})
+	waitChange(t, cl, sentinel, 1, apollo.StatusPending)
+	if got, _ := b.Get("", "slow"); got.Status != apollo.StatusTimeout {
+		t.Fatalf("a success after the timeout changed the task: %s", got.Status)
+	}
+	if st := b.local(Partition("slow", c.parts)).bus.Stats(); st.Illegal != 1 {
+		t.Errorf("the late success was not counted as illegal: %+v", st)
+	}
+}
+
+// TestTenantsStayApart publishes the same task ID for two tenants (one
+// whose name needs escaping in a subject): each tenant sees its own task,
+// from any node, in listings, and on the stream.
+func TestTenantsStayApart(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	a := c.start("ten-1")
+	b := c.start("ten-2")
+	c.waitServed(20*time.Second, nil)
+	sub, err := a.SubscribeChanges(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	now := time.Now().UnixMilli()
+	publishAll(t, a, []apollo.Event{
+		{TaskID: "shared", Tenant: "acme.eu", Sequence: 1, Status: apollo.StatusRunning, Ts: now},
+		{TaskID: "shared", Tenant: "", Sequence: 1, Status: apollo.StatusPending, Ts: now},
+	})
+	seen := map[string]apollo.Status{}
+	for len(seen) < 2 {
+		select {
+		case ch := <-sub.C():
+			if ch.Record.Tenant != ch.Task.Tenant {
+				t.Errorf("a change of tenant %q carries the record's tenant %q", ch.Task.Tenant, ch.Record.Tenant)
+			}
+			seen[ch.Task.Tenant] = ch.Task.Status
+		case <-time.After(15 * time.Second):
+			t.Fatalf("changes seen: %v", seen)
+		}
+	}
+	if seen["acme.eu"] != apollo.StatusRunning || seen[""] != apollo.StatusPending {
+		t.Fatalf("changes by tenant: %v", seen)
+	}
+	for _, n := range []*testNode{a, b} {
+		got, err := n.Get("acme.eu", "shared")
+		if err != nil || got.Status != apollo.StatusRunning || got.Tenant != "acme.eu" {
+			t.Errorf("node %s: Get(acme.eu, shared) = %+v, %v", n.id, got, err)
+		}
+		if _, err := n.Get("other", "shared"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+			t.Errorf("node %s: another tenant's Get: %v, want not found", n.id, err)
+		}
+		page, _, err := n.List(apollo.TaskFilter{Tenant: "acme.eu"})
+		if err != nil || len(page) != 1 || page[0].Status != apollo.StatusRunning {
+			t.Errorf("node %s: the tenant's listing: %+v, %v", n.id, page, err)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/apollo-11/apollo"
+)
+
+// TestSnapshotThenTakeover snapshots a partition, which trims its log,
+// adds events after it, and cuts the owner off: the next owner reads the
+// snapshot the log's marker names (not a newer object nobody marked) and
+// only the log after it, and has every task as it was.
+func TestSnapshotThenTakeover(t *testing.T) {
+	c := newTestCluster(t, 1, 3*time.Second)
+	a := c.start("snap-1")
+	c.waitServed(20*time.Second, nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	var before, after []apollo.Event
+	for i := range 50 {
+		id := fmt.Sprintf("s-%02d", i)
+		before = append(before, apollo.Event{TaskID: id, Name: "snap", Sequence: 1, Status: apollo.StatusRunning, Ts: now})
+		after = append(after, apollo.Event{TaskID: id, Name: "snap", Sequence: 2, Status: apollo.StatusFailed, Ts: now + 1000})
+	}
+	publishAll(t, a, before)
+	for _, ev := range before {
+		waitChange(t, cl, ev.TaskID, 1, apollo.StatusRunning)
+	}
+	pt := a.local(0)
+	if err := pt.snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logMessages(t, a); got > 1 {
+		t.Errorf("the log holds %d messages after the snapshot, want only the marker", got)
+	}
+	publishAll(t, a, after[:25])
+	for _, ev := range after[:25] {
+		waitChange(t, cl, ev.TaskID, 2, apollo.StatusFailed)
+	}
+	// An object a former owner stored but never marked is ignored.
+	if _, err := a.snaps.PutBytes(context.Background(), "p0000-999999", []byte("stale")); err != nil {
+		t.Fatal(err)
+	}
+
+	b := c.start("snap-2")
+	a.kill()
+	c.waitServed(20*time.Second, map[string]bool{a.id: true})
+	publishAll(t, b, after[25:])
+	for _, ev := range after[25:] {
+		waitChange(t, cl, ev.TaskID, 2, apollo.StatusFailed)
+	}
+	ps := b.NodeStats().Partitions[0]
+	if ps.Snapshot != pt.snapName || ps.Replayed != 25 {
+		t.Errorf("rebuilt from snapshot %q and %d records; want %q and the 25 records after it", ps.Snapshot, ps.Replayed, pt.snapName)
+	}
+	for _, ev := range after {
+		got, err := b.Get("", ev.TaskID)
+		if err != nil || got.Status != apollo.StatusFailed || len(got.History) != 2 {
+			t.Fatalf("%s: %+v, %v", ev.TaskID, got, err)
+		}
+	}
+	sum := b.local(0).agg.Rolling("", "snap")
+	if sum.Count != 50 || sum.Failed != 50 || sum.Started != 50 {
+		t.Errorf("the rebuilt metrics: %+v; want 50 started and failed", sum)
+	}
+}
+
+// logMessages counts the messages in partition 0's log.
+func logMessages(t *testing.T, n *testNode) uint64 {
+	t.Helper()
+	info, err := n.logs.Info(context.Background(), jetstream.WithSubjectFilter(logSubject(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[logSubject(0)]
+}

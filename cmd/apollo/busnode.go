@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/cluster"
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/web"
+)
+
+// busNodeFlags are the flags of `apollo bus` that select the scale-out
+// mode (newBusCmd in processes.go).
+type busNodeFlags struct {
+	natsURL    string
+	partitions int
+	nodeID     string
+}
+
+// runBusNode connects to NATS and Redis, starts the node and serves the
+// API until ctx ends, then hands the partitions over.
+func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slog.Logger, out io.Writer) error {
+	if err := checkListen(cfg); err != nil {
+		return err
+	}
+	id := f.nodeID
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-id is needed: %w", err)
+		}
+		id = host
+	}
+	nc, err := nats.Connect(f.natsURL, nats.Name("apollo-bus "+id), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s: %w", f.natsURL, err)
+	}
+	defer nc.Close()
+	var rdb redis.UniversalClient
+	if cfg.Redis.URL != "" {
+		if rdb, err = redisstore.Open(cfg.Redis.URL); err != nil {
+			return err
+		}
+		defer rdb.Close()
+	} else {
+		log.Warn("no Redis (--redis or redis.url): each partition keeps its metrics in memory, and the metrics routes answer nothing")
+	}
+	node, err := cluster.New(cluster.Options{
+		Conn: nc, NodeID: id, Partitions: f.partitions, Redis: rdb, RedisPrefix: cfg.Redis.Prefix,
+		Bus:     partitionBusOptions(cfg, f.partitions),
+		Metrics: metrics.Options{BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()},
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		return err
+	}
+	defer node.Stop()
+	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: node, Changes: nodeChanges(node, log), Logger: log,
+		AllowedOrigins: cfg.Auth.AllowedOrigins})
+	if err != nil {
+		return err
+	}
+	hub.Start(ctx)
+	defer hub.Stop()
+	api, err := busNodeAPI(cfg, node, hub, rdb, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (choose another --listen)", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(out, "Apollo-11 is up: http://%s  (bus node %s, %d partitions, NATS %s)\n", ln.Addr(), id, f.partitions, f.natsURL)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		log.Error("HTTP server stopped", "err", err)
+	}
+	// Shutdown order: stop taking requests, then hand the partitions over
+	// (deferred node.Stop), then close Redis and NATS.
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// partitionBusOptions are the limits of one partition's bus: the
+// configured (per node) limits divided among the partitions, so a node
+// that holds them all stays within them.
+func partitionBusOptions(cfg config.Config, partitions int) bus.Options {
+	share := func(v int) int { return max(v/partitions, 1) }
+	return bus.Options{
+		TaskQueueLen: cfg.Limits.TaskQueue, HistoryLimit: cfg.Limits.History,
+		HoldLimit: share(cfg.Limits.HoldingArea), QueueLimit: share(cfg.Limits.Queue), MaxTasks: share(cfg.Limits.Tasks),
+		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
+		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
+		Lateness: latenessFromConfig(cfg),
+		Workers:  2, // per partition: a node holds several
+	}
+}
+
+// nodeChanges feeds the stream hub with the changes of every node of the
+// cluster. A node that cannot subscribe (it is stopping) gives a feed that
+// never delivers, rather than one the hub would retry in a loop.
+func nodeChanges(node *cluster.Node, log *slog.Logger) func(int) httpapi.ChangeSubscription {
+	return func(n int) httpapi.ChangeSubscription {
+		sub, err := node.SubscribeChanges(n)
+		if err != nil {
+			log.Warn("the stream cannot follow the cluster's changes", "err", err)
+			return deadFeed{err}
+		}
+		return sub
+	}
+}
+
+type deadFeed struct{ err error }
+
+func (deadFeed) C() <-chan *apollo.Change { return nil }
+func (d deadFeed) Err() error             { return d.err }
+func (deadFeed) Close()                   {}
+
+// busNodeAPI is the HTTP API of a node: the same routes as the server,
+// over the cluster, with the live stream of every node's changes.
+func busNodeAPI(cfg config.Config, node *cluster.Node, hub *httpapi.Hub, rdb redis.UniversalClient, log *slog.Logger) (*httpapi.Server, error) {
+	auth := httpapi.Authenticator(httpapi.OpenAuth{})
+	if len(cfg.Auth.Tokens) > 0 {
+		toks, err := tokensFromConfig(cfg.Auth.Tokens)
+		if err != nil {
+			return nil, err
+		}
+		auth = httpapi.NewTokenAuth(toks)
+	}
+	opts := httpapi.Options{
+		Bus: node, Stream: hub, Auth: auth, Logger: log, Web: web.Handler(),
+		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
+		System: map[string]func() any{"cluster": func() any { return node.NodeStats() }},
+		Ready: func() bool {
+			select {
+			case <-node.Ready():
+				return true
+			default:
+				return false
+			}
+		},
+	}
+	if rdb != nil {
+		st, err := redisstore.NewStore(redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
+			BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
+		if err != nil {
+			return nil, err
+		}
+		opts.Metrics = st
+	}
+	return httpapi.New(opts), nil
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// TestBusNode runs `apollo bus` against an embedded NATS server: an event
+// posted to it is applied (its change is published on NATS), the task is
+// served, and SIGTERM hands the partitions over and exits 0.
+func TestBusNode(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS did not start")
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	changes, err := nc.SubscribeSync("apollo.changes.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := startApollo(t, "bus", "--nats", ns.ClientURL(), "--partitions", "2", "--node-id", "node-a", "--listen", "127.0.0.1:0")
+	body := `{"taskID":"bn-1","name":"busnode","sequence":1,"status":"running","ts":` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `}`
+	resp, err := http.Post("http://"+p.addr+"/api/v1/events", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST event: %d", resp.StatusCode)
+	}
+	m, err := changes.NextMsg(20 * time.Second) // the node claims its partitions within a renewal interval
+	if err != nil {
+		t.Fatalf("the event was not applied: %v\n%s", err, p.out)
+	}
+	if !strings.Contains(string(m.Data), `"bn-1"`) {
+		t.Fatalf("the change is %s", m.Data)
+	}
+	resp, err = http.Get("http://" + p.addr + "/api/v1/tasks/bn-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET task: %d", resp.StatusCode)
+	}
+
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", p.waitErr, p.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit within 30s of SIGTERM\n%s", p.out)
+	}
+	if !strings.Contains(p.out.String(), "partition handed over") {
+		t.Errorf("the node did not hand its partitions over:\n%s", p.out)
+	}
+}
