@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -55,7 +56,11 @@ func main() {
 	conc := flag.Int("c", 8, "concurrent requests")
 	runs := flag.Int("runs", 30, "runs per request; each reports pending, running, success")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	short := flag.Bool("short", false, "smoke run: the server and one node, 2s, one round")
 	flag.Parse()
+	if *short {
+		*targetsFlag, *dur, *rounds = "server,1", 2*time.Second, 1
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -94,6 +99,13 @@ func main() {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].applied < rs[j].applied })
 		results = append(results, rs[len(rs)/2])
 	}
+	fmt.Println("## Scale-out: bus nodes behind NATS JetStream")
+	fmt.Println()
+	fmt.Printf("Command: `go run ./cmd/cluster %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("The single server (bus + write-ahead log, in process) beside an embedded NATS JetStream with 1..n bus nodes in one process, "+
+		"each loaded over HTTP by the same client; %d round(s) of %v per target, the targets taking turns; the median round is shown. "+
+		"Everything shares this machine's %d cores, so more nodes cannot add CPU here: the figures show the cost of the mode "+
+		"(see docs/scale-out.md for the capacity reasoning).\n\n", *rounds, *dur, runtime.NumCPU())
 	fmt.Printf("| target | events/request | stored events/s | applied events/s (end to end) | p50 request | p99 request | applied, ratio to the first | bytes/event: events stream | bytes/event: decision log |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		name := "server (bus + WAL, fsync batch)"
