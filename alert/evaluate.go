@@ -151,16 +151,7 @@ func (e *Engine) Evaluate(ctx context.Context, now time.Time) error {
 // lock is taken: the lock covers only the state machine.
 func (c *cycle) tenant(ctx context.Context, set *ruleSet) error {
 	e := c.e
-	tables := make([]*metrics.Table, len(set.windows))
-	var errs []error
-	for i, w := range set.windows {
-		t, err := e.opts.Store.Table(ctx, metrics.Query{Tenant: set.tenant, Window: w.window, Offset: w.offset, Now: c.now})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("alert: tenant %q, window %v offset %v: %w", set.tenant, w.window, w.offset, err))
-			continue
-		}
-		tables[i] = t
-	}
+	tables, errs := c.tables(ctx, set)
 	cache := e.caches[set.tenant]
 	if cache == nil {
 		cache = &rangeCache{entries: map[*string]*rangeEntry{}, off: e.noRangeCache}
@@ -193,6 +184,34 @@ func (c *cycle) tenant(ctx context.Context, set *ruleSet) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tables reads the windows the tenant's rules use: in one pass when the
+// store can (metrics.Aggregator), else one at a time. A window that could
+// not be read is nil, with its error.
+func (c *cycle) tables(ctx context.Context, set *ruleSet) ([]*metrics.Table, []error) {
+	qs := make([]metrics.Query, len(set.windows))
+	for i, w := range set.windows {
+		qs[i] = metrics.Query{Tenant: set.tenant, Window: w.window, Offset: w.offset, Now: c.now}
+	}
+	if m, ok := c.e.opts.Store.(MultiReader); ok && len(qs) > 1 {
+		ts, err := m.Tables(ctx, qs)
+		if err == nil {
+			return ts, nil
+		}
+		return make([]*metrics.Table, len(qs)), []error{fmt.Errorf("alert: tenant %q, %d windows: %w", set.tenant, len(qs), err)}
+	}
+	tables := make([]*metrics.Table, len(qs))
+	var errs []error
+	for i, q := range qs {
+		t, err := c.e.opts.Store.Table(ctx, q)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("alert: tenant %q, window %v offset %v: %w", set.tenant, q.Window, q.Offset, err))
+			continue
+		}
+		tables[i] = t
+	}
+	return tables, errs
 }
 
 // rule evaluates one rate rule: the prefix as a whole, or each job under

@@ -18,6 +18,13 @@ type MetricsReader interface {
 	Table(ctx context.Context, q metrics.Query) (*metrics.Table, error)
 }
 
+// MultiReader is a MetricsReader that reads several windows of one tenant
+// at one moment in one pass (metrics.Aggregator has it); the engine uses
+// it when the store has it.
+type MultiReader interface {
+	Tables(ctx context.Context, qs []metrics.Query) ([]*metrics.Table, error)
+}
+
 // Sender takes notifications for delivery. Send must return at once
 // (notify.Dispatcher queues); the engine calls it outside its locks.
 type Sender interface {

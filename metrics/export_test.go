@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -150,4 +151,50 @@ func change(tenant, name string, from, to apollo.Status, ts int64) *apollo.Chang
 		c.Task.FinishedAt, c.Task.CostMs = ts, 1500
 	}
 	return c
+}
+
+// Tables reads several windows in one pass and answers each exactly as
+// Table does, whichever level (buckets, rollups or both) a window needs.
+func TestTablesIsTableEach(t *testing.T) {
+	t.Parallel()
+	a, clock := newStarted(t)
+	now := clock.Now()
+	for _, c := range metricstest.Workload(5, "tn", []string{"a", "b", "c/d", "e", "f"}, 3000, now, 3*time.Hour, true) {
+		a.Apply(&c)
+	}
+	ctx := context.Background()
+	var qs []metrics.Query
+	for _, w := range [][2]time.Duration{
+		{time.Minute, 0}, {5 * time.Minute, 0}, {5 * time.Minute, 5 * time.Minute}, {time.Hour, 0},
+		{30 * time.Minute, 50 * time.Minute}, {2 * time.Hour, 70 * time.Minute}, {24 * time.Hour, 0},
+	} {
+		qs = append(qs, metrics.Query{Tenant: "tn", Window: w[0], Offset: w[1], Now: now})
+	}
+	got, err := a.Tables(ctx, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(qs) {
+		t.Fatalf("%d tables for %d queries", len(got), len(qs))
+	}
+	for i, q := range qs {
+		want, err := a.Table(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got[i].Names, want.Names) || !slices.Equal(got[i].Rows, want.Rows) || got[i].Window != want.Window {
+			t.Errorf("window %v offset %v: Tables\n%+v\nTable\n%+v", q.Window, q.Offset, got[i].Rows, want.Rows)
+		}
+		if len(want.Names) != 5 {
+			t.Errorf("window %v offset %v: %d jobs, want 5", q.Window, q.Offset, len(want.Names))
+		}
+	}
+	mixed := []metrics.Query{qs[0], {Tenant: "other", Window: time.Minute, Now: now}}
+	if _, err := a.Tables(ctx, mixed); err == nil {
+		t.Error("Tables over two tenants: no error")
+	}
+	bad := []metrics.Query{qs[0], {Tenant: "tn", Window: 7 * time.Second, Now: now}}
+	if _, err := a.Tables(ctx, bad); err == nil {
+		t.Error("Tables with a 7s window: no error")
+	}
 }

@@ -164,17 +164,44 @@ const tableChunk = 2048
 // summarized on every core: reading 100 000 jobs is bound by memory
 // latency, which more cores hide.
 func (a *Aggregator) Table(ctx context.Context, q Query) (*Table, error) {
-	sp, err := a.span(q.Window, q.Offset, a.nowOr(q.Now))
+	ts, err := a.Tables(ctx, []Query{q})
 	if err != nil {
 		return nil, err
 	}
+	return ts[0], nil
+}
+
+// Tables answers several queries of one tenant at one moment (the same
+// Tenant and Now in each) in one pass over the jobs: each job's series is
+// locked and brought into the cache once for all the windows, which is
+// what an alert evaluation cycle with rules over 1m, 5m and 1h windows
+// needs. Tables[i] answers qs[i], exactly as Table(qs[i]) would.
+func (a *Aggregator) Tables(ctx context.Context, qs []Query) ([]*Table, error) {
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	q0 := qs[0]
+	now := a.nowOr(q0.Now)
+	bs := make([]bounds, len(qs))
+	for i, q := range qs {
+		if q.Tenant != q0.Tenant || !q.Now.Equal(q0.Now) {
+			return nil, invalid("query", "Tables takes queries of one tenant at one moment", "call Table for each")
+		}
+		sp, err := a.span(q.Window, q.Offset, now)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = sp.bounds(sp.start, sp.end)
+	}
 	idx := emptyIndex
-	if t := a.tenant(q.Tenant, false); t != nil {
+	if t := a.tenant(q0.Tenant, false); t != nil {
 		idx = t.index()
 	}
 	ss := idx.series
-	b := sp.bounds(sp.start, sp.end)
-	rows := make([]Summary, len(ss))
+	rows := make([][]Summary, len(qs))
+	for i := range rows {
+		rows[i] = make([]Summary, len(ss))
+	}
 	var next atomic.Int64
 	work := func() error {
 		for {
@@ -188,9 +215,13 @@ func (a *Aggregator) Table(ctx context.Context, q Query) (*Table, error) {
 			for i := lo; i < min(lo+tableChunk, len(ss)); i++ {
 				s := ss[i]
 				s.mu.Lock()
-				s.summarize(&b, &rows[i])
+				for k := range bs {
+					s.summarize(&bs[k], &rows[k][i])
+				}
 				s.mu.Unlock()
-				rows[i].Window = q.Window
+				for k, q := range qs {
+					rows[k][i].Window = q.Window
+				}
 			}
 		}
 	}
@@ -203,9 +234,13 @@ func (a *Aggregator) Table(ctx context.Context, q Query) (*Table, error) {
 	errs[0] = work()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("metrics: table for tenant %q: %w", q.Tenant, err)
+		return nil, fmt.Errorf("metrics: table for tenant %q: %w", q0.Tenant, err)
 	}
-	return &Table{Names: idx.names, Rows: rows, Window: q.Window}, nil
+	ts := make([]*Table, len(qs))
+	for k, q := range qs {
+		ts[k] = &Table{Names: idx.names, Rows: rows[k], Window: q.Window}
+	}
+	return ts, nil
 }
 
 // Series returns the job's points over the window ending at now (zero: the
