@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ type params struct {
 func main() {
 	var p params
 	flag.DurationVar(&p.outage, "outage", 5*time.Minute, "how long the webhook answers 503")
-	flag.DurationVar(&p.before, "before", 20*time.Second, "storm before the outage (the evaluation baseline)")
+	flag.DurationVar(&p.before, "before", 40*time.Second, "storm before the outage (the evaluation baseline)")
 	flag.DurationVar(&p.drain, "drain", 6*time.Minute, "deadline for the channel to drain after recovery (the retry backoff is capped at 5 min)")
 	flag.DurationVar(&p.group, "group", 30*time.Second, "GROUP_WINDOW of the event rules")
 	flag.IntVar(&p.prefixes, "prefixes", 50, "prefixes of the storm: one rate rule and one event rule each")
@@ -134,7 +135,12 @@ func (h *hook) snapshot() (byKey map[string]int, dups int, delivered int, ids ma
 }
 
 type result struct {
-	evalBefore, evalDuring   harness.Latencies
+	evalBefore, evalDuring harness.Latencies
+	// The outage's cycles cut into runs as long as the baseline: the
+	// median of their p50s and p99s, and the spread of their p99s.
+	chunks                   int
+	chunkP50, chunkP99       time.Duration
+	chunkP99Lo, chunkP99Hi   time.Duration
 	runs                     int64
 	queuedOutage, refused    int64
 	queued, sent             int64
@@ -278,7 +284,8 @@ alert:
 	}
 	res.runs = runs.Load()
 	res.refused = h.refused.Load()
-	res.evalBefore, res.evalDuring = harness.Summarise(before), harness.Summarise(during)
+	res.evalBefore, res.evalDuring = harness.Summarise(slices.Clone(before)), harness.Summarise(slices.Clone(during))
+	res.chunkStats(len(before), during)
 	logf("webhook back; %d refused attempts; eval before %v, during %v", res.refused, res.evalBefore, res.evalDuring)
 
 	// Drain: every queued notification has its outcome, and the webhook has
@@ -343,6 +350,31 @@ alert:
 		return res, fmt.Errorf("no notification was queued during the outage: the drill did not test the channel being down")
 	}
 	return res, nil
+}
+
+// chunkStats compares like with like: a p99 over 280 cycles catches rare
+// spikes (a GC, another process) that one over 14 cannot, so the outage's
+// cycles are cut into consecutive runs of the baseline's length (the last
+// one kept if at least half as long) and each run's quantiles taken.
+func (r *result) chunkStats(n int, during []time.Duration) {
+	n = max(n, 5)
+	var p50s, p99s []float64
+	for i := 0; i < len(during); i += n {
+		c := during[i:min(i+n, len(during))]
+		if len(c) < n/2 && len(p50s) > 0 {
+			break
+		}
+		l := harness.Summarise(slices.Clone(c))
+		p50s, p99s = append(p50s, float64(l.P50)), append(p99s, float64(l.P99))
+	}
+	if len(p50s) == 0 {
+		return
+	}
+	m50, _, _ := harness.Median(p50s)
+	m99, lo, hi := harness.Median(p99s)
+	r.chunks = len(p50s)
+	r.chunkP50, r.chunkP99 = time.Duration(m50), time.Duration(m99)
+	r.chunkP99Lo, r.chunkP99Hi = time.Duration(lo), time.Duration(hi)
 }
 
 func getJSON(p *harness.Proc, path string, v any) error {
@@ -455,16 +487,19 @@ func report(cmd string, p params, r *result, failure error) {
 		"drill (`give_up_after: 30m`, longer than the outage plus the 5-minute cap on the retry backoff; `queue_size: 20000`). "+
 		"An agent-SDK client reports %d failed runs/s over %d prefixes × %d jobs. After %v the webhook answers 503 for %v, "+
 		"then 200; the storm stops then. Evaluation cycles are read from `apollo_rule_evaluation_seconds` on GET /metrics "+
-		"every second (one sample per cycle). After recovery the drill polls until the channel has drained: every queued "+
+		"every second (one sample per cycle, placed by when it ran; the first third of the storm is left out of the baseline); "+
+		"the outage's cycles are cut into runs as long as the baseline and the median of their quantiles is compared with "+
+		"the baseline's, so that both sides have the same number of cycles. After recovery the drill polls until the channel has drained: every queued "+
 		"notification has its outcome, and every message GET /api/v1/notifications records as sent reached the webhook "+
 		"exactly once (by `dedupKey` and the notification's `at`); every alert that fired (GET /api/v1/alerts) was notified. "+
 		"One run.\n\n",
 		p.prefixes+p.quiet, p.prefixes, p.quiet, p.prefixes, p.group, p.rate, p.prefixes, p.jobs, p.before, p.outage)
 	fmt.Println("| figure | before the outage | during the outage |")
 	fmt.Println("|---|---|---|")
-	fmt.Printf("| evaluation cycles sampled | %d | %d |\n", r.evalBefore.N, r.evalDuring.N)
-	fmt.Printf("| evaluation p50 | %s | %s |\n", ms(r.evalBefore.P50), ms(r.evalDuring.P50))
-	fmt.Printf("| evaluation p99 | %s | %s |\n", ms(r.evalBefore.P99), ms(r.evalDuring.P99))
+	fmt.Printf("| evaluation cycles sampled | %d | %d (%d runs of %d) |\n", r.evalBefore.N, r.evalDuring.N, r.chunks, max(r.evalBefore.N, 5))
+	fmt.Printf("| evaluation p50 (during: median of the runs') | %s | %s |\n", ms(r.evalBefore.P50), ms(r.chunkP50))
+	fmt.Printf("| evaluation p99 (during: median of the runs', min–max) | %s | %s (%s–%s) |\n", ms(r.evalBefore.P99), ms(r.chunkP99), ms(r.chunkP99Lo), ms(r.chunkP99Hi))
+	fmt.Printf("| evaluation p50 / p99 over all cycles | %s / %s | %s / %s |\n", ms(r.evalBefore.P50), ms(r.evalBefore.P99), ms(r.evalDuring.P50), ms(r.evalDuring.P99))
 	fmt.Println()
 	fmt.Println("| figure | value |")
 	fmt.Println("|---|---|")
@@ -479,16 +514,16 @@ func report(cmd string, p params, r *result, failure error) {
 	fmt.Printf("| failed, gave up or dropped | %d |\n", r.failedOutcomes)
 	fmt.Printf("| time to drain after recovery | %v |\n", r.drain.Round(100*time.Millisecond))
 	fmt.Println()
-	ok50 := evalOK(r.evalBefore.P50, r.evalDuring.P50)
-	ok99 := evalOK(r.evalBefore.P99, r.evalDuring.P99)
+	ok50 := evalOK(r.evalBefore.P50, r.chunkP50)
+	ok99 := evalOK(r.evalBefore.P99, r.chunkP99)
 	verdict := "met"
 	if !ok50 || !ok99 {
 		verdict = "MISSED"
 	}
 	fmt.Printf("Target: evaluation timing unchanged while a channel is down (p50 and p99 during ≤ 2× before or within 5 ms, and never 50 ms more) — %s (p50 %s → %s, p99 %s → %s)\n",
-		verdict, ms(r.evalBefore.P50), ms(r.evalDuring.P50), ms(r.evalBefore.P99), ms(r.evalDuring.P99))
+		verdict, ms(r.evalBefore.P50), ms(r.chunkP50), ms(r.evalBefore.P99), ms(r.chunkP99))
 	if verdict == "MISSED" {
-		fmt.Println("Evaluation slowed while the channel was down: the alert engine's hand-over to the dispatcher, or the machine's load from the retrying lane, reaches the evaluation loop; the engine should only ever enqueue.")
+		fmt.Println("Evaluation was slower while the channel was down. Likely reasons: load on the 2-core machine from other processes during the run (compare the min–max of the runs), or the alert engine's hand-over to the dispatcher reaching the evaluation loop; the engine should only ever enqueue, which the spread across runs and a repeat would tell apart.")
 	}
 	fmt.Println("\nThe time to drain is dominated by the retry backoff of the message at the head of the lane: full jitter up to 1 s, 2 s, 4 s, … capped at 5 minutes (notify/backoff.go), so after a long outage the next try may come up to 5 minutes after the channel returns; the messages queued behind it then go out at once.")
 	if failure != nil {
