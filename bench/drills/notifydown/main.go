@@ -63,11 +63,11 @@ func main() {
 	flag.IntVar(&p.jobs, "jobs", 10, "job names per prefix")
 	flag.IntVar(&p.quiet, "quiet", 500, "extra rate rules that never fire")
 	flag.IntVar(&p.rate, "rate", 100, "failed runs/s of the storm")
-	flag.BoolVar(&p.short, "short", false, "smoke run: 5 s outage after 6 s of storm, 2 s group window")
+	flag.BoolVar(&p.short, "short", false, "smoke run: 5 s outage between 5 s and 3 s of storm, 2 s group window")
 	flag.Parse()
 	cmd := "go run ./drills/notifydown"
 	if p.short {
-		p.outage, p.before, p.control, p.drain, p.group = 5*time.Second, 6*time.Second, 4*time.Second, time.Minute, 2*time.Second
+		p.outage, p.before, p.control, p.drain, p.group = 5*time.Second, 5*time.Second, 3*time.Second, time.Minute, 2*time.Second
 		cmd += " -short"
 	} else if len(os.Args) > 1 {
 		cmd += " " + strings.Join(os.Args[1:], " ")
