@@ -7,17 +7,19 @@
 // fire, so evaluation has work), all notifying one webhook channel served by
 // the drill. An agent-SDK client reports failed runs over every prefix. After
 // -before of storm the webhook answers 503 to everything for -outage, then
-// 200 again; the storm stops when the channel returns. Every second the drill
-// reads apollo_rule_evaluation_seconds from GET /metrics (one sample per
-// evaluation cycle, told apart by apollo_rule_last_evaluation_timestamp_seconds)
-// and compares the cycles during the outage with those before. After
-// recovery it waits (polling, with a deadline) until the channel has drained:
+// 200 again; the storm goes on for -control with the channel up, then stops.
+// Every second the drill reads apollo_rule_evaluation_seconds from GET
+// /metrics (one sample per evaluation cycle, told apart by
+// apollo_rule_last_evaluation_timestamp_seconds) and compares the cycles
+// during the outage, in runs as long as the baseline, with those before (the
+// control's are shown beside them). It times how long after recovery the
+// backlog took to go out, and waits (polling, with a deadline) until the channel has drained:
 // every queued notification has a final outcome and every message the server
 // recorded as sent (GET /api/v1/notifications) reached the webhook, each
 // exactly once (by dedupKey and the notification's time), and every alert
 // that fired (GET /api/v1/alerts) was notified.
 //
-//	go run ./drills/notifydown            # 5 min outage
+//	go run ./drills/notifydown            # 5 min outage, 6.5 to 11 minutes
 //	go run ./drills/notifydown -short     # 5 s outage, for CI
 package main
 
