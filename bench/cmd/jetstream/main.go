@@ -17,11 +17,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -67,10 +69,10 @@ func main() {
 	window := flag.Int("window", 1000, "events a producer may have unacknowledged (JetStream async; Apollo-11: between Flushes)")
 	batch := flag.Int("batch", 100, "agent SDK batch size (events per request)")
 	only := flag.String("only", "", "debugging: run only the rows whose name contains this (ratios need the fsync batch row)")
-	short := flag.Bool("short", false, "smoke run: -duration 500ms -repeat 1 -window 100")
+	short := flag.Bool("short", false, "smoke run: -duration 300ms -repeat 1 -window 100")
 	flag.Parse()
 	if *short {
-		*dur, *repeat = 500*time.Millisecond, 1
+		*dur, *repeat, *window = 300*time.Millisecond, 1, 100
 	}
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "apollo-bench-js-")
@@ -137,6 +139,24 @@ func main() {
 		fmt.Printf("| %s | %.0f | %.0f–%.0f | %s |\n", tg.name, m, lo, hi, rs)
 	}
 	fmt.Printf("\nLoad average (1 min) before the rows: %s, after: %s (the machine is shared; the rows take turns so that load weighs on all alike).\n\n", load0, loadavg())
+}
+
+// acceptedByServer reads apollo_events_total{result="accepted"} from GET /metrics.
+func acceptedByServer(url string) (int64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `apollo_events_total{result="accepted"} `); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("GET /metrics: no apollo_events_total{result=\"accepted\"} (%v)", sc.Err())
 }
 
 // loadavg is the 1-minute load average, for the record.
@@ -328,6 +348,11 @@ func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (int64,
 		}
 	}
 	errs.Range(func(k, _ any) bool { bad = append(bad, k.(string)); return true })
+	if stored, err := acceptedByServer(p.URL()); err != nil {
+		bad = append(bad, err.Error())
+	} else if final := acked(); stored < final {
+		bad = append(bad, fmt.Sprintf("the SDK saw %d events acknowledged, the server counts %d accepted", final, stored))
+	}
 	if len(bad) > 0 {
 		return 0, fmt.Errorf("apollo --fsync %s: events lost: %s", fsync, strings.Join(bad, "; "))
 	}
