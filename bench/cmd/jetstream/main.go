@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -83,6 +84,7 @@ func main() {
 
 	load0 := loadavg()
 	eps := make([][]float64, len(targets))
+	perCPU := make([][]float64, len(targets))
 	ratios := make([][]float64, len(targets))
 	for rep := range *repeat {
 		got := make([]float64, len(targets))
@@ -91,19 +93,21 @@ func main() {
 				continue
 			}
 			var n int64
+			var cpu float64
 			t0 := time.Now()
 			if tg.kind == "js" {
 				w := *window
 				if tg.window > 0 {
 					w = min(w, tg.window)
 				}
-				n, err = runJetStream(tg, *dur, *conc, w)
+				n, cpu, err = runJetStream(tg, *dur, *conc, w)
 			} else {
-				n, err = runApollo(bin, tg.fsync, *dur, *conc, *window, *batch)
+				n, cpu, err = runApollo(bin, tg.fsync, *dur, *conc, *window, *batch)
 			}
 			check(err)
 			got[i] = float64(n) / dur.Seconds()
 			eps[i] = append(eps[i], got[i])
+			perCPU[i] = append(perCPU[i], float64(n)/max(cpu, 0.01))
 			fmt.Fprintf(os.Stderr, "jetstream: repeat %d: %s: %.0f events/s (row took %v)\n", rep+1, tg.name, got[i], time.Since(t0).Round(time.Millisecond))
 		}
 		for i := range targets {
@@ -125,10 +129,13 @@ func main() {
 		"with its write-ahead log, loaded over HTTP by the agent SDK (one Client per producer, batches of %d, a Flush every %d events). "+
 		"Only acknowledged events count. Ratio: Apollo-11 (fsync batch) / the row, per repeat, median. "+
 		"**Apollo-11 does more work per event than JetStream**: it runs each task's state machine and updates the "+
-		"aggregated metrics, where JetStream only appends the message to its log.\n\n",
+		"aggregated metrics, where JetStream only appends the message to its log. The last column divides the acknowledged events "+
+		"by the CPU time the row used (this process, which holds the producers and, for JetStream, the embedded server; plus the "+
+		"apollo process): the machine is shared, and this figure moves less with its load than events/s does; rows bound by "+
+		"fsync latency use little CPU, so it flatters them.\n\n",
 		*conc, *dur, *repeat, *window, *batch, *window)
-	fmt.Println("| target | events/s (median) | spread (min–max) | Apollo-11 fsync batch / this row |")
-	fmt.Println("|---|---|---|---|")
+	fmt.Println("| target | events/s (median) | spread (min–max) | Apollo-11 fsync batch / this row | events per CPU-second, client + server (median) |")
+	fmt.Println("|---|---|---|---|---|")
 	for i, tg := range targets {
 		m, lo, hi := harness.Median(eps[i])
 		r, _, _ := harness.Median(ratios[i])
@@ -136,7 +143,8 @@ func main() {
 		if m == 0 {
 			rs = "— (nothing acknowledged)"
 		}
-		fmt.Printf("| %s | %.0f | %.0f–%.0f | %s |\n", tg.name, m, lo, hi, rs)
+		pc, _, _ := harness.Median(perCPU[i])
+		fmt.Printf("| %s | %.0f | %.0f–%.0f | %s | %.0f |\n", tg.name, m, lo, hi, rs, pc)
 	}
 	fmt.Printf("\nLoad average (1 min) before the rows: %s, after: %s (the machine is shared; the rows take turns so that load weighs on all alike).\n\n", load0, loadavg())
 }
@@ -157,6 +165,29 @@ func acceptedByServer(url string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("GET /metrics: no apollo_events_total{result=\"accepted\"} (%v)", sc.Err())
+}
+
+// cpuNow is the user+system CPU seconds of this process, plus those of
+// process pid if it is not 0.
+func cpuNow(pid int) float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	t := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	if pid == 0 {
+		return t
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return t
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	if len(f) < 13 {
+		return t
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64) // utime, field 14, in 1/100 s
+	kt, _ := strconv.ParseFloat(f[12], 64) // stime, field 15
+	return t + (ut+kt)/100
 }
 
 // loadavg is the 1-minute load average, for the record.
@@ -192,21 +223,21 @@ func eventJSON(dst []byte, id int64, step int, ts int64) []byte {
 
 // runJetStream loads a fresh embedded server for d and returns the events
 // acknowledged within d.
-func runJetStream(tg target, d time.Duration, c, window int) (int64, error) {
+func runJetStream(tg target, d time.Duration, c, window int) (_ int64, cpu float64, _ error) {
 	dir, err := os.MkdirTemp("", "apollo-bench-nats-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
 		StoreDir: dir, NoLog: true, NoSigs: true, SyncAlways: tg.always})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	go ns.Start()
 	defer ns.Shutdown()
 	if !ns.ReadyForConnections(10 * time.Second) {
-		return 0, fmt.Errorf("nats-server not ready")
+		return 0, 0, fmt.Errorf("nats-server not ready")
 	}
 	ctx := context.Background()
 	var acked, failed atomic.Int64
@@ -214,21 +245,22 @@ func runJetStream(tg target, d time.Duration, c, window int) (int64, error) {
 	for i := range c {
 		nc, err := nats.Connect(ns.ClientURL())
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		defer nc.Close()
 		jss[i], err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window),
 			jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { acked.Add(1) }),
 			jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	st, err := jss[0].CreateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}, Storage: jetstream.FileStorage})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var seq atomic.Int64
+	cpu0 := cpuNow(0)
 	lctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -262,6 +294,7 @@ func runJetStream(tg target, d time.Duration, c, window int) (int64, error) {
 	}
 	<-lctx.Done()
 	n := acked.Load()
+	cpu = cpuNow(0) - cpu0
 	wg.Wait()
 	// Every ack counted before the stream's info is asked for is a stored
 	// message: the stream must hold at least that many. Acks still pending
@@ -269,24 +302,24 @@ func runJetStream(tg target, d time.Duration, c, window int) (int64, error) {
 	a := acked.Load()
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if int64(info.State.Msgs) < a {
-		return 0, fmt.Errorf("%s: %d events acknowledged but the stream holds %d", tg.name, a, info.State.Msgs)
+		return 0, 0, fmt.Errorf("%s: %d events acknowledged but the stream holds %d", tg.name, a, info.State.Msgs)
 	}
 	if f := failed.Load(); f > 0 {
 		fmt.Fprintf(os.Stderr, "jetstream: %s: %d publishes failed (not counted)\n", tg.name, f)
 	}
-	return n, nil
+	return n, cpu, nil
 }
 
 // runApollo starts the real binary and loads it with one agent Client per
 // producer for d; it returns the events the server acknowledged within d.
-func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (int64, error) {
+func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (_ int64, cpu float64, _ error) {
 	p, err := harness.Start(bin, harness.Options{Args: []string{"server", "--fsync", fsync},
 		Config: "limits:\n  ingest_per_second: 0\n  tasks: 10000000\n"})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer p.Remove()
 	defer p.Kill()
@@ -295,7 +328,7 @@ func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (int64,
 	for i := range c {
 		clients[i], err = agent.New(p.URL(), agent.WithBatchSize(batch), agent.WithBufferSize(2*window+3), agent.WithLogger(quiet))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	acked := func() int64 {
@@ -306,6 +339,7 @@ func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (int64,
 		}
 		return n
 	}
+	cpu0 := cpuNow(p.PID())
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	extra := agent.Extra(map[string]any{"host": "worker-7"})
@@ -335,6 +369,7 @@ func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (int64,
 	}
 	<-ctx.Done()
 	n := acked()
+	cpu = cpuNow(p.PID()) - cpu0
 	wg.Wait()
 	var bad []string
 	for _, cl := range clients {
@@ -354,7 +389,7 @@ func runApollo(bin, fsync string, d time.Duration, c, window, batch int) (int64,
 		bad = append(bad, fmt.Sprintf("the SDK saw %d events acknowledged, the server counts %d accepted", final, stored))
 	}
 	if len(bad) > 0 {
-		return 0, fmt.Errorf("apollo --fsync %s: events lost: %s", fsync, strings.Join(bad, "; "))
+		return 0, 0, fmt.Errorf("apollo --fsync %s: events lost: %s", fsync, strings.Join(bad, "; "))
 	}
-	return n, nil
+	return n, cpu, nil
 }
