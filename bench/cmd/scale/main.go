@@ -1,0 +1,352 @@
+// Command scale measures what tracking many tasks costs.
+//
+// (a) In process, with the bus package: the Go heap after GC with 100k and
+// 1M tracked tasks that are not final (each one pending event), minus the
+// heap of the same empty bus, divided by the tasks: bytes per task.
+//
+// (b) The real binary: 1M events (1M pending tasks) posted over HTTP to
+// `apollo server --fsync off`, then SIGKILL (no final snapshot; the periodic
+// one is set to 24h so none is taken), a restart on the same data directory
+// timed until its "is up" line, and apollo_recovery_events and
+// apollo_recovery_seconds read from GET /metrics: events replayed per
+// second, seconds per million, and the server's RSS with the tasks tracked.
+//
+//	go run ./cmd/scale -repeat 3
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bench/internal/harness"
+	"github.com/apollo-11/apollo/bus"
+)
+
+func main() {
+	repeat := flag.Int("repeat", 3, "repeats of the recovery (b); the memory figure (a) is taken once per size")
+	sizesFlag := flag.String("tasks", "100000,1000000", "task counts for (a)")
+	events := flag.Int("events", 1_000_000, "events written before the kill in (b)")
+	short := flag.Bool("short", false, "smoke run: 20k tasks and 20k events, 1 repeat")
+	flag.Parse()
+	var sizes []int
+	for _, f := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		check(err)
+		sizes = append(sizes, n)
+	}
+	flags := fmt.Sprintf("-repeat %d -tasks %s -events %d", *repeat, *sizesFlag, *events)
+	if *short {
+		sizes, *events, *repeat, flags = []int{20_000}, 20_000, 1, "-short"
+	}
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "## Scale: memory per task and recovery\n\nCommand: `go run ./cmd/scale %s`\n\n", flags)
+	fmt.Fprintf(&out, "**(a) Memory per tracked task.** In process, the bus package alone (no log, no metrics): "+
+		"N tasks that are not final (one pending event each, 1000 job names), applied; the Go heap after GC minus the heap "+
+		"of the same bus empty, divided by N.\n\n| tracked tasks | heap, empty bus | heap with the tasks | bytes/task |\n|---|---|---|---|\n")
+	worst := 0.0
+	for _, n := range sizes {
+		base, full, err := memory(n)
+		check(err)
+		per := float64(full-base) / float64(n)
+		worst = max(worst, per)
+		fmt.Fprintf(&out, "| %d | %s | %s | %.0f |\n", n, harness.MiB(int64(base)), harness.MiB(int64(full)), per)
+		fmt.Fprintf(os.Stderr, "scale: %d tasks: %.0f bytes/task\n", n, per)
+	}
+	verdict := "met"
+	if worst > 512 {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(&out, "\nTarget: ≤ 512 bytes of memory per tracked task — %s (%.0f B/task at most)\n", verdict, worst)
+	if verdict == "MISSED" {
+		fmt.Fprintln(&out, "A task's record, its history and its index entries grow with the task; trimming the history kept per task would bring it down.")
+	}
+
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "apollo-bench-scale-")
+	check(err)
+	defer os.RemoveAll(tmp)
+	bin, err := harness.Build(ctx, "..", tmp)
+	check(err)
+	load0 := loadavg()
+	var rates, secs, ups, rss, cpuRates []float64
+	var replayed float64
+	for rep := range *repeat {
+		r, err := recovery(bin, *events)
+		check(err)
+		fmt.Fprintf(os.Stderr, "scale: repeat %d: replayed %.0f events in %.3fs (%.0f/s), up after %.3fs, RSS %s\n",
+			rep+1, r.events, r.seconds, r.events/r.seconds, r.up.Seconds(), harness.MiB(r.rss))
+		rates = append(rates, r.events/r.seconds)
+		secs = append(secs, r.seconds/r.events*1e6)
+		ups = append(ups, r.up.Seconds())
+		rss = append(rss, float64(r.rss))
+		cpuRates = append(cpuRates, r.events/r.cpu)
+		replayed = r.events
+	}
+	rm, rlo, rhi := harness.Median(rates)
+	sm, slo, shi := harness.Median(secs)
+	um, ulo, uhi := harness.Median(ups)
+	mm, mlo, mhi := harness.Median(rss)
+	cm, clo, chi := harness.Median(cpuRates)
+	fmt.Fprintf(&out, "\n**(b) Recovery.** The real binary, `--fsync off`, `snapshot_every: 24h` (no periodic snapshot in the run): "+
+		"%d events (one pending event for each of %d tasks) posted over HTTP, SIGKILL (no final snapshot, so recovery "+
+		"replays the whole log), restart on the same data directory. Replay figures from `apollo_recovery_events` and "+
+		"`apollo_recovery_seconds` (snapshot load and log replay); \"up\" is from exec to the \"is up\" line; RSS after "+
+		"recovery with all the tasks tracked. %d repeat(s), median and spread.\n\n", *events, *events, *repeat)
+	fmt.Fprintln(&out, "| figure | median | spread (min–max) |\n|---|---|---|")
+	fmt.Fprintf(&out, "| events replayed | %.0f | |\n", replayed)
+	fmt.Fprintf(&out, "| replay, events/s | %.0f | %.0f–%.0f |\n", rm, rlo, rhi)
+	fmt.Fprintf(&out, "| replay, seconds per million events | %.3f | %.3f–%.3f |\n", sm, slo, shi)
+	fmt.Fprintf(&out, "| replay, events per CPU-second of the server (all its threads, start-up included) | %.0f | %.0f–%.0f |\n", cm, clo, chi)
+	fmt.Fprintf(&out, "| restart → \"is up\", seconds | %.3f | %.3f–%.3f |\n", um, ulo, uhi)
+	fmt.Fprintf(&out, "| RSS after recovery | %s | %s–%s |\n", harness.MiB(int64(mm)), harness.MiB(int64(mlo)), harness.MiB(int64(mhi)))
+	verdict = "met"
+	if rm < 1_000_000 {
+		verdict = "MISSED"
+	}
+	fmt.Fprintf(&out, "\nTarget: recovery replays ≥ 1 000 000 log events per second — %s (%.0f events/s)\n", verdict, rm)
+	if verdict == "MISSED" {
+		fmt.Fprintf(&out, "Likely reason: the code, not only the shared machine: %.0f events per CPU-second of the server is "+
+			"well under the target even with a whole core (load average %s before, %s after). A one-off `perf record` of a "+
+			"300k-event recovery (not part of this command) put about 95%% of the replay loop's samples in bus.Replay — "+
+			"deciding each record: a new task, its state machine, its queue, the metrics — and a few %% in reading, checking "+
+			"and decoding the log; the collector took about a fifth of the process's CPU. Reaching the target needs the "+
+			"per-record cost of deciding down about 4×, or replay spread over cores by task (records of different tasks "+
+			"are independent).\n", cm, load0, loadavg())
+	}
+	fmt.Print(out.String())
+}
+
+// loadavg is the 1-minute load average, for the record: the machine is shared.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+func heap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// memory returns the heap with an empty bus and with n pending tasks in it.
+func memory(n int) (base, full uint64, err error) {
+	b, err := bus.New(bus.Options{Workers: 1, MaxTasks: n + 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx := context.Background()
+	b.Start(ctx)
+	defer b.Stop()
+	base = heap()
+	const batch = 1000
+	evs := make([]apollo.Event, batch)
+	out := make([]bus.Outcome, batch)
+	ts := time.Now().UnixMilli()
+	for i := 0; i < n; i += batch {
+		k := min(batch, n-i)
+		for j := range k {
+			id := i + j
+			evs[j] = apollo.Event{TaskID: fmt.Sprintf("nightly-etl-%07d", id), Name: fmt.Sprintf("job_%04d", id%1000),
+				Sequence: 1, Status: apollo.StatusPending, Ts: ts, ScheduledAt: ts + 3_600_000}
+		}
+		if err := b.Publish(ctx, evs[:k], out[:k]); err != nil {
+			return 0, 0, err
+		}
+	}
+	clear(evs)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st := b.Stats()
+		if st.Tasks == int64(n) && st.Queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("%d tasks published, the bus tracks %d with %d changes queued (accepted %d, refused %d)",
+				n, st.Tasks, st.Queued, st.Accepted, st.Refused)
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+	full = heap()
+	runtime.KeepAlive(b)
+	return base, full, nil
+}
+
+type recovered struct {
+	events, seconds float64
+	up              time.Duration
+	rss             int64
+	cpu             float64 // the restarted server's CPU seconds (user+system) when it was up
+}
+
+// cpuSeconds is the user+system CPU time of a process so far, from
+// /proc/PID/stat (in clock ticks of 1/100 s on Linux).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // after the command name: field 3 onwards
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64) // field 14
+	st, _ := strconv.ParseFloat(f[12], 64) // field 15
+	return (ut + st) / 100, nil
+}
+
+const scaleConfig = "snapshot_every: 24h\nlimits:\n  ingest_per_second: 0\n  tasks: 4000000\n"
+
+// recovery writes n pending tasks to a fresh server, kills it and times
+// the restart.
+func recovery(bin string, n int) (recovered, error) {
+	var r recovered
+	p, err := harness.Start(bin, harness.Options{Args: []string{"server", "--fsync", "off"}, Config: scaleConfig})
+	if err != nil {
+		return r, err
+	}
+	defer p.Remove()
+	if err := write(p.URL(), n); err != nil {
+		p.Kill()
+		return r, err
+	}
+	p.Kill()
+	t0 := time.Now()
+	p2, err := harness.Start(bin, harness.Options{Args: []string{"server", "--fsync", "off"}, Config: scaleConfig, Dir: p.Dir, Wait: 5 * time.Minute})
+	if err != nil {
+		return r, err
+	}
+	r.up = time.Since(t0)
+	defer p2.Kill()
+	m, err := scrape(p2.URL())
+	if err != nil {
+		return r, err
+	}
+	r.events, r.seconds = m["apollo_recovery_events"], m["apollo_recovery_seconds"]
+	if r.cpu, err = cpuSeconds(p2.PID()); err != nil {
+		return r, err
+	}
+	if r.events < float64(n) {
+		return r, fmt.Errorf("%d events acknowledged before the kill, recovery replayed %.0f", n, r.events)
+	}
+	if m["apollo_tasks"] < float64(n) {
+		return r, fmt.Errorf("%d tasks acknowledged before the kill, %.0f in memory after recovery", n, m["apollo_tasks"])
+	}
+	if r.seconds <= 0 {
+		return r, fmt.Errorf("apollo_recovery_seconds is %v", r.seconds)
+	}
+	u, err := harness.Sample(p2.PID())
+	r.rss = u.RSS
+	return r, err
+}
+
+// write posts n pending tasks, 1000 a request, 4 requests at a time.
+func write(url string, n int) error {
+	const batch, conc = 1000, 4
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	ts := time.Now().UnixMilli()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body bytes.Buffer
+			for {
+				start := int(next.Add(batch)) - batch
+				if start >= n {
+					return
+				}
+				body.Reset()
+				body.WriteByte('[')
+				for i := start; i < min(start+batch, n); i++ {
+					if i > start {
+						body.WriteByte(',')
+					}
+					fmt.Fprintf(&body, `{"taskID":"scale-%07d","name":"job_%04d","sequence":1,"status":"pending","ts":%d}`, i, i%1000, ts)
+				}
+				body.WriteByte(']')
+				k := min(start+batch, n) - start
+				if err := postAll(url, body.Bytes(), k); err != nil {
+					mu.Lock()
+					first = cmpErr(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// postAll posts one batch and checks that every event was accepted.
+func postAll(url string, body []byte, k int) error {
+	resp, err := http.Post(url+"/api/v1/events", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"accepted":`+strconv.Itoa(k))) {
+		return fmt.Errorf("POST events: %d %.300s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// scrape reads the unlabelled samples of GET /metrics.
+func scrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && !strings.HasPrefix(f[0], "#") {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err == nil {
+				m[f[0]] = v
+			}
+		}
+	}
+	return m, sc.Err()
+}
