@@ -7,10 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 )
 
@@ -72,5 +75,85 @@ func BenchmarkServerIngest(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// BenchmarkServerRecovery replays a log of 200 000 events with no
+// snapshot, as after a SIGKILL: open the stores and recover, as the
+// server's start does. One op is one whole recovery; events/s is the
+// replay rate (DESIGN.md §10: at least a million a second).
+func BenchmarkServerRecovery(b *testing.B) {
+	for _, mix := range []string{"pending", "lifecycle"} {
+		b.Run(mix, func(b *testing.B) {
+			cfg := config.Default()
+			cfg.Data, cfg.Listen, cfg.Fsync = b.TempDir(), "127.0.0.1:0", "off"
+			cfg.Limits.IngestPerSec, cfg.Limits.Tasks = 0, 10_000_000
+			const n = 200_000
+			writeLog(b, cfg, n, mix)
+			log := slog.New(slog.DiscardHandler)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				s := &server{cfg: cfg, log: log, clock: apollo.SystemClock, console: io.Discard}
+				if err := s.open(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.recover(); err != nil {
+					b.Fatal(err)
+				}
+				if s.recovery.Events != n {
+					b.Fatalf("replayed %d events, want %d", s.recovery.Events, n)
+				}
+				s.closeStores()
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// writeLog runs a server that takes n events (each a new task's pending,
+// or runs reporting pending, running, success) and stops it, then removes
+// the snapshot its shutdown wrote, so that a start replays the whole log.
+func writeLog(b *testing.B, cfg config.Config, n int, mix string) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, cfg, serverDeps{log: slog.New(slog.DiscardHandler), ready: func(a string) { up <- a }})
+	}()
+	url := "http://" + <-up + "/api/v1/events"
+	now := time.Now().UnixMilli()
+	for i := 0; i < n; i += 1000 {
+		var buf bytes.Buffer
+		buf.WriteByte('[')
+		for j := i; j < i+1000; j++ {
+			if j > i {
+				buf.WriteByte(',')
+			}
+			id, seq, st := j, 1, "pending"
+			if mix == "lifecycle" {
+				id, seq, st = j/3, j%3+1, [3]string{"pending", "running", "success"}[j%3]
+			}
+			fmt.Fprintf(&buf, `{"taskID":"t%d","name":"job_%d","sequence":%d,"status":"%s","ts":%d}`, id, id%100, seq, st, now)
+		}
+		buf.WriteByte(']')
+		resp, err := http.Post(url, "application/json", &buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("POST: %d", resp.StatusCode)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(cfg.Data, "wal", "*.snap"))
+	for _, f := range snaps {
+		os.Remove(f)
 	}
 }
