@@ -137,6 +137,7 @@ func drill(cmdline string, kills, producers, rate int, seed uint64) error {
 	}
 
 	var upTimes, recovery []float64
+	var replayRate float64 // records a second, at the last restart
 	r := rand.New(rand.NewPCG(seed, 7))
 	for k := range kills {
 		harness.WaitCtx(ctx, time.Duration(100+r.IntN(1400))*time.Millisecond) // a random moment under load
@@ -153,6 +154,9 @@ func drill(cmdline string, kills, producers, rate int, seed uint64) error {
 		upTimes = append(upTimes, time.Since(t0).Seconds())
 		rec, _ := scrape(srv.URL(), "apollo_recovery_seconds")
 		recovery = append(recovery, rec)
+		if n, err := scrape(srv.URL(), "apollo_recovery_events"); err == nil && rec > 0 {
+			replayRate = n / rec
+		}
 		mu.Lock()
 		n := len(runs)
 		mu.Unlock()
@@ -222,6 +226,7 @@ func drill(cmdline string, kills, producers, rate int, seed uint64) error {
 		kills, loadTime.Round(time.Second), len(runs), events)
 	fmt.Printf("| log records read back | %d |\n| kill → up, median / max | %.3f s / %.3f s |\n", records, um, uhi)
 	fmt.Printf("| server recovery (apollo_recovery_seconds), median / max | %.3f s / %.3f s |\n", rm, rhi)
+	fmt.Printf("| log replay at the last restart, under the client's retries | %.0f records/s |\n", replayRate)
 	fmt.Printf("| client retries / duplicates | %d / %d |\n| rejected / dropped | %d / %d |\n| lost | %d |\n",
 		st.Retries, st.Duplicate, st.Rejected, st.Dropped, lost)
 	fmt.Println()
