@@ -17,12 +17,13 @@ import (
 // not acknowledged at once, ignoring 429 and Retry-After: the client that
 // does not back off.
 type rawSender struct {
-	url      string
-	rec      *recorder
-	requests atomic.Int64
-	tooMany  atomic.Int64
-	resent   atomic.Int64
-	err      atomic.Value
+	url       string
+	rec       *recorder
+	requests  atomic.Int64
+	tooMany   atomic.Int64
+	resent    atomic.Int64
+	attempted atomic.Int64 // events posted, resends included
+	err       atomic.Value
 }
 
 type rawEvent struct {
@@ -79,6 +80,7 @@ func (s *rawSender) run(ctx context.Context, g int, perSec float64) {
 func (s *rawSender) post(client *http.Client, evs []rawEvent) ([]rawEvent, error) {
 	body, _ := json.Marshal(evs)
 	s.requests.Add(1)
+	s.attempted.Add(int64(len(evs)))
 	resp, err := client.Post(s.url, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return evs, nil // the server is busy: resend, at once
