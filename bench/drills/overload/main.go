@@ -105,7 +105,7 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	}
 	fmt.Fprintf(os.Stderr, "sustainable rate %d events/s; offering %d× for %v\n", rate, factor, dur)
 
-	cfg := fmt.Sprintf("limits:\n  ingest_per_second: %d\nretention:\n  finished: 20s\n  dedup: 1m\n", rate)
+	cfg := fmt.Sprintf("limits:\n  ingest_per_second: %d\nretention:\n  finished: 10s\n  dedup: 15s\n", rate)
 	srv, err := harness.Start(bin, harness.Options{Args: []string{"server"}, Config: cfg})
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 		"half by %d agent SDK clients (batching, honouring 429 and Retry-After, producers waiting when the client's buffer is full), "+
 		"half by a raw HTTP sender that resends every unacknowledged event at once. RSS was sampled every second. "+
 		"After the load, the agents flushed, and every acknowledged run was recounted per job against `GET /api/v1/metrics` "+
-		"and the newest 2500 runs of the raw sender and of the agents, as they finished, plus 3 older ones (from the archive) read back with `GET /api/v1/tasks/ID`. Finished runs leave memory after 20 s (`retention.finished`) and their tombstones after 1 min (`retention.dedup`): at the limit's rate, the defaults (1 h, 24 h) would hold millions of accepted runs, which is memory the accepted load costs, not the overload.\n\n", how, factor, dur, nAgents)
+		"and the newest 2500 runs of the raw sender and of the agents, as they finished, plus 3 older ones (from the archive) read back with `GET /api/v1/tasks/ID`. Finished runs leave memory after 10 s (`retention.finished`) and their tombstones after 15 s (`retention.dedup`): at the limit's rate, the defaults (1 h, 24 h) would hold millions of accepted runs, which is memory the accepted load costs, not the overload.\n\n", how, factor, dur, nAgents)
 	fmt.Println("| figure | value |\n|---|---|")
 	if measured {
 		fmt.Printf("| ceiling with the agent clients, no limit | %d events/s |\n", ceiling)

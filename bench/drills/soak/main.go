@@ -3,7 +3,9 @@
 // task churn: every run has a new task ID, starts (pending, running),
 // finishes about a second later (success, or failed for one in four), and
 // leaves memory after retention.finished (30 s); its tombstone after
-// retention.dedup (2 min). Every -every (10 s) the drill samples RSS,
+// retention.dedup (2 min). Shorter soaks scale both down (duration/60 and
+// duration/15, at least 1 s and 8 s) so that warm-up stays in the first
+// third. Every -every (10 s) the drill samples RSS,
 // threads and open files from /proc, and go_goroutines, process_open_fds,
 // apollo_tasks and apollo_tombstones from GET /metrics.
 //
@@ -22,8 +24,8 @@
 //   - process_open_fds: within ±5 (the same connections, the log segment
 //     and the archive's files rolling over).
 //
-// The -short form (15 s, a sample a second, retentions of 1 s and 8 s,
-// the shortest a tombstone generation allows) runs every code path and the
+// The -short form (15 s, a sample a second, retentions of 1 s and 8 s)
+// runs every code path and the
 // correctness check; its thirds are seconds long, so its flatness verdict
 // is printed but does not decide the result.
 // Correctness, in both forms: the clients flush with nothing rejected or
@@ -70,17 +72,21 @@ func main() {
 	csvPath := flag.String("csv", "", "write every sample to this file")
 	flag.Parse()
 	cmdline := "go run ./drills/soak"
-	retention := "retention:\n  finished: 30s\n  dedup: 2m\n"
 	if *short {
-		*dur, *every, retention = 15*time.Second, time.Second, "retention:\n  finished: 1s\n  dedup: 8s\n"
+		*dur, *every = 15*time.Second, time.Second
 		cmdline += " -short"
 	}
+	// Warm-up must end well inside the first third: 30 s and 2 min for the
+	// 30-minute soak, shorter for shorter ones (8 s is the shortest dedup
+	// retention a tombstone generation allows).
+	finished := min(max(*dur/60, time.Second), 30*time.Second)
+	dedup := min(max(*dur/15, 8*time.Second), 2*time.Minute)
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name != "short" {
 			cmdline += " -" + f.Name + " " + f.Value.String()
 		}
 	})
-	ok, err := soak(cmdline, *dur, *every, *rate, retention, *csvPath, *short)
+	ok, err := soak(cmdline, *dur, *every, *rate, finished, dedup, *csvPath, *short)
 	switch {
 	case err != nil:
 		fmt.Printf("\nResult: FAIL — %v\n", err)
@@ -92,7 +98,8 @@ func main() {
 	fmt.Println("\nResult: PASS")
 }
 
-func soak(cmdline string, dur, every time.Duration, rate int, retention, csvPath string, short bool) (bool, error) {
+func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup time.Duration, csvPath string, short bool) (bool, error) {
+	retention := fmt.Sprintf("retention:\n  finished: %v\n  dedup: %v\n", finished, dedup)
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "apollo-soak-")
 	if err != nil {
@@ -140,6 +147,9 @@ func soak(cmdline string, dur, every time.Duration, rate int, retention, csvPath
 		case <-tick.C:
 		case <-loadCtx.Done():
 			done = true
+			if len(samples) > 0 && time.Since(start)-samples[len(samples)-1].at < every/2 {
+				continue // sampled a moment ago
+			}
 		}
 		s, err := take(srv, clients)
 		if err != nil {
@@ -183,10 +193,10 @@ func soak(cmdline string, dur, every time.Duration, rate int, retention, csvPath
 	}
 	fmt.Printf("Two agent SDK clients reported %d events a second for %v with task churn: every run a new task ID, "+
 		"pending and running, then success or failed about a second later; finished tasks left memory after "+
-		"`retention.finished`, their tombstones after `retention.dedup`. The server was sampled every %v "+
+		"`retention.finished` (%v), their tombstones after `retention.dedup` (%v). The server was sampled every %v "+
 		"(/proc and GET /metrics); the table shows one sample a minute (at least five rows). Flat compares the mean of the last third of the samples "+
 		"with the second third. At the end every client flushed (0 rejected, 0 dropped) and GET /api/v1/metrics counted "+
-		"exactly the %d runs (%d events) reported.\n\n", rate, dur, every, events/3, events)
+		"exactly the %d runs (%d events) reported.\n\n", rate, dur, finished, dedup, every, events/3, events)
 	fmt.Println("| t | RSS | go_goroutines | process_open_fds | threads | apollo_tasks | apollo_tombstones | events sent |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for i, s := range samples {
