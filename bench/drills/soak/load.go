@@ -121,11 +121,11 @@ func writeCSV(path string, samples []sample) error {
 	}
 	w := csv.NewWriter(f)
 	w.Write([]string{"seconds", "rss_bytes", "threads", "proc_fds", "go_goroutines", "process_open_fds",
-		"process_resident_memory_bytes", "apollo_tasks", "apollo_tombstones", "events_sent", "events_accepted", "events_buffered"})
+		"process_resident_memory_bytes", "apollo_tasks", "apollo_tombstones", "apollo_deadlines", "go_memstats_heap_inuse_bytes", "events_sent", "events_accepted", "events_buffered"})
 	for _, s := range samples {
 		w.Write([]string{strconv.FormatFloat(s.at.Seconds(), 'f', 1, 64), strconv.FormatInt(s.rss, 10), strconv.Itoa(s.threads),
 			strconv.Itoa(s.fds), fmt.Sprint(s.goroutines), fmt.Sprint(s.promFDs), fmt.Sprint(s.promRSS), fmt.Sprint(s.tasks),
-			fmt.Sprint(s.tombs), strconv.FormatUint(s.sent, 10), strconv.FormatUint(s.accepted, 10), strconv.FormatUint(s.buffered, 10)})
+			fmt.Sprint(s.tombs), fmt.Sprint(s.deadlines), fmt.Sprint(s.heap), strconv.FormatUint(s.sent, 10), strconv.FormatUint(s.accepted, 10), strconv.FormatUint(s.buffered, 10)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -61,6 +61,7 @@ type sample struct {
 	threads, fds             int
 	goroutines, promFDs      float64
 	promRSS, tasks, tombs    float64
+	deadlines, heap          float64 // apollo_deadlines, go_memstats_heap_inuse_bytes
 	sent, accepted, buffered uint64
 }
 
@@ -141,7 +142,7 @@ func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup ti
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	rowEvery := max(1, min(int(time.Minute/every), int(dur/every)/5)) // a row a minute; at least 5 rows in short runs
-	fmt.Fprintf(os.Stderr, "| t | RSS | go_goroutines | process_open_fds | threads | apollo_tasks | apollo_tombstones | events sent |\n")
+	fmt.Fprintf(os.Stderr, "| t | RSS | heap in use | go_goroutines | process_open_fds | threads | apollo_tasks | apollo_tombstones | apollo_deadlines | events sent |\n")
 	for done := false; !done; {
 		select {
 		case <-tick.C:
@@ -197,8 +198,8 @@ func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup ti
 		"(/proc and GET /metrics); the table shows one sample a minute (at least five rows). Flat compares the mean of the last third of the samples "+
 		"with the second third. At the end every client flushed (0 rejected, 0 dropped) and GET /api/v1/metrics counted "+
 		"exactly the %d runs (%d events) reported.\n\n", rate, dur, finished, dedup, every, events/3, events)
-	fmt.Println("| t | RSS | go_goroutines | process_open_fds | threads | apollo_tasks | apollo_tombstones | events sent |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| t | RSS | heap in use | go_goroutines | process_open_fds | threads | apollo_tasks | apollo_tombstones | apollo_deadlines | events sent |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for i, s := range samples {
 		if (i+1)%rowEvery == 0 || i == len(samples)-1 {
 			fmt.Println(row(s))
@@ -225,8 +226,8 @@ func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup ti
 }
 
 func row(s sample) string {
-	return fmt.Sprintf("| %v | %s | %.0f | %.0f | %d | %.0f | %.0f | %d |", s.at.Round(time.Second), harness.MiB(s.rss),
-		s.goroutines, s.promFDs, s.threads, s.tasks, s.tombs, s.sent)
+	return fmt.Sprintf("| %v | %s | %s | %.0f | %.0f | %d | %.0f | %.0f | %.0f | %d |", s.at.Round(time.Second), harness.MiB(s.rss),
+		harness.MiB(int64(s.heap)), s.goroutines, s.promFDs, s.threads, s.tasks, s.tombs, s.deadlines, s.sent)
 }
 
 // take samples /proc and /metrics.
@@ -241,7 +242,7 @@ func take(srv *harness.Proc, clients []*agent.Client) (sample, error) {
 	}
 	s := sample{rss: u.RSS, threads: u.Threads, fds: u.FDs,
 		goroutines: m["go_goroutines"], promFDs: m["process_open_fds"], promRSS: m["process_resident_memory_bytes"],
-		tasks: m["apollo_tasks"], tombs: m["apollo_tombstones"]}
+		tasks: m["apollo_tasks"], tombs: m["apollo_tombstones"], deadlines: m["apollo_deadlines"], heap: m["go_memstats_heap_inuse_bytes"]}
 	for _, c := range clients {
 		st := c.Stats()
 		s.sent += st.Sent
