@@ -20,7 +20,7 @@ type jobCounts map[string]*[3]int64
 // churn reports runs at perSec events a second until ctx ends: each tick
 // starts new runs (pending, running) and finishes those started a second
 // ago. At the end it finishes the runs still open.
-func churn(ctx context.Context, c *agent.Client, g int, perSec float64) (jobCounts, error) {
+func churn(ctx context.Context, c *agent.Client, g int, perSec float64, timeout time.Duration) (jobCounts, error) {
 	counts := jobCounts{}
 	r := rand.New(rand.NewPCG(uint64(g), 5))
 	type open struct {
@@ -56,7 +56,7 @@ func churn(ctx context.Context, c *agent.Client, g int, perSec float64) (jobCoun
 			if err := tk.Pending(); err != nil {
 				return counts, err
 			}
-			if err := tk.Running(agent.TimeoutAfter(time.Minute)); err != nil {
+			if err := tk.Running(agent.TimeoutAfter(timeout)); err != nil {
 				return counts, err
 			}
 			inFlight = append(inFlight, open{tk, job, now})

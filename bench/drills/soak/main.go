@@ -3,9 +3,10 @@
 // task churn: every run has a new task ID, starts (pending, running),
 // finishes about a second later (success, or failed for one in four), and
 // leaves memory after retention.finished (30 s); its tombstone after
-// retention.dedup (2 min). Shorter soaks scale both down (duration/60 and
-// duration/15, at least 1 s and 8 s) so that warm-up stays in the first
-// third. Every -every (10 s) the drill samples RSS,
+// retention.dedup (2 min). Deadlines stay armed until they would fire, so
+// the runs' timeout and lateness missed_after are 2 min as well. Shorter
+// soaks scale these down (duration/60 and duration/15, at least 1 s and
+// 8 s) so that warm-up stays in the first third. Every -every (10 s) the drill samples RSS,
 // threads and open files from /proc, and go_goroutines, process_open_fds,
 // apollo_tasks and apollo_tombstones from GET /metrics.
 //
@@ -100,7 +101,10 @@ func main() {
 }
 
 func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup time.Duration, csvPath string, short bool) (bool, error) {
-	retention := fmt.Sprintf("retention:\n  finished: %v\n  dedup: %v\n", finished, dedup)
+	// Deadlines (the runs' timeout, a pending run's missed start) stay
+	// armed until they would fire, so they count as state too and get the
+	// dedup retention's length.
+	retention := fmt.Sprintf("retention:\n  finished: %v\n  dedup: %v\nlateness:\n  - prefix: \"\"\n    missed_after: %v\n", finished, dedup, dedup)
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "apollo-soak-")
 	if err != nil {
@@ -133,7 +137,7 @@ func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup ti
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			counts[i], errs[i] = churn(loadCtx, c, i, float64(rate)/float64(len(clients)))
+			counts[i], errs[i] = churn(loadCtx, c, i, float64(rate)/float64(len(clients)), dedup)
 		}()
 	}
 
@@ -215,7 +219,7 @@ func soak(cmdline string, dur, every time.Duration, rate int, finished, dedup ti
 	}
 	fmt.Printf("Target: flat RSS over a 30-minute soak with churn — %s (%s)\n", state, verdict)
 	if !ok {
-		fmt.Println("A growing RSS with flat apollo_tasks and apollo_tombstones points at a leak outside the task table " +
+		fmt.Println("A growing RSS with flat apollo_tasks, apollo_tombstones and apollo_deadlines points at a leak outside the task table " +
 			"(metrics series, stream buffers, the archive); a heap profile (GET /debug/pprof/heap, if enabled) of the two thirds would name it.")
 	}
 	if short {
