@@ -11,7 +11,7 @@ import (
 // payload with bytes after the record or a truncated one.
 func TestDecodeRecord(t *testing.T) {
 	r := apollo.Record{Event: apollo.Event{TaskID: "t1", Name: "job", Sequence: 2, Status: apollo.StatusRunning, Ts: 1700000000000,
-		ScheduledAt: 1699999999000, TimeoutMs: 60000, Extra: []byte(`{"host":"w1"}`)}, Tenant: "acme", Kind: apollo.KindReport, ReceivedAt: 1700000000123}
+		ScheduledAt: 1699999999000, TimeoutMs: 60000, Extra: []byte(`{"host":"w1"}`), Tenant: "acme"}, Kind: apollo.KindReport, ReceivedAt: 1700000000123}
 	p := appendRecord(nil, &r)
 	got, err := DecodeRecord(p)
 	if err != nil {

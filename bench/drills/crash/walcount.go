@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -28,11 +26,9 @@ func (t *logTask) final() apollo.Status {
 }
 
 // readLog opens the write-ahead log of a stopped server's data directory
-// with the wal package's public reader and decodes every record. The
-// record encoding is the one bus/codec.go documents (version, kind,
-// status, six uvarints, six length-prefixed strings); the bus package keeps
-// its decoder private, so this is an independent reading of that format,
-// which is the point of a recount.
+// with the wal package's public reader and decodes every record with
+// bus.DecodeRecord. The recount does not go through the bus's replay (the
+// code under test): it derives the tasks and counts from the records alone.
 func readLog(dataDir string) (map[string]*logTask, int, error) {
 	l, err := wal.Open(wal.Options{Dir: filepath.Join(dataDir, "wal"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -48,7 +44,7 @@ func readLog(dataDir string) (map[string]*logTask, int, error) {
 	tasks := map[string]*logTask{}
 	n := 0
 	err = l.Replay(0, func(_ wal.LSN, p []byte) error {
-		r, err := decodeRecord(p)
+		r, err := bus.DecodeRecord(p)
 		if err != nil {
 			return err
 		}
@@ -63,41 +59,6 @@ func readLog(dataDir string) (map[string]*logTask, int, error) {
 		return nil
 	})
 	return tasks, n, err
-}
-
-var errShort = errors.New("record truncated")
-
-func decodeRecord(b []byte) (apollo.Record, error) {
-	var r apollo.Record
-	if len(b) < 3 || b[0] != 1 {
-		return r, fmt.Errorf("record of %d bytes, version %v: not the format this drill reads", len(b), b[:min(1, len(b))])
-	}
-	r.Kind, r.Status = apollo.Kind(b[1]), apollo.Status(b[2])
-	if !r.Status.Valid() {
-		return r, fmt.Errorf("record with status %d", b[2])
-	}
-	b = b[3:]
-	for _, p := range [...]*int64{&r.Sequence, &r.Ts, &r.ScheduledAt, &r.TimeoutMs, &r.CostMs, &r.ReceivedAt} {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return r, errShort
-		}
-		*p, b = int64(v), b[n:]
-	}
-	for _, p := range [...]*string{&r.Tenant, &r.TaskID, &r.Name, &r.Actor, &r.Reason, nil} {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || l > uint64(len(b)-n) {
-			return r, errShort
-		}
-		if p != nil {
-			*p = string(b[n : n+int(l)])
-		}
-		b = b[n+int(l):]
-	}
-	if len(b) != 0 {
-		return r, fmt.Errorf("%d bytes after the record: %w", len(b), io.ErrUnexpectedEOF)
-	}
-	return r, nil
 }
 
 // jobCounts is what GET /api/v1/metrics says about one job.
