@@ -217,7 +217,7 @@ func report(command string, targets []target, samples [][]sample, conc int, dur 
 			"Apollo decodes and validates each event, orders it per task, appends it to the log and fsyncs, applies it "+
 			"and aggregates metrics: %.1f µs of server CPU per event here (batch 100, --fsync batch), on the same two cores "+
 			"the client needs, so the server's CPU per event sets the ratio. What would fix it: less CPU per event in the "+
-			"server's ingest path (profile the decode, log and apply steps; each µs saved is worth about 10%% of the ratio), "+
+			"server's ingest path (profile the decode, log and apply steps), "+
 			"and, for the ceiling itself, a load client on its own machine.\n", durableCPU)
 	}
 }
