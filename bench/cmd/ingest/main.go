@@ -89,6 +89,7 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 		{"apollo --fsync batch", "batch", 1}, {"apollo --fsync batch", "batch", 100},
 		{"apollo --fsync off", "off", 1}, {"apollo --fsync off", "off", 100},
 	}
+	loadBefore := harness.LoadAvg()
 	samples := make([][]sample, len(targets))
 	var taskSeq atomic.Int64
 	for rep := range repeat {
@@ -107,7 +108,7 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 				rep+1, repeat, t.name, t.batch, s.eps, s.p50, s.p99, s.ratio, s.cpuPerM)
 		}
 	}
-	report(command, targets, samples, conc, dur, repeat, lifecycle)
+	report(command, targets, samples, conc, dur, repeat, lifecycle, loadBefore)
 	return nil
 }
 
@@ -166,7 +167,7 @@ func startNull() (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-func report(command string, targets []target, samples [][]sample, conc int, dur time.Duration, repeat int, lifecycle bool) {
+func report(command string, targets []target, samples [][]sample, conc int, dur time.Duration, repeat int, lifecycle bool, loadBefore string) {
 	mix := "each task reports pending, running and success (three events, in order, from one sender)"
 	if !lifecycle {
 		mix = "every event is a new running task"
@@ -181,7 +182,7 @@ func report(command string, targets []target, samples [][]sample, conc int, dur 
 		"requests answered 200 (apollo must answer every one `accepted`); request latency is per request; "+
 		"the ratio is taken to the null handler with the same batch size in the same repeat, median over repeats. "+
 		"Server CPU is apollo's utime+stime from /proc per million events: client and server share the machine's %d cores, "+
-		"so events/s is what both together manage, and CPU per event is the server's own cost.\n\n", conc, mix, dur, repeat, cores())
+		"so events/s is what both together manage, and CPU per event is the server's own cost. Load average before the run %s, after it %s (other work on the machine).\n\n", conc, mix, dur, repeat, cores(), loadBefore, harness.LoadAvg())
 	fmt.Println("| target | batch | events/s (median, min–max) | request p50 | request p99 | ratio to null | server CPU s / M events |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	var durable, durableCPU float64

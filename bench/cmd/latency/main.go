@@ -98,6 +98,7 @@ func run(o opts, command string, short bool) error {
 			return err
 		}
 	}
+	loadBefore := harness.LoadAvg()
 	var rows []row
 	var notes []string
 	for _, n := range o.clients {
@@ -131,7 +132,7 @@ func run(o opts, command string, short bool) error {
 			rows = append(rows, row{label: fmt.Sprintf("max ≈ %.0f", best), rs: []*result{r}})
 		}
 	}
-	report(o, command, rows, notes)
+	report(o, command, rows, notes, loadBefore)
 	return nil
 }
 

@@ -26,9 +26,10 @@ type result struct {
 	ws      harness.Hist // scheduled send → first WebSocket message with the task, every (client, event)
 	tail    harness.Hist // the same for the last quarter of the events: a growing lag shows here
 	open    harness.OpenResult
-	missing int64 // (client, event) pairs not delivered by the drain deadline
-	closed  int   // clients the server closed (too slow) or that failed
-	badIdx  int64 // task IDs in messages that were never sent: a bug
+	missing int64   // (client, event) pairs not delivered by the drain deadline
+	closed  int     // clients the server closed (too slow) or that failed
+	badIdx  int64   // task IDs in messages that were never sent: a bug
+	cpu     float64 // server CPU µs per event accepted
 }
 
 // keepsUp is the step search's test: every request answered 200, the
@@ -220,8 +221,9 @@ func measure(bin string, rate float64, clients int, dur, drain time.Duration, se
 	}
 	cs = nil
 	r.badIdx = bad.Load()
+	r.cpu = (cpu1 - cpu0).Seconds() / float64(max(1, want)) * 1e6
 	fmt.Fprintf(os.Stderr, "latency: %d clients at %.0f/s: ws %v; %s; missing %d, closed %d; server CPU %.1f µs/event\n",
-		clients, rate, r.ws.Latencies(), open.String(), r.missing, r.closed, (cpu1-cpu0).Seconds()/float64(max(1, want))*1e6)
+		clients, rate, r.ws.Latencies(), open.String(), r.missing, r.closed, r.cpu)
 	return r, nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/apollo-11/apollo/bench/internal/harness"
 )
 
-func report(o opts, command string, rows []row, notes []string) {
+func report(o opts, command string, rows []row, notes []string, loadBefore string) {
 	fmt.Println("## Event → WebSocket latency")
 	fmt.Println()
 	fmt.Printf("Command: `%s`\n\n", command)
@@ -24,10 +24,10 @@ func report(o opts, command string, rows []row, notes []string) {
 		"a step search (%v steps, doubling from %.0f/s then bisecting %d times) for the highest rate at which every "+
 		"request is answered 200, at most 1%% of ticks are late, every client receives every event and the last "+
 		"quarter's median latency stays under %v, then measured once for %v. Client, senders and server share the "+
-		"machine's %d cores.\n\n",
-		o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.lag, o.dur, cores())
-	fmt.Println("| clients | events/s | WS p50 | WS p99 | WS p999 | WS max | accept p50 | accept p99 | late ticks | keeps up |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+		"machine's %d cores; load average before the run %s, after it %s (other work on the machine).\n\n",
+		o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
+	fmt.Println("| clients | events/s | WS p50 | WS p99 | WS p999 | WS max | accept p50 | accept p99 | late ticks | server CPU µs/event | keeps up |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var at10k []string
 	met := true
 	seen := false
@@ -64,14 +64,19 @@ func report(o opts, command string, rows []row, notes []string) {
 			up += " (" + why + ")"
 		}
 		c := rw.rs[0].clients
-		fmt.Printf("| %d | %s | %s | %s | %s | %s | %s | %s | %d/%d | %s |\n", c, rw.label,
+		cpus := make([]float64, len(rw.rs))
+		for i, r := range rw.rs {
+			cpus[i] = r.cpu
+		}
+		cpu, _, _ := harness.Median(cpus)
+		fmt.Printf("| %d | %s | %s | %s | %s | %s | %s | %s | %d/%d | %.1f | %s |\n", c, rw.label,
 			cell(func(r *result) time.Duration { return r.ws.Quantile(.5) }),
 			cell(func(r *result) time.Duration { return r.ws.Quantile(.99) }),
 			cell(func(r *result) time.Duration { return r.ws.Quantile(.999) }),
 			cell(func(r *result) time.Duration { return r.ws.Latencies().Max }),
 			cell(func(r *result) time.Duration { return r.open.Latency.Quantile(.5) }),
 			cell(func(r *result) time.Duration { return r.open.Latency.Quantile(.99) }),
-			late, ticks, up)
+			late, ticks, cpu, up)
 		if rw.label == "10000" {
 			p99, _, _ := q(func(r *result) time.Duration { return r.ws.Quantile(.99) })
 			seen = true

@@ -37,3 +37,17 @@ func CPUTime(pid int) (time.Duration, error) {
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
+
+// LoadAvg is the first three fields of /proc/loadavg ("1.02 0.80 0.61"),
+// for the record of how busy the machine was.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
