@@ -53,10 +53,18 @@ func main() {
 	dur := flag.Duration("duration", 5*time.Second, "how long each target is loaded, per repeat")
 	repeat := flag.Int("repeat", 3, "repeats of the whole set of targets")
 	lifecycle := flag.Bool("lifecycle", true, "each task reports pending, running, success; false: every event is a new running task")
-	short := flag.Bool("short", false, "smoke run: 1 s per target, one repeat")
+	short := flag.Bool("short", false, "smoke run: 0.5 s per target, one repeat")
+	serveNull := flag.Bool("serve-null", false, "internal: serve the null handler (run as a child process)")
 	flag.Parse()
+	if *serveNull {
+		if err := runNull(); err != nil {
+			fmt.Fprintln(os.Stderr, "ingest: null handler:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *short {
-		*dur, *repeat = time.Second, 1
+		*dur, *repeat = 500*time.Millisecond, 1
 	}
 	cmd := fmt.Sprintf("go run ./cmd/ingest -duration %v -repeat %d -c %d -lifecycle=%v", *dur, *repeat, *conc, *lifecycle)
 	if *short {
@@ -80,7 +88,7 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 			return err
 		}
 	}
-	null, err := startNull()
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
@@ -95,7 +103,7 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 	for rep := range repeat {
 		nullEPS := map[int]float64{}
 		for i, t := range targets {
-			s, err := measure(bin, null, t, conc, dur, lifecycle, &taskSeq)
+			s, err := measure(bin, self, t, conc, dur, lifecycle, &taskSeq)
 			if err != nil {
 				return fmt.Errorf("%s, batch %d: %w", t.name, t.batch, err)
 			}
@@ -113,33 +121,34 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 }
 
 // measure loads one target once; apollo runs on a fresh data directory.
-func measure(bin, nullURL string, t target, conc int, dur time.Duration, lifecycle bool, seq *atomic.Int64) (sample, error) {
-	url, pid := nullURL, 0
+// The null handler runs in a child process (this program with
+// -serve-null), like apollo, so that both get the same share of a busy
+// machine and the same CPU accounting.
+func measure(bin, self string, t target, conc int, dur time.Duration, lifecycle bool, seq *atomic.Int64) (sample, error) {
+	o := harness.Options{Args: []string{"-serve-null"}, Ready: nullReady}
 	if t.fsync != "" {
-		p, err := harness.Start(bin, harness.Options{Args: []string{"server", "--fsync", t.fsync}, Config: config})
-		if err != nil {
-			return sample{}, err
-		}
-		defer p.Remove()
-		defer p.Stop(10 * time.Second)
-		url, pid = p.URL(), p.PID()
+		o = harness.Options{Args: []string{"server", "--fsync", t.fsync}, Config: config}
+	} else {
+		bin = self
 	}
-	var cpu0 time.Duration
-	if pid != 0 {
-		cpu0, _ = harness.CPUTime(pid)
+	p, err := harness.Start(bin, o)
+	if err != nil {
+		return sample{}, err
 	}
+	defer p.Remove()
+	defer p.Stop(10 * time.Second)
+	url, pid := p.URL(), p.PID()
+	cpu0, _ := harness.CPUTime(pid)
 	res := harness.ClosedLoop(url, conc, t.batch, dur, func(int) *harness.EventGen {
 		return &harness.EventGen{Prefix: "ingest-", Lifecycle: lifecycle, Next: seq}
 	})
-	s := sample{eps: res.EPS(), p50: res.Latency.Quantile(.5), p99: res.Latency.Quantile(.99), cpuPerM: -1}
-	if pid != 0 {
-		cpu1, err := harness.CPUTime(pid)
-		if err != nil {
-			return s, err
-		}
-		if res.Events > 0 {
-			s.cpuPerM = (cpu1 - cpu0).Seconds() / float64(res.Events) * 1e6
-		}
+	s := sample{eps: res.EPS(), p50: res.Latency.Quantile(.5), p99: res.Latency.Quantile(.99)}
+	cpu1, err := harness.CPUTime(pid)
+	if err != nil {
+		return s, err
+	}
+	if res.Events > 0 {
+		s.cpuPerM = (cpu1 - cpu0).Seconds() / float64(res.Events) * 1e6
 	}
 	switch {
 	case res.Failed > 0:
@@ -152,19 +161,22 @@ func measure(bin, nullURL string, t target, conc int, dur time.Duration, lifecyc
 	return s, nil
 }
 
-// startNull serves a handler that reads the body and answers {}: the
-// ceiling of HTTP ingest with this client on this machine.
-func startNull() (string, error) {
+const nullReady = "null handler is up: "
+
+// runNull serves a handler that reads the body and answers {}: the
+// ceiling of HTTP ingest with this client on this machine. It announces
+// its address on stdout the way apollo does and serves until killed.
+func runNull() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		return err
 	}
-	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fmt.Printf("%shttp://%s\n", nullReady, ln.Addr())
+	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{}`))
 	}))
-	return "http://" + ln.Addr().String(), nil
 }
 
 func report(command string, targets []target, samples [][]sample, conc int, dur time.Duration, repeat int, lifecycle bool, loadBefore string) {
@@ -177,31 +189,31 @@ func report(command string, targets []target, samples [][]sample, conc int, dur 
 	fmt.Printf("Command: `%s`\n\n", command)
 	fmt.Printf("One closed-loop client (%d concurrent requests, each sent when the previous is answered; %s) "+
 		"loads each target for %v per repeat, %d repeats, all targets in each repeat in the table's order: "+
-		"a null handler in the bench process that reads the body and answers `{}`, and the real `apollo server` "+
+		"a null handler that reads the body and answers `{}` (this program again, as a child process), and the real `apollo server` "+
 		"(built from this tree, fresh data directory per target, ingest rate limit off). Events/s count events in "+
 		"requests answered 200 (apollo must answer every one `accepted`); request latency is per request; "+
 		"the ratio is taken to the null handler with the same batch size in the same repeat, median over repeats. "+
-		"Server CPU is apollo's utime+stime from /proc per million events: client and server share the machine's %d cores, "+
+		"Server CPU is the serving process's utime+stime from /proc per million events: client and server share the machine's %d cores, "+
 		"so events/s is what both together manage, and CPU per event is the server's own cost. Load average before the run %s, after it %s (other work on the machine).\n\n", conc, mix, dur, repeat, cores(), loadBefore, harness.LoadAvg())
 	fmt.Println("| target | batch | events/s (median, min–max) | request p50 | request p99 | ratio to null | server CPU s / M events |")
 	fmt.Println("|---|---|---|---|---|---|---|")
-	var durable, durableCPU float64
+	var durable, durableCPU, nullCPU float64
 	for i, t := range targets {
 		eps, lo, hi := harness.Median(pick(samples[i], func(s sample) float64 { return s.eps }))
 		p50, _, _ := harness.Median(pick(samples[i], func(s sample) float64 { return float64(s.p50) }))
 		p99, _, _ := harness.Median(pick(samples[i], func(s sample) float64 { return float64(s.p99) }))
 		ratio, rlo, rhi := harness.Median(pick(samples[i], func(s sample) float64 { return s.ratio }))
 		cpu, clo, chi := harness.Median(pick(samples[i], func(s sample) float64 { return s.cpuPerM }))
-		cpuCell := "— (in the client's process)"
-		if t.fsync != "" {
-			cpuCell = fmt.Sprintf("%.1f (%.1f–%.1f)", cpu, clo, chi)
-		}
+		cpuCell := fmt.Sprintf("%.1f (%.1f–%.1f)", cpu, clo, chi)
 		ratioCell := "1"
 		if t.fsync != "" {
 			ratioCell = fmt.Sprintf("%.2f× (%.2f–%.2f)", ratio, rlo, rhi)
 		}
 		fmt.Printf("| %s | %d | %.0f (%.0f–%.0f) | %v | %v | %s | %s |\n", t.name, t.batch, eps, lo, hi,
 			roundD(time.Duration(p50)), roundD(time.Duration(p99)), ratioCell, cpuCell)
+		if t.fsync == "" && t.batch == 100 {
+			nullCPU = cpu
+		}
 		if t.fsync == "batch" && t.batch == 100 {
 			durable, durableCPU = ratio, cpu
 		}
@@ -214,12 +226,13 @@ func report(command string, targets []target, samples [][]sample, conc int, dur 
 	fmt.Printf("Target: durable batched ingest ≥ 0.5× the null handler (batch 100, --fsync batch) — %s (%.2f×)\n", verdict, durable)
 	if verdict == "MISSED" {
 		fmt.Println()
-		fmt.Printf("The null handler does nothing per event: its events/s is the client's cost of building bodies plus HTTP. "+
+		fmt.Printf("The null handler does nothing per event (%.1f µs of CPU per event in its process at batch 100): its events/s is "+
+			"the client's cost of building bodies plus HTTP. "+
 			"Apollo decodes and validates each event, orders it per task, appends it to the log and fsyncs, applies it "+
 			"and aggregates metrics: %.1f µs of server CPU per event here (batch 100, --fsync batch), on the same two cores "+
 			"the client needs, so the server's CPU per event sets the ratio. What would fix it: less CPU per event in the "+
 			"server's ingest path (profile the decode, log and apply steps), "+
-			"and, for the ceiling itself, a load client on its own machine.\n", durableCPU)
+			"and, for the ceiling itself, a load client on its own machine.\n", nullCPU, durableCPU)
 	}
 }
 
