@@ -14,6 +14,9 @@ import (
 	"github.com/apollo-11/apollo/bench/internal/harness"
 )
 
+// warmup is the load each point runs, unmeasured, before it measures.
+const warmup = 300 * time.Millisecond
+
 // config is apollo.yaml for the measured server: no per-token rate limit,
 // room for every task.
 const config = "limits:\n  ingest_per_second: 0\n  tasks: 20000000\n"
@@ -174,6 +177,13 @@ func measure(bin string, rate float64, clients int, dur, drain time.Duration, se
 	}
 	if err := waitGroup(&subscribed, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("waiting for %d snapshots: %w", clients, err)
+	}
+
+	// Warm up the fresh process (and the clients) at the same rate, with
+	// task IDs the clients do not measure ("W…").
+	warm := harness.OpenLoop{URL: p.URL(), Rate: rate, Senders: senders, Tick: tick, Duration: warmup, Body: harness.NewEvents("W")}.Run()
+	if warm.Failed > 0 {
+		return nil, fmt.Errorf("warm-up at %.0f/s: %d requests failed (%s)", rate, warm.Failed, warm.Status)
 	}
 
 	cpu0, _ := harness.CPUTime(p.PID())

@@ -13,7 +13,7 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 	fmt.Println()
 	fmt.Printf("Command: `%s`\n\n", command)
 	fmt.Printf("Open-loop load against the real `apollo server` (default config, `--fsync batch`, ingest rate limit off, "+
-		"a fresh process and data directory per point): %d sender goroutines, each sending one request every %v, "+
+		"a fresh process and data directory per point, warmed up with %v of the same load first): %d sender goroutines, each sending one request every %v, "+
 		"staggered, carrying the events that fell due since its previous request (rate × %v / %d events), "+
 		"whatever the answers; all events of a request share its scheduled time, and a sender still waiting for "+
 		"its previous answer when the next one is due sends everything due at once and counts the ticks it missed "+
@@ -25,7 +25,7 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 		"request is answered 200, at most 1%% of ticks are late, every client receives every event and the last "+
 		"quarter's median latency stays under %v, then measured once for %v. Client, senders and server share the "+
 		"machine's %d cores; load average before the run %s, after it %s (other work on the machine).\n\n",
-		o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
+		warmup, o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
 	fmt.Println("| clients | events/s | WS p50 | WS p99 | WS p999 | WS max | accept p50 | accept p99 | late ticks | server CPU µs/event | keeps up |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var at10k []string
