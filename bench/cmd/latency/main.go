@@ -33,7 +33,7 @@ import (
 )
 
 type opts struct {
-	bin              string
+	bin, fsync       string
 	clients          []int
 	rates            []float64
 	dur, step, drain time.Duration
@@ -48,6 +48,7 @@ type opts struct {
 func main() {
 	var o opts
 	flag.StringVar(&o.bin, "apollo", "", "apollo binary to measure; empty: build ./cmd/apollo of this repository")
+	flag.StringVar(&o.fsync, "fsync", "batch", "the server's --fsync policy")
 	clients := flag.String("clients", "1,100", "numbers of stream clients, comma-separated")
 	rates := flag.String("rates", "1000,10000", "fixed rates in events/s, comma-separated (the maximum is searched besides)")
 	flag.DurationVar(&o.dur, "duration", 10*time.Second, "length of each measured point")
@@ -61,8 +62,8 @@ func main() {
 	flag.IntVar(&o.steps, "bisect", 3, "bisection steps of the search")
 	short := flag.Bool("short", false, "smoke run: 1 and 10 clients, 1 s points, one repeat, a two-step search")
 	flag.Parse()
-	cmd := fmt.Sprintf("go run ./cmd/latency -clients %s -rates %s -duration %v -step %v -repeat %d -senders %d -tick %v -lag %v -search-from %.0f -bisect %d",
-		*clients, *rates, o.dur, o.step, o.repeat, o.senders, o.tick, o.lag, o.startRate, o.steps)
+	cmd := fmt.Sprintf("go run ./cmd/latency -fsync %s -clients %s -rates %s -duration %v -step %v -repeat %d -senders %d -tick %v -lag %v -search-from %.0f -bisect %d",
+		o.fsync, *clients, *rates, o.dur, o.step, o.repeat, o.senders, o.tick, o.lag, o.startRate, o.steps)
 	if *short {
 		*clients, o.dur, o.step, o.drain, o.repeat, o.steps, o.startRate = "1,10", time.Second, time.Second, 3*time.Second, 1, 0, 20000
 		cmd = "go run ./cmd/latency -short"
@@ -105,7 +106,7 @@ func run(o opts, command string, short bool) error {
 		for _, rate := range o.rates {
 			rw := row{label: strconv.FormatFloat(rate, 'f', -1, 64)}
 			for range o.repeat {
-				r, err := measure(o.bin, rate, n, o.dur, o.drain, o.senders, o.tick)
+				r, err := measure(o, rate, n, o.dur, o.drain)
 				if err != nil {
 					return err
 				}
@@ -122,7 +123,7 @@ func run(o opts, command string, short bool) error {
 		}
 		notes = append(notes, fmt.Sprintf("%d client(s): %s", n, why))
 		if best > 0 {
-			r, err := measure(o.bin, best, n, o.dur, o.drain, o.senders, o.tick)
+			r, err := measure(o, best, n, o.dur, o.drain)
 			if err != nil {
 				return err
 			}
@@ -155,7 +156,7 @@ func check(r *result) error {
 // while a step keeps up (halves while it does not), then bisects.
 func search(o opts, clients int, short bool) (float64, string, error) {
 	try := func(rate float64) (bool, error) {
-		r, err := measure(o.bin, rate, clients, o.step, 2*time.Second, o.senders, o.tick)
+		r, err := measure(o, rate, clients, o.step, 2*time.Second)
 		if err != nil {
 			return false, err
 		}

@@ -12,7 +12,7 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 	fmt.Println("## Event → WebSocket latency")
 	fmt.Println()
 	fmt.Printf("Command: `%s`\n\n", command)
-	fmt.Printf("Open-loop load against the real `apollo server` (default config, `--fsync batch`, ingest rate limit off, "+
+	fmt.Printf("Open-loop load against the real `apollo server` (default config, `--fsync %s`, ingest rate limit off, "+
 		"a fresh process and data directory per point, warmed up with %v of the same load first): %d sender goroutines, each sending one request every %v, "+
 		"staggered, carrying the events that fell due since its previous request (rate × %v / %d events), "+
 		"whatever the answers; all events of a request share its scheduled time, and a sender still waiting for "+
@@ -22,13 +22,13 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 		"`tasks` message carrying its task, over every client and event; accept is scheduled send time → HTTP 200. "+
 		"Fixed rates: %v per point, median of %d repeats with the range in brackets; the maximum is found by "+
 		"a step search (%v steps, doubling from %.0f/s then bisecting %d times) for the highest rate at which every "+
-		"request is answered 200, at most 1%% of ticks are late, every client receives every event and the last "+
-		"quarter's median latency stays under %v, then measured once for %v. Client, senders and server share the "+
+		"request is answered 200, every client receives every event, at most %.0f%% of ticks are late and the "+
+		"median latency, over the step and over its last quarter, stays under %v, then measured once for %v. Client, senders and server share the "+
 		"machine's %d cores; load average before the run %s, after it %s (other work on the machine).\n\n",
-		warmup, o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
-	fmt.Println("| clients | events/s | WS p50 | WS p99 | WS p999 | WS max | accept p50 | accept p99 | late ticks | server CPU µs/event | keeps up |")
+		o.fsync, warmup, o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, lateMax*100, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
+	fmt.Println("| clients | events/s | WS p50 | WS p99 | WS p999 | WS max | accept p50 | accept p99 | late ticks | CPU µs/event: server, bench | keeps up |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
-	var at10k []string
+	var at10k, why10k []string
 	met := true
 	seen := false
 	for _, rw := range rows {
@@ -69,19 +69,25 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 			cpus[i] = r.cpu
 		}
 		cpu, _, _ := harness.Median(cpus)
-		fmt.Printf("| %d | %s | %s | %s | %s | %s | %s | %s | %d/%d | %.1f | %s |\n", c, rw.label,
+		for i, r := range rw.rs {
+			cpus[i] = r.ownCPU
+		}
+		own, _, _ := harness.Median(cpus)
+		fmt.Printf("| %d | %s | %s | %s | %s | %s | %s | %s | %d/%d | %.1f, %.1f | %s |\n", c, rw.label,
 			cell(func(r *result) time.Duration { return r.ws.Quantile(.5) }),
 			cell(func(r *result) time.Duration { return r.ws.Quantile(.99) }),
 			cell(func(r *result) time.Duration { return r.ws.Quantile(.999) }),
 			cell(func(r *result) time.Duration { return r.ws.Latencies().Max }),
 			cell(func(r *result) time.Duration { return r.open.Latency.Quantile(.5) }),
 			cell(func(r *result) time.Duration { return r.open.Latency.Quantile(.99) }),
-			late, ticks, cpu, up)
+			late, ticks, cpu, own, up)
 		if rw.label == "10000" {
 			p99, _, _ := q(func(r *result) time.Duration { return r.ws.Quantile(.99) })
 			seen = true
 			met = met && p99 <= float64(5*time.Millisecond)
 			at10k = append(at10k, fmt.Sprintf("%s with %d client(s)", d(p99), c))
+			acc, _, _ := q(func(r *result) time.Duration { return r.open.Latency.Quantile(.99) })
+			why10k = append(why10k, fmt.Sprintf("with %d client(s) at 10 000/s, accept p99 %s against WebSocket p99 %s", c, d(acc), d(p99)))
 		}
 	}
 	fmt.Println()
@@ -98,12 +104,16 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 	fmt.Printf("Target: event → WebSocket client p99 ≤ 5 ms at 10 000 events/s — %s (p99 %s)\n", verdict, strings.Join(at10k, ", "))
 	if !met {
 		fmt.Println()
-		fmt.Println("The tail is set by the shared 2-core machine: the senders, the stream clients and the server " +
-			"run on the same cores, every client gets every change (no filter, no coalescing), and a garbage " +
-			"collection cycle or a descheduled thread stalls delivery for milliseconds (docs/stream.md, " +
-			"\"Where the tail came from\"). What would fix it: less allocation per change in the server's ingest " +
-			"and bus path (fewer collections), and clients on another machine; compare the accept column, which " +
-			"is the HTTP part alone.")
+		fmt.Println("Where the time goes: " + strings.Join(why10k, "; ") + ". " +
+			"When the accept p99 is close to the WebSocket p99, the tail is spent before the event reaches the stream: " +
+			"the answer waits for the log's fsync (`--fsync batch`; `-fsync off` separates the disk from the rest) " +
+			"and for CPU on a machine shared with other work. When the WebSocket p99 is far above the accept p99, " +
+			"it is the fan-out: every client gets every change, uncoalesced, and the clients parse them on the same " +
+			"two cores (the bench CPU column), with garbage collection pauses on a loaded machine " +
+			"(docs/stream.md, \"Where the tail came from\"). What would fix it: a disk that is not shared, or " +
+			"`--fsync interval` where losing the last moments on a crash is acceptable; less CPU and allocation " +
+			"per change in the ingest and bus path; clients on other machines, filtered or coalescing as " +
+			"dashboards are.")
 	}
 }
 
