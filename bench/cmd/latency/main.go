@@ -163,7 +163,7 @@ func search(o opts, clients int, short bool) (float64, string, error) {
 		if err := check(r); err != nil {
 			return false, err
 		}
-		ok, why := r.keepsUp(o.lag)
+		ok, why := r.keepsUp(o.lag, o.tick)
 		fmt.Fprintf(os.Stderr, "latency: search, %d clients, %.0f/s: %s\n", clients, rate, why)
 		return ok, nil
 	}

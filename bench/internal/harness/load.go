@@ -187,8 +187,11 @@ func ClosedLoop(url string, conc, batch int, d time.Duration, gen func(i int) *E
 // carrying the events due since the sender's previous tick (Rate × Tick /
 // Senders on average). Every event of a tick has that tick's time as its
 // scheduled send time. A sender whose previous request is still out when
-// its next tick falls due is behind: it counts the tick as late and, when
-// it is free, sends every event due so far in one request.
+// its next tick falls due is behind: when it is free it sends every event
+// due so far in one request, and counts as late each tick it sends more
+// than one Tick after the tick's time. Latencies are taken from the
+// scheduled times, so a slow answer is not hidden by the sender waiting
+// for it.
 type OpenLoop struct {
 	URL      string
 	Rate     float64       // events per second, all senders together
@@ -210,6 +213,11 @@ type OpenResult struct {
 	LoadResult
 	Ticks, LateTicks int64
 	Next             int64 // numbers handed out: events sent or attempted
+	// SendLag is, per event, how long after its scheduled time its
+	// request went out; SendLagTail the same over the last quarter of the
+	// schedule. A sender that keeps up has a median under a Tick; a
+	// backlog that grows shows in the tail's.
+	SendLag, SendLagTail Hist
 }
 
 // Run runs the schedule for o.Duration from now.
@@ -246,6 +254,7 @@ func (o OpenLoop) Run() OpenResult {
 				chunks, body = chunks[:0], body[:0]
 				n := 0
 				now := time.Now()
+				tail := k >= ticks*3/4
 				for first := true; k < ticks; k, first = k+1, false {
 					at := start.Add(offset + time.Duration(k)*tick)
 					if at.After(now) && !first {
@@ -256,6 +265,10 @@ func (o OpenLoop) Run() OpenResult {
 						mine.LateTicks++
 					}
 					c := int(float64(k+1)*perTick) - int(float64(k)*perTick)
+					mine.SendLag.RecordN(now.Sub(at), int64(c))
+					if tail {
+						mine.SendLagTail.RecordN(now.Sub(at), int64(c))
+					}
 					if c > 0 {
 						chunks = append(chunks, due{next.Add(int64(c)) - int64(c), c, at})
 						n += c
@@ -288,6 +301,8 @@ func (o OpenLoop) Run() OpenResult {
 			total.add(&mine.LoadResult)
 			total.Ticks += mine.Ticks
 			total.LateTicks += mine.LateTicks
+			total.SendLag.Merge(&mine.SendLag)
+			total.SendLagTail.Merge(&mine.SendLagTail)
 			mu.Unlock()
 		})
 	}
