@@ -60,12 +60,12 @@ func main() {
 	flag.DurationVar(&o.lag, "lag", 25*time.Millisecond, "the search's bound on the last quarter's median latency")
 	flag.Float64Var(&o.startRate, "search-from", 20000, "first rate the search tries")
 	flag.IntVar(&o.steps, "bisect", 3, "bisection steps of the search")
-	short := flag.Bool("short", false, "smoke run: 1 and 10 clients, 1 s points, one repeat, a two-step search")
+	short := flag.Bool("short", false, "smoke run: 1 and 10 clients, 10 000/s, 0.7 s points, one repeat, a two-step search")
 	flag.Parse()
 	cmd := fmt.Sprintf("go run ./cmd/latency -fsync %s -clients %s -rates %s -duration %v -step %v -repeat %d -senders %d -tick %v -lag %v -search-from %.0f -bisect %d",
 		o.fsync, *clients, *rates, o.dur, o.step, o.repeat, o.senders, o.tick, o.lag, o.startRate, o.steps)
 	if *short {
-		*clients, o.dur, o.step, o.drain, o.repeat, o.steps, o.startRate = "1,10", time.Second, time.Second, 3*time.Second, 1, 0, 20000
+		*clients, *rates, o.dur, o.step, o.drain, o.repeat, o.steps, o.startRate = "1,10", "10000", 700*time.Millisecond, 700*time.Millisecond, 3*time.Second, 1, 0, 20000
 		cmd = "go run ./cmd/latency -short"
 	}
 	var err error
