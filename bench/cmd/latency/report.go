@@ -21,13 +21,13 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 		"subscribe to everything with `coalesce:false`; latency is from an event's scheduled send time to the first "+
 		"`tasks` message carrying its task, over every client and event; accept is scheduled send time → HTTP 200. "+
 		"Fixed rates: %v per point, median of %d repeats with the range in brackets; the maximum is found by "+
-		"a step search (%v steps, doubling from %.0f/s then bisecting %d times) for the highest rate at which every "+
+		"a step search (%v steps, doubling from %.0f/s then bisecting %d times; a step that fails is tried %d more time(s), as one stall of a busy machine fails a step) for the highest rate at which every "+
 		"request is answered 200, every client receives every event, the senders stay on schedule (the median "+
 		"event, over the step and over its last quarter, goes out less than a tick late; single stalls of a busy "+
 		"machine make ticks late without that) and the median latency, over the step and over its last quarter, "+
 		"stays under %v (no growing lag), then measured once for %v. Client, senders and server share the "+
 		"machine's %d cores; load average before the run %s, after it %s (other work on the machine).\n\n",
-		o.fsync, warmup, o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
+		o.fsync, warmup, o.senders, o.tick, o.tick, o.senders, o.dur, o.repeat, o.step, o.startRate, o.steps, o.retry, o.lag, o.dur, cores(), loadBefore, harness.LoadAvg())
 	fmt.Println("| clients | events/s | WS p50 | WS p99 | WS p999 | WS max | accept p50 | accept p99 | late ticks | CPU µs/event: server, bench | keeps up |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var at10k, why10k []string
