@@ -1,15 +1,16 @@
 // Command ingest measures the HTTP ingest ceiling: the same closed-loop
 // load client (bench/internal/harness) against a null HTTP handler, which
-// only reads the body and answers {}, and against the real apollo binary
+// only reads the body and answers {} (this program again, run as a child
+// process with -serve-null), and against the real apollo binary
 // (apollo server on a fresh data directory, ingest limits off), with
 // single events and with batches of 100, under --fsync batch and
 // --fsync off, all in the same run. Each repeat runs every target once,
 // in the same order; the ratio to the null handler is taken within each
 // repeat (same batch size) and the median of those ratios is printed. It
-// also prints the apollo process's CPU seconds per million events (utime
+// also prints the serving process's CPU seconds per million events (utime
 // plus stime from /proc/PID/stat), the cost figure that does not depend on
-// how the two cores are shared between client and server. It checks that
-// apollo accepted every event it was sent.
+// how the two cores are shared between client and server, and the
+// client's. It checks that apollo accepted every event it was sent.
 //
 //	go run ./cmd/ingest -duration 5s -repeat 3
 //	go run ./cmd/ingest -short    # a few seconds, for CI

@@ -133,6 +133,11 @@ func run(o opts, command string, short bool) error {
 				return err
 			}
 			rows = append(rows, row{label: fmt.Sprintf("max ≈ %.0f", best), rs: []*result{r}})
+			if ok, why := r.keepsUp(o.lag, o.tick); !ok {
+				notes[len(notes)-1] += fmt.Sprintf(", but the %v measurement at that rate did not keep up (%s): "+
+					"a backlog that builds too slowly to show in a %v step, or a stall, so the sustained maximum is lower",
+					o.dur, why, o.step)
+			}
 		}
 	}
 	report(o, command, rows, notes, loadBefore)
