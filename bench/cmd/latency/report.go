@@ -107,14 +107,15 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 	if !met {
 		fmt.Println()
 		fmt.Println("Where the time goes: " + strings.Join(why10k, "; ") + ". " +
-			"When the accept p99 is close to the WebSocket p99, the tail is spent before the event reaches the stream: " +
-			"the answer waits for the log's fsync (`--fsync batch`; `-fsync off` separates the disk from the rest) " +
-			"and for CPU on a machine shared with other work. When the WebSocket p99 is far above the accept p99, " +
-			"it is the fan-out: every client gets every change, uncoalesced, and the clients parse them on the same " +
-			"two cores (the bench CPU column), with garbage collection pauses on a loaded machine " +
-			"(docs/stream.md, \"Where the tail came from\"). What would fix it: a disk that is not shared, or " +
-			"`--fsync interval` where losing the last moments on a crash is acceptable; less CPU and allocation " +
-			"per change in the ingest and bus path; clients on other machines, filtered or coalescing as " +
+			"When the accept p99 is close to the WebSocket p99, the tail is spent before the event reaches the stream, " +
+			"in the HTTP answer itself: waiting for the log's fsync (`--fsync batch`; rerun with `-fsync off` to take " +
+			"the disk out) or for a CPU, when the load average (above) is over the machine's cores. When the " +
+			"WebSocket p99 is far above the accept p99, it is the fan-out: every client gets every change, " +
+			"uncoalesced, and the clients parse them on the same cores (the bench CPU column), with garbage " +
+			"collection pauses on a loaded machine (docs/stream.md, \"Where the tail came from\"). What would fix " +
+			"it: first a machine not shared with other work (a tail already in the 1 000/s rows is not this " +
+			"benchmark's load); then less CPU and allocation per change in the ingest and bus path, and stream " +
+			"clients on other machines, filtered or coalescing as " +
 			"dashboards are.")
 	}
 }
