@@ -82,8 +82,9 @@ func BenchmarkMemoryPerTask(b *testing.B) {
 // BenchmarkReplay replays 200 000 encoded records (each a new task's
 // pending, or runs reporting pending, running, success) into a bus with a
 // metrics aggregator, as start-up recovery does without its log reading:
-// on one goroutine (seq), or with a Replayer decoding on its workers (par)
-// or on the reading goroutine (par-readerdecode). One op is one replay.
+// on one goroutine (seq), or with a Replayer decoding on the reading
+// goroutine (par) or on its workers (par-workerdecode). One op is one
+// replay.
 func BenchmarkReplay(b *testing.B) {
 	const n = 200_000
 	for _, mix := range []string{"pending", "lifecycle"} {
@@ -98,7 +99,7 @@ func BenchmarkReplay(b *testing.B) {
 				Sequence: int64(seq), Status: st, Ts: 1e12 + int64(j)}, ReceivedAt: 1e12 + int64(j)}
 			recs[j] = appendRecord(nil, &r)
 		}
-		for _, mode := range []string{"seq", "par", "par-readerdecode"} {
+		for _, mode := range []string{"seq", "par", "par-workerdecode"} {
 			b.Run(mix+"/"+mode, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
@@ -115,7 +116,7 @@ func BenchmarkReplay(b *testing.B) {
 						continue
 					}
 					rp := bus.NewReplayer(0)
-					rp.decodeOnReader = mode == "par-readerdecode"
+					rp.decodeOnWorkers = mode == "par-workerdecode"
 					for i, p := range recs {
 						if err := rp.Add(uint64(i+1), p); err != nil {
 							b.Fatal(err)

@@ -115,6 +115,7 @@ func replayInto(t *testing.T, recs [][]byte, workers int) *replayed {
 		}
 	} else {
 		rp := b.NewReplayer(workers)
+		rp.decodeOnWorkers = workers%2 == 1 // both ways
 		for i, p := range recs {
 			buf = append(buf[:0], p...)
 			if err := rp.Add(uint64(i+1), buf); err != nil {
@@ -250,9 +251,10 @@ func TestReplayerMatchesReplay(t *testing.T) {
 // replay; Add and Finish return its error, with its LSN.
 func TestReplayerStopsAtBadRecord(t *testing.T) {
 	recs := randomLog(rand.New(rand.NewPCG(1, 2)), 20_000, true)
-	for _, bad := range [][]byte{{recordVersion, 0}, recs[9000][:len(recs[9000])-1], {9, 0, 1}} {
+	for i, bad := range [][]byte{{recordVersion, 0}, recs[9000][:len(recs[9000])-1], {9, 0, 1}, {recordVersion, 0, 1, 1, 1, 1, 1, 1, 1, 0, 2, 'x'}} {
 		b, _ := New(Options{Logger: slog.New(slog.DiscardHandler)})
 		rp := b.NewReplayer(2)
+		rp.decodeOnWorkers = i%2 == 1
 		var addErr error
 		for i, p := range recs {
 			if i == 9999 {
