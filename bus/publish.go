@@ -295,7 +295,10 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 
 // enqueue puts c on t's queue and t on the ready list if it is not there.
 // During replay, before the workers start, it hands c to the observers
-// directly: replay is one goroutine, in log order.
+// directly, on the goroutine that decided it: Replay's caller, or the
+// Replayer worker that owns t's shard. One task's changes thus reach the
+// observers in log order, one at a time; different tasks' changes may
+// arrive concurrently, as from the delivery workers in live operation.
 func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 	if b.replaying {
 		for _, o := range b.opts.Observers {

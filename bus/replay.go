@@ -61,7 +61,7 @@ func (b *Bus) replayRecord(r *apollo.Record) {
 // allocated per record) and hands full batches over; the workers decide.
 //
 //	rp := b.NewReplayer(0)
-//	err := log.Replay(from, rp.Add)   // in log order
+//	err := forEachRecord(rp.Add)     // in log order
 //	err = cmp.Or(rp.Finish(), err)   // always call Finish
 type Replayer struct {
 	b       *Bus
