@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,16 +152,8 @@ func sortedTimers(ds []deadline) []string {
 	for i, d := range ds {
 		s[i] = fmt.Sprint(d)
 	}
-	slicesSort(s)
+	slices.Sort(s)
 	return s
-}
-
-func slicesSort(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // TestReplayerMatchesReplay: a parallel replay of a random log leaves the
