@@ -6,8 +6,10 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/metrics"
 )
 
 // BenchmarkPublish measures decided events per second through Publish with
@@ -74,5 +76,58 @@ func BenchmarkMemoryPerTask(b *testing.B) {
 		runtime.KeepAlive(bus)
 		bus.Stop()
 		b.StartTimer()
+	}
+}
+
+// BenchmarkReplay replays 200 000 encoded records (each a new task's
+// pending, or runs reporting pending, running, success) into a bus with a
+// metrics aggregator, as start-up recovery does without its log reading:
+// on one goroutine (seq), or with a Replayer decoding on the reading
+// goroutine (par) or on its workers (par-workerdecode). One op is one
+// replay.
+func BenchmarkReplay(b *testing.B) {
+	const n = 200_000
+	for _, mix := range []string{"pending", "lifecycle"} {
+		recs := make([][]byte, n)
+		statuses := [3]apollo.Status{apollo.StatusPending, apollo.StatusRunning, apollo.StatusSuccess}
+		for j := range recs {
+			id, seq, st := j, 1, apollo.StatusPending
+			if mix == "lifecycle" {
+				id, seq, st = j/3, j%3+1, statuses[j%3]
+			}
+			r := apollo.Record{Event: apollo.Event{TaskID: fmt.Sprintf("t%d", id), Name: fmt.Sprintf("job_%d", id%100),
+				Sequence: int64(seq), Status: st, Ts: 1e12 + int64(j)}, ReceivedAt: 1e12 + int64(j)}
+			recs[j] = appendRecord(nil, &r)
+		}
+		for _, mode := range []string{"seq", "par", "par-workerdecode"} {
+			b.Run(mix+"/"+mode, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					agg, _ := metrics.New(metrics.Options{Clock: apollo.NewFakeClock(time.UnixMilli(1e12))})
+					bus, _ := New(Options{Observers: []Observer{agg}, MaxTasks: 10_000_000})
+					b.StartTimer()
+					if mode == "seq" {
+						for i, p := range recs {
+							if err := bus.Replay(uint64(i+1), p); err != nil {
+								b.Fatal(err)
+							}
+						}
+						continue
+					}
+					rp := bus.NewReplayer(0)
+					rp.decodeOnWorkers = mode == "par-workerdecode"
+					for i, p := range recs {
+						if err := rp.Add(uint64(i+1), p); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := rp.Finish(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
 	}
 }

@@ -292,14 +292,18 @@ func (b *Bus) locate(k key) (*shard, uint64) {
 
 // hashKey is FNV-1a over tenant, a zero byte and the task ID: stable across
 // restarts, because tombstones are stored by it.
-func hashKey(k key) uint64 {
+func hashKey(k key) uint64 { return hashParts(k.tenant, k.id) }
+
+// hashParts is hashKey of a tenant and task ID given as strings or as the
+// bytes of an encoded record (Replayer routes records by it).
+func hashParts[S string | []byte](tenant, id S) uint64 {
 	h := uint64(14695981039346656037)
-	for i := 0; i < len(k.tenant); i++ {
-		h = (h ^ uint64(k.tenant[i])) * 1099511628211
+	for i := 0; i < len(tenant); i++ {
+		h = (h ^ uint64(tenant[i])) * 1099511628211
 	}
 	h *= 1099511628211 // the zero byte between tenant and ID
-	for i := 0; i < len(k.id); i++ {
-		h = (h ^ uint64(k.id[i])) * 1099511628211
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * 1099511628211
 	}
 	return h
 }

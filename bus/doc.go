@@ -21,4 +21,9 @@
 // becomes timeout, and a pending task not started within its grace period is
 // marked late (a missed start). Finished tasks leave memory after the
 // retention; a compact tombstone keeps recognising their late duplicates.
+//
+// At start-up, before Start, the log after the snapshot is replayed: Replay
+// decides one record at a time on the caller's goroutine; a Replayer
+// decides different tasks' records on several goroutines, each task's in
+// log order, and hands the changes to the observers directly.
 package bus

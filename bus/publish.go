@@ -295,7 +295,10 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 
 // enqueue puts c on t's queue and t on the ready list if it is not there.
 // During replay, before the workers start, it hands c to the observers
-// directly: replay is one goroutine, in log order.
+// directly, on the goroutine that decided it: Replay's caller, or the
+// Replayer worker that owns t's shard. One task's changes thus reach the
+// observers in log order, one at a time; different tasks' changes may
+// arrive concurrently, as from the delivery workers in live operation.
 func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 	if b.replaying {
 		for _, o := range b.opts.Observers {
@@ -455,33 +458,4 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 		}
 	}
 	return &view, nil
-}
-
-// Replay decides one record read back from the log at start-up, before
-// Start: the same decisions as when it was first taken, nothing appended.
-func (b *Bus) Replay(lsn uint64, payload []byte) error {
-	var r apollo.Record
-	if _, err := decodeRecord(payload, &r); err != nil {
-		return fmt.Errorf("bus: replaying record %d: %w", lsn, err)
-	}
-	b.pause.RLock()
-	defer b.pause.RUnlock()
-	b.replaying = true
-	if r.Kind == apollo.KindReport {
-		b.decide(&r, true, nil)
-	} else {
-		k := key{tenant: r.Tenant, id: r.TaskID}
-		s, h := b.locate(k)
-		s.mu.Lock()
-		if t := s.get(h, k); t != nil {
-			b.applyLocked(s, k, t, &r)
-			b.unpark(s, k, t, r.ReceivedAt)
-		}
-		s.mu.Unlock()
-	}
-	if lsn > b.lsn.Load() {
-		b.lsn.Store(lsn)
-	}
-	b.stats.replayed.Add(1)
-	return nil
 }

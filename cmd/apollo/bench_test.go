@@ -88,27 +88,35 @@ func BenchmarkServerRecovery(b *testing.B) {
 			cfg := config.Default()
 			cfg.Data, cfg.Listen, cfg.Fsync = b.TempDir(), "127.0.0.1:0", "off"
 			cfg.Limits.IngestPerSec, cfg.Limits.Tasks = 0, 10_000_000
-			const n = 200_000
+			const n = 200_000 // events in the log
 			writeLog(b, cfg, n, mix)
-			log := slog.New(slog.DiscardHandler)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				s := &server{cfg: cfg, log: log, clock: apollo.SystemClock, console: io.Discard}
-				if err := s.open(); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.recover(); err != nil {
-					b.Fatal(err)
-				}
-				if s.recovery.Events != n {
-					b.Fatalf("replayed %d events, want %d", s.recovery.Events, n)
-				}
-				s.closeStores()
+			for _, mode := range []string{"seq", "par"} {
+				b.Run(mode, func(b *testing.B) { benchRecover(b, cfg, n, mode == "seq") })
 			}
-			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// benchRecover recovers the server of cfg, whose log holds n events, once
+// per op: on one goroutine (seq) or in parallel.
+func benchRecover(b *testing.B, cfg config.Config, n int64, seq bool) {
+	log := slog.New(slog.DiscardHandler)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s := &server{cfg: cfg, log: log, clock: apollo.SystemClock, console: io.Discard, seqReplay: seq}
+		if err := s.open(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.recover(); err != nil {
+			b.Fatal(err)
+		}
+		if s.recovery.Events != n {
+			b.Fatalf("replayed %d events, want %d", s.recovery.Events, n)
+		}
+		s.closeStores()
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // writeLog runs a server that takes n events (each a new task's pending,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,17 +129,20 @@ type server struct {
 	hub      *httpapi.Hub
 	alerts   alertSide
 	recovery httpapi.Recovery // measured at start, for /metrics
-	api      *httpapi.Server
-	sched    *sched.Scheduler // nil without --jobs
-	reporter *busReporter
-	arch     *bus.FileArchive
-	audit    *audit.Log
-	auth     httpapi.Authenticator
-	http     *http.Server
-	ready    chan struct{}
-	stop     chan struct{} // closed at shutdown: background loops end
-	fatal    chan error    // the log failed: shut down and exit non-zero
-	wg       sync.WaitGroup
+	// seqReplay replays the log on one goroutine (bus.Replay) instead of
+	// a parallel bus.Replayer: BenchmarkServerRecovery compares the two.
+	seqReplay bool
+	api       *httpapi.Server
+	sched     *sched.Scheduler // nil without --jobs
+	reporter  *busReporter
+	arch      *bus.FileArchive
+	audit     *audit.Log
+	auth      httpapi.Authenticator
+	http      *http.Server
+	ready     chan struct{}
+	stop      chan struct{} // closed at shutdown: background loops end
+	fatal     chan error    // the log failed: shut down and exit non-zero
+	wg        sync.WaitGroup
 }
 
 // runServer starts everything, serves until ctx is done, then shuts down in
@@ -374,11 +378,23 @@ func (s *server) recover() error {
 			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
 		}
 	}
+	// Different tasks replay in parallel; each task's records in log order.
 	n := 0
-	err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
-		n++
-		return s.bus.Replay(uint64(l), p)
-	})
+	if s.seqReplay {
+		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
+			n++
+			return s.bus.Replay(uint64(l), p)
+		})
+	} else {
+		rp := s.bus.NewReplayer(0)
+		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
+			n++
+			return rp.Add(uint64(l), p)
+		})
+		// A record that did not decode comes before anything the log
+		// failed at afterwards: its error wins.
+		err = cmp.Or(rp.Finish(), err)
+	}
 	if err != nil {
 		return fmt.Errorf("replaying the log: %w", err)
 	}
