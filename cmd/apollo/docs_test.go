@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +147,51 @@ func exList(t *testing.T, addr, prefix string) []apollo.Task {
 		t.Fatal(err)
 	}
 	return page.Tasks
+}
+
+// Every relative link in the README files and docs/ points at a file or
+// directory that exists: a renamed or missing page shows here, not in a
+// reader's browser.
+func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	root := filepath.Dir(exRepoFile(t, "README.md"))
+	files := []string{"README.md", "README.zh-CN.md", "bench/README.md", "bench/drills/README.md", "examples/README.md"}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		rel, _ := filepath.Rel(root, d)
+		files = append(files, rel)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	checked := 0
+	for _, f := range files {
+		src, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prose strings.Builder // without fenced code: templates there look like links
+		fence := false
+		for line := range strings.Lines(string(src)) {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fence = !fence
+			} else if !fence {
+				prose.WriteString(line)
+			}
+		}
+		for _, m := range link.FindAllStringSubmatch(prose.String(), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			if _, err := os.Stat(filepath.Join(root, filepath.Dir(f), filepath.FromSlash(target))); err != nil {
+				t.Errorf("%s links to %s, which does not exist", f, m[1])
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d relative links found: the pattern is broken", checked)
+	}
 }

@@ -17,13 +17,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -151,20 +149,15 @@ func main() {
 
 // acceptedByServer reads apollo_events_total{result="accepted"} from GET /metrics.
 func acceptedByServer(url string) (int64, error) {
-	resp, err := http.Get(url + "/metrics")
+	m, err := harness.Scrape(url)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), `apollo_events_total{result="accepted"} `); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f), err
-		}
+	v, ok := m[`apollo_events_total{result="accepted"}`]
+	if !ok {
+		return 0, fmt.Errorf("GET /metrics: no apollo_events_total{result=\"accepted\"}")
 	}
-	return 0, fmt.Errorf("GET /metrics: no apollo_events_total{result=\"accepted\"} (%v)", sc.Err())
+	return int64(v), nil
 }
 
 // cpuNow is the user+system CPU seconds of this process, plus those of

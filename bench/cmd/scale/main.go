@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -245,7 +244,7 @@ func recovery(bin string, n int) (recovered, error) {
 	}
 	r.up = time.Since(t0)
 	defer p2.Kill()
-	m, err := scrape(p2.URL())
+	m, err := harness.Scrape(p2.URL())
 	if err != nil {
 		return r, err
 	}
@@ -327,26 +326,4 @@ func postAll(url string, body []byte, k int) error {
 		return fmt.Errorf("POST events: %d %.300s", resp.StatusCode, b)
 	}
 	return nil
-}
-
-// scrape reads the unlabelled samples of GET /metrics.
-func scrape(url string) (map[string]float64, error) {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && !strings.HasPrefix(f[0], "#") {
-			v, err := strconv.ParseFloat(f[1], 64)
-			if err == nil {
-				m[f[0]] = v
-			}
-		}
-	}
-	return m, sc.Err()
 }

@@ -23,14 +23,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,23 +342,15 @@ func getJSON(url string, v any) (int, error) {
 	return 200, json.NewDecoder(resp.Body).Decode(v)
 }
 
-// scrape reads one unlabelled sample from GET /metrics.
+// scrape reads one sample from GET /metrics.
 func scrape(base, name string) (float64, error) {
-	resp, err := http.Get(base + "/metrics")
+	m, err := harness.Scrape(base)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	if _, err := io.Copy(&b, resp.Body); err != nil {
-		return 0, err
+	v, ok := m[name]
+	if !ok {
+		return 0, fail("%s not in /metrics", name)
 	}
-	for _, line := range strings.Split(b.String(), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			return f, err
-		}
-	}
-	return 0, fail("%s not in /metrics", name)
+	return v, nil
 }

@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -35,7 +34,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -460,26 +458,11 @@ func firedAlerts(p *harness.Proc) ([]string, error) {
 
 // evalMetric reads the latest cycle's wall time and when it ran.
 func evalMetric(p *harness.Proc) (secs, at float64, err error) {
-	resp, err := http.Get(p.URL() + "/metrics")
+	m, err := harness.Scrape(p.URL())
 	if err != nil {
 		return 0, 0, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "apollo_rule_evaluation_seconds":
-			secs, _ = strconv.ParseFloat(val, 64)
-		case "apollo_rule_last_evaluation_timestamp_seconds":
-			at, _ = strconv.ParseFloat(val, 64)
-		}
-	}
-	return secs, at, sc.Err()
+	return m["apollo_rule_evaluation_seconds"], m["apollo_rule_last_evaluation_timestamp_seconds"], nil
 }
 
 // poll checks cond every 100 ms until it holds or d passes.

@@ -5,7 +5,11 @@
 // that for -duration (2 min): half from several agent SDK clients, which
 // honour 429 and Retry-After, half from a raw HTTP sender that resends at
 // once and never backs off. It counts the 429s, samples the server's RSS
-// every second against -rss-limit, and records the agents' retries. Then
+// every second, and records the agents' retries. The RSS bound is what the
+// accepted load itself costs: a first server is driven at 1× the rate (no
+// overload) for -baseline, and the overload's peak may exceed that run's
+// peak by at most a quarter plus 64 MiB (or -rss-limit MiB, if given): the
+// refused excess must cost no memory that grows with it. Then
 // the load stops: the agents must drain their buffers, and every
 // acknowledged event must be there: per-job counts from
 // GET /api/v1/metrics equal a recount of every acknowledged run, and a
@@ -61,14 +65,16 @@ func main() {
 	factor := flag.Int("factor", 10, "offered load as a multiple of the sustainable rate")
 	dur := flag.Duration("duration", 2*time.Minute, "how long the overload lasts")
 	agents := flag.Int("agents", 4, "agent SDK clients")
-	rssLimit := flag.Int64("rss-limit", 512, "bound on the server's RSS, MiB")
+	rssLimit := flag.Int64("rss-limit", 0, "bound on the server's RSS, MiB; 0: 1.25 × the peak of the 1× baseline run + 64 MiB")
+	baseline := flag.Duration("baseline", 45*time.Second, "how long the 1× run that sets the RSS bound lasts (retention reaches its steady state in ~20 s)")
 	flag.Parse()
 	cmdline := "go run ./drills/overload"
 	calib := 5 * time.Second
 	if *short {
-		*dur, calib = 5*time.Second, 2*time.Second
+		*dur, calib, *baseline = 5*time.Second, 2*time.Second, 3*time.Second
 		cmdline += " -short"
 	}
+	base = *baseline
 	if *rate != 0 {
 		cmdline += fmt.Sprintf(" -rate %d", *rate)
 	}
@@ -84,6 +90,9 @@ func main() {
 const rawSenders = 6
 
 func fail(format string, a ...any) error { return fmt.Errorf(format, a...) }
+
+// base is how long the 1× baseline run lasts (-baseline).
+var base time.Duration
 
 func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents int, rssLimit int64) error {
 	ctx := context.Background()
@@ -106,6 +115,14 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	fmt.Fprintf(os.Stderr, "sustainable rate %d events/s; offering %d× for %v\n", rate, factor, dur)
 
 	cfg := fmt.Sprintf("limits:\n  ingest_per_second: %d\nretention:\n  finished: 10s\n  dedup: 15s\n", rate)
+	basePeak, baseTasks, baseAcked, err := baselineRSS(bin, cfg, rate, nAgents)
+	if err != nil {
+		return err
+	}
+	if rssLimit == 0 {
+		rssLimit = basePeak*5/4 + 64<<20
+	}
+	fmt.Fprintf(os.Stderr, "1× baseline: peak RSS %s, %d events/s acknowledged; bound %s\n", harness.MiB(basePeak), baseAcked, harness.MiB(rssLimit))
 	srv, err := harness.Start(bin, harness.Options{Args: []string{"server"}, Config: cfg})
 	if err != nil {
 		return err
@@ -113,23 +130,8 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	defer func() { srv.Kill(); srv.Remove() }()
 
 	// RSS every second, from the start of the overload to the end of the checks.
-	var maxRSS atomic.Int64
-	sampleStop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			if u, err := harness.Sample(srv.PID()); err == nil && u.RSS > maxRSS.Load() {
-				maxRSS.Store(u.RSS)
-			}
-			select {
-			case <-t.C:
-			case <-sampleStop:
-				return
-			}
-		}
-	}()
-	defer close(sampleStop)
+	maxRSS, stopSampling := sampleRSS(srv)
+	defer stopSampling()
 
 	rec := &recorder{}
 	offered := float64(rate * factor)
@@ -222,7 +224,8 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	}
 	fmt.Printf("The sustainable rate (%s) became the server's `limits.ingest_per_second`; then %d× that was offered for %v: "+
 		"half by %d agent SDK clients (batching, honouring 429 and Retry-After, producers waiting when the client's buffer is full), "+
-		"half by a raw HTTP sender that resends every unacknowledged event at once. RSS was sampled every second. "+
+		"half by a raw HTTP sender that resends every unacknowledged event at once. RSS was sampled every second and bounded by "+
+		"what the accepted load costs without overload: a first server at 1× the rate for the baseline's length, its peak × 1.25 + 64 MiB. "+
 		"After the load, the agents flushed, and every acknowledged run was recounted per job against `GET /api/v1/metrics` "+
 		"and the newest 2500 runs of the raw sender and of the agents, as they finished, plus 3 older ones (from the archive) read back with `GET /api/v1/tasks/ID`. Finished runs leave memory after 10 s (`retention.finished`) and their tombstones after 15 s (`retention.dedup`): at the limit's rate, the defaults (1 h, 24 h) would hold millions of accepted runs, which is memory the accepted load costs, not the overload.\n\n", how, factor, dur, nAgents)
 	fmt.Println("| figure | value |\n|---|---|")
@@ -236,7 +239,8 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	fmt.Printf("| agents: requests resent (retries) / events sent / held | %d / %d / %d |\n", st.Retries, st.Sent, st.Held)
 	fmt.Printf("| agents: producer waits on a full buffer | %d |\n", bufferFull.Load())
 	fmt.Printf("| agents: drain after the load | %v |\n", drain.Round(time.Millisecond))
-	fmt.Printf("| max RSS (limit %s) | %s |\n", harness.MiB(rssLimit), harness.MiB(peak))
+	fmt.Printf("| 1× baseline (%v, no overload): acknowledged / peak RSS / peak tasks in memory | %d events/s / %s / %d |\n", base, baseAcked, harness.MiB(basePeak), baseTasks)
+	fmt.Printf("| under overload: peak RSS (bound %s) / peak tasks in memory | %s / %d |\n", harness.MiB(rssLimit), harness.MiB(peak), maxRSS.tasks.Load())
 	fmt.Printf("| runs read back / lost events | %d / %d |\n", checked, lost)
 	fmt.Println()
 	fmt.Printf("Target: overload is refused with 429, memory stays bounded, nothing acknowledged is lost — ")
@@ -244,6 +248,12 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	case raw.tooMany.Load() == 0 || st.Retries == 0:
 		fmt.Printf("MISSED (%d 429s, %d agent retries)\n", raw.tooMany.Load(), st.Retries)
 		return fail("the overload produced no 429s or no agent retries: the limit was not the mechanism")
+	case peak > rssLimit && base < 20*time.Second:
+		// Shorter than the retention's warm-up (finished 10 s, dedup
+		// 15 s), the baseline has not reached its steady state: the
+		// comparison says nothing, as in -short.
+		fmt.Printf("not judged: the %v baseline is shorter than the retention's warm-up (RSS %s, bound %s)\n", base, harness.MiB(peak), harness.MiB(rssLimit))
+		return nil
 	case peak > rssLimit:
 		fmt.Printf("MISSED (RSS %s over %s)\n", harness.MiB(peak), harness.MiB(rssLimit))
 		return fail("RSS %s over the bound %s", harness.MiB(peak), harness.MiB(rssLimit))
@@ -286,6 +296,73 @@ func produce(ctx context.Context, c *agent.Client, g int, perSec float64, rec *r
 		case <-ctx.Done():
 		}
 	}
+}
+
+// peaks are the highest RSS and tasks in memory (apollo_tasks) sampled.
+type peaks struct{ rss, tasks atomic.Int64 }
+
+func (p *peaks) Load() int64 { return p.rss.Load() }
+
+// sampleRSS samples srv's RSS and tasks in memory every second until stop
+// and keeps the peaks.
+func sampleRSS(srv *harness.Proc) (peak *peaks, stop func()) {
+	peak = new(peaks)
+	done := make(chan struct{})
+	raise := func(a *atomic.Int64, v int64) {
+		if v > a.Load() {
+			a.Store(v)
+		}
+	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			if u, err := harness.Sample(srv.PID()); err == nil {
+				raise(&peak.rss, u.RSS)
+			}
+			if m, err := harness.Scrape(srv.URL()); err == nil {
+				raise(&peak.tasks, int64(m["apollo_tasks"]))
+			}
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return peak, func() { close(done) }
+}
+
+// baselineRSS runs a fresh server with cfg at 1× rate (agents only, no
+// overload) for base and returns its peak RSS and the events/s it
+// acknowledged: what the accepted load costs in memory.
+func baselineRSS(bin, cfg string, rate, n int) (int64, int64, int, error) {
+	srv, err := harness.Start(bin, harness.Options{Args: []string{"server"}, Config: cfg})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer func() { srv.Kill(); srv.Remove() }()
+	peak, stop := sampleRSS(srv)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), base)
+	defer cancel()
+	rec := &recorder{}
+	var full atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		c, err := agent.New(srv.URL(), agent.WithBufferSize(20_000), agent.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer c.Close(context.Background())
+		wg.Add(1)
+		go func() { defer wg.Done(); produce(ctx, c, 100+i, float64(rate)/float64(n), rec, &full) }()
+	}
+	wg.Wait()
+	if u, err := harness.Sample(srv.PID()); err == nil && u.RSS > peak.Load() {
+		peak.rss.Store(u.RSS)
+	}
+	return peak.Load(), peak.tasks.Load(), int(float64(3*len(rec.runs)) / base.Seconds()), nil
 }
 
 // calibrate runs the agent clients flat out against an unlimited server

@@ -41,13 +41,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -240,7 +236,7 @@ func take(srv *harness.Proc, clients []*agent.Client) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	m, err := scrape(srv.URL())
+	m, err := harness.Scrape(srv.URL())
 	if err != nil {
 		return sample{}, err
 	}
@@ -299,28 +295,4 @@ func flat(samples []sample, dur time.Duration) (bool, string) {
 	}
 	return rssOK && gorOK && fdsOK, fmt.Sprintf("RSS %s → %s (%+.1f%%, bound +10%% and +20 MiB) %s; go_goroutines %.0f → %.0f (bound ±10%%, at least ±5) %s; process_open_fds %.1f → %.1f (bound ±5) %s",
 		harness.MiB(int64(ra)), harness.MiB(int64(rb)), 100*(rb-ra)/ra, mark(rssOK), ga, gb, mark(gorOK), fa, fb, mark(fdsOK))
-}
-
-// scrape reads every unlabelled sample from GET /metrics.
-func scrape(base string) (map[string]float64, error) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, v, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-			m[name] = f
-		}
-	}
-	return m, nil
 }
