@@ -93,6 +93,10 @@ func looksLikeJSON(b []byte) bool {
 }
 
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	if wait, err := s.ingestExhausted(p); err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		return err
+	}
 	pooled := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(pooled)
 	body, err := s.readBodyInto(w, r, *pooled)

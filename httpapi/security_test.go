@@ -320,6 +320,14 @@ func TestIngestRateLimit(t *testing.T) {
 	if _, err := sec.bus.Get("a", "rb0"); err == nil {
 		t.Fatal("a rate-limited request stored events")
 	}
+	// The two events left are taken; with the bucket empty, a request is
+	// refused before its body is read: garbage gets 429, not 400.
+	if st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], batch(2, "e")); st != 200 {
+		t.Fatalf("the last two events of the second: %d %s", st, body)
+	}
+	if st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], "{{{ not json"); st != 429 {
+		t.Fatalf("an empty bucket: %d %s, want 429 before the body is decoded", st, body)
+	}
 	// Another token has its own bucket; after a second the first one refills.
 	if st, _ := sec.do(t, "POST", "/api/v1/events", sec.tokens["admin/a"], batch(8, "c")); st != 200 {
 		t.Errorf("another token: %d", st)
