@@ -45,6 +45,12 @@ type Config struct {
 	// fewer instructions per event than Go's 100 (docs/benchmarks.md). The GOGC
 	// environment variable, when set, wins.
 	GCPercent int `yaml:"gc_percent"`
+	// MemoryLimitMiB is a soft limit on the server process's memory
+	// (Go's GOMEMLIMIT, in MiB): near it the collector runs more often
+	// instead of letting the heap grow to GCPercent's target, which under
+	// heavy load on few cores can be far above the live data. 0: none.
+	// The GOMEMLIMIT environment variable, when set, wins.
+	MemoryLimitMiB int64 `yaml:"memory_limit_mib"`
 
 	TLS  TLS  `yaml:"tls"`
 	Auth Auth `yaml:"auth"`
@@ -265,6 +271,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention.Rollups < c.Retention.Buckets {
 		bad("retention.rollups", "%v is shorter than retention.buckets %v", c.Retention.Rollups.D(), c.Retention.Buckets.D())
+	}
+	if c.MemoryLimitMiB < 0 {
+		bad("memory_limit_mib", "%d: use a size in MiB, or 0 for no limit", c.MemoryLimitMiB)
 	}
 	if c.GCPercent < 0 {
 		bad("gc_percent", "%d: use a positive percentage (Go's default is 100)", c.GCPercent)

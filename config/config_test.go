@@ -69,8 +69,9 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.TLS.Cert = "x.pem"
 	c.Auth.Tokens = []Token{{SHA256: "abc", Role: "root"}}
 	c.Channels = map[string]map[string]any{"x": {}}
+	c.MemoryLimitMiB = -1
 	err := c.Validate()
-	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type"} {
+	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type", "memory_limit_mib:"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}

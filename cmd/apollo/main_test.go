@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,3 +116,26 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 }
 
 var _ = fmt.Sprintf
+
+// The collector settings in the configuration reach the running process:
+// the Go collector's own gauges on /metrics show them.
+func TestGCSettingsApplied(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "apollo.yaml")
+	if err := os.WriteFile(cfg, []byte("gc_percent: 150\nmemory_limit_mib: 300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startApollo(t, "server", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	resp, err := http.Get("http://" + srv.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"go_gc_gogc_percent 150\n", "go_gc_gomemlimit_bytes " + strconv.FormatFloat(300<<20, 'g', -1, 64) + "\n"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
+}

@@ -163,6 +163,9 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimitMiB > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimitMiB << 20)
+	}
 	if d.redis != nil {
 		s.alerts = newRedisAlerting(d.redis, cfg, s.log)
 	}
