@@ -77,7 +77,7 @@ func main() {
 	var big time.Duration
 	var bigBytes float64
 	var bigTables, bigCPU time.Duration
-	load0 := loadavg()
+	load0 := harness.LoadAvg()
 	for _, n := range nameCounts {
 		fmt.Fprintf(os.Stderr, "alerting: filling a store with %d names\n", n)
 		store := fill(n)
@@ -104,7 +104,7 @@ func main() {
 			"windows alone, in one pass, takes %v at %d names; %s allocated per cycle, so the collector runs inside the cycle too), and this 2-core machine was shared (load average %s "+
 			"before the cells, %s after; the spread shows it). Window sums kept up to date incrementally by the aggregator instead of "+
 			"recomputed per cycle would remove most of the cost, and reusing the tables' memory from cycle to cycle the collections.\n",
-			round(bigTables), mn, harness.MiB(int64(bigBytes)), load0, loadavg())
+			round(bigTables), mn, harness.MiB(int64(bigBytes)), load0, harness.LoadAvg())
 	}
 
 	ctx := context.Background()
@@ -135,15 +135,6 @@ func main() {
 		fmt.Fprintln(&out, "The notification waits behind the dedup lock and the channel's queue; see the server's log for the path.")
 	}
 	fmt.Print(out.String())
-}
-
-// loadavg is the 1-minute load average, for the record: the machine is shared.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
 
 func check(err error) {

@@ -80,7 +80,7 @@ func main() {
 	bin, err := harness.Build(ctx, "..", tmp)
 	check(err)
 
-	load0 := loadavg()
+	load0 := harness.LoadAvg()
 	eps := make([][]float64, len(targets))
 	perCPU := make([][]float64, len(targets))
 	ratios := make([][]float64, len(targets))
@@ -144,7 +144,7 @@ func main() {
 		pc, _, _ := harness.Median(perCPU[i])
 		fmt.Printf("| %s | %.0f | %.0f–%.0f | %s | %.0f |\n", tg.name, m, lo, hi, rs, pc)
 	}
-	fmt.Printf("\nLoad average (1 min) before the rows: %s, after: %s (the machine is shared; the rows take turns so that load weighs on all alike).\n\n", load0, loadavg())
+	fmt.Printf("\nLoad average (1, 5, 15 min) before the rows: %s, after: %s (the machine is shared; the rows take turns so that load weighs on all alike).\n\n", load0, harness.LoadAvg())
 }
 
 // acceptedByServer reads apollo_events_total{result="accepted"} from GET /metrics.
@@ -181,15 +181,6 @@ func cpuNow(pid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64) // utime, field 14, in 1/100 s
 	kt, _ := strconv.ParseFloat(f[12], 64) // stime, field 15
 	return t + (ut+kt)/100
-}
-
-// loadavg is the 1-minute load average, for the record.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
 
 func check(err error) {

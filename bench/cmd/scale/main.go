@@ -81,7 +81,7 @@ func main() {
 	defer os.RemoveAll(tmp)
 	bin, err := harness.Build(ctx, "..", tmp)
 	check(err)
-	load0 := loadavg()
+	load0 := harness.LoadAvg()
 	var rates, secs, ups, rss, cpuRates []float64
 	var replayed float64
 	for rep := range *repeat {
@@ -125,18 +125,9 @@ func main() {
 			"the log is a few %% of it; what is left is deciding each record — a new task, its state machine, history and "+
 			"deadlines, the metrics — at about 5 allocations and 1.2 KB per event, and the collections that follow. "+
 			"Reaching the target on 2 cores needs that cost down about 3×: fewer allocations per change (the Change carries "+
-			"a whole copy of the previous task) and task records allocated in slabs.\n", cm, load0, loadavg())
+			"a whole copy of the previous task) and task records allocated in slabs.\n", cm, load0, harness.LoadAvg())
 	}
 	fmt.Print(out.String())
-}
-
-// loadavg is the 1-minute load average, for the record: the machine is shared.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
 
 func check(err error) {

@@ -20,13 +20,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -257,7 +255,7 @@ func checkTasks(base string, runs []run) (lost int, err error) {
 			for i := int(next.Add(1)) - 1; i < len(runs); i = int(next.Add(1)) - 1 {
 				rn := runs[i]
 				var task apollo.Task
-				code, err := getJSON(base+"/api/v1/tasks/"+rn.id, &task)
+				code, err := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
 				mu.Lock()
 				switch {
 				case err != nil && first == nil:
@@ -320,7 +318,7 @@ func jobMetrics(base string) (map[string]jobCounts, error) {
 			jobCounts
 		}
 	}
-	if code, err := getJSON(base+"/api/v1/metrics?window=1h&prefix=crash_job_", &m); err != nil || code != 200 {
+	if code, err := harness.GetJSON(base+"/api/v1/metrics?window=1h&prefix=crash_job_", &m); err != nil || code != 200 {
 		return nil, fail("GET metrics: %d %v", code, err)
 	}
 	out := map[string]jobCounts{}
@@ -328,18 +326,6 @@ func jobMetrics(base string) (map[string]jobCounts, error) {
 		out[j.Name] = j.jobCounts
 	}
 	return out, nil
-}
-
-func getJSON(url string, v any) (int, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return resp.StatusCode, nil
-	}
-	return 200, json.NewDecoder(resp.Body).Decode(v)
 }
 
 // scrape reads one sample from GET /metrics.

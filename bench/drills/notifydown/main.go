@@ -403,16 +403,13 @@ func settled(cs notify.ChannelStats) int64 {
 	return cs.Sent + cs.Deduplicated + cs.Coalesced + cs.Failed + cs.GaveUp + cs.Dropped
 }
 
+// getJSON reads a 200 answer of the server's API into v.
 func getJSON(p *harness.Proc, path string, v any) error {
-	resp, err := http.Get(p.URL() + path)
-	if err != nil {
-		return err
+	code, err := harness.GetJSON(p.URL()+path, v)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("GET %s: status %d", path, code)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return err
 }
 
 func chanStats(p *harness.Proc) notify.ChannelStats {

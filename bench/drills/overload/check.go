@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bench/internal/harness"
 )
 
 // newest returns up to n of the latest runs whose job starts with prefix.
@@ -35,7 +36,7 @@ func readBack(base string, runs []run) (lost int64, err error) {
 			for i := int(next.Add(1)) - 1; i < len(runs); i = int(next.Add(1)) - 1 {
 				rn := runs[i]
 				var task apollo.Task
-				code, gerr := getJSON(base+"/api/v1/tasks/"+rn.id, &task)
+				code, gerr := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
 				mu.Lock()
 				switch {
 				case gerr != nil:
@@ -74,7 +75,7 @@ func recount(base string, runs []run) (lost int64, err error) {
 			counts
 		}
 	}
-	if code, err := getJSON(base+"/api/v1/metrics?window=1h&prefix=ovl_", &m); err != nil || code != 200 {
+	if code, err := harness.GetJSON(base+"/api/v1/metrics?window=1h&prefix=ovl_", &m); err != nil || code != 200 {
 		return 0, fail("GET metrics: %d %v", code, err)
 	}
 	got := map[string]counts{}

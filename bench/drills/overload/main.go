@@ -23,13 +23,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -410,16 +408,4 @@ func calibrate(bin string, d time.Duration, n int) (int, error) {
 	}
 	wg.Wait()
 	return int(float64(accepted.Load()) / d.Seconds()), nil
-}
-
-func getJSON(url string, v any) (int, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return resp.StatusCode, nil
-	}
-	return 200, json.NewDecoder(resp.Body).Decode(v)
 }

@@ -2,11 +2,26 @@ package harness
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 )
+
+// GetJSON GETs url and decodes a 200 answer's JSON body into v; another
+// status is returned with no error and v untouched.
+func GetJSON(url string, v any) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil
+	}
+	return http.StatusOK, json.NewDecoder(resp.Body).Decode(v)
+}
 
 // Scrape reads GET base/metrics (Prometheus text) into a map from each
 // series as written ("name" or `name{label="v"}`) to its value.
