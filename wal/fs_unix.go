@@ -26,7 +26,14 @@ func lockDir(dir string) (unlock func() error, err error) {
 		}
 		return nil, fmt.Errorf("wal: lock %s: %w", path, err)
 	}
-	return f.Close, nil
+	// Unlock explicitly before closing: a child forked at that moment (the
+	// server runs jobs) holds a copy of the descriptor until its exec, and
+	// the lock belongs to the shared open file, so closing ours alone would
+	// leave the log locked for that instant.
+	return func() error {
+		uerr := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return errors.Join(uerr, f.Close())
+	}, nil
 }
 
 // syncDir makes entries created, renamed or removed in dir durable.
