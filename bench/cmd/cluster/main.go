@@ -101,7 +101,7 @@ func main() {
 	}
 	fmt.Println("## Scale-out: bus nodes behind NATS JetStream")
 	fmt.Println()
-	fmt.Printf("Command: `go run ./cmd/cluster %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Command: `%s`\n\n", strings.TrimSpace("go run ./cmd/cluster "+strings.Join(os.Args[1:], " ")))
 	fmt.Printf("The single server (bus + write-ahead log, in process) beside an embedded NATS JetStream with 1..n bus nodes in one process, "+
 		"each loaded over HTTP by the same client; %d round(s) of %v per target, the targets taking turns; the median round is shown. "+
 		"Everything shares this machine's %d cores, so more nodes cannot add CPU here: the figures show the cost of the mode "+

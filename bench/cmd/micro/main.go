@@ -47,7 +47,7 @@ func main() {
 	}
 	fmt.Println("## Micro-benchmarks beside the code")
 	fmt.Println()
-	fmt.Printf("Command: `go run ./cmd/micro %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Command: `%s`\n\n", strings.TrimSpace("go run ./cmd/micro "+strings.Join(os.Args[1:], " ")))
 	fmt.Printf("`go test -run '^$' -bench REGEXP -benchmem -count %d` in each package (the main module), parsed: the median of the %d repeats, with the spread (min–max) where it differs by more than 5%%. Custom units are what the benchmark reports itself (events/s, B/task, records/s…).\n\n", *count, *count)
 	fmt.Println("| package | benchmark | ns/op | other figures (median) | B/op | allocs/op | why it is here |")
 	fmt.Println("|---|---|---|---|---|---|---|")

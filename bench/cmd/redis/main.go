@@ -111,7 +111,7 @@ func run(url string, dur time.Duration, jobs, workers, rate, repeat int) error {
 	}
 	fmt.Println("## Redis: pre-aggregated flush vs one Lua call per event")
 	fmt.Println()
-	fmt.Printf("Command: `go run ./cmd/redis %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Command: `%s`\n\n", strings.TrimSpace("go run ./cmd/redis "+strings.Join(os.Args[1:], " ")))
 	fmt.Printf("The same events (%d job names, %d producers, %v per design, GOMAXPROCS %d) counted in the same Redis two ways, "+
 		"taking turns in each of %d repeats: the seed's design (one Lua script per event) and redisstore's (aggregate in memory, "+
 		"flush changed buckets once a second). Both runs are checked to have counted every event. Commands per event come from "+

@@ -189,7 +189,7 @@ func files(dir string) map[string]bool {
 func report(rs []outcome, total int, d time.Duration, failed int) {
 	fmt.Println("## Fuzz drill")
 	fmt.Println()
-	fmt.Printf("Command: `go run ./drills/fuzz %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Command: `%s`\n\n", strings.TrimSpace("go run ./drills/fuzz "+strings.Join(os.Args[1:], " ")))
 	fmt.Printf("Fuzz targets found by `go test -list ^Fuzz`: %d; run here: %d, fuzzed with Go's native fuzzer for %v each, one after the other, on all cores. Executions and new corpus entries are the last figures `go test -fuzz` printed.\n\n", total, len(rs), d)
 	fmt.Println("| package | target | executions | new interesting | result |")
 	fmt.Println("|---|---|---|---|---|")
