@@ -243,45 +243,36 @@ func freeAddr() (string, error) {
 // many acknowledged events are missing; any other difference is an error.
 func checkTasks(base string, runs []run) (lost int, err error) {
 	var (
-		next  atomic.Int64
 		mu    sync.Mutex
 		first error
-		wg    sync.WaitGroup
 	)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < len(runs); i = int(next.Add(1)) - 1 {
-				rn := runs[i]
-				var task apollo.Task
-				code, err := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
-				mu.Lock()
-				switch {
-				case err != nil && first == nil:
-					first = err
-				case code == 404:
-					lost += rn.events
-				case code != 200 && first == nil:
-					first = fail("run %s: status %d", rn.id, code)
-				case task.Status != rn.final || task.Sequence != int64(rn.events) || len(task.History) != rn.events:
-					lost += max(0, rn.events-len(task.History))
-					if first == nil {
-						first = fail("run %s: %v seq %d with %d records, want %v seq %d", rn.id, task.Status, task.Sequence, len(task.History), rn.final, rn.events)
-					}
-				}
-				prev := apollo.StatusNone
-				for i, h := range task.History {
-					if (h.Sequence != int64(i+1) || !apollo.CanTransition(prev, h.Status)) && first == nil {
-						first = fail("run %s: history %d is seq %d %v after %v", rn.id, i, h.Sequence, h.Status, prev)
-					}
-					prev = h.Status
-				}
-				mu.Unlock()
+	harness.ForEach(len(runs), 8, func(i int) {
+		rn := runs[i]
+		var task apollo.Task
+		code, err := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil && first == nil:
+			first = err
+		case code == 404:
+			lost += rn.events
+		case code != 200 && first == nil:
+			first = fail("run %s: status %d", rn.id, code)
+		case task.Status != rn.final || task.Sequence != int64(rn.events) || len(task.History) != rn.events:
+			lost += max(0, rn.events-len(task.History))
+			if first == nil {
+				first = fail("run %s: %v seq %d with %d records, want %v seq %d", rn.id, task.Status, task.Sequence, len(task.History), rn.final, rn.events)
 			}
-		}()
-	}
-	wg.Wait()
+		}
+		prev := apollo.StatusNone
+		for i, h := range task.History {
+			if (h.Sequence != int64(i+1) || !apollo.CanTransition(prev, h.Status)) && first == nil {
+				first = fail("run %s: history %d is seq %d %v after %v", rn.id, i, h.Sequence, h.Status, prev)
+			}
+			prev = h.Status
+		}
+	})
 	return lost, first
 }
 

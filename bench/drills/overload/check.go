@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bench/internal/harness"
@@ -24,34 +23,27 @@ func newest(runs []run, prefix string, n int) []run {
 // the events missing; any difference is an error.
 func readBack(base string, runs []run) (lost int64, err error) {
 	var (
-		next  atomic.Int64
 		mu    sync.Mutex
-		wg    sync.WaitGroup
 		first error
 	)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < len(runs); i = int(next.Add(1)) - 1 {
-				rn := runs[i]
-				var task apollo.Task
-				code, gerr := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
-				mu.Lock()
-				switch {
-				case gerr != nil:
-					first = gerr
-				case code != 200 || task.Status != rn.final || task.Sequence != 3 || len(task.History) != 3:
-					lost += int64(3 - len(task.History))
-					if first == nil {
-						first = fail("run %s: status %d, %v seq %d with %d records, want %v seq 3", rn.id, code, task.Status, task.Sequence, len(task.History), rn.final)
-					}
-				}
-				mu.Unlock()
+	harness.ForEach(len(runs), 8, func(i int) {
+		rn := runs[i]
+		var task apollo.Task
+		code, gerr := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case gerr != nil:
+			if first == nil {
+				first = gerr
 			}
-		}()
-	}
-	wg.Wait()
+		case code != 200 || task.Status != rn.final || task.Sequence != 3 || len(task.History) != 3:
+			lost += int64(3 - len(task.History))
+			if first == nil {
+				first = fail("run %s: status %d, %v seq %d with %d records, want %v seq 3", rn.id, code, task.Status, task.Sequence, len(task.History), rn.final)
+			}
+		}
+	})
 	return lost, first
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -59,4 +61,20 @@ func Median(xs []float64) (med, lo, hi float64) {
 		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return med, s[0], s[len(s)-1]
+}
+
+// ForEach calls fn(i) for every i in [0, n) on workers goroutines and
+// returns when all calls have returned. fn must be safe to call
+// concurrently.
+func ForEach(n, workers int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
