@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -314,6 +315,15 @@ func TestStreamResyncAfterCutOff(t *testing.T) {
 		e.publish(ev("a", fmt.Sprintf("k%d", i+2), "job", 1, pending))
 	}
 	e.publish(ev("a", "k1", "job", 2, running))
+	// Every change reaches the (cut-off) subscription before the
+	// dispatcher moves on; otherwise the resubscription after the resync
+	// could overflow again on the rest and count a second resync.
+	for deadline := time.Now().Add(10 * time.Second); e.bus.Stats().Queued > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("bus still has %d changes queued", e.bus.Stats().Queued)
+		}
+		runtime.Gosched()
+	}
 	blocked.Unlock()
 	got := map[string]apollo.Task{}
 	for {
