@@ -19,20 +19,14 @@ import (
 	apollo "github.com/apollo-11/apollo"
 )
 
-// Defaults of Options.
-const (
-	DefaultDedupWindow = 2 * time.Minute
-	DefaultLogSize     = 10000
-)
+// DefaultLogSize is how many Attempts the default AttemptLog keeps.
+const DefaultLogSize = 10000
 
 // Options configure a Dispatcher. The zero value is usable.
 type Options struct {
 	Clock  apollo.Clock // default apollo.SystemClock
 	Logger *slog.Logger // default slog.Default()
-	// DedupWindow: the same DedupKey on the same channel within it is sent
-	// once. Default 2m; negative turns dedup off.
-	DedupWindow time.Duration
-	Log         AttemptLog // default NewMemoryLog(10000)
+	Log    AttemptLog   // default NewMemoryLog(10000)
 	// ExternalURL is where people reach Apollo-11's web UI; when set,
 	// messages link to the alert. Optional.
 	ExternalURL string
@@ -45,7 +39,6 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	o.DedupWindow = cmp.Or(o.DedupWindow, DefaultDedupWindow)
 	if o.Log == nil {
 		o.Log = NewMemoryLog(DefaultLogSize)
 	}
@@ -194,8 +187,8 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 	}
 }
 
-// Test sends one test message to channel now, without queue, dedup, rate
-// limit or retries, and returns its Attempt. The lane's pace still counts
+// Test sends one test message to channel now, without queue, rate limit
+// or retries, and returns its Attempt. The lane's pace still counts
 // it, so the queued messages after it keep the channel within its limit.
 func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) {
 	l := d.lanes[channel]

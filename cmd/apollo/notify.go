@@ -38,8 +38,7 @@ func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, co
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("channels:\n%w", err)
 	}
-	return notify.NewDispatcher(chs, notify.Options{Clock: clock, Logger: log,
-		DedupWindow: cfg.Alert.DedupWindow.D(), ExternalURL: cfg.ExternalURL})
+	return notify.NewDispatcher(chs, notify.Options{Clock: clock, Logger: log, ExternalURL: cfg.ExternalURL})
 }
 
 func newNotifyCmd() *cobra.Command {

@@ -1,0 +1,100 @@
+package alert_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/webhook"
+)
+
+// receiver is a webhook endpoint that hands every body it gets to C.
+func receiver(t *testing.T) (url string, c <-chan webhook.ApolloPayload) {
+	t.Helper()
+	ch := make(chan webhook.ApolloPayload, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var p webhook.ApolloPayload
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Errorf("webhook body %q: %v", b, err)
+		}
+		ch <- p
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, ch
+}
+
+// Duplicates are removed in one stage, the engine's dedup lock, and it is
+// keyed by tenant: two tenants whose same rule matches at the same moment
+// both hear of it through the real dispatcher and a webhook, while two
+// engines sharing the lock still send each tenant's notification once.
+func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	url, got := receiver(t)
+	hook, err := webhook.New(webhook.Config{URL: notify.SecretURL(url)}, notify.NotifierOptions{Name: "hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook}},
+		notify.Options{Clock: clock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(disp.Stop)
+	rule := parse(t, `RULE batch_failed task_prefix: "batch_" ON: failed NOTIFY: hook`)
+	locker := alert.NewMemoryLocker(clock)
+	var engines []*alert.Engine
+	for range 2 {
+		e, err := alert.New(alert.Options{Store: newTable(), Sender: disp, Locker: locker, Clock: clock, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetRules("team-a", rule)
+		e.SetRules("team-b", rule)
+		if err := e.Start(bg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Stop)
+		engines = append(engines, e)
+	}
+	ts := clock.Now().UnixMilli()
+	for _, e := range engines {
+		for _, tenant := range []string{"team-a", "team-b"} {
+			c := finish(nil, tenant, "batch_load", "run-1", apollo.StatusFailed, ts, 5)
+			e.Apply(&c)
+		}
+	}
+	var deduped int64
+	for _, e := range engines {
+		e.Stop() // every notification is with the dispatcher now
+		deduped += e.Stats().Deduped
+	}
+	if q := disp.Stats().Channels["hook"].Queued; q != 2 || deduped != 2 {
+		t.Fatalf("the engines handed %d notifications to the dispatcher and deduplicated %d; want 2 and 2", q, deduped)
+	}
+	var tenants []string
+	for len(tenants) < 2 {
+		select {
+		case p := <-got:
+			tenants = append(tenants, p.Alert.Tenant)
+		case <-time.After(wait):
+			t.Fatalf("the webhook got %v, want one notification per tenant; attempts %+v", tenants,
+				disp.Attempts(notify.AttemptFilter{Tenant: "team-b"}))
+		}
+	}
+	slices.Sort(tenants)
+	if !slices.Equal(tenants, []string{"team-a", "team-b"}) {
+		t.Fatalf("the webhook got notifications of %v", tenants)
+	}
+}
