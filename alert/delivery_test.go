@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,61 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 	slices.Sort(tenants)
 	if !slices.Equal(tenants, []string{"team-a", "team-b"}) {
 		t.Fatalf("the webhook got notifications of %v", tenants)
+	}
+}
+
+// A storm's follow-up on a zh-CN channel is written in Chinese from end to
+// end: the engine hands the counts over, the channel's templates write the
+// sentence (it once came from the engine in English: "2 more after the
+// first within 1m").
+func TestStormFollowUpInChinese(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	url, got := receiver(t)
+	hook, err := webhook.New(webhook.Config{URL: notify.SecretURL(url)}, notify.NotifierOptions{Name: "hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook, Lang: notify.LangChinese}},
+		notify.Options{Clock: clock, Logger: quiet, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(disp.Stop)
+	eng, err := alert.New(alert.Options{Rules: parse(t, `RULE storm task_prefix: "批处理_" ON: failed GROUP_WINDOW: 1m NOTIFY: hook`),
+		Store: newTable(), Sender: disp, Clock: clock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Stop)
+	fail := func(run string) {
+		c := finish(nil, "", "批处理_甲", run, apollo.StatusFailed, clock.Now().UnixMilli(), 5)
+		eng.Apply(&c)
+	}
+	for _, run := range []string{"r1", "r2", "r3"} {
+		fail(run)
+	}
+	// The window ends; the next failure, or the group timer, tells the two
+	// after the first.
+	clock.Advance(time.Minute)
+	fail("r4")
+	for _, want := range []apollo.NotificationKind{apollo.NotifyFiring, apollo.NotifyStorm} {
+		select {
+		case p := <-got:
+			if p.Kind != want {
+				t.Fatalf("got %s, want %s", p.Kind, want)
+			}
+			if want == apollo.NotifyStorm && (!strings.Contains(p.Text, "又命中 2 次，1分钟内共 3 次") || strings.Contains(p.Text, "more")) {
+				t.Fatalf("follow-up:\n%s", p.Text)
+			}
+		case <-time.After(wait):
+			t.Fatalf("no %s message", want)
+		}
 	}
 }

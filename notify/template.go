@@ -77,6 +77,9 @@ type override struct {
 // fail on every alert fails now, at start-up, naming channel and kind.
 func newRenderer(channel, lang, externalURL string, loc *time.Location, src map[apollo.NotificationKind]string) (*renderer, error) {
 	fm := TemplateFuncs(loc)
+	if lang == LangChinese {
+		fm["duration"] = durationZH
+	}
 	defaults, err := template.New(lang).Funcs(fm).ParseFS(templateFS, "templates/"+lang+".tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parse default %s templates: %w", lang, err)
@@ -269,6 +272,26 @@ func TemplateFuncs(loc *time.Location) template.FuncMap {
 			return strings.Join(keys, ", ")
 		},
 	}
+}
+
+// durationZH writes a duration as Chinese text does, to the second:
+// 1小时2分钟3秒.
+func durationZH(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Second {
+		return "0秒"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "小时"}, {time.Minute, "分钟"}, {time.Second, "秒"}} {
+		if n := d / u.d; n > 0 {
+			b.WriteString(strconv.FormatInt(int64(n), 10) + u.name)
+			d -= n * u.d
+		}
+	}
+	return b.String()
 }
 
 // formatValue shows whole numbers as such (counts) and others with four
