@@ -44,7 +44,7 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook}},
+	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook, Tenants: []string{notify.AllTenants}}},
 		notify.Options{Clock: clock, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,8 @@ func TestDispatcherDeliversWhatItIsGiven(t *testing.T) {
 	clk := apollo.NewFakeClock(t0)
 	log := newWatchLog()
 	a, b := newSink(clk), newSink(clk)
-	d := startDispatcher(t, clk, log, Channel{Name: "a", Notifier: a}, Channel{Name: "b", Notifier: b})
+	d := startDispatcher(t, clk, log, Channel{Name: "a", Notifier: a, Tenants: []string{AllTenants}},
+		Channel{Name: "b", Notifier: b, Tenants: []string{AllTenants}})
 	first, second := note("x1", "k", "a", "b", "a"), note("x2", "k", "a")
 	first.Alert.Tenant, second.Alert.Tenant = "team-a", "team-b"
 	d.Send(first)
@@ -43,6 +45,68 @@ func TestDispatcherDeliversWhatItIsGiven(t *testing.T) {
 	}
 	if st := d.Stats().Channels["a"]; st.Queued != 2 || st.Sent != 2 {
 		t.Fatalf("channel a: %+v", st)
+	}
+}
+
+// Channels belong to tenants: without tenants a channel is the default
+// tenant's (a configuration without tenants works as before), "*" shares
+// it with all. A notification of a tenant the channel does not serve is
+// dropped and recorded, for that tenant to see, and never reaches it.
+func TestChannelsServeTheirTenants(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	own, a, shared := newSink(clk), newSink(clk), newSink(clk)
+	d := startDispatcher(t, clk, log, Channel{Name: "own", Notifier: own},
+		Channel{Name: "a", Notifier: a, Tenants: []string{"team-a", ""}},
+		Channel{Name: "shared", Notifier: shared, Tenants: []string{AllTenants}})
+	for _, tc := range []struct {
+		tenant string
+		serves []string
+	}{{"", []string{"own", "a", "shared"}}, {"team-a", []string{"a", "shared"}}, {"team-b", []string{"shared"}}} {
+		if got := d.ChannelsFor(tc.tenant); strings.Join(got, ",") != strings.Join(tc.serves, ",") {
+			t.Errorf("channels for %q: %v, want %v", tc.tenant, got, tc.serves)
+		}
+		for _, ch := range []string{"own", "a", "shared", "nowhere"} {
+			if got, want := d.Serves(tc.tenant, ch), slices.Contains(tc.serves, ch); got != want {
+				t.Errorf("Serves(%q, %q) = %v, want %v", tc.tenant, ch, got, want)
+			}
+		}
+	}
+	n := note("b1", "k", "own", "a", "shared")
+	n.Alert.Tenant = "team-b"
+	d.Send(n)
+	if got := shared.next(t).m.Notification.Alert.Tenant; got != "team-b" {
+		t.Fatalf("shared channel got tenant %q", got)
+	}
+	outcomes := map[string]string{}
+	for range 3 {
+		a := log.next(t)
+		outcomes[a.Channel] = a.Outcome + " " + a.Error
+	}
+	want := map[string]string{"own": `dropped the channel does not serve tenant "team-b"`,
+		"a": `dropped the channel does not serve tenant "team-b"`, "shared": "sent "}
+	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+	if got := d.Attempts(AttemptFilter{Tenant: "team-b"}); len(got) != 3 {
+		t.Fatalf("team-b sees %d attempts, want 3: %+v", len(got), got)
+	}
+	if len(own.all()) != 0 || len(a.all()) != 0 {
+		t.Fatal("a channel of other tenants got team-b's notification")
+	}
+}
+
+func TestChannelTenantsChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		tenants []string
+		msg     string
+	}{{[]string{}, "an empty list lets no tenant use the channel"}, {[]string{"*", "team-a"}, `"*" already shares the channel`}} {
+		_, err := NewDispatcher([]Channel{{Name: "c", Notifier: newSink(nil), Tenants: tc.tenants}}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "channels.c.tenants") || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("tenants %q: %v", tc.tenants, err)
+		}
 	}
 }
 

@@ -36,14 +36,21 @@ var Kinds = []apollo.NotificationKind{
 // rest are counted. Robot APIs cap a message at a few KiB.
 const digestShown = 20
 
-// TemplateData is what every template sees.
+// TemplateData is what every template sees. Alert and Notification.Alert
+// hold the alert with every text users supplied made inert (inert.go).
 type TemplateData struct {
 	Kind         apollo.NotificationKind
 	Alert        apollo.Alert
 	Notification apollo.Notification
-	Channel      string
-	Lang         string
-	ExternalURL  string
+	// ShowTenant says the message names the alert's tenant (Tenant, ""
+	// for the default one): always for other tenants than the default,
+	// and for every alert when tenants are in use; never for test, self
+	// and digest messages, which are nobody's alert.
+	ShowTenant  bool
+	Tenant      string
+	Channel     string
+	Lang        string
+	ExternalURL string
 	// Link points at the alert in the web UI; empty without ExternalURL.
 	Link string
 	// Duration is how long the alert had been active at Notification.At,
@@ -62,6 +69,7 @@ type renderer struct {
 	defaults                   *template.Template
 	overrides                  map[apollo.NotificationKind]*override
 	layout                     *htmltemplate.Template
+	tenants                    bool // Options.Tenants
 }
 
 // override is one kind's template set after a channel's override source
@@ -219,9 +227,15 @@ func execText(set *template.Template, name string, d *TemplateData) (string, err
 }
 
 func (r *renderer) data(n apollo.Notification, items []*Message) *TemplateData {
-	a := n.Alert
+	a := inertAlert(n.Alert)
+	n.Alert = a
 	d := &TemplateData{Kind: n.Kind, Alert: a, Notification: n, Channel: r.channel, Lang: r.lang,
 		ExternalURL: r.externalURL, Items: items, Shown: items}
+	switch n.Kind {
+	case apollo.NotifyTest, apollo.NotifySelf, KindDigest:
+	default:
+		d.ShowTenant, d.Tenant = a.Tenant != "" || r.tenants, a.Tenant
+	}
 	if r.externalURL != "" && a.ID != "" {
 		d.Link = r.externalURL + "/alerts/" + url.PathEscape(a.ID)
 	}

@@ -78,6 +78,7 @@ func TestChineseTemplatesAreChinese(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.tenants = true // the default tenant is named too
 	latin := regexp.MustCompile(`[A-Za-z]+`)
 	for _, kind := range Kinds {
 		n := SampleNotification(kind)
@@ -136,6 +137,8 @@ Labels:   team=data`
 	}
 }
 
+// HTML is escaped on top of the inert text: "<" is already a full-width
+// lookalike, html/template escapes the rest.
 func TestHTMLIsEscaped(t *testing.T) {
 	t.Parallel()
 	n := SampleNotification(apollo.NotifyFiring)
@@ -145,7 +148,7 @@ func TestHTMLIsEscaped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(m.HTML, "<script>") || !strings.Contains(m.HTML, "&lt;script&gt;") {
+		if strings.Contains(m.HTML, "<script>") || !strings.Contains(m.HTML, "＜script&gt;") {
 			t.Fatalf("not escaped:\n%s", m.HTML)
 		}
 	}
