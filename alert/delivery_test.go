@@ -16,6 +16,27 @@ import (
 	"github.com/apollo-11/apollo/notify/webhook"
 )
 
+// webhookDispatcher is a started dispatcher with one webhook channel,
+// "hook", in lang, open to every tenant, and the bodies its endpoint gets.
+func webhookDispatcher(t *testing.T, clock apollo.Clock, lang string) (*notify.Dispatcher, <-chan webhook.ApolloPayload) {
+	t.Helper()
+	url, got := receiver(t)
+	hook, err := webhook.New(webhook.Config{URL: notify.SecretURL(url)}, notify.NotifierOptions{Name: "hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook, Lang: lang,
+		Tenants: []string{notify.AllTenants}}}, notify.Options{Clock: clock, Logger: quiet, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(disp.Stop)
+	return disp, got
+}
+
 // receiver is a webhook endpoint that hands every body it gets to C.
 func receiver(t *testing.T) (url string, c <-chan webhook.ApolloPayload) {
 	t.Helper()
@@ -39,20 +60,7 @@ func receiver(t *testing.T) (url string, c <-chan webhook.ApolloPayload) {
 func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 	t.Parallel()
 	clock := apollo.NewFakeClock(t0)
-	url, got := receiver(t)
-	hook, err := webhook.New(webhook.Config{URL: notify.SecretURL(url)}, notify.NotifierOptions{Name: "hook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook, Tenants: []string{notify.AllTenants}}},
-		notify.Options{Clock: clock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := disp.Start(bg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(disp.Stop)
+	disp, got := webhookDispatcher(t, clock, notify.LangEnglish)
 	rule := parse(t, `RULE batch_failed task_prefix: "batch_" ON: failed NOTIFY: hook`)
 	locker := alert.NewMemoryLocker(clock)
 	var engines []*alert.Engine
@@ -107,20 +115,7 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 func TestStormFollowUpInChinese(t *testing.T) {
 	t.Parallel()
 	clock := apollo.NewFakeClock(t0)
-	url, got := receiver(t)
-	hook, err := webhook.New(webhook.Config{URL: notify.SecretURL(url)}, notify.NotifierOptions{Name: "hook"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook, Lang: notify.LangChinese}},
-		notify.Options{Clock: clock, Logger: quiet, Location: time.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := disp.Start(bg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(disp.Stop)
+	disp, got := webhookDispatcher(t, clock, notify.LangChinese)
 	eng, err := alert.New(alert.Options{Rules: parse(t, `RULE storm task_prefix: "批处理_" ON: failed GROUP_WINDOW: 1m NOTIFY: hook`),
 		Store: newTable(), Sender: disp, Clock: clock, Logger: quiet})
 	if err != nil {

@@ -169,6 +169,8 @@ func FuzzBuild(f *testing.F) {
 	f.Add("email", `{"host":"h","port":70000,"to":"a@b.c","from":"x","password":"s3cr3t-pw"}`)
 	f.Add("webhook", `{"url":"http://h/","template":"{{.Title","headers":{"A":"s3cr3t-pw"}}`)
 	f.Add("wecom", `{"url":["x"],"timeout":-1,"templates":{"firing":3}}`)
+	f.Add("slack", `{"url":"https://h/x","tenants":["*","team-a"]}`)
+	f.Add("console", `{"tenants":null}`)
 	f.Fuzz(func(t *testing.T, typ, settings string) {
 		var raw map[string]any
 		if json.Unmarshal([]byte(settings), &raw) != nil {
