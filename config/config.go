@@ -59,9 +59,12 @@ type Config struct {
 	Retention Retention  `yaml:"retention"`
 	Lateness  []Lateness `yaml:"lateness"`
 
-	Rules    string                    `yaml:"rules"`    // rule file, hot-reloaded
-	Jobs     string                    `yaml:"jobs"`     // scheduler jobs file (runs the scheduler in-process)
-	Channels map[string]map[string]any `yaml:"channels"` // notification channels by name (docs/notifications.md)
+	Rules string `yaml:"rules"` // rule file, hot-reloaded
+	Jobs  string `yaml:"jobs"`  // scheduler jobs file (runs the scheduler in-process)
+	// Channels are the notification channels by name, each with its settings
+	// and the tenants it serves ("tenants:"; none: the default tenant's);
+	// notify/channels.Build reads them (docs/notifications.md).
+	Channels map[string]map[string]any `yaml:"channels"`
 	Alert    Alert                     `yaml:"alert"`
 	Redis    Redis                     `yaml:"redis"`
 }

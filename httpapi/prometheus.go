@@ -403,7 +403,7 @@ func putAlertStates(s alert.Stats, put put) {
 }
 
 var notifyFamilies = []family[notify.Stats]{
-	counterBy("apollo_notifications_total", "Delivery outcomes by channel: sent, failed (not retried), retrying, gave_up, dropped (never tried), coalesced (folded into a digest), deduplicated.",
+	counterBy("apollo_notifications_total", "Delivery outcomes by channel: sent, failed (not retried), retrying, gave_up, dropped (never tried), coalesced (folded into a digest).",
 		[]string{"channel", "outcome"}, func(s notify.Stats, put put) {
 			for name, c := range s.Channels {
 				put(float64(c.Sent), name, notify.OutcomeSent)
@@ -412,7 +412,6 @@ var notifyFamilies = []family[notify.Stats]{
 				put(float64(c.GaveUp), name, notify.OutcomeGaveUp)
 				put(float64(c.Dropped), name, notify.OutcomeDropped)
 				put(float64(c.Coalesced), name, notify.OutcomeCoalesced)
-				put(float64(c.Deduplicated), name, notify.OutcomeDeduplicated)
 			}
 		}),
 	counterBy("apollo_notifications_queued_total", "Notifications accepted into a channel's queue.",

@@ -251,7 +251,7 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 		sample("apollo_rule_last_evaluation_timestamp_seconds", float64(e.clock.Now().Unix())),
 		expo("apollo_alerts", `{state="firing"} 1`, `{state="inactive"} 0`, `{state="pending"} 0`, `{state="resolved"} 0`),
 		expo("apollo_rules", `{kind="event"} 1`, `{kind="rate"} 0`),
-		expo("apollo_notifications_total", console("coalesced")+" 0", console("deduplicated")+" 0", console("dropped")+" 0",
+		expo("apollo_notifications_total", console("coalesced")+" 0", console("dropped")+" 0",
 			console("failed")+" 0", console("gave_up")+" 0", console("retrying")+" 0", console("sent")+" 1"),
 		sample("apollo_recovery_seconds", 1.25),
 		sample("apollo_recovery_events", 7),
@@ -399,7 +399,7 @@ func fullServer(t testing.TB) *Server {
 				SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210}},
 			Metrics: fixedStats[metrics.Stats]{metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306}},
 			Notifications: fixedStats[notify.Stats]{notify.Stats{UnknownChannel: 401, Channels: map[string]notify.ChannelStats{
-				"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, Deduplicated: 409, QueueLen: 410}}}},
+				"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, QueueLen: 410}}}},
 			Alerts: fixedStats[alert.Stats]{alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
 				EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
 				Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513}},

@@ -58,9 +58,10 @@ type Options struct {
 	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
 	// those routes with 503.
 	Alerts AlertEngine
-	// KnownChannel checks the NOTIFY names of rules sent to PUT
-	// /api/v1/rules against the configured channels; nil accepts any name.
-	KnownChannel func(name string) bool
+	// KnownChannel checks the NOTIFY names of rules that tenant sends to
+	// PUT /api/v1/rules against the channels that serve the tenant
+	// (notify.Dispatcher.Serves); nil accepts any name.
+	KnownChannel func(tenant, name string) bool
 	// SaveRules writes an accepted rules file back to where the tenant's
 	// rules were loaded from (alert.Loader.Write); nil keeps them in
 	// memory only. An error refuses the update.

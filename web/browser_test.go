@@ -129,7 +129,7 @@ func (d *dashboard) startStream() {
 		d.t.Fatal(err)
 	}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Auth: testTokens, Stream: hub, Web: web.Handler(),
-		KnownChannel: func(n string) bool { return n == "console" }})
+		KnownChannel: func(_, n string) bool { return n == "console" }})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	d.api.Store(&h)

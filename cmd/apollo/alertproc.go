@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -78,6 +77,7 @@ type alertProcess struct {
 	id     string
 	lease  *redisstore.Lease
 	engine *alert.Engine
+	disp   *notify.Dispatcher
 	loader *alert.Loader
 	stops  []func() // in reverse order at shutdown
 }
@@ -127,6 +127,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.disp = disp
 	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second)
 	lockPrefix := ""
 	if prefix != "apollo" {
@@ -139,12 +140,12 @@ func (p *alertProcess) start(ctx context.Context) error {
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
 		RepeatInterval: cfg.Alert.Repeat.D(),
-		SelfChannels:   slices.Sorted(maps.Keys(cfg.Channels)),
+		SelfChannels:   disp.ChannelsFor(""),
 	})
 	if err != nil {
 		return err
 	}
-	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, func(rs []*rules.Rule, src []byte) {
+	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, disp, func(rs []*rules.Rule, src []byte) {
 		p.engine.SetRulesSource("", rs, src)
 		if err := redisstore.SaveRulesSource(ctx, p.c, prefix, "", src); err != nil {
 			p.log.Warn("recording the rules in Redis for the dashboard", "err", err)
@@ -197,13 +198,14 @@ func (p *alertProcess) start(ctx context.Context) error {
 }
 
 // saveRules checks rules sent through the bus's API against this
-// process's channels and writes the default tenant's to the rules file.
+// process's channels that serve the tenant, and writes the default
+// tenant's to the rules file.
 func (p *alertProcess) saveRules(tenant string, src []byte) error {
 	rs, err := rules.Parse("rules", src)
 	if err != nil {
 		return err
 	}
-	if err := rules.CheckChannels(rs, func(n string) bool { _, ok := p.cfg.Channels[n]; return ok }); err != nil {
+	if err := rules.CheckChannels(rs, func(n string) bool { return p.disp.Serves(tenant, n) }); err != nil {
 		return err
 	}
 	if tenant == "" && p.loader != nil {
