@@ -113,9 +113,6 @@ func newSecured(t *testing.T, rate int) *secured {
 	}
 	auth := NewTokenAuth(toks)
 	sec.audit = audit.NewMemory(100, nil)
-	auth.OnFailure = func(r *http.Request, reason string) {
-		sec.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.URL.Path, Detail: reason})
-	}
 	disp, err := notify.NewDispatcher(nil, notify.Options{})
 	if err != nil {
 		t.Fatal(err)

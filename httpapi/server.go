@@ -19,9 +19,14 @@ type Bus interface {
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 }
 
-// Auditor records state-changing actions (package audit).
+// Auditor records state-changing actions and failed authentications
+// (package audit).
 type Auditor interface {
-	Record(e audit.Entry) error
+	Record(e audit.Entry)
+	// RecordFailure counts a request whose caller could not be
+	// authenticated; the auditor aggregates them, so that callers with no
+	// token cannot fill it.
+	RecordFailure(e audit.Entry)
 	List(tenant string, limit int) []audit.Entry
 }
 
@@ -107,10 +112,7 @@ func (s *Server) now() time.Time { return s.opts.Clock.Now() }
 
 // audit records an action by the request's principal.
 func (s *Server) audit(r *http.Request, p *Principal, action, target, detail string) {
-	e := audit.Entry{Actor: p.Name, Tenant: p.Tenant, Action: action, Target: target, Detail: detail, Remote: r.RemoteAddr}
-	if err := s.opts.Audit.Record(e); err != nil {
-		s.log.Error("audit log write failed", "err", err)
-	}
+	s.opts.Audit.Record(audit.Entry{Actor: p.Name, Tenant: p.Tenant, Action: action, Target: target, Detail: detail, Remote: r.RemoteAddr})
 }
 
 // handler is the shape of every route: an error return is answered by
@@ -132,6 +134,10 @@ func (s *Server) guard(rt route) http.Handler {
 			var err error
 			p, err = s.opts.Auth.Authenticate(r)
 			if err != nil {
+				if apollo.ErrorCode(err) == apollo.EUNAUTHORIZED {
+					s.opts.Audit.RecordFailure(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.Method + " " + r.URL.Path,
+						Detail: failureReason(err), Remote: r.RemoteAddr})
+				}
 				s.writeError(w, r, err)
 				return
 			}
