@@ -178,12 +178,13 @@ func (l *Log) Record(e Entry) {
 	l.write(&e)
 }
 
-// RecordFailure counts a failure of a caller the server could not
-// identify (no or an unknown token). Failures are aggregated: one entry
-// per source address per FailureInterval, kept in memory at once and
-// updated as failures arrive, written to the file when the interval ends;
-// past FailureSources sources, one entry counts the rest. A flood of
-// failures therefore costs a map lookup each, not memory or disk.
+// RecordFailure counts a request refused before the server knew who made
+// it (no or an unknown token, another site's page). Failures are
+// aggregated: one entry per action and source address per
+// FailureInterval, kept in memory at once and updated as failures arrive,
+// written to the file when the interval ends; past FailureSources entries,
+// one entry per action counts the rest. A flood of failures therefore
+// costs a map lookup each, not memory or disk.
 func (l *Log) RecordFailure(e Entry) {
 	now := l.opts.Clock.Now()
 	l.mu.Lock()

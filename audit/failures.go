@@ -13,41 +13,40 @@ import (
 const otherSources = "other sources"
 
 // failures aggregates the failures of unknown callers of the current
-// interval, one entry per source.
+// interval, one entry per action and source.
 type failures struct {
 	interval   time.Duration
 	maxSources int
 	end        time.Time // when the current interval ends; zero: none open
-	bySource   map[string]*Entry
+	bySource   map[failureKey]*Entry
 }
+
+type failureKey struct{ action, source string }
 
 func newFailures(o Options) failures {
-	return failures{interval: o.FailureInterval, maxSources: o.FailureSources, bySource: map[string]*Entry{}}
+	return failures{interval: o.FailureInterval, maxSources: o.FailureSources, bySource: map[failureKey]*Entry{}}
 }
 
-// count adds one failure like e at now to its source's entry, and returns
-// that entry and whether it is new (to be shown).
+// count adds one failure like e at now to the entry of its action and
+// source, and returns that entry and whether it is new (to be shown).
 func (f *failures) count(e Entry, now time.Time) (*Entry, bool) {
 	if f.end.IsZero() {
 		f.end = now.Truncate(f.interval).Add(f.interval)
 	}
-	src := source(e.Remote)
-	if agg := f.bySource[src]; agg != nil {
+	e.capFields() // the action is part of the key: cut before it is one
+	key := failureKey{e.Action, source(e.Remote)}
+	agg := f.bySource[key]
+	if agg == nil && len(f.bySource) >= f.maxSources {
+		key.source = otherSources
+		agg = f.bySource[key]
+	}
+	if agg != nil {
 		agg.Count++
 		agg.Last = now
 		return agg, false
 	}
-	if len(f.bySource) >= f.maxSources {
-		src = otherSources
-		if agg := f.bySource[src]; agg != nil {
-			agg.Count++
-			agg.Last = now
-			return agg, false
-		}
-	}
-	e.At, e.Last, e.Count, e.Remote, e.Tenant = now, now, 1, src, ""
-	e.capFields()
-	f.bySource[src] = &e
+	e.At, e.Last, e.Count, e.Remote, e.Tenant = now, now, 1, key.source, ""
+	f.bySource[key] = &e
 	return &e, true
 }
 

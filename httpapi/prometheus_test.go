@@ -417,7 +417,7 @@ func TestPrometheusEveryField(t *testing.T) {
 	t.Parallel()
 	s := fullServer(t)
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
@@ -447,7 +447,7 @@ func TestPrometheusEveryField(t *testing.T) {
 func TestPrometheusLint(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
-	fullServer(t).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	fullServer(t).ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	problems, err := promlint.New(rec.Body).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +469,7 @@ func TestPrometheusAbsentComponents(t *testing.T) {
 	var noWAL *wal.Log
 	s := New(Options{Bus: b, Logger: discardLogger, Monitored: Monitored{Scheduler: noSched, WAL: noWAL}})
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
@@ -516,7 +516,7 @@ func BenchmarkScrape(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 			if rec.Code != 200 {
 				b.Fatal(rec.Code)
 			}
