@@ -58,18 +58,7 @@ func (as *auditServer) close() {
 
 func (as *auditServer) do(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, as.srv.URL+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return callAs(t, method, as.srv.URL+path, token, body)
 }
 
 func (as *auditServer) audit(t *testing.T, tenant string) []audit.Entry {

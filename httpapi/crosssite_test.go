@@ -25,7 +25,8 @@ type openServer struct {
 	audit  *audit.Log
 }
 
-func newOpenServer(t *testing.T, auth Authenticator, edit func(*Options)) *openServer {
+// newMeteredBus is a running bus with a metrics aggregator observing it.
+func newMeteredBus(t *testing.T) (*bus.Bus, *metrics.Aggregator) {
 	t.Helper()
 	agg, err := metrics.New(metrics.Options{Logger: discardLogger})
 	if err != nil {
@@ -37,6 +38,54 @@ func newOpenServer(t *testing.T, auth Authenticator, edit func(*Options)) *openS
 	}
 	b.Start(context.Background())
 	t.Cleanup(b.Stop)
+	return b, agg
+}
+
+// call makes a request and returns the answer's status and body; in h,
+// "Host" sets the Host.
+func call(t *testing.T, method, url, body string, h map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// bearerHeader is the header that carries token, or none for "".
+func bearerHeader(token string) map[string]string {
+	if token == "" {
+		return map[string]string{}
+	}
+	return map[string]string{"Authorization": "Bearer " + token}
+}
+
+// callAs makes a request with token and, if there is one, a JSON body.
+func callAs(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	h := bearerHeader(token)
+	if body != "" {
+		h["Content-Type"] = "application/json"
+	}
+	return call(t, method, url, body, h)
+}
+
+func newOpenServer(t *testing.T, auth Authenticator, edit func(*Options)) *openServer {
+	t.Helper()
+	b, agg := newMeteredBus(t)
 	eng, err := alert.New(alert.Options{Store: agg, Sender: discardSender{}, State: alert.NewMemoryState(), Logger: discardLogger})
 	if err != nil {
 		t.Fatal(err)
@@ -72,21 +121,7 @@ func (o *openServer) status(t *testing.T) apollo.Status {
 // send makes a request with the given headers ("Host" sets the Host).
 func (o *openServer) send(t *testing.T, method, path, body string, h map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, o.srv.URL+path, strings.NewReader(body))
-	for k, v := range h {
-		if k == "Host" {
-			req.Host = v
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return call(t, method, o.srv.URL+path, body, h)
 }
 
 const (

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -129,17 +128,7 @@ func newPromEnv(t *testing.T) *promEnv {
 // get sends GET path with a bearer token and returns the status and body.
 func (e *promEnv) get(t *testing.T, path, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return call(t, "GET", e.srv.URL+path, "", bearerHeader(token))
 }
 
 // scrape fetches /metrics as a viewer and parses it, as Prometheus would.

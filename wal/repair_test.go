@@ -49,15 +49,21 @@ func appendBytes(t *testing.T, path string, b []byte) {
 	}
 }
 
+// lastRecord builds a log of n records and returns its directory, the
+// base name of its last segment, and that segment's last record's offset
+// and the segment's size.
+func lastRecord(t *testing.T, n int) (src, lastSeg string, lastOff, size int64) {
+	t.Helper()
+	src = buildLog(t, n)
+	segs := segFiles(t, src)
+	offs := recordOffsets(t, segs[len(segs)-1].path)
+	return src, filepath.Base(segs[len(segs)-1].path), offs[len(offs)-1], fileSize(t, segs[len(segs)-1].path)
+}
+
 func TestTornTailIsRepaired(t *testing.T) {
 	t.Parallel()
 	const n = 120
-	src := buildLog(t, n)
-	segs := segFiles(t, src)
-	lastSeg := filepath.Base(segs[len(segs)-1].path)
-	offs := recordOffsets(t, segs[len(segs)-1].path)
-	lastOff := offs[len(offs)-1]
-	size := fileSize(t, segs[len(segs)-1].path)
+	src, lastSeg, lastOff, size := lastRecord(t, n)
 
 	type tc struct {
 		name   string
@@ -126,13 +132,7 @@ func TestTornTailIsRepaired(t *testing.T) {
 func TestDamagedLastRecordIsNotTorn(t *testing.T) {
 	t.Parallel()
 	const n = 120
-	src := buildLog(t, n)
-	segs := segFiles(t, src)
-	lastSeg := filepath.Base(segs[len(segs)-1].path)
-	offs := recordOffsets(t, segs[len(segs)-1].path)
-	lastOff := offs[len(offs)-1]
-	size := fileSize(t, segs[len(segs)-1].path)
-
+	src, lastSeg, lastOff, size := lastRecord(t, n)
 	for _, flip := range []struct {
 		name   string
 		off    int64

@@ -12,11 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
-	"github.com/apollo-11/apollo/httpapi"
-	"github.com/apollo-11/apollo/metrics"
-	"github.com/apollo-11/apollo/web"
 )
 
 // answered is one answer the server gave, as it wrote its header.
@@ -77,10 +73,6 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter } // the stream hijacks
 
-type discardSender struct{}
-
-func (discardSender) Send(apollo.Notification) {}
-
 // attackPage is what a page on another site runs against the server at
 // target (issue 16.6): the two forged writes as Chromium let them through
 // before, then a WebSocket to the stream.
@@ -105,36 +97,16 @@ const attackPage = `<!doctype html><title>cute cats</title><script>
 // silence nor open the stream; a page on a domain rebound to 127.0.0.1
 // reads nothing; and the dashboard itself still corrects a task.
 func TestCrossSiteInBrowser(t *testing.T) {
-	agg, err := metrics.New(metrics.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := alert.New(alert.Options{Store: agg, Sender: discardSender{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng.Start(context.Background())
-	t.Cleanup(eng.Stop)
-	b, err := bus.New(bus.Options{Observers: []bus.Observer{agg, eng}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	d := newDashboard(t, nil)
 	evs := []apollo.Event{{TaskID: "victim", Name: "payroll", Sequence: 1, Status: apollo.StatusRunning, Ts: 1000},
 		{TaskID: "victim", Sequence: 2, Status: apollo.StatusFailed, Ts: 2000}}
-	if err := b.Publish(context.Background(), evs, make([]bus.Outcome, len(evs))); err != nil {
+	if err := d.bus.Publish(context.Background(), evs, make([]bus.Outcome, len(evs))); err != nil {
 		t.Fatal(err)
 	}
-	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub.Start(context.Background())
-	t.Cleanup(hub.Stop)
 	var seen answers
-	srv := httptest.NewServer(seen.wrap(httpapi.New(httpapi.Options{Bus: b, Metrics: agg, Alerts: eng, Stream: hub, Web: web.Handler()})))
-	t.Cleanup(srv.Close)
+	recorded := seen.wrap(*d.api.Load())
+	d.api.Store(&recorded)
+	srv, b, eng := d.srv, d.bus, d.alerts
 	// Another site: localhost is not the same site as 127.0.0.1.
 	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
