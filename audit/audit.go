@@ -75,11 +75,12 @@ type Options struct {
 	// the log never take more than FileBytes × (Files + 1).
 	Files int
 	// FailureInterval is the period over which failures of unknown
-	// callers are counted into one entry per source; default 1 minute.
+	// callers are counted into one entry per action and source; default
+	// 1 minute.
 	FailureInterval time.Duration
-	// FailureSources is how many sources get an entry of their own per
-	// interval; the failures of any further ones are counted in one
-	// entry. Default 100.
+	// FailureSources is how many such entries an interval may have; the
+	// failures of any further sources are counted in one entry per
+	// action. Default 100.
 	FailureSources int
 	Clock          apollo.Clock // default the system clock
 	Logger         *slog.Logger // default slog.Default()
