@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -81,6 +82,10 @@ type Auth struct {
 	InsecureNoAuth bool    `yaml:"insecure_no_auth"`
 	// AllowedOrigins for the WebSocket stream, besides the server's own.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// AllowedHosts are host names a server without tokens answers to,
+	// besides addresses, loopback names and the names in listen and
+	// external_url: a reverse proxy's (docs/security.md).
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Token is one credential, stored as the SHA-256 of its secret.
@@ -293,6 +298,16 @@ func (c *Config) Validate() error {
 		case "agent", "viewer", "operator", "admin":
 		default:
 			bad(key+".role", "%q: use agent, viewer, operator or admin", t.Role)
+		}
+	}
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"auth.allowed_hosts", c.Auth.AllowedHosts}, {"auth.allowed_origins", c.Auth.AllowedOrigins}} {
+		for i, p := range list.patterns {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				bad(fmt.Sprintf("%s[%d]", list.key, i), "%q is not a name or a pattern like *.example.com", p)
+			}
 		}
 	}
 	for i, l := range c.Lateness {

@@ -70,8 +70,11 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.Auth.Tokens = []Token{{SHA256: "abc", Role: "root"}}
 	c.Channels = map[string]map[string]any{"x": {}}
 	c.MemoryLimitMiB = -1
+	c.Auth.AllowedHosts = []string{"ok.example", "[bad"}
+	c.Auth.AllowedOrigins = []string{""}
 	err := c.Validate()
-	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type", "memory_limit_mib:"} {
+	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type", "memory_limit_mib:",
+		`auth.allowed_hosts[1]: "[bad" is not a name`, "auth.allowed_origins[0]"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}

@@ -89,16 +89,7 @@ func (sec *secured) ackedBy() string {
 
 func newSecured(t *testing.T, rate int) *secured {
 	t.Helper()
-	agg, err := metrics.New(metrics.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger, Observers: []bus.Observer{agg}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	b, agg := newMeteredBus(t)
 	sec := &secured{bus: b, tokens: map[string]string{}}
 	var toks []Token
 	for _, tenant := range []string{"a", "b"} {
@@ -113,9 +104,6 @@ func newSecured(t *testing.T, rate int) *secured {
 	}
 	auth := NewTokenAuth(toks)
 	sec.audit = audit.NewMemory(100, nil)
-	auth.OnFailure = func(r *http.Request, reason string) {
-		sec.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.URL.Path, Detail: reason})
-	}
 	disp, err := notify.NewDispatcher(nil, notify.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -146,20 +134,7 @@ func newSecured(t *testing.T, rate int) *secured {
 
 func (sec *secured) do(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, sec.srv.URL+path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return callAs(t, method, sec.srv.URL+path, token, body)
 }
 
 // Every route in the table needs a role unless it is public on purpose: a

@@ -158,6 +158,7 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *httpapi.Hub, rdb red
 	}
 	opts := httpapi.Options{
 		Bus: node, Stream: hub, Auth: auth, Logger: log, Web: web.Handler(),
+		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		System: map[string]func() any{"cluster": func() any { return node.NodeStats() }},
 		Ready: func() bool {

@@ -243,6 +243,7 @@ func (s *server) httpServer() *http.Server {
 	opts := httpapi.Options{
 		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(), Monitored: s.monitored(),
 		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
 			select {
@@ -325,7 +326,7 @@ func (s *server) open() error {
 		s.closeStores()
 		return err
 	}
-	if s.audit, err = audit.Open(filepath.Join(cfg.Data, "audit"), 10_000, s.clock); err != nil {
+	if s.audit, err = audit.Open(audit.Options{Dir: filepath.Join(cfg.Data, "audit"), Entries: 10_000, Clock: s.clock, Logger: s.log}); err != nil {
 		s.closeStores()
 		return err
 	}
@@ -538,7 +539,8 @@ func isLoopback(addr string) bool {
 }
 
 // authenticator returns token authentication when tokens are configured,
-// and the open local mode otherwise. Failed attempts go to the audit log.
+// and the open local mode otherwise. The API records failed attempts in
+// the audit log.
 func (s *server) authenticator() (httpapi.Authenticator, error) {
 	if len(s.cfg.Auth.Tokens) == 0 {
 		return httpapi.OpenAuth{}, nil
@@ -547,11 +549,7 @@ func (s *server) authenticator() (httpapi.Authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := httpapi.NewTokenAuth(toks)
-	a.OnFailure = func(r *http.Request, reason string) {
-		s.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.Method + " " + r.URL.Path, Detail: reason, Remote: r.RemoteAddr})
-	}
-	return a, nil
+	return httpapi.NewTokenAuth(toks), nil
 }
 
 // warnInsecure reminds, every minute, that anyone can use this server.
