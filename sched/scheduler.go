@@ -136,12 +136,12 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 		case js == nil:
 			js = &jobState{name: j.name, paused: j.paused, active: map[*run]struct{}{}, lastTick: now}
 			if !now.IsZero() && j.sched != nil {
-				js.next = j.sched.next(now)
+				js.next = j.sched.Next(now)
 			}
 		case !now.IsZero() && fmt.Sprint(js.j.sched, js.j.loc) != fmt.Sprint(j.sched, j.loc):
 			js.next = time.Time{}
 			if j.sched != nil {
-				js.next = j.sched.next(now)
+				js.next = j.sched.Next(now)
 			}
 		}
 		if js.j != nil && js.j.paused != j.paused {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // timezones must resolve on hosts without a zoneinfo database
+
+	"github.com/apollo-11/apollo/expect"
 )
 
 // Built-in values for fields that neither a job nor the defaults set.
@@ -22,7 +24,7 @@ const (
 // job is a checked job with every default applied: what the scheduler runs.
 type job struct {
 	name      string
-	sched     schedule // nil for a downstream job
+	sched     *expect.Schedule // nil for a downstream job
 	loc       *time.Location
 	argv      []string
 	env       []string // KEY=value, added to the scheduler's environment
@@ -147,7 +149,7 @@ func (c *checker) schedule(j *job, i int, s Job) {
 	case s.Schedule == "" && len(s.After) == 0:
 		c.add(j.name, i, "schedule", `add schedule: "0 * * * *" (or @every 10m), or after: [an_upstream_job]`, "no schedule and no after: the job would never run")
 	case s.Schedule != "":
-		sc, err := parseSchedule(s.Schedule, j.loc)
+		sc, err := expect.ParseSchedule(s.Schedule, j.loc)
 		if err != nil {
 			c.add(j.name, i, "schedule", "see docs/scheduler.md for the forms a schedule takes", "%v", err)
 			return
