@@ -104,7 +104,7 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 	}
 	set, issues := f.compile()
 	if len(issues) > 0 {
-		return nil, &FileError{Issues: issues}
+		return nil, fileError(issues)
 	}
 	s := &Scheduler{
 		clock:    opts.Clock,
@@ -217,7 +217,7 @@ func (s *Scheduler) Reload(f *File) error {
 	}
 	set, issues := f.compile()
 	if len(issues) > 0 {
-		return &FileError{Issues: issues}
+		return fileError(issues)
 	}
 	s.mu.Lock()
 	now := time.Time{}
