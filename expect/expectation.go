@@ -154,6 +154,11 @@ type checker struct {
 	where    func(i int, field string) filePos
 	issues   []*Issue
 	reported map[posKey]bool
+	// Many jobs share a zone and a schedule: each is loaded and parsed
+	// once per set (a zone costs a read of the zone database, a schedule
+	// tens of microseconds), and jobs share the *Schedule.
+	zones     map[string]*time.Location
+	schedules map[[2]string]*Schedule
 }
 
 // filePos is a place in a file, 1-based.
@@ -244,12 +249,7 @@ func (c *checker) one(i int, e Expectation) *spec {
 	case e.Schedule != "" && e.Every != 0:
 		c.add(i, job, "every", "keep schedule (runs at fixed times) or every (a run within every of the last), not both", "both schedule and every are set")
 	case e.Schedule != "":
-		loc := c.location(i, job, e.Timezone)
-		s, err := ParseSchedule(e.Schedule, loc)
-		if err != nil {
-			c.add(i, job, "schedule", "see docs/expectations.md for the forms a schedule takes", "%v", err)
-		}
-		sp.sched = s
+		sp.sched = c.schedule(i, job, e.Schedule, c.location(i, job, e.Timezone))
 	case e.Timezone != "" && !c.broken(i, "schedule"):
 		c.add(i, job, "timezone", "a timezone is how a schedule is read; remove it, or add a schedule", "timezone without a schedule")
 	}
@@ -292,12 +292,36 @@ func (c *checker) location(i int, job, tz string) *time.Location {
 	if tz == "" {
 		return time.UTC
 	}
+	if loc := c.zones[tz]; loc != nil {
+		return loc
+	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
 		c.add(i, job, "timezone", "use an IANA name like Europe/Berlin, Asia/Shanghai or UTC", "unknown timezone %q", tz)
 		return time.UTC
 	}
+	if c.zones == nil {
+		c.zones = map[string]*time.Location{}
+	}
+	c.zones[tz] = loc
 	return loc
+}
+
+func (c *checker) schedule(i int, job, expr string, loc *time.Location) *Schedule {
+	k := [2]string{expr, loc.String()}
+	if s := c.schedules[k]; s != nil {
+		return s
+	}
+	s, err := ParseSchedule(expr, loc)
+	if err != nil {
+		c.add(i, job, "schedule", "see docs/expectations.md for the forms a schedule takes", "%v", err)
+		return nil
+	}
+	if c.schedules == nil {
+		c.schedules = map[[2]string]*Schedule{}
+	}
+	c.schedules[k] = s
+	return s
 }
 
 // durations checks that each duration is in range. Every is also checked

@@ -67,3 +67,41 @@ func Cycles(names []string, upstream func(name string) []string) [][]string {
 	}
 	return cycles
 }
+
+// rootCauses walks the upstream graph above job and returns, sorted, the
+// jobs that are down and have nothing down above them: the causes that
+// the trouble of job (and of every down job between) is an echo of. job
+// itself is not asked about. The graph has no cycles (sets refuse them),
+// but the walk keeps a visited set anyway, so that it ends on any input.
+func rootCauses(job string, upstream func(string) []string, down func(string) bool) []string {
+	// above[n] says whether some job above n is down: a memo over the
+	// ancestors, so that each is looked at once however many paths lead
+	// to it.
+	above := map[string]bool{}
+	var visit func(n string) bool
+	visit = func(n string) bool {
+		if v, ok := above[n]; ok {
+			return v
+		}
+		above[n] = false // visiting: a cycle back here adds nothing
+		found := false
+		for _, u := range upstream(n) {
+			if d := down(u); visit(u) || d {
+				found = true
+			}
+		}
+		above[n] = found
+		return found
+	}
+	if !visit(job) {
+		return nil
+	}
+	var roots []string
+	for n, a := range above {
+		if n != job && !a && down(n) {
+			roots = append(roots, n)
+		}
+	}
+	slices.Sort(roots)
+	return roots
+}
