@@ -382,7 +382,7 @@ func (e *Evaluator) Tick(now time.Time) []Event {
 			delete(j.runs, d.task)
 			j.problem, j.since = ProblemTimeout, d.time()
 			out = append(out, Event{Kind: KindTooLong, Tenant: j.tenant, Job: j.name, TaskID: d.task, Slot: d.start, At: d.time(), Count: 1,
-				Detail: fmt.Sprintf("still running after max_runtime %s (started %s)", formatDuration(j.spec.MaxRuntime), stamp(d.start, time.UTC))})
+				Detail: fmt.Sprintf("still running after max_runtime %s (started %s)", formatDuration(j.spec.MaxRuntime), stamp(d.start, j.spec.location()))})
 		case dStable:
 			e.due.remove(d)
 			j.flap.on = false
@@ -432,10 +432,7 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 	}
 	at := last.Add(sp.Grace)
 	j.problem, j.since = ProblemMissed, at
-	loc := time.UTC
-	if sp.sched != nil {
-		loc = sp.sched.Location()
-	}
+	loc := sp.location()
 	detail := fmt.Sprintf("no run started by %s (expected %s, grace %s)", stamp(at, loc), stamp(last, loc), formatDuration(sp.Grace))
 	if sp.Grace == 0 {
 		detail = fmt.Sprintf("no run started at %s", stamp(last, loc))
@@ -444,6 +441,15 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 		detail = fmt.Sprintf("%d expected runs did not start; the last: %s", count, detail)
 	}
 	return append(out, Event{Kind: KindMissed, Tenant: j.tenant, Job: j.name, Slot: last, At: at, Count: count, Detail: detail})
+}
+
+// location is the zone times of the job are shown in: its schedule's, or
+// UTC.
+func (sp *spec) location() *time.Location {
+	if sp.sched != nil {
+		return sp.sched.Location()
+	}
+	return time.UTC
 }
 
 // stamp writes an instant for people, in the zone its schedule is read in.
