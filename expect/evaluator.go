@@ -245,9 +245,10 @@ func (e *Evaluator) job(tenant, name string) *jobState {
 	return nil
 }
 
-// Started tells the evaluator that a run started at r.At. It returns a
-// too_often event when the run is one too many. Starts of jobs it does
-// not watch cost a map lookup.
+// Started tells the evaluator that a run started at r.At. It returns the
+// missed runs whose grace ended before this start (if no tick judged them
+// yet) and a too_often event when the run is one too many. Starts of jobs
+// it does not watch cost a map lookup.
 func (e *Evaluator) Started(r Run) []Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -508,3 +508,71 @@ func TestUnwatchedJobs(t *testing.T) {
 		t.Errorf("InhibitedBy(unknown tenant) = %v", got)
 	}
 }
+
+// FuzzEvaluator drives an evaluator with arbitrary starts, ends, ticks and
+// reloads, in time order, and checks what must always hold: each missed
+// event is about a later expected run than the one before it for its job;
+// events name only watched jobs; and the heap holds no more deadlines
+// than there are jobs (slot and stable) and watched runs.
+func FuzzEvaluator(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte("the quick brown fox jumps over the lazy dog, again and again"))
+	src := []string{
+		"expectations:\n  - {job: a, schedule: \"*/5 * * * *\", grace: 1m, max_runtime: 7m, min_runtime: 30s, max_runs: 2, runs_window: 5m, flapping: {changes: 2, window: 20m, hold: 5m}}\n  - {job: b, every: 3m, grace: 30s, upstream: [a], max_runtime: 2m}\n",
+		"expectations:\n  - {job: a, schedule: \"30 2 * * *\", timezone: Europe/Berlin, grace: 0}\n  - {job: c, every: 1h, upstream: [b]}\n",
+	}
+	var sets []*Set
+	for _, s := range src {
+		set, err := Parse("f.yaml", []byte(s))
+		if err != nil {
+			f.Fatal(err)
+		}
+		sets = append(sets, set)
+	}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		ev := NewEvaluator()
+		now := time.Date(2026, 3, 28, 23, 0, 0, 0, time.UTC)
+		ev.Set("t", sets[0], now)
+		lastSlot := map[string]time.Time{}
+		jobs := []string{"a", "b", "c", "x"}
+		check := func(evs []Event) {
+			for _, e := range evs {
+				if e.Tenant != "t" || e.Job == "x" || e.Count < 1 {
+					t.Fatalf("event %+v", e)
+				}
+				if e.Kind == KindMissed {
+					if !e.Slot.After(lastSlot[e.Job]) {
+						t.Fatalf("missed %s at %v after one at %v", e.Job, e.Slot, lastSlot[e.Job])
+					}
+					lastSlot[e.Job] = e.Slot
+				}
+			}
+		}
+		for i, op := range ops {
+			now = now.Add(time.Duration(op%16) * 97 * time.Second)
+			r := Run{Tenant: "t", Job: jobs[int(op>>4)%len(jobs)], TaskID: fmt.Sprint(i % 5), At: now}
+			switch op >> 6 {
+			case 0:
+				check(ev.Started(r))
+			case 1:
+				r.Status, r.Duration = []apollo.Status{apollo.StatusSuccess, apollo.StatusFailed, apollo.StatusTimeout, apollo.StatusManualBlocked}[op%4], time.Duration(op)*time.Second
+				check(ev.Finished(r))
+			case 2:
+				check(ev.Tick(now))
+			default:
+				if op%7 == 0 {
+					ev.Set("t", sets[int(op)%len(sets)], now)
+					lastSlot = map[string]time.Time{} // a new expectation starts over
+				}
+				ev.InhibitedBy("t", r.Job)
+			}
+			runs := 0
+			for _, j := range ev.tenants["t"].jobs {
+				runs += len(j.runs)
+			}
+			if len(ev.due) > 2*len(ev.tenants["t"].jobs)+runs {
+				t.Fatalf("%d deadlines for %d jobs and %d runs", len(ev.due), len(ev.tenants["t"].jobs), runs)
+			}
+		}
+	})
+}

@@ -442,18 +442,19 @@ func (s *Set) Marshal() []byte {
 	return out
 }
 
-// formatDuration writes d the short way ("1h", "1h30m", "90s"), or "" for
-// zero, which Marshal leaves out.
+// formatDuration writes d the short way ("1h", "1h30m", "1m30s"), or ""
+// for zero, which Marshal leaves out: Go's form without the zero minutes
+// and seconds of whole hours and minutes.
 func formatDuration(d time.Duration) string {
 	if d == 0 {
 		return ""
 	}
 	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
+	if d%time.Minute == 0 {
+		s = strings.TrimSuffix(s, "0s")
 	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
+	if d%time.Hour == 0 {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,8 +132,8 @@ func InhibitedBy(ins []*Inhibit, target *apollo.Alert, firing []apollo.Alert) (*
 	return nil, nil
 }
 
-// String is the canonical text of the inhibit rule, on one line: Parse
-// of it gives an equal inhibit rule.
+// String is the canonical text of the inhibit rule, on one line:
+// ParseFile of it gives an equal inhibit rule.
 func (in *Inhibit) String() string {
 	var b strings.Builder
 	b.WriteString("INHIBIT ")
@@ -176,13 +175,7 @@ func (in *Inhibit) MarshalJSON() ([]byte, error) {
 	for _, m := range in.Target {
 		j.Target = append(j.Target, m.String())
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(j); err != nil {
-		return nil, fmt.Errorf("rules: encode inhibit rule %s: %w", in.Name, err)
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return encodeJSON(j, "inhibit rule "+in.Name)
 }
 
 // UnmarshalJSON reads one inhibit rule object, with the same checks as

@@ -131,6 +131,8 @@ var badInhibits = []struct{ name, src, want string }{
 		`rules.txt:1:15: inhibits[0]: inhibit rule has no target (expected target: and a matcher such as severity=critical); SOURCE says which firing alerts hold others, TARGET which alerts they hold`},
 	{"JSON inhibits not an array", `{"inhibits": {}}`,
 		`rules.txt:1:14: inhibits is an object (expected an array of inhibit rule objects)`},
+	{"JSON not an inhibit rule", `{"inhibits": ["rule=a"]}`,
+		`rules.txt:1:15: inhibits[0] is string "rule=a" (expected an inhibit rule object {...})`},
 	{"JSON top-level field", `{"inhibit": []}`,
 		`rules.txt:1:2: unknown field "inhibit" in the top-level object (expected a known field); did you mean inhibits?`},
 }

@@ -40,11 +40,17 @@ func (r *Rule) MarshalJSON() ([]byte, error) {
 		j.Window, j.Threshold, j.By = formatDuration(r.Window), r.Expr.String(), r.By
 		j.Duration, j.Keep = formatDuration(r.Duration), formatDuration(r.Keep)
 	}
+	return encodeJSON(j, "rule "+r.Name)
+}
+
+// encodeJSON writes one JSON object without escaping < > &, so that
+// "failed_rate > 0.05" stays readable.
+func encodeJSON(v any, what string) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // keep "failed_rate > 0.05" readable
-	if err := enc.Encode(j); err != nil {
-		return nil, fmt.Errorf("rules: encode rule %s: %w", r.Name, err)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("rules: encode %s: %w", what, err)
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
@@ -235,15 +241,26 @@ var (
 	inhibitFields = append([]string{"name"}, jsonKeys[numKeys:]...)
 )
 
-// rule reads one rule object at path.
-func (jr *jsonReader) rule(path string) *Rule {
+// object reads the { that starts an object at path, or reports what is
+// there instead and skips it. name stands for an empty path ("rule");
+// expected says what should be there ("a rule object").
+func (jr *jsonReader) object(path, name, expected string) (Pos, bool) {
 	t, off := jr.token()
 	if t != json.Delim('{') {
-		jr.errs.add(&Error{Pos: jr.posAt(off), Msg: cmp.Or(path, "rule") + " is " + describeJSON(t), Expected: "a rule object {...}"})
+		jr.errs.add(&Error{Pos: jr.posAt(off), Msg: cmp.Or(path, name) + " is " + describeJSON(t), Expected: expected + " {...}"})
 		jr.skip(t)
+		return Pos{}, false
+	}
+	return jr.posAt(off), true
+}
+
+// rule reads one rule object at path.
+func (jr *jsonReader) rule(path string) *Rule {
+	at, ok := jr.object(path, "rule", "a rule object")
+	if !ok {
 		return nil
 	}
-	b := newBuilder(jr.posAt(off), jr.errs, true, path)
+	b := newBuilder(at, jr.errs, true, path)
 	for jr.more() {
 		name, off := jr.token()
 		s, _ := name.(string) // keys are strings in a valid document
@@ -420,13 +437,11 @@ func (jr *jsonReader) embedded(b *builder, k key, s string, off int, parse func(
 
 // inhibit reads one inhibit rule object at path.
 func (jr *jsonReader) inhibit(path string) *Inhibit {
-	t, off := jr.token()
-	if t != json.Delim('{') {
-		jr.errs.add(&Error{Pos: jr.posAt(off), Msg: cmp.Or(path, "inhibit") + " is " + describeJSON(t), Expected: "an inhibit rule object {...}"})
-		jr.skip(t)
+	at, ok := jr.object(path, "inhibit", "an inhibit rule object")
+	if !ok {
 		return nil
 	}
-	b := newInhibitBuilder(jr.posAt(off), jr.errs, true, path)
+	b := newInhibitBuilder(at, jr.errs, true, path)
 	for jr.more() {
 		name, off := jr.token()
 		s, _ := name.(string)
