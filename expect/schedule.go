@@ -177,8 +177,14 @@ func (r fieldRule) value(s string) (int, error) {
 	return strconv.Atoi(s)
 }
 
-// String returns the schedule as written.
-func (s *Schedule) String() string { return s.text }
+// String returns the schedule as written; @every with its duration in
+// Go's form ("@every 1h0m0s"), as the scheduler has always shown it.
+func (s *Schedule) String() string {
+	if s.every > 0 {
+		return "@every " + s.every.String()
+	}
+	return s.text
+}
 
 // Location is the zone the cron fields are read in (UTC for @every).
 func (s *Schedule) Location() *time.Location { return s.loc }

@@ -320,3 +320,12 @@ func FuzzParseSchedule(f *testing.F) {
 		}
 	})
 }
+
+func TestScheduleString(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]string{"@every 1h": "@every 1h0m0s", " 30 2 * * * ": " 30 2 * * * ", "@daily": "@daily"} {
+		if got := mustSchedule(t, expr, time.UTC).String(); got != want {
+			t.Errorf("%q: String() = %q, want %q", expr, got, want)
+		}
+	}
+}
