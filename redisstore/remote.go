@@ -21,13 +21,14 @@ type RemoteAlerts struct {
 	c      redis.UniversalClient
 	prefix string
 	state  *AlertState
+	rules  *Rules
 	cmd    *Commander
 	log    *slog.Logger
 }
 
 // NewRemoteAlerts returns a view using cmd for the changes.
 func NewRemoteAlerts(c redis.UniversalClient, prefix string, cmd *Commander, log *slog.Logger) *RemoteAlerts {
-	return &RemoteAlerts{c: c, prefix: prefix, state: NewAlertState(c, prefix, nil), cmd: cmd, log: log}
+	return &RemoteAlerts{c: c, prefix: prefix, state: NewAlertState(c, prefix, nil), rules: NewRules(c, prefix), cmd: cmd, log: log}
 }
 
 func (r *RemoteAlerts) load() alert.State {
@@ -103,17 +104,18 @@ func (r *RemoteAlerts) RemoveSilence(tenant, id string) error {
 	return err
 }
 
-// Rules parses the rules text the leader recorded.
+// Rules parses the rules text the alert processes saved.
 func (r *RemoteAlerts) Rules(tenant string) []*rules.Rule {
 	rs, _ := rules.Parse("rules", r.RulesSource(tenant))
 	return rs
 }
 
-// RulesSource returns the rules text the leader recorded.
+// RulesSource returns the rules text the alert processes saved: the text
+// they run.
 func (r *RemoteAlerts) RulesSource(tenant string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	src, err := RulesSource(ctx, r.c, r.prefix, tenant)
+	src, err := r.rules.Source(ctx, tenant)
 	if err != nil {
 		r.log.Warn("reading the rules from Redis", "err", err)
 	}

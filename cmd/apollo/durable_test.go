@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/notify/webhook"
+)
+
+// Every write through the API is durable and is the set that acts and
+// that is shown, in every mode, across kill -9 (DESIGN.md §5, invariant
+// 9). The tests here write through the API as two tenants, kill every
+// process with SIGKILL, start them again on the same data directory and
+// Redis prefix, read the writes back, and see them act.
+
+// tenants are the two tenants every test writes as; each has an admin
+// token.
+var tenants = []string{"acme", "globex"}
+
+// deployment is Apollo-11 running as child processes: the all-in-one
+// server, or the bus and one alert process of the three-process mode.
+type deployment struct {
+	t      *testing.T
+	three  bool
+	dir    string
+	args   []string          // of the server or the bus
+	tokens map[string]string // tenant -> admin secret
+	api    *proc             // the server, or the bus
+	alert  *proc             // nil all-in-one
+	seq    atomic.Int64      // makes task IDs unique
+}
+
+// deployOptions add to what every deployment runs with.
+type deployOptions struct {
+	config string // appended to apollo.yaml
+	jobs   string // a jobs file for the scheduler in the server or the bus
+}
+
+// eachMode runs test against an all-in-one server and against the three
+// processes (skipped without the test Redis).
+func eachMode(t *testing.T, opts deployOptions, test func(t *testing.T, d *deployment, h *hook)) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	for _, three := range []bool{false, true} {
+		name := "AllInOne"
+		if three {
+			name = "ThreeProcesses"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHook(t)
+			d := newDeployment(t, three, h, opts)
+			d.start()
+			test(t, d, h)
+		})
+	}
+}
+
+func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deployment {
+	t.Helper()
+	d := &deployment{t: t, three: three, dir: t.TempDir(), tokens: map[string]string{}}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "channels:\n  hook:\n    type: webhook\n    url: %s\n", h.srv.URL)
+	cfg.WriteString("alert:\n  interval: 1s\n  heartbeat: 1s\n  dedup_window: 1s\n  repeat: 2s\n")
+	cfg.WriteString("auth:\n  tokens:\n")
+	for _, tenant := range append([]string{""}, tenants...) {
+		secret, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.tokens[tenant] = secret
+		fmt.Fprintf(&cfg, "    - {name: %s-admin, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
+	}
+	if three {
+		fmt.Fprintf(&cfg, "redis:\n  url: %s\n  prefix: apollotest:durable:%08x\n", redisURL(t), rand.Uint32())
+	}
+	cfg.WriteString(opts.config)
+	path := filepath.Join(d.dir, "apollo.yaml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.args = []string{"server", "--config", path, "--data", filepath.Join(d.dir, "data"), "--listen", "127.0.0.1:0"}
+	if three {
+		d.args[0] = "bus"
+	}
+	if opts.jobs != "" {
+		jobs := filepath.Join(d.dir, "jobs.yaml")
+		if err := os.WriteFile(jobs, []byte(opts.jobs), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d.args = append(d.args, "--jobs", jobs)
+	}
+	return d
+}
+
+func (d *deployment) start() {
+	d.t.Helper()
+	d.api = startApollo(d.t, d.args...)
+	if d.three {
+		d.alert = startProc(d.t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
+	}
+}
+
+// crash kills every process with SIGKILL and starts them again.
+func (d *deployment) crash() {
+	d.t.Helper()
+	if d.alert != nil {
+		d.alert.kill()
+	}
+	d.api.kill()
+	d.start()
+}
+
+// do sends a request as tenant's admin and decodes the answer into out
+// (when not nil); it fails the test unless the status is want.
+func (d *deployment) do(tenant, method, path, body string, out any, want int) {
+	d.t.Helper()
+	req, err := http.NewRequest(method, "http://"+d.api.addr+path, strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.tokens[tenant])
+	if strings.HasPrefix(body, "{") || strings.HasPrefix(body, "[") {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s as %s: %v", method, path, tenant, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		d.t.Fatalf("%s %s as %s: status %d, want %d: %s", method, path, tenant, resp.StatusCode, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			d.t.Fatalf("%s %s as %s: %v in %s", method, path, tenant, err, b)
+		}
+	}
+}
+
+// fail reports a run of job that starts and fails, as tenant.
+func (d *deployment) fail(tenant, job string) {
+	d.t.Helper()
+	id := fmt.Sprintf("%s-%d", job, d.seq.Add(1))
+	now := time.Now().UnixMilli()
+	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
+		`[{"taskID":%q,"name":%q,"sequence":1,"status":"running","ts":%d},{"taskID":%q,"sequence":2,"status":"failed","ts":%d}]`,
+		id, job, now, id, now+1), nil, 200)
+}
+
+// awaitTenants waits for one notification of each want[tenant] rule,
+// failing on a notification of any other tenant and rule pair.
+func awaitTenants(t *testing.T, h *hook, kind string, want map[string]string) {
+	t.Helper()
+	got := map[string]bool{}
+	for len(got) < len(want) {
+		p := h.await(t, 30*time.Second, fmt.Sprintf("%s of %v", kind, want), func(webhook.ApolloPayload) bool { return true })
+		if want[p.Alert.Tenant] != p.Alert.Rule || string(p.Kind) != kind {
+			t.Fatalf("a %s notification of tenant %q, rule %q: want only %s of %v", p.Kind, p.Alert.Tenant, p.Alert.Rule, kind, want)
+		}
+		got[p.Alert.Tenant] = true
+	}
+}
+
+// Rules set with PUT /api/v1/rules, per tenant, come back after kill -9:
+// shown by the API and evaluated (before, the all-in-one server forgot
+// them, and a restarted alert process evaluated none while the bus kept
+// showing them).
+func TestRulesSurviveKill(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		src := map[string]string{}
+		for _, tenant := range tenants {
+			src[tenant] = fmt.Sprintf("RULE %s_failed task_prefix: %q ON: failed NOTIFY: hook\n", tenant, tenant+"_")
+			d.do(tenant, "PUT", "/api/v1/rules", src[tenant], nil, 200)
+		}
+		d.crash()
+		for _, tenant := range tenants {
+			var got struct{ Source string }
+			d.do(tenant, "GET", "/api/v1/rules", "", &got, 200)
+			if got.Source != src[tenant] {
+				t.Errorf("tenant %s: rules after kill -9 %q, want %q", tenant, got.Source, src[tenant])
+			}
+		}
+		// One tenant's job named like the other's prefix fires nothing.
+		d.fail("globex", "acme_x")
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_load")
+		}
+		awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
+	})
+}
