@@ -202,14 +202,10 @@ func (e *Engine) saveSoon() {
 
 // save writes the state if it changed since the last save.
 func (e *Engine) save(ctx context.Context) {
-	e.saveMu.Lock()
-	defer e.saveMu.Unlock()
-	if !e.dirty.Swap(false) {
+	if !e.dirty.Load() {
 		return
 	}
-	if err := e.opts.State.Save(ctx, e.snapshot()); err != nil {
-		e.dirty.Store(true)
-		e.st.saveErrors.Add(1)
+	if err := e.persist(ctx); err != nil {
 		if ok, n := e.warnLg.allow("save", e.clock.Now()); ok {
 			e.log.Error("alert: saving the alert state failed; a restart may notify again", "err", err, "suppressed", n)
 		}
@@ -290,14 +286,7 @@ func (e *Engine) load(ctx context.Context) error {
 		slices.SortStableFunc(list, func(a, b apollo.Alert) int { return a.ResolvedAt.Compare(b.ResolvedAt) })
 	}
 	e.hmu.Unlock()
-	var kept int
-	for _, sl := range s.Silences {
-		if !now.Before(sl.EndsAt) {
-			continue
-		}
-		_ = e.updateSilences(sl.Tenant, func(list []Silence) ([]Silence, error) { return append(list, sl), nil })
-		kept++
-	}
+	kept := e.installSilences(s.Silences, now)
 	e.log.Info("alert: state loaded", "alerts", nAlerts, "silences", kept)
 	return nil
 }

@@ -1,10 +1,13 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,7 +18,7 @@ import (
 )
 
 // RemoteAlerts is the bus's view of alerting in the three-process mode: it
-// reads what the leading alert process saved in Redis and sends changes
+// reads what the alert processes saved in Redis and sends changes
 // to the alert processes as commands. It satisfies httpapi.AlertEngine.
 type RemoteAlerts struct {
 	c      redis.UniversalClient
@@ -68,14 +71,19 @@ func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
 	return err
 }
 
-// Silences returns a tenant's silences as the leader saved them.
+// Silences returns a tenant's silences that have not ended, as the alert
+// processes saved them, soonest end first (as alert.Engine.Silences).
 func (r *RemoteAlerts) Silences(tenant string) []alert.Silence {
+	now := time.Now()
 	var out []alert.Silence
 	for _, s := range r.load().Silences {
-		if s.Tenant == tenant {
+		if s.Tenant == tenant && now.Before(s.EndsAt) {
 			out = append(out, s)
 		}
 	}
+	slices.SortFunc(out, func(a, b alert.Silence) int {
+		return cmp.Or(a.EndsAt.Compare(b.EndsAt), strings.Compare(a.ID, b.ID))
+	})
 	return out
 }
 
