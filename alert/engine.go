@@ -58,11 +58,10 @@ type Engine struct {
 	subMu sync.Mutex
 	subs  map[*subscriber]struct{}
 
-	queue   chan apollo.Notification // event notifications waiting for the lock
-	wake    chan struct{}            // a group opened: re-arm the group timer
-	saveReq chan struct{}
-	dirty   atomic.Bool
-	saveMu  sync.Mutex
+	queue  chan apollo.Notification // event notifications waiting for the lock
+	wake   chan struct{}            // a group opened: re-arm the group timer
+	dirty  atomic.Bool
+	saveMu sync.Mutex
 
 	runMu   sync.Mutex
 	running bool
@@ -108,7 +107,6 @@ func New(opts Options) (*Engine, error) {
 		subs:     map[*subscriber]struct{}{},
 		queue:    make(chan apollo.Notification, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
-		saveReq:  make(chan struct{}, 1),
 	}
 	e.warnLg.every = time.Minute
 	e.sets.Store(&map[string]*ruleSet{})
@@ -184,19 +182,7 @@ func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan stru
 					e.log.Warn("alert: evaluation failed; the rules it could not evaluate keep their state", "err", err, "suppressed", n)
 				}
 			}
-		case <-e.saveReq:
-			e.save(ctx)
 		}
-	}
-}
-
-// saveSoon marks the state changed and asks the loop to save it now, not
-// at the next cycle: acks and silences are people's work.
-func (e *Engine) saveSoon() {
-	e.dirty.Store(true)
-	select {
-	case e.saveReq <- struct{}{}:
-	default:
 	}
 }
 

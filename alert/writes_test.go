@@ -76,3 +76,40 @@ func TestSilencesAreSavedBeforeTheyAreConfirmed(t *testing.T) {
 		t.Fatalf("saved when RemoveSilence returned: %+v", s)
 	}
 }
+
+// An ack is saved before Ack returns; one that cannot be saved is undone,
+// and repeats go on as if nobody had acknowledged.
+func TestAcksAreSavedBeforeTheyAreConfirmed(t *testing.T) {
+	t.Parallel()
+	st := &failingState{}
+	tb := newTable()
+	f := newFixture(t, `RULE r task_prefix: "batch_" THRESHOLD: failed > 0 NOTIFY: ops`, tb, func(o *alert.Options) { o.State = st })
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	tb.set("batch_a", failing(1, 1))
+	f.eval(0)
+	f.expectSent(firing)
+	id := f.only("", apollo.AlertFiring).ID
+
+	st.fail.Store(true)
+	if err := f.eng.Ack(bg, "", id, "ann"); apollo.ErrorCode(err) != apollo.EUNAVAILABLE {
+		t.Fatalf("Ack with a failing store: %v, want unavailable", err)
+	}
+	if a := f.only("", apollo.AlertFiring); a.AckedBy != "" {
+		t.Fatalf("an ack that was not saved holds: %+v", a)
+	}
+	st.fail.Store(false)
+	if err := f.eng.Ack(bg, "", id, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := st.Load(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Alerts) != 1 || saved.Alerts[0].AckedBy != "bob" {
+		t.Fatalf("saved when Ack returned: %+v", saved.Alerts)
+	}
+	f.eval(alert.DefaultRepeatInterval)
+	f.expectSent() // acknowledged: no repeat
+}
