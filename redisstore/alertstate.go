@@ -133,20 +133,26 @@ func NewAlertState(c redis.UniversalClient, prefix string, lease *Lease) *AlertS
 // Load implements alert.StateStore.
 func (s *AlertState) Load(ctx context.Context) (alert.State, error) {
 	var st alert.State
-	data, err := s.c.Get(ctx, s.key).Bytes()
-	switch {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return st, fmt.Errorf("redisstore: loading alert state: %w", err)
-	default:
+	pipe := s.c.Pipeline() // one round trip: the bus loads on every API read
+	blob := pipe.Get(ctx, s.key)
+	sils := pipe.HGetAll(ctx, s.silences.key)
+	acks := pipe.HGetAll(ctx, s.acks.key)
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	for _, c := range []redis.Cmder{blob, sils, acks} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return st, fmt.Errorf("redisstore: loading alert state: %w", err)
+		}
+	}
+	if data, err := blob.Bytes(); err == nil {
 		if err := json.Unmarshal(data, &st); err != nil {
 			return st, fmt.Errorf("redisstore: alert state at %s is damaged (%v); delete the key to start over", s.key, err)
 		}
 	}
-	if st.Silences, err = s.loadSilences(ctx, st.Silences); err != nil {
+	var err error
+	if st.Silences, err = s.loadSilences(st.Silences, s.silences.took(sils.Val())); err != nil {
 		return st, err
 	}
-	if err := s.loadAcks(ctx, st.Alerts); err != nil {
+	if err := s.loadAcks(st.Alerts, s.acks.took(acks.Val())); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -212,13 +218,9 @@ func silenceFields(list []alert.Silence) (map[string]string, error) {
 	return m, nil
 }
 
-// loadSilences reads the silences hash over the silences of the state
+// loadSilences puts the silences of the hash (m) over those of the state
 // key, where versions before this one kept them.
-func (s *AlertState) loadSilences(ctx context.Context, old []alert.Silence) ([]alert.Silence, error) {
-	m, err := s.silences.load(ctx, s.c)
-	if err != nil {
-		return nil, err
-	}
+func (s *AlertState) loadSilences(old []alert.Silence, m map[string]string) ([]alert.Silence, error) {
 	var out []alert.Silence
 	for _, sl := range old {
 		if _, ok := m[fieldOf(sl.Tenant, sl.ID)]; !ok {
@@ -260,15 +262,11 @@ func ackFields(alerts []alert.StoredAlert) (map[string]string, error) {
 	return m, nil
 }
 
-// loadAcks marks acknowledged the alerts the acks hash names: those the
+// loadAcks marks acknowledged the alerts the acks hash (m) names: those the
 // leader had not saved yet. An ack holds for the episode that was open
 // when it was given, so a later episode of the same group is not taken
 // for it.
-func (s *AlertState) loadAcks(ctx context.Context, alerts []alert.StoredAlert) error {
-	m, err := s.acks.load(ctx, s.c)
-	if err != nil {
-		return err
-	}
+func (s *AlertState) loadAcks(alerts []alert.StoredAlert, m map[string]string) error {
 	for i := range alerts {
 		a := &alerts[i]
 		v, ok := m[fieldOf(a.Tenant, a.Rule, a.Group)]

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,3 +131,20 @@ func TestSilenceOfAFollowerIsDurable(t *testing.T) {
 type discard struct{}
 
 func (discard) Send(apollo.Notification) {}
+
+// A damaged silence or ack is an error that says what to delete, not a
+// silence or an ack quietly lost.
+func TestAlertStateDamagedFields(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	c.Set(ctx, prefix+":alert:state", `{"alerts":[{"id":"a1","tenant":"acme","rule":"r","group":"g","state":"firing"}]}`, time.Minute)
+	for _, key := range []string{"silences", "acks"} {
+		field := `["acme","r","g"]`
+		c.HSet(ctx, prefix+":alert:"+key, field, "{not json")
+		_, err := redisstore.NewAlertState(c, prefix, nil).Load(ctx)
+		if err == nil || !strings.Contains(err.Error(), "delete the field") {
+			t.Errorf("a damaged %s field: %v", key, err)
+		}
+		c.Del(ctx, prefix+":alert:"+key)
+	}
+}

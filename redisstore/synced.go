@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"sync"
 
@@ -22,16 +21,13 @@ type syncedHash struct {
 
 func newSyncedHash(key string) *syncedHash { return &syncedHash{key: key, last: map[string]string{}} }
 
-// load reads the whole hash and takes it as what this process holds.
-func (h *syncedHash) load(ctx context.Context, c redis.UniversalClient) (map[string]string, error) {
-	m, err := c.HGetAll(ctx, h.key).Result()
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: reading %s: %w", h.key, err)
-	}
+// took records m, the whole hash as just read, as what this process
+// holds, and returns it.
+func (h *syncedHash) took(m map[string]string) map[string]string {
 	h.mu.Lock()
 	h.last = maps.Clone(m)
 	h.mu.Unlock()
-	return m, nil
+	return m
 }
 
 // queue adds to pipe what brings the hash from the last state to want,
