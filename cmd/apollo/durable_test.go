@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/notify/webhook"
+	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // Every write through the API is durable and is the set that acts and
@@ -35,6 +38,7 @@ type deployment struct {
 	three  bool
 	dir    string
 	args   []string          // of the server or the bus
+	prefix string            // the Redis prefix of the three processes
 	tokens map[string]string // tenant -> admin secret
 	api    *proc             // the server, or the bus
 	alert  *proc             // nil all-in-one
@@ -83,7 +87,8 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 		fmt.Fprintf(&cfg, "    - {name: %s-admin, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
 	}
 	if three {
-		fmt.Fprintf(&cfg, "redis:\n  url: %s\n  prefix: apollotest:durable:%08x\n", redisURL(t), rand.Uint32())
+		d.prefix = fmt.Sprintf("apollotest:durable:%08x", rand.Uint32())
+		fmt.Fprintf(&cfg, "redis:\n  url: %s\n  prefix: %s\n", redisURL(t), d.prefix)
 	}
 	cfg.WriteString(opts.config)
 	path := filepath.Join(d.dir, "apollo.yaml")
@@ -364,4 +369,48 @@ func TestPausesSurviveKill(t *testing.T) {
 			t.Fatalf("the paused job ran after kill -9: %+v", m["held"])
 		}
 	})
+}
+
+// An alert process that missed the bus's command for a rules change (it
+// was reconnecting to Redis) catches up from the saved rules within an
+// evaluation interval: what it evaluates is what the bus shows.
+func TestAlertProcessCatchesUpWithSavedRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	c, err := redisstore.Open(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Cleanup(func() { redistest.Delete(context.Background(), c, d.prefix) })
+	for _, tenant := range tenants { // written behind the alert process's back
+		src := fmt.Sprintf("RULE %s_failed task_prefix: %q ON: failed NOTIFY: hook\n", tenant, tenant+"_")
+		if err := redisstore.NewRules(c, d.prefix).Save(context.Background(), tenant, []byte(src)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The alert process's heartbeat (every second here) tells the bus
+	// how many rules it runs.
+	eventually(t, 30*time.Second, "both tenants' rules in force in the alert process", func() bool {
+		var sys struct {
+			Components struct {
+				Alert struct {
+					Processes []struct {
+						Stats struct{ Alert struct{ EventRules int } }
+					}
+				}
+			}
+		}
+		d.do("", "GET", "/api/v1/system", "", &sys, 200)
+		ps := sys.Components.Alert.Processes
+		return len(ps) == 1 && ps[0].Stats.Alert.EventRules == 2
+	})
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
 }
