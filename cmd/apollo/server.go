@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
@@ -30,82 +28,6 @@ import (
 	"github.com/apollo-11/apollo/wal"
 	"github.com/apollo-11/apollo/web"
 )
-
-// serverFlags are the flags of `apollo server` (and `apollo demo`).
-type serverFlags struct {
-	configFile string
-	listen     string
-	data       string
-	fsync      string
-	rules      string
-	jobs       string
-	insecure   bool
-}
-
-func (f *serverFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVarP(&f.configFile, "config", "c", "", "configuration file (apollo.yaml); see docs/operations.md")
-	fl.StringVar(&f.listen, "listen", "", "address of the API and dashboard (default 127.0.0.1:1969)")
-	fl.StringVar(&f.data, "data", "", "data directory for the log and snapshots (default ./apollo-data)")
-	fl.StringVar(&f.fsync, "fsync", "", "when the log is flushed to disk: batch (default), interval or off")
-	fl.StringVar(&f.rules, "rules", "", "alert rules file, reloaded when it changes")
-	fl.StringVar(&f.jobs, "jobs", "", "scheduler jobs file: run the scheduler in this process")
-	fl.BoolVar(&f.insecure, "insecure-no-auth", false, "allow listening beyond loopback without tokens (warns every minute)")
-}
-
-// load builds the configuration: defaults, file, environment, flags, Validate.
-func (f *serverFlags) load(cmd *cobra.Command) (config.Config, error) {
-	cfg := config.Default()
-	if f.configFile != "" {
-		var err error
-		if cfg, err = config.Load(f.configFile, os.Getenv); err != nil {
-			return cfg, err
-		}
-	}
-	cfg.ApplyEnv(os.Getenv)
-	fl := cmd.Flags()
-	for name, dst := range map[string]*string{"listen": &cfg.Listen, "data": &cfg.Data, "fsync": &cfg.Fsync, "rules": &cfg.Rules, "jobs": &cfg.Jobs} {
-		if fl.Changed(name) {
-			*dst, _ = fl.GetString(name)
-		}
-	}
-	if fl.Changed("insecure-no-auth") {
-		cfg.Auth.InsecureNoAuth = f.insecure
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("configuration:\n%w", err)
-	}
-	return cfg, nil
-}
-
-func newServerCmd() *cobra.Command {
-	var f serverFlags
-	cmd := &cobra.Command{
-		Use:   "server",
-		Short: "Run the all-in-one server (no other service needed)",
-		Long: `Run Apollo-11 as one process: ingest, task state, the write-ahead log,
-metrics, alerting, the API and the dashboard. State lives in the data
-directory; nothing else is needed.
-
-An event is answered "accepted" only once it is on disk (with --fsync batch,
-the default). On SIGTERM or Ctrl-C the server stops accepting, drains,
-writes a snapshot and exits 0.`,
-		Example: `  apollo server
-  apollo server --listen 127.0.0.1:1969 --data /var/lib/apollo
-  apollo server --config /etc/apollo/apollo.yaml`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.load(cmd)
-			if err != nil {
-				return err
-			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout()})
-		},
-	}
-	f.register(cmd)
-	return cmd
-}
 
 // serverDeps are what runServer takes from its caller besides the config.
 type serverDeps struct {
@@ -367,95 +289,6 @@ func (s *server) open() error {
 	return nil
 }
 
-// recover loads the newest snapshot and replays the log after it.
-func (s *server) recover() error {
-	start := time.Now()
-	lsn, body, err := s.wal.LatestSnapshot()
-	if err != nil {
-		return fmt.Errorf("reading the snapshot: %w", err)
-	}
-	if body != nil {
-		err := readSnapshot(body, s.sections())
-		body.Close()
-		if err != nil {
-			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
-		}
-	}
-	// Different tasks replay in parallel; each task's records in log order.
-	n := 0
-	if s.seqReplay {
-		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
-			n++
-			return s.bus.Replay(uint64(l), p)
-		})
-	} else {
-		rp := s.bus.NewReplayer(0)
-		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
-			n++
-			return rp.Add(uint64(l), p)
-		})
-		// A record that did not decode comes before anything the log
-		// failed at afterwards: its error wins.
-		err = cmp.Or(rp.Finish(), err)
-	}
-	if err != nil {
-		return fmt.Errorf("replaying the log: %w", err)
-	}
-	el := time.Since(start)
-	s.recovery = httpapi.Recovery{Duration: el, Events: int64(n)}
-	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
-		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
-	return nil
-}
-
-// sections are the parts of a snapshot, in order.
-func (s *server) sections() []section {
-	return []section{
-		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
-		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
-	}
-}
-
-// checkpointLoop writes a snapshot every SnapshotEvery until stop.
-func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := s.clock.NewTicker(s.cfg.SnapshotEvery.D())
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C():
-			if err := s.checkpoint(); err != nil {
-				s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
-			}
-		case <-stop:
-			return
-		}
-	}
-}
-
-// checkpoint copies the state during a short pause, then writes it.
-func (s *server) checkpoint() error {
-	var buf snapshotBuffer
-	var at uint64
-	err := s.bus.Checkpoint(func(lsn uint64) error {
-		at = lsn
-		return writeSnapshot(&buf, s.sections())
-	})
-	if err != nil {
-		return err
-	}
-	if at == 0 {
-		return nil // nothing was ever logged: the empty state needs no snapshot
-	}
-	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
-		return err
-	}
-	return s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
-		_, err := w.Write(buf.Bytes())
-		return err
-	})
-}
-
 func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serveErr error) error {
 	s.log.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -499,78 +332,6 @@ func (s *server) closeStores() error {
 		errs = append(errs, s.wal.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus).
-type walLog struct{ l *wal.Log }
-
-func (w walLog) Append(p []byte) (uint64, error) {
-	lsn, err := w.l.Append(p)
-	return uint64(lsn), err
-}
-
-func (w walLog) Wait(ctx context.Context, lsn uint64) error { return w.l.Wait(ctx, wal.LSN(lsn)) }
-
-// checkListen refuses to serve beyond loopback without tokens, unless told
-// to (docs/security.md).
-func checkListen(cfg config.Config) error {
-	if len(cfg.Auth.Tokens) > 0 || cfg.Auth.InsecureNoAuth || isLoopback(cfg.Listen) {
-		return nil
-	}
-	return fmt.Errorf(`refusing to listen on %s without tokens: anyone who can reach it could read and change everything.
-Either:
-  - make a token (apollo token create --role admin), add the printed line to apollo.yaml under auth.tokens,
-    and start with --config apollo.yaml;
-  - or listen on loopback (--listen 127.0.0.1:1969) behind a proxy that authenticates;
-  - or, on a network you trust completely, pass --insecure-no-auth`, cfg.Listen)
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// authenticator returns token authentication when tokens are configured,
-// and the open local mode otherwise. Failed attempts go to the audit log.
-func (s *server) authenticator() (httpapi.Authenticator, error) {
-	if len(s.cfg.Auth.Tokens) == 0 {
-		return httpapi.OpenAuth{}, nil
-	}
-	toks, err := tokensFromConfig(s.cfg.Auth.Tokens)
-	if err != nil {
-		return nil, err
-	}
-	a := httpapi.NewTokenAuth(toks)
-	a.OnFailure = func(r *http.Request, reason string) {
-		s.audit.Record(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.Method + " " + r.URL.Path, Detail: reason, Remote: r.RemoteAddr})
-	}
-	return a, nil
-}
-
-// warnInsecure reminds, every minute, that anyone can use this server.
-func (s *server) warnInsecure() {
-	defer s.wg.Done()
-	warn := func() {
-		s.log.Warn("serving WITHOUT authentication beyond loopback (--insecure-no-auth): anyone who reaches " + s.cfg.Listen + " can read and change everything")
-	}
-	warn()
-	t := s.clock.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C():
-			warn()
-		case <-s.stop:
-			return
-		}
-	}
 }
 
 func latenessFromConfig(cfg config.Config) []bus.Lateness {
