@@ -40,7 +40,7 @@ func openRedis(ctx context.Context, cfg config.Config) (redis.UniversalClient, e
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("redis at %s does not answer: %w", redactURL(cfg.Redis.URL), err)
+		return nil, fmt.Errorf("redis at %s does not answer: %w (start Redis, or give the right --redis or redis.url)", redactURL(cfg.Redis.URL), err)
 	}
 	return c, nil
 }

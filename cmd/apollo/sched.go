@@ -93,24 +93,44 @@ func (r *busReporter) Close() {
 	<-r.done
 }
 
-// startScheduler loads the jobs file and starts the in-process scheduler.
-func (s *server) startScheduler(ctx context.Context) error {
+// loadJobs reads the jobs file, if there is one, before anything else
+// starts: a mistake in it is reported at once, not after recovery.
+func (s *server) loadJobs() error {
 	if s.cfg.Jobs == "" {
 		return nil
 	}
 	f, err := sched.LoadFile(s.cfg.Jobs)
 	if err != nil {
-		return fmt.Errorf("jobs file: %w", err)
+		return fmt.Errorf("jobs file: %w\n%s", err, fixJobs)
 	}
-	s.reporter = newBusReporter(s.bus, s.log)
-	s.sched, err = sched.New(f, sched.Options{Clock: s.clock, Reporter: s.reporter, Logger: s.log,
+	s.jobs = f
+	return nil
+}
+
+// startScheduler starts the in-process scheduler on the loaded jobs.
+// undo stops what it started if a later start-up step fails.
+func (s *server) startScheduler(ctx context.Context, undo *undoList) error {
+	if s.jobs == nil {
+		return nil
+	}
+	rep := newBusReporter(s.bus, s.log)
+	undo.add(rep.Close)
+	sc, err := sched.New(s.jobs, sched.Options{Clock: s.clock, Reporter: rep, Logger: s.log,
 		StateDir: filepath.Join(s.cfg.Data, "sched")})
 	if err != nil {
-		return err
+		return fmt.Errorf("jobs file: %w\n%s", err, fixJobs)
 	}
+	if err := sc.Start(ctx); err != nil {
+		return fmt.Errorf("starting the scheduler: %w", err)
+	}
+	undo.add(func() { stopRuns(sc, s.log) })
+	s.reporter, s.sched = rep, sc
 	s.applyLateness()
-	return s.sched.Start(ctx)
+	return nil
 }
+
+// fixJobs is what to do about a jobs file that does not load.
+const fixJobs = "(fix the file and start again, or start without --jobs; apollo sched --jobs FILE checks it)"
 
 // applyLateness gives the bus the configured thresholds plus each
 // scheduled job's late_after.
@@ -141,18 +161,23 @@ func (s *server) reloadJobs() {
 	s.log.Info("jobs file reloaded", "file", s.cfg.Jobs)
 }
 
-// stopScheduler lets running jobs finish within their timeouts (or drain),
-// then publishes their last events.
+// stopScheduler stops the scheduler, then publishes its last events.
 func (s *server) stopScheduler() {
 	if s.sched == nil {
 		return
 	}
+	stopRuns(s.sched, s.log)
+	s.reporter.Close()
+}
+
+// stopRuns starts no new runs and lets running ones finish within their
+// timeouts (a minute at most).
+func stopRuns(sc *sched.Scheduler, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.sched.Stop(ctx); err != nil {
-		s.log.Warn("scheduler stopped with runs cut short", "err", err)
+	if err := sc.Stop(ctx); err != nil {
+		log.Warn("scheduler stopped with runs cut short", "err", err)
 	}
-	s.reporter.Close()
 }
 
 // schedAPI adapts the scheduler to the routes httpapi serves for it.

@@ -55,6 +55,7 @@ type server struct {
 	// a parallel bus.Replayer: BenchmarkServerRecovery compares the two.
 	seqReplay bool
 	api       *httpapi.Server
+	jobs      *sched.File      // nil without --jobs
 	sched     *sched.Scheduler // nil without --jobs
 	reporter  *busReporter
 	arch      *bus.FileArchive
@@ -112,45 +113,76 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 }
 
 // start opens the stores, listens, recovers the state and starts every
-// service, in that order. On failure it undoes what it did.
-func (s *server) start(ctx context.Context) (ln net.Listener, err error) {
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
-	if err := s.open(); err != nil {
+// service, in that order. When a step fails, what the steps before it
+// opened is closed again, newest first, and the step's error (with what to
+// do) is returned: the process exits 1 with it, and a second start finds
+// the data directory and the address free.
+func (s *server) start(ctx context.Context) (net.Listener, error) {
+	var undo undoList
+	ln, err := s.startSteps(ctx, &undo)
+	if err != nil {
+		undo.run()
 		return nil, err
 	}
-	undo = append(undo, func() { s.closeStores() })
-	if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+	return ln, nil
+}
+
+// undoList holds the cleanups of the start-up steps that succeeded. Each
+// closes what its step opened, held in the step's own variable.
+type undoList []func()
+
+func (u *undoList) add(f func()) { *u = append(*u, f) }
+
+func (u undoList) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, error) {
+	if err := s.loadJobs(); err != nil {
+		return nil, err
+	}
+	if err := s.open(undo); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w (is another apollo running? choose another --listen)", s.cfg.Listen, err)
 	}
-	undo = append(undo, func() { ln.Close() })
+	undo.add(func() { ln.Close() })
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
-	s.bus.Start(ctx)
-	s.agg.Start(ctx)
-	undo = append(undo, s.bus.Stop, s.agg.Stop)
-	if err := s.alerts.start(ctx); err != nil {
+	b, agg := s.bus, s.agg
+	if err := b.Start(ctx); err != nil {
 		return nil, err
 	}
-	undo = append(undo, s.alerts.stop)
-	if err := s.startScheduler(ctx); err != nil {
+	undo.add(b.Stop)
+	if err := agg.Start(ctx); err != nil {
+		return nil, err
+	}
+	undo.add(agg.Stop)
+	alerts := s.alerts
+	if err := alerts.start(ctx); err != nil {
+		return nil, err
+	}
+	undo.add(alerts.stop)
+	if err := s.startScheduler(ctx, undo); err != nil {
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
 	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
 		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}
 	s.alerts.hubOptions(&hubOpts, s.audit)
-	if s.hub, err = httpapi.NewHub(hubOpts); err != nil {
+	hub, err := httpapi.NewHub(hubOpts)
+	if err != nil {
 		return nil, err
 	}
-	s.hub.Start(ctx)
+	if err := hub.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.hub = hub
 	close(s.ready)
 	return ln, nil
 }
@@ -228,42 +260,45 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	return s.shutdown(snapStop, snapDone, err)
 }
 
-// open creates the data directory, the log and the bus.
-func (s *server) open() error {
+// open creates the data directory, the log and the bus. Each store it
+// opens is closed by undo if a later step fails.
+func (s *server) open(undo *undoList) error {
 	cfg := s.cfg
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+		return fmt.Errorf("data directory %s: %w (choose another --data, or data: in apollo.yaml, that this user can write)", cfg.Data, err)
 	}
 	policy, err := wal.ParseSyncPolicy(cfg.Fsync)
 	if err != nil {
 		return err
 	}
-	s.wal, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.Data, "wal"), Sync: policy, Logger: s.log})
+	log, err := wal.Open(wal.Options{Dir: filepath.Join(cfg.Data, "wal"), Sync: policy, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("opening the log: %w", err)
 	}
-	s.arch, err = bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
+	undo.add(func() { log.Close() })
+	s.wal = log
+	arch, err := bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
 	if err != nil {
-		s.closeStores()
-		return err
+		return fmt.Errorf("opening the archive of finished runs: %w (%s must be a directory this user can write: move it away)", err, filepath.Join(cfg.Data, "archive"))
 	}
-	if s.audit, err = audit.Open(filepath.Join(cfg.Data, "audit"), 10_000, s.clock); err != nil {
-		s.closeStores()
-		return err
+	undo.add(func() { arch.Close() })
+	s.arch = arch
+	auditLog, err := audit.Open(filepath.Join(cfg.Data, "audit"), 10_000, s.clock)
+	if err != nil {
+		return fmt.Errorf("opening the audit log: %w (%s must be a directory this user can write: move it away)", err, filepath.Join(cfg.Data, "audit"))
 	}
+	undo.add(func() { auditLog.Close() })
+	s.audit = auditLog
 	if s.auth, err = s.authenticator(); err != nil {
-		s.closeStores()
 		return err
 	}
 	s.agg, err = metrics.New(metrics.Options{Clock: s.clock, Logger: s.log,
 		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
 	if err != nil {
-		s.closeStores()
 		return err
 	}
 	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
 		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console); err != nil {
-			s.closeStores()
 			return err
 		}
 	}
@@ -282,11 +317,7 @@ func (s *server) open() error {
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
 		Lateness: latenessFromConfig(cfg),
 	})
-	if err != nil {
-		s.closeStores()
-		return err
-	}
-	return nil
+	return err
 }
 
 func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serveErr error) error {

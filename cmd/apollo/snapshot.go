@@ -104,7 +104,7 @@ func (s *server) recover() error {
 		err = cmp.Or(rp.Finish(), err)
 	}
 	if err != nil {
-		return fmt.Errorf("replaying the log: %w", err)
+		return fmt.Errorf("replaying the log: %w (this binary cannot apply that record: start the apollo version that wrote the log, or restore the data directory from a backup: docs/operations.md#backup-and-restore)", err)
 	}
 	el := time.Since(start)
 	s.recovery = httpapi.Recovery{Duration: el, Events: int64(n)}
