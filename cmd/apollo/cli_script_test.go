@@ -34,7 +34,9 @@ import (
 //	                 event to its metrics (no sleeping: see settleClock)
 //
 // Variables: APOLLO_SERVER, SERVER_ALIAS (the same server as
-// http://localhost:PORT), DEAD_SERVER (nothing listens there).
+// http://localhost:PORT), DEAD_SERVER (nothing listens there), EVIL (what
+// a terminal acts on: ESC ] title BEL, ESC [2J, ESC [31m, C1 CSI, a bidi
+// override, DEL).
 //
 // Conditions: [alert] this build's server has the alert routes; [redis]
 // APOLLO_TEST_REDIS names a Redis, which scripts find in $REDIS.
@@ -57,6 +59,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("DEAD_SERVER", "http://"+dead)
 			env.Setenv("REDIS", os.Getenv("APOLLO_TEST_REDIS"))
+			env.Setenv("EVIL", "\x1b]0;pwned\a\x1b[2J\x1b[31m\u009b\u202e\x7f")
 			return startScriptServer(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
