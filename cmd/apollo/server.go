@@ -58,6 +58,7 @@ type server struct {
 	jobs      *sched.File      // nil without --jobs
 	sched     *sched.Scheduler // nil without --jobs
 	reporter  *busReporter
+	deadman   *deadman // nil without deadman.url
 	arch      *bus.FileArchive
 	audit     *audit.Log
 	auth      httpapi.Authenticator
@@ -96,6 +97,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	if err != nil {
 		return err
 	}
+	s.deadman = startDeadman(cfg.Deadman, s.mode(), s.clock, s.log)
 	s.http = s.httpServer()
 	addr := ln.Addr().String()
 	scheme := "http"
@@ -322,6 +324,7 @@ func (s *server) open(undo *undoList) error {
 
 func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serveErr error) error {
 	s.log.Info("shutting down")
+	s.deadman.stop() // from now on whoever watches it sees it gone
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.http.Shutdown(ctx); err != nil {
@@ -386,6 +389,9 @@ func (s *server) reload() {
 func (s *server) systemParts() map[string]func() any {
 	parts := map[string]func() any{
 		"process": func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} },
+	}
+	if s.deadman != nil {
+		parts["deadman"] = s.deadman.stats
 	}
 	s.alerts.system(parts)
 	return parts

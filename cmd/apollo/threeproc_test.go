@@ -379,3 +379,56 @@ func TestBusRefusalsRaiseSelfAlert(t *testing.T) {
 		return strings.Contains(p.Alert.Rule, "apollo_events_refused") && p.Alert.Severity == apollo.SeverityCritical
 	})
 }
+
+// Every component that stops is told by a process still alive (issue
+// 15.10): kill -9 the alert process and the bus tells it through its own
+// channels (no alert process is left to); kill -9 the scheduler and the
+// alert process tells it; kill -9 the bus and the alert process tells it.
+func TestKilledComponentsAreNotified(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	redis := redisURL(t)
+	prefix := fmt.Sprintf("apollotest:killed:%08x", rand.Uint32())
+	h := newHook(t)
+	dir := writeScenario(t, h.srv.URL, redis, prefix)
+	cfg := filepath.Join(dir, "apollo.yaml")
+	jobs := filepath.Join(dir, "quiet.yaml")
+	os.WriteFile(jobs, []byte("jobs:\n  - name: hourly\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n"), 0o644)
+	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	alertArgs := []string{"alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt")}
+	down := func(kind, from string) webhook.ApolloPayload {
+		t.Helper()
+		return h.await(t, 30*time.Second, kind+" down, from the "+from, func(p webhook.ApolloPayload) bool {
+			return strings.Contains(p.Alert.Rule, "apollo_component_down") && strings.Contains(p.Alert.Summary, kind+" process")
+		})
+	}
+
+	startProc(t, "apollo alert ", alertArgs...).kill()
+	p := down("alert", "bus")
+	if p.Alert.Rule != "apollo:apollo_component_down:alert" || p.Kind != apollo.NotifySelf ||
+		!strings.HasPrefix(p.Alert.Summary, "no alert process is running: the alert process ") {
+		t.Errorf("alert down: %+v", p)
+	}
+
+	startProc(t, "apollo alert ", alertArgs...)
+	sched := startProc(t, "apollo sched: ", "sched", "--jobs", jobs, "--server", "http://"+bus.addr,
+		"--state", filepath.Join(dir, "sched"), "--config", cfg)
+	eventually(t, 30*time.Second, "the bus seeing the scheduler", func() bool {
+		var sys map[string]any
+		apiGet(t, bus.addr, "/api/v1/system", &sys)
+		c, _ := sys["components"].(map[string]any)["sched"].(map[string]any)
+		return c["alive"] == float64(1)
+	})
+	sched.kill()
+	p = down("sched", "alert process")
+	if p.Alert.Rule != "apollo:apollo_component_down:sched" || !strings.Contains(p.Alert.Summary, "without shutting down") {
+		t.Errorf("sched down: %+v", p)
+	}
+
+	bus.kill()
+	p = down("bus", "alert process")
+	if p.Alert.Rule != "apollo:apollo_component_down:bus" || !strings.HasPrefix(p.Alert.Summary, "no bus process is running: the bus process ") {
+		t.Errorf("bus down: %+v", p)
+	}
+}
