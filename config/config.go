@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"regexp"
@@ -68,6 +69,7 @@ type Config struct {
 	Channels map[string]map[string]any `yaml:"channels"`
 	Alert    Alert                     `yaml:"alert"`
 	Redis    Redis                     `yaml:"redis"`
+	Deadman  Deadman                   `yaml:"deadman"`
 }
 
 // TLS serves HTTPS from a certificate and key.
@@ -138,6 +140,18 @@ type Alert struct {
 	Heartbeat   Duration `yaml:"heartbeat"`    // self-monitoring heartbeat period
 }
 
+// Deadman is the outbound heartbeat, a dead man's switch: every Every,
+// each process (server, bus, alert, sched) calls URL, so that something
+// outside notices when the calls stop (docs/monitoring.md). URL may be an
+// Apollo-11 ping URL of another instance, a healthchecks-style URL or any
+// webhook; {process} in it becomes the process's kind. Empty: off.
+type Deadman struct {
+	URL     string   `yaml:"url"`
+	Every   Duration `yaml:"every"`   // default 5m
+	Method  string   `yaml:"method"`  // GET (default) or POST, with a JSON body saying who calls
+	Timeout Duration `yaml:"timeout"` // for one call; default 10s
+}
+
 // Redis is the shared store of the multi-process mode.
 type Redis struct {
 	URL    string `yaml:"url"`
@@ -165,7 +179,8 @@ func Default() Config {
 			Interval: Duration(10 * time.Second), DedupWindow: Duration(2 * time.Minute),
 			Repeat: Duration(4 * time.Hour), Heartbeat: Duration(5 * time.Minute),
 		},
-		Redis: Redis{Prefix: "apollo"},
+		Redis:   Redis{Prefix: "apollo"},
+		Deadman: Deadman{Every: Duration(5 * time.Minute), Method: "GET", Timeout: Duration(10 * time.Second)},
 	}
 }
 
@@ -240,7 +255,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	for name, dst := range map[string]*string{
 		"APOLLO_LISTEN": &c.Listen, "APOLLO_DATA": &c.Data, "APOLLO_FSYNC": &c.Fsync,
 		"APOLLO_RULES": &c.Rules, "APOLLO_JOBS": &c.Jobs, "APOLLO_REDIS": &c.Redis.URL,
-		"APOLLO_EXTERNAL_URL": &c.ExternalURL,
+		"APOLLO_EXTERNAL_URL": &c.ExternalURL, "APOLLO_DEADMAN_URL": &c.Deadman.URL,
 	} {
 		if v := getenv(name); v != "" {
 			*dst = v
@@ -272,6 +287,7 @@ func (c *Config) Validate() error {
 		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval,
 		"retention.finished": c.Retention.Finished, "retention.buckets": c.Retention.Buckets,
 		"retention.rollups": c.Retention.Rollups, "retention.dedup": c.Retention.Dedup,
+		"alert.heartbeat": c.Alert.Heartbeat, "deadman.every": c.Deadman.Every, "deadman.timeout": c.Deadman.Timeout,
 	} {
 		if d <= 0 {
 			bad(name, "must be positive")
@@ -315,10 +331,30 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("lateness[%d]", i), "durations must not be negative")
 		}
 	}
+	c.validateDeadman(bad)
 	for name, ch := range c.Channels {
 		if _, ok := ch["type"].(string); !ok {
 			bad("channels."+name+".type", "missing: dingtalk, email, wecom, feishu, slack, webhook or console")
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateDeadman(bad func(key, format string, args ...any)) {
+	d := c.Deadman
+	if d.URL != "" {
+		u, err := url.Parse(strings.ReplaceAll(d.URL, "{process}", "server"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// Not quoted back: a ping URL holds its key.
+			bad("deadman.url", "not an http(s) URL (write e.g. https://hc-ping.com/<uuid> or http://other-apollo:1969/ping/apollo_{process}?key=...)")
+		}
+	}
+	switch d.Method {
+	case "GET", "POST":
+	default:
+		bad("deadman.method", "%q: use GET or POST", d.Method)
+	}
+	if d.Timeout > 0 && d.Timeout >= d.Every {
+		bad("deadman.timeout", "%v is not shorter than deadman.every %v", d.Timeout.D(), d.Every.D())
+	}
 }

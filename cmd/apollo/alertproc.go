@@ -53,6 +53,9 @@ it raises apollo_component_down. SIGHUP reloads the rules file.`,
 			if cmd.Flags().Changed("rules") {
 				cfg.Rules = rulesFile
 			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "alert")
 			c, err := openRedis(cmd.Context(), cfg)
 			if err != nil {
@@ -190,10 +193,12 @@ func (p *alertProcess) start(ctx context.Context) error {
 	})
 	beat.Start(ctx)
 	p.onStop(beat.Stop)
-	w := startWatcher(ctx, p.c, prefix, "bus", cfg.Alert.Heartbeat.D(), func(summary string) {
-		p.engine.SelfAlert("apollo_component_down", apollo.SeverityCritical, summary)
+	w := startComponentWatch(ctx, p.c, prefix, cfg.Alert.Heartbeat.D(), p.log, func(kind, summary string, _ map[string]int) {
+		p.engine.SelfAlert(componentDown(kind), apollo.SeverityCritical, summary)
 	})
 	p.onStop(w.stop)
+	dm := startDeadman(cfg.Deadman, "alert", apollo.SystemClock, p.log)
+	p.onStop(dm.stop)
 	return nil
 }
 

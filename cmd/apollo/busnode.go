@@ -91,6 +91,8 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
+	defer dm.stop()
 	fmt.Fprintf(out, "Apollo-11 is up: http://%s  (bus node %s, %d partitions, NATS %s)\n", ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

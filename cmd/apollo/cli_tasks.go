@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // maxPage is the most tasks the server returns in one page.
@@ -319,7 +320,7 @@ func correctTask(cmd *cobra.Command, a *apiCmd, id string, st apollo.Status, rea
 	if a.json() {
 		return printJSON(cmd.OutOrStdout(), raw)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "task %s is now %s\n", tk.TaskID, tk.Status)
+	fmt.Fprintf(cmd.OutOrStdout(), "task %s is now %s\n", components.Escape(tk.TaskID), tk.Status)
 	return nil
 }
 
@@ -348,8 +349,10 @@ func completeTasks(cmd *cobra.Command, args []string, toComplete string) ([]stri
 	var ids []string
 	for _, raw := range raws {
 		var tk apollo.Task
-		if json.Unmarshal(raw, &tk) == nil && strings.HasPrefix(tk.TaskID, toComplete) {
-			ids = append(ids, tk.TaskID+"\t"+tk.Name+" "+tk.Status.String())
+		// An ID that holds control characters cannot be typed, and would
+		// put them on the command line: it is not offered.
+		if json.Unmarshal(raw, &tk) == nil && strings.HasPrefix(tk.TaskID, toComplete) && components.Escape(tk.TaskID) == tk.TaskID {
+			ids = append(ids, tk.TaskID+"\t"+components.Escape(tk.Name)+" "+tk.Status.String())
 		}
 	}
 	return ids, cobra.ShellCompDirectiveNoFileComp
