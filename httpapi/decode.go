@@ -305,7 +305,7 @@ func (s *scanner) status(b []byte, at int) (apollo.Status, *apollo.Error) {
 		}
 	}
 	_, err := apollo.ParseStatus(clip(b))
-	e := err.(*apollo.Error)
+	e := apiError(err)
 	e.Offset = s.base + int64(at)
 	return apollo.StatusNone, e
 }

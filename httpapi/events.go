@@ -123,7 +123,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	for i := range evs {
 		if bad[i] == nil {
 			if err := p.mayReport(evs[i].JobName()); err != nil {
-				bad[i] = err.(*apollo.Error)
+				bad[i] = apiError(err)
 				continue
 			}
 			evs[i].Tenant = p.Tenant
