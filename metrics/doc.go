@@ -7,8 +7,8 @@
 //
 //   - started: the task went to running, at the record's Ts;
 //   - count and success/failed/timeout, with its cost (sum, n, min, max)
-//     when Task.CostMs > 0: the task became final, at Task.FinishedAt (the
-//     record's Ts when the bus left it zero). A change that moves a task out
+//     when Task.CostMs > 0, counted as at most MaxCostMs: the task became
+//     final, at Task.FinishedAt (the record's Ts when the bus left it zero). A change that moves a task out
 //     of a final state or between final states (a manual correction) takes
 //     the old finish out of the bucket of Prev.FinishedAt first, so the
 //     counts always equal a recount of the tasks' final states;
@@ -42,6 +42,9 @@
 // So adjacent windows and Series steps never overlap or leave gaps, and a
 // window never reaches data that has expired, whenever compaction last
 // ran. Gauges at a bound count every move before it, expired or not.
+//
+// Cost sums cannot go negative: a window's sum that passes int64 reads as
+// MaxInt64 (see costSum), and Table.Sum totals rows in 128 bits.
 //
 // Each job keeps cumulative sums at its non-empty buckets only, so memory
 // follows activity and a window is the difference of two binary searches.

@@ -102,7 +102,7 @@ func (m *model) apply(c *apollo.Change, now int64) {
 			at = ts
 		}
 		if inRange(at) {
-			f := &fin{tenant: cur.Tenant, name: cur.Name, bucket: floor(at, tenS), status: cur.Status, cost: cur.CostMs, live: true}
+			f := &fin{tenant: cur.Tenant, name: cur.Name, bucket: floor(at, tenS), status: cur.Status, cost: min(max(cur.CostMs, 0), metrics.MaxCostMs), live: true}
 			m.fins = append(m.fins, f)
 			m.byTask[key] = f
 		}
