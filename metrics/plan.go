@@ -200,6 +200,17 @@ func finish(d *vec, t *apollo.Task, sign int64) {
 	}
 }
 
+// leftAt is when a task in prev's state left it, by a record at ts: never
+// before it entered. A run reported running by a clock ahead of the one
+// that reports its end would otherwise leave running in an earlier bucket
+// than it entered, and the gauge would read -1 until the clock caught up.
+func leftAt(prev *apollo.Task, ts int64) int64 {
+	if prev.Status == apollo.StatusRunning {
+		return max(ts, prev.StartedAt)
+	}
+	return ts
+}
+
 // finishedAt is the time a final task is counted at: FinishedAt, which the
 // bus sets, or else the given fallback.
 func finishedAt(t *apollo.Task, fallback int64) int64 {
@@ -244,7 +255,7 @@ func planChange(c *apollo.Change, now, rollupRetention int64) plan {
 		p.gauges(ci, ts, &in)
 		if pi >= 0 {
 			gaugeMove(&out, prev.Status, -1)
-			p.gauges(pi, ts, &out)
+			p.gauges(pi, leftAt(prev, ts), &out)
 		}
 	}
 

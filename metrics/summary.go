@@ -108,12 +108,16 @@ func (v *vec) add(d *vec) {
 func (v *vec) isZero() bool { return *v == vec{} }
 
 // diff sets v to the counters of e minus those of s and the gauges of e:
-// gauges are levels, not sums over the window.
+// gauges are levels, not sums over the window. A level below zero reads as
+// zero: a task can leave pending in an earlier bucket than it entered when
+// its pending and its next event came from clocks that disagree by more
+// than MaxSkew (leftAt orders running exactly; pending has no start time
+// to order by), and no job ever has -1 tasks waiting.
 func (v *vec) diff(e, s *vec) {
 	for i := range v {
 		v[i] = e[i] - s[i]
 	}
-	v[fBacklog], v[fRunning] = e[fBacklog], e[fRunning]
+	v[fBacklog], v[fRunning] = max(e[fBacklog], 0), max(e[fRunning], 0)
 }
 
 func (v *vec) toSummary(s *Summary) {

@@ -9,6 +9,35 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 )
 
+// skewedClocks: a run reported running (or pending) by a clock more than
+// MaxSkew ahead and finished by one that is right leaves the gauges where
+// they were, never below (running read -1 until the fast clock's time
+// came). Running stays exact: the steady run is still counted.
+func (s *suite) skewedClocks(t *testing.T) {
+	now := s.alignClock(0)
+	n := now.UnixMilli()
+	tn := s.tenant("clocks")
+	m := newModel()
+	ahead, steady, queued := newSim(tn, "job", "ahead"), newSim(tn, "job", "steady"), newSim(tn, "job", "queued")
+	s.applyAll(t, m, []apollo.Change{
+		steady.apply(step{status: running, ts: n - sec(30)}),
+		ahead.apply(step{status: running, ts: n + sec(120)}),  // a clock 2 min fast
+		ahead.apply(step{status: success, ts: n}),             // its end, by a clock that is right
+		queued.apply(step{status: pending, ts: n + sec(120)}), // queued by the fast clock,
+		queued.apply(step{status: failed, ts: n}),             // given up by the right one
+	})
+	c := &checker{t: t, m: m, s: s}
+	for _, later := range []time.Duration{0, 30 * time.Second, 90 * time.Second, 3 * time.Minute} {
+		at := now.Add(later)
+		s.h.Clock.Set(at)
+		if got := row(s.table(t, tn, time.Minute, 0, at), "job"); got.Running != 1 || got.Backlog != 0 {
+			t.Errorf("%v later: running %d, backlog %d, want 1 (the steady run only) and 0", later, got.Running, got.Backlog)
+		}
+		c.table(tn, at, time.Minute, 0, nil)
+		c.series(tn, "job", at, 5*time.Minute, 10*time.Second)
+	}
+}
+
 // hugeCosts: a cost past what ingest accepts (from a log written before it
 // refused them) counts as MaxCostMs, so sums, averages and min/max stay
 // positive and in range.
