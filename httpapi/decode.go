@@ -28,6 +28,10 @@ import (
 //     replaced bad bytes in strings with U+FFFD, so two different raw IDs
 //     could become one task; and it kept extra with the bad bytes in it,
 //     for every reader to trip on later.
+//   - for the same reason a taskID or name must not hold a \u escape of
+//     half a surrogate pair (msgLoneSurrogate, ranked the same):
+//     encoding/json made U+FFFD of it, so "\ud800" and "\udc00" were one
+//     task.
 //   - values nest at most maxDepth brackets deep, counting every bracket
 //     around them (encoding/json: 10000). A deeper body is refused like a
 //     malformed one; in NDJSON, only that line is.
@@ -38,7 +42,10 @@ import (
 // encoding/json pointed at the event (status, extra) or just past the value
 // (wrong types). Messages are our own.
 
-const msgNotUTF8 = "not valid UTF-8"
+const (
+	msgNotUTF8       = "not valid UTF-8"
+	msgLoneSurrogate = "holds a \\u escape of half a UTF-16 surrogate pair, which is no character"
+)
 
 // Fields of an event, in the order of their names in fieldNames.
 const (
@@ -184,7 +191,7 @@ func (d *decoder) event(s *scanner, e *apollo.Event) (bad *apollo.Error, ok bool
 			break
 		}
 		if esc {
-			d.scratch = unescape(d.scratch[:0], key)
+			d.scratch, _ = unescape(d.scratch[:0], key)
 			key = d.scratch
 		}
 		if ok = d.member(s, fieldOf(key), e, &st); ok {
@@ -242,9 +249,9 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 		if !ok {
 			return false
 		}
-		b := s.buf[start:end]
+		b, lone := s.buf[start:end], false
 		if esc {
-			d.scratch = unescape(d.scratch[:0], b)
+			d.scratch, lone = unescape(d.scratch[:0], b)
 			b = d.scratch
 		}
 		switch {
@@ -254,6 +261,10 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 			}
 		case !validUTF8(b):
 			st.note(s.fieldErr(f, at, msgNotUTF8))
+		case lone:
+			err := s.fieldErr(f, at, msgLoneSurrogate)
+			err.Hint = `escape a character above U+FFFF as a pair (\ud83d\ude00), or send it as UTF-8`
+			st.note(err)
 		case f == fTaskID:
 			e.TaskID = string(b)
 		default:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"runtime"
 
 	"strings"
@@ -122,10 +123,14 @@ func syntaxErrorStdlib(err error, base int64) *apollo.Error {
 	return &apollo.Error{Code: apollo.EINVALID, Message: "malformed JSON: " + err.Error()}
 }
 
+// surrogateEscape finds a \u escape of a UTF-16 surrogate.
+var surrogateEscape = regexp.MustCompile(`\\u[dD][89abAB]`)
+
 // checkAgainstStdlib decodes body with both decoders and fails where they
 // disagree beyond the differences decode.go documents: the new one refuses
-// invalid UTF-8 in taskID, name and extra and nesting past maxDepth; field
-// errors point at the value; messages are its own.
+// invalid UTF-8 in taskID, name and extra, lone surrogate escapes in
+// taskID and name, and nesting past maxDepth; field errors point at the
+// value; messages are its own.
 func checkAgainstStdlib(t *testing.T, body []byte, ndjson bool) {
 	t.Helper()
 	evs, bad, err := decodeEvents(body, ndjson)
@@ -156,6 +161,10 @@ func checkAgainstStdlib(t *testing.T, body []byte, ndjson bool) {
 		case e != nil && e.Message == msgNotUTF8:
 			if utf8.Valid(body) {
 				t.Fatalf("event %d: %+v in a body of valid UTF-8", i, e)
+			}
+		case e != nil && e.Message == msgLoneSurrogate:
+			if !surrogateEscape.Match(body) || e.Field != "taskID" && e.Field != "name" {
+				t.Fatalf("event %d: %+v in a body without a surrogate escape", i, e)
 			}
 		case e != nil && tooDeep(e):
 			if nesting(body, ndjson) <= maxDepth {
@@ -351,7 +360,11 @@ func TestDecodeEvents(t *testing.T) {
 		{"name not UTF-8", "{\"name\":\"\xc3\"}", false, -1, []string{"name"}, []int64{8}},
 		{"surrogate encoded as UTF-8", "{\"name\":\"\xed\xa0\x80\"}", false, -1, []string{"name"}, []int64{8}},
 		{"extra not UTF-8", "{\"extra\":{\"k\":\"\xff\"}}", false, -1, []string{"extra"}, []int64{9}},
-		{"escapes are UTF-8", `{"taskID":"\ud800"}`, false, -1, []string{""}, nil},
+		{"escaped pair", `{"taskID":"\ud83d\ude00","name":"\u00e9"}`, false, -1, []string{""}, nil},
+		{"lone high surrogate", `{"taskID":"x\ud800"}`, false, -1, []string{"taskID"}, []int64{10}},
+		{"lone low surrogate", `{"taskID":"x","name":"\udc00y"}`, false, -1, []string{"name"}, []int64{21}},
+		{"high surrogate then a letter", `{"name":"\ud83dA"}`, false, -1, []string{"name"}, []int64{8}},
+		{"surrogate escape in extra is kept", `{"extra":{"k":"\ud800"}}`, false, -1, []string{""}, nil},
 		// In a batch the extra object is 3 levels deep, its value's brackets start at byte 15.
 		{"deepest allowed", "[" + deep(maxDepth-3) + "]", false, -1, []string{""}, nil},
 		{"one level too deep", "[" + deep(maxDepth-2) + "]", false, 15 + maxDepth - 3, nil, nil},

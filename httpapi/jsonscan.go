@@ -33,12 +33,13 @@ var kinds = [256]string{'"': "string", '{': "object", '[': "array", 't': "bool",
 
 // unescape appends the content of a valid JSON string (without its quotes)
 // to dst with its escapes resolved. A \u escape that is half of a surrogate
-// pair without its other half becomes U+FFFD, as in encoding/json.
-func unescape(dst, s []byte) []byte {
+// pair without its other half becomes U+FFFD, as in encoding/json, and lone
+// reports that one did.
+func unescape(dst, s []byte) (out []byte, lone bool) {
 	for len(s) > 0 {
 		i := bytes.IndexByte(s, '\\')
 		if i < 0 {
-			return append(dst, s...)
+			return append(dst, s...), lone
 		}
 		dst, s = append(dst, s[:i]...), s[i:]
 		if s[1] != 'u' {
@@ -54,11 +55,13 @@ func unescape(dst, s []byte) []byte {
 			}
 			if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
 				s = s[6:]
+			} else {
+				lone = true
 			}
 		}
 		dst = utf8.AppendRune(dst, r)
 	}
-	return dst
+	return dst, lone
 }
 
 var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
