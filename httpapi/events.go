@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -34,22 +37,54 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 // readBodyInto reads the body into buf (grown as needed, sized from
-// Content-Length when the client sent one) and returns it.
+// Content-Length when the client sent one) and returns it. A body sent
+// with Content-Encoding: gzip is inflated, and the limit holds for both
+// the compressed and the inflated bytes, so a small bomb cannot grow past
+// it.
 func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
-	if n := r.ContentLength; n > 0 && n <= s.opts.MaxBodyBytes && int64(cap(buf)) < n+1 {
-		buf = make([]byte, 0, n+1) // +1: reading EOF needs no second growth
+	limit, gz := s.opts.MaxBodyBytes, false
+	src := io.Reader(http.MaxBytesReader(w, r.Body, limit))
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		if n := r.ContentLength; n > 0 && n <= limit && int64(cap(buf)) < n+1 {
+			buf = make([]byte, 0, n+1) // +1: reading EOF needs no second growth
+		}
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, bodyError(err, true)
+		}
+		defer zr.Close()
+		src, gz = io.LimitReader(zr, limit+1), true
+	default:
+		return nil, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Encoding", Message: "cannot read " + strconv.Quote(enc),
+			Hint: "send the body as it is, or gzip it and say Content-Encoding: gzip"}
 	}
 	bb := bytes.NewBuffer(buf[:0])
-	_, err := bb.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if _, err := bb.ReadFrom(src); err != nil {
+		return nil, bodyError(err, gz)
+	}
+	if int64(bb.Len()) > limit {
+		return nil, tooLarge("the body inflates to more than " + strconv.FormatInt(limit, 10) + " bytes")
+	}
+	return bb.Bytes(), nil
+}
+
+// bodyError says what went wrong reading a body, gzip-compressed or not.
+func bodyError(err error, gz bool) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, &apollo.Error{Code: apollo.ETOOLARGE, Message: "the body is over " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
-			Hint: "send fewer events per request"}
-	case err != nil:
-		return nil, &apollo.Error{Code: apollo.EINVALID, Message: "reading the body: " + err.Error()}
+		return tooLarge("the body is over " + strconv.FormatInt(mbe.Limit, 10) + " bytes")
+	case gz:
+		return &apollo.Error{Code: apollo.EINVALID, Field: "Content-Encoding", Message: "the body is not valid gzip: " + err.Error(),
+			Hint: "send Content-Encoding: gzip only with a gzip-compressed body"}
 	}
-	return bb.Bytes(), nil
+	return &apollo.Error{Code: apollo.EINVALID, Message: "reading the body: " + err.Error()}
+}
+
+func tooLarge(msg string) error {
+	return &apollo.Error{Code: apollo.ETOOLARGE, Message: msg, Hint: "send fewer events per request"}
 }
 
 // bodyPool recycles ingest bodies: the decoder copies what it keeps, so a
@@ -61,6 +96,10 @@ var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 // body is read as JSON when it looks like JSON, so that the one-line curl
 // that everyone writes first works.
 func eventsContentType(r *http.Request, body []byte) (ndjson bool, err error) {
+	if len(body) >= 2 && body[0] == 0x1f && body[1] == 0x8b && r.Header.Get("Content-Encoding") == "" {
+		return false, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Encoding", Message: "the body is gzip-compressed, and no Content-Encoding says so",
+			Hint: "add the header Content-Encoding: gzip (curl: --data-binary @file.gz -H 'Content-Encoding: gzip')"}
+	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return false, nil // assume JSON

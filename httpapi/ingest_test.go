@@ -1,7 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +46,75 @@ func TestLoneSurrogateIDsRefused(t *testing.T) {
 	}
 	if _, err := b.Get("", "run-\uFFFD"); err == nil {
 		t.Error("a lone surrogate became a task named with U+FFFD")
+	}
+}
+
+func gzipped(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// Issue 16.13: a gzip body was answered "400 malformed JSON". It is now
+// read when Content-Encoding says gzip, with the body limit holding for the
+// inflated bytes too; without the header it is refused with a hint.
+func TestGzipBodies(t *testing.T) {
+	t.Parallel()
+	srv, b := newTestServer(t, nil)
+	events := "{\"taskID\":\"gz-1\",\"sequence\":1,\"status\":\"running\",\"ts\":1764400000000}\n{\"taskID\":\"gz-2\",\"sequence\":1,\"status\":\"pending\",\"ts\":1764400000000}\n"
+	tests := []struct {
+		name, encoding, body string
+		status               int
+		field, says          string
+	}{
+		{"gzip", "gzip", gzipped(t, events), 200, "", ""},
+		{"x-gzip, any case", " X-Gzip", gzipped(t, events), 200, "", ""},
+		{"gzip without the header", "", gzipped(t, events), 415, "Content-Encoding", "Content-Encoding: gzip"},
+		{"another encoding", "br", events, 415, "Content-Encoding", "gzip"},
+		{"not gzip", "gzip", events, 400, "Content-Encoding", "not valid gzip"},
+		{"cut short", "gzip", gzipped(t, events)[:30], 400, "Content-Encoding", "not valid gzip"},
+		{"a bomb", "gzip", gzipped(t, "\n"+strings.Repeat(" ", 5<<20)), 413, "", "inflates to more than 4194304 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", srv.URL+"/api/v1/events", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			if tt.encoding != "" {
+				req.Header.Set("Content-Encoding", tt.encoding)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("HTTP %d %s, want %d", resp.StatusCode, raw, tt.status)
+			}
+			if tt.status == 200 {
+				var ans ingestAnswer
+				if json.Unmarshal(raw, &ans); len(ans.Results) != 2 || ans.Rejected != 0 {
+					t.Fatalf("answer %s", raw)
+				}
+				return
+			}
+			var eb errorBody
+			json.Unmarshal(raw, &eb)
+			if eb.Error == nil || eb.Error.Field != tt.field || !strings.Contains(eb.Error.Message+" "+eb.Error.Hint, tt.says) {
+				t.Errorf("error %s, want field %q saying %q", raw, tt.field, tt.says)
+			}
+		})
+	}
+	for _, id := range []string{"gz-1", "gz-2"} {
+		if _, err := b.Get("", id); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
 	}
 }
