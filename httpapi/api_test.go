@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -191,7 +192,7 @@ func FuzzDecodeEvents(f *testing.F) {
 	f.Add([]byte(`[{"taskID":"a","sequence":1,"status":"running","ts":1764400000001,"extra":{"k":[1,2]}},{}]`), false)
 	f.Add([]byte("{\"taskID\":\"a\"}\n{bad\n"), true)
 	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
-		evs, bad, err := decodeEvents(body, ndjson)
+		evs, bad, err := decodeEvents(body, ndjson, math.MaxInt)
 		if err != nil {
 			if apollo.ErrorCode(err) != apollo.EINVALID {
 				t.Fatalf("decode error of code %s", apollo.ErrorCode(err))

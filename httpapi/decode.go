@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/apollo-11/apollo"
@@ -73,13 +74,21 @@ var wireStatuses = apollo.Statuses()
 // is JSON but not a valid event (a wrong type, an unknown status) fails on
 // its own, in bad[i], and the others go on. In NDJSON a broken line fails
 // only its own event.
-func decodeEvents(body []byte, ndjson bool) (evs []apollo.Event, bad []*apollo.Error, err error) {
-	n := min(len(body)/128+1, 1024) // a guess at the count, to grow the slices rarely
-	d := decoder{evs: make([]apollo.Event, 0, n), bad: make([]*apollo.Error, 0, n)}
+//
+// A body with more than maxEvents elements fails with errTooManyEvents as
+// soon as the one too many begins: an element costs a few hundred bytes
+// of results however short it is ("1,"), so the count, not the body size,
+// is what bounds the memory of a request.
+func decodeEvents(body []byte, ndjson bool, maxEvents int) (evs []apollo.Event, bad []*apollo.Error, err error) {
+	n := min(len(body)/128+1, 1024, maxEvents) // a guess at the count, to grow the slices rarely
+	d := decoder{evs: make([]apollo.Event, 0, n), bad: make([]*apollo.Error, 0, n), max: maxEvents}
 	if ndjson {
 		d.decodeNDJSON(body)
-	} else if e := d.decodeJSON(body); e != nil {
+	} else if e := d.decodeJSON(body); e != nil && !d.over {
 		return nil, nil, e
+	}
+	if d.over {
+		return nil, nil, errTooManyEvents
 	}
 	if len(d.evs) == 0 {
 		return nil, nil, &apollo.Error{Code: apollo.EINVALID, Message: "the body holds no event", Hint: "send one event object, a JSON array of them, or NDJSON"}
@@ -87,12 +96,33 @@ func decodeEvents(body []byte, ndjson bool) (evs []apollo.Event, bad []*apollo.E
 	return d.evs, d.bad, nil
 }
 
+// errTooManyEvents is decodeEvents' answer to a body over its maxEvents;
+// the caller says which limit that was.
+var errTooManyEvents = errors.New("httpapi: more elements than the request may hold")
+
 // decoder holds what one body's events share.
 type decoder struct {
 	evs      []apollo.Event
 	bad      []*apollo.Error // bad[i] is nil when evs[i] is good
 	lastName string          // batches usually repeat one job name: keep one copy
 	scratch  []byte          // unescaped strings, reused
+	max      int             // elements allowed
+	over     bool            // one more began: decoding stopped
+}
+
+// room reports whether another element may begin, and stops decoding when
+// not. It grows the slices as append would, but never past max: they are
+// most of what a request of many short elements allocates.
+func (d *decoder) room() bool {
+	if d.over = len(d.evs) >= d.max; d.over {
+		return false
+	}
+	if len(d.evs) == cap(d.evs) {
+		n := min(2*cap(d.evs)+1, d.max)
+		d.evs = append(make([]apollo.Event, 0, n), d.evs...)
+		d.bad = append(make([]*apollo.Error, 0, n), d.bad...)
+	}
+	return true
 }
 
 // decodeJSON decodes a body of one value or an array of them.
@@ -126,6 +156,9 @@ func (d *decoder) decodeJSON(body []byte) *apollo.Error {
 // element decodes one value of the body: an event, or a value that is
 // skipped and answered "not an object".
 func (d *decoder) element(s *scanner) bool {
+	if !d.room() {
+		return false
+	}
 	at := s.pos
 	d.evs = append(d.evs, apollo.Event{})
 	if at < len(s.buf) && s.buf[at] == '{' {
@@ -147,6 +180,9 @@ func (d *decoder) decodeNDJSON(body []byte) {
 		off += len(line)
 		if len(t) == 0 {
 			continue
+		}
+		if !d.room() {
+			return
 		}
 		d.evs = append(d.evs, apollo.Event{})
 		if t[0] != '{' {

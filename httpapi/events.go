@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
@@ -46,8 +48,11 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte
 	src := io.Reader(http.MaxBytesReader(w, r.Body, limit))
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
-		if n := r.ContentLength; n > 0 && n <= limit && int64(cap(buf)) < n+1 {
-			buf = make([]byte, 0, n+1) // +1: reading EOF needs no second growth
+		// bytes.Buffer.ReadFrom grows the buffer whenever less than
+		// MinRead bytes are free, even for the read that finds EOF: room
+		// for n+MinRead spares a copy at twice the size.
+		if n := r.ContentLength; n > 0 && n <= limit && int64(cap(buf)) < n+bytes.MinRead {
+			buf = make([]byte, 0, n+bytes.MinRead)
 		}
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(src)
@@ -131,6 +136,39 @@ func looksLikeJSON(b []byte) bool {
 	return false
 }
 
+// Limits on the elements of one ingest body (docs/protocol.md).
+const (
+	maxEventsPerRequest = 10_000
+	// minEventBytes is well below the shortest event that can be
+	// accepted: {"taskID":"a","sequence":1,"status":"failed","ts":946684800000}
+	// is 62 bytes. A body with more elements than one per minEventBytes
+	// holds junk ("1," or "{}"), and each element costs a few hundred bytes
+	// of results: refusing it keeps a request's memory within a small
+	// multiple of its body.
+	minEventBytes = 48
+)
+
+// eventLimit returns how many elements a body of size bytes from p may
+// hold, the error to answer when it holds more, and how long to make the
+// client wait then: the least of one element per minEventBytes, the
+// per-request limit, and p's rate (a request over its burst could never
+// be let through).
+func (s *Server) eventLimit(p *Principal, size int) (n int, wait time.Duration, over error) {
+	n = size/minEventBytes + 1
+	over = &apollo.Error{Code: apollo.EINVALID,
+		Message: fmt.Sprintf("more than one element per %d bytes in a body of %d bytes: no event is that short", minEventBytes, size),
+		Hint:    "send one JSON object per event"}
+	if maxEventsPerRequest < n {
+		n, over = maxEventsPerRequest, &apollo.Error{Code: apollo.ETOOLARGE,
+			Message: fmt.Sprintf("more than %d events in one request", maxEventsPerRequest), Hint: fmt.Sprintf("send at most %d per request", maxEventsPerRequest)}
+	}
+	if l, perSec := s.limiter(p); l != nil && perSec < n {
+		n, over, wait = perSec, &apollo.Error{Code: apollo.ETOOMANY,
+			Message: fmt.Sprintf("more than %d events in one request, over this token's %d per second", perSec, perSec), Hint: "send smaller batches"}, time.Second
+	}
+	return n, wait, over
+}
+
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	if wait, err := s.ingestExhausted(p); err != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
@@ -149,7 +187,14 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	evs, bad, err := decodeEvents(body, ndjson)
+	maxEvents, wait, over := s.eventLimit(p, len(body))
+	evs, bad, err := decodeEvents(body, ndjson, maxEvents)
+	if errors.Is(err, errTooManyEvents) {
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		}
+		return over
+	}
 	if err != nil {
 		return err
 	}
@@ -157,8 +202,9 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		return err
 	}
-	// Decode failures keep their place in the answer; the rest go to the bus.
-	good := evs[:0:0]
+	// Decode failures keep their place in the answer; the rest go to the
+	// bus, compacted in place: an event is not read again once passed.
+	good := evs[:0]
 	for i := range evs {
 		if bad[i] == nil {
 			if err := p.mayReport(evs[i].JobName()); err != nil {
@@ -209,8 +255,22 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(ans.appendJSON(make([]byte, 0, 128+32*len(ans.Results))))
+	w.Write(ans.appendJSON(make([]byte, 0, ans.size())))
 	return nil
+}
+
+// size is about the length of the answer's JSON, so that appendJSON
+// rarely grows its buffer: a copy at twice the size of an answer with an
+// error per event was the largest allocation of a request of bad events.
+func (a *ingestAnswer) size() int {
+	n := 128
+	for _, r := range a.Results {
+		n += 16 + len(r.Result)
+		if e := r.Error; e != nil {
+			n += 64 + len(e.Code) + len(e.Field) + len(e.Message) + len(e.Hint)
+		}
+	}
+	return n
 }
 
 // appendJSON appends the answer as writeJSON would encode it, byte for

@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
 )
 
 // postAnswer posts body to /api/v1/events and decodes the answer.
@@ -115,6 +121,114 @@ func TestGzipBodies(t *testing.T) {
 	for _, id := range []string{"gz-1", "gz-2"} {
 		if _, err := b.Get("", id); err != nil {
 			t.Errorf("%s: %v", id, err)
+		}
+	}
+}
+
+// allocatedBy returns the bytes f allocated: an upper bound of the peak
+// memory it added, which is what a request must keep within a small
+// multiple of its body.
+func allocatedBy(f func()) uint64 {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// cheapWriter is a ResponseWriter that keeps the status and the start of
+// the body, so that measuring a request does not count a recorder's copy
+// of the answer.
+type cheapWriter struct {
+	h    http.Header
+	code int
+	head []byte
+}
+
+func (c *cheapWriter) Header() http.Header  { return c.h }
+func (c *cheapWriter) WriteHeader(code int) { c.code = code }
+func (c *cheapWriter) Write(p []byte) (int, error) {
+	if c.code == 0 {
+		c.code = 200
+	}
+	c.head = append(c.head, p[:min(len(p), 4096-len(c.head))]...)
+	return len(p), nil
+}
+
+// Issue 16.4: a 4 MiB body of [1,1,1,...] took 1.22 GB before it was
+// answered 429, and NDJSON "{}\n" × 1.4 M 570 MB: every element cost a few
+// hundred bytes of results, however short. Decoding now stops as soon as
+// the elements pass the request's limit (one per 48 bytes of body, 10 000,
+// the token's rate), so what one request allocates, its body's buffer
+// included, stays within 12× its body plus 64 KiB, and about 2× for the
+// largest bodies. Not parallel: it reads the process's allocation counters.
+//
+//	go test -count=1 -run TestIngestMemoryPerRequest -v ./httpapi
+//
+// prints the figures that docs/reliability.md records.
+func TestIngestMemoryPerRequest(t *testing.T) {
+	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(t.Context())
+	defer b.Stop()
+	limited, unlimited := New(Options{Bus: b, IngestRate: 1000}), New(Options{Bus: b})
+	events := func(n int) string {
+		var s strings.Builder
+		s.WriteByte('[')
+		for i := range n {
+			if i > 0 {
+				s.WriteByte(',')
+			}
+			fmt.Fprintf(&s, `{"taskID":"mem-%06d","name":"mem","sequence":1,"status":"running","ts":1764400000000}`, i)
+		}
+		return s.String() + "]"
+	}
+	const maxBody = 4 << 20
+	ones := func(size int) string { return "[" + strings.Repeat("1,", (size-3)/2) + "1]" }
+	padded := func(n int) string { return "[" + strings.Repeat(`{"pad":"`+strings.Repeat("x", 40)+`"},`, n) + "{}]" }
+	tenThousand := events(10_000)
+	post := func(h http.Handler, ctype, body string) *cheapWriter {
+		req := httptest.NewRequest("POST", "/api/v1/events", strings.NewReader(body))
+		req.Header.Set("Content-Type", ctype)
+		w := &cheapWriter{h: http.Header{}}
+		h.ServeHTTP(w, req)
+		return w
+	}
+	post(unlimited, "application/json", tenThousand) // the tasks exist: the measured post is duplicates
+	tests := []struct {
+		name, ctype, body string
+		h                 http.Handler
+		status            int
+		code              string
+	}{
+		{"[1,1,1,...], 2 097 151 of them", "application/json", ones(maxBody), unlimited, 413, apollo.ETOOLARGE},
+		{"NDJSON {} × 1 398 101", "application/x-ndjson", strings.Repeat("{}\n", maxBody/3), unlimited, 413, apollo.ETOOLARGE},
+		{"[1,1,1,...] of 100 KB", "application/json", ones(100_000), unlimited, 400, apollo.EINVALID},
+		{"[1,1,1,...] of 480 KB", "application/json", ones(480_000), unlimited, 400, apollo.EINVALID},
+		{"10 001 objects of 49 bytes", "application/json", padded(10_000), unlimited, 413, apollo.ETOOLARGE},
+		{"1 001 events at 1 000 a second", "application/json", events(1001), limited, 429, apollo.ETOOMANY},
+		{"10 000 events (duplicates)", "application/json", tenThousand, unlimited, 200, ""},
+	}
+	for _, tt := range tests {
+		if len(tt.body) > maxBody {
+			t.Fatalf("%s: the body is %d bytes, over the limit", tt.name, len(tt.body))
+		}
+		var w *cheapWriter
+		n := allocatedBy(func() { w = post(tt.h, tt.ctype, tt.body) })
+		var eb errorBody
+		json.Unmarshal(w.head, &eb)
+		if w.code != tt.status || tt.code != "" && (eb.Error == nil || eb.Error.Code != tt.code) {
+			t.Errorf("%s: HTTP %d %.300s, want %d %s", tt.name, w.code, w.head, tt.status, tt.code)
+		}
+		if tt.status == 429 && w.h.Get("Retry-After") == "" {
+			t.Errorf("%s: 429 without Retry-After", tt.name)
+		}
+		t.Logf("%-32s body %8d B  allocated %9d B  %5.2f× the body  HTTP %d", tt.name, len(tt.body), n, float64(n)/float64(len(tt.body)), w.code)
+		if bound := 12*uint64(len(tt.body)) + 64<<10; n > bound {
+			t.Errorf("%s: %d bytes allocated for a body of %d, over 12× the body + 64 KiB (%d)", tt.name, n, len(tt.body), bound)
 		}
 	}
 }

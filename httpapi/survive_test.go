@@ -64,7 +64,7 @@ func newNode(t testing.TB, clock apollo.Clock, log bus.Log) *node {
 // the log up to the checkpoint.
 func checkSurvives(t *testing.T, body []byte, ndjson bool) {
 	t.Helper()
-	evs, bad, err := decodeEvents(body, ndjson)
+	evs, bad, err := decodeEvents(body, ndjson, maxEventsPerRequest)
 	if err != nil {
 		return
 	}
