@@ -148,25 +148,42 @@ const (
 	minEventBytes = 48
 )
 
+// The limits that eventLimit may find binding.
+const (
+	byDensity = iota
+	byRequest
+	byRate
+)
+
 // eventLimit returns how many elements a body of size bytes from p may
-// hold, the error to answer when it holds more, and how long to make the
-// client wait then: the least of one element per minEventBytes, the
-// per-request limit, and p's rate (a request over its burst could never
-// be let through).
-func (s *Server) eventLimit(p *Principal, size int) (n int, wait time.Duration, over error) {
-	n = size/minEventBytes + 1
-	over = &apollo.Error{Code: apollo.EINVALID,
-		Message: fmt.Sprintf("more than one element per %d bytes in a body of %d bytes: no event is that short", minEventBytes, size),
-		Hint:    "send one JSON object per event"}
+// hold, and which limit that is: the least of one element per
+// minEventBytes, the per-request limit, and p's rate (a request over its
+// burst could never be let through).
+func (s *Server) eventLimit(p *Principal, size int) (n, by int) {
+	n, by = size/minEventBytes+1, byDensity
 	if maxEventsPerRequest < n {
-		n, over = maxEventsPerRequest, &apollo.Error{Code: apollo.ETOOLARGE,
-			Message: fmt.Sprintf("more than %d events in one request", maxEventsPerRequest), Hint: fmt.Sprintf("send at most %d per request", maxEventsPerRequest)}
+		n, by = maxEventsPerRequest, byRequest
 	}
 	if l, perSec := s.limiter(p); l != nil && perSec < n {
-		n, over, wait = perSec, &apollo.Error{Code: apollo.ETOOMANY,
-			Message: fmt.Sprintf("more than %d events in one request, over this token's %d per second", perSec, perSec), Hint: "send smaller batches"}, time.Second
+		n, by = perSec, byRate
 	}
-	return n, wait, over
+	return n, by
+}
+
+// overLimit is the answer to a body of size bytes with more than n
+// elements, by the limit that bound, and how long the client should wait.
+func overLimit(n, by, size int) (time.Duration, error) {
+	switch by {
+	case byRate:
+		return time.Second, &apollo.Error{Code: apollo.ETOOMANY,
+			Message: fmt.Sprintf("more than %d events in one request, over this token's %d per second", n, n), Hint: "send smaller batches"}
+	case byRequest:
+		return 0, &apollo.Error{Code: apollo.ETOOLARGE,
+			Message: fmt.Sprintf("more than %d events in one request", n), Hint: fmt.Sprintf("send at most %d per request", n)}
+	}
+	return 0, &apollo.Error{Code: apollo.EINVALID,
+		Message: fmt.Sprintf("more than one element per %d bytes in a body of %d bytes: no event is that short", minEventBytes, size),
+		Hint:    "send one JSON object per event"}
 }
 
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal) error {
@@ -187,13 +204,14 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	maxEvents, wait, over := s.eventLimit(p, len(body))
+	maxEvents, by := s.eventLimit(p, len(body))
 	evs, bad, err := decodeEvents(body, ndjson, maxEvents)
 	if errors.Is(err, errTooManyEvents) {
+		wait, err := overLimit(maxEvents, by, len(body))
 		if wait > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		}
-		return over
+		return err
 	}
 	if err != nil {
 		return err
