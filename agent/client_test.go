@@ -196,7 +196,7 @@ func TestTaskRefusesBadCallsWithoutUsingASequence(t *testing.T) {
 func TestSendValidatesRawEvents(t *testing.T) {
 	t.Parallel()
 	c := newTestClient(t, "http://127.0.0.1:1")
-	err := c.Send(apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: 1})
+	err := c.Send(apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: 1764400000001})
 	if apollo.ErrorCode(err) != apollo.EINVALID {
 		t.Fatalf("sequence 0 accepted: %v", err)
 	}
@@ -210,7 +210,7 @@ func TestBufferFullWithoutSpool(t *testing.T) {
 	hook, waits := retryWaits()
 	c := newTestClient(t, srv.URL(), WithClock(fc), WithBatchSize(2), WithBufferSize(4), hook)
 	send := func(i int) error {
-		return c.Send(apollo.Event{TaskID: "full", Sequence: int64(i), Status: apollo.StatusRunning, Ts: 1})
+		return c.Send(apollo.Event{TaskID: "full", Sequence: int64(i), Status: apollo.StatusRunning, Ts: 1764400000001})
 	}
 	send(1)
 	send(2)

@@ -176,8 +176,8 @@ func TestRejectedEventsAreNotResent(t *testing.T) {
 	srv := newProtocolServer(t)
 	c := newTestClient(t, srv.URL())
 	// Raw events: a new task cannot start as success.
-	c.Send(apollo.Event{TaskID: "bad", Sequence: 1, Status: apollo.StatusSuccess, Ts: 1})
-	c.Send(apollo.Event{TaskID: "good", Sequence: 1, Status: apollo.StatusRunning, Ts: 1})
+	c.Send(apollo.Event{TaskID: "bad", Sequence: 1, Status: apollo.StatusSuccess, Ts: 1764400000001})
+	c.Send(apollo.Event{TaskID: "good", Sequence: 1, Status: apollo.StatusRunning, Ts: 1764400000001})
 	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

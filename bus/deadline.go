@@ -2,6 +2,7 @@ package bus
 
 import (
 	"container/heap"
+	"math"
 	"sync"
 	"time"
 
@@ -109,7 +110,7 @@ func (b *Bus) armDeadlines(k key, t *task, lat Lateness) {
 			timeout = lat.Timeout.Milliseconds()
 		}
 		if timeout > 0 && t.startedAt > 0 {
-			b.timers.push(deadline{at: t.startedAt + timeout, k: k, kind: dTimeout, seq: t.seq})
+			b.timers.push(deadline{at: later(t.startedAt, timeout), k: k, kind: dTimeout, seq: t.seq})
 		}
 	case apollo.StatusPending:
 		if t.late {
@@ -119,8 +120,22 @@ func (b *Bus) armDeadlines(k key, t *task, lat Lateness) {
 		if from == 0 {
 			from = t.updatedAt
 		}
-		b.timers.push(deadline{at: from + lat.MissedAfter.Milliseconds(), k: k, kind: dMissedStart, seq: t.seq})
+		b.timers.push(deadline{at: later(from, lat.MissedAfter.Milliseconds()), k: k, kind: dMissedStart, seq: t.seq})
 	}
+}
+
+// never is a deadline that does not come; slotOf rounds it up without
+// overflow.
+const never = math.MaxInt64 - 999
+
+// later returns at+d (d >= 0), or never when the sum would overflow: ingest
+// bounds timeoutMs and scheduledAt, but a log written before it did may hold
+// int64 max, which wrapped into the past and timed the run out at once.
+func later(at, d int64) int64 {
+	if at > never-d {
+		return never
+	}
+	return at + d
 }
 
 // deadlineLoop fires deadlines on the bus's clock until Stop.

@@ -155,12 +155,12 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	t.Parallel()
 	sec := newSecured(t, 0)
 	// A task in tenant a to read and correct.
-	st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"t-a","name":"job","sequence":1,"status":"running","ts":1000}`)
+	st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"t-a","name":"job","sequence":1,"status":"running","ts":1764400001000}`)
 	if st != 200 || !strings.Contains(body, "accepted") {
 		t.Fatalf("seeding: %d %s", st, body)
 	}
 	bodies := map[string]string{
-		"/api/v1/events":            `{"taskID":"x-%s","sequence":1,"status":"pending","ts":1000}`,
+		"/api/v1/events":            `{"taskID":"x-%s","sequence":1,"status":"pending","ts":1764400001000}`,
 		"/api/v1/tasks/{id}/status": `{"status":"success","reason":"checked"}`,
 		"/api/v1/silences":          `{"rule":"r","duration":"1h","comment":"test %s"}`,
 		"/api/v1/rules":             `{"rules":[{"name":"r%s","taskPrefix":"x","on":["failed"]}]}`,
@@ -261,7 +261,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 func TestTenantFromTokenNotBody(t *testing.T) {
 	t.Parallel()
 	sec := newSecured(t, 0)
-	sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"sneaky","tenant":"b","sequence":1,"status":"running","ts":1}`)
+	sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"sneaky","tenant":"b","sequence":1,"status":"running","ts":1764400000001}`)
 	if _, err := sec.bus.Get("b", "sneaky"); err == nil {
 		t.Fatal("the body's tenant was used")
 	}
@@ -278,7 +278,7 @@ func TestIngestRateLimit(t *testing.T) {
 	batch := func(n int, tag string) string {
 		evs := make([]string, n)
 		for i := range evs {
-			evs[i] = fmt.Sprintf(`{"taskID":"r%s%d","sequence":1,"status":"pending","ts":1}`, tag, i)
+			evs[i] = fmt.Sprintf(`{"taskID":"r%s%d","sequence":1,"status":"pending","ts":1764400000001}`, tag, i)
 		}
 		return "[" + strings.Join(evs, ",") + "]"
 	}

@@ -354,7 +354,7 @@ func TestBusRefusalsRaiseSelfAlert(t *testing.T) {
 	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
 	resp, err := http.Post("http://"+bus.addr+"/api/v1/events", "application/json",
-		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1},{"taskID":"b","sequence":1,"status":"running","ts":1}]`))
+		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1764400000001},{"taskID":"b","sequence":1,"status":"running","ts":1764400000001}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
