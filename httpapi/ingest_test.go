@@ -191,7 +191,7 @@ func TestIngestMemoryPerRequest(t *testing.T) {
 	padded := func(n int) string { return "[" + strings.Repeat(`{"pad":"`+strings.Repeat("x", 40)+`"},`, n) + "{}]" }
 	tenThousand := events(10_000)
 	post := func(h http.Handler, ctype, body string) *cheapWriter {
-		req := httptest.NewRequest("POST", "/api/v1/events", strings.NewReader(body))
+		req := httptest.NewRequest("POST", "http://127.0.0.1/api/v1/events", strings.NewReader(body))
 		req.Header.Set("Content-Type", ctype)
 		w := &cheapWriter{h: http.Header{}}
 		h.ServeHTTP(w, req)
