@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +218,32 @@ func TestLogFailureRefusesEverything(t *testing.T) {
 	case <-failed:
 		t.Error("OnLogFailed called twice")
 	default:
+	}
+}
+
+// Invalid finds the reason in a wrapped error instead of asserting its
+// type (issue 15.11): a check that wraps its *apollo.Error must not panic
+// the ingest path.
+func TestInvalidUnwraps(t *testing.T) {
+	t.Parallel()
+	reason := &apollo.Error{Code: apollo.EINVALID, Field: "ts", Message: "in seconds"}
+	tests := []struct {
+		name  string
+		err   error
+		code  string
+		field string
+	}{
+		{"the error itself", reason, apollo.EINVALID, "ts"},
+		{"wrapped", fmt.Errorf("decoding event 3: %w", reason), apollo.EINVALID, "ts"},
+		{"joined", errors.Join(errors.New("first"), reason), apollo.EINVALID, "ts"},
+		{"not an apollo.Error", errors.New("bad input"), apollo.EINVALID, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Invalid(tt.err)
+			if o.Result != Rejected || o.Err == nil || o.Err.Code != tt.code || o.Err.Field != tt.field || o.Err.Message == "" {
+				t.Fatalf("Invalid(%v) = %v %+v", tt.err, o.Result, o.Err)
+			}
+		})
 	}
 }

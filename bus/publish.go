@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apollo-11/apollo"
@@ -38,6 +39,18 @@ type Outcome struct {
 	Err    *apollo.Error
 }
 
+// Invalid is the outcome of an event that failed a check (Event.Validate):
+// rejected, with the *apollo.Error found in err's chain, so that a wrapped
+// error still says what was wrong instead of panicking an assertion. Any
+// other error is reported as invalid input with its text.
+func Invalid(err error) Outcome {
+	var e *apollo.Error
+	if !errors.As(err, &e) {
+		e = &apollo.Error{Code: apollo.EINVALID, Message: err.Error()}
+	}
+	return Outcome{Result: Rejected, Err: e}
+}
+
 // decision is the outcome of deciding one record, plus what must happen
 // after the shard lock is released.
 type decision struct {
@@ -72,7 +85,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 		}
 		if err := evs[i].Validate(); err != nil {
 			b.stats.invalid.Add(1)
-			out[i] = Outcome{Result: Rejected, Err: err.(*apollo.Error)}
+			out[i] = Invalid(err)
 			continue
 		}
 		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}

@@ -262,7 +262,7 @@ func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcom
 	for i := range evs {
 		ev := &evs[i]
 		if err := ev.Validate(); err != nil {
-			out[i] = bus.Outcome{Result: bus.Rejected, Err: err.(*apollo.Error)}
+			out[i] = bus.Invalid(err)
 			continue
 		}
 		data, err := json.Marshal(ev)
