@@ -74,35 +74,17 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	now := b.nowMs()
 	b.pause.RLock()
 	for i := range evs {
-		if b.closed.Load() {
-			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}
-			continue
-		}
-		if b.logFailed.Load() != nil {
-			// Not even "duplicate": the event it duplicates may not be on disk.
-			out[i] = Outcome{Result: RetryLater, Err: errLogFailed}
-			continue
-		}
-		if err := evs[i].Validate(); err != nil {
-			b.stats.invalid.Add(1)
-			out[i] = Invalid(err)
-			continue
-		}
 		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}
-		if _, ok := refusedTasks[k]; ok {
-			// A later event of a task whose earlier event was refused must
-			// not overtake it: refuse it too, so the reporter resends both
-			// in order.
-			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: an earlier event of this task in the request was not stored", Hint: "resend it after the earlier one"}}
-			continue
-		}
-		rec := apollo.Record{Event: evs[i], Kind: apollo.KindReport, ReceivedAt: now}
-		d := b.decide(&rec, false, &scratch)
+		_, earlierRefused := refusedTasks[k]
+		d := b.publishOne(&evs[i], now, earlierRefused, &scratch)
 		out[i] = d.Outcome
 		if d.lsn > last {
 			last = d.lsn
 		}
 		if d.Result == RetryLater {
+			// Every event answered retry_later counts, not one per task:
+			// the counter must say how much a reporter has to resend.
+			b.stats.refused.Add(1)
 			if refusedTasks == nil {
 				refusedTasks = map[key]struct{}{}
 			}
@@ -124,6 +106,34 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 		return fmt.Errorf("bus: waiting for the log: %w", err)
 	}
 	return nil
+}
+
+// publishOne decides one event of a Publish call; b.pause is held for
+// reading. earlierRefused says that an earlier event of its task in the
+// same call was not stored.
+func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, scratch *[]byte) decision {
+	switch {
+	case b.closed.Load():
+		return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}}
+	case b.logFailed.Load() != nil:
+		// Not even "duplicate": the event it duplicates may not be on disk.
+		return decision{Outcome: Outcome{Result: RetryLater, Err: errLogFailed}}
+	}
+	if err := ev.Validate(); err != nil {
+		b.stats.invalid.Add(1)
+		return decision{Outcome: Invalid(err)}
+	}
+	if earlierRefused {
+		// A later event of a task whose earlier event was refused must not
+		// overtake it: refuse it too, so the reporter resends both in order.
+		const reason = "an earlier event of this task in the request was not stored"
+		return decision{
+			Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: " + reason, Hint: "resend it after the earlier one"}},
+			refusal: &Refusal{Tenant: ev.Tenant, TaskID: ev.TaskID, Reason: reason},
+		}
+	}
+	rec := apollo.Record{Event: *ev, Kind: apollo.KindReport, ReceivedAt: now}
+	return b.decide(&rec, false, scratch)
 }
 
 var errLogFailed = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server's log failed; it must restart",
@@ -237,7 +247,6 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 	default:
 		return decision{}, false
 	}
-	b.stats.refused.Add(1)
 	return decision{
 		Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: " + reason, Hint: "slow down and resend this event"}},
 		refusal: &Refusal{Tenant: r.Tenant, TaskID: r.TaskID, Reason: reason},

@@ -21,7 +21,7 @@ type Stats struct {
 	Illegal     int64 `json:"illegal"`
 	Invalid     int64 `json:"invalid"`
 	Held        int64 `json:"held"`    // events that went over their task's queue limit
-	Refused     int64 `json:"refused"` // events not stored: holding area or queues full
+	Refused     int64 `json:"refused"` // events answered retry_later, each one: not stored (a limit reached, stopping, the log failed)
 	Parked      int64 `json:"parked"`  // out-of-order events that waited for earlier ones
 	ParkExpired int64 `json:"parkExpired"`
 	Timeouts    int64 `json:"timeouts"`
