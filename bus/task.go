@@ -78,20 +78,21 @@ func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
 	if becameLate {
 		t.late = true
 	}
-	if r.Kind != apollo.KindMissedStart {
+	switch r.Kind {
+	case apollo.KindMissedStart:
+	case apollo.KindCorrection:
+		t.correct(r)
+	default:
 		to := r.Status
 		if to == apollo.StatusRunning && t.status != apollo.StatusRunning {
 			t.startedAt = r.Ts
 		}
-		switch {
-		case to.Final():
+		if to.Final() {
 			t.finishedAt = r.Ts
 			t.costMs = r.CostMs
 			if t.costMs == 0 && t.startedAt > 0 && r.Ts >= t.startedAt {
 				t.costMs = r.Ts - t.startedAt
 			}
-		case t.status.Final(): // a correction reopened the task
-			t.finishedAt, t.costMs = 0, 0
 		}
 		t.status = to
 	}
@@ -99,4 +100,21 @@ func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
 	c.Task = t.view(k)
 	c.Record.Name = t.name
 	return c
+}
+
+// correct applies an operator's correction: it changes the status and
+// nothing the run reported. A finished run keeps when it started and
+// finished and its cost, so its metrics move from one status count to
+// the other in the windows it was counted in, and nothing else changes
+// (issue 15.2). A run the correction ends finishes at the correction,
+// with the cost it had (none, unless reported). A correction that reopens
+// a finished run takes it out of the counts: it has no finish any more.
+func (t *task) correct(r *apollo.Record) {
+	switch {
+	case r.Status.Final() && !t.status.Final():
+		t.finishedAt = r.Ts
+	case !r.Status.Final() && t.status.Final():
+		t.finishedAt, t.costMs = 0, 0
+	}
+	t.status = r.Status
 }
