@@ -34,11 +34,7 @@ func TestCorrectionKeepsTimesAndCost(t *testing.T) {
 	t.Parallel()
 	var agg *metrics.Aggregator
 	f := newFixture(t, func(o *Options) {
-		var err error
-		agg, err = metrics.New(metrics.Options{Clock: o.Clock, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		agg = newAggregator(t, o.Clock)
 		o.Observers = []Observer{agg}
 	})
 	done := ev("c1", 2, apollo.StatusFailed)
@@ -81,10 +77,7 @@ func TestCorrectionKeepsTimesAndCost(t *testing.T) {
 	}
 
 	// The same after a restart: replay the log into a new bus.
-	agg2, err := metrics.New(metrics.Options{Clock: f.clock, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	agg2 := newAggregator(t, f.clock)
 	b2, err := New(Options{Clock: f.clock, Observers: []Observer{agg2}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -179,14 +179,18 @@ func (b *Bus) fire(d deadline) {
 	}
 }
 
-// expireParked drops out-of-order events that waited too long.
+// expireParked applies the out-of-order events of a task whose wait has
+// ended (endWaits).
 func (b *Bus) expireParked(k key, now int64) {
 	b.pause.RLock()
 	defer b.pause.RUnlock()
+	if b.closed.Load() {
+		return // what is still waiting is in the last snapshot or the log
+	}
 	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.get(h, k); t != nil {
-		b.unpark(s, k, t, now)
+		b.endWaits(s, k, t, now) // a log failure is logged in append
 	}
 }

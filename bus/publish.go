@@ -12,7 +12,7 @@ import (
 type Result uint8
 
 const (
-	// Accepted: durable, applied (or waiting in order for earlier events).
+	// Accepted: durable and applied.
 	Accepted Result = iota + 1
 	// Held: durable, but its task's queue is over its limit: slow down.
 	Held
@@ -22,9 +22,15 @@ const (
 	Rejected
 	// RetryLater: not stored (overloaded or stopping). Resend later.
 	RetryLater
+	// Waiting: durable, but ahead of a missing earlier event of its task
+	// and not legal without it. It applies when the missing events arrive,
+	// or when the reorder window ends without them (the history then says
+	// how many never arrived), unless an event that does arrive makes it
+	// illegal for good.
+	Waiting
 )
 
-var resultNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later"}
+var resultNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later", "waiting"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
@@ -177,6 +183,13 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	cur := apollo.StatusNone
 	var seq int64
 	if t != nil {
+		if !replay {
+			// Waits that ended before this event are settled first, and
+			// logged before it: replay then sees the same state.
+			if err := b.endWaits(s, k, t, r.ReceivedAt); err != nil {
+				return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
+			}
+		}
 		cur, seq = t.status, t.seq
 	} else if last, ok := b.tombs.get(h); ok {
 		// The task finished and left memory; it is final, so nothing new applies.
@@ -197,6 +210,9 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	if !legal && !wait {
 		return b.illegal(r, cur, "")
 	}
+	if wait && t.waits(r.Sequence) {
+		return decision{Outcome: Outcome{Result: Waiting}} // a resend: the first copy is on disk
+	}
 	if !replay {
 		if d, refused := b.checkCapacity(t, r); refused {
 			return d
@@ -215,19 +231,21 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 				s.del(h, t)
 				b.ntasks.Add(-1)
 			}
-			return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}}}
+			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
 	}
 	if wait { // ahead of a missing event: wait for it
 		b.park(t, r)
 		b.stats.parked.Add(1)
-		return decision{Outcome: Outcome{Result: Accepted}, lsn: lsn}
+		return decision{Outcome: Outcome{Result: Waiting}, lsn: lsn}
 	}
 	res := b.applyLocked(s, k, t, r)
-	b.unpark(s, k, t, r.ReceivedAt)
+	b.unpark(s, k, t)
 	b.stats.accepted.Add(1)
 	return decision{Outcome: Outcome{Result: res}, lsn: lsn}
 }
+
+var errLogRefused = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}
 
 // checkCapacity refuses an event when the queues or the holding area are
 // full, or when a new task would exceed MaxTasks.
@@ -299,7 +317,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 	if t.name != "" {
 		lat = b.lateness(t.name)
 	}
-	if r.Kind == apollo.KindReport && r.Status == apollo.StatusRunning && t.status != apollo.StatusRunning && !t.late {
+	if r.Kind.Reported() && r.Status == apollo.StatusRunning && t.status != apollo.StatusRunning && !t.late {
 		sched := r.ScheduledAt
 		if sched == 0 {
 			sched = t.scheduledAt
@@ -346,63 +364,6 @@ func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 	return res
 }
 
-const maxParkedPerTask = 16
-
-// park keeps r until the events before it arrive, in sequence order.
-func (b *Bus) park(t *task, r *apollo.Record) {
-	until := r.ReceivedAt + b.opts.ReorderWindow.Milliseconds()
-	i := len(t.parked)
-	for i > 0 && t.parked[i-1].rec.Sequence > r.Sequence {
-		i--
-	}
-	if i > 0 && t.parked[i-1].rec.Sequence == r.Sequence {
-		return // the same event twice while waiting: one copy is enough
-	}
-	t.parked = append(t.parked, parkedEvent{})
-	copy(t.parked[i+1:], t.parked[i:])
-	t.parked[i] = parkedEvent{rec: *r, until: until}
-	b.parked.Add(1)
-	b.timers.push(deadline{at: until, k: key{tenant: r.Tenant, id: r.TaskID}, kind: dParked})
-}
-
-// unpark applies waiting events that the last change made possible. Events
-// whose wait ended before now are dropped first, as the deadline loop would
-// have: replay then decides exactly as the live run did.
-func (b *Bus) unpark(s *shard, k key, t *task, now int64) {
-	for len(t.parked) > 0 {
-		p := &t.parked[0]
-		switch {
-		case p.until < now:
-			b.stats.parkExpired.Add(1)
-			b.logIllegal(&p.rec, t.status, "the events before it never arrived")
-		case p.rec.Sequence <= t.seq:
-			b.stats.duplicate.Add(1)
-		case apollo.CanTransition(t.status, p.rec.Status):
-			r := p.rec
-			b.applyLocked(s, k, t, &r)
-			b.stats.accepted.Add(1)
-		case p.rec.Sequence == t.seq+1 || !apollo.CanReach(t.status, p.rec.Status):
-			b.stats.illegal.Add(1)
-			b.logIllegal(&p.rec, t.status, "no missing event could make it legal")
-		default:
-			return // still waiting for an earlier event
-		}
-		t.parked[0] = parkedEvent{}
-		t.parked = t.parked[1:]
-		if len(t.parked) == 0 {
-			t.parked = nil
-		}
-		b.parked.Add(-1)
-	}
-}
-
-func (b *Bus) logIllegal(r *apollo.Record, from apollo.Status, why string) {
-	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
-		b.log.Warn("out-of-order event dropped", "tenant", r.Tenant, "task", r.TaskID, "sequence", r.Sequence,
-			"transition", from.String()+" -> "+r.Status.String(), "why", why, "suppressed", n)
-	}
-}
-
 // commitOwn decides and logs a record the bus writes itself (a timeout, a
 // missed start), if check still holds for the task. It does not wait for
 // durability: nobody waits for the answer.
@@ -416,7 +377,10 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.get(h, k)
-	if t == nil || !check(t) {
+	if t == nil {
+		return
+	}
+	if err := b.endWaits(s, k, t, b.nowMs()); err != nil || !check(t) {
 		return
 	}
 	r := build(t)
@@ -426,7 +390,7 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 		}
 	}
 	b.applyLocked(s, k, t, &r)
-	b.unpark(s, k, t, r.ReceivedAt)
+	b.unpark(s, k, t)
 }
 
 // Correct sets a task's status whatever the transition table says: a
@@ -455,17 +419,18 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 			Hint: "corrections apply to tasks still in memory (finished less than the retention ago)"}
 	}
 	now := b.nowMs()
+	err := b.endWaits(s, k, t, now)
 	r := apollo.Record{
 		Event: apollo.Event{TaskID: taskID, Name: t.name, Tenant: tenant, Sequence: t.seq, Status: to, Ts: now},
 		Kind:  apollo.KindCorrection, ReceivedAt: now, Actor: actor, Reason: reason,
 	}
 	var lsn uint64
-	var err error
-	if b.opts.Log != nil {
+	if err == nil && b.opts.Log != nil {
 		lsn, err = b.append(&r, nil)
 	}
 	if err == nil {
 		b.applyLocked(s, k, t, &r)
+		b.unpark(s, k, t) // as replay does after every record
 		b.stats.corrections.Add(1)
 	}
 	view := t.view(k)

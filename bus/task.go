@@ -34,7 +34,7 @@ type task struct {
 
 type parkedEvent struct {
 	rec   apollo.Record
-	until int64 // server time (ms) after which it is dropped as illegal
+	until int64 // server time (ms) at which its wait ends: it applies as a gap
 }
 
 func (t *task) key() key { return key{tenant: t.tenant, id: t.id} }
@@ -64,7 +64,7 @@ func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
 	if t.name == "" { // the first event names the job; later names are ignored
 		t.name = r.JobName()
 	}
-	if r.Kind == apollo.KindReport || r.Kind == apollo.KindCorrection {
+	if r.Kind.Reported() || r.Kind == apollo.KindCorrection {
 		if r.Sequence > t.seq {
 			t.seq = r.Sequence
 		}

@@ -289,7 +289,7 @@ func (n *Node) Stats() bus.Stats {
 		t.Held += s.Held
 		t.Refused += s.Refused
 		t.Parked += s.Parked
-		t.ParkExpired += s.ParkExpired
+		t.WaitEnded += s.WaitEnded
 		t.Timeouts += s.Timeouts
 		t.MissedStart += s.MissedStart
 		t.Corrections += s.Corrections

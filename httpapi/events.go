@@ -25,6 +25,7 @@ type ingestAnswer struct {
 	Rejected   int           `json:"rejected"`
 	RetryLater int           `json:"retryLater"`
 	Held       int           `json:"held"`
+	Waiting    int           `json:"waiting"`
 	SlowDown   bool          `json:"slowDown,omitempty"`
 }
 
@@ -157,6 +158,8 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 			ans.Rejected++
 		case bus.RetryLater:
 			ans.RetryLater++
+		case bus.Waiting:
+			ans.Waiting++
 		}
 	}
 	status := http.StatusOK
@@ -208,7 +211,7 @@ func (a *ingestAnswer) appendJSON(b []byte) []byte {
 	for _, c := range [...]struct {
 		key string
 		n   int
-	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}} {
+	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}, {`,"waiting":`, a.Waiting}} {
 		b = strconv.AppendInt(append(b, c.key...), int64(c.n), 10)
 	}
 	if a.SlowDown {
