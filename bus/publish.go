@@ -191,6 +191,11 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 			}
 		}
 		cur, seq = t.status, t.seq
+		// Before the duplicate check: a reporter whose task ID was taken
+		// by another job hears so, not "duplicate".
+		if d, refused := b.checkOwner(t, r); refused {
+			return d
+		}
 	} else if last, ok := b.tombs.get(h); ok {
 		// The task finished and left memory; it is final, so nothing new applies.
 		if r.Sequence <= last {
@@ -202,6 +207,12 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	if r.Sequence <= seq {
 		b.stats.duplicate.Add(1)
 		return decision{Outcome: Outcome{Result: Duplicate}}
+	}
+	if cur != apollo.StatusNone && r.Sequence-seq > MaxSequenceJump {
+		b.stats.invalid.Add(1)
+		return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{Code: apollo.EINVALID, Field: "sequence",
+			Message: fmt.Sprintf("%d is %d past the task's last sequence %d, over the limit of %d", r.Sequence, r.Sequence-seq, seq, int64(MaxSequenceJump)),
+			Hint:    "number a task's events 1, 2, 3, ...; one event must not use up the sequences of the task's later ones"}}}
 	}
 	legal := apollo.CanTransition(cur, r.Status)
 	// An illegal event that skips ahead waits for the missing ones, but only
@@ -243,6 +254,27 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	b.unpark(s, k, t)
 	b.stats.accepted.Add(1)
 	return decision{Outcome: Outcome{Result: res}, lsn: lsn}
+}
+
+// MaxSequenceJump is how far past a live task's last sequence an event's
+// may be (docs/protocol.md). It leaves room for sequences that are
+// timestamps in milliseconds (34 years between two events) or microseconds
+// (12 days), and keeps one event from using up a task's sequence space
+// (2^63): a reporter cannot take a run's future with one huge sequence.
+const MaxSequenceJump = 1 << 40
+
+// checkOwner refuses an event that names another job than its task's: a
+// task belongs to the job of its first event (issue 16.5), so that a
+// reporter allowed only some jobs cannot change another job's runs. An
+// event without a name belongs to its task's job.
+func (b *Bus) checkOwner(t *task, r *apollo.Record) (decision, bool) {
+	if r.Name == "" || t.name == "" || r.Name == t.name {
+		return decision{}, false
+	}
+	b.stats.illegal.Add(1)
+	return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{Code: apollo.ECONFLICT, Field: "name",
+		Message: fmt.Sprintf("task %q belongs to job %q, not %q", r.TaskID, t.name, r.Name),
+		Hint:    "a task belongs to the job its first event named; send that name or none, or report a run of another job under a new task ID"}}}, true
 }
 
 var errLogRefused = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}

@@ -61,7 +61,7 @@ func (t *task) view(k key) apollo.Task {
 // holds the shard lock and has already decided that r applies.
 func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
 	c := &apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
-	if t.name == "" { // the first event names the job; later names are ignored
+	if t.name == "" { // the first event names the job (decide refuses another)
 		t.name = r.JobName()
 	}
 	if r.Kind.Reported() || r.Kind == apollo.KindCorrection {

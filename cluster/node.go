@@ -56,6 +56,7 @@ type Node struct {
 var _ interface {
 	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
 	Get(tenant, taskID string) (*apollo.Task, error)
+	JobOf(tenant, taskID string) string
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 } = (*Node)(nil)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"mime"
 	"net/http"
@@ -123,7 +124,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	good := evs[:0:0]
 	for i := range evs {
 		if bad[i] == nil {
-			if err := p.mayReport(evs[i].JobName()); err != nil {
+			if err := p.mayReport(s.jobOf(p, &evs[i])); err != nil {
 				bad[i] = err.(*apollo.Error)
 				continue
 			}
@@ -175,6 +176,20 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	w.WriteHeader(status)
 	w.Write(ans.appendJSON(make([]byte, 0, 128+32*len(ans.Results))))
 	return nil
+}
+
+// jobOf returns the job an event reports for: its name, or for an event
+// without one, the job its task already belongs to (its task ID for a new
+// task). For a token limited to a job prefix the event's name is filled in
+// with that job, so that the bus holds the check under its lock: it
+// refuses an event naming another job than its task's, should the task
+// have been created meanwhile by another reporter (issue 16.5).
+func (s *Server) jobOf(p *Principal, ev *apollo.Event) string {
+	if ev.Name != "" || p.JobPrefix == "" {
+		return ev.JobName()
+	}
+	ev.Name = cmp.Or(s.opts.Bus.JobOf(p.Tenant, ev.TaskID), ev.TaskID)
+	return ev.Name
 }
 
 // appendJSON appends the answer as writeJSON would encode it, byte for
