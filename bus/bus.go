@@ -54,7 +54,12 @@ type Options struct {
 	TaskQueueLen int // changes queued per task before spilling to the holding area; default 64
 	HoldLimit    int // holding area: changes over their task's limit, all tasks together; default 10 000
 	QueueLimit   int // changes queued in all, holding area included; default 262 144
-	MaxTasks     int // tasks in memory; default 2 000 000
+	MaxTasks     int // tasks in memory, all tenants together; default 2 000 000
+	// TenantMaxTasks is each tenant's share of MaxTasks: one tenant cannot
+	// take the room of the others. 0: MaxTasks. TenantTasks overrides it
+	// for the tenants it names.
+	TenantMaxTasks int
+	TenantTasks    map[string]int
 	HistoryLimit int // records kept per task; default 64
 
 	Retention      time.Duration // finished tasks stay in memory this long; default 1h
@@ -106,6 +111,7 @@ func (o *Options) setDefaults() {
 	o.HoldLimit = cmp.Or(o.HoldLimit, 10_000)
 	o.QueueLimit = cmp.Or(o.QueueLimit, 1<<18)
 	o.MaxTasks = cmp.Or(o.MaxTasks, 2_000_000)
+	o.TenantMaxTasks = cmp.Or(o.TenantMaxTasks, o.MaxTasks)
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, 64)
 	o.Retention = cmp.Or(o.Retention, time.Hour)
 	o.IdleRetention = cmp.Or(o.IdleRetention, 7*24*time.Hour)
@@ -115,12 +121,17 @@ func (o *Options) setDefaults() {
 
 func (o *Options) validate() error {
 	switch {
-	case o.Workers < 0, o.TaskQueueLen < 0, o.HoldLimit < 0, o.QueueLimit < 0, o.MaxTasks < 0, o.HistoryLimit < 0:
+	case o.Workers < 0, o.TaskQueueLen < 0, o.HoldLimit < 0, o.QueueLimit < 0, o.MaxTasks < 0, o.HistoryLimit < 0, o.TenantMaxTasks < 0:
 		return errors.New("bus: negative limit in options")
 	case o.QueueLimit < o.HoldLimit:
 		return fmt.Errorf("bus: queue limit %d is below the holding area %d; raise the queue limit", o.QueueLimit, o.HoldLimit)
 	case o.Retention < 0, o.IdleRetention < 0, o.DedupRetention < 0, o.ReorderWindow < 0:
 		return errors.New("bus: negative retention in options")
+	}
+	for tenant, n := range o.TenantTasks {
+		if n < 0 {
+			return fmt.Errorf("bus: tenant %q: negative task limit", tenant)
+		}
 	}
 	for _, l := range o.Lateness {
 		if l.StartAfter < 0 || l.MissedAfter < 0 || l.Timeout < 0 {
@@ -212,6 +223,7 @@ type Bus struct {
 	held      atomic.Int64 // of those, changes over their task's queue limit
 	queues    atomic.Int64 // tasks with a queue
 	ntasks    atomic.Int64
+	tenants   sync.Map // tenant -> *atomic.Int64, its tasks in memory
 	parked    atomic.Int64
 	lsn       atomic.Uint64 // highest LSN appended
 
@@ -306,6 +318,30 @@ func hashParts[S string | []byte](tenant, id S) uint64 {
 		h = (h ^ uint64(id[i])) * 1099511628211
 	}
 	return h
+}
+
+// tenantTasks returns the counter of a tenant's tasks in memory.
+func (b *Bus) tenantTasks(tenant string) *atomic.Int64 {
+	if n, ok := b.tenants.Load(tenant); ok {
+		return n.(*atomic.Int64)
+	}
+	n, _ := b.tenants.LoadOrStore(tenant, new(atomic.Int64))
+	return n.(*atomic.Int64)
+}
+
+// countTask adds d (+1 or -1) to the tasks in memory, in all and of the
+// task's tenant.
+func (b *Bus) countTask(tenant string, d int64) {
+	b.ntasks.Add(d)
+	b.tenantTasks(tenant).Add(d)
+}
+
+// tenantLimit is how many tasks a tenant may have in memory.
+func (b *Bus) tenantLimit(tenant string) int {
+	if n, ok := b.opts.TenantTasks[tenant]; ok && n > 0 {
+		return n
+	}
+	return b.opts.TenantMaxTasks
 }
 
 // nowMs is the server's time in Unix milliseconds.

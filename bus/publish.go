@@ -232,7 +232,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	if t == nil {
 		t = &task{id: k.id, tenant: k.tenant}
 		s.put(h, t)
-		b.ntasks.Add(1)
+		b.countTask(k.tenant, 1)
 	}
 	var lsn uint64
 	if !replay && b.opts.Log != nil {
@@ -240,7 +240,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		if lsn, err = b.append(r, scratch); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
 				s.del(h, t)
-				b.ntasks.Add(-1)
+				b.countTask(k.tenant, -1)
 			}
 			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
@@ -286,6 +286,8 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 	switch {
 	case t == nil && b.ntasks.Load() >= int64(b.opts.MaxTasks):
 		reason = fmt.Sprintf("%d tasks in memory, the limit", b.opts.MaxTasks)
+	case t == nil && b.tenantTasks(r.Tenant).Load() >= int64(b.tenantLimit(r.Tenant)):
+		reason = fmt.Sprintf("tenant %q has %d tasks in memory, its limit", r.Tenant, b.tenantLimit(r.Tenant))
 	case b.queued.Load() >= int64(b.opts.QueueLimit):
 		reason = fmt.Sprintf("%d changes queued, the limit", b.opts.QueueLimit)
 	case t != nil && len(t.q) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):

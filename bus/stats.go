@@ -106,7 +106,7 @@ func (b *Bus) Sweep() {
 			k := t.key()
 			h := hashKey(k)
 			s.del(h, t)
-			b.ntasks.Add(-1)
+			b.countTask(k.tenant, -1)
 			b.tombs.put(h, t.seq)
 			b.stats.evicted.Add(1)
 			if b.opts.Archive != nil && t.status != apollo.StatusNone {

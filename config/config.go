@@ -98,9 +98,29 @@ type Limits struct {
 	TaskQueue    int   `yaml:"task_queue"`
 	HoldingArea  int   `yaml:"holding_area"`
 	Queue        int   `yaml:"queue"`
-	Tasks        int   `yaml:"tasks"`
+	Tasks        int   `yaml:"tasks"` // in memory, all tenants together
 	History      int   `yaml:"history"`
 	IngestPerSec int   `yaml:"ingest_per_second"` // per token
+	// TenantTasks is each tenant's share of Tasks (0: all of it), so that
+	// one tenant cannot take the others' room; Tenants overrides it.
+	TenantTasks int                     `yaml:"tenant_tasks"`
+	Tenants     map[string]TenantLimits `yaml:"tenants"`
+}
+
+// TenantLimits are the limits of one tenant.
+type TenantLimits struct {
+	Tasks int `yaml:"tasks"` // tasks in memory; 0: limits.tenant_tasks
+}
+
+// TenantTaskLimits returns the task limit of every tenant that has one.
+func (l Limits) TenantTaskLimits() map[string]int {
+	m := make(map[string]int, len(l.Tenants))
+	for tenant, tl := range l.Tenants {
+		if tl.Tasks > 0 {
+			m[tenant] = tl.Tasks
+		}
+	}
+	return m
 }
 
 // Retention says how long things are kept.
@@ -277,6 +297,14 @@ func (c *Config) Validate() error {
 	}
 	if c.GCPercent < 0 {
 		bad("gc_percent", "%d: use a positive percentage (Go's default is 100)", c.GCPercent)
+	}
+	if c.Limits.TenantTasks < 0 {
+		bad("limits.tenant_tasks", "%d: use a number of tasks, or 0 for limits.tasks", c.Limits.TenantTasks)
+	}
+	for tenant, tl := range c.Limits.Tenants {
+		if tl.Tasks < 0 {
+			bad(fmt.Sprintf("limits.tenants[%q].tasks", tenant), "%d: use a number of tasks, or 0 for limits.tenant_tasks", tl.Tasks)
+		}
 	}
 	if c.Limits.BodyBytes < 1024 {
 		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)

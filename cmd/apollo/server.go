@@ -356,6 +356,7 @@ func (s *server) open() error {
 		},
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
+		TenantMaxTasks: cfg.Limits.TenantTasks, TenantTasks: cfg.Limits.TenantTaskLimits(),
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
 		Lateness: latenessFromConfig(cfg),
