@@ -108,8 +108,13 @@ func (b *Bus) armDeadlines(k key, t *task, lat Lateness) {
 		if timeout == 0 {
 			timeout = lat.Timeout.Milliseconds()
 		}
+		// Counted from the reported start, or from when the server learnt
+		// of it if that is later: a reporter whose clock is behind, or a
+		// running event sent late from a spool, must not time out at once
+		// (its end may be the next event). Every run has a deadline, so
+		// this matters for every run.
 		if timeout > 0 && t.startedAt > 0 {
-			b.timers.push(deadline{at: t.startedAt + timeout, k: k, kind: dTimeout, seq: t.seq})
+			b.timers.push(deadline{at: max(t.startedAt, t.updatedAt) + timeout, k: k, kind: dTimeout, seq: t.seq})
 		}
 	case apollo.StatusPending:
 		if t.late {

@@ -361,7 +361,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 	if r.Kind == apollo.KindMissedStart {
 		late = !t.late
 	}
-	c := t.apply(k, r, late)
+	c := t.apply(k, r, late, lat.Timeout.Milliseconds())
 	t.appendHistory(r, b.opts.HistoryLimit)
 	b.armDeadlines(k, t, lat)
 	return b.enqueue(s, t, c)

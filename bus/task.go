@@ -58,8 +58,10 @@ func (t *task) view(k key) apollo.Task {
 }
 
 // apply changes t by one decided record and returns the change. The caller
-// holds the shard lock and has already decided that r applies.
-func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
+// holds the shard lock and has already decided that r applies. A run that
+// starts running without a timeout of its own gets timeout, its job's
+// default, so that the deadline every run has is shown with it.
+func (t *task) apply(k key, r *apollo.Record, becameLate bool, timeout int64) *apollo.Change {
 	c := &apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
 	if t.name == "" { // the first event names the job (decide refuses another)
 		t.name = r.JobName()
@@ -95,6 +97,9 @@ func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
 			}
 		}
 		t.status = to
+	}
+	if t.status == apollo.StatusRunning && t.timeoutMs == 0 {
+		t.timeoutMs = timeout
 	}
 	t.updatedAt = r.ReceivedAt
 	c.Task = t.view(k)

@@ -58,6 +58,10 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Retention Retention  `yaml:"retention"`
 	Lateness  []Lateness `yaml:"lateness"`
+	// RunTimeout is the deadline of a running run that sent no timeoutMs
+	// and whose job has no lateness[].timeout: past it the server marks the
+	// run timeout, so that no run stays running for ever.
+	RunTimeout Duration `yaml:"run_timeout"`
 
 	Rules    string                    `yaml:"rules"`    // rule file, hot-reloaded
 	Jobs     string                    `yaml:"jobs"`     // scheduler jobs file (runs the scheduler in-process)
@@ -163,6 +167,7 @@ func Default() Config {
 		Data:          "apollo-data",
 		Fsync:         "batch",
 		SnapshotEvery: Duration(5 * time.Minute),
+		RunTimeout:    Duration(24 * time.Hour),
 		GCPercent:     200,
 		Limits: Limits{
 			BodyBytes: 4 << 20, TaskQueue: 64, HoldingArea: 10_000, Queue: 1 << 18,
@@ -281,7 +286,7 @@ func (c *Config) Validate() error {
 		bad("tls", "set both cert and key, or neither")
 	}
 	for name, d := range map[string]Duration{
-		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval,
+		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval, "run_timeout": c.RunTimeout,
 		"retention.finished": c.Retention.Finished, "retention.buckets": c.Retention.Buckets,
 		"retention.rollups": c.Retention.Rollups, "retention.dedup": c.Retention.Dedup,
 	} {

@@ -129,8 +129,8 @@ func partitionBusOptions(cfg config.Config, partitions int) bus.Options {
 		TenantMaxTasks: tenantTasks, TenantTasks: tenants,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
-		Lateness: latenessFromConfig(cfg),
-		Workers:  2, // per partition: a node holds several
+		Lateness: latenessFromConfig(cfg), DefaultTimeout: cfg.RunTimeout.D(),
+		Workers: 2, // per partition: a node holds several
 	}
 }
 

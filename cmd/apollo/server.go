@@ -359,7 +359,7 @@ func (s *server) open() error {
 		TenantMaxTasks: cfg.Limits.TenantTasks, TenantTasks: cfg.Limits.TenantTaskLimits(),
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
-		Lateness: latenessFromConfig(cfg),
+		Lateness: latenessFromConfig(cfg), DefaultTimeout: cfg.RunTimeout.D(),
 	})
 	if err != nil {
 		s.closeStores()
