@@ -40,37 +40,18 @@ func TestPrefixTokenCannotTouchAnotherJobsRuns(t *testing.T) {
 		cfg.Auth.Tokens = append(cfg.Auth.Tokens, config.Token{Name: tk.name, Role: tk.role, SHA256: fmt.Sprintf("%x", h.Hash), JobPrefix: tk.prefix})
 	}
 	addr, _, _ := inProcess(t, cfg)
-	do := func(token, method, path, body string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tokens[token])
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
 	send := func(token, event string) (result string, e *apollo.Error) {
 		t.Helper()
-		st, body := do(token, "POST", "/api/v1/events", event)
-		var ans struct {
-			Results []struct {
-				Result string
-				Error  *apollo.Error
-			}
+		st, rs := ingest(t, addr, tokens[token], event)
+		if st != http.StatusOK || len(rs) != 1 {
+			t.Fatalf("POST %s: %d %+v", event, st, rs)
 		}
-		if err := json.Unmarshal(body, &ans); err != nil || st != http.StatusOK || len(ans.Results) != 1 {
-			t.Fatalf("POST %s: %d %s", event, st, body)
-		}
-		return ans.Results[0].Result, ans.Results[0].Error
+		return rs[0].Result, rs[0].Error
 	}
 	task := func(id string) apollo.Task {
 		t.Helper()
 		var tk apollo.Task
-		if st, body := do("ops", "GET", "/api/v1/tasks/"+id, ""); st != http.StatusOK || json.Unmarshal(body, &tk) != nil {
+		if st, body := apiCall(t, addr, tokens["ops"], "GET", "/api/v1/tasks/"+id, ""); st != http.StatusOK || json.Unmarshal(body, &tk) != nil {
 			t.Fatalf("GET %s: %d %s", id, st, body)
 		}
 		return tk
@@ -120,4 +101,37 @@ func TestPrefixTokenCannotTouchAnotherJobsRuns(t *testing.T) {
 	if got := task("backup-1"); got.Status != apollo.StatusSuccess || got.Sequence != 2 {
 		t.Errorf("backup-1 = %+v", got)
 	}
+}
+
+// apiCall sends a request with a bearer token to the server at addr and
+// returns the status and the body.
+func apiCall(t *testing.T, addr, token, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// ingestResult is one event's answer.
+type ingestResult struct {
+	Result string
+	Error  *apollo.Error
+}
+
+// ingest POSTs events with a token and returns the status and the answers.
+func ingest(t *testing.T, addr, token, body string) (int, []ingestResult) {
+	t.Helper()
+	st, b := apiCall(t, addr, token, "POST", "/api/v1/events", body)
+	var ans struct{ Results []ingestResult }
+	if err := json.Unmarshal(b, &ans); err != nil {
+		t.Fatalf("POST %s: %d %s", body, st, b)
+	}
+	return st, ans.Results
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,18 +43,9 @@ func TestTaskLimitsPerTenantThroughTheServer(t *testing.T) {
 		for i := range n {
 			evs = append(evs, fmt.Sprintf(`{"taskID":"%s-%d","sequence":1,"status":"running","ts":%d}`, prefix, i, time.Now().UnixMilli()))
 		}
-		req, _ := http.NewRequest("POST", "http://"+addr+"/api/v1/events", strings.NewReader("["+strings.Join(evs, ",")+"]"))
-		req.Header.Set("Authorization", "Bearer "+secrets[tenant])
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var ans struct{ Results []struct{ Result string } }
-		json.NewDecoder(resp.Body).Decode(&ans)
-		out := make([]string, len(ans.Results))
-		for i, r := range ans.Results {
+		_, rs := ingest(t, addr, secrets[tenant], "["+strings.Join(evs, ",")+"]")
+		out := make([]string, len(rs))
+		for i, r := range rs {
 			out[i] = r.Result
 		}
 		return out
