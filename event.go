@@ -164,11 +164,23 @@ const (
 	// started within its grace period: the task is marked late, its status
 	// does not change.
 	KindMissedStart
+	// KindGap is an executor's event that waited for earlier ones which
+	// never arrived within the reorder window: the bus applies it when the
+	// window ends, and Reason says how many are missing.
+	KindGap
 
 	numKind
 )
 
-var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start"}
+var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start", "gap"}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k < numKind }
+
+// Reported reports whether a record of kind k carries what an executor
+// reported (its sequence, times and cost), rather than a status set by an
+// operator or the bus.
+func (k Kind) Reported() bool { return k == KindReport || k == KindGap }
 
 func (k Kind) String() string {
 	if k < numKind {
@@ -200,7 +212,8 @@ type Record struct {
 	Kind Kind `json:"kind"`
 	// ReceivedAt is when the server accepted it, Unix milliseconds.
 	ReceivedAt int64 `json:"receivedAt"`
-	// Actor and Reason are set on corrections.
+	// Actor is set on corrections; Reason on corrections (the operator's
+	// words) and on gaps (how many earlier events never arrived).
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }

@@ -14,7 +14,8 @@ func TestTransitionTable(t *testing.T) {
 	t.Parallel()
 	// The same table as docs/protocol.md; a change to one must change both.
 	legal := map[apollo.Status][]apollo.Status{
-		apollo.StatusNone:          {apollo.StatusPending, apollo.StatusRunning, apollo.StatusManualBlocked},
+		apollo.StatusNone: {apollo.StatusPending, apollo.StatusRunning, apollo.StatusSuccess, apollo.StatusFailed,
+			apollo.StatusTimeout, apollo.StatusManualBlocked},
 		apollo.StatusPending:       {apollo.StatusRunning, apollo.StatusFailed, apollo.StatusTimeout, apollo.StatusManualBlocked},
 		apollo.StatusRunning:       {apollo.StatusSuccess, apollo.StatusFailed, apollo.StatusTimeout, apollo.StatusManualBlocked},
 		apollo.StatusManualBlocked: {apollo.StatusPending},

@@ -60,6 +60,10 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Retention Retention  `yaml:"retention"`
 	Lateness  []Lateness `yaml:"lateness"`
+	// RunTimeout is the deadline of a running run that sent no timeoutMs
+	// and whose job has no lateness[].timeout: past it the server marks the
+	// run timeout, so that no run stays running for ever.
+	RunTimeout Duration `yaml:"run_timeout"`
 
 	Rules string `yaml:"rules"` // rule file, hot-reloaded
 	Jobs  string `yaml:"jobs"`  // scheduler jobs file (runs the scheduler in-process)
@@ -108,9 +112,29 @@ type Limits struct {
 	TaskQueue    int   `yaml:"task_queue"`
 	HoldingArea  int   `yaml:"holding_area"`
 	Queue        int   `yaml:"queue"`
-	Tasks        int   `yaml:"tasks"`
+	Tasks        int   `yaml:"tasks"` // in memory, all tenants together
 	History      int   `yaml:"history"`
 	IngestPerSec int   `yaml:"ingest_per_second"` // per token
+	// TenantTasks is each tenant's share of Tasks (0: all of it), so that
+	// one tenant cannot take the others' room; Tenants overrides it.
+	TenantTasks int                     `yaml:"tenant_tasks"`
+	Tenants     map[string]TenantLimits `yaml:"tenants"`
+}
+
+// TenantLimits are the limits of one tenant.
+type TenantLimits struct {
+	Tasks int `yaml:"tasks"` // tasks in memory; 0: limits.tenant_tasks
+}
+
+// TenantTaskLimits returns the task limit of every tenant that has one.
+func (l Limits) TenantTaskLimits() map[string]int {
+	m := make(map[string]int, len(l.Tenants))
+	for tenant, tl := range l.Tenants {
+		if tl.Tasks > 0 {
+			m[tenant] = tl.Tasks
+		}
+	}
+	return m
 }
 
 // Retention says how long things are kept.
@@ -165,6 +189,7 @@ func Default() Config {
 		Data:          "apollo-data",
 		Fsync:         "batch",
 		SnapshotEvery: Duration(5 * time.Minute),
+		RunTimeout:    Duration(24 * time.Hour),
 		GCPercent:     200,
 		Limits: Limits{
 			BodyBytes: 4 << 20, TaskQueue: 64, HoldingArea: 10_000, Queue: 1 << 18,
@@ -284,7 +309,7 @@ func (c *Config) Validate() error {
 		bad("tls", "set both cert and key, or neither")
 	}
 	for name, d := range map[string]Duration{
-		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval,
+		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval, "run_timeout": c.RunTimeout,
 		"retention.finished": c.Retention.Finished, "retention.buckets": c.Retention.Buckets,
 		"retention.rollups": c.Retention.Rollups, "retention.dedup": c.Retention.Dedup,
 		"alert.heartbeat": c.Alert.Heartbeat, "deadman.every": c.Deadman.Every, "deadman.timeout": c.Deadman.Timeout,
@@ -301,6 +326,14 @@ func (c *Config) Validate() error {
 	}
 	if c.GCPercent < 0 {
 		bad("gc_percent", "%d: use a positive percentage (Go's default is 100)", c.GCPercent)
+	}
+	if c.Limits.TenantTasks < 0 {
+		bad("limits.tenant_tasks", "%d: use a number of tasks, or 0 for limits.tasks", c.Limits.TenantTasks)
+	}
+	for tenant, tl := range c.Limits.Tenants {
+		if tl.Tasks < 0 {
+			bad(fmt.Sprintf("limits.tenants[%q].tasks", tenant), "%d: use a number of tasks, or 0 for limits.tenant_tasks", tl.Tasks)
+		}
 	}
 	if c.Limits.BodyBytes < 1024 {
 		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)

@@ -504,7 +504,7 @@ var answerCases = []struct {
 		{Result: "rejected", Error: &apollo.Error{Code: apollo.EINVALID, Field: "sequence", Message: "0 is below 1", Hint: "number them", Offset: 12}},
 		{Result: "rejected", Error: &apollo.Error{Code: apollo.EINVALID, Message: `unknown status "d\\o"`, Offset: -3}},
 		{Result: "retry_later", Error: &apollo.Error{Code: apollo.EUNAVAILABLE}},
-	}, Accepted: 1, Rejected: 2, RetryLater: 1, Held: 1 << 40, SlowDown: true}},
+	}, Accepted: 1, Rejected: 2, RetryLater: 1, Held: 1 << 40, Waiting: 3, SlowDown: true}},
 	{"hard strings", ingestAnswer{Results: []eventResult{{Result: "x", Error: &apollo.Error{
 		Code:    "\x00\x01\b\f\n\r\t\x1f\x7f",
 		Field:   "<a & b>",
@@ -535,7 +535,7 @@ func FuzzAnswerMatchesStdlib(f *testing.F) {
 	f.Add("x\u2028", "\x00", "\xff", `"\`, "<>&", int64(0), 0, false)
 	f.Fuzz(func(t *testing.T, result, code, field, msg, hint string, offset int64, n int, slow bool) {
 		a := ingestAnswer{Results: []eventResult{{Result: result}, {Result: result, Error: &apollo.Error{Code: code, Field: field, Message: msg, Hint: hint, Offset: offset}}},
-			Accepted: n, Duplicate: -n, Rejected: n / 3, RetryLater: n % 7, Held: n >> 3, SlowDown: slow}
+			Accepted: n, Duplicate: -n, Rejected: n / 3, RetryLater: n % 7, Held: n >> 3, Waiting: n % 5, SlowDown: slow}
 		if got, want := a.appendJSON(nil), stdlibAnswer(a); !bytes.Equal(got, want) {
 			t.Fatalf("got  %s\nwant %s", got, want)
 		}
@@ -547,7 +547,7 @@ func FuzzAnswerMatchesStdlib(f *testing.F) {
 func TestAnswerEncoderKnowsEveryField(t *testing.T) {
 	t.Parallel()
 	for typ, want := range map[reflect.Type]string{
-		reflect.TypeFor[ingestAnswer](): "results accepted duplicate rejected retryLater held slowDown,omitempty",
+		reflect.TypeFor[ingestAnswer](): "results accepted duplicate rejected retryLater held waiting slowDown,omitempty",
 		reflect.TypeFor[eventResult]():  "result error,omitempty",
 		reflect.TypeFor[apollo.Error](): "code field,omitempty message hint,omitempty offset,omitempty",
 	} {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type ingestAnswer struct {
 	Rejected   int           `json:"rejected"`
 	RetryLater int           `json:"retryLater"`
 	Held       int           `json:"held"`
+	Waiting    int           `json:"waiting"`
 	SlowDown   bool          `json:"slowDown,omitempty"`
 }
 
@@ -225,7 +227,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	good := evs[:0]
 	for i := range evs {
 		if bad[i] == nil {
-			if err := p.mayReport(evs[i].JobName()); err != nil {
+			if err := p.mayReport(s.jobOf(p, &evs[i])); err != nil {
 				bad[i] = apiError(err)
 				continue
 			}
@@ -260,6 +262,8 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 			ans.Rejected++
 		case bus.RetryLater:
 			ans.RetryLater++
+		case bus.Waiting:
+			ans.Waiting++
 		}
 	}
 	status := http.StatusOK
@@ -289,6 +293,20 @@ func (a *ingestAnswer) size() int {
 		}
 	}
 	return n
+}
+
+// jobOf returns the job an event reports for: its name, or for an event
+// without one, the job its task already belongs to (its task ID for a new
+// task). For a token limited to a job prefix the event's name is filled in
+// with that job, so that the bus holds the check under its lock: it
+// refuses an event naming another job than its task's, should the task
+// have been created meanwhile by another reporter (issue 16.5).
+func (s *Server) jobOf(p *Principal, ev *apollo.Event) string {
+	if ev.Name != "" || p.JobPrefix == "" {
+		return ev.JobName()
+	}
+	ev.Name = cmp.Or(s.opts.Bus.JobOf(p.Tenant, ev.TaskID), ev.TaskID)
+	return ev.Name
 }
 
 // appendJSON appends the answer as writeJSON would encode it, byte for
@@ -325,7 +343,7 @@ func (a *ingestAnswer) appendJSON(b []byte) []byte {
 	for _, c := range [...]struct {
 		key string
 		n   int
-	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}} {
+	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}, {`,"waiting":`, a.Waiting}} {
 		b = strconv.AppendInt(append(b, c.key...), int64(c.n), 10)
 	}
 	if a.SlowDown {

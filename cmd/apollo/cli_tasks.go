@@ -198,6 +198,9 @@ func printTask(w io.Writer, tk *apollo.Task, wide bool) error {
 	line("status", tk.Status)
 	line("sequence", tk.Sequence)
 	line("scheduled", fmtMs(tk.ScheduledAt))
+	if tk.StartedAt == 0 && tk.Status.Final() {
+		line("started", "unknown") // reported by its end only
+	}
 	line("started", fmtMs(tk.StartedAt))
 	line("finished", fmtMs(tk.FinishedAt))
 	line("updated", fmtMs(tk.UpdatedAt))
@@ -220,12 +223,14 @@ func printTask(w io.Writer, tk *apollo.Task, wide bool) error {
 }
 
 // recordDetail is the last column of a timeline row: who corrected and
-// why, or the record's extra as compact JSON.
+// why, why the bus applied a gap, or the record's extra as compact JSON.
 func recordDetail(r *apollo.Record, wide bool) string {
 	var s string
 	switch {
 	case r.Kind == apollo.KindCorrection:
 		s = fmt.Sprintf("by %s: %s", orDash(r.Actor), r.Reason)
+	case r.Reason != "":
+		s = r.Reason
 	case len(r.Extra) > 0:
 		s = string(r.Extra)
 		var v any
