@@ -7,8 +7,8 @@
 // (rule, group) moves inactive → pending → firing → resolved, as
 // docs/rules.md describes. Event rules see every applied change through
 // Apply (the engine is a bus.Observer): the first match of a group is
-// notified at once, the rest fold into one follow-up at the end of the
-// group window.
+// notified at once, the rest fold into one follow-up at the end of each
+// group window while the storm lasts.
 //
 // Before a notification goes to the Sender, the engine takes a dedup lock
 // (Locker: in memory, or SET NX PX in Redis) so that two engines sharing

@@ -3,7 +3,6 @@ package alert
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -35,8 +34,8 @@ type eventOut struct {
 // task into a status an ON rule watches, for a job under the rule's
 // prefix, counts in the rule's group. The first match of a group is
 // queued for delivery at once; the rest fold into one follow-up at the
-// end of the group window. Apply takes one short lock and never waits
-// for I/O. A change that keeps the status (a missed start marks a pending
+// end of each group window for as long as matches keep coming. Apply
+// takes one short lock and never waits for I/O. A change that keeps the status (a missed start marks a pending
 // task late) is not a new match.
 func (e *Engine) Apply(c *apollo.Change) {
 	st := c.Task.Status
@@ -98,9 +97,9 @@ func (e *Engine) match(tenant string, r *rules.Rule, m *matchInfo, now time.Time
 	job := m.job
 	k := groupKey{tenant, r.Name}
 	en := e.groups[k]
-	if en != nil && !now.Before(en.GroupEnds) {
-		// Its window is over and the timer has not closed it yet.
-		e.closeGroup(k, en, now, out)
+	if en != nil && !now.Before(en.GroupEnds) && !e.endWindow(k, en, now, out) {
+		// Its window was over, the timer had not ended it yet, and it
+		// was a quiet one: this match starts a new storm.
 		en = nil
 	}
 	if en == nil {
@@ -121,7 +120,7 @@ func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Tim
 			Severity: r.Severity, Labels: r.Labels, Summary: m.text(), Expr: onText(r), Value: 1,
 			Channels: r.Notify, TopNames: []string{m.job}, Count: 1, StartedAt: now, FiredAt: now,
 		},
-		Event: true, GroupEnds: now.Add(r.GroupWindow), FirstTs: m.ts, Names: map[string]int64{m.job: 1},
+		Event: true, GroupEnds: now.Add(r.GroupWindow), FirstTs: m.ts, Names: map[string]int64{m.job: 1}, Told: 1,
 	}}
 	if en.FirstTs == 0 {
 		en.FirstTs = now.UnixMilli()
@@ -140,28 +139,75 @@ func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Tim
 	out.notes = appendNote(out.notes, en, kind, "", now)
 }
 
-// closeGroup ends a group at the end of its window: if more matches came
-// after the first, one follow-up carries their count and the jobs that
-// matched most. e.emu is held.
-func (e *Engine) closeGroup(k groupKey, en *entry, now time.Time, out *eventOut) {
-	delete(e.groups, k)
-	delete(e.groupIDs, en.ID)
-	en.State, en.ResolvedAt = apollo.AlertResolved, now
-	en.TopNames = top(en.Names, topNames)
-	if more := en.Count - 1; more > 0 && !e.silencedNow(&en.Alert, now) {
+// endWindow ends the group window that ended by now. If matches came in
+// it, one follow-up carries their count (Count) with the whole storm's
+// (Value) and its top jobs, and the group stays open for another window:
+// a storm that goes on is told once per window, never more. A window with
+// no match ends the storm, and the group resolves without a message. It
+// reports whether the group is still open; e.emu is held.
+func (e *Engine) endWindow(k groupKey, en *entry, now time.Time, out *eventOut) bool {
+	// The first match is always told (or held back by a silence); state
+	// saved before Told existed has it 0.
+	more := en.Count - max(en.Told, 1)
+	if more <= 0 {
+		e.resolveGroup(k, en, now, out)
+		return false
+	}
+	en.Told = en.Count
+	if !e.silencedNow(&en.Alert, now) {
 		note := en.Alert
 		note.Count = more
-		note.Summary = fmt.Sprintf("%d more after the first within %s (%d in all): %s", more,
-			shortDuration(en.GroupEnds.Sub(en.StartedAt)), en.Count, strings.Join(en.TopNames, ", "))
+		note.TopNames = top(en.Names, topNames)
 		kind := apollo.NotifyStorm
 		if isSelf(en.Rule) {
 			kind = apollo.NotifySelf
 		}
+		// Each window's follow-up has its own key; engines agree on it, as
+		// the window's end is the same distance from the group's start.
+		tag := "storm" + strconv.FormatInt(en.GroupEnds.Sub(en.StartedAt).Milliseconds(), 10)
 		tmp := entry{StoredAlert: StoredAlert{Alert: note, FirstTs: en.FirstTs}}
-		out.notes = appendNote(out.notes, &tmp, kind, "storm", now)
+		out.notes = appendNote(out.notes, &tmp, kind, tag, now)
 	}
+	window := e.groupWindow(k)
+	if window > 0 {
+		en.GroupEnds = en.GroupEnds.Add(window)
+	}
+	if window <= 0 || !now.Before(en.GroupEnds) {
+		// The rule is gone, or the next window passed too (the engine
+		// was stopped), without a match.
+		e.resolveGroup(k, en, now, out)
+		return false
+	}
+	en.TopNames = top(en.Names, topNames)
+	out.changed = append(out.changed, en.Alert)
+	return true
+}
+
+// resolveGroup ends a group's storm: its alert resolves, with no message
+// of its own. e.emu is held.
+func (e *Engine) resolveGroup(k groupKey, en *entry, now time.Time, out *eventOut) {
+	delete(e.groups, k)
+	delete(e.groupIDs, en.ID)
+	en.State, en.ResolvedAt = apollo.AlertResolved, now
+	en.TopNames = top(en.Names, topNames)
 	out.changed = append(out.changed, en.Alert)
 	e.remember(en.Alert)
+}
+
+// groupWindow is the GROUP_WINDOW of a group's rule now; 0 if the rule is
+// gone.
+func (e *Engine) groupWindow(k groupKey) time.Duration {
+	if isSelf(k.rule) {
+		return SelfGroupWindow
+	}
+	if set := (*e.sets.Load())[k.tenant]; set != nil {
+		for _, r := range set.rules {
+			if r.Name == k.rule && r.IsEvent() {
+				return r.GroupWindow
+			}
+		}
+	}
+	return 0
 }
 
 // appendNote adds a notification of an event group. The key carries the
@@ -221,8 +267,8 @@ func (e *Engine) emit(out *eventOut) {
 	}
 }
 
-// runEvents delivers queued event notifications and closes groups when
-// their window ends. On stop it delivers what is still queued.
+// runEvents delivers queued event notifications and ends group windows
+// when they are over. On stop it delivers what is still queued.
 func (e *Engine) runEvents(ctx context.Context, stop chan struct{}) {
 	timer := e.clock.NewTimer(time.Hour)
 	timer.Stop()
@@ -239,7 +285,7 @@ func (e *Engine) runEvents(ctx context.Context, stop chan struct{}) {
 		case <-e.wake:
 			rearm = true
 		case <-timer.C():
-			e.closeDue(e.clock.Now())
+			e.endDue(e.clock.Now())
 			rearm = true
 		case <-ctx.Done():
 			e.drainQueue()
@@ -280,13 +326,13 @@ func (e *Engine) armGroupTimer(timer apollo.Timer) {
 	timer.Reset(max(next.Sub(e.clock.Now()), 0))
 }
 
-// closeDue closes every group whose window ended by now.
-func (e *Engine) closeDue(now time.Time) {
+// endDue ends every group window that ended by now.
+func (e *Engine) endDue(now time.Time) {
 	var out eventOut
 	e.emu.Lock()
 	for k, en := range e.groups {
 		if !now.Before(en.GroupEnds) {
-			e.closeGroup(k, en, now, &out)
+			e.endWindow(k, en, now, &out)
 		}
 	}
 	e.emu.Unlock()

@@ -16,7 +16,8 @@ const wait = 10 * time.Second // real time: a safety net for channel waits
 
 // 300 failures of batch_ jobs within one minute make two messages: the
 // first failure at once, and one follow-up at the end of the group window
-// with the other 299 and the jobs that failed most (seed 2.4).
+// with the other 299 and the jobs that failed most (seed 2.4). The quiet
+// window after it ends the storm, without a message.
 func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, `RULE storm task_prefix: "batch_" ON: failed, timeout NOTIFY: dingtalk`, newTable(), nil)
@@ -51,8 +52,20 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 	if n.Kind != storm || n.Alert.Count != 299 || n.Alert.TopNames[0] != "batch_hot" || len(n.Alert.TopNames) != 5 {
 		t.Fatalf("follow-up %+v", n)
 	}
-	if !strings.HasPrefix(n.Alert.Summary, "299 more after the first within 1m (300 in all): batch_hot") {
-		t.Errorf("follow-up summary %q", n.Alert.Summary)
+	if n.Alert.Value != 300 || !strings.HasPrefix(n.Alert.Summary, "batch_hot failed (run run-0)") {
+		t.Errorf("follow-up: %v in all, summary %q; want 300, and the first failure", n.Alert.Value, n.Alert.Summary)
+	}
+	f.only("", apollo.AlertFiring) // the storm may go on
+	if !f.clock.BlockUntil(2, wait) {
+		t.Fatal("the group timer was not armed again")
+	}
+	changes, cancel := f.eng.Subscribe()
+	defer cancel()
+	f.clock.Advance(time.Minute)
+	for a := range changes {
+		if a.State == apollo.AlertResolved {
+			break
+		}
 	}
 	f.eng.Stop()
 	if got := len(f.sink.Notes()); got != 2 {
@@ -60,6 +73,80 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 	}
 	if a := f.only("", apollo.AlertResolved); a.Count != 300 {
 		t.Fatalf("closed group %+v", a)
+	}
+}
+
+// A storm that goes on is told at once, then at most once per
+// GROUP_WINDOW for as long as it lasts, each message with the matches since
+// the one before: a failure every 2 s for 5 minutes is 6 messages (the
+// first, and one at the end of each minute), not two a minute. The first
+// quiet window ends the storm without a message.
+func TestSustainedStormOneMessagePerWindow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `RULE storm task_prefix: "batch_" ON: failed GROUP_WINDOW: 1m NOTIFY: dingtalk`, newTable(), nil)
+	changes, cancel := f.eng.Subscribe()
+	defer cancel()
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	const every, lasts = 2 * time.Second, 5 * time.Minute
+	for i := range int(lasts / every) {
+		at := t0.Add(time.Duration(i) * every)
+		f.clock.Set(at)
+		if i > 0 && at.Sub(t0)%time.Minute == 0 {
+			// A window ended: its message comes before this failure counts.
+			f.sink.Wait(t, wait)
+		}
+		c := finish(nil, "", fmt.Sprintf("batch_%d", i%7), fmt.Sprintf("run-%d", i), apollo.StatusFailed, at.UnixMilli(), 100)
+		f.eng.Apply(&c)
+		if i == 0 {
+			f.sink.Wait(t, wait)
+		}
+	}
+	// The last window ends with the group timer; the next, quiet one ends
+	// the storm.
+	if !f.clock.BlockUntil(2, wait) {
+		t.Fatal("the group timer was not armed")
+	}
+	f.clock.Set(t0.Add(lasts))
+	f.sink.Wait(t, wait)
+	if !f.clock.BlockUntil(2, wait) {
+		t.Fatalf("the storm ended with a message; want it open for one more window. %d messages: %v",
+			len(f.sink.Notes()), kinds(f.sink.Notes()))
+	}
+	f.clock.Set(t0.Add(lasts + time.Minute))
+	for a := range changes {
+		if a.State == apollo.AlertResolved {
+			if a.Count != 150 {
+				t.Fatalf("the storm resolved with %d matches, want 150", a.Count)
+			}
+			break
+		}
+	}
+	f.eng.Stop()
+	all := f.sink.Notes()
+	if len(all) != 6 {
+		t.Fatalf("%d messages for a 5-minute storm, want 6: %v", len(all), kinds(all))
+	}
+	total := 0
+	for i, n := range all {
+		want := storm
+		if i == 0 {
+			want = firing
+		}
+		if n.Kind != want {
+			t.Fatalf("message %d: %s %+v", i, n.Kind, n.Alert)
+		}
+		if i > 0 && n.At.Sub(all[i-1].At) < time.Minute {
+			t.Fatalf("message %d came %v after the one before, within one GROUP_WINDOW", i, n.At.Sub(all[i-1].At))
+		}
+		if wantCount := []int{1, 29, 30, 30, 30, 30}[i]; n.Alert.Count != wantCount {
+			t.Fatalf("message %d carries %d matches, want %d (since the message before)", i, n.Alert.Count, wantCount)
+		}
+		total += n.Alert.Count
+	}
+	if total != 150 {
+		t.Fatalf("the messages carry %d matches in all, want 150", total)
 	}
 }
 

@@ -12,6 +12,15 @@ import (
 // (the process was down, a table failed) proves nothing.
 const missedEvaluations = 3
 
+// held is how long something has held at this evaluation, in evaluation
+// time: the wall time since it began, rounded to whole intervals. Ticks
+// arrive a few milliseconds early or late; measured exactly, a DURATION of
+// 2m fails at the twelfth evaluation when it is 3 ms short and the alert
+// fires a whole interval late.
+func (c *cycle) held(since time.Time) time.Duration {
+	return c.now.Sub(since).Round(c.e.opts.Interval)
+}
+
 // step moves one group of a rate rule by one evaluation (docs/rules.md):
 // inactive → pending when cond is true; pending → firing once cond has
 // held on every evaluation for DURATION, and back to inactive on one
@@ -45,7 +54,7 @@ func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, 
 		if gap {
 			en.StartedAt = c.now
 		}
-		if c.now.Sub(en.StartedAt) >= rr.Duration {
+		if c.held(en.StartedAt) >= rr.Duration {
 			c.fire(en, rr)
 		}
 	case apollo.AlertFiring:
@@ -56,7 +65,7 @@ func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, 
 		if en.FalseSince.IsZero() {
 			en.FalseSince = c.now
 		}
-		if c.now.Sub(en.FalseSince) >= rr.Keep {
+		if c.held(en.FalseSince) >= rr.Keep {
 			c.resolve(tr, rs, en, "")
 		}
 	}
@@ -99,6 +108,9 @@ func (c *cycle) remind(en *entry, rr *rateRule) {
 		return
 	}
 	repeat := c.e.opts.RepeatInterval
+	// Measured exactly, unlike DURATION: a repeat that comes one interval
+	// late after hours is harmless, one that comes early could still find
+	// the dedup lock of the last one held.
 	if repeat <= 0 || en.AckedBy != "" || len(en.Channels) == 0 || c.now.Sub(en.LastSentAt) < repeat {
 		return
 	}

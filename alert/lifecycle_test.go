@@ -60,6 +60,81 @@ func TestDurationResetByOneFalseEvaluation(t *testing.T) {
 	}
 }
 
+// DURATION and KEEP are measured in evaluations, not in the wall clock's
+// jitter: a ticker that fires a few milliseconds early or late still fires
+// a 2m rule at the twelfth evaluation after the one that found the
+// condition true (2m, not 2m10s), a 40s rule at the fourth, and resolves a
+// KEEP: 30s alert at the third evaluation after the first false one; and
+// never one evaluation early.
+func TestDurationAndKeepIgnoreTickJitter(t *testing.T) {
+	t.Parallel()
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name           string
+		duration, keep time.Duration
+		// jitter is how far tick k is off its due time; first is set for
+		// the tick that starts the hold (true, then false).
+		jitter func(k int, first bool) time.Duration
+	}{
+		{"first late, then early", 2 * time.Minute, 30 * time.Second, func(_ int, first bool) time.Duration {
+			if first {
+				return 4 * ms
+			}
+			return -3 * ms
+		}},
+		{"first early, then late", 2 * time.Minute, 30 * time.Second, func(_ int, first bool) time.Duration {
+			if first {
+				return -3 * ms
+			}
+			return 4 * ms
+		}},
+		{"mixed", 2 * time.Minute, 30 * time.Second, func(k int, first bool) time.Duration {
+			if first {
+				return 7 * ms
+			}
+			return []time.Duration{-5 * ms, 2 * ms}[k%2]
+		}},
+		{"40s first late, then early", 40 * time.Second, 20 * time.Second, func(_ int, first bool) time.Duration {
+			if first {
+				return 8 * ms
+			}
+			return -2 * ms
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := newTable()
+			f := newFixture(t, fmt.Sprintf(`RULE r task_prefix: "batch_" WINDOW: 1m THRESHOLD: failed > 0 DURATION: %gs KEEP: %gs NOTIFY: ops`,
+				tc.duration.Seconds(), tc.keep.Seconds()), tb, nil)
+			// tick runs evaluation k, due at k×10s, off by its jitter.
+			k := 0
+			tick := func(first bool) {
+				t.Helper()
+				now := t0.Add(time.Duration(k)*alert.DefaultInterval + tc.jitter(k, first))
+				f.clock.Set(now)
+				if err := f.eng.Evaluate(bg, now); err != nil {
+					t.Fatal(err)
+				}
+				k++
+			}
+			tb.set("batch_a", failing(1, 1))
+			for i := range tc.duration / alert.DefaultInterval {
+				tick(i == 0)
+				f.expectSent()
+			}
+			tick(false) // DURATION after the first true evaluation
+			f.expectSent(firing)
+			tb.set("batch_a", failing(0, 1))
+			for i := range tc.keep / alert.DefaultInterval {
+				tick(i == 0)
+				f.expectSent()
+			}
+			tick(false) // KEEP after the first false evaluation
+			f.expectSent(resolved)
+		})
+	}
+}
+
 func slices0(s []string, want ...string) bool { return strings.Join(s, ",") == strings.Join(want, ",") }
 
 // KEEP: a firing alert resolves only after the condition has been false

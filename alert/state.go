@@ -47,12 +47,13 @@ type StoredAlert struct {
 	LastEval   time.Time `json:"lastEval,omitzero"`
 	FalseSince time.Time `json:"falseSince,omitzero"`
 	// Event rules: when the group window ends, the first match's event
-	// time (part of the dedup key, the same in every engine), and the
-	// matches per job name.
+	// time (part of the dedup key, the same in every engine), the
+	// matches per job name, and how many matches messages have told.
 	Event     bool             `json:"event,omitempty"`
 	GroupEnds time.Time        `json:"groupEnds,omitzero"`
 	FirstTs   int64            `json:"firstTs,omitempty"`
 	Names     map[string]int64 `json:"names,omitempty"`
+	Told      int              `json:"told,omitempty"`
 }
 
 // persist saves the state now. People's changes (acks, silences) call it

@@ -1,13 +1,13 @@
 package audit
 
 import (
-	"bufio"
-	"encoding/json"
+	"cmp"
 	"fmt"
-	"os"
-	"path/filepath"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
 )
@@ -21,90 +21,259 @@ type Entry struct {
 	Target string    `json:"target,omitempty"` // task ID, alert ID, silence ID, rules file
 	Detail string    `json:"detail,omitempty"`
 	Remote string    `json:"remote,omitempty"` // client address
+	// Count is set on the entries the server writes for itself rather than
+	// for a caller: failures of unknown callers, aggregated per source and
+	// interval (Count of them, the first at At, the last at Last), and gaps
+	// in the file. Such entries belong to no tenant.
+	Count int       `json:"count,omitempty"`
+	Last  time.Time `json:"last,omitzero"`
 }
 
-// Log is an audit log. The zero value is not usable; use Open or NewMemory.
+// Field limits. A caller controls most of an entry (a 60 KB path was once
+// stored whole, thousands of times): longer values are cut, and say so.
+const (
+	maxShort  = 128  // tenant, actor, action, remote
+	maxTarget = 512  // a method and a path, or an ID (IDs are at most 256 bytes)
+	maxDetail = 1024 // a reason, a silence's description
+)
+
+func (e *Entry) capFields() {
+	e.Tenant = capString(e.Tenant, maxShort)
+	e.Actor = capString(e.Actor, maxShort)
+	e.Action = capString(e.Action, maxShort)
+	e.Remote = capString(e.Remote, maxShort)
+	e.Target = capString(e.Target, maxTarget)
+	e.Detail = capString(e.Detail, maxDetail)
+}
+
+// capString cuts s to at most max bytes, on a rune boundary, and says how
+// much was cut.
+func capString(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	suffix := fmt.Sprintf("…(%d bytes cut)", len(s)-max)
+	cut := max - len(suffix)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "") + suffix
+}
+
+// Options configure a Log. Every field has a default.
+type Options struct {
+	// Dir holds audit.jsonl and its rotated predecessors; "" keeps the
+	// log in memory only.
+	Dir string
+	// Entries is how many entries are kept in memory per tenant, and
+	// apart from them for the server's own entries; default 1000.
+	Entries int
+	// FileBytes is the size past which audit.jsonl is rotated to
+	// audit.jsonl.1; default 8 MiB.
+	FileBytes int64
+	// Files is how many rotated files are kept; default 3. The files of
+	// the log never take more than FileBytes × (Files + 1).
+	Files int
+	// FailureInterval is the period over which failures of unknown
+	// callers are counted into one entry per action and source; default
+	// 1 minute.
+	FailureInterval time.Duration
+	// FailureSources is how many such entries an interval may have; the
+	// failures of any further sources are counted in one entry per
+	// action. Default 100.
+	FailureSources int
+	Clock          apollo.Clock // default the system clock
+	Logger         *slog.Logger // default slog.Default()
+
+	afterTick func() // test seam: called after each tick of the flush loop
+}
+
+func (o Options) withDefaults() Options {
+	o.Entries = max(cmp.Or(o.Entries, 1000), 1)
+	o.FileBytes = cmp.Or(o.FileBytes, 8<<20)
+	o.Files = cmp.Or(o.Files, 3)
+	o.FailureInterval = cmp.Or(o.FailureInterval, time.Minute)
+	o.FailureSources = cmp.Or(o.FailureSources, 100)
+	if o.Clock == nil {
+		o.Clock = apollo.SystemClock
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Log is an audit log. Each tenant's entries are kept in a ring of their
+// own, and the server's own entries (failures of unknown callers, gaps) in
+// another, so that no tenant's entries, and no flood of anonymous ones,
+// can push out another tenant's. The zero value is not usable; use Open or
+// NewMemory.
 type Log struct {
-	clock apollo.Clock
-	mu    sync.Mutex
-	ring  []Entry
-	next  int
-	full  bool
-	f     *os.File
-	w     *bufio.Writer
+	opts    Options
+	log     *slog.Logger
+	mu      sync.Mutex
+	tenants map[string]*ring
+	server  *ring // entries with a Count: see Entry
+	fails   failures
+	file    *file // nil: memory only
+	stop    chan struct{}
+	done    chan struct{}
+	closed  bool
 }
 
-// NewMemory returns a log that keeps the last n entries in memory only.
+// NewMemory returns a log that keeps the last n entries per tenant in
+// memory only.
 func NewMemory(n int, clock apollo.Clock) *Log {
-	if clock == nil {
-		clock = apollo.SystemClock
-	}
-	return &Log{clock: clock, ring: make([]Entry, max(n, 1))}
+	l, _ := Open(Options{Entries: n, Clock: clock})
+	return l
 }
 
-// Open returns a log that also appends to dir/audit.jsonl.
-func Open(dir string, n int, clock apollo.Clock) (*Log, error) {
-	l := NewMemory(n, clock)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+// Open returns a log; with opts.Dir it also appends to Dir/audit.jsonl,
+// and first reads back the entries of the two newest files, so that GET
+// /api/v1/audit shows after a restart what it showed before. Close stops
+// it.
+func Open(opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	l := &Log{opts: opts, log: opts.Logger.With("component", "audit"), tenants: map[string]*ring{},
+		server: newRing(opts.Entries), fails: newFailures(opts)}
+	if opts.Dir != "" {
+		f, err := openFile(opts, l.log, l.keep)
+		if err != nil {
+			return nil, err
+		}
+		l.file = f
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		go l.flushLoop()
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "audit.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
-	l.f, l.w = f, bufio.NewWriter(f)
 	return l, nil
 }
 
-// Record adds e, stamping the time if it has none. Failing to write the
-// file does not lose the entry from memory; the error is returned.
-func (l *Log) Record(e Entry) error {
-	if e.At.IsZero() {
-		e.At = l.clock.Now()
+// keep puts e in the ring it belongs to. Called with mu held.
+func (l *Log) keep(e *Entry) {
+	if e.Count > 0 {
+		l.server.add(e)
+		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ring[l.next] = e
-	l.next = (l.next + 1) % len(l.ring)
-	l.full = l.full || l.next == 0
-	if l.w == nil {
-		return nil
+	r := l.tenants[e.Tenant]
+	if r == nil {
+		r = newRing(l.opts.Entries)
+		l.tenants[e.Tenant] = r
 	}
-	b, _ := json.Marshal(e)
-	l.w.Write(b)
-	l.w.WriteByte('\n')
-	return l.w.Flush()
+	r.add(e)
 }
 
-// List returns up to limit entries of a tenant, newest first.
+// Record adds e, stamping the time if it has none and cutting fields over
+// their limits. A file that cannot be written does not lose the entry
+// from memory; the log says so (once, not per entry) and the file gets a
+// gap entry when writing works again.
+func (l *Log) Record(e Entry) {
+	if e.At.IsZero() {
+		e.At = l.opts.Clock.Now()
+	}
+	e.capFields()
+	e.Count, e.Last = 0, time.Time{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endInterval(e.At)
+	l.keep(&e)
+	l.write(&e)
+}
+
+// RecordFailure counts a request refused before the server knew who made
+// it (no or an unknown token, another site's page). Failures are
+// aggregated: one entry per action and source address per
+// FailureInterval, kept in memory at once and updated as failures arrive,
+// written to the file when the interval ends; past FailureSources entries,
+// one entry per action counts the rest. A flood of failures therefore
+// costs a map lookup each, not memory or disk.
+func (l *Log) RecordFailure(e Entry) {
+	now := l.opts.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endInterval(now)
+	if agg, fresh := l.fails.count(e, now); fresh {
+		l.server.add(agg)
+	}
+}
+
+// endInterval writes the failure entries of an interval that has ended.
+// Called with mu held.
+func (l *Log) endInterval(now time.Time) {
+	for _, e := range l.fails.ended(now) {
+		l.write(e)
+	}
+}
+
+func (l *Log) write(e *Entry) {
+	if l.file == nil {
+		return
+	}
+	now := l.opts.Clock.Now()
+	if gap := l.file.write(e, now); gap != nil {
+		l.server.add(gap)
+	}
+}
+
+// flushLoop ends failure intervals on time even when nothing else is
+// recorded, so that a burst of failures reaches the file at most one
+// interval after its interval ended, not at the next action.
+func (l *Log) flushLoop() {
+	defer close(l.done)
+	t := l.opts.Clock.NewTicker(l.opts.FailureInterval)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C():
+			l.mu.Lock()
+			l.endInterval(now)
+			l.mu.Unlock()
+			if l.opts.afterTick != nil {
+				l.opts.afterTick()
+			}
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// List returns up to limit entries of a tenant, newest first. The default
+// tenant's list also holds the server's own entries (failures of unknown
+// callers, gaps in the file): they belong to no tenant, and the default
+// tenant is the one of the people who run the server.
 func (l *Log) List(tenant string, limit int) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := l.next
-	if l.full {
-		n = len(l.ring)
+	l.endInterval(l.opts.Clock.Now())
+	var server *ring
+	if tenant == "" {
+		server = l.server
 	}
-	out := []Entry{}
-	for i := 0; i < n && len(out) < limit; i++ {
-		e := l.ring[(l.next-1-i+len(l.ring))%len(l.ring)]
-		if e.Tenant == tenant {
-			out = append(out, e)
-		}
-	}
-	return out
+	return merge(l.tenants[tenant], server, limit)
 }
 
-// Close flushes and closes the file.
+// Close writes the failures counted so far, stops the log and closes the
+// file. It is idempotent.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
-	err := l.w.Flush()
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
+	l.closed = true
+	for _, e := range l.fails.flush() {
+		l.write(e)
 	}
-	l.f, l.w = nil, nil
+	l.mu.Unlock()
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	err := l.file.close()
+	l.file = nil
 	return err
 }

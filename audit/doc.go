@@ -1,6 +1,11 @@
 // Package audit records who changed what: manual corrections, acks,
-// silences, rule changes and failed authentications. Entries go to a JSON
-// lines file in the data directory (kept like any log: rotate it with the
-// data directory's backups) and to a bounded ring that GET /api/v1/audit
-// reads, newest first, for admins.
+// silences, rule changes, job actions and failed authentications.
+//
+// Entries go to a JSON lines file in the data directory, rotated by size
+// (audit.jsonl, .1, .2, .3), and to bounded rings in memory, one per
+// tenant, that GET /api/v1/audit reads, newest first, for admins. Failed
+// authentications by unknown callers are aggregated per source and
+// interval, fields are cut to a limit, and the file is not written while
+// the disk is short of the space kept for the write-ahead log: no caller
+// without a token can fill the disk or push a tenant's entries out.
 package audit

@@ -291,8 +291,8 @@ type ruleProblem struct {
 
 // putRules replaces the tenant's rules with a whole rules file, text or
 // JSON. The file is checked first (rules.Parse, then the NOTIFY names
-// against the configured channels): with any problem, nothing changes and
-// every problem is answered with its place.
+// against the channels that serve the tenant): with any problem, nothing
+// changes and every problem is answered with its place.
 func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	eng, err := s.alerting()
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	}
 	rs, err := rules.Parse("", body)
 	if err == nil && s.opts.KnownChannel != nil {
-		err = rules.CheckChannels(rs, s.opts.KnownChannel)
+		err = rules.CheckChannels(rs, func(name string) bool { return s.opts.KnownChannel(p.Tenant, name) })
 	}
 	var list rules.ErrorList
 	if errors.As(err, &list) {

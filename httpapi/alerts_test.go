@@ -49,7 +49,7 @@ func newAlertAPI(t *testing.T) *alertAPI {
 		t.Fatal(err)
 	}
 	x.srv = httptest.NewServer(New(Options{Bus: &nopBus{}, Clock: x.clock, Logger: discardLogger, Alerts: x.eng,
-		KnownChannel: func(name string) bool { return name == "ops" || name == "email" },
+		KnownChannel: func(_, name string) bool { return name == "ops" || name == "email" },
 		SaveRules: func(tenant string, src []byte) error {
 			if x.fail != nil {
 				return x.fail

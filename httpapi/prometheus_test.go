@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -129,17 +128,7 @@ func newPromEnv(t *testing.T) *promEnv {
 // get sends GET path with a bearer token and returns the status and body.
 func (e *promEnv) get(t *testing.T, path, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return call(t, "GET", e.srv.URL+path, "", bearerHeader(token))
 }
 
 // scrape fetches /metrics as a viewer and parses it, as Prometheus would.
@@ -176,9 +165,9 @@ func (e *promEnv) traffic(t *testing.T) {
 	}
 	body := "[" + strings.Join([]string{
 		ev("a", "other", 1, "pending"), ev("a", "other", 2, "running"), ev("a", "other", 3, "success"), // 3 accepted
-		ev("a", "other", 2, "running"),                            // duplicate
-		ev("b", "other", 1, "success"),                            // illegal: a task cannot start finished
-		ev("c", "other", 2, "success"),                            // waits for its sequence 1
+		ev("a", "other", 2, "running"),                                 // duplicate
+		ev("a", "other", 4, "running"),                                 // illegal: a finished task cannot start again
+		ev("c", "other", 1, "pending"), ev("c", "other", 3, "success"), // 1 accepted; 3 waits for its sequence 2
 		ev("d", "job", 1, "running"), ev("d", "job", 2, "failed"), // 2 accepted; the rule fires
 		ev("e", "other", 0, "running"),  // invalid: sequences start at 1
 		`{"taskID":"f","sequence":"1"}`, // not read: the API answers it, the bus never sees it
@@ -233,10 +222,11 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 	g := e.scrape(t)
 	console := func(outcome string) string { return `{channel="console",outcome="` + outcome + `"}` }
 	want := strings.Join([]string{
-		expo("apollo_events_total", `{result="accepted"} 5`, `{result="duplicate"} 1`, `{result="expired"} 0`,
+		expo("apollo_events_total", `{result="accepted"} 6`, `{result="duplicate"} 1`,
 			`{result="illegal"} 1`, `{result="invalid"} 1`, `{result="refused"} 0`),
-		sample("apollo_events_parked_total", 1),
-		sample("apollo_tasks", 3),         // a, c (waiting for its sequence 1) and d; b never started
+		sample("apollo_events_waiting_total", 1),
+		sample("apollo_events_wait_ended_total", 0),
+		sample("apollo_tasks", 3),         // a, c (its sequence 3 waiting for 2) and d
 		sample("apollo_queue_changes", 0), // the checkpoint drained the queues
 		sample("apollo_holding_area_changes", 0),
 		sample("apollo_holding_area_limit", 500),
@@ -244,14 +234,14 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 		sample("apollo_bus_subscribers", 1), // the hub
 		sample("apollo_stream_clients", 1),
 		expo("apollo_stream_connections_total", `{result="accepted"} 1`, `{result="refused"} 0`),
-		sample("apollo_wal_appends_total", 6), // the 5 accepted and the waiting one; refused and dropped events are not logged
+		sample("apollo_wal_appends_total", 7), // the 6 accepted and the waiting one; refused and dropped events are not logged
 		sample("apollo_wal_segments", 1),
 		sample("apollo_metrics_jobs", 2),
 		sample("apollo_rule_evaluations_total", 1),
 		sample("apollo_rule_last_evaluation_timestamp_seconds", float64(e.clock.Now().Unix())),
 		expo("apollo_alerts", `{state="firing"} 1`, `{state="inactive"} 0`, `{state="pending"} 0`, `{state="resolved"} 0`),
 		expo("apollo_rules", `{kind="event"} 1`, `{kind="rate"} 0`),
-		expo("apollo_notifications_total", console("coalesced")+" 0", console("deduplicated")+" 0", console("dropped")+" 0",
+		expo("apollo_notifications_total", console("coalesced")+" 0", console("dropped")+" 0",
 			console("failed")+" 0", console("gave_up")+" 0", console("retrying")+" 0", console("sent")+" 1"),
 		sample("apollo_recovery_seconds", 1.25),
 		sample("apollo_recovery_events", 7),
@@ -390,7 +380,7 @@ func fullServer(t testing.TB) *Server {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	return New(Options{
 		Bus: fixedBus{b, bus.Stats{Accepted: 101, Duplicate: 102, Illegal: 103, Invalid: 104, Held: 105, Refused: 106, Parked: 107,
-			ParkExpired: 108, Timeouts: 109, MissedStart: 110, Corrections: 111, Evicted: 112, Replayed: 113, LogErrors: 114,
+			WaitEnded: 108, Timeouts: 109, MissedStart: 110, Corrections: 111, Evicted: 112, Replayed: 113, LogErrors: 114,
 			Tasks: 115, Queues: 116, Queued: 117, Holding: 118, HoldLimit: 119, Waiting: 120, Tombstones: 121, Deadlines: 122,
 			Subscribers: 123, SubscribersCut: 124, LastLSN: 125}},
 		Stream: hub, Logger: discardLogger,
@@ -399,7 +389,7 @@ func fullServer(t testing.TB) *Server {
 				SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210}},
 			Metrics: fixedStats[metrics.Stats]{metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306}},
 			Notifications: fixedStats[notify.Stats]{notify.Stats{UnknownChannel: 401, Channels: map[string]notify.ChannelStats{
-				"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, Deduplicated: 409, QueueLen: 410}}}},
+				"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, QueueLen: 410}}}},
 			Alerts: fixedStats[alert.Stats]{alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
 				EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
 				Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513}},
@@ -417,7 +407,7 @@ func TestPrometheusEveryField(t *testing.T) {
 	t.Parallel()
 	s := fullServer(t)
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
@@ -447,7 +437,7 @@ func TestPrometheusEveryField(t *testing.T) {
 func TestPrometheusLint(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
-	fullServer(t).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	fullServer(t).ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	problems, err := promlint.New(rec.Body).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +459,7 @@ func TestPrometheusAbsentComponents(t *testing.T) {
 	var noWAL *wal.Log
 	s := New(Options{Bus: b, Logger: discardLogger, Monitored: Monitored{Scheduler: noSched, WAL: noWAL}})
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
@@ -516,7 +506,7 @@ func BenchmarkScrape(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 			if rec.Code != 200 {
 				b.Fatal(rec.Code)
 			}

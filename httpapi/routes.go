@@ -7,48 +7,51 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// routes is the one table of every route and the role it needs. A route
-// without a role is public on purpose (health checks); TestRouteTable
-// checks that only those are.
+// routes is the one table of every route, the role it needs and what it
+// does (crosssite.go). A route without a role is public on purpose (health
+// checks); TestRouteTableDeclaresRoles checks that only those are, and
+// TestRouteTableDeclaresEffects that every route other than GET changes.
 func (s *Server) routes() []route {
 	return []route{
-		{"GET", "/healthz", RoleNone, s.healthz},
-		{"GET", "/readyz", RoleNone, s.readyz},
+		{"GET", "/healthz", RoleNone, s.healthz, reads},
+		{"GET", "/readyz", RoleNone, s.readyz, reads},
 
-		{"POST", "/api/v1/events", RoleAgent, s.postEvents},
-		{"GET", "/ping/{name}", RoleAgent, s.ping},
-		{"POST", "/ping/{name}", RoleAgent, s.ping},
-		{"GET", "/ping/{name}/{action}", RoleAgent, s.ping},
-		{"POST", "/ping/{name}/{action}", RoleAgent, s.ping},
+		{"POST", "/api/v1/events", RoleAgent, s.postEvents, changes},
+		{"GET", "/ping/{name}", RoleAgent, s.ping, changes},
+		{"POST", "/ping/{name}", RoleAgent, s.ping, changes},
+		{"GET", "/ping/{name}/{action}", RoleAgent, s.ping, changes},
+		{"POST", "/ping/{name}/{action}", RoleAgent, s.ping, changes},
 
-		{"GET", "/api/v1/tasks", RoleViewer, s.listTasks},
-		{"GET", "/api/v1/tasks/{id}", RoleViewer, s.getTask},
-		{"POST", "/api/v1/tasks/{id}/status", RoleOperator, s.correctTask},
+		{"GET", "/api/v1/tasks", RoleViewer, s.listTasks, reads},
+		{"GET", "/api/v1/tasks/{id}", RoleViewer, s.getTask, reads},
+		{"POST", "/api/v1/tasks/{id}/status", RoleOperator, s.correctTask, changesJSON},
 
-		{"GET", "/api/v1/metrics", RoleViewer, s.listMetrics},
-		{"GET", "/api/v1/metrics/{name}", RoleViewer, s.jobMetrics},
+		{"GET", "/api/v1/metrics", RoleViewer, s.listMetrics, reads},
+		{"GET", "/api/v1/metrics/{name}", RoleViewer, s.jobMetrics, reads},
 
-		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications},
+		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications, reads},
 
-		{"GET", "/api/v1/jobs", RoleViewer, s.listJobs},
-		{"POST", "/api/v1/jobs/{name}/run", RoleOperator, s.jobAction("run")},
-		{"POST", "/api/v1/jobs/{name}/pause", RoleOperator, s.jobAction("pause")},
-		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume")},
+		{"GET", "/api/v1/jobs", RoleViewer, s.listJobs, reads},
+		{"POST", "/api/v1/jobs/{name}/run", RoleOperator, s.jobAction("run"), changes},
+		{"POST", "/api/v1/jobs/{name}/pause", RoleOperator, s.jobAction("pause"), changes},
+		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume"), changes},
 
-		{"GET", "/api/v1/alerts", RoleViewer, s.listAlerts},
-		{"POST", "/api/v1/alerts/{id}/ack", RoleOperator, s.ackAlert},
-		{"GET", "/api/v1/silences", RoleViewer, s.listSilences},
-		{"POST", "/api/v1/silences", RoleOperator, s.addSilence},
-		{"DELETE", "/api/v1/silences/{id}", RoleOperator, s.removeSilence},
-		{"GET", "/api/v1/rules", RoleViewer, s.getRules},
-		{"PUT", "/api/v1/rules", RoleAdmin, s.putRules},
+		{"GET", "/api/v1/alerts", RoleViewer, s.listAlerts, reads},
+		{"POST", "/api/v1/alerts/{id}/ack", RoleOperator, s.ackAlert, changes},
+		{"GET", "/api/v1/silences", RoleViewer, s.listSilences, reads},
+		{"POST", "/api/v1/silences", RoleOperator, s.addSilence, changesJSON},
+		{"DELETE", "/api/v1/silences/{id}", RoleOperator, s.removeSilence, changes},
+		{"GET", "/api/v1/rules", RoleViewer, s.getRules, reads},
+		{"PUT", "/api/v1/rules", RoleAdmin, s.putRules, changes}, // text/plain is a rules file; putRules checks the type
 
-		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit},
+		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit, reads},
 
-		{"GET", "/api/v1/stream", RoleViewer, s.stream},
-		{"GET", "/api/v1/system", RoleViewer, s.system},
-		{"GET", "/metrics", RoleViewer, s.prometheus},
-		{"GET", "/", RoleNone, s.web},
+		// The stream changes things too (acks), but a browser always sends
+		// Origin on a WebSocket, and the hub refuses other origins.
+		{"GET", "/api/v1/stream", RoleViewer, s.stream, reads},
+		{"GET", "/api/v1/system", RoleViewer, s.system, reads},
+		{"GET", "/metrics", RoleViewer, s.prometheus, reads},
+		{"GET", "/", RoleNone, s.web, reads},
 	}
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -14,14 +15,23 @@ import (
 // Bus is what the API needs of the task state.
 type Bus interface {
 	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	// JobOf is the job of a task in memory, "" for none; the bus refuses
+	// an event naming another job than its task's, so a stale answer can
+	// only refuse an event, never let one through.
+	JobOf(tenant, taskID string) string
 	Get(tenant, taskID string) (*apollo.Task, error)
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 }
 
-// Auditor records state-changing actions (package audit).
+// Auditor records state-changing actions and failed authentications
+// (package audit).
 type Auditor interface {
-	Record(e audit.Entry) error
+	Record(e audit.Entry)
+	// RecordFailure counts a request whose caller could not be
+	// authenticated; the auditor aggregates them, so that callers with no
+	// token cannot fill it.
+	RecordFailure(e audit.Entry)
 	List(tenant string, limit int) []audit.Entry
 }
 
@@ -33,10 +43,18 @@ type Options struct {
 	Scheduler  Scheduler    // nil unless the scheduler runs in this process
 	// SchedulerTenant owns the scheduler's jobs; other tenants do not see them.
 	SchedulerTenant string
-	Auth            Authenticator // default OpenAuth
-	Audit           Auditor       // default: a memory log of 1000 entries
-	Clock           apollo.Clock  // default the system clock
-	Logger          *slog.Logger
+	Auth            Authenticator // default OpenAuth: no tokens (see AllowedHosts)
+	// AllowedHosts are the host names, besides IP addresses and loopback
+	// names, that a server with OpenAuth answers to (path.Match patterns,
+	// e.g. a reverse proxy's "apollo.example.com"); any other Host is
+	// refused, against DNS rebinding (crosssite.go). Unused with tokens.
+	AllowedHosts []string
+	// AllowedOrigins are the other origins (the stream's patterns, see
+	// HubOptions) whose pages may change things without a token.
+	AllowedOrigins []string
+	Audit          Auditor      // default: a memory log of 1000 entries
+	Clock          apollo.Clock // default the system clock
+	Logger         *slog.Logger
 	// IngestRate is the events per second a token may ingest unless the
 	// token sets its own; 0 = unlimited.
 	IngestRate int
@@ -58,9 +76,10 @@ type Options struct {
 	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
 	// those routes with 503.
 	Alerts AlertEngine
-	// KnownChannel checks the NOTIFY names of rules sent to PUT
-	// /api/v1/rules against the configured channels; nil accepts any name.
-	KnownChannel func(name string) bool
+	// KnownChannel checks the NOTIFY names of rules that tenant sends to
+	// PUT /api/v1/rules against the channels that serve the tenant
+	// (notify.Dispatcher.Serves); nil accepts any name.
+	KnownChannel func(tenant, name string) bool
 	// SaveRules writes an accepted rules file back to where the tenant's
 	// rules were loaded from (alert.Loader.Write); nil keeps them in
 	// memory only. An error refuses the update.
@@ -70,6 +89,7 @@ type Options struct {
 // Server serves the API. It is an http.Handler.
 type Server struct {
 	opts   Options
+	open   bool // no tokens: OpenAuth
 	log    *slog.Logger
 	mux    *http.ServeMux
 	pings  openPings
@@ -94,7 +114,8 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = discardLogger
 	}
-	s := &Server{opts: opts, log: log.With("component", "httpapi"), mux: http.NewServeMux()}
+	_, open := opts.Auth.(OpenAuth)
+	s := &Server{opts: opts, open: open, log: log.With("component", "httpapi"), mux: http.NewServeMux()}
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.method+" "+rt.path, s.guard(rt))
 	}
@@ -107,10 +128,7 @@ func (s *Server) now() time.Time { return s.opts.Clock.Now() }
 
 // audit records an action by the request's principal.
 func (s *Server) audit(r *http.Request, p *Principal, action, target, detail string) {
-	e := audit.Entry{Actor: p.Name, Tenant: p.Tenant, Action: action, Target: target, Detail: detail, Remote: r.RemoteAddr}
-	if err := s.opts.Audit.Record(e); err != nil {
-		s.log.Error("audit log write failed", "err", err)
-	}
+	s.opts.Audit.Record(audit.Entry{Actor: p.Name, Tenant: p.Tenant, Action: action, Target: target, Detail: detail, Remote: r.RemoteAddr})
 }
 
 // handler is the shape of every route: an error return is answered by
@@ -122,16 +140,28 @@ type route struct {
 	method, path string
 	role         Role
 	h            handler
+	effect       effect
 }
 
-// guard authenticates, checks the route's role, and maps errors.
+// guard refuses requests from other sites (crosssite.go), authenticates,
+// checks the route's role and body type, and maps errors.
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cmp.Or(s.checkHost(r), s.checkSite(r, rt.effect)); err != nil {
+			s.opts.Audit.RecordFailure(audit.Entry{Actor: "?", Action: "request.refused", Target: r.Method + " " + r.URL.Path,
+				Detail: err.Error(), Remote: r.RemoteAddr})
+			s.writeError(w, r, err)
+			return
+		}
 		var p *Principal
 		if rt.role != RoleNone {
 			var err error
 			p, err = s.opts.Auth.Authenticate(r)
 			if err != nil {
+				if apollo.ErrorCode(err) == apollo.EUNAUTHORIZED {
+					s.opts.Audit.RecordFailure(audit.Entry{Actor: "?", Action: "auth.fail", Target: r.Method + " " + r.URL.Path,
+						Detail: failureReason(err), Remote: r.RemoteAddr})
+				}
 				s.writeError(w, r, err)
 				return
 			}
@@ -142,6 +172,10 @@ func (s *Server) guard(rt route) http.Handler {
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		if err := checkJSON(r, rt.effect); err != nil {
+			s.writeError(w, r, err)
+			return
 		}
 		if err := rt.h(w, r, p); err != nil {
 			s.writeError(w, r, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -58,8 +59,6 @@ func ParseTokenHash(s string) ([sha256.Size]byte, error) {
 // so the time taken does not tell which token nearly matched.
 type TokenAuth struct {
 	tokens []Token
-	// OnFailure, if set, is told about every failed attempt (for the audit log).
-	OnFailure func(r *http.Request, reason string)
 }
 
 // NewTokenAuth returns an authenticator for tokens (at least one).
@@ -77,13 +76,12 @@ func (a *TokenAuth) Authenticate(r *http.Request) (*Principal, error) {
 		ok = secret != ""
 	}
 	if !ok {
-		a.fail(r, "no bearer token")
-		return nil, errUnauthorized
+		return nil, &authFailure{"no bearer token"}
 	}
-	return a.check(r, secret)
+	return a.check(secret)
 }
 
-func (a *TokenAuth) check(r *http.Request, secret string) (*Principal, error) {
+func (a *TokenAuth) check(secret string) (*Principal, error) {
 	sum := sha256.Sum256([]byte(secret))
 	var found *Token
 	for i := range a.tokens {
@@ -92,16 +90,24 @@ func (a *TokenAuth) check(r *http.Request, secret string) (*Principal, error) {
 		}
 	}
 	if found == nil {
-		a.fail(r, "unknown token")
-		return nil, errUnauthorized
+		return nil, &authFailure{"unknown token"}
 	}
 	return &Principal{Name: found.Name, Tenant: found.Tenant, Role: found.Role, Rate: found.Rate, JobPrefix: found.JobPrefix}, nil
 }
 
-func (a *TokenAuth) fail(r *http.Request, reason string) {
-	if a.OnFailure != nil {
-		a.OnFailure(r, reason)
+// authFailure is errUnauthorized, with the reason the audit log records
+// (the client is told only errUnauthorized's message).
+type authFailure struct{ reason string }
+
+func (f *authFailure) Error() string { return errUnauthorized.Error() }
+func (f *authFailure) Unwrap() error { return errUnauthorized }
+
+// failureReason is what the audit log says about a failed authentication.
+func failureReason(err error) string {
+	if f, ok := errors.AsType[*authFailure](err); ok {
+		return f.reason
 	}
+	return err.Error()
 }
 
 // bearer extracts the secret of an `Authorization: Bearer` header. The

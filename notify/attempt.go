@@ -9,13 +9,12 @@ import (
 
 // Outcomes of an Attempt.
 const (
-	OutcomeSent         = "sent"         // the channel accepted the message
-	OutcomeFailed       = "failed"       // a failure not worth retrying (bad token, rejected payload)
-	OutcomeRetrying     = "retrying"     // a retryable failure; another try follows after a backoff
-	OutcomeGaveUp       = "gave_up"      // a retryable failure past GiveUpAfter; no more tries
-	OutcomeDropped      = "dropped"      // never tried: full queue, unknown channel, or shutdown
-	OutcomeCoalesced    = "coalesced"    // folded into a digest while waiting for the rate limit
-	OutcomeDeduplicated = "deduplicated" // the same DedupKey went to this channel within the window
+	OutcomeSent      = "sent"      // the channel accepted the message
+	OutcomeFailed    = "failed"    // a failure not worth retrying (bad token, rejected payload)
+	OutcomeRetrying  = "retrying"  // a retryable failure; another try follows after a backoff
+	OutcomeGaveUp    = "gave_up"   // a retryable failure past GiveUpAfter; no more tries
+	OutcomeDropped   = "dropped"   // never tried: full queue, unknown channel, or shutdown
+	OutcomeCoalesced = "coalesced" // folded into a digest while waiting for the rate limit
 )
 
 // Attempt is one entry of the delivery record: a try to send, or a decision

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
@@ -30,12 +31,20 @@ const (
 	DefaultRobotRate = 20
 )
 
+// AllTenants in a Channel's Tenants shares the channel with every tenant.
+const AllTenants = "*"
+
 // Channel is one configured destination and how to deliver to it.
 type Channel struct {
 	Name     string   // the name rules use in NOTIFY:
 	Type     string   // dingtalk, email, wecom, feishu, slack, webhook, console
 	Notifier Notifier // sends one message
-	Lang     string   // "en" (default) or "zh-CN"
+	// Tenants may name the channel in their rules and be notified through
+	// it: nil is the default tenant ("") alone, so that a configuration
+	// without tenants works as it is; AllTenants shares it with every
+	// tenant.
+	Tenants []string
+	Lang    string // "en" (default) or "zh-CN"
 	// Templates overrides the default templates by kind (text/template
 	// source); see docs/notifications.md for what a source may define.
 	Templates map[apollo.NotificationKind]string
@@ -81,5 +90,20 @@ func (c Channel) validate() error {
 	if c.QueueSize < 0 {
 		bad("queue_size", "queue size is negative", "use a positive size such as 1000")
 	}
+	switch {
+	case c.Tenants != nil && len(c.Tenants) == 0:
+		bad("tenants", "an empty list lets no tenant use the channel",
+			`leave tenants out for a channel of the default tenant, or list the tenants ("*" for all)`)
+	case len(c.Tenants) > 1 && slices.Contains(c.Tenants, AllTenants):
+		bad("tenants", `"*" already shares the channel with every tenant`, `write tenants: ["*"] alone, or list the tenants`)
+	}
 	return errors.Join(errs...)
+}
+
+// Serves reports whether tenant's alerts may go to the channel.
+func (c Channel) Serves(tenant string) bool {
+	if c.Tenants == nil {
+		return tenant == ""
+	}
+	return slices.Contains(c.Tenants, AllTenants) || slices.Contains(c.Tenants, tenant)
 }

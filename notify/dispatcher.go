@@ -19,25 +19,23 @@ import (
 	apollo "github.com/apollo-11/apollo"
 )
 
-// Defaults of Options.
-const (
-	DefaultDedupWindow = 2 * time.Minute
-	DefaultLogSize     = 10000
-)
+// DefaultLogSize is how many Attempts the default AttemptLog keeps.
+const DefaultLogSize = 10000
 
 // Options configure a Dispatcher. The zero value is usable.
 type Options struct {
 	Clock  apollo.Clock // default apollo.SystemClock
 	Logger *slog.Logger // default slog.Default()
-	// DedupWindow: the same DedupKey on the same channel within it is sent
-	// once. Default 2m; negative turns dedup off.
-	DedupWindow time.Duration
-	Log         AttemptLog // default NewMemoryLog(10000)
+	Log    AttemptLog   // default NewMemoryLog(10000)
 	// ExternalURL is where people reach Apollo-11's web UI; when set,
 	// messages link to the alert. Optional.
 	ExternalURL string
 	// Location is the time zone messages show times in; default time.Local.
 	Location *time.Location
+	// Tenants says tenants are in use: every alert message then names its
+	// tenant, the default one as "default". Without it only the messages of
+	// other tenants than the default name theirs.
+	Tenants bool
 }
 
 func (o Options) withDefaults() Options {
@@ -45,7 +43,6 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	o.DedupWindow = cmp.Or(o.DedupWindow, DefaultDedupWindow)
 	if o.Log == nil {
 		o.Log = NewMemoryLog(DefaultLogSize)
 	}
@@ -112,6 +109,7 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 			errs = append(errs, err)
 			continue
 		}
+		r.tenants = opts.Tenants
 		d.lanes[ch.Name] = newLane(d, ch, r)
 		d.order = append(d.order, ch.Name)
 	}
@@ -161,9 +159,10 @@ func (d *Dispatcher) Stop() {
 }
 
 // Send hands n to the queue of each channel it names and returns at once;
-// it never waits for a lane. A full queue, an unknown channel or a stopped
-// dispatcher is recorded as a dropped Attempt and counted. Send keeps n: the
-// caller must not change its maps or slices afterwards.
+// it never waits for a lane. A full queue, an unknown channel, a channel
+// that does not serve n's tenant or a stopped dispatcher is recorded as a
+// dropped Attempt and counted. Send keeps n: the caller must not change
+// its maps or slices afterwards.
 func (d *Dispatcher) Send(n apollo.Notification) {
 	at := d.clock.Now()
 	d.mu.RLock()
@@ -181,6 +180,10 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 				DedupKey: n.DedupKey, At: at, Outcome: OutcomeDropped, Error: "unknown channel"})
 			d.logLimited(slog.LevelWarn, "unknown", "notify: notification names an unknown channel",
 				slog.String("channel", name), slog.String("rule", n.Alert.Rule))
+		case !l.ch.Serves(n.Alert.Tenant):
+			// Rules are checked against their tenant's channels when they
+			// are set; this catches rules set before a channel changed hands.
+			l.recordItem(item{n: n, at: at}, OutcomeDropped, fmt.Sprintf("the channel does not serve tenant %q", n.Alert.Tenant))
 		case stopped:
 			l.recordItem(item{n: n, at: at}, OutcomeDropped, "dispatcher stopped")
 		default:
@@ -194,8 +197,8 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 	}
 }
 
-// Test sends one test message to channel now, without queue, dedup, rate
-// limit or retries, and returns its Attempt. The lane's pace still counts
+// Test sends one test message to channel now, without queue, rate limit
+// or retries, and returns its Attempt. The lane's pace still counts
 // it, so the queued messages after it keep the channel within its limit.
 func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) {
 	l := d.lanes[channel]
@@ -223,6 +226,24 @@ func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) 
 
 // Channels returns the channel names in configuration order.
 func (d *Dispatcher) Channels() []string { return slices.Clone(d.order) }
+
+// Serves reports whether channel exists and tenant's rules may name it.
+func (d *Dispatcher) Serves(tenant, channel string) bool {
+	l := d.lanes[channel]
+	return l != nil && l.ch.Serves(tenant)
+}
+
+// ChannelsFor returns the names of the channels that serve tenant, in
+// configuration order.
+func (d *Dispatcher) ChannelsFor(tenant string) []string {
+	var names []string
+	for _, name := range d.order {
+		if d.lanes[name].ch.Serves(tenant) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
 
 // Stats returns every channel's counters.
 func (d *Dispatcher) Stats() Stats {

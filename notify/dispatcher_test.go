@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,60 +14,100 @@ import (
 	apollo "github.com/apollo-11/apollo"
 )
 
-func TestDedupWithinWindow(t *testing.T) {
-	t.Parallel()
-	clk := apollo.NewFakeClock(t0)
-	log := newWatchLog()
-	s := newSink(clk)
-	d := startDispatcher(t, clk, log, Channel{Name: "ops", Type: TypeConsole, Notifier: s})
-
-	d.Send(note("a1", "k1", "ops"))
-	if got := log.next(t); got.Outcome != OutcomeSent || got.DedupKey != "k1" {
-		t.Fatalf("first: %+v", got)
-	}
-	d.Send(note("a1", "k1", "ops")) // same key, same instant
-	if got := log.next(t); got.Outcome != OutcomeDeduplicated || got.DedupKey != "k1" {
-		t.Fatalf("repeat within window: %+v", got)
-	}
-	d.Send(note("a2", "k2", "ops")) // another key is not a duplicate
-	if got := log.next(t); got.Outcome != OutcomeSent || got.DedupKey != "k2" {
-		t.Fatalf("other key: %+v", got)
-	}
-	clk.Advance(DefaultDedupWindow - time.Second)
-	d.Send(note("a1", "k1", "ops"))
-	if got := log.next(t); got.Outcome != OutcomeDeduplicated {
-		t.Fatalf("still within window: %+v", got)
-	}
-	clk.Advance(time.Second)
-	d.Send(note("a1", "k1", "ops"))
-	if got := log.next(t); got.Outcome != OutcomeSent {
-		t.Fatalf("after window: %+v", got)
-	}
-	if n := len(s.all()); n != 3 {
-		t.Fatalf("%d messages reached the channel, want 3", n)
-	}
-	st := d.Stats().Channels["ops"]
-	if st.Queued != 5 || st.Sent != 3 || st.Deduplicated != 2 {
-		t.Fatalf("stats %+v", st)
-	}
-}
-
-func TestDedupIsPerChannel(t *testing.T) {
+// The dispatcher delivers every notification it is handed: removing
+// duplicates is the alert engine's (its lock is keyed by tenant and shared
+// by every alert process). Two tenants' notifications with one dedup key
+// both reach the channel, and a notification naming a channel twice is
+// delivered to it once.
+func TestDispatcherDeliversWhatItIsGiven(t *testing.T) {
 	t.Parallel()
 	clk := apollo.NewFakeClock(t0)
 	log := newWatchLog()
 	a, b := newSink(clk), newSink(clk)
-	d := startDispatcher(t, clk, log, Channel{Name: "a", Notifier: a}, Channel{Name: "b", Notifier: b})
-	d.Send(note("x", "k", "a", "b", "a")) // "a" twice in one notification counts once
-	a.next(t)
+	d := startDispatcher(t, clk, log, Channel{Name: "a", Notifier: a, Tenants: []string{AllTenants}},
+		Channel{Name: "b", Notifier: b, Tenants: []string{AllTenants}})
+	first, second := note("x1", "k", "a", "b", "a"), note("x2", "k", "a")
+	first.Alert.Tenant, second.Alert.Tenant = "team-a", "team-b"
+	d.Send(first)
+	d.Send(second)
+	var tenants []string
+	for range 2 {
+		tenants = append(tenants, a.next(t).m.Notification.Alert.Tenant)
+	}
 	b.next(t)
-	d.Send(note("x", "k", "b"))
+	if strings.Join(tenants, ",") != "team-a,team-b" {
+		t.Fatalf("channel a got the notifications of %v", tenants)
+	}
 	for range 3 {
-		if got := log.next(t); got.Channel == "b" && got.Outcome == OutcomeDeduplicated {
-			return
+		if got := log.next(t); got.Outcome != OutcomeSent {
+			t.Fatalf("attempt %+v", got)
 		}
 	}
-	t.Fatal("second send to b was not deduplicated")
+	if st := d.Stats().Channels["a"]; st.Queued != 2 || st.Sent != 2 {
+		t.Fatalf("channel a: %+v", st)
+	}
+}
+
+// Channels belong to tenants: without tenants a channel is the default
+// tenant's (a configuration without tenants works as before), "*" shares
+// it with all. A notification of a tenant the channel does not serve is
+// dropped and recorded, for that tenant to see, and never reaches it.
+func TestChannelsServeTheirTenants(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	own, a, shared := newSink(clk), newSink(clk), newSink(clk)
+	d := startDispatcher(t, clk, log, Channel{Name: "own", Notifier: own},
+		Channel{Name: "a", Notifier: a, Tenants: []string{"team-a", ""}},
+		Channel{Name: "shared", Notifier: shared, Tenants: []string{AllTenants}})
+	for _, tc := range []struct {
+		tenant string
+		serves []string
+	}{{"", []string{"own", "a", "shared"}}, {"team-a", []string{"a", "shared"}}, {"team-b", []string{"shared"}}} {
+		if got := d.ChannelsFor(tc.tenant); strings.Join(got, ",") != strings.Join(tc.serves, ",") {
+			t.Errorf("channels for %q: %v, want %v", tc.tenant, got, tc.serves)
+		}
+		for _, ch := range []string{"own", "a", "shared", "nowhere"} {
+			if got, want := d.Serves(tc.tenant, ch), slices.Contains(tc.serves, ch); got != want {
+				t.Errorf("Serves(%q, %q) = %v, want %v", tc.tenant, ch, got, want)
+			}
+		}
+	}
+	n := note("b1", "k", "own", "a", "shared")
+	n.Alert.Tenant = "team-b"
+	d.Send(n)
+	if got := shared.next(t).m.Notification.Alert.Tenant; got != "team-b" {
+		t.Fatalf("shared channel got tenant %q", got)
+	}
+	outcomes := map[string]string{}
+	for range 3 {
+		a := log.next(t)
+		outcomes[a.Channel] = a.Outcome + " " + a.Error
+	}
+	want := map[string]string{"own": `dropped the channel does not serve tenant "team-b"`,
+		"a": `dropped the channel does not serve tenant "team-b"`, "shared": "sent "}
+	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+	if got := d.Attempts(AttemptFilter{Tenant: "team-b"}); len(got) != 3 {
+		t.Fatalf("team-b sees %d attempts, want 3: %+v", len(got), got)
+	}
+	if len(own.all()) != 0 || len(a.all()) != 0 {
+		t.Fatal("a channel of other tenants got team-b's notification")
+	}
+}
+
+func TestChannelTenantsChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		tenants []string
+		msg     string
+	}{{[]string{}, "an empty list lets no tenant use the channel"}, {[]string{"*", "team-a"}, `"*" already shares the channel`}} {
+		_, err := NewDispatcher([]Channel{{Name: "c", Notifier: newSink(nil), Tenants: tc.tenants}}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "channels.c.tenants") || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("tenants %q: %v", tc.tenants, err)
+		}
+	}
 }
 
 // TestRateLimitCoalesces sends 60 notifications to a channel limited to 20

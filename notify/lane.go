@@ -17,27 +17,28 @@ var errAttemptTimeout = errors.New("attempt timed out")
 // item is a notification in a lane's queue.
 type item struct {
 	n  apollo.Notification
-	at time.Time // when Send took it; the dedup window counts from here
+	at time.Time // when Send took it
 }
 
 // lane delivers to one channel. Its goroutine reads the queue and, for
-// each notification, runs the stages in the order of this sentence:
-// dedup it, wait for the rate limit (folding what arrives meanwhile into a
-// digest), then try it, and retry it with backoff until it is sent, fails
-// for good, or gives up.
+// each notification, runs the stages in the order of this sentence: wait
+// for the rate limit (folding what arrives meanwhile into a digest), then
+// try it, and retry it with backoff until it is sent, fails for good, or
+// gives up. Duplicates never reach a lane: the alert engine's dedup lock,
+// keyed by tenant and shared by every alert process, is the one stage that
+// removes them.
 type lane struct {
 	d     *Dispatcher
 	ch    Channel
 	r     *renderer
 	queue chan item
 	pace  *pacer // nil: unlimited
-	dedup *dedup // used by the lane's goroutine only
 	stats counters
 }
 
 func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
 	return &lane{d: d, ch: ch, r: r, queue: make(chan item, ch.QueueSize),
-		pace: newPacer(ch.RatePerMinute), dedup: newDedup(d.opts.DedupWindow)}
+		pace: newPacer(ch.RatePerMinute)}
 }
 
 func (l *lane) run(ctx context.Context) {
@@ -48,9 +49,6 @@ func (l *lane) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case it = <-l.queue:
-		}
-		if !l.admit(it) {
-			continue
 		}
 		batch, ok := l.waitTurn(ctx, []item{it}, true)
 		if !ok {
@@ -63,18 +61,9 @@ func (l *lane) run(ctx context.Context) {
 	}
 }
 
-// admit is the dedup stage.
-func (l *lane) admit(it item) bool {
-	if l.dedup.admit(it.n.DedupKey, it.at) {
-		return true
-	}
-	l.recordItem(it, OutcomeDeduplicated, "")
-	return false
-}
-
 // waitTurn is the rate-limit stage: it waits on the clock until the
 // channel's pace allows another attempt. With collect set, notifications
-// that arrive meanwhile join the batch (after dedup), up to the queue size,
+// that arrive meanwhile join the batch, up to the queue size,
 // so that one digest goes out when the turn comes instead of a backlog that
 // would keep the channel over its limit. It returns false if ctx ended
 // first.
@@ -105,9 +94,7 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 		case <-t.C():
 			return batch, true
 		case it := <-q:
-			if l.admit(it) {
-				batch = append(batch, it)
-			}
+			batch = append(batch, it)
 		}
 	}
 }

@@ -6,14 +6,13 @@ import "sync/atomic"
 // made. Queued counts notifications accepted into the queue; the others
 // count Attempt outcomes, so Sent counts messages (a digest is one).
 type ChannelStats struct {
-	Queued       int64 `json:"queued"`
-	Sent         int64 `json:"sent"`
-	Failed       int64 `json:"failed"`
-	Retried      int64 `json:"retried"`
-	GaveUp       int64 `json:"gaveUp"`
-	Dropped      int64 `json:"dropped"`
-	Coalesced    int64 `json:"coalesced"`
-	Deduplicated int64 `json:"deduplicated"`
+	Queued    int64 `json:"queued"`
+	Sent      int64 `json:"sent"`
+	Failed    int64 `json:"failed"`
+	Retried   int64 `json:"retried"`
+	GaveUp    int64 `json:"gaveUp"`
+	Dropped   int64 `json:"dropped"`
+	Coalesced int64 `json:"coalesced"`
 	// QueueLen is how many notifications wait in the queue right now.
 	QueueLen int `json:"queueLen"`
 }
@@ -27,7 +26,7 @@ type Stats struct {
 }
 
 type counters struct {
-	queued, sent, failed, retried, gaveUp, dropped, coalesced, deduplicated atomic.Int64
+	queued, sent, failed, retried, gaveUp, dropped, coalesced atomic.Int64
 }
 
 // count adds one to the counter of an outcome.
@@ -45,8 +44,6 @@ func (c *counters) count(outcome string) {
 		c.dropped.Add(1)
 	case OutcomeCoalesced:
 		c.coalesced.Add(1)
-	case OutcomeDeduplicated:
-		c.deduplicated.Add(1)
 	}
 }
 
@@ -54,6 +51,6 @@ func (c *counters) snapshot() ChannelStats {
 	return ChannelStats{
 		Queued: c.queued.Load(), Sent: c.sent.Load(), Failed: c.failed.Load(),
 		Retried: c.retried.Load(), GaveUp: c.gaveUp.Load(), Dropped: c.dropped.Load(),
-		Coalesced: c.coalesced.Load(), Deduplicated: c.deduplicated.Load(),
+		Coalesced: c.coalesced.Load(),
 	}
 }

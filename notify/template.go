@@ -36,14 +36,21 @@ var Kinds = []apollo.NotificationKind{
 // rest are counted. Robot APIs cap a message at a few KiB.
 const digestShown = 20
 
-// TemplateData is what every template sees.
+// TemplateData is what every template sees. Alert and Notification.Alert
+// hold the alert with every text users supplied made inert (inert.go).
 type TemplateData struct {
 	Kind         apollo.NotificationKind
 	Alert        apollo.Alert
 	Notification apollo.Notification
-	Channel      string
-	Lang         string
-	ExternalURL  string
+	// ShowTenant says the message names the alert's tenant (Tenant, ""
+	// for the default one): always for other tenants than the default,
+	// and for every alert when tenants are in use; never for test, self
+	// and digest messages, which are nobody's alert.
+	ShowTenant  bool
+	Tenant      string
+	Channel     string
+	Lang        string
+	ExternalURL string
 	// Link points at the alert in the web UI; empty without ExternalURL.
 	Link string
 	// Duration is how long the alert had been active at Notification.At,
@@ -62,6 +69,7 @@ type renderer struct {
 	defaults                   *template.Template
 	overrides                  map[apollo.NotificationKind]*override
 	layout                     *htmltemplate.Template
+	tenants                    bool // Options.Tenants
 }
 
 // override is one kind's template set after a channel's override source
@@ -77,6 +85,9 @@ type override struct {
 // fail on every alert fails now, at start-up, naming channel and kind.
 func newRenderer(channel, lang, externalURL string, loc *time.Location, src map[apollo.NotificationKind]string) (*renderer, error) {
 	fm := TemplateFuncs(loc)
+	if lang == LangChinese {
+		fm["duration"] = durationZH
+	}
 	defaults, err := template.New(lang).Funcs(fm).ParseFS(templateFS, "templates/"+lang+".tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parse default %s templates: %w", lang, err)
@@ -216,9 +227,15 @@ func execText(set *template.Template, name string, d *TemplateData) (string, err
 }
 
 func (r *renderer) data(n apollo.Notification, items []*Message) *TemplateData {
-	a := n.Alert
+	a := inertAlert(n.Alert)
+	n.Alert = a
 	d := &TemplateData{Kind: n.Kind, Alert: a, Notification: n, Channel: r.channel, Lang: r.lang,
 		ExternalURL: r.externalURL, Items: items, Shown: items}
+	switch n.Kind {
+	case apollo.NotifyTest, apollo.NotifySelf, KindDigest:
+	default:
+		d.ShowTenant, d.Tenant = a.Tenant != "" || r.tenants, a.Tenant
+	}
 	if r.externalURL != "" && a.ID != "" {
 		d.Link = r.externalURL + "/alerts/" + url.PathEscape(a.ID)
 	}
@@ -269,6 +286,26 @@ func TemplateFuncs(loc *time.Location) template.FuncMap {
 			return strings.Join(keys, ", ")
 		},
 	}
+}
+
+// durationZH writes a duration as Chinese text does, to the second:
+// 1小时2分钟3秒.
+func durationZH(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Second {
+		return "0秒"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "小时"}, {time.Minute, "分钟"}, {time.Second, "秒"}} {
+		if n := d / u.d; n > 0 {
+			b.WriteString(strconv.FormatInt(int64(n), 10) + u.name)
+			d -= n * u.d
+		}
+	}
+	return b.String()
 }
 
 // formatValue shows whole numbers as such (counts) and others with four

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestTemplatesRenderEveryKindInEveryLanguage(t *testing.T) {
 	}
 	extra := map[apollo.NotificationKind]map[string][]string{
 		apollo.NotifyResolved: {"en": {"Resolved", "2025-01-02 03:04:05 UTC", "1m0s"}, "zh-CN": {"恢复", "2025-01-02 03:04:05 UTC"}},
-		apollo.NotifyStorm:    {"en": {"2 matches", "batch_a, batch_b"}, "zh-CN": {"命中", "batch_a、batch_b"}},
+		apollo.NotifyStorm:    {"en": {"more matches of batch_failures", "batch_a, batch_b", "in all over 1m0s"}, "zh-CN": {"又命中 2 次", "batch_a、batch_b", "1分钟内"}},
 		apollo.NotifyRepeat:   {"en": {"Still firing after", "1m0s"}, "zh-CN": {"仍未恢复"}},
 		apollo.NotifySelf:     {"en": {"Apollo-11 reports"}, "zh-CN": {"Apollo-11 自身"}},
 	}
@@ -68,6 +69,49 @@ func TestTemplatesRenderEveryKindInEveryLanguage(t *testing.T) {
 	}
 }
 
+// Every string the zh-CN templates add is Chinese: rendered over data
+// without a Latin letter, no message of any kind has one but the product's
+// name. (A storm's follow-up once said "309 more after the first…".)
+func TestChineseTemplatesAreChinese(t *testing.T) {
+	t.Parallel()
+	r, err := newRenderer("值班", LangChinese, "", time.FixedZone("+08", 8*3600), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tenants = true // the default tenant is named too
+	latin := regexp.MustCompile(`[A-Za-z]+`)
+	for _, kind := range Kinds {
+		n := SampleNotification(kind)
+		a := &n.Alert
+		a.ID, a.Rule, a.Group, a.Summary, a.Expr = "", "批处理失败", "批处理_", "失败率 0.12 ＞ 0.05", "失败率 ＞ 0.05"
+		a.Labels, a.TopNames, a.Channels = map[string]string{"团队": "数据"}, []string{"任务甲", "任务乙"}, []string{"值班"}
+		n.Channels = a.Channels
+		items := sampleItems(kind)
+		for _, it := range items {
+			it.Title = "示例"
+		}
+		m, err := r.render(n, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{m.Title, m.Text, m.Markdown} {
+			if words := latin.FindAllString(strings.ReplaceAll(s, "Apollo-11", ""), -1); len(words) > 0 {
+				t.Errorf("%s: English %q in\n%s", kind, words, s)
+			}
+		}
+	}
+}
+
+func TestDurationZH(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{0: "0秒", 400 * time.Millisecond: "0秒", 45 * time.Second: "45秒",
+		time.Minute: "1分钟", 61*time.Minute + 5*time.Second: "1小时1分钟5秒", 26 * time.Hour: "26小时"} {
+		if got := durationZH(d); got != want {
+			t.Errorf("durationZH(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 // The exact default text of a firing alert, so that a whitespace slip in
 // the template shows.
 func TestFiringTextExact(t *testing.T) {
@@ -93,6 +137,8 @@ Labels:   team=data`
 	}
 }
 
+// HTML is escaped on top of the inert text: "<" is already a full-width
+// lookalike, html/template escapes the rest.
 func TestHTMLIsEscaped(t *testing.T) {
 	t.Parallel()
 	n := SampleNotification(apollo.NotifyFiring)
@@ -102,7 +148,7 @@ func TestHTMLIsEscaped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(m.HTML, "<script>") || !strings.Contains(m.HTML, "&lt;script&gt;") {
+		if strings.Contains(m.HTML, "<script>") || !strings.Contains(m.HTML, "＜script&gt;") {
 			t.Fatalf("not escaped:\n%s", m.HTML)
 		}
 	}
@@ -122,7 +168,7 @@ func TestTemplateOverrides(t *testing.T) {
 			src:   `{{define "title"}}OK {{.Alert.Group}}{{end}}{{define "text"}}t {{duration .Duration}}{{end}}{{define "markdown"}}**m**{{end}}{{define "html"}}<i>{{.Alert.Rule}}</i>{{end}}`,
 			title: "OK batch_", text: "t 1m0s", md: "**m**", htmlPart: "<i>batch_failures</i>"},
 		{name: "blocks reuse defaults", kind: "storm", src: `{{define "title"}}S{{end}}{{template "storm.text" .}}`,
-			title: "S", text: "2 matches of batch_failures", md: "2 matches of batch_failures"},
+			title: "S", text: "2 more matches of batch_failures", md: "2 more matches of batch_failures"},
 		{name: "digest", kind: KindDigest, src: `{{define "title"}}{{len .Items}} grouped{{end}}`,
 			title: "2 grouped", text: "sample one", md: "sample one"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,6 +303,9 @@ type Beat struct {
 	// Stats are what the process reports of itself (the alert process: its
 	// evaluation and deliveries), shown by the bus's /api/v1/system.
 	Stats any `json:"stats,omitempty"`
+	// Stopped is the last beat of a process that shut down cleanly: the
+	// others tell it from one that died, whose beat just expires.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Heartbeat writes <prefix>:heartbeat:<component>:<id> every Every; the
@@ -346,17 +350,28 @@ func (h *Heartbeat) write(ctx context.Context) {
 	_ = h.c.Set(ctx, h.key, data, 3*h.beat.Every).Err()
 }
 
-// Stop removes the heartbeat: a clean stop is not an outage.
+// Stop writes a last beat that says the process stopped cleanly, and
+// stops beating: Alive no longer lists it, and a watcher that saw it
+// alive knows it was not lost (Heartbeats). The last beat expires like
+// any other.
 func (h *Heartbeat) Stop() {
 	h.loop.stop(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = h.c.Del(ctx, h.key).Err()
+		h.beat.Stopped = true
+		h.write(ctx)
 	})
 }
 
-// Alive returns the heartbeats present now.
+// Alive returns the heartbeats of the processes running now.
 func Alive(ctx context.Context, c redis.UniversalClient, prefix string) ([]Beat, error) {
+	beats, err := Heartbeats(ctx, c, prefix)
+	return slices.DeleteFunc(beats, func(b Beat) bool { return b.Stopped }), err
+}
+
+// Heartbeats returns every heartbeat present now: the running processes'
+// and the last beats of those that stopped cleanly.
+func Heartbeats(ctx context.Context, c redis.UniversalClient, prefix string) ([]Beat, error) {
 	var out []Beat
 	iter := c.Scan(ctx, 0, prefix+":heartbeat:*", 100).Iterator()
 	for iter.Next(ctx) {

@@ -139,4 +139,9 @@ func TestHeartbeat(t *testing.T) {
 	if beats, _ := redisstore.Alive(ctx, c, prefix); len(beats) != 0 {
 		t.Errorf("a stopped process still beats: %+v", beats)
 	}
+	// Its last beat says it stopped cleanly, for watchers that saw it.
+	beats, err = redisstore.Heartbeats(ctx, c, prefix)
+	if err != nil || len(beats) != 1 || !beats[0].Stopped || beats[0].ID != "p1" {
+		t.Fatalf("after a clean stop: %+v, %v", beats, err)
+	}
 }

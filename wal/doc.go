@@ -12,8 +12,11 @@
 // Guarantees: once Wait(lsn) returns nil, the record survives a crash of the
 // process (every policy) and of the machine (SyncBatch; SyncInterval after
 // the next tick). LSNs are contiguous. At Open, a bad record at the very end
-// of the last segment is a write the crash cut short, never acknowledged,
-// and is cut off; damage anywhere else stops Open with ErrCorrupt naming the
-// file and offset. Snapshots ("<lsn>.snap") are written to a temporary file,
+// of the last segment that the file ends inside of, or that zeros or stale
+// bytes follow, is a write the crash cut short, never acknowledged, and is
+// cut off. A last record that is whole but fails its checksum was damaged
+// after it was written and may have been acknowledged: like damage
+// anywhere else, it stops Open with ErrCorrupt naming the file and offset (and
+// its LSN), and the hint says how to drop it. Snapshots ("<lsn>.snap") are written to a temporary file,
 // fsynced and renamed, so a snapshot is whole or absent.
 package wal

@@ -117,8 +117,8 @@ func (l *Log) setNext(next LSN) {
 
 // scanSegment verifies one segment and returns its record count and its
 // size after any repair. In the last segment, a bad record with nothing
-// valid after it is a torn write and is cut off; anywhere else it is
-// corruption.
+// valid after it is a torn write and is cut off, unless it was written
+// whole and damaged later (tailDamage); anywhere else it is corruption.
 func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (uint64, int64, error) {
 	mode := os.O_RDONLY
 	if last {
@@ -164,6 +164,15 @@ func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (uint64, int6
 			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
 				Reason: fmt.Sprintf("%s, and a valid record follows at offset %d", bad.reason, valid), Hint: hintCorrupt}
 		}
+		damage, err := tailDamage(f, bad.off, st.Size())
+		if err != nil {
+			return 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+		}
+		if damage != "" {
+			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
+				Reason: fmt.Sprintf("the last record, LSN %d, %s", s.lsn+LSN(count), damage),
+				Hint:   hintCorruptLast(s.path, bad.off)}
+		}
 		if err := l.cutTail(f, s.path, bad, st.Size()); err != nil {
 			return 0, 0, err
 		}
@@ -183,6 +192,48 @@ func (l *Log) cutTail(f *os.File, path string, bad *badRecord, size int64) error
 	l.log.Warn("wal: cut a torn tail (records that were never acknowledged as durable)",
 		"segment", path, "offset", bad.off, "bytes_cut", l.repaired, "reason", bad.reason)
 	return nil
+}
+
+// tailDamage tells a torn write from damage to a record that was written
+// whole, for the bad record at off that nothing valid follows. A write cut
+// by a crash leaves the file ending inside the record, or followed by
+// zeros or stale bytes the write never reached. A complete record that
+// ends exactly where the file ends, yet fails its checksum, or one whose
+// length field is the only thing wrong (the bytes up to the end match its
+// checksum), was written in full and damaged afterwards: it may have been
+// acknowledged, so it is reported, never cut. It returns what is wrong, or
+// "" for a torn write.
+func tailDamage(r io.ReaderAt, off, size int64) (string, error) {
+	var h [recHeaderSize]byte
+	if size-off < recHeaderSize {
+		return "", nil
+	}
+	if _, err := r.ReadAt(h[:], off); err != nil {
+		return "", err
+	}
+	n, sum := binary.LittleEndian.Uint32(h[:]), binary.LittleEndian.Uint32(h[4:])
+	if checkLength(n) == "" && off+recHeaderSize+int64(n) == size {
+		return fmt.Sprintf("is whole (%d bytes, up to the end of the file) but its checksum does not match", recHeaderSize+n), nil
+	}
+	rest := size - off - recHeaderSize
+	if rest <= 0 || rest > MaxRecordSize {
+		return "", nil
+	}
+	p := make([]byte, rest)
+	if _, err := r.ReadAt(p, off+recHeaderSize); err != nil {
+		return "", err
+	}
+	if crc32.Checksum(p, castagnoli) == sum {
+		return fmt.Sprintf("has a damaged length field (%d) but the %d bytes after its header match its checksum", n, rest), nil
+	}
+	return "", nil
+}
+
+// hintCorruptLast is what an operator can do about a damaged last record.
+func hintCorruptLast(path string, off int64) string {
+	return fmt.Sprintf("the disk changed it after it was written, and it may have been acknowledged: "+
+		"restore the data directory from a backup, or, to start without this one record, "+
+		"stop Apollo-11, copy the file aside and cut it there: truncate -s %d %s", off, path)
 }
 
 // findValidRecord looks for any offset in [from, size) where a whole record

@@ -49,15 +49,21 @@ func appendBytes(t *testing.T, path string, b []byte) {
 	}
 }
 
+// lastRecord builds a log of n records and returns its directory, the
+// base name of its last segment, and that segment's last record's offset
+// and the segment's size.
+func lastRecord(t *testing.T, n int) (src, lastSeg string, lastOff, size int64) {
+	t.Helper()
+	src = buildLog(t, n)
+	segs := segFiles(t, src)
+	offs := recordOffsets(t, segs[len(segs)-1].path)
+	return src, filepath.Base(segs[len(segs)-1].path), offs[len(offs)-1], fileSize(t, segs[len(segs)-1].path)
+}
+
 func TestTornTailIsRepaired(t *testing.T) {
 	t.Parallel()
 	const n = 120
-	src := buildLog(t, n)
-	segs := segFiles(t, src)
-	lastSeg := filepath.Base(segs[len(segs)-1].path)
-	offs := recordOffsets(t, segs[len(segs)-1].path)
-	lastOff := offs[len(offs)-1]
-	size := fileSize(t, segs[len(segs)-1].path)
+	src, lastSeg, lastOff, size := lastRecord(t, n)
 
 	type tc struct {
 		name   string
@@ -88,18 +94,6 @@ func TestTornTailIsRepaired(t *testing.T) {
 			appendBytes(t, p, make([]byte, 8192))
 		}, n - 1, 20 + 8192},
 	)
-	for _, flip := range []struct {
-		name string
-		off  int64
-		bit  uint
-	}{
-		{"length low bit", 0, 0}, {"length bit 2", 0, 2}, {"length high bit", 3, 7},
-		{"checksum", 5, 4}, {"first payload byte", 8, 1}, {"last payload byte", size - lastOff - 1, 6},
-	} {
-		cases = append(cases, tc{"flipped " + flip.name, func(t *testing.T, p string) {
-			flipBit(t, p, lastOff+flip.off, flip.bit)
-		}, n - 1, size - lastOff})
-	}
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,6 +121,65 @@ func TestTornTailIsRepaired(t *testing.T) {
 			if got := l.Stats().Repaired; got != 0 {
 				t.Fatalf("second Open repaired %d bytes, want 0", got)
 			}
+		})
+	}
+}
+
+// TestDamagedLastRecordIsNotTorn: a bit flipped in the last record, which
+// was written whole and may have been acknowledged, is corruption: Open
+// refuses, names the record's LSN, and gives the command that drops it;
+// after that command the log opens without it.
+func TestDamagedLastRecordIsNotTorn(t *testing.T) {
+	t.Parallel()
+	const n = 120
+	src, lastSeg, lastOff, size := lastRecord(t, n)
+	for _, flip := range []struct {
+		name   string
+		off    int64
+		bit    uint
+		reason string
+	}{
+		{"length low bit", 0, 0, "damaged length field"},
+		{"length bit 2", 0, 2, "damaged length field"},
+		{"length high bit", 3, 7, "damaged length field"},
+		{"checksum", 5, 4, "checksum does not match"},
+		{"first payload byte", 8, 1, "checksum does not match"},
+		{"last payload byte", size - lastOff - 1, 6, "checksum does not match"},
+	} {
+		t.Run(flip.name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyDir(t, src)
+			damaged := filepath.Join(dir, lastSeg)
+			flipBit(t, damaged, lastOff+flip.off, flip.bit)
+			l, err := Open(Options{Dir: dir, SegmentSize: 4096, Logger: quiet})
+			if err == nil {
+				l.Close()
+				t.Fatal("Open cut a damaged last record as if it were a torn write")
+			}
+			ce, ok := isCorrupt(err)
+			if !ok {
+				t.Fatalf("Open = %v, want a *CorruptError wrapping ErrCorrupt", err)
+			}
+			msg := err.Error()
+			recovery := fmt.Sprintf("truncate -s %d %s", lastOff, damaged)
+			for _, want := range []string{fmt.Sprintf("LSN %d", n), flip.reason, "may have been acknowledged", recovery} {
+				if !strings.Contains(msg, want) {
+					t.Fatalf("Open error = %q, want it to say %q", msg, want)
+				}
+			}
+			if ce.Path != damaged || ce.Offset != lastOff {
+				t.Fatalf("error names %s offset %d, want %s offset %d", ce.Path, ce.Offset, damaged, lastOff)
+			}
+			if got := fileSize(t, damaged); got != size {
+				t.Fatalf("the refused Open changed the segment: %d bytes, want %d", got, size)
+			}
+
+			if err := os.Truncate(damaged, lastOff); err != nil { // the recovery the hint gives
+				t.Fatal(err)
+			}
+			l = openT(t, Options{Dir: dir, SegmentSize: 4096})
+			checkRecords(t, replayAll(t, l, 0), 0, n-1)
+			appendRange(t, l, n-1, n) // continues at the freed LSN
 		})
 	}
 }

@@ -75,6 +75,7 @@ type dashboard struct {
 	srv    *httptest.Server
 	api    atomic.Pointer[http.Handler]
 	hub    *httpapi.Hub
+	auth   httpapi.Authenticator // nil: no tokens
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -83,7 +84,7 @@ var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
 // failure of an etl run fires etl_failures at once.
 const dashboardRules = "RULE etl_failures task_prefix: \"etl\" ON: failed SEVERITY: critical NOTIFY: console\n"
 
-func newDashboard(t *testing.T) *dashboard {
+func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 	agg, err := metrics.New(metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func newDashboard(t *testing.T) *dashboard {
 	}
 	b.Start(context.Background())
 	t.Cleanup(b.Stop)
-	d := &dashboard{t: t, bus: b, agg: agg, alerts: eng}
+	d := &dashboard{t: t, bus: b, agg: agg, alerts: eng, auth: auth}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*d.api.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(d.srv.Close)
 	d.startStream()
@@ -128,8 +129,8 @@ func (d *dashboard) startStream() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Auth: testTokens, Stream: hub, Web: web.Handler(),
-		KnownChannel: func(n string) bool { return n == "console" }})
+	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Auth: d.auth, Stream: hub, Web: web.Handler(),
+		KnownChannel: func(_, n string) bool { return n == "console" }})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	d.api.Store(&h)
@@ -144,7 +145,7 @@ type browser struct {
 	errs chan string
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	path := chromium(t)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -152,6 +153,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
@@ -229,7 +231,7 @@ func text(sel string) string {
 }
 
 func TestDashboardInBrowser(t *testing.T) {
-	d := newDashboard(t)
+	d := newDashboard(t, testTokens)
 	b := newBrowser(t)
 	ag, err := agent.New(d.srv.URL, agent.WithToken("admin-token"), agent.WithFlushInterval(10*time.Millisecond))
 	if err != nil {

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"path/filepath"
-	"slices"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
@@ -67,12 +65,12 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
 		RepeatInterval: cfg.Alert.Repeat.D(),
-		SelfChannels:   slices.Sorted(maps.Keys(cfg.Channels)),
+		SelfChannels:   l.disp.ChannelsFor(""),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if l.loader, err = newRulesLoader(cfg, clock, log, func(rs []*rules.Rule, src []byte) { l.engine.SetRulesSource("", rs, src) }); err != nil {
+	if l.loader, err = newRulesLoader(cfg, clock, log, l.disp, func(rs []*rules.Rule, src []byte) { l.engine.SetRulesSource("", rs, src) }); err != nil {
 		return nil, err
 	}
 	l.rules = alert.NewFileRules(filepath.Join(cfg.Data, "rules.json"))
@@ -100,12 +98,13 @@ func loadSavedRules(ctx context.Context, e *alert.Engine, store alert.RuleStore,
 }
 
 // newRulesLoader loads the rules file (nil without one); a bad file is a
-// start-up error.
-func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, onLoad func([]*rules.Rule, []byte)) (*alert.Loader, error) {
+// start-up error. The file holds the default tenant's rules: they may name
+// the channels that serve it.
+func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, disp *notify.Dispatcher, onLoad func([]*rules.Rule, []byte)) (*alert.Loader, error) {
 	if cfg.Rules == "" {
 		return nil, nil
 	}
-	known := func(name string) bool { _, ok := cfg.Channels[name]; return ok }
+	known := func(name string) bool { return disp.Serves("", name) }
 	loader, err := alert.NewLoader(alert.LoaderOptions{Path: cfg.Rules, Clock: clock, Logger: log, KnownChannel: known, OnLoad: onLoad})
 	if err != nil {
 		return nil, err
@@ -141,13 +140,8 @@ func (l *localAlerting) stop() {
 	l.disp.Stop()
 }
 
-func (l *localAlerting) knownChannel(name string) bool {
-	_, ok := l.cfg.Channels[name]
-	return ok
-}
-
 func (l *localAlerting) apiOptions(o *httpapi.Options) {
-	o.Alerts, o.KnownChannel, o.Deliveries = l.engine, l.knownChannel, l.disp
+	o.Alerts, o.KnownChannel, o.Deliveries = l.engine, l.disp.Serves, l.disp
 	// Saved before the API sets them: durable once it answers.
 	o.SaveRules = func(tenant string, src []byte) error {
 		if tenant == "" && l.loader != nil {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -55,6 +54,9 @@ it raises apollo_component_down. SIGHUP reloads the rules file.`,
 			if cmd.Flags().Changed("rules") {
 				cfg.Rules = rulesFile
 			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "alert")
 			c, err := openRedis(cmd.Context(), cfg)
 			if err != nil {
@@ -79,6 +81,7 @@ type alertProcess struct {
 	id     string
 	lease  *redisstore.Lease
 	engine *alert.Engine
+	disp   *notify.Dispatcher
 	loader *alert.Loader
 	rules  *redisstore.Rules
 	// rulesMu orders a rules change from the bus (saved, then set) and a
@@ -133,6 +136,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.disp = disp
 	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second)
 	lockPrefix := ""
 	if prefix != "apollo" {
@@ -145,13 +149,13 @@ func (p *alertProcess) start(ctx context.Context) error {
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
 		RepeatInterval: cfg.Alert.Repeat.D(),
-		SelfChannels:   slices.Sorted(maps.Keys(cfg.Channels)),
+		SelfChannels:   disp.ChannelsFor(""),
 	})
 	if err != nil {
 		return err
 	}
 	p.rules = redisstore.NewRules(p.c, prefix)
-	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, func(rs []*rules.Rule, src []byte) {
+	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, disp, func(rs []*rules.Rule, src []byte) {
 		p.engine.SetRulesSource("", rs, src)
 		if err := p.rules.Save(ctx, "", src); err != nil {
 			p.log.Warn("recording the rules in Redis for the dashboard", "err", err)
@@ -200,23 +204,26 @@ func (p *alertProcess) start(ctx context.Context) error {
 	})
 	beat.Start(ctx)
 	p.onStop(beat.Stop)
-	w := startWatcher(ctx, p.c, prefix, "bus", cfg.Alert.Heartbeat.D(), func(summary string) {
-		p.engine.SelfAlert("apollo_component_down", apollo.SeverityCritical, summary)
+	w := startComponentWatch(ctx, p.c, prefix, cfg.Alert.Heartbeat.D(), p.log, func(kind, summary string, _ map[string]int) {
+		p.engine.SelfAlert(componentDown(kind), apollo.SeverityCritical, summary)
 	})
 	p.onStop(w.stop)
+	dm := startDeadman(cfg.Deadman, "alert", apollo.SystemClock, p.log)
+	p.onStop(dm.stop)
 	return nil
 }
 
 // saveRules checks rules sent through the bus's API against this
-// process's channels and saves them before HandleCommand sets them: in
-// Redis, where every alert process reads them at start and the bus shows
-// them, and the default tenant's in the rules file too, when there is one.
+// process's channels that serve the tenant, and saves them before
+// HandleCommand sets them: in Redis, where every alert process reads them
+// at start and the bus shows them, and the default tenant's in the rules
+// file too, when there is one.
 func (p *alertProcess) saveRules(tenant string, src []byte) error {
 	rs, err := rules.Parse("rules", src)
 	if err != nil {
 		return err
 	}
-	if err := rules.CheckChannels(rs, func(n string) bool { _, ok := p.cfg.Channels[n]; return ok }); err != nil {
+	if err := rules.CheckChannels(rs, func(n string) bool { return p.disp.Serves(tenant, n) }); err != nil {
 		return err
 	}
 	p.rulesMu.Lock()

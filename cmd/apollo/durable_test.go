@@ -75,7 +75,7 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 	t.Helper()
 	d := &deployment{t: t, three: three, dir: t.TempDir(), tokens: map[string]string{}}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "channels:\n  hook:\n    type: webhook\n    url: %s\n", h.srv.URL)
+	fmt.Fprintf(&cfg, "channels:\n  hook:\n    type: webhook\n    url: %s\n    tenants: [\"*\"]\n", h.srv.URL)
 	cfg.WriteString("alert:\n  interval: 1s\n  heartbeat: 1s\n  dedup_window: 1s\n  repeat: 2s\n")
 	cfg.WriteString("auth:\n  tokens:\n")
 	for _, tenant := range append([]string{""}, tenants...) {

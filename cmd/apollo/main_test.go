@@ -45,7 +45,14 @@ func startApollo(t *testing.T, args ...string) *proc {
 // with ready; for the "is up" line it records the address.
 func startProc(t *testing.T, ready string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return startCmd(t, exec.Command(os.Args[0], args...), ready)
+}
+
+// startCmd is startProc for a command that runs the binary in a wrapper
+// (a shell, unshare).
+func startCmd(t *testing.T, cmd *exec.Cmd, ready string) *proc {
+	t.Helper()
+	args := cmd.Args[1:]
 	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()

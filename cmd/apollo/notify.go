@@ -20,12 +20,17 @@ import (
 )
 
 // buildDispatcher makes the delivery pipeline for the configured channels.
-// extra channels (the demo's console) are added as they are.
+// When tenants are in use (a token or a channel names one), every message
+// names its tenant.
 func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, console io.Writer) (*notify.Dispatcher, error) {
 	var chs []notify.Channel
 	var errs []error
+	tenants := slices.ContainsFunc(cfg.Auth.Tokens, func(t config.Token) bool { return t.Tenant != "" })
 	for _, name := range slices.Sorted(maps.Keys(cfg.Channels)) {
 		raw := cfg.Channels[name]
+		if _, ok := raw["tenants"]; ok {
+			tenants = true
+		}
 		typ, _ := raw["type"].(string)
 		ch, err := channels.Build(name, typ, raw, channels.BuildOptions{NotifierOptions: notify.NotifierOptions{
 			Clock: clock, ExternalURL: cfg.ExternalURL, Output: console}})
@@ -38,8 +43,7 @@ func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, co
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("channels:\n%w", err)
 	}
-	return notify.NewDispatcher(chs, notify.Options{Clock: clock, Logger: log,
-		DedupWindow: cfg.Alert.DedupWindow.D(), ExternalURL: cfg.ExternalURL})
+	return notify.NewDispatcher(chs, notify.Options{Clock: clock, Logger: log, ExternalURL: cfg.ExternalURL, Tenants: tenants})
 }
 
 func newNotifyCmd() *cobra.Command {

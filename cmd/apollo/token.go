@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -87,4 +90,18 @@ func tokensFromConfig(cfg []config.Token) ([]httpapi.Token, error) {
 		out = append(out, httpapi.Token{Name: t.Name, Hash: h, Role: r, Tenant: t.Tenant, Rate: t.RateMax, JobPrefix: t.JobPrefix})
 	}
 	return out, nil
+}
+
+// allowedHosts are the host names a server without tokens answers to,
+// besides addresses and loopback names (httpapi.Options.AllowedHosts): the
+// configured ones and the names in listen and external_url.
+func allowedHosts(cfg config.Config) []string {
+	hosts := slices.Clone(cfg.Auth.AllowedHosts)
+	if h, _, err := net.SplitHostPort(cfg.Listen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	if u, err := url.Parse(cfg.ExternalURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts
 }

@@ -54,7 +54,7 @@ func typeOf[C any, N notify.Notifier](newNotifier func(C, notify.NotifierOptions
 }
 
 // Settings every channel has, next to its type's own.
-var common = []string{"type", "lang", "templates", "rate_per_minute", "timeout", "give_up_after", "queue_size"}
+var common = []string{"type", "tenants", "lang", "templates", "rate_per_minute", "timeout", "give_up_after", "queue_size"}
 
 // Types lists the channel types Build knows.
 func Types() []string { return slices.Sorted(maps.Keys(types)) }
@@ -111,6 +111,11 @@ func decodeCommon(raw map[string]any, typ string, ch *notify.Channel) error {
 		case "type":
 			if s, _ := v.(string); s != typ {
 				err = notify.Invalid(k, fmt.Sprintf("type %v here, %s given to Build", v, typ), "keep one type per channel")
+			}
+		case "tenants":
+			err = decodeValue(k, v, &ch.Tenants)
+			if err == nil && ch.Tenants == nil {
+				ch.Tenants = []string{} // "tenants:" with nothing is a list of none, not the default
 			}
 		case "lang":
 			err = decodeValue(k, v, &ch.Lang)

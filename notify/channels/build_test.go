@@ -90,6 +90,7 @@ func TestBuildErrorsNameChannelAndField(t *testing.T) {
 		{"from the channel package", "wecom", "url: https://h/x?key=s3cr3t\nmentioned_mobile_list: [\"1\"]", []string{"channels.ops.mentioned_mobile_list: WeCom markdown"}},
 		{"several at once", "dingtalk", "secret: s3cr3t\nfoo: 1\nbar: 2", []string{"channels.ops.foo", "channels.ops.bar"}},
 		{"missing url", "dingtalk", "secret: SECs3cr3t", []string{"channels.ops.url: missing webhook URL"}},
+		{"tenants not a list", "slack", "url: https://h/x\ntenants: {a: 1}", []string{"channels.ops.tenants: want a list of strings, got a map"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Build("ops", tc.typ, fromYAML(t, tc.yaml), BuildOptions{})
@@ -108,6 +109,28 @@ func TestBuildErrorsNameChannelAndField(t *testing.T) {
 				t.Errorf("code %q", apollo.ErrorCode(err))
 			}
 		})
+	}
+}
+
+// tenants: lists who may use a channel; one name is a list of one; left
+// out, the channel is the default tenant's. An empty "tenants:" is a list
+// of none, which the dispatcher refuses, rather than the default.
+func TestBuildTenants(t *testing.T) {
+	t.Parallel()
+	for src, want := range map[string][]string{
+		"":                        nil,
+		"tenants: [team-a, \"\"]": {"team-a", ""},
+		"tenants: team-a":         {"team-a"},
+		"tenants: [\"*\"]":        {notify.AllTenants},
+		"tenants:":                {},
+	} {
+		ch, err := Build("ops", "console", fromYAML(t, "body: text\n"+src), BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (ch.Tenants == nil) != (want == nil) || strings.Join(ch.Tenants, ",") != strings.Join(want, ",") {
+			t.Errorf("%q: tenants %q, want %q", src, ch.Tenants, want)
+		}
 	}
 }
 
@@ -146,6 +169,8 @@ func FuzzBuild(f *testing.F) {
 	f.Add("email", `{"host":"h","port":70000,"to":"a@b.c","from":"x","password":"s3cr3t-pw"}`)
 	f.Add("webhook", `{"url":"http://h/","template":"{{.Title","headers":{"A":"s3cr3t-pw"}}`)
 	f.Add("wecom", `{"url":["x"],"timeout":-1,"templates":{"firing":3}}`)
+	f.Add("slack", `{"url":"https://h/x","tenants":["*","team-a"]}`)
+	f.Add("console", `{"tenants":null}`)
 	f.Fuzz(func(t *testing.T, typ, settings string) {
 		var raw map[string]any
 		if json.Unmarshal([]byte(settings), &raw) != nil {

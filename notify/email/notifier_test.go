@@ -23,6 +23,7 @@ import (
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/notifytest"
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
@@ -314,5 +315,33 @@ func TestValidate(t *testing.T) {
 	}
 	if s := strconv.Quote((Config{Password: "pa55-w0rd"}).Password.LogValue().String()); strings.Contains(s, "pa55") {
 		t.Fatal(s)
+	}
+}
+
+// Two tenants share a mail channel and send hostile text: each mail names
+// its tenant, and neither its subject nor its parts carry a link, a
+// mention or a tag from the text (the HTML part is escaped on top).
+func TestHostileTextIsInert(t *testing.T) {
+	t.Parallel()
+	box := &mailbox{user: "apollo", pass: "pa55-w0rd", got: make(chan delivery, 2)}
+	port, roots := startSMTP(t, box, false)
+	n, err := New(config(port), notify.NotifierOptions{TLSConfig: &tls.Config{RootCAs: roots}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := notify.Channel{Name: "mail", Type: notify.TypeEmail, Notifier: n, Tenants: []string{notify.AllTenants}}
+	notifytest.Deliver(t, ch, notifytest.Hostile("team-a", "mail"), notifytest.Hostile("team-b", "mail"))
+	for _, tenant := range []string{"team-a", "team-b"} {
+		msg, err := netmail.ReadMessage(strings.NewReader((<-box.got).data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+		if err != nil || !strings.HasPrefix(subject, "["+tenant+"] ") {
+			t.Fatalf("subject %q: %v", subject, err)
+		}
+		parts := readParts(t, msg)
+		notifytest.CheckInert(t, tenant, subject, parts["text/plain"])
+		notifytest.CheckInert(t, tenant, parts["text/html"])
 	}
 }

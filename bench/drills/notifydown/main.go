@@ -400,7 +400,7 @@ func (r *result) chunkStats(n int, during []time.Duration) {
 
 // settled is how many notifications have their final outcome.
 func settled(cs notify.ChannelStats) int64 {
-	return cs.Sent + cs.Deduplicated + cs.Coalesced + cs.Failed + cs.GaveUp + cs.Dropped
+	return cs.Sent + cs.Coalesced + cs.Failed + cs.GaveUp + cs.Dropped
 }
 
 // getJSON reads a 200 answer of the server's API into v.

@@ -17,8 +17,13 @@
 // each kind of sender while they are in memory, and 3 older ones from the
 // archive) has every event.
 //
-//	go run ./drills/overload                 # about 3 minutes
-//	go run ./drills/overload -short          # 5 s of overload
+// A second case (anon.go) floods a server with requests from callers
+// without a valid token and checks that they cost neither disk (the audit
+// log) nor memory, and push out no tenant's audit entries.
+//
+//	go run ./drills/overload                 # about 4 minutes
+//	go run ./drills/overload -short          # 5 s of overload, 5 s of flood
+//	go run ./drills/overload -short -case anon  # the flood alone
 package main
 
 import (
@@ -66,12 +71,21 @@ func main() {
 	rssLimit := flag.Int64("rss-limit", 0, "bound on the server's RSS, MiB; 0: 1.25 × the peak of the 1× baseline run + 64 MiB")
 	noLimit := flag.Bool("no-memory-limit", false, "run the overloaded server without memory_limit_mib (to see the collector's own headroom)")
 	baseline := flag.Duration("baseline", 45*time.Second, "how long the 1× run that sets the RSS bound lasts (retention reaches its steady state in ~20 s)")
+	flood := flag.Duration("flood", time.Minute, "how long callers without a valid token flood the server")
+	which := flag.String("case", "all", "which case to run: all, rate (the overload of valid events) or anon (callers without a valid token)")
 	flag.Parse()
 	cmdline := "go run ./drills/overload"
 	calib := 5 * time.Second
 	if *short {
-		*dur, calib, *baseline = 5*time.Second, 2*time.Second, 3*time.Second
+		*dur, calib, *baseline, *flood = 5*time.Second, 2*time.Second, 3*time.Second, 5*time.Second
 		cmdline += " -short"
+	}
+	if *which != "all" && *which != "rate" && *which != "anon" {
+		fmt.Fprintf(os.Stderr, "overload: -case %q: use all, rate or anon\n", *which)
+		os.Exit(2)
+	}
+	if *which != "all" {
+		cmdline += " -case " + *which
 	}
 	base, memLimit = *baseline, !*noLimit
 	if *noLimit {
@@ -80,11 +94,39 @@ func main() {
 	if *rate != 0 {
 		cmdline += fmt.Sprintf(" -rate %d", *rate)
 	}
-	if err := drill(cmdline, *rate, *factor, *dur, calib, *agents, *rssLimit<<20); err != nil {
+	if err := cases(cmdline, *which, *flood, func(bin string) error {
+		return drill(bin, *rate, *factor, *dur, calib, *agents, *rssLimit<<20)
+	}); err != nil {
 		fmt.Printf("\nResult: FAIL — %v\n", err)
 		os.Exit(1)
 	}
 	fmt.Println("\nResult: PASS")
+}
+
+// cases builds apollo, prints the section's head and runs the cases
+// asked for: rate (the overload of valid events) and anon.
+func cases(cmdline, which string, flood time.Duration, rate func(bin string) error) error {
+	tmp, err := os.MkdirTemp("", "apollo-overload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin, err := harness.Build(context.Background(), "..", tmp)
+	if err != nil {
+		return err
+	}
+	fmt.Println("## Overload drill")
+	fmt.Println()
+	fmt.Printf("Command: `%s`\n\n", cmdline)
+	if which != "anon" {
+		if err := rate(bin); err != nil {
+			return err
+		}
+	}
+	if which != "rate" {
+		return anonFlood(bin, flood)
+	}
+	return nil
 }
 
 // rawSenders is how many goroutines post for the raw sender, each one
@@ -100,17 +142,9 @@ var (
 	memLimit bool
 )
 
-func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents int, rssLimit int64) error {
+func drill(bin string, rate, factor int, dur, calib time.Duration, nAgents int, rssLimit int64) error {
 	ctx := context.Background()
-	tmp, err := os.MkdirTemp("", "apollo-overload-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	bin, err := harness.Build(ctx, "..", tmp)
-	if err != nil {
-		return err
-	}
+	var err error
 	measured, ceiling := rate == 0, 0
 	if measured {
 		if ceiling, err = calibrate(bin, calib, nAgents); err != nil {
@@ -143,7 +177,7 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	defer func() { srv.Kill(); srv.Remove() }()
 
 	// RSS every second, from the start of the overload to the end of the checks.
-	maxRSS, stopSampling := sampleRSS(srv)
+	maxRSS, stopSampling := sampleRSS(srv, true)
 	defer stopSampling()
 
 	rec := &recorder{}
@@ -228,9 +262,6 @@ func drill(cmdline string, rate, factor int, dur, calib time.Duration, nAgents i
 	peak := maxRSS.Load()
 
 	events := int64(3 * len(rec.runs))
-	fmt.Println("## Overload drill")
-	fmt.Println()
-	fmt.Printf("Command: `%s`\n\n", cmdline)
 	how := "half the ceiling measured for " + calib.String() + " with the agent clients and no limit: a server at its ceiling has no room left to refuse"
 	if !measured {
 		how = "given with -rate"
@@ -318,9 +349,10 @@ type peaks struct{ rss, tasks atomic.Int64 }
 
 func (p *peaks) Load() int64 { return p.rss.Load() }
 
-// sampleRSS samples srv's RSS and tasks in memory every second until stop
-// and keeps the peaks.
-func sampleRSS(srv *harness.Proc) (peak *peaks, stop func()) {
+// sampleRSS samples srv's RSS, and with tasks the tasks in memory (GET
+// /metrics, which needs no token on these servers), every second until
+// stop and keeps the peaks.
+func sampleRSS(srv *harness.Proc, tasks bool) (peak *peaks, stop func()) {
 	peak = new(peaks)
 	done := make(chan struct{})
 	raise := func(a *atomic.Int64, v int64) {
@@ -335,8 +367,10 @@ func sampleRSS(srv *harness.Proc) (peak *peaks, stop func()) {
 			if u, err := harness.Sample(srv.PID()); err == nil {
 				raise(&peak.rss, u.RSS)
 			}
-			if m, err := harness.Scrape(srv.URL()); err == nil {
-				raise(&peak.tasks, int64(m["apollo_tasks"]))
+			if tasks {
+				if m, err := harness.Scrape(srv.URL()); err == nil {
+					raise(&peak.tasks, int64(m["apollo_tasks"]))
+				}
 			}
 			select {
 			case <-t.C:
@@ -357,7 +391,7 @@ func baselineRSS(bin, cfg string, rate, n int) (int64, int64, int, error) {
 		return 0, 0, 0, err
 	}
 	defer func() { srv.Kill(); srv.Remove() }()
-	peak, stop := sampleRSS(srv)
+	peak, stop := sampleRSS(srv, true)
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), base)
 	defer cancel()

@@ -1,0 +1,201 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+const fileName = "audit.jsonl"
+
+// reserveFor is the free space the audit file leaves to the write-ahead
+// log on a filesystem of size bytes: a tenth of it, at most 64 MiB. The
+// audit file and the log share the data directory's disk; when it fills,
+// the audit file stops first, so events are still stored.
+func reserveFor(size uint64) uint64 { return min(size/10, 64<<20) }
+
+// file is audit.jsonl, rotated by size, with the entries it could not
+// write counted until it can again.
+type file struct {
+	dir     string
+	limit   int64 // rotate past this size
+	keep    int   // rotated files kept
+	f       *os.File
+	size    int64
+	space   func(dir string) (avail, size uint64, err error)
+	log     *slog.Logger
+	skipped int    // entries not written since the last one that was
+	why     string // why the last of them was not
+}
+
+func pathOf(dir string, i int) string {
+	if i == 0 {
+		return filepath.Join(dir, fileName)
+	}
+	return filepath.Join(dir, fileName+"."+strconv.Itoa(i))
+}
+
+// openFile opens dir's audit file for appending and gives keep the
+// entries of the previous file and of this one, oldest first. A last line
+// cut short by a crash is removed, so the next entry starts a line.
+func openFile(o Options, log *slog.Logger, keep func(*Entry)) (*file, error) {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	bad := 0
+	for _, i := range []int{1, 0} {
+		whole, n, err := load(pathOf(o.Dir, i), keep)
+		if err != nil {
+			return nil, err
+		}
+		bad += n
+		if i == 0 && whole >= 0 {
+			if err := os.Truncate(pathOf(o.Dir, 0), whole); err != nil {
+				return nil, fmt.Errorf("audit: %w", err)
+			}
+		}
+	}
+	if bad > 0 {
+		log.Warn("audit: lines of the audit file that do not read as entries were skipped", "lines", bad, "dir", o.Dir)
+	}
+	f, err := os.OpenFile(pathOf(o.Dir, 0), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return &file{dir: o.Dir, limit: o.FileBytes, keep: o.Files, f: f, size: st.Size(), space: diskSpace, log: log}, nil
+}
+
+// load gives keep every entry of the file at path and returns the length
+// of its whole lines (-1 when there is no file) and how many lines did not
+// decode.
+func load(path string, keep func(*Entry)) (whole int64, bad int, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("audit: %w", err)
+	}
+	whole = int64(bytes.LastIndexByte(data, '\n') + 1)
+	for line := range bytes.Lines(data[:whole]) {
+		var e Entry
+		if err := json.Unmarshal(line, &e); err != nil || e.At.IsZero() {
+			bad++
+			continue
+		}
+		e.capFields()
+		e.Count = max(e.Count, 0)
+		keep(&e)
+	}
+	return whole, bad, nil
+}
+
+// write appends e. When the disk is short of the reserve, or a write
+// fails, e is counted instead; the first entry written afterwards is a gap
+// entry saying how many were not, which write returns.
+func (f *file) write(e *Entry, now time.Time) (gap *Entry) {
+	line := marshal(e)
+	if why := f.noRoom(len(line)); why != "" {
+		f.skip(why)
+		return nil
+	}
+	if f.skipped > 0 {
+		gap = &Entry{At: now, Actor: "apollo", Action: "audit.gap", Count: f.skipped,
+			Detail: fmt.Sprintf("%d entries were not written to this file: %s", f.skipped, f.why)}
+		if !f.append(marshal(gap)) {
+			return nil
+		}
+		f.log.Info("audit: writing the audit file again", "not_written", gap.Count)
+		f.skipped, f.why = 0, ""
+	}
+	f.append(line)
+	return gap
+}
+
+func marshal(e *Entry) []byte {
+	b, _ := json.Marshal(e) // an Entry always marshals
+	return append(b, '\n')
+}
+
+// noRoom says why a line of n bytes must not be written now, or "".
+func (f *file) noRoom(n int) string {
+	avail, size, err := f.space(f.dir)
+	if err != nil {
+		return "" // cannot tell: the write itself will fail if it must
+	}
+	if r := reserveFor(size); avail < r+uint64(n) {
+		return fmt.Sprintf("the disk has %d bytes free, under the %d kept for the write-ahead log", avail, r)
+	}
+	return ""
+}
+
+// append writes one line, rotating first if the file would pass its limit.
+// A failed write leaves no half line behind.
+func (f *file) append(line []byte) bool {
+	if f.size > 0 && f.size+int64(len(line)) > f.limit {
+		if err := f.rotate(); err != nil {
+			f.skip(err.Error())
+			return false
+		}
+	}
+	n, err := f.f.Write(line)
+	if err != nil {
+		if n > 0 {
+			f.f.Truncate(f.size) // best effort; the next open cuts a half line anyway
+		}
+		f.skip(err.Error())
+		return false
+	}
+	f.size += int64(n)
+	return true
+}
+
+// rotate renames audit.jsonl to audit.jsonl.1 (and .1 to .2, and so on,
+// the oldest being overwritten) and starts an empty one.
+func (f *file) rotate() error {
+	f.f.Close()
+	var err error
+	for i := f.keep; i >= 1 && err == nil; i-- {
+		if err = os.Rename(pathOf(f.dir, i-1), pathOf(f.dir, i)); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+	}
+	// Whatever happened, append to whatever audit.jsonl now is: a failed
+	// rename leaves the old file in place, to be rotated next time.
+	nf, oerr := os.OpenFile(pathOf(f.dir, 0), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if oerr == nil {
+		st, serr := nf.Stat()
+		if serr != nil {
+			nf.Close()
+			oerr = serr
+		} else {
+			f.f, f.size = nf, st.Size()
+		}
+	}
+	if err = errors.Join(err, oerr); err != nil {
+		return fmt.Errorf("rotating the audit file: %w", err)
+	}
+	return nil
+}
+
+func (f *file) skip(why string) {
+	if f.skipped == 0 {
+		f.log.Error("audit: entries are not written to the audit file until this clears; they are kept in memory", "reason", why)
+	}
+	f.skipped++
+	f.why = why
+}
+
+func (f *file) close() error { return f.f.Close() }

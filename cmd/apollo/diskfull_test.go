@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/audit"
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// smallDiskScript mounts a tmpfs of $2 KiB on $1 in a mount namespace of
+// its own (so nothing outside sees it, and it goes when the process does),
+// fills all but $3 KiB of it, and runs the rest of the arguments there.
+const smallDiskScript = `set -e
+mount -t tmpfs -o size="$2"k tmpfs "$1"
+head -c $(( ($2 - $3) * 1024 )) /dev/zero > "$1/ballast"
+shift 3
+exec "$@"`
+
+// smallDisk returns the command that runs `apollo args...` with a data
+// directory on a tmpfs of sizeKiB with freeKiB left, or skips the test
+// where a mount namespace cannot be had (not root, no user namespaces).
+func smallDisk(t *testing.T, sizeKiB, freeKiB int, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare(1) to mount a small filesystem")
+	}
+	data := t.TempDir()
+	probe := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", `mount -t tmpfs -o size=64k tmpfs "$1"`, "sh", data)
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs in a mount namespace here (%v: %s)", err, out)
+	}
+	cmdArgs := append([]string{"--mount", "--map-root-user", "sh", "-c", smallDiskScript, "sh",
+		data, fmt.Sprint(sizeKiB), fmt.Sprint(freeKiB), os.Args[0]}, args...)
+	return exec.Command(unshare, cmdArgs...), data
+}
+
+// TestFullDiskStopsAuditBeforeTheLog is issue 16.3 on a real small disk:
+// callers with a wrong token send requests with 60 KB paths to a server
+// whose data disk is nearly full. The audit file neither grows with them
+// nor takes the last free space: events are still stored afterwards, the
+// failures are counted in one entry, and the server says the audit file
+// is held back to keep the disk for the write-ahead log.
+func TestFullDiskStopsAuditBeforeTheLog(t *testing.T) {
+	t.Parallel()
+	secret, tok, err := httpapi.NewToken("ops", httpapi.RoleAdmin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "apollo.yaml")
+	cfg := fmt.Sprintf("auth:\n  tokens:\n    - {name: ops, role: admin, sha256: %x}\n", tok.Hash)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// 8 MiB with 512 KiB free: under the audit file's reserve (a tenth of
+	// the disk), above what the events of this test need.
+	cmd, data := smallDisk(t, 8<<10, 512, "server", "--config", cfgFile, "--listen", "127.0.0.1:0")
+	cmd.Args = append(cmd.Args, "--data", data)
+	srv := startCmd(t, cmd, "Apollo-11 is up: ")
+	base := "http://" + srv.addr
+
+	fail := func(format string, args ...any) {
+		t.Helper()
+		srv.kill() // its output is complete once it has exited
+		t.Fatalf(format+"\nserver output:\n%s", append(args, srv.out)...)
+	}
+	do := func(method, path, token, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fail("%s %.60s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	const flood = 400 // 24 MB of paths: three times the disk
+	long := "/api/v1/tasks/" + strings.Repeat("x", 60<<10)
+	for i := range flood {
+		if st, body := do("GET", long, "apl_notatoken", ""); st != 401 {
+			fail("failed request %d answered %d %s", i, st, body)
+		}
+	}
+	// More than a page of log: a log that still had room in the page it
+	// was writing would not notice a full disk.
+	var evs []string
+	for i := range 200 {
+		evs = append(evs, fmt.Sprintf(`{"taskID":"after-flood-%d","name":"disk","sequence":1,"status":"running","ts":%d,"extra":{"note":%q}}`,
+			i, time.Now().UnixMilli(), strings.Repeat("n", 200)))
+	}
+	if st, body := do("POST", "/api/v1/events", secret, "["+strings.Join(evs, ",")+"]"); st != 200 || !strings.Contains(body, fmt.Sprintf(`"accepted":%d,`, len(evs))) {
+		fail("events after the flood: %d %s", st, body)
+	}
+	if st, body := do("POST", "/api/v1/tasks/after-flood-0/status", secret, `{"status":"failed","reason":"checked on a full disk"}`); st != 200 {
+		fail("correction: %d %s", st, body)
+	}
+
+	st, body := do("GET", "/api/v1/audit", secret, "")
+	var list struct{ Entries []audit.Entry }
+	if err := json.Unmarshal([]byte(body), &list); st != 200 || err != nil {
+		fail("audit: %d %s", st, body)
+	}
+	var actions []string
+	for _, e := range list.Entries {
+		actions = append(actions, fmt.Sprintf("%s×%d", e.Action, max(e.Count, 1)))
+	}
+	if got, want := strings.Join(actions, " "), fmt.Sprintf("task.correct×1 auth.fail×%d", flood); got != want {
+		t.Errorf("the audit list is %q, want %q", got, want)
+	}
+	srv.kill()
+	for _, want := range []string{"audit: entries are not written to the audit file", "kept for the write-ahead log"} {
+		if !strings.Contains(srv.out.String(), want) {
+			t.Errorf("the server does not say %q:\n%s", want, srv.out)
+		}
+	}
+}
