@@ -17,6 +17,7 @@ func TestTaskBelongsToItsJob(t *testing.T) {
 	named := func(id, name string, seq int64, st apollo.Status) apollo.Event {
 		e := ev(id, seq, st)
 		e.Name = name
+		e.Ts = t0.UnixMilli() + 1000 // ev derives ts from the sequence
 		return e
 	}
 	f.publish(t, named("payroll-1", "payroll", 1, apollo.StatusRunning))
@@ -52,7 +53,7 @@ func TestTaskBelongsToItsJob(t *testing.T) {
 
 	// A task ID claimed first by another job: the real reporter is told,
 	// not answered "duplicate".
-	f.publish(t, named("payroll-2", "backup_x", math.MaxInt64, apollo.StatusManualBlocked))
+	f.publish(t, named("payroll-2", "backup_x", apollo.MaxSequence, apollo.StatusManualBlocked))
 	for _, st := range []apollo.Status{apollo.StatusRunning, apollo.StatusFailed} {
 		if o := f.publish(t, named("payroll-2", "payroll", 1, st))[0]; o.Result != Rejected || o.Err.Field != "name" {
 			t.Errorf("the real reporter's %v: %v %+v", st, o.Result, o.Err)
@@ -67,16 +68,18 @@ func TestSequenceJumpBound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	f.publish(t, ev("j1", 1, apollo.StatusPending))
-	for _, seq := range []int64{math.MaxInt64, 2 + MaxSequenceJump} {
-		o := f.publish(t, ev("j1", seq, apollo.StatusRunning))[0]
+	// ev derives ts from the sequence; these keep theirs in range.
+	at := func(e apollo.Event) apollo.Event { e.Ts = t0.UnixMilli() + 2000; return e }
+	for _, seq := range []int64{math.MaxInt64, apollo.MaxSequence, 2 + MaxSequenceJump} {
+		o := f.publish(t, at(ev("j1", seq, apollo.StatusRunning)))[0]
 		if o.Result != Rejected || o.Err.Code != apollo.EINVALID || o.Err.Field != "sequence" {
 			t.Fatalf("sequence %d after 1: %v %+v", seq, o.Result, o.Err)
 		}
 	}
-	if o := f.publish(t, ev("j1", 1+MaxSequenceJump, apollo.StatusRunning))[0]; o.Result != Accepted {
+	if o := f.publish(t, at(ev("j1", 1+MaxSequenceJump, apollo.StatusRunning)))[0]; o.Result != Accepted {
 		t.Fatalf("a jump of exactly the limit: %v %v", o.Result, o.Err)
 	}
-	if o := f.publish(t, ev("j2", math.MaxInt64, apollo.StatusRunning))[0]; o.Result != Accepted {
+	if o := f.publish(t, at(ev("j2", apollo.MaxSequence, apollo.StatusRunning)))[0]; o.Result != Accepted {
 		t.Fatalf("a first event: %v %v", o.Result, o.Err)
 	}
 	if got := f.get(t, "j1"); got.Status != apollo.StatusRunning || got.Sequence != 1+MaxSequenceJump {

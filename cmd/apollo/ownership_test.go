@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -80,7 +79,7 @@ func TestPrefixTokenCannotTouchAnotherJobsRuns(t *testing.T) {
 	}
 
 	// 2. The backup token claims a future payroll ID with the last sequence.
-	if r, e := send("backup-ping", ev("payroll-2026-12-02", "backup_x", math.MaxInt64, "manual_blocked")); r != "accepted" {
+	if r, e := send("backup-ping", ev("payroll-2026-12-02", "backup_x", apollo.MaxSequence, "manual_blocked")); r != "accepted" {
 		t.Fatalf("the claim (a new task of its own job): %s %v", r, e)
 	}
 	for seq, st := range []string{"running", "failed"} {
@@ -92,7 +91,7 @@ func TestPrefixTokenCannotTouchAnotherJobsRuns(t *testing.T) {
 
 	// 3. Its own live runs: one event cannot push the sequence to the end.
 	send("backup-ping", ev("backup-1", "backup_db", 1, "running"))
-	if r, e := send("backup-ping", ev("backup-1", "", math.MaxInt64, "manual_blocked")); r != "rejected" || e.Field != "sequence" {
+	if r, e := send("backup-ping", ev("backup-1", "", apollo.MaxSequence, "manual_blocked")); r != "rejected" || e.Field != "sequence" {
 		t.Errorf("a huge jump: %s %+v", r, e)
 	}
 	if r, e := send("backup-ping", ev("backup-1", "", 2, "success")); r != "accepted" {
