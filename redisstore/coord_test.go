@@ -54,13 +54,15 @@ func TestLease(t *testing.T) {
 	if id, _ := redisstore.Leader(ctx, c, prefix); id != "b" {
 		t.Fatalf("leader %q after the takeover", id)
 	}
-	// Only the leader saves the shared state.
+	// Only the leader saves the alerts, which every process computes;
+	// what people wrote (a silence) is saved by any process.
 	st := redisstore.NewAlertState(c, prefix, a)
-	if err := st.Save(ctx, alert.State{Silences: []alert.Silence{{ID: "x"}}}); err != nil {
+	if err := st.Save(ctx, alert.State{Alerts: []alert.StoredAlert{{Alert: apollo.Alert{ID: "a1", State: apollo.AlertFiring}}},
+		Silences: []alert.Silence{{ID: "x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := st.Load(ctx); len(got.Silences) != 0 {
-		t.Fatal("a process that does not lead saved the state")
+	if got, _ := st.Load(ctx); len(got.Alerts) != 0 || len(got.Silences) != 1 {
+		t.Fatalf("a process that does not lead saved %+v; want the silence only", got)
 	}
 }
 
