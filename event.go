@@ -3,6 +3,7 @@ package apollo
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -11,6 +12,24 @@ const (
 	MaxExtraBytes  = 4 << 10 // extra: at most 4 KiB of JSON
 	MaxTaskIDBytes = 256
 	MaxNameBytes   = 256
+)
+
+// Ranges of the integer fields (docs/protocol.md). Every value inside them
+// can be stored, snapshotted, restored and added to another without
+// overflow, and a time sent in seconds, microseconds or nanoseconds instead
+// of milliseconds falls outside them.
+const (
+	// MinTs and MaxTs bound ts and scheduledAt: 2000-01-01 and 2200-01-01
+	// UTC in Unix milliseconds. In seconds every date until the year 31 000
+	// is below MinTs; in microseconds every date after March 1970 is above
+	// MaxTs.
+	MinTs = 946_684_800_000
+	MaxTs = 7_258_118_400_000
+	// MaxDurationMs bounds timeoutMs and costMs: 366 days.
+	MaxDurationMs = 366 * 24 * 60 * 60 * 1000
+	// MaxSequence is the largest integer JavaScript (the dashboard, many
+	// JSON libraries) holds exactly: 2^53 - 1.
+	MaxSequence = 1<<53 - 1
 )
 
 // Event is one lifecycle report for one task, as executors send it
@@ -58,18 +77,73 @@ func (e *Event) Validate() error {
 		return &Error{Code: EINVALID, Field: "name", Message: "not valid UTF-8"}
 	case e.Sequence < 1:
 		return &Error{Code: EINVALID, Field: "sequence", Message: fmt.Sprintf("%d is below 1", e.Sequence), Hint: "number each task's events 1, 2, 3, ..."}
+	case e.Sequence > MaxSequence:
+		return &Error{Code: EINVALID, Field: "sequence", Message: fmt.Sprintf("%d is over the limit of %d (2^53-1)", e.Sequence, int64(MaxSequence)), Hint: "number each task's events 1, 2, 3, ..."}
 	case !e.Status.Valid():
 		return &Error{Code: EINVALID, Field: "status", Message: "missing or unknown", Hint: "use one of pending, running, success, failed, timeout, manual_blocked"}
-	case e.Ts <= 0:
+	case e.Ts == 0:
 		return &Error{Code: EINVALID, Field: "ts", Message: "missing", Hint: "send the time of the event in Unix milliseconds"}
-	case e.ScheduledAt < 0:
-		return &Error{Code: EINVALID, Field: "scheduledAt", Message: "negative"}
-	case e.TimeoutMs < 0:
-		return &Error{Code: EINVALID, Field: "timeoutMs", Message: "negative"}
-	case e.CostMs < 0:
-		return &Error{Code: EINVALID, Field: "costMs", Message: "negative"}
-	case len(e.Extra) > MaxExtraBytes:
+	}
+	if err := checkTime("ts", e.Ts); err != nil {
+		return err
+	}
+	if e.ScheduledAt != 0 {
+		if err := checkTime("scheduledAt", e.ScheduledAt); err != nil {
+			return err
+		}
+	}
+	if err := checkDuration("timeoutMs", e.TimeoutMs); err != nil {
+		return err
+	}
+	if err := checkDuration("costMs", e.CostMs); err != nil {
+		return err
+	}
+	if len(e.Extra) > MaxExtraBytes {
 		return &Error{Code: EINVALID, Field: "extra", Message: fmt.Sprintf("%d bytes, over the limit of %d", len(e.Extra), MaxExtraBytes), Hint: "keep large output elsewhere and link to it"}
+	}
+	return nil
+}
+
+// checkTime refuses a time outside [MinTs, MaxTs] and says which unit the
+// value looks like when it is one.
+func checkTime(field string, ms int64) error {
+	bad := func(msg, hint string) error {
+		return &Error{Code: EINVALID, Field: field, Message: msg, Hint: hint}
+	}
+	const inMs = "send Unix milliseconds between 2000-01-01 and 2200-01-01, e.g. date +%s%3N"
+	switch {
+	case ms < 0:
+		return bad(fmt.Sprintf("%d is negative", ms), inMs)
+	case ms < MinTs && ms*1000 >= MinTs && ms*1000 <= MaxTs:
+		return bad(fmt.Sprintf("%d is before 2000-01-01 in milliseconds; it looks like Unix seconds (%s)", ms, utc(ms*1000)),
+			fmt.Sprintf("send milliseconds: %d", ms*1000))
+	case ms < MinTs:
+		return bad(fmt.Sprintf("%d is before 2000-01-01", ms), inMs)
+	case ms <= MaxTs:
+		return nil
+	}
+	for _, u := range [...]struct {
+		name string
+		div  int64
+	}{{"microseconds", 1e3}, {"nanoseconds", 1e6}} {
+		if ms/u.div >= MinTs && ms/u.div <= MaxTs {
+			return bad(fmt.Sprintf("%d is after 2200-01-01 in milliseconds; it looks like Unix %s (%s)", ms, u.name, utc(ms/u.div)),
+				fmt.Sprintf("send milliseconds: %d", ms/u.div))
+		}
+	}
+	return bad(fmt.Sprintf("%d is after 2200-01-01", ms), inMs)
+}
+
+func utc(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// checkDuration refuses a negative duration or one over MaxDurationMs.
+func checkDuration(field string, ms int64) error {
+	switch {
+	case ms < 0:
+		return &Error{Code: EINVALID, Field: field, Message: fmt.Sprintf("%d is negative", ms), Hint: "send a duration in milliseconds, or leave the field out"}
+	case ms > MaxDurationMs:
+		return &Error{Code: EINVALID, Field: field, Message: fmt.Sprintf("%d ms is over the limit of %d (366 days)", ms, MaxDurationMs),
+			Hint: "send milliseconds (not microseconds or nanoseconds), or leave the field out"}
 	}
 	return nil
 }
@@ -90,11 +164,23 @@ const (
 	// started within its grace period: the task is marked late, its status
 	// does not change.
 	KindMissedStart
+	// KindGap is an executor's event that waited for earlier ones which
+	// never arrived within the reorder window: the bus applies it when the
+	// window ends, and Reason says how many are missing.
+	KindGap
 
 	numKind
 )
 
-var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start"}
+var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start", "gap"}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k < numKind }
+
+// Reported reports whether a record of kind k carries what an executor
+// reported (its sequence, times and cost), rather than a status set by an
+// operator or the bus.
+func (k Kind) Reported() bool { return k == KindReport || k == KindGap }
 
 func (k Kind) String() string {
 	if k < numKind {
@@ -126,7 +212,8 @@ type Record struct {
 	Kind Kind `json:"kind"`
 	// ReceivedAt is when the server accepted it, Unix milliseconds.
 	ReceivedAt int64 `json:"receivedAt"`
-	// Actor and Reason are set on corrections.
+	// Actor is set on corrections; Reason on corrections (the operator's
+	// words) and on gaps (how many earlier events never arrived).
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }

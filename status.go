@@ -44,8 +44,14 @@ func Statuses() []Status {
 // Everything not marked here is illegal; success, failed and timeout have
 // empty rows because they are final: only an audited manual correction
 // changes them, and corrections do not consult this table.
+//
+// A task's first event may be any status. A first event that is final is
+// a run reported only by its end (a cron line that reports once, a ping
+// with no start): a finished run whose start is unknown (DESIGN.md §5,
+// invariant 8).
 var transitions = [numStatus][numStatus]bool{
-	StatusNone:          {StatusPending: true, StatusRunning: true, StatusManualBlocked: true},
+	StatusNone: {StatusPending: true, StatusRunning: true, StatusSuccess: true, StatusFailed: true,
+		StatusTimeout: true, StatusManualBlocked: true},
 	StatusPending:       {StatusRunning: true, StatusFailed: true, StatusTimeout: true, StatusManualBlocked: true},
 	StatusRunning:       {StatusSuccess: true, StatusFailed: true, StatusTimeout: true, StatusManualBlocked: true},
 	StatusManualBlocked: {StatusPending: true},

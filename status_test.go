@@ -2,6 +2,9 @@ package apollo_test
 
 import (
 	"encoding/json"
+	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/apollo-11/apollo"
@@ -11,7 +14,8 @@ func TestTransitionTable(t *testing.T) {
 	t.Parallel()
 	// The same table as docs/protocol.md; a change to one must change both.
 	legal := map[apollo.Status][]apollo.Status{
-		apollo.StatusNone:          {apollo.StatusPending, apollo.StatusRunning, apollo.StatusManualBlocked},
+		apollo.StatusNone: {apollo.StatusPending, apollo.StatusRunning, apollo.StatusSuccess, apollo.StatusFailed,
+			apollo.StatusTimeout, apollo.StatusManualBlocked},
 		apollo.StatusPending:       {apollo.StatusRunning, apollo.StatusFailed, apollo.StatusTimeout, apollo.StatusManualBlocked},
 		apollo.StatusRunning:       {apollo.StatusSuccess, apollo.StatusFailed, apollo.StatusTimeout, apollo.StatusManualBlocked},
 		apollo.StatusManualBlocked: {apollo.StatusPending},
@@ -59,7 +63,8 @@ func TestStatusJSON(t *testing.T) {
 
 func TestEventValidate(t *testing.T) {
 	t.Parallel()
-	good := apollo.Event{TaskID: "t1", Sequence: 1, Status: apollo.StatusPending, Ts: 1}
+	const now = 1_764_400_000_000 // 2025-11-29 in Unix ms
+	good := apollo.Event{TaskID: "t1", Sequence: 1, Status: apollo.StatusPending, Ts: now}
 	big := make([]byte, apollo.MaxExtraBytes+1)
 	for i := range big {
 		big[i] = ' '
@@ -68,15 +73,37 @@ func TestEventValidate(t *testing.T) {
 		name  string
 		edit  func(*apollo.Event)
 		field string
+		says  []string // in the message or the hint
 	}{
-		{"ok", func(*apollo.Event) {}, ""},
-		{"missing taskID", func(e *apollo.Event) { e.TaskID = "" }, "taskID"},
-		{"zero sequence", func(e *apollo.Event) { e.Sequence = 0 }, "sequence"},
-		{"no status", func(e *apollo.Event) { e.Status = apollo.StatusNone }, "status"},
-		{"no ts", func(e *apollo.Event) { e.Ts = 0 }, "ts"},
-		{"negative cost", func(e *apollo.Event) { e.CostMs = -1 }, "costMs"},
-		{"extra too big", func(e *apollo.Event) { e.Extra = big }, "extra"},
-		{"bad utf8 name", func(e *apollo.Event) { e.Name = "\xff" }, "name"},
+		{"ok", func(*apollo.Event) {}, "", nil},
+		{"every bound", func(e *apollo.Event) {
+			e.Sequence, e.Ts, e.ScheduledAt = apollo.MaxSequence, apollo.MaxTs, apollo.MinTs
+			e.TimeoutMs, e.CostMs = apollo.MaxDurationMs, apollo.MaxDurationMs
+		}, "", nil},
+		{"lowest ts", func(e *apollo.Event) { e.Ts = apollo.MinTs }, "", nil},
+		{"missing taskID", func(e *apollo.Event) { e.TaskID = "" }, "taskID", []string{"missing"}},
+		{"zero sequence", func(e *apollo.Event) { e.Sequence = 0 }, "sequence", []string{"below 1"}},
+		{"sequence past 2^53", func(e *apollo.Event) { e.Sequence = apollo.MaxSequence + 1 }, "sequence", []string{"2^53-1"}},
+		{"no status", func(e *apollo.Event) { e.Status = apollo.StatusNone }, "status", nil},
+		{"no ts", func(e *apollo.Event) { e.Ts = 0 }, "ts", []string{"missing"}},
+		{"negative ts", func(e *apollo.Event) { e.Ts = -now }, "ts", []string{"negative"}},
+		{"ts in seconds", func(e *apollo.Event) { e.Ts = now / 1000 }, "ts", []string{"seconds", "send milliseconds: 1764400000000"}},
+		{"ts in microseconds", func(e *apollo.Event) { e.Ts = now * 1000 }, "ts", []string{"microseconds", "send milliseconds: 1764400000000"}},
+		{"ts in nanoseconds", func(e *apollo.Event) { e.Ts = now * 1_000_000 }, "ts", []string{"nanoseconds", "send milliseconds: 1764400000000"}},
+		{"ts tiny", func(e *apollo.Event) { e.Ts = 1 }, "ts", []string{"before 2000-01-01", "Unix milliseconds"}},
+		{"ts neither ms nor seconds", func(e *apollo.Event) { e.Ts = apollo.MinTs - 1 }, "ts", []string{"before 2000-01-01", "Unix milliseconds"}},
+		{"ts int64 max", func(e *apollo.Event) { e.Ts = math.MaxInt64 }, "ts", []string{"after 2200-01-01", "Unix milliseconds"}},
+		{"ts just past the end", func(e *apollo.Event) { e.Ts = apollo.MaxTs + 1 }, "ts", []string{"after 2200-01-01"}},
+		{"scheduledAt in seconds", func(e *apollo.Event) { e.ScheduledAt = now / 1000 }, "scheduledAt", []string{"seconds"}},
+		{"scheduledAt int64 max", func(e *apollo.Event) { e.ScheduledAt = math.MaxInt64 }, "scheduledAt", []string{"after 2200-01-01"}},
+		{"negative scheduledAt", func(e *apollo.Event) { e.ScheduledAt = -1 }, "scheduledAt", []string{"negative"}},
+		{"timeout int64 max", func(e *apollo.Event) { e.TimeoutMs = math.MaxInt64 }, "timeoutMs", []string{"366 days", "milliseconds"}},
+		{"negative timeout", func(e *apollo.Event) { e.TimeoutMs = -1 }, "timeoutMs", []string{"negative"}},
+		{"negative cost", func(e *apollo.Event) { e.CostMs = -1 }, "costMs", []string{"negative"}},
+		{"cost 5e18", func(e *apollo.Event) { e.CostMs = 5e18 }, "costMs", []string{"366 days"}},
+		{"cost a day past a year", func(e *apollo.Event) { e.CostMs = apollo.MaxDurationMs + 1 }, "costMs", nil},
+		{"extra too big", func(e *apollo.Event) { e.Extra = big }, "extra", nil},
+		{"bad utf8 name", func(e *apollo.Event) { e.Name = "\xff" }, "name", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,9 +116,14 @@ func TestEventValidate(t *testing.T) {
 				}
 				return
 			}
-			ae, ok := err.(*apollo.Error)
-			if !ok || ae.Field != tt.field || ae.Code != apollo.EINVALID {
+			var ae *apollo.Error
+			if !errors.As(err, &ae) || ae.Field != tt.field || ae.Code != apollo.EINVALID {
 				t.Fatalf("got %#v, want an invalid error on %s", err, tt.field)
+			}
+			for _, w := range tt.says {
+				if !strings.Contains(ae.Message+" "+ae.Hint, w) {
+					t.Errorf("%q (hint %q) does not say %q", ae.Message, ae.Hint, w)
+				}
 			}
 		})
 	}

@@ -73,7 +73,7 @@ type Client struct {
 }
 
 type counters struct {
-	sent, accepted, held, duplicate, rejected, retries, spooled, dropped atomic.Uint64
+	sent, accepted, held, waiting, duplicate, rejected, retries, spooled, dropped atomic.Uint64
 }
 
 // Stats counts what a Client did with its events since New.
@@ -81,6 +81,7 @@ type Stats struct {
 	Sent      uint64 // events written into requests, resends included
 	Accepted  uint64 // answered accepted
 	Held      uint64 // answered held: stored, the server asked to slow down
+	Waiting   uint64 // answered waiting: stored, ahead of a missing earlier event of the run
 	Duplicate uint64 // answered duplicate: the server had them already
 	Rejected  uint64 // answered rejected, or refused with the whole request
 	Retries   uint64 // requests that resent events
@@ -309,7 +310,7 @@ func (c *Client) releaseLocked() {
 }
 
 // Flush returns when every event queued before the call has a final answer
-// (accepted, held, duplicate or rejected), or is in the spool directory
+// (accepted, held, waiting, duplicate or rejected), or is in the spool directory
 // while the server is unreachable; or when ctx ends. Partial batches are
 // sent at once instead of waiting for the flush interval.
 func (c *Client) Flush(ctx context.Context) error {
@@ -384,6 +385,7 @@ func (c *Client) Stats() Stats {
 		Sent:      c.n.sent.Load(),
 		Accepted:  c.n.accepted.Load(),
 		Held:      c.n.held.Load(),
+		Waiting:   c.n.waiting.Load(),
 		Duplicate: c.n.duplicate.Load(),
 		Rejected:  c.n.rejected.Load(),
 		Retries:   c.n.retries.Load(),

@@ -153,7 +153,6 @@ func TestTaskRefusesBadCallsWithoutUsingASequence(t *testing.T) {
 		code  string
 		field string
 	}{
-		{"success before start", func() error { return run.Succeed() }, apollo.ECONFLICT, "status"},
 		{"extra over 4 KiB", func() error { return run.Running(Extra(big)) }, apollo.EINVALID, "extra"},
 		{"extra not encodable", func() error { return run.Running(Extra(map[string]any{"f": func() {}})) }, apollo.EINVALID, "extra"},
 		{"negative cost", func() error { return run.Running(Cost(-time.Second)) }, apollo.EINVALID, "costMs"},
@@ -172,8 +171,8 @@ func TestTaskRefusesBadCallsWithoutUsingASequence(t *testing.T) {
 	if err := run.Succeed(Cost(90 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := run.Running(); err == nil {
-		t.Error("a finished run accepted running")
+	if err := run.Running(); apollo.ErrorCode(err) != apollo.ECONFLICT {
+		t.Errorf("running after the end: %v, want a conflict", err)
 	}
 	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -196,7 +195,7 @@ func TestTaskRefusesBadCallsWithoutUsingASequence(t *testing.T) {
 func TestSendValidatesRawEvents(t *testing.T) {
 	t.Parallel()
 	c := newTestClient(t, "http://127.0.0.1:1")
-	err := c.Send(apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: 1})
+	err := c.Send(apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: 1764400000001})
 	if apollo.ErrorCode(err) != apollo.EINVALID {
 		t.Fatalf("sequence 0 accepted: %v", err)
 	}
@@ -210,7 +209,7 @@ func TestBufferFullWithoutSpool(t *testing.T) {
 	hook, waits := retryWaits()
 	c := newTestClient(t, srv.URL(), WithClock(fc), WithBatchSize(2), WithBufferSize(4), hook)
 	send := func(i int) error {
-		return c.Send(apollo.Event{TaskID: "full", Sequence: int64(i), Status: apollo.StatusRunning, Ts: 1})
+		return c.Send(apollo.Event{TaskID: "full", Sequence: int64(i), Status: apollo.StatusRunning, Ts: 1764400000001})
 	}
 	send(1)
 	send(2)
@@ -271,5 +270,53 @@ func TestCloseWithoutSpoolCountsWhatIsLost(t *testing.T) {
 	}
 	if st := c.Stats(); st.Dropped != 3 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A run reported only by its end is one event, numbered 1, that the server
+// takes: a finished run with an unknown start (docs/protocol.md).
+func TestRunReportedOnlyByItsEnd(t *testing.T) {
+	t.Parallel()
+	srv := newProtocolServer(t)
+	c := newTestClient(t, srv.URL())
+	if err := c.Task("cron-1", "nightly").Fail(Cost(3 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.stored) != 1 || srv.stored[0].Sequence != 1 || srv.stored[0].Status != apollo.StatusFailed || srv.stored[0].CostMs != 3000 {
+		t.Fatalf("stored %+v", srv.stored)
+	}
+	if st := c.Stats(); st.Accepted != 1 || st.Rejected != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// An event answered waiting is stored: the client counts it and does not
+// send it again (a client that did not know the word resent it until the
+// wait was over).
+func TestWaitingIsNotResent(t *testing.T) {
+	t.Parallel()
+	srv := newProtocolServer(t)
+	c := newTestClient(t, srv.URL())
+	ts := t0.UnixMilli()
+	for _, e := range []apollo.Event{
+		{TaskID: "w", Sequence: 1, Status: apollo.StatusRunning, Ts: ts},
+		{TaskID: "w", Sequence: 3, Status: apollo.StatusPending, Ts: ts}, // 2 (manual_blocked) is missing
+	} {
+		if err := c.Send(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if st := c.Stats(); st.Accepted != 1 || st.Waiting != 1 || st.Sent != 2 || st.Retries != 0 {
+		t.Errorf("stats %+v", st)
 	}
 }

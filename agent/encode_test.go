@@ -12,10 +12,10 @@ import (
 func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	events := []apollo.Event{
-		{TaskID: "t", Sequence: 1, Status: apollo.StatusPending, Ts: 1},
+		{TaskID: "t", Sequence: 1, Status: apollo.StatusPending, Ts: 1764400000001},
 		{TaskID: "backup-1", Name: "nightly", Sequence: 9, Status: apollo.StatusManualBlocked, Ts: 1_717_243_200_000,
 			ScheduledAt: 1_717_243_100_000, TimeoutMs: 3_600_000, CostMs: 42, Extra: json.RawMessage(`{"exit":3,"host":"h1"}`)},
-		{TaskID: "quote\" back\\ ctl\x01\n\t\r <>&", Name: "ünï\u2028", Sequence: 1, Status: apollo.StatusFailed, Ts: 1},
+		{TaskID: "quote\" back\\ ctl\x01\n\t\r <>&", Name: "ünï\u2028", Sequence: 1, Status: apollo.StatusFailed, Ts: 1764400000001},
 	}
 	for _, ev := range events {
 		got, err := appendEvent(nil, &ev)
@@ -27,7 +27,7 @@ func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("appendEvent = %s\njson.Marshal = %s", got, want)
 		}
 	}
-	spaced := apollo.Event{TaskID: "x", Sequence: 1, Status: apollo.StatusRunning, Ts: 1, Extra: json.RawMessage("{\n  \"a\": [1, 2]\n}")}
+	spaced := apollo.Event{TaskID: "x", Sequence: 1, Status: apollo.StatusRunning, Ts: 1764400000001, Extra: json.RawMessage("{\n  \"a\": [1, 2]\n}")}
 	got, err := appendEvent(nil, &spaced)
 	if err != nil || bytes.ContainsAny(got, "\n ") {
 		t.Errorf("extra not compacted: %s, %v", got, err)

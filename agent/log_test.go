@@ -41,8 +41,9 @@ func TestRejectedEventsAreLoggedRateLimited(t *testing.T) {
 	h := &recordHandler{}
 	c := newTestClient(t, srv.URL(), WithClock(fc), WithLogger(slog.New(h)))
 	reject := func(id string) {
-		// A new task cannot start as success: the server rejects it.
-		c.Send(apollo.Event{TaskID: id, Sequence: 1, Status: apollo.StatusSuccess, Ts: 1})
+		// A finished run cannot start again: the server rejects the second.
+		c.Send(apollo.Event{TaskID: id, Sequence: 1, Status: apollo.StatusSuccess, Ts: 1764400000001})
+		c.Send(apollo.Event{TaskID: id, Sequence: 2, Status: apollo.StatusRunning, Ts: 1764400000001})
 	}
 	for _, id := range []string{"r1", "r2", "r3", "r4"} {
 		reject(id)

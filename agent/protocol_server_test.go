@@ -22,7 +22,8 @@ import (
 
 // protocolServer implements POST /api/v1/events as docs/protocol.md says:
 // per-task sequence idempotence, the transition table, events that skip
-// ahead parked until the gap fills, per-event results with tallies, and the
+// ahead answered waiting and parked until the gap fills (this server never
+// ends a wait on its own), per-event results with tallies, and the
 // request-level status codes. Tests script failures on top: the next
 // requests fail with a status, events answered retry_later, a hang, or the
 // whole server going down and coming back on the same address.
@@ -315,6 +316,8 @@ func (s *protocolServer) apply(events []apollo.Event) (response, int) {
 			resp.Rejected++
 		case outcomeRetryLater:
 			resp.RetryLater++
+		case outcomeWaiting:
+			resp.Waiting++
 		}
 	}
 	if resp.RetryLater > 0 {
@@ -344,7 +347,7 @@ func (s *protocolServer) applyOne(ev apollo.Event) (outcome, *apollo.Error) {
 		return outcomeAccepted, nil
 	case ev.Sequence > t.last+1:
 		t.parked[ev.Sequence] = ev // held until the missing events arrive
-		return outcomeAccepted, nil
+		return outcomeWaiting, nil
 	}
 	return outcomeRejected, &apollo.Error{Code: apollo.ECONFLICT, Field: "status",
 		Message: fmt.Sprintf("%s cannot follow %s", ev.Status, t.status)}

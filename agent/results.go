@@ -19,9 +19,10 @@ const (
 	outcomeDuplicate
 	outcomeRejected
 	outcomeRetryLater
+	outcomeWaiting // stored, ahead of a missing earlier event: nothing to resend
 )
 
-var outcomeNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later"}
+var outcomeNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later", "waiting"}
 
 func (o outcome) String() string {
 	if int(o) < len(outcomeNames) && o != outcomeUnknown {
@@ -29,8 +30,6 @@ func (o outcome) String() string {
 	}
 	return "unknown"
 }
-
-// final reports whether the event needs nothing more from the reporter.
 
 // MarshalText implements encoding.TextMarshaler; unknown encodes as "".
 func (o outcome) MarshalText() ([]byte, error) {
@@ -69,6 +68,7 @@ type response struct {
 	Rejected   int           `json:"rejected,omitempty"`
 	RetryLater int           `json:"retryLater,omitempty"`
 	Held       int           `json:"held,omitempty"`
+	Waiting    int           `json:"waiting,omitempty"`
 	SlowDown   bool          `json:"slowDown,omitempty"`
 	Error      *apollo.Error `json:"error,omitempty"`
 }

@@ -14,9 +14,10 @@ const protocolAnswer = `{
     {"result": "accepted"},
     {"result": "duplicate"},
     {"result": "rejected", "error": {"code": "invalid", "field": "sequence", "message": "0 is below 1", "hint": "number each task's events 1, 2, 3, ..."}},
-    {"result": "retry_later"}
+    {"result": "retry_later"},
+    {"result": "waiting"}
   ],
-  "accepted": 1, "duplicate": 1, "rejected": 1, "retryLater": 1, "held": 0
+  "accepted": 1, "duplicate": 1, "rejected": 1, "retryLater": 1, "held": 0, "waiting": 1
 }`
 
 func TestDecodeResults(t *testing.T) {
@@ -31,8 +32,9 @@ func TestDecodeResults(t *testing.T) {
 			{Result: outcomeDuplicate},
 			{Result: outcomeRejected, Error: &apollo.Error{Code: "invalid", Field: "sequence", Message: "0 is below 1", Hint: "number each task's events 1, 2, 3, ..."}},
 			{Result: outcomeRetryLater},
+			{Result: outcomeWaiting},
 		},
-		Accepted: 1, Duplicate: 1, Rejected: 1, RetryLater: 1,
+		Accepted: 1, Duplicate: 1, Rejected: 1, RetryLater: 1, Waiting: 1,
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v\nwant %+v", r, want)

@@ -175,13 +175,14 @@ func TestRejectedEventsAreNotResent(t *testing.T) {
 	t.Parallel()
 	srv := newProtocolServer(t)
 	c := newTestClient(t, srv.URL())
-	// Raw events: a new task cannot start as success.
-	c.Send(apollo.Event{TaskID: "bad", Sequence: 1, Status: apollo.StatusSuccess, Ts: 1})
-	c.Send(apollo.Event{TaskID: "good", Sequence: 1, Status: apollo.StatusRunning, Ts: 1})
+	// Raw events: a finished run cannot start again.
+	c.Send(apollo.Event{TaskID: "bad", Sequence: 1, Status: apollo.StatusSuccess, Ts: 1764400000001})
+	c.Send(apollo.Event{TaskID: "bad", Sequence: 2, Status: apollo.StatusRunning, Ts: 1764400000001})
+	c.Send(apollo.Event{TaskID: "good", Sequence: 1, Status: apollo.StatusRunning, Ts: 1764400000001})
 	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Stats(); st.Rejected != 1 || st.Accepted != 1 || st.Sent != 2 || st.Retries != 0 {
+	if st := c.Stats(); st.Rejected != 1 || st.Accepted != 2 || st.Sent != 3 || st.Retries != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	if len(srv.requests) != 1 {

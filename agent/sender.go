@@ -191,6 +191,8 @@ func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)
 			c.n.accepted.Add(1)
 		case outcomeHeld:
 			c.n.held.Add(1)
+		case outcomeWaiting:
+			c.n.waiting.Add(1)
 		case outcomeDuplicate:
 			c.n.duplicate.Add(1)
 		case outcomeRejected:

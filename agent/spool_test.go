@@ -271,7 +271,7 @@ func TestSpoolLimitGivesBufferFull(t *testing.T) {
 func TestSpoolSkipsATornTail(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	good := `{"taskID":"torn","sequence":1,"status":"running","ts":1}` + "\n"
+	good := `{"taskID":"torn","sequence":1,"status":"running","ts":1764400000001}` + "\n"
 	torn := `{"taskID":"torn","sequence":2,"sta`
 	if err := os.WriteFile(filepath.Join(dir, spoolName(7, 0)), []byte(good+torn), 0o600); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,9 @@ import (
 
 // Task reports the lifecycle of one run. It numbers the run's events 1, 2,
 // 3, … and refuses, at the call, a step the server would reject as an
-// illegal transition (docs/protocol.md). It is safe for concurrent use;
+// illegal transition (docs/protocol.md). A run may be reported by its end
+// alone (Succeed, Fail or Timeout as the first call): the server records a
+// finished run whose start is unknown. It is safe for concurrent use;
 // concurrent calls are numbered in the order they take the handle's lock.
 type Task struct {
 	c        *Client
@@ -108,12 +110,9 @@ func (t *Task) report(status apollo.Status, opts []EventOption) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !apollo.CanTransition(t.status, status) {
-		msg := fmt.Sprintf("task %q is %s; it cannot become %s", t.id, t.status, status)
-		if t.status == apollo.StatusNone {
-			msg = fmt.Sprintf("task %q cannot start as %s", t.id, status)
-		}
-		return &apollo.Error{Code: apollo.ECONFLICT, Field: "status", Message: msg,
-			Hint: "report pending or running first; success, failed and timeout end a run"}
+		return &apollo.Error{Code: apollo.ECONFLICT, Field: "status",
+			Message: fmt.Sprintf("task %q is %s; it cannot become %s", t.id, t.status, status),
+			Hint:    "a run moves pending -> running -> success|failed|timeout; success, failed and timeout end it"}
 	}
 	ev.Sequence = t.seq + 1
 	if err := t.c.Send(ev); err != nil {

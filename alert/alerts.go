@@ -62,40 +62,24 @@ func stateOrder(s apollo.AlertState) int {
 // Ack records that by looks after the alert: repeats stop until it
 // resolves. Acknowledging an acknowledged alert changes nothing. A
 // resolved alert is a conflict; an unknown ID (or another tenant's) is
-// not found.
+// not found. The ack is saved before Ack returns; when it cannot be, it
+// is undone and the error says so.
 func (e *Engine) Ack(ctx context.Context, tenant, id, by string) error {
 	if by == "" {
 		return &apollo.Error{Code: apollo.EINVALID, Field: "by", Message: "missing", Hint: "say who acknowledges"}
 	}
 	now := e.clock.Now()
-	ack := func(en *entry) (apollo.Alert, bool) {
-		if en.AckedBy != "" {
-			return en.Alert, false
-		}
-		en.AckedBy, en.AckedAt = by, now
-		return en.Alert, true
-	}
 	var (
 		a       apollo.Alert
-		found   bool
 		changed bool
 	)
-	e.mu.Lock()
-	if tr := e.rate[tenant]; tr != nil {
-		if en := tr.byID[id]; en != nil {
-			a, changed = ack(en)
-			found = true
+	found := e.withOpenAlert(tenant, id, func(en *entry) {
+		if en.AckedBy == "" {
+			en.AckedBy, en.AckedAt = by, now
+			changed = true
 		}
-	}
-	e.mu.Unlock()
-	if !found {
-		e.emu.Lock()
-		if en := e.groupIDs[id]; en != nil && en.Tenant == tenant {
-			a, changed = ack(en)
-			found = true
-		}
-		e.emu.Unlock()
-	}
+		a = en.Alert
+	})
 	if !found {
 		e.hmu.Lock()
 		resolved := slices.ContainsFunc(e.hist[tenant], func(a apollo.Alert) bool { return a.ID == id })
@@ -107,12 +91,43 @@ func (e *Engine) Ack(ctx context.Context, tenant, id, by string) error {
 		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "id", Message: fmt.Sprintf("no alert %q", id),
 			Hint: "list the alerts with GET /api/v1/alerts"}
 	}
-	if changed {
-		e.log.Info("alert: acknowledged", "tenant", tenant, "id", id, "rule", a.Rule, "group", a.Group, "by", by)
-		e.publish([]apollo.Alert{a})
-		e.saveSoon()
+	if !changed {
+		return nil
 	}
+	err := e.persistChange("acknowledgement", func() {
+		e.withOpenAlert(tenant, id, func(en *entry) {
+			if en.AckedBy == by && en.AckedAt.Equal(now) {
+				en.AckedBy, en.AckedAt = "", time.Time{}
+			}
+		})
+	})
+	if err != nil {
+		return err
+	}
+	e.log.Info("alert: acknowledged", "tenant", tenant, "id", id, "rule", a.Rule, "group", a.Group, "by", by)
+	e.publish([]apollo.Alert{a})
 	return nil
+}
+
+// withOpenAlert runs f on the tenant's pending or firing alert id, under
+// the lock that guards it, and reports whether there was one.
+func (e *Engine) withOpenAlert(tenant, id string, f func(*entry)) bool {
+	e.mu.Lock()
+	if tr := e.rate[tenant]; tr != nil {
+		if en := tr.byID[id]; en != nil {
+			f(en)
+			e.mu.Unlock()
+			return true
+		}
+	}
+	e.mu.Unlock()
+	e.emu.Lock()
+	defer e.emu.Unlock()
+	if en := e.groupIDs[id]; en != nil && en.Tenant == tenant {
+		f(en)
+		return true
+	}
+	return false
 }
 
 // remember keeps a resolved alert for the API.

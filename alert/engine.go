@@ -58,11 +58,10 @@ type Engine struct {
 	subMu sync.Mutex
 	subs  map[*subscriber]struct{}
 
-	queue   chan apollo.Notification // event notifications waiting for the lock
-	wake    chan struct{}            // a group opened: re-arm the group timer
-	saveReq chan struct{}
-	dirty   atomic.Bool
-	saveMu  sync.Mutex
+	queue  chan apollo.Notification // event notifications waiting for the lock
+	wake   chan struct{}            // a group opened: re-arm the group timer
+	dirty  atomic.Bool
+	saveMu sync.Mutex
 
 	runMu   sync.Mutex
 	running bool
@@ -108,7 +107,6 @@ func New(opts Options) (*Engine, error) {
 		subs:     map[*subscriber]struct{}{},
 		queue:    make(chan apollo.Notification, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
-		saveReq:  make(chan struct{}, 1),
 	}
 	e.warnLg.every = time.Minute
 	e.sets.Store(&map[string]*ruleSet{})
@@ -184,32 +182,16 @@ func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan stru
 					e.log.Warn("alert: evaluation failed; the rules it could not evaluate keep their state", "err", err, "suppressed", n)
 				}
 			}
-		case <-e.saveReq:
-			e.save(ctx)
 		}
-	}
-}
-
-// saveSoon marks the state changed and asks the loop to save it now, not
-// at the next cycle: acks and silences are people's work.
-func (e *Engine) saveSoon() {
-	e.dirty.Store(true)
-	select {
-	case e.saveReq <- struct{}{}:
-	default:
 	}
 }
 
 // save writes the state if it changed since the last save.
 func (e *Engine) save(ctx context.Context) {
-	e.saveMu.Lock()
-	defer e.saveMu.Unlock()
-	if !e.dirty.Swap(false) {
+	if !e.dirty.Load() {
 		return
 	}
-	if err := e.opts.State.Save(ctx, e.snapshot()); err != nil {
-		e.dirty.Store(true)
-		e.st.saveErrors.Add(1)
+	if err := e.persist(ctx); err != nil {
 		if ok, n := e.warnLg.allow("save", e.clock.Now()); ok {
 			e.log.Error("alert: saving the alert state failed; a restart may notify again", "err", err, "suppressed", n)
 		}
@@ -290,14 +272,7 @@ func (e *Engine) load(ctx context.Context) error {
 		slices.SortStableFunc(list, func(a, b apollo.Alert) int { return a.ResolvedAt.Compare(b.ResolvedAt) })
 	}
 	e.hmu.Unlock()
-	var kept int
-	for _, sl := range s.Silences {
-		if !now.Before(sl.EndsAt) {
-			continue
-		}
-		_ = e.updateSilences(sl.Tenant, func(list []Silence) ([]Silence, error) { return append(list, sl), nil })
-		kept++
-	}
+	kept := e.installSilences(s.Silences, now)
 	e.log.Info("alert: state loaded", "alerts", nAlerts, "silences", kept)
 	return nil
 }

@@ -43,6 +43,7 @@ type Loader struct {
 	mu      sync.Mutex // serializes loads and writes
 	seen    fileStamp  // the version last looked at, good or bad
 	applied []byte     // the text last handed to OnLoad
+	nRules  int        // how many rules that text had
 
 	runMu   sync.Mutex
 	running bool
@@ -105,10 +106,36 @@ func (l *Loader) loadLocked() error {
 	if l.applied != nil && bytes.Equal(src, l.applied) {
 		return nil
 	}
-	l.applied = src
+	if len(rs) == 0 && l.nRules > 0 && !saysEmpty(src) {
+		l.log.Error("alert: the rules file has no rules; refused, the old rules keep running (an editor may be half-way through saving it)",
+			"rules", l.nRules, "hint", "to remove every rule on purpose, put the line "+EmptyMarker+" in the file")
+		return &apollo.Error{Code: apollo.EINVALID, Field: "rules",
+			Message: fmt.Sprintf("%s has no rules, and %d run now", l.opts.Path, l.nRules),
+			Hint:    "to remove every rule on purpose, put the line " + EmptyMarker + " in the file"}
+	}
+	l.applied, l.nRules = src, len(rs)
 	l.opts.OnLoad(rs, src)
 	l.log.Info("alert: rules loaded", "rules", len(rs))
 	return nil
+}
+
+// EmptyMarker is the comment line that tells a reload that a rules file
+// without rules is meant to be so (docs/rules.md).
+const EmptyMarker = "# apollo: empty"
+
+// saysEmpty reports whether a file without rules says so on purpose: a
+// line that is EmptyMarker, or the JSON form, which a program writes
+// whole (an editor's truncated file is text: nothing at all).
+func saysEmpty(src []byte) bool {
+	if t := bytes.TrimSpace(src); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		return true
+	}
+	for line := range bytes.Lines(src) {
+		if string(bytes.TrimSpace(line)) == EmptyMarker {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
@@ -131,13 +158,14 @@ func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
 func (l *Loader) Write(src []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.check(src); err != nil {
+	rs, err := l.check(src)
+	if err != nil {
 		return err
 	}
 	if err := WriteFileAtomic(l.opts.Path, src, 0o644); err != nil {
 		return fmt.Errorf("alert: write rules: %w", err)
 	}
-	l.applied = bytes.Clone(src)
+	l.applied, l.nRules = bytes.Clone(src), len(rs)
 	if st, err := stamp(l.opts.Path); err == nil {
 		l.seen = st
 	}

@@ -2,6 +2,7 @@ package alert_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,14 +15,14 @@ import (
 	"github.com/apollo-11/apollo/rules"
 )
 
-// logs is a slog handler that hands every record's message and
+// logs is a slog handler that hands every record's level, message and
 // attributes to a channel, so a test can wait for a log line.
 type logs chan string
 
 func (l logs) Enabled(context.Context, slog.Level) bool { return true }
 func (l logs) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	b.WriteString(r.Message)
+	b.WriteString(r.Level.String() + " " + r.Message)
 	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
 	select {
 	case l <- b.String():
@@ -130,5 +131,120 @@ func TestLoaderOptions(t *testing.T) {
 	l, _ := alert.NewLoader(alert.LoaderOptions{Path: filepath.Join(t.TempDir(), "missing"), OnLoad: func([]*rules.Rule, []byte) {}, Logger: quiet})
 	if err := l.Load(); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// An editor that truncates the file before writing it shows the loader an
+// empty file for a moment. Taking that as "no rules" would switch alerting
+// off without a word, so a reload that would leave no rules is refused,
+// loudly, unless the file says it means it (docs/rules.md).
+func TestLoaderRefusesAnAccidentallyEmptyFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.txt")
+	mod := t0
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mod = mod.Add(time.Second)
+		os.Chtimes(path, mod, mod)
+	}
+	write(`RULE a task_prefix: "a_" ON: failed`)
+	clock := apollo.NewFakeClock(t0)
+	loaded := make(chan []*rules.Rule, 10)
+	lg := make(logs, 100)
+	l, err := alert.NewLoader(alert.LoaderOptions{Path: path, Clock: clock, Logger: slog.New(lg),
+		OnLoad: func(rs []*rules.Rule, src []byte) { loaded <- rs }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	// Load calls OnLoad before it returns.
+	got := func() []*rules.Rule {
+		t.Helper()
+		select {
+		case rs := <-loaded:
+			return rs
+		default:
+			t.Fatal("nothing loaded")
+			return nil
+		}
+	}
+	got()
+	nothingLoaded := func(what string) {
+		t.Helper()
+		select {
+		case rs := <-loaded:
+			t.Fatalf("%s: loaded %d rules", what, len(rs))
+		default:
+		}
+	}
+	for _, tc := range []struct{ name, src string }{
+		{"truncated", ""},
+		{"blank lines", "\n  \n"},
+		{"only comments", "# RULE a task_prefix: \"a_\" ON: failed\n"},
+		{"a marker with other words", "# apollo: empty? no\n"},
+	} {
+		write(tc.src)
+		err := l.Load()
+		if apollo.ErrorCode(err) != apollo.EINVALID || !strings.Contains(err.Error(), "# apollo: empty") {
+			t.Errorf("%s: Load = %v, want a refusal that names the marker", tc.name, err)
+		}
+		nothingLoaded(tc.name)
+		line := lg.waitFor(t, "no rules")
+		if !strings.HasPrefix(line, "ERROR ") || !strings.Contains(line, "rules=1") {
+			t.Errorf("%s: the refusal is not loud: %s", tc.name, line)
+		}
+	}
+	// The poll refuses it too, and says so once, not at every poll.
+	if err := l.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop()
+	write("")
+	clock.Advance(alert.DefaultPollEvery)
+	lg.waitFor(t, "no rules")
+	nothingLoaded("the poll")
+
+	// The editor finishes writing: the new version loads.
+	write(`RULE b task_prefix: "b_" ON: failed`)
+	if err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if rs := got(); len(rs) != 1 || rs[0].Name != "b" {
+		t.Fatalf("loaded %v", rs)
+	}
+	// Saying so empties the rules, in the text form and in JSON.
+	for i, src := range []string{"# no alerts during the migration\n  # apollo: empty  \n", `{"rules": []}`} {
+		write(fmt.Sprintf(`RULE c%d task_prefix: "c_" ON: failed`, i))
+		if err := l.Load(); err != nil {
+			t.Fatal(err)
+		}
+		got()
+		write(src)
+		if err := l.Load(); err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if rs := got(); len(rs) != 0 {
+			t.Fatalf("%q: loaded %v", src, rs)
+		}
+	}
+}
+
+// A file that starts empty is no loss: the first load takes it.
+func TestLoaderStartsFromAnEmptyFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.txt")
+	os.WriteFile(path, nil, 0o644)
+	loaded := make(chan []*rules.Rule, 1)
+	l, _ := alert.NewLoader(alert.LoaderOptions{Path: path, Logger: quiet, OnLoad: func(rs []*rules.Rule, _ []byte) { loaded <- rs }})
+	if err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if rs := <-loaded; len(rs) != 0 {
+		t.Fatalf("loaded %v", rs)
 	}
 }

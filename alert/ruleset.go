@@ -1,6 +1,10 @@
 package alert
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -129,4 +133,39 @@ func (e *Engine) eventRulesFor(tenant string, st apollo.Status) []*rules.Rule {
 		return set.byStatus[st]
 	}
 	return nil
+}
+
+// RuleStore keeps the rules text each tenant set through the API, so that
+// a restarted process runs, and shows, the rules it ran before: FileRules
+// in the data directory, redisstore.Rules in the three-process mode.
+// Save returns once the text is durable.
+type RuleStore interface {
+	Load(ctx context.Context) (map[string][]byte, error)
+	Save(ctx context.Context, tenant string, src []byte) error
+}
+
+// SyncRules sets the rules of every tenant in saved whose text differs
+// from what the engine runs, and returns those tenants. Tenants for which
+// keep is true are left alone: their rules come from a file. Text that
+// no longer parses (written by another version) is skipped and reported
+// in the error, naming the tenant; the other tenants are set.
+func (e *Engine) SyncRules(saved map[string][]byte, keep func(tenant string) bool) ([]string, error) {
+	var (
+		set  []string
+		errs []error
+	)
+	for _, tenant := range slices.Sorted(maps.Keys(saved)) {
+		src := saved[tenant]
+		if keep != nil && keep(tenant) || bytes.Equal(src, e.RulesSource(tenant)) {
+			continue
+		}
+		rs, err := rules.Parse("rules", src)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the saved rules of tenant %q: %w", tenant, err))
+			continue
+		}
+		e.SetRulesSource(tenant, rs, src)
+		set = append(set, tenant)
+	}
+	return set, errors.Join(errs...)
 }

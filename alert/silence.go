@@ -170,7 +170,6 @@ func (e *Engine) AddSilence(tenant string, s Silence) (Silence, error) {
 	}
 	e.log.Info("alert: silence added", "tenant", tenant, "id", s.ID, "rule", s.Rule, "prefix", s.Prefix,
 		"until", s.EndsAt, "by", s.CreatedBy)
-	e.saveSoon()
 	return s, nil
 }
 
@@ -189,27 +188,46 @@ func (e *Engine) RemoveSilence(tenant, id string) error {
 		return err
 	}
 	e.log.Info("alert: silence removed", "tenant", tenant, "id", id)
-	e.saveSoon()
 	return nil
 }
 
-// updateSilences replaces the tenant's list with what f makes of a copy.
+// updateSilences replaces the tenant's list with what f makes of a copy,
+// and saves the state before it returns: a silence is confirmed only once
+// it is durable. A failed save puts the old list back (the lock keeps
+// other writers out meanwhile).
 func (e *Engine) updateSilences(tenant string, f func([]Silence) ([]Silence, error)) error {
 	e.smu.Lock()
 	defer e.smu.Unlock()
-	old := *e.silences.Load()
-	list, err := f(slices.Clone(old[tenant]))
+	old := e.silences.Load()
+	list, err := f(slices.Clone((*old)[tenant]))
 	if err != nil {
 		return err
 	}
-	next := maps.Clone(old)
+	next := maps.Clone(*old)
 	if len(list) == 0 {
 		delete(next, tenant)
 	} else {
 		next[tenant] = list
 	}
 	e.silences.Store(&next)
-	return nil
+	return e.persistChange("silence", func() { e.silences.Store(old) })
+}
+
+// installSilences puts saved silences in force at start, except those
+// that ended before now, and returns how many it kept.
+func (e *Engine) installSilences(saved []Silence, now time.Time) int {
+	next := silenceSet{}
+	kept := 0
+	for _, s := range saved {
+		if now.Before(s.EndsAt) {
+			next[s.Tenant] = append(next[s.Tenant], s)
+			kept++
+		}
+	}
+	e.smu.Lock()
+	e.silences.Store(&next)
+	e.smu.Unlock()
+	return kept
 }
 
 // expireSilences drops the silences that ended before now.

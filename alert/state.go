@@ -56,6 +56,40 @@ type StoredAlert struct {
 	Told      int              `json:"told,omitempty"`
 }
 
+// persist saves the state now. People's changes (acks, silences) call it
+// before they answer, so that what the API confirmed survives a crash;
+// the loop calls it (through save) after a cycle that changed something.
+func (e *Engine) persist(ctx context.Context) error {
+	e.saveMu.Lock()
+	defer e.saveMu.Unlock()
+	e.dirty.Store(false) // a change made during the save marks it again
+	if err := e.opts.State.Save(ctx, e.snapshot()); err != nil {
+		e.dirty.Store(true)
+		e.st.saveErrors.Add(1)
+		return err
+	}
+	return nil
+}
+
+// saveTimeout bounds the save a person's change waits for.
+const saveTimeout = 10 * time.Second
+
+// persistChange saves a person's change before it is confirmed. When the
+// save fails, undo takes the change back and the answer says nothing
+// changed; the cause goes to the log, not to the caller.
+func (e *Engine) persistChange(what string, undo func()) error {
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
+	err := e.persist(ctx)
+	if err == nil {
+		return nil
+	}
+	undo()
+	e.log.Error("alert: a change could not be saved, so it was undone", "change", what, "err", err)
+	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the " + what + " could not be saved, so it was not made",
+		Hint: "nothing changed; the server log says why (the data directory or Redis); try again"}
+}
+
 // MemoryState is a StateStore in memory: state survives an engine, not
 // the process. Tests use it to restart an engine.
 type MemoryState struct {

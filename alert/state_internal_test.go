@@ -2,6 +2,8 @@ package alert
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -40,6 +42,29 @@ func FuzzDecodeState(f *testing.F) {
 		enc2, _ := encodeState(s2)
 		if !bytes.Equal(enc, enc2) {
 			t.Fatalf("not stable:\n%s\n%s", enc, enc2)
+		}
+	})
+}
+
+// FuzzDecodeRules: the rules file never panics the decoder, and what it
+// accepts is every tenant's text as it was saved.
+func FuzzDecodeRules(f *testing.F) {
+	for _, s := range []string{`{"version":1,"tenants":{"acme":"RULE a task_prefix: \"a_\" ON: failed","":""}}`,
+		`{"version":1,"tenants":null}`, `{"version":1}`, `{"version":2}`, `[]`, `{"version":1,"tenants":{"a":1}}`, `{"version":1}{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeRules(b)
+		if err != nil {
+			return
+		}
+		enc, err := json.Marshal(rulesFile{Version: rulesVersion, Tenants: m})
+		if err != nil {
+			t.Fatalf("accepted rules do not encode: %v", err)
+		}
+		m2, err := decodeRules(enc)
+		if err != nil || !maps.Equal(m, m2) {
+			t.Fatalf("re-encoded rules decode to %q, %v; want %q", m2, err, m)
 		}
 	})
 }

@@ -54,17 +54,27 @@ type Options struct {
 	TaskQueueLen int // changes queued per task before spilling to the holding area; default 64
 	HoldLimit    int // holding area: changes over their task's limit, all tasks together; default 10 000
 	QueueLimit   int // changes queued in all, holding area included; default 262 144
-	MaxTasks     int // tasks in memory; default 2 000 000
-	HistoryLimit int // records kept per task; default 64
+	MaxTasks     int // tasks in memory, all tenants together; default 2 000 000
+	// TenantMaxTasks is each tenant's share of MaxTasks: one tenant cannot
+	// take the room of the others. 0: MaxTasks. TenantTasks overrides it
+	// for the tenants it names.
+	TenantMaxTasks int
+	TenantTasks    map[string]int
+	HistoryLimit   int // records kept per task; default 64
 
 	Retention      time.Duration // finished tasks stay in memory this long; default 1h
 	IdleRetention  time.Duration // unfinished tasks with no event this long leave memory; default 7 days
 	DedupRetention time.Duration // tombstones recognise late duplicates this long; default 24h
 	ReorderWindow  time.Duration // out-of-order events wait this long for the missing ones; default 30s
 
-	// Lateness gives thresholds per job-name prefix; the longest matching
-	// prefix wins, and the entry with an empty prefix is the default.
+	// Lateness gives thresholds per job-name prefix. For each threshold
+	// the longest matching prefix that sets it wins; the entry with an
+	// empty prefix matches every job.
 	Lateness []Lateness
+	// DefaultTimeout is the deadline of a running run that sent no
+	// timeoutMs and whose job has no Lateness timeout: every run ends,
+	// visibly (a timeout record), if its end never comes. Default 24h.
+	DefaultTimeout time.Duration
 
 	// OnRefused is called (outside any lock, at most once per refused
 	// event) when the holding area or the queues are full: the alert engine
@@ -92,7 +102,8 @@ type Lateness struct {
 	// MissedAfter: a pending run not started this long after its
 	// scheduledAt (or its pending event) is a missed start. Default 5m.
 	MissedAfter time.Duration `json:"missedAfter" yaml:"missed_after"`
-	// Timeout applies to running runs that sent no timeoutMs; 0 = none.
+	// Timeout applies to running runs that sent no timeoutMs; 0: a
+	// shorter prefix's, or Options.DefaultTimeout.
 	Timeout time.Duration `json:"timeout" yaml:"timeout"`
 }
 
@@ -106,21 +117,28 @@ func (o *Options) setDefaults() {
 	o.HoldLimit = cmp.Or(o.HoldLimit, 10_000)
 	o.QueueLimit = cmp.Or(o.QueueLimit, 1<<18)
 	o.MaxTasks = cmp.Or(o.MaxTasks, 2_000_000)
+	o.TenantMaxTasks = cmp.Or(o.TenantMaxTasks, o.MaxTasks)
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, 64)
 	o.Retention = cmp.Or(o.Retention, time.Hour)
 	o.IdleRetention = cmp.Or(o.IdleRetention, 7*24*time.Hour)
 	o.DedupRetention = cmp.Or(o.DedupRetention, 24*time.Hour)
 	o.ReorderWindow = cmp.Or(o.ReorderWindow, 30*time.Second)
+	o.DefaultTimeout = cmp.Or(o.DefaultTimeout, 24*time.Hour)
 }
 
 func (o *Options) validate() error {
 	switch {
-	case o.Workers < 0, o.TaskQueueLen < 0, o.HoldLimit < 0, o.QueueLimit < 0, o.MaxTasks < 0, o.HistoryLimit < 0:
+	case o.Workers < 0, o.TaskQueueLen < 0, o.HoldLimit < 0, o.QueueLimit < 0, o.MaxTasks < 0, o.HistoryLimit < 0, o.TenantMaxTasks < 0:
 		return errors.New("bus: negative limit in options")
 	case o.QueueLimit < o.HoldLimit:
 		return fmt.Errorf("bus: queue limit %d is below the holding area %d; raise the queue limit", o.QueueLimit, o.HoldLimit)
-	case o.Retention < 0, o.IdleRetention < 0, o.DedupRetention < 0, o.ReorderWindow < 0:
+	case o.Retention < 0, o.IdleRetention < 0, o.DedupRetention < 0, o.ReorderWindow < 0, o.DefaultTimeout < 0:
 		return errors.New("bus: negative retention in options")
+	}
+	for tenant, n := range o.TenantTasks {
+		if n < 0 {
+			return fmt.Errorf("bus: tenant %q: negative task limit", tenant)
+		}
 	}
 	for _, l := range o.Lateness {
 		if l.StartAfter < 0 || l.MissedAfter < 0 || l.Timeout < 0 {
@@ -212,6 +230,7 @@ type Bus struct {
 	held      atomic.Int64 // of those, changes over their task's queue limit
 	queues    atomic.Int64 // tasks with a queue
 	ntasks    atomic.Int64
+	tenants   sync.Map // tenant -> *atomic.Int64, its tasks in memory
 	parked    atomic.Int64
 	lsn       atomic.Uint64 // highest LSN appended
 
@@ -308,23 +327,50 @@ func hashParts[S string | []byte](tenant, id S) uint64 {
 	return h
 }
 
+// tenantTasks returns the counter of a tenant's tasks in memory.
+func (b *Bus) tenantTasks(tenant string) *atomic.Int64 {
+	if n, ok := b.tenants.Load(tenant); ok {
+		return n.(*atomic.Int64)
+	}
+	n, _ := b.tenants.LoadOrStore(tenant, new(atomic.Int64))
+	return n.(*atomic.Int64)
+}
+
+// countTask adds d (+1 or -1) to the tasks in memory, in all and of the
+// task's tenant.
+func (b *Bus) countTask(tenant string, d int64) {
+	b.ntasks.Add(d)
+	b.tenantTasks(tenant).Add(d)
+}
+
+// tenantLimit is how many tasks a tenant may have in memory.
+func (b *Bus) tenantLimit(tenant string) int {
+	if n, ok := b.opts.TenantTasks[tenant]; ok && n > 0 {
+		return n
+	}
+	return b.opts.TenantMaxTasks
+}
+
 // nowMs is the server's time in Unix milliseconds.
 func (b *Bus) nowMs() int64 { return b.opts.Clock.Now().UnixMilli() }
 
-// lateness returns the thresholds for a job name: the longest prefix match,
-// with defaults filled in.
+// lateness returns the thresholds for a job name: for each, the longest
+// matching prefix that sets it, else the default.
 func (b *Bus) lateness(name string) Lateness {
-	best := Lateness{StartAfter: time.Minute, MissedAfter: 5 * time.Minute}
-	bestLen := -1
+	best := Lateness{StartAfter: time.Minute, MissedAfter: 5 * time.Minute, Timeout: b.opts.DefaultTimeout}
+	var lens [3]int // prefix length of the entry each threshold came from, +1
 	for _, l := range b.opts.Lateness {
-		if len(l.Prefix) > bestLen && len(name) >= len(l.Prefix) && name[:len(l.Prefix)] == l.Prefix {
-			best = Lateness{
-				Prefix:      l.Prefix,
-				StartAfter:  cmp.Or(l.StartAfter, time.Minute),
-				MissedAfter: cmp.Or(l.MissedAfter, 5*time.Minute),
-				Timeout:     l.Timeout,
+		if len(name) < len(l.Prefix) || name[:len(l.Prefix)] != l.Prefix {
+			continue
+		}
+		n := len(l.Prefix) + 1
+		for i, f := range [...]struct {
+			v   time.Duration
+			dst *time.Duration
+		}{{l.StartAfter, &best.StartAfter}, {l.MissedAfter, &best.MissedAfter}, {l.Timeout, &best.Timeout}} {
+			if f.v > 0 && n > lens[i] {
+				*f.dst, lens[i] = f.v, n
 			}
-			bestLen = len(l.Prefix)
 		}
 	}
 	return best

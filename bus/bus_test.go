@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +31,34 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// A run reported only by its end is a finished run with an unknown start
+// (issue 15.1, DESIGN.md invariant 8), counted in the metrics like any.
+func TestRunReportedOnlyByItsEnd(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	f := newFixture(t, func(o *Options) { o.Observers = []Observer{rec} })
+	end := ev("e1", 7, apollo.StatusFailed) // any sequence: nothing is missing before a first event
+	end.CostMs = 1500
+	if o := f.publish(t, end, ev("e2", 1, apollo.StatusSuccess)); o[0].Result != Accepted || o[1].Result != Accepted {
+		t.Fatalf("ends reported alone: %+v", o)
+	}
+	got := f.get(t, "e1")
+	if got.Status != apollo.StatusFailed || got.StartedAt != 0 || got.FinishedAt != end.Ts || got.CostMs != 1500 || got.Sequence != 7 {
+		t.Errorf("e1 = %+v", got)
+	}
+	if got := f.get(t, "e2"); got.Status != apollo.StatusSuccess || got.StartedAt != 0 || got.CostMs != 0 {
+		t.Errorf("e2 = %+v", got)
+	}
+	f.drain()
+	if n := len(rec.all()); n != 2 {
+		t.Errorf("%d changes delivered, want 2", n)
+	}
+}
+
 func TestDuplicatesAndIllegal(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	f.publish(t, ev("b1", 1, apollo.StatusRunning), ev("b1", 2, apollo.StatusFailed))
+	f.publish(t, ev("b1", 1, apollo.StatusRunning), ev("b1", 2, apollo.StatusFailed), ev("b2", 1, apollo.StatusSuccess))
 	tests := []struct {
 		name  string
 		e     apollo.Event
@@ -44,7 +69,7 @@ func TestDuplicatesAndIllegal(t *testing.T) {
 		{"same sequence again", ev("b1", 2, apollo.StatusFailed), Duplicate, "", ""},
 		{"older sequence", ev("b1", 1, apollo.StatusRunning), Duplicate, "", ""},
 		{"final to success", ev("b1", 3, apollo.StatusSuccess), Rejected, apollo.ECONFLICT, "status"},
-		{"new task starting final", ev("b2", 1, apollo.StatusSuccess), Rejected, apollo.ECONFLICT, "status"},
+		{"running after a run reported only by its end", ev("b2", 2, apollo.StatusRunning), Rejected, apollo.ECONFLICT, "status"},
 		{"invalid sequence", ev("b3", 0, apollo.StatusPending), Rejected, apollo.EINVALID, "sequence"},
 	}
 	for _, tt := range tests {
@@ -217,5 +242,32 @@ func TestLogFailureRefusesEverything(t *testing.T) {
 	case <-failed:
 		t.Error("OnLogFailed called twice")
 	default:
+	}
+}
+
+// Invalid finds the reason in a wrapped error instead of asserting its
+// type (issue 15.11): a check that wraps its *apollo.Error must not panic
+// the ingest path.
+func TestInvalidUnwraps(t *testing.T) {
+	t.Parallel()
+	reason := &apollo.Error{Code: apollo.EINVALID, Field: "ts", Message: "in seconds"}
+	tests := []struct {
+		name  string
+		err   error
+		code  string
+		field string
+	}{
+		{"the error itself", reason, apollo.EINVALID, "ts"},
+		{"wrapped", fmt.Errorf("decoding event 3: %w", reason), apollo.EINVALID, "ts"},
+		{"joined", errors.Join(errors.New("first"), reason), apollo.EINVALID, "ts"},
+		{"not an apollo.Error", errors.New("bad input"), apollo.EINVALID, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Invalid(tt.err)
+			if o.Result != Rejected || o.Err == nil || o.Err.Code != tt.code || o.Err.Field != tt.field || o.Err.Message == "" {
+				t.Fatalf("Invalid(%v) = %v %+v", tt.err, o.Result, o.Err)
+			}
+		})
 	}
 }

@@ -43,7 +43,7 @@ func decodeRecord(b []byte, r *apollo.Record) ([]byte, error) {
 	}
 	*r = apollo.Record{Kind: apollo.Kind(b[1])}
 	r.Status = apollo.Status(b[2])
-	if r.Kind > apollo.KindMissedStart || (!r.Status.Valid()) {
+	if !r.Kind.Valid() || !r.Status.Valid() {
 		return nil, fmt.Errorf("bus: record with kind %d, status %d", b[1], b[2])
 	}
 	b = b[3:]

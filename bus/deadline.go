@@ -2,6 +2,7 @@ package bus
 
 import (
 	"container/heap"
+	"math"
 	"sync"
 	"time"
 
@@ -108,8 +109,13 @@ func (b *Bus) armDeadlines(k key, t *task, lat Lateness) {
 		if timeout == 0 {
 			timeout = lat.Timeout.Milliseconds()
 		}
+		// Counted from the reported start, or from when the server learnt
+		// of it if that is later: a reporter whose clock is behind, or a
+		// running event sent late from a spool, must not time out at once
+		// (its end may be the next event). Every run has a deadline, so
+		// this matters for every run.
 		if timeout > 0 && t.startedAt > 0 {
-			b.timers.push(deadline{at: t.startedAt + timeout, k: k, kind: dTimeout, seq: t.seq})
+			b.timers.push(deadline{at: later(max(t.startedAt, t.updatedAt), timeout), k: k, kind: dTimeout, seq: t.seq})
 		}
 	case apollo.StatusPending:
 		if t.late {
@@ -119,8 +125,22 @@ func (b *Bus) armDeadlines(k key, t *task, lat Lateness) {
 		if from == 0 {
 			from = t.updatedAt
 		}
-		b.timers.push(deadline{at: from + lat.MissedAfter.Milliseconds(), k: k, kind: dMissedStart, seq: t.seq})
+		b.timers.push(deadline{at: later(from, lat.MissedAfter.Milliseconds()), k: k, kind: dMissedStart, seq: t.seq})
 	}
+}
+
+// never is a deadline that does not come; slotOf rounds it up without
+// overflow.
+const never = math.MaxInt64 - 999
+
+// later returns at+d (d >= 0), or never when the sum would overflow: ingest
+// bounds timeoutMs and scheduledAt, but a log written before it did may hold
+// int64 max, which wrapped into the past and timed the run out at once.
+func later(at, d int64) int64 {
+	if at > never-d {
+		return never
+	}
+	return at + d
 }
 
 // deadlineLoop fires deadlines on the bus's clock until Stop.
@@ -179,14 +199,18 @@ func (b *Bus) fire(d deadline) {
 	}
 }
 
-// expireParked drops out-of-order events that waited too long.
+// expireParked applies the out-of-order events of a task whose wait has
+// ended (endWaits).
 func (b *Bus) expireParked(k key, now int64) {
 	b.pause.RLock()
 	defer b.pause.RUnlock()
+	if b.closed.Load() {
+		return // what is still waiting is in the last snapshot or the log
+	}
 	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.get(h, k); t != nil {
-		b.unpark(s, k, t, now)
+		b.endWaits(s, k, t, now) // a log failure is logged in append
 	}
 }

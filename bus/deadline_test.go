@@ -218,3 +218,70 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// Every running run has a deadline (issue 15.9): without a timeoutMs of
+// its own it gets its job's (lateness), else the default (24 h), shown as
+// its timeoutMs; past it the bus writes a timeout record. A longer prefix
+// that sets only other thresholds does not hide a shorter one's timeout.
+func TestEveryRunGetsADeadline(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(o *Options) {
+		o.Lateness = []Lateness{{Prefix: "job_", Timeout: 2 * time.Hour}, {Prefix: "job_l", StartAfter: time.Minute}}
+		o.Retention = 48 * time.Hour // keep the finished runs in memory to look at
+	})
+	sub := f.bus.Subscribe(100)
+	tests := []struct {
+		id, name  string
+		timeoutMs int64 // reported
+		want      time.Duration
+	}{
+		{"d1", "nightly", 0, 24 * time.Hour},                                 // no entry matches: the default
+		{"l1", "job_l", 0, 2 * time.Hour},                                    // job_l sets no timeout: job_'s applies
+		{"o1", "job_o", (90 * time.Minute).Milliseconds(), 90 * time.Minute}, // its own
+	}
+	for _, tt := range tests {
+		e := ev(tt.id, 1, apollo.StatusRunning)
+		e.Name, e.Ts, e.TimeoutMs = tt.name, t0.UnixMilli(), tt.timeoutMs
+		f.publish(t, e)
+		if got := f.get(t, tt.id); got.TimeoutMs != tt.want.Milliseconds() {
+			t.Errorf("%s: timeoutMs %d, want %v", tt.id, got.TimeoutMs, tt.want)
+		}
+	}
+	f.clock.Advance(2*time.Hour + time.Second)
+	timedOut := map[string]bool{}
+	for len(timedOut) < 2 {
+		c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindTimeout })
+		timedOut[c.Record.TaskID] = true
+	}
+	if !timedOut["l1"] || !timedOut["o1"] {
+		t.Fatalf("timed out after 2 h: %v", timedOut)
+	}
+	if got := f.get(t, "d1"); got.Status != apollo.StatusRunning {
+		t.Fatalf("d1 timed out early: %+v", got)
+	}
+	f.clock.Advance(22 * time.Hour)
+	waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindTimeout && c.Record.TaskID == "d1" })
+	for _, tt := range tests {
+		if got := f.get(t, tt.id); got.Status != apollo.StatusTimeout || got.FinishedAt != t0.UnixMilli()+tt.want.Milliseconds() {
+			t.Errorf("%s: %v finished at %d, want timeout at start + %v", tt.id, got.Status, got.FinishedAt, tt.want)
+		}
+	}
+}
+
+// A run whose running event is older than its deadline when it arrives (a
+// reporter's clock days behind, an event sent late from a spool) is not
+// timed out at once, which would make its end, arriving next, illegal: its
+// deadline counts from when the server learnt of the start.
+func TestDeadlineCountsFromArrival(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	sub := f.bus.Subscribe(100)
+	e := ev("s2", 1, apollo.StatusRunning)
+	e.Ts = t0.Add(-72 * time.Hour).UnixMilli()
+	f.publish(t, e)
+	f.clock.Advance(24*time.Hour + time.Second)
+	c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindTimeout })
+	if c.Record.TaskID != "s2" || c.Record.Ts != t0.Add(24*time.Hour).UnixMilli() {
+		t.Errorf("timeout %+v, want s2 24 h after the server received its start", c.Record)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/apollo-11/apollo"
 )
@@ -24,7 +25,7 @@ var lifecycles = [][]apollo.Status{
 // finalState publishes evs one by one into a fresh bus and returns the
 // status and sequence of every task.
 func finalState(t testing.TB, evs []apollo.Event) map[string][2]int64 {
-	b, err := New(Options{Workers: 1})
+	b, err := New(Options{Workers: 1, Clock: apollo.NewFakeClock(t0)}) // no deadline passes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func shuffled(r *rand.Rand, n int) (inOrder, mixed []apollo.Event) {
 		lc := lifecycles[r.IntN(len(lifecycles))]
 		id := fmt.Sprintf("task%d", i)
 		for j, st := range lc {
-			inOrder = append(inOrder, apollo.Event{TaskID: id, Sequence: int64(j + 1), Status: st, Ts: 1e12 + int64(j)})
+			inOrder = append(inOrder, apollo.Event{TaskID: id, Sequence: int64(j + 1), Status: st, Ts: t0.UnixMilli() + int64(j)})
 		}
 	}
 	mixed = append(mixed, inOrder...)
@@ -103,29 +104,89 @@ func FuzzOutOfOrder(f *testing.F) {
 	})
 }
 
-func TestOutOfOrderWaitExpires(t *testing.T) {
+// An event that waits says so; when the reorder window ends without the
+// missing events, it applies anyway and the history says how many never
+// came (issue 15.1: it used to be dropped 30 s after "accepted").
+func TestOutOfOrderWaitEnds(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	// success (3) before running (2): it waits.
-	if o := f.publish(t, ev("w1", 1, apollo.StatusPending), ev("w1", 3, apollo.StatusSuccess)); o[1].Result != Accepted {
+	// success (4) before running (2, 3): it waits.
+	if o := f.publish(t, ev("w1", 1, apollo.StatusPending), ev("w1", 4, apollo.StatusSuccess)); o[1].Result != Waiting {
 		t.Fatalf("waiting event: %v", o[1])
 	}
-	if st := f.bus.Stats(); st.Waiting != 1 {
-		t.Fatalf("waiting = %d", st.Waiting)
+	if o := f.publish(t, ev("w1", 4, apollo.StatusSuccess))[0]; o.Result != Waiting {
+		t.Fatalf("the same event resent while it waits: %v", o)
 	}
-	// Nothing fills the gap: after the reorder window it is dropped.
-	f.clock.Advance(f.bus.opts.ReorderWindow + 1e6)
-	f.publish(t, ev("w2", 1, apollo.StatusPending)) // any later decision sees the clock
+	if st := f.bus.Stats(); st.Waiting != 1 || st.Parked != 1 {
+		t.Fatalf("waiting = %d, parked = %d", st.Waiting, st.Parked)
+	}
+	if n := len(f.log.records()); n != 2 {
+		t.Errorf("%d records logged; the resent copy must not be logged again", n)
+	}
+	// Nothing fills the gap: when the window ends, the event applies.
+	f.clock.Advance(f.bus.opts.ReorderWindow)
 	f.bus.expireParked(key{id: "w1"}, f.clock.Now().UnixMilli())
-	if st := f.bus.Stats(); st.Waiting != 0 || st.ParkExpired != 1 {
+	if st := f.bus.Stats(); st.Waiting != 0 || st.WaitEnded != 1 {
 		t.Fatalf("after the window: %+v", st)
 	}
-	if got := f.get(t, "w1"); got.Status != apollo.StatusPending {
-		t.Errorf("an expired event was applied: %v", got.Status)
+	got := f.get(t, "w1")
+	if got.Status != apollo.StatusSuccess || got.Sequence != 4 || got.FinishedAt != ev("w1", 4, 0).Ts {
+		t.Fatalf("after the window: %+v", got)
 	}
-	// The late running event now applies alone; the dropped success stays dropped.
-	f.publish(t, ev("w1", 2, apollo.StatusRunning))
-	if got := f.get(t, "w1"); got.Status != apollo.StatusRunning {
-		t.Errorf("status %v, want running", got.Status)
+	last := got.History[len(got.History)-1]
+	if last.Kind != apollo.KindGap || last.Reason != "2 earlier events never arrived" || last.Sequence != 4 {
+		t.Errorf("the history does not mark the gap: %+v", last)
+	}
+	// The missing events, arriving later still, are duplicates.
+	if o := f.publish(t, ev("w1", 2, apollo.StatusRunning))[0]; o.Result != Duplicate {
+		t.Errorf("a missing event after the gap: %v", o.Result)
+	}
+}
+
+// The deadline loop ends a wait by itself, and an event that arrives after
+// the window ended (before the loop got to it) finds the gap applied.
+func TestWaitEndsBeforeTheNextEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.publish(t, ev("x1", 1, apollo.StatusRunning), ev("x1", 3, apollo.StatusPending)) // 2 (manual_blocked) is missing
+	f.clock.Advance(f.bus.opts.ReorderWindow + time.Second)
+	// Before the deadline loop runs: the next event sees the gap applied first.
+	if o := f.publish(t, ev("x1", 4, apollo.StatusRunning))[0]; o.Result != Accepted {
+		t.Fatalf("the event after the window: %v %v", o.Result, o.Err)
+	}
+	got := f.get(t, "x1")
+	kinds := ""
+	for _, r := range got.History {
+		kinds += fmt.Sprintf(" %v/%v/%d", r.Kind, r.Status, r.Sequence)
+	}
+	if got.Status != apollo.StatusRunning || got.Sequence != 4 || kinds != " report/running/1 gap/pending/3 report/running/4" {
+		t.Fatalf("status %v seq %d, history%s", got.Status, got.Sequence, kinds)
+	}
+	// Left alone, the deadline loop applies a wait that ended.
+	sub := f.bus.Subscribe(100)
+	defer sub.Close()
+	f.publish(t, ev("x2", 1, apollo.StatusRunning), ev("x2", 3, apollo.StatusPending))
+	f.clock.Advance(f.bus.opts.ReorderWindow + time.Second)
+	c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.TaskID == "x2" && c.Record.Kind == apollo.KindGap })
+	if c.Task.Status != apollo.StatusPending || c.Record.Reason != "1 earlier event never arrived" {
+		t.Errorf("the gap change: %+v", c)
+	}
+}
+
+// An event that waits is dropped, counted as illegal, when an event that
+// does arrive makes it illegal for good: running, then 3 pending waiting
+// for 2, then 2 success ends the run.
+func TestWaitingEventMadeIllegal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	if o := f.publish(t, ev("y1", 1, apollo.StatusRunning), ev("y1", 3, apollo.StatusPending)); o[1].Result != Waiting {
+		t.Fatalf("3 pending: %v", o[1].Result)
+	}
+	f.publish(t, ev("y1", 2, apollo.StatusSuccess))
+	if got := f.get(t, "y1"); got.Status != apollo.StatusSuccess || got.Sequence != 2 {
+		t.Fatalf("task %+v", got)
+	}
+	if st := f.bus.Stats(); st.Waiting != 0 || st.Illegal != 1 {
+		t.Errorf("stats %+v", st)
 	}
 }

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apollo-11/apollo"
@@ -11,7 +12,7 @@ import (
 type Result uint8
 
 const (
-	// Accepted: durable, applied (or waiting in order for earlier events).
+	// Accepted: durable and applied.
 	Accepted Result = iota + 1
 	// Held: durable, but its task's queue is over its limit: slow down.
 	Held
@@ -21,9 +22,15 @@ const (
 	Rejected
 	// RetryLater: not stored (overloaded or stopping). Resend later.
 	RetryLater
+	// Waiting: durable, but ahead of a missing earlier event of its task
+	// and not legal without it. It applies when the missing events arrive,
+	// or when the reorder window ends without them (the history then says
+	// how many never arrived), unless an event that does arrive makes it
+	// illegal for good.
+	Waiting
 )
 
-var resultNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later"}
+var resultNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later", "waiting"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
@@ -36,6 +43,18 @@ func (r Result) String() string {
 type Outcome struct {
 	Result Result
 	Err    *apollo.Error
+}
+
+// Invalid is the outcome of an event that failed a check (Event.Validate):
+// rejected, with the *apollo.Error found in err's chain, so that a wrapped
+// error still says what was wrong instead of panicking an assertion. Any
+// other error is reported as invalid input with its text.
+func Invalid(err error) Outcome {
+	var e *apollo.Error
+	if !errors.As(err, &e) {
+		e = &apollo.Error{Code: apollo.EINVALID, Message: err.Error()}
+	}
+	return Outcome{Result: Rejected, Err: e}
 }
 
 // decision is the outcome of deciding one record, plus what must happen
@@ -61,35 +80,17 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	now := b.nowMs()
 	b.pause.RLock()
 	for i := range evs {
-		if b.closed.Load() {
-			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}
-			continue
-		}
-		if b.logFailed.Load() != nil {
-			// Not even "duplicate": the event it duplicates may not be on disk.
-			out[i] = Outcome{Result: RetryLater, Err: errLogFailed}
-			continue
-		}
-		if err := evs[i].Validate(); err != nil {
-			b.stats.invalid.Add(1)
-			out[i] = Outcome{Result: Rejected, Err: err.(*apollo.Error)}
-			continue
-		}
 		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}
-		if _, ok := refusedTasks[k]; ok {
-			// A later event of a task whose earlier event was refused must
-			// not overtake it: refuse it too, so the reporter resends both
-			// in order.
-			out[i] = Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: an earlier event of this task in the request was not stored", Hint: "resend it after the earlier one"}}
-			continue
-		}
-		rec := apollo.Record{Event: evs[i], Kind: apollo.KindReport, ReceivedAt: now}
-		d := b.decide(&rec, false, &scratch)
+		_, earlierRefused := refusedTasks[k]
+		d := b.publishOne(&evs[i], now, earlierRefused, &scratch)
 		out[i] = d.Outcome
 		if d.lsn > last {
 			last = d.lsn
 		}
 		if d.Result == RetryLater {
+			// Every event answered retry_later counts, not one per task:
+			// the counter must say how much a reporter has to resend.
+			b.stats.refused.Add(1)
 			if refusedTasks == nil {
 				refusedTasks = map[key]struct{}{}
 			}
@@ -111,6 +112,34 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 		return fmt.Errorf("bus: waiting for the log: %w", err)
 	}
 	return nil
+}
+
+// publishOne decides one event of a Publish call; b.pause is held for
+// reading. earlierRefused says that an earlier event of its task in the
+// same call was not stored.
+func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, scratch *[]byte) decision {
+	switch {
+	case b.closed.Load():
+		return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}}
+	case b.logFailed.Load() != nil:
+		// Not even "duplicate": the event it duplicates may not be on disk.
+		return decision{Outcome: Outcome{Result: RetryLater, Err: errLogFailed}}
+	}
+	if err := ev.Validate(); err != nil {
+		b.stats.invalid.Add(1)
+		return decision{Outcome: Invalid(err)}
+	}
+	if earlierRefused {
+		// A later event of a task whose earlier event was refused must not
+		// overtake it: refuse it too, so the reporter resends both in order.
+		const reason = "an earlier event of this task in the request was not stored"
+		return decision{
+			Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: " + reason, Hint: "resend it after the earlier one"}},
+			refusal: &Refusal{Tenant: ev.Tenant, TaskID: ev.TaskID, Reason: reason},
+		}
+	}
+	rec := apollo.Record{Event: *ev, Kind: apollo.KindReport, ReceivedAt: now}
+	return b.decide(&rec, false, scratch)
 }
 
 var errLogFailed = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server's log failed; it must restart",
@@ -154,7 +183,19 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	cur := apollo.StatusNone
 	var seq int64
 	if t != nil {
+		if !replay {
+			// Waits that ended before this event are settled first, and
+			// logged before it: replay then sees the same state.
+			if err := b.endWaits(s, k, t, r.ReceivedAt); err != nil {
+				return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
+			}
+		}
 		cur, seq = t.status, t.seq
+		// Before the duplicate check: a reporter whose task ID was taken
+		// by another job hears so, not "duplicate".
+		if d, refused := b.checkOwner(t, r); refused {
+			return d
+		}
 	} else if last, ok := b.tombs.get(h); ok {
 		// The task finished and left memory; it is final, so nothing new applies.
 		if r.Sequence <= last {
@@ -167,12 +208,21 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		b.stats.duplicate.Add(1)
 		return decision{Outcome: Outcome{Result: Duplicate}}
 	}
+	if cur != apollo.StatusNone && r.Sequence-seq > MaxSequenceJump {
+		b.stats.invalid.Add(1)
+		return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{Code: apollo.EINVALID, Field: "sequence",
+			Message: fmt.Sprintf("%d is %d past the task's last sequence %d, over the limit of %d", r.Sequence, r.Sequence-seq, seq, int64(MaxSequenceJump)),
+			Hint:    "number a task's events 1, 2, 3, ...; one event must not use up the sequences of the task's later ones"}}}
+	}
 	legal := apollo.CanTransition(cur, r.Status)
 	// An illegal event that skips ahead waits for the missing ones, but only
 	// if they could make it legal (never from a final state).
 	wait := !legal && r.Sequence > seq+1 && apollo.CanReach(cur, r.Status)
 	if !legal && !wait {
 		return b.illegal(r, cur, "")
+	}
+	if wait && t.waits(r.Sequence) {
+		return decision{Outcome: Outcome{Result: Waiting}} // a resend: the first copy is on disk
 	}
 	if !replay {
 		if d, refused := b.checkCapacity(t, r); refused {
@@ -182,7 +232,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 	if t == nil {
 		t = &task{id: k.id, tenant: k.tenant}
 		s.put(h, t)
-		b.ntasks.Add(1)
+		b.countTask(k.tenant, 1)
 	}
 	var lsn uint64
 	if !replay && b.opts.Log != nil {
@@ -190,21 +240,44 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		if lsn, err = b.append(r, scratch); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
 				s.del(h, t)
-				b.ntasks.Add(-1)
+				b.countTask(k.tenant, -1)
 			}
-			return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}}}
+			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
 	}
 	if wait { // ahead of a missing event: wait for it
 		b.park(t, r)
 		b.stats.parked.Add(1)
-		return decision{Outcome: Outcome{Result: Accepted}, lsn: lsn}
+		return decision{Outcome: Outcome{Result: Waiting}, lsn: lsn}
 	}
 	res := b.applyLocked(s, k, t, r)
-	b.unpark(s, k, t, r.ReceivedAt)
+	b.unpark(s, k, t)
 	b.stats.accepted.Add(1)
 	return decision{Outcome: Outcome{Result: res}, lsn: lsn}
 }
+
+// MaxSequenceJump is how far past a live task's last sequence an event's
+// may be (docs/protocol.md). It leaves room for sequences that are
+// timestamps in milliseconds (34 years between two events) or microseconds
+// (12 days), and keeps one event from using up a task's sequence space
+// (2^63): a reporter cannot take a run's future with one huge sequence.
+const MaxSequenceJump = 1 << 40
+
+// checkOwner refuses an event that names another job than its task's: a
+// task belongs to the job of its first event (issue 16.5), so that a
+// reporter allowed only some jobs cannot change another job's runs. An
+// event without a name belongs to its task's job.
+func (b *Bus) checkOwner(t *task, r *apollo.Record) (decision, bool) {
+	if r.Name == "" || t.name == "" || r.Name == t.name {
+		return decision{}, false
+	}
+	b.stats.illegal.Add(1)
+	return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{Code: apollo.ECONFLICT, Field: "name",
+		Message: fmt.Sprintf("task %q belongs to job %q, not %q", r.TaskID, t.name, r.Name),
+		Hint:    "a task belongs to the job its first event named; send that name or none, or report a run of another job under a new task ID"}}}, true
+}
+
+var errLogRefused = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}
 
 // checkCapacity refuses an event when the queues or the holding area are
 // full, or when a new task would exceed MaxTasks.
@@ -213,6 +286,8 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 	switch {
 	case t == nil && b.ntasks.Load() >= int64(b.opts.MaxTasks):
 		reason = fmt.Sprintf("%d tasks in memory, the limit", b.opts.MaxTasks)
+	case t == nil && b.tenantTasks(r.Tenant).Load() >= int64(b.tenantLimit(r.Tenant)):
+		reason = fmt.Sprintf("tenant %q has %d tasks in memory, its limit", r.Tenant, b.tenantLimit(r.Tenant))
 	case b.queued.Load() >= int64(b.opts.QueueLimit):
 		reason = fmt.Sprintf("%d changes queued, the limit", b.opts.QueueLimit)
 	case t != nil && len(t.q) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):
@@ -224,7 +299,6 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 	default:
 		return decision{}, false
 	}
-	b.stats.refused.Add(1)
 	return decision{
 		Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: " + reason, Hint: "slow down and resend this event"}},
 		refusal: &Refusal{Tenant: r.Tenant, TaskID: r.TaskID, Reason: reason},
@@ -277,7 +351,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 	if t.name != "" {
 		lat = b.lateness(t.name)
 	}
-	if r.Kind == apollo.KindReport && r.Status == apollo.StatusRunning && t.status != apollo.StatusRunning && !t.late {
+	if r.Kind.Reported() && r.Status == apollo.StatusRunning && t.status != apollo.StatusRunning && !t.late {
 		sched := r.ScheduledAt
 		if sched == 0 {
 			sched = t.scheduledAt
@@ -287,7 +361,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 	if r.Kind == apollo.KindMissedStart {
 		late = !t.late
 	}
-	c := t.apply(k, r, late)
+	c := t.apply(k, r, late, lat.Timeout.Milliseconds())
 	t.appendHistory(r, b.opts.HistoryLimit)
 	b.armDeadlines(k, t, lat)
 	return b.enqueue(s, t, c)
@@ -324,63 +398,6 @@ func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 	return res
 }
 
-const maxParkedPerTask = 16
-
-// park keeps r until the events before it arrive, in sequence order.
-func (b *Bus) park(t *task, r *apollo.Record) {
-	until := r.ReceivedAt + b.opts.ReorderWindow.Milliseconds()
-	i := len(t.parked)
-	for i > 0 && t.parked[i-1].rec.Sequence > r.Sequence {
-		i--
-	}
-	if i > 0 && t.parked[i-1].rec.Sequence == r.Sequence {
-		return // the same event twice while waiting: one copy is enough
-	}
-	t.parked = append(t.parked, parkedEvent{})
-	copy(t.parked[i+1:], t.parked[i:])
-	t.parked[i] = parkedEvent{rec: *r, until: until}
-	b.parked.Add(1)
-	b.timers.push(deadline{at: until, k: key{tenant: r.Tenant, id: r.TaskID}, kind: dParked})
-}
-
-// unpark applies waiting events that the last change made possible. Events
-// whose wait ended before now are dropped first, as the deadline loop would
-// have: replay then decides exactly as the live run did.
-func (b *Bus) unpark(s *shard, k key, t *task, now int64) {
-	for len(t.parked) > 0 {
-		p := &t.parked[0]
-		switch {
-		case p.until < now:
-			b.stats.parkExpired.Add(1)
-			b.logIllegal(&p.rec, t.status, "the events before it never arrived")
-		case p.rec.Sequence <= t.seq:
-			b.stats.duplicate.Add(1)
-		case apollo.CanTransition(t.status, p.rec.Status):
-			r := p.rec
-			b.applyLocked(s, k, t, &r)
-			b.stats.accepted.Add(1)
-		case p.rec.Sequence == t.seq+1 || !apollo.CanReach(t.status, p.rec.Status):
-			b.stats.illegal.Add(1)
-			b.logIllegal(&p.rec, t.status, "no missing event could make it legal")
-		default:
-			return // still waiting for an earlier event
-		}
-		t.parked[0] = parkedEvent{}
-		t.parked = t.parked[1:]
-		if len(t.parked) == 0 {
-			t.parked = nil
-		}
-		b.parked.Add(-1)
-	}
-}
-
-func (b *Bus) logIllegal(r *apollo.Record, from apollo.Status, why string) {
-	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
-		b.log.Warn("out-of-order event dropped", "tenant", r.Tenant, "task", r.TaskID, "sequence", r.Sequence,
-			"transition", from.String()+" -> "+r.Status.String(), "why", why, "suppressed", n)
-	}
-}
-
 // commitOwn decides and logs a record the bus writes itself (a timeout, a
 // missed start), if check still holds for the task. It does not wait for
 // durability: nobody waits for the answer.
@@ -394,7 +411,10 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.get(h, k)
-	if t == nil || !check(t) {
+	if t == nil {
+		return
+	}
+	if err := b.endWaits(s, k, t, b.nowMs()); err != nil || !check(t) {
 		return
 	}
 	r := build(t)
@@ -404,7 +424,7 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 		}
 	}
 	b.applyLocked(s, k, t, &r)
-	b.unpark(s, k, t, r.ReceivedAt)
+	b.unpark(s, k, t)
 }
 
 // Correct sets a task's status whatever the transition table says: a
@@ -433,17 +453,18 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 			Hint: "corrections apply to tasks still in memory (finished less than the retention ago)"}
 	}
 	now := b.nowMs()
+	err := b.endWaits(s, k, t, now)
 	r := apollo.Record{
 		Event: apollo.Event{TaskID: taskID, Name: t.name, Tenant: tenant, Sequence: t.seq, Status: to, Ts: now},
 		Kind:  apollo.KindCorrection, ReceivedAt: now, Actor: actor, Reason: reason,
 	}
 	var lsn uint64
-	var err error
-	if b.opts.Log != nil {
+	if err == nil && b.opts.Log != nil {
 		lsn, err = b.append(&r, nil)
 	}
 	if err == nil {
 		b.applyLocked(s, k, t, &r)
+		b.unpark(s, k, t) // as replay does after every record
 		b.stats.corrections.Add(1)
 	}
 	view := t.view(k)

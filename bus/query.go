@@ -36,6 +36,20 @@ func (b *Bus) Get(tenant, taskID string) (*apollo.Task, error) {
 	return nil, &apollo.Error{Code: apollo.ENOTFOUND, Field: "taskID", Message: fmt.Sprintf("no task %q", taskID)}
 }
 
+// JobOf returns the job a task in memory belongs to, or "" when there is
+// no such task. It never reads the archive: a task that left memory is
+// final, and takes no event whatever its job.
+func (b *Bus) JobOf(tenant, taskID string) string {
+	k := key{tenant: tenant, id: taskID}
+	s, h := b.locate(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.get(h, k); t != nil {
+		return t.name
+	}
+	return ""
+}
+
 // cursor orders tasks newest first: by UpdatedAt descending, then task ID.
 type cursor struct {
 	updated int64

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apollo-11/apollo"
@@ -113,11 +114,11 @@ func TestHoldingArea(t *testing.T) {
 		t.Errorf("refusal error %+v", out[4].Err)
 	}
 	st := f.bus.Stats()
-	if st.Holding != 2 || st.Refused != 1 || st.Held != 2 {
+	if st.Holding != 2 || st.Refused != 2 || st.Held != 2 {
 		t.Errorf("stats %+v", st)
 	}
 	mu.Lock()
-	if len(refusals) != 1 || refusals[0].TaskID != "h2" {
+	if len(refusals) != 2 || refusals[0].TaskID != "h2" || refusals[1].TaskID != "h2" {
 		t.Errorf("refusal hook: %+v", refusals)
 	}
 	mu.Unlock()
@@ -162,4 +163,52 @@ func TestSlowSubscriberCutOff(t *testing.T) {
 	if st := f.bus.Stats(); st.Subscribers != 0 || st.SubscribersCut != 1 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// Every event answered retry_later is counted and reported, not one per
+// task per request (issue 15.7: 60 counted for 11 840 answered).
+func TestEveryRefusalCounted(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var hooked atomic.Int64
+	f := newFixture(t, func(o *Options) {
+		o.Workers = 1
+		o.TaskQueueLen = 1
+		o.HoldLimit = 10
+		o.QueueLimit = 1000
+		o.testGate = func() {
+			select {
+			case entered <- struct{}{}:
+				<-gate
+			default:
+			}
+		}
+		o.OnRefused = func(Refusal) { hooked.Add(1) }
+	})
+	f.publish(t, ev("r0", 1, apollo.StatusPending))
+	<-entered // the only worker is held: queues fill, then the holding area
+	var evs []apollo.Event
+	for i := range 20 {
+		id := fmt.Sprintf("r%d", i+1)
+		evs = append(evs, ev(id, 1, apollo.StatusPending), ev(id, 2, apollo.StatusRunning), ev(id, 3, apollo.StatusSuccess))
+	}
+	answered := 0
+	for range 3 {
+		for _, o := range f.publish(t, evs...) {
+			if o.Result == RetryLater {
+				answered++
+			}
+		}
+	}
+	if answered < 40 {
+		t.Fatalf("only %d events refused; the test needs more", answered)
+	}
+	if st := f.bus.Stats(); st.Refused != int64(answered) {
+		t.Errorf("bus.refused %d, but %d events were answered retry_later", st.Refused, answered)
+	}
+	if n := hooked.Load(); n != int64(answered) {
+		t.Errorf("OnRefused called %d times for %d refused events", n, answered)
+	}
+	close(gate)
 }

@@ -37,14 +37,18 @@ func (b *Bus) replayRecord(r *apollo.Record) {
 		b.decide(r, true, nil)
 		return
 	}
-	// Timeouts, missed starts and corrections: they apply to the task as
-	// it is, if it is still in memory.
+	// Gaps, timeouts, missed starts and corrections: they apply to the
+	// task as it is, if it is still in memory.
 	k := key{tenant: r.Tenant, id: r.TaskID}
 	s, h := b.locate(k)
 	s.mu.Lock()
 	if t := s.get(h, k); t != nil {
-		b.applyLocked(s, k, t, r)
-		b.unpark(s, k, t, r.ReceivedAt)
+		if r.Kind == apollo.KindGap {
+			b.applyGap(s, k, t, r)
+		} else {
+			b.applyLocked(s, k, t, r)
+			b.unpark(s, k, t)
+		}
 	}
 	s.mu.Unlock()
 }

@@ -17,9 +17,10 @@ import (
 )
 
 // randomLog returns n encoded records over many tasks of several tenants:
-// sequences in order, repeated, skipping ahead (parked, some until they
-// expire), illegal transitions, the bus's own records (timeouts, missed
-// starts) and, with corrections, operators' corrections; some of
+// sequences in order, repeated, skipping ahead (parked, some until their
+// wait ends in a gap record), illegal transitions, the bus's own records
+// (timeouts, missed starts, gaps) and, with corrections, operators'
+// corrections; some of
 // the bus's records and corrections are for tasks that do not exist.
 func randomLog(rng *rand.Rand, n int, corrections bool) [][]byte {
 	tenants := []string{"", "acme", "beta"}
@@ -49,6 +50,10 @@ func randomLog(rng *rand.Rand, n int, corrections bool) [][]byte {
 			r.Kind, r.Status, r.Sequence = apollo.KindMissedStart, apollo.StatusPending, cur.seq
 		case x < 12 && corrections:
 			r.Kind, r.Sequence, r.Actor, r.Reason = apollo.KindCorrection, c, "op", "fix"
+		case x < 18 && cur != nil && len(cur.parked) > 0:
+			// The reorder window of the oldest waiting event ended: the bus
+			// applies it as a gap (endWaits).
+			r = gapRecord(&cur.parked[0].rec, cur.seq, now)
 		default:
 			r.Sequence = max(c+rng.Int64N(5)-1, 1) // repeat, next, or skip ahead
 			seqs[k] = max(c, r.Sequence)
@@ -128,19 +133,7 @@ func replayInto(t *testing.T, recs [][]byte, workers int) *replayed {
 			t.Fatal(err)
 		}
 	}
-	out := &replayed{bus: b, agg: agg, order: ord, tasks: map[key]apollo.Task{}}
-	for i := range b.shards {
-		b.shards[i].each(func(_ uint64, tk *task) {
-			k := tk.key()
-			v := tk.view(k)
-			v.History = tk.decodeHistory(k)
-			out.tasks[k] = v
-			if len(tk.parked) > 0 {
-				v.Name += fmt.Sprintf(" parked %v", tk.parked)
-				out.tasks[k] = v
-			}
-		})
-	}
+	out := &replayed{bus: b, agg: agg, order: ord, tasks: snapshotTasks(b)}
 	for _, slot := range b.timers.slots {
 		out.timers = append(out.timers, slot...)
 	}

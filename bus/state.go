@@ -219,7 +219,7 @@ func (b *Bus) readTask(sr *stateReader) error {
 	if old := s.get(h, k); old != nil {
 		s.del(h, old)
 	} else {
-		b.ntasks.Add(1)
+		b.countTask(k.tenant, 1)
 	}
 	s.put(h, t)
 	b.parked.Add(int64(len(t.parked)))

@@ -9,7 +9,7 @@ import (
 
 type counters struct {
 	accepted, duplicate, illegal, invalid, held, refused atomic.Int64
-	parked, parkExpired, timeouts, missedStarts          atomic.Int64
+	parked, waitEnded, timeouts, missedStarts            atomic.Int64
 	corrections, evicted, replayed, logErrors            atomic.Int64
 	subscribers, subscribersCut                          atomic.Int64
 }
@@ -20,10 +20,10 @@ type Stats struct {
 	Duplicate   int64 `json:"duplicate"`
 	Illegal     int64 `json:"illegal"`
 	Invalid     int64 `json:"invalid"`
-	Held        int64 `json:"held"`    // events that went over their task's queue limit
-	Refused     int64 `json:"refused"` // events not stored: holding area or queues full
-	Parked      int64 `json:"parked"`  // out-of-order events that waited for earlier ones
-	ParkExpired int64 `json:"parkExpired"`
+	Held        int64 `json:"held"`      // events that went over their task's queue limit
+	Refused     int64 `json:"refused"`   // events answered retry_later, each one: not stored (a limit reached, stopping, the log failed)
+	Parked      int64 `json:"parked"`    // events answered waiting: ahead of a missing earlier one
+	WaitEnded   int64 `json:"waitEnded"` // of those, applied when the reorder window ended without the missing ones
 	Timeouts    int64 `json:"timeouts"`
 	MissedStart int64 `json:"missedStarts"`
 	Corrections int64 `json:"corrections"`
@@ -50,7 +50,7 @@ func (b *Bus) Stats() Stats {
 	return Stats{
 		Accepted: c.accepted.Load(), Duplicate: c.duplicate.Load(), Illegal: c.illegal.Load(),
 		Invalid: c.invalid.Load(), Held: c.held.Load(), Refused: c.refused.Load(),
-		Parked: c.parked.Load(), ParkExpired: c.parkExpired.Load(), Timeouts: c.timeouts.Load(),
+		Parked: c.parked.Load(), WaitEnded: c.waitEnded.Load(), Timeouts: c.timeouts.Load(),
 		MissedStart: c.missedStarts.Load(), Corrections: c.corrections.Load(), Evicted: c.evicted.Load(),
 		Replayed: c.replayed.Load(), LogErrors: c.logErrors.Load(),
 		Tasks: b.ntasks.Load(), Queues: b.queues.Load(), Queued: b.queued.Load(), Holding: b.held.Load(),
@@ -106,7 +106,7 @@ func (b *Bus) Sweep() {
 			k := t.key()
 			h := hashKey(k)
 			s.del(h, t)
-			b.ntasks.Add(-1)
+			b.countTask(k.tenant, -1)
 			b.tombs.put(h, t.seq)
 			b.stats.evicted.Add(1)
 			if b.opts.Archive != nil && t.status != apollo.StatusNone {

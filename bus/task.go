@@ -34,7 +34,7 @@ type task struct {
 
 type parkedEvent struct {
 	rec   apollo.Record
-	until int64 // server time (ms) after which it is dropped as illegal
+	until int64 // server time (ms) at which its wait ends: it applies as a gap
 }
 
 func (t *task) key() key { return key{tenant: t.tenant, id: t.id} }
@@ -58,13 +58,15 @@ func (t *task) view(k key) apollo.Task {
 }
 
 // apply changes t by one decided record and returns the change. The caller
-// holds the shard lock and has already decided that r applies.
-func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
+// holds the shard lock and has already decided that r applies. A run that
+// starts running without a timeout of its own gets timeout, its job's
+// default, so that the deadline every run has is shown with it.
+func (t *task) apply(k key, r *apollo.Record, becameLate bool, timeout int64) *apollo.Change {
 	c := &apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
-	if t.name == "" { // the first event names the job; later names are ignored
+	if t.name == "" { // the first event names the job (decide refuses another)
 		t.name = r.JobName()
 	}
-	if r.Kind == apollo.KindReport || r.Kind == apollo.KindCorrection {
+	if r.Kind.Reported() || r.Kind == apollo.KindCorrection {
 		if r.Sequence > t.seq {
 			t.seq = r.Sequence
 		}
@@ -78,25 +80,46 @@ func (t *task) apply(k key, r *apollo.Record, becameLate bool) *apollo.Change {
 	if becameLate {
 		t.late = true
 	}
-	if r.Kind != apollo.KindMissedStart {
+	switch r.Kind {
+	case apollo.KindMissedStart:
+	case apollo.KindCorrection:
+		t.correct(r)
+	default:
 		to := r.Status
 		if to == apollo.StatusRunning && t.status != apollo.StatusRunning {
 			t.startedAt = r.Ts
 		}
-		switch {
-		case to.Final():
+		if to.Final() {
 			t.finishedAt = r.Ts
 			t.costMs = r.CostMs
 			if t.costMs == 0 && t.startedAt > 0 && r.Ts >= t.startedAt {
 				t.costMs = r.Ts - t.startedAt
 			}
-		case t.status.Final(): // a correction reopened the task
-			t.finishedAt, t.costMs = 0, 0
 		}
 		t.status = to
+	}
+	if t.status == apollo.StatusRunning && t.timeoutMs == 0 {
+		t.timeoutMs = timeout
 	}
 	t.updatedAt = r.ReceivedAt
 	c.Task = t.view(k)
 	c.Record.Name = t.name
 	return c
+}
+
+// correct applies an operator's correction: it changes the status and
+// nothing the run reported. A finished run keeps when it started and
+// finished and its cost, so its metrics move from one status count to
+// the other in the windows it was counted in, and nothing else changes
+// (issue 15.2). A run the correction ends finishes at the correction,
+// with the cost it had (none, unless reported). A correction that reopens
+// a finished run takes it out of the counts: it has no finish any more.
+func (t *task) correct(r *apollo.Record) {
+	switch {
+	case r.Status.Final() && !t.status.Final():
+		t.finishedAt = r.Ts
+	case !r.Status.Final() && t.status.Final():
+		t.finishedAt, t.costMs = 0, 0
+	}
+	t.status = r.Status
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
@@ -101,6 +102,7 @@ type testCluster struct {
 	ttl    time.Duration
 	events chan hookEvent
 	nodes  []*testNode
+	bus    bus.Options // every node's partition buses
 }
 
 func newTestCluster(t testing.TB, parts int, ttl time.Duration) *testCluster {
@@ -112,7 +114,7 @@ func newTestCluster(t testing.TB, parts int, ttl time.Duration) *testCluster {
 func (c *testCluster) options(id string, nc *nats.Conn) Options {
 	return Options{
 		Conn: nc, NodeID: id, Partitions: c.parts, Redis: c.rdb, RedisPrefix: c.prefix,
-		FlushEvery: 50 * time.Millisecond, LeaseTTL: c.ttl, Logger: quiet,
+		FlushEvery: 50 * time.Millisecond, LeaseTTL: c.ttl, Logger: quiet, Bus: c.bus,
 		testHook: func(event string, p int) {
 			c.events <- hookEvent{node: id, event: event, p: p, at: time.Now()}
 		},

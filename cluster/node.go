@@ -56,6 +56,7 @@ type Node struct {
 var _ interface {
 	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
 	Get(tenant, taskID string) (*apollo.Task, error)
+	JobOf(tenant, taskID string) string
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 } = (*Node)(nil)
@@ -262,7 +263,7 @@ func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcom
 	for i := range evs {
 		ev := &evs[i]
 		if err := ev.Validate(); err != nil {
-			out[i] = bus.Outcome{Result: bus.Rejected, Err: err.(*apollo.Error)}
+			out[i] = bus.Invalid(err)
 			continue
 		}
 		data, err := json.Marshal(ev)

@@ -24,7 +24,7 @@ import (
 // the asker merges the pages until every partition has answered.
 
 type rpcRequest struct {
-	Op     string        `json:"op"` // get, correct, list
+	Op     string        `json:"op"` // get, job, correct, list
 	Tenant string        `json:"tenant,omitempty"`
 	TaskID string        `json:"taskID,omitempty"`
 	Status apollo.Status `json:"status,omitempty"`
@@ -46,6 +46,7 @@ type listFilter struct {
 
 type rpcReply struct {
 	Task       *apollo.Task  `json:"task,omitempty"`
+	Job        string        `json:"job,omitempty"`
 	Tasks      []apollo.Task `json:"tasks,omitempty"`
 	Partitions []int         `json:"partitions,omitempty"`
 	Err        *apollo.Error `json:"err,omitempty"`
@@ -70,6 +71,22 @@ func (n *Node) Get(tenant, taskID string) (*apollo.Task, error) {
 		return nil, err
 	}
 	return r.Task, nil
+}
+
+// JobOf returns the job of a task in memory on its owner, "" when there
+// is none or the owner does not answer: the owner's bus refuses an event
+// that names another job than its task's, so a wrong "" can only get an
+// event refused there.
+func (n *Node) JobOf(tenant, taskID string) string {
+	p := Partition(taskID, n.opts.Partitions)
+	if pt := n.local(p); pt != nil {
+		return pt.bus.JobOf(tenant, taskID)
+	}
+	r, err := n.ask(context.Background(), p, rpcRequest{Op: "job", Tenant: tenant, TaskID: taskID})
+	if err != nil {
+		return ""
+	}
+	return r.Job
 }
 
 // Correct applies a manual correction on the task's owner, where it is
@@ -125,6 +142,8 @@ func (n *Node) serveTask(pt *partition, m *nats.Msg) {
 		switch req.Op {
 		case "get":
 			r.Task, err = pt.bus.Get(req.Tenant, req.TaskID)
+		case "job":
+			r.Job = pt.bus.JobOf(req.Tenant, req.TaskID)
 		case "correct":
 			ctx, cancel := context.WithTimeout(n.ctx, n.opts.PublishTimeout)
 			r.Task, err = pt.bus.Correct(ctx, req.Tenant, req.TaskID, req.Status, req.Actor, req.Reason)
@@ -289,7 +308,7 @@ func (n *Node) Stats() bus.Stats {
 		t.Held += s.Held
 		t.Refused += s.Refused
 		t.Parked += s.Parked
-		t.ParkExpired += s.ParkExpired
+		t.WaitEnded += s.WaitEnded
 		t.Timeouts += s.Timeouts
 		t.MissedStart += s.MissedStart
 		t.Corrections += s.Corrections

@@ -61,8 +61,8 @@ func (c *testCluster) ownerOf(p int) (owner, other *testNode) {
 }
 
 // TestQueriesFromAnyNode asks a node that does not own a task about it
-// (Get, Correct over HTTP and directly), and lists tasks across nodes page
-// by page.
+// (Get, JobOf, Correct over HTTP and directly), and lists tasks across
+// nodes page by page.
 func TestQueriesFromAnyNode(t *testing.T) {
 	c := newTestCluster(t, 6, 3*time.Second)
 	for i := range 3 {
@@ -89,6 +89,9 @@ func TestQueriesFromAnyNode(t *testing.T) {
 	}
 	if _, status, _ := getTask(other.http.URL, "no-such-task"); status != 404 {
 		t.Errorf("GET of an unknown task from another node: %d, want 404", status)
+	}
+	if j, j2 := other.JobOf("", id), other.JobOf("", "no-such-task"); j != "query" || j2 != "" {
+		t.Errorf("JobOf from a node that does not own the task: %q, and %q for an unknown one", j, j2)
 	}
 	fixed, err := other.Correct(context.Background(), "", id, apollo.StatusFailed, "ops", "killed by hand")
 	if err != nil || fixed.Status != apollo.StatusFailed {

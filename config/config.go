@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"regexp"
@@ -59,6 +60,10 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Retention Retention  `yaml:"retention"`
 	Lateness  []Lateness `yaml:"lateness"`
+	// RunTimeout is the deadline of a running run that sent no timeoutMs
+	// and whose job has no lateness[].timeout: past it the server marks the
+	// run timeout, so that no run stays running for ever.
+	RunTimeout Duration `yaml:"run_timeout"`
 
 	Rules string `yaml:"rules"` // rule file, hot-reloaded
 	Jobs  string `yaml:"jobs"`  // scheduler jobs file (runs the scheduler in-process)
@@ -68,6 +73,7 @@ type Config struct {
 	Channels map[string]map[string]any `yaml:"channels"`
 	Alert    Alert                     `yaml:"alert"`
 	Redis    Redis                     `yaml:"redis"`
+	Deadman  Deadman                   `yaml:"deadman"`
 }
 
 // TLS serves HTTPS from a certificate and key.
@@ -106,9 +112,29 @@ type Limits struct {
 	TaskQueue    int   `yaml:"task_queue"`
 	HoldingArea  int   `yaml:"holding_area"`
 	Queue        int   `yaml:"queue"`
-	Tasks        int   `yaml:"tasks"`
+	Tasks        int   `yaml:"tasks"` // in memory, all tenants together
 	History      int   `yaml:"history"`
 	IngestPerSec int   `yaml:"ingest_per_second"` // per token
+	// TenantTasks is each tenant's share of Tasks (0: all of it), so that
+	// one tenant cannot take the others' room; Tenants overrides it.
+	TenantTasks int                     `yaml:"tenant_tasks"`
+	Tenants     map[string]TenantLimits `yaml:"tenants"`
+}
+
+// TenantLimits are the limits of one tenant.
+type TenantLimits struct {
+	Tasks int `yaml:"tasks"` // tasks in memory; 0: limits.tenant_tasks
+}
+
+// TenantTaskLimits returns the task limit of every tenant that has one.
+func (l Limits) TenantTaskLimits() map[string]int {
+	m := make(map[string]int, len(l.Tenants))
+	for tenant, tl := range l.Tenants {
+		if tl.Tasks > 0 {
+			m[tenant] = tl.Tasks
+		}
+	}
+	return m
 }
 
 // Retention says how long things are kept.
@@ -138,6 +164,18 @@ type Alert struct {
 	Heartbeat   Duration `yaml:"heartbeat"`    // self-monitoring heartbeat period
 }
 
+// Deadman is the outbound heartbeat, a dead man's switch: every Every,
+// each process (server, bus, alert, sched) calls URL, so that something
+// outside notices when the calls stop (docs/monitoring.md). URL may be an
+// Apollo-11 ping URL of another instance, a healthchecks-style URL or any
+// webhook; {process} in it becomes the process's kind. Empty: off.
+type Deadman struct {
+	URL     string   `yaml:"url"`
+	Every   Duration `yaml:"every"`   // default 5m
+	Method  string   `yaml:"method"`  // GET (default) or POST, with a JSON body saying who calls
+	Timeout Duration `yaml:"timeout"` // for one call; default 10s
+}
+
 // Redis is the shared store of the multi-process mode.
 type Redis struct {
 	URL    string `yaml:"url"`
@@ -151,6 +189,7 @@ func Default() Config {
 		Data:          "apollo-data",
 		Fsync:         "batch",
 		SnapshotEvery: Duration(5 * time.Minute),
+		RunTimeout:    Duration(24 * time.Hour),
 		GCPercent:     200,
 		Limits: Limits{
 			BodyBytes: 4 << 20, TaskQueue: 64, HoldingArea: 10_000, Queue: 1 << 18,
@@ -165,7 +204,8 @@ func Default() Config {
 			Interval: Duration(10 * time.Second), DedupWindow: Duration(2 * time.Minute),
 			Repeat: Duration(4 * time.Hour), Heartbeat: Duration(5 * time.Minute),
 		},
-		Redis: Redis{Prefix: "apollo"},
+		Redis:   Redis{Prefix: "apollo"},
+		Deadman: Deadman{Every: Duration(5 * time.Minute), Method: "GET", Timeout: Duration(10 * time.Second)},
 	}
 }
 
@@ -240,7 +280,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	for name, dst := range map[string]*string{
 		"APOLLO_LISTEN": &c.Listen, "APOLLO_DATA": &c.Data, "APOLLO_FSYNC": &c.Fsync,
 		"APOLLO_RULES": &c.Rules, "APOLLO_JOBS": &c.Jobs, "APOLLO_REDIS": &c.Redis.URL,
-		"APOLLO_EXTERNAL_URL": &c.ExternalURL,
+		"APOLLO_EXTERNAL_URL": &c.ExternalURL, "APOLLO_DEADMAN_URL": &c.Deadman.URL,
 	} {
 		if v := getenv(name); v != "" {
 			*dst = v
@@ -269,9 +309,10 @@ func (c *Config) Validate() error {
 		bad("tls", "set both cert and key, or neither")
 	}
 	for name, d := range map[string]Duration{
-		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval,
+		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval, "run_timeout": c.RunTimeout,
 		"retention.finished": c.Retention.Finished, "retention.buckets": c.Retention.Buckets,
 		"retention.rollups": c.Retention.Rollups, "retention.dedup": c.Retention.Dedup,
+		"alert.heartbeat": c.Alert.Heartbeat, "deadman.every": c.Deadman.Every, "deadman.timeout": c.Deadman.Timeout,
 	} {
 		if d <= 0 {
 			bad(name, "must be positive")
@@ -285,6 +326,14 @@ func (c *Config) Validate() error {
 	}
 	if c.GCPercent < 0 {
 		bad("gc_percent", "%d: use a positive percentage (Go's default is 100)", c.GCPercent)
+	}
+	if c.Limits.TenantTasks < 0 {
+		bad("limits.tenant_tasks", "%d: use a number of tasks, or 0 for limits.tasks", c.Limits.TenantTasks)
+	}
+	for tenant, tl := range c.Limits.Tenants {
+		if tl.Tasks < 0 {
+			bad(fmt.Sprintf("limits.tenants[%q].tasks", tenant), "%d: use a number of tasks, or 0 for limits.tenant_tasks", tl.Tasks)
+		}
 	}
 	if c.Limits.BodyBytes < 1024 {
 		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)
@@ -315,10 +364,30 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("lateness[%d]", i), "durations must not be negative")
 		}
 	}
+	c.validateDeadman(bad)
 	for name, ch := range c.Channels {
 		if _, ok := ch["type"].(string); !ok {
 			bad("channels."+name+".type", "missing: dingtalk, email, wecom, feishu, slack, webhook or console")
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateDeadman(bad func(key, format string, args ...any)) {
+	d := c.Deadman
+	if d.URL != "" {
+		u, err := url.Parse(strings.ReplaceAll(d.URL, "{process}", "server"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// Not quoted back: a ping URL holds its key.
+			bad("deadman.url", "not an http(s) URL (write e.g. https://hc-ping.com/<uuid> or http://other-apollo:1969/ping/apollo_{process}?key=...)")
+		}
+	}
+	switch d.Method {
+	case "GET", "POST":
+	default:
+		bad("deadman.method", "%q: use GET or POST", d.Method)
+	}
+	if d.Timeout > 0 && d.Timeout >= d.Every {
+		bad("deadman.timeout", "%v is not shorter than deadman.every %v", d.Timeout.D(), d.Every.D())
+	}
 }

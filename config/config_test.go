@@ -40,6 +40,11 @@ func TestLoad(t *testing.T) {
 		{"unset variable", "channels:\n  ding:\n    type: dingtalk\n    secret: ${NOPE}\n", nil, "apollo.yaml:4: ${NOPE} is not set", nil},
 		{"unknown key with its line", "listen: a:1\nlisten_addr: b\n", nil, "line 2: field listen_addr not found", nil},
 		{"bad duration", "snapshot_every: soon\n", nil, `"soon" is not a duration`, nil},
+		{"dead man's switch", "deadman:\n  url: https://hc-ping.com/${HC}\n  every: 1m\n  method: POST\n", map[string]string{"HC": "u-1"}, "", func(t *testing.T, c Config) {
+			if c.Deadman.URL != "https://hc-ping.com/u-1" || c.Deadman.Every.D() != time.Minute || c.Deadman.Method != "POST" || c.Deadman.Timeout.D() != 10*time.Second {
+				t.Errorf("deadman %+v", c.Deadman)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,12 +77,18 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.MemoryLimitMiB = -1
 	c.Auth.AllowedHosts = []string{"ok.example", "[bad"}
 	c.Auth.AllowedOrigins = []string{""}
+	c.Alert.Heartbeat = 0
+	c.Deadman = Deadman{URL: "ftp://h/x?key=s3cret", Every: Duration(time.Minute), Method: "PUT", Timeout: Duration(time.Minute)}
 	err := c.Validate()
 	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type", "memory_limit_mib:",
-		`auth.allowed_hosts[1]: "[bad" is not a name`, "auth.allowed_origins[0]"} {
+		`auth.allowed_hosts[1]: "[bad" is not a name`, "auth.allowed_origins[0]",
+		"alert.heartbeat: must be positive", "deadman.url: not an http(s) URL", "deadman.method:", "deadman.timeout: 1m0s is not shorter than deadman.every"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the error shows the URL's key: %v", err)
 	}
 	if d := Default(); d.Validate() != nil {
 		t.Errorf("defaults do not validate: %v", d.Validate())
@@ -87,8 +98,8 @@ func TestValidateReportsEverything(t *testing.T) {
 func TestApplyEnv(t *testing.T) {
 	t.Parallel()
 	c := Default()
-	c.ApplyEnv(env(map[string]string{"APOLLO_LISTEN": "127.0.0.1:9", "APOLLO_REDIS": "redis://x"}))
-	if c.Listen != "127.0.0.1:9" || c.Redis.URL != "redis://x" || c.Data != "apollo-data" {
+	c.ApplyEnv(env(map[string]string{"APOLLO_LISTEN": "127.0.0.1:9", "APOLLO_REDIS": "redis://x", "APOLLO_DEADMAN_URL": "https://hc/x"}))
+	if c.Listen != "127.0.0.1:9" || c.Redis.URL != "redis://x" || c.Data != "apollo-data" || c.Deadman.URL != "https://hc/x" {
 		t.Errorf("%+v", c)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,15 +65,15 @@ func TestIngestAnswers(t *testing.T) {
 			  {"taskID":"c","sequence":1,"status":"done","ts":1700000000000},
 			  {"taskID":"d","sequence":"1","status":"running","ts":1700000000000}]`,
 			200, []string{"duplicate", "accepted", "rejected", "rejected", "rejected"}, "", 0},
-		{"ndjson", "application/x-ndjson", "{\"taskID\":\"n\",\"sequence\":1,\"status\":\"pending\",\"ts\":1}\n\n{\"taskID\":\"n\",\"sequence\":2,\"status\":\"running\",\"ts\":2}\n", 200, []string{"accepted", "accepted"}, "", 0},
-		{"ndjson with a broken line", "application/x-ndjson", "{\"taskID\":\"m\",\"sequence\":1,\"status\":\"pending\",\"ts\":1}\n{\"taskID\":\n", 200, []string{"accepted", "rejected"}, "", 0},
-		{"no content type is JSON", "", `{"taskID":"e","sequence":1,"status":"pending","ts":1}`, 200, []string{"accepted"}, "", 0},
+		{"ndjson", "application/x-ndjson", "{\"taskID\":\"n\",\"sequence\":1,\"status\":\"pending\",\"ts\":1764400000001}\n\n{\"taskID\":\"n\",\"sequence\":2,\"status\":\"running\",\"ts\":1764400000002}\n", 200, []string{"accepted", "accepted"}, "", 0},
+		{"ndjson with a broken line", "application/x-ndjson", "{\"taskID\":\"m\",\"sequence\":1,\"status\":\"pending\",\"ts\":1764400000001}\n{\"taskID\":\n", 200, []string{"accepted", "rejected"}, "", 0},
+		{"no content type is JSON", "", `{"taskID":"e","sequence":1,"status":"pending","ts":1764400000001}`, 200, []string{"accepted"}, "", 0},
 		{"illegal transition", "application/json", `{"taskID":"a","sequence":3,"status":"running","ts":1700000002000}`, 200, []string{"rejected"}, "", 0},
 		{"malformed", "application/json", `[{"taskID":"a",}]`, 400, nil, "", 15},
 		{"empty", "application/json", ``, 400, nil, "", 0},
 		{"form", "application/x-www-form-urlencoded", `a=b`, 415, nil, "Content-Type", 0},
-		{"curl -d default type with JSON", "application/x-www-form-urlencoded", ` {"taskID":"f","sequence":1,"status":"pending","ts":1}`, 200, []string{"accepted"}, "", 0},
-		{"extra not an object", "application/json", `{"taskID":"x","sequence":1,"status":"pending","ts":1,"extra":[1]}`, 200, []string{"rejected"}, "", 0},
+		{"curl -d default type with JSON", "application/x-www-form-urlencoded", ` {"taskID":"f","sequence":1,"status":"pending","ts":1764400000001}`, 200, []string{"accepted"}, "", 0},
+		{"extra not an object", "application/json", `{"taskID":"x","sequence":1,"status":"pending","ts":1764400000001,"extra":[1]}`, 200, []string{"rejected"}, "", 0},
 	}
 	for _, tt := range tests { // in order: later cases depend on earlier ones
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +114,7 @@ func TestIngestRejectionsNameTheField(t *testing.T) {
 	t.Parallel()
 	srv, _ := newTestServer(t, nil)
 	_, body := post(t, srv.URL+"/api/v1/events", "application/json",
-		`[{"sequence":1,"status":"running","ts":1},{"taskID":"d","sequence":"1","status":"running","ts":1},{"taskID":"x","sequence":1,"status":"nope","ts":1},{"taskID":"y","sequence":1,"status":"pending"}]`)
+		`[{"sequence":1,"status":"running","ts":1764400000001},{"taskID":"d","sequence":"1","status":"running","ts":1764400000001},{"taskID":"x","sequence":1,"status":"nope","ts":1764400000001},{"taskID":"y","sequence":1,"status":"pending"}]`)
 	var ans ingestAnswer
 	json.Unmarshal(body, &ans)
 	for i, field := range []string{"taskID", "sequence", "status", "ts"} {
@@ -126,7 +127,7 @@ func TestIngestRejectionsNameTheField(t *testing.T) {
 func TestIngestLimits(t *testing.T) {
 	t.Parallel()
 	srv, _ := newTestServer(t, nil)
-	big := `[` + strings.Repeat(`{"taskID":"a","sequence":1,"status":"pending","ts":1},`, 90_000) + `{}]`
+	big := `[` + strings.Repeat(`{"taskID":"a","sequence":1,"status":"pending","ts":1764400000001},`, 90_000) + `{}]`
 	resp, _ := post(t, srv.URL+"/api/v1/events", "application/json", big)
 	if resp.StatusCode != 413 {
 		t.Errorf("5 MB body: %d", resp.StatusCode)
@@ -137,7 +138,7 @@ func TestIngestOverloadIs429(t *testing.T) {
 	t.Parallel()
 	srv, _ := newTestServer(t, func(o *bus.Options) { o.MaxTasks = 1 })
 	resp, body := post(t, srv.URL+"/api/v1/events", "application/json",
-		`[{"taskID":"a","sequence":1,"status":"pending","ts":1},{"taskID":"b","sequence":1,"status":"pending","ts":1}]`)
+		`[{"taskID":"a","sequence":1,"status":"pending","ts":1764400000001},{"taskID":"b","sequence":1,"status":"pending","ts":1764400000001}]`)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
@@ -152,7 +153,7 @@ func TestTasksAndCorrection(t *testing.T) {
 	t.Parallel()
 	srv, _ := newTestServer(t, nil)
 	post(t, srv.URL+"/api/v1/events", "application/json",
-		`[{"taskID":"job-1","name":"etl","sequence":1,"status":"running","ts":1000},{"taskID":"job-1","sequence":2,"status":"failed","ts":2000,"extra":{"exitCode":3}}]`)
+		`[{"taskID":"job-1","name":"etl","sequence":1,"status":"running","ts":1764400001000},{"taskID":"job-1","sequence":2,"status":"failed","ts":1764400002000,"extra":{"exitCode":3}}]`)
 	resp, err := http.Get(srv.URL + "/api/v1/tasks/job-1")
 	if err != nil {
 		t.Fatal(err)
@@ -187,11 +188,11 @@ func TestTasksAndCorrection(t *testing.T) {
 }
 
 func FuzzDecodeEvents(f *testing.F) {
-	f.Add([]byte(`{"taskID":"a","sequence":1,"status":"running","ts":1}`), false)
-	f.Add([]byte(`[{"taskID":"a","sequence":1,"status":"running","ts":1,"extra":{"k":[1,2]}},{}]`), false)
+	f.Add([]byte(`{"taskID":"a","sequence":1,"status":"running","ts":1764400000001}`), false)
+	f.Add([]byte(`[{"taskID":"a","sequence":1,"status":"running","ts":1764400000001,"extra":{"k":[1,2]}},{}]`), false)
 	f.Add([]byte("{\"taskID\":\"a\"}\n{bad\n"), true)
 	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
-		evs, bad, err := decodeEvents(body, ndjson)
+		evs, bad, err := decodeEvents(body, ndjson, math.MaxInt)
 		if err != nil {
 			if apollo.ErrorCode(err) != apollo.EINVALID {
 				t.Fatalf("decode error of code %s", apollo.ErrorCode(err))

@@ -89,7 +89,7 @@ func TestAuditFloodWithoutToken(t *testing.T) {
 	as := newAuditServer(t, b, dir, secrets, toks)
 	for _, tenant := range []string{"a", "b"} {
 		tok := as.tokens[tenant]
-		if st, body := as.do(t, "POST", "/api/v1/events", tok, `{"taskID":"run-`+tenant+`","sequence":1,"status":"running","ts":1000}`); st != 200 {
+		if st, body := as.do(t, "POST", "/api/v1/events", tok, `{"taskID":"run-`+tenant+`","sequence":1,"status":"running","ts":1764400000000}`); st != 200 {
 			t.Fatalf("seeding tenant %s: %d %s", tenant, st, body)
 		}
 		if st, body := as.do(t, "POST", "/api/v1/tasks/run-"+tenant+"/status", tok, `{"status":"success","reason":"checked `+tenant+`"}`); st != 200 {

@@ -94,8 +94,8 @@ func newOpenServer(t *testing.T, auth Authenticator, edit func(*Options)) *openS
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Stop)
-	evs := []apollo.Event{{TaskID: "victim", Name: "payroll", Sequence: 1, Status: apollo.StatusRunning, Ts: 1000},
-		{TaskID: "victim", Sequence: 2, Status: apollo.StatusFailed, Ts: 2000}}
+	evs := []apollo.Event{{TaskID: "victim", Name: "payroll", Sequence: 1, Status: apollo.StatusRunning, Ts: 1_764_400_000_000},
+		{TaskID: "victim", Sequence: 2, Status: apollo.StatusFailed, Ts: 1_764_400_001_000}}
 	if err := b.Publish(context.Background(), evs, make([]bus.Outcome, len(evs))); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestCrossSiteRequestsWithoutTokens(t *testing.T) {
 		{"expiring a silence from another site", "DELETE", "/api/v1/silences/x", "", crossSite, 403},
 		{"rules from another site", "PUT", "/api/v1/rules", "", crossSite, 403},
 		{"ack from another site", "POST", "/api/v1/alerts/x/ack", "", crossSite, 403},
-		{"events from another site", "POST", "/api/v1/events", `{"taskID":"x","sequence":1,"status":"running","ts":1}`, crossSite, 403},
+		{"events from another site", "POST", "/api/v1/events", `{"taskID":"x","sequence":1,"status":"running","ts":1764400000000}`, crossSite, 403},
 		{"a ping from another site's image", "GET", "/ping/payroll/fail", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
 		{"a sandboxed page", "POST", "/api/v1/silences", forgedSilence, map[string]string{"Origin": "null", "Content-Type": "application/json"}, 403},
 
@@ -162,7 +162,7 @@ func TestCrossSiteRequestsWithoutTokens(t *testing.T) {
 		{"reading from another site (the browser hides the answer)", "GET", "/api/v1/tasks/victim", "", crossSite, 200},
 		{"a ping typed in the address bar", "GET", "/ping/other", "", map[string]string{"Sec-Fetch-Site": "none"}, 200},
 		{"a ping from cron (curl)", "GET", "/ping/other", "", nil, 200},
-		{"events from curl -d", "POST", "/api/v1/events", `{"taskID":"y","sequence":1,"status":"running","ts":1}`,
+		{"events from curl -d", "POST", "/api/v1/events", `{"taskID":"y","sequence":1,"status":"running","ts":1764400000000}`,
 			map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 200},
 		{"a silence from a trusted origin", "POST", "/api/v1/silences", forgedSilence,
 			map[string]string{"Origin": "https://ops.example.com", "Sec-Fetch-Site": "cross-site", "Content-Type": "application/json"}, 201},

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"runtime"
 
 	"strings"
@@ -122,13 +124,17 @@ func syntaxErrorStdlib(err error, base int64) *apollo.Error {
 	return &apollo.Error{Code: apollo.EINVALID, Message: "malformed JSON: " + err.Error()}
 }
 
+// surrogateEscape finds a \u escape of a UTF-16 surrogate.
+var surrogateEscape = regexp.MustCompile(`\\u[dD][89abAB]`)
+
 // checkAgainstStdlib decodes body with both decoders and fails where they
 // disagree beyond the differences decode.go documents: the new one refuses
-// invalid UTF-8 in taskID, name and extra and nesting past maxDepth; field
-// errors point at the value; messages are its own.
+// invalid UTF-8 in taskID, name and extra, lone surrogate escapes in
+// taskID and name, and nesting past maxDepth; field errors point at the
+// value; messages are its own.
 func checkAgainstStdlib(t *testing.T, body []byte, ndjson bool) {
 	t.Helper()
-	evs, bad, err := decodeEvents(body, ndjson)
+	evs, bad, err := decodeEvents(body, ndjson, math.MaxInt)
 	wevs, wbad, werr := decodeEventsStdlib(body, ndjson)
 	if tooDeep(err) {
 		if nesting(body, ndjson) <= maxDepth {
@@ -156,6 +162,10 @@ func checkAgainstStdlib(t *testing.T, body []byte, ndjson bool) {
 		case e != nil && e.Message == msgNotUTF8:
 			if utf8.Valid(body) {
 				t.Fatalf("event %d: %+v in a body of valid UTF-8", i, e)
+			}
+		case e != nil && e.Message == msgLoneSurrogate:
+			if !surrogateEscape.Match(body) || e.Field != "taskID" && e.Field != "name" {
+				t.Fatalf("event %d: %+v in a body without a surrogate escape", i, e)
 			}
 		case e != nil && tooDeep(e):
 			if nesting(body, ndjson) <= maxDepth {
@@ -351,7 +361,11 @@ func TestDecodeEvents(t *testing.T) {
 		{"name not UTF-8", "{\"name\":\"\xc3\"}", false, -1, []string{"name"}, []int64{8}},
 		{"surrogate encoded as UTF-8", "{\"name\":\"\xed\xa0\x80\"}", false, -1, []string{"name"}, []int64{8}},
 		{"extra not UTF-8", "{\"extra\":{\"k\":\"\xff\"}}", false, -1, []string{"extra"}, []int64{9}},
-		{"escapes are UTF-8", `{"taskID":"\ud800"}`, false, -1, []string{""}, nil},
+		{"escaped pair", `{"taskID":"\ud83d\ude00","name":"\u00e9"}`, false, -1, []string{""}, nil},
+		{"lone high surrogate", `{"taskID":"x\ud800"}`, false, -1, []string{"taskID"}, []int64{10}},
+		{"lone low surrogate", `{"taskID":"x","name":"\udc00y"}`, false, -1, []string{"name"}, []int64{21}},
+		{"high surrogate then a letter", `{"name":"\ud83dA"}`, false, -1, []string{"name"}, []int64{8}},
+		{"surrogate escape in extra is kept", `{"extra":{"k":"\ud800"}}`, false, -1, []string{""}, nil},
 		// In a batch the extra object is 3 levels deep, its value's brackets start at byte 15.
 		{"deepest allowed", "[" + deep(maxDepth-3) + "]", false, -1, []string{""}, nil},
 		{"one level too deep", "[" + deep(maxDepth-2) + "]", false, 15 + maxDepth - 3, nil, nil},
@@ -364,7 +378,7 @@ func TestDecodeEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			evs, bad, err := decodeEvents([]byte(tt.body), tt.ndjson)
+			evs, bad, err := decodeEvents([]byte(tt.body), tt.ndjson, math.MaxInt)
 			if tt.errAt >= 0 {
 				var e *apollo.Error
 				if !errors.As(err, &e) || e.Offset != tt.errAt || e.Code != apollo.EINVALID {
@@ -397,7 +411,7 @@ func TestDecodeErrorsQuoteLittle(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("7", 1<<20)
 	for _, body := range []string{`{"ts":` + long + `}`, `{"ts":1.` + long + `}`, `{"status":"` + long + `"}`} {
-		_, bad, err := decodeEvents([]byte(body), false)
+		_, bad, err := decodeEvents([]byte(body), false, math.MaxInt)
 		if err != nil || bad[0] == nil || len(bad[0].Error()) > 200 {
 			t.Fatalf("error %v, bad %.300v", err, bad[0])
 		}
@@ -409,7 +423,7 @@ func TestDecodeErrorsQuoteLittle(t *testing.T) {
 func TestDecodeCopiesWhatItKeeps(t *testing.T) {
 	t.Parallel()
 	body := []byte(`[{"taskID":"t\u00e9","name":"job","sequence":1,"status":"pending","ts":1,"extra":{"k":"v"}},{"taskID":"u","name":"job","sequence":1,"status":"pending","ts":1},{"taskID":"v","name":"other","sequence":1,"status":"pending","ts":1}]`)
-	evs, bad, err := decodeEvents(body, false)
+	evs, bad, err := decodeEvents(body, false, math.MaxInt)
 	if err != nil || bad[0] != nil || bad[1] != nil || bad[2] != nil {
 		t.Fatal(err, bad)
 	}
@@ -442,7 +456,7 @@ func TestDecodeAllocs(t *testing.T) {
 	const n = 100
 	body := benchBody(n)
 	allocs := testing.AllocsPerRun(20, func() {
-		if _, _, err := decodeEvents(body, false); err != nil {
+		if _, _, err := decodeEvents(body, false, math.MaxInt); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -457,7 +471,9 @@ func BenchmarkDecode(b *testing.B) {
 	for _, impl := range []struct {
 		name   string
 		decode func([]byte, bool) ([]apollo.Event, []*apollo.Error, error)
-	}{{"stdlib", decodeEventsStdlib}, {"fast", decodeEvents}} {
+	}{{"stdlib", decodeEventsStdlib}, {"fast", func(body []byte, ndjson bool) ([]apollo.Event, []*apollo.Error, error) {
+		return decodeEvents(body, ndjson, maxEventsPerRequest)
+	}}} {
 		b.Run(impl.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -488,7 +504,7 @@ var answerCases = []struct {
 		{Result: "rejected", Error: &apollo.Error{Code: apollo.EINVALID, Field: "sequence", Message: "0 is below 1", Hint: "number them", Offset: 12}},
 		{Result: "rejected", Error: &apollo.Error{Code: apollo.EINVALID, Message: `unknown status "d\\o"`, Offset: -3}},
 		{Result: "retry_later", Error: &apollo.Error{Code: apollo.EUNAVAILABLE}},
-	}, Accepted: 1, Rejected: 2, RetryLater: 1, Held: 1 << 40, SlowDown: true}},
+	}, Accepted: 1, Rejected: 2, RetryLater: 1, Held: 1 << 40, Waiting: 3, SlowDown: true}},
 	{"hard strings", ingestAnswer{Results: []eventResult{{Result: "x", Error: &apollo.Error{
 		Code:    "\x00\x01\b\f\n\r\t\x1f\x7f",
 		Field:   "<a & b>",
@@ -519,7 +535,7 @@ func FuzzAnswerMatchesStdlib(f *testing.F) {
 	f.Add("x\u2028", "\x00", "\xff", `"\`, "<>&", int64(0), 0, false)
 	f.Fuzz(func(t *testing.T, result, code, field, msg, hint string, offset int64, n int, slow bool) {
 		a := ingestAnswer{Results: []eventResult{{Result: result}, {Result: result, Error: &apollo.Error{Code: code, Field: field, Message: msg, Hint: hint, Offset: offset}}},
-			Accepted: n, Duplicate: -n, Rejected: n / 3, RetryLater: n % 7, Held: n >> 3, SlowDown: slow}
+			Accepted: n, Duplicate: -n, Rejected: n / 3, RetryLater: n % 7, Held: n >> 3, Waiting: n % 5, SlowDown: slow}
 		if got, want := a.appendJSON(nil), stdlibAnswer(a); !bytes.Equal(got, want) {
 			t.Fatalf("got  %s\nwant %s", got, want)
 		}
@@ -531,7 +547,7 @@ func FuzzAnswerMatchesStdlib(f *testing.F) {
 func TestAnswerEncoderKnowsEveryField(t *testing.T) {
 	t.Parallel()
 	for typ, want := range map[reflect.Type]string{
-		reflect.TypeFor[ingestAnswer](): "results accepted duplicate rejected retryLater held slowDown,omitempty",
+		reflect.TypeFor[ingestAnswer](): "results accepted duplicate rejected retryLater held waiting slowDown,omitempty",
 		reflect.TypeFor[eventResult]():  "result error,omitempty",
 		reflect.TypeFor[apollo.Error](): "code field,omitempty message hint,omitempty offset,omitempty",
 	} {
@@ -576,4 +592,40 @@ func BenchmarkAnswer(b *testing.B) {
 			w.Write(a.appendJSON(make([]byte, 0, 128+32*len(a.Results))))
 		}
 	})
+}
+
+// decodeEvents stops at the element that passes its limit, in a batch and
+// in NDJSON (where blank lines are no elements), and takes no more than the
+// limit's worth of allocations (not parallel: AllocsPerRun).
+func TestDecodeStopsAtTheLimit(t *testing.T) {
+	batch := func(n int) string { return "[" + strings.TrimSuffix(strings.Repeat(sampleEvent+",", n), ",") + "]" }
+	lines := func(n int) string { return strings.Repeat(sampleEvent+"\n\n", n) }
+	for _, tt := range []struct {
+		name   string
+		body   string
+		ndjson bool
+		max    int
+		over   bool
+	}{
+		{"batch at the limit", batch(3), false, 3, false},
+		{"batch one over", batch(4), false, 3, true},
+		{"one object, limit 1", sampleEvent, false, 1, false},
+		{"ndjson at the limit", lines(3), true, 3, false},
+		{"ndjson one over", lines(4), true, 3, true},
+		{"not objects count", "[1,2,3,4]", false, 3, true},
+		{"over before a syntax error", "[1,2,3,4,", false, 3, true},
+	} {
+		evs, bad, err := decodeEvents([]byte(tt.body), tt.ndjson, tt.max)
+		switch {
+		case tt.over && !errors.Is(err, errTooManyEvents):
+			t.Errorf("%s: %d events, error %v; want errTooManyEvents", tt.name, len(evs), err)
+		case !tt.over && (err != nil || len(evs) != tt.max || len(bad) != tt.max):
+			t.Errorf("%s: %d events, %d results, error %v; want %d", tt.name, len(evs), len(bad), err, tt.max)
+		}
+	}
+	body := []byte("[" + strings.Repeat("1,", 1<<20) + "1]")
+	n := testing.AllocsPerRun(5, func() { decodeEvents(body, false, 1000) })
+	if n > 1000+20 {
+		t.Errorf("%v allocations to refuse a million elements at 1 000", n)
+	}
 }

@@ -33,7 +33,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *apollo.Error
 	if !errors.As(err, &e) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		e = &apollo.Error{Code: apollo.EINTERNAL, Message: "internal error", Hint: "the server log has the details"}
+		e = internalError()
 	}
 	status := statusOf[e.Code]
 	if status == 0 {
@@ -43,6 +43,22 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, errorBody{Error: e})
+}
+
+// apiError returns the *apollo.Error in err's chain, or an internal error
+// for any other: a type assertion would panic the day a callee wraps its
+// error.
+func apiError(err error) *apollo.Error {
+	var e *apollo.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return internalError()
+}
+
+// internalError is all a user sees of an error that is not an *apollo.Error.
+func internalError() *apollo.Error {
+	return &apollo.Error{Code: apollo.EINTERNAL, Message: "internal error", Hint: "the server log has the details"}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

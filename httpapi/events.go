@@ -2,11 +2,17 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
+	"compress/gzip"
 	"errors"
+	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
@@ -25,6 +31,7 @@ type ingestAnswer struct {
 	Rejected   int           `json:"rejected"`
 	RetryLater int           `json:"retryLater"`
 	Held       int           `json:"held"`
+	Waiting    int           `json:"waiting"`
 	SlowDown   bool          `json:"slowDown,omitempty"`
 }
 
@@ -34,22 +41,57 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 // readBodyInto reads the body into buf (grown as needed, sized from
-// Content-Length when the client sent one) and returns it.
+// Content-Length when the client sent one) and returns it. A body sent
+// with Content-Encoding: gzip is inflated, and the limit holds for both
+// the compressed and the inflated bytes, so a small bomb cannot grow past
+// it.
 func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
-	if n := r.ContentLength; n > 0 && n <= s.opts.MaxBodyBytes && int64(cap(buf)) < n+1 {
-		buf = make([]byte, 0, n+1) // +1: reading EOF needs no second growth
+	limit, gz := s.opts.MaxBodyBytes, false
+	src := io.Reader(http.MaxBytesReader(w, r.Body, limit))
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		// bytes.Buffer.ReadFrom grows the buffer whenever less than
+		// MinRead bytes are free, even for the read that finds EOF: room
+		// for n+MinRead spares a copy at twice the size.
+		if n := r.ContentLength; n > 0 && n <= limit && int64(cap(buf)) < n+bytes.MinRead {
+			buf = make([]byte, 0, n+bytes.MinRead)
+		}
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, bodyError(err, true)
+		}
+		defer zr.Close()
+		src, gz = io.LimitReader(zr, limit+1), true
+	default:
+		return nil, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Encoding", Message: "cannot read " + strconv.Quote(enc),
+			Hint: "send the body as it is, or gzip it and say Content-Encoding: gzip"}
 	}
 	bb := bytes.NewBuffer(buf[:0])
-	_, err := bb.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if _, err := bb.ReadFrom(src); err != nil {
+		return nil, bodyError(err, gz)
+	}
+	if int64(bb.Len()) > limit {
+		return nil, tooLarge("the body inflates to more than " + strconv.FormatInt(limit, 10) + " bytes")
+	}
+	return bb.Bytes(), nil
+}
+
+// bodyError says what went wrong reading a body, gzip-compressed or not.
+func bodyError(err error, gz bool) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, &apollo.Error{Code: apollo.ETOOLARGE, Message: "the body is over " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
-			Hint: "send fewer events per request"}
-	case err != nil:
-		return nil, &apollo.Error{Code: apollo.EINVALID, Message: "reading the body: " + err.Error()}
+		return tooLarge("the body is over " + strconv.FormatInt(mbe.Limit, 10) + " bytes")
+	case gz:
+		return &apollo.Error{Code: apollo.EINVALID, Field: "Content-Encoding", Message: "the body is not valid gzip: " + err.Error(),
+			Hint: "send Content-Encoding: gzip only with a gzip-compressed body"}
 	}
-	return bb.Bytes(), nil
+	return &apollo.Error{Code: apollo.EINVALID, Message: "reading the body: " + err.Error()}
+}
+
+func tooLarge(msg string) error {
+	return &apollo.Error{Code: apollo.ETOOLARGE, Message: msg, Hint: "send fewer events per request"}
 }
 
 // bodyPool recycles ingest bodies: the decoder copies what it keeps, so a
@@ -61,6 +103,10 @@ var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 // body is read as JSON when it looks like JSON, so that the one-line curl
 // that everyone writes first works.
 func eventsContentType(r *http.Request, body []byte) (ndjson bool, err error) {
+	if len(body) >= 2 && body[0] == 0x1f && body[1] == 0x8b && r.Header.Get("Content-Encoding") == "" {
+		return false, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Encoding", Message: "the body is gzip-compressed, and no Content-Encoding says so",
+			Hint: "add the header Content-Encoding: gzip (curl: --data-binary @file.gz -H 'Content-Encoding: gzip')"}
+	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return false, nil // assume JSON
@@ -92,6 +138,56 @@ func looksLikeJSON(b []byte) bool {
 	return false
 }
 
+// Limits on the elements of one ingest body (docs/protocol.md).
+const (
+	maxEventsPerRequest = 10_000
+	// minEventBytes is well below the shortest event that can be
+	// accepted: {"taskID":"a","sequence":1,"status":"failed","ts":946684800000}
+	// is 62 bytes. A body with more elements than one per minEventBytes
+	// holds junk ("1," or "{}"), and each element costs a few hundred bytes
+	// of results: refusing it keeps a request's memory within a small
+	// multiple of its body.
+	minEventBytes = 48
+)
+
+// The limits that eventLimit may find binding.
+const (
+	byDensity = iota
+	byRequest
+	byRate
+)
+
+// eventLimit returns how many elements a body of size bytes from p may
+// hold, and which limit that is: the least of one element per
+// minEventBytes, the per-request limit, and p's rate (a request over its
+// burst could never be let through).
+func (s *Server) eventLimit(p *Principal, size int) (n, by int) {
+	n, by = size/minEventBytes+1, byDensity
+	if maxEventsPerRequest < n {
+		n, by = maxEventsPerRequest, byRequest
+	}
+	if l, perSec := s.limiter(p); l != nil && perSec < n {
+		n, by = perSec, byRate
+	}
+	return n, by
+}
+
+// overLimit is the answer to a body of size bytes with more than n
+// elements, by the limit that bound, and how long the client should wait.
+func overLimit(n, by, size int) (time.Duration, error) {
+	switch by {
+	case byRate:
+		return time.Second, &apollo.Error{Code: apollo.ETOOMANY,
+			Message: fmt.Sprintf("more than %d events in one request, over this token's %d per second", n, n), Hint: "send smaller batches"}
+	case byRequest:
+		return 0, &apollo.Error{Code: apollo.ETOOLARGE,
+			Message: fmt.Sprintf("more than %d events in one request", n), Hint: fmt.Sprintf("send at most %d per request", n)}
+	}
+	return 0, &apollo.Error{Code: apollo.EINVALID,
+		Message: fmt.Sprintf("more than one element per %d bytes in a body of %d bytes: no event is that short", minEventBytes, size),
+		Hint:    "send one JSON object per event"}
+}
+
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	if wait, err := s.ingestExhausted(p); err != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
@@ -110,7 +206,15 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	evs, bad, err := decodeEvents(body, ndjson)
+	maxEvents, by := s.eventLimit(p, len(body))
+	evs, bad, err := decodeEvents(body, ndjson, maxEvents)
+	if errors.Is(err, errTooManyEvents) {
+		wait, err := overLimit(maxEvents, by, len(body))
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -118,12 +222,13 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		return err
 	}
-	// Decode failures keep their place in the answer; the rest go to the bus.
-	good := evs[:0:0]
+	// Decode failures keep their place in the answer; the rest go to the
+	// bus, compacted in place: an event is not read again once passed.
+	good := evs[:0]
 	for i := range evs {
 		if bad[i] == nil {
-			if err := p.mayReport(evs[i].JobName()); err != nil {
-				bad[i] = err.(*apollo.Error)
+			if err := p.mayReport(s.jobOf(p, &evs[i])); err != nil {
+				bad[i] = apiError(err)
 				continue
 			}
 			evs[i].Tenant = p.Tenant
@@ -157,6 +262,8 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 			ans.Rejected++
 		case bus.RetryLater:
 			ans.RetryLater++
+		case bus.Waiting:
+			ans.Waiting++
 		}
 	}
 	status := http.StatusOK
@@ -170,8 +277,36 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(ans.appendJSON(make([]byte, 0, 128+32*len(ans.Results))))
+	w.Write(ans.appendJSON(make([]byte, 0, ans.size())))
 	return nil
+}
+
+// size is about the length of the answer's JSON, so that appendJSON
+// rarely grows its buffer: a copy at twice the size of an answer with an
+// error per event was the largest allocation of a request of bad events.
+func (a *ingestAnswer) size() int {
+	n := 128
+	for _, r := range a.Results {
+		n += 16 + len(r.Result)
+		if e := r.Error; e != nil {
+			n += 64 + len(e.Code) + len(e.Field) + len(e.Message) + len(e.Hint)
+		}
+	}
+	return n
+}
+
+// jobOf returns the job an event reports for: its name, or for an event
+// without one, the job its task already belongs to (its task ID for a new
+// task). For a token limited to a job prefix the event's name is filled in
+// with that job, so that the bus holds the check under its lock: it
+// refuses an event naming another job than its task's, should the task
+// have been created meanwhile by another reporter (issue 16.5).
+func (s *Server) jobOf(p *Principal, ev *apollo.Event) string {
+	if ev.Name != "" || p.JobPrefix == "" {
+		return ev.JobName()
+	}
+	ev.Name = cmp.Or(s.opts.Bus.JobOf(p.Tenant, ev.TaskID), ev.TaskID)
+	return ev.Name
 }
 
 // appendJSON appends the answer as writeJSON would encode it, byte for
@@ -208,7 +343,7 @@ func (a *ingestAnswer) appendJSON(b []byte) []byte {
 	for _, c := range [...]struct {
 		key string
 		n   int
-	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}} {
+	}{{`,"accepted":`, a.Accepted}, {`,"duplicate":`, a.Duplicate}, {`,"rejected":`, a.Rejected}, {`,"retryLater":`, a.RetryLater}, {`,"held":`, a.Held}, {`,"waiting":`, a.Waiting}} {
 		b = strconv.AppendInt(append(b, c.key...), int64(c.n), 10)
 	}
 	if a.SlowDown {

@@ -22,7 +22,8 @@ import (
 //
 // The server names the runs ("backup@ping-<unix ms>"), numbers their events,
 // and pairs an end with the most recent start still running. An end with no
-// start becomes a run that started and ended at that moment.
+// start is a run reported only by its end: finished, its start unknown
+// (docs/protocol.md, "Pings").
 
 // maxPingBody bounds what a POSTed ping body may put into extra.
 const maxPingBody = 2 << 10
@@ -135,10 +136,7 @@ func (s *Server) pingEvents(tenant, name string, st apollo.Status, now, timeout 
 		return []apollo.Event{{TaskID: run.taskID, Name: name, Tenant: tenant, Sequence: run.seq + 1, Status: st, Ts: now, Extra: raw}}
 	}
 	id := fmt.Sprintf("%s@ping-%d", name, now)
-	return []apollo.Event{
-		{TaskID: id, Name: name, Tenant: tenant, Sequence: 1, Status: apollo.StatusRunning, Ts: now},
-		{TaskID: id, Name: name, Tenant: tenant, Sequence: 2, Status: st, Ts: now, Extra: raw},
-	}
+	return []apollo.Event{{TaskID: id, Name: name, Tenant: tenant, Sequence: 1, Status: st, Ts: now, Extra: raw}}
 }
 
 // findOpenPing asks the bus for the newest running ping run of a job: the

@@ -251,19 +251,20 @@ func unixSeconds(t time.Time) float64 {
 
 var busFamilies = []family[bus.Stats]{
 	counterBy("apollo_events_total",
-		"Events decided by the bus since start, replayed log records included, by result: accepted (applied; held ones too), duplicate, illegal (transition not allowed), invalid, refused (not stored: a limit was reached), expired (waited out of order for earlier events that never came).",
+		"Events decided by the bus since start, replayed log records included, by result: accepted (applied; held and waited ones too), duplicate, illegal (transition not allowed), invalid, refused (answered retry_later: not stored).",
 		[]string{"result"}, func(s bus.Stats, put put) {
 			put(float64(s.Accepted), "accepted")
 			put(float64(s.Duplicate), "duplicate")
 			put(float64(s.Illegal), "illegal")
 			put(float64(s.Invalid), "invalid")
 			put(float64(s.Refused), "refused")
-			put(float64(s.ParkExpired), "expired")
 		}),
 	counter("apollo_events_held_total", "Accepted events whose task queue was full, so their change waited in the holding area.",
 		func(s bus.Stats) float64 { return float64(s.Held) }),
-	counter("apollo_events_parked_total", "Events that arrived ahead of a missing earlier event of their task and waited for it.",
+	counter("apollo_events_waiting_total", "Events answered waiting: ahead of a missing earlier event of their task and not legal without it.",
 		func(s bus.Stats) float64 { return float64(s.Parked) }),
+	counter("apollo_events_wait_ended_total", "Waiting events applied when the reorder window ended without the missing earlier events; the task's history marks the gap.",
+		func(s bus.Stats) float64 { return float64(s.WaitEnded) }),
 	counter("apollo_timeouts_written_total", "Timeout records the bus wrote itself for running tasks past their deadline.",
 		func(s bus.Stats) float64 { return float64(s.Timeouts) }),
 	counter("apollo_missed_starts_total", "Missed-start records the bus wrote for pending tasks that did not start in time.",

@@ -165,9 +165,9 @@ func (e *promEnv) traffic(t *testing.T) {
 	}
 	body := "[" + strings.Join([]string{
 		ev("a", "other", 1, "pending"), ev("a", "other", 2, "running"), ev("a", "other", 3, "success"), // 3 accepted
-		ev("a", "other", 2, "running"),                            // duplicate
-		ev("b", "other", 1, "success"),                            // illegal: a task cannot start finished
-		ev("c", "other", 2, "success"),                            // waits for its sequence 1
+		ev("a", "other", 2, "running"),                                 // duplicate
+		ev("a", "other", 4, "running"),                                 // illegal: a finished task cannot start again
+		ev("c", "other", 1, "pending"), ev("c", "other", 3, "success"), // 1 accepted; 3 waits for its sequence 2
 		ev("d", "job", 1, "running"), ev("d", "job", 2, "failed"), // 2 accepted; the rule fires
 		ev("e", "other", 0, "running"),  // invalid: sequences start at 1
 		`{"taskID":"f","sequence":"1"}`, // not read: the API answers it, the bus never sees it
@@ -222,10 +222,11 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 	g := e.scrape(t)
 	console := func(outcome string) string { return `{channel="console",outcome="` + outcome + `"}` }
 	want := strings.Join([]string{
-		expo("apollo_events_total", `{result="accepted"} 5`, `{result="duplicate"} 1`, `{result="expired"} 0`,
+		expo("apollo_events_total", `{result="accepted"} 6`, `{result="duplicate"} 1`,
 			`{result="illegal"} 1`, `{result="invalid"} 1`, `{result="refused"} 0`),
-		sample("apollo_events_parked_total", 1),
-		sample("apollo_tasks", 3),         // a, c (waiting for its sequence 1) and d; b never started
+		sample("apollo_events_waiting_total", 1),
+		sample("apollo_events_wait_ended_total", 0),
+		sample("apollo_tasks", 3),         // a, c (its sequence 3 waiting for 2) and d
 		sample("apollo_queue_changes", 0), // the checkpoint drained the queues
 		sample("apollo_holding_area_changes", 0),
 		sample("apollo_holding_area_limit", 500),
@@ -233,7 +234,7 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 		sample("apollo_bus_subscribers", 1), // the hub
 		sample("apollo_stream_clients", 1),
 		expo("apollo_stream_connections_total", `{result="accepted"} 1`, `{result="refused"} 0`),
-		sample("apollo_wal_appends_total", 6), // the 5 accepted and the waiting one; refused and dropped events are not logged
+		sample("apollo_wal_appends_total", 7), // the 6 accepted and the waiting one; refused and dropped events are not logged
 		sample("apollo_wal_segments", 1),
 		sample("apollo_metrics_jobs", 2),
 		sample("apollo_rule_evaluations_total", 1),
@@ -379,7 +380,7 @@ func fullServer(t testing.TB) *Server {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	return New(Options{
 		Bus: fixedBus{b, bus.Stats{Accepted: 101, Duplicate: 102, Illegal: 103, Invalid: 104, Held: 105, Refused: 106, Parked: 107,
-			ParkExpired: 108, Timeouts: 109, MissedStart: 110, Corrections: 111, Evicted: 112, Replayed: 113, LogErrors: 114,
+			WaitEnded: 108, Timeouts: 109, MissedStart: 110, Corrections: 111, Evicted: 112, Replayed: 113, LogErrors: 114,
 			Tasks: 115, Queues: 116, Queued: 117, Holding: 118, HoldLimit: 119, Waiting: 120, Tombstones: 121, Deadlines: 122,
 			Subscribers: 123, SubscribersCut: 124, LastLSN: 125}},
 		Stream: hub, Logger: discardLogger,

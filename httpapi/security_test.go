@@ -155,12 +155,12 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	t.Parallel()
 	sec := newSecured(t, 0)
 	// A task in tenant a to read and correct.
-	st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"t-a","name":"job","sequence":1,"status":"running","ts":1000}`)
+	st, body := sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"t-a","name":"job","sequence":1,"status":"running","ts":1764400001000}`)
 	if st != 200 || !strings.Contains(body, "accepted") {
 		t.Fatalf("seeding: %d %s", st, body)
 	}
 	bodies := map[string]string{
-		"/api/v1/events":            `{"taskID":"x-%s","sequence":1,"status":"pending","ts":1000}`,
+		"/api/v1/events":            `{"taskID":"x-%s","sequence":1,"status":"pending","ts":1764400001000}`,
 		"/api/v1/tasks/{id}/status": `{"status":"success","reason":"checked"}`,
 		"/api/v1/silences":          `{"rule":"r","duration":"1h","comment":"test %s"}`,
 		"/api/v1/rules":             `{"rules":[{"name":"r%s","taskPrefix":"x","on":["failed"]}]}`,
@@ -261,7 +261,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 func TestTenantFromTokenNotBody(t *testing.T) {
 	t.Parallel()
 	sec := newSecured(t, 0)
-	sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"sneaky","tenant":"b","sequence":1,"status":"running","ts":1}`)
+	sec.do(t, "POST", "/api/v1/events", sec.tokens["agent/a"], `{"taskID":"sneaky","tenant":"b","sequence":1,"status":"running","ts":1764400000001}`)
 	if _, err := sec.bus.Get("b", "sneaky"); err == nil {
 		t.Fatal("the body's tenant was used")
 	}
@@ -278,7 +278,7 @@ func TestIngestRateLimit(t *testing.T) {
 	batch := func(n int, tag string) string {
 		evs := make([]string, n)
 		for i := range evs {
-			evs[i] = fmt.Sprintf(`{"taskID":"r%s%d","sequence":1,"status":"pending","ts":1}`, tag, i)
+			evs[i] = fmt.Sprintf(`{"taskID":"r%s%d","sequence":1,"status":"pending","ts":1764400000001}`, tag, i)
 		}
 		return "[" + strings.Join(evs, ",") + "]"
 	}
@@ -338,15 +338,16 @@ func TestPings(t *testing.T) {
 	if task.Status != apollo.StatusSuccess || len(task.History) != 2 || task.TimeoutMs != 30*60*1000 {
 		t.Errorf("paired run %+v", task)
 	}
-	// An exit code with no start: a run that started and ended now.
+	// An exit code with no start: a run reported only by its end, its
+	// start unknown (no invented start at the moment of the end).
 	st, body = get("/ping/report/3")
 	id2 := strings.TrimSpace(strings.TrimPrefix(body, "OK "))
 	task, _ = b.Get("", id2)
-	if st != 200 || task.Status != apollo.StatusFailed {
+	if st != 200 || task.Status != apollo.StatusFailed || len(task.History) != 1 || task.StartedAt != 0 || task.FinishedAt == 0 {
 		t.Fatalf("exit code 3: %d %+v", st, task)
 	}
 	var extra map[string]any
-	json.Unmarshal(task.History[1].Extra, &extra)
+	json.Unmarshal(task.History[0].Extra, &extra)
 	if extra["exitCode"] != float64(3) {
 		t.Errorf("extra %v", extra)
 	}
@@ -358,8 +359,8 @@ func TestPings(t *testing.T) {
 		t.Fatalf("fail ping: %+v", list)
 	}
 	full, _ := b.Get("", list[0].TaskID)
-	if !strings.Contains(string(full.History[1].Extra), "disk full") {
-		t.Errorf("body not kept: %s", full.History[1].Extra)
+	if !strings.Contains(string(full.History[0].Extra), "disk full") {
+		t.Errorf("body not kept: %s", full.History[0].Extra)
 	}
 	for _, bad := range []string{"/ping/x/256", "/ping/x/later", "/ping/a@b", "/ping/x/start?timeout=soon"} {
 		if st, _ := get(bad); st != 400 {
@@ -368,28 +369,54 @@ func TestPings(t *testing.T) {
 	}
 }
 
-// A start whose end never comes becomes a timeout (the bus writes it).
+// A start whose end never comes becomes a timeout (the bus writes it):
+// at its own ?timeout=, or without one at the default deadline, which the
+// run shows as its timeoutMs (issue 15.9: it stayed running with
+// timeoutMs null).
 func TestPingStartWithoutEndTimesOut(t *testing.T) {
 	t.Parallel()
-	clock := apollo.NewFakeClock(time.Unix(1_800_000_000, 0))
-	b, _ := bus.New(bus.Options{Clock: clock, Logger: discardLogger})
-	b.Start(context.Background())
-	defer b.Stop()
-	sub := b.Subscribe(10)
-	srv := httptest.NewServer(New(Options{Bus: b, Clock: clock}))
-	defer srv.Close()
-	resp, _ := http.Get(srv.URL + "/ping/nightly/start?timeout=10m")
-	resp.Body.Close()
-	clock.Advance(11 * time.Minute)
+	for _, tt := range []struct {
+		query string
+		after time.Duration
+	}{{"?timeout=10m", 10 * time.Minute}, {"", 3 * time.Hour}} {
+		clock := apollo.NewFakeClock(time.Unix(1_800_000_000, 0))
+		b, _ := bus.New(bus.Options{Clock: clock, Logger: discardLogger, DefaultTimeout: 3 * time.Hour})
+		b.Start(context.Background())
+		defer b.Stop()
+		sub := b.Subscribe(10)
+		srv := httptest.NewServer(New(Options{Bus: b, Clock: clock}))
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/ping/nightly/start" + tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		id := strings.TrimSpace(strings.TrimPrefix(string(body), "OK "))
+		if task, err := b.Get("", id); err != nil || task.TimeoutMs != tt.after.Milliseconds() {
+			t.Fatalf("%q: the started run %+v, %v: want its deadline shown", tt.query, task, err)
+		}
+		clock.Advance(tt.after + time.Second)
+		c := waitTimeout(t, sub, id)
+		if c.Record.Kind != apollo.KindTimeout || c.Task.FinishedAt != clock.Now().Add(-time.Second).UnixMilli() {
+			t.Errorf("%q: timeout change %+v", tt.query, c)
+		}
+	}
+}
+
+// waitTimeout returns the change that timed task id out, or fails after 10 s.
+func waitTimeout(t *testing.T, sub *bus.Subscription, id string) *apollo.Change {
+	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
 		case c := <-sub.C():
-			if c.Task.Status == apollo.StatusTimeout && c.Task.Name == "nightly" {
-				return
+			if c.Task.TaskID == id && c.Task.Status == apollo.StatusTimeout {
+				return c
 			}
 		case <-timeout:
-			t.Fatal("no timeout within 10s")
+			t.Fatalf("%s: no timeout within 10s", id)
+			return nil
 		}
 	}
 }

@@ -15,6 +15,10 @@ import (
 // Bus is what the API needs of the task state.
 type Bus interface {
 	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	// JobOf is the job of a task in memory, "" for none; the bus refuses
+	// an event naming another job than its task's, so a stale answer can
+	// only refuse an event, never let one through.
+	JobOf(tenant, taskID string) string
 	Get(tenant, taskID string) (*apollo.Task, error)
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)

@@ -301,7 +301,7 @@ func publishPaced(tb testing.TB, bs *bus.Bus, fc fanoutCase, sent []atomic.Int64
 		first := i
 		for ; i < fc.changes && len(evs) < perPublish; i++ {
 			job := jobName(i % max(fc.clients, 1))
-			evs = append(evs, apollo.Event{Tenant: "a", TaskID: "c" + strconv.Itoa(i), Name: job, Sequence: 1, Status: apollo.StatusPending, Ts: 1})
+			evs = append(evs, apollo.Event{Tenant: "a", TaskID: "c" + strconv.Itoa(i), Name: job, Sequence: 1, Status: apollo.StatusPending, Ts: 1764400000001})
 		}
 		now := time.Now().UnixNano()
 		for j := first; j < i; j++ {

@@ -127,7 +127,7 @@ func decodeRequest(data []byte) (request, error) {
 		for _, s := range m.Filter.Status {
 			st, err := apollo.ParseStatus(s)
 			if err != nil {
-				e := *err.(*apollo.Error)
+				e := *apiError(err)
 				e.Field = "filter.status"
 				return request{}, &e
 			}

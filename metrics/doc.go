@@ -7,16 +7,20 @@
 //
 //   - started: the task went to running, at the record's Ts;
 //   - count and success/failed/timeout, with its cost (sum, n, min, max)
-//     when Task.CostMs > 0: the task became final, at Task.FinishedAt (the
-//     record's Ts when the bus left it zero). A change that moves a task out
-//     of a final state or between final states (a manual correction) takes
-//     the old finish out of the bucket of Prev.FinishedAt first, so the
-//     counts always equal a recount of the tasks' final states;
+//     when Task.CostMs > 0, counted as at most MaxCostMs: the task became
+//     final, at Task.FinishedAt (the record's Ts when the bus left it
+//     zero). A change that moves a task out of a final state or between
+//     final states (a manual correction) takes the old finish out of the
+//     bucket of Prev.FinishedAt first, so the counts always equal a
+//     recount of the tasks' final states;
 //   - late: Change.BecameLate or a missed start; missed: a missed start;
 //     both at the record's Ts;
 //   - backlog and running: +1/-1 as a task enters and leaves pending and
-//     running, at the record's Ts. Summed over buckets they give the number
-//     of tasks pending and running at the end of any bucket.
+//     running, at the record's Ts; a task leaves running no earlier than
+//     its StartedAt, so a start reported by a fast clock never makes the
+//     gauge negative. Summed over buckets they give the number of tasks
+//     pending and running at the end of any bucket; a level below zero
+//     (a pending reported by a fast clock) reads as zero.
 //
 // Every bucket is the timestamp floored to 10 s (Unix ms / 10000 * 10000),
 // never the arrival time: an event at 09.999 s and one at 10.000 s fall in
@@ -42,6 +46,9 @@
 // So adjacent windows and Series steps never overlap or leave gaps, and a
 // window never reaches data that has expired, whenever compaction last
 // ran. Gauges at a bound count every move before it, expired or not.
+//
+// Cost sums cannot go negative: a window's sum that passes int64 reads as
+// MaxInt64 (see costSum), and Table.Sum totals rows in 128 bits.
 //
 // Each job keeps cumulative sums at its non-empty buckets only, so memory
 // follows activity and a window is the difference of two binary searches.

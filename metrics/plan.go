@@ -181,14 +181,34 @@ var finalField = [...]int{
 	apollo.StatusTimeout: fTimeout,
 }
 
+// MaxCostMs is the most a run's cost counts for: the longest a run can
+// last between two timestamps that ingest accepts. Ingest refuses a larger
+// costMs, but a log written before it did may hold one, and a restart must
+// still snapshot and restore it (the snapshot keeps costs below 2^62).
+const MaxCostMs = apollo.MaxTs - apollo.MinTs
+
+// runCost is the cost t is counted with: its CostMs within [0, MaxCostMs].
+func runCost(t *apollo.Task) int64 { return min(max(t.CostMs, 0), MaxCostMs) }
+
 // finish sets d to one finished run of t, counted with sign.
 func finish(d *vec, t *apollo.Task, sign int64) {
 	d[fCount] = sign
 	d[finalField[t.Status]] = sign
-	if t.CostMs > 0 {
-		d[fCostSum] = sign * t.CostMs
+	if c := runCost(t); c > 0 {
+		d[fCostSum] = sign * c
 		d[fCostN] = sign
 	}
+}
+
+// leftAt is when a task in prev's state left it, by a record at ts: never
+// before it entered. A run reported running by a clock ahead of the one
+// that reports its end would otherwise leave running in an earlier bucket
+// than it entered, and the gauge would read -1 until the clock caught up.
+func leftAt(prev *apollo.Task, ts int64) int64 {
+	if prev.Status == apollo.StatusRunning {
+		return max(ts, prev.StartedAt)
+	}
+	return ts
 }
 
 // finishedAt is the time a final task is counted at: FinishedAt, which the
@@ -235,7 +255,7 @@ func planChange(c *apollo.Change, now, rollupRetention int64) plan {
 		p.gauges(ci, ts, &in)
 		if pi >= 0 {
 			gaugeMove(&out, prev.Status, -1)
-			p.gauges(pi, ts, &out)
+			p.gauges(pi, leftAt(prev, ts), &out)
 		}
 	}
 
@@ -252,7 +272,7 @@ func planChange(c *apollo.Change, now, rollupRetention int64) plan {
 	if cur.Status.Final() && (moved || !prev.Status.Final()) {
 		var d vec
 		finish(&d, cur, 1)
-		p.counters(ci, finishedAt(cur, ts), &d, max(cur.CostMs, 0))
+		p.counters(ci, finishedAt(cur, ts), &d, runCost(cur))
 	}
 	return p
 }

@@ -108,19 +108,37 @@ func (v *vec) add(d *vec) {
 func (v *vec) isZero() bool { return *v == vec{} }
 
 // diff sets v to the counters of e minus those of s and the gauges of e:
-// gauges are levels, not sums over the window.
+// gauges are levels, not sums over the window. A level below zero reads as
+// zero: a task can leave pending in an earlier bucket than it entered when
+// its pending and its next event came from clocks that disagree by more
+// than MaxSkew (leftAt orders running exactly; pending has no start time
+// to order by), and no job ever has -1 tasks waiting.
 func (v *vec) diff(e, s *vec) {
 	for i := range v {
 		v[i] = e[i] - s[i]
 	}
-	v[fBacklog], v[fRunning] = e[fBacklog], e[fRunning]
+	v[fBacklog], v[fRunning] = max(e[fBacklog], 0), max(e[fRunning], 0)
 }
 
 func (v *vec) toSummary(s *Summary) {
 	s.Count, s.Success, s.Failed, s.Timeout = v[fCount], v[fSuccess], v[fFailed], v[fTimeout]
 	s.Started, s.Late, s.Missed = v[fStarted], v[fLate], v[fMissed]
-	s.CostSum, s.CostN = v[fCostSum], v[fCostN]
+	s.CostSum, s.CostN = costSum(v[fCostSum], v[fCostN]), v[fCostN]
 	s.Backlog, s.Running = v[fBacklog], v[fRunning]
+}
+
+// costSum reads the cost sum of a window or a total. Levels keep running
+// sums, which wrap past int64, and a window is the difference of two: exact
+// modulo 2^64. Costs are never negative (each is at most MaxCostMs), so a
+// negative sum of runs that have costs went past MaxInt64, and reads as
+// MaxInt64: an average too large rather than a negative one. The result is
+// exact while the window's costs add up to less than 2^63 ms (over a
+// million runs of the largest cost), and MaxInt64 up to twice that.
+func costSum(sum, n int64) int64 {
+	if n > 0 && sum < 0 {
+		return math.MaxInt64
+	}
+	return sum
 }
 
 func (v *vec) fromSummary(s *Summary) {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"math/bits"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ type Table struct {
 
 	once       sync.Once
 	cum        []vec   // cum[i] sums Rows[:i]
+	costs      []wide  // costs[i] sums Rows[:i].CostSum, which may pass int64
 	mins, maxs []int64 // segment trees over the rows' CostMin and CostMax
 }
 
@@ -47,6 +49,7 @@ func (t *Table) Sum(lo, hi int) Summary {
 		v[i] = t.cum[hi][i] - t.cum[lo][i]
 	}
 	v.toSummary(&out)
+	out.CostSum = t.costs[hi].sub(t.costs[lo]).clamp()
 	if out.CostN > 0 {
 		r := costRange{
 			lo: treeQuery(t.mins, lo, hi, math.MaxInt64, minInt),
@@ -60,6 +63,7 @@ func (t *Table) Sum(lo, hi int) Summary {
 func (t *Table) prepare() {
 	n := len(t.Rows)
 	t.cum = make([]vec, n+1)
+	t.costs = make([]wide, n+1)
 	t.mins = make([]int64, 2*n)
 	t.maxs = make([]int64, 2*n)
 	for i := range t.Rows {
@@ -68,6 +72,7 @@ func (t *Table) prepare() {
 		v.fromSummary(row)
 		t.cum[i+1] = t.cum[i]
 		t.cum[i+1].add(&v)
+		t.costs[i+1] = t.costs[i].add(row.CostSum)
 		t.mins[n+i], t.maxs[n+i] = math.MaxInt64, 0
 		if row.CostN > 0 {
 			t.mins[n+i], t.maxs[n+i] = row.CostMin, row.CostMax
@@ -77,6 +82,34 @@ func (t *Table) prepare() {
 		t.mins[i] = min(t.mins[2*i], t.mins[2*i+1])
 		t.maxs[i] = max(t.maxs[2*i], t.maxs[2*i+1])
 	}
+}
+
+// wide is a 128-bit two's complement integer, hi*2^64 + lo: the running
+// sums of the rows' costs, each of which may be near MaxInt64 (saturated).
+type wide struct {
+	hi int64
+	lo uint64
+}
+
+func (w wide) add(x int64) wide {
+	lo, carry := bits.Add64(w.lo, uint64(x), 0)
+	return wide{w.hi + x>>63 + int64(carry), lo} // x>>63 sign-extends x
+}
+
+func (w wide) sub(o wide) wide {
+	lo, borrow := bits.Sub64(w.lo, o.lo, 0)
+	return wide{w.hi - o.hi - int64(borrow), lo}
+}
+
+// clamp returns w saturated into int64.
+func (w wide) clamp() int64 {
+	switch {
+	case w.hi > 0 || w.hi == 0 && w.lo > math.MaxInt64:
+		return math.MaxInt64
+	case w.hi < -1 || w.hi == -1 && w.lo <= math.MaxInt64:
+		return math.MinInt64
+	}
+	return int64(w.lo)
 }
 
 func minInt(a, b int64) int64 { return min(a, b) }

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 )
 
@@ -25,6 +28,9 @@ type Lease struct {
 	ttl     time.Duration
 	held    atomic.Bool
 	loop    *ticking
+	// onGain runs in Renew when this process takes the lease (set by
+	// NewAlertState, before Start).
+	onGain func(ctx context.Context)
 }
 
 var renewScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
@@ -55,6 +61,9 @@ func (l *Lease) Renew(ctx context.Context) {
 	}
 	ok, err := l.c.SetNX(ctx, l.key, l.id, l.ttl).Result()
 	l.held.Store(err == nil && ok)
+	if err == nil && ok && l.onGain != nil {
+		l.onGain(ctx)
+	}
 }
 
 // Held reports whether this process leads now.
@@ -85,70 +94,203 @@ func Leader(ctx context.Context, c redis.UniversalClient, prefix string) (string
 const stateTTL = 7 * 24 * time.Hour
 
 // AlertState is the alert engine's StateStore in Redis. Every alert
-// process loads it at start (so they begin from the same alerts); only the
-// leader saves.
+// process loads it at start, so they begin from the same alerts. The
+// alerts, which every process computes, are written by the leader only
+// (<prefix>:alert:state). What people wrote — silences and acks — is
+// written by every process, field by field, in hashes without a TTL
+// (<prefix>:alert:silences, <prefix>:alert:acks): the process that took
+// the bus's command has saved it before it replies, whether it leads or
+// not (docs/architecture.md, "Writes through the API").
 type AlertState struct {
 	c     redis.UniversalClient
 	key   string
 	lease *Lease // nil: always save (tests, a single alert process)
+	// The hashes as this process last read or wrote them: a save writes
+	// only what changed since, so a process that missed a command never
+	// deletes what another one wrote.
+	silences, acks *syncedHash
+
+	mu sync.Mutex // orders writes of the alerts
+	// pending is the alerts of the last save made while another process
+	// led: written when this one takes the lease, since the engine saves
+	// again only after its next change.
+	pending []byte
 }
 
 var _ alert.StateStore = (*AlertState)(nil)
 
-// NewAlertState returns the state store at <prefix>:alert:state.
+// NewAlertState returns the state store of prefix.
+// A lease, when given, must not have started: the store writes its
+// pending alerts when the lease is taken.
 func NewAlertState(c redis.UniversalClient, prefix string, lease *Lease) *AlertState {
-	return &AlertState{c: c, key: prefix + ":alert:state", lease: lease}
+	s := &AlertState{c: c, key: prefix + ":alert:state", lease: lease,
+		silences: newSyncedHash(prefix + ":alert:silences"), acks: newSyncedHash(prefix + ":alert:acks")}
+	if lease != nil {
+		lease.onGain = s.writePending
+	}
+	return s
 }
 
 // Load implements alert.StateStore.
 func (s *AlertState) Load(ctx context.Context) (alert.State, error) {
 	var st alert.State
-	data, err := s.c.Get(ctx, s.key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return st, nil
+	pipe := s.c.Pipeline() // one round trip: the bus loads on every API read
+	blob := pipe.Get(ctx, s.key)
+	sils := pipe.HGetAll(ctx, s.silences.key)
+	acks := pipe.HGetAll(ctx, s.acks.key)
+	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	for _, c := range []redis.Cmder{blob, sils, acks} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return st, fmt.Errorf("redisstore: loading alert state: %w", err)
+		}
 	}
-	if err != nil {
-		return st, fmt.Errorf("redisstore: loading alert state: %w", err)
+	if data, err := blob.Bytes(); err == nil {
+		if err := json.Unmarshal(data, &st); err != nil {
+			return st, fmt.Errorf("redisstore: alert state at %s is damaged (%v); delete the key to start over", s.key, err)
+		}
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("redisstore: alert state at %s is damaged (%v); delete the key to start over", s.key, err)
+	var err error
+	if st.Silences, err = s.loadSilences(st.Silences, s.silences.took(sils.Val())); err != nil {
+		return st, err
+	}
+	if err := s.loadAcks(st.Alerts, s.acks.took(acks.Val())); err != nil {
+		return st, err
 	}
 	return st, nil
 }
 
-// Save implements alert.StateStore: the leader writes, others skip.
+// Save implements alert.StateStore.
 func (s *AlertState) Save(ctx context.Context, st alert.State) error {
-	if s.lease != nil && !s.lease.Held() {
-		return nil
-	}
-	data, err := json.Marshal(st)
+	sils, err := silenceFields(st.Silences)
 	if err != nil {
 		return err
 	}
-	return s.c.Set(ctx, s.key, data, stateTTL).Err()
-}
-
-// SaveRulesSource records the rules text a tenant runs with, for the bus to
-// show (the leader calls it after every load).
-func SaveRulesSource(ctx context.Context, c redis.UniversalClient, prefix, tenant string, src []byte) error {
-	key := prefix + ":alert:rules"
-	pipe := c.TxPipeline()
-	pipe.HSet(ctx, key, tenantField(tenant), src)
-	pipe.Expire(ctx, key, stateTTL)
-	_, err := pipe.Exec(ctx)
-	return err
-}
-
-// RulesSource returns the rules text of a tenant, nil if none.
-func RulesSource(ctx context.Context, c redis.UniversalClient, prefix, tenant string) ([]byte, error) {
-	src, err := c.HGet(ctx, prefix+":alert:rules", tenantField(tenant)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+	acks, err := ackFields(st.Alerts)
+	if err != nil {
+		return err
 	}
-	return src, err
+	data, err := json.Marshal(alert.State{Alerts: st.Alerts}) // the silences have their hash
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pipe := s.c.Pipeline()
+	doneS := s.silences.queue(ctx, pipe, sils)
+	doneA := s.acks.queue(ctx, pipe, acks)
+	leads := s.lease == nil || s.lease.Held()
+	if leads {
+		pipe.Set(ctx, s.key, data, stateTTL)
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("redisstore: saving alert state: %w", err)
+		}
+	}
+	doneS()
+	doneA()
+	s.pending = nil
+	if !leads {
+		s.pending = data
+	}
+	return nil
 }
 
-func tenantField(t string) string { return "t:" + t }
+// writePending writes the alerts saved while another process led.
+func (s *AlertState) writePending(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending != nil && s.c.Set(ctx, s.key, s.pending, stateTTL).Err() == nil {
+		s.pending = nil
+	}
+}
+
+// silenceFields are the silences as fields of the silences hash: the
+// tenant and the ID, to the silence.
+func silenceFields(list []alert.Silence) (map[string]string, error) {
+	m := make(map[string]string, len(list))
+	for _, sl := range list {
+		v, err := json.Marshal(sl)
+		if err != nil {
+			return nil, err
+		}
+		m[fieldOf(sl.Tenant, sl.ID)] = string(v)
+	}
+	return m, nil
+}
+
+// loadSilences puts the silences of the hash (m) over those of the state
+// key, where versions before this one kept them.
+func (s *AlertState) loadSilences(old []alert.Silence, m map[string]string) ([]alert.Silence, error) {
+	var out []alert.Silence
+	for _, sl := range old {
+		if _, ok := m[fieldOf(sl.Tenant, sl.ID)]; !ok {
+			out = append(out, sl)
+		}
+	}
+	for f, v := range m {
+		var sl alert.Silence
+		if err := json.Unmarshal([]byte(v), &sl); err != nil {
+			return nil, fmt.Errorf("redisstore: silence %s in %s is damaged (%v); delete the field", f, s.silences.key, err)
+		}
+		out = append(out, sl)
+	}
+	return out, nil
+}
+
+// ackRecord is an acknowledgement in the acks hash, under the alert's
+// tenant, rule and group: alert processes name their episodes
+// independently, so the ID would not find the alert in another process.
+type ackRecord struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// ackFields are the acknowledged alerts that have not resolved, as fields
+// of the acks hash. An alert that resolves leaves it.
+func ackFields(alerts []alert.StoredAlert) (map[string]string, error) {
+	m := map[string]string{}
+	for _, a := range alerts {
+		if a.AckedBy == "" || a.State == apollo.AlertResolved {
+			continue
+		}
+		v, err := json.Marshal(ackRecord{By: a.AckedBy, At: a.AckedAt})
+		if err != nil {
+			return nil, err
+		}
+		m[fieldOf(a.Tenant, a.Rule, a.Group)] = string(v)
+	}
+	return m, nil
+}
+
+// loadAcks marks acknowledged the alerts the acks hash (m) names: those the
+// leader had not saved yet. An ack holds for the episode that was open
+// when it was given, so a later episode of the same group is not taken
+// for it.
+func (s *AlertState) loadAcks(alerts []alert.StoredAlert, m map[string]string) error {
+	for i := range alerts {
+		a := &alerts[i]
+		v, ok := m[fieldOf(a.Tenant, a.Rule, a.Group)]
+		if !ok || a.AckedBy != "" || a.State == apollo.AlertResolved {
+			continue
+		}
+		var r ackRecord
+		if err := json.Unmarshal([]byte(v), &r); err != nil {
+			return fmt.Errorf("redisstore: an ack in %s is damaged (%v); delete the field", s.acks.key, err)
+		}
+		if !a.StartedAt.After(r.At) {
+			a.AckedBy, a.AckedAt = r.By, r.At
+		}
+	}
+	return nil
+}
+
+// fieldOf names a hash field by its parts, unambiguously whatever they
+// contain: a JSON array of strings.
+func fieldOf(parts ...string) string {
+	b, _ := json.Marshal(parts)
+	return string(b)
+}
 
 // Beat is one process's heartbeat.
 type Beat struct {
@@ -161,6 +303,9 @@ type Beat struct {
 	// Stats are what the process reports of itself (the alert process: its
 	// evaluation and deliveries), shown by the bus's /api/v1/system.
 	Stats any `json:"stats,omitempty"`
+	// Stopped is the last beat of a process that shut down cleanly: the
+	// others tell it from one that died, whose beat just expires.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Heartbeat writes <prefix>:heartbeat:<component>:<id> every Every; the
@@ -205,17 +350,28 @@ func (h *Heartbeat) write(ctx context.Context) {
 	_ = h.c.Set(ctx, h.key, data, 3*h.beat.Every).Err()
 }
 
-// Stop removes the heartbeat: a clean stop is not an outage.
+// Stop writes a last beat that says the process stopped cleanly, and
+// stops beating: Alive no longer lists it, and a watcher that saw it
+// alive knows it was not lost (Heartbeats). The last beat expires like
+// any other.
 func (h *Heartbeat) Stop() {
 	h.loop.stop(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = h.c.Del(ctx, h.key).Err()
+		h.beat.Stopped = true
+		h.write(ctx)
 	})
 }
 
-// Alive returns the heartbeats present now.
+// Alive returns the heartbeats of the processes running now.
 func Alive(ctx context.Context, c redis.UniversalClient, prefix string) ([]Beat, error) {
+	beats, err := Heartbeats(ctx, c, prefix)
+	return slices.DeleteFunc(beats, func(b Beat) bool { return b.Stopped }), err
+}
+
+// Heartbeats returns every heartbeat present now: the running processes'
+// and the last beats of those that stopped cleanly.
+func Heartbeats(ctx context.Context, c redis.UniversalClient, prefix string) ([]Beat, error) {
 	var out []Beat
 	iter := c.Scan(ctx, 0, prefix+":heartbeat:*", 100).Iterator()
 	for iter.Next(ctx) {

@@ -54,13 +54,15 @@ func TestLease(t *testing.T) {
 	if id, _ := redisstore.Leader(ctx, c, prefix); id != "b" {
 		t.Fatalf("leader %q after the takeover", id)
 	}
-	// Only the leader saves the shared state.
+	// Only the leader saves the alerts, which every process computes;
+	// what people wrote (a silence) is saved by any process.
 	st := redisstore.NewAlertState(c, prefix, a)
-	if err := st.Save(ctx, alert.State{Silences: []alert.Silence{{ID: "x"}}}); err != nil {
+	if err := st.Save(ctx, alert.State{Alerts: []alert.StoredAlert{{Alert: apollo.Alert{ID: "a1", State: apollo.AlertFiring}}},
+		Silences: []alert.Silence{{ID: "x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := st.Load(ctx); len(got.Silences) != 0 {
-		t.Fatal("a process that does not lead saved the state")
+	if got, _ := st.Load(ctx); len(got.Alerts) != 0 || len(got.Silences) != 1 {
+		t.Fatalf("a process that does not lead saved %+v; want the silence only", got)
 	}
 }
 
@@ -136,5 +138,10 @@ func TestHeartbeat(t *testing.T) {
 	h.Stop()
 	if beats, _ := redisstore.Alive(ctx, c, prefix); len(beats) != 0 {
 		t.Errorf("a stopped process still beats: %+v", beats)
+	}
+	// Its last beat says it stopped cleanly, for watchers that saw it.
+	beats, err = redisstore.Heartbeats(ctx, c, prefix)
+	if err != nil || len(beats) != 1 || !beats[0].Stopped || beats[0].ID != "p1" {
+		t.Fatalf("after a clean stop: %+v, %v", beats, err)
 	}
 }

@@ -181,7 +181,9 @@ func (d *jobData) summarize(p *readPlan, a, b int64, out *metrics.Summary) {
 		Count: acc[vCount], Success: acc[vSuccess], Failed: acc[vFailed], Timeout: acc[vTimeout],
 		Started: acc[vStarted], Late: acc[vLate], Missed: acc[vMissed],
 		CostSum: acc[vCostSum], CostN: acc[vCostN], CostMin: acc[vCostMin], CostMax: acc[vCostMax],
-		Backlog: d.g[0] - after[0], Running: d.g[1] - after[1],
+		// A level is never below zero, as in metrics: clocks that disagree
+		// can put a task's leaving pending before its entering.
+		Backlog: max(d.g[0]-after[0], 0), Running: max(d.g[1]-after[1], 0),
 	}
 }
 

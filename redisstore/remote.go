@@ -1,10 +1,13 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,19 +18,20 @@ import (
 )
 
 // RemoteAlerts is the bus's view of alerting in the three-process mode: it
-// reads what the leading alert process saved in Redis and sends changes
+// reads what the alert processes saved in Redis and sends changes
 // to the alert processes as commands. It satisfies httpapi.AlertEngine.
 type RemoteAlerts struct {
 	c      redis.UniversalClient
 	prefix string
 	state  *AlertState
+	rules  *Rules
 	cmd    *Commander
 	log    *slog.Logger
 }
 
 // NewRemoteAlerts returns a view using cmd for the changes.
 func NewRemoteAlerts(c redis.UniversalClient, prefix string, cmd *Commander, log *slog.Logger) *RemoteAlerts {
-	return &RemoteAlerts{c: c, prefix: prefix, state: NewAlertState(c, prefix, nil), cmd: cmd, log: log}
+	return &RemoteAlerts{c: c, prefix: prefix, state: NewAlertState(c, prefix, nil), rules: NewRules(c, prefix), cmd: cmd, log: log}
 }
 
 func (r *RemoteAlerts) load() alert.State {
@@ -67,14 +71,19 @@ func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
 	return err
 }
 
-// Silences returns a tenant's silences as the leader saved them.
+// Silences returns a tenant's silences that have not ended, as the alert
+// processes saved them, soonest end first (as alert.Engine.Silences).
 func (r *RemoteAlerts) Silences(tenant string) []alert.Silence {
+	now := time.Now()
 	var out []alert.Silence
 	for _, s := range r.load().Silences {
-		if s.Tenant == tenant {
+		if s.Tenant == tenant && now.Before(s.EndsAt) {
 			out = append(out, s)
 		}
 	}
+	slices.SortFunc(out, func(a, b alert.Silence) int {
+		return cmp.Or(a.EndsAt.Compare(b.EndsAt), strings.Compare(a.ID, b.ID))
+	})
 	return out
 }
 
@@ -103,17 +112,18 @@ func (r *RemoteAlerts) RemoveSilence(tenant, id string) error {
 	return err
 }
 
-// Rules parses the rules text the leader recorded.
+// Rules parses the rules text the alert processes saved.
 func (r *RemoteAlerts) Rules(tenant string) []*rules.Rule {
 	rs, _ := rules.Parse("rules", r.RulesSource(tenant))
 	return rs
 }
 
-// RulesSource returns the rules text the leader recorded.
+// RulesSource returns the rules text the alert processes saved: the text
+// they run.
 func (r *RemoteAlerts) RulesSource(tenant string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	src, err := RulesSource(ctx, r.c, r.prefix, tenant)
+	src, err := r.rules.Source(ctx, tenant)
 	if err != nil {
 		r.log.Warn("reading the rules from Redis", "err", err)
 	}

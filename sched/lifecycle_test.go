@@ -347,3 +347,73 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("New(bad hand-built file): %v", err)
 	}
 }
+
+// Pause and Resume are in the state file when they return, so a restarted
+// scheduler (here a second one on the same directory, while the first is
+// never stopped: a kill) keeps them, and does not run or catch up a
+// paused job. A jobs file whose paused field changed since wins.
+func TestPauseSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := `
+jobs:
+  - name: a
+    schedule: "* * * * *"
+    command: [x]
+  - name: b
+    schedule: "* * * * *"
+    paused: true
+    command: [x]
+  - name: c
+    after: [a]
+    command: [x]
+`
+	h := newHarness(t, src, t0, dir)
+	for _, err := range []error{h.s.Pause("a"), h.s.Resume("b"), h.s.Pause("c")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h2 := newHarness(t, src, t0.Add(5*time.Minute), dir)
+	for name, want := range map[string]bool{"a": true, "b": false, "c": true} {
+		if got := h2.job(name).Paused; got != want {
+			t.Errorf("after the restart %s paused = %v, want %v", name, got, want)
+		}
+	}
+	// Both missed 00:01 to 00:05; only b, resumed, is caught up.
+	if p, missed := h2.run.next(t), time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC); p.task() != sid("b", missed, 1) {
+		t.Fatalf("ran %s; want b's catch-up only (a is paused)", p.task())
+	} else {
+		p.exit(0)
+		h2.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+	}
+	h2.run.none(t)
+
+	// Paused again, b is saved paused as its file says. The file then
+	// drops b's paused: a changed field wins over the saved state.
+	if err := h2.s.Pause("b"); err != nil {
+		t.Fatal(err)
+	}
+	h3 := newHarness(t, strings.Replace(src, "    paused: true\n", "", 1), t0.Add(10*time.Minute), dir)
+	for name, want := range map[string]bool{"a": true, "b": false, "c": true} {
+		if got := h3.job(name).Paused; got != want {
+			t.Errorf("after the file changed %s paused = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A pause that cannot be saved is refused and undone: the caller is told
+// nothing changed, and nothing did.
+func TestPauseThatCannotBeSaved(t *testing.T) {
+	t.Parallel()
+	notADir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notADir, nil, 0o644)
+	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [x]\n", t0, notADir)
+	if err := h.s.Pause("a"); apollo.ErrorCode(err) != apollo.EUNAVAILABLE {
+		t.Fatalf("Pause with an unwritable state directory: %v, want unavailable", err)
+	}
+	if h.job("a").Paused {
+		t.Fatal("a pause that was not saved holds")
+	}
+}

@@ -75,9 +75,8 @@ func (s *Scheduler) dispatch(now time.Time) {
 		}
 	}
 	s.launchLocked(due)
-	ticks := s.ticksLocked()
 	s.mu.Unlock()
-	s.saveState(ticks)
+	s.saveState()
 }
 
 // launchLocked starts one flow per tick time: the roots due at the same
@@ -105,8 +104,8 @@ func (s *Scheduler) missedLocked(js *jobState, latest time.Time) {
 // catchUp sets every job's next tick at Start and, for jobs whose schedules
 // passed while the scheduler was down, runs them once (catchup: once) with
 // the most recent missed tick as their scheduled time, so the server sees
-// the run as late. It returns the ticks to save.
-func (s *Scheduler) catchUp(saved map[string]time.Time, now time.Time) map[string]time.Time {
+// the run as late. A paused job is not caught up.
+func (s *Scheduler) catchUp(saved map[string]savedJob, now time.Time) {
 	due := map[time.Time][]string{}
 	for _, j := range s.set.jobs {
 		js := s.jobs[j.name]
@@ -115,8 +114,8 @@ func (s *Scheduler) catchUp(saved map[string]time.Time, now time.Time) map[strin
 			continue
 		}
 		js.next = j.sched.Next(now)
-		last, ok := saved[j.name]
-		if !ok {
+		last := saved[j.name].LastTick
+		if last.IsZero() {
 			continue
 		}
 		js.lastTick = last
@@ -134,15 +133,4 @@ func (s *Scheduler) catchUp(saved map[string]time.Time, now time.Time) map[strin
 		}
 	}
 	s.launchLocked(due)
-	return s.ticksLocked()
-}
-
-func (s *Scheduler) ticksLocked() map[string]time.Time {
-	m := make(map[string]time.Time, len(s.jobs))
-	for name, js := range s.jobs {
-		if js.j.sched != nil && !js.lastTick.IsZero() {
-			m[name] = js.lastTick
-		}
-	}
-	return m
 }

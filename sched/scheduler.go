@@ -69,6 +69,7 @@ type Scheduler struct {
 	stopErr  error
 
 	stateLog logLimiter
+	saveMu   sync.Mutex // serializes writes of the state file
 
 	nRuns, nSkipped, nMissed, nStateErrors atomic.Int64
 }
@@ -166,11 +167,23 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	s.started = true
 	saved := s.loadState()
-	ticks := s.catchUp(saved, s.clock.Now())
+	s.restorePauses(saved)
+	s.catchUp(saved, s.clock.Now())
 	s.mu.Unlock()
-	s.saveState(ticks)
+	s.saveState()
 	go s.loop()
 	return nil
+}
+
+// restorePauses puts back the pauses made with Pause and Resume before the
+// restart, for the jobs whose paused field in the file has not changed
+// since. s.mu is held.
+func (s *Scheduler) restorePauses(saved map[string]savedJob) {
+	for name, sj := range saved {
+		if js := s.jobs[name]; js != nil && sj.FilePaused == js.j.paused {
+			js.paused = sj.Paused
+		}
+	}
 }
 
 // Stop starts no new runs, lets running ones finish (each within its own
@@ -269,20 +282,35 @@ func (s *Scheduler) Trigger(name string) (string, error) {
 }
 
 // Pause stops the job's scheduled runs until Resume; a run in progress goes
-// on. It lasts across reloads unless the file's paused field changes.
+// on. It lasts across reloads and restarts (in the state file, written
+// before Pause returns) unless the file's paused field changes.
 func (s *Scheduler) Pause(name string) error { return s.setPaused(name, true) }
 
 // Resume undoes Pause. Schedules that passed while paused are not caught up.
 func (s *Scheduler) Resume(name string) error { return s.setPaused(name, false) }
 
+// setPaused changes the job and saves the state; a change that cannot be
+// saved is undone, so what the caller is told is what a restart finds.
 func (s *Scheduler) setPaused(name string, p bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	js := s.jobs[name]
 	if js == nil {
+		s.mu.Unlock()
 		return notFound(name)
 	}
+	was := js.paused
 	js.paused = p
+	s.mu.Unlock()
+	if err := s.persist(); err != nil {
+		s.mu.Lock()
+		if js.paused == p {
+			js.paused = was
+		}
+		s.mu.Unlock()
+		s.log.Error("sched: a pause could not be saved, so it was undone", "job", name, "paused", p, "err", err)
+		return &apollo.Error{Code: apollo.EUNAVAILABLE, Field: "name", Message: fmt.Sprintf("the change to job %q could not be saved, so it was not made", name),
+			Hint: "nothing changed; the scheduler's log says why (its state directory); try again"}
+	}
 	return nil
 }
 

@@ -217,9 +217,10 @@ func (m *Model) afterPageKey(cmd tea.Cmd) tea.Cmd {
 	return cmd
 }
 
-// say puts a line in the notice bar.
+// say puts a line in the notice bar. Notices quote what the server sent
+// (rule names, error messages): escaped.
 func (m *Model) say(bad bool, text string) {
-	m.notice, m.noticeBad = text, bad
+	m.notice, m.noticeBad = components.Escape(text), bad
 }
 
 // View draws the whole screen, exactly the terminal's size.
@@ -275,9 +276,9 @@ func (m *Model) header() string {
 	now := m.opts.Clock.Now()
 	parts := []string{st.App.Render("Apollo-11"), m.conn.indicator(st, now), st.Muted.Render(m.host)}
 	if p := m.conn.principal; p.Name != "" {
-		who := p.Name + " (" + p.Role + ")"
+		who := components.Escape(p.Name + " (" + p.Role + ")")
 		if p.Tenant != "" {
-			who += " @" + p.Tenant
+			who += " @" + components.Escape(p.Tenant)
 		}
 		parts = append(parts, st.Muted.Render(who))
 	}

@@ -98,8 +98,8 @@ const attackPage = `<!doctype html><title>cute cats</title><script>
 // reads nothing; and the dashboard itself still corrects a task.
 func TestCrossSiteInBrowser(t *testing.T) {
 	d := newDashboard(t, nil)
-	evs := []apollo.Event{{TaskID: "victim", Name: "payroll", Sequence: 1, Status: apollo.StatusRunning, Ts: 1000},
-		{TaskID: "victim", Sequence: 2, Status: apollo.StatusFailed, Ts: 2000}}
+	evs := []apollo.Event{{TaskID: "victim", Name: "payroll", Sequence: 1, Status: apollo.StatusRunning, Ts: 1_764_400_000_000},
+		{TaskID: "victim", Sequence: 2, Status: apollo.StatusFailed, Ts: 1_764_400_001_000}}
 	if err := d.bus.Publish(context.Background(), evs, make([]bus.Outcome, len(evs))); err != nil {
 		t.Fatal(err)
 	}

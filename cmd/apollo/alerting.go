@@ -47,6 +47,7 @@ type localAlerting struct {
 	disp   *notify.Dispatcher
 	engine *alert.Engine
 	loader *alert.Loader // nil without a rules file
+	rules  *alert.FileRules
 }
 
 // newLocalAlerting builds the dispatcher for the configured channels, the
@@ -72,7 +73,28 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 	if l.loader, err = newRulesLoader(cfg, clock, log, l.disp, func(rs []*rules.Rule, src []byte) { l.engine.SetRulesSource("", rs, src) }); err != nil {
 		return nil, err
 	}
+	l.rules = alert.NewFileRules(filepath.Join(cfg.Data, "rules.json"))
+	if err := loadSavedRules(context.Background(), l.engine, l.rules, l.loader != nil, log); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// loadSavedRules sets every tenant's rules saved through the API, except
+// the default tenant's when a rules file gives them. Saved rules that no
+// longer parse stop the start: running without them would show one set
+// and evaluate another.
+func loadSavedRules(ctx context.Context, e *alert.Engine, store alert.RuleStore, fromFile bool, log *slog.Logger) error {
+	saved, err := store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("rules saved through the API: %w", err)
+	}
+	set, err := e.SyncRules(saved, func(t string) bool { return fromFile && t == "" })
+	if err != nil {
+		return fmt.Errorf("rules saved through the API: %w", err)
+	}
+	log.Info("rules saved through the API loaded", "tenants", len(set))
+	return nil
 }
 
 // newRulesLoader loads the rules file (nil without one); a bad file is a
@@ -120,11 +142,12 @@ func (l *localAlerting) stop() {
 
 func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	o.Alerts, o.KnownChannel, o.Deliveries = l.engine, l.disp.Serves, l.disp
+	// Saved before the API sets them: durable once it answers.
 	o.SaveRules = func(tenant string, src []byte) error {
-		if tenant != "" || l.loader == nil {
-			return nil // other tenants' rules live in memory (and the engine's state)
+		if tenant == "" && l.loader != nil {
+			return l.loader.Write(src)
 		}
-		return l.loader.Write(src)
+		return l.rules.Save(context.Background(), tenant, src)
 	}
 }
 

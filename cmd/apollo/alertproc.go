@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,6 +54,9 @@ it raises apollo_component_down. SIGHUP reloads the rules file.`,
 			if cmd.Flags().Changed("rules") {
 				cfg.Rules = rulesFile
 			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "alert")
 			c, err := openRedis(cmd.Context(), cfg)
 			if err != nil {
@@ -79,7 +83,12 @@ type alertProcess struct {
 	engine *alert.Engine
 	disp   *notify.Dispatcher
 	loader *alert.Loader
-	stops  []func() // in reverse order at shutdown
+	rules  *redisstore.Rules
+	// rulesMu orders a rules change from the bus (saved, then set) and a
+	// catch-up read of the saved rules, so the read cannot set rules
+	// older than the change.
+	rulesMu sync.Mutex
+	stops   []func() // in reverse order at shutdown
 }
 
 // runAlertProcess runs until ctx ends.
@@ -145,13 +154,17 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.rules = redisstore.NewRules(p.c, prefix)
 	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, disp, func(rs []*rules.Rule, src []byte) {
 		p.engine.SetRulesSource("", rs, src)
-		if err := redisstore.SaveRulesSource(ctx, p.c, prefix, "", src); err != nil {
+		if err := p.rules.Save(ctx, "", src); err != nil {
 			p.log.Warn("recording the rules in Redis for the dashboard", "err", err)
 		}
 	})
 	if err != nil {
+		return err
+	}
+	if err := loadSavedRules(ctx, p.engine, p.rules, p.loader != nil, p.log); err != nil {
 		return err
 	}
 
@@ -169,6 +182,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 		}
 		p.onStop(p.loader.Stop)
 	}
+	p.onStop(p.rules.Follow(ctx, cfg.Alert.Interval.D(), p.catchUpRules))
 	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, p.engine.Apply)
 	if err != nil {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
@@ -190,16 +204,20 @@ func (p *alertProcess) start(ctx context.Context) error {
 	})
 	beat.Start(ctx)
 	p.onStop(beat.Stop)
-	w := startWatcher(ctx, p.c, prefix, "bus", cfg.Alert.Heartbeat.D(), func(summary string) {
-		p.engine.SelfAlert("apollo_component_down", apollo.SeverityCritical, summary)
+	w := startComponentWatch(ctx, p.c, prefix, cfg.Alert.Heartbeat.D(), p.log, func(kind, summary string, _ map[string]int) {
+		p.engine.SelfAlert(componentDown(kind), apollo.SeverityCritical, summary)
 	})
 	p.onStop(w.stop)
+	dm := startDeadman(cfg.Deadman, "alert", apollo.SystemClock, p.log)
+	p.onStop(dm.stop)
 	return nil
 }
 
 // saveRules checks rules sent through the bus's API against this
-// process's channels that serve the tenant, and writes the default
-// tenant's to the rules file.
+// process's channels that serve the tenant, and saves them before
+// HandleCommand sets them: in Redis, where every alert process reads them
+// at start and the bus shows them, and the default tenant's in the rules
+// file too, when there is one.
 func (p *alertProcess) saveRules(tenant string, src []byte) error {
 	rs, err := rules.Parse("rules", src)
 	if err != nil {
@@ -208,10 +226,32 @@ func (p *alertProcess) saveRules(tenant string, src []byte) error {
 	if err := rules.CheckChannels(rs, func(n string) bool { return p.disp.Serves(tenant, n) }); err != nil {
 		return err
 	}
+	p.rulesMu.Lock()
+	defer p.rulesMu.Unlock()
 	if tenant == "" && p.loader != nil {
 		if err := p.loader.Write(src); err != nil {
 			return err
 		}
 	}
-	return redisstore.SaveRulesSource(context.Background(), p.c, p.cfg.Redis.Prefix, tenant, src)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return p.rules.Save(ctx, tenant, src)
+}
+
+// catchUpRules sets the rules saved in Redis that differ from the ones
+// this process runs: a change it missed while it was reconnecting.
+func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
+	if err != nil {
+		p.log.Warn("reading the saved rules from Redis; the rules in force keep running", "err", err)
+		return
+	}
+	p.rulesMu.Lock()
+	defer p.rulesMu.Unlock()
+	set, err := p.engine.SyncRules(saved, func(t string) bool { return t == "" && p.loader != nil })
+	if len(set) > 0 {
+		p.log.Warn("rules changed in Redis without reaching this process; now in force", "tenants", set)
+	}
+	if err != nil {
+		p.log.Error("saved rules refused; the rules in force keep running", "err", err)
+	}
 }

@@ -105,7 +105,8 @@ func benchRecover(b *testing.B, cfg config.Config, n int64, seq bool) {
 	b.ResetTimer()
 	for b.Loop() {
 		s := &server{cfg: cfg, log: log, clock: apollo.SystemClock, console: io.Discard, seqReplay: seq}
-		if err := s.open(); err != nil {
+		var undo undoList
+		if err := s.open(&undo); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.recover(); err != nil {
@@ -114,7 +115,7 @@ func benchRecover(b *testing.B, cfg config.Config, n int64, seq bool) {
 		if s.recovery.Events != n {
 			b.Fatalf("replayed %d events, want %d", s.recovery.Events, n)
 		}
-		s.closeStores()
+		undo.run()
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

@@ -91,6 +91,8 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
+	defer dm.stop()
 	fmt.Fprintf(out, "Apollo-11 is up: http://%s  (bus node %s, %d partitions, NATS %s)\n", ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -115,13 +117,22 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 // that holds them all stays within them.
 func partitionBusOptions(cfg config.Config, partitions int) bus.Options {
 	share := func(v int) int { return max(v/partitions, 1) }
+	tenants := cfg.Limits.TenantTaskLimits()
+	for tenant, n := range tenants {
+		tenants[tenant] = share(n)
+	}
+	tenantTasks := 0
+	if cfg.Limits.TenantTasks > 0 {
+		tenantTasks = share(cfg.Limits.TenantTasks)
+	}
 	return bus.Options{
 		TaskQueueLen: cfg.Limits.TaskQueue, HistoryLimit: cfg.Limits.History,
 		HoldLimit: share(cfg.Limits.HoldingArea), QueueLimit: share(cfg.Limits.Queue), MaxTasks: share(cfg.Limits.Tasks),
+		TenantMaxTasks: tenantTasks, TenantTasks: tenants,
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
-		Lateness: latenessFromConfig(cfg),
-		Workers:  2, // per partition: a node holds several
+		Lateness: latenessFromConfig(cfg), DefaultTimeout: cfg.RunTimeout.D(),
+		Workers: 2, // per partition: a node holds several
 	}
 }
 

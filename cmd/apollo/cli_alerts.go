@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 func newAlertsCmd() *cobra.Command {
@@ -115,7 +116,7 @@ operator role.`,
 			if a.json() {
 				return printJSON(cmd.OutOrStdout(), raw)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "acknowledged %s\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "acknowledged %s\n", components.Escape(args[0]))
 			return nil
 		},
 	}
@@ -229,7 +230,7 @@ server refused the silence, 4 the token lacks the operator role.`,
 				return printJSON(cmd.OutOrStdout(), raw)
 			}
 			s := ans.Silence
-			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", s.ID, s.matchers(), fmtTime(s.EndsAt))
+			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", components.Escape(s.ID), components.Escape(s.matchers()), fmtTime(s.EndsAt))
 			return nil
 		},
 	}
@@ -296,7 +297,7 @@ func newSilenceRmCmd() *cobra.Command {
 			if a.json() {
 				return printJSON(cmd.OutOrStdout(), raw)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed silence %s\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "removed silence %s\n", components.Escape(args[0]))
 			return nil
 		},
 	}

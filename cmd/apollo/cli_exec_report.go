@@ -13,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/agent"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // execReporter reports one apollo exec run through the agent SDK. Every
@@ -76,7 +77,7 @@ func (r *execReporter) orphans() []string {
 }
 
 func (r *execReporter) warnf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "apollo exec: "+format+"\n", args...)
+	fmt.Fprintln(r.stderr, "apollo exec:", components.EscapeLines(fmt.Sprintf(format, args...)))
 }
 
 // step reports the next state of the run.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // metricRow is the part of a job's metrics row (GET /api/v1/metrics) the
@@ -292,11 +293,11 @@ func newJobActionCmd(action string) *cobra.Command {
 			}
 			switch action {
 			case "run":
-				fmt.Fprintf(cmd.OutOrStdout(), "started %s\n", ans.TaskID)
+				fmt.Fprintf(cmd.OutOrStdout(), "started %s\n", components.Escape(ans.TaskID))
 			case "pause":
-				fmt.Fprintf(cmd.OutOrStdout(), "paused %s\n", ans.Job)
+				fmt.Fprintf(cmd.OutOrStdout(), "paused %s\n", components.Escape(ans.Job))
 			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s\n", ans.Job)
+				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s\n", components.Escape(ans.Job))
 			}
 			return nil
 		},

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // apiCmd is what every command that talks to a server shares: where the
@@ -35,15 +37,16 @@ func (a *apiCmd) client() (*apiClient, error) {
 
 func (a *apiCmd) json() bool { return a.output == "json" }
 
-// printJSON writes a JSON answer indented, as the server sent it.
+// printJSON writes a JSON answer indented, as the server sent it, with
+// what a terminal would act on escaped (components.Escape): the escapes
+// are JSON's, so the output is still the same JSON.
 func printJSON(w io.Writer, raw []byte) error {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, bytes.TrimSpace(raw), "", "  "); err != nil {
-		_, err = w.Write(raw) // not JSON after all: print it as it is
-		return err
+		buf.Reset()
+		buf.Write(raw) // not JSON after all: print it as it is, escaped
 	}
-	buf.WriteByte('\n')
-	_, err := buf.WriteTo(w)
+	_, err := io.WriteString(w, components.EscapeLines(strings.TrimSuffix(buf.String(), "\n"))+"\n")
 	return err
 }
 
@@ -66,16 +69,15 @@ func toAny(ss []string) []any {
 	return out
 }
 
-// row adds a row; cells are printed with %v, tabs and newlines in them
-// made spaces so that one cell cannot break the columns.
+// row adds a row; cells are printed with %v and escaped
+// (components.Escape), so that one cell can neither break the columns
+// (tabs and newlines) nor give the terminal orders.
 func (t *table) row(cells ...any) {
 	for i, c := range cells {
 		if i > 0 {
 			t.tw.Write([]byte{'\t'})
 		}
-		s := fmt.Sprint(c)
-		s = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
-		t.tw.Write([]byte(s))
+		t.tw.Write([]byte(components.Escape(fmt.Sprint(c))))
 	}
 	t.tw.Write([]byte{'\n'})
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // addRulesServerCmds adds "rules list" and "rules apply", which talk to a
@@ -138,7 +140,7 @@ errors, 4 the token lacks the admin role.`,
 				Rules []json.RawMessage `json:"rules"`
 			}
 			_ = json.Unmarshal(raw, &ans)
-			fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", name, plural(len(ans.Rules), "rule"))
+			fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", components.Escape(name), plural(len(ans.Rules), "rule"))
 			return nil
 		},
 	}

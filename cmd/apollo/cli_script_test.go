@@ -34,9 +34,12 @@ import (
 //	                 event to its metrics (no sleeping: see settleClock)
 //
 // Variables: APOLLO_SERVER, SERVER_ALIAS (the same server as
-// http://localhost:PORT), DEAD_SERVER (nothing listens there).
+// http://localhost:PORT), DEAD_SERVER (nothing listens there), EVIL (what
+// a terminal acts on: ESC ] title BEL, ESC [2J, ESC [31m, C1 CSI, a bidi
+// override, DEL).
 //
-// Condition [alert]: this build's server has the alert routes.
+// Conditions: [alert] this build's server has the alert routes; [redis]
+// APOLLO_TEST_REDIS names a Redis, which scripts find in $REDIS.
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	bin := t.TempDir()
@@ -55,6 +58,8 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("DEAD_SERVER", "http://"+dead)
+			env.Setenv("REDIS", os.Getenv("APOLLO_TEST_REDIS"))
+			env.Setenv("EVIL", "\x1b]0;pwned\a\x1b[2J\x1b[31m\u009b\u202e\x7f")
 			return startScriptServer(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -63,8 +68,11 @@ func TestScripts(t *testing.T) {
 			"settle":   cmdSettle,
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond == "alert" {
+			switch cond {
+			case "alert":
 				return hasAlertRoutes(), nil
+			case "redis":
+				return os.Getenv("APOLLO_TEST_REDIS") != "", nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

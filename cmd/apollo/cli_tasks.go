@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // maxPage is the most tasks the server returns in one page.
@@ -197,6 +198,9 @@ func printTask(w io.Writer, tk *apollo.Task, wide bool) error {
 	line("status", tk.Status)
 	line("sequence", tk.Sequence)
 	line("scheduled", fmtMs(tk.ScheduledAt))
+	if tk.StartedAt == 0 && tk.Status.Final() {
+		line("started", "unknown") // reported by its end only
+	}
 	line("started", fmtMs(tk.StartedAt))
 	line("finished", fmtMs(tk.FinishedAt))
 	line("updated", fmtMs(tk.UpdatedAt))
@@ -219,12 +223,14 @@ func printTask(w io.Writer, tk *apollo.Task, wide bool) error {
 }
 
 // recordDetail is the last column of a timeline row: who corrected and
-// why, or the record's extra as compact JSON.
+// why, why the bus applied a gap, or the record's extra as compact JSON.
 func recordDetail(r *apollo.Record, wide bool) string {
 	var s string
 	switch {
 	case r.Kind == apollo.KindCorrection:
 		s = fmt.Sprintf("by %s: %s", orDash(r.Actor), r.Reason)
+	case r.Reason != "":
+		s = r.Reason
 	case len(r.Extra) > 0:
 		s = string(r.Extra)
 		var v any
@@ -319,7 +325,7 @@ func correctTask(cmd *cobra.Command, a *apiCmd, id string, st apollo.Status, rea
 	if a.json() {
 		return printJSON(cmd.OutOrStdout(), raw)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "task %s is now %s\n", tk.TaskID, tk.Status)
+	fmt.Fprintf(cmd.OutOrStdout(), "task %s is now %s\n", components.Escape(tk.TaskID), tk.Status)
 	return nil
 }
 
@@ -348,8 +354,10 @@ func completeTasks(cmd *cobra.Command, args []string, toComplete string) ([]stri
 	var ids []string
 	for _, raw := range raws {
 		var tk apollo.Task
-		if json.Unmarshal(raw, &tk) == nil && strings.HasPrefix(tk.TaskID, toComplete) {
-			ids = append(ids, tk.TaskID+"\t"+tk.Name+" "+tk.Status.String())
+		// An ID that holds control characters cannot be typed, and would
+		// put them on the command line: it is not offered.
+		if json.Unmarshal(raw, &tk) == nil && strings.HasPrefix(tk.TaskID, toComplete) && components.Escape(tk.TaskID) == tk.TaskID {
+			ids = append(ids, tk.TaskID+"\t"+components.Escape(tk.Name)+" "+tk.Status.String())
 		}
 	}
 	return ids, cobra.ShellCompDirectiveNoFileComp

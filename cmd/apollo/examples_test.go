@@ -241,8 +241,8 @@ func exServer(t *testing.T, addr string, tweak func(*config.Config)) string {
 }
 
 // exStatusesGrowing returns the statuses of a task's history and checks that
-// its sequences grow (the reporters' default sequence is the time in
-// microseconds).
+// its sequences grow (the reporters' default sequence is the step's place
+// in a run).
 func exStatusesGrowing(t *testing.T, task apollo.Task) string {
 	t.Helper()
 	var st []string
@@ -273,10 +273,25 @@ func TestPythonReporterCommandLine(t *testing.T) {
 	if out, _ := report(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
 		t.Errorf("an old sequence: stdout %q, want duplicate", out)
 	}
-	if _, errOut := report(2, "--status", "running"); !strings.Contains(errOut, "illegal transition success -> running") {
+	if out, _ := report(0, "--status", "success"); !strings.HasPrefix(out, "duplicate") {
+		t.Errorf("the same step again: stdout %q, want duplicate", out)
+	}
+	if _, errOut := report(2, "--status", "running", "--seq", "5"); !strings.Contains(errOut, "illegal transition success -> running") {
 		t.Errorf("an illegal transition: stderr %q", errOut)
 	}
 	runEx(t, 2, py, script, "--server", srv, "--task", "x", "--status", "finished") // not a status: argparse says so
+	// A run reported only by its end lands at once (issue 15.1).
+	if out, _ := runEx(t, 0, py, script, "--server", srv, "--task", "py-end", "--name", "py_end", "--status", "failed"); out != "accepted\n" {
+		t.Errorf("an end alone: stdout %q", out)
+	}
+	if end := exTask(t, addr, "py-end"); end.Status != apollo.StatusFailed || end.StartedAt != 0 || end.FinishedAt == 0 {
+		t.Errorf("an end alone: %+v", end)
+	}
+	// An event ahead of a missing one says it waits.
+	report(0, "--task", "py-wait", "--status", "running", "--seq", "1")
+	if out, _ := report(0, "--task", "py-wait", "--status", "pending", "--seq", "3"); !strings.HasPrefix(out, "waiting (") {
+		t.Errorf("an event that waits: stdout %q", out)
+	}
 
 	task := exTask(t, addr, "py-cli-1")
 	if got := exStatusesGrowing(t, task); got != "running success" || task.Name != "py_cli" || task.Status != apollo.StatusSuccess {
@@ -429,10 +444,25 @@ func TestShellReporter(t *testing.T) {
 	if out, _ := report(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
 		t.Errorf("an old sequence: stdout %q", out)
 	}
-	if _, errOut := report(2, "--status", "running"); !strings.Contains(errOut, "illegal transition success -> running") {
+	if out, _ := report(0, "--status", "success"); !strings.HasPrefix(out, "duplicate") {
+		t.Errorf("the same step again: stdout %q, want duplicate", out)
+	}
+	if _, errOut := report(2, "--status", "running", "--seq", "5"); !strings.Contains(errOut, "illegal transition success -> running") {
 		t.Errorf("an illegal transition: stderr %q", errOut)
 	}
 	report(2, "--status", "done")
+	// A run reported only by its end lands at once (issue 15.1).
+	if out, _ := runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-end", "--name", "sh_end", "--status", "success"); out != "accepted\n" {
+		t.Errorf("an end alone: stdout %q", out)
+	}
+	if end := exTask(t, addr, "sh-end"); end.Status != apollo.StatusSuccess || end.StartedAt != 0 || end.FinishedAt == 0 {
+		t.Errorf("an end alone: %+v", end)
+	}
+	// An event ahead of a missing one says it waits.
+	runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-wait", "--status", "running", "--seq", "1")
+	if out, _ := runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-wait", "--status", "pending", "--seq", "3"); !strings.HasPrefix(out, "waiting (") {
+		t.Errorf("an event that waits: stdout %q", out)
+	}
 	task := exTask(t, addr, "sh-1")
 	if got := exStatusesGrowing(t, task); got != "running success" || task.CostMs != 3000 || task.TimeoutMs != 600_000 {
 		t.Errorf("task: %q cost %d timeout %d", got, task.CostMs, task.TimeoutMs)

@@ -74,7 +74,7 @@ timed out; 126 when it could not be started, 127 when it was not found;
 			if task == "" {
 				task = fmt.Sprintf("%s@exec-%d-%d", name, time.Now().UnixMilli(), os.Getpid())
 			}
-			probe := apollo.Event{TaskID: task, Name: name, Sequence: 1, Status: apollo.StatusPending, Ts: 1}
+			probe := apollo.Event{TaskID: task, Name: name, Sequence: 1, Status: apollo.StatusPending, Ts: apollo.MinTs} // only the IDs are checked here
 			switch err := probe.Validate(); {
 			case name == "":
 				return usageError("--name: say which job this run belongs to")

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 func main() {
@@ -43,13 +45,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return 0
 	}
+	// A message may repeat what a server was asked for or holds (a task
+	// ID, a job name): escaped, like every other output.
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "apollo:", ee.err)
+			fmt.Fprintln(stderr, "apollo:", components.EscapeLines(ee.err.Error()))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "apollo:", err)
+	fmt.Fprintln(stderr, "apollo:", components.EscapeLines(err.Error()))
 	return 1
 }

@@ -40,7 +40,7 @@ func openRedis(ctx context.Context, cfg config.Config) (redis.UniversalClient, e
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("redis at %s does not answer: %w", redactURL(cfg.Redis.URL), err)
+		return nil, fmt.Errorf("redis at %s does not answer: %w (start Redis, or give the right --redis or redis.url)", redactURL(cfg.Redis.URL), err)
 	}
 	return c, nil
 }
@@ -78,8 +78,9 @@ type redisAlerting struct {
 	feed    *redisstore.ChangeFeed
 	cmd     *redisstore.Commander
 	remote  *redisstore.RemoteAlerts
+	cfg     config.Config
 	beat    *redisstore.Heartbeat
-	watch   *watcher
+	watch   *componentWatch
 	telling atomic.Bool // a self-alert is being published
 	tellers sync.WaitGroup
 	ctx     context.Context
@@ -87,7 +88,7 @@ type redisAlerting struct {
 }
 
 func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logger) *redisAlerting {
-	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, every: cfg.Alert.Heartbeat.D()}
+	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, every: cfg.Alert.Heartbeat.D(), cfg: cfg}
 }
 
 func (r *redisAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
@@ -102,7 +103,10 @@ func (r *redisAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
 
 func (r *redisAlerting) start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	var err error
+	notices, err := newSelfNotifier(r.cfg, r.log)
+	if err != nil {
+		return err
+	}
 	if r.cmd, err = redisstore.NewCommander(r.ctx, r.c, r.prefix); err != nil {
 		return err
 	}
@@ -113,7 +117,7 @@ func (r *redisAlerting) start(ctx context.Context) error {
 	r.feed.Start(r.ctx)
 	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every)
 	r.beat.Start(r.ctx)
-	r.watch = startWatcher(r.ctx, r.c, r.prefix, "alert", r.every, nil)
+	r.watch = startBusWatch(r.ctx, r.c, r.cfg, notices, r.log)
 	return nil
 }
 
@@ -170,74 +174,6 @@ func (r *redisAlerting) onRefused(ref bus.Refusal) {
 }
 
 func (r *redisAlerting) reload() {}
-
-// watcher follows the heartbeats of one component kind in Redis and calls
-// down once when none has beaten for three intervals (after a start-up
-// grace of the same length), and up when one comes back.
-type watcher struct {
-	mu       sync.Mutex
-	kind     string
-	alive    []redisstore.Beat
-	downFrom time.Time
-	cancel   context.CancelFunc
-	done     chan struct{}
-}
-
-func startWatcher(ctx context.Context, c redis.UniversalClient, prefix, kind string, every time.Duration, down func(summary string)) *watcher {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{kind: kind, cancel: cancel, done: make(chan struct{})}
-	started := time.Now()
-	check := func() {
-		beats, err := redisstore.Alive(ctx, c, prefix)
-		if err != nil {
-			return
-		}
-		var mine []redisstore.Beat
-		for _, b := range beats {
-			if b.Component == kind {
-				mine = append(mine, b)
-			}
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.alive = mine
-		switch {
-		case len(mine) > 0:
-			w.downFrom = time.Time{}
-		case time.Since(started) < 3*every:
-			// start-up grace: the others may not have beaten yet
-		case w.downFrom.IsZero():
-			w.downFrom = time.Now()
-			if down != nil {
-				down(fmt.Sprintf("no %s process has sent a heartbeat to Redis for %v (apollo_component_down)", kind, 3*every))
-			}
-		}
-	}
-	go func() {
-		defer close(w.done)
-		check()
-		t := time.NewTicker(max(every/2, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				check()
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return w
-}
-
-func (w *watcher) stop() { w.cancel(); <-w.done }
-
-// status is what /api/v1/system shows of the watched component.
-func (w *watcher) status() any {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return map[string]any{w.kind: map[string]any{"alive": len(w.alive), "processes": w.alive, "downSince": w.downFrom}}
-}
 
 func newBusCmd() *cobra.Command {
 	var f serverFlags

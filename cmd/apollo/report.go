@@ -30,10 +30,20 @@ func newReportCmd() *cobra.Command {
 use an SDK. Exit code 0 when the server stored it (or already had it), 2
 when it rejected it (the message says why), 1 when it could not be reached.
 
---seq defaults to the current time in microseconds, which increases from
-one call to the next within a script, so a script does not have to count.`,
+--seq defaults to the step's place in a run: pending 1, running 2,
+manual_blocked 3, success, failed and timeout 4. The steps of one run,
+reported in that order, need no counting, and reporting a step again is a
+harmless duplicate. A run reported only by its end (a single success,
+failed or timeout) is recorded as a finished run with an unknown start.
+A run that goes back to pending after manual_blocked needs --seq on every
+report (1, 2, 3, ...).
+
+It prints accepted, duplicate, or waiting: the server stored the event, but
+an earlier event of the run is missing; it applies when that arrives, or
+when the server's reorder window (30 s) ends without it.`,
 		Example: `  apollo report --task backup-20261129 --name nightly_backup --status running
   apollo report --task backup-20261129 --status success --extra rows=1200 --extra host=db1
+  apollo report --task report-20261129 --name nb_report --status success --cost 95s
   apollo report --task etl-7 --name etl --status pending --scheduled-at 2026-11-29T02:00:00Z --timeout 30m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -43,7 +53,7 @@ one call to the next within a script, so a script does not have to count.`,
 				return &exitError{code: 2, err: err}
 			}
 			if seq == 0 {
-				seq = time.Now().UnixMicro()
+				seq = defaultSequence(st)
 			}
 			ev := apollo.Event{TaskID: task, Name: name, Sequence: seq, Status: st, Ts: time.Now().UnixMilli(),
 				TimeoutMs: timeout.Milliseconds(), CostMs: cost.Milliseconds()}
@@ -76,7 +86,7 @@ one call to the next within a script, so a script does not have to count.`,
 	fl.StringVar(&task, "task", "", "the run's task ID (required)")
 	fl.StringVar(&name, "name", "", "the job name (default: the task ID)")
 	fl.StringVar(&state, "status", "", "pending, running, success, failed, timeout or manual_blocked (required)")
-	fl.Int64Var(&seq, "seq", 0, "sequence number (default: now in microseconds)")
+	fl.Int64Var(&seq, "seq", 0, "sequence number (default: the step's place in a run: pending 1, running 2, manual_blocked 3, the end 4)")
 	fl.StringArrayVar(&extra, "extra", nil, "key=value to keep with the event (repeatable)")
 	fl.DurationVar(&timeout, "timeout", 0, "deadline of the running run; past it the server marks it timeout")
 	fl.DurationVar(&cost, "cost", 0, "the run's duration (default: derived from its running event)")
@@ -84,6 +94,22 @@ one call to the next within a script, so a script does not have to count.`,
 	cmd.MarkFlagRequired("task")
 	cmd.MarkFlagRequired("status")
 	return cmd
+}
+
+// defaultSequence numbers a step by its place in a run, so that the steps
+// of one run reported in lifecycle order increase without a counter kept
+// anywhere, and a step reported twice is a duplicate. (The time, the
+// earlier default, made each report of a run jump far ahead of the last.)
+func defaultSequence(st apollo.Status) int64 {
+	switch st {
+	case apollo.StatusPending:
+		return 1
+	case apollo.StatusRunning:
+		return 2
+	case apollo.StatusManualBlocked:
+		return 3
+	}
+	return 4 // success, failed, timeout
 }
 
 // sendOne delivers one event synchronously and maps the answer to an exit code.
@@ -105,6 +131,8 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 	switch {
 	case st.Accepted+st.Held == 1:
 		fmt.Fprintln(cmd.OutOrStdout(), "accepted")
+	case st.Waiting == 1:
+		fmt.Fprintln(cmd.OutOrStdout(), "waiting (stored; an earlier event of this run has not arrived: it applies when that does, or when the reorder window ends)")
 	case st.Duplicate == 1:
 		fmt.Fprintln(cmd.OutOrStdout(), "duplicate (the server already had it)")
 	case st.Rejected == 1:

@@ -16,6 +16,8 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/agent"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/sched"
 )
 
@@ -93,24 +95,44 @@ func (r *busReporter) Close() {
 	<-r.done
 }
 
-// startScheduler loads the jobs file and starts the in-process scheduler.
-func (s *server) startScheduler(ctx context.Context) error {
+// loadJobs reads the jobs file, if there is one, before anything else
+// starts: a mistake in it is reported at once, not after recovery.
+func (s *server) loadJobs() error {
 	if s.cfg.Jobs == "" {
 		return nil
 	}
 	f, err := sched.LoadFile(s.cfg.Jobs)
 	if err != nil {
-		return fmt.Errorf("jobs file: %w", err)
+		return fmt.Errorf("jobs file: %w\n%s", err, fixJobs)
 	}
-	s.reporter = newBusReporter(s.bus, s.log)
-	s.sched, err = sched.New(f, sched.Options{Clock: s.clock, Reporter: s.reporter, Logger: s.log,
+	s.jobs = f
+	return nil
+}
+
+// startScheduler starts the in-process scheduler on the loaded jobs.
+// undo stops what it started if a later start-up step fails.
+func (s *server) startScheduler(ctx context.Context, undo *undoList) error {
+	if s.jobs == nil {
+		return nil
+	}
+	rep := newBusReporter(s.bus, s.log)
+	undo.add(rep.Close)
+	sc, err := sched.New(s.jobs, sched.Options{Clock: s.clock, Reporter: rep, Logger: s.log,
 		StateDir: filepath.Join(s.cfg.Data, "sched")})
 	if err != nil {
-		return err
+		return fmt.Errorf("jobs file: %w\n%s", err, fixJobs)
 	}
+	if err := sc.Start(ctx); err != nil {
+		return fmt.Errorf("starting the scheduler: %w", err)
+	}
+	undo.add(func() { stopRuns(sc, s.log) })
+	s.reporter, s.sched = rep, sc
 	s.applyLateness()
-	return s.sched.Start(ctx)
+	return nil
 }
+
+// fixJobs is what to do about a jobs file that does not load.
+const fixJobs = "(fix the file and start again, or start without --jobs; apollo sched --jobs FILE checks it)"
 
 // applyLateness gives the bus the configured thresholds plus each
 // scheduled job's late_after.
@@ -141,18 +163,23 @@ func (s *server) reloadJobs() {
 	s.log.Info("jobs file reloaded", "file", s.cfg.Jobs)
 }
 
-// stopScheduler lets running jobs finish within their timeouts (or drain),
-// then publishes their last events.
+// stopScheduler stops the scheduler, then publishes its last events.
 func (s *server) stopScheduler() {
 	if s.sched == nil {
 		return
 	}
+	stopRuns(s.sched, s.log)
+	s.reporter.Close()
+}
+
+// stopRuns starts no new runs and lets running ones finish within their
+// timeouts (a minute at most).
+func stopRuns(sc *sched.Scheduler, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.sched.Stop(ctx); err != nil {
-		s.log.Warn("scheduler stopped with runs cut short", "err", err)
+	if err := sc.Stop(ctx); err != nil {
+		log.Warn("scheduler stopped with runs cut short", "err", err)
 	}
-	s.reporter.Close()
 }
 
 // schedAPI adapts the scheduler to the routes httpapi serves for it.
@@ -165,10 +192,11 @@ func (a schedAPI) Resume(name string) error            { return a.s.Resume(name)
 
 func newSchedCmd() *cobra.Command {
 	var (
-		cf       clientFlags
-		jobs     string
-		stateDir string
-		drain    bool
+		cf                   clientFlags
+		jobs                 string
+		stateDir             string
+		drain                bool
+		configFile, redisURL string
 	)
 	cmd := &cobra.Command{
 		Use:   "sched",
@@ -179,12 +207,22 @@ a spool on disk and are sent when the server is back.
 
 On SIGTERM or Ctrl-C no new runs start; running ones get their timeout
 (or, with --drain, as long as they need), then it exits. SIGHUP reloads the
-jobs file; a bad file leaves the old jobs running. See docs/scheduler.md.`,
-		Example: `  apollo sched --jobs jobs.yaml --server http://apollo.internal:1969 --token $APOLLO_TOKEN`,
-		Args:    cobra.NoArgs,
+jobs file; a bad file leaves the old jobs running. See docs/scheduler.md.
+
+With Redis (--redis, or redis.url in --config) it writes a heartbeat there
+every alert.heartbeat, so that the bus and the alert processes tell when it
+stops (docs/monitoring.md); with deadman.url in --config it calls that URL
+every deadman.every.`,
+		Example: `  apollo sched --jobs jobs.yaml --server http://apollo.internal:1969 --token $APOLLO_TOKEN
+  apollo sched --jobs jobs.yaml --server http://apollo.internal:1969 --config /etc/apollo/apollo.yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cf.resolve()
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "sched")
+			cfg, err := schedConfig(cmd, configFile, redisURL)
+			if err != nil {
+				return err
+			}
 			f, err := sched.LoadFile(jobs)
 			if err != nil {
 				return err
@@ -205,6 +243,11 @@ jobs file; a bad file leaves the old jobs running. See docs/scheduler.md.`,
 			if err := sc.Start(ctx); err != nil {
 				return err
 			}
+			stopWatched, err := watchedSched(ctx, cfg, sc, log)
+			if err != nil {
+				return err
+			}
+			defer stopWatched()
 			fmt.Fprintf(cmd.OutOrStdout(), "apollo sched: %d jobs from %s, reporting to %s\n", len(sc.Jobs()), jobs, cf.server)
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -244,5 +287,48 @@ jobs file; a bad file leaves the old jobs running. See docs/scheduler.md.`,
 	fl.StringVar(&jobs, "jobs", "jobs.yaml", "the jobs file")
 	fl.StringVar(&stateDir, "state", "apollo-sched", "directory for the scheduler's state and its report spool")
 	fl.BoolVar(&drain, "drain", false, "at shutdown, let running jobs finish however long they take")
+	fl.StringVarP(&configFile, "config", "c", "", "configuration file: redis, alert.heartbeat and deadman are read")
+	fl.StringVar(&redisURL, "redis", "", "Redis of the three-process mode: write a heartbeat there")
 	return cmd
+}
+
+// schedConfig reads what apollo sched takes from the configuration: Redis
+// for its heartbeat, and the dead man's switch.
+func schedConfig(cmd *cobra.Command, file, redisURL string) (config.Config, error) {
+	cfg := config.Default()
+	if file != "" {
+		var err error
+		if cfg, err = config.Load(file, os.Getenv); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.ApplyEnv(os.Getenv)
+	if cmd.Flags().Changed("redis") {
+		cfg.Redis.URL = redisURL
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
+// watchedSched starts what tells others that the scheduler runs: its
+// heartbeat in Redis, if there is one, and the dead man's switch, if
+// configured. stop ends them, the heartbeat with a last beat that says the
+// scheduler shut down. They outlive ctx: while the scheduler drains its
+// runs after SIGTERM it is still alive.
+func watchedSched(ctx context.Context, cfg config.Config, sc *sched.Scheduler, log *slog.Logger) (stop func(), err error) {
+	dm := startDeadman(cfg.Deadman, "sched", apollo.SystemClock, log)
+	if cfg.Redis.URL == "" {
+		return dm.stop, nil
+	}
+	c, err := openRedis(ctx, cfg)
+	if err != nil {
+		dm.stop()
+		return nil, err
+	}
+	beat := redisstore.NewHeartbeat(c, cfg.Redis.Prefix, "sched", processID(), cfg.Alert.Heartbeat.D()).
+		WithStats(func() any { return sc.Stats() })
+	beat.Start(context.WithoutCancel(ctx))
+	return func() { beat.Stop(); c.Close(); dm.stop() }, nil
 }

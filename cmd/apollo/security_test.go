@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
 )
@@ -49,12 +50,18 @@ func (s *syncBuffer) String() string {
 // a stop function that returns runServer's error.
 func inProcess(t *testing.T, cfg config.Config) (addr string, logs *syncBuffer, stop func() error) {
 	t.Helper()
+	return inProcessWith(t, cfg, nil)
+}
+
+// inProcessWith is inProcess on clock (nil: the system clock).
+func inProcessWith(t *testing.T, cfg config.Config, clock apollo.Clock) (addr string, logs *syncBuffer, stop func() error) {
+	t.Helper()
 	logs = &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	up := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runServer(ctx, cfg, serverDeps{log: slog.New(slog.NewTextHandler(logs, nil)), ready: func(a string) { up <- a }})
+		done <- runServer(ctx, cfg, serverDeps{log: slog.New(slog.NewTextHandler(logs, nil)), clock: clock, ready: func(a string) { up <- a }})
 	}()
 	select {
 	case addr = <-up:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
@@ -30,82 +28,6 @@ import (
 	"github.com/apollo-11/apollo/wal"
 	"github.com/apollo-11/apollo/web"
 )
-
-// serverFlags are the flags of `apollo server` (and `apollo demo`).
-type serverFlags struct {
-	configFile string
-	listen     string
-	data       string
-	fsync      string
-	rules      string
-	jobs       string
-	insecure   bool
-}
-
-func (f *serverFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVarP(&f.configFile, "config", "c", "", "configuration file (apollo.yaml); see docs/operations.md")
-	fl.StringVar(&f.listen, "listen", "", "address of the API and dashboard (default 127.0.0.1:1969)")
-	fl.StringVar(&f.data, "data", "", "data directory for the log and snapshots (default ./apollo-data)")
-	fl.StringVar(&f.fsync, "fsync", "", "when the log is flushed to disk: batch (default), interval or off")
-	fl.StringVar(&f.rules, "rules", "", "alert rules file, reloaded when it changes")
-	fl.StringVar(&f.jobs, "jobs", "", "scheduler jobs file: run the scheduler in this process")
-	fl.BoolVar(&f.insecure, "insecure-no-auth", false, "allow listening beyond loopback without tokens (warns every minute)")
-}
-
-// load builds the configuration: defaults, file, environment, flags, Validate.
-func (f *serverFlags) load(cmd *cobra.Command) (config.Config, error) {
-	cfg := config.Default()
-	if f.configFile != "" {
-		var err error
-		if cfg, err = config.Load(f.configFile, os.Getenv); err != nil {
-			return cfg, err
-		}
-	}
-	cfg.ApplyEnv(os.Getenv)
-	fl := cmd.Flags()
-	for name, dst := range map[string]*string{"listen": &cfg.Listen, "data": &cfg.Data, "fsync": &cfg.Fsync, "rules": &cfg.Rules, "jobs": &cfg.Jobs} {
-		if fl.Changed(name) {
-			*dst, _ = fl.GetString(name)
-		}
-	}
-	if fl.Changed("insecure-no-auth") {
-		cfg.Auth.InsecureNoAuth = f.insecure
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("configuration:\n%w", err)
-	}
-	return cfg, nil
-}
-
-func newServerCmd() *cobra.Command {
-	var f serverFlags
-	cmd := &cobra.Command{
-		Use:   "server",
-		Short: "Run the all-in-one server (no other service needed)",
-		Long: `Run Apollo-11 as one process: ingest, task state, the write-ahead log,
-metrics, alerting, the API and the dashboard. State lives in the data
-directory; nothing else is needed.
-
-An event is answered "accepted" only once it is on disk (with --fsync batch,
-the default). On SIGTERM or Ctrl-C the server stops accepting, drains,
-writes a snapshot and exits 0.`,
-		Example: `  apollo server
-  apollo server --listen 127.0.0.1:1969 --data /var/lib/apollo
-  apollo server --config /etc/apollo/apollo.yaml`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.load(cmd)
-			if err != nil {
-				return err
-			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout()})
-		},
-	}
-	f.register(cmd)
-	return cmd
-}
 
 // serverDeps are what runServer takes from its caller besides the config.
 type serverDeps struct {
@@ -133,8 +55,10 @@ type server struct {
 	// a parallel bus.Replayer: BenchmarkServerRecovery compares the two.
 	seqReplay bool
 	api       *httpapi.Server
+	jobs      *sched.File      // nil without --jobs
 	sched     *sched.Scheduler // nil without --jobs
 	reporter  *busReporter
+	deadman   *deadman // nil without deadman.url
 	arch      *bus.FileArchive
 	audit     *audit.Log
 	auth      httpapi.Authenticator
@@ -173,6 +97,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	if err != nil {
 		return err
 	}
+	s.deadman = startDeadman(cfg.Deadman, s.mode(), s.clock, s.log)
 	s.http = s.httpServer()
 	addr := ln.Addr().String()
 	scheme := "http"
@@ -190,45 +115,76 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 }
 
 // start opens the stores, listens, recovers the state and starts every
-// service, in that order. On failure it undoes what it did.
-func (s *server) start(ctx context.Context) (ln net.Listener, err error) {
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
-	if err := s.open(); err != nil {
+// service, in that order. When a step fails, what the steps before it
+// opened is closed again, newest first, and the step's error (with what to
+// do) is returned: the process exits 1 with it, and a second start finds
+// the data directory and the address free.
+func (s *server) start(ctx context.Context) (net.Listener, error) {
+	var undo undoList
+	ln, err := s.startSteps(ctx, &undo)
+	if err != nil {
+		undo.run()
 		return nil, err
 	}
-	undo = append(undo, func() { s.closeStores() })
-	if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+	return ln, nil
+}
+
+// undoList holds the cleanups of the start-up steps that succeeded. Each
+// closes what its step opened, held in the step's own variable.
+type undoList []func()
+
+func (u *undoList) add(f func()) { *u = append(*u, f) }
+
+func (u undoList) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, error) {
+	if err := s.loadJobs(); err != nil {
+		return nil, err
+	}
+	if err := s.open(undo); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w (is another apollo running? choose another --listen)", s.cfg.Listen, err)
 	}
-	undo = append(undo, func() { ln.Close() })
+	undo.add(func() { ln.Close() })
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
-	s.bus.Start(ctx)
-	s.agg.Start(ctx)
-	undo = append(undo, s.bus.Stop, s.agg.Stop)
-	if err := s.alerts.start(ctx); err != nil {
+	b, agg := s.bus, s.agg
+	if err := b.Start(ctx); err != nil {
 		return nil, err
 	}
-	undo = append(undo, s.alerts.stop)
-	if err := s.startScheduler(ctx); err != nil {
+	undo.add(b.Stop)
+	if err := agg.Start(ctx); err != nil {
+		return nil, err
+	}
+	undo.add(agg.Stop)
+	alerts := s.alerts
+	if err := alerts.start(ctx); err != nil {
+		return nil, err
+	}
+	undo.add(alerts.stop)
+	if err := s.startScheduler(ctx, undo); err != nil {
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
 	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
 		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}
 	s.alerts.hubOptions(&hubOpts, s.audit)
-	if s.hub, err = httpapi.NewHub(hubOpts); err != nil {
+	hub, err := httpapi.NewHub(hubOpts)
+	if err != nil {
 		return nil, err
 	}
-	s.hub.Start(ctx)
+	if err := hub.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.hub = hub
 	close(s.ready)
 	return ln, nil
 }
@@ -307,42 +263,45 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	return s.shutdown(snapStop, snapDone, err)
 }
 
-// open creates the data directory, the log and the bus.
-func (s *server) open() error {
+// open creates the data directory, the log and the bus. Each store it
+// opens is closed by undo if a later step fails.
+func (s *server) open(undo *undoList) error {
 	cfg := s.cfg
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+		return fmt.Errorf("data directory %s: %w (choose another --data, or data: in apollo.yaml, that this user can write)", cfg.Data, err)
 	}
 	policy, err := wal.ParseSyncPolicy(cfg.Fsync)
 	if err != nil {
 		return err
 	}
-	s.wal, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.Data, "wal"), Sync: policy, Logger: s.log})
+	log, err := wal.Open(wal.Options{Dir: filepath.Join(cfg.Data, "wal"), Sync: policy, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("opening the log: %w", err)
 	}
-	s.arch, err = bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
+	undo.add(func() { log.Close() })
+	s.wal = log
+	arch, err := bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
 	if err != nil {
-		s.closeStores()
-		return err
+		return fmt.Errorf("opening the archive of finished runs: %w (%s must be a directory this user can write: move it away)", err, filepath.Join(cfg.Data, "archive"))
 	}
-	if s.audit, err = audit.Open(audit.Options{Dir: filepath.Join(cfg.Data, "audit"), Entries: 10_000, Clock: s.clock, Logger: s.log}); err != nil {
-		s.closeStores()
-		return err
+	undo.add(func() { arch.Close() })
+	s.arch = arch
+	auditLog, err := audit.Open(audit.Options{Dir: filepath.Join(cfg.Data, "audit"), Entries: 10_000, Clock: s.clock, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("opening the audit log: %w (%s must be a directory this user can write: move it away)", err, filepath.Join(cfg.Data, "audit"))
 	}
+	undo.add(func() { auditLog.Close() })
+	s.audit = auditLog
 	if s.auth, err = s.authenticator(); err != nil {
-		s.closeStores()
 		return err
 	}
 	s.agg, err = metrics.New(metrics.Options{Clock: s.clock, Logger: s.log,
 		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
 	if err != nil {
-		s.closeStores()
 		return err
 	}
 	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
 		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console); err != nil {
-			s.closeStores()
 			return err
 		}
 	}
@@ -357,108 +316,17 @@ func (s *server) open() error {
 		},
 		TaskQueueLen: cfg.Limits.TaskQueue, HoldLimit: cfg.Limits.HoldingArea, QueueLimit: cfg.Limits.Queue,
 		MaxTasks: cfg.Limits.Tasks, HistoryLimit: cfg.Limits.History,
+		TenantMaxTasks: cfg.Limits.TenantTasks, TenantTasks: cfg.Limits.TenantTaskLimits(),
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
-		Lateness: latenessFromConfig(cfg),
+		Lateness: latenessFromConfig(cfg), DefaultTimeout: cfg.RunTimeout.D(),
 	})
-	if err != nil {
-		s.closeStores()
-		return err
-	}
-	return nil
-}
-
-// recover loads the newest snapshot and replays the log after it.
-func (s *server) recover() error {
-	start := time.Now()
-	lsn, body, err := s.wal.LatestSnapshot()
-	if err != nil {
-		return fmt.Errorf("reading the snapshot: %w", err)
-	}
-	if body != nil {
-		err := readSnapshot(body, s.sections())
-		body.Close()
-		if err != nil {
-			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
-		}
-	}
-	// Different tasks replay in parallel; each task's records in log order.
-	n := 0
-	if s.seqReplay {
-		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
-			n++
-			return s.bus.Replay(uint64(l), p)
-		})
-	} else {
-		rp := s.bus.NewReplayer(0)
-		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
-			n++
-			return rp.Add(uint64(l), p)
-		})
-		// A record that did not decode comes before anything the log
-		// failed at afterwards: its error wins.
-		err = cmp.Or(rp.Finish(), err)
-	}
-	if err != nil {
-		return fmt.Errorf("replaying the log: %w", err)
-	}
-	el := time.Since(start)
-	s.recovery = httpapi.Recovery{Duration: el, Events: int64(n)}
-	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
-		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
-	return nil
-}
-
-// sections are the parts of a snapshot, in order.
-func (s *server) sections() []section {
-	return []section{
-		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
-		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
-	}
-}
-
-// checkpointLoop writes a snapshot every SnapshotEvery until stop.
-func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := s.clock.NewTicker(s.cfg.SnapshotEvery.D())
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C():
-			if err := s.checkpoint(); err != nil {
-				s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
-			}
-		case <-stop:
-			return
-		}
-	}
-}
-
-// checkpoint copies the state during a short pause, then writes it.
-func (s *server) checkpoint() error {
-	var buf snapshotBuffer
-	var at uint64
-	err := s.bus.Checkpoint(func(lsn uint64) error {
-		at = lsn
-		return writeSnapshot(&buf, s.sections())
-	})
-	if err != nil {
-		return err
-	}
-	if at == 0 {
-		return nil // nothing was ever logged: the empty state needs no snapshot
-	}
-	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
-		return err
-	}
-	return s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
-		_, err := w.Write(buf.Bytes())
-		return err
-	})
+	return err
 }
 
 func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serveErr error) error {
 	s.log.Info("shutting down")
+	s.deadman.stop() // from now on whoever watches it sees it gone
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.http.Shutdown(ctx); err != nil {
@@ -502,75 +370,6 @@ func (s *server) closeStores() error {
 	return errors.Join(errs...)
 }
 
-// walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus).
-type walLog struct{ l *wal.Log }
-
-func (w walLog) Append(p []byte) (uint64, error) {
-	lsn, err := w.l.Append(p)
-	return uint64(lsn), err
-}
-
-func (w walLog) Wait(ctx context.Context, lsn uint64) error { return w.l.Wait(ctx, wal.LSN(lsn)) }
-
-// checkListen refuses to serve beyond loopback without tokens, unless told
-// to (docs/security.md).
-func checkListen(cfg config.Config) error {
-	if len(cfg.Auth.Tokens) > 0 || cfg.Auth.InsecureNoAuth || isLoopback(cfg.Listen) {
-		return nil
-	}
-	return fmt.Errorf(`refusing to listen on %s without tokens: anyone who can reach it could read and change everything.
-Either:
-  - make a token (apollo token create --role admin), add the printed line to apollo.yaml under auth.tokens,
-    and start with --config apollo.yaml;
-  - or listen on loopback (--listen 127.0.0.1:1969) behind a proxy that authenticates;
-  - or, on a network you trust completely, pass --insecure-no-auth`, cfg.Listen)
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// authenticator returns token authentication when tokens are configured,
-// and the open local mode otherwise. The API records failed attempts in
-// the audit log.
-func (s *server) authenticator() (httpapi.Authenticator, error) {
-	if len(s.cfg.Auth.Tokens) == 0 {
-		return httpapi.OpenAuth{}, nil
-	}
-	toks, err := tokensFromConfig(s.cfg.Auth.Tokens)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.NewTokenAuth(toks), nil
-}
-
-// warnInsecure reminds, every minute, that anyone can use this server.
-func (s *server) warnInsecure() {
-	defer s.wg.Done()
-	warn := func() {
-		s.log.Warn("serving WITHOUT authentication beyond loopback (--insecure-no-auth): anyone who reaches " + s.cfg.Listen + " can read and change everything")
-	}
-	warn()
-	t := s.clock.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C():
-			warn()
-		case <-s.stop:
-			return
-		}
-	}
-}
-
 func latenessFromConfig(cfg config.Config) []bus.Lateness {
 	lat := make([]bus.Lateness, len(cfg.Lateness))
 	for i, l := range cfg.Lateness {
@@ -592,6 +391,9 @@ func (s *server) reload() {
 func (s *server) systemParts() map[string]func() any {
 	parts := map[string]func() any{
 		"process": func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} },
+	}
+	if s.deadman != nil {
+		parts["deadman"] = s.deadman.stats
 	}
 	s.alerts.system(parts)
 	return parts

@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/wal"
 )
 
 // A snapshot is a sequence of named sections, each length-prefixed, so that
@@ -65,3 +71,102 @@ func readSnapshot(r io.Reader, secs []section) error {
 	}
 	return nil
 }
+
+// recover loads the newest snapshot and replays the log after it.
+func (s *server) recover() error {
+	start := time.Now()
+	lsn, body, err := s.wal.LatestSnapshot()
+	if err != nil {
+		return fmt.Errorf("reading the snapshot: %w", err)
+	}
+	if body != nil {
+		err := readSnapshot(body, s.sections())
+		body.Close()
+		if err != nil {
+			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
+		}
+	}
+	// Different tasks replay in parallel; each task's records in log order.
+	n := 0
+	if s.seqReplay {
+		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
+			n++
+			return s.bus.Replay(uint64(l), p)
+		})
+	} else {
+		rp := s.bus.NewReplayer(0)
+		err = s.wal.Replay(wal.LSN(lsn), func(l wal.LSN, p []byte) error {
+			n++
+			return rp.Add(uint64(l), p)
+		})
+		// A record that did not decode comes before anything the log
+		// failed at afterwards: its error wins.
+		err = cmp.Or(rp.Finish(), err)
+	}
+	if err != nil {
+		return fmt.Errorf("replaying the log: %w (this binary cannot apply that record: start the apollo version that wrote the log, or restore the data directory from a backup: docs/operations.md#backup-and-restore)", err)
+	}
+	el := time.Since(start)
+	s.recovery = httpapi.Recovery{Duration: el, Events: int64(n)}
+	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
+		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
+	return nil
+}
+
+// sections are the parts of a snapshot, in order.
+func (s *server) sections() []section {
+	return []section{
+		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
+		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
+	}
+}
+
+// checkpointLoop writes a snapshot every SnapshotEvery until stop.
+func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := s.clock.NewTicker(s.cfg.SnapshotEvery.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			if err := s.checkpoint(); err != nil {
+				s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// checkpoint copies the state during a short pause, then writes it.
+func (s *server) checkpoint() error {
+	var buf snapshotBuffer
+	var at uint64
+	err := s.bus.Checkpoint(func(lsn uint64) error {
+		at = lsn
+		return writeSnapshot(&buf, s.sections())
+	})
+	if err != nil {
+		return err
+	}
+	if at == 0 {
+		return nil // nothing was ever logged: the empty state needs no snapshot
+	}
+	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
+		return err
+	}
+	return s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
+}
+
+// walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus).
+type walLog struct{ l *wal.Log }
+
+func (w walLog) Append(p []byte) (uint64, error) {
+	lsn, err := w.l.Append(p)
+	return uint64(lsn), err
+}
+
+func (w walLog) Wait(ctx context.Context, lsn uint64) error { return w.l.Wait(ctx, wal.LSN(lsn)) }

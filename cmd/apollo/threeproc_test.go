@@ -220,16 +220,24 @@ func TestScenarioAllInOne(t *testing.T) {
 	checkScenario(t, srv.addr, h)
 }
 
-// The scenario on the three processes around the machine's Redis.
-func TestScenarioThreeProcesses(t *testing.T) {
+// threeProcesses skips with -short or without Redis, and writes the
+// shared scenario for a test of the three processes, under a key prefix of
+// its own.
+func threeProcesses(t *testing.T, name string) (h *hook, dir, cfg string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	redis := redisURL(t)
-	prefix := fmt.Sprintf("apollotest:3p:%08x", rand.Uint32())
-	h := newHook(t)
-	dir := writeScenario(t, h.srv.URL, redis, prefix)
-	cfg := filepath.Join(dir, "apollo.yaml")
+	prefix := fmt.Sprintf("apollotest:%s:%08x", name, rand.Uint32())
+	h = newHook(t)
+	dir = writeScenario(t, h.srv.URL, redis, prefix)
+	return h, dir, filepath.Join(dir, "apollo.yaml")
+}
+
+// The scenario on the three processes around the machine's Redis.
+func TestScenarioThreeProcesses(t *testing.T) {
+	h, dir, cfg := threeProcesses(t, "3p")
 	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
 	startProc(t, "apollo sched: ", "sched", "--jobs", filepath.Join(dir, "jobs.yaml"), "--server", "http://"+bus.addr,
@@ -251,14 +259,7 @@ func TestScenarioThreeProcesses(t *testing.T) {
 // Two alert processes against one Redis: a storm is notified once (first
 // message, then one follow-up), even when one of them is killed mid-storm.
 func TestAlertHAKilledMidStorm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	redis := redisURL(t)
-	prefix := fmt.Sprintf("apollotest:ha:%08x", rand.Uint32())
-	h := newHook(t)
-	dir := writeScenario(t, h.srv.URL, redis, prefix)
-	cfg := filepath.Join(dir, "apollo.yaml")
+	h, dir, cfg := threeProcesses(t, "ha")
 	rules := filepath.Join(dir, "storm.txt")
 	os.WriteFile(rules, []byte(`RULE storm task_prefix: "batch_" ON: failed GROUP_WINDOW: 4s NOTIFY: hook`+"\n"), 0o644)
 	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
@@ -312,14 +313,7 @@ func TestAlertHAKilledMidStorm(t *testing.T) {
 // Each side watches the other: stop the bus and the alert process raises
 // apollo_component_down; stop the alert processes and the bus shows it.
 func TestComponentDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	redis := redisURL(t)
-	prefix := fmt.Sprintf("apollotest:down:%08x", rand.Uint32())
-	h := newHook(t)
-	dir := writeScenario(t, h.srv.URL, redis, prefix)
-	cfg := filepath.Join(dir, "apollo.yaml")
+	h, dir, cfg := threeProcesses(t, "down")
 	busArgs := []string{"bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}
 	bus := startApollo(t, busArgs...)
 	alertProc := startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
@@ -354,20 +348,13 @@ func (p *proc) term(t *testing.T) {
 // Events the bus refuses (here: past limits.tasks) raise the critical
 // self-alert through the alert processes.
 func TestBusRefusalsRaiseSelfAlert(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	redis := redisURL(t)
-	prefix := fmt.Sprintf("apollotest:refuse:%08x", rand.Uint32())
-	h := newHook(t)
-	dir := writeScenario(t, h.srv.URL, redis, prefix)
-	cfg := filepath.Join(dir, "apollo.yaml")
+	h, dir, cfg := threeProcesses(t, "refuse")
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, append(b, "limits:\n  tasks: 1\n"...), 0o644)
 	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
 	resp, err := http.Post("http://"+bus.addr+"/api/v1/events", "application/json",
-		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1},{"taskID":"b","sequence":1,"status":"running","ts":1}]`))
+		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1764400000001},{"taskID":"b","sequence":1,"status":"running","ts":1764400000001}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,4 +365,50 @@ func TestBusRefusalsRaiseSelfAlert(t *testing.T) {
 	h.await(t, 30*time.Second, "events refused", func(p webhook.ApolloPayload) bool {
 		return strings.Contains(p.Alert.Rule, "apollo_events_refused") && p.Alert.Severity == apollo.SeverityCritical
 	})
+}
+
+// Every component that stops is told by a process still alive (issue
+// 15.10): kill -9 the alert process and the bus tells it through its own
+// channels (no alert process is left to); kill -9 the scheduler and the
+// alert process tells it; kill -9 the bus and the alert process tells it.
+func TestKilledComponentsAreNotified(t *testing.T) {
+	h, dir, cfg := threeProcesses(t, "killed")
+	jobs := filepath.Join(dir, "quiet.yaml")
+	os.WriteFile(jobs, []byte("jobs:\n  - name: hourly\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n"), 0o644)
+	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	alertArgs := []string{"alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt")}
+	down := func(kind, from string) webhook.ApolloPayload {
+		t.Helper()
+		return h.await(t, 30*time.Second, kind+" down, from the "+from, func(p webhook.ApolloPayload) bool {
+			return strings.Contains(p.Alert.Rule, "apollo_component_down") && strings.Contains(p.Alert.Summary, kind+" process")
+		})
+	}
+
+	startProc(t, "apollo alert ", alertArgs...).kill()
+	p := down("alert", "bus")
+	if p.Alert.Rule != "apollo:apollo_component_down:alert" || p.Kind != apollo.NotifySelf ||
+		!strings.HasPrefix(p.Alert.Summary, "no alert process is running: the alert process ") {
+		t.Errorf("alert down: %+v", p)
+	}
+
+	startProc(t, "apollo alert ", alertArgs...)
+	sched := startProc(t, "apollo sched: ", "sched", "--jobs", jobs, "--server", "http://"+bus.addr,
+		"--state", filepath.Join(dir, "sched"), "--config", cfg)
+	eventually(t, 30*time.Second, "the bus seeing the scheduler", func() bool {
+		var sys map[string]any
+		apiGet(t, bus.addr, "/api/v1/system", &sys)
+		c, _ := sys["components"].(map[string]any)["sched"].(map[string]any)
+		return c["alive"] == float64(1)
+	})
+	sched.kill()
+	p = down("sched", "alert process")
+	if p.Alert.Rule != "apollo:apollo_component_down:sched" || !strings.Contains(p.Alert.Summary, "without shutting down") {
+		t.Errorf("sched down: %+v", p)
+	}
+
+	bus.kill()
+	p = down("bus", "alert process")
+	if p.Alert.Rule != "apollo:apollo_component_down:bus" || !strings.HasPrefix(p.Alert.Summary, "no bus process is running: the bus process ") {
+		t.Errorf("bus down: %+v", p)
+	}
 }

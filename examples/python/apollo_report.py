@@ -3,7 +3,7 @@
 
 It follows docs/protocol.md and nothing more: events are JSON objects POSTed
 to /api/v1/events, numbered 1, 2, 3... per task; the server answers each one
-accepted, held, duplicate, rejected or retry_later. Resending is always safe,
+accepted, held, waiting, duplicate, rejected or retry_later. Resending is always safe,
 so anything that did not get a final answer is sent again, with backoff.
 
 As a library (copy this file next to your job, or put it on PYTHONPATH):
@@ -48,7 +48,7 @@ __all__ = ["Reporter", "Run", "ReportError", "STATUSES"]
 STATUSES = ("pending", "running", "success", "failed", "timeout", "manual_blocked")
 
 # Answers that need nothing more from the reporter (docs/protocol.md, "The answer").
-_FINAL = ("accepted", "held", "duplicate", "rejected")
+_FINAL = ("accepted", "held", "waiting", "duplicate", "rejected")
 
 log = logging.getLogger("apollo_report")
 
@@ -131,7 +131,7 @@ class Reporter:
         self._queue = []
         self._queued_at = 0.0
         self._not_before = 0.0  # a slowDown answer asks the next request to wait
-        self.stats = {"accepted": 0, "held": 0, "duplicate": 0, "rejected": 0, "retries": 0, "dropped": 0}
+        self.stats = {"accepted": 0, "held": 0, "waiting": 0, "duplicate": 0, "rejected": 0, "retries": 0, "dropped": 0}
         if batch:
             atexit.register(self.close)  # a script that forgets close() still sends its last events
 
@@ -385,6 +385,10 @@ def _pair(text):
     return key, value
 
 
+# The default sequence of each step: its place in a run (as `apollo report`).
+_STEP = {"pending": 1, "running": 2, "manual_blocked": 3, "success": 4, "failed": 4, "timeout": 4}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(
         prog="apollo_report.py",
@@ -397,7 +401,8 @@ def main(argv=None):
     p.add_argument("--name", help="the job name (default: the task ID)")
     p.add_argument("--status", required=True, choices=STATUSES)
     p.add_argument("--seq", type=int, default=0,
-                   help="sequence number (default: now in microseconds, which grows from call to call)")
+                   help="sequence number (default: the step's place in a run: pending 1, running 2, "
+                        "manual_blocked 3, the end 4)")
     p.add_argument("--scheduled-at", type=_timestamp, help="when the run was due, RFC 3339")
     p.add_argument("--timeout", type=_seconds, help="deadline of the running run, e.g. 30m")
     p.add_argument("--cost", type=_seconds, help="the run's duration, e.g. 95s")
@@ -410,10 +415,12 @@ def main(argv=None):
 
     reporter = Reporter(args.server, token=args.token, give_up_after=args.give_up_after, strict=True)
     run = reporter.task(args.task, args.name)
-    # The sequence is per task and must grow from one call to the next: the
-    # time in microseconds does that without a counter kept anywhere, and
-    # agrees with `apollo report`, so the two can report the same task.
-    run.sequence = (args.seq or time.time_ns() // 1000) - 1
+    # The sequence is per task and must grow from one call to the next. By
+    # default it is the step's place in a run, as `apollo report` numbers
+    # it: a run's steps reported in order need no counter kept anywhere, a
+    # step reported twice is a duplicate, and a run reported only by its end
+    # is a finished run with an unknown start.
+    run.sequence = (args.seq or _STEP[args.status]) - 1
     try:
         answer = run.event(args.status, timeout=args.timeout, scheduled_at=args.scheduled_at, cost=args.cost,
                            extra=dict(args.extra))
@@ -424,7 +431,9 @@ def main(argv=None):
     if result == "rejected":
         print("apollo_report: rejected by the server: %s" % _describe(answer.get("error")), file=sys.stderr)
         return 2
-    print("duplicate (the server already had it)" if result == "duplicate" else "accepted")
+    print({"duplicate": "duplicate (the server already had it)",
+           "waiting": "waiting (stored; an earlier event of this run has not arrived: it applies when that does,"
+                      " or when the reorder window ends)"}.get(result, "accepted"))
     return 0
 
 

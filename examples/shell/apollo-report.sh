@@ -42,17 +42,23 @@ usage() { # [EXIT CODE]
 }
 die_usage() { say "$*"; exit 2; }
 
-# now_ms and now_us print the time in Unix milli- and microseconds. %N is
-# GNU and busybox; where date lacks it, whole seconds are padded with zeros.
+# now_ms prints the time in Unix milliseconds. %N is GNU and busybox;
+# where date lacks it, whole seconds are padded with zeros.
 now_ms() {
 	t=$(date +%s%3N)
 	case $t in *[!0-9]*) t=$(date +%s)000 ;; esac
 	printf '%s\n' "$t"
 }
-now_us() {
-	t=$(date +%s%6N)
-	case $t in *[!0-9]*) t=$(date +%s)000000 ;; esac
-	printf '%s\n' "$t"
+
+# step_seq STATUS prints the default sequence of a step: its place in a
+# run, as `apollo report` numbers it.
+step_seq() {
+	case $1 in
+	pending) echo 1 ;;
+	running) echo 2 ;;
+	manual_blocked) echo 3 ;;
+	*) echo 4 ;;
+	esac
 }
 
 # json_str prints $1 as a JSON string. Tabs and line breaks become spaces
@@ -184,14 +190,23 @@ cmd_report() {
 	for v in "$timeout" "$scheduled" ${cost:+"$cost"} ${seq:+"$seq"}; do
 		is_uint "$v" || die_usage "report: $v is not a whole number (--seq, --timeout and --cost in seconds, --scheduled-at in Unix seconds)"
 	done
-	# Without --seq, the time in microseconds: it grows from one call to
-	# the next, so a script need not count, and it agrees with
-	# `apollo report`, so both can report the same task.
-	[ -n "$seq" ] || seq=$(now_us)
+	# Without --seq, the step's place in a run, as `apollo report` numbers
+	# it: a run's steps reported in order need no counter, a step reported
+	# twice is a duplicate, and a run reported only by its end is a finished
+	# run with an unknown start.
+	[ -n "$seq" ] || seq=$(step_seq "$status")
 	send "$(event "$task" "$name" "$seq" "$status" "$(now_ms)" $((timeout * 1000)) \
 		"${cost:+$((cost * 1000))}" $((scheduled * 1000)) "$extra")"
 	rc=$?
-	[ $rc = 0 ] && if [ "$(field duplicate)" = 1 ]; then echo "duplicate (the server already had it)"; else echo accepted; fi
+	if [ $rc = 0 ]; then
+		if [ "$(field duplicate)" = 1 ]; then
+			echo "duplicate (the server already had it)"
+		elif [ "$(field waiting)" = 1 ]; then
+			echo "waiting (stored; an earlier event of this run has not arrived: it applies when that does, or when the reorder window ends)"
+		else
+			echo accepted
+		fi
+	fi
 	return $rc
 }
 

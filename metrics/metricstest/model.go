@@ -83,10 +83,18 @@ func (m *model) apply(c *apollo.Change, now int64) {
 		m.facts = append(m.facts, f)
 	}
 	if prev.Status != cur.Status {
-		g := fact{tenant: cur.Tenant, name: cur.Name, bucket: floor(min(max(ts, lo), hi), tenS)}
-		g.backlog = b2i(cur.Status == apollo.StatusPending) - b2i(prev.Status == apollo.StatusPending)
-		g.running = b2i(cur.Status == apollo.StatusRunning) - b2i(prev.Status == apollo.StatusRunning)
-		m.facts = append(m.facts, g)
+		// Entering at ts; leaving never before entering (a run that was
+		// reported running by a clock ahead of its end's).
+		clamped := func(t int64) int64 { return floor(min(max(t, lo), hi), tenS) }
+		leave := ts
+		if prev.Status == apollo.StatusRunning {
+			leave = max(ts, prev.StartedAt)
+		}
+		m.facts = append(m.facts,
+			fact{tenant: cur.Tenant, name: cur.Name, bucket: clamped(ts),
+				backlog: b2i(cur.Status == apollo.StatusPending), running: b2i(cur.Status == apollo.StatusRunning)},
+			fact{tenant: cur.Tenant, name: cur.Name, bucket: clamped(leave),
+				backlog: -b2i(prev.Status == apollo.StatusPending), running: -b2i(prev.Status == apollo.StatusRunning)})
 	}
 	changed := prev.Status.Final() && (prev.Status != cur.Status ||
 		prev.FinishedAt != cur.FinishedAt || prev.CostMs != cur.CostMs)
@@ -102,7 +110,7 @@ func (m *model) apply(c *apollo.Change, now int64) {
 			at = ts
 		}
 		if inRange(at) {
-			f := &fin{tenant: cur.Tenant, name: cur.Name, bucket: floor(at, tenS), status: cur.Status, cost: cur.CostMs, live: true}
+			f := &fin{tenant: cur.Tenant, name: cur.Name, bucket: floor(at, tenS), status: cur.Status, cost: min(max(cur.CostMs, 0), metrics.MaxCostMs), live: true}
 			m.fins = append(m.fins, f)
 			m.byTask[key] = f
 		}
@@ -204,6 +212,7 @@ func (m *model) want(tenant, name string, v view) want {
 	if w.CostN > 0 {
 		w.CostMin, w.CostMax = w.liveMin, w.liveMax
 	}
+	w.Backlog, w.Running = max(w.Backlog, 0), max(w.Running, 0) // a level is never below zero
 	return w
 }
 

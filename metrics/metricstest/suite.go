@@ -49,6 +49,8 @@ func Run(t *testing.T, h Harness) {
 		{"Rollups", s.rollups},
 		{"Retention", s.retention},
 		{"TooOldTooNew", s.tooOldTooNew},
+		{"SkewedClocks", s.skewedClocks},
+		{"HugeCosts", s.hugeCosts},
 		{"Series", s.series},
 		{"Validation", s.validation},
 		{"Concurrent", s.concurrent},

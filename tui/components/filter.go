@@ -3,6 +3,7 @@ package components
 import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 )
 
 // Filter is the "/" prefix filter of a list: while active it takes the
@@ -26,6 +27,14 @@ func NewInput(st *Styles, prompt string, limit int) textinput.Model {
 	s := in.Styles()
 	s.Cursor.Blink = false
 	s.Focused.Text = st.Input
+	// The field's own defaults are grey and white: the dashboard's styles
+	// instead, so that NO_COLOR sets no colour here either.
+	s.Focused.Placeholder, s.Blurred.Placeholder = st.Muted, st.Muted
+	s.Focused.Prompt, s.Blurred.Prompt = lipgloss.NewStyle(), lipgloss.NewStyle()
+	s.Blurred.Text = st.Muted
+	if st.NoColor {
+		s.Cursor.Color = nil
+	}
 	in.SetStyles(s)
 	return in
 }

@@ -189,7 +189,7 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 		case i < 0:
 			text = t.Columns[c].Title
 		case c < len(cells):
-			text = cells[c]
+			text = Escape(cells[c]) // cells are what the server sent
 		}
 		cell := Fit(text, w, t.Columns[c].Right)
 		switch {

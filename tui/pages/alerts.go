@@ -272,7 +272,7 @@ func (p *Alerts) View() string {
 	st := p.env.Styles
 	lines := []string{p.summary()}
 	if p.listErr != nil {
-		msg := "Could not list past alerts: " + p.listErr.Error() + "; new alerts appear here live."
+		msg := "Could not list past alerts: " + components.Escape(p.listErr.Error()) + "; new alerts appear here live."
 		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {
 			msg = "This server cannot list past alerts; new ones appear here live."
 		}
@@ -319,7 +319,7 @@ func (p *Alerts) summary() string {
 func (p *Alerts) silenceView(rows int) string {
 	st := p.env.Styles
 	if p.silencesErr != nil {
-		msg := "Silences: could not list them: " + p.silencesErr.Error()
+		msg := "Silences: could not list them: " + components.Escape(p.silencesErr.Error())
 		if apollo.ErrorCode(p.silencesErr) == apollo.ENOTFOUND {
 			msg = "Silences are not available on this server."
 		}
@@ -331,9 +331,9 @@ func (p *Alerts) silenceView(rows int) string {
 		if i == rows {
 			break
 		}
-		what := "rule " + cmp.Or(s.Rule, "any") + ", prefix " + cmp.Or(s.Prefix, "any")
+		what := "rule " + components.Escape(cmp.Or(s.Rule, "any")) + ", prefix " + components.Escape(cmp.Or(s.Prefix, "any"))
 		until := "until " + s.EndsAt.In(now.Location()).Format("01-02 15:04")
-		line := strings.Join([]string{what, until, "by " + cmp.Or(s.CreatedBy, "-"), s.Comment}, st.Muted.Render(" · "))
+		line := strings.Join([]string{what, until, "by " + components.Escape(cmp.Or(s.CreatedBy, "-")), components.Escape(s.Comment)}, st.Muted.Render(" · "))
 		lines = append(lines, components.Truncate(line, p.width))
 	}
 	return strings.Join(lines, "\n")

@@ -100,7 +100,7 @@ func (f *silenceForm) update(msg tea.KeyPressMsg) (submit *SilenceAlert, cancel 
 }
 
 func (f *silenceForm) view() string {
-	title := f.st.Bold.Render("Silence "+f.alert.Rule) + f.st.Muted.Render(" for "+f.alert.Group+" (enter to confirm, esc to cancel)")
+	title := f.st.Bold.Render("Silence "+components.Escape(f.alert.Rule)) + f.st.Muted.Render(" for "+components.Escape(f.alert.Group)+" (enter to confirm, esc to cancel)")
 	status := f.st.Muted.Render("durations like 30m, 4h, 1d")
 	if f.err != "" {
 		status = f.st.Bad.Render(f.err)

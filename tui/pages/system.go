@@ -130,7 +130,7 @@ func (p *System) View() string {
 	case p.stats == nil && p.err != nil && apollo.ErrorCode(p.err) == apollo.ENOTFOUND:
 		return st.Muted.Render("System stats are not available on this server.")
 	case p.stats == nil && p.err != nil:
-		return st.Bad.Render("Could not load the system stats: " + p.err.Error())
+		return st.Bad.Render("Could not load the system stats: " + components.Escape(p.err.Error()))
 	case p.stats == nil:
 		return st.Muted.Render("Waiting for the server's stats…")
 	}
@@ -207,12 +207,13 @@ func (p *System) render() {
 	for _, n := range names {
 		kv := sections[n]
 		slices.SortFunc(kv, func(a, b [2]string) int { return cmp.Compare(a[0], b[0]) })
-		lines = append(lines, st.Bold.Render(n))
+		lines = append(lines, st.Bold.Render(components.Escape(n)))
 		for i := 0; i < len(kv); i += perLine {
 			var row []string
 			for _, e := range kv[i:min(i+perLine, len(kv))] {
-				label := components.Fit(e[0], cell-valueW-1, false)
-				row = append(row, st.Muted.Render(label)+" "+components.Fit(e[1], valueW, true))
+				// Keys and texts are the server's, whatever they are.
+				label := components.Fit(components.Escape(e[0]), cell-valueW-1, false)
+				row = append(row, st.Muted.Render(label)+" "+components.Fit(components.Escape(e[1]), valueW, true))
 			}
 			lines = append(lines, components.Truncate(strings.Join(row, " "), p.width))
 		}

@@ -1,6 +1,8 @@
 package pages
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +60,7 @@ func (d *taskDetail) scroll(msg tea.KeyPressMsg) {
 
 func (d *taskDetail) view(env Env) string {
 	st := env.Styles
-	title := st.Bold.Render("Task "+d.id) + st.Muted.Render("  (esc to go back)")
+	title := st.Bold.Render("Task "+components.Escape(d.id)) + st.Muted.Render("  (esc to go back)")
 	return components.Truncate(title, d.width) + "\n" + d.vp.View()
 }
 
@@ -71,7 +73,7 @@ func (d *taskDetail) render(env Env) {
 	var lines []string
 	switch {
 	case d.err != nil:
-		lines = append(lines, st.Bad.Render("Could not load the task: "+d.err.Error()))
+		lines = append(lines, st.Bad.Render("Could not load the task: "+components.Escape(d.err.Error())))
 	case d.loading && d.task == nil:
 		lines = append(lines, st.Muted.Render("Loading…"))
 	}
@@ -109,7 +111,7 @@ func (d *taskDetail) fields(t *apollo.Task, env Env) []string {
 		return components.Truncate(strings.Join(parts, "   "), d.width)
 	}
 	return []string{
-		row(field("job", t.Name), field("status", st.State(t.Status.String()).Render(t.Status.String())),
+		row(field("job", components.Escape(t.Name)), field("status", st.State(t.Status.String()).Render(t.Status.String())),
 			field("sequence", strconv.FormatInt(t.Sequence, 10)), field("late", late)),
 		row(field("scheduled", at(t.ScheduledAt)), field("started", at(t.StartedAt))),
 		row(field("finished", at(t.FinishedAt)), field("updated", at(t.UpdatedAt))),
@@ -148,10 +150,20 @@ func (d *taskDetail) timeline(t *apollo.Task, env Env) string {
 				out += "\n\n" + env.Styles.Bold.Render("Extra")
 			}
 			head := env.Styles.Muted.Render("seq " + strconv.FormatInt(r.Sequence, 10) + " " + r.Status.String() + ":")
-			out += "\n" + head + "\n" + indent(wrap.Render(string(r.Extra)), "  ")
+			out += "\n" + head + "\n" + indent(wrap.Render(extraText(r.Extra)), "  ")
 		}
 	}
 	return out
+}
+
+// extraText is a record's extra as one line of JSON, escaped: the
+// reporter chose every byte of it.
+func extraText(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return components.Escape(string(raw))
+	}
+	return components.Escape(b.String())
 }
 
 func indent(s, by string) string {

@@ -69,7 +69,7 @@ export function TaskDetail({ id }) {
     <h1>Task <span class="mono">${task.taskID}</span> <${Status} s=${task.status} /></h1>
     <div class="panel" id="task-detail"><dl class="grid" style="grid-template-columns:repeat(auto-fit,minmax(160px,1fr));margin:0">
       ${[["Job", html`<a href=${"/jobs/" + encodeURIComponent(task.name)}>${task.name}</a>`], ["Sequence", task.sequence],
-        ["Scheduled", fmtTime(task.scheduledAt)], ["Started", fmtTime(task.startedAt)], ["Finished", fmtTime(task.finishedAt)],
+        ["Scheduled", fmtTime(task.scheduledAt)], ["Started", task.startedAt || !["success", "failed", "timeout"].includes(task.status) ? fmtTime(task.startedAt) : "unknown"], ["Finished", fmtTime(task.finishedAt)],
         ["Cost", task.costMs ? fmtMs(task.costMs) : "—"], ["Timeout", task.timeoutMs ? fmtMs(task.timeoutMs) : "—"],
         ["Late", task.late ? "yes" : "no"]].map(([k, v]) => html`<div><dt class="muted">${k}</dt><dd style="margin:0">${v}</dd></div>`)}
     </dl></div>
@@ -77,7 +77,7 @@ export function TaskDetail({ id }) {
     <ol class="timeline" id="timeline">${(task.history || []).map((r) => html`<li>
       <${Status} s=${r.status} /> <span class="muted">${r.kind !== "report" ? r.kind.replace("_", " ") + " · " : ""}seq ${r.sequence}</span>
       <div>${fmtTime(r.ts)} <span class="muted">(received ${fmtTime(r.receivedAt)})</span></div>
-      ${r.actor ? html`<div>by ${r.actor}: ${r.reason}</div>` : ""}
+      ${r.actor ? html`<div>by ${r.actor}: ${r.reason}</div>` : r.reason ? html`<div>${r.reason}</div>` : ""}
       ${r.costMs ? html`<div class="muted">cost ${fmtMs(r.costMs)}</div>` : ""}
       ${r.extra ? html`<pre>${JSON.stringify(r.extra, null, 2)}</pre>` : ""}
     </li>`)}</ol>

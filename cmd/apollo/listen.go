@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// checkListen refuses to serve beyond loopback without tokens, unless told
+// to (docs/security.md).
+func checkListen(cfg config.Config) error {
+	if len(cfg.Auth.Tokens) > 0 || cfg.Auth.InsecureNoAuth || isLoopback(cfg.Listen) {
+		return nil
+	}
+	return fmt.Errorf(`refusing to listen on %s without tokens: anyone who can reach it could read and change everything.
+Either:
+  - make a token (apollo token create --role admin), add the printed line to apollo.yaml under auth.tokens,
+    and start with --config apollo.yaml;
+  - or listen on loopback (--listen 127.0.0.1:1969) behind a proxy that authenticates;
+  - or, on a network you trust completely, pass --insecure-no-auth`, cfg.Listen)
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticator returns token authentication when tokens are configured,
+// and the open local mode otherwise. The API records failed attempts in
+// the audit log.
+func (s *server) authenticator() (httpapi.Authenticator, error) {
+	if len(s.cfg.Auth.Tokens) == 0 {
+		return httpapi.OpenAuth{}, nil
+	}
+	toks, err := tokensFromConfig(s.cfg.Auth.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewTokenAuth(toks), nil
+}
+
+// warnInsecure reminds, every minute, that anyone can use this server.
+func (s *server) warnInsecure() {
+	defer s.wg.Done()
+	warn := func() {
+		s.log.Warn("serving WITHOUT authentication beyond loopback (--insecure-no-auth): anyone who reaches " + s.cfg.Listen + " can read and change everything")
+	}
+	warn()
+	t := s.clock.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			warn()
+		case <-s.stop:
+			return
+		}
+	}
+}
