@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/metrics"
 )
 
 // Over real metrics: "count == 0" catches a job that stopped running
@@ -87,5 +88,20 @@ func TestPctChangeSlowdown(t *testing.T) {
 	ns = f.expectSent(firing, resolved) // the new rule is evaluated, then the old one's alert resolves
 	if a := ns[0].Alert; a.Group != "report_" || !strings.HasPrefix(a.Summary, "pct_change(avg_cost) +101% > 100% for report_* over 30m") {
 		t.Fatalf("prefix alert %+v", a)
+	}
+}
+
+// "missed" counts the runs that were due and did not start: a rule on it
+// fires for the job with one, per job with BY: name.
+func TestMissedMetric(t *testing.T) {
+	t.Parallel()
+	tbl := newTable()
+	tbl.set("cron.backup", metrics.Summary{Missed: 1, Late: 1})
+	tbl.set("cron.report", metrics.Summary{Count: 3, Success: 3, Started: 3})
+	f := newFixture(t, `RULE cron_missed task_prefix: "cron." BY: name WINDOW: 1h THRESHOLD: missed > 0 NOTIFY: email`, tbl, nil)
+	f.eval(0)
+	a := f.only("", apollo.AlertFiring)
+	if a.Group != "cron.backup" || a.Value != 1 {
+		t.Errorf("firing %s with %v, want cron.backup with 1", a.Group, a.Value)
 	}
 }

@@ -67,6 +67,8 @@ func metricValue(s *metrics.Summary, m rules.Metric, window time.Duration) float
 		return float64(s.Running)
 	case rules.MetricThroughput:
 		return float64(s.Count) / window.Minutes()
+	case rules.MetricMissed:
+		return float64(s.Missed)
 	}
 	return math.NaN()
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// key is a clause of a rule. The text and JSON forms spell keys
-// differently; both feed the same builder, so a rule means the same and is
-// checked the same whichever form it came in.
+// key is a clause of a rule or of an inhibit rule. The text and JSON
+// forms spell keys differently; both feed the same builder, so a rule
+// means the same and is checked the same whichever form it came in.
 type key uint8
 
 const (
@@ -29,37 +29,55 @@ const (
 	kNotify
 	kLabels
 
-	numKeys
+	numKeys // the keys of RULE end here; those of INHIBIT follow
+)
+
+const (
+	kSource key = numKeys + iota
+	kTarget
+	kEqual
+
+	allKeys
+	kBlock = allKeys // not a key: the rule or inhibit rule as a whole
 )
 
 var (
-	textKeys = [numKeys]string{"task_prefix", "WINDOW", "THRESHOLD", "DURATION", "KEEP", "BY", "ON", "GROUP_WINDOW", "SEVERITY", "NOTIFY", "LABELS"}
-	jsonKeys = [numKeys]string{"taskPrefix", "window", "threshold", "duration", "keep", "by", "on", "groupWindow", "severity", "notify", "labels"}
+	textKeys = [allKeys]string{"task_prefix", "WINDOW", "THRESHOLD", "DURATION", "KEEP", "BY", "ON", "GROUP_WINDOW", "SEVERITY", "NOTIFY", "LABELS",
+		"SOURCE", "TARGET", "EQUAL"}
+	jsonKeys = [allKeys]string{"taskPrefix", "window", "threshold", "duration", "keep", "by", "on", "groupWindow", "severity", "notify", "labels",
+		"source", "target", "equal"}
 )
 
-// lookupKey finds a text key, ignoring case.
-func lookupKey(s string) (key, bool) {
-	for k, name := range textKeys {
-		if strings.EqualFold(name, s) {
-			return key(k), true
+// lookupKey finds a text key of a block (keys from lo up to hi), ignoring
+// case.
+func lookupKey(s string, lo, hi key) (key, bool) {
+	for k := lo; k < hi; k++ {
+		if strings.EqualFold(textKeys[k], s) {
+			return k, true
 		}
 	}
 	return 0, false
 }
 
-// builder assembles one rule from clauses, checks each value, and at the
-// end checks the combination and fills in defaults.
+// builder assembles one rule (or, with in set, one inhibit rule) from
+// clauses, checks each value, and at the end checks the combination and
+// fills in defaults.
 type builder struct {
 	r     *Rule
+	in    *Inhibit
 	errs  *errs
-	mark  int  // errors before this rule; more at the end means no rule
+	mark  int  // errors before this block; more at the end means none
 	json  bool // messages use JSON names and paths
 	path  string
-	given [numKeys]Pos
+	given [allKeys]Pos
 }
 
 func newBuilder(at Pos, e *errs, json bool, path string) *builder {
 	return &builder{r: &Rule{Pos: at}, errs: e, mark: e.n(), json: json, path: path}
+}
+
+func newInhibitBuilder(at Pos, e *errs, json bool, path string) *builder {
+	return &builder{in: &Inhibit{Pos: at}, errs: e, mark: e.n(), json: json, path: path}
 }
 
 // keyName spells k as the user wrote it.
@@ -76,8 +94,12 @@ func (b *builder) at(k key) string {
 	if !b.json {
 		return ""
 	}
-	if k == numKeys {
-		return cmp.Or(b.path, "rule") + ": "
+	if k == kBlock {
+		what := "rule"
+		if b.in != nil {
+			what = "inhibit"
+		}
+		return cmp.Or(b.path, what) + ": "
 	}
 	return joinPath(b.path, jsonKeys[k]) + ": "
 }
@@ -95,20 +117,40 @@ func (b *builder) key(k key, pos Pos) {
 	b.given[k] = pos
 }
 
-// validName checks a rule, channel or label name. RULE is reserved:
-// "NOTIFY: a,\nRULE ..." must not read as a channel named RULE.
+// validName checks a rule, channel or label name. RULE and INHIBIT are
+// reserved: "NOTIFY: a,\nRULE ..." must not read as a channel named RULE.
 func validName(s string) bool {
-	return isIdent(s) && !strings.EqualFold(s, "rule") && len(s) <= apollo.MaxNameBytes
+	return isIdent(s) && !isBlockName(s) && len(s) <= apollo.MaxNameBytes
 }
 
-const nameForm = "letters, digits, _ . - starting with a letter or _, not RULE"
+func isBlockName(s string) bool {
+	return strings.EqualFold(s, "rule") || strings.EqualFold(s, "inhibit")
+}
+
+const nameForm = "letters, digits, _ . - starting with a letter or _, not RULE or INHIBIT"
+
+// blockName is the name of the rule or inhibit rule being built.
+func (b *builder) blockName() string {
+	if b.in != nil {
+		return b.in.Name
+	}
+	return b.r.Name
+}
 
 func (b *builder) name(s string, pos Pos) {
+	what := "rule"
+	if b.in != nil {
+		what = "inhibit rule"
+	}
 	if !validName(s) {
-		b.fail(pos, numKeys, fmt.Sprintf("invalid rule name %q", s), nameForm, "")
+		b.fail(pos, kBlock, fmt.Sprintf("invalid %s name %q", what, s), nameForm, "")
 		return
 	}
-	b.r.Name = s
+	if b.in != nil {
+		b.in.Name = s
+	} else {
+		b.r.Name = s
+	}
 }
 
 // text checks a string that the text form must be able to write back.
@@ -199,20 +241,33 @@ func (b *builder) notify(s string, pos Pos) {
 	}
 }
 
+// on adds a status or an occurrence to an event rule.
 func (b *builder) on(s string, pos Pos) {
-	st, err := apollo.ParseStatus(strings.ToLower(s))
-	switch {
-	case err != nil:
-		names := make([]string, 0, 6)
-		for _, v := range apollo.Statuses() {
-			names = append(names, v.String())
+	if st, err := apollo.ParseStatus(strings.ToLower(s)); err == nil {
+		if slices.Contains(b.r.On, st) {
+			b.fail(pos, kOn, fmt.Sprintf("status %s listed twice", st), "", "")
+			return
 		}
-		b.fail(pos, kOn, fmt.Sprintf("unknown status %q", s), strings.Join(names, ", "), suggest(s, names...))
-	case slices.Contains(b.r.On, st):
-		b.fail(pos, kOn, fmt.Sprintf("status %s listed twice", st), "", "")
-	default:
 		b.r.On = append(b.r.On, st)
+		return
 	}
+	if o, ok := ParseOccurrence(s); ok {
+		if slices.Contains(b.r.Occurrences, o) {
+			b.fail(pos, kOn, fmt.Sprintf("%s listed twice", o), "", "")
+			return
+		}
+		b.r.Occurrences = append(b.r.Occurrences, o)
+		return
+	}
+	names := make([]string, 0, 6)
+	for _, v := range apollo.Statuses() {
+		names = append(names, v.String())
+	}
+	hint := suggest(s, append(names, occurrenceNames[1:]...)...)
+	if hint == "" {
+		hint = b.keyName(kOn) + " also takes what expectations find: " + strings.Join(occurrenceNames[1:], ", ")
+	}
+	b.fail(pos, kOn, fmt.Sprintf("unknown status %q", s), strings.Join(names, ", "), hint)
 }
 
 func (b *builder) label(k, v string, pos Pos) {
@@ -240,15 +295,15 @@ func (b *builder) finish() *Rule {
 	// string eats the line), so only a clean rule is told what it lacks.
 	clean := b.errs.n() == b.mark
 	if !g[kPrefix].IsValid() && clean {
-		b.fail(r.Pos, numKeys, "rule has no "+b.keyName(kPrefix), b.keyName(kPrefix)+`: "..."`, b.keyName(kPrefix)+` "" matches every job`)
+		b.fail(r.Pos, kBlock, "rule has no "+b.keyName(kPrefix), b.keyName(kPrefix)+`: "..."`, b.keyName(kPrefix)+` "" matches every job`)
 	}
 	kt, ko := b.keyName(kThreshold), b.keyName(kOn)
 	switch {
 	case rate && event:
-		b.fail(later(g[kThreshold], g[kOn]), numKeys, kt+" and "+ko+" in one rule", "exactly one of them",
+		b.fail(later(g[kThreshold], g[kOn]), kBlock, kt+" and "+ko+" in one rule", "exactly one of them",
 			kt+" makes a rate rule and "+ko+" an event rule; write two rules")
 	case !rate && !event && clean:
-		b.fail(r.Pos, numKeys, "rule has neither "+kt+" nor "+ko, "one of them",
+		b.fail(r.Pos, kBlock, "rule has neither "+kt+" nor "+ko, "one of them",
 			kt+" watches a rate, as in failed_rate > 5%; "+ko+" fires on events, as in failed, timeout")
 	case event:
 		for _, k := range []key{kWindow, kDuration, kKeep, kBy} {

@@ -37,13 +37,13 @@ func TestDocs(t *testing.T) {
 		switch b.lang {
 		case "rules", "json":
 			good++
-			rs, err := Parse("rules.txt", []byte(b.body))
-			if err != nil || len(rs) == 0 {
+			f, err := ParseFile("rules.txt", []byte(b.body))
+			if err != nil || len(f.Rules)+len(f.Inhibits) == 0 {
 				t.Errorf("example %d does not parse:\n%s\n%v", good, b.body, err)
 			}
 		case "rules-error":
 			bad++
-			_, err := Parse("rules.txt", []byte(b.body))
+			_, err := ParseFile("rules.txt", []byte(b.body))
 			if i+1 >= len(blocks) || blocks[i+1].lang != "text" {
 				t.Fatalf("rules-error block %d is not followed by a text block", bad)
 			}

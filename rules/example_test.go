@@ -3,6 +3,7 @@ package rules_test
 import (
 	"fmt"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -64,4 +65,26 @@ func ExampleExpr_Eval() {
 	// Output:
 	// true 1.25 true
 	// false 0
+}
+
+func ExampleInhibitedBy() {
+	f, err := rules.ParseFile("rules.txt", []byte(`
+RULE warehouse_failed task_prefix: "warehouse_" ON: failed, missed SEVERITY: critical LABELS: team=data
+RULE reports_failed task_prefix: "report_" BY: name THRESHOLD: failed > 0 LABELS: team=data
+INHIBIT reports_echo SOURCE: rule=warehouse_failed TARGET: task_prefix="report_" EQUAL: team
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	data := map[string]string{"team": "data"}
+	firing := []apollo.Alert{{ID: "a1", Rule: "warehouse_failed", Group: "warehouse_", State: apollo.AlertFiring, Severity: apollo.SeverityCritical, Labels: data}}
+	report := apollo.Alert{ID: "a2", Rule: "reports_failed", Group: "report_daily", State: apollo.AlertFiring, Labels: data}
+	if in, by := rules.InhibitedBy(f.Inhibits, &report, firing); in != nil {
+		fmt.Printf("%s is held by %s (alert %s of rule %s)\n", report.Group, in.Name, by.ID, by.Rule)
+	}
+	fmt.Println(f.Rules[0].Occurrences, f.Inhibits[0])
+	// Output:
+	// report_daily is held by reports_echo (alert a1 of rule warehouse_failed)
+	// [missed] INHIBIT reports_echo SOURCE: rule=warehouse_failed TARGET: task_prefix=report_ EQUAL: team
 }

@@ -32,12 +32,21 @@ func diffRules(a, b *Rule) string {
 	case a.Name != b.Name, a.Prefix != b.Prefix, a.Window != b.Window, a.Duration != b.Duration,
 		a.Keep != b.Keep, a.GroupWindow != b.GroupWindow, a.Severity != b.Severity, a.By != b.By:
 		return fmt.Sprintf("scalar fields differ:\n  %#v\n  %#v", a, b)
-	case !slices.Equal(a.On, b.On), !slices.Equal(a.Notify, b.Notify), !maps.Equal(a.Labels, b.Labels):
-		return fmt.Sprintf("lists differ: %v %v %v / %v %v %v", a.On, a.Notify, a.Labels, b.On, b.Notify, b.Labels)
+	case !slices.Equal(a.On, b.On), !slices.Equal(a.Occurrences, b.Occurrences), !slices.Equal(a.Notify, b.Notify), !maps.Equal(a.Labels, b.Labels):
+		return fmt.Sprintf("lists differ: %v %v %v %v / %v %v %v %v", a.On, a.Occurrences, a.Notify, a.Labels, b.On, b.Occurrences, b.Notify, b.Labels)
 	case (a.Expr == nil) != (b.Expr == nil):
 		return "one rule has an expression, the other not"
 	case a.Expr != nil && (a.Expr.String() != b.Expr.String() || !reflect.DeepEqual(a.Expr.checks, b.Expr.checks)):
 		return fmt.Sprintf("expressions differ:\n  %s %+v\n  %s %+v", a.Expr, a.Expr.checks, b.Expr, b.Expr.checks)
+	}
+	return ""
+}
+
+// diffInhibits says how two inhibit rules differ, or "" if they are
+// equal; Pos is not part of their meaning.
+func diffInhibits(a, b *Inhibit) string {
+	if a.String() != b.String() || a.Name != b.Name || !slices.Equal(a.Source, b.Source) || !slices.Equal(a.Target, b.Target) || !slices.Equal(a.Equal, b.Equal) {
+		return fmt.Sprintf("inhibit rules differ:\n  %#v\n  %#v", a, b)
 	}
 	return ""
 }

@@ -23,7 +23,7 @@ type jsonRule struct {
 	Duration    string            `json:"duration,omitempty"`
 	Keep        string            `json:"keep,omitempty"`
 	By          string            `json:"by,omitempty"`
-	On          []apollo.Status   `json:"on,omitempty"`
+	On          []string          `json:"on,omitempty"`
 	GroupWindow string            `json:"groupWindow,omitempty"`
 	Severity    apollo.Severity   `json:"severity"`
 	Notify      []string          `json:"notify,omitempty"`
@@ -33,18 +33,24 @@ type jsonRule struct {
 // MarshalJSON writes the JSON form; UnmarshalJSON or Parse read it back
 // into an equal rule.
 func (r *Rule) MarshalJSON() ([]byte, error) {
-	j := jsonRule{Name: r.Name, TaskPrefix: r.Prefix, On: r.On, Severity: r.Severity, Notify: r.Notify, Labels: r.Labels}
+	j := jsonRule{Name: r.Name, TaskPrefix: r.Prefix, Severity: r.Severity, Notify: r.Notify, Labels: r.Labels}
 	if r.IsEvent() {
-		j.GroupWindow = formatDuration(r.GroupWindow)
+		j.On, j.GroupWindow = r.onNames(), formatDuration(r.GroupWindow)
 	} else {
 		j.Window, j.Threshold, j.By = formatDuration(r.Window), r.Expr.String(), r.By
 		j.Duration, j.Keep = formatDuration(r.Duration), formatDuration(r.Keep)
 	}
+	return encodeJSON(j, "rule "+r.Name)
+}
+
+// encodeJSON writes one JSON object without escaping < > &, so that
+// "failed_rate > 0.05" stays readable.
+func encodeJSON(v any, what string) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // keep "failed_rate > 0.05" readable
-	if err := enc.Encode(j); err != nil {
-		return nil, fmt.Errorf("rules: encode rule %s: %w", r.Name, err)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("rules: encode %s: %w", what, err)
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
@@ -56,40 +62,44 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 		return nil // encoding/json's convention: null leaves the value alone
 	}
 	e := &errs{}
-	rule := parseJSONWith("", b, e, func(jr *jsonReader) []*Rule { return []*Rule{jr.rule("")} })
+	jr := parseJSONWith("", b, e, func(jr *jsonReader) { jr.rules = append(jr.rules, jr.rule("")) })
 	if err := e.err(); err != nil {
 		return err
 	}
-	*r = *rule[0]
+	*r = *jr.rules[0]
 	return nil
 }
 
-func parseJSON(file string, src []byte, e *errs) []*Rule {
-	return parseJSONWith(file, src, e, func(jr *jsonReader) []*Rule {
+func parseJSON(file string, src []byte, e *errs) *File {
+	jr := parseJSONWith(file, src, e, func(jr *jsonReader) {
 		if t, _ := jr.token(); t == json.Delim('[') {
-			return jr.ruleArray("")
+			jr.ruleArray("")
+			return
 		}
-		return jr.wrapper()
+		jr.wrapper()
 	})
+	return &File{Rules: jr.rules, Inhibits: jr.inhibits}
 }
 
 // parseJSONWith checks the syntax first, with the exact place of the first
 // mistake, and only then walks the tokens, so the walk meets no syntax
-// errors and can give every problem a place and a JSON path.
-func parseJSONWith(file string, src []byte, e *errs, walk func(*jsonReader) []*Rule) []*Rule {
+// errors and can give every problem a place and a JSON path. The walk
+// leaves what it read in the reader's rules and inhibits.
+func parseJSONWith(file string, src []byte, e *errs, walk func(*jsonReader)) *jsonReader {
 	jr := &jsonReader{src: src, file: file, errs: e, dec: json.NewDecoder(bytes.NewReader(src)), lastPos: Pos{File: file, Line: 1, Col: 1}}
 	if !json.Valid(src) {
 		var se *json.SyntaxError
 		err := json.Unmarshal(src, new(json.RawMessage))
 		if !errors.As(err, &se) {
 			e.add(&Error{Pos: jr.posAt(len(src)), Msg: "invalid JSON"})
-			return nil
+			return jr
 		}
 		e.add(&Error{Pos: jr.posAt(max(int(se.Offset)-1, 0)), Msg: "invalid JSON: " + se.Error()})
-		return nil
+		return jr
 	}
 	jr.dec.UseNumber()
-	return walk(jr)
+	walk(jr)
+	return jr
 }
 
 // jsonReader walks a valid JSON document token by token, knowing the byte
@@ -102,6 +112,9 @@ type jsonReader struct {
 	lastOff int // posAt moves forward from here: offsets only grow
 	lastPos Pos
 	broken  bool
+
+	rules    []*Rule
+	inhibits []*Inhibit
 }
 
 func (jr *jsonReader) posAt(off int) Pos {
@@ -175,36 +188,44 @@ func describeJSON(t json.Token) string {
 	return "null"
 }
 
-// wrapper reads {"rules": [...]}.
-func (jr *jsonReader) wrapper() []*Rule {
-	var rules []*Rule
+// wrapper reads {"rules": [...], "inhibits": [...]}.
+func (jr *jsonReader) wrapper() {
 	for jr.more() {
 		k, off := jr.token()
 		t, voff := jr.token()
 		switch {
-		case k != "rules":
-			jr.unknown(k, jr.posAt(off), "the top-level object", "rules")
+		case k != "rules" && k != "inhibits":
+			jr.unknown(k, jr.posAt(off), "the top-level object", "rules", "inhibits")
 			jr.skip(t)
+		case t == json.Delim('[') && k == "rules":
+			jr.ruleArray("rules")
 		case t == json.Delim('['):
-			rules = append(rules, jr.ruleArray("rules")...)
+			jr.inhibitArray("inhibits")
 		case t != nil:
-			jr.errs.add(&Error{Pos: jr.posAt(voff), Msg: "rules is " + describeJSON(t), Expected: "an array of rule objects"})
+			what := map[json.Token]string{"rules": "rule", "inhibits": "inhibit rule"}[k]
+			jr.errs.add(&Error{Pos: jr.posAt(voff), Msg: fmt.Sprint(k) + " is " + describeJSON(t), Expected: "an array of " + what + " objects"})
 			jr.skip(t)
 		}
 	}
 	jr.token() // }
-	return rules
 }
 
-func (jr *jsonReader) ruleArray(path string) []*Rule {
-	var rules []*Rule
+func (jr *jsonReader) ruleArray(path string) {
 	for i := 0; jr.more(); i++ {
 		if r := jr.rule(fmt.Sprintf("%s[%d]", path, i)); r != nil {
-			rules = append(rules, r)
+			jr.rules = append(jr.rules, r)
 		}
 	}
 	jr.token() // ]
-	return rules
+}
+
+func (jr *jsonReader) inhibitArray(path string) {
+	for i := 0; jr.more(); i++ {
+		if in := jr.inhibit(fmt.Sprintf("%s[%d]", path, i)); in != nil {
+			jr.inhibits = append(jr.inhibits, in)
+		}
+	}
+	jr.token() // ]
 }
 
 func (jr *jsonReader) unknown(name json.Token, at Pos, where string, fields ...string) {
@@ -215,17 +236,31 @@ func (jr *jsonReader) unknown(name json.Token, at Pos, where string, fields ...s
 	jr.errs.add(&Error{Pos: at, Msg: fmt.Sprintf("unknown field %q in %s", name, where), Expected: "a known field", Hint: hint})
 }
 
-var ruleFields = append([]string{"name"}, jsonKeys[:]...)
+var (
+	ruleFields    = append([]string{"name"}, jsonKeys[:numKeys]...)
+	inhibitFields = append([]string{"name"}, jsonKeys[numKeys:]...)
+)
+
+// object reads the { that starts an object at path, or reports what is
+// there instead and skips it. name stands for an empty path ("rule");
+// expected says what should be there ("a rule object").
+func (jr *jsonReader) object(path, name, expected string) (Pos, bool) {
+	t, off := jr.token()
+	if t != json.Delim('{') {
+		jr.errs.add(&Error{Pos: jr.posAt(off), Msg: cmp.Or(path, name) + " is " + describeJSON(t), Expected: expected + " {...}"})
+		jr.skip(t)
+		return Pos{}, false
+	}
+	return jr.posAt(off), true
+}
 
 // rule reads one rule object at path.
 func (jr *jsonReader) rule(path string) *Rule {
-	t, off := jr.token()
-	if t != json.Delim('{') {
-		jr.errs.add(&Error{Pos: jr.posAt(off), Msg: cmp.Or(path, "rule") + " is " + describeJSON(t), Expected: "a rule object {...}"})
-		jr.skip(t)
+	at, ok := jr.object(path, "rule", "a rule object")
+	if !ok {
 		return nil
 	}
-	b := newBuilder(jr.posAt(off), jr.errs, true, path)
+	b := newBuilder(at, jr.errs, true, path)
 	for jr.more() {
 		name, off := jr.token()
 		s, _ := name.(string) // keys are strings in a valid document
@@ -243,7 +278,7 @@ func (jr *jsonReader) rule(path string) *Rule {
 // exception, because "" there means every job.
 func (jr *jsonReader) field(b *builder, name string, at Pos) {
 	if name == "name" {
-		if s, off, _ := jr.str(b, numKeys); s != "" {
+		if s, off, _ := jr.str(b, kBlock); s != "" {
 			b.name(s, jr.posAt(off))
 		}
 		return
@@ -302,7 +337,7 @@ func (jr *jsonReader) field(b *builder, name string, at Pos) {
 }
 
 // str reads a string field; null is "not given". k names the field in
-// errors (numKeys: the rule's name).
+// errors (kBlock: the rule's name).
 func (jr *jsonReader) str(b *builder, k key) (s string, off int, given bool) {
 	t, off := jr.token()
 	switch v := t.(type) {
@@ -317,7 +352,7 @@ func (jr *jsonReader) str(b *builder, k key) (s string, off int, given bool) {
 
 func (jr *jsonReader) typeError(b *builder, k key, t json.Token, off int, expected string) {
 	field := "name"
-	if k < numKeys {
+	if k < allKeys {
 		field = jsonKeys[k]
 	}
 	jr.errs.add(&Error{Pos: jr.posAt(off), Msg: joinPath(b.path, field) + " is " + describeJSON(t), Expected: expected})
@@ -327,6 +362,7 @@ func (jr *jsonReader) typeError(b *builder, k key, t json.Token, off int, expect
 type jsonItem struct {
 	k, s string
 	pos  Pos
+	off  int // where the string starts in the source
 }
 
 // strs reads an array of strings; null is empty.
@@ -342,7 +378,7 @@ func (jr *jsonReader) strs(b *builder, k key) []jsonItem {
 	for jr.more() {
 		t, off := jr.token()
 		if s, ok := t.(string); ok {
-			items = append(items, jsonItem{s: s, pos: jr.posAt(off)})
+			items = append(items, jsonItem{s: s, pos: jr.posAt(off), off: off})
 		} else {
 			jr.typeError(b, k, t, off, "a string")
 		}
@@ -376,18 +412,72 @@ func (jr *jsonReader) strMap(b *builder) []jsonItem {
 }
 
 // threshold parses the expression in a JSON string that starts at off.
-// Errors point into the string when it has no escapes, so that columns
-// match; otherwise at the string itself.
 func (jr *jsonReader) threshold(b *builder, s string, off int) *Expr {
+	var x *Expr
+	jr.embedded(b, kThreshold, s, off, func(at Pos) { x = parseExprAt(s, at, jr.errs) })
+	return x
+}
+
+// embedded parses text of the text form written in a JSON string that
+// starts at off (a threshold, a matcher). Errors point into the string
+// when it has no escapes, so that columns match; otherwise at the string
+// itself.
+func (jr *jsonReader) embedded(b *builder, k key, s string, off int, parse func(at Pos)) {
 	raw := jr.src[off+1:]
 	exact := len(raw) > len(s) && string(raw[:len(s)]) == s && raw[len(s)] == '"'
 	mark := jr.errs.n()
-	x := parseExprAt(s, jr.posAt(off+1), jr.errs)
+	parse(jr.posAt(off + 1))
 	for _, e := range jr.errs.list[mark:] {
-		e.Msg = b.at(kThreshold) + e.Msg
+		e.Msg = b.at(k) + e.Msg
 		if !exact {
 			e.Pos = jr.posAt(off)
 		}
 	}
-	return x
+}
+
+// inhibit reads one inhibit rule object at path.
+func (jr *jsonReader) inhibit(path string) *Inhibit {
+	at, ok := jr.object(path, "inhibit", "an inhibit rule object")
+	if !ok {
+		return nil
+	}
+	b := newInhibitBuilder(at, jr.errs, true, path)
+	for jr.more() {
+		name, off := jr.token()
+		s, _ := name.(string)
+		at := jr.posAt(off)
+		k := key(slices.Index(jsonKeys[:], s))
+		switch {
+		case s == "name":
+			if s, off, _ := jr.str(b, kBlock); s != "" {
+				b.name(s, jr.posAt(off))
+			}
+		case k < kSource || k >= allKeys:
+			jr.unknown(s, at, cmp.Or(b.path, "the inhibit rule"), inhibitFields...)
+			t, _ := jr.token()
+			jr.skip(t)
+		default:
+			items := jr.strs(b, k)
+			if len(items) > 0 {
+				b.key(k, at)
+			}
+			for _, it := range items {
+				if k == kEqual {
+					b.equal(it.s, it.pos)
+					continue
+				}
+				var m Matcher
+				var ok bool
+				jr.embedded(b, k, it.s, it.off, func(at Pos) { m, ok = parseMatcherAt(it.s, at, jr.errs) })
+				if ok {
+					b.matcher(k, m, it.pos)
+				}
+			}
+		}
+	}
+	jr.token() // }
+	if jr.broken {
+		return nil
+	}
+	return b.finishInhibit()
 }

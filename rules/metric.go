@@ -28,6 +28,7 @@ const (
 	MetricBacklog                   // runs pending now (a gauge)
 	MetricRunning                   // runs running now (a gauge)
 	MetricThroughput                // finished runs per minute
+	MetricMissed                    // runs that were due and did not start
 
 	NumMetrics // the number of metrics; not a metric
 )
@@ -35,7 +36,7 @@ const (
 var metricNames = [NumMetrics]string{
 	"count", "failed", "timeout", "success", "started", "late",
 	"failed_rate", "timeout_rate", "success_rate", "late_rate",
-	"avg_cost", "max_cost", "min_cost", "backlog", "running", "throughput",
+	"avg_cost", "max_cost", "min_cost", "backlog", "running", "throughput", "missed",
 }
 
 // ParseMetric looks a metric up by name, ignoring case.

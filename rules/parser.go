@@ -42,13 +42,26 @@ func (p *parser) next() token {
 
 func isWord(t token, w string) bool { return t.kind == tIdent && strings.EqualFold(t.text, w) }
 
+// isBlockWord reports whether t is RULE or INHIBIT.
+func isBlockWord(t token) bool { return t.kind == tIdent && isBlockName(t.text) }
+
+// atBlock reports whether a block starts here: RULE or INHIBIT, but not
+// "rule=", the matcher of a rule name.
+func (p *parser) atBlock() bool { return isBlockWord(p.peek()) && !p.atMatcherOp(1) }
+
+// atMatcherOp reports whether the token n ahead is = or !=.
+func (p *parser) atMatcherOp(n int) bool {
+	op := p.peekAt(n)
+	return op.kind == tAssign || op.kind == tCmp && op.text == "!="
+}
+
 // atKey reports whether the next tokens are "IDENT :", the start of a clause.
 func (p *parser) atKey() bool { return p.peek().kind == tIdent && p.peekAt(1).kind == tColon }
 
-// atRuleEnd reports whether the current rule ends here.
+// atRuleEnd reports whether the current clause ends here.
 func (p *parser) atRuleEnd() bool {
 	t := p.peek()
-	return t.kind == tEOF || isWord(t, "rule") || p.atKey()
+	return t.kind == tEOF || p.atBlock() || p.atKey()
 }
 
 // fail reports an unexpected token, unless the lexer already reported it.
@@ -62,55 +75,68 @@ func (p *parser) fail(t token, expected, hint string) {
 // A word followed by a colon is the next key, never a value.
 func (p *parser) expect(kind tokKind, expected string) (token, bool) {
 	t := p.peek()
-	if t.kind != kind || kind == tIdent && (p.atKey() || isWord(t, "rule")) {
+	if t.kind != kind || kind == tIdent && (p.atKey() || isBlockWord(t)) {
 		p.fail(t, expected, "")
 		return t, false
 	}
 	return p.next(), true
 }
 
-// skip drops tokens after an error up to the next clause or rule, so that
-// one mistake is reported once and the rest of the file is still checked.
-func (p *parser) skip(toRule bool) {
-	for t := p.peek(); t.kind != tEOF && !isWord(t, "rule") && (toRule || !p.atKey()); t = p.peek() {
+// skip drops tokens after an error up to the next clause or block, so
+// that one mistake is reported once and the rest of the file is still
+// checked.
+func (p *parser) skip(toBlock bool) {
+	for t := p.peek(); t.kind != tEOF && !p.atBlock() && (toBlock || !p.atKey()); t = p.peek() {
 		p.next()
 	}
 }
 
-func parseText(file, src string, e *errs) []*Rule {
+func parseText(file, src string, e *errs) *File {
 	p := newParser(src, Pos{File: file, Line: 1, Col: 1}, e)
-	var rules []*Rule
+	f := &File{}
 	for !e.full() {
 		switch t := p.peek(); {
 		case t.kind == tEOF:
-			return rules
+			return f
 		case isWord(t, "rule"):
-			if r := p.rule(); r != nil {
-				rules = append(rules, r)
+			b := newBuilder(p.next().pos, p.errs, false, "")
+			if p.block(b, "RULE", p.clause) {
+				if r := b.finish(); r != nil {
+					f.Rules = append(f.Rules, r)
+				}
+			}
+		case isWord(t, "inhibit"):
+			b := newInhibitBuilder(p.next().pos, p.errs, false, "")
+			if p.block(b, "INHIBIT", p.inhibitClause) {
+				if in := b.finishInhibit(); in != nil {
+					f.Inhibits = append(f.Inhibits, in)
+				}
 			}
 		default:
-			p.fail(t, "RULE", "every rule starts with the word RULE")
+			p.fail(t, "RULE or INHIBIT", "every rule starts with the word RULE, every inhibit rule with INHIBIT")
 			p.next()
 			p.skip(true)
 		}
 	}
-	return rules
+	return f
 }
 
-// rule parses RULE [name] { KEY: value }.
-func (p *parser) rule() *Rule {
-	start := p.next()
-	b := newBuilder(start.pos, p.errs, false, "")
-	if t := p.peek(); t.kind == tIdent && !isWord(t, "rule") && !p.atKey() {
+// block parses the rest of RULE [name] { KEY: value } or INHIBIT [name]
+// { KEY: value }, handing each clause to clause. It reports whether the
+// block ended (rather than the errors filling up).
+func (p *parser) block(b *builder, word string, clause func(b *builder, first bool) bool) bool {
+	if t := p.peek(); t.kind == tIdent && !isBlockWord(t) && !p.atKey() {
 		b.name(p.next().text, t.pos)
 	}
-	for first := b.r.Name == ""; !p.errs.full(); first = false {
+	// An unknown key first in a block without a name may be its name,
+	// written with a colon.
+	for first := b.blockName() == ""; !p.errs.full(); first = false {
 		t := p.peek()
 		switch {
-		case t.kind == tEOF || isWord(t, "rule"):
-			return b.finish()
+		case t.kind == tEOF || p.atBlock():
+			return true
 		case p.atKey():
-			if !p.clause(b, first) {
+			if !clause(b, first) {
 				p.skip(false)
 			}
 		default:
@@ -118,28 +144,35 @@ func (p *parser) rule() *Rule {
 			if t.kind == tIdent {
 				hint = "a key ends with a colon, and list items are separated by commas"
 			}
-			p.fail(t, "a KEY: or RULE", hint)
+			p.fail(t, "a KEY: or "+word, hint)
 			p.next()
 			p.skip(false)
 		}
 	}
-	return nil
+	return false
 }
 
-// clause parses one KEY: value; false means the value was malformed and
-// the caller must skip to the next clause.
+// unknownKey reports a key that the block does not have. what and word
+// name the block: "a rule", RULE.
+func (p *parser) unknownKey(kt token, lo, hi key, first bool, what, word string) {
+	names := textKeys[lo:hi]
+	hint := suggest(kt.text, names...)
+	if hint == "" && first {
+		hint = what + " name has no colon: " + word + " " + kt.text + " " + names[0] + ": ..."
+	} else if hint == "" {
+		hint = "keys are " + strings.Join(names, ", ")
+	}
+	p.errs.add(&Error{Pos: kt.pos, Msg: fmt.Sprintf("unknown key %q", kt.text), Expected: "a key", Hint: hint})
+}
+
+// clause parses one KEY: value of a rule; false means the value was
+// malformed and the caller must skip to the next clause.
 func (p *parser) clause(b *builder, first bool) bool {
 	kt := p.next()
 	p.next() // the colon
-	k, ok := lookupKey(kt.text)
+	k, ok := lookupKey(kt.text, 0, numKeys)
 	if !ok {
-		hint := suggest(kt.text, textKeys[:]...)
-		if hint == "" && first {
-			hint = "a rule name has no colon: RULE " + kt.text + " task_prefix: ..."
-		} else if hint == "" {
-			hint = "keys are " + strings.Join(textKeys[:], ", ")
-		}
-		p.errs.add(&Error{Pos: kt.pos, Msg: fmt.Sprintf("unknown key %q", kt.text), Expected: "a key", Hint: hint})
+		p.unknownKey(kt, 0, numKeys, first, "a rule", "RULE")
 		return false
 	}
 	b.key(k, kt.pos)
@@ -222,6 +255,68 @@ func (p *parser) labels(b *builder) bool {
 		}
 		p.next()
 	}
+}
+
+// inhibitClause parses one KEY: value of an inhibit rule, like clause.
+func (p *parser) inhibitClause(b *builder, first bool) bool {
+	kt := p.next()
+	p.next() // the colon
+	k, ok := lookupKey(kt.text, kSource, allKeys)
+	if !ok {
+		p.unknownKey(kt, kSource, allKeys, first, "an inhibit rule", "INHIBIT")
+		return false
+	}
+	b.key(k, kt.pos)
+	if k == kEqual {
+		return p.list("a label name, or group", b.equal)
+	}
+	for {
+		m, pos, ok := p.matcher()
+		if !ok {
+			return false
+		}
+		b.matcher(k, m, pos)
+		if p.peek().kind != tComma {
+			return true
+		}
+		p.next()
+	}
+}
+
+// matcher parses name=value or name!=value; the value is a word, a
+// number or a quoted string. RULE is a block word, but "rule=" is the
+// matcher of a rule name.
+func (p *parser) matcher() (Matcher, Pos, bool) {
+	t, op := p.peek(), p.peekAt(1)
+	isOp := p.atMatcherOp(1)
+	if t.kind != tIdent || !isOp && (p.atKey() || isBlockWord(t)) {
+		p.fail(t, "a matcher such as severity=critical", "")
+		return Matcher{}, t.pos, false
+	}
+	p.next()
+	if !isOp {
+		p.fail(op, "= or != after "+t.text, "")
+		return Matcher{}, t.pos, false
+	}
+	p.next()
+	v := p.peek()
+	if v.kind != tIdent && v.kind != tString && v.kind != tNumber || p.atKey() || isBlockWord(v) {
+		p.fail(v, "a value: a word or a quoted string", "")
+		return Matcher{}, t.pos, false
+	}
+	p.next()
+	return Matcher{Name: t.text, Value: v.text, Not: op.kind == tCmp}, t.pos, true
+}
+
+// parseMatcherAt parses a matcher alone, as the JSON form writes it.
+func parseMatcherAt(s string, at Pos, e *errs) (Matcher, bool) {
+	p := newParser(s, at, e)
+	m, _, ok := p.matcher()
+	if t := p.peek(); ok && t.kind != tEOF {
+		p.fail(t, "the end of the matcher", "")
+		return Matcher{}, false
+	}
+	return m, ok
 }
 
 // ParseExpr parses a THRESHOLD expression on its own, as the API and the
@@ -363,7 +458,7 @@ func (p *parser) operand() (operand, bool) {
 	case t.kind == tNumber:
 		p.next()
 		return operand{num: true, lit: t.text, pos: t.pos}, true
-	case t.kind != tIdent || p.atKey() || isWord(t, "rule"):
+	case t.kind != tIdent || p.atKey() || isBlockWord(t):
 		p.fail(t, "a metric or a number", "")
 		return operand{}, false
 	case !isWord(t, "pct_change"):

@@ -53,8 +53,14 @@ func randRule(r *rand.Rand, i int) *Rule {
 		}
 	} else {
 		rule.GroupWindow = time.Second + ms(maxDuration-time.Second)
-		for _, i := range r.Perm(6)[:1+r.IntN(6)] {
+		for _, i := range r.Perm(6)[:r.IntN(7)] {
 			rule.On = append(rule.On, apollo.Statuses()[i])
+		}
+		for _, i := range r.Perm(4)[:r.IntN(5)] {
+			rule.Occurrences = append(rule.Occurrences, Occurrences()[i])
+		}
+		if len(rule.On)+len(rule.Occurrences) == 0 {
+			rule.Occurrences = []Occurrence{OccurrenceMissed}
 		}
 	}
 	for j := range r.IntN(3) {
@@ -187,12 +193,18 @@ func FuzzParse(f *testing.F) {
 	for _, bad := range badInputs {
 		f.Add([]byte(bad.src))
 	}
+	for _, bad := range badInhibits {
+		f.Add([]byte(bad.src))
+	}
+	for _, s := range goodInhibits {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		rs, err := Parse("fuzz", src)
+		file, err := ParseFile("fuzz", src)
 		if err != nil {
 			var list ErrorList
-			if !errors.As(err, &list) || len(list) == 0 || len(list) > maxErrors || rs != nil {
-				t.Fatalf("bad failure: %d rules, %T %v", len(rs), err, err)
+			if !errors.As(err, &list) || len(list) == 0 || len(list) > maxErrors || file != nil {
+				t.Fatalf("bad failure: %v, %T %v", file, err, err)
 			}
 			for _, e := range list {
 				if !e.Pos.IsValid() || e.Pos.Col < 1 || e.Msg == "" {
@@ -202,10 +214,13 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		v := &arrayValues{}
-		for _, r := range rs {
+		for _, r := range file.Rules {
 			checkRoundTrip(t, r)
 			r.Expr.Eval(v)
 			r.Expr.Observe(v)
+		}
+		for _, in := range file.Inhibits {
+			checkInhibitRoundTrip(t, in)
 		}
 	})
 }

@@ -14,8 +14,9 @@ import (
 )
 
 // Rule is one alert rule. A rate rule (Expr set) is evaluated over a
-// window every 10 seconds; an event rule (On set) fires on each matching
-// event. Parse fills in every default, so the engine never guesses.
+// window every 10 seconds; an event rule (On or Occurrences set) fires on
+// each matching event. Parse fills in every default, so the engine never
+// guesses.
 type Rule struct {
 	Name   string
 	Prefix string // job names starting with it; "" is every job
@@ -25,8 +26,9 @@ type Rule struct {
 	Keep        time.Duration // rate rules: how long Expr must be false before resolving
 	GroupWindow time.Duration // event rules: matches within it fold into one follow-up
 
-	Expr *Expr           // rate rules; nil for event rules
-	On   []apollo.Status // event rules
+	Expr        *Expr           // rate rules; nil for event rules
+	On          []apollo.Status // event rules: the statuses runs reach
+	Occurrences []Occurrence    // event rules: what expectations find (ON: missed)
 
 	Notify   []string // channel names
 	Severity apollo.Severity
@@ -54,11 +56,7 @@ func (r *Rule) String() string {
 	}
 	b.WriteString("task_prefix: " + quote(r.Prefix))
 	if r.IsEvent() {
-		names := make([]string, len(r.On))
-		for i, s := range r.On {
-			names[i] = s.String()
-		}
-		fmt.Fprintf(&b, " ON: %s GROUP_WINDOW: %s", strings.Join(names, ", "), formatDuration(r.GroupWindow))
+		fmt.Fprintf(&b, " ON: %s GROUP_WINDOW: %s", strings.Join(r.onNames(), ", "), formatDuration(r.GroupWindow))
 	} else {
 		fmt.Fprintf(&b, " WINDOW: %s THRESHOLD: %s", formatDuration(r.Window), r.Expr)
 		if r.Duration > 0 {
@@ -89,6 +87,18 @@ func (r *Rule) String() string {
 	return b.String()
 }
 
+// onNames lists what an event rule fires on: statuses, then occurrences.
+func (r *Rule) onNames() []string {
+	names := make([]string, 0, len(r.On)+len(r.Occurrences))
+	for _, s := range r.On {
+		names = append(names, s.String())
+	}
+	for _, o := range r.Occurrences {
+		names = append(names, o.String())
+	}
+	return names
+}
+
 // quote writes s as a rule string: only " and \ are escaped.
 func quote(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
@@ -103,39 +113,64 @@ func generatedName(r *Rule) string {
 	return "rule_" + hex.EncodeToString(sum[:4])
 }
 
-// Parse reads a rules file in the text form or, when its first non-space
-// byte is { or [, the JSON form. It returns every rule, or, if anything is
-// wrong, no rules and an ErrorList of up to 20 problems in file order.
-func Parse(filename string, src []byte) ([]*Rule, error) {
+// File is a rules file: its rules and its inhibit rules.
+type File struct {
+	Rules    []*Rule
+	Inhibits []*Inhibit
+}
+
+// ParseFile reads a rules file in the text form or, when its first
+// non-space byte is { or [, the JSON form. It returns every rule and
+// inhibit rule, or, if anything is wrong, none and an ErrorList of up to
+// 20 problems in file order.
+func ParseFile(filename string, src []byte) (*File, error) {
 	e := &errs{}
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf")) // editors on Windows add a BOM
-	var rs []*Rule
+	var f *File
 	if t := bytes.TrimLeft(src, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-		rs = parseJSON(filename, src, e)
+		f = parseJSON(filename, src, e)
 	} else {
-		rs = parseText(filename, string(src), e)
+		f = parseText(filename, string(src), e)
 	}
-	checkNames(rs, e)
+	checkNames(f.Rules, "rule", func(r *Rule) (string, Pos, string) { return r.Name, r.Pos, r.String() }, e)
+	checkNames(f.Inhibits, "inhibit rule", func(in *Inhibit) (string, Pos, string) { return in.Name, in.Pos, in.String() }, e)
 	if err := e.err(); err != nil {
 		return nil, err
 	}
-	return rs, nil
+	return f, nil
 }
 
-// checkNames reports a name used twice, at the second use.
-func checkNames(rs []*Rule, e *errs) {
-	seen := make(map[string]*Rule, len(rs))
-	for _, r := range rs {
-		first, dup := seen[r.Name]
+// Parse reads a rules file like ParseFile and returns its rules. The
+// file's inhibit rules are checked but not returned: a caller that applies
+// them uses ParseFile.
+func Parse(filename string, src []byte) ([]*Rule, error) {
+	f, err := ParseFile(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	return f.Rules, nil
+}
+
+// checkNames reports a name used twice, at the second use. what names the
+// kind of block; id gives a block's name, place and canonical text.
+func checkNames[T any](blocks []T, what string, id func(T) (string, Pos, string), e *errs) {
+	type first struct {
+		pos  Pos
+		text string
+	}
+	seen := make(map[string]first, len(blocks))
+	for _, b := range blocks {
+		name, pos, text := id(b)
+		f, dup := seen[name]
 		if !dup {
-			seen[r.Name] = r
+			seen[name] = first{pos, text}
 			continue
 		}
-		hint := "give each rule its own name"
-		if strings.HasPrefix(r.Name, "rule_") && first.String() == r.String() {
-			hint = "the two rules are the same; remove one"
+		hint := "give each " + what + " its own name"
+		if f.text == text {
+			hint = "the two " + what + "s are the same; remove one"
 		}
-		e.add(&Error{Pos: r.Pos, Msg: fmt.Sprintf("duplicate rule name %s (first at %d:%d)", r.Name, first.Pos.Line, first.Pos.Col), Hint: hint})
+		e.add(&Error{Pos: pos, Msg: fmt.Sprintf("duplicate %s name %s (first at %d:%d)", what, name, f.pos.Line, f.pos.Col), Hint: hint})
 	}
 }
 

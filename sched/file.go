@@ -132,7 +132,7 @@ func Parse(filename string, src []byte) (*File, error) {
 		is := f.yamlIssue(err.Error())
 		is.Message = "YAML syntax: " + is.Message
 		is.Hint = "the mistake is in the block that starts here; check indentation, quotes and brackets"
-		return nil, &FileError{Issues: []*Issue{is}}
+		return nil, fileError([]*Issue{is})
 	}
 	f.index(&root)
 
@@ -172,8 +172,7 @@ func Parse(filename string, src []byte) (*File, error) {
 		}
 	}
 	if len(issues) > 0 {
-		sortIssues(issues)
-		return nil, &FileError{Issues: issues}
+		return nil, fileError(issues)
 	}
 	return f, nil
 }

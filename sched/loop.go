@@ -58,11 +58,11 @@ func (s *Scheduler) dispatch(now time.Time) {
 			continue
 		}
 		tick := js.next
-		js.next = j.sched.next(now)
+		js.next = j.sched.Next(now)
 		// Normally tick is the only one due. More have passed only when the
 		// clock jumped (a suspended host) or the loop was held up: treat
 		// those like missed schedules after downtime.
-		if latest := lastTick(j.sched, tick.Add(-time.Nanosecond), now); !latest.Equal(tick) {
+		if latest := j.sched.Last(tick.Add(-time.Nanosecond), now); !latest.Equal(tick) {
 			if j.catchup == CatchupSkip {
 				s.missedLocked(js, latest)
 				continue
@@ -113,13 +113,13 @@ func (s *Scheduler) catchUp(saved map[string]savedJob, now time.Time) {
 		if j.sched == nil {
 			continue
 		}
-		js.next = j.sched.next(now)
+		js.next = j.sched.Next(now)
 		last := saved[j.name].LastTick
 		if last.IsZero() {
 			continue
 		}
 		js.lastTick = last
-		missed := lastTick(j.sched, last, now)
+		missed := j.sched.Last(last, now)
 		switch {
 		case missed.IsZero():
 		case j.catchup == CatchupSkip:

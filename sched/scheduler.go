@@ -105,7 +105,7 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 	}
 	set, issues := f.compile()
 	if len(issues) > 0 {
-		return nil, &FileError{Issues: issues}
+		return nil, fileError(issues)
 	}
 	s := &Scheduler{
 		clock:    opts.Clock,
@@ -137,12 +137,12 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 		case js == nil:
 			js = &jobState{name: j.name, paused: j.paused, active: map[*run]struct{}{}, lastTick: now}
 			if !now.IsZero() && j.sched != nil {
-				js.next = j.sched.next(now)
+				js.next = j.sched.Next(now)
 			}
 		case !now.IsZero() && fmt.Sprint(js.j.sched, js.j.loc) != fmt.Sprint(j.sched, j.loc):
 			js.next = time.Time{}
 			if j.sched != nil {
-				js.next = j.sched.next(now)
+				js.next = j.sched.Next(now)
 			}
 		}
 		if js.j != nil && js.j.paused != j.paused {
@@ -230,7 +230,7 @@ func (s *Scheduler) Reload(f *File) error {
 	}
 	set, issues := f.compile()
 	if len(issues) > 0 {
-		return &FileError{Issues: issues}
+		return fileError(issues)
 	}
 	s.mu.Lock()
 	now := time.Time{}

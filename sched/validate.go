@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // timezones must resolve on hosts without a zoneinfo database
+
+	"github.com/apollo-11/apollo/expect"
 )
 
 // Built-in values for fields that neither a job nor the defaults set.
@@ -22,7 +24,7 @@ const (
 // job is a checked job with every default applied: what the scheduler runs.
 type job struct {
 	name      string
-	sched     schedule // nil for a downstream job
+	sched     *expect.Schedule // nil for a downstream job
 	loc       *time.Location
 	argv      []string
 	env       []string // KEY=value, added to the scheduler's environment
@@ -147,7 +149,7 @@ func (c *checker) schedule(j *job, i int, s Job) {
 	case s.Schedule == "" && len(s.After) == 0:
 		c.add(j.name, i, "schedule", `add schedule: "0 * * * *" (or @every 10m), or after: [an_upstream_job]`, "no schedule and no after: the job would never run")
 	case s.Schedule != "":
-		sc, err := parseSchedule(s.Schedule, j.loc)
+		sc, err := expect.ParseSchedule(s.Schedule, j.loc)
 		if err != nil {
 			c.add(j.name, i, "schedule", "see docs/scheduler.md for the forms a schedule takes", "%v", err)
 			return
@@ -211,7 +213,7 @@ func (c *checker) policies(name string, i int, conc Concurrency, cu Catchup) {
 }
 
 // graph checks every after list and looks for cycles, and records each
-// job's downstream jobs.
+// job's downstream jobs. A cycle reads "a -> b -> a": a runs after b.
 func (c *checker) graph(set *jobSet, idx map[string]int) {
 	for _, j := range set.jobs {
 		i := idx[j.name]
@@ -231,73 +233,14 @@ func (c *checker) graph(set *jobSet, idx map[string]int) {
 			seen[up] = true
 		}
 	}
-	for _, cycle := range findCycles(set) {
+	names := make([]string, len(set.jobs))
+	for i, j := range set.jobs {
+		names[i] = j.name
+	}
+	after := func(name string) []string { return set.byName[name].after }
+	for _, cycle := range expect.Cycles(names, after) {
 		c.add(cycle[0], idx[cycle[0]], "after", "remove one of these after entries", "dependency cycle: %s", strings.Join(cycle, " -> "))
 	}
-}
-
-// findCycles returns each cycle of the after graph once, as a path that
-// starts and ends with the same job; the start is the cycle's job that
-// comes first in the file.
-func findCycles(set *jobSet) [][]string {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[string]int{}
-	var stack []string
-	var cycles [][]string
-	reported := map[string]bool{}
-	pos := map[string]int{}
-	for i, j := range set.jobs {
-		pos[j.name] = i
-	}
-	var visit func(name string)
-	visit = func(name string) {
-		color[name] = grey
-		stack = append(stack, name)
-		for _, up := range set.byName[name].after {
-			if _, ok := set.byName[up]; !ok || up == name {
-				continue
-			}
-			switch color[up] {
-			case white:
-				visit(up)
-			case grey:
-				at := slices.Index(stack, up)
-				cyc := slices.Clone(stack[at:])
-				// Start at the job that comes first in the file; the path
-				// reads "a -> b": a runs after b.
-				start := 0
-				for k, n := range cyc {
-					if pos[n] < pos[cyc[start]] {
-						start = k
-					}
-				}
-				cyc = append(cyc[start:], cyc[:start]...)
-				key := strings.Join(sortedCopy(cyc), ",")
-				if !reported[key] {
-					reported[key] = true
-					cycles = append(cycles, append(cyc, cyc[0]))
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		color[name] = black
-	}
-	for _, j := range set.jobs {
-		if color[j.name] == white {
-			visit(j.name)
-		}
-	}
-	return cycles
-}
-
-func sortedCopy(s []string) []string {
-	c := slices.Clone(s)
-	slices.Sort(c)
-	return c
 }
 
 func pick(v, def *Duration, builtin time.Duration) time.Duration {

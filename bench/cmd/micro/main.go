@@ -32,6 +32,7 @@ var suite = []struct{ pkg, bench, why, benchtime string }{
 	{"./httpapi", "^BenchmarkDecode$", "the event decoder beside encoding/json", ""},
 	{"./metrics", "^Benchmark(Apply|Rolling)$", "aggregation per change; the O(1) rolling minute", ""},
 	{"./rules", "^BenchmarkEval$", "one rule expression over one row", ""},
+	{"./expect", "^BenchmarkTick100k$", "what expectations of 100 000 jobs add to one evaluation cycle (target ≤ 10 ms)", "3000x"},
 	{"./notify", "^BenchmarkSend$", "handing a notification to the delivery pipeline", ""},
 	{"./httpapi", "^BenchmarkFanout$", "1 000 stream clients at 10 000 changes/s: latency percentiles, CPU and heap per client (docs/stream.md explains the cases)", "50000x"},
 }
@@ -90,6 +91,10 @@ func main() {
 	if b := seen["Replay"]; b != nil && len(b.vals["records/s"]) > 0 {
 		v := b.median("records/s")
 		fmt.Printf("Target: recovery replays ≥ 1 000 000 log events per second (the log alone) — %s (%.1fM records/s)\n", verdict(v >= 1e6), v/1e6)
+	}
+	if b := seen["Tick100k"]; b != nil && len(b.vals["ns/op"]) > 0 {
+		v, cpu := b.median("ns/op"), b.median("cpu-ns/op")
+		fmt.Printf("Target: expectations of 100 000 jobs add ≤ 10 ms to an evaluation cycle — %s (%.2f ms per tick, %.2f ms of CPU)\n", verdict(v <= 10e6), v/1e6, cpu/1e6)
 	}
 	if failed {
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package sched
+package expect
 
 import (
 	"fmt"
@@ -9,12 +9,17 @@ import (
 	"github.com/adhocore/gronx"
 )
 
-// schedule yields the instants a job is due at.
-type schedule interface {
-	// next returns the first tick strictly after t, or the zero time when
-	// there is none.
-	next(t time.Time) time.Time
-	String() string
+// Schedule yields the instants a job is due at: a cron expression read on
+// the wall clock of a time zone, or "@every <duration>". The scheduler runs
+// jobs at these instants and expectations wait for runs at them, so both
+// read a schedule, and the two nights of a daylight saving change, the same
+// way. A Schedule is immutable and safe for concurrent use.
+type Schedule struct {
+	text     string
+	every    time.Duration // @every; the cron fields below are unused
+	expr     string
+	loc      *time.Location
+	hourWild bool
 }
 
 // descriptors are the @-names a schedule may use besides @every.
@@ -28,19 +33,24 @@ var descriptors = map[string]string{
 	"@hourly":   "0 * * * *",
 }
 
-// parseSchedule reads a schedule: a 5-field cron expression (minute hour
+// ParseSchedule reads a schedule: a 5-field cron expression (minute hour
 // day-of-month month day-of-week), a 6-field one with seconds first, an
 // @-descriptor, or "@every <duration>". Cron fields are checked here, with
 // messages that name the field, before gronx sees them: gronx accepts some
 // malformed fields (such as "1-2-3") and its messages number the fields.
-func parseSchedule(expr string, loc *time.Location) (schedule, error) {
+//
+// A nil loc is UTC.
+func ParseSchedule(expr string, loc *time.Location) (*Schedule, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
 	text := strings.TrimSpace(expr)
 	if rest, ok := strings.CutPrefix(text, "@every"); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil || d < time.Second {
 			return nil, fmt.Errorf("%q: @every takes a duration of at least 1s, like @every 30s or @every 1h", expr)
 		}
-		return everySchedule{d}, nil
+		return &Schedule{text: expr, every: d, loc: time.UTC}, nil
 	}
 	if strings.HasPrefix(text, "@") {
 		std, ok := descriptors[strings.ToLower(text)]
@@ -67,7 +77,7 @@ func parseSchedule(expr string, loc *time.Location) (schedule, error) {
 	if !gronx.IsValid(norm) {
 		return nil, fmt.Errorf("%q is not a valid cron expression", expr)
 	}
-	c := &cronSchedule{text: expr, expr: norm, loc: loc, hourWild: fields[len(fields)-4] == "*"}
+	c := &Schedule{text: expr, expr: norm, loc: loc, hourWild: fields[len(fields)-4] == "*"}
 	if _, err := gronx.NextTickAfter(norm, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), false); err != nil {
 		return nil, fmt.Errorf("%q never fires (a day that no month has?)", expr)
 	}
@@ -167,57 +177,66 @@ func (r fieldRule) value(s string) (int, error) {
 	return strconv.Atoi(s)
 }
 
-// everySchedule fires every d, on multiples of d since the Unix epoch, so
-// that ticks are the same across restarts (catch-up depends on that) and
-// "@every 1h" fires on the hour, UTC.
-type everySchedule struct{ d time.Duration }
-
-func (e everySchedule) next(t time.Time) time.Time {
-	n := t.UnixNano()
-	k := n / int64(e.d)
-	if n < 0 && n%int64(e.d) != 0 {
-		k--
+// String returns the schedule as written; @every with its duration in
+// Go's form ("@every 1h0m0s"), as the scheduler has always shown it.
+func (s *Schedule) String() string {
+	if s.every > 0 {
+		return "@every " + s.every.String()
 	}
-	return time.Unix(0, (k+1)*int64(e.d)).UTC()
+	return s.text
 }
 
-func (e everySchedule) String() string { return "@every " + e.d.String() }
+// Location is the zone the cron fields are read in (UTC for @every).
+func (s *Schedule) Location() *time.Location { return s.loc }
 
-// cronSchedule matches a cron expression against the wall clock of loc.
+// Next returns the first tick strictly after after, or the zero time when
+// there is none.
+func (s *Schedule) Next(after time.Time) time.Time {
+	if s.every > 0 {
+		return nextEvery(s.every, after)
+	}
+	return s.nextCron(after)
+}
+
+// nextEvery fires every d, on multiples of d since the Unix epoch, so that
+// ticks are the same across restarts (catch-up depends on that) and
+// "@every 1h" fires on the hour, UTC.
+func nextEvery(d time.Duration, t time.Time) time.Time {
+	n := t.UnixNano()
+	k := n / int64(d)
+	if n < 0 && n%int64(d) != 0 {
+		k--
+	}
+	return time.Unix(0, (k+1)*int64(d)).UTC()
+}
+
+// nextCron matches the cron expression against the wall clock of loc.
 //
 // gronx computes next ticks in the zone of the time it is given, and across
 // a DST change its hour stepping can land on the wrong side of the change.
 // So gronx only ever sees "wall-clock" times expressed in UTC, where no day
-// has a gap or a fold, and this type maps them back to instants, one zone
-// period at a time. The rules, documented in docs/scheduler.md:
+// has a gap or a fold, and nextCron maps them back to instants, one zone
+// period at a time. The rules, documented in docs/scheduler.md and
+// docs/expectations.md:
 //   - A wall time that a spring-forward gap skips (02:30 on the night the
 //     clocks go from 02:00 to 03:00) runs once, at the instant of the change.
 //   - A wall time that a fall-back fold repeats runs once, at its first
 //     occurrence, unless the hour field is "*": a job that runs every hour
 //     (or more often) keeps running through both passes of the hour.
-type cronSchedule struct {
-	text     string
-	expr     string
-	loc      *time.Location
-	hourWild bool
-}
-
-func (c *cronSchedule) String() string { return c.text }
-
-func (c *cronSchedule) next(after time.Time) time.Time {
-	from, incl := after.In(c.loc), false
+func (s *Schedule) nextCron(after time.Time) time.Time {
+	from, incl := after.In(s.loc), false
 	// Each pass either returns or moves from past a zone change, or past a
 	// repeated tick; a few dozen passes cover years of changes.
 	for range 64 {
 		_, off := from.Zone()
 		_, end := from.ZoneBounds()
-		w, err := gronx.NextTickAfter(c.expr, time.Unix(from.Unix()+int64(off), 0).UTC(), incl)
+		w, err := gronx.NextTickAfter(s.expr, time.Unix(from.Unix()+int64(off), 0).UTC(), incl)
 		if err != nil {
 			return time.Time{}
 		}
-		at := time.Unix(w.Unix()-int64(off), 0).In(c.loc)
+		at := time.Unix(w.Unix()-int64(off), 0).In(s.loc)
 		if end.IsZero() || at.Before(end) {
-			if c.hourWild || !repeatedWall(at) {
+			if s.hourWild || !repeatedWall(at) {
 				return at
 			}
 			from, incl = at, false
@@ -245,13 +264,13 @@ func repeatedWall(at time.Time) bool {
 	return prevOff > off && at.Unix()+int64(off) < start.Unix()+int64(prevOff)
 }
 
-// lastTick returns the most recent tick in (since, now], or the zero time.
+// Last returns the most recent tick in (since, now], or the zero time.
 // It walks forward from a recent starting point and widens the window only
 // when nothing is found, so a per-second job missed for a month costs at
 // most an hour of steps.
-func lastTick(s schedule, since, now time.Time) time.Time {
-	if e, ok := s.(everySchedule); ok { // no need to walk: ticks are multiples of d
-		if last := e.next(now.Add(-e.d)); last.After(since) && !last.After(now) {
+func (s *Schedule) Last(since, now time.Time) time.Time {
+	if s.every > 0 { // no need to walk: ticks are multiples of d
+		if last := nextEvery(s.every, now.Add(-s.every)); last.After(since) && !last.After(now) {
 			return last
 		}
 		return time.Time{}
@@ -262,7 +281,7 @@ func lastTick(s schedule, since, now time.Time) time.Time {
 			from = since
 		}
 		var last time.Time
-		for t := s.next(from); !t.IsZero() && !t.After(now); t = s.next(t) {
+		for t := s.Next(from); !t.IsZero() && !t.After(now); t = s.Next(t) {
 			last = t
 		}
 		if !last.IsZero() || from.Equal(since) {

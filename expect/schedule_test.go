@@ -1,4 +1,4 @@
-package sched
+package expect
 
 import (
 	"strings"
@@ -17,21 +17,21 @@ func mustLoc(t testing.TB, name string) *time.Location {
 	return loc
 }
 
-func mustSchedule(t testing.TB, expr string, loc *time.Location) schedule {
+func mustSchedule(t testing.TB, expr string, loc *time.Location) *Schedule {
 	t.Helper()
-	s, err := parseSchedule(expr, loc)
+	s, err := ParseSchedule(expr, loc)
 	if err != nil {
-		t.Fatalf("parseSchedule(%q): %v", expr, err)
+		t.Fatalf("ParseSchedule(%q): %v", expr, err)
 	}
 	return s
 }
 
 // ticks returns the first n ticks after from, formatted in loc.
-func ticks(s schedule, from time.Time, n int, loc *time.Location) []string {
+func ticks(s *Schedule, from time.Time, n int, loc *time.Location) []string {
 	var out []string
 	t := from
 	for range n {
-		t = s.next(t)
+		t = s.Next(t)
 		if t.IsZero() {
 			out = append(out, "none")
 			break
@@ -143,7 +143,7 @@ func TestScheduleMatchesBruteForce(t *testing.T) {
 				for _, start := range windows {
 					end := start.Add(48 * time.Hour)
 					got := map[int64]bool{}
-					for at := s.next(start); at.Before(end); at = s.next(at) {
+					for at := s.Next(start); at.Before(end); at = s.Next(at) {
 						got[at.Unix()] = true
 					}
 					if len(got) < 2 {
@@ -190,15 +190,15 @@ func TestParseScheduleErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.expr, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseSchedule(tc.expr, time.UTC)
+			_, err := ParseSchedule(tc.expr, time.UTC)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("parseSchedule(%q) = %v, want an error containing %q", tc.expr, err, tc.want)
+				t.Errorf("ParseSchedule(%q) = %v, want an error containing %q", tc.expr, err, tc.want)
 			}
 		})
 	}
 }
 
-func TestLastTick(t *testing.T) {
+func TestScheduleLast(t *testing.T) {
 	t.Parallel()
 	utc := time.UTC
 	s := mustSchedule(t, "*/10 * * * * *", utc) // every 10 s
@@ -213,19 +213,19 @@ func TestLastTick(t *testing.T) {
 		{since.Add(40*24*time.Hour + 9*time.Second), since.Add(40 * 24 * time.Hour)},
 	}
 	for _, tc := range tests {
-		if got := lastTick(s, since, tc.now); !got.Equal(tc.want) {
-			t.Errorf("lastTick(since, %v) = %v, want %v", tc.now, got, tc.want)
+		if got := s.Last(since, tc.now); !got.Equal(tc.want) {
+			t.Errorf("Last(since, %v) = %v, want %v", tc.now, got, tc.want)
 		}
 	}
 	every := mustSchedule(t, "@every 10s", utc)
 	for _, tc := range tests {
-		if got := lastTick(every, since, tc.now); !got.Equal(tc.want) {
-			t.Errorf("@every lastTick(since, %v) = %v, want %v", tc.now, got, tc.want)
+		if got := every.Last(since, tc.now); !got.Equal(tc.want) {
+			t.Errorf("@every Last(since, %v) = %v, want %v", tc.now, got, tc.want)
 		}
 	}
 	yearly := mustSchedule(t, "@yearly", utc)
-	if got, want := lastTick(yearly, since.AddDate(-3, 0, 0), since.AddDate(0, 6, 0)), since; !got.Equal(want) {
-		t.Errorf("yearly lastTick = %v, want %v", got, want)
+	if got, want := yearly.Last(since.AddDate(-3, 0, 0), since.AddDate(0, 6, 0)), since; !got.Equal(want) {
+		t.Errorf("yearly Last = %v, want %v", got, want)
 	}
 }
 
@@ -248,15 +248,15 @@ func benchJobs(b *testing.B) (exprs []string, locs []*time.Location) {
 func BenchmarkNextTick(b *testing.B) {
 	exprs, locs := benchJobs(b)
 	from := time.Date(2026, 3, 28, 23, 59, 30, 0, time.UTC)
-	b.Run("sched", func(b *testing.B) {
-		scheds := make([]schedule, len(exprs))
+	b.Run("expect", func(b *testing.B) {
+		scheds := make([]*Schedule, len(exprs))
 		for i := range exprs {
 			scheds[i] = mustSchedule(b, exprs[i], locs[i])
 		}
 		b.ReportAllocs()
 		for b.Loop() {
 			for _, s := range scheds {
-				if s.next(from).IsZero() {
+				if s.Next(from).IsZero() {
 					b.Fatal("no tick")
 				}
 			}
@@ -303,13 +303,13 @@ func FuzzParseSchedule(f *testing.F) {
 	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"}
 	f.Fuzz(func(t *testing.T, expr string, zone uint8) {
 		loc := mustLoc(t, zones[int(zone)%len(zones)])
-		s, err := parseSchedule(expr, loc)
+		s, err := ParseSchedule(expr, loc)
 		if err != nil {
 			return
 		}
 		at := time.Date(2026, 3, 28, 22, 0, 0, 0, time.UTC)
 		for range 5 {
-			n := s.next(at)
+			n := s.Next(at)
 			if n.IsZero() {
 				return
 			}
@@ -319,4 +319,13 @@ func FuzzParseSchedule(f *testing.F) {
 			at = n
 		}
 	})
+}
+
+func TestScheduleString(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]string{"@every 1h": "@every 1h0m0s", " 30 2 * * * ": " 30 2 * * * ", "@daily": "@daily"} {
+		if got := mustSchedule(t, expr, time.UTC).String(); got != want {
+			t.Errorf("%q: String() = %q, want %q", expr, got, want)
+		}
+	}
 }

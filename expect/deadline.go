@@ -1,0 +1,102 @@
+package expect
+
+import (
+	"container/heap"
+	"time"
+)
+
+// deadlineKind says what happens when a deadline passes.
+type deadlineKind uint8
+
+const (
+	dSlot   deadlineKind = iota // an expected run's grace ends: did it start?
+	dRun                        // a running run reaches max_runtime
+	dStable                     // a flapping job has gone hold without a switch
+)
+
+// deadline is one entry of the evaluator's min-heap. Each job has at most
+// one slot and one stable deadline, which move in place, and one run
+// deadline per run it watches; so a tick costs O(due · log n), not O(jobs).
+type deadline struct {
+	at    int64 // Unix nanoseconds: compared far more often than read
+	kind  deadlineKind
+	job   *jobState
+	task  string    // dRun: the run
+	start time.Time // dRun: when it started
+	index int       // in the heap; -1 when not in it
+}
+
+func (d *deadline) time() time.Time { return time.Unix(0, d.at) }
+
+type deadlineHeap []*deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *deadlineHeap) Push(x any) {
+	d := x.(*deadline)
+	d.index = len(*h)
+	*h = append(*h, d)
+}
+
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	d.index = -1
+	return d
+}
+
+// set moves d to at, into the heap if it is not there.
+func (h *deadlineHeap) set(d *deadline, at time.Time) {
+	d.at = at.UnixNano()
+	if d.index < 0 {
+		heap.Push(h, d)
+		return
+	}
+	heap.Fix(h, d.index)
+}
+
+// remove takes d out of the heap, if it is there.
+func (h *deadlineHeap) remove(d *deadline) {
+	if d != nil && d.index >= 0 {
+		heap.Remove(h, d.index)
+	}
+}
+
+// timeRing keeps the last cap(t) instants, oldest first once full: the
+// starts that max_runs counts, the switches that flapping counts.
+type timeRing struct {
+	t    []int64
+	next int
+	full bool
+}
+
+func newTimeRing(n int) timeRing { return timeRing{t: make([]int64, n)} }
+
+func (r *timeRing) push(at time.Time) {
+	if len(r.t) == 0 {
+		return
+	}
+	r.t[r.next] = at.UnixNano()
+	r.next++
+	if r.next == len(r.t) {
+		r.next, r.full = 0, true
+	}
+}
+
+// within reports whether the ring is full and its oldest instant is less
+// than span before at: cap(t) instants in (at-span, at].
+func (r *timeRing) within(at time.Time, span time.Duration) bool {
+	return r.full && r.t[r.next] > at.Add(-span).UnixNano()
+}
+
+func (r *timeRing) reset() {
+	clear(r.t)
+	r.next, r.full = 0, false
+}

@@ -1,0 +1,496 @@
+package expect
+
+import (
+	"cmp"
+	"fmt"
+	"sync"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// Evaluator holds every tenant's expectations and what it has seen of
+// their jobs, and finds what differs from them: missed runs, runs that are
+// too long, too short or too often, and flapping jobs. It answers which
+// upstream trouble a job's alerts are echoes of.
+//
+// It has no goroutine and reads no clock. The caller feeds it the starts
+// and ends of runs (Started, Finished), ticks it with the time (Tick, once
+// per evaluation cycle) and takes the events each call returns. A tick
+// costs O(due · log n): deadlines are kept in one min-heap, and a cron
+// schedule shared by many jobs is stepped once per tick.
+//
+// All methods are safe for concurrent use; one mutex guards the state.
+type Evaluator struct {
+	mu      sync.Mutex
+	tenants map[string]*tenantState
+	due     deadlineHeap
+	memo    map[memoKey]time.Time
+}
+
+type tenantState struct {
+	set  *Set
+	jobs map[string]*jobState // jobs with an expectation, and the jobs they name as upstream
+}
+
+// jobState is what the evaluator knows of one job.
+type jobState struct {
+	tenant, name string
+	spec         *spec // nil: watched only as another job's upstream
+
+	lastStart time.Time
+	// slot is the expected start being waited for; wait passes at slot +
+	// grace. prev is the slot before, which bounds how early a run may
+	// start and still count for slot. hit: a run started in slot's window.
+	slot, prev time.Time
+	hit        bool
+	wait       *deadline
+
+	runs   map[string]*deadline // running runs watched for max_runtime, by task ID
+	starts timeRing             // the latest max_runs starts
+
+	flap flapState
+
+	problem Problem
+	since   time.Time
+}
+
+type flapState struct {
+	last       int8 // the latest outcome: 1 success, -1 failure, 0 none yet
+	switches   timeRing
+	on         bool
+	lastSwitch time.Time
+	stable     *deadline
+}
+
+// memoKey is one step of one cron schedule: jobs with the same schedule,
+// zone and slot share the next slot, computed once per call.
+type memoKey struct {
+	schedule, zone string
+	after          int64
+}
+
+// NewEvaluator returns an evaluator with no expectations.
+func NewEvaluator() *Evaluator {
+	return &Evaluator{tenants: map[string]*tenantState{}, memo: map[memoKey]time.Time{}}
+}
+
+// Set makes set the expectations of tenant (nil or empty: none). A job
+// whose expectation did not change keeps its state; a new or changed
+// schedule expects its first run at the first tick after since (pass now;
+// after a restart, the time up to which expectations were last checked,
+// so that runs missed meanwhile are found). It returns a stable event for
+// each flapping job that is no longer watched for flapping.
+func (e *Evaluator) Set(tenant string, set *Set, since time.Time) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.memo)
+	old := e.tenants[tenant]
+	var out []Event
+	if set == nil || set.Len() == 0 {
+		if old != nil {
+			for _, j := range old.jobs {
+				out = e.drop(j, since, "no expectation any more", out)
+			}
+			delete(e.tenants, tenant)
+		}
+		return out
+	}
+	ts := &tenantState{set: set, jobs: make(map[string]*jobState, set.Len())}
+	watch := func(name string) *jobState {
+		if j := ts.jobs[name]; j != nil {
+			return j
+		}
+		var j *jobState
+		if old != nil {
+			j = old.jobs[name]
+		}
+		if j == nil {
+			j = &jobState{tenant: tenant, name: name, runs: map[string]*deadline{}}
+		}
+		ts.jobs[name] = j
+		return j
+	}
+	for _, sp := range set.specs {
+		watch(sp.Job)
+		for _, up := range sp.Upstream {
+			watch(up)
+		}
+	}
+	for name, j := range ts.jobs {
+		out = e.install(j, set.byJob[name], since, out)
+	}
+	if old != nil {
+		for name, j := range old.jobs {
+			if ts.jobs[name] == nil {
+				out = e.drop(j, since, "no expectation any more", out)
+			}
+		}
+	}
+	e.tenants[tenant] = ts
+	return out
+}
+
+// install gives j its new expectation (nil: none), resetting only what it
+// changes.
+func (e *Evaluator) install(j *jobState, sp *spec, since time.Time, out []Event) []Event {
+	var was, now Expectation
+	if j.spec != nil {
+		was = j.spec.Expectation
+	}
+	if sp != nil {
+		now = sp.Expectation
+	}
+	j.spec = sp
+	if j.wait == nil || was.Schedule != now.Schedule || was.Timezone != now.Timezone || was.Every != now.Every || was.Grace != now.Grace {
+		e.arm(j, since)
+	}
+	if was.MaxRuntime != now.MaxRuntime {
+		for task, d := range j.runs {
+			if now.MaxRuntime <= 0 {
+				e.due.remove(d)
+				delete(j.runs, task)
+				continue
+			}
+			e.due.set(d, d.start.Add(now.MaxRuntime))
+		}
+	}
+	if was.MaxRuns != now.MaxRuns || was.RunsWindow != now.RunsWindow || len(j.starts.t) != now.MaxRuns {
+		j.starts = newTimeRing(now.MaxRuns)
+	}
+	if was.Flapping != now.Flapping || len(j.flap.switches.t) != now.Flapping.Changes {
+		out = e.endFlapping(j, since, "flapping settings changed", out)
+		j.flap = flapState{last: j.flap.last, switches: newTimeRing(now.Flapping.Changes)}
+	}
+	return out
+}
+
+// arm sets the first expected run of j after since, or clears it.
+func (e *Evaluator) arm(j *jobState, since time.Time) {
+	j.prev = time.Time{}
+	sp := j.spec
+	switch {
+	case sp != nil && sp.sched != nil:
+		j.slot = e.next(sp, since)
+	case sp != nil && sp.Every > 0:
+		j.slot = later(j.lastStart, since).Add(sp.Every)
+	default:
+		j.slot = time.Time{}
+	}
+	if j.slot.IsZero() {
+		e.due.remove(j.wait)
+		return
+	}
+	j.hit = j.counts(j.lastStart)
+	if j.wait == nil {
+		j.wait = &deadline{kind: dSlot, job: j, index: -1}
+	}
+	e.due.set(j.wait, j.slot.Add(sp.Grace))
+}
+
+// counts reports whether a run started at t counts for the expected run
+// at j.slot: when it starts no more than grace before it (and less than
+// half-way back to the one before), and no more than grace after it.
+func (j *jobState) counts(t time.Time) bool {
+	grace := j.spec.Grace
+	lead := grace
+	if !j.prev.IsZero() {
+		lead = min(lead, j.slot.Sub(j.prev)/2)
+	}
+	return !t.IsZero() && !t.Before(j.slot.Add(-lead)) && !t.After(j.slot.Add(grace))
+}
+
+// drop forgets j: its deadlines leave the heap.
+func (e *Evaluator) drop(j *jobState, at time.Time, why string, out []Event) []Event {
+	out = e.endFlapping(j, at, why, out)
+	e.due.remove(j.wait)
+	for _, d := range j.runs {
+		e.due.remove(d)
+	}
+	return out
+}
+
+func (e *Evaluator) endFlapping(j *jobState, at time.Time, why string, out []Event) []Event {
+	if !j.flap.on {
+		return out
+	}
+	j.flap.on = false
+	e.due.remove(j.flap.stable)
+	return append(out, Event{Kind: KindStable, Tenant: j.tenant, Job: j.name, Slot: j.flap.lastSwitch, At: at, Count: 1, Detail: why})
+}
+
+// next returns the first tick of sp's schedule after t, once per call for
+// all jobs with the same schedule.
+func (e *Evaluator) next(sp *spec, t time.Time) time.Time {
+	k := memoKey{sp.Schedule, sp.Timezone, t.UnixNano()}
+	if n, ok := e.memo[k]; ok {
+		return n
+	}
+	n := sp.sched.Next(t)
+	e.memo[k] = n
+	return n
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func (e *Evaluator) job(tenant, name string) *jobState {
+	if ts := e.tenants[tenant]; ts != nil {
+		return ts.jobs[name]
+	}
+	return nil
+}
+
+// Started tells the evaluator that a run started at r.At. It returns the
+// missed runs whose grace ended before this start (if no tick judged them
+// yet) and a too_often event when the run is one too many. Starts of jobs
+// it does not watch cost a map lookup.
+func (e *Evaluator) Started(r Run) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.job(r.Tenant, r.Job)
+	if j == nil {
+		return nil
+	}
+	sp := j.spec
+	var out []Event
+	if sp != nil && j.wait != nil && j.wait.index >= 0 {
+		// Expected runs whose grace ended before this start are judged
+		// first, whether or not Tick came by since: a late run is not
+		// theirs.
+		out = e.slotsDue(j.wait, r.At.Add(-1), out)
+		switch {
+		case sp.Every > 0 && !r.At.Before(j.lastStart):
+			// A period counts from the latest start.
+			j.slot = r.At.Add(sp.Every)
+			e.due.set(j.wait, j.slot.Add(sp.Grace))
+		case sp.sched != nil && j.counts(r.At):
+			j.hit = true
+		}
+	}
+	if r.At.After(j.lastStart) {
+		j.lastStart = r.At
+	}
+	if sp == nil {
+		return out
+	}
+	if sp.MaxRuntime > 0 && j.runs[r.TaskID] == nil {
+		d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.At, index: -1}
+		j.runs[r.TaskID] = d
+		e.due.set(d, r.At.Add(sp.MaxRuntime))
+	}
+	if sp.MaxRuns > 0 {
+		if j.starts.within(r.At, sp.RunsWindow) {
+			out = append(out, Event{Kind: KindTooOften, Tenant: r.Tenant, Job: r.Job, TaskID: r.TaskID, Slot: r.At, At: r.At, Count: 1,
+				Detail: fmt.Sprintf("%d runs started within %s (max_runs %d)", sp.MaxRuns+1, formatDuration(sp.RunsWindow), sp.MaxRuns)})
+		}
+		j.starts.push(r.At)
+	}
+	return out
+}
+
+// Finished tells the evaluator that a run ended at r.At with r.Status
+// after r.Duration. It returns a too_short event for a successful run
+// under min_runtime, and a flapping event when this run's switch between
+// success and failure makes the job flap.
+func (e *Evaluator) Finished(r Run) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.job(r.Tenant, r.Job)
+	if j == nil {
+		return nil
+	}
+	if d := j.runs[r.TaskID]; d != nil {
+		e.due.remove(d)
+		delete(j.runs, r.TaskID)
+	}
+	var outcome int8
+	switch r.Status {
+	case apollo.StatusSuccess:
+		outcome, j.problem = 1, ProblemNone
+	case apollo.StatusFailed:
+		outcome, j.problem, j.since = -1, ProblemFailed, r.At
+	case apollo.StatusTimeout:
+		outcome, j.problem, j.since = -1, ProblemTimeout, r.At
+	default:
+		return nil // not an end that says how the job is doing
+	}
+	sp := j.spec
+	if sp == nil {
+		return nil
+	}
+	var out []Event
+	if outcome > 0 && sp.MinRuntime > 0 && r.Duration < sp.MinRuntime {
+		out = append(out, Event{Kind: KindTooShort, Tenant: r.Tenant, Job: r.Job, TaskID: r.TaskID, Slot: r.At.Add(-r.Duration), At: r.At, Count: 1,
+			Detail: fmt.Sprintf("succeeded in %v, under min_runtime %s", r.Duration, formatDuration(sp.MinRuntime))})
+	}
+	if sp.Flapping.Changes > 0 {
+		out = e.flapStep(j, outcome, r.At, out)
+	}
+	return out
+}
+
+// flapStep counts a switch between success and failure, and starts or
+// prolongs flapping.
+func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, out []Event) []Event {
+	f, cfg := &j.flap, j.spec.Flapping
+	switched := f.last != 0 && f.last != outcome
+	f.last = outcome
+	if !switched {
+		return out
+	}
+	window := cmp.Or(cfg.Window, DefaultFlapWindow)
+	hold := cmp.Or(cfg.Hold, window)
+	f.lastSwitch = at
+	f.switches.push(at)
+	switch {
+	case f.on:
+		e.due.set(f.stable, at.Add(hold))
+	case f.switches.within(at, window):
+		f.on = true
+		if f.stable == nil {
+			f.stable = &deadline{kind: dStable, job: j, index: -1}
+		}
+		e.due.set(f.stable, at.Add(hold))
+		out = append(out, Event{Kind: KindFlapping, Tenant: j.tenant, Job: j.name, Slot: at, At: at, Count: 1,
+			Detail: fmt.Sprintf("%d switches between success and failure within %s", cfg.Changes, formatDuration(window))})
+	}
+	return out
+}
+
+// Tick handles every deadline that has passed by now and returns what it
+// found: missed runs, runs past max_runtime (the caller times them out)
+// and flapping jobs that became stable. Call it once per evaluation cycle,
+// after the runs reported up to now have been fed.
+func (e *Evaluator) Tick(now time.Time) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.memo)
+	var out []Event
+	limit := now.UnixNano()
+	for len(e.due) > 0 && e.due[0].at <= limit {
+		d := e.due[0]
+		j := d.job
+		switch d.kind {
+		case dSlot:
+			out = e.slotsDue(d, now, out)
+		case dRun:
+			e.due.remove(d)
+			delete(j.runs, d.task)
+			j.problem, j.since = ProblemTimeout, d.time()
+			out = append(out, Event{Kind: KindTooLong, Tenant: j.tenant, Job: j.name, TaskID: d.task, Slot: d.start, At: d.time(), Count: 1,
+				Detail: fmt.Sprintf("still running after max_runtime %s (started %s)", formatDuration(j.spec.MaxRuntime), stamp(d.start, j.spec.location()))})
+		case dStable:
+			e.due.remove(d)
+			j.flap.on = false
+			j.flap.switches.reset()
+			out = append(out, Event{Kind: KindStable, Tenant: j.tenant, Job: j.name, Slot: j.flap.lastSwitch, At: d.time(), Count: 1,
+				Detail: fmt.Sprintf("no switch between success and failure for %s", formatDuration(d.time().Sub(j.flap.lastSwitch)))})
+		}
+	}
+	return out
+}
+
+// slotsDue judges every expected run of d's job whose grace has ended by
+// now, and moves d to the next one. Several at once (a tick came late, or
+// since lay in the past) make one event with their count.
+func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
+	j := d.job
+	sp := j.spec
+	if j.slot.Add(sp.Grace).After(now) {
+		return out
+	}
+	count := 0
+	var last time.Time
+	if sp.Every > 0 {
+		// No run started since slot was set (a start moves it), so every
+		// period up to now is missed: count them without stepping.
+		n := int(now.Sub(j.slot.Add(sp.Grace))/sp.Every) + 1
+		count, last = n, j.slot.Add(time.Duration(n-1)*sp.Every)
+		j.slot = j.slot.Add(time.Duration(n) * sp.Every)
+	} else {
+		for !j.slot.IsZero() && !j.slot.Add(sp.Grace).After(now) {
+			if !j.hit {
+				count, last = count+1, j.slot
+			}
+			j.prev, j.slot = j.slot, e.next(sp, j.slot)
+			// The latest start may count for the next one too, when
+			// grace is longer than half the time between them.
+			j.hit = !j.slot.IsZero() && j.counts(j.lastStart)
+		}
+	}
+	if j.slot.IsZero() {
+		e.due.remove(d)
+	} else {
+		e.due.set(d, j.slot.Add(sp.Grace))
+	}
+	if count == 0 {
+		return out
+	}
+	at := last.Add(sp.Grace)
+	j.problem, j.since = ProblemMissed, at
+	loc := sp.location()
+	detail := fmt.Sprintf("no run started by %s (expected %s, grace %s)", stamp(at, loc), stamp(last, loc), formatDuration(sp.Grace))
+	if sp.Grace == 0 {
+		detail = fmt.Sprintf("no run started at %s", stamp(last, loc))
+	}
+	if count > 1 {
+		detail = fmt.Sprintf("%d expected runs did not start; the last: %s", count, detail)
+	}
+	return append(out, Event{Kind: KindMissed, Tenant: j.tenant, Job: j.name, Slot: last, At: at, Count: count, Detail: detail})
+}
+
+// location is the zone times of the job are shown in: its schedule's, or
+// UTC.
+func (sp *spec) location() *time.Location {
+	if sp.sched != nil {
+		return sp.sched.Location()
+	}
+	return time.UTC
+}
+
+// stamp writes an instant for people, in the zone its schedule is read in.
+func stamp(t time.Time, loc *time.Location) string {
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
+}
+
+// Flapping reports whether job is flapping now.
+func (e *Evaluator) Flapping(tenant, job string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.job(tenant, job)
+	return j != nil && j.flap.on
+}
+
+// InhibitedBy returns the root causes that hold the alerts of job: the
+// jobs above it in the upstream graph (declared upstream, transitively)
+// that are down (their latest run failed or timed out, is running past
+// max_runtime, or their latest expected run is missed) and have nothing
+// down above them. Empty means the job's alerts are its own. job's own
+// state is not asked about.
+func (e *Evaluator) InhibitedBy(tenant, job string) []Cause {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ts := e.tenants[tenant]
+	if ts == nil {
+		return nil
+	}
+	down := func(name string) bool {
+		j := ts.jobs[name]
+		return j != nil && j.problem != ProblemNone
+	}
+	roots := rootCauses(job, ts.set.upstream, down)
+	if len(roots) == 0 {
+		return nil
+	}
+	causes := make([]Cause, len(roots))
+	for i, name := range roots {
+		j := ts.jobs[name]
+		causes[i] = Cause{Job: name, Problem: j.problem, Since: j.since}
+	}
+	return causes
+}

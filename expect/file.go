@@ -1,0 +1,460 @@
+package expect
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The keys of the file, in the order Marshal writes them.
+var (
+	topFields      = []string{"defaults", "expectations"}
+	expFields      = []string{"job", "schedule", "timezone", "every", "grace", "max_runtime", "min_runtime", "max_runs", "runs_window", "upstream", "flapping"}
+	defaultsFields = []string{"timezone", "grace", "max_runtime", "min_runtime", "flapping"}
+	flappingFields = []string{"changes", "window", "hold"}
+)
+
+// Parse reads an expectations file (docs/expectations.md): an optional
+// defaults block and a list of expectations, one per job.
+//
+//	defaults:
+//	  timezone: Europe/Berlin
+//	expectations:
+//	  - job: nightly_backup
+//	    schedule: "30 2 * * *"
+//	    max_runtime: 1h
+//
+// Defaults fill the fields an expectation does not set; an expectation
+// with a schedule or every and no grace gets DefaultGrace. On any problem
+// Parse returns a *FileError with every problem found, each with its line
+// and column, job and field.
+//
+// The file is read node by node rather than decoded into structs, so that
+// every problem, an unknown key included, points at its own line and
+// column.
+func Parse(filename string, src []byte) (*Set, error) {
+	d := &decoder{pos: map[posKey]filePos{}}
+	d.c = checker{file: filename, where: d.where}
+	var exps []Expectation
+	if root := d.document(src); root != nil {
+		exps = d.top(root)
+	}
+	set := d.c.set(exps)
+	if len(d.c.issues) > 0 {
+		return nil, NewFileError("expectations file", d.c.issues)
+	}
+	return set, nil
+}
+
+// posKey names a field of the expectation at index i (-1: defaults).
+type posKey struct {
+	i     int
+	field string
+}
+
+// decoder walks the YAML nodes of one file.
+type decoder struct {
+	c   checker
+	pos map[posKey]filePos // where each field's value is; field "" is the expectation itself
+}
+
+// where returns the place of a field, or of its expectation when the field
+// is not written (a value from defaults, a missing job).
+func (d *decoder) where(i int, field string) filePos {
+	for f := field; ; {
+		if p, ok := d.pos[posKey{i, f}]; ok {
+			return p
+		}
+		if f == "" {
+			break
+		}
+		// "upstream.2" falls back to "upstream", then to the expectation.
+		if dot := strings.LastIndexByte(f, '.'); dot >= 0 {
+			f = f[:dot]
+		} else {
+			f = ""
+		}
+	}
+	if i == -1 {
+		return d.where(-2, "defaults")
+	}
+	return filePos{1, 1}
+}
+
+var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document returns the file's one YAML document, or nil when the file is
+// empty or does not parse.
+func (d *decoder) document(src []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if !errors.Is(err, io.EOF) {
+			d.syntax(err)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: extra.Line, Col: extra.Column,
+			Message: "a second YAML document", Hint: "an expectations file is one document; remove the '---' and what follows, or merge it"})
+	case !errors.Is(err, io.EOF):
+		d.syntax(err)
+	}
+	return &doc
+}
+
+// syntax reports a YAML syntax error. The library names the line where
+// the enclosing block starts, not always the line of the mistake: the hint
+// says so.
+func (d *decoder) syntax(err error) {
+	is := &Issue{File: d.c.file, Line: 1, Col: 1, Message: "YAML syntax: " + strings.TrimPrefix(err.Error(), "yaml: "),
+		Hint: "the mistake is in the block that starts here; check indentation, quotes and brackets"}
+	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
+		is.Line, _ = strconv.Atoi(m[1])
+		is.Message = "YAML syntax: " + m[2]
+	}
+	d.c.issues = append(d.c.issues, is)
+}
+
+// resolve follows an alias to its anchor.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// describe names a node's kind for "expected ..." messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return strconv.Quote(n.Value)
+}
+
+// mapping calls f for each key and value of a mapping, reporting unknown
+// and repeated keys. i and job say whose fields these are; prefix is
+// added to field names ("flapping.").
+func (d *decoder) mapping(n *yaml.Node, i int, job, prefix string, known []string, f func(key string, v *yaml.Node)) {
+	seen := map[string]int{}
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		key, v := n.Content[k], resolve(n.Content[k+1])
+		name := prefix + key.Value
+		switch first, dup := seen[key.Value]; {
+		case !slices.Contains(known, key.Value):
+			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: name,
+				Message: "unknown field", Hint: "known fields are " + strings.Join(known, ", ")})
+			continue
+		case dup:
+			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: name,
+				Message: "given twice", Hint: fmt.Sprintf("the first is at line %d; keep one", first)})
+			continue
+		}
+		seen[key.Value] = key.Line
+		d.pos[posKey{i, name}] = filePos{v.Line, v.Column}
+		if !isNull(v) {
+			f(key.Value, v)
+		}
+	}
+}
+
+// wrong reports a value of the wrong shape at the value.
+func (d *decoder) wrong(i int, job, field string, v *yaml.Node, expected, hint string) {
+	d.pos[posKey{i, field}] = filePos{v.Line, v.Column}
+	d.c.add(i, job, field, hint, "cannot use %s here: expected %s", describe(v), expected)
+}
+
+func (d *decoder) top(doc *yaml.Node) []Expectation {
+	n := resolve(doc)
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = resolve(n.Content[0])
+	}
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: n.Line, Col: n.Column,
+			Message: fmt.Sprintf("the file is %s", describe(n)), Hint: "write a mapping with defaults: and expectations:"})
+		return nil
+	}
+	var defaults *yaml.Node
+	var list *yaml.Node
+	d.mapping(n, -2, "", "", topFields, func(key string, v *yaml.Node) {
+		if key == "defaults" {
+			defaults = v
+		} else {
+			list = v
+		}
+	})
+	def, given := d.defaults(defaults)
+	if list == nil {
+		return nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		d.wrong(-2, "", "expectations", list, "a list of expectations", "write expectations: followed by items that start with - job: ...")
+		return nil
+	}
+	exps := make([]Expectation, 0, len(list.Content))
+	for _, item := range list.Content {
+		exps = append(exps, d.expectation(len(exps), resolve(item), def, given))
+	}
+	return exps
+}
+
+// defaults reads and checks the defaults block. A default with a problem
+// is reported once, here, and not applied.
+func (d *decoder) defaults(n *yaml.Node) (Expectation, map[string]bool) {
+	var def Expectation
+	given := map[string]bool{}
+	if n == nil {
+		return def, given
+	}
+	if n.Kind != yaml.MappingNode {
+		d.wrong(-1, "", "defaults", n, "a mapping", "")
+		return def, given
+	}
+	d.mapping(n, -1, "", "", defaultsFields, func(key string, v *yaml.Node) {
+		given[key] = d.field(-1, "", key, v, &def)
+	})
+	d.c.location(-1, "", def.Timezone)
+	d.c.durations(-1, "", &def)
+	d.c.flapping(-1, "", def.Flapping)
+	for key := range given {
+		if d.c.broken(-1, key) {
+			given[key] = false
+		}
+	}
+	return def, given
+}
+
+// expectation reads the expectation at index i and fills in the defaults
+// for the fields it does not set.
+func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven map[string]bool) Expectation {
+	var e Expectation
+	d.pos[posKey{i, ""}] = filePos{n.Line, n.Column}
+	if n.Kind != yaml.MappingNode {
+		d.wrong(i, "", "", n, "an expectation (a mapping)", "start each item with - job: ...")
+		return e
+	}
+	// The job's name first, so that every issue of the item names it.
+	job := ""
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		if v := resolve(n.Content[k+1]); n.Content[k].Value == "job" && v.Kind == yaml.ScalarNode {
+			job = v.Value
+		}
+	}
+	given := map[string]bool{}
+	d.mapping(n, i, job, "", expFields, func(key string, v *yaml.Node) {
+		given[key] = d.field(i, job, key, v, &e)
+	})
+	timed := given["schedule"] || given["every"]
+	if !given["timezone"] && e.Schedule != "" && defGiven["timezone"] {
+		e.Timezone = def.Timezone
+	}
+	if !given["grace"] && timed {
+		e.Grace = DefaultGrace
+		if defGiven["grace"] {
+			e.Grace = def.Grace
+		}
+	}
+	if !given["max_runtime"] && defGiven["max_runtime"] {
+		e.MaxRuntime = def.MaxRuntime
+	}
+	if !given["min_runtime"] && defGiven["min_runtime"] {
+		e.MinRuntime = def.MinRuntime
+	}
+	if !given["flapping"] && defGiven["flapping"] {
+		e.Flapping = def.Flapping
+	}
+	return e
+}
+
+// field decodes one field into e. It reports whether the value was good.
+func (d *decoder) field(i int, job, key string, v *yaml.Node, e *Expectation) bool {
+	switch key {
+	case "job":
+		return d.str(i, job, key, v, &e.Job)
+	case "schedule":
+		return d.str(i, job, key, v, &e.Schedule)
+	case "timezone":
+		return d.str(i, job, key, v, &e.Timezone)
+	case "every":
+		return d.duration(i, job, key, v, &e.Every)
+	case "grace":
+		return d.duration(i, job, key, v, &e.Grace)
+	case "max_runtime":
+		return d.duration(i, job, key, v, &e.MaxRuntime)
+	case "min_runtime":
+		return d.duration(i, job, key, v, &e.MinRuntime)
+	case "runs_window":
+		return d.duration(i, job, key, v, &e.RunsWindow)
+	case "max_runs":
+		return d.integer(i, job, key, v, &e.MaxRuns)
+	case "upstream":
+		return d.names(i, job, key, v, &e.Upstream)
+	}
+	return d.flappingBlock(i, job, v, &e.Flapping)
+}
+
+func (d *decoder) str(i int, job, field string, v *yaml.Node, to *string) bool {
+	if v.Kind != yaml.ScalarNode {
+		d.wrong(i, job, field, v, "a string", "")
+		return false
+	}
+	*to = v.Value
+	return true
+}
+
+func (d *decoder) duration(i int, job, field string, v *yaml.Node, to *time.Duration) bool {
+	if v.Kind != yaml.ScalarNode {
+		d.wrong(i, job, field, v, "a duration", "write a number with a unit, like 30s, 10m or 1h30m")
+		return false
+	}
+	if v.Value == "0" {
+		*to = 0
+		return true
+	}
+	x, err := time.ParseDuration(v.Value)
+	if err != nil {
+		hint := "write a number with a unit, like 30s, 10m or 1h30m, or 0"
+		if strings.HasSuffix(v.Value, "d") {
+			hint = "write 24h for a day"
+		}
+		d.c.add(i, job, field, hint, "%q is not a duration", v.Value)
+		return false
+	}
+	*to = x
+	return true
+}
+
+func (d *decoder) integer(i int, job, field string, v *yaml.Node, to *int) bool {
+	x, err := strconv.Atoi(v.Value)
+	if err != nil || v.Kind != yaml.ScalarNode {
+		d.wrong(i, job, field, v, "a whole number", "")
+		return false
+	}
+	*to = x
+	return true
+}
+
+func (d *decoder) names(i int, job, field string, v *yaml.Node, to *[]string) bool {
+	if v.Kind != yaml.SequenceNode {
+		d.wrong(i, job, field, v, "a list of job names", "write upstream: [extract, transform]")
+		return false
+	}
+	ok := true
+	for k, item := range v.Content {
+		item = resolve(item)
+		name := field + "." + strconv.Itoa(k)
+		d.pos[posKey{i, name}] = filePos{item.Line, item.Column}
+		if item.Kind != yaml.ScalarNode || isNull(item) {
+			d.wrong(i, job, name, item, "a job name", "")
+			ok = false
+			continue
+		}
+		*to = append(*to, item.Value)
+	}
+	return ok
+}
+
+func (d *decoder) flappingBlock(i int, job string, v *yaml.Node, to *Flapping) bool {
+	if v.Kind != yaml.MappingNode {
+		d.wrong(i, job, "flapping", v, "a mapping", "write flapping: {changes: 4, window: 1h, hold: 30m}")
+		return false
+	}
+	ok := true
+	d.mapping(v, i, job, "flapping.", flappingFields, func(key string, v *yaml.Node) {
+		field := "flapping." + key
+		switch key {
+		case "changes":
+			ok = d.integer(i, job, field, v, &to.Changes) && ok
+		case "window":
+			ok = d.duration(i, job, field, v, &to.Window) && ok
+		default:
+			ok = d.duration(i, job, field, v, &to.Hold) && ok
+		}
+	})
+	return ok
+}
+
+// fileExpectation is one expectation as Marshal writes it: every value
+// that is set, durations in Go's notation.
+type fileExpectation struct {
+	Job        string        `yaml:"job"`
+	Schedule   string        `yaml:"schedule,omitempty"`
+	Timezone   string        `yaml:"timezone,omitempty"`
+	Every      string        `yaml:"every,omitempty"`
+	Grace      string        `yaml:"grace,omitempty"`
+	MaxRuntime string        `yaml:"max_runtime,omitempty"`
+	MinRuntime string        `yaml:"min_runtime,omitempty"`
+	MaxRuns    int           `yaml:"max_runs,omitempty"`
+	RunsWindow string        `yaml:"runs_window,omitempty"`
+	Upstream   []string      `yaml:"upstream,omitempty,flow"`
+	Flapping   *fileFlapping `yaml:"flapping,omitempty,flow"`
+}
+
+type fileFlapping struct {
+	Changes int    `yaml:"changes"`
+	Window  string `yaml:"window,omitempty"`
+	Hold    string `yaml:"hold,omitempty"`
+}
+
+// Marshal writes the set in the file form, each expectation with every
+// value it has (defaults are not factored out): Parse reads it back into
+// an equal set.
+func (s *Set) Marshal() []byte {
+	list := make([]fileExpectation, len(s.specs))
+	for k, sp := range s.specs {
+		e := sp.Expectation
+		fe := fileExpectation{Job: e.Job, Schedule: e.Schedule, Timezone: e.Timezone, Every: formatDuration(e.Every),
+			Grace: formatDuration(e.Grace), MaxRuntime: formatDuration(e.MaxRuntime), MinRuntime: formatDuration(e.MinRuntime),
+			MaxRuns: e.MaxRuns, RunsWindow: formatDuration(e.RunsWindow), Upstream: e.Upstream}
+		if e.Grace == 0 && (e.Schedule != "" || e.Every != 0) {
+			fe.Grace = "0s" // unwritten, it would read back as DefaultGrace
+		}
+		if f := e.Flapping; f.Changes != 0 {
+			fe.Flapping = &fileFlapping{Changes: f.Changes, Window: formatDuration(f.Window), Hold: formatDuration(f.Hold)}
+		}
+		list[k] = fe
+	}
+	out, err := yaml.Marshal(struct {
+		Expectations []fileExpectation `yaml:"expectations"`
+	}{list})
+	if err != nil {
+		// Strings, numbers and lists of strings always encode.
+		panic("expect: marshal: " + err.Error())
+	}
+	return out
+}
+
+// formatDuration writes d the short way ("1h", "1h30m", "1m30s"), or ""
+// for zero, which Marshal leaves out: Go's form without the zero minutes
+// and seconds of whole hours and minutes.
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	s := d.String()
+	if d%time.Minute == 0 {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if d%time.Hour == 0 {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
