@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // TestAddingANodeHandsPartitionsOver starts one node, which takes every
@@ -166,7 +167,7 @@ func TestChangesFromEveryNode(t *testing.T) {
 		if ch.Task.TaskID != id || ch.Task.Status != apollo.StatusRunning {
 			t.Fatalf("got the change %+v", ch)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the change applied on the other node never came")
 	}
 	sub.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // publishAll publishes events through n and fails unless all are accepted.
@@ -233,7 +234,7 @@ func TestTenantsStayApart(t *testing.T) {
 				t.Errorf("a change of tenant %q carries the record's tenant %q", ch.Task.Tenant, ch.Record.Tenant)
 			}
 			seen[ch.Task.Tenant] = ch.Task.Status
-		case <-time.After(15 * time.Second):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("changes seen: %v", seen)
 		}
 	}

@@ -16,7 +16,7 @@ const generous = time.Minute
 // binary's deadline (t.Deadline), so that the test, not the -timeout
 // panic, reports what it was waiting for.
 func Timeout(t testing.TB) time.Duration {
-	d := generous * raceFactor
+	d := Generous()
 	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if end, ok := dt.Deadline(); ok {
 			d = min(d, time.Until(end)*9/10)
@@ -24,6 +24,10 @@ func Timeout(t testing.TB) time.Duration {
 	}
 	return d
 }
+
+// Generous is the wait for code that has no testing.TB to ask for its
+// deadline, such as a testscript command: Timeout without the cap.
+func Generous() time.Duration { return generous * raceFactor }
 
 // Context returns a context that ends after Timeout(t), and at the latest
 // when t ends.
