@@ -23,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // syncBuffer is a log sink tests can read while the server writes.
@@ -49,21 +51,27 @@ func (s *syncBuffer) String() string {
 // a stop function that returns runServer's error.
 func inProcess(t *testing.T, cfg config.Config) (addr string, logs *syncBuffer, stop func() error) {
 	t.Helper()
+	return inProcessOn(t, cfg, nil)
+}
+
+// inProcessOn is inProcess with the server on clock (nil: the system clock).
+func inProcessOn(t *testing.T, cfg config.Config, clock apollo.Clock) (addr string, logs *syncBuffer, stop func() error) {
+	t.Helper()
 	logs = &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	up := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runServer(ctx, cfg, serverDeps{log: slog.New(slog.NewTextHandler(logs, nil)), ready: func(a string) { up <- a }})
+		done <- runServer(ctx, cfg, serverDeps{log: slog.New(slog.NewTextHandler(logs, nil)), clock: clock, ready: func(a string) { up <- a }})
 	}()
 	select {
 	case addr = <-up:
 	case err := <-done:
 		cancel()
 		t.Fatalf("server did not start: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		cancel()
-		t.Fatal("server not up in 30s")
+		t.Fatal("server not up")
 	}
 	var once sync.Once
 	var err error
