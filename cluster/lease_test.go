@@ -22,7 +22,7 @@ func TestAddingANodeHandsPartitionsOver(t *testing.T) {
 	const parts = 4
 	c := newTestCluster(t, parts, 3*time.Second)
 	a := c.start("grow-1")
-	c.waitServed(20*time.Second, nil)
+	c.waitServed(nil)
 	cl := recordChanges(t, connect(t, c.srv))
 	now := time.Now().UnixMilli()
 	var first, second []apollo.Event
@@ -151,7 +151,7 @@ func TestChangesFromEveryNode(t *testing.T) {
 	c := newTestCluster(t, 4, 3*time.Second)
 	a := c.start("fan-1")
 	c.start("fan-2")
-	owners := c.waitServed(20*time.Second, nil)
+	owners := c.waitServed(nil)
 	sub, err := a.SubscribeChanges(100)
 	if err != nil {
 		t.Fatal(err)
