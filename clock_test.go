@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 func TestFakeClockFiresInOrder(t *testing.T) {
@@ -56,7 +57,7 @@ func TestFakeClockBlockUntil(t *testing.T) {
 		<-tm.C()
 		close(done)
 	}()
-	if !c.BlockUntil(1, 5*time.Second) {
+	if !c.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("timer never armed")
 	}
 	c.Advance(time.Minute)

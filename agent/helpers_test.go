@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 var t0 = time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -28,7 +29,7 @@ func newTestClient(t testing.TB, url string, opts ...Option) *Client {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 		defer cancel()
 		c.Close(ctx)
 	})
@@ -39,8 +40,8 @@ func newTestClient(t testing.TB, url string, opts ...Option) *Client {
 // then blocked on them and moving the clock is what makes it go on.
 func armed(t testing.TB, fc *apollo.FakeClock, n int) {
 	t.Helper()
-	if !fc.BlockUntil(n, 10*time.Second) {
-		t.Fatalf("the client did not arm %d timer(s) within 10s (armed: %d)", n, fc.Waiters())
+	if !fc.BlockUntil(n, testwait.Timeout(t)) {
+		t.Fatalf("the client did not arm %d timer(s) (armed: %d)", n, fc.Waiters())
 	}
 }
 
@@ -56,8 +57,8 @@ func wait(t testing.TB, ch <-chan error) error {
 	select {
 	case err := <-ch:
 		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("call did not return within 10s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("call did not return")
 		return nil
 	}
 }
@@ -112,8 +113,8 @@ func nextWait(t testing.TB, waits <-chan time.Duration) time.Duration {
 	select {
 	case d := <-waits:
 		return d
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client did not start a retry wait within 10s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the client did not start a retry wait")
 		return 0
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // protocolServer implements POST /api/v1/events as docs/protocol.md says:
@@ -154,8 +155,8 @@ func (s *protocolServer) next(t testing.TB) request {
 	select {
 	case r := <-s.requests:
 		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("protocol server: no request within 10s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("protocol server: no request")
 		return request{}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
@@ -97,7 +98,7 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 		select {
 		case p := <-got:
 			tenants = append(tenants, p.Alert.Tenant)
-		case <-time.After(wait):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("the webhook got %v, want one notification per tenant; attempts %+v", tenants,
 				disp.Attempts(notify.AttemptFilter{Tenant: "team-b"}))
 		}
@@ -145,7 +146,7 @@ func TestStormFollowUpInChinese(t *testing.T) {
 			if want == apollo.NotifyStorm && (!strings.Contains(p.Text, "又命中 2 次，1分钟内共 3 次") || strings.Contains(p.Text, "more")) {
 				t.Fatalf("follow-up:\n%s", p.Text)
 			}
-		case <-time.After(wait):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("no %s message", want)
 		}
 	}

@@ -10,9 +10,8 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/alert/alerttest"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
-
-const wait = 10 * time.Second // real time: a safety net for channel waits
 
 // 300 failures of batch_ jobs within one minute make two messages: the
 // first failure at once, and one follow-up at the end of the group window
@@ -32,7 +31,7 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 		c := finish(nil, "", job, fmt.Sprintf("run-%d", i), apollo.StatusFailed, f.clock.Now().UnixMilli(), 100)
 		f.eng.Apply(&c)
 		if i == 0 {
-			n := f.sink.Wait(t, wait) // at once, before the rest arrive
+			n := f.sink.Wait(t, testwait.Timeout(t)) // at once, before the rest arrive
 			if n.Kind != firing || n.Alert.Count != 1 || !strings.Contains(n.Alert.Summary, "failed") {
 				t.Fatalf("first message %+v", n)
 			}
@@ -40,7 +39,7 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 		f.clock.Advance(190 * time.Millisecond) // 300 events in 57 s
 	}
 	// The group timer and the evaluation ticker are armed.
-	if !f.clock.BlockUntil(2, wait) {
+	if !f.clock.BlockUntil(2, testwait.Timeout(t)) {
 		t.Fatal("the group timer was not armed")
 	}
 	a := f.only("", apollo.AlertFiring)
@@ -48,7 +47,7 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 		t.Fatalf("open group %+v", a)
 	}
 	f.clock.Advance(3 * time.Second) // past one minute after the first
-	n := f.sink.Wait(t, wait)
+	n := f.sink.Wait(t, testwait.Timeout(t))
 	if n.Kind != storm || n.Alert.Count != 299 || n.Alert.TopNames[0] != "batch_hot" || len(n.Alert.TopNames) != 5 {
 		t.Fatalf("follow-up %+v", n)
 	}
@@ -56,7 +55,7 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 		t.Errorf("follow-up: %v in all, summary %q; want 300, and the first failure", n.Alert.Value, n.Alert.Summary)
 	}
 	f.only("", apollo.AlertFiring) // the storm may go on
-	if !f.clock.BlockUntil(2, wait) {
+	if !f.clock.BlockUntil(2, testwait.Timeout(t)) {
 		t.Fatal("the group timer was not armed again")
 	}
 	changes, cancel := f.eng.Subscribe()
@@ -95,22 +94,22 @@ func TestSustainedStormOneMessagePerWindow(t *testing.T) {
 		f.clock.Set(at)
 		if i > 0 && at.Sub(t0)%time.Minute == 0 {
 			// A window ended: its message comes before this failure counts.
-			f.sink.Wait(t, wait)
+			f.sink.Wait(t, testwait.Timeout(t))
 		}
 		c := finish(nil, "", fmt.Sprintf("batch_%d", i%7), fmt.Sprintf("run-%d", i), apollo.StatusFailed, at.UnixMilli(), 100)
 		f.eng.Apply(&c)
 		if i == 0 {
-			f.sink.Wait(t, wait)
+			f.sink.Wait(t, testwait.Timeout(t))
 		}
 	}
 	// The last window ends with the group timer; the next, quiet one ends
 	// the storm.
-	if !f.clock.BlockUntil(2, wait) {
+	if !f.clock.BlockUntil(2, testwait.Timeout(t)) {
 		t.Fatal("the group timer was not armed")
 	}
 	f.clock.Set(t0.Add(lasts))
-	f.sink.Wait(t, wait)
-	if !f.clock.BlockUntil(2, wait) {
+	f.sink.Wait(t, testwait.Timeout(t))
+	if !f.clock.BlockUntil(2, testwait.Timeout(t)) {
 		t.Fatalf("the storm ended with a message; want it open for one more window. %d messages: %v",
 			len(f.sink.Notes()), kinds(f.sink.Notes()))
 	}
@@ -173,18 +172,18 @@ func TestEventRuleMatching(t *testing.T) {
 	}
 	c := finish(nil, "", "etl_a", "x5", apollo.StatusFailed, now, 1)
 	f.eng.Apply(&c)
-	if n := f.sink.Wait(t, wait); n.Alert.Count != 1 || !strings.Contains(n.Alert.Summary, "etl_a failed (run x5)") {
+	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Alert.Count != 1 || !strings.Contains(n.Alert.Summary, "etl_a failed (run x5)") {
 		t.Fatalf("first match %+v", n.Alert)
 	}
 	f.clock.Advance(11 * time.Second)
 	c = finish(nil, "", "etl_b", "x6", apollo.StatusFailed, f.clock.Now().UnixMilli(), 1)
 	f.eng.Apply(&c)
-	if n := f.sink.Wait(t, wait); n.Kind != firing || n.Alert.TopNames[0] != "etl_b" {
+	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Kind != firing || n.Alert.TopNames[0] != "etl_b" {
 		t.Fatalf("a match after the window %+v", n)
 	}
 	c = finish(nil, "b", "etl_c", "x7", apollo.StatusTimeout, f.clock.Now().UnixMilli(), 1)
 	f.eng.Apply(&c)
-	if n := f.sink.Wait(t, wait); n.Alert.Tenant != "b" || n.Alert.Group != "etl_" {
+	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Alert.Tenant != "b" || n.Alert.Group != "etl_" {
 		t.Fatalf("tenant b %+v", n)
 	}
 	f.eng.Stop()
@@ -230,15 +229,15 @@ func TestSelfAlert(t *testing.T) {
 	for range 3 {
 		f.eng.SelfAlert("holding_full", apollo.SeverityCritical, "the holding area is full; events are refused")
 	}
-	n := f.sink.Wait(t, wait)
+	n := f.sink.Wait(t, testwait.Timeout(t))
 	if n.Kind != apollo.NotifySelf || n.Alert.Severity != apollo.SeverityCritical || n.Alert.Rule != "apollo:holding_full" {
 		t.Fatalf("self alert %+v", n)
 	}
-	if !f.clock.BlockUntil(2, wait) {
+	if !f.clock.BlockUntil(2, testwait.Timeout(t)) {
 		t.Fatal("group timer not armed")
 	}
 	f.clock.Advance(alert.SelfGroupWindow)
-	if n := f.sink.Wait(t, wait); n.Kind != apollo.NotifySelf || n.Alert.Count != 2 {
+	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Kind != apollo.NotifySelf || n.Alert.Count != 2 {
 		t.Fatalf("follow-up %+v", n)
 	}
 }

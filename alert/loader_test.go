@@ -12,6 +12,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -35,7 +36,7 @@ func (l logs) WithGroup(string) slog.Handler      { return l }
 
 func (l logs) waitFor(t *testing.T, part string) string {
 	t.Helper()
-	timeout := time.After(wait)
+	timeout := time.After(testwait.Timeout(t))
 	for {
 		select {
 		case s := <-l:
@@ -97,7 +98,7 @@ func TestLoaderKeepsOldRulesOnABadFile(t *testing.T) {
 		if len(rs) != 1 || rs[0].Name != "b" {
 			t.Fatalf("loaded %v", rs)
 		}
-	case <-time.After(wait):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the fixed file was not loaded")
 	}
 	// Write replaces the file without calling OnLoad: the caller applied

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // A restart with a firing alert does not notify it again: the "notified"
@@ -31,7 +32,7 @@ RULE ev task_prefix: "etl_" ON: failed NOTIFY: ops`
 	f.expectSent(firing)
 	c := finish(nil, "", "etl_a", "e1", apollo.StatusFailed, f.clock.Now().UnixMilli(), 1)
 	f.eng.Apply(&c)
-	f.sink.Wait(t, wait)
+	f.sink.Wait(t, testwait.Timeout(t))
 	rate := f.eng.Alerts("", apollo.AlertFiring)
 	var rateID string
 	for _, a := range rate {
@@ -72,7 +73,7 @@ RULE ev task_prefix: "etl_" ON: failed NOTIFY: ops`
 	}
 	// The event group closes at the end of its window: one match, no
 	// follow-up. The rate alert resolves: told once.
-	if !g.clock.BlockUntil(2, wait) {
+	if !g.clock.BlockUntil(2, testwait.Timeout(t)) {
 		t.Fatal("the restored group's timer was not armed")
 	}
 	changes, cancel := g.eng.Subscribe()
@@ -83,7 +84,7 @@ RULE ev task_prefix: "etl_" ON: failed NOTIFY: ops`
 		select {
 		case a := <-changes:
 			closed = a.Rule == "ev" && a.State == apollo.AlertResolved
-		case <-time.After(wait):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatal("the restored event group did not close")
 		}
 	}

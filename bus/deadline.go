@@ -153,14 +153,21 @@ func (b *Bus) deadlineLoop() {
 		for _, d := range due {
 			b.fire(d)
 		}
+		now := b.nowMs()
 		wait := time.Hour
 		if next > 0 {
-			wait = time.Duration(next-b.nowMs()) * time.Millisecond
+			wait = time.Duration(next-now) * time.Millisecond
 			if wait <= 0 {
 				continue
 			}
 		}
 		timer.Reset(wait)
+		// The timer counts from the clock at Reset, the wait from now: a
+		// clock that jumped in between (a test's fake clock) would leave
+		// it late by the jump. Look again.
+		if b.nowMs() != now {
+			continue
+		}
 		select {
 		case <-timer.C():
 		case <-b.timers.wake:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 func TestTimeoutWrittenByTheBus(t *testing.T) {
@@ -283,5 +284,59 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindTimeout })
 	if c.Record.TaskID != "s2" || c.Record.Ts != t0.Add(24*time.Hour).UnixMilli() {
 		t.Errorf("timeout %+v, want s2 24 h after the server received its start", c.Record)
+	}
+}
+
+// jumpyClock moves the fake time by jump just before the bus resets a
+// timer for a deadline, as a loaded machine may preempt the deadline loop
+// between reading the clock and arming its timer while a test moves the
+// clock. idle gets a token when the loop arms its idle hour.
+type jumpyClock struct {
+	*apollo.FakeClock
+	jump time.Duration
+	idle chan struct{}
+}
+
+func (c *jumpyClock) NewTimer(d time.Duration) apollo.Timer {
+	return jumpyTimer{c.FakeClock.NewTimer(d), c}
+}
+
+type jumpyTimer struct {
+	apollo.Timer
+	c *jumpyClock
+}
+
+func (t jumpyTimer) Reset(d time.Duration) bool {
+	if d < time.Hour { // a deadline's wait
+		t.c.Advance(t.c.jump)
+		return t.Timer.Reset(d)
+	}
+	was := t.Timer.Reset(d)
+	select {
+	case t.c.idle <- struct{}{}:
+	default:
+	}
+	return was
+}
+
+// TestDeadlineLoopSurvivesClockJump: the clock passes a run's timeout
+// while the deadline loop is between computing its wait and arming its
+// timer; the timeout still fires, instead of one wait too late.
+func TestDeadlineLoopSurvivesClockJump(t *testing.T) {
+	t.Parallel()
+	clock := &jumpyClock{FakeClock: apollo.NewFakeClock(t0), jump: 6 * time.Second, idle: make(chan struct{}, 1)}
+	f := newFixture(t, func(o *Options) { o.Clock = clock })
+	sub := f.bus.Subscribe(100)
+	select { // the loop waits with nothing due, so the run's deadline wakes it
+	case <-clock.idle:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the deadline loop never armed its timer")
+	}
+	e := ev("j1", 1, apollo.StatusRunning)
+	e.Ts, e.TimeoutMs = t0.UnixMilli(), 5000
+	f.publish(t, e)
+	c := waitChange(t, sub, func(c *apollo.Change) bool { return c.Record.Kind == apollo.KindTimeout })
+	if c.Record.Ts != t0.UnixMilli()+5000 {
+		t.Errorf("timeout at %d, want %d", c.Record.Ts, t0.UnixMilli()+5000)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // memLog is an in-memory Log: every append is durable at once, unless
@@ -107,10 +108,10 @@ func (r *recorder) all() []*apollo.Change {
 	return append([]*apollo.Change(nil), r.changes...)
 }
 
-// waitChange reads from a subscription until pred holds, or fails after 10 s.
+// waitChange reads from a subscription until pred holds.
 func waitChange(t *testing.T, sub *Subscription, pred func(*apollo.Change) bool) *apollo.Change {
 	t.Helper()
-	timeout := time.NewTimer(10 * time.Second)
+	timeout := time.NewTimer(testwait.Timeout(t))
 	defer timeout.Stop()
 	for {
 		select {
@@ -122,7 +123,7 @@ func waitChange(t *testing.T, sub *Subscription, pred func(*apollo.Change) bool)
 				return c
 			}
 		case <-timeout.C:
-			t.Fatal("no matching change within 10s")
+			t.Fatal("no matching change")
 		}
 	}
 }

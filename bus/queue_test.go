@@ -1,12 +1,15 @@
 package bus
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // Every task's queue is released once it is drained: after 100 000 tasks
@@ -211,4 +214,29 @@ func TestEveryRefusalCounted(t *testing.T) {
 		t.Errorf("OnRefused called %d times for %d refused events", n, answered)
 	}
 	close(gate)
+}
+
+// WaitDrained returns once every published change has reached the
+// observers, and with the context's error while one is still held back.
+func TestWaitDrained(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	rec := &recorder{}
+	f := newFixture(t, func(o *Options) {
+		o.Observers = []Observer{rec}
+		o.testGate = func() { <-gate }
+	})
+	f.publish(t, ev("w1", 1, apollo.StatusPending), ev("w2", 1, apollo.StatusPending))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := f.bus.WaitDrained(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitDrained with changes held back: %v", err)
+	}
+	close(gate)
+	if err := f.bus.WaitDrained(testwait.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.all()); n != 2 {
+		t.Errorf("observer saw %d changes after WaitDrained, want 2", n)
+	}
 }

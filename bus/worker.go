@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -76,6 +77,29 @@ func (b *Bus) waitDrained() {
 		b.drained.Wait()
 	}
 	b.drainMu.Unlock()
+}
+
+// WaitDrained returns when no change is queued for delivery (every change
+// published so far has reached the observers and subscribers), or with
+// ctx's error. Unlike Checkpoint it does not stop Publish: a change
+// published meanwhile extends the wait. Tests use it to act only once the
+// bus has delivered what they published.
+func (b *Bus) WaitDrained(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		b.drainMu.Lock()
+		b.drained.Broadcast()
+		b.drainMu.Unlock()
+	})
+	defer stop()
+	b.drainMu.Lock()
+	defer b.drainMu.Unlock()
+	for b.queued.Load() > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.drained.Wait()
+	}
+	return nil
 }
 
 // ErrSlowSubscriber is the reason a subscription is cut off: it did not keep

@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
@@ -143,8 +144,9 @@ func (c *testCluster) start(id string) *testNode {
 }
 
 // waitServed waits until every partition is served by one of the nodes
-// that are not in dead, reading the hooks' events.
-func (c *testCluster) waitServed(timeout time.Duration, dead map[string]bool) map[int]string {
+// that are not in dead, reading the hooks' events. How soon is for the
+// test to judge (TestKillANodeUnderLoad does); the wait is testwait's.
+func (c *testCluster) waitServed(dead map[string]bool) map[int]string {
 	t := c.t
 	t.Helper()
 	owner := map[int]string{}
@@ -158,6 +160,7 @@ func (c *testCluster) waitServed(timeout time.Duration, dead map[string]bool) ma
 		}
 		n.mu.Unlock()
 	}
+	timeout := testwait.Timeout(t)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for len(owner) < c.parts {

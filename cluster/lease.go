@@ -41,26 +41,30 @@ func (n *Node) keep() {
 	t := n.opts.Clock.NewTicker(n.opts.RenewEvery)
 	defer t.Stop()
 	ctx := n.ctx // cancelled by Stop: rebuilds under way give up
-	var opening sync.WaitGroup
+	// The first round's rebuilds have their own group: Ready waits for
+	// them while later rounds add to opening (an Add concurrent with a
+	// Wait on one WaitGroup is a race).
+	var first, opening sync.WaitGroup
 	defer opening.Wait()
-	first := true
-	for {
+	defer first.Wait()
+	for round := 0; ; round++ {
 		select {
 		case <-t.C():
 		case <-n.kickc:
 		case <-n.stop:
 			return
 		}
-		n.round(ctx, &opening)
-		if first {
-			first = false
-			n.wg.Add(1)
-			go func() { // Ready: once the first claims are rebuilt
-				defer n.wg.Done()
-				opening.Wait()
-				close(n.ready)
-			}()
+		if round > 0 {
+			n.round(ctx, &opening)
+			continue
 		}
+		n.round(ctx, &first)
+		n.wg.Add(1)
+		go func() { // Ready: once the first claims are rebuilt
+			defer n.wg.Done()
+			first.Wait()
+			close(n.ready)
+		}()
 	}
 }
 
@@ -98,7 +102,10 @@ func (n *Node) renew(ctx context.Context) {
 	n.mu.Unlock()
 	live := held[:0]
 	for _, l := range held {
-		if l.part != nil && l.part.Failed() != nil {
+		n.mu.Lock()
+		part := l.part // set by open, under n.mu
+		n.mu.Unlock()
+		if part != nil && part.Failed() != nil {
 			n.drop(ctx, l, true)
 		} else {
 			live = append(live, l)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // TestAddingANodeHandsPartitionsOver starts one node, which takes every
@@ -21,7 +22,7 @@ func TestAddingANodeHandsPartitionsOver(t *testing.T) {
 	const parts = 4
 	c := newTestCluster(t, parts, 3*time.Second)
 	a := c.start("grow-1")
-	c.waitServed(20*time.Second, nil)
+	c.waitServed(nil)
 	cl := recordChanges(t, connect(t, c.srv))
 	now := time.Now().UnixMilli()
 	var first, second []apollo.Event
@@ -150,7 +151,7 @@ func TestChangesFromEveryNode(t *testing.T) {
 	c := newTestCluster(t, 4, 3*time.Second)
 	a := c.start("fan-1")
 	c.start("fan-2")
-	owners := c.waitServed(20*time.Second, nil)
+	owners := c.waitServed(nil)
 	sub, err := a.SubscribeChanges(100)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestChangesFromEveryNode(t *testing.T) {
 		if ch.Task.TaskID != id || ch.Task.Status != apollo.StatusRunning {
 			t.Fatalf("got the change %+v", ch)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the change applied on the other node never came")
 	}
 	sub.Close()

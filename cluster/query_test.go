@@ -9,6 +9,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // publishAll publishes events through n and fails unless all are accepted.
@@ -68,7 +69,7 @@ func TestQueriesFromAnyNode(t *testing.T) {
 	for i := range 3 {
 		c.start(fmt.Sprintf("q-%d", i+1))
 	}
-	c.waitServed(20*time.Second, nil)
+	c.waitServed(nil)
 	cl := recordChanges(t, connect(t, c.srv))
 	now := time.Now().UnixMilli()
 	var evs []apollo.Event
@@ -174,7 +175,7 @@ func TestCursorIsTheBusCursor(t *testing.T) {
 func TestOwnRecordsSurviveAHandover(t *testing.T) {
 	c := newTestCluster(t, 2, 3*time.Second)
 	a := c.start("own-1")
-	c.waitServed(20*time.Second, nil)
+	c.waitServed(nil)
 	cl := recordChanges(t, connect(t, c.srv))
 	now := time.Now().UnixMilli()
 	publishAll(t, a, []apollo.Event{{TaskID: "slow", Sequence: 1, Status: apollo.StatusRunning, Ts: now, TimeoutMs: 100}})
@@ -183,9 +184,9 @@ func TestOwnRecordsSurviveAHandover(t *testing.T) {
 		t.Fatalf("the timeout change is a %s record", to.Record.Kind)
 	}
 	b := c.start("own-2") // takes one partition over; a keeps one
-	c.waitServed(20*time.Second, map[string]bool{})
+	c.waitServed(map[string]bool{})
 	a.Stop() // hands the other over: b now owns both
-	c.waitServed(20*time.Second, map[string]bool{"own-1": true})
+	c.waitServed(map[string]bool{"own-1": true})
 	got, err := b.Get("", "slow")
 	if err != nil || got.Status != apollo.StatusTimeout || len(got.History) != 2 || got.History[1].Kind != apollo.KindTimeout {
 		t.Fatalf("after the handover: %+v, %v; want the timeout record the first owner decided", got, err)
@@ -217,7 +218,7 @@ func TestTenantsStayApart(t *testing.T) {
 	c := newTestCluster(t, 4, 3*time.Second)
 	a := c.start("ten-1")
 	b := c.start("ten-2")
-	c.waitServed(20*time.Second, nil)
+	c.waitServed(nil)
 	sub, err := a.SubscribeChanges(10)
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestTenantsStayApart(t *testing.T) {
 				t.Errorf("a change of tenant %q carries the record's tenant %q", ch.Task.Tenant, ch.Record.Tenant)
 			}
 			seen[ch.Task.Tenant] = ch.Task.Status
-		case <-time.After(15 * time.Second):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("changes seen: %v", seen)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 func TestSnapshotThenTakeover(t *testing.T) {
 	c := newTestCluster(t, 1, 3*time.Second)
 	a := c.start("snap-1")
-	c.waitServed(20*time.Second, nil)
+	c.waitServed(nil)
 	cl := recordChanges(t, connect(t, c.srv))
 	now := time.Now().UnixMilli()
 	var before, after []apollo.Event
@@ -49,7 +49,7 @@ func TestSnapshotThenTakeover(t *testing.T) {
 
 	b := c.start("snap-2")
 	a.kill()
-	c.waitServed(20*time.Second, map[string]bool{a.id: true})
+	c.waitServed(map[string]bool{a.id: true})
 	publishAll(t, b, after[25:])
 	for _, ev := range after[25:] {
 		waitChange(t, cl, ev.TaskID, 2, apollo.StatusFailed)

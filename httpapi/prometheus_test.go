@@ -25,6 +25,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/notify/console"
@@ -198,7 +199,7 @@ func (e *promEnv) settle(t *testing.T) {
 		if !strings.Contains(msg, "job") {
 			t.Fatalf("the console got %q, not the failure of job", msg)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the failure was not notified on the console")
 	}
 	if err := e.engine.Evaluate(context.Background(), e.clock.Now()); err != nil {

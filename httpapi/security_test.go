@@ -15,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/sched"
@@ -404,10 +405,10 @@ func TestPingStartWithoutEndTimesOut(t *testing.T) {
 	}
 }
 
-// waitTimeout returns the change that timed task id out, or fails after 10 s.
+// waitTimeout returns the change that timed task id out, or fails.
 func waitTimeout(t *testing.T, sub *bus.Subscription, id string) *apollo.Change {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Timeout(t))
 	for {
 		select {
 		case c := <-sub.C():
@@ -415,7 +416,7 @@ func waitTimeout(t *testing.T, sub *bus.Subscription, id string) *apollo.Change 
 				return c
 			}
 		case <-timeout:
-			t.Fatalf("%s: no timeout within 10s", id)
+			t.Fatalf("%s: no timeout", id)
 			return nil
 		}
 	}

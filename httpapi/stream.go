@@ -106,6 +106,10 @@ type HubOptions struct {
 	// testKilled, when set, is told each time the hub decides to close a
 	// client, with the reason.
 	testKilled func(reason string)
+	// testPonged, when set, is told each time a client's writer has
+	// handled the answer to its ping, so a test on a fake clock can let
+	// the next ping fall due only after it.
+	testPonged func()
 }
 
 func (o *HubOptions) setDefaults() {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // The clients of a fanout case can run in a child process: the test
@@ -53,13 +55,13 @@ func TestFanoutChild(t *testing.T) {
 	conns := r.dialAll(t, fc)
 	select {
 	case <-r.ready:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("%d of %d clients had the answer to subscribe", r.snapshots.Load(), r.clients)
 	}
 	cpu0 := processCPU()
 	select {
 	case <-r.all:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("clients received %d of %d changes", r.received.Load(), r.expected)
 	}
 	cpu := processCPU() - cpu0
@@ -106,8 +108,8 @@ func (c *fanoutChild) wait(tb testing.TB) (recv []int64, cpu time.Duration) {
 		if err != nil {
 			tb.Fatalf("client process: %v\n%s", err, c.log.Bytes())
 		}
-	case <-time.After(3 * time.Minute):
-		tb.Fatal("client process: still running after 3 minutes")
+	case <-time.After(testwait.Timeout(tb)):
+		tb.Fatal("client process: still running, past the test's wait")
 	}
 	data, err := os.ReadFile(c.out)
 	if err != nil || len(data) < 8 {

@@ -283,6 +283,9 @@ func (c *client) writeLoop(ctx context.Context) {
 			if err == nil {
 				missed = 0
 			}
+			if h.opts.testPonged != nil {
+				h.opts.testPonged()
+			}
 		case <-c.dead:
 			c.close()
 			return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // tokenAuth maps tokens to principals, read with BearerToken as a real
@@ -73,7 +74,9 @@ func subprotocols(token string) []string {
 	return []string{streamProtocol, "bearer." + base64.RawURLEncoding.EncodeToString([]byte(token))}
 }
 
-// wsClient is a test client that reads messages with a deadline.
+// wsClient is a test client that reads messages with a deadline
+// (testwait.Timeout: a message the test waits for may take long on a
+// loaded machine, never forever).
 type wsClient struct {
 	t    *testing.T
 	conn *websocket.Conn
@@ -81,9 +84,7 @@ type wsClient struct {
 
 func (e *streamEnv) dial(token string) *wsClient {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: subprotocols(token)})
+	conn, resp, err := websocket.Dial(testwait.Context(e.t), e.url, &websocket.DialOptions{Subprotocols: subprotocols(token)})
 	if err != nil {
 		e.t.Fatalf("dial: %v (%v)", err, resp)
 	}
@@ -117,7 +118,7 @@ type wireMsg struct {
 
 func (c *wsClient) read() wireMsg {
 	c.t.Helper()
-	m, err := c.tryRead(5 * time.Second)
+	m, err := c.tryRead(testwait.Timeout(c.t))
 	if err != nil {
 		c.t.Fatalf("read: %v", err)
 	}
@@ -172,6 +173,24 @@ func (c *wsClient) subscribe(s sub) wireMsg {
 	return m
 }
 
+// subscribeQuiet subscribes without tasks (no snapshot answers it), then
+// waits for the answer to an ack sent after it: the hub handles a
+// client's messages in order, so the subscription is registered before
+// the test publishes anything it must receive.
+func (c *wsClient) subscribeQuiet(s sub) {
+	c.t.Helper()
+	c.send(map[string]any(s))
+	c.roundTrip()
+}
+
+// roundTrip sends an ack and reads until its answer, skipping
+// heartbeats: the hub has handled every message the client sent before.
+func (c *wsClient) roundTrip() {
+	c.t.Helper()
+	c.send(sub{"type": "ack", "alert": "x"})
+	c.readType(msgAckResult)
+}
+
 // publish reports events to the bus; each must be accepted.
 func (e *streamEnv) publish(evs ...apollo.Event) {
 	e.t.Helper()
@@ -193,7 +212,7 @@ func ev(tenant, id, name string, seq int64, st apollo.Status) apollo.Event {
 // waitCursor waits until the hub has dispatched n changes.
 func (e *streamEnv) waitCursor(n uint64) {
 	e.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(e.t))
 	for {
 		ch := e.hub.progress.wait()
 		e.hub.mu.Lock()

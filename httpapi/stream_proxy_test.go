@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -14,26 +13,33 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // idleProxy is a TCP proxy like the one in seed 4.2: it drops a connection
 // that carried no data for idle, and it swallows WebSocket ping and pong
-// frames, which therefore neither pass nor count as traffic.
+// frames, which therefore neither pass nor count as traffic. Its idle
+// timers run on the test's clock, as the hub's heartbeats do, so how busy
+// the machine is cannot make a connection look idle.
 type idleProxy struct {
-	ln      net.Listener
-	target  string
-	idle    time.Duration
-	dropped atomic.Int64 // connections dropped for being idle
-	control atomic.Int64 // ping/pong frames swallowed
-	wg      sync.WaitGroup
+	ln        net.Listener
+	target    string
+	clock     apollo.Clock
+	idle      time.Duration
+	dropped   atomic.Int64  // connections dropped for being idle
+	control   atomic.Int64  // ping/pong frames swallowed
+	swallowed chan struct{} // a token after each swallowed frame
+	wg        sync.WaitGroup
 }
 
-func newIdleProxy(t *testing.T, target string, idle time.Duration) *idleProxy {
+func newIdleProxy(t *testing.T, clock apollo.Clock, target string, idle time.Duration) *idleProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &idleProxy{ln: ln, target: target, idle: idle}
+	p := &idleProxy{ln: ln, target: target, clock: clock, idle: idle, swallowed: make(chan struct{}, 1)}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
@@ -53,9 +59,20 @@ func (p *idleProxy) serve() {
 			continue
 		}
 		var once sync.Once
-		closeBoth := func() { once.Do(func() { in.Close(); out.Close() }) }
-		timer := time.AfterFunc(p.idle, func() { p.dropped.Add(1); closeBoth() })
-		p.wg.Add(2)
+		gone := make(chan struct{})
+		closeBoth := func() { once.Do(func() { in.Close(); out.Close(); close(gone) }) }
+		timer := p.clock.NewTimer(p.idle)
+		p.wg.Add(3)
+		go func() {
+			defer p.wg.Done()
+			defer timer.Stop()
+			select {
+			case <-timer.C():
+				p.dropped.Add(1)
+				closeBoth()
+			case <-gone:
+			}
+		}()
 		for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
 			go func() {
 				defer p.wg.Done()
@@ -68,7 +85,7 @@ func (p *idleProxy) serve() {
 
 // pump copies the HTTP upgrade verbatim, then frame by frame: data frames
 // pass and reset the idle timer, ping and pong frames are dropped.
-func (p *idleProxy) pump(src, dst net.Conn, timer *time.Timer) {
+func (p *idleProxy) pump(src, dst net.Conn, timer apollo.Timer) {
 	r := bufio.NewReader(src)
 	var head []byte
 	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
@@ -88,6 +105,10 @@ func (p *idleProxy) pump(src, dst net.Conn, timer *time.Timer) {
 		}
 		if opcode == 0x9 || opcode == 0xA {
 			p.control.Add(1)
+			select {
+			case p.swallowed <- struct{}{}:
+			default:
+			}
 			continue
 		}
 		if opcode <= 0x2 { // continuation, text, binary
@@ -137,42 +158,54 @@ func readFrame(r *bufio.Reader) (frame []byte, opcode byte, err error) {
 // TestStreamThroughIdleProxy: behind a proxy that drops connections idle
 // for N and swallows pings, the business heartbeat at N/3 keeps the
 // connection up for more than 3N; with heartbeats off the proxy drops it.
+// The hub and the proxy share a fake clock: each step moves it N/3 and
+// waits for what the step must bring.
 func TestStreamThroughIdleProxy(t *testing.T) {
 	t.Parallel()
-	// Generous against a loaded CI machine: ten heartbeats per idle window
-	// of the proxy, and the server's missed-pong limit out of the way (it
-	// has its own test, TestStreamNoPong).
-	const idle = 2 * time.Second
+	const idle = 30 * time.Second
 	t.Run("heartbeat", func(t *testing.T) {
 		t.Parallel()
 		// Pings are on and swallowed: the client's heartbeat echo is what
-		// tells the server the client is alive.
-		e := newStreamEnv(t, func(o *HubOptions) { o.HeartbeatInterval = idle / 10; o.PingInterval = idle / 10; o.MissedPongs = 1000 })
-		p := newIdleProxy(t, strings.TrimPrefix(e.srv.URL, "http://"), idle)
-		c := dialVia(t, "ws://"+p.ln.Addr().String()+"/api/v1/stream")
-		start := time.Now()
+		// tells the server the client is alive (the missed-pong limit is
+		// out of the way; it has its own test, TestStreamNoPong).
+		clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
+		e := newStreamEnv(t, func(o *HubOptions) {
+			o.Clock, o.HeartbeatInterval, o.PingInterval, o.MissedPongs = clock, idle/3, idle/10, 1000
+		})
+		p := newIdleProxy(t, clock, strings.TrimPrefix(e.srv.URL, "http://"), idle)
+		c := dialVia(t, "ws://"+p.ln.Addr().String()+"/api/v1/stream") // the hello passed: the idle timer runs
+		start := clock.Now()
 		beats := 0
-		for time.Since(start) < 3*idle || beats < 12 {
-			m, err := c.tryRead(5 * time.Second)
+		for clock.Now().Sub(start) < 3*idle || beats < 12 {
+			clock.Advance(idle / 3)
+			m, err := c.tryRead(testwait.Timeout(t))
 			if err != nil {
-				t.Fatalf("dropped after %v and %d heartbeats: %v", time.Since(start), beats, err)
+				t.Fatalf("dropped after %v and %d heartbeats: %v", clock.Now().Sub(start), beats, err)
 			}
-			if m.Type == msgHeartbeat {
-				beats++
-				c.send(sub{"type": "heartbeat"})
+			if m.Type != msgHeartbeat {
+				t.Fatalf("got %+v, want a heartbeat", m)
 			}
+			beats++
+			c.send(sub{"type": "heartbeat"})
 		}
+		waitSwallowed(t, p)
 		if p.dropped.Load() != 0 || p.control.Load() == 0 {
 			t.Errorf("dropped %d, control frames swallowed %d", p.dropped.Load(), p.control.Load())
 		}
 	})
 	t.Run("no heartbeat", func(t *testing.T) {
 		t.Parallel()
-		e := newStreamEnv(t, func(o *HubOptions) { o.HeartbeatInterval = -1; o.PingInterval = idle / 3; o.MissedPongs = 1000 })
-		p := newIdleProxy(t, strings.TrimPrefix(e.srv.URL, "http://"), idle)
+		clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
+		e := newStreamEnv(t, func(o *HubOptions) {
+			o.Clock, o.HeartbeatInterval, o.PingInterval, o.MissedPongs = clock, -1, idle/3, 1000
+		})
+		p := newIdleProxy(t, clock, strings.TrimPrefix(e.srv.URL, "http://"), idle)
 		c := dialVia(t, "ws://"+p.ln.Addr().String()+"/api/v1/stream")
+		clock.Advance(idle / 3) // a ping, swallowed: not traffic
+		waitSwallowed(t, p)
+		clock.Advance(idle - idle/3)
 		for {
-			if _, err := c.tryRead(10 * time.Second); err != nil {
+			if _, err := c.tryRead(testwait.Timeout(t)); err != nil {
 				break
 			}
 		}
@@ -182,10 +215,18 @@ func TestStreamThroughIdleProxy(t *testing.T) {
 	})
 }
 
+// waitSwallowed waits until the proxy has swallowed a control frame.
+func waitSwallowed(t *testing.T, p *idleProxy) {
+	t.Helper()
+	select {
+	case <-p.swallowed:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatalf("no ping reached the proxy (%d control frames swallowed)", p.control.Load())
+	}
+}
+
 func dialVia(t *testing.T, url string) *wsClient {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
+	conn, _, err := websocket.Dial(testwait.Context(t), url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // smallBuffers shrinks the kernel buffers of accepted connections, so that
@@ -37,6 +38,11 @@ func TestStreamSlowClientClosed(t *testing.T) {
 	killed := make(chan string, 4)
 	e := newStreamEnv(t, func(o *HubOptions) {
 		o.SendQueueBytes = 512 << 10
+		// The slow client's writer blocks on full buffers from early on
+		// until the test reads again; on a loaded machine that can take
+		// longer than the default 10 s, and the write timeout would cut
+		// the connection before its close frame can say why.
+		o.WriteTimeout = 2 * testwait.Timeout(t)
 		o.testKilled = func(reason string) { killed <- reason }
 	})
 	// A second server on the same hub whose connections have small buffers.
@@ -52,9 +58,7 @@ func TestStreamSlowClientClosed(t *testing.T) {
 		}
 		return c, err
 	}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	slowConn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(slowSrv.URL, "http")+"/api/v1/stream",
+	slowConn, _, err := websocket.Dial(testwait.Context(t), "ws"+strings.TrimPrefix(slowSrv.URL, "http")+"/api/v1/stream",
 		&websocket.DialOptions{Subprotocols: subprotocols("view-a"), HTTPClient: httpc})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +78,7 @@ func TestStreamSlowClientClosed(t *testing.T) {
 	go func() { // counts tasks without decoding them
 		total := 0
 		for total < n {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 			_, data, err := fast.conn.Read(ctx)
 			cancel()
 			if err != nil {
@@ -112,7 +116,7 @@ func TestStreamSlowClientClosed(t *testing.T) {
 		if r != reasonTooSlow {
 			t.Fatalf("killed for %q", r)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the slow client was never closed")
 	}
 	if err := <-fastErr; err != nil {
@@ -121,7 +125,7 @@ func TestStreamSlowClientClosed(t *testing.T) {
 	// The slow client, reading again, drains what was in flight and then
 	// reads the reason.
 	for {
-		_, err := slow.tryRead(10 * time.Second)
+		_, err := slow.tryRead(testwait.Timeout(t))
 		if err == nil {
 			continue
 		}

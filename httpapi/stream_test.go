@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 var (
@@ -59,7 +59,7 @@ func TestStreamSubscribeFilters(t *testing.T) {
 			s["filter"] = map[string]any(tt.filter)
 		}
 		if tt.snapshot == "-" {
-			c.send(map[string]any(s))
+			c.subscribeQuiet(s)
 			continue
 		}
 		m := c.subscribe(s)
@@ -318,11 +318,8 @@ func TestStreamResyncAfterCutOff(t *testing.T) {
 	// Every change reaches the (cut-off) subscription before the
 	// dispatcher moves on; otherwise the resubscription after the resync
 	// could overflow again on the rest and count a second resync.
-	for deadline := time.Now().Add(10 * time.Second); e.bus.Stats().Queued > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("bus still has %d changes queued", e.bus.Stats().Queued)
-		}
-		runtime.Gosched()
+	if err := e.bus.WaitDrained(testwait.Context(t)); err != nil {
+		t.Fatalf("bus still has %d changes queued: %v", e.bus.Stats().Queued, err)
 	}
 	blocked.Unlock()
 	got := map[string]apollo.Task{}
@@ -417,9 +414,7 @@ func TestStreamOrigin(t *testing.T) {
 		if tt.origin != "" {
 			h.Set("Origin", tt.origin)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		conn, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a"), HTTPHeader: h})
-		cancel()
+		conn, resp, err := websocket.Dial(testwait.Context(t), e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a"), HTTPHeader: h})
 		if (err == nil) != tt.ok {
 			t.Errorf("origin %q: err %v, want ok=%v", tt.origin, err, tt.ok)
 		}
@@ -441,9 +436,7 @@ func TestStreamNeedsToken(t *testing.T) {
 	t.Parallel()
 	e := newStreamEnv(t, nil)
 	for _, protos := range [][]string{nil, {streamProtocol, "bearer.bm9wZQ"}, {streamProtocol, "bearer.!!"}} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: protos})
-		cancel()
+		_, resp, err := websocket.Dial(testwait.Context(t), e.url, &websocket.DialOptions{Subprotocols: protos})
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("protocols %v: %v %v", protos, err, resp)
 		}
@@ -473,14 +466,25 @@ func TestStreamHeartbeat(t *testing.T) {
 }
 
 // TestStreamNoPong closes a client that does not answer pings (it never
-// reads), and keeps one that does.
+// reads), and keeps one that does. Pings fall due on a fake clock, each
+// only after the answering client's pong to the last one was handled: a
+// loaded machine that delays the pong cannot make it look mute.
 func TestStreamNoPong(t *testing.T) {
 	t.Parallel()
+	clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
 	closed := make(chan string, 4)
+	ponged := make(chan struct{}, 1) // one pong per ping, read before the next
 	e := newStreamEnv(t, func(o *HubOptions) {
-		o.PingInterval = 250 * time.Millisecond // a loaded machine may starve the answering client briefly
+		o.Clock, o.HeartbeatInterval, o.PingInterval = clock, -1, time.Second
 		o.testKilled = func(reason string) { closed <- reason }
+		o.testPonged = func() {
+			select {
+			case ponged <- struct{}{}:
+			default:
+			}
+		}
 	})
+	idle := clock.Waiters() // the hub's own timers
 	good := e.dial("view-a")
 	readErr := make(chan error, 1)
 	go func() { // reads, and so answers pings, until the test ends
@@ -491,20 +495,33 @@ func TestStreamNoPong(t *testing.T) {
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	mute, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
+	mute, _, err := websocket.Dial(testwait.Context(t), e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mute.CloseNow()
-	select {
-	case r := <-closed:
-		if r != reasonNoPong {
-			t.Fatalf("closed for %q", r)
+	if !clock.BlockUntil(idle+2, testwait.Timeout(t)) {
+		t.Fatal("the two clients' ping tickers were never armed")
+	}
+	deadline := time.After(testwait.Timeout(t))
+	for pings := 1; ; pings++ {
+		clock.Advance(time.Second)
+		select {
+		case <-ponged:
+		case err := <-readErr:
+			t.Fatalf("the answering client was closed: %v", err)
+		case <-deadline:
+			t.Fatalf("ping %d: the mute client is still open, or the answering client's pong never came", pings)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the mute client was never closed")
+		select {
+		case r := <-closed:
+			if r != reasonNoPong {
+				t.Fatalf("closed for %q", r)
+			}
+		default:
+			continue
+		}
+		break
 	}
 	select {
 	case err := <-readErr:
@@ -523,18 +540,16 @@ func TestStreamStopClosesClients(t *testing.T) {
 	c.subscribe(sub{"type": "subscribe"})
 	done := make(chan struct{})
 	go func() { e.hub.Stop(); close(done) }()
-	_, err := c.tryRead(5 * time.Second)
+	_, err := c.tryRead(testwait.Timeout(t))
 	for err == nil {
-		_, err = c.tryRead(5 * time.Second)
+		_, err = c.tryRead(testwait.Timeout(t))
 	}
 	if websocket.CloseStatus(err) != websocket.StatusGoingAway || !strings.Contains(err.Error(), reasonShutdown) {
 		t.Errorf("close: %v", err)
 	}
 	<-done
 	e.hub.Stop() // idempotent
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
+	_, resp, err := websocket.Dial(testwait.Context(t), e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
 	if err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("dial after stop: %v %v", err, resp)
 	}
@@ -585,7 +600,9 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	a := e.dial("view-a")
 	a.subscribe(sub{"type": "subscribe", "filter": map[string]any{"prefix": "etl"}})
 	b := e.dial("view-b")
-	b.send(sub{"type": "subscribe", "filter": map[string]any{"types": []string{"alert"}}})
+	// Nothing answers a subscription without tasks; the round trip after it
+	// makes sure the hub has it before the alert b must receive.
+	b.subscribeQuiet(sub{"type": "subscribe", "filter": map[string]any{"types": []string{"alert"}}})
 
 	clock.Advance(5 * time.Second) // system
 	if m := a.read(); m.Type != msgSystem || string(m.Stats) != `{"answer":42}` {

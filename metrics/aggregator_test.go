@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/metrics/metricstest"
 )
@@ -55,7 +56,7 @@ func TestStartStop(t *testing.T) {
 	if err := a.Start(ctx); err == nil {
 		t.Error("second Start: no error")
 	}
-	if !clock.BlockUntil(1, 10*time.Second) {
+	if !clock.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("no ticker armed")
 	}
 	cancel() // the loop ends on its own; Stop still waits and returns

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"runtime"
 	"slices"
 	"strconv"
@@ -139,15 +140,19 @@ func TestRateLimitCoalesces(t *testing.T) {
 				}
 				return n
 			}
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(testwait.Timeout(t))
 			for covered() < 60 {
 				if time.Now().After(deadline) {
-					t.Fatalf("%d of 60 notifications delivered after 10s", covered())
+					t.Fatalf("%d of 60 notifications delivered", covered())
 				}
 				if clk.BlockUntil(1, 100*time.Millisecond) {
 					clk.Advance(time.Second)
 				}
 			}
+			// The sink has seen the last message; its outcome is recorded
+			// when the notifier returns. Stop waits for the lane, so the
+			// stats below are final.
+			d.Stop()
 			checkRateAndCoverage(t, d, s.all(), 20)
 		})
 	}
@@ -156,10 +161,10 @@ func TestRateLimitCoalesces(t *testing.T) {
 // waitQueueEmpty waits until the lane has taken everything from its queue.
 func waitQueueEmpty(t *testing.T, l *lane) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Timeout(t))
 	for len(l.queue) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("lane did not take from its queue within 5s")
+			t.Fatal("lane did not take from its queue")
 		}
 		runtime.Gosched()
 	}
@@ -283,7 +288,7 @@ func TestRetryBackoffThenGiveUp(t *testing.T) {
 			t.Fatalf("error not redacted: %q", a.Error)
 		}
 		if want == OutcomeRetrying {
-			if !clk.BlockUntil(1, 5*time.Second) {
+			if !clk.BlockUntil(1, testwait.Timeout(t)) {
 				t.Fatal("no backoff timer armed")
 			}
 			clk.Advance(backoff(i+1, d.randN))
@@ -373,7 +378,7 @@ func TestStopCancelsInFlightAndIsIdempotent(t *testing.T) {
 	go func() { d.Stop(); d.Stop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("Stop did not return")
 	}
 	if a := log.next(t); a.Outcome != OutcomeDropped || !strings.HasPrefix(a.Error, "dispatcher stopped") {
@@ -529,7 +534,7 @@ func TestRetriesKeepThePace(t *testing.T) {
 	defer d.Stop()
 	d.Send(note("a1", "k1", "ding"))
 	var got []Attempt
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Timeout(t))
 	for len(got) < 4 && time.Now().Before(deadline) {
 		select {
 		case a := <-log.c:

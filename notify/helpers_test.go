@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -23,15 +24,15 @@ func newWatchLog() *watchLog {
 
 func (w *watchLog) Record(a Attempt) { w.AttemptLog.Record(a); w.c <- a }
 
-// next waits for the next Attempt, failing the test after a real-time
-// safety net.
+// next waits for the next Attempt, failing the test after testwait's
+// real-time safety net.
 func (w *watchLog) next(t *testing.T) Attempt {
 	t.Helper()
 	select {
 	case a := <-w.c:
 		return a
-	case <-time.After(10 * time.Second):
-		t.Fatal("no attempt recorded within 10s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("no attempt recorded")
 		return Attempt{}
 	}
 }
@@ -71,8 +72,8 @@ func (s *sink) next(t *testing.T) received {
 	select {
 	case r := <-s.c:
 		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing delivered within 10s")
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("nothing delivered")
 		return received{}
 	}
 }

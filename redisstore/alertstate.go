@@ -26,6 +26,7 @@ type Lease struct {
 	c       redis.UniversalClient
 	key, id string
 	ttl     time.Duration
+	clock   apollo.Clock
 	held    atomic.Bool
 	loop    *ticking
 	// onGain runs in Renew when this process takes the lease (set by
@@ -38,13 +39,20 @@ var releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] th
 
 // NewLease returns a lease on <prefix>:alert:leader for the process id.
 func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Lease {
-	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl}
+	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl, clock: apollo.SystemClock}
+}
+
+// WithClock makes the renewal loop tick on clock (default: the system
+// clock). Call it before Start.
+func (l *Lease) WithClock(clock apollo.Clock) *Lease {
+	l.clock = clock
+	return l
 }
 
 // Start tries to take the lease now, then keeps renewing or retrying.
 func (l *Lease) Start(ctx context.Context) {
 	l.Renew(ctx)
-	l.loop = startTicking(l.ttl/3, func() { l.Renew(ctx) })
+	l.loop = startTicking(l.clock, l.ttl/3, func() { l.Renew(ctx) })
 }
 
 // Renew keeps the lease if this process holds it, or takes it if it is
@@ -316,14 +324,22 @@ type Heartbeat struct {
 	key   string
 	beat  Beat
 	stats func() any
+	clock apollo.Clock
 	loop  *ticking
 }
 
 // NewHeartbeat returns a heartbeat for a component instance.
 func NewHeartbeat(c redis.UniversalClient, prefix, component, id string, every time.Duration) *Heartbeat {
 	host, _ := os.Hostname()
-	return &Heartbeat{c: c, key: prefix + ":heartbeat:" + component + ":" + id,
+	return &Heartbeat{c: c, key: prefix + ":heartbeat:" + component + ":" + id, clock: apollo.SystemClock,
 		beat: Beat{Component: component, ID: id, Host: host, PID: os.Getpid(), Every: every}}
+}
+
+// WithClock makes the beats tick on clock, and stamps them with it
+// (default: the system clock). Call it before Start.
+func (h *Heartbeat) WithClock(clock apollo.Clock) *Heartbeat {
+	h.clock = clock
+	return h
 }
 
 // WithStats makes every beat carry stats(). Call it before Start.
@@ -335,12 +351,12 @@ func (h *Heartbeat) WithStats(stats func() any) *Heartbeat {
 // Start beats now and every interval until Stop.
 func (h *Heartbeat) Start(ctx context.Context) {
 	h.write(ctx)
-	h.loop = startTicking(h.beat.Every, func() { h.write(ctx) })
+	h.loop = startTicking(h.clock, h.beat.Every, func() { h.write(ctx) })
 }
 
 func (h *Heartbeat) write(ctx context.Context) {
 	b := h.beat
-	b.At = time.Now()
+	b.At = h.clock.Now()
 	if h.stats != nil {
 		b.Stats = h.stats()
 	}

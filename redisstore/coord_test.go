@@ -8,6 +8,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/alert/alerttest"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
@@ -35,8 +36,13 @@ func TestLockerConformance(t *testing.T) {
 func TestLease(t *testing.T) {
 	c, prefix := redistest.Client(t)
 	ctx := context.Background()
-	a := redisstore.NewLease(c, prefix, "a", 3*time.Second)
-	b := redisstore.NewLease(c, prefix, "b", 3*time.Second)
+	// The renewal loops tick on a fake clock that never moves: a's lease
+	// (a TTL in Redis, real time) must outlive a slow test, and b must
+	// not retry behind the test's back.
+	clock := apollo.NewFakeClock(time.Unix(1_800_000_000, 0))
+	ttl := 3 * testwait.Timeout(t)
+	a := redisstore.NewLease(c, prefix, "a", ttl).WithClock(clock)
+	b := redisstore.NewLease(c, prefix, "b", ttl).WithClock(clock)
 	a.Start(ctx)
 	b.Start(ctx)
 	defer b.Stop()
@@ -78,7 +84,7 @@ func TestFeedsAndCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	feed := redisstore.NewChangeFeed(c, prefix, nil)
+	feed := redisstore.NewChangeFeed(c, prefix, nil).WithClock(apollo.NewFakeClock(time.Unix(0, 0))) // Stop flushes
 	feed.Start(ctx)
 	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusRunning},
 		Task: apollo.Task{TaskID: "t1", Name: "etl", Tenant: "acme", Status: apollo.StatusFailed}, Record: apollo.Record{Event: apollo.Event{Ts: 42}}})
@@ -89,7 +95,7 @@ func TestFeedsAndCommands(t *testing.T) {
 		if ch.Task.TaskID != "t1" || ch.Task.Tenant != "acme" || ch.Prev.Status != apollo.StatusRunning || ch.Record.Ts != 42 {
 			t.Fatalf("change %+v", ch)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("no change arrived")
 	}
 	if s := feed.Stats(); s.Sent != 1 || s.Dropped != 0 {
@@ -123,17 +129,35 @@ func TestFeedsAndCommands(t *testing.T) {
 	}
 }
 
+// TestHeartbeat: a beat at Start and one every interval of the process's
+// clock, each stamped with it; three intervals of TTL; gone at Stop.
 func TestHeartbeat(t *testing.T) {
 	c, prefix := redistest.Client(t)
 	ctx := context.Background()
-	h := redisstore.NewHeartbeat(c, prefix, "alert", "p1", time.Hour).WithStats(func() any { return map[string]int{"n": 1} })
+	start := time.Unix(1_800_000_000, 0)
+	clock := apollo.NewFakeClock(start)
+	wrote := make(chan struct{}, 1) // the stats are read for every beat
+	h := redisstore.NewHeartbeat(c, prefix, "alert", "p1", time.Hour).WithClock(clock).WithStats(func() any {
+		select {
+		case wrote <- struct{}{}:
+		default:
+		}
+		return map[string]int{"n": 1}
+	})
 	h.Start(ctx)
+	<-wrote
 	beats, err := redisstore.Alive(ctx, c, prefix)
-	if err != nil || len(beats) != 1 || beats[0].Component != "alert" || beats[0].ID != "p1" || beats[0].Stats == nil {
+	if err != nil || len(beats) != 1 || beats[0].Component != "alert" || beats[0].ID != "p1" || beats[0].Stats == nil || !beats[0].At.Equal(start) {
 		t.Fatalf("beats %+v, %v", beats, err)
 	}
 	if ttl := c.PTTL(ctx, prefix+":heartbeat:alert:p1").Val(); ttl <= 2*time.Hour || ttl > 3*time.Hour {
 		t.Errorf("heartbeat ttl %v, want three intervals", ttl)
+	}
+	clock.Advance(time.Hour)
+	select {
+	case <-wrote:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("no beat an interval of the clock later")
 	}
 	h.Stop()
 	if beats, _ := redisstore.Alive(ctx, c, prefix); len(beats) != 0 {

@@ -43,6 +43,7 @@ type ChangeFeed struct {
 	channel string
 	log     *slog.Logger
 	every   time.Duration
+	clock   apollo.Clock
 	max     int
 
 	mu      sync.Mutex
@@ -58,7 +59,14 @@ func NewChangeFeed(c redis.UniversalClient, prefix string, log *slog.Logger) *Ch
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, max: 100_000}
+	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, clock: apollo.SystemClock, max: 100_000}
+}
+
+// WithClock makes the publishing loop tick on clock (default: the system
+// clock). Call it before Start.
+func (f *ChangeFeed) WithClock(clock apollo.Clock) *ChangeFeed {
+	f.clock = clock
+	return f
 }
 
 // Apply queues a status change (bus.Observer).
@@ -79,7 +87,7 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 
 // Start publishes until Stop.
 func (f *ChangeFeed) Start(ctx context.Context) {
-	f.loop = startTicking(f.every, func() { f.flush(ctx) })
+	f.loop = startTicking(f.clock, f.every, func() { f.flush(ctx) })
 }
 
 // Stop publishes what is queued and stops. It is idempotent.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/metrics/metricstest"
 	"github.com/apollo-11/apollo/redisstore/redistest"
@@ -291,8 +292,8 @@ func TestOutageAndRecovery(t *testing.T) {
 				select {
 				case err := <-w.fl.flushed:
 					return err
-				case <-time.After(30 * time.Second):
-					t.Fatal("no flush within 30s of its tick")
+				case <-time.After(testwait.Timeout(t)):
+					t.Fatal("no flush after its tick")
 					return nil
 				}
 			}

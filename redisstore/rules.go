@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 )
 
@@ -18,15 +19,22 @@ import (
 // processes read it at start and again every evaluation interval, so
 // that what they evaluate is what the bus shows (docs/redis.md).
 type Rules struct {
-	c   redis.UniversalClient
-	key string
+	c     redis.UniversalClient
+	key   string
+	clock apollo.Clock
 }
 
 var _ alert.RuleStore = (*Rules)(nil)
 
 // NewRules returns the rules store of prefix.
 func NewRules(c redis.UniversalClient, prefix string) *Rules {
-	return &Rules{c: c, key: prefix + ":alert:rules"}
+	return &Rules{c: c, key: prefix + ":alert:rules", clock: apollo.SystemClock}
+}
+
+// WithClock makes Follow tick on clock (default: the system clock).
+func (r *Rules) WithClock(clock apollo.Clock) *Rules {
+	r.clock = clock
+	return r
 }
 
 // Save records src as the tenant's rules. Earlier versions gave the key a
@@ -70,7 +78,7 @@ func (r *Rules) Source(ctx context.Context, tenant string) ([]byte, error) {
 // commands of the bus apply a change at once; this catches a process up
 // with one it missed (it was reconnecting to Redis when it was published).
 func (r *Rules) Follow(ctx context.Context, every time.Duration, apply func(map[string][]byte, error)) (stop func()) {
-	t := startTicking(every, func() {
+	t := startTicking(r.clock, every, func() {
 		ctx, cancel := context.WithTimeout(ctx, every)
 		defer cancel()
 		apply(r.Load(ctx))

@@ -15,11 +15,12 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // wait is the real-time safety net for every wait in these tests: a wait
-// that takes this long has failed. Nothing here sleeps.
-const wait = 10 * time.Second
+// that takes this long has failed (testwait's rule; nothing here sleeps).
+var wait = testwait.Generous()
 
 // recorder is a Reporter that keeps every event and lets a test wait for
 // the one it expects.

@@ -18,6 +18,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -188,7 +189,7 @@ func TestEndToEnd(t *testing.T) {
 		if id != "a-9" {
 			t.Fatalf("acknowledged %s", id)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the acknowledgement never reached the server")
 	}
 	w.until(t, "acknowledged", func(sc screen) bool {

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // t0 is the fixed "now" of the fixture: every time below is relative to it.
@@ -231,7 +232,7 @@ func (fs *fakeServer) accept() *serverConn {
 	select {
 	case c := <-fs.conns:
 		return c
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(fs.t)):
 		fs.t.Fatal("the dashboard did not connect")
 		return nil
 	}
@@ -240,7 +241,7 @@ func (fs *fakeServer) accept() *serverConn {
 // request waits for a REST request matching "METHOD /path".
 func (fs *fakeServer) request(route string) recorded {
 	fs.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(fs.t))
 	for {
 		select {
 		case r := <-fs.reqs:
@@ -256,7 +257,7 @@ func (fs *fakeServer) request(route string) recorded {
 
 func (c *serverConn) send(msg string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(c.t))
 	defer cancel()
 	if err := c.c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 		c.t.Fatalf("sending %s: %v", msg, err)
@@ -276,7 +277,7 @@ func (c *serverConn) expect() map[string]any {
 			if m["type"] != "heartbeat" {
 				return m
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Timeout(c.t)):
 			c.t.Fatal("the client sent nothing")
 			return nil
 		}
@@ -321,7 +322,7 @@ func (w watched) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // until waits for a screen that satisfies ok and returns it.
 func (w watched) until(t *testing.T, what string, ok func(screen) bool) screen {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(t))
 	var last screen
 	for {
 		select {

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // TestReconnect: the connection drops; the header says reconnecting and
@@ -32,7 +33,7 @@ func TestReconnect(t *testing.T) {
 	s.srv.down.Store(true)
 	step := func(d time.Duration, header string) {
 		t.Helper()
-		if !s.clock.BlockUntil(1, 10*time.Second) {
+		if !s.clock.BlockUntil(1, testwait.Timeout(t)) {
 			t.Fatal("no reconnect timer armed")
 		}
 		s.clock.Advance(d)
@@ -42,7 +43,7 @@ func TestReconnect(t *testing.T) {
 	step(time.Second, "reconnecting in 2s")                                                       // 3rd: 2s
 	step(time.Second, "reconnecting in 1s")                                                       // counting down
 	s.srv.down.Store(false)
-	if !s.clock.BlockUntil(1, 10*time.Second) {
+	if !s.clock.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("no reconnect timer armed")
 	}
 	s.clock.Advance(time.Second)
@@ -66,7 +67,7 @@ func TestReconnect(t *testing.T) {
 	// The backoff starts over after a good connection.
 	conn.c.Close(websocket.StatusTryAgainLater, "too slow: resubscribe with a cursor")
 	s.w.untilText(t, "reconnecting in 1s (too slow: resubscribe with a cursor)")
-	if !s.clock.BlockUntil(1, 10*time.Second) {
+	if !s.clock.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("no reconnect timer armed")
 	}
 	s.clock.Advance(500 * time.Millisecond)
@@ -86,7 +87,7 @@ func waitEcho(t *testing.T, c *serverConn) {
 			if strings.Contains(m, `"heartbeat"`) {
 				return
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatal("no heartbeat echo")
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/tui/pages"
 )
 
@@ -72,12 +73,12 @@ func TestRunStops(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("Run did not return after its context ended")
 	}
 	select {
 	case <-conn.gone:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the stream connection is still open after Run returned")
 	}
 }

@@ -15,16 +15,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
-// testTimeout bounds every wait in the tests; nothing sleeps.
-const testTimeout = 10 * time.Second
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT bounds an operation the test waits for (testwait); nothing sleeps.
+func ctxT(t testing.TB) context.Context { return testwait.Context(t) }
 
 // quiet keeps expected warnings (repairs, skipped snapshots) out of test output.
 var quiet = slog.New(slog.DiscardHandler)
@@ -258,12 +254,13 @@ func (f *watchedFile) Sync() error {
 
 func (f *watchedFile) Close() error { return f.f.Close() }
 
-// receive waits for one value on ch or fails the test after testTimeout.
+// receive waits for one value on ch or fails the test after
+// testwait.Timeout.
 func receive(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(testTimeout):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }

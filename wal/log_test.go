@@ -10,6 +10,8 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 func TestRoundTripAcrossSegments(t *testing.T) {
@@ -82,7 +84,7 @@ func TestSyncPolicies(t *testing.T) {
 				}
 			}
 			if policy == SyncInterval {
-				if !clock.BlockUntil(1, testTimeout) {
+				if !clock.BlockUntil(1, testwait.Timeout(t)) {
 					t.Fatal("the flusher never armed its sync ticker")
 				}
 				clock.Advance(time.Second)
@@ -195,7 +197,7 @@ func TestBackpressure(t *testing.T) {
 	var last LSN
 	select {
 	case last = <-done:
-	case <-time.After(testTimeout):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the blocked Append never resumed")
 	}
 	if err := l.Wait(ctxT(t), last); err != nil || last != records {

@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
@@ -243,7 +244,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if err := f(); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 		defer cancel()
 		if err := ag.Flush(ctx); err != nil {
 			t.Fatal(err)

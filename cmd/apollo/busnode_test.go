@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/apollo-11/apollo/internal/testwait"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,8 +69,8 @@ func TestBusNode(t *testing.T) {
 		if p.waitErr != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", p.waitErr, p.out)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit within 30s of SIGTERM\n%s", p.out)
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatalf("no exit after SIGTERM\n%s", p.out)
 	}
 	if !strings.Contains(p.out.String(), "partition handed over") {
 		t.Errorf("the node did not hand its partitions over:\n%s", p.out)

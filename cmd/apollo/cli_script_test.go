@@ -22,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // TestScripts runs the CLI end to end: each testdata/script/*.txtar gets
@@ -157,8 +158,8 @@ func startScriptServer(env *testscript.Env) error {
 		env.Setenv("SERVER_ALIAS", "http://localhost:"+port)
 	case err := <-done:
 		return fmt.Errorf("server did not start: %w", err)
-	case <-time.After(30 * time.Second):
-		return errors.New("server not up in 30s")
+	case <-time.After(testwait.Generous()):
+		return errors.New("server not up")
 	}
 	env.Setenv("TZ", "UTC")
 	env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
@@ -208,8 +209,8 @@ func cmdSettle(ts *testscript.TestScript, neg bool, args []string) {
 	for range 2 {
 		select {
 		case clk.tick <- time.Now():
-		case <-time.After(30 * time.Second):
-			ts.Fatalf("the server's checkpoint loop did not take a tick in 30s")
+		case <-time.After(testwait.Generous()):
+			ts.Fatalf("the server's checkpoint loop did not take a tick")
 		}
 	}
 }

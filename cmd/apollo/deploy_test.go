@@ -32,6 +32,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 func TestDeployConfigLoads(t *testing.T) {
@@ -198,7 +199,7 @@ func TestNginxSnippet(t *testing.T) {
 		t.Fatalf("a %d-byte batch through nginx: HTTP %d %.300s", b.Len(), resp.StatusCode, body)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
 	defer cancel()
 	conn, wresp, err := websocket.Dial(ctx, "wss://localhost:"+port+"/api/v1/stream", &websocket.DialOptions{
 		HTTPClient: client, Subprotocols: []string{"apollo.v1"},

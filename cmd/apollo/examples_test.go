@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -305,10 +306,17 @@ func TestPythonReporterCommandLine(t *testing.T) {
 // pyLib runs a Python program that imports the example as a library.
 func pyLib(t *testing.T, wantCode int, program string, args ...string) (stdout, stderr string) {
 	t.Helper()
+	py, pyArgs := pyCommand(t, program, args...)
+	return runEx(t, wantCode, py, pyArgs...)
+}
+
+// pyCommand is python3 and its arguments to run program with the library.
+func pyCommand(t *testing.T, program string, args ...string) (string, []string) {
+	t.Helper()
 	py := exTool(t, "python3")
 	dir := filepath.Dir(exRepoFile(t, "examples/python/apollo_report.py"))
 	prelude := "import sys, json; sys.path.insert(0, " + fmt.Sprintf("%q", dir) + ")\nfrom apollo_report import Reporter, ReportError\n"
-	return runEx(t, wantCode, py, append([]string{"-c", prelude + program}, args...)...)
+	return py, append([]string{"-c", prelude + program}, args...)
 }
 
 func TestPythonReporterLibrary(t *testing.T) {
@@ -378,14 +386,17 @@ func TestPythonReporterWaitsForServer(t *testing.T) {
 }
 
 // Over the token's rate limit the server answers 429 with Retry-After; the
-// reporter waits and resends.
+// reporter waits and resends. The server's clock stands still until the
+// reporter has retried (heldClock), so the 429 does not depend on how fast
+// the machine runs the reporter.
 func TestPythonReporterRateLimited(t *testing.T) {
 	t.Parallel()
-	addr := exServer(t, "", func(c *config.Config) { c.Limits.IngestPerSec = 1 })
-	_, errOut := pyLib(t, 0, `
+	addr, clock := rateLimitedServer(t)
+	py, args := pyCommand(t, `
 with Reporter(sys.argv[1]).run("py_limited", task_id="py-429"):
     pass
 `, "http://"+addr)
+	errOut := retriedAfter429(t, clock, py, args...)
 	if !strings.Contains(errOut, "HTTP 429") || !strings.Contains(errOut, "retrying in") {
 		t.Errorf("no 429 retry in stderr:\n%s", errOut)
 	}
@@ -522,11 +533,56 @@ func TestShellReporterWaitsForServer(t *testing.T) {
 	exCheckRun(t, addr, "sh-early-run", "sh_early", apollo.StatusSuccess, "running/1 success/2")
 }
 
+// heldClock is the system clock with Now standing still while held: a
+// server on it sees every request in the same second of its rate limiter,
+// however slowly a loaded machine runs the client between them.
+type heldClock struct {
+	apollo.Clock
+	at   time.Time
+	held atomic.Bool
+}
+
+func (c *heldClock) Now() time.Time {
+	if c.held.Load() {
+		return c.at
+	}
+	return c.Clock.Now()
+}
+
+// rateLimitedServer serves one event a second per token, on a clock that
+// stands still until retriedAfter429 lets it go.
+func rateLimitedServer(t *testing.T) (string, *heldClock) {
+	t.Helper()
+	clock := &heldClock{Clock: apollo.SystemClock, at: time.Now()}
+	clock.held.Store(true)
+	cfg := testConfig(t)
+	cfg.Limits.IngestPerSec = 1
+	addr, _, _ := inProcessWith(t, cfg, clock)
+	return addr, clock
+}
+
+// retriedAfter429 runs a reporter that must exit 0, lets the server's
+// clock move once the reporter says it is retrying, and returns its stderr.
+func retriedAfter429(t *testing.T, clock *heldClock, name string, args ...string) string {
+	t.Helper()
+	p := startEx(t, nil, name, args...)
+	p.stderr.waitFor(t, "retrying in", p.done)
+	clock.held.Store(false)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("%v: exit %d\n%s", args, code, p.stderr)
+	}
+	return p.stderr.String()
+}
+
+// TestShellReporterRateLimited: over the token's one event a second, the
+// reporter is answered 429 and retries until it gets through. The server's
+// clock stands still until the reporter has retried, so its second event
+// always meets the empty bucket; then time moves and the retry succeeds.
 func TestShellReporterRateLimited(t *testing.T) {
 	t.Parallel()
 	sh, script := shellEx(t)
-	addr := exServer(t, "", func(c *config.Config) { c.Limits.IngestPerSec = 1 })
-	_, errOut := runEx(t, 0, sh, script, "--server", "http://"+addr, "run", "--name", "sh_limited", "--task", "sh-429", "--", "true")
+	addr, clock := rateLimitedServer(t)
+	errOut := retriedAfter429(t, clock, sh, script, "--server", "http://"+addr, "run", "--name", "sh_limited", "--task", "sh-429", "--", "true")
 	if !strings.Contains(errOut, "HTTP 429") || !strings.Contains(errOut, "retrying in") {
 		t.Errorf("no 429 retry in stderr:\n%s", errOut)
 	}

@@ -16,12 +16,11 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // These tests run real processes. They wait on output lines, FIFOs and
 // process exits, never by sleeping; the timeout test moves a fake clock.
-
-const execWait = 20 * time.Second
 
 // fetchTask reads a task from a test server, failing the test if it is
 // not there.
@@ -92,7 +91,7 @@ wait`
 	var rd *os.File
 	select {
 	case rd = <-opened:
-	case <-time.After(execWait):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the grandchild never opened the FIFO")
 	}
 	if rd == nil {
@@ -100,15 +99,15 @@ wait`
 	}
 	defer rd.Close()
 	alive := make([]byte, 6)
-	rd.SetReadDeadline(time.Now().Add(execWait))
+	rd.SetReadDeadline(time.Now().Add(testwait.Timeout(t)))
 	if _, err := io.ReadFull(rd, alive); err != nil || string(alive) != "alive\n" {
 		t.Fatalf("grandchild did not start: %q %v", alive, err)
 	}
-	if !clk.BlockUntil(1, execWait) {
+	if !clk.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("the timeout timer was never armed")
 	}
 	clk.Advance(time.Minute) // the timeout: SIGTERM, which both ignore
-	if !clk.BlockUntil(1, execWait) {
+	if !clk.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("the kill grace timer was never armed")
 	}
 	select {
@@ -122,14 +121,14 @@ wait`
 		if c != exitTimedOut {
 			t.Errorf("exit %d, want %d", c, exitTimedOut)
 		}
-	case <-time.After(execWait):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the run did not end after SIGKILL")
 	}
 	rest, err := io.ReadAll(rd) // EOF: the last writer, the grandchild, is gone
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("the grandchild is still there: read %q, %v", rest, err)
 	}
-	rep.close(execWait)
+	rep.close(testwait.Timeout(t))
 
 	tk := fetchTask(t, server, "slow-1")
 	extra := lastExtra(t, tk)
@@ -190,14 +189,14 @@ func TestExecForwardsSignals(t *testing.T) {
 			case <-ready:
 			case err := <-done:
 				t.Fatalf("apollo exec ended before the command was ready: %v\n%s", err, stderr.String())
-			case <-time.After(execWait):
+			case <-time.After(testwait.Timeout(t)):
 				cmd.Process.Kill()
 				t.Fatal("the command never said ready")
 			}
 			cmd.Process.Signal(tc.sig)
 			select {
 			case <-done:
-			case <-time.After(execWait):
+			case <-time.After(testwait.Timeout(t)):
 				cmd.Process.Kill()
 				t.Fatalf("apollo exec did not end after %v", tc.sig)
 			}

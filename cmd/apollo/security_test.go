@@ -26,6 +26,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // syncBuffer is a log sink tests can read while the server writes.
@@ -68,9 +69,9 @@ func inProcessWith(t *testing.T, cfg config.Config, clock apollo.Clock) (addr st
 	case err := <-done:
 		cancel()
 		t.Fatalf("server did not start: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		cancel()
-		t.Fatal("server not up in 30s")
+		t.Fatal("server not up")
 	}
 	var once sync.Once
 	var err error

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,7 +55,6 @@ type server struct {
 	// seqReplay replays the log on one goroutine (bus.Replay) instead of
 	// a parallel bus.Replayer: BenchmarkServerRecovery compares the two.
 	seqReplay bool
-	api       *httpapi.Server
 	jobs      *sched.File      // nil without --jobs
 	sched     *sched.Scheduler // nil without --jobs
 	reporter  *busReporter
@@ -67,6 +67,10 @@ type server struct {
 	stop      chan struct{} // closed at shutdown: background loops end
 	fatal     chan error    // the log failed: shut down and exit non-zero
 	wg        sync.WaitGroup
+
+	// api is built after the hub starts, whose system messages read it
+	// from another goroutine.
+	api atomic.Pointer[httpapi.Server]
 }
 
 // runServer starts everything, serves until ctx is done, then shuts down in
@@ -175,7 +179,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	}
 	// The hub starts after recovery, so replay does not flood it.
 	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
-		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: func() any { return s.api.SystemStats() }}
+		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
 	s.alerts.hubOptions(&hubOpts, s.audit)
 	hub, err := httpapi.NewHub(hubOpts)
 	if err != nil {
@@ -187,6 +191,15 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	s.hub = hub
 	close(s.ready)
 	return ln, nil
+}
+
+// systemStats is the body of the stream's system message: nil until the
+// API is built.
+func (s *server) systemStats() any {
+	if api := s.api.Load(); api != nil {
+		return api.SystemStats()
+	}
+	return nil
 }
 
 // httpServer builds the API and the HTTP server around it.
@@ -211,9 +224,9 @@ func (s *server) httpServer() *http.Server {
 		},
 	}
 	s.alerts.apiOptions(&opts)
-	s.api = httpapi.New(opts)
+	s.api.Store(httpapi.New(opts))
 	return &http.Server{
-		Handler:           s.api,
+		Handler:           s.api.Load(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second, // the stream clears it for its connections
