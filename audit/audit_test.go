@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -202,7 +203,7 @@ func TestFailuresWrittenOnTime(t *testing.T) {
 	clock.Advance(time.Minute)
 	select {
 	case <-ticked:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the flush loop did not tick within 10 s")
 	}
 	if got := fileEntries(t, dir); len(got) != 1 || got[0].Remote != "10.1.1.1" || got[0].Count != 1 {

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestRulesStore(t *testing.T) {
 	})
 	defer stop()
 	rs.Save(ctx, "acme", []byte(`RULE a2 task_prefix: "a_" ON: timeout`))
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Timeout(t))
 	for {
 		select {
 		case m := <-seen:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
 
@@ -49,7 +50,7 @@ func (s *sink) next(t *testing.T) call {
 	select {
 	case c := <-s.C:
 		return c
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("no heartbeat within 30s")
 		return call{}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"io"
 	"net"
 	"os"
@@ -251,7 +252,7 @@ func runBinary(t *testing.T, args ...string) (int, string) {
 			t.Fatal(err)
 		}
 		return cmd.ProcessState.ExitCode(), stderr.String()
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Timeout(t)):
 		cmd.Process.Kill()
 		t.Fatalf("apollo %v still running after 30s:\n%s", args, stderr.String())
 		return 0, ""

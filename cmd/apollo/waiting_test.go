@@ -77,15 +77,9 @@ func TestWaitingEventAppliesWhenTheWindowEnds(t *testing.T) {
 	// The server's deadline loop ends the wait about a second later.
 	url := "http://" + srv.addr + "/api/v1/tasks/rep-5"
 	var task apollo.Task
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if getJSON(t, url, &task) == http.StatusOK && task.Status == apollo.StatusSuccess {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the waiting event did not apply within 20s: %+v", task)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, with the deadline above
-	}
+	eventually(t, 0, "the waiting event applies", func() bool {
+		return getJSON(t, url, &task) == http.StatusOK && task.Status == apollo.StatusSuccess
+	})
 	check := func(when string, task apollo.Task) {
 		t.Helper()
 		if task.Status != apollo.StatusSuccess || task.Sequence != 4 || task.CostMs != 3 || len(task.History) != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -95,7 +96,7 @@ func TestComponentWatch(t *testing.T) {
 		select {
 		case n := <-got:
 			return n
-		case <-time.After(30 * time.Second):
+		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("no notice of %s", what)
 			return notified{}
 		}
