@@ -6,16 +6,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // mdBlocks returns the fenced code blocks of a markdown file whose info
@@ -193,5 +196,58 @@ func TestDocsLinksResolve(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Fatalf("only %d relative links found: the pattern is broken", checked)
+	}
+}
+
+// The README's "Report from anywhere" block, run whole by sh as printed
+// (the address aside): the curl POST, the cron ping line and apollo exec
+// each leave the run they promise. ./backup.sh and apollo are on hand as a
+// reader's would be: a script that succeeds, and this binary.
+func TestReadmeReportFromAnywhere(t *testing.T) {
+	t.Parallel()
+	blocks := mdBlocks(t, "README.md", "## Report from anywhere", "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("%d sh blocks under the heading, want 1", len(blocks))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wrapper := fmt.Sprintf("#!/bin/sh\nAPOLLO_TEST_MAIN=1 exec %s \"$@\"\n", strconv.Quote(exe))
+	for name, body := range map[string]string{"apollo": wrapper, "backup.sh": "#!/bin/sh\necho backed up\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := exServer(t, "", nil)
+	sh := exTool(t, "sh")
+	exTool(t, "curl")
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout(t))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sh, "-eu", "-c", strings.ReplaceAll(blocks[0], "127.0.0.1:1969", addr))
+	cmd.Dir = dir
+	cmd.Env = append(exEnv(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "APOLLO_SERVER=http://"+addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"accepted":1`) {
+		t.Errorf("the curl POST's answer is missing from:\n%s", out)
+	}
+	exCheckRun(t, addr, "backup-20261129", "nightly_backup", apollo.StatusRunning, "running/1")
+	pings := exList(t, addr, "nightly_backup@ping-")
+	if len(pings) != 1 {
+		t.Fatalf("the cron line's runs: %+v", pings)
+	}
+	exCheckRun(t, addr, pings[0].TaskID, "nightly_backup", apollo.StatusSuccess, "running/1 success/2")
+	var wrapped []apollo.Task
+	for _, task := range exList(t, addr, "nightly_backup") {
+		if task.TaskID != "backup-20261129" && !strings.HasPrefix(task.TaskID, "nightly_backup@ping-") {
+			wrapped = append(wrapped, task)
+		}
+	}
+	if len(wrapped) != 1 || wrapped[0].Status != apollo.StatusSuccess || wrapped[0].TimeoutMs != (2*time.Hour+10*time.Second).Milliseconds() { // --timeout + the default --kill-grace
+		t.Fatalf("apollo exec's run: %+v", wrapped)
 	}
 }
