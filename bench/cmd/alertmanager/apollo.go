@@ -21,6 +21,8 @@ const groupWindow = "1s"
 // apolloStorm is what one storm on Apollo-11 took.
 type apolloStorm struct {
 	first time.Duration // sending the failures → the first notification
+	told  int           // the failures the first notification counts
+	post  time.Duration // → the POST answered
 	all   time.Duration // → the notification after which every failure has been counted
 }
 
@@ -80,6 +82,7 @@ func stormApollo(bin string, sink *harness.Sink, n int) (apolloStorm, error) {
 	if err := post(2, "failed"); err != nil {
 		return s, err
 	}
+	s.post = time.Since(t0)
 	counted := 0
 	m, ok := sink.Wait(time.Minute, func(m harness.Message) bool {
 		var note struct{ Alert struct{ Count int } }
@@ -87,7 +90,7 @@ func stormApollo(bin string, sink *harness.Sink, n int) (apolloStorm, error) {
 			return false
 		}
 		if s.first == 0 {
-			s.first = m.At.Sub(t0)
+			s.first, s.told = m.At.Sub(t0), note.Alert.Count
 		}
 		counted += note.Alert.Count
 		return counted >= n
