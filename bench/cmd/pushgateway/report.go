@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"time"
@@ -130,9 +131,10 @@ func (r *results) summary(b *strings.Builder) {
 		push, _, _ := median(sz.peer, func(w window) float64 { return float64(w.lat.Quantile(.5)) })
 		one, _, _ := median(sz.apollo[1], func(w window) float64 { return float64(w.lat.Quantile(.5)) })
 		ping, _, _ := median(sz.apollo[2], func(w window) float64 { return float64(w.lat.Quantile(.5)) })
+		rss, _, _ := harness.Median(sz.apolloRSS)
 		fmt.Fprintf(b, "\nAt %d jobs, Apollo-11's batched POSTs carried %s Pushgateway's results per second at %s its CPU per result; "+
-			"one push took %v (median), one Apollo-11 event POST %v and one ping %v.\n",
-			sz.n, x(bRate), x(bCPU), round(time.Duration(push)), round(time.Duration(one)), round(time.Duration(ping)))
+			"one push took %v (median), one Apollo-11 event POST %v and one ping %v; Apollo-11 held %s per job, Pushgateway %s per group.\n",
+			sz.n, x(bRate), x(bCPU), round(time.Duration(push)), round(time.Duration(one)), round(time.Duration(ping)), kb(rss), kb(sz.peerRSS))
 		return
 	}
 }
@@ -150,8 +152,11 @@ func x(f float64) string {
 		return fmt.Sprintf("%.1f×", f)
 	case f >= 0.1:
 		return fmt.Sprintf("%.2f×", f)
+	case f <= 0:
+		return fmt.Sprintf("%.0f×", f)
 	}
-	return fmt.Sprintf("%.3f×", f)
+	// Two significant digits, without an exponent: 0.0012×, 0.0000044×.
+	return fmt.Sprintf("%.*f×", 1-int(math.Floor(math.Log10(f))), f)
 }
 
 func num(f float64) string {
