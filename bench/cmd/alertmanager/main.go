@@ -49,14 +49,9 @@ func main() {
 		*repeat, settings, command = 1, settings[:1], "go run ./cmd/alertmanager -short"
 	}
 	ctx := context.Background()
-	if *bin == "" {
-		dir, err := os.MkdirTemp("", "apollo-bench-alertmanager-")
-		check(err)
-		defer os.RemoveAll(dir)
-		fmt.Fprintln(os.Stderr, "alertmanager: building apollo")
-		*bin, err = harness.Build(ctx, "..", dir)
-		check(err)
-	}
+	apolloBin, cleanup, err := harness.BuildIfEmpty(ctx, *bin, "alertmanager")
+	check(err)
+	defer cleanup()
 	fmt.Fprintln(os.Stderr, "alertmanager: getting Alertmanager (a first build takes minutes)")
 	amBin, amErr := peer.Get(ctx, peer.Alertmanager, *am, !*short)
 	if amErr != nil {
@@ -80,7 +75,7 @@ func main() {
 			amFirst[i], amCarried[i] = append(amFirst[i], d.Seconds()), append(amCarried[i], float64(k))
 			fmt.Fprintf(os.Stderr, "alertmanager: repeat %d/%d, Alertmanager %s: first notification after %v, %d alerts in it\n", rep+1, *repeat, st.name, d, k)
 		}
-		s, err := stormApollo(*bin, sink, *n)
+		s, err := stormApollo(apolloBin, sink, *n)
 		check(err)
 		first, told, all = append(first, s.first.Seconds()), append(told, float64(s.told)), append(all, s.all.Seconds())
 		posted = append(posted, s.post.Seconds())
@@ -149,16 +144,7 @@ func oneLine(err error) string {
 	return s
 }
 
-func secs(s float64) string {
-	d := time.Duration(s * float64(time.Second))
-	switch {
-	case d >= time.Second:
-		return d.Round(10 * time.Millisecond).String()
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(time.Microsecond).String()
-}
+func secs(s float64) string { return harness.Round(time.Duration(s * float64(time.Second))).String() }
 
 func times(f float64) string {
 	if f >= 100 {

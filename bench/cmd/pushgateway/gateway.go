@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,18 +95,11 @@ func (g *gateway) fill(addr string, n int) error {
 	harness.ForEach(n, 4, func(i int) {
 		if err := push(g.client, addr, i, int64(i)); err != nil {
 			mu.Lock()
-			first = cmp(first, err)
+			first = cmp.Or(first, err)
 			mu.Unlock()
 		}
 	})
 	return first
-}
-
-func cmp(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // count checks that the restarted Pushgateway serves all n groups.

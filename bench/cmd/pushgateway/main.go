@@ -71,20 +71,15 @@ func main() {
 		}
 	}
 	ctx := context.Background()
-	if *bin == "" {
-		dir, err := os.MkdirTemp("", "apollo-bench-pushgateway-")
-		check(err)
-		defer os.RemoveAll(dir)
-		fmt.Fprintln(os.Stderr, "pushgateway: building apollo")
-		*bin, err = harness.Build(ctx, "..", dir)
-		check(err)
-	}
+	apolloBin, cleanup, err := harness.BuildIfEmpty(ctx, *bin, "pushgateway")
+	check(err)
+	defer cleanup()
 	fmt.Fprintln(os.Stderr, "pushgateway: getting Pushgateway (a first build takes minutes)")
 	pgBin, pgErr := peer.Get(ctx, peer.Pushgateway, *pg, !*short)
 	if pgErr != nil {
 		fmt.Fprintln(os.Stderr, "pushgateway:", pgErr)
 	}
-	r, err := run(*bin, pgBin, pgErr, o)
+	r, err := run(apolloBin, pgBin, pgErr, o)
 	check(err)
 	r.print(command, o)
 }

@@ -93,7 +93,7 @@ func (r *results) print(command string, o opts) {
 			vs, vsCPU = fmt.Sprintf("%s (%s–%s)", x(rm), x(rlo), x(rhi)), fmt.Sprintf("%s (%s–%s)", x(cm), x(clo), x(chi))
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s (%s–%s) | %v | %v | %s | %s | %s |\n", n, name, num(m), num(lo), num(hi),
-			round(time.Duration(l50)), round(time.Duration(l99)), micro(c), vs, vsCPU)
+			harness.Round(time.Duration(l50)), harness.Round(time.Duration(l99)), micro(c), vs, vsCPU)
 	}
 	for _, sz := range r.sizes {
 		if len(sz.peer) > 0 {
@@ -134,7 +134,7 @@ func (r *results) summary(b *strings.Builder) {
 		rss, _, _ := harness.Median(sz.apolloRSS)
 		fmt.Fprintf(b, "\nAt %d jobs, Apollo-11's batched POSTs carried %s Pushgateway's results per second at %s its CPU per result; "+
 			"one push took %v (median), one Apollo-11 event POST %v and one ping %v; Apollo-11 held %s per job, Pushgateway %s per group.\n",
-			sz.n, x(bRate), x(bCPU), round(time.Duration(push)), round(time.Duration(one)), round(time.Duration(ping)), kb(rss), kb(sz.peerRSS))
+			sz.n, x(bRate), x(bCPU), harness.Round(time.Duration(push)), harness.Round(time.Duration(one)), harness.Round(time.Duration(ping)), kb(rss), kb(sz.peerRSS))
 		return
 	}
 }
@@ -178,13 +178,3 @@ func micro(s float64) string {
 }
 
 func kb(bytes float64) string { return fmt.Sprintf("%.2f KB", bytes/1000) }
-
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	}
-	return d.Round(time.Microsecond)
-}

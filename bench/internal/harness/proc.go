@@ -33,6 +33,25 @@ func Build(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildIfEmpty returns bin, or when it is empty builds ./cmd/apollo of
+// this repository (as Build, from bench/) into a temporary directory that
+// cleanup removes. who prefixes the progress line on stderr.
+func BuildIfEmpty(ctx context.Context, bin, who string) (path string, cleanup func(), err error) {
+	if bin != "" {
+		return bin, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "apollo-bench-"+who+"-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintln(os.Stderr, who+": building apollo")
+	if path, err = Build(ctx, "..", dir); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}
+
 // Proc is one running apollo process.
 type Proc struct {
 	Addr string // host:port it serves on ("" for processes without HTTP)
