@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +33,25 @@ func Build(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildIfEmpty returns bin, or when it is empty builds ./cmd/apollo of
+// this repository (as Build, from bench/) into a temporary directory that
+// cleanup removes. who prefixes the progress line on stderr.
+func BuildIfEmpty(ctx context.Context, bin, who string) (path string, cleanup func(), err error) {
+	if bin != "" {
+		return bin, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "apollo-bench-"+who+"-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintln(os.Stderr, who+": building apollo")
+	if path, err = Build(ctx, "..", dir); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}
+
 // Proc is one running apollo process.
 type Proc struct {
 	Addr string // host:port it serves on ("" for processes without HTTP)
@@ -48,7 +69,11 @@ type Options struct {
 	Config string   // apollo.yaml contents; written into Dir and passed with --config
 	Env    []string // extra environment
 	Ready  string   // stdout line prefix that says it is up; default "Apollo-11 is up: "
-	Wait   time.Duration
+	// ReadyURL, for a peer that prints no such line: the process is up
+	// when a GET of http://Addr+ReadyURL answers 200. Addr must be set.
+	ReadyURL string
+	Addr     string // the address a peer was told to listen on (see FreeAddr)
+	Wait     time.Duration
 }
 
 // Start runs bin with opts and waits for its ready line.
@@ -96,12 +121,15 @@ func Start(bin string, opts Options) (*Proc, error) {
 		return nil, err
 	}
 	up := make(chan string, 1)
+	if opts.ReadyURL != "" {
+		go pollReady(opts.Addr, opts.ReadyURL, p.done, up)
+	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sent := false
 		for sc.Scan() {
 			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, ready); ok && !sent {
+			if rest, ok := strings.CutPrefix(line, ready); ok && !sent && opts.ReadyURL == "" {
 				sent = true
 				addr := ""
 				if f := strings.Fields(rest); len(f) > 0 {
@@ -117,11 +145,42 @@ func Start(bin string, opts Options) (*Proc, error) {
 	case p.Addr = <-up:
 		return p, nil
 	case <-p.done:
-		return nil, fmt.Errorf("apollo %v exited before it was up: %v\n%s", args, p.err, p.log.String())
+		return nil, fmt.Errorf("%s %v exited before it was up: %v\n%s", filepath.Base(bin), args, p.err, p.log.String())
 	case <-time.After(wait):
 		p.Kill()
-		return nil, fmt.Errorf("apollo %v not up within %v\n%s", args, wait, p.log.String())
+		return nil, fmt.Errorf("%s %v not up within %v\n%s", filepath.Base(bin), args, wait, p.log.String())
 	}
+}
+
+// pollReady sends addr to up once GET http://addr+path answers 200, and
+// gives up when the process has exited (done closed).
+func pollReady(addr, path string, done <-chan struct{}, up chan<- string) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if resp, err := c.Get("http://" + addr + path); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				up <- addr
+				return
+			}
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond): // polling a process we do not control, with Start's deadline
+		}
+	}
+}
+
+// FreeAddr is a loopback address with a port that was free a moment ago,
+// for a peer that must be told where to listen.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 func hasFlag(args []string, name string) bool {

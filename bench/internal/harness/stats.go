@@ -36,10 +36,12 @@ func Summarise(d []time.Duration) Latencies {
 }
 
 func (l Latencies) String() string {
-	return fmt.Sprintf("n=%d p50=%v p99=%v p999=%v max=%v", l.N, r(l.P50), r(l.P99), r(l.P999), r(l.Max))
+	return fmt.Sprintf("n=%d p50=%v p99=%v p999=%v max=%v", l.N, Round(l.P50), Round(l.P99), Round(l.P999), Round(l.Max))
 }
 
-func r(d time.Duration) time.Duration {
+// Round keeps a latency's meaningful digits: ms above a second, 10 µs
+// above a millisecond, µs below.
+func Round(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
 		return d.Round(time.Millisecond)
