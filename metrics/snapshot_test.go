@@ -176,7 +176,8 @@ func TestSnapshotErrors(t *testing.T) {
 	}{
 		{"empty", "", "bad magic"},
 		{"not ours", "hello world", "bad magic"},
-		{"newer version", string(handSnapshot(2)), "version 2"},
+		{"newer version", string(handSnapshot(3)), "version 3"},
+		{"older version", string(handSnapshot(0)), "version 0"},
 		{"damaged", string(flipped), "byte"},
 		{"truncated", string(valid[:len(valid)-1]), "checksum"},
 		{"chunk too long", string(append([]byte("APMS\x01"), binary.AppendUvarint(nil, 1<<21)...)), "over the limit"},
@@ -226,7 +227,7 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add([]byte("APMS\x01"))
 	f.Add([]byte{0, 0, 1, 0, 1, 1, 'j', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 5, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, in := range [][]byte{data, frame(1, data)} {
+		for _, in := range [][]byte{data, frame(1, data), frame(2, data)} {
 			a, _ := metrics.New(metrics.Options{Clock: clock})
 			if err := a.ReadSnapshot(bytes.NewReader(in)); err != nil {
 				if !strings.HasPrefix(err.Error(), "metrics: read snapshot") || !strings.Contains(err.Error(), "at byte") {
