@@ -32,6 +32,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications, reads},
 
 		{"GET", "/api/v1/jobs", RoleViewer, s.listJobs, reads},
+		{"GET", "/api/v1/jobs/health", RoleViewer, s.jobsHealth, reads},
 		{"POST", "/api/v1/jobs/{name}/run", RoleOperator, s.jobAction("run"), changes},
 		{"POST", "/api/v1/jobs/{name}/pause", RoleOperator, s.jobAction("pause"), changes},
 		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume"), changes},
