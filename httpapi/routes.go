@@ -28,6 +28,7 @@ func (s *Server) routes() []route {
 
 		{"GET", "/api/v1/metrics", RoleViewer, s.listMetrics, reads},
 		{"GET", "/api/v1/metrics/{name}", RoleViewer, s.jobMetrics, reads},
+		{"GET", "/api/v1/series", RoleViewer, s.prefixSeries, reads},
 
 		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications, reads},
 

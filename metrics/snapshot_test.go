@@ -252,3 +252,45 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// SeriesSum is the jobs' Series added up, step by step, whatever the
+// window reaches (buckets, rollups, both).
+func TestSeriesSum(t *testing.T) {
+	t.Parallel()
+	a, clock := newIdle(t)
+	fill(t, a, clock, 2000)
+	ctx := context.Background()
+	for _, tn := range []string{"", "team-b", "nobody"} {
+		for _, prefix := range []string{"", "batch_", "x", "nosuch"} {
+			for _, s := range []struct{ w, step time.Duration }{{time.Hour, 10 * time.Second}, {6 * time.Hour, time.Minute}, {24 * time.Hour, 5 * time.Minute}} {
+				got, err := a.SeriesSum(ctx, tn, prefix, s.w, s.step, clock.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []metrics.Point
+				for _, name := range snapNames {
+					if !strings.HasPrefix(name, prefix) {
+						continue
+					}
+					pts, _ := a.Series(ctx, tn, name, s.w, s.step, clock.Now())
+					if want == nil {
+						want = pts
+						continue
+					}
+					for i := range pts {
+						want[i].Add(pts[i].Summary)
+					}
+				}
+				if want == nil {
+					want, _ = a.Series(ctx, tn, "nosuch", s.w, s.step, clock.Now())
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("SeriesSum(%q, %q, %v, %v) is not the sum of the jobs' series", tn, prefix, s.w, s.step)
+				}
+			}
+		}
+	}
+	if _, err := a.SeriesSum(ctx, "", "", time.Hour, 7*time.Second, clock.Now()); err == nil {
+		t.Error("a step that is not a multiple of 10s was accepted")
+	}
+}
