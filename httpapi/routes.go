@@ -53,6 +53,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/stream", RoleViewer, s.stream, reads},
 		{"GET", "/api/v1/system", RoleViewer, s.system, reads},
 		{"GET", "/metrics", RoleViewer, s.prometheus, reads},
+		{"GET", "/metrics/jobs", RoleViewer, s.jobExposition, reads},
 		{"GET", "/", RoleNone, s.web, reads},
 	}
 }
