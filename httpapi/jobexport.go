@@ -188,7 +188,11 @@ func (e *exposition) sample(name, suffix string, job []byte, key, val string, v 
 		b = append(b, '}')
 	}
 	b = append(b, ' ')
-	b = strconv.AppendFloat(b, v, 'f', -1, 64)
+	if i := int64(v); float64(i) == v { // most values are counts: the short path
+		b = strconv.AppendInt(b, i, 10)
+	} else {
+		b = strconv.AppendFloat(b, v, 'f', -1, 64)
+	}
 	b = append(b, '\n')
 	e.b = b
 	e.w.Write(b)

@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -100,8 +103,8 @@ func TestJobExposition(t *testing.T) {
 		{"apollo_job_runs_total", []string{"job", "etl", "status", "success"}, 3},
 		{"apollo_job_runs_total", []string{"job", "etl", "status", "failed"}, 1},
 		{"apollo_job_runs_total", []string{"job", "hang", "status", "timeout"}, 1},
-		{"apollo_job_last_success_timestamp_seconds", []string{"job", "etl"}, float64(ago(20*time.Minute).Add(3*time.Second).Unix())},
-		{"apollo_job_last_run_timestamp_seconds", []string{"job", "etl", "status", "failed"}, float64(ago(5*time.Minute).Add(45*time.Second).Unix())},
+		{"apollo_job_last_success_timestamp_seconds", []string{"job", "etl"}, float64(ago(20 * time.Minute).Add(3 * time.Second).Unix())},
+		{"apollo_job_last_run_timestamp_seconds", []string{"job", "etl", "status", "failed"}, float64(ago(5 * time.Minute).Add(45 * time.Second).Unix())},
 		{"apollo_job_last_run_timestamp_seconds", []string{"job", "hang", "status", "success"}, -1},
 		{"apollo_job_last_success_timestamp_seconds", []string{"job", "hang"}, -1},
 		{"apollo_job_next_run_timestamp_seconds", []string{"job", "nightly"}, float64(now.Add(time.Hour).Unix())},
@@ -184,4 +187,86 @@ func FuzzJobExpositionNames(f *testing.F) {
 			t.Fatalf("name %q came back as %q", name, got)
 		}
 	})
+}
+
+// The Grafana dashboard in deploy/ asks only for series the exposition
+// has, and only for verdicts and statuses that exist.
+func TestGrafanaDashboardMatchesExposition(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../deploy/grafana-jobs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Templating struct {
+			List []struct{ Definition string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("deploy/grafana-jobs.json: %v", err)
+	}
+	now := time.Now().Truncate(time.Minute)
+	hs := newHealthServer(t, now, nil)
+	hs.run(t, "a", "etl", "e1", apollo.StatusSuccess, now.Add(-time.Minute), time.Second)
+	fams := scrapeJobs(t, hs, "a", "")
+	names := regexp.MustCompile(`\bapollo_[a-z_]+`)
+	values := regexp.MustCompile(`(verdict|status)(=~?|!=)"([^"]*)"`)
+	known := map[string]bool{}
+	for _, v := range apollo.Verdicts() {
+		known[string(v)] = true
+	}
+	for _, s := range finals {
+		known[s.String()] = true
+	}
+	exprs := 0
+	check := func(where, expr string) {
+		exprs++
+		for _, n := range names.FindAllString(expr, -1) {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+			if fams[base] == nil {
+				t.Errorf("%s: %s is not in the exposition", where, n)
+			}
+		}
+		for _, m := range values.FindAllStringSubmatch(expr, -1) {
+			for _, v := range strings.Split(m[3], "|") {
+				if !known[v] {
+					t.Errorf("%s: %s %q is no verdict or status", where, m[1], v)
+				}
+			}
+		}
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			check(p.Title, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if v.Definition != "" {
+			check("variable", v.Definition)
+		}
+	}
+	if exprs < 10 {
+		t.Errorf("only %d queries in the dashboard", exprs)
+	}
+}
+
+// docs/monitoring.md names every family of the job exposition.
+func TestJobExpositionDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/monitoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Minute)
+	hs := newHealthServer(t, now, fixedSchedule{"etl": now.Add(time.Hour)})
+	hs.run(t, "a", "etl", "e1", apollo.StatusSuccess, now.Add(-time.Minute), time.Second)
+	for name := range scrapeJobs(t, hs, "a", "") {
+		if !strings.Contains(string(doc), "`"+name) {
+			t.Errorf("docs/monitoring.md does not describe %s", name)
+		}
+	}
 }
