@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -171,8 +170,10 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *healt
 		byRank[rank] = append(byRank[rank], jv)
 		return true
 	})
-	b.Jobs = slices.Concat(byRank...)
-	b.Jobs = b.Jobs[:min(len(b.Jobs), q.limit)]
+	b.Jobs = []jobHealthView{} // none is [], not null
+	for _, r := range byRank {
+		b.Jobs = append(b.Jobs, r[:min(len(r), q.limit-len(b.Jobs))]...)
+	}
 	var runs []metrics.Run
 	for i := range b.Jobs {
 		jv := &b.Jobs[i]

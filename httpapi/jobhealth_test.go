@@ -176,6 +176,10 @@ func TestJobsHealthBoard(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.query, names(got), tc.want)
 		}
 	}
+	// No job is an empty list, not null: the board walks it.
+	if _, _, body := hs.board(t, "a", "?prefix=nosuch"); !strings.Contains(body, `"jobs":[]`) {
+		t.Errorf("no job under the prefix: %s", body)
+	}
 	if _, got, _ := hs.board(t, "a", "?limit=2"); got.Total != 5 {
 		t.Errorf("a limit leaves the total of the prefix: %d", got.Total)
 	}

@@ -73,11 +73,13 @@ func TestHealthBoardInBrowser(t *testing.T) {
 		}
 		evs = append(evs, run("etl_nightly", fmt.Sprintf("etl-%d", i), st, start, 2*time.Second)...)
 	}
-	d.report(evs...)
 	b := newBrowser(t)
 
-	// The landing view is the board, worst first.
+	// The landing view is the board: empty at first, then it fills from
+	// the stream, worst first.
 	b.do("open the board", chromedp.Navigate(d.srv.URL+"/"))
+	b.until("an empty board", `!!document.querySelector("#board-empty")`)
+	d.report(evs...)
 	b.until("the board", `document.querySelectorAll("#board tbody tr").length === 3`)
 	b.until("worst first", `[...document.querySelectorAll("#board tbody tr")].map(r => r.dataset.job).join(",") === "etl_nightly,m_hang,a_ok"`)
 	b.until("the verdicts", `[...document.querySelectorAll("#board tbody tr")].map(r => r.dataset.verdict).join(",") === "failing,timing_out,ok"`)
