@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
 	"unsafe"
@@ -44,7 +45,10 @@ type Run struct {
 
 // jobRuns is the health record of one job; its series' lock guards it.
 type jobRuns struct {
-	ring []Run // the newest runs, by (StartedAt, TaskID) ascending
+	ring []Run // the newest runs, by (ReportedAt, TaskID) ascending
+	// ids[i] is a hash of ring[i].TaskID: find compares these first, so
+	// a new run costs a scan of integers, not of strings.
+	ids []uint32
 	// hist counts finished runs with a cost by DurationBuckets (the last
 	// slot: longer), counted and taken out exactly as Summary.CostN is.
 	hist [len(DurationBuckets) + 1]int64
@@ -103,15 +107,32 @@ func runOrder(a, b *Run) int {
 	return strings.Compare(a.TaskID, b.TaskID)
 }
 
+// idSeed makes the hashes of IDs in memory; they are never written.
+var idSeed = maphash.MakeSeed()
+
+func idHash(id string) uint32 { return uint32(maphash.String(idSeed, id)) }
+
 // find returns the index of the task's entry, or -1. Changes come mostly
 // for the newest runs, so it looks from the end.
 func (r *jobRuns) find(id string) int {
-	for i := len(r.ring) - 1; i >= 0; i-- {
-		if r.ring[i].TaskID == id {
+	h := idHash(id)
+	for i := len(r.ids) - 1; i >= 0; i-- {
+		if r.ids[i] == h && r.ring[i].TaskID == id {
 			return i
 		}
 	}
 	return -1
+}
+
+// insert puts run at index i, and remove takes out entries [i, j).
+func (r *jobRuns) insert(i int, run Run) {
+	r.ring = slices.Insert(r.ring, i, run)
+	r.ids = slices.Insert(r.ids, i, idHash(run.TaskID))
+}
+
+func (r *jobRuns) remove(i, j int) {
+	r.ring = slices.Delete(r.ring, i, j)
+	r.ids = slices.Delete(r.ids, i, j)
 }
 
 // put records the task's state after c in the ring of at most limit
@@ -133,7 +154,7 @@ func (r *jobRuns) put(c *apollo.Change, limit int) {
 		return
 	}
 	if i >= 0 { // a new task that reuses the ID of one long gone
-		r.ring = slices.Delete(r.ring, i, i+1)
+		r.remove(i, i+1)
 	}
 	run := runOf(t, c.Record.Ts)
 	if len(r.ring) >= limit && runOrder(&run, &r.ring[0]) < 0 {
@@ -142,9 +163,9 @@ func (r *jobRuns) put(c *apollo.Change, limit int) {
 	// The ring outlives the task in the bus: keep a copy of the ID, not
 	// the buffer it was decoded from.
 	run.TaskID = strings.Clone(run.TaskID)
-	r.ring = slices.Insert(r.ring, r.position(&run), run)
+	r.insert(r.position(&run), run)
 	if len(r.ring) > limit {
-		r.ring = slices.Delete(r.ring, 0, len(r.ring)-limit)
+		r.remove(0, len(r.ring)-limit)
 	}
 	r.fresh = false
 }
@@ -166,7 +187,7 @@ func (r *jobRuns) position(run *Run) int {
 // drop removes a task that moved to another job.
 func (r *jobRuns) drop(id string) {
 	if i := r.find(id); i >= 0 {
-		r.ring = slices.Delete(r.ring, i, i+1)
+		r.remove(i, i+1)
 		r.fresh = false
 	}
 }
@@ -224,7 +245,7 @@ func median(xs []int64) int64 {
 
 // bytes estimates the memory the record holds.
 func (r *jobRuns) bytes() int64 {
-	n := int64(cap(r.ring)) * runBytes
+	n := int64(cap(r.ring))*runBytes + int64(cap(r.ids))*4
 	for i := range r.ring {
 		n += int64(len(r.ring[i].TaskID))
 	}

@@ -489,7 +489,7 @@ func (p *snapParser) health() (*jobRuns, error) {
 	if n > MaxRecentRuns {
 		return nil, fmt.Errorf("%d runs, over the limit of %d", n, MaxRecentRuns)
 	}
-	r := &jobRuns{ring: make([]Run, 0, min(n, p.recent))}
+	r := &jobRuns{}
 	ids := make(map[string]bool, n)
 	for i := range n {
 		run, err := p.run()
@@ -503,9 +503,9 @@ func (p *snapParser) health() (*jobRuns, error) {
 		if k := len(r.ring); k > 0 && runOrder(&r.ring[k-1], &run) >= 0 {
 			return nil, fmt.Errorf("run %d: out of order", i)
 		}
-		r.ring = append(r.ring, run)
+		r.insert(len(r.ring), run)
 		if len(r.ring) > p.recent {
-			r.ring = slices.Delete(r.ring, 0, 1)
+			r.remove(0, 1)
 		}
 	}
 	for i := range r.hist {
