@@ -44,6 +44,11 @@ type Alert struct {
 	ResolvedAt time.Time `json:"resolvedAt,omitzero"`
 	AckedBy    string    `json:"ackedBy,omitempty"`
 	AckedAt    time.Time `json:"ackedAt,omitzero"`
+	// SilencedAt is when a silence first held back one of the alert's
+	// notifications, and SilenceID which: the alert's history keeps it
+	// after the silence has ended.
+	SilencedAt time.Time `json:"silencedAt,omitzero"`
+	SilenceID  string    `json:"silenceID,omitempty"`
 }
 
 // NotificationKind says which template renders a notification.

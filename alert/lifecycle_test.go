@@ -265,6 +265,16 @@ func TestSilenceHoldsNotificationsNotState(t *testing.T) {
 	if st := f.eng.Stats(); st.Silenced == 0 {
 		t.Fatal("the silence was not counted")
 	}
+	heldAt := f.clock.Now().Add(-10 * time.Second) // the first evaluation was held back
+	silencedBy := func(when string) {
+		t.Helper()
+		for _, a := range f.eng.Alerts("", "") {
+			if !a.SilencedAt.Equal(heldAt) || a.SilenceID != s.ID {
+				t.Errorf("%s: the alert says silenced at %v by %q, want %v by %s", when, a.SilencedAt, a.SilenceID, heldAt, s.ID)
+			}
+		}
+	}
+	silencedBy("while silenced")
 	if err := f.eng.RemoveSilence("", s.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +288,7 @@ func TestSilenceHoldsNotificationsNotState(t *testing.T) {
 	f.only("", apollo.AlertResolved)
 	f.expectSent() // the resolution during the silence is not sent
 	f.eval(2 * time.Minute)
+	silencedBy("resolved, with the silences ended") // the first silence is the one kept
 	if got := f.eng.Silences(""); len(got) != 0 {
 		t.Fatalf("expired silences kept: %+v", got)
 	}

@@ -114,11 +114,15 @@ func validID(id string) bool {
 // so Apply and delivery read it without a lock.
 type silenceSet map[string][]Silence
 
-// silenced reports whether a silence of a's tenant holds a back at now.
+// silenced reports whether a silence of a's tenant holds a back at now,
+// and records on a the first silence that did.
 func (ss silenceSet) silenced(a *apollo.Alert, now time.Time) bool {
 	for i := range ss[a.Tenant] {
 		s := &ss[a.Tenant][i]
 		if s.Active(now) && s.Matches(a) {
+			if a.SilencedAt.IsZero() {
+				a.SilencedAt, a.SilenceID = now, s.ID
+			}
 			return true
 		}
 	}

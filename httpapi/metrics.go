@@ -93,17 +93,39 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principa
 	return nil
 }
 
+// seriesSummer is a store that sums a prefix's series (metrics.Aggregator).
+type seriesSummer interface {
+	SeriesSum(ctx context.Context, tenant, prefix string, window, step time.Duration, now time.Time) ([]metrics.Point, error)
+}
+
+// seriesParams reads a series' window (default 1h) and step (default
+// 10s).
+func seriesParams(r *http.Request) (window, step time.Duration, err error) {
+	if window, err = duration(r, "window", time.Hour); err != nil {
+		return 0, 0, err
+	}
+	step, err = duration(r, "step", 10*time.Second)
+	return window, step, err
+}
+
+// writePoints answers a series with the fields of the request it answers.
+func writePoints(w http.ResponseWriter, pts []metrics.Point, window, step time.Duration, fields map[string]any) {
+	out := make([]jobRow, len(pts))
+	for i, pt := range pts {
+		out[i] = rowOf("", pt.Summary)
+		out[i].T = pt.T
+	}
+	fields["window"], fields["step"], fields["points"] = window.String(), step.String(), out
+	writeJSON(w, http.StatusOK, fields)
+}
+
 // jobMetrics answers one job's series, for charts.
 func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	store, err := s.metricsStore()
 	if err != nil {
 		return err
 	}
-	window, err := duration(r, "window", time.Hour)
-	if err != nil {
-		return err
-	}
-	step, err := duration(r, "step", 10*time.Second)
+	window, step, err := seriesParams(r)
 	if err != nil {
 		return err
 	}
@@ -115,11 +137,31 @@ func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	out := make([]jobRow, len(pts))
-	for i, pt := range pts {
-		out[i] = rowOf("", pt.Summary)
-		out[i].T = pt.T
+	writePoints(w, pts, window, step, map[string]any{"name": name})
+	return nil
+}
+
+// prefixSeries answers the series of every job under a prefix added up:
+// the charts of the overview.
+func (s *Server) prefixSeries(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	store, err := s.metricsStore()
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "window": window.String(), "step": step.String(), "points": out})
+	sum, ok := store.(seriesSummer)
+	if !ok {
+		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process does not add up series",
+			Hint: "ask the all-in-one server or the bus process (apollo bus), or one job's series at /api/v1/metrics/{name}"}
+	}
+	window, step, err := seriesParams(r)
+	if err != nil {
+		return err
+	}
+	prefix := r.URL.Query().Get("prefix")
+	pts, err := sum.SeriesSum(r.Context(), p.Tenant, prefix, window, step, s.now())
+	if err != nil {
+		return err
+	}
+	writePoints(w, pts, window, step, map[string]any{"prefix": prefix})
 	return nil
 }

@@ -93,3 +93,52 @@ func getJSON(t *testing.T, url string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// GET /api/v1/series adds up the jobs under a prefix, step by step, in
+// the caller's tenant only.
+func TestPrefixSeries(t *testing.T) {
+	t.Parallel()
+	now := time.Now().Truncate(time.Minute)
+	hs := newHealthServer(t, now, nil)
+	for i := range 3 {
+		hs.run(t, "a", "batch_x", fmt.Sprintf("x%d", i), apollo.StatusFailed, now.Add(-30*time.Minute), time.Second)
+		hs.run(t, "a", "batch_y", fmt.Sprintf("y%d", i), apollo.StatusSuccess, now.Add(-5*time.Minute), time.Second)
+		hs.run(t, "a", "etl", fmt.Sprintf("e%d", i), apollo.StatusTimeout, now.Add(-5*time.Minute), time.Second)
+	}
+	hs.run(t, "b", "batch_x", "bx", apollo.StatusSuccess, now.Add(-5*time.Minute), time.Second)
+	if err := hs.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	get := func(tenant, query string) (int, string, []jobRow) {
+		st, body := callAs(t, "GET", hs.srv.URL+"/api/v1/series"+query, hs.tokens["viewer/"+tenant], "")
+		var ans struct {
+			Prefix, Window, Step string
+			Points               []jobRow
+		}
+		json.Unmarshal([]byte(body), &ans)
+		return st, ans.Window + " " + ans.Step + " " + ans.Prefix, ans.Points
+	}
+	total := func(pts []jobRow) (n jobRow) {
+		for _, p := range pts {
+			n.Count, n.Failed, n.Timeout, n.Success = n.Count+p.Count, n.Failed+p.Failed, n.Timeout+p.Timeout, n.Success+p.Success
+		}
+		return n
+	}
+	st, head, pts := get("a", "?prefix=batch_&window=6h&step=1m")
+	if n := total(pts); st != 200 || head != "6h0m0s 1m0s batch_" || len(pts) != 360 || n.Count != 6 || n.Failed != 3 || n.Success != 3 {
+		t.Errorf("tenant a, batch_: %d %q %d points, totals %+v", st, head, len(pts), n)
+	}
+	if _, _, pts := get("a", ""); len(pts) != 360 || total(pts).Count != 9 || total(pts).Timeout != 3 {
+		t.Errorf("tenant a, every job, the last hour by 10 s: %d points, totals %+v", len(pts), total(pts))
+	}
+	if _, _, pts := get("b", "?window=1h&step=1m"); len(pts) != 60 || total(pts).Count != 1 || total(pts).Success != 1 {
+		t.Errorf("tenant b: %+v", total(pts))
+	}
+	if st, _, _ := get("a", "?step=7s"); st != 400 {
+		t.Errorf("a step of 7s: %d", st)
+	}
+	srv, _ := newTestServer(t, nil)
+	if st, body := call(t, "GET", srv.URL+"/api/v1/series", "", nil); st != 404 {
+		t.Errorf("a process without metrics: %d %s", st, body)
+	}
+}

@@ -28,10 +28,12 @@ func (s *Server) routes() []route {
 
 		{"GET", "/api/v1/metrics", RoleViewer, s.listMetrics, reads},
 		{"GET", "/api/v1/metrics/{name}", RoleViewer, s.jobMetrics, reads},
+		{"GET", "/api/v1/series", RoleViewer, s.prefixSeries, reads},
 
 		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications, reads},
 
 		{"GET", "/api/v1/jobs", RoleViewer, s.listJobs, reads},
+		{"GET", "/api/v1/jobs/health", RoleViewer, s.jobsHealth, reads},
 		{"POST", "/api/v1/jobs/{name}/run", RoleOperator, s.jobAction("run"), changes},
 		{"POST", "/api/v1/jobs/{name}/pause", RoleOperator, s.jobAction("pause"), changes},
 		{"POST", "/api/v1/jobs/{name}/resume", RoleOperator, s.jobAction("resume"), changes},
@@ -51,6 +53,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/stream", RoleViewer, s.stream, reads},
 		{"GET", "/api/v1/system", RoleViewer, s.system, reads},
 		{"GET", "/metrics", RoleViewer, s.prometheus, reads},
+		{"GET", "/metrics/jobs", RoleViewer, s.jobExposition, reads},
 		{"GET", "/", RoleNone, s.web, reads},
 	}
 }

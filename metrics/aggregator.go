@@ -40,7 +40,10 @@ type Options struct {
 	RollupRetention time.Duration
 	// CompactEvery is how often expired data is dropped: at least 1s.
 	CompactEvery time.Duration
-	Logger       *slog.Logger // default slog.Default()
+	// RecentRuns is how many runs each job remembers for its health
+	// (runs.go): 1 to MaxRecentRuns, default DefaultRecentRuns.
+	RecentRuns int
+	Logger     *slog.Logger // default slog.Default()
 }
 
 func (o *Options) setDefaults() {
@@ -53,6 +56,7 @@ func (o *Options) setDefaults() {
 	o.BucketRetention = cmp.Or(o.BucketRetention, DefaultBucketRetention)
 	o.RollupRetention = cmp.Or(o.RollupRetention, DefaultRollupRetention)
 	o.CompactEvery = cmp.Or(o.CompactEvery, DefaultCompactEvery)
+	o.RecentRuns = cmp.Or(o.RecentRuns, DefaultRecentRuns)
 }
 
 func (o *Options) validate() error {
@@ -66,6 +70,8 @@ func (o *Options) validate() error {
 		return bad("RollupRetention", fmt.Sprintf("%v is not a whole number of minutes of at least BucketRetention (%v)", o.RollupRetention, o.BucketRetention), "leave it unset for 24h")
 	case o.CompactEvery < time.Second:
 		return bad("CompactEvery", fmt.Sprintf("%v is below 1s", o.CompactEvery), "leave it unset for 1m")
+	case o.RecentRuns < 1 || o.RecentRuns > MaxRecentRuns:
+		return bad("RecentRuns", fmt.Sprintf("%d is not from 1 to %d", o.RecentRuns, MaxRecentRuns), fmt.Sprintf("leave it unset for %d", DefaultRecentRuns))
 	}
 	return nil
 }
@@ -77,6 +83,7 @@ type Aggregator struct {
 	log    *slog.Logger
 	br, rr int64 // retentions, ms
 	every  time.Duration
+	recent int // Options.RecentRuns
 
 	registry
 
@@ -106,11 +113,12 @@ func New(opts Options) (*Aggregator, error) {
 		return nil, err
 	}
 	return &Aggregator{
-		clock: opts.Clock,
-		log:   opts.Logger,
-		br:    opts.BucketRetention.Milliseconds(),
-		rr:    opts.RollupRetention.Milliseconds(),
-		every: opts.CompactEvery,
+		clock:  opts.Clock,
+		log:    opts.Logger,
+		br:     opts.BucketRetention.Milliseconds(),
+		rr:     opts.RollupRetention.Milliseconds(),
+		every:  opts.CompactEvery,
+		recent: opts.RecentRuns,
 	}, nil
 }
 
@@ -187,22 +195,42 @@ func (a *Aggregator) Apply(c *apollo.Change) {
 	if p.tooNew {
 		a.tooNew.Add(1)
 	}
+	// The task's job (ref 0) takes the run into its recent runs, and the
+	// job it left, if any, lets it go. A record with a time out of range
+	// does not make a job for its run alone. Whether a job is made
+	// depends on the change alone, never on what came before, or the
+	// rings would depend on the order of the tasks.
 	for r := range p.nref {
 		var s *series
-		for i := range p.parts[:p.n] {
-			pt := &p.parts[i]
-			if pt.ref != r {
+		if p.writes(r) || r == 0 && p.inRange(c.Record.Ts) {
+			s = a.lockSeries(p.refs[r])
+		} else if s = a.lookup(p.refs[r].tenant, p.refs[r].name); s != nil {
+			s.mu.Lock()
+			if s.dead {
+				s.mu.Unlock()
 				continue
 			}
-			if s == nil {
-				s = a.lockSeries(p.refs[r])
+		} else {
+			continue
+		}
+		for i := range p.parts[:p.n] {
+			if pt := &p.parts[i]; pt.ref == r {
+				s.l0.add(pt.key, &pt.d, pt.cost)
+				s.l1.add(floorTo(pt.key, minuteMs), &pt.d, pt.cost)
 			}
-			s.l0.add(pt.key, &pt.d, pt.cost)
-			s.l1.add(floorTo(pt.key, minuteMs), &pt.d, pt.cost)
 		}
-		if s != nil {
-			s.mu.Unlock()
+		runs := s.health()
+		for i := range p.finishes[:p.nfin] {
+			if f := &p.finishes[i]; f.ref == r {
+				runs.finish(f)
+			}
 		}
+		if r == 0 {
+			runs.put(c, a.recent)
+		} else {
+			runs.drop(c.Task.TaskID)
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -232,6 +260,9 @@ func (a *Aggregator) Stats() Stats {
 			st.Buckets += int64(len(s.l0.keys))
 			st.Rollups += int64(len(s.l1.keys))
 			st.Bytes += seriesBytes + int64(len(s.name)) + s.l0.bytes() + s.l1.bytes()
+			if s.runs != nil {
+				st.Bytes += s.runs.bytes()
+			}
 			s.mu.Unlock()
 		}
 	}

@@ -56,6 +56,13 @@
 // MaxSkew ahead, so the last minute lies among a job's newest few buckets
 // and is found by a short walk from the end.
 //
+// Each job also keeps a health record (runs.go): its newest RecentRuns
+// runs in the order of their first report, a histogram of its run
+// durations and when a run last ended with each final status. The bus
+// indexes tasks by ID only; this answers "how did this job's last runs
+// go" (JobsHealth, RecentRuns) in O(RecentRuns) per job. Only the
+// Aggregator keeps it: the job health views need the bus's process.
+//
 // Aggregator is the in-memory Store. Another Store (redisstore) applies the
 // same Plans and must pass the conformance suite in metricstest.
 package metrics

@@ -92,6 +92,11 @@ type plan struct {
 	nref  int
 	parts [5]part
 	n     int
+	// finishes are the finished runs counted in (+1) or out (-1), for
+	// the jobs' health records (runs.go): a correction takes one out and
+	// puts one in.
+	finishes [2]finishMove
+	nfin     int
 
 	lo, hi         int64 // accepted timestamps: [lo, hi]
 	tooOld, tooNew bool
@@ -116,6 +121,9 @@ func (p *plan) ref(r seriesRef) int {
 	return p.nref - 1
 }
 
+// inRange reports whether at is inside the accepted range.
+func (p *plan) inRange(at int64) bool { return p.lo <= at && at <= p.hi }
+
 // accept reports whether at is inside the accepted range, and records why
 // not.
 func (p *plan) accept(at int64) bool {
@@ -130,12 +138,46 @@ func (p *plan) accept(at int64) bool {
 	return true
 }
 
-// counters adds d at the bucket of at, or drops it when at is out of range.
-func (p *plan) counters(ref int, at int64, d *vec, cost int64) {
+// counters adds d at the bucket of at, or drops it when at is out of
+// range; it reports whether it added.
+func (p *plan) counters(ref int, at int64, d *vec, cost int64) bool {
 	if d.isZero() || !p.accept(at) {
-		return
+		return false
 	}
 	p.put(ref, floorTo(at, bucketMs), d, cost)
+	return true
+}
+
+// writes reports whether the plan adds to the job of ref.
+func (p *plan) writes(ref int) bool {
+	for i := range p.parts[:p.n] {
+		if p.parts[i].ref == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// finishMove is one finished run counted in or out of a job.
+type finishMove struct {
+	ref    int
+	status apollo.Status
+	at     int64 // when it finished, Unix ms
+	cost   int64 // as counted: runCost
+	sign   int64
+}
+
+// countFinish counts t's finish at at with sign, and records the move when it
+// was counted.
+func (p *plan) countFinish(ref int, t *apollo.Task, at, sign int64) {
+	var d vec
+	finish(&d, t, sign)
+	cost := runCost(t)
+	if !p.counters(ref, at, &d, max(sign, 0)*cost) {
+		return
+	}
+	p.finishes[p.nfin] = finishMove{ref: ref, status: t.Status, at: at, cost: cost, sign: sign}
+	p.nfin++
 }
 
 // gauges adds d at the bucket of at clamped into the accepted range: a gauge
@@ -265,14 +307,10 @@ func planChange(c *apollo.Change, now, rollupRetention int64) plan {
 	moved := pi >= 0 && prev.Status.Final() && (prev.Status != cur.Status ||
 		prev.FinishedAt != cur.FinishedAt || prev.CostMs != cur.CostMs || pi != ci)
 	if moved {
-		var d vec
-		finish(&d, prev, -1)
-		p.counters(pi, finishedAt(prev, prev.UpdatedAt), &d, 0)
+		p.countFinish(pi, prev, finishedAt(prev, prev.UpdatedAt), -1)
 	}
 	if cur.Status.Final() && (moved || !prev.Status.Final()) {
-		var d vec
-		finish(&d, cur, 1)
-		p.counters(ci, finishedAt(cur, ts), &d, runCost(cur))
+		p.countFinish(ci, cur, finishedAt(cur, ts), 1)
 	}
 	return p
 }

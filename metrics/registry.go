@@ -10,10 +10,20 @@ import (
 // series is one job of one tenant.
 type series struct {
 	mu   sync.Mutex
-	dead bool  // removed by compaction; writers look it up again
-	l0   level // 10-second buckets
-	l1   level // 1-minute rollups
+	dead bool     // removed by compaction; writers look it up again
+	l0   level    // 10-second buckets
+	l1   level    // 1-minute rollups
+	runs *jobRuns // made by the first change; nil in a series read from a snapshot without
 	name string
+}
+
+// health returns the job's health record, made if needed; s.mu must be
+// held.
+func (s *series) health() *jobRuns {
+	if s.runs == nil {
+		s.runs = &jobRuns{}
+	}
+	return s.runs
 }
 
 // level returns l0 or l1.

@@ -8,9 +8,11 @@ import (
 	"io"
 	"slices"
 	"sync"
+
+	"github.com/apollo-11/apollo"
 )
 
-// The snapshot format, version 1. A frame:
+// The snapshot format, version 2. A frame:
 //
 //	magic "APMS" 0x01
 //	chunks: a uvarint length (1 to 1 MiB) and that many bytes; then 0
@@ -21,18 +23,27 @@ import (
 //
 //	compacted0 compacted1                  (varint ms)
 //	tenants: count, then each: name, jobs: count, then each:
-//	    name, level0, level1
+//	    name, level0, level1, health
 //	level: base (nField varints), entries: count, then each:
 //	    key in level steps: the first as a varint, then the gap from the
 //	    one before (uvarint, at least 1),
 //	    the entry's own values (nField varints; the cumulative sums are
 //	    rebuilt on reading), min, max (uvarints)
+//	health: 0 for none, or 1 then the recent runs: count, then each:
+//	    task ID, status, late (0 or 1), reportedAt, startedAt,
+//	    finishedAt, cost;
+//	    then the duration histogram (len(DurationBuckets)+1 varints) and
+//	    the last ends by final status (3 varints)
 //
+// Version 1 had no health; it is still read, as jobs without runs.
 // The frame lets a reader take exactly the snapshot's bytes from any
 // io.Reader and then parse from memory, without a call per byte.
 // Tenants and jobs are written in name order; the reader insists on it, so
 // a name cannot appear twice.
-var snapMagic = [5]byte{'A', 'P', 'M', 'S', 1}
+var snapMagic = [5]byte{'A', 'P', 'M', 'S', 2}
+
+// oldestSnapshot is the oldest version ReadSnapshot reads.
+const oldestSnapshot = 1
 
 const (
 	writeChunk = 64 << 10
@@ -66,6 +77,7 @@ func (a *Aggregator) WriteSnapshot(w io.Writer) error {
 			s.mu.Lock()
 			b = s.l0.appendTo(b, bucketMs)
 			b = s.l1.appendTo(b, minuteMs)
+			b = s.runs.appendTo(b)
 			s.mu.Unlock()
 			if len(b) >= writeChunk {
 				cw.buf = b
@@ -136,6 +148,34 @@ func (l *level) appendTo(b []byte, step int64) []byte {
 	return b
 }
 
+func (r *jobRuns) appendTo(b []byte) []byte {
+	if r == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, uint64(len(r.ring)))
+	for i := range r.ring {
+		run := &r.ring[i]
+		b = appendString(b, run.TaskID)
+		late := byte(0)
+		if run.Late {
+			late = 1
+		}
+		b = append(b, byte(run.Status), late)
+		b = binary.AppendVarint(b, run.ReportedAt)
+		b = binary.AppendVarint(b, run.StartedAt)
+		b = binary.AppendVarint(b, run.FinishedAt)
+		b = binary.AppendVarint(b, run.CostMs)
+	}
+	for _, x := range r.hist {
+		b = binary.AppendVarint(b, x)
+	}
+	for _, x := range r.lastEnd {
+		b = binary.AppendVarint(b, x)
+	}
+	return b
+}
+
 // ReadSnapshot replaces the aggregator's data with a snapshot that
 // WriteSnapshot wrote. Nothing changes unless the whole snapshot is valid.
 // It reads exactly the snapshot's bytes, so a snapshot can sit inside a
@@ -147,7 +187,7 @@ func (a *Aggregator) ReadSnapshot(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("metrics: read snapshot at byte %d: %w", fr.off, err)
 	}
-	p := &snapParser{b: content}
+	p := &snapParser{b: content, version: fr.version, recent: a.recent}
 	tenants, c0, c1, err := p.decode()
 	if err != nil {
 		return fmt.Errorf("metrics: read snapshot content at byte %d: %w", p.off, err)
@@ -163,9 +203,10 @@ func (a *Aggregator) ReadSnapshot(r io.Reader) error {
 // frameReader takes the frame off r and returns the content; off counts
 // the bytes read, for errors.
 type frameReader struct {
-	r   io.Reader
-	off int64
-	one [1]byte
+	r       io.Reader
+	off     int64
+	one     [1]byte
+	version byte
 }
 
 func (f *frameReader) ReadByte() (byte, error) {
@@ -190,8 +231,11 @@ func (f *frameReader) read() ([]byte, error) {
 		if err != nil || (c != snapMagic[i] && i < len(magic)-1) {
 			return nil, errors.New("not a metrics snapshot (bad magic)")
 		}
-		if c != snapMagic[i] {
-			return nil, fmt.Errorf("snapshot version %d, this build reads version %d", c, snapMagic[i])
+		if i == len(magic)-1 {
+			if c < oldestSnapshot || c > snapMagic[i] {
+				return nil, fmt.Errorf("snapshot version %d, this build reads versions %d to %d", c, oldestSnapshot, snapMagic[i])
+			}
+			f.version = c
 		}
 	}
 	var content []byte
@@ -234,6 +278,8 @@ type snapParser struct {
 	b       []byte
 	off     int
 	scratch level // reused while reading a level, so each level is allocated once at its size
+	version byte  // of the snapshot
+	recent  int   // the reading aggregator's RecentRuns
 }
 
 func (p *snapParser) uvarint(what string) (uint64, error) {
@@ -341,6 +387,11 @@ func (p *snapParser) tenant(tn string) (*tenant, error) {
 				return nil, fmt.Errorf("tenant %q job %q level %d: %w", tn, name, lv, err)
 			}
 		}
+		if p.version >= 2 {
+			if s.runs, err = p.health(); err != nil {
+				return nil, fmt.Errorf("tenant %q job %q health: %w", tn, name, err)
+			}
+		}
 		t.byName.Store(name, s)
 		ss = append(ss, s)
 	}
@@ -418,4 +469,79 @@ func (p *snapParser) entry(l *level, key int64, prev *vec, step int64, first boo
 	l.cums = append(l.cums, cum)
 	l.costs = append(l.costs, costPair{int64(mn), int64(mx)})
 	return key, nil
+}
+
+// health reads a job's health record, or nil for none. A ring longer than
+// the reader's RecentRuns keeps its newest runs.
+func (p *snapParser) health() (*jobRuns, error) {
+	has, err := p.uvarint("health mark")
+	if err != nil || has == 0 {
+		return nil, err
+	}
+	if has != 1 {
+		return nil, fmt.Errorf("health mark %d is not 0 or 1", has)
+	}
+	const minRunBytes = 7 // an empty ID, status, late, four varints
+	n, err := p.count("run count", minRunBytes)
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxRecentRuns {
+		return nil, fmt.Errorf("%d runs, over the limit of %d", n, MaxRecentRuns)
+	}
+	r := &jobRuns{}
+	ids := make(map[string]bool, n)
+	for i := range n {
+		run, err := p.run()
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", i, err)
+		}
+		if ids[run.TaskID] {
+			return nil, fmt.Errorf("run %d: task %q twice", i, run.TaskID)
+		}
+		ids[run.TaskID] = true
+		if k := len(r.ring); k > 0 && runOrder(&r.ring[k-1], &run) >= 0 {
+			return nil, fmt.Errorf("run %d: out of order", i)
+		}
+		r.insert(len(r.ring), run)
+		if len(r.ring) > p.recent {
+			r.remove(0, 1)
+		}
+	}
+	for i := range r.hist {
+		if r.hist[i], err = p.varint("histogram"); err != nil {
+			return nil, err
+		}
+	}
+	for i := range r.lastEnd {
+		if r.lastEnd[i], err = p.varint("last end"); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (p *snapParser) run() (Run, error) {
+	id, err := p.str("task ID")
+	if err != nil {
+		return Run{}, err
+	}
+	if len(p.b)-p.off < 2 {
+		return Run{}, fmt.Errorf("status: %w", io.ErrUnexpectedEOF)
+	}
+	st, late := apollo.Status(p.b[p.off]), p.b[p.off+1]
+	p.off += 2
+	if !st.Valid() || late > 1 {
+		return Run{}, fmt.Errorf("status %d or late mark %d out of range", st, late)
+	}
+	run := Run{TaskID: id, Status: st, Late: late == 1}
+	for _, x := range []*int64{&run.ReportedAt, &run.StartedAt, &run.FinishedAt, &run.CostMs} {
+		if *x, err = p.varint("run time"); err != nil {
+			return Run{}, err
+		}
+	}
+	if run.CostMs < 0 {
+		return Run{}, fmt.Errorf("cost %d below zero", run.CostMs)
+	}
+	return run, nil
 }

@@ -176,7 +176,8 @@ func TestSnapshotErrors(t *testing.T) {
 	}{
 		{"empty", "", "bad magic"},
 		{"not ours", "hello world", "bad magic"},
-		{"newer version", string(handSnapshot(2)), "version 2"},
+		{"newer version", string(handSnapshot(3)), "version 3"},
+		{"older version", string(handSnapshot(0)), "version 0"},
 		{"damaged", string(flipped), "byte"},
 		{"truncated", string(valid[:len(valid)-1]), "checksum"},
 		{"chunk too long", string(append([]byte("APMS\x01"), binary.AppendUvarint(nil, 1<<21)...)), "over the limit"},
@@ -226,7 +227,7 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add([]byte("APMS\x01"))
 	f.Add([]byte{0, 0, 1, 0, 1, 1, 'j', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 5, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, in := range [][]byte{data, frame(1, data)} {
+		for _, in := range [][]byte{data, frame(1, data), frame(2, data)} {
 			a, _ := metrics.New(metrics.Options{Clock: clock})
 			if err := a.ReadSnapshot(bytes.NewReader(in)); err != nil {
 				if !strings.HasPrefix(err.Error(), "metrics: read snapshot") || !strings.Contains(err.Error(), "at byte") {
@@ -250,4 +251,46 @@ func FuzzReadSnapshot(f *testing.F) {
 			}
 		}
 	})
+}
+
+// SeriesSum is the jobs' Series added up, step by step, whatever the
+// window reaches (buckets, rollups, both).
+func TestSeriesSum(t *testing.T) {
+	t.Parallel()
+	a, clock := newIdle(t)
+	fill(t, a, clock, 2000)
+	ctx := context.Background()
+	for _, tn := range []string{"", "team-b", "nobody"} {
+		for _, prefix := range []string{"", "batch_", "x", "nosuch"} {
+			for _, s := range []struct{ w, step time.Duration }{{time.Hour, 10 * time.Second}, {6 * time.Hour, time.Minute}, {24 * time.Hour, 5 * time.Minute}} {
+				got, err := a.SeriesSum(ctx, tn, prefix, s.w, s.step, clock.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []metrics.Point
+				for _, name := range snapNames {
+					if !strings.HasPrefix(name, prefix) {
+						continue
+					}
+					pts, _ := a.Series(ctx, tn, name, s.w, s.step, clock.Now())
+					if want == nil {
+						want = pts
+						continue
+					}
+					for i := range pts {
+						want[i].Add(pts[i].Summary)
+					}
+				}
+				if want == nil {
+					want, _ = a.Series(ctx, tn, "nosuch", s.w, s.step, clock.Now())
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("SeriesSum(%q, %q, %v, %v) is not the sum of the jobs' series", tn, prefix, s.w, s.step)
+				}
+			}
+		}
+	}
+	if _, err := a.SeriesSum(ctx, "", "", time.Hour, 7*time.Second, clock.Now()); err == nil {
+		t.Error("a step that is not a multiple of 10s was accepted")
+	}
 }

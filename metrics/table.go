@@ -3,8 +3,6 @@ package metrics
 import (
 	"math"
 	"math/bits"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 )
@@ -30,14 +28,7 @@ type Table struct {
 
 // Range returns the rows of the jobs whose names start with prefix: they
 // are Names[lo:hi]. An empty prefix is every job.
-func (t *Table) Range(prefix string) (lo, hi int) {
-	lo = sort.SearchStrings(t.Names, prefix)
-	// Names from lo on are >= prefix, and those with the prefix come first.
-	hi = lo + sort.Search(len(t.Names)-lo, func(i int) bool {
-		return !strings.HasPrefix(t.Names[lo+i], prefix)
-	})
-	return lo, hi
-}
+func (t *Table) Range(prefix string) (lo, hi int) { return prefixRange(t.Names, prefix) }
 
 // Sum totals Rows[lo:hi]: counters and gauges are summed, CostMin and
 // CostMax are taken over the rows that have costs.

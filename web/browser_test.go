@@ -73,6 +73,7 @@ type dashboard struct {
 	bus    *bus.Bus
 	agg    *metrics.Aggregator
 	alerts *alert.Engine
+	disp   *notify.Dispatcher
 	srv    *httptest.Server
 	api    atomic.Pointer[http.Handler]
 	hub    *httpapi.Hub
@@ -114,7 +115,7 @@ func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 	}
 	b.Start(context.Background())
 	t.Cleanup(b.Stop)
-	d := &dashboard{t: t, bus: b, agg: agg, alerts: eng, auth: auth}
+	d := &dashboard{t: t, bus: b, agg: agg, alerts: eng, disp: disp, auth: auth}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*d.api.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(d.srv.Close)
 	d.startStream()
@@ -130,7 +131,8 @@ func (d *dashboard) startStream() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Auth: d.auth, Stream: hub, Web: web.Handler(),
+	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
+		Monitored:    httpapi.Monitored{Metrics: d.agg, Alerts: d.alerts, Notifications: d.disp},
 		KnownChannel: func(_, n string) bool { return n == "console" }})
 	hub.Start(context.Background())
 	var h http.Handler = api
@@ -161,8 +163,7 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("starting Chromium: %v", err)
 	}
-	b := &browser{t: t, ctx: ctx, shot: filepath.Join("testdata", "screenshots"), errs: make(chan string, 64)}
-	os.MkdirAll(b.shot, 0o755)
+	b := &browser{t: t, ctx: ctx, shot: artifacts(t), errs: make(chan string, 64)}
 	go func() { // CSP violations and uncaught exceptions fail the test
 		for m, err := range chromedp.Console(ctx) {
 			if err != nil {
@@ -177,6 +178,20 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 		}
 	}()
 	return b
+}
+
+// artifacts is where a test's screenshots go: $APOLLO_ARTIFACTS/<test>
+// when set (CI keeps that folder), else a temporary folder of the test.
+func artifacts(t *testing.T) string {
+	dir := os.Getenv("APOLLO_ARTIFACTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	dir = filepath.Join(dir, "web", strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -257,6 +272,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token-input"), "admin-token"), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
 	b.until("the stream", `document.querySelector("#conn")?.dataset.state === "open"`)
 	b.until("the principal", text("#who")+`.includes("root (admin)")`)
+	b.goTo("/overview")
 
 	// Events through the SDK move the counters.
 	etl1, etl2 := ag.Task("etl-1", "etl"), ag.Task("etl-2", "etl")
@@ -331,11 +347,11 @@ func checkAlertAck(t *testing.T, d *dashboard, b *browser) {
 			t.Fatalf("the engine has the alert acked by %q", a.AckedBy)
 		}
 	}
-	b.goTo("/")
+	b.goTo("/overview")
 	b.until("the firing alert on the overview", text("#firing")+`.includes("etl_failures")`)
 	// A page opened after the alert fired shows it too: alerts already
 	// firing come from the API when the stream connects.
-	b.do("reload", chromedp.Navigate(d.srv.URL+"/"))
+	b.do("reload", chromedp.Navigate(d.srv.URL+"/overview"))
 	b.until("the firing alert after a reload", text("#firing")+`.includes("etl_failures")`)
 }
 

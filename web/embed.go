@@ -23,7 +23,7 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 
 // appRoutes are the first path segments the app routes itself: they are
 // all answered with index.html.
-var appRoutes = map[string]bool{"": true, "tasks": true, "jobs": true, "alerts": true, "rules": true, "system": true}
+var appRoutes = map[string]bool{"": true, "overview": true, "tasks": true, "jobs": true, "alerts": true, "rules": true, "system": true}
 
 // served are the file types Handler serves; anything else in static (the
 // VERSIONS list) is not part of the site.

@@ -26,6 +26,7 @@ func TestHandler(t *testing.T) {
 		body   []byte // nil: don't compare
 	}{
 		{"/", 200, "text/html; charset=utf-8", index},
+		{"/overview", 200, "text/html; charset=utf-8", index},
 		{"/tasks", 200, "text/html; charset=utf-8", index},
 		{"/tasks/a.b%2Fc", 200, "text/html; charset=utf-8", index},
 		{"/jobs/nightly_backup", 200, "text/html; charset=utf-8", index},

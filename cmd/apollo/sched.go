@@ -190,6 +190,18 @@ func (a schedAPI) Trigger(name string) (string, error) { return a.s.Trigger(name
 func (a schedAPI) Pause(name string) error             { return a.s.Pause(name) }
 func (a schedAPI) Resume(name string) error            { return a.s.Resume(name) }
 
+// NextRuns tells the job health board when each job runs next; a paused
+// job has no next run.
+func (a schedAPI) NextRuns() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, j := range a.s.Jobs() {
+		if !j.Paused && !j.Next.IsZero() {
+			out[j.Name] = j.Next
+		}
+	}
+	return out
+}
+
 func newSchedCmd() *cobra.Command {
 	var (
 		cf                   clientFlags

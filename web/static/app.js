@@ -5,6 +5,7 @@ import { signal } from "/vendor/signals.mjs";
 import { html } from "/lib/ui.js";
 import { needLogin, setToken, token, toast } from "/lib/api.js";
 import { connect, conn, connDetail, principal } from "/lib/stream.js";
+import { Board } from "/pages/board.js";
 import { Overview } from "/pages/overview.js";
 import { Tasks, TaskDetail } from "/pages/tasks.js";
 import { Jobs } from "/pages/jobs.js";
@@ -30,20 +31,21 @@ document.addEventListener("click", (e) => {
 });
 
 const pages = [
-  ["/", "Overview", "o"], ["/tasks", "Tasks", "t"], ["/jobs", "Jobs", "j"],
+  ["/", "Health", "h"], ["/overview", "Overview", "o"], ["/tasks", "Tasks", "t"], ["/jobs", "Jobs", "j"],
   ["/alerts", "Alerts", "a"], ["/rules", "Rules", "r"], ["/system", "System", "s"],
 ];
 
 function page(path) {
   const [, first, rest] = path.match(/^\/([^/]*)\/?(.*)$/) || [];
   switch (first) {
-    case "": return html`<${Overview} />`;
+    case "": return html`<${Board} />`;
+    case "overview": return html`<${Overview} />`;
     case "tasks": return rest ? html`<${TaskDetail} id=${decodeURIComponent(rest)} />` : html`<${Tasks} />`;
     case "jobs": return html`<${Jobs} name=${rest ? decodeURIComponent(rest) : ""} />`;
     case "alerts": return html`<${Alerts} />`;
     case "rules": return html`<${Rules} />`;
     case "system": return html`<${System} />`;
-    default: return html`<p>No such page. <a href="/">Overview</a></p>`;
+    default: return html`<p>No such page. <a href="/">Job health</a></p>`;
   }
 }
 

@@ -12,10 +12,8 @@ export const alerts = signal(new Map()); // alert ID -> alert, from the stream
 export const metrics = signal(null); // the last metric message's summaries
 export const system = signal(null); // the last system message's stats
 export const lastSync = signal(0); // when the last snapshot arrived
-export const finishes = signal(new Map()); // 10 s bucket start (ms) -> {ok, bad}
 
 const MAX_TASKS = 5000;
-const HOUR = 3600_000;
 let ws = null;
 let cursor = "";
 let filter = {};
@@ -23,7 +21,7 @@ let backoff = 500;
 let retry = null;
 let opened = false;
 const acks = new Map(); // alert ID -> resolve
-const counted = new Map(); // taskID -> finishedAt already counted in finishes
+const taskListeners = new Set();
 
 function b64url(s) {
   const bytes = new TextEncoder().encode(s);
@@ -82,6 +80,18 @@ async function checkAuth() {
   } catch { /* the server is down: keep retrying */ }
 }
 
+// onTasks calls fn with the tasks of every snapshot and update the stream
+// delivers (the board and the charts extend themselves from them); it
+// returns the function that stops it.
+export function onTasks(fn) {
+  taskListeners.add(fn);
+  return () => taskListeners.delete(fn);
+}
+
+function tellTasks(list) {
+  for (const fn of taskListeners) fn(list);
+}
+
 // setFilter changes what the stream sends ({prefix, status:[...]}); a new
 // filter starts from a fresh snapshot.
 export function setFilter(f) {
@@ -111,26 +121,10 @@ function newer(a, b) { // is task a not older than b?
   return !b || a.sequence > b.sequence || (a.sequence === b.sequence && a.updatedAt >= b.updatedAt);
 }
 
-function countFinish(t, fin) {
-  if (!["success", "failed", "timeout"].includes(t.status) || !t.finishedAt) return;
-  if (counted.get(t.taskID) === t.finishedAt) return;
-  if (Date.now() - t.finishedAt > HOUR) return;
-  counted.set(t.taskID, t.finishedAt);
-  const b = Math.floor(t.finishedAt / 10_000) * 10_000;
-  const x = fin.get(b) || { ok: 0, bad: 0 };
-  if (t.status === "success") x.ok++; else x.bad++;
-  fin.set(b, x);
-}
-
-function prune(m, fin) {
-  if (m.size > MAX_TASKS) {
-    const keep = [...m.values()].sort((a, b) => b.updatedAt - a.updatedAt).slice(0, MAX_TASKS);
-    m = new Map(keep.map((t) => [t.taskID, t]));
-  }
-  const cutoff = Date.now() - HOUR;
-  for (const b of fin.keys()) if (b < cutoff) fin.delete(b);
-  for (const [id, at] of counted) if (at < cutoff) counted.delete(id);
-  return m;
+function prune(m) {
+  if (m.size <= MAX_TASKS) return m;
+  const keep = [...m.values()].sort((a, b) => b.updatedAt - a.updatedAt).slice(0, MAX_TASKS);
+  return new Map(keep.map((t) => [t.taskID, t]));
 }
 
 function handle(m) {
@@ -144,21 +138,20 @@ function handle(m) {
     case "snapshot": {
       cursor = m.cursor;
       const next = new Map();
-      const fin = new Map(finishes.value);
-      for (const t of m.tasks) { next.set(t.taskID, t); countFinish(t, fin); }
-      batch(() => { tasks.value = next; finishes.value = fin; lastSync.value = Date.now(); });
+      for (const t of m.tasks) next.set(t.taskID, t);
+      batch(() => { tasks.value = next; lastSync.value = Date.now(); });
+      tellTasks(m.tasks);
       break;
     }
     case "tasks": {
       cursor = m.cursor;
       if (!m.tasks.length) break;
       const next = new Map(tasks.value);
-      const fin = new Map(finishes.value);
       for (const t of m.tasks) {
         if (newer(t, next.get(t.taskID))) next.set(t.taskID, t);
-        countFinish(t, fin);
       }
-      batch(() => { tasks.value = prune(next, fin); finishes.value = fin; });
+      tasks.value = prune(next);
+      tellTasks(m.tasks);
       break;
     }
     case "heartbeat":

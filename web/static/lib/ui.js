@@ -11,27 +11,65 @@ export function fmtTime(ms) {
   return today ? d.toLocaleTimeString() : d.toLocaleString();
 }
 
+// fmtSpan is a length of time in one unit, rounded: "45s", "4m", "3h", "2d".
+export function fmtSpan(ms) {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.round(s / 60)}m`;
+  if (s < 86400) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
+
 export function fmtAgo(ms, now = Date.now()) {
+  return ms ? `${fmtSpan(now - ms)} ago` : "—";
+}
+
+// fmtIn says how far ahead a time is ("in 4m"), or how long it is overdue.
+export function fmtIn(ms, now = Date.now()) {
   if (!ms) return "—";
-  const s = Math.round((now - ms) / 1000);
-  if (s < 60) return `${s}s ago`;
-  if (s < 3600) return `${Math.round(s / 60)}m ago`;
-  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
-  return `${Math.round(s / 86400)}d ago`;
+  return ms >= now ? `in ${fmtSpan(ms - now)}` : `${fmtSpan(now - ms)} overdue`;
 }
 
 export function fmtMs(ms) {
   if (ms == null || Number.isNaN(ms)) return "—";
-  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms > 0 && ms < 1) return `${ms.toFixed(2)} ms`;
+  if (ms < 1000) return `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
-  return `${(ms / 60000).toFixed(1)} min`;
+  if (ms < 3600_000) return `${(ms / 60000).toFixed(1)} min`;
+  return `${(ms / 3600_000).toFixed(1)} h`;
 }
+
+// fmtNs is a duration in nanoseconds (Go's time.Duration in JSON).
+export const fmtNs = (ns) => (ns == null ? "—" : fmtMs(ns / 1e6));
+
+export function fmtBytes(n) {
+  if (n == null) return "—";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i === 0 ? n : n.toFixed(1)} ${units[i]}`;
+}
+
+// plural: "1 run", "3 runs".
+export const plural = (n, one, many = one + "s") => `${fmtNum(n)} ${n === 1 ? one : many}`;
 
 export const fmtPct = (x) => (x == null || Number.isNaN(x) ? "—" : `${(x * 100).toFixed(1)}%`);
 export const fmtNum = (x) => (x == null ? "—" : Number(x).toLocaleString());
 
 export function Status({ s }) {
-  return html`<span class=${"st st-" + s}>${s || "none"}</span>`;
+  return html`<span class=${"st st-" + s}>${(s || "none").replace("_", " ")}</span>`;
+}
+
+// The job health verdicts (docs/dashboard.md), worst first, as people read
+// them.
+export const VERDICTS = [
+  ["failing", "failing"], ["timing_out", "timing out"], ["running_long", "running too long"],
+  ["late", "late"], ["no_recent_runs", "no recent runs"], ["ok", "ok"],
+];
+const verdictLabel = Object.fromEntries(VERDICTS);
+
+export function Verdict({ v }) {
+  return html`<span class=${"st v-" + v} data-verdict=${v}>${verdictLabel[v] || v}</span>`;
 }
 
 // NotAvailable is what a page shows while an endpoint answers 404.
@@ -39,6 +77,7 @@ export function NotAvailable({ what }) {
   return html`<p class="na" role="note">${what}: not available on this server yet.</p>`;
 }
 
-export function Card({ label, value, id }) {
-  return html`<div class="card" id=${id}><div class="n">${value}</div><div class="l">${label}</div></div>`;
+// Card is one figure; a bad one (failures, timeouts) is red.
+export function Card({ label, value, id, bad }) {
+  return html`<div class=${bad ? "card bad" : "card"} id=${id}><div class="n">${value}</div><div class="l">${label}</div></div>`;
 }

@@ -1,15 +1,19 @@
-// Alerts: firing, pending and resolved alerts; acknowledge and silence.
+// Alerts: firing, pending and resolved alerts, acknowledge and silence;
+// each alert's history, and every rule's alerts.
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
-import { html, Status, fmtAgo, fmtTime, NotAvailable } from "/lib/ui.js";
+import { html, Status, fmtAgo, fmtTime, fmtMs, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
 import { alerts, seedAlerts, ack, principal } from "/lib/stream.js";
 
-const STATES = ["firing", "pending", "resolved"];
+const TABS = [["firing", "firing"], ["pending", "pending"], ["resolved", "resolved"], ["rules", "by rule"]];
+
+const since = (a) => Date.parse(a.firedAt || a.startedAt);
 
 export function Alerts() {
   const [tab, setTab] = useState("firing");
   const [listed, setListed] = useState("loading"); // loading | ok | na
   const [silence, setSilence] = useState(null); // the alert being silenced
+  const [open, setOpen] = useState(""); // the alert whose history shows
   const [silences, setSilences] = useState(null); // null: not available
   const [reload, setReload] = useState(0);
   useEffect(() => {
@@ -18,8 +22,8 @@ export function Alerts() {
     api("/api/v1/silences").then((d) => setSilences(d.silences || []), () => setSilences(null));
   }, [reload]);
   const canAct = principal.value && ["operator", "admin"].includes(principal.value.role);
-  const list = [...alerts.value.values()].filter((a) => a.state === tab)
-    .sort((a, b) => Date.parse(b.firedAt || b.startedAt) - Date.parse(a.firedAt || a.startedAt));
+  const all = [...alerts.value.values()];
+  const count = (s) => all.filter((a) => a.state === s).length;
   const doAck = async (a) => {
     let res = ack(a.id);
     if (res) res = await res;
@@ -29,32 +33,89 @@ export function Alerts() {
     }
     toast.value = res.ok ? `Acknowledged ${a.rule} (${a.group}).` : `Could not acknowledge: ${res.error}`;
   };
+  const rows = { canAct, doAck, setSilence, open, setOpen, silences: silences || [] };
   return html`
     <h1>Alerts</h1>
     <div class="tabs" role="group" aria-label="Alert state">
-      ${STATES.map((s) => html`<button type="button" aria-pressed=${tab === s} onClick=${() => setTab(s)} id=${"tab-" + s}>
-        ${s} (${[...alerts.value.values()].filter((a) => a.state === s).length})</button>`)}
+      ${TABS.map(([s, label]) => html`<button type="button" aria-pressed=${tab === s} onClick=${() => setTab(s)} id=${"tab-" + s}>
+        ${label}${s === "rules" ? "" : ` (${count(s)})`}</button>`)}
     </div>
     ${listed === "na" ? html`<p class="na">Listing past alerts is not available on this server yet; new alerts appear here live.</p>` : ""}
-    ${list.length === 0 ? html`<p class="muted">No ${tab} alerts.</p>` : html`
-    <div class="table-wrap"><table id="alerts-table"><thead><tr><th>Rule</th><th>Group</th><th>Severity</th><th>Summary</th>
-      <th class="hide-narrow">Since</th><th>Acknowledged</th><th><span class="hide-narrow">Actions</span></th></tr></thead>
-    <tbody>${list.map((a) => html`<tr data-alert=${a.id}>
-      <td>${a.rule}</td><td>${a.group}</td><td><${Status} s=${a.severity} /></td><td>${a.summary}</td>
-      <td class="hide-narrow">${fmtAgo(Date.parse(a.firedAt || a.startedAt))}</td>
-      <td class="acked">${a.ackedBy ? `by ${a.ackedBy}` : "—"}</td>
-      <td class="row">${canAct && !a.ackedBy && a.state !== "resolved" ? html`<button type="button" class="ack" onClick=${() => doAck(a)}>Ack</button>` : ""}
-        ${canAct ? html`<button type="button" onClick=${() => setSilence(a)}>Silence</button>` : ""}</td>
-    </tr>`)}</tbody></table></div>`}
+    ${tab === "rules" ? html`<${ByRule} all=${all} rows=${rows} />` : html`<${AlertTable} list=${all.filter((a) => a.state === tab)
+      .sort((a, b) => since(b) - since(a))} rows=${rows} empty=${`No ${tab} alerts.`} />`}
     ${silence ? html`<${SilenceForm} alert=${silence} onDone=${() => { setSilence(null); setReload(reload + 1); }} />` : ""}
     <h2>Silences</h2>
     ${silences === null ? html`<${NotAvailable} what="Silences" />` : silences.length === 0 ? html`<p class="muted">No silences.</p>` : html`
-      <div class="table-wrap"><table id="silences"><thead><tr><th>Rule</th><th>Prefix</th><th>Until</th><th>By</th><th>Comment</th><th></th></tr></thead>
-      <tbody>${silences.map((s) => html`<tr><td>${s.rule || "any"}</td><td>${s.prefix || "any"}</td><td>${fmtTime(Date.parse(s.endsAt))}</td>
-        <td>${s.author}</td><td>${s.comment}</td><td>${canAct ? html`<button type="button" onClick=${async () => {
+      <div class="table-wrap"><table id="silences" class="reflow"><thead><tr><th>Rule</th><th>Prefix</th><th>Until</th><th>By</th><th>Comment</th><th></th></tr></thead>
+      <tbody>${silences.map((s) => html`<tr><td data-label="Rule">${s.rule || "any"}</td><td data-label="Prefix">${s.prefix || "any"}</td>
+        <td data-label="Until">${fmtTime(Date.parse(s.endsAt))}</td>
+        <td data-label="By">${s.createdBy}</td><td data-label="Comment">${s.comment}</td><td>${canAct ? html`<button type="button" onClick=${async () => {
           try { await api(`/api/v1/silences/${encodeURIComponent(s.id)}`, { method: "DELETE" }); } catch (e) { toast.value = e.message; }
           setReload(reload + 1);
         }}>Expire</button>` : ""}</td></tr>`)}</tbody></table></div>`}`;
+}
+
+function AlertTable({ list, rows, empty }) {
+  const { canAct, doAck, setSilence, open, setOpen } = rows;
+  if (list.length === 0) return html`<p class="muted">${empty}</p>`;
+  return html`<div class="table-wrap"><table id="alerts-table" class="reflow"><thead><tr><th>Rule</th><th>Group</th><th>Severity</th><th>Summary</th>
+      <th>Since</th><th>Acknowledged</th><th>Actions</th></tr></thead>
+    <tbody>${list.map((a) => html`<tr data-alert=${a.id} data-state=${a.state}>
+      <td data-label="Rule">${a.rule}</td><td data-label="Group">${a.group}</td><td data-label="Severity"><${Status} s=${a.severity} /></td>
+      <td data-label="Summary" class="summary">${a.summary}</td>
+      <td data-label="Since">${fmtAgo(since(a))}</td>
+      <td data-label="Acknowledged" class="acked">${a.ackedBy ? `by ${a.ackedBy}` : "—"}</td>
+      <td data-label="Actions" class="row actions">${canAct && !a.ackedBy && a.state !== "resolved" ? html`<button type="button" class="ack" onClick=${() => doAck(a)}>Ack</button>` : ""}
+        ${canAct && a.state !== "resolved" ? html`<button type="button" onClick=${() => setSilence(a)}>Silence</button>` : ""}
+        <button type="button" class="history" aria-expanded=${open === a.id} onClick=${() => setOpen(open === a.id ? "" : a.id)}>History</button></td>
+    </tr>
+    ${open === a.id ? html`<tr class="detail"><td colspan="7"><${AlertHistory} alert=${a} silences=${rows.silences} /></td></tr>` : ""}`)}</tbody></table></div>`;
+}
+
+// ByRule lists every rule that has alerts, with each alert's course in
+// one line, newest first.
+function ByRule({ all, rows }) {
+  const rules = new Map();
+  for (const a of all) rules.set(a.rule, [...(rules.get(a.rule) || []), a]);
+  if (rules.size === 0) return html`<p class="muted">No rule has an alert that this server remembers.</p>`;
+  return html`<div id="by-rule">${[...rules.keys()].sort().map((r) => {
+    const list = rules.get(r).sort((a, b) => Date.parse(b.startedAt) - Date.parse(a.startedAt));
+    return html`<section class="panel" data-rule=${r}><h3>${r} <span class="muted">· ${list.length} alert${list.length === 1 ? "" : "s"}</span></h3>
+      <${AlertTable} list=${list} rows=${rows} empty="" /></section>`;
+  })}</div>`;
+}
+
+// AlertHistory is one alert's course: when it went pending, firing,
+// acknowledged, silenced and resolved, and every notification attempt of
+// the delivery log (GET /api/v1/notifications), in time order.
+export function AlertHistory({ alert, silences }) {
+  const [attempts, setAttempts] = useState(null); // null: loading; false: not available
+  useEffect(() => {
+    api(`/api/v1/notifications?alert=${encodeURIComponent(alert.id)}&limit=100`).then((d) => setAttempts(d.attempts || []),
+      () => setAttempts(false));
+  }, [alert.id, alert.state, alert.ackedBy]);
+  const at = (t) => (t ? Date.parse(t) : 0);
+  const sil = silences.find((s) => s.id === alert.silenceID);
+  const steps = [
+    // An event rule fires at its first match: it has no pending time.
+    [alert.startedAt === alert.firedAt ? 0 : at(alert.startedAt), "pending: the condition holds, waiting for its duration", "pending"],
+    [at(alert.firedAt), "firing", "firing"],
+    [at(alert.ackedAt), `acknowledged by ${alert.ackedBy}`, "acked"],
+    [at(alert.silencedAt), `silenced${sil ? ` (${sil.comment}, by ${sil.createdBy}, until ${fmtTime(Date.parse(sil.endsAt))})` : alert.silenceID ? ` by silence ${alert.silenceID}` : ""}: notifications held back`, "silenced"],
+    [at(alert.resolvedAt), "resolved", "resolved"],
+  ].filter(([t]) => t > 0);
+  for (const x of attempts || []) {
+    const where = `${x.kind} notification to ${x.channel}`;
+    const what = x.outcome === "sent" ? `sent ${where}` : `${x.outcome.replace("_", " ")}: ${where}${x.error ? ` (${x.error})` : ""}`;
+    const took = x.latency >= 1e6 ? ` in ${fmtMs(x.latency / 1e6)}` : ""; // ns
+    steps.push([at(x.at), `${what}${x.try > 1 ? `, try ${x.try}` : ""}${took}`, x.outcome === "sent" ? "sent" : "failed"]);
+  }
+  steps.sort((a, b) => a[0] - b[0]);
+  return html`<div class="history-of" aria-label=${`History of ${alert.rule} (${alert.group})`}>
+    <ol class="timeline">${steps.map(([t, text, kind]) => html`<li data-step=${kind}><span class="muted">${fmtTime(t)}</span> ${text}</li>`)}</ol>
+    ${attempts === false ? html`<p class="na">The delivery log is not available on this server.</p>`
+      : attempts?.length === 0 ? html`<p class="muted">No notification was sent for it${alert.channels?.length ? "" : " (its rule names no channel)"}.</p>` : ""}
+  </div>`;
 }
 
 function SilenceForm({ alert, onDone }) {

@@ -1,11 +1,17 @@
-// Jobs: one row per job name over a window, and charts for one job.
+// Jobs: one row per job name over a window, and for one job its health,
+// recent runs and charts.
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
-import { html, fmtPct, fmtMs, fmtNum, NotAvailable } from "/lib/ui.js";
+import { html, fmtPct, fmtMs, fmtNum, fmtAgo, fmtIn, Verdict, NotAvailable } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
-import { Chart } from "/lib/chart.js";
+import { Chart, COLOR, failureSeries } from "/lib/chart.js";
+import { useSeries, RangePicker, columns, failureRate } from "/lib/series.js";
 import { metrics } from "/lib/stream.js";
+import { Strip } from "/pages/board.js";
 
 const WINDOWS = ["1m", "5m", "15m", "1h"];
+
+// A cell that counts failures or timeouts is red when it counts any.
+const bad = (n) => (n > 0 ? "num bad" : "num");
 
 export function Jobs({ name }) {
   const [windowSel, setWindow] = useState("5m");
@@ -31,40 +37,61 @@ export function Jobs({ name }) {
         ${WINDOWS.map((w) => html`<option>${w}</option>`)}</select></label>
     </form>
     ${state === "na" ? html`<${NotAvailable} what="Job metrics" />` : state === "error" ? html`<p class="errors">Could not load the metrics.</p>` : html`
-    <div class="table-wrap"><table id="jobs-table">
-      <thead><tr><th>Job</th><th class="num">Runs</th><th class="num">Failed rate</th><th class="num hide-narrow">Avg cost</th>
-        <th class="num hide-narrow">Max cost</th><th class="num">Late rate</th><th class="num">Backlog</th><th class="num hide-narrow">Running</th></tr></thead>
-      <tbody>${jobs.map((j) => html`<tr class=${j.name === name ? "sel" : ""}>
-        <td><a href=${"/jobs/" + encodeURIComponent(j.name)}>${j.name}</a></td><td class="num">${fmtNum(j.count)}</td>
-        <td class="num">${fmtPct(j.failedRate)}</td><td class="num hide-narrow">${fmtMs(j.avgCostMs)}</td>
-        <td class="num hide-narrow">${fmtMs(j.maxCostMs)}</td><td class="num">${fmtPct(j.lateRate)}</td>
-        <td class="num">${fmtNum(j.backlog)}</td><td class="num hide-narrow">${fmtNum(j.running)}</td></tr>`)}</tbody>
+    <div class="table-wrap"><table id="jobs-table" class="reflow">
+      <thead><tr><th>Job</th><th class="num">Runs</th><th class="num">Failed</th><th class="num">Timed out</th>
+        <th class="num">Failure rate</th><th class="num hide-narrow">Avg cost</th><th class="num hide-narrow">Max cost</th>
+        <th class="num">Late rate</th><th class="num">Backlog</th><th class="num hide-narrow">Running</th></tr></thead>
+      <tbody>${jobs.map((j) => html`<tr class=${j.name === name ? "sel" : ""} data-job=${j.name}>
+        <td data-label="Job"><a href=${"/jobs/" + encodeURIComponent(j.name)}>${j.name}</a></td>
+        <td data-label="Runs" class="num">${fmtNum(j.count)}</td>
+        <td data-label="Failed" class=${bad(j.failed)}>${fmtNum(j.failed)}</td>
+        <td data-label="Timed out" class=${bad(j.timeout) + " timeouts"}>${fmtNum(j.timeout)}</td>
+        <td data-label="Failure rate" class=${bad(j.failed + j.timeout) + " failure-rate"}>${fmtPct(j.count ? (j.failed + j.timeout) / j.count : 0)}</td>
+        <td data-label="Avg cost" class="num hide-narrow">${j.count ? fmtMs(j.avgCostMs) : "—"}</td>
+        <td data-label="Max cost" class="num hide-narrow">${j.count ? fmtMs(j.maxCostMs) : "—"}</td><td data-label="Late rate" class="num">${fmtPct(j.lateRate)}</td>
+        <td data-label="Backlog" class="num">${fmtNum(j.backlog)}</td><td data-label="Running" class="num hide-narrow">${fmtNum(j.running)}</td></tr>`)}</tbody>
     </table></div>
+    <p class="muted">The failure rate counts failed and timed-out runs over the finished ones.</p>
     ${state === "ok" && jobs.length === 0 ? html`<p class="muted">No runs in this window.</p>` : ""}`}
-    ${name ? html`<${JobCharts} name=${name} />` : ""}`;
+    ${name ? html`<${JobHealth} name=${name} /><${JobCharts} name=${name} />` : ""}`;
 }
 
-function JobCharts({ name }) {
-  const [pts, setPts] = useState(null);
-  const [state, setState] = useState("loading");
+// JobHealth is the job's row of the health board, with its whole strip.
+function JobHealth({ name }) {
+  const [job, setJob] = useState(null);
   useEffect(() => {
     let stop = false;
-    const load = () => api(`/api/v1/metrics/${encodeURIComponent(name)}?window=1h&step=10s`).then(
-      (d) => { if (!stop) { setPts(d.points || []); setState("ok"); } },
-      (e) => { if (!stop) setState(e instanceof NotFound ? "na" : "error"); });
+    const load = () => api(`/api/v1/jobs/health?job=${encodeURIComponent(name)}`).then(
+      (d) => { if (!stop) setJob({ ...d.jobs[0], now: d.now }); }, () => { if (!stop) setJob(null); });
     load();
     const t = setInterval(load, 10_000);
     return () => { stop = true; clearInterval(t); };
   }, [name]);
-  if (state === "na") return html`<h2>${name}</h2><${NotAvailable} what="Charts for one job" />`;
-  if (state !== "ok") return html`<h2>${name}</h2><p class="muted">${state === "error" ? "Could not load the charts." : "Loading…"}</p>`;
-  const xs = pts.map((p) => p.t / 1000);
-  return html`<h2>${name} <span class="muted">(last hour)</span></h2>
-    <div class="grid" id="job-charts">
-      <${Chart} title="Runs per step" data=${[xs, pts.map((p) => p.success ?? null), pts.map((p) => (p.failed ?? 0) + (p.timeout ?? 0))]}
-        series=${[{ label: "success", color: "#16a34a" }, { label: "failed/timeout", color: "#dc2626" }]} />
-      <${Chart} title="Failed rate" data=${[xs, pts.map((p) => p.failedRate ?? null)]} series=${[{ label: "failed rate" }]} yFormat=${fmtPct} />
-      <${Chart} title="Cost" data=${[xs, pts.map((p) => p.avgCostMs ?? null), pts.map((p) => p.maxCostMs ?? null)]}
-        series=${[{ label: "avg" }, { label: "max" }]} yFormat=${fmtMs} />
+  if (!job) return html`<h2>${name}</h2>`;
+  const last = job.lastRun;
+  return html`<h2>${name} <${Verdict} v=${job.verdict} /></h2>
+    <div class="panel" id="job-health">
+      <p>${last ? html`Last run ${last.status.replace("_", " ")} ${fmtAgo(last.finishedAt, job.now)}${last.costMs ? ` after ${fmtMs(last.costMs)}` : ""}.` : "No run has finished."}
+        ${job.usualCostMs ? ` It usually takes ${fmtMs(job.usualCostMs)}.` : ""}
+        ${job.usualEveryMs ? ` It runs about every ${fmtMs(job.usualEveryMs)}.` : ""}
+        ${job.nextRunAt ? ` Next run ${fmtIn(job.nextRunAt, job.now)}.` : ""}
+        ${job.running ? ` ${fmtNum(job.running)} running now.` : ""}</p>
+      <${Strip} runs=${job.runs} />
     </div>`;
+}
+
+function JobCharts({ name }) {
+  const [range, setRange] = useState("1h");
+  const { state, points } = useSeries(`/api/v1/metrics/${encodeURIComponent(name)}`, range);
+  return html`<div class="row spread"><h2>History <span class="muted">(last ${range})</span></h2>
+      <${RangePicker} value=${range} onChange=${setRange} id="job-range" /></div>
+    ${state === "na" ? html`<${NotAvailable} what="Charts for one job" />` : state !== "ok" ? html`<p class="muted">${state === "error" ? "Could not load the charts." : "Loading…"}</p>` : html`
+    <div class="grid" id="job-charts">
+      <${Chart} id="job-runs" title="Finished runs per step" data=${columns(points, (p) => p.success, (p) => p.failed, (p) => p.timeout)}
+        series=${[{ label: "success", color: COLOR.success }, ...failureSeries]} />
+      <${Chart} id="job-failrate" title="Failure rate (failed and timed out)" data=${columns(points, failureRate)}
+        series=${[{ label: "failure rate", color: COLOR.failure, dots: true }]} yFormat=${fmtPct} />
+      <${Chart} id="job-cost" title="Duration" data=${columns(points, (p) => (p.count ? p.avgCostMs : null), (p) => (p.count ? p.maxCostMs : null))}
+        series=${[{ label: "average", color: COLOR.info }, { label: "longest", color: COLOR.other }]} yFormat=${fmtMs} />
+    </div>`}`;
 }

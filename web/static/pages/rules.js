@@ -42,6 +42,6 @@ export function Rules() {
     </form>` : html`
     ${admin ? html`<p><button type="button" id="edit-rules" onClick=${() => { setText(source); setEditing(true); }}>Edit rules</button></p>`
       : html`<p class="muted">Editing needs the admin role.</p>`}
-    <div class="table-wrap"><table id="rules-table"><thead><tr><th>Name</th><th>Rule</th></tr></thead>
-      <tbody>${(data.rules || []).map((r) => html`<tr><td>${r.name}</td><td><pre>${r.text}</pre></td></tr>`)}</tbody></table></div>`}`;
+    <div class="table-wrap"><table id="rules-table" class="reflow"><thead><tr><th>Name</th><th>Rule</th></tr></thead>
+      <tbody>${(data.rules || []).map((r) => html`<tr><td data-label="Name">${r.name}</td><td data-label="Rule"><pre>${r.text}</pre></td></tr>`)}</tbody></table></div>`}`;
 }

@@ -40,13 +40,13 @@ export function Tasks() {
         ${SINCE.map(([v, l]) => html`<option value=${v}>${l}</option>`)}</select></label>
       <span class="muted" id="task-count">${rows.length} shown</span>
     </form>
-    <div class="table-wrap"><table id="tasks-table">
+    <div class="table-wrap"><table id="tasks-table" class="reflow">
       <thead><tr><th>Task</th><th>Job</th><th>Status</th><th class="hide-narrow">Started</th><th class="hide-narrow num">Cost</th><th>Updated</th></tr></thead>
       <tbody>${rows.map((t) => html`<tr data-task=${t.taskID}>
-        <td><a href=${"/tasks/" + encodeURIComponent(t.taskID)}>${t.taskID}</a>${t.late ? html` <span class="st st-warning">late</span>` : ""}</td>
-        <td>${t.name}</td><td><${Status} s=${t.status} /></td>
-        <td class="hide-narrow">${fmtTime(t.startedAt)}</td><td class="hide-narrow num">${t.costMs ? fmtMs(t.costMs) : "—"}</td>
-        <td>${fmtTime(t.updatedAt)}</td></tr>`)}</tbody>
+        <td data-label="Task"><a href=${"/tasks/" + encodeURIComponent(t.taskID)}>${t.taskID}</a>${t.late ? html` <span class="st st-warning">late</span>` : ""}</td>
+        <td data-label="Job">${t.name}</td><td data-label="Status"><${Status} s=${t.status} /></td>
+        <td data-label="Started" class="hide-narrow">${fmtTime(t.startedAt)}</td><td data-label="Cost" class="hide-narrow num">${t.costMs ? fmtMs(t.costMs) : "—"}</td>
+        <td data-label="Updated">${fmtTime(t.updatedAt)}</td></tr>`)}</tbody>
     </table></div>
     ${rows.length === 0 ? html`<p class="muted">No task matches.</p>` : ""}`;
 }

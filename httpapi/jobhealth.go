@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/metrics"
+)
+
+// GET /api/v1/jobs/health answers, for the caller's tenant, every job's
+// verdict with its last run, usual duration and interval, next expected
+// run where known, and its recent runs (docs/dashboard.md defines the
+// verdicts). It reads the jobs' health records that the metrics keep
+// (metrics.JobsHealth): the cost is O(jobs under the prefix) for the
+// verdicts plus O(jobs shown × runs) for the answer, never O(tasks).
+
+// JobHealthSource is what the job health routes read. The Aggregator
+// (metrics.Store of the server and of the bus process) is one; a store
+// without it (redisstore, on a scale-out node) leaves the routes
+// answering "not available".
+type JobHealthSource interface {
+	JobsHealth(tenant, prefix string, fn func(*metrics.JobHealth) bool)
+	RecentRuns(tenant, name string, dst []metrics.Run) []metrics.Run
+}
+
+var _ JobHealthSource = (*metrics.Aggregator)(nil)
+
+// nextRunner is a Scheduler that knows when its jobs run next.
+type nextRunner interface {
+	// NextRuns returns when each job that is not paused runs next.
+	NextRuns() map[string]time.Time
+}
+
+// Limits of the job health routes.
+const (
+	defaultHealthJobs = 200
+	maxHealthJobs     = 1000
+)
+
+// runView is one run as the API shows it.
+type runView struct {
+	TaskID     string        `json:"taskID"`
+	Status     apollo.Status `json:"status"`
+	Late       bool          `json:"late,omitempty"`
+	ReportedAt int64         `json:"reportedAt"`
+	StartedAt  int64         `json:"startedAt,omitempty"`
+	FinishedAt int64         `json:"finishedAt,omitempty"`
+	CostMs     int64         `json:"costMs,omitempty"`
+}
+
+func viewRun(r *metrics.Run) runView {
+	return runView{TaskID: r.TaskID, Status: r.Status, Late: r.Late, ReportedAt: r.ReportedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CostMs: r.CostMs}
+}
+
+// jobHealthView is one job on the health board.
+type jobHealthView struct {
+	Name    string         `json:"name"`
+	Verdict apollo.Verdict `json:"verdict"`
+	LastRun *runView       `json:"lastRun,omitempty"` // the newest finished run
+	// UsualCostMs and UsualEveryMs are the median duration and interval
+	// of the recent runs, absent while unknown.
+	UsualCostMs   int64     `json:"usualCostMs,omitempty"`
+	UsualEveryMs  int64     `json:"usualEveryMs,omitempty"`
+	LastRunAt     int64     `json:"lastRunAt,omitempty"` // the newest run's first report
+	Running       int64     `json:"running"`
+	RunningSince  int64     `json:"runningSince,omitempty"`
+	NextRunAt     int64     `json:"nextRunAt,omitempty"` // when known (the scheduler)
+	LastSuccessAt int64     `json:"lastSuccessAt,omitempty"`
+	Runs          []runView `json:"runs"` // oldest first
+}
+
+// healthQuery is what a request asks of the job health.
+type healthQuery struct {
+	prefix, job string
+	limit, runs int
+}
+
+func parseHealthQuery(r *http.Request) (healthQuery, error) {
+	q := r.URL.Query()
+	hq := healthQuery{prefix: q.Get("prefix"), job: q.Get("job")}
+	var err error
+	if hq.limit, err = intParam(r, "limit", defaultHealthJobs, 1, maxHealthJobs); err != nil {
+		return hq, err
+	}
+	if hq.runs, err = intParam(r, "runs", metrics.DefaultRecentRuns, 0, metrics.MaxRecentRuns); err != nil {
+		return hq, err
+	}
+	if hq.job != "" && hq.prefix != "" {
+		return hq, &apollo.Error{Code: apollo.EINVALID, Field: "job", Message: "give job or prefix, not both",
+			Hint: "job names one job; prefix selects every job whose name starts with it"}
+	}
+	return hq, nil
+}
+
+// intParam reads an integer query parameter from lo to hi, with a
+// default.
+func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not a number from %d to %d", quoteShort(v), lo, hi)}
+	}
+	return n, nil
+}
+
+func (s *Server) healthSource() (JobHealthSource, error) {
+	if h, ok := s.opts.Metrics.(JobHealthSource); ok {
+		return h, nil
+	}
+	return nil, &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process keeps no job health",
+		Hint: "ask the all-in-one server or the bus process (apollo bus); scale-out nodes do not keep it"}
+}
+
+// nextRuns returns when the tenant's jobs run next, where known.
+func (s *Server) nextRuns(tenant string) map[string]time.Time {
+	if nr, ok := s.opts.Scheduler.(nextRunner); ok && tenant == s.opts.SchedulerTenant {
+		return nr.NextRuns()
+	}
+	return nil
+}
+
+// healthBoard is the tenant's jobs under the query, worst first.
+type healthBoard struct {
+	Now      int64                  `json:"now"`
+	Total    int                    `json:"total"`    // jobs under the prefix
+	Verdicts map[apollo.Verdict]int `json:"verdicts"` // of those, by verdict
+	Jobs     []jobHealthView        `json:"jobs"`     // the first limit of them, worst first
+}
+
+// board computes the verdicts of the jobs under the query's prefix and
+// keeps the limit worst; within a verdict, jobs come in name order.
+func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *healthBoard {
+	now := s.now().UnixMilli()
+	next := s.nextRuns(tenant)
+	b := &healthBoard{Now: now, Verdicts: map[apollo.Verdict]int{}}
+	// Jobs arrive in name order, so the first limit of each verdict are
+	// the only candidates: memory stays O(limit) for any number of jobs.
+	byRank := make([][]jobHealthView, len(apollo.Verdicts()))
+	src.JobsHealth(tenant, cmp.Or(q.job, q.prefix), func(h *metrics.JobHealth) bool {
+		if q.job != "" && h.Name != q.job {
+			return false
+		}
+		f := h.Facts
+		if t, ok := next[h.Name]; ok {
+			f.NextRunAt = t.UnixMilli()
+		}
+		v := f.Verdict(now)
+		b.Total++
+		b.Verdicts[v]++
+		rank := min(v.Rank(), len(byRank)-1)
+		if len(byRank[rank]) >= q.limit {
+			return true
+		}
+		jv := jobHealthView{Name: strings.Clone(h.Name), Verdict: v, UsualCostMs: f.UsualCostMs, UsualEveryMs: f.UsualEveryMs,
+			LastRunAt: f.LastRunAt, Running: h.Running, RunningSince: f.RunningSince, NextRunAt: f.NextRunAt,
+			LastSuccessAt: h.LastSuccessAt}
+		if h.Last.TaskID != "" {
+			last := viewRun(&h.Last)
+			jv.LastRun = &last
+		}
+		byRank[rank] = append(byRank[rank], jv)
+		return true
+	})
+	b.Jobs = []jobHealthView{} // none is [], not null
+	for _, r := range byRank {
+		b.Jobs = append(b.Jobs, r[:min(len(r), q.limit-len(b.Jobs))]...)
+	}
+	var runs []metrics.Run
+	for i := range b.Jobs {
+		jv := &b.Jobs[i]
+		runs = src.RecentRuns(tenant, jv.Name, runs[:0])
+		runs = runs[max(len(runs)-q.runs, 0):]
+		jv.Runs = make([]runView, len(runs))
+		for k := range runs {
+			jv.Runs[k] = viewRun(&runs[k])
+		}
+	}
+	return b
+}
+
+func (s *Server) jobsHealth(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	src, err := s.healthSource()
+	if err != nil {
+		return err
+	}
+	q, err := parseHealthQuery(r)
+	if err != nil {
+		return err
+	}
+	b := s.board(src, p.Tenant, q)
+	if q.job != "" && b.Total == 0 {
+		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job %q", quoteShort(q.job)),
+			Hint: "a job is known from its first run until it has been idle for the metrics' rollup retention (24 h by default)"}
+	}
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}

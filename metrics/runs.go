@@ -1,0 +1,259 @@
+package metrics
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/apollo-11/apollo"
+)
+
+// Besides its buckets, every job keeps what its health is judged by (the
+// job health board, GET /api/v1/jobs/health, the Prometheus job
+// exposition): its newest runs, a histogram of its run durations, and
+// when a run last ended with each final status. The bus indexes tasks by
+// task ID only, so this is what answers "how did this job's last runs go"
+// without scanning every task: it costs O(RecentRuns) per job, whatever
+// the number of tasks.
+
+// Limits of Options.RecentRuns.
+const (
+	DefaultRecentRuns = 50
+	MaxRecentRuns     = 200
+)
+
+// DurationBuckets are the upper bounds, in ms, of every job's histogram
+// of run durations; a last bucket holds the longer runs. They span the
+// sub-second jobs and the ones of hours that schedulers run side by side.
+var DurationBuckets = [...]int64{100, 1_000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 10_800_000}
+
+// Run is one of a job's recent runs.
+type Run struct {
+	TaskID string
+	Status apollo.Status
+	Late   bool
+	// ReportedAt orders the runs: the time of the run's first report
+	// (Unix ms), which no later report moves. Ordering by a time that
+	// never changes is what makes the ring the same whatever order the
+	// changes of different tasks come in.
+	ReportedAt int64
+	StartedAt  int64 // 0 until it started
+	FinishedAt int64 // 0 until it finished
+	CostMs     int64 // 0 until it finished, or when it reported none
+}
+
+// jobRuns is the health record of one job; its series' lock guards it.
+type jobRuns struct {
+	ring []Run // the newest runs, by (ReportedAt, TaskID) ascending
+	// ids[i] is a hash of ring[i].TaskID: find compares these first, so
+	// a new run costs a scan of integers, not of strings.
+	ids []uint32
+	// hist counts finished runs with a cost by DurationBuckets (the last
+	// slot: longer), counted and taken out exactly as Summary.CostN is.
+	hist [len(DurationBuckets) + 1]int64
+	// lastEnd is when a run last finished with each final status, Unix
+	// ms: the latest finish counted, kept when a correction moves it.
+	lastEnd [3]int64
+	facts   runFacts
+	fresh   bool // facts matches ring
+}
+
+// runFacts are the facts derived from the ring, kept until it changes.
+type runFacts struct {
+	apollo.JobFacts
+	last int // index in ring of the newest finished run; -1 for none
+}
+
+var endSlot = [...]int{apollo.StatusSuccess: 0, apollo.StatusFailed: 1, apollo.StatusTimeout: 2}
+
+func durationSlot(cost int64) int {
+	for i, b := range DurationBuckets {
+		if cost <= b {
+			return i
+		}
+	}
+	return len(DurationBuckets)
+}
+
+// finish counts a finished run in or out of the histogram and the last
+// ends, as the metrics count it (see plan.finishes).
+func (r *jobRuns) finish(f *finishMove) {
+	if f.cost > 0 {
+		r.hist[durationSlot(f.cost)] += f.sign
+	}
+	if f.sign > 0 {
+		e := &r.lastEnd[endSlot[f.status]]
+		*e = max(*e, f.at)
+	}
+}
+
+// runOf is the ring's entry for t, first reported at reported.
+func runOf(t *apollo.Task, reported int64) Run {
+	run := Run{TaskID: t.TaskID, Status: t.Status, Late: t.Late, ReportedAt: reported, StartedAt: t.StartedAt}
+	if t.Status.Final() {
+		run.FinishedAt, run.CostMs = t.FinishedAt, max(t.CostMs, 0)
+	}
+	return run
+}
+
+func runOrder(a, b *Run) int {
+	if a.ReportedAt != b.ReportedAt {
+		if a.ReportedAt < b.ReportedAt {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.TaskID, b.TaskID)
+}
+
+// idSeed makes the hashes of IDs in memory; they are never written.
+var idSeed = maphash.MakeSeed()
+
+func idHash(id string) uint32 { return uint32(maphash.String(idSeed, id)) }
+
+// find returns the index of the task's entry, or -1. Changes come mostly
+// for the newest runs, so it looks from the end.
+func (r *jobRuns) find(id string) int {
+	h := idHash(id)
+	for i := len(r.ids) - 1; i >= 0; i-- {
+		if r.ids[i] == h && r.ring[i].TaskID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// insert puts run at index i, and remove takes out entries [i, j).
+func (r *jobRuns) insert(i int, run Run) {
+	r.ring = slices.Insert(r.ring, i, run)
+	r.ids = slices.Insert(r.ids, i, idHash(run.TaskID))
+}
+
+func (r *jobRuns) remove(i, j int) {
+	r.ring = slices.Delete(r.ring, i, j)
+	r.ids = slices.Delete(r.ids, i, j)
+}
+
+// put records the task's state after c in the ring of at most limit
+// runs: the newest by ReportedAt. A task enters at its first change, or
+// never: one that is not there later was older than every run kept (it
+// left, or never entered), and stays out, so the ring is the same
+// whatever order the changes of different tasks come in and a replay
+// rebuilds it.
+func (r *jobRuns) put(c *apollo.Change, limit int) {
+	t := &c.Task
+	i := r.find(t.TaskID)
+	if c.Prev.Status != apollo.StatusNone {
+		if i >= 0 {
+			run := runOf(t, r.ring[i].ReportedAt)
+			run.TaskID = r.ring[i].TaskID // the ring's own copy
+			r.ring[i] = run
+			r.fresh = false
+		}
+		return
+	}
+	if i >= 0 { // a new task that reuses the ID of one long gone
+		r.remove(i, i+1)
+	}
+	run := runOf(t, c.Record.Ts)
+	if len(r.ring) >= limit && runOrder(&run, &r.ring[0]) < 0 {
+		return // older than every run kept
+	}
+	// The ring outlives the task in the bus: keep a copy of the ID, not
+	// the buffer it was decoded from.
+	run.TaskID = strings.Clone(run.TaskID)
+	r.insert(r.position(&run), run)
+	if len(r.ring) > limit {
+		r.remove(0, len(r.ring)-limit)
+	}
+	r.fresh = false
+}
+
+// position is where run goes in the ring: after every entry before it.
+func (r *jobRuns) position(run *Run) int {
+	lo, hi := 0, len(r.ring)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if runOrder(&r.ring[m], run) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// drop removes a task that moved to another job.
+func (r *jobRuns) drop(id string) {
+	if i := r.find(id); i >= 0 {
+		r.remove(i, i+1)
+		r.fresh = false
+	}
+}
+
+// derive returns the facts of the ring, computed once per change of it.
+func (r *jobRuns) derive() *runFacts {
+	if r.fresh {
+		return &r.facts
+	}
+	f := runFacts{last: -1}
+	var costs, gaps [MaxRecentRuns]int64
+	nc, ng := 0, 0
+	for i := range r.ring {
+		run := &r.ring[i]
+		switch {
+		case run.Status.Final():
+			if f.last < 0 || run.FinishedAt >= r.ring[f.last].FinishedAt {
+				f.last = i
+			}
+			if run.CostMs > 0 {
+				costs[nc], nc = run.CostMs, nc+1
+			}
+		case run.Status == apollo.StatusRunning:
+			if f.RunningSince == 0 || run.StartedAt < f.RunningSince {
+				f.RunningSince = run.StartedAt
+			}
+		}
+		if i > 0 {
+			gaps[ng], ng = run.ReportedAt-r.ring[i-1].ReportedAt, ng+1
+		}
+	}
+	if f.last >= 0 {
+		f.LastStatus = r.ring[f.last].Status
+	}
+	if n := len(r.ring); n > 0 {
+		newest := &r.ring[n-1]
+		f.LastRunAt = newest.ReportedAt
+		f.LateNow = newest.Late && !newest.Status.Final()
+	}
+	if nc >= apollo.UsualRuns {
+		f.UsualCostMs = median(costs[:nc])
+	}
+	if ng+1 >= apollo.UsualRuns {
+		f.UsualEveryMs = median(gaps[:ng])
+	}
+	r.facts, r.fresh = f, true
+	return &r.facts
+}
+
+// median is the middle value (the upper one of two); it sorts xs.
+func median(xs []int64) int64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// bytes estimates the memory the record holds.
+func (r *jobRuns) bytes() int64 {
+	n := int64(cap(r.ring))*runBytes + int64(cap(r.ids))*4
+	for i := range r.ring {
+		n += int64(len(r.ring[i].TaskID))
+	}
+	return n + jobRunsBytes
+}
+
+// Sizes for Stats.Bytes.
+const (
+	runBytes     = int64(unsafe.Sizeof(Run{}))
+	jobRunsBytes = int64(unsafe.Sizeof(jobRuns{}))
+)
