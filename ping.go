@@ -38,17 +38,17 @@ type OpenRun struct {
 	TaskID   string
 	Sequence int64 // its last
 	// CreatedAt orders the open runs of a job: an end pairs with the
-	// newest (then the lowest task ID, as listings order them).
+	// newest (then the highest task ID, as listings order them).
 	CreatedAt int64
 }
 
 // Newer reports whether r comes before o in the listing order: first
-// reported later, or at the same time with a lower task ID.
+// reported later, or at the same time with a higher task ID.
 func (r OpenRun) Newer(o OpenRun) bool {
 	if r.CreatedAt != o.CreatedAt {
 		return r.CreatedAt > o.CreatedAt
 	}
-	return r.TaskID < o.TaskID
+	return r.TaskID > o.TaskID
 }
 
 const pingMark = "@ping-"

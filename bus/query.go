@@ -81,7 +81,7 @@ func decodeCursor(s string) (listKey, error) {
 }
 
 // List returns the tasks in memory of f.Tenant that match f, in listing
-// order (first reported newest first, then by task ID), and the cursor of
+// order (by createdAt, then task ID, both descending), and the cursor of
 // the next page ("" on the last page). It reads the tenant's list from the
 // cursor on, so a page costs the tasks it looks at: the page itself when
 // nothing is filtered out, more when a filter (status, prefix, since,

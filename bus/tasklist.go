@@ -7,13 +7,15 @@ import (
 
 // A tenant's tasks in listing order, so that a page of GET /api/v1/tasks
 // costs the page, not the tasks in memory (issue 20.1; it used to scan
-// every shard). The order is by when a task was first reported, newest
-// first, then by task ID: a key that never changes, so a task is touched
+// every shard). The order is by when a task was first reported, then by
+// task ID, both descending (newest first): a key that never changes, so a task is touched
 // here only when it enters and leaves memory, never on its other events,
 // and a listing paged while tasks change sees each task once.
 
 // listKey is a task's place in the listing: tasks with a higher createdAt
-// come first, then lower task IDs.
+// come first, then higher task IDs. (Descending IDs too, because tasks that
+// arrive in one batch share a createdAt and often have IDs that grow: they
+// then go at the end of the list, as most new tasks do.)
 type listKey struct {
 	at int64
 	id string
@@ -24,7 +26,7 @@ func (k listKey) before(o listKey) bool {
 	if k.at != o.at {
 		return k.at > o.at
 	}
-	return k.id < o.id
+	return k.id > o.id
 }
 
 // chunkMax is the most tasks a chunk holds. Inserting or removing moves at

@@ -291,7 +291,7 @@ func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
 }
 
 // firstPage sorts tasks in listing order (first reported newest first,
-// then by task ID) and keeps the first limit.
+// then by task ID, descending like the bus) and keeps the first limit.
 func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 	slices.SortFunc(tasks, func(a, b apollo.Task) int {
 		if a.CreatedAt != b.CreatedAt {
@@ -300,7 +300,7 @@ func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 			}
 			return 1
 		}
-		return strings.Compare(a.TaskID, b.TaskID)
+		return strings.Compare(b.TaskID, a.TaskID)
 	})
 	return tasks[:min(len(tasks), limit)]
 }

@@ -115,7 +115,7 @@ func TestQueriesFromAnyNode(t *testing.T) {
 		}
 		for i := 1; i < len(page); i++ {
 			a, b := page[i-1], page[i]
-			if a.CreatedAt < b.CreatedAt || a.CreatedAt == b.CreatedAt && a.TaskID > b.TaskID {
+			if a.CreatedAt < b.CreatedAt || a.CreatedAt == b.CreatedAt && a.TaskID < b.TaskID {
 				t.Fatalf("page out of order: %s (%d) before %s (%d)", a.TaskID, a.CreatedAt, b.TaskID, b.CreatedAt)
 			}
 		}

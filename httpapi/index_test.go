@@ -300,7 +300,7 @@ func TestTaskPagesWhileChanging(t *testing.T) {
 			if task.Tenant != "a" || !strings.HasPrefix(task.TaskID, "a") {
 				t.Errorf("tenant a's listing shows %s of tenant %q", task.TaskID, task.Tenant)
 			}
-			if last.TaskID != "" && (task.CreatedAt > last.CreatedAt || task.CreatedAt == last.CreatedAt && task.TaskID < last.TaskID) {
+			if last.TaskID != "" && (task.CreatedAt > last.CreatedAt || task.CreatedAt == last.CreatedAt && task.TaskID > last.TaskID) {
 				t.Errorf("page %d: %s (created %d) after %s (created %d)", pages, task.TaskID, task.CreatedAt, last.TaskID, last.CreatedAt)
 			}
 			last = task

@@ -433,7 +433,7 @@ func (h *Hub) latestTasks(tenant string, f *streamFilter) ([]apollo.Task, error)
 		all = append(all, ts...)
 	}
 	slices.SortFunc(all, func(a, b apollo.Task) int {
-		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.TaskID, b.TaskID))
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.TaskID, a.TaskID))
 	})
 	if len(all) > limit {
 		all = all[:limit]

@@ -32,7 +32,7 @@ func newTasksCmd() *cobra.Command {
 		Use:   "tasks",
 		Short: "List runs (tasks), newest first",
 		Long: `List the runs the server keeps in memory, newest first: by when the
-server received each run's first event, then by task ID.
+server received each run's first event, then by task ID, both descending.
 
 Without --all, at most --limit tasks are shown; when there are more, a line
 on stderr says so. --all follows the server's pages to the end.

@@ -65,7 +65,7 @@ func TestPingsSurviveKill(t *testing.T) {
 			}
 			if len(listed) != 2 || !slices.Contains(started[tenant], listed[0].TaskID) || !slices.Contains(started[tenant], listed[1].TaskID) ||
 				listed[0].TaskID == listed[1].TaskID || listed[0].CreatedAt < listed[1].CreatedAt ||
-				listed[0].CreatedAt == listed[1].CreatedAt && listed[0].TaskID > listed[1].TaskID {
+				listed[0].CreatedAt == listed[1].CreatedAt && listed[0].TaskID < listed[1].TaskID {
 				t.Errorf("tenant %s lists %+v, want its two runs %v, newest first", tenant, listed, started[tenant])
 			}
 		}
