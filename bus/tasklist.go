@@ -66,8 +66,13 @@ func (l *taskList) search(k listKey) (ci, i int) {
 // insert adds t, which is not in the list.
 func (l *taskList) insert(t *task) {
 	l.n++
-	ci, i := l.search(t.listKey())
 	last := len(l.chunks) - 1
+	ci, i := last+1, 0 // after everything: a task newer than all, the common case, needs no search
+	if last >= 0 {
+		if c := l.chunks[last]; !t.listKey().before(c[len(c)-1].listKey()) {
+			ci, i = l.search(t.listKey())
+		}
+	}
 	if ci > last { // after everything: the end of the last chunk
 		if last < 0 || len(l.chunks[last]) == chunkMax {
 			l.chunks = append(l.chunks, append(make([]*task, 0, chunkMax), t))
