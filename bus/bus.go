@@ -78,7 +78,7 @@ type Options struct {
 
 	// OnRefused is called (outside any lock, at most once per refused
 	// event) when the holding area or the queues are full: the alert engine
-	// turns it into a high-severity self-alert (seed 4.1).
+	// turns it into a high-severity self-alert: a refusal is never silent.
 	OnRefused func(Refusal)
 
 	// OnLogFailed is called once when the log fails. From then on the bus

@@ -200,7 +200,8 @@ func (h *Hub) armFlush(now time.Time) {
 }
 
 // heartbeat queues a heartbeat to every client, with the cursor it may
-// resume from, so that a proxy between them sees traffic (seed 4.2) and a
+// resume from, so that a proxy between them sees traffic (many proxies do not
+// count WebSocket pings, and drop a connection idle for a minute) and a
 // quiet client's cursor stays fresh.
 func (h *Hub) heartbeat(now time.Time) {
 	ts := now.UnixMilli()

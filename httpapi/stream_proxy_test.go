@@ -18,7 +18,7 @@ import (
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
-// idleProxy is a TCP proxy like the one in seed 4.2: it drops a connection
+// idleProxy is a TCP proxy like many in front of servers: it drops a connection
 // that carried no data for idle, and it swallows WebSocket ping and pong
 // frames, which therefore neither pass nor count as traffic. Its idle
 // timers run on the test's clock, as the hub's heartbeats do, so how busy

@@ -81,7 +81,8 @@ func BenchmarkServerIngest(b *testing.B) {
 // BenchmarkServerRecovery replays a log of 200 000 events with no
 // snapshot, as after a SIGKILL: open the stores and recover, as the
 // server's start does. One op is one whole recovery; events/s is the
-// replay rate (DESIGN.md §10: at least a million a second).
+// replay rate (at least a million a second: docs/architecture.md,
+// "Numbers we hold ourselves to").
 func BenchmarkServerRecovery(b *testing.B) {
 	for _, mix := range []string{"pending", "lifecycle"} {
 		b.Run(mix, func(b *testing.B) {

@@ -22,8 +22,8 @@ import (
 )
 
 // Every write through the API is durable and is the set that acts and
-// that is shown, in every mode, across kill -9 (DESIGN.md §5, invariant
-// 9). The tests here write through the API as two tenants, kill every
+// that is shown, in every mode, across kill -9 (invariant 9 in
+// docs/architecture.md). The tests here write through the API as two tenants, kill every
 // process with SIGKILL, start them again on the same data directory and
 // Redis prefix, read the writes back, and see them act.
 
