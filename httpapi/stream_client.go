@@ -15,11 +15,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // streamProtocol is the WebSocket subprotocol of the stream; a client
 // offers it, with its token as "bearer.<token>" (see BearerToken).
-const streamProtocol = "apollo.v1"
+const streamProtocol = apiclient.StreamProtocol
 
 // queued is one outbound message: ready bytes (often shared by a group),
 // or a snapshot that the writer builds when it gets to it, so that the
@@ -195,7 +196,7 @@ func (c *client) readLoop(ctx context.Context) {
 }
 
 func (c *client) sendError(err error) {
-	m := errorMsg{Type: msgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
+	m := apiclient.StreamError{Type: msgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
 	var e *apollo.Error
 	if errors.As(err, &e) {
 		m.Message, m.Field, m.Hint = e.Message, e.Field, e.Hint
@@ -205,7 +206,7 @@ func (c *client) sendError(err error) {
 
 // ack acknowledges an alert for the client and answers ack_result.
 func (c *client) ack(ctx context.Context, id string) {
-	res := ackResultMsg{Type: msgAckResult, Alert: id}
+	res := apiclient.AckResult{Type: msgAckResult, Alert: id}
 	switch {
 	case c.h.opts.Acker == nil:
 		res.Error = "acknowledging alerts is not available on this server"

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
@@ -99,21 +100,21 @@ func (e *streamEnv) dial(token string) *wsClient {
 
 // wireMsg is every server message, decoded loosely.
 type wireMsg struct {
-	Type        string          `json:"type"`
-	Cursor      string          `json:"cursor"`
-	Reason      string          `json:"reason"`
-	Resumed     bool            `json:"resumed"`
-	Tasks       []apollo.Task   `json:"tasks"`
-	Alert       json.RawMessage `json:"alert"`
-	OK          bool            `json:"ok"`
-	Error       string          `json:"error"`
-	Message     string          `json:"message"`
-	Field       string          `json:"field"`
-	Ts          int64           `json:"ts"`
-	Stats       json.RawMessage `json:"stats"`
-	Summaries   json.RawMessage `json:"summaries"`
-	HeartbeatMs int64           `json:"heartbeatMs"`
-	Principal   principalView   `json:"principal"`
+	Type        string              `json:"type"`
+	Cursor      string              `json:"cursor"`
+	Reason      string              `json:"reason"`
+	Resumed     bool                `json:"resumed"`
+	Tasks       []apollo.Task       `json:"tasks"`
+	Alert       json.RawMessage     `json:"alert"`
+	OK          bool                `json:"ok"`
+	Error       string              `json:"error"`
+	Message     string              `json:"message"`
+	Field       string              `json:"field"`
+	Ts          int64               `json:"ts"`
+	Stats       json.RawMessage     `json:"stats"`
+	Summaries   json.RawMessage     `json:"summaries"`
+	HeartbeatMs int64               `json:"heartbeatMs"`
+	Principal   apiclient.Principal `json:"principal"`
 }
 
 func (c *wsClient) read() wireMsg {

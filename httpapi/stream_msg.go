@@ -7,22 +7,24 @@ import (
 	"strings"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
-// Message types of the stream protocol (docs/stream.md).
+// Message types of the stream protocol (docs/stream.md), named once in
+// apiclient with the messages' types.
 const (
-	msgHello     = "hello"
-	msgSnapshot  = "snapshot"
-	msgTasks     = "tasks"
-	msgMetric    = "metric"
-	msgAlert     = "alert"
-	msgSystem    = "system"
-	msgHeartbeat = "heartbeat"
-	msgAckResult = "ack_result"
-	msgError     = "error"
+	msgHello     = apiclient.MsgHello
+	msgSnapshot  = apiclient.MsgSnapshot
+	msgTasks     = apiclient.MsgTasks
+	msgMetric    = apiclient.MsgMetric
+	msgAlert     = apiclient.MsgAlert
+	msgSystem    = apiclient.MsgSystem
+	msgHeartbeat = apiclient.MsgHeartbeat
+	msgAckResult = apiclient.MsgAckResult
+	msgError     = apiclient.MsgError
 
-	msgSubscribe = "subscribe"
-	msgAck       = "ack"
+	msgSubscribe = apiclient.MsgSubscribe
+	msgAck       = apiclient.MsgAck
 )
 
 // maxClientMessage bounds what a client may send in one message: a
@@ -81,19 +83,6 @@ func (f *streamFilter) key(tenant string, coalesce bool) string {
 	return fmt.Sprintf("%q/%q/%d/%d/%t", tenant, f.prefix, f.statuses, f.types, coalesce)
 }
 
-// clientMsg is any message a client sends; Type says which fields count.
-type clientMsg struct {
-	Type   string `json:"type"`
-	Filter *struct {
-		Prefix string   `json:"prefix"`
-		Status []string `json:"status"`
-		Types  []string `json:"types"`
-	} `json:"filter"`
-	Cursor   string `json:"cursor"`
-	Coalesce *bool  `json:"coalesce"`
-	Alert    string `json:"alert"`
-}
-
 // request is a decoded, checked client message.
 type request struct {
 	typ      string
@@ -106,7 +95,7 @@ type request struct {
 // decodeRequest parses and checks one client message. Errors are
 // *apollo.Error naming the field, so that the client's author can fix it.
 func decodeRequest(data []byte) (request, error) {
-	var m clientMsg
+	var m apiclient.ClientMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return request{}, &apollo.Error{Code: apollo.EINVALID, Message: "not a JSON object: " + err.Error(),
 			Hint: `send {"type":"subscribe",...} or {"type":"ack","alert":"ID"}`}
@@ -159,64 +148,10 @@ func decodeRequest(data []byte) (request, error) {
 	}
 }
 
-// Server -> client messages that are encoded with encoding/json. The
-// high-volume tasks and snapshot messages are assembled from pre-encoded
+// Server -> client messages are apiclient's types, encoded with
+// encoding/json; the high-volume tasks and snapshot messages
+// (apiclient.Tasks, apiclient.Snapshot) are assembled from pre-encoded
 // tasks instead (appendTasksMsg).
-
-type principalView struct {
-	Name   string `json:"name"`
-	Role   string `json:"role"`
-	Tenant string `json:"tenant,omitempty"`
-}
-
-type helloMsg struct {
-	Type        string        `json:"type"`
-	Protocol    string        `json:"protocol"`
-	Cursor      string        `json:"cursor"`
-	ServerTime  int64         `json:"serverTime"`
-	HeartbeatMs int64         `json:"heartbeatMs"`
-	FlushMs     int64         `json:"flushMs"`
-	Principal   principalView `json:"principal"`
-}
-
-type heartbeatMsg struct {
-	Type   string `json:"type"`
-	Ts     int64  `json:"ts"`
-	Cursor string `json:"cursor,omitempty"`
-}
-
-type alertMsg struct {
-	Type  string        `json:"type"`
-	Alert *apollo.Alert `json:"alert"`
-}
-
-type systemMsg struct {
-	Type  string `json:"type"`
-	Stats any    `json:"stats"`
-}
-
-type metricMsg struct {
-	Type      string `json:"type"`
-	Prefix    string `json:"prefix,omitempty"`
-	Summaries any    `json:"summaries"`
-}
-
-type ackResultMsg struct {
-	Type  string `json:"type"`
-	Alert string `json:"alert"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-}
-
-// errorMsg tells a client what was wrong with its message: the text, and
-// the code, field and hint of the *apollo.Error when there is one.
-type errorMsg struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-	Code    string `json:"code,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Hint    string `json:"hint,omitempty"`
-}
 
 // mustJSON encodes server messages, whose types always encode.
 func mustJSON(v any) []byte {
