@@ -156,45 +156,51 @@ type Frame struct {
 // server can add types; a malformed one is an error.
 func DecodeFrame(data []byte) (Frame, error) {
 	f := Frame{Type: frameType(data)}
-	var v any
+	var (
+		v   any
+		typ *string // the decoded message's own type
+	)
 	switch f.Type {
 	case "":
 		return Frame{}, errors.New("decoding a stream message: not an object with a type")
 	case MsgHello:
 		f.Hello = new(Hello)
-		v = f.Hello
+		v, typ = f.Hello, &f.Hello.Type
 	case MsgSnapshot:
 		f.Snapshot = new(Snapshot)
-		v = f.Snapshot
+		v, typ = f.Snapshot, &f.Snapshot.Type
 	case MsgTasks:
 		f.Tasks = new(Tasks)
-		v = f.Tasks
+		v, typ = f.Tasks, &f.Tasks.Type
 	case MsgMetric:
 		f.Metric = new(Metric)
-		v = f.Metric
+		v, typ = f.Metric, &f.Metric.Type
 	case MsgAlert:
 		f.Alert = new(AlertChange)
-		v = f.Alert
+		v, typ = f.Alert, &f.Alert.Type
 	case MsgSystem:
 		f.System = new(System)
-		v = f.System
+		v, typ = f.System, &f.System.Type
 	case MsgHeartbeat:
 		f.Heartbeat = new(Heartbeat)
-		v = f.Heartbeat
+		v, typ = f.Heartbeat, &f.Heartbeat.Type
 	case MsgAckResult:
 		f.AckResult = new(AckResult)
-		v = f.AckResult
+		v, typ = f.AckResult, &f.AckResult.Type
 	case MsgError:
 		f.Error = new(StreamError)
-		v = f.Error
+		v, typ = f.Error, &f.Error.Type
 	default:
 		if !json.Valid(data) {
-			return Frame{}, fmt.Errorf("decoding a %q stream message: not JSON", f.Type)
+			return Frame{}, fmt.Errorf("decoding a stream message of type %q: not JSON", f.Type)
 		}
 		return f, nil
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return Frame{}, fmt.Errorf("decoding a %s message: %w", f.Type, err)
+		return Frame{}, fmt.Errorf("decoding a stream message of type %q: %w", f.Type, err)
+	}
+	if *typ != f.Type { // "type" twice: the reading of the first bytes saw the first
+		return Frame{}, fmt.Errorf("decoding a stream message of type %q: it names two types", f.Type)
 	}
 	return f, f.check()
 }
@@ -204,7 +210,7 @@ func (f *Frame) check() error {
 	var tasks []apollo.Task
 	switch {
 	case f.Alert != nil && (f.Alert.Alert == nil || f.Alert.Alert.ID == ""):
-		return errors.New("decoding an alert message: the alert has no ID or is not an object")
+		return errors.New("decoding a stream message of type \"alert\": the alert has no ID")
 	case f.Snapshot != nil:
 		tasks = f.Snapshot.Tasks
 	case f.Tasks != nil:
@@ -212,7 +218,7 @@ func (f *Frame) check() error {
 	}
 	for i := range tasks {
 		if tasks[i].TaskID == "" {
-			return fmt.Errorf("decoding a %s message: task %d has no taskID", f.Type, i)
+			return fmt.Errorf("decoding a stream message of type %q: task %d has no taskID", f.Type, i)
 		}
 	}
 	return nil
