@@ -120,13 +120,13 @@ func ExampleDecodeFrame() {
 	if err != nil {
 		panic(err)
 	}
-	switch {
-	case f.Tasks != nil:
-		for _, t := range f.Tasks.Tasks {
+	switch m := f.Msg.(type) {
+	case *apiclient.Tasks:
+		for _, t := range m.Tasks {
 			fmt.Println(f.Type, t.TaskID, t.Status)
 		}
-	case f.Alert != nil:
-		fmt.Println(f.Type, f.Alert.Alert.ID)
+	case *apiclient.AlertChange:
+		fmt.Println(f.Type, m.Alert.ID)
 	}
 	// Output: tasks etl-1 running
 }

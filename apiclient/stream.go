@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/apollo-11/apollo"
 )
@@ -136,19 +137,25 @@ type Filter struct {
 	Types  []string `json:"types"`
 }
 
-// Frame is one server message, decoded: Type, and the message of that
-// type. A type this client does not know has none set.
+// Frame is one server message, decoded: its type, and the message, one of
+// *Hello, *Snapshot, *Tasks, *Metric, *AlertChange, *System, *Heartbeat,
+// *AckResult and *StreamError; nil for a type this client does not know.
 type Frame struct {
-	Type      string
-	Hello     *Hello
-	Snapshot  *Snapshot
-	Tasks     *Tasks
-	Metric    *Metric
-	Alert     *AlertChange
-	System    *System
-	Heartbeat *Heartbeat
-	AckResult *AckResult
-	Error     *StreamError
+	Type string
+	Msg  any
+}
+
+// newMessage makes an empty message of each type the server sends.
+var newMessage = map[string]func() any{
+	MsgHello:     func() any { return new(Hello) },
+	MsgSnapshot:  func() any { return new(Snapshot) },
+	MsgTasks:     func() any { return new(Tasks) },
+	MsgMetric:    func() any { return new(Metric) },
+	MsgAlert:     func() any { return new(AlertChange) },
+	MsgSystem:    func() any { return new(System) },
+	MsgHeartbeat: func() any { return new(Heartbeat) },
+	MsgAckResult: func() any { return new(AckResult) },
+	MsgError:     func() any { return new(StreamError) },
 }
 
 // DecodeFrame reads one server message. A message of a type this client
@@ -156,50 +163,23 @@ type Frame struct {
 // server can add types; a malformed one is an error.
 func DecodeFrame(data []byte) (Frame, error) {
 	f := Frame{Type: frameType(data)}
-	var (
-		v   any
-		typ *string // the decoded message's own type
-	)
-	switch f.Type {
-	case "":
+	if f.Type == "" {
 		return Frame{}, errors.New("decoding a stream message: not an object with a type")
-	case MsgHello:
-		f.Hello = new(Hello)
-		v, typ = f.Hello, &f.Hello.Type
-	case MsgSnapshot:
-		f.Snapshot = new(Snapshot)
-		v, typ = f.Snapshot, &f.Snapshot.Type
-	case MsgTasks:
-		f.Tasks = new(Tasks)
-		v, typ = f.Tasks, &f.Tasks.Type
-	case MsgMetric:
-		f.Metric = new(Metric)
-		v, typ = f.Metric, &f.Metric.Type
-	case MsgAlert:
-		f.Alert = new(AlertChange)
-		v, typ = f.Alert, &f.Alert.Type
-	case MsgSystem:
-		f.System = new(System)
-		v, typ = f.System, &f.System.Type
-	case MsgHeartbeat:
-		f.Heartbeat = new(Heartbeat)
-		v, typ = f.Heartbeat, &f.Heartbeat.Type
-	case MsgAckResult:
-		f.AckResult = new(AckResult)
-		v, typ = f.AckResult, &f.AckResult.Type
-	case MsgError:
-		f.Error = new(StreamError)
-		v, typ = f.Error, &f.Error.Type
-	default:
+	}
+	mk, ok := newMessage[f.Type]
+	if !ok {
 		if !json.Valid(data) {
 			return Frame{}, fmt.Errorf("decoding a stream message of type %q: not JSON", f.Type)
 		}
 		return f, nil
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	f.Msg = mk()
+	if err := json.Unmarshal(data, f.Msg); err != nil {
 		return Frame{}, fmt.Errorf("decoding a stream message of type %q: %w", f.Type, err)
 	}
-	if *typ != f.Type { // "type" twice: the reading of the first bytes saw the first
+	// Every message's first field is its Type; "type" given twice reads
+	// as the first in the first bytes, as the last in the decoding.
+	if reflect.ValueOf(f.Msg).Elem().Field(0).String() != f.Type {
 		return Frame{}, fmt.Errorf("decoding a stream message of type %q: it names two types", f.Type)
 	}
 	return f, f.check()
@@ -208,13 +188,15 @@ func DecodeFrame(data []byte) (Frame, error) {
 // check refuses what no server sends and a client could not use.
 func (f *Frame) check() error {
 	var tasks []apollo.Task
-	switch {
-	case f.Alert != nil && (f.Alert.Alert == nil || f.Alert.Alert.ID == ""):
-		return errors.New("decoding a stream message of type \"alert\": the alert has no ID")
-	case f.Snapshot != nil:
-		tasks = f.Snapshot.Tasks
-	case f.Tasks != nil:
-		tasks = f.Tasks.Tasks
+	switch m := f.Msg.(type) {
+	case *AlertChange:
+		if m.Alert == nil || m.Alert.ID == "" {
+			return errors.New("decoding a stream message of type \"alert\": the alert has no ID")
+		}
+	case *Snapshot:
+		tasks = m.Tasks
+	case *Tasks:
+		tasks = m.Tasks
 	}
 	for i := range tasks {
 		if tasks[i].TaskID == "" {

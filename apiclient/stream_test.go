@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -18,59 +19,59 @@ func TestDecodeFrame(t *testing.T) {
 	}{
 		{name: "hello", in: `{"type":"hello","protocol":"apollo.v1","cursor":"c.1","serverTime":1,"heartbeatMs":15000,"flushMs":100,"principal":{"name":"oscar","role":"operator"}}`,
 			check: func(t *testing.T, f Frame) {
-				if f.Type != MsgHello || f.Hello.Cursor != "c.1" || f.Hello.HeartbeatMs != 15000 || f.Hello.Principal.Name != "oscar" || f.Hello.Principal.Role != "operator" {
-					t.Errorf("%+v", f.Hello)
+				if f.Type != MsgHello || f.Msg.(*Hello).Cursor != "c.1" || f.Msg.(*Hello).HeartbeatMs != 15000 || f.Msg.(*Hello).Principal.Name != "oscar" || f.Msg.(*Hello).Principal.Role != "operator" {
+					t.Errorf("%+v", f.Msg.(*Hello))
 				}
 			}},
 		{name: "snapshot", in: `{"type":"snapshot","cursor":"c.7","reason":"subscribe","tasks":[{"taskID":"a","status":"running"},{"taskID":"b","status":"failed","costMs":55000}]}`,
 			check: func(t *testing.T, f Frame) {
-				s := f.Snapshot
+				s := f.Msg.(*Snapshot)
 				if len(s.Tasks) != 2 || s.Tasks[1].Status != apollo.StatusFailed || s.Tasks[1].CostMs != 55_000 || s.Reason != "subscribe" || s.Cursor != "c.7" {
 					t.Errorf("%+v", s)
 				}
 			}},
 		{name: "resumed tasks", in: `{"type":"tasks","cursor":"x.3","resumed":true,"tasks":[]}`, check: func(t *testing.T, f Frame) {
-			if !f.Tasks.Resumed || f.Tasks.Cursor != "x.3" {
-				t.Errorf("%+v", f.Tasks)
+			if !f.Msg.(*Tasks).Resumed || f.Msg.(*Tasks).Cursor != "x.3" {
+				t.Errorf("%+v", f.Msg.(*Tasks))
 			}
 		}},
 		{name: "alert", in: `{"type":"alert","alert":{"id":"a-1","rule":"r","state":"firing","firedAt":"2026-11-29T10:00:00Z"}}`, check: func(t *testing.T, f Frame) {
-			if a := f.Alert.Alert; a.ID != "a-1" || a.State != apollo.AlertFiring || a.FiredAt.IsZero() {
+			if a := f.Msg.(*AlertChange).Alert; a.ID != "a-1" || a.State != apollo.AlertFiring || a.FiredAt.IsZero() {
 				t.Errorf("%+v", a)
 			}
 		}},
 		{name: "ack_result", in: `{"type":"ack_result","alert":"a-1","ok":false,"error":"no"}`, check: func(t *testing.T, f Frame) {
-			if r := f.AckResult; r.Alert != "a-1" || r.OK || r.Error != "no" {
+			if r := f.Msg.(*AckResult); r.Alert != "a-1" || r.OK || r.Error != "no" {
 				t.Errorf("%+v", r)
 			}
 		}},
 		{name: "system", in: `{"type":"system","stats":{"bus":{"accepted":3}}}`, check: func(t *testing.T, f Frame) {
-			if !strings.Contains(string(f.System.Stats), `"accepted":3`) {
-				t.Errorf("%s", f.System.Stats)
+			if !strings.Contains(string(f.Msg.(*System).Stats), `"accepted":3`) {
+				t.Errorf("%s", f.Msg.(*System).Stats)
 			}
 		}},
 		{name: "metric", in: `{"type":"metric","prefix":"etl","summaries":{"jobs":[]}}`, check: func(t *testing.T, f Frame) {
-			if f.Metric.Prefix != "etl" || string(f.Metric.Summaries) != `{"jobs":[]}` {
-				t.Errorf("%+v", f.Metric)
+			if f.Msg.(*Metric).Prefix != "etl" || string(f.Msg.(*Metric).Summaries) != `{"jobs":[]}` {
+				t.Errorf("%+v", f.Msg.(*Metric))
 			}
 		}},
 		{name: "heartbeat", in: `{"type":"heartbeat","ts":5,"cursor":"c.9"}`, check: func(t *testing.T, f Frame) {
-			if f.Heartbeat.Ts != 5 || f.Heartbeat.Cursor != "c.9" {
-				t.Errorf("%+v", f.Heartbeat)
+			if f.Msg.(*Heartbeat).Ts != 5 || f.Msg.(*Heartbeat).Cursor != "c.9" {
+				t.Errorf("%+v", f.Msg.(*Heartbeat))
 			}
 		}},
 		{name: "error", in: `{"type":"error","message":"unknown type","code":"invalid","field":"type","hint":"use subscribe"}`, check: func(t *testing.T, f Frame) {
-			if f.Error.Message != "unknown type" || f.Error.Hint != "use subscribe" || f.Error.Field != "type" {
-				t.Errorf("%+v", f.Error)
+			if f.Msg.(*StreamError).Message != "unknown type" || f.Msg.(*StreamError).Hint != "use subscribe" || f.Msg.(*StreamError).Field != "type" {
+				t.Errorf("%+v", f.Msg.(*StreamError))
 			}
 		}},
 		{name: "type not first", in: ` {"cursor":"c","type":"heartbeat","ts":1}`, check: func(t *testing.T, f Frame) {
-			if f.Heartbeat == nil || f.Heartbeat.Ts != 1 {
+			if hb, ok := f.Msg.(*Heartbeat); !ok || hb.Ts != 1 {
 				t.Errorf("%+v", f)
 			}
 		}},
 		{name: "unknown type passes", in: `{"type":"future","x":1}`, check: func(t *testing.T, f Frame) {
-			if f.Type != "future" || f.Hello != nil || f.Tasks != nil {
+			if f.Type != "future" || f.Msg != nil {
 				t.Errorf("%+v", f)
 			}
 		}},
@@ -127,9 +128,9 @@ func TestClientMessage(t *testing.T) {
 }
 
 // FuzzDecodeFrame: any bytes decode to a frame or an error, never a
-// panic; a frame that decodes has a type and the message of that type
-// alone, tasks with IDs and an alert with one; and the message, encoded
-// again, decodes to the same type.
+// panic; a frame that decodes has a type and the message of that type,
+// tasks with IDs and an alert with one; and the message, encoded again,
+// decodes to the same type.
 func FuzzDecodeFrame(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"hello","protocol":"apollo.v1","cursor":"c.1","principal":{"name":"n","role":"viewer"}}`,
@@ -149,66 +150,37 @@ func FuzzDecodeFrame(f *testing.F) {
 		if fr.Type == "" {
 			t.Fatal("a frame without a type decoded")
 		}
-		msgs := map[string]any{MsgHello: fr.Hello, MsgSnapshot: fr.Snapshot, MsgTasks: fr.Tasks, MsgMetric: fr.Metric,
-			MsgAlert: fr.Alert, MsgSystem: fr.System, MsgHeartbeat: fr.Heartbeat, MsgAckResult: fr.AckResult, MsgError: fr.Error}
-		var msg any
-		for typ, m := range msgs {
-			set := !isNil(m)
-			if set != (typ == fr.Type) {
-				t.Fatalf("type %q with the %s message set: %t", fr.Type, typ, set)
-			}
-			if set {
-				msg = m
-			}
+		mk, known := newMessage[fr.Type]
+		switch {
+		case !known && fr.Msg != nil:
+			t.Fatalf("type %q, unknown, decoded as %T", fr.Type, fr.Msg)
+		case !known:
+			return
+		case reflect.TypeOf(fr.Msg) != reflect.TypeOf(mk()):
+			t.Fatalf("type %q decoded as %T", fr.Type, fr.Msg)
 		}
 		var tasks []apollo.Task
-		switch {
-		case fr.Tasks != nil:
-			tasks = fr.Tasks.Tasks
-		case fr.Snapshot != nil:
-			tasks = fr.Snapshot.Tasks
-		case fr.Alert != nil && fr.Alert.Alert.ID == "":
-			t.Fatal("an alert without an ID decoded")
+		switch m := fr.Msg.(type) {
+		case *Tasks:
+			tasks = m.Tasks
+		case *Snapshot:
+			tasks = m.Tasks
+		case *AlertChange:
+			if m.Alert == nil || m.Alert.ID == "" {
+				t.Fatal("an alert without an ID decoded")
+			}
 		}
 		for _, task := range tasks {
 			if task.TaskID == "" {
 				t.Fatal("a task without an ID decoded")
 			}
 		}
-		if msg == nil {
-			return // a type this client does not know
-		}
-		again, err := json.Marshal(msg)
+		again, err := json.Marshal(fr.Msg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fr2, err := DecodeFrame(again); err != nil || fr2.Type != fr.Type {
-			t.Fatalf("%s encodes as %s, which decodes to %q, %v", data, again, fr2.Type, err)
+		if fr2, err := DecodeFrame(again); err != nil || reflect.TypeOf(fr2.Msg) != reflect.TypeOf(fr.Msg) {
+			t.Fatalf("%s encodes as %s, which decodes to %T, %v", data, again, fr2.Msg, err)
 		}
 	})
-}
-
-// isNil reports whether m is a nil pointer of a message type.
-func isNil(m any) bool {
-	switch p := m.(type) {
-	case *Hello:
-		return p == nil
-	case *Snapshot:
-		return p == nil
-	case *Tasks:
-		return p == nil
-	case *Metric:
-		return p == nil
-	case *AlertChange:
-		return p == nil
-	case *System:
-		return p == nil
-	case *Heartbeat:
-		return p == nil
-	case *AckResult:
-		return p == nil
-	case *StreamError:
-		return p == nil
-	}
-	return m == nil
 }

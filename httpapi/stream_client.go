@@ -187,16 +187,16 @@ func (c *client) readLoop(ctx context.Context) {
 			continue
 		}
 		switch req.typ {
-		case msgSubscribe:
+		case apiclient.MsgSubscribe:
 			c.h.subscribe(c, req)
-		case msgAck:
+		case apiclient.MsgAck:
 			c.ack(ctx, req.alert)
 		}
 	}
 }
 
 func (c *client) sendError(err error) {
-	m := apiclient.StreamError{Type: msgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
+	m := apiclient.StreamError{Type: apiclient.MsgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
 	var e *apollo.Error
 	if errors.As(err, &e) {
 		m.Message, m.Field, m.Hint = e.Message, e.Field, e.Hint
@@ -206,7 +206,7 @@ func (c *client) sendError(err error) {
 
 // ack acknowledges an alert for the client and answers ack_result.
 func (c *client) ack(ctx context.Context, id string) {
-	res := apiclient.AckResult{Type: msgAckResult, Alert: id}
+	res := apiclient.AckResult{Type: apiclient.MsgAckResult, Alert: id}
 	switch {
 	case c.h.opts.Acker == nil:
 		res.Error = "acknowledging alerts is not available on this server"
@@ -352,7 +352,7 @@ func mergeTasks(ms []queued) []byte {
 	for _, m := range ms {
 		size += len(m.data) - m.tasksAt
 	}
-	data, at := appendTasksHead(make([]byte, 0, size), msgTasks, last.cursor, "")
+	data, at := appendTasksHead(make([]byte, 0, size), apiclient.MsgTasks, last.cursor, "")
 	for _, m := range ms {
 		tasks := m.data[m.tasksAt : len(m.data)-2]
 		if len(tasks) == 0 {
@@ -412,7 +412,7 @@ func (s *snapshot) build(h *Hub) []byte {
 			enc[i], _ = json.Marshal(&tasks[i])
 			size += len(enc[i]) + 1
 		}
-		s.data = appendTasksMsg(make([]byte, 0, size), msgSnapshot, s.cursor, extra, enc)
+		s.data = appendTasksMsg(make([]byte, 0, size), apiclient.MsgSnapshot, s.cursor, extra, enc)
 	})
 	return s.data
 }

@@ -92,7 +92,7 @@ func (e *streamEnv) dial(token string) *wsClient {
 	conn.SetReadLimit(64 << 20)
 	e.t.Cleanup(func() { conn.CloseNow() })
 	c := &wsClient{t: e.t, conn: conn}
-	if m := c.read(); m.Type != msgHello {
+	if m := c.read(); m.Type != apiclient.MsgHello {
 		e.t.Fatalf("first message %q, want hello", m.Type)
 	}
 	return c
@@ -148,7 +148,7 @@ func (c *wsClient) readType(typ string) wireMsg {
 		if m.Type == typ {
 			return m
 		}
-		if m.Type != msgHeartbeat {
+		if m.Type != apiclient.MsgHeartbeat {
 			c.t.Fatalf("got %s (%+v), want %s", m.Type, m, typ)
 		}
 	}
@@ -168,7 +168,7 @@ func (c *wsClient) subscribe(s sub) wireMsg {
 	c.t.Helper()
 	c.send(map[string]any(s))
 	m := c.read()
-	if m.Type != msgSnapshot && m.Type != msgTasks {
+	if m.Type != apiclient.MsgSnapshot && m.Type != apiclient.MsgTasks {
 		c.t.Fatalf("answer to subscribe: %+v", m)
 	}
 	return m
@@ -189,7 +189,7 @@ func (c *wsClient) subscribeQuiet(s sub) {
 func (c *wsClient) roundTrip() {
 	c.t.Helper()
 	c.send(sub{"type": "ack", "alert": "x"})
-	c.readType(msgAckResult)
+	c.readType(apiclient.MsgAckResult)
 }
 
 // publish reports events to the bus; each must be accepted.

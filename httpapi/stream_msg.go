@@ -10,23 +10,6 @@ import (
 	"github.com/apollo-11/apollo/apiclient"
 )
 
-// Message types of the stream protocol (docs/stream.md), named once in
-// apiclient with the messages' types.
-const (
-	msgHello     = apiclient.MsgHello
-	msgSnapshot  = apiclient.MsgSnapshot
-	msgTasks     = apiclient.MsgTasks
-	msgMetric    = apiclient.MsgMetric
-	msgAlert     = apiclient.MsgAlert
-	msgSystem    = apiclient.MsgSystem
-	msgHeartbeat = apiclient.MsgHeartbeat
-	msgAckResult = apiclient.MsgAckResult
-	msgError     = apiclient.MsgError
-
-	msgSubscribe = apiclient.MsgSubscribe
-	msgAck       = apiclient.MsgAck
-)
-
 // maxClientMessage bounds what a client may send in one message: a
 // subscribe or an ack is a few hundred bytes.
 const maxClientMessage = 16 << 10
@@ -43,10 +26,10 @@ const (
 )
 
 var typeBits = map[string]uint8{
-	msgTasks: wantTasks, "task": wantTasks, // the issue says "task"; both are accepted
-	msgMetric: wantMetric, "metrics": wantMetric,
-	msgAlert: wantAlert, "alerts": wantAlert,
-	msgSystem: wantSystem,
+	apiclient.MsgTasks: wantTasks, "task": wantTasks, // the issue says "task"; both are accepted
+	apiclient.MsgMetric: wantMetric, "metrics": wantMetric,
+	apiclient.MsgAlert: wantAlert, "alerts": wantAlert,
+	apiclient.MsgSystem: wantSystem,
 }
 
 // streamFilter selects what one client receives.
@@ -101,8 +84,8 @@ func decodeRequest(data []byte) (request, error) {
 			Hint: `send {"type":"subscribe",...} or {"type":"ack","alert":"ID"}`}
 	}
 	switch m.Type {
-	case msgSubscribe:
-		r := request{typ: msgSubscribe, cursor: m.Cursor, coalesce: m.Coalesce == nil || *m.Coalesce, filter: streamFilter{types: wantAll}}
+	case apiclient.MsgSubscribe:
+		r := request{typ: apiclient.MsgSubscribe, cursor: m.Cursor, coalesce: m.Coalesce == nil || *m.Coalesce, filter: streamFilter{types: wantAll}}
 		if len(m.Cursor) > 64 {
 			return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "cursor", Message: "longer than any cursor this server sends", Hint: "send back a cursor unchanged"}
 		}
@@ -134,13 +117,13 @@ func decodeRequest(data []byte) (request, error) {
 			}
 		}
 		return r, nil
-	case msgHeartbeat: // a client's echo: proof of life where pings do not pass
-		return request{typ: msgHeartbeat}, nil
-	case msgAck:
+	case apiclient.MsgHeartbeat: // a client's echo: proof of life where pings do not pass
+		return request{typ: apiclient.MsgHeartbeat}, nil
+	case apiclient.MsgAck:
 		if m.Alert == "" || len(m.Alert) > 256 {
 			return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "alert", Message: "missing or too long", Hint: `send {"type":"ack","alert":"<the alert's id>"}`}
 		}
-		return request{typ: msgAck, alert: m.Alert}, nil
+		return request{typ: apiclient.MsgAck, alert: m.Alert}, nil
 	case "":
 		return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "type", Message: "missing", Hint: "use subscribe, ack or heartbeat"}
 	default:

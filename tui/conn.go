@@ -212,53 +212,52 @@ func (m *Model) lost(err error) tea.Cmd {
 // handleFrame applies one server message.
 func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 	c := &m.conn
-	switch {
-	case f.Hello != nil:
-		c.state, c.reason, c.principal = stateLive, "", f.Hello.Principal
+	switch msg := f.Msg.(type) {
+	case *apiclient.Hello:
+		c.state, c.reason, c.principal = stateLive, "", msg.Principal
 		c.backoff.Reset()
-		if f.Hello.HeartbeatMs > 0 {
-			c.idle = 3 * time.Duration(f.Hello.HeartbeatMs) * time.Millisecond
+		if msg.HeartbeatMs > 0 {
+			c.idle = 3 * time.Duration(msg.HeartbeatMs) * time.Millisecond
 		}
 		return m.send(subscribeJSON(m.prefix, c.cursor))
-	case f.Snapshot != nil:
-		c.cursor = f.Snapshot.Cursor
-		m.store.replace(f.Snapshot.Tasks)
+	case *apiclient.Snapshot:
+		c.cursor = msg.Cursor
+		m.store.replace(msg.Tasks)
 		m.paintTasks()
-		if f.Snapshot.Error != "" {
-			m.say(true, "The server's task listing failed: "+f.Snapshot.Error)
+		if msg.Error != "" {
+			m.say(true, "The server's task listing failed: "+msg.Error)
 		}
-	case f.Tasks != nil:
-		c.cursor = f.Tasks.Cursor
-		m.store.merge(f.Tasks.Tasks)
+	case *apiclient.Tasks:
+		c.cursor = msg.Cursor
+		m.store.merge(msg.Tasks)
 		m.paintTasks()
-	case f.Heartbeat != nil:
-		if f.Heartbeat.Cursor != "" {
-			c.cursor = f.Heartbeat.Cursor
+	case *apiclient.Heartbeat:
+		if msg.Cursor != "" {
+			c.cursor = msg.Cursor
 		}
 		// Echo it: proof of life where proxies eat WebSocket pings.
 		return m.send(heartbeatJSON)
-	case f.Alert != nil:
-		m.alerts.Upsert(*f.Alert.Alert)
-	case f.System != nil:
-		m.system.SetStats(f.System.Stats, m.now())
+	case *apiclient.AlertChange:
+		m.alerts.Upsert(*msg.Alert)
+	case *apiclient.System:
+		m.system.SetStats(msg.Stats, m.now())
 		m.lastSystem = m.now()
 		if m.now().Sub(m.lastTaskPaint) >= time.Second {
 			m.paintTasks() // the "updated" ages move on
 		}
-	case f.AckResult != nil:
-		r := f.AckResult
-		a, ok := c.acks[r.Alert]
-		delete(c.acks, r.Alert)
+	case *apiclient.AckResult:
+		a, ok := c.acks[msg.Alert]
+		delete(c.acks, msg.Alert)
 		if !ok {
-			a = apollo.Alert{ID: r.Alert, Rule: r.Alert}
+			a = apollo.Alert{ID: msg.Alert, Rule: msg.Alert}
 		}
-		m.ackResult(a, r.OK, r.Error)
-	case f.Error != nil:
-		msg := "The server did not take a message: " + f.Error.Message
-		if f.Error.Hint != "" {
-			msg += " (" + f.Error.Hint + ")"
+		m.ackResult(a, msg.OK, msg.Error)
+	case *apiclient.StreamError:
+		text := "The server did not take a message: " + msg.Message
+		if msg.Hint != "" {
+			text += " (" + msg.Hint + ")"
 		}
-		m.say(true, msg)
+		m.say(true, text)
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func TestScreensEscapeWhatServersSay(t *testing.T) {
 	m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
 
 	// Notices quote the server; the header says why the stream closed.
-	m.handleFrame(apiclient.Frame{Type: apiclient.MsgError, Error: &apiclient.StreamError{Message: evil, Hint: evil}})
+	m.handleFrame(apiclient.Frame{Type: apiclient.MsgError, Msg: &apiclient.StreamError{Message: evil, Hint: evil}})
 	check("a notice")
 	m.lost(errors.New(evil))
 	check("the connection's state")
