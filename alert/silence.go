@@ -11,23 +11,9 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// Silence stops notifications of the alerts it matches between StartsAt and
-// EndsAt. The alerts still change state and show in the API. Every matcher
-// that is set must match: Rule is a rule name, Prefix a prefix of the
-// alert's group (the rule's prefix, or the job with BY: name), Labels must
-// all be among the alert's labels.
-type Silence struct {
-	ID        string            `json:"id"`
-	Tenant    string            `json:"tenant,omitempty"`
-	Rule      string            `json:"rule,omitempty"`
-	Prefix    string            `json:"prefix,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	StartsAt  time.Time         `json:"startsAt"`
-	EndsAt    time.Time         `json:"endsAt"`
-	CreatedBy string            `json:"createdBy"`
-	CreatedAt time.Time         `json:"createdAt"`
-	Comment   string            `json:"comment"`
-}
+// Silence is the domain's silence (apollo.Silence); the engine checks,
+// keeps and applies them.
+type Silence = apollo.Silence
 
 // Limits on silences: they bound what one tenant can make the engine hold
 // and check.
@@ -38,31 +24,9 @@ const (
 	maxSilenceLabels = 32
 )
 
-// Active reports whether s silences at now.
-func (s *Silence) Active(now time.Time) bool {
-	return !now.Before(s.StartsAt) && now.Before(s.EndsAt)
-}
-
-// Matches reports whether every matcher of s fits a. It does not look at
-// time; see Active.
-func (s *Silence) Matches(a *apollo.Alert) bool {
-	if s.Rule != "" && s.Rule != a.Rule {
-		return false
-	}
-	if s.Prefix != "" && !strings.HasPrefix(a.Group, s.Prefix) {
-		return false
-	}
-	for k, v := range s.Labels {
-		if got, ok := a.Labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-// check fills StartsAt and reports the first thing wrong with s, for the
-// person who wrote it.
-func (s *Silence) check(now time.Time) error {
+// checkSilence fills StartsAt and reports the first thing wrong with s,
+// for the person who wrote it.
+func checkSilence(s *Silence, now time.Time) error {
 	bad := func(field, msg, hint string) error {
 		return &apollo.Error{Code: apollo.EINVALID, Field: field, Message: msg, Hint: hint}
 	}
@@ -151,7 +115,7 @@ func (e *Engine) AddSilence(tenant string, s Silence) (Silence, error) {
 	now := e.clock.Now()
 	s.Tenant = tenant
 	s.Labels = maps.Clone(s.Labels)
-	if err := s.check(now); err != nil {
+	if err := checkSilence(&s, now); err != nil {
 		return Silence{}, err
 	}
 	if s.ID == "" {

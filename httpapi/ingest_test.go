@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 )
 
@@ -111,7 +112,7 @@ func TestGzipBodies(t *testing.T) {
 				}
 				return
 			}
-			var eb errorBody
+			var eb apiclient.ErrorBody
 			json.Unmarshal(raw, &eb)
 			if eb.Error == nil || eb.Error.Field != tt.field || !strings.Contains(eb.Error.Message+" "+eb.Error.Hint, tt.says) {
 				t.Errorf("error %s, want field %q saying %q", raw, tt.field, tt.says)
@@ -218,7 +219,7 @@ func TestIngestMemoryPerRequest(t *testing.T) {
 		}
 		var w *cheapWriter
 		n := allocatedBy(func() { w = post(tt.h, tt.ctype, tt.body) })
-		var eb errorBody
+		var eb apiclient.ErrorBody
 		json.Unmarshal(w.head, &eb)
 		if w.code != tt.status || tt.code != "" && (eb.Error == nil || eb.Error.Code != tt.code) {
 			t.Errorf("%s: HTTP %d %.300s, want %d %s", tt.name, w.code, w.head, tt.status, tt.code)

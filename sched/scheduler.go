@@ -314,19 +314,8 @@ func (s *Scheduler) setPaused(name string, p bool) error {
 	return nil
 }
 
-// JobStatus is one line of Jobs.
-type JobStatus struct {
-	Name       string        `json:"name"`
-	Schedule   string        `json:"schedule,omitempty"`
-	After      []string      `json:"after,omitempty"`
-	Timezone   string        `json:"timezone"`
-	Next       time.Time     `json:"next,omitzero"`
-	LastTaskID string        `json:"lastTaskID,omitempty"`
-	LastStatus apollo.Status `json:"lastStatus,omitzero"`
-	LastAt     time.Time     `json:"lastAt,omitzero"`
-	Paused     bool          `json:"paused"`
-	Running    int           `json:"running"`
-}
+// JobStatus is one line of Jobs (apollo.ScheduledJob).
+type JobStatus = apollo.ScheduledJob
 
 // Jobs lists the jobs in file order with their next tick (in the job's
 // timezone), the last event of their latest task, and how many runs are in

@@ -195,7 +195,7 @@ func stopRuns(sc *sched.Scheduler, log *slog.Logger) {
 // schedAPI adapts the scheduler to the routes httpapi serves for it.
 type schedAPI struct{ s *sched.Scheduler }
 
-func (a schedAPI) JobList() any                        { return a.s.Jobs() }
+func (a schedAPI) JobList() []apollo.ScheduledJob      { return a.s.Jobs() }
 func (a schedAPI) Trigger(name string) (string, error) { return a.s.Trigger(name) }
 func (a schedAPI) Pause(name string) error             { return a.s.Pause(name) }
 func (a schedAPI) Resume(name string) error            { return a.s.Resume(name) }
