@@ -142,8 +142,8 @@ func TestAuditFloodWithoutToken(t *testing.T) {
 		got := as.audit(t, "")
 		if len(got) != 1 || got[0].Action != "auth.fail" || got[0].Count != flood || got[0].Remote != "127.0.0.1" ||
 			got[0].Detail != "unknown token" || len(got[0].Target) > 1024 {
-			t.Errorf("%s: the default tenant's admin sees %d entries; want one auth.fail from 127.0.0.1 counting %d",
-				when, len(got), flood)
+			t.Errorf("%s: the default tenant's admin sees %d entries %+v; want one auth.fail from 127.0.0.1 counting %d",
+				when, len(got), got, flood)
 		}
 	}
 	check("after the flood")
