@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // lockTimeout bounds one dedup-lock call. Delivery does not inherit the
@@ -27,10 +28,10 @@ const lockBackoff = 10 * time.Second
 // Engine evaluates rules into alerts and notifications. Apply, SelfAlert
 // and every read method may be called from any goroutine.
 type Engine struct {
-	opts   Options
-	clock  apollo.Clock
-	log    *slog.Logger
-	warnLg logLimiter
+	opts  Options
+	clock apollo.Clock
+	log   *slog.Logger
+	warns *loglimit.Limiter // one line per kind a minute
 
 	sets  atomic.Pointer[map[string]*ruleSet] // tenant -> rules; copy on write
 	setMu sync.Mutex                          // serializes writers of sets
@@ -107,8 +108,8 @@ func New(opts Options) (*Engine, error) {
 		subs:     map[*subscriber]struct{}{},
 		queue:    make(chan apollo.Notification, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
+		warns:    loglimit.New(time.Minute),
 	}
-	e.warnLg.every = time.Minute
 	e.sets.Store(&map[string]*ruleSet{})
 	e.silences.Store(&silenceSet{})
 	if opts.Rules != nil {
@@ -178,7 +179,7 @@ func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan stru
 			// The clock, not the tick's time: a fake clock that jumps
 			// delivers one stale tick.
 			if err := e.Evaluate(ctx, e.clock.Now()); err != nil && ctx.Err() == nil {
-				if ok, n := e.warnLg.allow("eval", e.clock.Now()); ok {
+				if ok, n := e.warns.Allow("eval", e.clock.Now()); ok {
 					e.log.Warn("alert: evaluation failed; the rules it could not evaluate keep their state", "err", err, "suppressed", n)
 				}
 			}
@@ -192,7 +193,7 @@ func (e *Engine) save(ctx context.Context) {
 		return
 	}
 	if err := e.persist(ctx); err != nil {
-		if ok, n := e.warnLg.allow("save", e.clock.Now()); ok {
+		if ok, n := e.warns.Allow("save", e.clock.Now()); ok {
 			e.log.Error("alert: saving the alert state failed; a restart may notify again", "err", err, "suppressed", n)
 		}
 	}
@@ -308,7 +309,7 @@ func (e *Engine) lock(n *apollo.Notification) bool {
 	}
 	e.st.lockErrors.Add(1)
 	e.st.lockDownUntil.Store(now.Add(lockBackoff).UnixNano())
-	if allow, sup := e.warnLg.allow("lock", now); allow {
+	if allow, sup := e.warns.Allow("lock", now); allow {
 		e.log.Warn("alert: dedup lock failed; sending without it for a while", "err", err, "for", lockBackoff, "suppressed", sup)
 	}
 	return true
@@ -413,7 +414,7 @@ func (e *Engine) publish(as []apollo.Alert) {
 			}
 			delete(e.subs, s)
 			s.once.Do(func() { close(s.ch) })
-			if ok, n := e.warnLg.allow("slow", e.clock.Now()); ok {
+			if ok, n := e.warns.Allow("slow", e.clock.Now()); ok {
 				e.log.Warn("alert: dropped a subscriber that fell behind", "buffer", SubscriberBuffer, "suppressed", n)
 			}
 			break
@@ -426,28 +427,4 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// logLimiter lets one log line per key through per period and counts the
-// rest, so hot paths cannot flood the log.
-type logLimiter struct {
-	every time.Duration
-	mu    sync.Mutex
-	last  map[string]time.Time
-	count map[string]int
-}
-
-func (l *logLimiter) allow(key string, now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last, l.count = map[string]time.Time{}, map[string]int{}
-	}
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
-		l.count[key]++
-		return false, 0
-	}
-	n := l.count[key]
-	l.last[key], l.count[key] = now, 0
-	return true, n
 }

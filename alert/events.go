@@ -249,7 +249,7 @@ func (e *Engine) emit(out *eventOut) {
 		case e.queue <- n:
 		default:
 			e.st.dropped.Add(1)
-			if ok, sup := e.warnLg.allow("queue", e.clock.Now()); ok {
+			if ok, sup := e.warns.Allow("queue", e.clock.Now()); ok {
 				e.log.Error("alert: event notification dropped: the delivery queue is full",
 					"rule", n.Alert.Rule, "tenant", n.Alert.Tenant, "queueLen", e.opts.QueueLen, "suppressed", sup)
 			}

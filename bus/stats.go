@@ -118,7 +118,7 @@ func (b *Bus) Sweep() {
 		s.mu.Unlock()
 		for _, v := range out { // outside the lock: the archive does I/O
 			if err := b.opts.Archive.Put(v); err != nil {
-				if ok, _ := b.warn.allow(now); ok {
+				if ok, _ := b.warn.Allow("", now); ok {
 					b.log.Error("archiving a finished task failed; it is no longer queryable", "task", v.TaskID, "err", err)
 				}
 			}
