@@ -238,8 +238,7 @@ type Bus struct {
 	drainMu sync.Mutex
 	drained *sync.Cond // signalled when queued drops to zero
 
-	subsMu sync.Mutex
-	subs   atomic.Pointer[[]*Subscription]
+	fan *Fanout // subscribers
 
 	timers *deadlines
 	tombs  *tombstones
@@ -270,8 +269,7 @@ func New(opts Options) (*Bus, error) {
 	b.timers = newDeadlines()
 	b.tombs = newTombstones(opts.DedupRetention)
 	b.warn = loglimit.New(time.Second)
-	empty := []*Subscription{}
-	b.subs.Store(&empty)
+	b.fan = NewFanout(nil)
 	return b, nil
 }
 

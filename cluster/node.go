@@ -331,7 +331,7 @@ func retryLater(err error) bus.Outcome {
 
 // SubscribeChanges returns a subscription to the changes applied on every
 // node, as bus.Bus.Subscribe does for one bus.
-func (n *Node) SubscribeChanges(buffer int) (*Subscription, error) {
+func (n *Node) SubscribeChanges(buffer int) (*bus.Subscription, error) {
 	return n.fan.subscribe(buffer)
 }
 
