@@ -160,7 +160,7 @@ func (b *Bus) failLog(err error) {
 
 func (b *Bus) reportRefusals(rs []Refusal) {
 	for _, r := range rs {
-		if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+		if ok, n := b.warn.Allow("", b.opts.Clock.Now()); ok {
 			b.log.Warn("event refused, not stored; the reporter must resend it",
 				"tenant", r.Tenant, "task", r.TaskID, "reason", r.Reason, "suppressed", n)
 		}
@@ -311,7 +311,7 @@ func (b *Bus) illegal(r *apollo.Record, from apollo.Status, why string) decision
 	if why != "" {
 		msg += ": " + why
 	}
-	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+	if ok, n := b.warn.Allow("", b.opts.Clock.Now()); ok {
 		b.log.Warn("event dropped", "tenant", r.Tenant, "task", r.TaskID, "sequence", r.Sequence, "reason", msg, "suppressed", n)
 	}
 	return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{

@@ -100,7 +100,7 @@ func (b *Bus) unpark(s *shard, k key, t *task) {
 }
 
 func (b *Bus) logDropped(r *apollo.Record, from apollo.Status) {
-	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+	if ok, n := b.warn.Allow("", b.opts.Clock.Now()); ok {
 		b.log.Warn("waiting event dropped: an event that arrived made it illegal", "tenant", r.Tenant, "task", r.TaskID,
 			"sequence", r.Sequence, "transition", from.String()+" -> "+r.Status.String(), "suppressed", n)
 	}
