@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/apollo-11/apollo"
 )
@@ -61,3 +62,39 @@ func TestPublishAllocatesChangesTogether(t *testing.T) {
 	}
 }
 
+// Issue 20.2: a busy second's deadlines are kept in chunks that are never
+// copied; growing one slice per second allocated about twice what it kept.
+// due still hands every deadline back, each slot's in the order pushed.
+func TestDeadlineSlotsGrowWithoutCopying(t *testing.T) {
+	d := newDeadlines()
+	const n = 20_000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		tenant := []string{"acme", "globex"}[i%2]
+		d.push(deadline{at: 5_000 + int64(i%2)*1000, k: key{tenant: tenant, id: "t"}, kind: dTimeout, seq: int64(i)})
+	}
+	runtime.ReadMemStats(&after)
+	kept := uint64(n) * uint64(unsafe.Sizeof(deadline{}))
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d deadlines in 2 slots: %d bytes allocated, %d kept", n, allocated, kept)
+	if allocated > kept*5/4 {
+		t.Errorf("%d deadlines allocated %d bytes, over 1.25× the %d they take: slots copy as they grow", n, allocated, kept)
+	}
+	if d.len() != n {
+		t.Fatalf("len %d, want %d", d.len(), n)
+	}
+	due, next := d.due(5_000)
+	if len(due) != n/2 || next != 6_000 {
+		t.Fatalf("due at 5 s: %d deadlines, next %d; want %d, 6000", len(due), next, n/2)
+	}
+	due, next = d.due(6_000)
+	if len(due) != n/2 || next != 0 || d.len() != 0 {
+		t.Fatalf("due at 6 s: %d deadlines, next %d, %d left; want %d, 0, 0", len(due), next, d.len(), n/2)
+	}
+	for i, x := range due {
+		if x.seq != int64(2*i+1) || x.k.tenant != "globex" {
+			t.Fatalf("deadline %d of the second slot: %+v, want seq %d of globex, in push order", i, x, 2*i+1)
+		}
+	}
+}
