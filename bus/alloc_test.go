@@ -1,8 +1,10 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -96,5 +98,54 @@ func TestDeadlineSlotsGrowWithoutCopying(t *testing.T) {
 		if x.seq != int64(2*i+1) || x.k.tenant != "globex" {
 			t.Fatalf("deadline %d of the second slot: %+v, want seq %d of globex, in push order", i, x, 2*i+1)
 		}
+	}
+}
+
+// countLog is a Log that keeps only the number of records: it allocates
+// nothing, so what a test counts is the bus's.
+type countLog struct{ n atomic.Uint64 }
+
+func (l *countLog) Append([]byte) (uint64, error)      { return l.n.Add(1), nil }
+func (l *countLog) Wait(context.Context, uint64) error { return nil }
+
+// Issue 20.3: a Publish of one event (one event per request, as a cron
+// line or apollo report sends it) reuses the buffer it encodes the log
+// record in; a fresh one was regrown three times for every call.
+func TestPublishOneEventAllocations(t *testing.T) {
+	rec := &recorder{}
+	f := newFixture(t, func(o *Options) { o.Log, o.Observers = &countLog{}, []Observer{rec} })
+	const n = 50
+	for _, tenant := range []string{"acme", "globex"} {
+		for i := range n {
+			e := ev(fmt.Sprintf("o-%02d", i), 1, apollo.StatusPending)
+			e.Tenant = tenant
+			f.publish(t, e)
+		}
+	}
+	f.drain()
+	out := make([]Outcome, 1)
+	var mallocs uint64
+	for _, tenant := range []string{"acme", "globex"} {
+		for i := range n {
+			e := []apollo.Event{ev(fmt.Sprintf("o-%02d", i), 2, apollo.StatusRunning)}
+			e[0].Tenant = tenant
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if err := f.bus.Publish(t.Context(), e, out); err != nil || out[0].Result != Accepted {
+				t.Fatalf("%s %s: %v %+v", tenant, e[0].TaskID, err, out[0])
+			}
+			runtime.ReadMemStats(&after)
+			mallocs += after.Mallocs - before.Mallocs
+		}
+	}
+	f.drain()
+	perCall := float64(mallocs) / (2 * n)
+	t.Logf("one running event per Publish: %.2f allocations per call", perCall)
+	// The change and the task's queue are the event's own.
+	if perCall > 3 {
+		t.Errorf("a Publish of one event allocated %.2f objects, over 3", perCall)
+	}
+	if got := len(rec.all()); got != 4*n {
+		t.Errorf("%d changes delivered, want %d", got, 4*n)
 	}
 }

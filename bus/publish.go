@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apollo-11/apollo"
 )
@@ -76,7 +77,10 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	var last uint64
 	var refusals []Refusal
 	var refusedTasks map[key]struct{} // allocated only when something is refused
-	var sc scratch
+	rec := recPool.Get().(*[]byte)
+	defer recPool.Put(rec)
+	sc := scratch{rec: (*rec)[:0]}
+	defer func() { *rec = sc.rec[:0] }()
 	now := b.nowMs()
 	b.pause.RLock()
 	for i := range evs {
@@ -154,6 +158,10 @@ type scratch struct {
 	changes []apollo.Change
 	left    int // events of the call not yet decided: a chunk needs no more room
 }
+
+// recPool keeps the log encodings of records between Publish calls: a
+// call of one event regrew a fresh buffer three times to encode it.
+var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // changeChunk bounds a chunk of changes: 64 × 480 bytes, under the 32 KiB
 // above which the runtime allocates an object on its own pages.

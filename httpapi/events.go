@@ -155,8 +155,11 @@ func eventsContentType(r *http.Request, body []byte) (ndjson bool, err error) {
 			Hint: "add the header Content-Encoding: gzip (curl: --data-binary @file.gz -H 'Content-Encoding: gzip')"}
 	}
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return false, nil // assume JSON
+	switch ct {
+	case "", "application/json":
+		return false, nil // none: assume JSON; the usual one needs no parsing (it allocated its parameters' map)
+	case "application/x-ndjson":
+		return true, nil
 	}
 	mt, _, perr := mime.ParseMediaType(ct)
 	switch {

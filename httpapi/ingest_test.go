@@ -310,3 +310,33 @@ func TestIngestReusesRequestBuffers(t *testing.T) {
 		t.Errorf("answer %s", w.head)
 	}
 }
+
+// Issue 20.3: the usual Content-Types of an ingest body are read without
+// parsing (mime.ParseMediaType allocated a map for every request), and
+// mean what they meant.
+func TestEventsContentTypeFastPath(t *testing.T) {
+	body := []byte(`{"taskID":"a"}`)
+	for _, tt := range []struct {
+		ct     string
+		ndjson bool
+		allocs float64
+	}{
+		{"", false, 0},
+		{"application/json", false, 0},
+		{"application/x-ndjson", true, 0},
+		{"application/json; charset=utf-8", false, 2}, // parsed, as before
+		{"Application/JSON", false, 2},
+	} {
+		r := httptest.NewRequest("POST", "/api/v1/events", nil)
+		if tt.ct != "" {
+			r.Header.Set("Content-Type", tt.ct)
+		}
+		ndjson, err := eventsContentType(r, body)
+		if err != nil || ndjson != tt.ndjson {
+			t.Errorf("%q: ndjson %v, %v; want %v", tt.ct, ndjson, err, tt.ndjson)
+		}
+		if n := testing.AllocsPerRun(20, func() { eventsContentType(r, body) }); n > tt.allocs {
+			t.Errorf("%q: %.0f allocations, want at most %.0f", tt.ct, n, tt.allocs)
+		}
+	}
+}
