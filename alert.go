@@ -73,3 +73,20 @@ type Notification struct {
 	DedupKey string    `json:"dedupKey"`
 	At       time.Time `json:"at"`
 }
+
+// Attempt is one entry of the delivery record: a try to send a
+// notification to a channel, or a decision not to (package notify names
+// the outcomes). Error never contains a secret.
+type Attempt struct {
+	ID       string           `json:"id"`
+	Tenant   string           `json:"tenant,omitempty"` // the alert's tenant: who may see this
+	Channel  string           `json:"channel"`
+	AlertID  string           `json:"alertID,omitempty"`
+	Kind     NotificationKind `json:"kind"`
+	DedupKey string           `json:"dedupKey,omitempty"`
+	At       time.Time        `json:"at"`
+	Try      int              `json:"try,omitempty"` // 1 for the first try; 0 when nothing was tried
+	Outcome  string           `json:"outcome"`
+	Error    string           `json:"error,omitempty"`
+	Latency  time.Duration    `json:"latency,omitempty"`
+}

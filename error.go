@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// Error codes. Each maps to one HTTP status in httpapi's single table.
+// Error codes. Each maps to one HTTP status in one table (apiclient.StatusOf
+// and CodeOf), which the server answers with and its clients read back.
 const (
 	EINVALID      = "invalid"      // the request or input is malformed or breaks a rule
 	ENOTFOUND     = "not_found"    // the thing asked for does not exist (for this tenant)

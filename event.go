@@ -33,7 +33,7 @@ const (
 )
 
 // Event is one lifecycle report for one task, as executors send it
-// (docs/protocol.md). Field names and meaning follow DESIGN.md §4.
+// (docs/protocol.md, "The event", describes every field).
 //
 // Tenant is never read from a request body: the server sets it from the
 // credentials that carried the event.

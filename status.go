@@ -39,16 +39,16 @@ func Statuses() []Status {
 	return []Status{StatusPending, StatusRunning, StatusSuccess, StatusFailed, StatusTimeout, StatusManualBlocked}
 }
 
-// transitions is the one table of legal state changes (DESIGN.md §4,
-// docs/protocol.md). A row is the current state, a column the reported one.
+// transitions is the one table of legal state changes (docs/protocol.md,
+// "Transitions"). A row is the current state, a column the reported one.
 // Everything not marked here is illegal; success, failed and timeout have
 // empty rows because they are final: only an audited manual correction
 // changes them, and corrections do not consult this table.
 //
 // A task's first event may be any status. A first event that is final is
 // a run reported only by its end (a cron line that reports once, a ping
-// with no start): a finished run whose start is unknown (DESIGN.md §5,
-// invariant 8).
+// with no start): a finished run whose start is unknown (invariant 8 in
+// docs/architecture.md).
 var transitions = [numStatus][numStatus]bool{
 	StatusNone: {StatusPending: true, StatusRunning: true, StatusSuccess: true, StatusFailed: true,
 		StatusTimeout: true, StatusManualBlocked: true},

@@ -21,13 +21,32 @@ import (
 // "hook", in lang, open to every tenant, and the bodies its endpoint gets.
 func webhookDispatcher(t *testing.T, clock apollo.Clock, lang string) (*notify.Dispatcher, <-chan webhook.ApolloPayload) {
 	t.Helper()
+	disp, got, _ := webhookDispatcherLogged(t, clock, lang)
+	return disp, got
+}
+
+// signalLog is the dispatcher's attempt log, which also hands each attempt
+// to C once it is recorded: the call is over, its outcome known.
+type signalLog struct {
+	notify.AttemptLog
+	C chan notify.Attempt
+}
+
+func (l signalLog) Record(a notify.Attempt) { l.AttemptLog.Record(a); l.C <- a }
+
+// webhookDispatcherLogged is webhookDispatcher with the attempts as they
+// end, for a test that moves a fake clock: moving it while a call is in
+// flight would pass the call's timeout on that clock.
+func webhookDispatcherLogged(t *testing.T, clock apollo.Clock, lang string) (*notify.Dispatcher, <-chan webhook.ApolloPayload, <-chan notify.Attempt) {
+	t.Helper()
+	log := signalLog{notify.NewMemoryLog(100), make(chan notify.Attempt, 100)}
 	url, got := receiver(t)
 	hook, err := webhook.New(webhook.Config{URL: notify.SecretURL(url)}, notify.NotifierOptions{Name: "hook"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	disp, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Type: notify.TypeWebhook, Notifier: hook, Lang: lang,
-		Tenants: []string{notify.AllTenants}}}, notify.Options{Clock: clock, Logger: quiet, Location: time.UTC})
+		Tenants: []string{notify.AllTenants}}}, notify.Options{Clock: clock, Logger: quiet, Location: time.UTC, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +54,7 @@ func webhookDispatcher(t *testing.T, clock apollo.Clock, lang string) (*notify.D
 		t.Fatal(err)
 	}
 	t.Cleanup(disp.Stop)
-	return disp, got
+	return disp, got, log.C
 }
 
 // receiver is a webhook endpoint that hands every body it gets to C.
@@ -116,7 +135,7 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 func TestStormFollowUpInChinese(t *testing.T) {
 	t.Parallel()
 	clock := apollo.NewFakeClock(t0)
-	disp, got := webhookDispatcher(t, clock, notify.LangChinese)
+	disp, got, attempts := webhookDispatcherLogged(t, clock, notify.LangChinese)
 	eng, err := alert.New(alert.Options{Rules: parse(t, `RULE storm task_prefix: "批处理_" ON: failed GROUP_WINDOW: 1m NOTIFY: hook`),
 		Store: newTable(), Sender: disp, Clock: clock, Logger: quiet})
 	if err != nil {
@@ -133,21 +152,36 @@ func TestStormFollowUpInChinese(t *testing.T) {
 	for _, run := range []string{"r1", "r2", "r3"} {
 		fail(run)
 	}
-	// The window ends; the next failure, or the group timer, tells the two
-	// after the first.
-	clock.Advance(time.Minute)
-	fail("r4")
-	for _, want := range []apollo.NotificationKind{apollo.NotifyFiring, apollo.NotifyStorm} {
+	next := func(want apollo.NotificationKind) webhook.ApolloPayload {
+		t.Helper()
 		select {
 		case p := <-got:
 			if p.Kind != want {
 				t.Fatalf("got %s, want %s", p.Kind, want)
 			}
-			if want == apollo.NotifyStorm && (!strings.Contains(p.Text, "又命中 2 次，1分钟内共 3 次") || strings.Contains(p.Text, "more")) {
-				t.Fatalf("follow-up:\n%s", p.Text)
-			}
+			return p
 		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("no %s message", want)
 		}
+		panic("unreachable")
+	}
+	// The first message's call is over before the clock moves: moving it
+	// while the call is in flight would pass the call's timeout on the fake
+	// clock and leave its retry waiting for a minute that never comes.
+	next(apollo.NotifyFiring)
+	select {
+	case a := <-attempts:
+		if a.Kind != apollo.NotifyFiring || a.Outcome != notify.OutcomeSent {
+			t.Fatalf("the first attempt: %+v", a)
+		}
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the firing message's call never ended")
+	}
+	// The window ends; the next failure, or the group timer, tells the two
+	// after the first.
+	clock.Advance(time.Minute)
+	fail("r4")
+	if p := next(apollo.NotifyStorm); !strings.Contains(p.Text, "又命中 2 次，1分钟内共 3 次") || strings.Contains(p.Text, "more") {
+		t.Fatalf("follow-up:\n%s", p.Text)
 	}
 }

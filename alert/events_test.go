@@ -15,7 +15,7 @@ import (
 
 // 300 failures of batch_ jobs within one minute make two messages: the
 // first failure at once, and one follow-up at the end of the group window
-// with the other 299 and the jobs that failed most (seed 2.4). The quiet
+// with the other 299 and the jobs that failed most (invariant 6). The quiet
 // window after it ends the storm, without a message.
 func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 	t.Parallel()

@@ -136,7 +136,7 @@ func (c *cycle) resolve(tr *tenantRate, rs *ruleState, en *entry, reason string)
 		c.send(en, apollo.NotifyResolved)
 	}
 	c.changed = append(c.changed, en.Alert)
-	c.e.remember(en.Alert)
+	c.e.resolved.remember(en.Alert)
 }
 
 // drop ends a pending episode that did not last: it goes back to
@@ -167,7 +167,7 @@ func (c *cycle) send(en *entry, kind apollo.NotificationKind) {
 	c.notes = append(c.notes, apollo.Notification{
 		Kind: kind, Alert: en.Alert, Channels: en.Channels, At: c.now,
 		// The same for every engine evaluating the same rule, so that
-		// the dedup lock lets only one of them send (seed 3.4).
+		// the dedup lock lets only one of them send (invariant 6).
 		DedupKey: en.Rule + ":" + string(kind) + ":" + en.Group,
 	})
 }

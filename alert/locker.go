@@ -11,7 +11,7 @@ import (
 
 // Locker is the dedup lock taken before each notification: of every engine
 // that asks for key within ttl, exactly one gets true. In Redis it is
-// SET key value NX PX ttl (seed 3.4), so two alert processes never both
+// SET key value NX PX ttl, so two alert processes never both
 // send; alerttest.RunLocker is the conformance suite every Locker passes.
 type Locker interface {
 	// Acquire returns true if it took key for ttl, false if key is held.

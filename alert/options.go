@@ -34,7 +34,7 @@ type Sender interface {
 // Defaults of Options.
 const (
 	DefaultInterval       = 10 * time.Second
-	DefaultDedupWindow    = 2 * time.Minute // seed 3.4
+	DefaultDedupWindow    = 2 * time.Minute // invariant 6 in docs/architecture.md
 	DefaultRepeatInterval = 4 * time.Hour
 	DefaultKeepResolved   = 24 * time.Hour
 	DefaultMaxResolved    = 1000

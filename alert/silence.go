@@ -11,23 +11,9 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// Silence stops notifications of the alerts it matches between StartsAt and
-// EndsAt. The alerts still change state and show in the API. Every matcher
-// that is set must match: Rule is a rule name, Prefix a prefix of the
-// alert's group (the rule's prefix, or the job with BY: name), Labels must
-// all be among the alert's labels.
-type Silence struct {
-	ID        string            `json:"id"`
-	Tenant    string            `json:"tenant,omitempty"`
-	Rule      string            `json:"rule,omitempty"`
-	Prefix    string            `json:"prefix,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	StartsAt  time.Time         `json:"startsAt"`
-	EndsAt    time.Time         `json:"endsAt"`
-	CreatedBy string            `json:"createdBy"`
-	CreatedAt time.Time         `json:"createdAt"`
-	Comment   string            `json:"comment"`
-}
+// Silence is the domain's silence (apollo.Silence); the engine checks,
+// keeps and applies them.
+type Silence = apollo.Silence
 
 // Limits on silences: they bound what one tenant can make the engine hold
 // and check.
@@ -38,31 +24,9 @@ const (
 	maxSilenceLabels = 32
 )
 
-// Active reports whether s silences at now.
-func (s *Silence) Active(now time.Time) bool {
-	return !now.Before(s.StartsAt) && now.Before(s.EndsAt)
-}
-
-// Matches reports whether every matcher of s fits a. It does not look at
-// time; see Active.
-func (s *Silence) Matches(a *apollo.Alert) bool {
-	if s.Rule != "" && s.Rule != a.Rule {
-		return false
-	}
-	if s.Prefix != "" && !strings.HasPrefix(a.Group, s.Prefix) {
-		return false
-	}
-	for k, v := range s.Labels {
-		if got, ok := a.Labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-// check fills StartsAt and reports the first thing wrong with s, for the
-// person who wrote it.
-func (s *Silence) check(now time.Time) error {
+// checkSilence fills StartsAt and reports the first thing wrong with s,
+// for the person who wrote it.
+func checkSilence(s *Silence, now time.Time) error {
 	bad := func(field, msg, hint string) error {
 		return &apollo.Error{Code: apollo.EINVALID, Field: field, Message: msg, Hint: hint}
 	}
@@ -110,29 +74,10 @@ func validID(id string) bool {
 	return true
 }
 
-// silenceSet is every tenant's silences; it is replaced, never modified,
-// so Apply and delivery read it without a lock.
-type silenceSet map[string][]Silence
-
-// silenced reports whether a silence of a's tenant holds a back at now,
-// and records on a the first silence that did.
-func (ss silenceSet) silenced(a *apollo.Alert, now time.Time) bool {
-	for i := range ss[a.Tenant] {
-		s := &ss[a.Tenant][i]
-		if s.Active(now) && s.Matches(a) {
-			if a.SilencedAt.IsZero() {
-				a.SilencedAt, a.SilenceID = now, s.ID
-			}
-			return true
-		}
-	}
-	return false
-}
-
 // Silences returns the tenant's silences that have not ended, soonest end
 // first.
 func (e *Engine) Silences(tenant string) []Silence {
-	out := slices.Clone((*e.silences.Load())[tenant])
+	out := slices.Clone(e.silences.current()[tenant])
 	slices.SortFunc(out, func(a, b Silence) int { return cmpSilence(&a, &b) })
 	return out
 }
@@ -151,7 +96,7 @@ func (e *Engine) AddSilence(tenant string, s Silence) (Silence, error) {
 	now := e.clock.Now()
 	s.Tenant = tenant
 	s.Labels = maps.Clone(s.Labels)
-	if err := s.check(now); err != nil {
+	if err := checkSilence(&s, now); err != nil {
 		return Silence{}, err
 	}
 	if s.ID == "" {
@@ -197,65 +142,7 @@ func (e *Engine) RemoveSilence(tenant, id string) error {
 
 // updateSilences replaces the tenant's list with what f makes of a copy,
 // and saves the state before it returns: a silence is confirmed only once
-// it is durable. A failed save puts the old list back (the lock keeps
-// other writers out meanwhile).
+// it is durable.
 func (e *Engine) updateSilences(tenant string, f func([]Silence) ([]Silence, error)) error {
-	e.smu.Lock()
-	defer e.smu.Unlock()
-	old := e.silences.Load()
-	list, err := f(slices.Clone((*old)[tenant]))
-	if err != nil {
-		return err
-	}
-	next := maps.Clone(*old)
-	if len(list) == 0 {
-		delete(next, tenant)
-	} else {
-		next[tenant] = list
-	}
-	e.silences.Store(&next)
-	return e.persistChange("silence", func() { e.silences.Store(old) })
-}
-
-// installSilences puts saved silences in force at start, except those
-// that ended before now, and returns how many it kept.
-func (e *Engine) installSilences(saved []Silence, now time.Time) int {
-	next := silenceSet{}
-	kept := 0
-	for _, s := range saved {
-		if now.Before(s.EndsAt) {
-			next[s.Tenant] = append(next[s.Tenant], s)
-			kept++
-		}
-	}
-	e.smu.Lock()
-	e.silences.Store(&next)
-	e.smu.Unlock()
-	return kept
-}
-
-// expireSilences drops the silences that ended before now.
-func (e *Engine) expireSilences(now time.Time) {
-	e.smu.Lock()
-	defer e.smu.Unlock()
-	old := *e.silences.Load()
-	var next silenceSet
-	for tenant, list := range old {
-		if !slices.ContainsFunc(list, func(s Silence) bool { return !now.Before(s.EndsAt) }) {
-			continue
-		}
-		if next == nil {
-			next = maps.Clone(old)
-		}
-		kept := slices.DeleteFunc(slices.Clone(list), func(s Silence) bool { return !now.Before(s.EndsAt) })
-		if len(kept) == 0 {
-			delete(next, tenant)
-		} else {
-			next[tenant] = kept
-		}
-	}
-	if next != nil {
-		e.silences.Store(&next)
-		e.dirty.Store(true)
-	}
+	return e.silences.update(tenant, f, func(undo func()) error { return e.persistChange("silence", undo) })
 }

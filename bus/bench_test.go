@@ -47,8 +47,8 @@ func BenchmarkPublish(b *testing.B) {
 
 // BenchmarkMemoryPerTask measures the heap held per tracked task: a task
 // that reported pending, running and success (the typical run), with its
-// history, in memory; at 100 000 and 1 000 000 tasks (DESIGN.md §10:
-// ≤ 512 B per task, ≤ 600 B of RSS at 1 M).
+// history, in memory; at 100 000 and 1 000 000 tasks (docs/architecture.md,
+// "Numbers we hold ourselves to": ≤ 512 B per task).
 func BenchmarkMemoryPerTask(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) { memoryPerTask(b, n) })

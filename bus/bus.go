@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Log is where decided records become durable: package wal in production.
@@ -78,7 +79,7 @@ type Options struct {
 
 	// OnRefused is called (outside any lock, at most once per refused
 	// event) when the holding area or the queues are full: the alert engine
-	// turns it into a high-severity self-alert (seed 4.1).
+	// turns it into a high-severity self-alert: a refusal is never silent.
 	OnRefused func(Refusal)
 
 	// OnLogFailed is called once when the log fails. From then on the bus
@@ -238,13 +239,12 @@ type Bus struct {
 	drainMu sync.Mutex
 	drained *sync.Cond // signalled when queued drops to zero
 
-	subsMu sync.Mutex
-	subs   atomic.Pointer[[]*Subscription]
+	fan *Fanout // subscribers
 
 	timers *deadlines
 	tombs  *tombstones
 	stats  counters
-	warn   logLimiter
+	warn   *loglimit.Limiter // one key: every warning of the bus shares it
 
 	startOnce, stopOnce sync.Once
 	stop                chan struct{}
@@ -269,9 +269,8 @@ func New(opts Options) (*Bus, error) {
 	b.drained = sync.NewCond(&b.drainMu)
 	b.timers = newDeadlines()
 	b.tombs = newTombstones(opts.DedupRetention)
-	b.warn.every = time.Second
-	empty := []*Subscription{}
-	b.subs.Store(&empty)
+	b.warn = loglimit.New(time.Second)
+	b.fan = NewFanout(nil)
 	return b, nil
 }
 
@@ -359,23 +358,4 @@ func (b *Bus) SetLateness(l []Lateness) {
 	b.pause.Lock()
 	b.opts.Lateness = append([]Lateness(nil), l...)
 	b.pause.Unlock()
-}
-
-// logLimiter lets one warning through per interval and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	every      time.Duration
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	l.last, suppressed, l.suppressed = now, l.suppressed, 0
-	return true, suppressed
 }

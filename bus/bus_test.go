@@ -32,7 +32,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 // A run reported only by its end is a finished run with an unknown start
-// (issue 15.1, DESIGN.md invariant 8), counted in the metrics like any.
+// (issue 15.1, invariant 8 in docs/architecture.md), counted in the metrics like any.
 func TestRunReportedOnlyByItsEnd(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}

@@ -22,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
@@ -113,9 +114,16 @@ func newTestCluster(t testing.TB, parts int, ttl time.Duration) *testCluster {
 }
 
 func (c *testCluster) options(id string, nc *nats.Conn) Options {
+	var sink func(SinkConfig) (MetricsSink, error)
+	if c.rdb != nil {
+		sink = func(s SinkConfig) (MetricsSink, error) {
+			return redisstore.NewFlusher(s.Aggregator, redisstore.Options{Client: c.rdb, Prefix: c.prefix,
+				Writer: s.Writer, FlushInterval: 50 * time.Millisecond, Clock: s.Clock, Logger: s.Logger})
+		}
+	}
 	return Options{
-		Conn: nc, NodeID: id, Partitions: c.parts, Redis: c.rdb, RedisPrefix: c.prefix,
-		FlushEvery: 50 * time.Millisecond, LeaseTTL: c.ttl, Logger: quiet, Bus: c.bus,
+		Conn: nc, NodeID: id, Partitions: c.parts, Sink: sink,
+		LeaseTTL: c.ttl, Logger: quiet, Bus: c.bus,
 		testHook: func(event string, p int) {
 			c.events <- hookEvent{node: id, event: event, p: p, at: time.Now()}
 		},

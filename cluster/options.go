@@ -2,13 +2,13 @@ package cluster
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
@@ -38,12 +38,12 @@ type Options struct {
 	// to start with another). It cannot change without a migration.
 	Partitions int
 
-	// Redis receives each partition's metrics, with the partition as the
-	// writer (redisstore). Nil: metrics stay in each partition's memory
-	// (tests, a trial without Redis).
-	Redis       redis.UniversalClient
-	RedisPrefix string        // default redisstore.DefaultPrefix
-	FlushEvery  time.Duration // default redisstore.DefaultFlushInterval
+	// Sink, when set, is built for every partition around its aggregator
+	// and takes the aggregator's place as the partition bus's observer:
+	// cmd/apollo gives redisstore's flusher, so that every partition's
+	// metrics reach Redis under the partition's writer ID. Nil: metrics
+	// stay in each partition's memory (tests, a trial without Redis).
+	Sink func(SinkConfig) (MetricsSink, error)
 
 	// Bus is the template of every partition's bus: limits, retentions,
 	// lateness, OnRefused. Log, Clock and Logger are the node's. Observers
@@ -135,6 +135,23 @@ func (o *Options) validate() error {
 
 func notIDChar(r rune) bool {
 	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+}
+
+// MetricsSink is where a partition's metrics go besides its aggregator:
+// it observes the partition's bus (passing every change on to the
+// aggregator it was built around), runs from Start until Stop.
+type MetricsSink interface {
+	bus.Observer
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// SinkConfig is what Options.Sink gets for one partition.
+type SinkConfig struct {
+	Aggregator *metrics.Aggregator
+	Writer     string // the partition's writer ID, "p0007": never the node's, so a takeover writes on
+	Clock      apollo.Clock
+	Logger     *slog.Logger
 }
 
 // writerID is a partition's redisstore writer: the partition, never the

@@ -16,7 +16,6 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
-	"github.com/apollo-11/apollo/redisstore"
 )
 
 // applyBatch bounds how many events one bus.Publish call takes.
@@ -31,7 +30,7 @@ type partition struct {
 
 	bus     *bus.Bus
 	agg     *metrics.Aggregator
-	flusher *redisstore.Flusher // nil without Redis
+	sink    MetricsSink // nil without Options.Sink
 	dlog    *decisionLog
 	changes *changePublisher
 
@@ -69,16 +68,12 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		return nil, err
 	}
 	var obs bus.Observer = pt.agg
-	if n.opts.Redis != nil {
-		pt.flusher, err = redisstore.NewFlusher(pt.agg, redisstore.Options{
-			Client: n.opts.Redis, Prefix: n.opts.RedisPrefix, Writer: writerID(p),
-			FlushInterval: n.opts.FlushEvery, Clock: n.opts.Clock, Logger: pt.log,
-			BucketRetention: n.opts.Metrics.BucketRetention, RollupRetention: n.opts.Metrics.RollupRetention,
-		})
+	if n.opts.Sink != nil {
+		pt.sink, err = n.opts.Sink(SinkConfig{Aggregator: pt.agg, Writer: writerID(p), Clock: n.opts.Clock, Logger: pt.log})
 		if err != nil {
 			return nil, err
 		}
-		obs = pt.flusher
+		obs = pt.sink
 	}
 	pt.changes = &changePublisher{nc: n.opts.Conn, p: p, node: n.opts.NodeID}
 	bo := n.opts.Bus
@@ -101,8 +96,10 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	pt.cancel = cancel
 	pt.bus.Start(runCtx)
 	pt.agg.Start(runCtx)
-	if pt.flusher != nil {
-		pt.flusher.Start(runCtx)
+	if pt.sink != nil {
+		if err := pt.sink.Start(runCtx); err != nil {
+			pt.log.Warn("the partition's metrics sink did not start; its metrics stay in memory", "err", err)
+		}
 	}
 	pt.changes.live.Store(true)
 	msgs := make(chan jetstream.Msg, 2*applyBatch)
@@ -333,8 +330,8 @@ func (pt *partition) stop(graceful bool) {
 			}
 			pt.dlog.Close()
 		}
-		if pt.flusher != nil {
-			pt.flusher.Stop()
+		if pt.sink != nil {
+			pt.sink.Stop()
 		}
 		pt.agg.Stop()
 	})

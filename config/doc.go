@@ -6,7 +6,8 @@
 // configuration bug. ${NAME} in any value expands from the environment, so
 // secrets stay out of the file.
 //
-// It uses go.yaml.in/yaml/v3 directly rather than koanf (DESIGN.md §8):
+// It uses go.yaml.in/yaml/v3 directly rather than koanf, which the design
+// named (docs/architecture.md, "Decisions"):
 // decoding through koanf's maps loses the line numbers that errors need,
 // and the layering we need is a dozen lines.
 package config

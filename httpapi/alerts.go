@@ -13,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -40,13 +41,6 @@ func (s *Server) alerting() (AlertEngine, error) {
 	return s.opts.Alerts, nil
 }
 
-// alertView is an alert as the API shows it: with the silences that hold
-// its notifications back.
-type alertView struct {
-	apollo.Alert
-	SilencedBy []string `json:"silencedBy,omitempty"`
-}
-
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	eng, err := s.alerting()
 	if err != nil {
@@ -59,14 +53,16 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal
 		return &apollo.Error{Code: apollo.EINVALID, Field: "state", Message: fmt.Sprintf("unknown state %q", quoteShort(string(state))),
 			Hint: "use pending, firing or resolved, or leave it out for all"}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"alerts": s.views(eng, p.Tenant, eng.Alerts(p.Tenant, state))})
+	writeJSON(w, http.StatusOK, apiclient.AlertList{Alerts: s.views(eng, p.Tenant, eng.Alerts(p.Tenant, state))})
 	return nil
 }
 
-func (s *Server) views(eng AlertEngine, tenant string, as []apollo.Alert) []alertView {
+// views are alerts as the API shows them: with the silences that hold
+// their notifications back.
+func (s *Server) views(eng AlertEngine, tenant string, as []apollo.Alert) []apiclient.Alert {
 	now := s.now()
 	sils := eng.Silences(tenant)
-	out := make([]alertView, len(as))
+	out := make([]apiclient.Alert, len(as))
 	for i := range as {
 		out[i].Alert = as[i]
 		if as[i].State == apollo.AlertResolved {
@@ -93,11 +89,11 @@ func (s *Server) ackAlert(w http.ResponseWriter, r *http.Request, p *Principal) 
 	s.audit(r, p, "alert.ack", id, "")
 	for _, a := range eng.Alerts(p.Tenant, "") {
 		if a.ID == id {
-			writeJSON(w, http.StatusOK, map[string]any{"alert": s.views(eng, p.Tenant, []apollo.Alert{a})[0]})
+			writeJSON(w, http.StatusOK, apiclient.AckAnswer{Alert: s.views(eng, p.Tenant, []apollo.Alert{a})[0]})
 			return nil
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"alert": map[string]string{"id": id}}) // resolved and forgotten meanwhile
+	writeJSON(w, http.StatusOK, apiclient.AckAnswer{Alert: apiclient.Alert{Alert: apollo.Alert{ID: id}}}) // resolved and forgotten meanwhile
 	return nil
 }
 
@@ -110,25 +106,15 @@ func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, p *Princip
 	if sils == nil {
 		sils = []alert.Silence{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"silences": sils})
+	writeJSON(w, http.StatusOK, apiclient.SilenceList{Silences: sils})
 	return nil
 }
 
-// silenceBody is the body of POST /api/v1/silences.
-type silenceBody struct {
-	Rule     string            `json:"rule"`
-	Prefix   string            `json:"prefix"`
-	Labels   map[string]string `json:"labels"`
-	StartsAt *time.Time        `json:"startsAt"`
-	EndsAt   *time.Time        `json:"endsAt"`
-	Duration string            `json:"duration"`
-	Comment  string            `json:"comment"`
-}
-
 // decodeSilence reads a silence from a request body: every field known,
-// and exactly one of endsAt and duration. The engine checks the rest.
+// and exactly one of endsAt and duration (a zero time is none). The engine
+// checks the rest.
 func decodeSilence(body []byte, now time.Time) (alert.Silence, error) {
-	var b silenceBody
+	var b apiclient.SilenceRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
@@ -138,15 +124,12 @@ func decodeSilence(body []byte, now time.Time) (alert.Silence, error) {
 	if dec.More() {
 		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "more than one JSON value in the body", Hint: "send one silence per request"}
 	}
-	sil := alert.Silence{Rule: b.Rule, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment}
-	if b.StartsAt != nil {
-		sil.StartsAt = *b.StartsAt
-	}
+	sil := alert.Silence{Rule: b.Rule, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment, StartsAt: b.StartsAt}
 	switch {
-	case b.EndsAt != nil && b.Duration != "":
+	case !b.EndsAt.IsZero() && b.Duration != "":
 		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: "both endsAt and duration given", Hint: "give one of them"}
-	case b.EndsAt != nil:
-		sil.EndsAt = *b.EndsAt
+	case !b.EndsAt.IsZero():
+		sil.EndsAt = b.EndsAt
 	case b.Duration != "":
 		d, err := time.ParseDuration(b.Duration)
 		if err != nil || d <= 0 {
@@ -206,7 +189,7 @@ func (s *Server) addSilence(w http.ResponseWriter, r *http.Request, p *Principal
 		return err
 	}
 	s.audit(r, p, "silence.add", sil.ID, describeSilence(sil))
-	writeJSON(w, http.StatusCreated, map[string]any{"silence": sil})
+	writeJSON(w, http.StatusCreated, apiclient.SilenceAnswer{Silence: sil})
 	return nil
 }
 
@@ -234,21 +217,14 @@ func (s *Server) removeSilence(w http.ResponseWriter, r *http.Request, p *Princi
 		return err
 	}
 	s.audit(r, p, "silence.remove", id, "")
-	writeJSON(w, http.StatusOK, map[string]any{"removed": id})
+	writeJSON(w, http.StatusOK, apiclient.Removed{Removed: id})
 	return nil
 }
 
-// ruleView is one rule as the API shows it: its canonical text and its
-// JSON form.
-type ruleView struct {
-	Name string          `json:"name"`
-	Kind string          `json:"kind"` // rate or event
-	Text string          `json:"text"`
-	JSON json.RawMessage `json:"json"`
-}
-
-func ruleViews(rs []*rules.Rule) ([]ruleView, error) {
-	out := make([]ruleView, len(rs))
+// ruleViews are rules as the API shows them: their canonical text and
+// their JSON form.
+func ruleViews(rs []*rules.Rule) ([]apiclient.Rule, error) {
+	out := make([]apiclient.Rule, len(rs))
 	for i, r := range rs {
 		j, err := r.MarshalJSON()
 		if err != nil {
@@ -258,7 +234,7 @@ func ruleViews(rs []*rules.Rule) ([]ruleView, error) {
 		if r.IsEvent() {
 			kind = "event"
 		}
-		out[i] = ruleView{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
+		out[i] = apiclient.Rule{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
 	}
 	return out, nil
 }
@@ -268,7 +244,7 @@ func (s *Server) writeRules(w http.ResponseWriter, eng AlertEngine, tenant strin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rules": views, "source": string(eng.RulesSource(tenant))})
+	writeJSON(w, http.StatusOK, apiclient.RuleSet{Rules: views, Source: string(eng.RulesSource(tenant))})
 	return nil
 }
 
@@ -278,15 +254,6 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 		return err
 	}
 	return s.writeRules(w, eng, p.Tenant)
-}
-
-// ruleProblem is one entry of the errors list a refused rules file gets.
-type ruleProblem struct {
-	Pos     string `json:"pos"`
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
 }
 
 // putRules replaces the tenant's rules with a whole rules file, text or
@@ -315,18 +282,18 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	}
 	var list rules.ErrorList
 	if errors.As(err, &list) {
-		problems := make([]ruleProblem, len(list))
+		problems := make([]apiclient.RuleProblem, len(list))
 		for i, e := range list {
 			msg := e.Msg
 			if e.Expected != "" {
 				msg += " (expected " + e.Expected + ")"
 			}
-			problems[i] = ruleProblem{Pos: e.Pos.String(), Line: e.Pos.Line, Col: e.Pos.Col, Message: msg, Hint: e.Hint}
+			problems[i] = apiclient.RuleProblem{Pos: e.Pos.String(), Line: e.Pos.Line, Col: e.Pos.Col, Message: msg, Hint: e.Hint}
 		}
-		writeJSON(w, http.StatusBadRequest, map[string]any{
-			"error": &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the rules have %d problem(s); nothing was changed", len(list)),
+		writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
+			Error: &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the rules have %d problem(s); nothing was changed", len(list)),
 				Hint: "fix every problem listed in errors, or check the file with apollo rules check"},
-			"errors": problems,
+			Errors: problems,
 		})
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -85,14 +86,14 @@ func (x *alertAPI) do(t *testing.T, method, path, ctype, body string, out any) i
 }
 
 type errAnswer struct {
-	Error  apollo.Error  `json:"error"`
-	Errors []ruleProblem `json:"errors"`
+	Error  apollo.Error            `json:"error"`
+	Errors []apiclient.RuleProblem `json:"errors"`
 }
 
 func TestAlertsAckAndSilences(t *testing.T) {
 	t.Parallel()
 	x := newAlertAPI(t)
-	var list struct{ Alerts []alertView }
+	var list struct{ Alerts []apiclient.Alert }
 	if st := x.do(t, "GET", "/api/v1/alerts?state=firing", "", "", &list); st != 200 || len(list.Alerts) != 1 {
 		t.Fatalf("firing: %d %+v", st, list)
 	}
@@ -142,7 +143,7 @@ func TestAlertsAckAndSilences(t *testing.T) {
 	}
 
 	// Ack: who and when; an unknown ID is 404.
-	var acked struct{ Alert alertView }
+	var acked struct{ Alert apiclient.Alert }
 	if st := x.do(t, "POST", "/api/v1/alerts/"+a.ID+"/ack", "", "", &acked); st != 200 || acked.Alert.AckedBy != "local" || !acked.Alert.AckedAt.Equal(x.clock.Now()) {
 		t.Fatalf("ack: %d %+v", st, acked)
 	}
@@ -155,7 +156,7 @@ func TestRulesGetAndPut(t *testing.T) {
 	t.Parallel()
 	x := newAlertAPI(t)
 	type rulesAnswer struct {
-		Rules  []ruleView
+		Rules  []apiclient.Rule
 		Source string
 	}
 	var got rulesAnswer

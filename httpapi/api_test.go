@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 )
 
@@ -195,7 +196,7 @@ func TestTasksAndCorrection(t *testing.T) {
 		t.Errorf("correction: %d %s", r.StatusCode, body)
 	}
 	resp, _ = http.Get(srv.URL + "/api/v1/tasks?prefix=etl&status=success")
-	var page taskPage
+	var page apiclient.TaskPage
 	json.NewDecoder(resp.Body).Decode(&page)
 	resp.Body.Close()
 	if len(page.Tasks) != 1 || page.Tasks[0].TaskID != "job-1" {

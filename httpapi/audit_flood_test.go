@@ -12,7 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 )
@@ -43,7 +45,11 @@ func adminTokens(t *testing.T) (map[string]string, []Token) {
 
 func newAuditServer(t *testing.T, b *bus.Bus, dir string, secrets map[string]string, toks []Token) *auditServer {
 	t.Helper()
-	l, err := audit.Open(audit.Options{Dir: filepath.Join(dir, "audit"), Entries: 100, Logger: discardLogger})
+	// A clock that stands still: the flood falls in one failure interval
+	// however long the machine takes to send it (a real minute's boundary
+	// inside the flood made two entries under load).
+	clock := apollo.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC))
+	l, err := audit.Open(audit.Options{Dir: filepath.Join(dir, "audit"), Entries: 100, Logger: discardLogger, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +142,8 @@ func TestAuditFloodWithoutToken(t *testing.T) {
 		got := as.audit(t, "")
 		if len(got) != 1 || got[0].Action != "auth.fail" || got[0].Count != flood || got[0].Remote != "127.0.0.1" ||
 			got[0].Detail != "unknown token" || len(got[0].Target) > 1024 {
-			t.Errorf("%s: the default tenant's admin sees %d entries; want one auth.fail from 127.0.0.1 counting %d",
-				when, len(got), flood)
+			t.Errorf("%s: the default tenant's admin sees %d entries %+v; want one auth.fail from 127.0.0.1 counting %d",
+				when, len(got), got, flood)
 		}
 	}
 	check("after the flood")

@@ -7,25 +7,8 @@ import (
 	"net/http"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
-
-// statusOf maps error codes to HTTP statuses: the only place that does.
-var statusOf = map[string]int{
-	apollo.EINVALID:      http.StatusBadRequest,
-	apollo.ENOTFOUND:     http.StatusNotFound,
-	apollo.ECONFLICT:     http.StatusConflict,
-	apollo.EUNAUTHORIZED: http.StatusUnauthorized,
-	apollo.EFORBIDDEN:    http.StatusForbidden,
-	apollo.ETOOMANY:      http.StatusTooManyRequests,
-	apollo.ETOOLARGE:     http.StatusRequestEntityTooLarge,
-	apollo.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
-	apollo.EUNAVAILABLE:  http.StatusServiceUnavailable,
-	apollo.EINTERNAL:     http.StatusInternalServerError,
-}
-
-type errorBody struct {
-	Error *apollo.Error `json:"error"`
-}
 
 // writeError answers with the error's status and body. Internal errors are
 // logged and hidden behind a generic message.
@@ -35,14 +18,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = internalError()
 	}
-	status := statusOf[e.Code]
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
+	status := apiclient.StatusOf(e.Code)
 	if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, errorBody{Error: e})
+	writeJSON(w, status, apiclient.ErrorBody{Error: e})
 }
 
 // apiError returns the *apollo.Error in err's chain, or an internal error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -42,37 +43,10 @@ const (
 	maxHealthJobs     = 1000
 )
 
-// runView is one run as the API shows it.
-type runView struct {
-	TaskID     string        `json:"taskID"`
-	Status     apollo.Status `json:"status"`
-	Late       bool          `json:"late,omitempty"`
-	ReportedAt int64         `json:"reportedAt"`
-	StartedAt  int64         `json:"startedAt,omitempty"`
-	FinishedAt int64         `json:"finishedAt,omitempty"`
-	CostMs     int64         `json:"costMs,omitempty"`
-}
-
-func viewRun(r *metrics.Run) runView {
-	return runView{TaskID: r.TaskID, Status: r.Status, Late: r.Late, ReportedAt: r.ReportedAt,
+// viewRun is a run as the API shows it.
+func viewRun(r *metrics.Run) apiclient.Run {
+	return apiclient.Run{TaskID: r.TaskID, Status: r.Status, Late: r.Late, ReportedAt: r.ReportedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CostMs: r.CostMs}
-}
-
-// jobHealthView is one job on the health board.
-type jobHealthView struct {
-	Name    string         `json:"name"`
-	Verdict apollo.Verdict `json:"verdict"`
-	LastRun *runView       `json:"lastRun,omitempty"` // the newest finished run
-	// UsualCostMs and UsualEveryMs are the median duration and interval
-	// of the recent runs, absent while unknown.
-	UsualCostMs   int64     `json:"usualCostMs,omitempty"`
-	UsualEveryMs  int64     `json:"usualEveryMs,omitempty"`
-	LastRunAt     int64     `json:"lastRunAt,omitempty"` // the newest run's first report
-	Running       int64     `json:"running"`
-	RunningSince  int64     `json:"runningSince,omitempty"`
-	NextRunAt     int64     `json:"nextRunAt,omitempty"` // when known (the scheduler)
-	LastSuccessAt int64     `json:"lastSuccessAt,omitempty"`
-	Runs          []runView `json:"runs"` // oldest first
 }
 
 // healthQuery is what a request asks of the job health.
@@ -128,23 +102,15 @@ func (s *Server) nextRuns(tenant string) map[string]time.Time {
 	return nil
 }
 
-// healthBoard is the tenant's jobs under the query, worst first.
-type healthBoard struct {
-	Now      int64                  `json:"now"`
-	Total    int                    `json:"total"`    // jobs under the prefix
-	Verdicts map[apollo.Verdict]int `json:"verdicts"` // of those, by verdict
-	Jobs     []jobHealthView        `json:"jobs"`     // the first limit of them, worst first
-}
-
 // board computes the verdicts of the jobs under the query's prefix and
 // keeps the limit worst; within a verdict, jobs come in name order.
-func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *healthBoard {
+func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *apiclient.HealthBoard {
 	now := s.now().UnixMilli()
 	next := s.nextRuns(tenant)
-	b := &healthBoard{Now: now, Verdicts: map[apollo.Verdict]int{}}
+	b := &apiclient.HealthBoard{Now: now, Verdicts: map[apollo.Verdict]int{}}
 	// Jobs arrive in name order, so the first limit of each verdict are
 	// the only candidates: memory stays O(limit) for any number of jobs.
-	byRank := make([][]jobHealthView, len(apollo.Verdicts()))
+	byRank := make([][]apiclient.JobHealth, len(apollo.Verdicts()))
 	src.JobsHealth(tenant, cmp.Or(q.job, q.prefix), func(h *metrics.JobHealth) bool {
 		if q.job != "" && h.Name != q.job {
 			return false
@@ -160,7 +126,7 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *healt
 		if len(byRank[rank]) >= q.limit {
 			return true
 		}
-		jv := jobHealthView{Name: strings.Clone(h.Name), Verdict: v, UsualCostMs: f.UsualCostMs, UsualEveryMs: f.UsualEveryMs,
+		jv := apiclient.JobHealth{Name: strings.Clone(h.Name), Verdict: v, UsualCostMs: f.UsualCostMs, UsualEveryMs: f.UsualEveryMs,
 			LastRunAt: f.LastRunAt, Running: h.Running, RunningSince: f.RunningSince, NextRunAt: f.NextRunAt,
 			LastSuccessAt: h.LastSuccessAt}
 		if h.Last.TaskID != "" {
@@ -170,7 +136,7 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *healt
 		byRank[rank] = append(byRank[rank], jv)
 		return true
 	})
-	b.Jobs = []jobHealthView{} // none is [], not null
+	b.Jobs = []apiclient.JobHealth{} // none is [], not null
 	for _, r := range byRank {
 		b.Jobs = append(b.Jobs, r[:min(len(r), q.limit-len(b.Jobs))]...)
 	}
@@ -179,7 +145,7 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *healt
 		jv := &b.Jobs[i]
 		runs = src.RecentRuns(tenant, jv.Name, runs[:0])
 		runs = runs[max(len(runs)-q.runs, 0):]
-		jv.Runs = make([]runView, len(runs))
+		jv.Runs = make([]apiclient.Run, len(runs))
 		for k := range runs {
 			jv.Runs[k] = viewRun(&runs[k])
 		}

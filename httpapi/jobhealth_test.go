@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
 )
@@ -17,7 +18,7 @@ import (
 // fixedSchedule is a scheduler whose jobs run next at fixed times.
 type fixedSchedule map[string]time.Time
 
-func (fixedSchedule) JobList() any                   { return nil }
+func (fixedSchedule) JobList() []apollo.ScheduledJob { return nil }
 func (fixedSchedule) Trigger(string) (string, error) { return "", nil }
 func (fixedSchedule) Pause(string) error             { return nil }
 func (fixedSchedule) Resume(string) error            { return nil }
@@ -71,14 +72,14 @@ func (hs *healthServer) run(t *testing.T, tenant, job, id string, status apollo.
 	}
 }
 
-func (hs *healthServer) board(t *testing.T, tenant, query string) (int, healthBoard, string) {
+func (hs *healthServer) board(t *testing.T, tenant, query string) (int, apiclient.HealthBoard, string) {
 	t.Helper()
 	// Every change has reached the metrics.
 	if err := hs.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	st, body := callAs(t, "GET", hs.srv.URL+"/api/v1/jobs/health"+query, hs.tokens["viewer/"+tenant], "")
-	var b healthBoard
+	var b apiclient.HealthBoard
 	if st == 200 {
 		if err := json.Unmarshal([]byte(body), &b); err != nil {
 			t.Fatalf("%s: %v", body, err)
@@ -87,7 +88,7 @@ func (hs *healthServer) board(t *testing.T, tenant, query string) (int, healthBo
 	return st, b, body
 }
 
-func names(b healthBoard) string {
+func names(b apiclient.HealthBoard) string {
 	var out []string
 	for _, j := range b.Jobs {
 		out = append(out, j.Name+":"+string(j.Verdict))

@@ -4,12 +4,13 @@ import (
 	"net/http"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // Scheduler is what the job routes need of the scheduler running in this
 // process. Its jobs belong to one tenant (Options.SchedulerTenant).
 type Scheduler interface {
-	JobList() any
+	JobList() []apollo.ScheduledJob
 	Trigger(name string) (taskID string, err error)
 	Pause(name string) error
 	Resume(name string) error
@@ -28,7 +29,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": sc.JobList()})
+	writeJSON(w, http.StatusOK, apiclient.JobList{Jobs: sc.JobList()})
 	return nil
 }
 
@@ -40,14 +41,14 @@ func (s *Server) jobAction(action string) handler {
 			return err
 		}
 		name := r.PathValue("name")
-		ans := map[string]any{"job": name}
+		ans := apiclient.JobAction{Job: name}
 		switch action {
 		case "run":
 			id, err := sc.Trigger(name)
 			if err != nil {
 				return err
 			}
-			ans["taskID"] = id
+			ans.TaskID = id
 		case "pause":
 			err = sc.Pause(name)
 		case "resume":

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -17,30 +18,9 @@ type MetricsStore interface {
 	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]metrics.Point, error)
 }
 
-// jobRow is one job's summary as the API and the dashboard show it.
-type jobRow struct {
-	Name        string  `json:"name,omitempty"`
-	T           int64   `json:"t,omitempty"` // series points: start of the step, Unix ms
-	Count       int64   `json:"count"`
-	Success     int64   `json:"success"`
-	Failed      int64   `json:"failed"`
-	Timeout     int64   `json:"timeout"`
-	Started     int64   `json:"started"`
-	Late        int64   `json:"late"`
-	Missed      int64   `json:"missed"`
-	FailedRate  float64 `json:"failedRate"`
-	TimeoutRate float64 `json:"timeoutRate"`
-	LateRate    float64 `json:"lateRate"`
-	AvgCostMs   float64 `json:"avgCostMs"`
-	MinCostMs   int64   `json:"minCostMs"`
-	MaxCostMs   int64   `json:"maxCostMs"`
-	Backlog     int64   `json:"backlog"`
-	Running     int64   `json:"running"`
-	Throughput  float64 `json:"throughput"` // finished runs per minute
-}
-
-func rowOf(name string, s metrics.Summary) jobRow {
-	return jobRow{
+// rowOf is a job's summary as the API and the dashboards show it.
+func rowOf(name string, s metrics.Summary) apiclient.JobRow {
+	return apiclient.JobRow{
 		Name: name, Count: s.Count, Success: s.Success, Failed: s.Failed, Timeout: s.Timeout,
 		Started: s.Started, Late: s.Late, Missed: s.Missed,
 		FailedRate: s.FailedRate(), TimeoutRate: s.TimeoutRate(), LateRate: s.LateRate(),
@@ -85,11 +65,11 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principa
 	}
 	prefix := r.URL.Query().Get("prefix")
 	lo, hi := t.Range(prefix)
-	rows := make([]jobRow, 0, hi-lo)
+	rows := make([]apiclient.JobRow, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		rows = append(rows, rowOf(t.Names[i], t.Rows[i]))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"window": window.String(), "prefix": prefix, "total": rowOf("", t.Sum(lo, hi)), "jobs": rows})
+	writeJSON(w, http.StatusOK, apiclient.MetricsPage{Window: window.String(), Prefix: prefix, Total: rowOf("", t.Sum(lo, hi)), Jobs: rows})
 	return nil
 }
 
@@ -108,15 +88,14 @@ func seriesParams(r *http.Request) (window, step time.Duration, err error) {
 	return window, step, err
 }
 
-// writePoints answers a series with the fields of the request it answers.
-func writePoints(w http.ResponseWriter, pts []metrics.Point, window, step time.Duration, fields map[string]any) {
-	out := make([]jobRow, len(pts))
+// seriesOf is a series as the API shows it.
+func seriesOf(pts []metrics.Point, window, step time.Duration) apiclient.Series {
+	out := make([]apiclient.JobRow, len(pts))
 	for i, pt := range pts {
 		out[i] = rowOf("", pt.Summary)
 		out[i].T = pt.T
 	}
-	fields["window"], fields["step"], fields["points"] = window.String(), step.String(), out
-	writeJSON(w, http.StatusOK, fields)
+	return apiclient.Series{Window: window.String(), Step: step.String(), Points: out}
 }
 
 // jobMetrics answers one job's series, for charts.
@@ -137,7 +116,7 @@ func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	writePoints(w, pts, window, step, map[string]any{"name": name})
+	writeJSON(w, http.StatusOK, apiclient.JobSeries{Name: name, Series: seriesOf(pts, window, step)})
 	return nil
 }
 
@@ -162,6 +141,6 @@ func (s *Server) prefixSeries(w http.ResponseWriter, r *http.Request, p *Princip
 	if err != nil {
 		return err
 	}
-	writePoints(w, pts, window, step, map[string]any{"prefix": prefix})
+	writeJSON(w, http.StatusOK, apiclient.PrefixSeries{Prefix: prefix, Series: seriesOf(pts, window, step)})
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
 )
@@ -42,8 +43,8 @@ func TestMetricsAPI(t *testing.T) {
 
 	var list struct {
 		Window string
-		Jobs   []jobRow
-		Total  jobRow
+		Jobs   []apiclient.JobRow
+		Total  apiclient.JobRow
 	}
 	getJSON(t, srv.URL+"/api/v1/metrics?window=5m", &list)
 	if list.Window != "5m0s" || len(list.Jobs) != 2 {
@@ -62,7 +63,7 @@ func TestMetricsAPI(t *testing.T) {
 	}
 	var series struct {
 		Step   string
-		Points []jobRow
+		Points []apiclient.JobRow
 	}
 	getJSON(t, srv.URL+"/api/v1/metrics/batch_load?window=2m&step=30s", &series)
 	finished := int64(0)
@@ -109,16 +110,16 @@ func TestPrefixSeries(t *testing.T) {
 	if err := hs.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	get := func(tenant, query string) (int, string, []jobRow) {
+	get := func(tenant, query string) (int, string, []apiclient.JobRow) {
 		st, body := callAs(t, "GET", hs.srv.URL+"/api/v1/series"+query, hs.tokens["viewer/"+tenant], "")
 		var ans struct {
 			Prefix, Window, Step string
-			Points               []jobRow
+			Points               []apiclient.JobRow
 		}
 		json.Unmarshal([]byte(body), &ans)
 		return st, ans.Window + " " + ans.Step + " " + ans.Prefix, ans.Points
 	}
-	total := func(pts []jobRow) (n jobRow) {
+	total := func(pts []apiclient.JobRow) (n apiclient.JobRow) {
 		for _, p := range pts {
 			n.Count, n.Failed, n.Timeout, n.Success = n.Count+p.Count, n.Failed+p.Failed, n.Timeout+p.Timeout, n.Success+p.Success
 		}

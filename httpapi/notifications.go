@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/notify"
 )
 
@@ -30,6 +31,6 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Pr
 	if attempts == nil {
 		attempts = []notify.Attempt{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"attempts": attempts})
+	writeJSON(w, http.StatusOK, apiclient.AttemptList{Attempts: attempts})
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // routes is the one table of every route, the role it needs and what it
@@ -59,16 +60,16 @@ func (s *Server) routes() []route {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *Principal) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, apiclient.Health{Status: "ok"})
 	return nil
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ *Principal) error {
 	if s.opts.Ready != nil && !s.opts.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "recovering"})
+		writeJSON(w, http.StatusServiceUnavailable, apiclient.Health{Status: "recovering"})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, apiclient.Health{Status: "ready"})
 	return nil
 }
 

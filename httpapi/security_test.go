@@ -24,7 +24,7 @@ import (
 // testScheduler adapts a real scheduler to the routes, as cmd/apollo does.
 type testScheduler struct{ s *sched.Scheduler }
 
-func (a testScheduler) JobList() any                        { return a.s.Jobs() }
+func (a testScheduler) JobList() []apollo.ScheduledJob      { return a.s.Jobs() }
 func (a testScheduler) Trigger(name string) (string, error) { return a.s.Trigger(name) }
 func (a testScheduler) Pause(name string) error             { return a.s.Pause(name) }
 func (a testScheduler) Resume(name string) error            { return a.s.Resume(name) }

@@ -15,11 +15,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // streamProtocol is the WebSocket subprotocol of the stream; a client
 // offers it, with its token as "bearer.<token>" (see BearerToken).
-const streamProtocol = "apollo.v1"
+const streamProtocol = apiclient.StreamProtocol
 
 // queued is one outbound message: ready bytes (often shared by a group),
 // or a snapshot that the writer builds when it gets to it, so that the
@@ -186,16 +187,16 @@ func (c *client) readLoop(ctx context.Context) {
 			continue
 		}
 		switch req.typ {
-		case msgSubscribe:
+		case apiclient.MsgSubscribe:
 			c.h.subscribe(c, req)
-		case msgAck:
+		case apiclient.MsgAck:
 			c.ack(ctx, req.alert)
 		}
 	}
 }
 
 func (c *client) sendError(err error) {
-	m := errorMsg{Type: msgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
+	m := apiclient.StreamError{Type: apiclient.MsgError, Message: apollo.ErrorMessage(err), Code: apollo.ErrorCode(err)}
 	var e *apollo.Error
 	if errors.As(err, &e) {
 		m.Message, m.Field, m.Hint = e.Message, e.Field, e.Hint
@@ -205,7 +206,7 @@ func (c *client) sendError(err error) {
 
 // ack acknowledges an alert for the client and answers ack_result.
 func (c *client) ack(ctx context.Context, id string) {
-	res := ackResultMsg{Type: msgAckResult, Alert: id}
+	res := apiclient.AckResult{Type: apiclient.MsgAckResult, Alert: id}
 	switch {
 	case c.h.opts.Acker == nil:
 		res.Error = "acknowledging alerts is not available on this server"
@@ -351,7 +352,7 @@ func mergeTasks(ms []queued) []byte {
 	for _, m := range ms {
 		size += len(m.data) - m.tasksAt
 	}
-	data, at := appendTasksHead(make([]byte, 0, size), msgTasks, last.cursor, "")
+	data, at := appendTasksHead(make([]byte, 0, size), apiclient.MsgTasks, last.cursor, "")
 	for _, m := range ms {
 		tasks := m.data[m.tasksAt : len(m.data)-2]
 		if len(tasks) == 0 {
@@ -411,7 +412,7 @@ func (s *snapshot) build(h *Hub) []byte {
 			enc[i], _ = json.Marshal(&tasks[i])
 			size += len(enc[i]) + 1
 		}
-		s.data = appendTasksMsg(make([]byte, 0, size), msgSnapshot, s.cursor, extra, enc)
+		s.data = appendTasksMsg(make([]byte, 0, size), apiclient.MsgSnapshot, s.cursor, extra, enc)
 	})
 	return s.data
 }

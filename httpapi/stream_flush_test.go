@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // TestStreamFlushTimerOnlyWhileDue: the hub arms its flush timer when a
@@ -34,13 +35,13 @@ func TestStreamFlushTimerOnlyWhileDue(t *testing.T) {
 	}
 	// a falls due 100 ms after its change; b 40 ms later.
 	clock.Advance(60 * time.Millisecond)
-	if m := a.readType(msgTasks); taskIDs(m.Tasks) != "a1=pending" {
+	if m := a.readType(apiclient.MsgTasks); taskIDs(m.Tasks) != "a1=pending" {
 		t.Fatalf("a got %s", taskIDs(m.Tasks))
 	}
 	e.publish(ev("a", "b2", "b", 1, pending)) // joins b's pending flush
 	e.waitCursor(3)
 	clock.Advance(40 * time.Millisecond)
-	if m := b.readType(msgTasks); taskIDs(m.Tasks) != "b1=pending,b2=pending" {
+	if m := b.readType(apiclient.MsgTasks); taskIDs(m.Tasks) != "b1=pending,b2=pending" {
 		t.Fatalf("b got %s", taskIDs(m.Tasks))
 	}
 	// Nothing is due: the timer is not armed again.
@@ -58,8 +59,8 @@ func TestMergeTasks(t *testing.T) {
 		for i, id := range tasks {
 			enc[i], _ = json.Marshal(apollo.Task{TaskID: id, Status: pending})
 		}
-		data := appendTasksMsg(nil, msgTasks, cursor, "", enc)
-		_, at := appendTasksHead(nil, msgTasks, cursor, "")
+		data := appendTasksMsg(nil, apiclient.MsgTasks, cursor, "", enc)
+		_, at := appendTasksHead(nil, apiclient.MsgTasks, cursor, "")
 		return queued{data: data, tasksAt: at, cursor: cursor}
 	}
 	tests := []struct {
@@ -77,7 +78,7 @@ func TestMergeTasks(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		last := tt.in[len(tt.in)-1].cursor
-		if m.Type != msgTasks || m.Cursor != last || taskIDs(m.Tasks) != tt.want {
+		if m.Type != apiclient.MsgTasks || m.Cursor != last || taskIDs(m.Tasks) != tt.want {
 			t.Errorf("%s: %s %s %s, want tasks %s %s", tt.name, m.Type, m.Cursor, taskIDs(m.Tasks), last, tt.want)
 		}
 	}

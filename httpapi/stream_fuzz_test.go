@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 func FuzzDecodeRequest(f *testing.F) {
@@ -31,7 +32,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			return
 		}
 		switch r.typ {
-		case msgSubscribe:
+		case apiclient.MsgSubscribe:
 			if r.filter.types == 0 || r.filter.types&^wantAll != 0 {
 				t.Fatalf("types bits %b", r.filter.types)
 			}
@@ -43,11 +44,11 @@ func FuzzDecodeRequest(f *testing.F) {
 			if len(r.filter.prefix) > apollo.MaxNameBytes || len(r.cursor) > 64 {
 				t.Fatal("over a limit")
 			}
-		case msgAck:
+		case apiclient.MsgAck:
 			if r.alert == "" {
 				t.Fatal("ack without an alert")
 			}
-		case msgHeartbeat:
+		case apiclient.MsgHeartbeat:
 		default:
 			t.Fatalf("type %q accepted", r.typ)
 		}

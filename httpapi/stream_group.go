@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // group is every client of one tenant with the same filter and mode.
@@ -76,7 +77,7 @@ func (g *group) flush(h *Hub, cursor string) {
 	for _, e := range g.pending {
 		size += len(e.data()) + 1
 	}
-	data, at := appendTasksHead(make([]byte, 0, size), msgTasks, cursor, "")
+	data, at := appendTasksHead(make([]byte, 0, size), apiclient.MsgTasks, cursor, "")
 	for i, e := range g.pending {
 		if i > 0 {
 			data = append(data, ',')
@@ -200,11 +201,12 @@ func (h *Hub) armFlush(now time.Time) {
 }
 
 // heartbeat queues a heartbeat to every client, with the cursor it may
-// resume from, so that a proxy between them sees traffic (seed 4.2) and a
+// resume from, so that a proxy between them sees traffic (many proxies do not
+// count WebSocket pings, and drop a connection idle for a minute) and a
 // quiet client's cursor stays fresh.
 func (h *Hub) heartbeat(now time.Time) {
 	ts := now.UnixMilli()
-	bare := mustJSON(heartbeatMsg{Type: msgHeartbeat, Ts: ts})
+	bare := mustJSON(apiclient.Heartbeat{Type: apiclient.MsgHeartbeat, Ts: ts})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	perGroup := make(map[*group][]byte, len(h.groups))
@@ -212,7 +214,7 @@ func (h *Hub) heartbeat(now time.Time) {
 		data := bare
 		if g := c.g; g != nil {
 			if data = perGroup[g]; data == nil {
-				data = mustJSON(heartbeatMsg{Type: msgHeartbeat, Ts: ts, Cursor: formatCursor(h.epoch, g.throughCursor(h))})
+				data = mustJSON(apiclient.Heartbeat{Type: apiclient.MsgHeartbeat, Ts: ts, Cursor: formatCursor(h.epoch, g.throughCursor(h))})
 				perGroup[g] = data
 			}
 		}
@@ -233,7 +235,7 @@ func (h *Hub) membersWanting(bit uint8, tenant string, all bool) []*group {
 }
 
 func (h *Hub) sendSystem(stats any) {
-	data := mustJSON(systemMsg{Type: msgSystem, Stats: stats})
+	data := mustJSON(apiclient.System{Type: apiclient.MsgSystem, Stats: mustJSON(stats)})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, g := range h.membersWanting(wantSystem, "", true) {
@@ -242,7 +244,7 @@ func (h *Hub) sendSystem(stats any) {
 }
 
 func (h *Hub) sendAlert(a *apollo.Alert) {
-	data := mustJSON(alertMsg{Type: msgAlert, Alert: a})
+	data := mustJSON(apiclient.AlertChange{Type: apiclient.MsgAlert, Alert: a})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, g := range h.membersWanting(wantAlert, a.Tenant, false) {
@@ -269,7 +271,7 @@ func (h *Hub) sendMetrics() {
 			h.log.Warn("metrics for the stream", "tenant", w.tenant, "prefix", w.prefix, "err", err)
 			continue
 		}
-		data := mustJSON(metricMsg{Type: msgMetric, Prefix: w.prefix, Summaries: v})
+		data := mustJSON(apiclient.Metric{Type: apiclient.MsgMetric, Prefix: w.prefix, Summaries: mustJSON(v)})
 		for _, c := range clients {
 			c.enqueue(queued{data: data})
 		}
@@ -284,11 +286,11 @@ func (h *Hub) join(c *client) bool {
 		return false
 	}
 	h.clients[c] = struct{}{}
-	c.enqueue(queued{data: mustJSON(helloMsg{
-		Type: msgHello, Protocol: streamProtocol, Cursor: formatCursor(h.epoch, h.cursor),
+	c.enqueue(queued{data: mustJSON(apiclient.Hello{
+		Type: apiclient.MsgHello, Protocol: streamProtocol, Cursor: formatCursor(h.epoch, h.cursor),
 		ServerTime: h.opts.Clock.Now().UnixMilli(), HeartbeatMs: max(h.opts.HeartbeatInterval.Milliseconds(), 0),
 		FlushMs:   h.opts.FlushInterval.Milliseconds(),
-		Principal: principalView{Name: c.p.Name, Role: c.p.Role.String(), Tenant: c.p.Tenant},
+		Principal: apiclient.Principal{Name: c.p.Name, Role: c.p.Role.String(), Tenant: c.p.Tenant},
 	})})
 	return true
 }
@@ -355,7 +357,7 @@ func (h *Hub) subscribe(c *client, r request) {
 					tasks[i] = e.data()
 				}
 				h.stats.resumes.Add(1)
-				c.enqueue(queued{data: appendTasksMsg(nil, msgTasks, cursor, `"resumed":true`, tasks)}) // not merged: it says resumed
+				c.enqueue(queued{data: appendTasksMsg(nil, apiclient.MsgTasks, cursor, `"resumed":true`, tasks)}) // not merged: it says resumed
 				return
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
@@ -91,7 +92,7 @@ func (e *streamEnv) dial(token string) *wsClient {
 	conn.SetReadLimit(64 << 20)
 	e.t.Cleanup(func() { conn.CloseNow() })
 	c := &wsClient{t: e.t, conn: conn}
-	if m := c.read(); m.Type != msgHello {
+	if m := c.read(); m.Type != apiclient.MsgHello {
 		e.t.Fatalf("first message %q, want hello", m.Type)
 	}
 	return c
@@ -99,21 +100,21 @@ func (e *streamEnv) dial(token string) *wsClient {
 
 // wireMsg is every server message, decoded loosely.
 type wireMsg struct {
-	Type        string          `json:"type"`
-	Cursor      string          `json:"cursor"`
-	Reason      string          `json:"reason"`
-	Resumed     bool            `json:"resumed"`
-	Tasks       []apollo.Task   `json:"tasks"`
-	Alert       json.RawMessage `json:"alert"`
-	OK          bool            `json:"ok"`
-	Error       string          `json:"error"`
-	Message     string          `json:"message"`
-	Field       string          `json:"field"`
-	Ts          int64           `json:"ts"`
-	Stats       json.RawMessage `json:"stats"`
-	Summaries   json.RawMessage `json:"summaries"`
-	HeartbeatMs int64           `json:"heartbeatMs"`
-	Principal   principalView   `json:"principal"`
+	Type        string              `json:"type"`
+	Cursor      string              `json:"cursor"`
+	Reason      string              `json:"reason"`
+	Resumed     bool                `json:"resumed"`
+	Tasks       []apollo.Task       `json:"tasks"`
+	Alert       json.RawMessage     `json:"alert"`
+	OK          bool                `json:"ok"`
+	Error       string              `json:"error"`
+	Message     string              `json:"message"`
+	Field       string              `json:"field"`
+	Ts          int64               `json:"ts"`
+	Stats       json.RawMessage     `json:"stats"`
+	Summaries   json.RawMessage     `json:"summaries"`
+	HeartbeatMs int64               `json:"heartbeatMs"`
+	Principal   apiclient.Principal `json:"principal"`
 }
 
 func (c *wsClient) read() wireMsg {
@@ -147,7 +148,7 @@ func (c *wsClient) readType(typ string) wireMsg {
 		if m.Type == typ {
 			return m
 		}
-		if m.Type != msgHeartbeat {
+		if m.Type != apiclient.MsgHeartbeat {
 			c.t.Fatalf("got %s (%+v), want %s", m.Type, m, typ)
 		}
 	}
@@ -167,7 +168,7 @@ func (c *wsClient) subscribe(s sub) wireMsg {
 	c.t.Helper()
 	c.send(map[string]any(s))
 	m := c.read()
-	if m.Type != msgSnapshot && m.Type != msgTasks {
+	if m.Type != apiclient.MsgSnapshot && m.Type != apiclient.MsgTasks {
 		c.t.Fatalf("answer to subscribe: %+v", m)
 	}
 	return m
@@ -188,7 +189,7 @@ func (c *wsClient) subscribeQuiet(s sub) {
 func (c *wsClient) roundTrip() {
 	c.t.Helper()
 	c.send(sub{"type": "ack", "alert": "x"})
-	c.readType(msgAckResult)
+	c.readType(apiclient.MsgAckResult)
 }
 
 // publish reports events to the bus; each must be accepted.

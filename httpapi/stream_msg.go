@@ -7,22 +7,7 @@ import (
 	"strings"
 
 	"github.com/apollo-11/apollo"
-)
-
-// Message types of the stream protocol (docs/stream.md).
-const (
-	msgHello     = "hello"
-	msgSnapshot  = "snapshot"
-	msgTasks     = "tasks"
-	msgMetric    = "metric"
-	msgAlert     = "alert"
-	msgSystem    = "system"
-	msgHeartbeat = "heartbeat"
-	msgAckResult = "ack_result"
-	msgError     = "error"
-
-	msgSubscribe = "subscribe"
-	msgAck       = "ack"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // maxClientMessage bounds what a client may send in one message: a
@@ -41,10 +26,10 @@ const (
 )
 
 var typeBits = map[string]uint8{
-	msgTasks: wantTasks, "task": wantTasks, // the issue says "task"; both are accepted
-	msgMetric: wantMetric, "metrics": wantMetric,
-	msgAlert: wantAlert, "alerts": wantAlert,
-	msgSystem: wantSystem,
+	apiclient.MsgTasks: wantTasks, "task": wantTasks, // the issue says "task"; both are accepted
+	apiclient.MsgMetric: wantMetric, "metrics": wantMetric,
+	apiclient.MsgAlert: wantAlert, "alerts": wantAlert,
+	apiclient.MsgSystem: wantSystem,
 }
 
 // streamFilter selects what one client receives.
@@ -81,19 +66,6 @@ func (f *streamFilter) key(tenant string, coalesce bool) string {
 	return fmt.Sprintf("%q/%q/%d/%d/%t", tenant, f.prefix, f.statuses, f.types, coalesce)
 }
 
-// clientMsg is any message a client sends; Type says which fields count.
-type clientMsg struct {
-	Type   string `json:"type"`
-	Filter *struct {
-		Prefix string   `json:"prefix"`
-		Status []string `json:"status"`
-		Types  []string `json:"types"`
-	} `json:"filter"`
-	Cursor   string `json:"cursor"`
-	Coalesce *bool  `json:"coalesce"`
-	Alert    string `json:"alert"`
-}
-
 // request is a decoded, checked client message.
 type request struct {
 	typ      string
@@ -106,14 +78,14 @@ type request struct {
 // decodeRequest parses and checks one client message. Errors are
 // *apollo.Error naming the field, so that the client's author can fix it.
 func decodeRequest(data []byte) (request, error) {
-	var m clientMsg
+	var m apiclient.ClientMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return request{}, &apollo.Error{Code: apollo.EINVALID, Message: "not a JSON object: " + err.Error(),
 			Hint: `send {"type":"subscribe",...} or {"type":"ack","alert":"ID"}`}
 	}
 	switch m.Type {
-	case msgSubscribe:
-		r := request{typ: msgSubscribe, cursor: m.Cursor, coalesce: m.Coalesce == nil || *m.Coalesce, filter: streamFilter{types: wantAll}}
+	case apiclient.MsgSubscribe:
+		r := request{typ: apiclient.MsgSubscribe, cursor: m.Cursor, coalesce: m.Coalesce == nil || *m.Coalesce, filter: streamFilter{types: wantAll}}
 		if len(m.Cursor) > 64 {
 			return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "cursor", Message: "longer than any cursor this server sends", Hint: "send back a cursor unchanged"}
 		}
@@ -145,13 +117,13 @@ func decodeRequest(data []byte) (request, error) {
 			}
 		}
 		return r, nil
-	case msgHeartbeat: // a client's echo: proof of life where pings do not pass
-		return request{typ: msgHeartbeat}, nil
-	case msgAck:
+	case apiclient.MsgHeartbeat: // a client's echo: proof of life where pings do not pass
+		return request{typ: apiclient.MsgHeartbeat}, nil
+	case apiclient.MsgAck:
 		if m.Alert == "" || len(m.Alert) > 256 {
 			return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "alert", Message: "missing or too long", Hint: `send {"type":"ack","alert":"<the alert's id>"}`}
 		}
-		return request{typ: msgAck, alert: m.Alert}, nil
+		return request{typ: apiclient.MsgAck, alert: m.Alert}, nil
 	case "":
 		return request{}, &apollo.Error{Code: apollo.EINVALID, Field: "type", Message: "missing", Hint: "use subscribe, ack or heartbeat"}
 	default:
@@ -159,64 +131,10 @@ func decodeRequest(data []byte) (request, error) {
 	}
 }
 
-// Server -> client messages that are encoded with encoding/json. The
-// high-volume tasks and snapshot messages are assembled from pre-encoded
+// Server -> client messages are apiclient's types, encoded with
+// encoding/json; the high-volume tasks and snapshot messages
+// (apiclient.Tasks, apiclient.Snapshot) are assembled from pre-encoded
 // tasks instead (appendTasksMsg).
-
-type principalView struct {
-	Name   string `json:"name"`
-	Role   string `json:"role"`
-	Tenant string `json:"tenant,omitempty"`
-}
-
-type helloMsg struct {
-	Type        string        `json:"type"`
-	Protocol    string        `json:"protocol"`
-	Cursor      string        `json:"cursor"`
-	ServerTime  int64         `json:"serverTime"`
-	HeartbeatMs int64         `json:"heartbeatMs"`
-	FlushMs     int64         `json:"flushMs"`
-	Principal   principalView `json:"principal"`
-}
-
-type heartbeatMsg struct {
-	Type   string `json:"type"`
-	Ts     int64  `json:"ts"`
-	Cursor string `json:"cursor,omitempty"`
-}
-
-type alertMsg struct {
-	Type  string        `json:"type"`
-	Alert *apollo.Alert `json:"alert"`
-}
-
-type systemMsg struct {
-	Type  string `json:"type"`
-	Stats any    `json:"stats"`
-}
-
-type metricMsg struct {
-	Type      string `json:"type"`
-	Prefix    string `json:"prefix,omitempty"`
-	Summaries any    `json:"summaries"`
-}
-
-type ackResultMsg struct {
-	Type  string `json:"type"`
-	Alert string `json:"alert"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-}
-
-// errorMsg tells a client what was wrong with its message: the text, and
-// the code, field and hint of the *apollo.Error when there is one.
-type errorMsg struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-	Code    string `json:"code,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Hint    string `json:"hint,omitempty"`
-}
 
 // mustJSON encodes server messages, whose types always encode.
 func mustJSON(v any) []byte {

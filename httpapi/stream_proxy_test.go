@@ -15,10 +15,11 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
-// idleProxy is a TCP proxy like the one in seed 4.2: it drops a connection
+// idleProxy is a TCP proxy like many in front of servers: it drops a connection
 // that carried no data for idle, and it swallows WebSocket ping and pong
 // frames, which therefore neither pass nor count as traffic. Its idle
 // timers run on the test's clock, as the hub's heartbeats do, so how busy
@@ -182,7 +183,7 @@ func TestStreamThroughIdleProxy(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dropped after %v and %d heartbeats: %v", clock.Now().Sub(start), beats, err)
 			}
-			if m.Type != msgHeartbeat {
+			if m.Type != apiclient.MsgHeartbeat {
 				t.Fatalf("got %+v, want a heartbeat", m)
 			}
 			beats++
@@ -232,6 +233,6 @@ func dialVia(t *testing.T, url string) *wsClient {
 	}
 	t.Cleanup(func() { conn.CloseNow() })
 	c := &wsClient{t: t, conn: conn}
-	c.readType(msgHello)
+	c.readType(apiclient.MsgHello)
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -66,7 +67,7 @@ func TestStreamSlowClientClosed(t *testing.T) {
 	defer slowConn.CloseNow()
 	slowConn.SetReadLimit(64 << 20)
 	slow := &wsClient{t: t, conn: slowConn}
-	slow.readType(msgHello)
+	slow.readType(apiclient.MsgHello)
 	slow.subscribe(sub{"type": "subscribe", "coalesce": false})
 	fast := e.dial("view-a")
 	fast.subscribe(sub{"type": "subscribe", "coalesce": false})

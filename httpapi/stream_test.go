@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -65,7 +66,7 @@ func TestStreamSubscribeFilters(t *testing.T) {
 		m := c.subscribe(s)
 		// Tasks first reported at the same time are listed by task ID,
 		// descending (docs/protocol.md, "Reading state").
-		if m.Type != msgSnapshot || taskIDs(m.Tasks) != tt.snapshot {
+		if m.Type != apiclient.MsgSnapshot || taskIDs(m.Tasks) != tt.snapshot {
 			t.Errorf("%s: snapshot %s %q, want %q", tt.name, m.Type, taskIDs(m.Tasks), tt.snapshot)
 		}
 	}
@@ -75,7 +76,7 @@ func TestStreamSubscribeFilters(t *testing.T) {
 		c := clients[i]
 		var got []apollo.Task
 		for n := strings.Count(tt.live, "="); len(got) < n; {
-			got = append(got, c.readType(msgTasks).Tasks...)
+			got = append(got, c.readType(apiclient.MsgTasks).Tasks...)
 		}
 		slices.SortFunc(got, func(a, b apollo.Task) int { return strings.Compare(a.TaskID, b.TaskID) })
 		if taskIDs(got) != tt.live {
@@ -84,7 +85,7 @@ func TestStreamSubscribeFilters(t *testing.T) {
 		// Nothing else was queued: the next message answers a round trip
 		// (an ack, which has no Acker here).
 		c.send(sub{"type": "ack", "alert": "x"})
-		if m := c.readType(msgAckResult); m.OK || m.Error == "" {
+		if m := c.readType(apiclient.MsgAckResult); m.OK || m.Error == "" {
 			t.Errorf("%s: after the updates %+v", tt.name, m)
 		}
 	}
@@ -102,7 +103,7 @@ func TestStreamBadMessages(t *testing.T) {
 		{`[1,2]`, ""},
 	} {
 		c.conn.Write(context.Background(), websocket.MessageText, []byte(tt.msg))
-		m := c.readType(msgError)
+		m := c.readType(apiclient.MsgError)
 		if m.Field != tt.field || m.Message == "" {
 			t.Errorf("%s: error %+v, want field %q", tt.msg, m, tt.field)
 		}
@@ -127,7 +128,7 @@ func TestStreamTenantIsolation(t *testing.T) {
 		tenant string
 		want   string
 	}{{ca, "a", "same-id=success"}, {cb, "b", "same-id=running"}} {
-		m := x.c.readType(msgTasks)
+		m := x.c.readType(apiclient.MsgTasks)
 		if taskIDs(m.Tasks) != x.want || m.Tasks[0].Tenant != x.tenant {
 			t.Errorf("tenant %s got %+v", x.tenant, m.Tasks)
 		}
@@ -136,7 +137,7 @@ func TestStreamTenantIsolation(t *testing.T) {
 	// answer to a round trip, not a task.
 	for _, c := range []*wsClient{ca, cb} {
 		c.send(sub{"type": "ack", "alert": "x"})
-		if m := c.read(); m.Type != msgAckResult {
+		if m := c.read(); m.Type != apiclient.MsgAckResult {
 			t.Errorf("leaked %s: %+v", m.Type, m.Tasks)
 		}
 	}
@@ -178,7 +179,7 @@ func TestStreamCoalescing(t *testing.T) {
 		sent += len(evs)
 		e.waitCursor(uint64(sent))
 		clock.Advance(100 * time.Millisecond)
-		m := c.readType(msgTasks)
+		m := c.readType(apiclient.MsgTasks)
 		if len(m.Tasks) > tasks {
 			t.Fatalf("round %d: %d tasks in one message, more than the %d that exist", r, len(m.Tasks), tasks)
 		}
@@ -192,7 +193,7 @@ func TestStreamCoalescing(t *testing.T) {
 	// Nothing more was sent: no flush without changes.
 	clock.Advance(time.Second)
 	c.send(sub{"type": "ack", "alert": "x"})
-	if m := c.read(); m.Type != msgAckResult {
+	if m := c.read(); m.Type != apiclient.MsgAckResult {
 		t.Errorf("extra %s message after the last flush", m.Type)
 	}
 	if n := e.hub.Stats().Messages; n > rounds+3 { // hello, snapshot, ten flushes, ack_result
@@ -215,7 +216,7 @@ func TestStreamUnthrottledDeliversEveryChange(t *testing.T) {
 	}
 	var got []string
 	for len(got) < len(want) {
-		m := c.readType(msgTasks)
+		m := c.readType(apiclient.MsgTasks)
 		for _, t := range m.Tasks {
 			got = append(got, t.TaskID+"="+t.Status.String())
 		}
@@ -243,7 +244,7 @@ func TestStreamResumeFromCursor(t *testing.T) {
 	c := e.dial("view-a")
 	c.subscribe(sub{"type": "subscribe", "coalesce": false, "filter": map[string]any{"prefix": "r"}})
 	e.publish(ev("a", "r1", "r", 1, running))
-	m := c.readType(msgTasks)
+	m := c.readType(apiclient.MsgTasks)
 	cursor := m.Cursor
 	c.conn.Close(websocket.StatusNormalClosure, "")
 
@@ -255,7 +256,7 @@ func TestStreamResumeFromCursor(t *testing.T) {
 	c = e.dial("view-a")
 	m = c.subscribe(sub{"type": "subscribe", "coalesce": false, "cursor": cursor, "filter": map[string]any{"prefix": "r"}})
 	slices.SortFunc(m.Tasks, func(a, b apollo.Task) int { return strings.Compare(a.TaskID, b.TaskID) })
-	if m.Type != msgTasks || !m.Resumed || taskIDs(m.Tasks) != "r1=failed,r2=running" {
+	if m.Type != apiclient.MsgTasks || !m.Resumed || taskIDs(m.Tasks) != "r1=failed,r2=running" {
 		t.Fatalf("resume: %s resumed=%v %q", m.Type, m.Resumed, taskIDs(m.Tasks))
 	}
 	if s := e.hub.Stats(); s.Resumes != 1 {
@@ -284,7 +285,7 @@ func TestStreamOldCursorGetsSnapshot(t *testing.T) {
 		{"garbage", "nope"},
 	} {
 		m := e.dial("view-a").subscribe(sub{"type": "subscribe", "cursor": tt.cursor})
-		if m.Type != msgSnapshot || m.Reason != "cursor too old" || len(m.Tasks) != 20 {
+		if m.Type != apiclient.MsgSnapshot || m.Reason != "cursor too old" || len(m.Tasks) != 20 {
 			t.Errorf("%s: %s %q with %d tasks", tt.name, m.Type, m.Reason, len(m.Tasks))
 		}
 	}
@@ -326,7 +327,7 @@ func TestStreamResyncAfterCutOff(t *testing.T) {
 	got := map[string]apollo.Task{}
 	for {
 		m := c.read()
-		if m.Type == msgSnapshot {
+		if m.Type == apiclient.MsgSnapshot {
 			if m.Reason != "resync" {
 				t.Fatalf("snapshot reason %q", m.Reason)
 			}
@@ -343,7 +344,7 @@ func TestStreamResyncAfterCutOff(t *testing.T) {
 	}
 	// Cursors from before the gap no longer resume.
 	e.publish(ev("a", "k1", "job", 3, success))
-	m := c.readType(msgTasks)
+	m := c.readType(apiclient.MsgTasks)
 	if taskIDs(m.Tasks) != "k1=success" {
 		t.Errorf("after the resync: %q", taskIDs(m.Tasks))
 	}
@@ -371,25 +372,25 @@ func TestStreamAck(t *testing.T) {
 	e := newStreamEnv(t, func(o *HubOptions) { o.Acker = acker })
 	op, viewer := e.dial("op-a"), e.dial("view-a")
 	op.send(sub{"type": "ack", "alert": "al-1"})
-	if m := op.readType(msgAckResult); !m.OK || m.Alert == nil && m.Error != "" {
+	if m := op.readType(apiclient.MsgAckResult); !m.OK || m.Alert == nil && m.Error != "" {
 		t.Errorf("operator ack: %+v", m)
 	}
 	viewer.send(sub{"type": "ack", "alert": "al-2"})
-	if m := viewer.readType(msgAckResult); m.OK || !strings.Contains(m.Error, "operator") {
+	if m := viewer.readType(apiclient.MsgAckResult); m.OK || !strings.Contains(m.Error, "operator") {
 		t.Errorf("viewer ack: %+v", m)
 	}
 	acker.mu.Lock()
 	acker.fail = &apollo.Error{Code: apollo.ENOTFOUND, Message: "no alert al-3"}
 	acker.mu.Unlock()
 	op.send(sub{"type": "ack", "alert": "al-3"})
-	if m := op.readType(msgAckResult); m.OK || m.Error != "no alert al-3" {
+	if m := op.readType(apiclient.MsgAckResult); m.OK || m.Error != "no alert al-3" {
 		t.Errorf("failed ack: %+v", m)
 	}
 	acker.mu.Lock()
 	acker.fail = errors.New("disk on fire")
 	acker.mu.Unlock()
 	op.send(sub{"type": "ack", "alert": "al-4"})
-	if m := op.readType(msgAckResult); m.OK || m.Error != "internal error" {
+	if m := op.readType(apiclient.MsgAckResult); m.OK || m.Error != "internal error" {
 		t.Errorf("internal failure leaks: %+v", m)
 	}
 	if strings.Join(acker.got, ",") != "oscar:al-1" {
@@ -460,7 +461,7 @@ func TestStreamHeartbeat(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		clock.Advance(15 * time.Second)
 		hb := c.read()
-		if hb.Type != msgHeartbeat || hb.Ts != start.Add(time.Duration(i)*15*time.Second).UnixMilli() || hb.Cursor != m.Cursor {
+		if hb.Type != apiclient.MsgHeartbeat || hb.Ts != start.Add(time.Duration(i)*15*time.Second).UnixMilli() || hb.Cursor != m.Cursor {
 			t.Fatalf("heartbeat %d: %+v", i, hb)
 		}
 	}
@@ -606,7 +607,7 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	b.subscribeQuiet(sub{"type": "subscribe", "filter": map[string]any{"types": []string{"alert"}}})
 
 	clock.Advance(5 * time.Second) // system
-	if m := a.read(); m.Type != msgSystem || string(m.Stats) != `{"answer":42}` {
+	if m := a.read(); m.Type != apiclient.MsgSystem || string(m.Stats) != `{"answer":42}` {
 		t.Fatalf("system: %+v", m)
 	}
 	clock.Advance(5 * time.Second) // system and metric, in either order
@@ -614,7 +615,7 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	for range 2 {
 		m := a.read()
 		got = append(got, m.Type)
-		if m.Type == msgMetric && string(m.Summaries) != `{"prefix":"etl","tenant":"a"}` {
+		if m.Type == apiclient.MsgMetric && string(m.Summaries) != `{"prefix":"etl","tenant":"a"}` {
 			t.Errorf("metric: %s", m.Summaries)
 		}
 	}
@@ -624,15 +625,15 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	}
 	alerts <- apollo.Alert{ID: "x-a", Tenant: "a", Rule: "r", State: apollo.AlertFiring}
 	alerts <- apollo.Alert{ID: "x-b", Tenant: "b", Rule: "r", State: apollo.AlertFiring}
-	if m := a.read(); m.Type != msgAlert || !strings.Contains(string(m.Alert), `"id":"x-a"`) {
+	if m := a.read(); m.Type != apiclient.MsgAlert || !strings.Contains(string(m.Alert), `"id":"x-a"`) {
 		t.Errorf("tenant a: %+v", m)
 	}
 	a.send(sub{"type": "ack", "alert": "x-a"})
-	if m := a.read(); m.Type != msgAckResult {
+	if m := a.read(); m.Type != apiclient.MsgAckResult {
 		t.Errorf("tenant a got another tenant's %s", m.Type)
 	}
 	// b asked for alerts only: no snapshot, system or metric came first.
-	if m := b.read(); m.Type != msgAlert || !strings.Contains(string(m.Alert), `"id":"x-b"`) {
+	if m := b.read(); m.Type != apiclient.MsgAlert || !strings.Contains(string(m.Alert), `"id":"x-b"`) {
 		t.Errorf("tenant b: %+v", m)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 )
 
-// Invariant 11 (DESIGN.md §5): any value ingest accepts survives snapshot,
+// Invariant 11 (docs/architecture.md): any value ingest accepts survives snapshot,
 // restore and replay. These tests decode bodies as the server does,
 // publish what the decoder accepts, checkpoint, and rebuild the state two
 // ways, from the snapshot and by replaying the log, for two tenants; the

@@ -6,12 +6,8 @@ import (
 	"strconv"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
-
-type taskPage struct {
-	Tasks []apollo.Task `json:"tasks"`
-	Next  string        `json:"next,omitempty"`
-}
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	q := r.URL.Query()
@@ -49,7 +45,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p *Principal)
 	if tasks == nil {
 		tasks = []apollo.Task{}
 	}
-	writeJSON(w, http.StatusOK, taskPage{Tasks: tasks, Next: next})
+	writeJSON(w, http.StatusOK, apiclient.TaskPage{Tasks: tasks, Next: next})
 	return nil
 }
 
@@ -62,17 +58,12 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, p *Principal) e
 	return nil
 }
 
-type correction struct {
-	Status apollo.Status `json:"status"`
-	Reason string        `json:"reason"`
-}
-
 func (s *Server) correctTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	var c correction
+	var c apiclient.Correction
 	if err := json.Unmarshal(body, &c); err != nil {
 		if ae, ok := err.(*apollo.Error); ok {
 			return ae

@@ -25,8 +25,8 @@
 // Every bucket is the timestamp floored to 10 s (Unix ms / 10000 * 10000),
 // never the arrival time: an event at 09.999 s and one at 10.000 s fall in
 // different buckets whichever arrives first, so late or reordered reports
-// still land where they happened and a replay gives the same numbers (seed
-// 4.3; DESIGN.md invariants 2 and 5).
+// still land where they happened and a replay gives the same numbers (invariants
+// 2 and 5 in docs/architecture.md).
 //
 // Timestamps older than the rollup retention, or more than MaxSkew (1 min)
 // ahead of the store's clock, are not counted and show in Stats.TooOld and
@@ -52,7 +52,7 @@
 //
 // Each job keeps cumulative sums at its non-empty buckets only, so memory
 // follows activity and a window is the difference of two binary searches.
-// Rolling needs no ring of accumulators (seed 2.3): events are at most
+// Rolling needs no ring of accumulators, one per minute slot: events are at most
 // MaxSkew ahead, so the last minute lies among a job's newest few buckets
 // and is found by a short walk from the end.
 //

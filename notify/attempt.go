@@ -2,7 +2,6 @@ package notify
 
 import (
 	"sync"
-	"time"
 
 	apollo "github.com/apollo-11/apollo"
 )
@@ -17,21 +16,8 @@ const (
 	OutcomeCoalesced = "coalesced" // folded into a digest while waiting for the rate limit
 )
 
-// Attempt is one entry of the delivery record: a try to send, or a decision
-// not to. Error never contains a secret.
-type Attempt struct {
-	ID       string                  `json:"id"`
-	Tenant   string                  `json:"tenant,omitempty"` // the alert's tenant: who may see this
-	Channel  string                  `json:"channel"`
-	AlertID  string                  `json:"alertID,omitempty"`
-	Kind     apollo.NotificationKind `json:"kind"`
-	DedupKey string                  `json:"dedupKey,omitempty"`
-	At       time.Time               `json:"at"`
-	Try      int                     `json:"try,omitempty"` // 1 for the first try; 0 when nothing was tried
-	Outcome  string                  `json:"outcome"`
-	Error    string                  `json:"error,omitempty"`
-	Latency  time.Duration           `json:"latency,omitempty"`
-}
+// Attempt is one entry of the delivery record (apollo.Attempt).
+type Attempt = apollo.Attempt
 
 // AttemptFilter selects attempts. Tenant always applies (the default
 // tenant is ""); other empty fields match everything; Limit 0 means no limit.

@@ -317,8 +317,8 @@ type Beat struct {
 }
 
 // Heartbeat writes <prefix>:heartbeat:<component>:<id> every Every; the
-// key expires after three missed beats (seed 5.1: the monitoring system
-// must itself be monitored).
+// key expires after three missed beats (the monitoring system must
+// itself be monitored: docs/architecture.md, "Watching itself").
 type Heartbeat struct {
 	c     redis.UniversalClient
 	key   string

@@ -11,8 +11,8 @@ import (
 )
 
 // Locker is the alert engine's dedup lock in Redis: of every process that
-// asks for a key within its ttl, exactly one gets true (seed 3.4, DESIGN
-// invariant 6). It satisfies alert.Locker.
+// asks for a key within its ttl, exactly one gets true (invariant 6 in
+// docs/architecture.md). It satisfies alert.Locker.
 type Locker struct {
 	c      redis.UniversalClient
 	prefix string

@@ -7,6 +7,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // BenchmarkTaskChanges measures the dashboard's hot path, a tasks message
@@ -61,7 +62,7 @@ func BenchmarkTaskChanges(b *testing.B) {
 					b.StartTimer()
 				}
 				for _, data := range sets[i%len(sets)] {
-					f, err := decodeFrame(data)
+					f, err := apiclient.DecodeFrame(data)
 					if err != nil {
 						b.Fatal(err)
 					}

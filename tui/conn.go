@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -31,7 +32,7 @@ type connection struct {
 	idle      time.Duration
 	retryAt   time.Time
 	reason    string // why the last connection ended
-	principal principal
+	principal apiclient.Principal
 	backoff   *backoff.ExponentialBackOff
 	acks      map[string]apollo.Alert // acknowledgements sent, awaiting ack_result
 }
@@ -45,7 +46,7 @@ type (
 	}
 	frameMsg struct {
 		gen int
-		f   frame
+		f   apiclient.Frame
 	}
 	lostMsg struct {
 		gen int
@@ -101,8 +102,8 @@ func (m *Model) read() tea.Cmd {
 	return m.run.cmd(func(ctx context.Context) tea.Msg {
 		data, err := ws.read(ctx, clock, idle)
 		if err == nil {
-			var f frame
-			if f, err = decodeFrame(data); err == nil {
+			var f apiclient.Frame
+			if f, err = apiclient.DecodeFrame(data); err == nil {
 				return frameMsg{gen: gen, f: f}
 			}
 		}
@@ -209,54 +210,54 @@ func (m *Model) lost(err error) tea.Cmd {
 }
 
 // handleFrame applies one server message.
-func (m *Model) handleFrame(f frame) tea.Cmd {
+func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 	c := &m.conn
-	switch f.Type {
-	case frameHello:
-		c.state, c.reason, c.principal = stateLive, "", f.Principal
+	switch msg := f.Msg.(type) {
+	case *apiclient.Hello:
+		c.state, c.reason, c.principal = stateLive, "", msg.Principal
 		c.backoff.Reset()
-		if f.HeartbeatMs > 0 {
-			c.idle = 3 * time.Duration(f.HeartbeatMs) * time.Millisecond
+		if msg.HeartbeatMs > 0 {
+			c.idle = 3 * time.Duration(msg.HeartbeatMs) * time.Millisecond
 		}
 		return m.send(subscribeJSON(m.prefix, c.cursor))
-	case frameSnapshot:
-		c.cursor = f.Cursor
-		m.store.replace(f.Tasks)
+	case *apiclient.Snapshot:
+		c.cursor = msg.Cursor
+		m.store.replace(msg.Tasks)
 		m.paintTasks()
-		if f.Error != "" {
-			m.say(true, "The server's task listing failed: "+f.Error)
+		if msg.Error != "" {
+			m.say(true, "The server's task listing failed: "+msg.Error)
 		}
-	case frameTasks:
-		c.cursor = f.Cursor
-		m.store.merge(f.Tasks)
+	case *apiclient.Tasks:
+		c.cursor = msg.Cursor
+		m.store.merge(msg.Tasks)
 		m.paintTasks()
-	case frameHeartbeat:
-		if f.Cursor != "" {
-			c.cursor = f.Cursor
+	case *apiclient.Heartbeat:
+		if msg.Cursor != "" {
+			c.cursor = msg.Cursor
 		}
 		// Echo it: proof of life where proxies eat WebSocket pings.
 		return m.send(heartbeatJSON)
-	case frameAlert:
-		m.alerts.Upsert(f.Alert)
-	case frameSystem:
-		m.system.SetStats(f.Stats, m.now())
+	case *apiclient.AlertChange:
+		m.alerts.Upsert(*msg.Alert)
+	case *apiclient.System:
+		m.system.SetStats(msg.Stats, m.now())
 		m.lastSystem = m.now()
 		if m.now().Sub(m.lastTaskPaint) >= time.Second {
 			m.paintTasks() // the "updated" ages move on
 		}
-	case frameAckResult:
-		a, ok := c.acks[f.AlertID]
-		delete(c.acks, f.AlertID)
+	case *apiclient.AckResult:
+		a, ok := c.acks[msg.Alert]
+		delete(c.acks, msg.Alert)
 		if !ok {
-			a = apollo.Alert{ID: f.AlertID, Rule: f.AlertID}
+			a = apollo.Alert{ID: msg.Alert, Rule: msg.Alert}
 		}
-		m.ackResult(a, f.OK, f.Error)
-	case frameError:
-		msg := "The server did not take a message: " + f.Message
-		if f.Hint != "" {
-			msg += " (" + f.Hint + ")"
+		m.ackResult(a, msg.OK, msg.Error)
+	case *apiclient.StreamError:
+		text := "The server did not take a message: " + msg.Message
+		if msg.Hint != "" {
+			text += " (" + msg.Hint + ")"
 		}
-		m.say(true, msg)
+		m.say(true, text)
 	}
 	return nil
 }

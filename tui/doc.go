@@ -1,5 +1,5 @@
 // Package tui is `apollo tui`: the terminal dashboard for the people on
-// call (seed 2.4). It shows Tasks, Jobs, Alerts and System tabs, fed by the
+// call. It shows Tasks, Jobs, Alerts and System tabs, fed by the
 // same WebSocket stream as the web dashboard (docs/stream.md) plus the REST
 // API for job metrics, a task's timeline, alerts and silences.
 //

@@ -11,7 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/tui/pages"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // evil is what a reporter can put in any text: a window title, a bell, a
@@ -47,16 +47,16 @@ func TestScreensEscapeWhatServersSay(t *testing.T) {
 		mustJSON(map[string]string{"name": evil, "role": "operator", "tenant": evil}) + `}`
 	for _, s := range []string{hello, snapshotJSON("c.2", []apollo.Task{task}), alertJSON(alert),
 		`{"type":"system","stats":` + mustJSON(map[string]any{"bus": map[string]any{evil: 1, "host": evil}}) + `}`} {
-		f, err := decodeFrame([]byte(s))
+		f, err := apiclient.DecodeFrame([]byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Update(frameMsg{gen: m.conn.gen, f: f})
 	}
-	m.Update(metricsMsg{page: metricsPage{Jobs: []pages.Job{{Name: "job_" + evil, Count: 3, Failed: 1}}}})
+	m.Update(metricsMsg{page: apiclient.MetricsPage{Jobs: []apiclient.JobRow{{Name: "job_" + evil, Count: 3, Failed: 1}}}})
 	m.Update(seriesMsg{name: "job_" + evil, err: errors.New(evil)})
 	m.Update(alertsMsg{alerts: []apollo.Alert{alert}})
-	m.Update(silencesMsg{silences: []pages.Silence{{ID: "s-1", Rule: evil, Prefix: evil, CreatedBy: evil, Comment: evil,
+	m.Update(silencesMsg{silences: []apollo.Silence{{ID: "s-1", Rule: evil, Prefix: evil, CreatedBy: evil, Comment: evil,
 		EndsAt: t0.Add(time.Hour)}}})
 
 	check := func(what string) {
@@ -99,7 +99,7 @@ func TestScreensEscapeWhatServersSay(t *testing.T) {
 	m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
 
 	// Notices quote the server; the header says why the stream closed.
-	m.handleFrame(frame{Type: frameError, Message: evil, Hint: evil})
+	m.handleFrame(apiclient.Frame{Type: apiclient.MsgError, Msg: &apiclient.StreamError{Message: evil, Hint: evil}})
 	check("a notice")
 	m.lost(errors.New(evil))
 	check("the connection's state")

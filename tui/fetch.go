@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/pages"
 )
 
@@ -22,12 +23,12 @@ const (
 type (
 	refreshMsg struct{}
 	metricsMsg struct {
-		page metricsPage
+		page apiclient.MetricsPage
 		err  error
 	}
 	seriesMsg struct {
 		name   string
-		points []pages.Job
+		points []apiclient.JobRow
 		err    error
 	}
 	taskMsg struct {
@@ -40,7 +41,7 @@ type (
 		err    error
 	}
 	silencesMsg struct {
-		silences []pages.Silence
+		silences []apollo.Silence
 		err      error
 	}
 	systemMsg struct {
@@ -75,16 +76,23 @@ func (m *Model) tick() tea.Cmd {
 	})
 }
 
+// callTimeout bounds one REST call.
+const callTimeout = 15 * time.Second
+
 // call runs one REST call as a tracked command.
-func (m *Model) call(f func(ctx context.Context, api *restClient) tea.Msg) tea.Cmd {
+func (m *Model) call(f func(ctx context.Context, api *apiclient.Client) tea.Msg) tea.Cmd {
 	api := m.api
-	return m.run.cmd(func(ctx context.Context) tea.Msg { return f(ctx, api) })
+	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return f(ctx, api)
+	})
 }
 
 func (m *Model) fetchMetrics() tea.Cmd {
 	window := m.opts.MetricsWindow
-	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-		p, err := api.metrics(ctx, window)
+	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+		p, err := api.Metrics(ctx, window, "")
 		return metricsMsg{page: p, err: err}
 	})
 }
@@ -94,9 +102,9 @@ func (m *Model) fetchSeries(name string) tea.Cmd {
 	if name == "" {
 		return nil
 	}
-	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-		pts, err := api.series(ctx, name, seriesWindow, seriesStep)
-		return seriesMsg{name: name, points: pts, err: err}
+	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+		s, err := api.JobSeries(ctx, name, seriesWindow, seriesStep)
+		return seriesMsg{name: name, points: s.Points, err: err}
 	})
 }
 
@@ -113,8 +121,12 @@ func (m *Model) fetchAlerts() tea.Cmd {
 	if m.alertsGone {
 		return nil
 	}
-	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-		as, err := api.alerts(ctx)
+	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+		views, err := api.Alerts(ctx, "")
+		var as []apollo.Alert
+		for i := range views {
+			as = append(as, views[i].Alert)
+		}
 		return alertsMsg{alerts: as, err: err}
 	})
 }
@@ -123,15 +135,15 @@ func (m *Model) fetchSilences() tea.Cmd {
 	if m.silencesGone {
 		return nil
 	}
-	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-		ss, err := api.silences(ctx)
+	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+		ss, err := api.Silences(ctx)
 		return silencesMsg{silences: ss, err: err}
 	})
 }
 
 func (m *Model) fetchSystem() tea.Cmd {
-	return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-		raw, err := api.system(ctx)
+	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+		raw, err := api.System(ctx)
 		return systemMsg{stats: raw, err: err}
 	})
 }
@@ -202,13 +214,16 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 
 var errNoSilences = &apollo.Error{Code: apollo.ENOTFOUND, Message: "silences are not available on this server"}
 
+// notAvailable reports whether err says the server has no such route.
+func notAvailable(err error) bool { return apollo.ErrorCode(err) == apollo.ENOTFOUND }
+
 // updateIntent acts on what a page asked for.
 func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case pages.OpenTask:
 		id := msg.ID
-		return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-			t, err := api.task(ctx, id)
+		return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+			t, err := api.Task(ctx, id)
 			t.TaskID = id
 			return taskMsg{id: id, task: t, err: err}
 		})
@@ -233,16 +248,18 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 			return m.send(ackJSON(a.ID))
 		}
 		// No stream: the API does the same.
-		return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-			return ackedMsg{alert: a, err: api.ack(ctx, a.ID)}
+		return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+			_, err := api.Ack(ctx, a.ID)
+			return ackedMsg{alert: a, err: err}
 		})
 	case pages.SilenceAlert:
 		start := m.now()
-		req := silenceRequest{Rule: msg.Alert.Rule, Prefix: msg.Alert.Group, Labels: msg.Alert.Labels,
+		req := apiclient.SilenceRequest{Rule: msg.Alert.Rule, Prefix: msg.Alert.Group, Labels: msg.Alert.Labels,
 			StartsAt: start, EndsAt: start.Add(msg.For), Comment: msg.Comment}
 		sa := msg
-		return m.call(func(ctx context.Context, api *restClient) tea.Msg {
-			return silencedMsg{req: sa, err: api.addSilence(ctx, req)}
+		return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+			_, err := api.AddSilence(ctx, req)
+			return silencedMsg{req: sa, err: err}
 		})
 	}
 	return nil

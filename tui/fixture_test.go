@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -207,7 +208,7 @@ func (fs *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"code":"unauthorized","message":"bad token"}}`, http.StatusUnauthorized)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{streamProtocol}})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{apiclient.StreamProtocol}})
 	if err != nil {
 		return
 	}

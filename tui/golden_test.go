@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/tui/pages"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // newLoaded returns a dashboard that has received the whole fixture, as
@@ -28,24 +28,24 @@ func newLoaded(t *testing.T, width, height int, noColor bool) *Model {
 	m.Update(tea.WindowSizeMsg{Width: width, Height: height})
 	frames := []string{helloJSON("c.1"), snapshotJSON("c.7", fixtureTasks()), `{"type":"system","stats":` + fixtureSystem + `}`}
 	for _, s := range frames {
-		f, err := decodeFrame([]byte(s))
+		f, err := apiclient.DecodeFrame([]byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Update(frameMsg{gen: m.conn.gen, f: f})
 	}
-	var mp metricsPage
+	var mp apiclient.MetricsPage
 	if err := json.Unmarshal([]byte(fixtureMetrics), &mp); err != nil {
 		t.Fatal(err)
 	}
 	m.Update(metricsMsg{page: mp})
-	var series struct{ Points []pages.Job }
+	var series struct{ Points []apiclient.JobRow }
 	if err := json.Unmarshal([]byte(fixtureSeries(m.jobs.Selected())), &series); err != nil {
 		t.Fatal(err)
 	}
 	m.Update(seriesMsg{name: m.jobs.Selected(), points: series.Points})
 	m.Update(alertsMsg{alerts: fixtureAlerts()})
-	var ss struct{ Silences []pages.Silence }
+	var ss struct{ Silences []apollo.Silence }
 	if err := json.Unmarshal([]byte(fixtureSilences), &ss); err != nil {
 		t.Fatal(err)
 	}

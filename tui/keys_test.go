@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // session is a dashboard running as a real Bubble Tea program against a
@@ -236,7 +237,7 @@ func TestKeysSilence(t *testing.T) {
 	s.tm.Type("deploy in progress")
 	s.press("enter")
 	r := s.srv.request("POST /api/v1/silences")
-	var body silenceRequest
+	var body apiclient.SilenceRequest
 	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 	"github.com/apollo-11/apollo/tui/pages"
 )
@@ -57,7 +58,7 @@ const chrome = 4
 type Model struct {
 	opts Options
 	run  *runner
-	api  *restClient
+	api  *apiclient.Client
 	st   *components.Styles
 	host string
 
@@ -92,12 +93,16 @@ func New(opts Options) (*Model, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	api, err := apiclient.New(opts.Server, apiclient.WithToken(opts.Token), apiclient.WithHTTPClient(opts.HTTPClient))
+	if err != nil {
+		return nil, err
+	}
 	st := components.NewStyles(opts.NoColor)
 	env := pages.Env{Styles: st, Now: opts.Clock.Now}
 	m := &Model{
 		opts:   opts,
 		run:    newRunner(),
-		api:    &restClient{base: strings.TrimSuffix(opts.Server, "/"), token: opts.Token, hc: opts.HTTPClient},
+		api:    api,
 		st:     st,
 		tasks:  pages.NewTasks(env),
 		jobs:   pages.NewJobs(env),

@@ -12,10 +12,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
-
-// streamProtocol is the subprotocol the server speaks (docs/stream.md).
-const streamProtocol = "apollo.v1"
 
 // maxFrame bounds one server message: a snapshot of 1 000 tasks with their
 // extra fields is well under it.
@@ -37,7 +35,7 @@ func dialStream(ctx context.Context, url, token string, hc *http.Client) (*wsCon
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
 	}
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h, Subprotocols: []string{streamProtocol}})
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h, Subprotocols: []string{apiclient.StreamProtocol}})
 	if err != nil {
 		if resp != nil {
 			switch resp.StatusCode {

@@ -142,8 +142,12 @@ func TestUnreachable(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach the server: ") || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("stream: %v", err)
 	}
-	api := &restClient{base: url, hc: http.DefaultClient}
-	if _, err := api.metrics(context.Background(), time.Minute); err == nil || !strings.HasPrefix(err.Error(), "cannot reach the server: ") {
-		t.Errorf("API: %v", err)
+	m, err := New(Options{Server: url, Refresh: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if msg := m.fetchMetrics()().(metricsMsg); msg.err == nil || !strings.HasPrefix(msg.err.Error(), "cannot reach "+url+": ") || !strings.Contains(msg.err.Error(), "refused") {
+		t.Errorf("API: %v", msg.err)
 	}
 }

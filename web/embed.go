@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"net/http"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -21,9 +23,30 @@ var static embed.FS
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; " +
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 
-// appRoutes are the first path segments the app routes itself: they are
-// all answered with index.html.
-var appRoutes = map[string]bool{"": true, "overview": true, "tasks": true, "jobs": true, "alerts": true, "rules": true, "system": true}
+// pageTable finds the app's table of pages in app.js, `const pages = [ … ];`,
+// and pagePath each page's path in it: `["/tasks", "Tasks", "t"]`.
+var (
+	pageTable = regexp.MustCompile(`(?s)\nconst pages = \[(.*?)\n\];`)
+	pagePath  = regexp.MustCompile(`\["/([a-z-]*)"`)
+)
+
+// appRoutes are the first path segments the app routes itself, all answered
+// with index.html. They are read from app.js's page table, so that adding a
+// page there is the only edit.
+func appRoutes(appJS []byte) (map[string]bool, error) {
+	m := pageTable.FindSubmatch(appJS)
+	if m == nil {
+		return nil, errors.New("app.js has no `const pages = [ … ];` table")
+	}
+	routes := map[string]bool{}
+	for _, p := range pagePath.FindAllSubmatch(m[1], -1) {
+		routes[string(p[1])] = true
+	}
+	if !routes[""] {
+		return nil, errors.New(`app.js's page table has no "/" page`)
+	}
+	return routes, nil
+}
 
 // served are the file types Handler serves; anything else in static (the
 // VERSIONS list) is not part of the site.
@@ -68,6 +91,10 @@ func Handler() http.Handler {
 		panic("web: reading the embedded files: " + err.Error())
 	}
 	index := files["/index.html"]
+	routes, err := appRoutes(files["/app.js"].body)
+	if err != nil { // as above: app.js is part of the binary
+		panic("web: " + err.Error())
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", CSP)
@@ -83,7 +110,7 @@ func Handler() http.Handler {
 		f := files[p]
 		if f == nil {
 			first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-			if !appRoutes[first] {
+			if !routes[first] {
 				http.NotFound(w, r)
 				return
 			}

@@ -151,3 +151,32 @@ func TestNoExternalReferences(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAppRoutesFromAppJS: the routes the server answers with index.html are
+// exactly the pages app.js's table names, and a table that cannot be read
+// is an error rather than a site that 404s every page.
+func TestAppRoutesFromAppJS(t *testing.T) {
+	t.Parallel()
+	appJS, err := os.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := appRoutes(appJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"", "overview", "tasks", "jobs", "alerts", "rules", "system"}
+	if len(routes) != len(want) {
+		t.Errorf("routes %v, want %v", routes, want)
+	}
+	for _, w := range want {
+		if !routes[w] {
+			t.Errorf("route %q missing from %v", w, routes)
+		}
+	}
+	for _, bad := range []string{"", "const pages = [];", "\nconst pages = [\n  [\"/tasks\", \"Tasks\", \"t\"],\n];"} {
+		if r, err := appRoutes([]byte(bad)); err == nil {
+			t.Errorf("appRoutes(%q) = %v, want an error", bad, r)
+		}
+	}
+}

@@ -34,7 +34,7 @@ type alertSide interface {
 	system(parts map[string]func() any)
 	// monitored adds its components to what /metrics reports.
 	monitored(m *httpapi.Monitored)
-	// onRefused reports events the bus could not take (seed 4.1).
+	// onRefused reports events the bus could not take: never silently (invariant 4).
 	onRefused(r bus.Refusal)
 	reload()
 }

@@ -60,12 +60,19 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	} else {
 		log.Warn("no Redis (--redis or redis.url): each partition keeps its metrics in memory, and the metrics routes answer nothing")
 	}
-	node, err := cluster.New(cluster.Options{
-		Conn: nc, NodeID: id, Partitions: f.partitions, Redis: rdb, RedisPrefix: cfg.Redis.Prefix,
-		Bus:     partitionBusOptions(cfg, f.partitions),
-		Metrics: metrics.Options{BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()},
-		Logger:  log,
-	})
+	mo := metrics.Options{BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()}
+	opts := cluster.Options{Conn: nc, NodeID: id, Partitions: f.partitions,
+		Bus: partitionBusOptions(cfg, f.partitions), Metrics: mo, Logger: log}
+	if rdb != nil {
+		// Every partition's metrics reach Redis under the partition's
+		// writer ID, so that whichever node owns it next writes on.
+		opts.Sink = func(c cluster.SinkConfig) (cluster.MetricsSink, error) {
+			return redisstore.NewFlusher(c.Aggregator, redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
+				Writer: c.Writer, Clock: c.Clock, Logger: c.Logger,
+				BucketRetention: mo.BucketRetention, RollupRetention: mo.RollupRetention})
+		}
+	}
+	node, err := cluster.New(opts)
 	if err != nil {
 		return err
 	}

@@ -1,22 +1,34 @@
 package main
 
 import (
-	"github.com/apollo-11/apollo/internal/testwait"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/testwait"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
-// TestBusNode runs `apollo bus` against an embedded NATS server: an event
-// posted to it is applied (its change is published on NATS), the task is
-// served, and SIGTERM hands the partitions over and exits 0.
+// TestBusNode runs `apollo bus` against an embedded NATS server and the
+// test Redis: an event posted to it is applied (its change is published on
+// NATS), the task is served, its partition's metrics reach Redis and are
+// served from there, and SIGTERM hands the partitions over and exits 0.
 func TestBusNode(t *testing.T) {
+	redis := redisURL(t)
+	cfg := filepath.Join(t.TempDir(), "apollo.yaml")
+	prefix := fmt.Sprintf("apollotest:busnode:%08x", rand.Uint32())
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("redis:\n  url: %s\n  prefix: %s\n", redis, prefix)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
@@ -37,7 +49,8 @@ func TestBusNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := startApollo(t, "bus", "--nats", ns.ClientURL(), "--partitions", "2", "--node-id", "node-a", "--listen", "127.0.0.1:0")
+	p := startApollo(t, "bus", "--nats", ns.ClientURL(), "--partitions", "2", "--node-id", "node-a", "--listen", "127.0.0.1:0",
+		"--config", cfg)
 	body := `{"taskID":"bn-1","name":"busnode","sequence":1,"status":"running","ts":` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `}`
 	resp, err := http.Post("http://"+p.addr+"/api/v1/events", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -61,6 +74,24 @@ func TestBusNode(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET task: %d", resp.StatusCode)
+	}
+
+	// The partition's flusher writes the run to Redis; the node's metrics
+	// routes read it back from there.
+	for deadline := time.Now().Add(testwait.Timeout(t)); ; {
+		resp, err := http.Get("http://" + p.addr + "/api/v1/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"busnode"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's metrics never reached Redis: GET /api/v1/metrics: %d %s\n%s", resp.StatusCode, b, p.out)
+		}
+		time.Sleep(50 * time.Millisecond) // the flusher's next write
 	}
 
 	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -41,28 +40,21 @@ may not read alerts.`,
 			default:
 				return usageError("--state %q: use pending, firing or resolved", state)
 			}
-			q := url.Values{}
-			if state != "" {
-				q.Set("state", state)
-			}
-			var ans struct {
-				Alerts []alertView `json:"alerts"`
-			}
-			raw, err := c.get(cmd.Context(), "/api/v1/alerts", q, &ans)
+			alerts, err := c.Alerts(cmd.Context(), apollo.AlertState(state))
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), apiclient.AlertList{Alerts: alerts})
 			}
-			sort.SliceStable(ans.Alerts, func(i, j int) bool { return ans.Alerts[i].StartedAt.After(ans.Alerts[j].StartedAt) })
+			sort.SliceStable(alerts, func(i, j int) bool { return alerts[i].StartedAt.After(alerts[j].StartedAt) })
 			t := newTable(cmd.OutOrStdout(), "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "NOTE", "SUMMARY")
-			for _, al := range ans.Alerts {
+			for _, al := range alerts {
 				since := al.StartedAt
 				if !al.FiredAt.IsZero() {
 					since = al.FiredAt
 				}
-				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(since), al.note(), clip(al.Summary, 80))
+				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(since), alertNote(&al), clip(al.Summary, 80))
 			}
 			return t.flush()
 		},
@@ -72,15 +64,8 @@ may not read alerts.`,
 	return cliCmd(cmd)
 }
 
-// alertView is an alert as the API shows it, with the silences that hold
-// its notifications back.
-type alertView struct {
-	apollo.Alert
-	SilencedBy []string `json:"silencedBy,omitempty"`
-}
-
-// note says who is on it, or that nobody will be told.
-func (a *alertView) note() string {
+// alertNote says who is on it, or that nobody will be told.
+func alertNote(a *apiclient.Alert) string {
 	var parts []string
 	if a.AckedBy != "" {
 		parts = append(parts, "acked by "+a.AckedBy)
@@ -109,12 +94,12 @@ operator role.`,
 			if err != nil {
 				return err
 			}
-			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/alerts/"+pathEscape(args[0])+"/ack", nil, nil)
+			acked, err := c.Ack(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), apiclient.AckAnswer{Alert: acked})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "acknowledged %s\n", components.Escape(args[0]))
 			return nil
@@ -124,20 +109,8 @@ operator role.`,
 	return cliCmd(cmd)
 }
 
-// silenceView is a silence as the API returns it.
-type silenceView struct {
-	ID        string            `json:"id"`
-	Rule      string            `json:"rule,omitempty"`
-	Prefix    string            `json:"prefix,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	StartsAt  time.Time         `json:"startsAt"`
-	EndsAt    time.Time         `json:"endsAt"`
-	CreatedBy string            `json:"createdBy"`
-	Comment   string            `json:"comment"`
-}
-
 // matchers prints what a silence matches, e.g. rule=x prefix=batch_ env=prod.
-func (s *silenceView) matchers() string {
+func matchers(s *apollo.Silence) string {
 	var parts []string
 	if s.Rule != "" {
 		parts = append(parts, "rule="+s.Rule)
@@ -189,13 +162,7 @@ server refused the silence, 4 the token lacks the operator role.`,
   apollo silence add --prefix etl_ --label env=staging --for 30m --comment "load test"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			body := map[string]any{"comment": comment, "duration": dur.String()}
-			if rule != "" {
-				body["rule"] = rule
-			}
-			if prefix != "" {
-				body["prefix"] = prefix
-			}
+			body := apiclient.SilenceRequest{Rule: rule, Prefix: prefix, Comment: comment, Duration: dur.String()}
 			if len(labels) > 0 {
 				m := map[string]string{}
 				for _, kv := range labels {
@@ -205,7 +172,7 @@ server refused the silence, 4 the token lacks the operator role.`,
 					}
 					m[k] = v
 				}
-				body["labels"] = m
+				body.Labels = m
 			}
 			switch {
 			case rule == "" && prefix == "" && len(labels) == 0:
@@ -219,18 +186,14 @@ server refused the silence, 4 the token lacks the operator role.`,
 			if err != nil {
 				return err
 			}
-			var ans struct {
-				Silence silenceView `json:"silence"`
-			}
-			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/silences", body, &ans)
+			s, err := c.AddSilence(cmd.Context(), body)
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), apiclient.SilenceAnswer{Silence: s})
 			}
-			s := ans.Silence
-			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", components.Escape(s.ID), components.Escape(s.matchers()), fmtTime(s.EndsAt))
+			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", components.Escape(s.ID), components.Escape(matchers(&s)), fmtTime(s.EndsAt))
 			return nil
 		},
 	}
@@ -256,19 +219,16 @@ func newSilenceListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ans struct {
-				Silences []silenceView `json:"silences"`
-			}
-			raw, err := c.get(cmd.Context(), "/api/v1/silences", nil, &ans)
+			silences, err := c.Silences(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), apiclient.SilenceList{Silences: silences})
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "MATCHES", "STARTS", "ENDS", "BY", "COMMENT")
-			for _, s := range ans.Silences {
-				t.row(s.ID, s.matchers(), fmtTime(s.StartsAt), fmtTime(s.EndsAt), orDash(s.CreatedBy), clip(s.Comment, 60))
+			for _, s := range silences {
+				t.row(s.ID, matchers(&s), fmtTime(s.StartsAt), fmtTime(s.EndsAt), orDash(s.CreatedBy), clip(s.Comment, 60))
 			}
 			return t.flush()
 		},
@@ -290,12 +250,11 @@ func newSilenceRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := c.send(cmd.Context(), http.MethodDelete, "/api/v1/silences/"+pathEscape(args[0]), nil, nil)
-			if err != nil {
+			if err := c.RemoveSilence(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), apiclient.Removed{Removed: args[0]})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed silence %s\n", components.Escape(args[0]))
 			return nil

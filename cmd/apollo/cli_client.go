@@ -1,15 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // Exit codes of the commands that talk to a server (docs/cli.md).
@@ -29,18 +24,40 @@ const (
 	exitDenied   = 4 // unauthorized or forbidden
 )
 
-// exitFor maps an HTTP status to the exit code of a command.
-func exitFor(status int) int {
-	switch status {
-	case http.StatusNotFound:
+// exitFor is the exit code of a command the server answered with an
+// error of this code.
+func exitFor(code string) int {
+	switch code {
+	case apollo.ENOTFOUND:
 		return exitNotFound
-	case http.StatusUnauthorized, http.StatusForbidden:
+	case apollo.EUNAUTHORIZED, apollo.EFORBIDDEN:
 		return exitDenied
-	case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge,
-		http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+	case apollo.EINVALID, apollo.ECONFLICT, apollo.ETOOLARGE, apollo.EUNSUPPORTED:
 		return exitUsage
 	}
 	return exitServer
+}
+
+// cliFailure gives an error of the API client its exit code: 1 for a
+// server that did not answer, or that lacks the route; else by the
+// answer's error code.
+func cliFailure(err error) error {
+	var (
+		ee *exitError
+		ue *apiclient.UnreachableError
+		ae *apiclient.Error
+	)
+	switch {
+	case errors.As(err, &ee):
+		return err
+	case errors.As(err, &ue):
+		return &exitError{code: exitServer, err: fmt.Errorf("%w (is the server running? check --server or APOLLO_SERVER)", err)}
+	case errors.Is(err, apiclient.ErrNoRoute):
+		return &exitError{code: exitServer, err: err}
+	case errors.As(err, &ae):
+		return &exitError{code: exitFor(ae.Err.Code), err: err}
+	}
+	return err
 }
 
 // usageError is a mistake in the command line: exit 2.
@@ -119,144 +136,18 @@ func sameServer(a, b string) bool {
 	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
 }
 
-// apiClient is the CLI's small HTTP client for one server.
-type apiClient struct {
-	base  string // scheme://host[:port][/prefix], no trailing slash
-	token string
-	http  *http.Client
-}
-
 // requestTimeout bounds one request; the API answers reads at once.
 const requestTimeout = 30 * time.Second
 
-func newAPIClient(cf *clientFlags) (*apiClient, error) {
+// newAPIClient is a client of the server the flags, the environment or
+// cli.yaml name, whose requests give up after timeout.
+func newAPIClient(cf *clientFlags, timeout time.Duration) (*apiclient.Client, error) {
 	if err := cf.resolveCLI(); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(cf.server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	c, err := apiclient.New(cf.server, apiclient.WithToken(cf.token), apiclient.WithHTTPClient(&http.Client{Timeout: timeout}))
+	if err != nil {
 		return nil, usageError("--server %q: want a URL like http://127.0.0.1:1969", cf.server)
 	}
-	return &apiClient{base: strings.TrimSuffix(cf.server, "/"), token: cf.token, http: &http.Client{Timeout: requestTimeout}}, nil
+	return c, nil
 }
-
-// apiError is an error answer of the server.
-type apiError struct {
-	status int
-	err    *apollo.Error
-	body   []byte // the whole answer, for commands that read more of it
-}
-
-func (e *apiError) Error() string { return e.err.Error() }
-
-// errNoRoute matches (errors.Is) the error for a route the server does
-// not have: an older server, or some other program on that port.
-var errNoRoute = errors.New("route not served")
-
-type noRouteError struct{ msg string }
-
-func (e *noRouteError) Error() string        { return e.msg }
-func (e *noRouteError) Is(target error) bool { return target == errNoRoute }
-
-// call sends a request and returns the answer's body. body may be nil.
-// A non-2xx answer is an *exitError with the exit code for its status,
-// wrapping an *apiError; a failure to connect is one with exit code 1.
-func (c *apiClient) call(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string) ([]byte, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, usageError("%s %s: %v", method, path, err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, &exitError{code: exitServer, err: fmt.Errorf("cannot reach %s: %w (is the server running? check --server or APOLLO_SERVER)", c.base, err)}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, &exitError{code: exitServer, err: fmt.Errorf("%s %s: reading the answer: %w", method, path, err)}
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return raw, nil
-	}
-	return nil, c.answerError(method, path, resp, raw)
-}
-
-// answerError turns an error answer into the error a command returns.
-func (c *apiClient) answerError(method, path string, resp *http.Response, raw []byte) error {
-	var eb struct {
-		Error *apollo.Error `json:"error"`
-	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt == "application/json" && json.Unmarshal(raw, &eb) == nil && eb.Error != nil {
-		if eb.Error.Message == "" {
-			eb.Error.Message = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
-		}
-		return &exitError{code: exitFor(resp.StatusCode), err: &apiError{status: resp.StatusCode, err: eb.Error, body: raw}}
-	}
-	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-		// Our API answers every error in JSON: a plain one means the
-		// route is not there at all.
-		return &exitError{code: exitServer, err: &noRouteError{fmt.Sprintf("the server at %s does not serve %s %s: it may be an older version of Apollo-11, or another program", c.base, method, path)}}
-	}
-	text := strings.TrimSpace(string(raw))
-	if len(text) > 200 {
-		text = text[:200] + "…"
-	}
-	return &exitError{code: exitFor(resp.StatusCode), err: &apiError{status: resp.StatusCode, body: raw,
-		err: &apollo.Error{Code: apollo.EINTERNAL, Message: fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, text)}}}
-}
-
-// get fetches path and decodes the JSON answer into out (when not nil).
-func (c *apiClient) get(ctx context.Context, path string, q url.Values, out any) ([]byte, error) {
-	raw, err := c.call(ctx, http.MethodGet, path, q, nil, "")
-	if err != nil {
-		return nil, err
-	}
-	return raw, decodeAnswer(path, raw, out)
-}
-
-// send posts (or puts, deletes) v as JSON and decodes the answer into out.
-func (c *apiClient) send(ctx context.Context, method, path string, v, out any) ([]byte, error) {
-	var body io.Reader
-	ct := ""
-	if v != nil {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		body, ct = bytes.NewReader(b), "application/json"
-	}
-	raw, err := c.call(ctx, method, path, nil, body, ct)
-	if err != nil {
-		return nil, err
-	}
-	return raw, decodeAnswer(path, raw, out)
-}
-
-func decodeAnswer(path string, raw []byte, out any) error {
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return &exitError{code: exitServer, err: fmt.Errorf("%s: the answer is not what this CLI understands: %w (is the server the same version?)", path, err)}
-	}
-	return nil
-}
-
-// pathEscape escapes one path segment (a task ID may hold '/', '#', '?').
-func pathEscape(s string) string { return url.PathEscape(s) }

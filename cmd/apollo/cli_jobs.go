@@ -1,37 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
-
-// metricRow is the part of a job's metrics row (GET /api/v1/metrics) the
-// tables show.
-type metricRow struct {
-	Name        string  `json:"name"`
-	T           int64   `json:"t"`
-	Count       int64   `json:"count"`
-	Success     int64   `json:"success"`
-	Failed      int64   `json:"failed"`
-	Timeout     int64   `json:"timeout"`
-	Late        int64   `json:"late"`
-	FailedRate  float64 `json:"failedRate"`
-	AvgCostMs   float64 `json:"avgCostMs"`
-	MaxCostMs   int64   `json:"maxCostMs"`
-	Backlog     int64   `json:"backlog"`
-	Running     int64   `json:"running"`
-	Throughput  float64 `json:"throughput"`
-	TimeoutRate float64 `json:"timeoutRate"`
-}
 
 func newJobsCmd() *cobra.Command {
 	var (
@@ -58,24 +38,15 @@ may not read metrics.`,
 			if err != nil {
 				return err
 			}
-			q := url.Values{"window": {window.String()}}
-			if prefix != "" {
-				q.Set("prefix", prefix)
-			}
-			var ans struct {
-				Window string      `json:"window"`
-				Total  metricRow   `json:"total"`
-				Jobs   []metricRow `json:"jobs"`
-			}
-			raw, err := c.get(cmd.Context(), "/api/v1/metrics", q, &ans)
+			ans, err := c.Metrics(cmd.Context(), window, prefix)
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), ans)
 			}
 			t := newTable(cmd.OutOrStdout(), "JOB", "RUNS", "OK", "FAILED", "TIMEOUT", "FAIL%", "LATE", "AVG", "MAX", "RUNNING", "BACKLOG", "PER MIN")
-			row := func(name string, r metricRow) {
+			row := func(name string, r apiclient.JobRow) {
 				t.row(name, r.Count, r.Success, r.Failed, r.Timeout, fmtRate(r.FailedRate), r.Late,
 					fmtCost(r.AvgCostMs), fmtCost(float64(r.MaxCostMs)), r.Running, r.Backlog, fmt.Sprintf("%.2f", r.Throughput))
 			}
@@ -123,19 +94,12 @@ job (or no scheduler in the server), 4 the token lacks the role.`,
 			if step <= 0 || window < step {
 				return usageError("--window %v --step %v: want a step above zero and a window of at least one step", window, step)
 			}
-			var ans struct {
-				Name   string      `json:"name"`
-				Window string      `json:"window"`
-				Step   string      `json:"step"`
-				Points []metricRow `json:"points"`
-			}
-			q := url.Values{"window": {window.String()}, "step": {step.String()}}
-			raw, err := c.get(cmd.Context(), "/api/v1/metrics/"+pathEscape(args[0]), q, &ans)
+			ans, err := c.JobSeries(cmd.Context(), args[0], window, step)
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), ans)
 			}
 			return printSeries(cmd.OutOrStdout(), ans.Name, ans.Window, ans.Step, ans.Points)
 		},
@@ -148,8 +112,8 @@ job (or no scheduler in the server), 4 the token lacks the role.`,
 }
 
 // printSeries prints a job's totals over the points, and its sparklines.
-func printSeries(w io.Writer, name, window, step string, pts []metricRow) error {
-	var sum metricRow
+func printSeries(w io.Writer, name, window, step string, pts []apiclient.JobRow) error {
+	var sum apiclient.JobRow
 	var costMs float64
 	thr := make([]float64, len(pts))
 	fail := make([]float64, len(pts))
@@ -224,18 +188,15 @@ func newJobListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ans struct {
-				Jobs []sched.JobStatus `json:"jobs"`
-			}
-			raw, err := c.get(cmd.Context(), "/api/v1/jobs", nil, &ans)
+			jobs, err := c.Jobs(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), apiclient.JobList{Jobs: jobs})
 			}
 			t := newTable(cmd.OutOrStdout(), "JOB", "SCHEDULE", "NEXT", "LAST", "LAST AT", "LAST TASK", "STATE")
-			for _, j := range ans.Jobs {
+			for _, j := range jobs {
 				sch := j.Schedule
 				if len(j.After) > 0 {
 					sch = strings.TrimSpace(sch + " after " + strings.Join(j.After, ","))
@@ -260,19 +221,22 @@ func newJobListCmd() *cobra.Command {
 	return cmd
 }
 
-// jobActionHelp is the one-line help of each job action.
-var jobActionHelp = map[string]string{
-	"run":    "Run a scheduled job now, outside its schedule",
-	"pause":  "Pause a scheduled job: no scheduled runs until resumed",
-	"resume": "Resume a paused job",
+// jobActions are the job actions: their one-line help, and their call.
+var jobActions = map[string]struct {
+	help string
+	call func(c *apiclient.Client, ctx context.Context, name string) (apiclient.JobAction, error)
+}{
+	"run":    {"Run a scheduled job now, outside its schedule", (*apiclient.Client).RunJob},
+	"pause":  {"Pause a scheduled job: no scheduled runs until resumed", (*apiclient.Client).PauseJob},
+	"resume": {"Resume a paused job", (*apiclient.Client).ResumeJob},
 }
 
 func newJobActionCmd(action string) *cobra.Command {
 	var a apiCmd
 	cmd := &cobra.Command{
 		Use:     action + " NAME",
-		Short:   jobActionHelp[action],
-		Long:    jobActionHelp[action] + ". Needs the operator role; audited.",
+		Short:   jobActions[action].help,
+		Long:    jobActions[action].help + ". Needs the operator role; audited.",
 		Example: "  apollo job " + action + " nightly_backup",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -280,16 +244,12 @@ func newJobActionCmd(action string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ans struct {
-				Job    string `json:"job"`
-				TaskID string `json:"taskID"`
-			}
-			raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+pathEscape(args[0])+"/"+action, nil, &ans)
+			ans, err := jobActions[action].call(c, cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), ans)
 			}
 			switch action {
 			case "run":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -28,14 +29,27 @@ func (a *apiCmd) register(cmd *cobra.Command) {
 }
 
 // client checks the flags and returns a client for the server.
-func (a *apiCmd) client() (*apiClient, error) {
+func (a *apiCmd) client() (*apiclient.Client, error) {
 	if a.output != "table" && a.output != "json" {
 		return nil, usageError("-o %q: use table or json", a.output)
 	}
-	return newAPIClient(&a.cf)
+	return newAPIClient(&a.cf, requestTimeout)
 }
 
 func (a *apiCmd) json() bool { return a.output == "json" }
+
+// printAnswer prints an answer of the server (an apiclient type) as
+// printJSON does: the same JSON as the server's, which encodes the same
+// types.
+func printAnswer(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as the server writes it
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return printJSON(w, buf.Bytes())
+}
 
 // printJSON writes a JSON answer indented, as the server sent it, with
 // what a terminal would act on escaped (components.Escape): the escapes

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -32,13 +30,6 @@ func addRulesServerCmds(root *cobra.Command) {
 		root.AddCommand(rules)
 	}
 	rules.AddCommand(cliCmd(newRulesListCmd()), cliCmd(newRulesApplyCmd()))
-}
-
-// ruleView is one rule as GET /api/v1/rules returns it.
-type ruleView struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"` // rate or event
-	Text string `json:"text"`
 }
 
 func newRulesListCmd() *cobra.Command {
@@ -63,18 +54,14 @@ rules.`,
 			if err != nil {
 				return err
 			}
-			var ans struct {
-				Rules  []ruleView `json:"rules"`
-				Source string     `json:"source"`
-			}
-			raw, err := c.get(cmd.Context(), "/api/v1/rules", nil, &ans)
+			ans, err := c.Rules(cmd.Context())
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			switch {
 			case a.json():
-				return printJSON(out, raw)
+				return printAnswer(out, ans)
 			case source:
 				_, err := io.WriteString(out, ans.Source)
 				return err
@@ -125,21 +112,17 @@ errors, 4 the token lacks the admin role.`,
 			if err != nil {
 				return err
 			}
-			ct := "text/plain; charset=utf-8"
+			ct := apiclient.RulesText
 			if strings.EqualFold(filepath.Ext(name), ".json") {
-				ct = "application/json"
+				ct = apiclient.RulesJSON
 			}
-			raw, err := c.call(cmd.Context(), http.MethodPut, "/api/v1/rules", nil, bytes.NewReader(src), ct)
+			ans, err := c.PutRules(cmd.Context(), src, ct)
 			if err != nil {
 				return ruleErrors(name, err)
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), ans)
 			}
-			var ans struct {
-				Rules []json.RawMessage `json:"rules"`
-			}
-			_ = json.Unmarshal(raw, &ans)
 			fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", components.Escape(name), plural(len(ans.Rules), "rule"))
 			return nil
 		},
@@ -148,59 +131,32 @@ errors, 4 the token lacks the admin role.`,
 	return cmd
 }
 
-// ruleError is one problem the server found in a rules file.
-type ruleError struct {
-	Pos     json.RawMessage `json:"pos"`
-	Line    int             `json:"line"`
-	Col     int             `json:"col"`
-	Message string          `json:"message"`
-	Hint    string          `json:"hint"`
-}
-
-// where is "LINE:COL" from whichever form the server gave the position in.
-func (e *ruleError) where() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%d:%d", e.Line, e.Col)
+// where is "LINE:COL" of a problem, from whichever form the server gave.
+func where(p *apiclient.RuleProblem) string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%d:%d", p.Line, p.Col)
 	}
-	var s string
-	if json.Unmarshal(e.Pos, &s) == nil && s != "" {
-		return s
-	}
-	var p struct {
-		Line   int `json:"line"`
-		Col    int `json:"col"`
-		Column int `json:"column"`
-	}
-	if json.Unmarshal(e.Pos, &p) == nil && p.Line > 0 {
-		return fmt.Sprintf("%d:%d", p.Line, max(p.Col, p.Column))
-	}
-	return ""
+	return p.Pos
 }
 
 // ruleErrors rewrites a rejected PUT as one "FILE:LINE:COL: message
-// (hint)" line per error, which editors and CI logs link to the place.
+// (hint)" line per problem, which editors and CI logs link to the place.
 func ruleErrors(file string, err error) error {
-	var ae *apiError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	var ans struct {
-		Errors []ruleError `json:"errors"`
-	}
-	if json.Unmarshal(ae.body, &ans) != nil || len(ans.Errors) == 0 {
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || len(ae.Problems) == 0 {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s; nothing was changed", file, plural(len(ans.Errors), "error"))
-	for _, e := range ans.Errors {
+	fmt.Fprintf(&b, "%s: %s; nothing was changed", file, plural(len(ae.Problems), "error"))
+	for _, p := range ae.Problems {
 		b.WriteString("\n" + file)
-		if w := e.where(); w != "" {
+		if w := where(&p); w != "" {
 			b.WriteString(":" + w)
 		}
-		b.WriteString(": " + e.Message)
-		if e.Hint != "" {
-			b.WriteString(" (" + e.Hint + ")")
+		b.WriteString(": " + p.Message)
+		if p.Hint != "" {
+			b.WriteString(" (" + p.Hint + ")")
 		}
 	}
-	return &exitError{code: exitFor(ae.status), err: errors.New(b.String())}
+	return &exitError{code: exitFor(ae.Err.Code), err: errors.New(b.String())}
 }

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -32,38 +33,34 @@ Exit codes: 0 ready, 1 not ready or unreachable, 2 bad flags.`,
 				return err
 			}
 			ctx := cmd.Context()
-			health, err := c.get(ctx, "/healthz", nil, nil)
+			health, err := c.Health(ctx)
 			if err != nil {
 				return err
 			}
-			ready, readyErr := c.get(ctx, "/readyz", nil, nil)
-			var ae *apiError
+			ready, readyErr := c.Ready(ctx)
+			var ae *apiclient.Error
 			if readyErr != nil && !errors.As(readyErr, &ae) {
 				return readyErr // not an answer at all
 			}
-			if ae != nil {
-				ready = ae.body
+			if ready.Status == "" && ae != nil {
+				ready.Status = ae.Error()
 			}
 			// The parts are optional: an older server has no such route,
 			// and a token may not be allowed to read it.
-			system, sysErr := c.get(ctx, "/api/v1/system", nil, nil)
+			system, sysErr := c.System(ctx)
 			if a.json() {
-				all := map[string]json.RawMessage{"server": jsonString(c.base), "health": health, "ready": ready}
+				all := map[string]any{"server": c.Server(), "health": health, "ready": ready}
 				if sysErr == nil {
 					all["system"] = system
 				}
-				b, err := json.Marshal(all)
-				if err != nil {
-					return err
-				}
-				if err := printJSON(cmd.OutOrStdout(), b); err != nil {
+				if err := printAnswer(cmd.OutOrStdout(), all); err != nil {
 					return err
 				}
 			} else {
-				printStatus(cmd.OutOrStdout(), c.base, health, ready, system, sysErr)
+				printStatus(cmd.OutOrStdout(), c.Server(), health.Status, ready.Status, system, sysErr)
 			}
 			if readyErr != nil {
-				return &exitError{code: exitServer, err: fmt.Errorf("the server at %s is not ready: %s", c.base, statusWord(ready))}
+				return &exitError{code: exitServer, err: fmt.Errorf("the server at %s is not ready: %s", c.Server(), ready.Status)}
 			}
 			return nil
 		},
@@ -72,29 +69,12 @@ Exit codes: 0 ready, 1 not ready or unreachable, 2 bad flags.`,
 	return cliCmd(cmd)
 }
 
-func jsonString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
-}
-
-// statusWord is the "status" field of a health answer, or its raw text.
-func statusWord(raw []byte) string {
-	var v struct {
-		Status string `json:"status"`
-	}
-	if json.Unmarshal(raw, &v) == nil && v.Status != "" {
-		return v.Status
-	}
-	return strings.TrimSpace(string(raw))
-}
-
-func printStatus(w io.Writer, base string, health, ready, system []byte, sysErr error) {
+func printStatus(w io.Writer, base, health, ready string, system json.RawMessage, sysErr error) {
 	t := newTable(w)
 	t.row("server", base)
-	t.row("health", statusWord(health))
-	t.row("ready", statusWord(ready))
-	var ae *apiError
-	switch {
+	t.row("health", health)
+	t.row("ready", ready)
+	switch code := apollo.ErrorCode(sysErr); {
 	case sysErr == nil:
 		var v any
 		if json.Unmarshal(system, &v) == nil {
@@ -102,10 +82,12 @@ func printStatus(w io.Writer, base string, health, ready, system []byte, sysErr 
 				t.row(kv[0], kv[1])
 			}
 		}
-	case errors.Is(sysErr, errNoRoute):
+	case errors.Is(sysErr, apiclient.ErrNoRoute):
 		// an older server: nothing more to say
-	case errors.As(sysErr, &ae) && (ae.status == http.StatusUnauthorized || ae.status == http.StatusForbidden):
-		t.row("parts", "(this token may not read /api/v1/system: "+ae.err.Message+")")
+	case code == apollo.EUNAUTHORIZED || code == apollo.EFORBIDDEN:
+		var ae *apollo.Error
+		errors.As(sysErr, &ae)
+		t.row("parts", "(this token may not read /api/v1/system: "+ae.Message+")")
 	default:
 		t.row("parts", "(unknown: "+sysErr.Error()+")")
 	}

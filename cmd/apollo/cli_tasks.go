@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -51,18 +49,14 @@ may not read tasks.`,
 			if limit < 1 {
 				return usageError("--limit %d: want 1 or more", limit)
 			}
-			q := url.Values{}
-			if prefix != "" {
-				q.Set("prefix", prefix)
-			}
+			q := apiclient.TaskQuery{Prefix: prefix}
 			if status != "" {
-				if _, err := apollo.ParseStatus(status); err != nil {
+				if q.Status, err = apollo.ParseStatus(status); err != nil {
 					return &exitError{code: exitUsage, err: err}
 				}
-				q.Set("status", status)
 			}
 			if since > 0 {
-				q.Set("since", strconv.FormatInt(time.Now().Add(-since).UnixMilli(), 10))
+				q.Since = time.Now().Add(-since).UnixMilli()
 			}
 			want := limit
 			if all {
@@ -74,11 +68,7 @@ may not read tasks.`,
 			}
 			out := cmd.OutOrStdout()
 			if a.json() {
-				b, err := json.Marshal(map[string]any{"tasks": tasks, "next": next})
-				if err != nil {
-					return err
-				}
-				return printJSON(out, b)
+				return printAnswer(out, apiclient.TaskPage{Tasks: tasks, Next: next})
 			}
 			if err := printTasks(out, tasks); err != nil {
 				return err
@@ -100,41 +90,29 @@ may not read tasks.`,
 }
 
 // listTasks fetches up to want tasks (every one when want < 0), page by
-// page. It keeps each task's JSON as the server sent it.
-func listTasks(ctx context.Context, c *apiClient, q url.Values, want int) ([]json.RawMessage, string, error) {
-	var (
-		tasks []json.RawMessage
-		next  string
-	)
+// page.
+func listTasks(ctx context.Context, c *apiclient.Client, q apiclient.TaskQuery, want int) ([]apollo.Task, string, error) {
+	tasks := []apollo.Task{}
 	for {
-		n := maxPage
+		q.Limit = maxPage
 		if want >= 0 {
-			n = min(want-len(tasks), maxPage)
+			q.Limit = min(want-len(tasks), maxPage)
 		}
-		q.Set("limit", strconv.Itoa(n))
-		var page struct {
-			Tasks []json.RawMessage `json:"tasks"`
-			Next  string            `json:"next"`
-		}
-		if _, err := c.get(ctx, "/api/v1/tasks", q, &page); err != nil {
+		page, err := c.Tasks(ctx, q)
+		if err != nil {
 			return nil, "", err
 		}
 		tasks = append(tasks, page.Tasks...)
-		next = page.Next
-		if next == "" || (want >= 0 && len(tasks) >= want) {
-			return tasks, next, nil
+		if page.Next == "" || (want >= 0 && len(tasks) >= want) {
+			return tasks, page.Next, nil
 		}
-		q.Set("cursor", next)
+		q.Cursor = page.Next
 	}
 }
 
-func printTasks(w io.Writer, raws []json.RawMessage) error {
+func printTasks(w io.Writer, tasks []apollo.Task) error {
 	t := newTable(w, "TASK", "JOB", "STATUS", "UPDATED", "COST", "LATE")
-	for _, raw := range raws {
-		var tk apollo.Task
-		if err := json.Unmarshal(raw, &tk); err != nil {
-			return &exitError{code: exitServer, err: fmt.Errorf("a task in the answer: %w", err)}
-		}
+	for _, tk := range tasks {
 		late := ""
 		if tk.Late {
 			late = "late"
@@ -167,13 +145,12 @@ such task, 4 the token may not read tasks.`,
 			if err != nil {
 				return err
 			}
-			var tk apollo.Task
-			raw, err := c.get(cmd.Context(), "/api/v1/tasks/"+pathEscape(args[0]), nil, &tk)
+			tk, err := c.Task(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printAnswer(cmd.OutOrStdout(), tk)
 			}
 			return printTask(cmd.OutOrStdout(), &tk, wide)
 		},
@@ -317,14 +294,12 @@ func correctTask(cmd *cobra.Command, a *apiCmd, id string, st apollo.Status, rea
 	if err != nil {
 		return err
 	}
-	var tk apollo.Task
-	raw, err := c.send(cmd.Context(), http.MethodPost, "/api/v1/tasks/"+pathEscape(id)+"/status",
-		map[string]string{"status": st.String(), "reason": reason}, &tk)
+	tk, err := c.CorrectTask(cmd.Context(), id, apiclient.Correction{Status: st, Reason: reason})
 	if err != nil {
 		return err
 	}
 	if a.json() {
-		return printJSON(cmd.OutOrStdout(), raw)
+		return printAnswer(cmd.OutOrStdout(), tk)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "task %s is now %s\n", components.Escape(tk.TaskID), tk.Status)
 	return nil
@@ -339,25 +314,19 @@ func completeTasks(cmd *cobra.Command, args []string, toComplete string) ([]stri
 	var cf clientFlags
 	cf.server, _ = cmd.Flags().GetString("server")
 	cf.token, _ = cmd.Flags().GetString("token")
-	c, err := newAPIClient(&cf)
+	c, err := newAPIClient(&cf, 3*time.Second)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	c.http.Timeout = 3 * time.Second
-	q := url.Values{}
-	if toComplete != "" {
-		q.Set("prefix", toComplete)
-	}
-	raws, _, err := listTasks(ctxOf(cmd), c, q, 100)
+	tasks, _, err := listTasks(ctxOf(cmd), c, apiclient.TaskQuery{Prefix: toComplete}, 100)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var ids []string
-	for _, raw := range raws {
-		var tk apollo.Task
+	for _, tk := range tasks {
 		// An ID that holds control characters cannot be typed, and would
 		// put them on the command line: it is not offered.
-		if json.Unmarshal(raw, &tk) == nil && strings.HasPrefix(tk.TaskID, toComplete) && components.Escape(tk.TaskID) == tk.TaskID {
+		if strings.HasPrefix(tk.TaskID, toComplete) && components.Escape(tk.TaskID) == tk.TaskID {
 			ids = append(ids, tk.TaskID+"\t"+components.Escape(tk.Name)+" "+tk.Status.String())
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // fakeAPI stands in for a server's alert, silence, rules and health
@@ -239,43 +240,8 @@ func TestSparkline(t *testing.T) {
 func TestExitFor(t *testing.T) {
 	t.Parallel()
 	for status, want := range map[int]int{400: 2, 401: 4, 403: 4, 404: 3, 409: 2, 413: 2, 415: 2, 429: 1, 500: 1, 503: 1} {
-		if got := exitFor(status); got != want {
+		if got := exitFor(apiclient.CodeOf(status)); got != want {
 			t.Errorf("exitFor(%d) = %d, want %d", status, got, want)
 		}
 	}
-}
-
-// FuzzErrorAnswer feeds arbitrary error answers to the decoding every
-// command goes through (answerError, then ruleErrors for rules apply):
-// whatever a server or a proxy in front of it sends, the CLI prints a
-// message and exits 1 to 4, and never panics.
-func FuzzErrorAnswer(f *testing.F) {
-	f.Add(404, true, []byte(`{"error":{"code":"not_found","field":"taskID","message":"no task \"x\""}}`))
-	f.Add(400, true, []byte(`{"error":{"code":"invalid","message":"2 problems"},"errors":[{"pos":"1:49","line":1,"col":49,"message":"m","hint":"h"},{"pos":{"line":2,"column":3},"message":"n"}]}`))
-	f.Add(400, true, []byte(`{"error":{"code":"invalid","message":"x"},"errors":[{"pos":7}]}`))
-	f.Add(404, false, []byte("404 page not found\n"))
-	f.Add(502, false, []byte("<html>Bad Gateway</html>"))
-	f.Add(401, true, []byte(`{"error":null}`))
-	f.Add(500, true, []byte(`{"error":{"code":"internal","message":"`))
-	f.Fuzz(func(t *testing.T, status int, isJSON bool, body []byte) {
-		if status < 400 || status > 599 {
-			return
-		}
-		resp := &http.Response{StatusCode: status, Status: http.StatusText(status), Header: http.Header{}}
-		if isJSON {
-			resp.Header.Set("Content-Type", "application/json")
-		}
-		c := &apiClient{base: "http://127.0.0.1:1969"}
-		err := ruleErrors("rules.txt", c.answerError("PUT", "/api/v1/rules", resp, body))
-		var ee *exitError
-		if !errors.As(err, &ee) {
-			t.Fatalf("%T is not an exitError", err)
-		}
-		if ee.code < 1 || ee.code > 4 {
-			t.Fatalf("exit code %d for status %d", ee.code, status)
-		}
-		if ee.err == nil || ee.Error() == "" {
-			t.Fatalf("no message for status %d body %q", status, body)
-		}
-	})
 }

@@ -19,7 +19,7 @@ import (
 // TestCrashUnderLoad kills the server with SIGKILL at random moments while
 // an SDK client reports runs, restarts it each time, and then checks that
 // every run's events are all there, in order, with legal transitions: an
-// event the server acknowledged was never lost (DESIGN.md §5, invariant 1).
+// event the server acknowledged was never lost (invariant 1 in docs/architecture.md).
 func TestCrashUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test: skipped with -short")
@@ -130,7 +130,7 @@ func TestCrashUnderLoad(t *testing.T) {
 		}
 	}
 	// Metrics after all the replays equal a recount of the runs: no event
-	// was counted twice (DESIGN.md §5, invariant 2).
+	// was counted twice (invariant 2 in docs/architecture.md).
 	want := map[string][2]int64{} // job -> finished, failed
 	for _, rn := range runs {
 		job := "crash_job_" + strings.Split(rn.id, "-")[1]

@@ -4,9 +4,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -26,14 +27,13 @@ import (
 // not there.
 func fetchTask(t *testing.T, server, id string) apollo.Task {
 	t.Helper()
-	resp, err := http.Get(server + "/api/v1/tasks/" + pathEscape(id))
+	c, err := apiclient.New(server)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var tk apollo.Task
-	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&tk) != nil {
-		t.Fatalf("task %s: HTTP %d", id, resp.StatusCode)
+	tk, err := c.Task(context.Background(), id)
+	if err != nil {
+		t.Fatalf("task %s: %v", id, err)
 	}
 	return tk
 }

@@ -46,6 +46,15 @@ func (s *server) authenticator() (httpapi.Authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.Jobs != "" {
+		// The in-process scheduler reports through the API like any
+		// reporter, with an agent token of the default tenant of its own.
+		secret, tok, err := httpapi.NewToken(schedTokenName, httpapi.RoleAgent, "")
+		if err != nil {
+			return nil, err
+		}
+		s.schedToken, toks = secret, append(toks, tok)
+	}
 	return httpapi.NewTokenAuth(toks), nil
 }
 

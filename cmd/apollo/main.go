@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return 0
 	}
+	err = cliFailure(err)
 	// A message may repeat what a server was asked for or holds (a task
 	// ID, a job name): escaped, like every other output.
 	var ee *exitError

@@ -21,7 +21,7 @@ import (
 	"github.com/apollo-11/apollo/redisstore"
 )
 
-// The three-process mode (DESIGN.md §2, docs/deploy.md): `apollo bus` keeps
+// The three-process mode (docs/architecture.md, docs/deploy.md): `apollo bus` keeps
 // the state and the log and flushes metrics to Redis; `apollo alert`
 // evaluates the rules over the metrics in Redis and sends notifications;
 // `apollo sched` runs jobs. They meet in Redis: metrics, alert state,

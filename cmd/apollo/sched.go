@@ -1,13 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -21,78 +23,73 @@ import (
 	"github.com/apollo-11/apollo/sched"
 )
 
-// busReporter hands the in-process scheduler's events to the bus. Send
-// never blocks (the scheduler may hold its lock): events wait in a bounded
-// queue that one goroutine publishes in batches; refused events are retried.
-type busReporter struct {
-	bus interface {
-		Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+// The in-process scheduler reports its runs the way `apollo sched` does:
+// through the agent package's client (its queue, batching and retry),
+// posting to this server's own API. Its requests never touch the network:
+// loopbackTransport hands them to the API handler in memory, so they take the same
+// checks, limits and answers as any reporter's.
+
+// schedReporter is the agent client of the in-process scheduler; addr is
+// the address the server listens on (the Host its API answers to).
+func (s *server) schedReporter(addr string) (*agent.Client, error) {
+	opts := []agent.Option{
+		agent.WithHTTPClient(&http.Client{Transport: loopbackTransport{s}}),
+		agent.WithLogger(s.log), agent.WithClock(s.clock),
+		// A run's start shows at once, not after the SDK's 200 ms.
+		agent.WithFlushInterval(10 * time.Millisecond),
 	}
-	log  *slog.Logger
-	q    chan apollo.Event
-	done chan struct{}
-	once sync.Once
-}
-
-func newBusReporter(b *bus.Bus, log *slog.Logger) *busReporter {
-	r := &busReporter{bus: b, log: log, q: make(chan apollo.Event, 10_000), done: make(chan struct{})}
-	go r.run()
-	return r
-}
-
-var _ sched.Reporter = (*busReporter)(nil)
-
-func (r *busReporter) Send(ev apollo.Event) error {
-	select {
-	case r.q <- ev:
-		return nil
-	default:
-		return &apollo.Error{Code: apollo.ETOOMANY, Message: "the scheduler's report queue is full"}
+	if s.schedToken != "" {
+		opts = append(opts, agent.WithToken(s.schedToken))
 	}
+	return agent.New("http://"+addr, opts...)
 }
 
-func (r *busReporter) run() {
-	defer close(r.done)
-	batch := make([]apollo.Event, 0, 100)
-	out := make([]bus.Outcome, 100)
-	for ev := range r.q {
-		batch = append(batch[:0], ev)
-		for len(batch) < cap(batch) {
-			select {
-			case e, ok := <-r.q:
-				if !ok {
-					goto publish
-				}
-				batch = append(batch, e)
-				continue
-			default:
-			}
-			break
-		}
-	publish:
-		for wait := 10 * time.Millisecond; len(batch) > 0; wait = min(2*wait, 5*time.Second) {
-			if err := r.bus.Publish(context.Background(), batch, out); err != nil {
-				r.log.Error("scheduler events not stored", "err", err)
-				break
-			}
-			retry := batch[:0]
-			for i, o := range out[:len(batch)] {
-				if o.Result == bus.RetryLater {
-					retry = append(retry, batch[i])
-				}
-			}
-			batch = retry
-			if len(batch) > 0 {
-				time.Sleep(wait) // backing off from a full holding area
-			}
-		}
+// schedTokenName names the token the in-process scheduler reports with
+// when the server has tokens: made at each start, never written anywhere.
+const schedTokenName = "apollo-sched (in-process)"
+
+// loopbackTransport is an http.RoundTripper that serves each request with the
+// server's API handler, in memory. Before the API is built it answers 503
+// with Retry-After, which the agent client waits out.
+type loopbackTransport struct{ s *server }
+
+func (t loopbackTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := &memoryResponse{header: http.Header{}, code: http.StatusOK}
+	if api := t.s.api.Load(); api != nil {
+		api.ServeHTTP(w, r)
+	} else {
+		w.header.Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", w.code, http.StatusText(w.code)), StatusCode: w.code,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: w.header, Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: r,
+	}, nil
+}
+
+// memoryResponse is the http.ResponseWriter of an in-memory request.
+type memoryResponse struct {
+	header http.Header
+	body   bytes.Buffer
+	code   int
+	wrote  bool
+}
+
+func (w *memoryResponse) Header() http.Header { return w.header }
+
+func (w *memoryResponse) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
 	}
 }
 
-// Close stops taking events and waits until the queued ones are published.
-func (r *busReporter) Close() {
-	r.once.Do(func() { close(r.q) })
-	<-r.done
+func (w *memoryResponse) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.body.Write(p)
 }
 
 // loadJobs reads the jobs file, if there is one, before anything else
@@ -111,12 +108,15 @@ func (s *server) loadJobs() error {
 
 // startScheduler starts the in-process scheduler on the loaded jobs.
 // undo stops what it started if a later start-up step fails.
-func (s *server) startScheduler(ctx context.Context, undo *undoList) error {
+func (s *server) startScheduler(ctx context.Context, addr string, undo *undoList) error {
 	if s.jobs == nil {
 		return nil
 	}
-	rep := newBusReporter(s.bus, s.log)
-	undo.add(rep.Close)
+	rep, err := s.schedReporter(addr)
+	if err != nil {
+		return fmt.Errorf("starting the scheduler's reporter: %w", err)
+	}
+	undo.add(func() { s.closeReporter(rep) })
 	sc, err := sched.New(s.jobs, sched.Options{Clock: s.clock, Reporter: rep, Logger: s.log,
 		StateDir: filepath.Join(s.cfg.Data, "sched")})
 	if err != nil {
@@ -169,7 +169,17 @@ func (s *server) stopScheduler() {
 		return
 	}
 	stopRuns(s.sched, s.log)
-	s.reporter.Close()
+	s.closeReporter(s.reporter)
+}
+
+// closeReporter publishes the scheduler's last events, waiting for the
+// bus at most 20 s; what is left then is logged by the client.
+func (s *server) closeReporter(rep *agent.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rep.Close(ctx); err != nil {
+		s.log.Error("the scheduler's last events were not all stored", "err", err)
+	}
 }
 
 // stopRuns starts no new runs and lets running ones finish within their
@@ -185,7 +195,7 @@ func stopRuns(sc *sched.Scheduler, log *slog.Logger) {
 // schedAPI adapts the scheduler to the routes httpapi serves for it.
 type schedAPI struct{ s *sched.Scheduler }
 
-func (a schedAPI) JobList() any                        { return a.s.Jobs() }
+func (a schedAPI) JobList() []apollo.ScheduledJob      { return a.s.Jobs() }
 func (a schedAPI) Trigger(name string) (string, error) { return a.s.Trigger(name) }
 func (a schedAPI) Pause(name string) error             { return a.s.Pause(name) }
 func (a schedAPI) Resume(name string) error            { return a.s.Resume(name) }

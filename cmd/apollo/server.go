@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/agent"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
@@ -57,16 +58,19 @@ type server struct {
 	seqReplay bool
 	jobs      *sched.File      // nil without --jobs
 	sched     *sched.Scheduler // nil without --jobs
-	reporter  *busReporter
-	deadman   *deadman // nil without deadman.url
-	arch      *bus.FileArchive
-	audit     *audit.Log
-	auth      httpapi.Authenticator
-	http      *http.Server
-	ready     chan struct{}
-	stop      chan struct{} // closed at shutdown: background loops end
-	fatal     chan error    // the log failed: shut down and exit non-zero
-	wg        sync.WaitGroup
+	reporter  *agent.Client    // the scheduler's; nil without --jobs
+	// schedToken is the in-process scheduler's token when the server has
+	// tokens (made at start, kept only in memory).
+	schedToken string
+	deadman    *deadman // nil without deadman.url
+	arch       *bus.FileArchive
+	audit      *audit.Log
+	auth       httpapi.Authenticator
+	http       *http.Server
+	ready      chan struct{}
+	stop       chan struct{} // closed at shutdown: background loops end
+	fatal      chan error    // the log failed: shut down and exit non-zero
+	wg         sync.WaitGroup
 
 	// api is built after the hub starts, whose system messages read it
 	// from another goroutine.
@@ -174,7 +178,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	undo.add(alerts.stop)
-	if err := s.startScheduler(ctx, undo); err != nil {
+	if err := s.startScheduler(ctx, ln.Addr().String(), undo); err != nil {
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.

@@ -47,7 +47,7 @@ type Alerts struct {
 	sel    string
 
 	listErr     error // listing failed; ENOTFOUND: the server has no alert routes
-	silences    []Silence
+	silences    []apollo.Silence
 	silencesErr error
 	form        *silenceForm
 	width       int
@@ -80,7 +80,7 @@ func (p *Alerts) Upsert(a apollo.Alert) {
 
 // SetSilences replaces the silences in force, or keeps why listing them
 // failed.
-func (p *Alerts) SetSilences(ss []Silence, err error) {
+func (p *Alerts) SetSilences(ss []apollo.Silence, err error) {
 	p.silences, p.silencesErr = ss, err
 	p.SetSize(p.width, p.height)
 }

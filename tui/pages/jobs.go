@@ -10,6 +10,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -39,15 +40,15 @@ type Jobs struct {
 	table  components.Table
 	filter components.Filter
 	window string
-	total  Job
-	all    []Job
-	shown  []Job
+	total  apiclient.JobRow
+	all    []apiclient.JobRow
+	shown  []apiclient.JobRow
 	err    error // the last listing failed (ENOTFOUND: the server keeps no metrics)
 	loaded bool
 	sel    string
 
 	seriesFor string
-	series    []Job
+	series    []apiclient.JobRow
 	seriesErr error
 	width     int
 	height    int
@@ -63,7 +64,7 @@ func NewJobs(env Env) *Jobs {
 
 // SetJobs replaces the listing, or records why it failed (the old rows
 // stay on the screen then).
-func (p *Jobs) SetJobs(window string, total Job, jobs []Job, err error) {
+func (p *Jobs) SetJobs(window string, total apiclient.JobRow, jobs []apiclient.JobRow, err error) {
 	p.err = err
 	if err != nil {
 		return
@@ -74,7 +75,7 @@ func (p *Jobs) SetJobs(window string, total Job, jobs []Job, err error) {
 }
 
 // SetSeries sets the selected job's series (points every minute).
-func (p *Jobs) SetSeries(name string, points []Job, err error) {
+func (p *Jobs) SetSeries(name string, points []apiclient.JobRow, err error) {
 	p.seriesFor, p.series, p.seriesErr = name, points, err
 }
 

@@ -34,36 +34,3 @@ type (
 
 // intent wraps a message as a command.
 func intent(m tea.Msg) tea.Cmd { return func() tea.Msg { return m } }
-
-// Job is one job's row of GET /api/v1/metrics, or one point of
-// GET /api/v1/metrics/{name} (then T is set and Name is not).
-type Job struct {
-	Name        string  `json:"name,omitempty"`
-	T           int64   `json:"t,omitempty"`
-	Count       int64   `json:"count"`
-	Success     int64   `json:"success"`
-	Failed      int64   `json:"failed"`
-	Timeout     int64   `json:"timeout"`
-	Started     int64   `json:"started"`
-	Late        int64   `json:"late"`
-	Missed      int64   `json:"missed"`
-	FailedRate  float64 `json:"failedRate"`
-	TimeoutRate float64 `json:"timeoutRate"`
-	LateRate    float64 `json:"lateRate"`
-	AvgCostMs   float64 `json:"avgCostMs"`
-	MinCostMs   int64   `json:"minCostMs"`
-	MaxCostMs   int64   `json:"maxCostMs"`
-	Backlog     int64   `json:"backlog"`
-	Running     int64   `json:"running"`
-	Throughput  float64 `json:"throughput"`
-}
-
-// Silence is one entry of GET /api/v1/silences.
-type Silence struct {
-	ID        string    `json:"id"`
-	Rule      string    `json:"rule,omitempty"`
-	Prefix    string    `json:"prefix,omitempty"`
-	EndsAt    time.Time `json:"endsAt"`
-	CreatedBy string    `json:"createdBy,omitempty"`
-	Comment   string    `json:"comment,omitempty"`
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
 
@@ -58,13 +59,13 @@ func TestNotAvailable(t *testing.T) {
 
 	j := NewJobs(env())
 	j.SetSize(80, 20)
-	j.SetJobs("", Job{}, nil, gone)
+	j.SetJobs("", apiclient.JobRow{}, nil, gone)
 	if v := ansi.Strip(j.View()); !strings.Contains(v, "not available on this server") {
 		t.Errorf("jobs on a server without metrics: %q", v)
 	}
 	j2 := NewJobs(env())
 	j2.SetSize(80, 20)
-	j2.SetJobs("", Job{}, nil, broken)
+	j2.SetJobs("", apiclient.JobRow{}, nil, broken)
 	if v := ansi.Strip(j2.View()); !strings.Contains(v, "Could not load the job metrics: connection refused") {
 		t.Errorf("jobs when the API fails: %q", v)
 	}

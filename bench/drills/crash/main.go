@@ -226,7 +226,7 @@ func drill(cmdline string, kills, producers, rate int, seed uint64) error {
 	fmt.Printf("| client retries / duplicates | %d / %d |\n| rejected / dropped | %d / %d |\n| lost | %d |\n",
 		st.Retries, st.Duplicate, st.Rejected, st.Dropped, lost)
 	fmt.Println()
-	fmt.Printf("Target: an acknowledged event is never lost (DESIGN.md §5) — met (0 of %d lost over %d kills)\n", events, kills)
+	fmt.Printf("Target: an acknowledged event is never lost (invariant 1) — met (0 of %d lost over %d kills)\n", events, kills)
 	return nil
 }
 

@@ -478,7 +478,7 @@ func poll(d time.Duration, cond func() bool) error {
 // may be at most twice the one before, or within 5 ms of it (cycles of a
 // few milliseconds vary by more than 2× with the scheduler's noise on a
 // 2-core machine), and never more than 50 ms above it (half the 100 ms a
-// cycle of 10 000 rules may take, DESIGN.md §10).
+// cycle of 10 000 rules may take, docs/architecture.md).
 func evalOK(before, during time.Duration) bool {
 	d := during - before
 	return (during <= 2*before || d <= 5*time.Millisecond) && d <= 50*time.Millisecond

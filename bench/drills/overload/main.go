@@ -19,11 +19,14 @@
 //
 // A second case (anon.go) floods a server with requests from callers
 // without a valid token and checks that they cost neither disk (the audit
-// log) nor memory, and push out no tenant's audit entries.
+// log) nor memory, and push out no tenant's audit entries. A third
+// (bigbody.go) posts hostile 4 MiB bodies, alone and four at once, and
+// bounds the server's peak RSS by the bodies.
 //
-//	go run ./drills/overload                 # about 4 minutes
-//	go run ./drills/overload -short          # 5 s of overload, 5 s of flood
+//	go run ./drills/overload                 # about 5 minutes
+//	go run ./drills/overload -short          # 5 s of overload, 5 s of flood, each body once
 //	go run ./drills/overload -short -case anon  # the flood alone
+//	go run ./drills/overload -case bigbody   # the bodies alone, 3 rounds
 package main
 
 import (
@@ -72,16 +75,18 @@ func main() {
 	noLimit := flag.Bool("no-memory-limit", false, "run the overloaded server without memory_limit_mib (to see the collector's own headroom)")
 	baseline := flag.Duration("baseline", 45*time.Second, "how long the 1× run that sets the RSS bound lasts (retention reaches its steady state in ~20 s)")
 	flood := flag.Duration("flood", time.Minute, "how long callers without a valid token flood the server")
-	which := flag.String("case", "all", "which case to run: all, rate (the overload of valid events) or anon (callers without a valid token)")
+	which := flag.String("case", "all", "which case to run: all, rate (the overload of valid events), anon (callers without a valid token) or bigbody (hostile 4 MiB bodies)")
+	rounds := flag.Int("rounds", 3, "bigbody: how many times each body is measured (each on a fresh server); the worst is judged")
+	bin := flag.String("bin", "", "an apollo binary to run instead of building this checkout's (to measure another commit)")
 	flag.Parse()
 	cmdline := "go run ./drills/overload"
 	calib := 5 * time.Second
 	if *short {
-		*dur, calib, *baseline, *flood = 5*time.Second, 2*time.Second, 3*time.Second, 5*time.Second
+		*dur, calib, *baseline, *flood, *rounds = 5*time.Second, 2*time.Second, 3*time.Second, 5*time.Second, 1
 		cmdline += " -short"
 	}
-	if *which != "all" && *which != "rate" && *which != "anon" {
-		fmt.Fprintf(os.Stderr, "overload: -case %q: use all, rate or anon\n", *which)
+	if *which != "all" && *which != "rate" && *which != "anon" && *which != "bigbody" {
+		fmt.Fprintf(os.Stderr, "overload: -case %q: use all, rate, anon or bigbody\n", *which)
 		os.Exit(2)
 	}
 	if *which != "all" {
@@ -94,8 +99,13 @@ func main() {
 	if *rate != 0 {
 		cmdline += fmt.Sprintf(" -rate %d", *rate)
 	}
-	if err := cases(cmdline, *which, *flood, func(bin string) error {
-		return drill(bin, *rate, *factor, *dur, calib, *agents, *rssLimit<<20)
+	if *bin != "" {
+		cmdline += " -bin " + *bin
+	}
+	if err := cases(cmdline, *which, *bin, map[string]func(bin string) error{
+		"rate":    func(bin string) error { return drill(bin, *rate, *factor, *dur, calib, *agents, *rssLimit<<20) },
+		"anon":    func(bin string) error { return anonFlood(bin, *flood) },
+		"bigbody": func(bin string) error { return bigBodies(bin, *rounds) },
 	}); err != nil {
 		fmt.Printf("\nResult: FAIL — %v\n", err)
 		os.Exit(1)
@@ -103,28 +113,23 @@ func main() {
 	fmt.Println("\nResult: PASS")
 }
 
-// cases builds apollo, prints the section's head and runs the cases
-// asked for: rate (the overload of valid events) and anon.
-func cases(cmdline, which string, flood time.Duration, rate func(bin string) error) error {
-	tmp, err := os.MkdirTemp("", "apollo-overload-")
+// cases builds apollo (or takes bin), prints the section's head and runs
+// the case asked for, or all of them in order.
+func cases(cmdline, which, bin string, run map[string]func(bin string) error) error {
+	bin, cleanup, err := harness.BuildIfEmpty(context.Background(), bin, "overload")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	bin, err := harness.Build(context.Background(), "..", tmp)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	fmt.Println("## Overload drill")
 	fmt.Println()
 	fmt.Printf("Command: `%s`\n\n", cmdline)
-	if which != "anon" {
-		if err := rate(bin); err != nil {
-			return err
+	for _, name := range []string{"rate", "anon", "bigbody"} {
+		if which == "all" || which == name {
+			if err := run[name](bin); err != nil {
+				return err
+			}
 		}
-	}
-	if which != "rate" {
-		return anonFlood(bin, flood)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 // Usage is what /proc says about a process at one moment.
 type Usage struct {
 	RSS     int64 // bytes
+	Peak    int64 // bytes: the highest RSS since start or the last ResetPeak (VmHWM)
 	Threads int
 	FDs     int
 }
@@ -34,6 +35,8 @@ func Sample(pid int) (Usage, error) {
 		switch k {
 		case "VmRSS":
 			u.RSS = n * 1024
+		case "VmHWM":
+			u.Peak = n * 1024
 		case "Threads":
 			u.Threads = int(n)
 		}
@@ -44,6 +47,15 @@ func Sample(pid int) (Usage, error) {
 	}
 	u.FDs = len(ents)
 	return u, nil
+}
+
+// ResetPeak sets the process's peak RSS (Usage.Peak) to its RSS now, so
+// that the next Sample's Peak is the highest RSS since this call, however
+// short the spike: a sampler every second misses a request that takes a
+// gigabyte for 50 ms. Linux 4.0 and later, for a process this one may
+// trace (its own children).
+func ResetPeak(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
 // MiB formats bytes as MiB with one decimal.
