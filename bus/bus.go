@@ -231,7 +231,8 @@ type Bus struct {
 	held      atomic.Int64 // of those, changes over their task's queue limit
 	queues    atomic.Int64 // tasks with a queue
 	ntasks    atomic.Int64
-	tenants   sync.Map // tenant -> *atomic.Int64, its tasks in memory
+	tenants   sync.Map // tenant -> *tenantState (tenant.go)
+	pings     openPings
 	parked    atomic.Int64
 	lsn       atomic.Uint64 // highest LSN appended
 
@@ -324,30 +325,6 @@ func hashParts[S string | []byte](tenant, id S) uint64 {
 		h = (h ^ uint64(id[i])) * 1099511628211
 	}
 	return h
-}
-
-// tenantTasks returns the counter of a tenant's tasks in memory.
-func (b *Bus) tenantTasks(tenant string) *atomic.Int64 {
-	if n, ok := b.tenants.Load(tenant); ok {
-		return n.(*atomic.Int64)
-	}
-	n, _ := b.tenants.LoadOrStore(tenant, new(atomic.Int64))
-	return n.(*atomic.Int64)
-}
-
-// countTask adds d (+1 or -1) to the tasks in memory, in all and of the
-// task's tenant.
-func (b *Bus) countTask(tenant string, d int64) {
-	b.ntasks.Add(d)
-	b.tenantTasks(tenant).Add(d)
-}
-
-// tenantLimit is how many tasks a tenant may have in memory.
-func (b *Bus) tenantLimit(tenant string) int {
-	if n, ok := b.opts.TenantTasks[tenant]; ok && n > 0 {
-		return n
-	}
-	return b.opts.TenantMaxTasks
 }
 
 // nowMs is the server's time in Unix milliseconds.

@@ -74,6 +74,14 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	if len(out) < len(evs) {
 		panic("bus: Publish needs one Outcome per event")
 	}
+	last, refusals := b.decideAll(evs, out)
+	b.reportRefusals(refusals)
+	return b.waitLog(ctx, last)
+}
+
+// decideAll decides every event of a Publish call and returns the highest
+// LSN it appended and the refusals to report.
+func (b *Bus) decideAll(evs []apollo.Event, out []Outcome) (uint64, []Refusal) {
 	var last uint64
 	var refusals []Refusal
 	var refusedTasks map[key]struct{} // allocated only when something is refused
@@ -83,6 +91,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	defer func() { *rec = sc.rec[:0] }()
 	now := b.nowMs()
 	b.pause.RLock()
+	defer b.pause.RUnlock()
 	for i := range evs {
 		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}
 		_, earlierRefused := refusedTasks[k]
@@ -105,8 +114,12 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 			refusals = append(refusals, *d.refusal)
 		}
 	}
-	b.pause.RUnlock()
-	b.reportRefusals(refusals)
+	return last, refusals
+}
+
+// waitLog returns once the log is durable up to last (0: nothing was
+// appended). An error that is not the caller's patience fails the log.
+func (b *Bus) waitLog(ctx context.Context, last uint64) error {
 	if last == 0 || b.opts.Log == nil {
 		return nil
 	}
@@ -277,17 +290,15 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 		}
 	}
 	if t == nil {
-		t = &task{id: k.id, tenant: k.tenant}
-		s.put(h, t)
-		b.countTask(k.tenant, 1)
+		t = &task{id: k.id, tenant: k.tenant, createdAt: r.ReceivedAt}
+		b.addTask(s, h, t)
 	}
 	var lsn uint64
 	if !replay && b.opts.Log != nil {
 		var err error
 		if lsn, err = b.append(r, sc.recBuf()); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
-				s.del(h, t)
-				b.countTask(k.tenant, -1)
+				b.dropTask(s, h, t)
 			}
 			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
@@ -411,7 +422,11 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.
 	if c == nil {
 		c = new(apollo.Change)
 	}
+	wasRunning := t.status == apollo.StatusRunning
 	t.apply(c, k, r, late, lat.Timeout.Milliseconds())
+	if (t.status == apollo.StatusRunning) != wasRunning {
+		b.pings.track(t)
+	}
 	t.appendHistory(r, b.opts.HistoryLimit)
 	b.armDeadlines(k, t, lat)
 	return b.enqueue(s, t, c)

@@ -104,8 +104,7 @@ func (b *Bus) Sweep() {
 		for _, t := range gone {
 			k := t.key()
 			h := hashKey(k)
-			s.del(h, t)
-			b.countTask(k.tenant, -1)
+			b.dropTask(s, h, t)
 			b.tombs.put(h, t.seq)
 			b.stats.evicted.Add(1)
 			if b.opts.Archive != nil && t.status != apollo.StatusNone {

@@ -18,8 +18,12 @@ type task struct {
 	name        string
 	status      apollo.Status
 	late        bool
-	queued      bool // on the ready list, or being drained by a worker
+	queued      bool  // on the ready list, or being drained by a worker
+	listed      bool  // in memory: in its shard and its tenant's list (both locks held to change it)
+	pingOpen    bool  // in the open ping runs (ping.go)
+	shard       uint8 // index of its shard, for readers that hold only a pointer
 	seq         int64
+	createdAt   int64 // server time of its first record, Unix ms; never changes
 	scheduledAt int64
 	startedAt   int64
 	finishedAt  int64
@@ -50,6 +54,7 @@ func (t *task) view(k key) apollo.Task {
 		ScheduledAt: t.scheduledAt,
 		StartedAt:   t.startedAt,
 		FinishedAt:  t.finishedAt,
+		CreatedAt:   t.createdAt,
 		UpdatedAt:   t.updatedAt,
 		TimeoutMs:   t.timeoutMs,
 		CostMs:      t.costMs,

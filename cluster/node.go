@@ -31,6 +31,7 @@ type Node struct {
 	kv     jetstream.KeyValue
 	snaps  jetstream.ObjectStore
 	fan    *fanIn
+	starts recentStarts // ping.go
 
 	mu      sync.Mutex
 	owned   map[int]*partition // serving
@@ -56,6 +57,7 @@ var _ interface {
 	Get(tenant, taskID string) (*apollo.Task, error)
 	JobOf(tenant, taskID string) string
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+	Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outcome, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 } = (*Node)(nil)
 
@@ -98,7 +100,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.ensure(ctx); err != nil {
 		return err
 	}
-	sub, err := n.opts.Conn.Subscribe(rpcList, n.serveList)
+	sub, err := n.opts.Conn.Subscribe(rpcList, n.serveAll)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
