@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -96,27 +95,12 @@ func (p *Alerts) Firing() int {
 	return n
 }
 
-var stateOrder = map[apollo.AlertState]int{apollo.AlertFiring: 0, apollo.AlertPending: 1, apollo.AlertResolved: 2, apollo.AlertInactive: 3}
-
-func since(a *apollo.Alert) time.Time {
-	switch {
-	case a.State == apollo.AlertResolved && !a.ResolvedAt.IsZero():
-		return a.ResolvedAt
-	case !a.FiredAt.IsZero():
-		return a.FiredAt
-	}
-	return a.StartedAt
-}
-
 func (p *Alerts) refresh() {
 	all := make([]apollo.Alert, 0, len(p.byID))
 	for _, a := range p.byID {
 		all = append(all, a)
 	}
-	slices.SortFunc(all, func(a, b apollo.Alert) int {
-		return cmp.Or(cmp.Compare(stateOrder[a.State], stateOrder[b.State]),
-			since(&b).Compare(since(&a)), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(all, func(a, b apollo.Alert) int { return apollo.CompareAlerts(&a, &b) })
 	if len(all) > MaxAlerts { // the oldest resolved ones sort last
 		for _, a := range all[MaxAlerts:] {
 			delete(p.byID, a.ID)
@@ -143,7 +127,7 @@ func (p *Alerts) refresh() {
 			acked = "-"
 		}
 		rows[i] = []string{string(a.State), string(a.Severity), a.Rule, a.Group,
-			components.Ago(now, since(a)), acked, a.Summary}
+			components.Ago(now, a.Since()), acked, a.Summary}
 	}
 	p.table.SetRows(rows)
 	if follow >= 0 {
@@ -304,14 +288,14 @@ func (p *Alerts) View() string {
 
 func (p *Alerts) summary() string {
 	st := p.env.Styles
-	var n [4]int
+	n := map[apollo.AlertState]int{}
 	for _, a := range p.byID {
-		n[stateOrder[a.State]]++
+		n[a.State]++
 	}
 	parts := []string{
-		st.State("firing").Render("firing " + strconv.Itoa(n[0])),
-		st.State("pending").Render("pending " + strconv.Itoa(n[1])),
-		"resolved " + strconv.Itoa(n[2]),
+		st.State("firing").Render("firing " + strconv.Itoa(n[apollo.AlertFiring])),
+		st.State("pending").Render("pending " + strconv.Itoa(n[apollo.AlertPending])),
+		"resolved " + strconv.Itoa(n[apollo.AlertResolved]),
 	}
 	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
