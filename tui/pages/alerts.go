@@ -180,10 +180,7 @@ func (p *Alerts) silenceLines() int {
 // SetSize implements the dashboard's page.
 func (p *Alerts) SetSize(width, height int) {
 	p.width, p.height = width, height
-	head := 1
-	if p.filter.Active() || p.filter.Value() != "" {
-		head++
-	}
+	head := 1 + filterLines(&p.filter)
 	if p.listErr != nil {
 		head++
 	}
@@ -210,10 +207,8 @@ func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
 			return intent(*submit)
 		}
 		return cmd
-	case p.filter.Active():
-		_, cmd := p.filter.Update(msg)
-		p.refresh()
-		p.SetSize(p.width, p.height)
+	}
+	if cmd, ok := filterKeys(&p.filter, msg, p.refit); ok {
 		return cmd
 	}
 	switch {
@@ -221,14 +216,6 @@ func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
 		if a, ok := p.Selected(); ok {
 			p.sel = a.ID
 		}
-	case key.Matches(msg, listKeys.Filter):
-		cmd := p.filter.Start()
-		p.SetSize(p.width, p.height)
-		return cmd
-	case key.Matches(msg, listKeys.Back):
-		p.filter.Clear()
-		p.refresh()
-		p.SetSize(p.width, p.height)
 	case key.Matches(msg, ackKey):
 		if a, ok := p.Selected(); ok {
 			return intent(AckAlert{Alert: a})
@@ -241,6 +228,12 @@ func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
 		}
 	}
 	return nil
+}
+
+// refit lists the alerts of the filter in the room it leaves.
+func (p *Alerts) refit() {
+	p.refresh()
+	p.SetSize(p.width, p.height)
 }
 
 // Keys implements the dashboard's page.
