@@ -1,7 +1,13 @@
 // Package httpapi is Apollo-11's HTTP face: event ingest, task queries and
-// corrections, metrics, alerts, rules, the WebSocket stream, ping URLs and
-// health. Every route is declared once, with the role it needs, in the
-// table in routes.go; errors are mapped to HTTP statuses in one table in
-// errors.go. The package holds no state of its own: it talks to the bus,
-// the metrics store and the alert engine through small interfaces.
+// corrections, metrics, alerts, rules, ping URLs and health, and the mount
+// of the WebSocket stream (package stream). Every route is declared once,
+// with the role it needs, in the table in routes.go; errors are mapped to
+// HTTP statuses in one table (apiclient.StatusOf, errors.go). It reaches
+// the bus, the metrics, the alert engine and the stream through small
+// interfaces that cmd/apollo fills.
+//
+// The state it holds is the transport's own: each token's ingest rate
+// limiter (ratelimit.go) and, until the bus pairs pings, the open ping run
+// of each job (ping.go). Everything else belongs to the components behind
+// the interfaces.
 package httpapi

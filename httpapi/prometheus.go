@@ -20,6 +20,7 @@ import (
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -296,28 +297,28 @@ var busFamilies = []family[bus.Stats]{
 		func(s bus.Stats) float64 { return float64(s.Subscribers) }),
 }
 
-var streamFamilies = []family[HubStats]{
+var streamFamilies = []family[stream.Stats]{
 	gauge("apollo_stream_clients", "WebSocket clients of GET /api/v1/stream connected now.",
-		func(s HubStats) float64 { return float64(s.Clients) }),
+		func(s stream.Stats) float64 { return float64(s.Clients) }),
 	gauge("apollo_stream_groups", "Distinct subscriptions (tenant and filter) the stream serves now.",
-		func(s HubStats) float64 { return float64(s.Groups) }),
+		func(s stream.Stats) float64 { return float64(s.Groups) }),
 	counter("apollo_stream_changes_total", "Changes the stream received from the bus.",
-		func(s HubStats) float64 { return float64(s.Changes) }),
+		func(s stream.Stats) float64 { return float64(s.Changes) }),
 	counter("apollo_stream_messages_total", "Messages written to stream clients.",
-		func(s HubStats) float64 { return float64(s.Messages) }),
+		func(s stream.Stats) float64 { return float64(s.Messages) }),
 	counter("apollo_stream_resyncs_total", "Times the bus cut the stream off for being slow; every client resynchronised from a snapshot.",
-		func(s HubStats) float64 { return float64(s.Resyncs) }),
+		func(s stream.Stats) float64 { return float64(s.Resyncs) }),
 	counter("apollo_stream_snapshots_total", "Snapshots sent to stream clients.",
-		func(s HubStats) float64 { return float64(s.Snapshots) }),
+		func(s stream.Stats) float64 { return float64(s.Snapshots) }),
 	counter("apollo_stream_resumes_total", "Subscriptions resumed from the stream's ring buffer without a snapshot.",
-		func(s HubStats) float64 { return float64(s.Resumes) }),
+		func(s stream.Stats) float64 { return float64(s.Resumes) }),
 	counterBy("apollo_stream_connections_total", "WebSocket connections, by result: accepted, or refused (shutting down, origin not allowed).",
-		[]string{"result"}, func(s HubStats, put put) {
+		[]string{"result"}, func(s stream.Stats, put put) {
 			put(float64(s.Accepted), "accepted")
 			put(float64(s.Refused), "refused")
 		}),
 	counterBy("apollo_stream_closed_total", "Stream clients closed by the server, by reason: too_slow (fell behind and were dropped), no_pong, shutdown.",
-		[]string{"reason"}, func(s HubStats, put put) {
+		[]string{"reason"}, func(s stream.Stats, put put) {
 			put(float64(s.ClosedSlow), "too_slow")
 			put(float64(s.ClosedNoPong), "no_pong")
 			put(float64(s.ClosedShutdown), "shutdown")

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -69,7 +69,7 @@ type promEnv struct {
 	agg    *metrics.Aggregator
 	engine *alert.Engine
 	disp   *notify.Dispatcher
-	hub    *Hub
+	hub    *stream.Hub
 	srv    *httptest.Server
 	wrote  chan string
 }
@@ -106,7 +106,8 @@ func newPromEnv(t *testing.T) *promEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.hub, err = NewHub(HubOptions{Bus: e.bus, Clock: e.clock, Logger: discardLogger}); err != nil {
+	if e.hub, err = stream.New(stream.Options{Bus: e.bus, Changes: func(n int) stream.ChangeSubscription { return e.bus.Subscribe(n) },
+		Clock: e.clock, Logger: discardLogger}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -217,8 +218,7 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 	e.traffic(t)
 	e.settle(t)
 	// One dashboard watching: registered before its hello arrives.
-	ws := &streamEnv{t: t, bus: e.bus, hub: e.hub, srv: e.srv, url: "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/api/v1/stream"}
-	ws.dial("viewer")
+	dialStream(t, e.srv.URL, "viewer")
 
 	g := e.scrape(t)
 	console := func(outcome string) string { return `{channel="console",outcome="` + outcome + `"}` }
@@ -357,6 +357,12 @@ type fixedBus struct {
 
 func (b fixedBus) Stats() bus.Stats { return b.st }
 
+// fixedStream is a stream whose Stats are set by the test.
+type fixedStream struct{ st stream.Stats }
+
+func (f fixedStream) Serve(http.ResponseWriter, *http.Request, stream.Caller) error { return nil }
+func (f fixedStream) Stats() stream.Stats                                           { return f.st }
+
 type fixedStats[S any] struct{ st S }
 
 func (f fixedStats[S]) Stats() S { return f.st }
@@ -369,15 +375,8 @@ func fullServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub, err := NewHub(HubOptions{Bus: b, Logger: discardLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The hub's clients and groups are its own maps; its counters can be set.
-	for i, c := range []*atomic.Uint64{&hub.stats.changes, &hub.stats.messages, &hub.stats.resyncs, &hub.stats.snapshots,
-		&hub.stats.resumes, &hub.stats.accepted, &hub.stats.refused, &hub.stats.closedSlow, &hub.stats.closedNoPong, &hub.stats.closedShutdown} {
-		c.Store(uint64(901 + i))
-	}
+	hub := fixedStream{stream.Stats{Changes: 901, Messages: 902, Resyncs: 903, Snapshots: 904, Resumes: 905, Accepted: 906,
+		Refused: 907, ClosedSlow: 908, ClosedNoPong: 909, ClosedShutdown: 910}}
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	return New(Options{
 		Bus: fixedBus{b, bus.Stats{Accepted: 101, Duplicate: 102, Illegal: 103, Invalid: 104, Held: 105, Refused: 106, Parked: 107,

@@ -120,12 +120,7 @@ func newSecured(t *testing.T, rate int) *secured {
 	}
 	sc.Start(context.Background())
 	t.Cleanup(func() { sc.Stop(context.Background()) })
-	hub, err := NewHub(HubOptions{Bus: b, Logger: discardLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub.Start(context.Background())
-	t.Cleanup(hub.Stop)
+	hub := newHub(t, b, nil)
 	sec.alerts = securedAlerts(t)
 	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
 	sec.srv = httptest.NewServer(sec.api)

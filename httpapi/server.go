@@ -50,7 +50,7 @@ type Options struct {
 	// refused, against DNS rebinding (crosssite.go). Unused with tokens.
 	AllowedHosts []string
 	// AllowedOrigins are the other origins (the stream's patterns, see
-	// HubOptions) whose pages may change things without a token.
+	// stream.Options) whose pages may change things without a token.
 	AllowedOrigins []string
 	Audit          Auditor      // default: a memory log of 1000 entries
 	Clock          apollo.Clock // default the system clock
@@ -64,7 +64,7 @@ type Options struct {
 	Ready func() bool
 	// Stream is the live stream behind GET /api/v1/stream; nil: 404. The
 	// caller starts and stops it.
-	Stream *Hub
+	Stream Stream
 	// Web serves the dashboard at "/" (web.Handler()); nil: 404.
 	Web http.Handler
 	// System adds named parts (wal, alert, redis, ...) to GET

@@ -25,6 +25,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/web"
 )
 
@@ -46,15 +47,11 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// engineStream connects the real alert engine to the stream, as
-// cmd/apollo does: its alert changes, and acks from the page.
+// engineStream connects the real alert engine's alert changes to the
+// stream, as cmd/apollo does; the engine takes the page's acks itself.
 type engineStream struct{ e *alert.Engine }
 
 func (a engineStream) SubscribeAlerts() (<-chan apollo.Alert, func()) { return a.e.Subscribe() }
-
-func (a engineStream) Ack(ctx context.Context, p *httpapi.Principal, id string) error {
-	return a.e.Ack(ctx, p.Tenant, id, p.Name)
-}
 
 type tokens map[string]*httpapi.Principal
 
@@ -76,7 +73,7 @@ type dashboard struct {
 	disp   *notify.Dispatcher
 	srv    *httptest.Server
 	api    atomic.Pointer[http.Handler]
-	hub    *httpapi.Hub
+	hub    *stream.Hub
 	auth   httpapi.Authenticator // nil: no tokens
 }
 
@@ -126,7 +123,8 @@ func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 // startStream starts a new hub and an API that serves it.
 func (d *dashboard) startStream() {
 	var api *httpapi.Server
-	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: d.bus, Alerts: engineStream{d.alerts}, Acker: engineStream{d.alerts},
+	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
+		Alerts: engineStream{d.alerts}, Acker: d.alerts,
 		System: func() any { return api.SystemStats() }, SystemInterval: time.Second})
 	if err != nil {
 		d.t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/stream"
 )
 
 // alertSide is where a bus process's alerting lives: in the process
@@ -30,7 +31,7 @@ type alertSide interface {
 	apiOptions(o *httpapi.Options)
 	// hubOptions fills the alerting part of the stream's options; acks
 	// from the stream are audited in auditLog.
-	hubOptions(o *httpapi.HubOptions, auditLog *audit.Log)
+	hubOptions(o *stream.Options, auditLog *audit.Log)
 	system(parts map[string]func() any)
 	// monitored adds its components to what /metrics reports.
 	monitored(m *httpapi.Monitored)
@@ -151,7 +152,7 @@ func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	}
 }
 
-func (l *localAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
 	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
@@ -184,10 +185,10 @@ type engineAcker struct {
 	audit *audit.Log
 }
 
-func (a engineAcker) Ack(ctx context.Context, p *httpapi.Principal, id string) error {
-	if err := a.e.Ack(ctx, p.Tenant, id, p.Name); err != nil {
+func (a engineAcker) Ack(ctx context.Context, tenant, id, by string) error {
+	if err := a.e.Ack(ctx, tenant, id, by); err != nil {
 		return err
 	}
-	a.audit.Record(audit.Entry{Tenant: p.Tenant, Actor: p.Name, Action: "alert.ack", Target: id, Detail: "from the stream"})
+	a.audit.Record(audit.Entry{Tenant: tenant, Actor: by, Action: "alert.ack", Target: id, Detail: "from the stream"})
 	return nil
 }

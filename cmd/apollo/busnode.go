@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/web"
 )
 
@@ -80,7 +81,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	defer node.Stop()
-	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: node, Changes: nodeChanges(node, log), Logger: log,
+	hub, err := stream.New(stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log,
 		AllowedOrigins: cfg.Auth.AllowedOrigins})
 	if err != nil {
 		return err
@@ -146,8 +147,8 @@ func partitionBusOptions(cfg config.Config, partitions int) bus.Options {
 // nodeChanges feeds the stream hub with the changes of every node of the
 // cluster. A node that cannot subscribe (it is stopping) gives a feed that
 // never delivers, rather than one the hub would retry in a loop.
-func nodeChanges(node *cluster.Node, log *slog.Logger) func(int) httpapi.ChangeSubscription {
-	return func(n int) httpapi.ChangeSubscription {
+func nodeChanges(node *cluster.Node, log *slog.Logger) func(int) stream.ChangeSubscription {
+	return func(n int) stream.ChangeSubscription {
 		sub, err := node.SubscribeChanges(n)
 		if err != nil {
 			log.Warn("the stream cannot follow the cluster's changes", "err", err)
@@ -165,7 +166,7 @@ func (deadFeed) Close()                   {}
 
 // busNodeAPI is the HTTP API of a node: the same routes as the server,
 // over the cluster, with the live stream of every node's changes.
-func busNodeAPI(cfg config.Config, node *cluster.Node, hub *httpapi.Hub, rdb redis.UniversalClient, log *slog.Logger) (*httpapi.Server, error) {
+func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, rdb redis.UniversalClient, log *slog.Logger) (*httpapi.Server, error) {
 	auth := httpapi.Authenticator(httpapi.OpenAuth{})
 	if len(cfg.Auth.Tokens) > 0 {
 		toks, err := tokensFromConfig(cfg.Auth.Tokens)

@@ -19,6 +19,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/stream"
 )
 
 // The three-process mode (docs/architecture.md, docs/deploy.md): `apollo bus` keeps
@@ -135,7 +136,7 @@ func (r *redisAlerting) apiOptions(o *httpapi.Options) {
 	o.Alerts, o.SaveRules = r.remote, r.remote.SaveRules
 }
 
-func (r *redisAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+func (r *redisAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
 	// The feed lives as long as the process; the hub subscribes on demand.
 	o.Alerts = redisstore.NewAlertFeed(context.Background(), r.c, r.prefix)
 	o.Acker = engineAcker{remoteAcker{r}, auditLog}

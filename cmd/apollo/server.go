@@ -27,6 +27,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/wal"
 	"github.com/apollo-11/apollo/web"
 )
@@ -50,7 +51,7 @@ type server struct {
 	wal      *wal.Log
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
-	hub      *httpapi.Hub
+	hub      *stream.Hub
 	alerts   alertSide
 	recovery httpapi.Recovery // measured at start, for /metrics
 	// seqReplay replays the log on one goroutine (bus.Replay) instead of
@@ -182,10 +183,10 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
-	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
-		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
+	hubOpts := stream.Options{Bus: b, Changes: func(n int) stream.ChangeSubscription { return b.Subscribe(n) },
+		Clock: s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
 	s.alerts.hubOptions(&hubOpts, s.audit)
-	hub, err := httpapi.NewHub(hubOpts)
+	hub, err := stream.New(hubOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"bytes"
@@ -107,11 +107,11 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 	}
 	bs.Start(context.Background())
 	defer bs.Stop()
-	hub, err := NewHub(HubOptions{Bus: bs, Logger: discardLogger, SendQueue: 4096})
+	hub, err := New(Options{Bus: bs, Changes: busChanges(bs), Logger: discardLogger, SendQueue: 4096})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Bus: bs, Auth: testTokens, Stream: hub}))
+	srv := httptest.NewServer(mount(hub, testTokens))
 	defer srv.Close()
 	hub.Start(context.Background())
 	defer hub.Stop()

@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"cmp"
@@ -41,7 +41,7 @@ type queued struct {
 type client struct {
 	h    *Hub
 	conn *websocket.Conn
-	p    *Principal
+	who  Caller
 	g    *group // guarded by h.mu
 
 	mu     sync.Mutex
@@ -116,12 +116,11 @@ func (c *client) popAll(done []queued) []queued {
 	return q
 }
 
-// serve runs one stream connection until it ends. The route's guard has
-// authenticated p.
-func (h *Hub) serve(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	if p == nil {
-		return &apollo.Error{Code: apollo.EUNAUTHORIZED, Message: "the stream needs a token"}
-	}
+// Serve runs one stream connection (GET /api/v1/stream) until it ends.
+// The caller has authenticated the request as who. An error is returned
+// before the upgrade only, for the caller to answer: the hub is stopping.
+// After the upgrade the connection is the hub's, and Serve returns nil.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -147,7 +146,7 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request, p *Principal) error 
 		return nil
 	}
 	conn.SetReadLimit(maxClientMessage)
-	c := &client{h: h, conn: conn, p: p, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	c := &client{h: h, conn: conn, who: who, wake: make(chan struct{}, 1), dead: make(chan struct{})}
 	if !h.join(c) {
 		conn.Close(websocket.StatusGoingAway, reasonShutdown)
 		return nil
@@ -210,15 +209,15 @@ func (c *client) ack(ctx context.Context, id string) {
 	switch {
 	case c.h.opts.Acker == nil:
 		res.Error = "acknowledging alerts is not available on this server"
-	case !c.p.Role.Allows(RoleOperator):
-		res.Error = "acknowledging needs the operator role; the token has " + c.p.Role.String()
+	case !c.who.MayAck:
+		res.Error = "acknowledging needs the operator role; the token has " + c.who.Role
 	default:
 		actx, cancel := context.WithTimeout(ctx, c.h.opts.AckTimeout)
-		err := c.h.opts.Acker.Ack(actx, c.p, id)
+		err := c.h.opts.Acker.Ack(actx, c.who.Tenant, id, c.who.Name)
 		cancel()
 		if err != nil {
 			if apollo.ErrorCode(err) == apollo.EINTERNAL {
-				c.h.log.Error("acknowledging an alert", "alert", id, "by", c.p.Name, "err", err)
+				c.h.log.Error("acknowledging an alert", "alert", id, "by", c.who.Name, "err", err)
 			}
 			res.Error = apollo.ErrorMessage(err)
 		} else {

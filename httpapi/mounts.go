@@ -5,14 +5,24 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/stream"
 )
 
-// stream serves GET /api/v1/stream (docs/stream.md).
+// Stream is the live stream (*stream.Hub) that GET /api/v1/stream hands
+// its connections to, once the route has authenticated them.
+type Stream interface {
+	Serve(w http.ResponseWriter, r *http.Request, who stream.Caller) error
+	Stats() stream.Stats
+}
+
+// stream serves GET /api/v1/stream (docs/stream.md): the hub takes the
+// connection as the principal's caller.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	if s.opts.Stream == nil {
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "the live stream is not enabled on this server"}
 	}
-	return s.opts.Stream.serve(w, r, p)
+	return s.opts.Stream.Serve(w, r, stream.Caller{Name: p.Name, Tenant: p.Tenant, Role: p.Role.String(),
+		MayAck: p.Role.Allows(RoleOperator)})
 }
 
 // SystemStats is the body of GET /api/v1/system: the bus's counters, the
