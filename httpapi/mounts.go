@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/stream"
 )
 
@@ -12,7 +11,6 @@ import (
 // its connections to, once the route has authenticated them.
 type Stream interface {
 	Serve(w http.ResponseWriter, r *http.Request, who stream.Caller) error
-	Stats() stream.Stats
 }
 
 // stream serves GET /api/v1/stream (docs/stream.md): the hub takes the
@@ -25,38 +23,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *Principal) er
 		MayAck: p.Role.Allows(RoleOperator)})
 }
 
-// SystemStats is the body of GET /api/v1/system: the bus's counters, the
-// stream's, and every part in Options.System (wal, alert, redis, ...).
+// SystemStats is the body of GET /api/v1/system: every part in
+// Options.System (bus, stream, wal, alert, redis, ...), read now.
 func (s *Server) SystemStats() map[string]any {
-	out := map[string]any{}
-	if b, ok := s.opts.Bus.(interface{ Stats() bus.Stats }); ok {
-		out["bus"] = b.Stats()
-	}
-	if s.opts.Stream != nil {
-		out["stream"] = s.opts.Stream.Stats()
-	}
-	m := &s.opts.Monitored // the components /metrics reports, by the same names
-	if present(m.WAL) {
-		out["wal"] = m.WAL.Stats()
-	}
-	if present(m.Metrics) {
-		out["metrics"] = m.Metrics.Stats()
-	}
-	if present(m.Notifications) {
-		out["notifications"] = m.Notifications.Stats()
-	}
-	if present(m.Alerts) {
-		out["alert"] = m.Alerts.Stats()
-	}
-	if present(m.Scheduler) {
-		out["scheduler"] = m.Scheduler.Stats()
-	}
-	if present(m.Redis) {
-		out["redis"] = m.Redis.Stats()
-	}
-	if m.Recovery != nil {
-		out["recovery"] = map[string]any{"seconds": m.Recovery.Duration.Seconds(), "events": m.Recovery.Events}
-	}
+	out := make(map[string]any, len(s.opts.System))
 	for name, f := range s.opts.System {
 		out[name] = f()
 	}
@@ -65,6 +35,18 @@ func (s *Server) SystemStats() map[string]any {
 
 func (s *Server) system(w http.ResponseWriter, _ *http.Request, _ *Principal) error {
 	writeJSON(w, http.StatusOK, s.SystemStats())
+	return nil
+}
+
+// prometheus serves GET /metrics: Apollo-11's own figures in the
+// Prometheus format (package selfmetrics, docs/monitoring.md). Viewers may
+// scrape: the numbers are totals over every tenant and carry no job, task
+// or tenant name.
+func (s *Server) prometheus(w http.ResponseWriter, r *http.Request, _ *Principal) error {
+	if s.opts.Prometheus == nil {
+		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process does not export its figures"}
+	}
+	s.opts.Prometheus.ServeHTTP(w, r)
 	return nil
 }
 

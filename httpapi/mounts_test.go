@@ -16,12 +16,13 @@ import (
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 )
 
 // The hub's own behaviour is tested in package stream; these tests are of
-// its mount: the route's authentication, and the stream's part of
-// GET /api/v1/system.
+// its mount: the route's authentication, and GET /api/v1/system reading
+// the stream's figures live.
 
 // tokenAuth maps tokens to principals, read with BearerToken as a real
 // authenticator would.
@@ -57,7 +58,8 @@ func newHub(t testing.TB, b *bus.Bus, clock apollo.Clock) *stream.Hub {
 	return hub
 }
 
-// streamEnv is a bus, a hub and the API serving it with testTokens.
+// streamEnv is a bus, a hub and the API serving it with testTokens, with
+// the two in GET /api/v1/system as cmd/apollo lists them.
 type streamEnv struct {
 	bus *bus.Bus
 	hub *stream.Hub
@@ -73,7 +75,8 @@ func newStreamEnv(t *testing.T) *streamEnv {
 	b.Start(context.Background())
 	t.Cleanup(b.Stop)
 	hub := newHub(t, b, nil)
-	srv := httptest.NewServer(New(Options{Bus: b, Auth: testTokens, Stream: hub}))
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats), selfmetrics.Watch("stream", hub.Stats)}
+	srv := httptest.NewServer(New(Options{Bus: b, Auth: testTokens, Stream: hub, System: parts.System()}))
 	t.Cleanup(srv.Close)
 	return &streamEnv{bus: b, hub: hub, srv: srv}
 }

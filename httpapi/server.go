@@ -67,12 +67,12 @@ type Options struct {
 	Stream Stream
 	// Web serves the dashboard at "/" (web.Handler()); nil: 404.
 	Web http.Handler
-	// System adds named parts (wal, alert, redis, ...) to GET
-	// /api/v1/system beside the bus's and the stream's stats.
+	// System are the named parts of GET /api/v1/system (bus, stream, wal,
+	// alert, redis, ...), each read at every request; cmd/apollo lists
+	// them with the parts of Prometheus (selfmetrics.Parts).
 	System map[string]func() any
-	// Monitored are the components GET /metrics reports besides the bus
-	// and the stream (prometheus.go); absent ones are not reported.
-	Monitored Monitored
+	// Prometheus serves GET /metrics (selfmetrics.Parts.Handler); nil: 404.
+	Prometheus http.Handler
 	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
 	// those routes with 503.
 	Alerts AlertEngine

@@ -20,6 +20,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 )
 
@@ -121,7 +122,8 @@ func (ls *liveServer) startStream() {
 	if err != nil {
 		ls.t.Fatal(err)
 	}
-	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub,
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", ls.bus.Stats), selfmetrics.Watch("stream", hub.Stats)}
+	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub, System: parts.System(),
 		Auth: e2eTokens{"op-token": {Name: "oscar", Role: httpapi.RoleOperator}, "agent-token": {Name: "runner", Role: httpapi.RoleAgent}}})
 	hub.Start(context.Background())
 	var h http.Handler = api

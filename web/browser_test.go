@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/web"
 )
@@ -129,8 +131,10 @@ func (d *dashboard) startStream() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", d.bus.Stats), selfmetrics.Watch("stream", hub.Stats),
+		selfmetrics.Watch("metrics", d.agg.Stats), selfmetrics.Watch("alert", d.alerts.Stats), selfmetrics.Watch("notifications", d.disp.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
-		Monitored:    httpapi.Monitored{Metrics: d.agg, Alerts: d.alerts, Notifications: d.disp},
+		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler)),
 		KnownChannel: func(_, n string) bool { return n == "console" }})
 	hub.Start(context.Background())
 	var h http.Handler = api

@@ -16,6 +16,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 )
 
@@ -32,9 +33,10 @@ type alertSide interface {
 	// hubOptions fills the alerting part of the stream's options; acks
 	// from the stream are audited in auditLog.
 	hubOptions(o *stream.Options, auditLog *audit.Log)
+	// system adds what it says of itself to GET /api/v1/system.
 	system(parts map[string]func() any)
-	// monitored adds its components to what /metrics reports.
-	monitored(m *httpapi.Monitored)
+	// parts are its components, for GET /metrics and GET /api/v1/system.
+	parts() selfmetrics.Parts
 	// onRefused reports events the bus could not take: never silently (invariant 4).
 	onRefused(r bus.Refusal)
 	reload()
@@ -158,8 +160,8 @@ func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
 
 func (l *localAlerting) system(map[string]func() any) {}
 
-func (l *localAlerting) monitored(m *httpapi.Monitored) {
-	m.Notifications, m.Alerts = l.disp, l.engine
+func (l *localAlerting) parts() selfmetrics.Parts {
+	return selfmetrics.Parts{selfmetrics.Watch("notifications", l.disp.Stats), selfmetrics.Watch("alert", l.engine.Stats)}
 }
 
 func (l *localAlerting) onRefused(r bus.Refusal) {

@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/web"
 )
@@ -175,11 +176,12 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, rdb redi
 		}
 		auth = httpapi.NewTokenAuth(toks)
 	}
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", node.Stats), selfmetrics.Watch("stream", hub.Stats)}
 	opts := httpapi.Options{
 		Bus: node, Stream: hub, Auth: auth, Logger: log, Web: web.Handler(),
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
-		System: map[string]func() any{"cluster": func() any { return node.NodeStats() }},
+		System: parts.System(), Prometheus: parts.Handler(log),
 		Ready: func() bool {
 			select {
 			case <-node.Ready():
@@ -189,6 +191,7 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, rdb redi
 			}
 		},
 	}
+	opts.System["cluster"] = func() any { return node.NodeStats() }
 	if rdb != nil {
 		st, err := redisstore.NewStore(redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
 			BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})

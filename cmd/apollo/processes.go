@@ -19,6 +19,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 )
 
@@ -153,7 +154,9 @@ func (r *redisAlerting) system(parts map[string]func() any) {
 	parts["components"] = func() any { return r.watch.status() }
 }
 
-func (r *redisAlerting) monitored(m *httpapi.Monitored) { m.Redis = r.flusher }
+func (r *redisAlerting) parts() selfmetrics.Parts {
+	return selfmetrics.Parts{selfmetrics.Watch("redis", r.flusher.Stats)}
+}
 
 // onRefused asks the alert processes to raise the critical self-alert (seed
 // 4.1); they deduplicate it. It must not block the bus: the publish runs
