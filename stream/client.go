@@ -71,8 +71,9 @@ func (c *client) enqueue(m queued) {
 	// queue: the limit is on lag, not on the size of one batch.
 	if len(c.q) >= c.h.opts.SendQueue || len(c.q) > 0 && c.qBytes+len(m.data) > c.h.opts.SendQueueBytes {
 		c.mu.Unlock()
-		c.h.stats.closedSlow.Add(1)
-		c.kill(reasonTooSlow)
+		if c.kill(reasonTooSlow) {
+			c.h.stats.closedSlow.Add(1)
+		}
 		return
 	}
 	c.q = append(c.q, m)
@@ -85,12 +86,14 @@ func (c *client) enqueue(m queued) {
 }
 
 // kill asks the writer to close the connection with reason ("" when the
-// reader has already ended) and drops the queue. It never blocks.
-func (c *client) kill(reason string) {
+// reader has already ended) and drops the queue. It never blocks. It
+// reports whether this call killed the client: a client is closed once,
+// and counted once, however many of its goroutines find it at fault.
+func (c *client) kill(reason string) bool {
 	c.mu.Lock()
 	if c.killed {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.killed, c.reason = true, reason
 	c.q, c.qBytes = nil, 0
@@ -99,6 +102,7 @@ func (c *client) kill(reason string) {
 	if c.h.opts.testKilled != nil && reason != "" {
 		c.h.opts.testKilled(reason)
 	}
+	return true
 }
 
 // popAll takes every queued message. The slice the writer has finished
@@ -266,9 +270,10 @@ func (c *client) writeLoop(ctx context.Context) {
 				missed = 0
 			}
 			if pinging {
-				if missed++; missed >= h.opts.MissedPongs {
+				// The writer may see one more tick before it sees itself
+				// killed: the count is the kill's, not the tick's.
+				if missed++; missed >= h.opts.MissedPongs && c.kill(reasonNoPong) {
 					h.stats.closedNoPong.Add(1)
-					c.kill(reasonNoPong)
 				}
 				continue
 			}
