@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/bus"
 )
 
 type eventResult struct {
@@ -235,7 +234,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 			good = append(good, evs[i])
 		}
 	}
-	outs := make([]bus.Outcome, len(good))
+	outs := make([]apollo.Outcome, len(good))
 	if err := s.opts.Bus.Publish(r.Context(), good, outs); err != nil {
 		s.log.Error("ingest: the log failed", "err", err)
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the events could not be made durable", Hint: "resend them later"}
@@ -243,26 +242,26 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	ans := ingestAnswer{Results: make([]eventResult, len(evs))}
 	j := 0
 	for i := range evs {
-		var o bus.Outcome
+		var o apollo.Outcome
 		if bad[i] != nil {
-			o = bus.Outcome{Result: bus.Rejected, Err: bad[i]}
+			o = apollo.Outcome{Result: apollo.ResultRejected, Err: bad[i]}
 		} else {
 			o = outs[j]
 			j++
 		}
 		ans.Results[i] = eventResult{Result: o.Result.String(), Error: o.Err}
 		switch o.Result {
-		case bus.Accepted:
+		case apollo.ResultAccepted:
 			ans.Accepted++
-		case bus.Held:
+		case apollo.ResultHeld:
 			ans.Held++
-		case bus.Duplicate:
+		case apollo.ResultDuplicate:
 			ans.Duplicate++
-		case bus.Rejected:
+		case apollo.ResultRejected:
 			ans.Rejected++
-		case bus.RetryLater:
+		case apollo.ResultRetryLater:
 			ans.RetryLater++
-		case bus.Waiting:
+		case apollo.ResultWaiting:
 			ans.Waiting++
 		}
 	}

@@ -9,12 +9,11 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
-	"github.com/apollo-11/apollo/bus"
 )
 
 // Bus is what the API needs of the task state.
 type Bus interface {
-	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	Publish(ctx context.Context, evs []apollo.Event, out []apollo.Outcome) error
 	// JobOf is the job of a task in memory, "" for none; the bus refuses
 	// an event naming another job than its task's, so a stale answer can
 	// only refuse an event, never let one through.
