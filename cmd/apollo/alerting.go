@@ -175,6 +175,8 @@ func (l *localAlerting) reload() {
 	}
 }
 
+var _ httpapi.AlertEngine = (*alert.Engine)(nil)
+
 // engineAlerts and engineAcker connect an engine to the live stream.
 type engineAlerts struct{ e *alert.Engine }
 
