@@ -77,6 +77,9 @@ type dashboard struct {
 	api    atomic.Pointer[http.Handler]
 	hub    *stream.Hub
 	auth   httpapi.Authenticator // nil: no tokens
+	// metrics, when set before startStream, sends the stream's metric
+	// messages every 100 ms.
+	metrics stream.MetricsSource
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -126,7 +129,7 @@ func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
-		Alerts: engineStream{d.alerts}, Acker: d.alerts,
+		Alerts: engineStream{d.alerts}, Acker: d.alerts, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
 		System: func() any { return api.SystemStats() }, SystemInterval: time.Second})
 	if err != nil {
 		d.t.Fatal(err)

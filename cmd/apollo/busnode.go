@@ -82,14 +82,21 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	defer node.Stop()
-	hub, err := stream.New(stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log,
-		AllowedOrigins: cfg.Auth.AllowedOrigins})
+	store, err := nodeMetrics(cfg, rdb)
+	if err != nil {
+		return err
+	}
+	hubOpts := stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log, AllowedOrigins: cfg.Auth.AllowedOrigins}
+	if store != nil {
+		hubOpts.Metrics = httpapi.StreamMetrics(store, apollo.SystemClock, 10*time.Second)
+	}
+	hub, err := stream.New(hubOpts)
 	if err != nil {
 		return err
 	}
 	hub.Start(ctx)
 	defer hub.Stop()
-	api, err := busNodeAPI(cfg, node, hub, rdb, log)
+	api, err := busNodeAPI(cfg, node, hub, store, log)
 	if err != nil {
 		return err
 	}
@@ -167,7 +174,21 @@ func (deadFeed) Close()                   {}
 
 // busNodeAPI is the HTTP API of a node: the same routes as the server,
 // over the cluster, with the live stream of every node's changes.
-func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, rdb redis.UniversalClient, log *slog.Logger) (*httpapi.Server, error) {
+// nodeMetrics is the metrics the node's API and stream read: every
+// partition's, in Redis; nil without Redis.
+func nodeMetrics(cfg config.Config, rdb redis.UniversalClient) (httpapi.MetricsStore, error) {
+	if rdb == nil {
+		return nil, nil
+	}
+	st, err := redisstore.NewStore(redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
+		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, store httpapi.MetricsStore, log *slog.Logger) (*httpapi.Server, error) {
 	auth := httpapi.Authenticator(httpapi.OpenAuth{})
 	if len(cfg.Auth.Tokens) > 0 {
 		toks, err := tokensFromConfig(cfg.Auth.Tokens)
@@ -181,7 +202,7 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, rdb redi
 		Bus: node, Stream: hub, Auth: auth, Logger: log, Web: web.Handler(),
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
-		System: parts.System(), Prometheus: parts.Handler(log),
+		Metrics: store, System: parts.System(), Prometheus: parts.Handler(log),
 		Ready: func() bool {
 			select {
 			case <-node.Ready():
@@ -192,13 +213,5 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, rdb redi
 		},
 	}
 	opts.System["cluster"] = func() any { return node.NodeStats() }
-	if rdb != nil {
-		st, err := redisstore.NewStore(redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
-			BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
-		if err != nil {
-			return nil, err
-		}
-		opts.Metrics = st
-	}
 	return httpapi.New(opts), nil
 }

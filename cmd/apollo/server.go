@@ -185,7 +185,8 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	}
 	// The hub starts after recovery, so replay does not flood it.
 	hubOpts := stream.Options{Bus: b, Changes: func(n int) stream.ChangeSubscription { return b.Subscribe(n) },
-		Clock: s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
+		Metrics: httpapi.StreamMetrics(agg, s.clock, 10*time.Second),
+		Clock:   s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
 	s.alerts.hubOptions(&hubOpts, s.audit)
 	hub, err := stream.New(hubOpts)
 	if err != nil {
