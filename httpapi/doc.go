@@ -1,10 +1,12 @@
-// Package httpapi is Apollo-11's HTTP face: event ingest, task queries and
-// corrections, metrics, alerts, rules, ping URLs and health, and the mount
-// of the WebSocket stream (package stream). Every route is declared once,
-// with the role it needs, in the table in routes.go; errors are mapped to
-// HTTP statuses in one table (apiclient.StatusOf, errors.go). It reaches
-// the bus, the metrics, the alert engine and the stream through small
-// interfaces that cmd/apollo fills.
+// Package httpapi is Apollo-11's HTTP transport: event ingest, task
+// queries and corrections, metrics, alerts, rules, ping URLs and health.
+// It mounts the WebSocket stream (package stream) and the handler of
+// GET /metrics (package selfmetrics). Every route is declared once, with
+// the role it needs, in the table in routes.go; errors are mapped to HTTP
+// statuses in one table (apiclient.StatusOf, errors.go). It reaches the
+// bus, the metrics, the alert engine, the scheduler and the stream
+// through small interfaces that cmd/apollo fills; TestImports pins what it
+// imports (docs/architecture.md, "Packages").
 //
 // The state it holds is the transport's own: each token's ingest rate
 // limiter (ratelimit.go) and, until the bus pairs pings, the open ping run

@@ -169,7 +169,7 @@ type Hub struct {
 	log   *slog.Logger
 	epoch string
 
-	mu      sync.Mutex // guards everything below; lock order: mu, then client.mu
+	mu      sync.Mutex // guards everything below; lock order: mu, then client.mu (docs/architecture.md)
 	cursor  uint64
 	ring    *ring
 	groups  map[string]*group
