@@ -12,9 +12,14 @@ type Task struct {
 	ScheduledAt int64 `json:"scheduledAt,omitempty"`
 	StartedAt   int64 `json:"startedAt,omitempty"`
 	FinishedAt  int64 `json:"finishedAt,omitempty"`
-	UpdatedAt   int64 `json:"updatedAt"`
-	TimeoutMs   int64 `json:"timeoutMs,omitempty"`
-	CostMs      int64 `json:"costMs,omitempty"`
+	// CreatedAt is server time when the run was first reported, and
+	// UpdatedAt server time of its last change. Listings are ordered by
+	// CreatedAt, newest first: it never moves, so paging sees each task
+	// once however often tasks change meanwhile.
+	CreatedAt int64 `json:"createdAt,omitempty"`
+	UpdatedAt int64 `json:"updatedAt"`
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	CostMs    int64 `json:"costMs,omitempty"`
 	// Late is set when the run started later than its lateness threshold
 	// after ScheduledAt, or was not started within its grace period.
 	Late bool `json:"late,omitempty"`

@@ -3,10 +3,10 @@ package agent
 import (
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // logEvery is the least time between two lines of one kind: a server that
@@ -18,30 +18,16 @@ const logEvery = 10 * time.Second
 type logLimits struct {
 	log   *slog.Logger
 	clock apollo.Clock
-
-	mu   sync.Mutex
-	last map[string]time.Time
-	left map[string]int
+	lim   *loglimit.Limiter
 }
 
 func newLogLimits(l *slog.Logger, clk apollo.Clock) logLimits {
-	return logLimits{log: l, clock: clk, last: map[string]time.Time{}, left: map[string]int{}}
+	return logLimits{log: l, clock: clk, lim: loglimit.New(logEvery)}
 }
 
 // allow reports whether a line of this kind may go out now, and how many
 // were suppressed before it.
-func (l *logLimits) allow(kind string) (bool, int) {
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if last, ok := l.last[kind]; ok && now.Sub(last) < logEvery {
-		l.left[kind]++
-		return false, 0
-	}
-	n := l.left[kind]
-	l.last[kind], l.left[kind] = now, 0
-	return true, n
-}
+func (l *logLimits) allow(kind string) (bool, int) { return l.lim.Allow(kind, l.clock.Now()) }
 
 // rejected logs an event the server refused, with the server's reason.
 func (l *logLimits) rejected(data []byte, e *apollo.Error, status int) {

@@ -16,31 +16,12 @@ import (
 // Inactive alerts are not kept, so asking for them returns none.
 func (e *Engine) Alerts(tenant string, state apollo.AlertState) []apollo.Alert {
 	want := func(s apollo.AlertState) bool { return state == "" || state == s }
-	var out []apollo.Alert
-	e.mu.Lock()
-	if tr := e.rate[tenant]; tr != nil {
-		for _, en := range tr.byID {
-			if want(en.State) {
-				out = append(out, en.Alert)
-			}
-		}
-	}
-	e.mu.Unlock()
+	out := e.rate.list(nil, tenant, want)
 	if want(apollo.AlertFiring) {
-		e.emu.Lock()
-		for k, en := range e.groups {
-			if k.tenant == tenant {
-				a := en.Alert
-				a.TopNames = top(en.Names, topNames)
-				out = append(out, a)
-			}
-		}
-		e.emu.Unlock()
+		out = e.groups.list(out, tenant)
 	}
 	if want(apollo.AlertResolved) {
-		e.hmu.Lock()
-		out = append(out, e.hist[tenant]...)
-		e.hmu.Unlock()
+		out = e.resolved.list(out, tenant)
 	}
 	slices.SortFunc(out, func(a, b apollo.Alert) int {
 		return cmp.Or(cmp.Compare(stateOrder(a.State), stateOrder(b.State)),
@@ -81,10 +62,7 @@ func (e *Engine) Ack(ctx context.Context, tenant, id, by string) error {
 		a = en.Alert
 	})
 	if !found {
-		e.hmu.Lock()
-		resolved := slices.ContainsFunc(e.hist[tenant], func(a apollo.Alert) bool { return a.ID == id })
-		e.hmu.Unlock()
-		if resolved {
+		if e.resolved.has(tenant, id) {
 			return &apollo.Error{Code: apollo.ECONFLICT, Field: "id", Message: fmt.Sprintf("alert %s is resolved", id),
 				Hint: "there is nothing left to acknowledge"}
 		}
@@ -112,48 +90,5 @@ func (e *Engine) Ack(ctx context.Context, tenant, id, by string) error {
 // withOpenAlert runs f on the tenant's pending or firing alert id, under
 // the lock that guards it, and reports whether there was one.
 func (e *Engine) withOpenAlert(tenant, id string, f func(*entry)) bool {
-	e.mu.Lock()
-	if tr := e.rate[tenant]; tr != nil {
-		if en := tr.byID[id]; en != nil {
-			f(en)
-			e.mu.Unlock()
-			return true
-		}
-	}
-	e.mu.Unlock()
-	e.emu.Lock()
-	defer e.emu.Unlock()
-	if en := e.groupIDs[id]; en != nil && en.Tenant == tenant {
-		f(en)
-		return true
-	}
-	return false
-}
-
-// remember keeps a resolved alert for the API.
-func (e *Engine) remember(a apollo.Alert) {
-	e.hmu.Lock()
-	defer e.hmu.Unlock()
-	list := append(e.hist[a.Tenant], a)
-	if over := len(list) - e.opts.MaxResolved; over > 0 {
-		list = slices.Delete(list, 0, over)
-	}
-	e.hist[a.Tenant] = list
-}
-
-// trimHistory forgets resolved alerts older than KeepResolved.
-func (e *Engine) trimHistory(now time.Time) {
-	e.hmu.Lock()
-	defer e.hmu.Unlock()
-	for tenant, list := range e.hist {
-		i := slices.IndexFunc(list, func(a apollo.Alert) bool { return now.Sub(a.ResolvedAt) < e.opts.KeepResolved })
-		switch {
-		case i < 0:
-			delete(e.hist, tenant)
-			e.dirty.Store(true)
-		case i > 0:
-			e.hist[tenant] = slices.Delete(list, 0, i)
-			e.dirty.Store(true)
-		}
-	}
+	return e.rate.withOpen(tenant, id, f) || e.groups.withOpen(tenant, id, f)
 }

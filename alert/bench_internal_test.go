@@ -116,7 +116,7 @@ func benchEngine(b *testing.B, oneWindow bool) *Engine {
 func BenchmarkEvaluate(b *testing.B) {
 	ctx := context.Background()
 	e := benchEngine(b, false)
-	set := (*e.sets.Load())[""]
+	set := e.sets.get("")
 	b.Logf("%d rate rules, %d tables per cycle", len(set.rate), len(set.windows))
 	b.Run("tables-only", func(b *testing.B) {
 		b.ReportAllocs()

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // lockTimeout bounds one dedup-lock call. Delivery does not inherit the
@@ -26,14 +26,32 @@ const lockBackoff = 10 * time.Second
 
 // Engine evaluates rules into alerts and notifications. Apply, SelfAlert
 // and every read method may be called from any goroutine.
+//
+// Its state is kept by types that each own their lock. A goroutine that
+// holds two took them in this order, outer first (docs/architecture.md,
+// "Lock order"):
+//
+//  1. runMu: Start and Stop; Start loads the saved state (3, 5, 6).
+//  2. evalMu: one Evaluate at a time; it guards cycles and caches.
+//  3. silences.mu: one writer of silences at a time; the write is saved
+//     (4) before it is confirmed.
+//  4. saveMu: one save at a time; the snapshot takes 5 and 6 in turn.
+//  5. rate.mu or groups.mu, never both: a cycle holds rate.mu over one
+//     tenant's rate rules; Apply, the group timer and SelfAlert hold
+//     groups.mu over one change to the event groups.
+//  6. resolved.mu: an alert that resolves under 5 is remembered.
+//
+// sets.mu, subs.mu and the locks of warns, the Locker, the Sender and the
+// StateStore are taken last and hold nothing else. Rule sets, silences and
+// counters are read without a lock: the first two are replaced, never
+// modified.
 type Engine struct {
-	opts   Options
-	clock  apollo.Clock
-	log    *slog.Logger
-	warnLg logLimiter
+	opts  Options
+	clock apollo.Clock
+	log   *slog.Logger
+	warns *loglimit.Limiter // one line per kind a minute
 
-	sets  atomic.Pointer[map[string]*ruleSet] // tenant -> rules; copy on write
-	setMu sync.Mutex                          // serializes writers of sets
+	sets *ruleSets
 
 	evalMu sync.Mutex // one Evaluate at a time; guards the fields below
 	cycles uint64
@@ -41,29 +59,18 @@ type Engine struct {
 	// noRangeCache, set by benchmarks, searches every prefix every cycle.
 	noRangeCache bool
 
-	mu   sync.Mutex // rate-rule alerts
-	rate map[string]*tenantRate
-
-	emu      sync.Mutex // event-rule groups and self-alerts
-	groups   map[groupKey]*entry
-	groupIDs map[string]*entry
-	selfRule map[string]*selfRuleEntry
-
-	hmu  sync.Mutex // resolved alerts, oldest first, per tenant
-	hist map[string][]apollo.Alert
-
-	smu      sync.Mutex // serializes writers of silences
-	silences atomic.Pointer[silenceSet]
-
-	subMu sync.Mutex
-	subs  map[*subscriber]struct{}
+	rate     *rateAlerts
+	groups   *eventGroups
+	resolved *resolvedAlerts
+	silences *silenceRegistry
+	subs     *subscribers
 
 	queue  chan apollo.Notification // event notifications waiting for the lock
 	wake   chan struct{}            // a group opened: re-arm the group timer
-	dirty  atomic.Bool
-	saveMu sync.Mutex
+	dirty  atomic.Bool              // changed since the last save
+	saveMu sync.Mutex               // one save at a time
 
-	runMu   sync.Mutex
+	runMu   sync.Mutex // guards the fields below
 	running bool
 	stopped bool
 	loaded  bool
@@ -98,19 +105,17 @@ func New(opts Options) (*Engine, error) {
 		opts:     opts,
 		clock:    opts.Clock,
 		log:      opts.Logger.With("component", "alert"),
+		warns:    loglimit.New(time.Minute),
+		sets:     newRuleSets(),
 		caches:   map[string]*rangeCache{},
-		rate:     map[string]*tenantRate{},
-		groups:   map[groupKey]*entry{},
-		groupIDs: map[string]*entry{},
-		selfRule: map[string]*selfRuleEntry{},
-		hist:     map[string][]apollo.Alert{},
-		subs:     map[*subscriber]struct{}{},
+		rate:     newRateAlerts(),
+		groups:   newEventGroups(),
+		resolved: newResolvedAlerts(opts.MaxResolved, opts.KeepResolved),
+		silences: newSilenceRegistry(),
+		subs:     newSubscribers(),
 		queue:    make(chan apollo.Notification, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
 	}
-	e.warnLg.every = time.Minute
-	e.sets.Store(&map[string]*ruleSet{})
-	e.silences.Store(&silenceSet{})
 	if opts.Rules != nil {
 		e.SetRules("", opts.Rules)
 	}
@@ -178,7 +183,7 @@ func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan stru
 			// The clock, not the tick's time: a fake clock that jumps
 			// delivers one stale tick.
 			if err := e.Evaluate(ctx, e.clock.Now()); err != nil && ctx.Err() == nil {
-				if ok, n := e.warnLg.allow("eval", e.clock.Now()); ok {
+				if ok, n := e.warns.Allow("eval", e.clock.Now()); ok {
 					e.log.Warn("alert: evaluation failed; the rules it could not evaluate keep their state", "err", err, "suppressed", n)
 				}
 			}
@@ -192,7 +197,7 @@ func (e *Engine) save(ctx context.Context) {
 		return
 	}
 	if err := e.persist(ctx); err != nil {
-		if ok, n := e.warnLg.allow("save", e.clock.Now()); ok {
+		if ok, n := e.warns.Allow("save", e.clock.Now()); ok {
 			e.log.Error("alert: saving the alert state failed; a restart may notify again", "err", err, "suppressed", n)
 		}
 	}
@@ -201,32 +206,10 @@ func (e *Engine) save(ctx context.Context) {
 // snapshot copies everything a StateStore keeps.
 func (e *Engine) snapshot() State {
 	var s State
-	e.mu.Lock()
-	for _, tr := range e.rate {
-		for _, rs := range tr.rules {
-			for _, en := range rs.groups {
-				s.Alerts = append(s.Alerts, en.StoredAlert)
-			}
-		}
-	}
-	e.mu.Unlock()
-	e.emu.Lock()
-	for _, en := range e.groups {
-		a := en.StoredAlert
-		a.Names = cloneNames(en.Names)
-		s.Alerts = append(s.Alerts, a)
-	}
-	e.emu.Unlock()
-	e.hmu.Lock()
-	for _, list := range e.hist {
-		for _, a := range list {
-			s.Alerts = append(s.Alerts, StoredAlert{Alert: a})
-		}
-	}
-	e.hmu.Unlock()
-	for _, list := range *e.silences.Load() {
-		s.Silences = append(s.Silences, list...)
-	}
+	e.rate.each(func(en *entry) { s.Alerts = append(s.Alerts, en.StoredAlert) })
+	s.Alerts = e.groups.appendStored(s.Alerts)
+	s.Alerts = e.resolved.appendStored(s.Alerts)
+	s.Silences = e.silences.all()
 	return s
 }
 
@@ -238,42 +221,19 @@ func (e *Engine) load(ctx context.Context) error {
 		return fmt.Errorf("alert: start: %w", err)
 	}
 	now := e.clock.Now()
-	var nAlerts int
-	for i := range s.Alerts {
-		a := s.Alerts[i]
+	for _, a := range s.Alerts {
 		switch {
 		case a.State == apollo.AlertResolved:
-			e.remember(a.Alert)
+			e.resolved.remember(a.Alert)
 		case a.Event:
-			e.emu.Lock()
-			k := groupKey{a.Tenant, a.Rule}
-			if e.groups[k] == nil {
-				en := &entry{StoredAlert: a}
-				if en.Names == nil {
-					en.Names = map[string]int64{}
-				}
-				e.groups[k], e.groupIDs[a.ID] = en, en
-			}
-			e.emu.Unlock()
+			e.groups.load(a)
 		default:
-			e.mu.Lock()
-			tr := e.tenantRate(a.Tenant)
-			rs := tr.ruleState(a.Rule)
-			if rs.groups[a.Group] == nil {
-				en := &entry{StoredAlert: a}
-				rs.groups[a.Group], tr.byID[a.ID] = en, en
-			}
-			e.mu.Unlock()
+			e.rate.load(a)
 		}
-		nAlerts++
 	}
-	e.hmu.Lock()
-	for _, list := range e.hist {
-		slices.SortStableFunc(list, func(a, b apollo.Alert) int { return a.ResolvedAt.Compare(b.ResolvedAt) })
-	}
-	e.hmu.Unlock()
-	kept := e.installSilences(s.Silences, now)
-	e.log.Info("alert: state loaded", "alerts", nAlerts, "silences", kept)
+	e.resolved.sortLoaded()
+	kept := e.silences.install(s.Silences, now)
+	e.log.Info("alert: state loaded", "alerts", len(s.Alerts), "silences", kept)
 	return nil
 }
 
@@ -308,7 +268,7 @@ func (e *Engine) lock(n *apollo.Notification) bool {
 	}
 	e.st.lockErrors.Add(1)
 	e.st.lockDownUntil.Store(now.Add(lockBackoff).UnixNano())
-	if allow, sup := e.warnLg.allow("lock", now); allow {
+	if allow, sup := e.warns.Allow("lock", now); allow {
 		e.log.Warn("alert: dedup lock failed; sending without it for a while", "err", err, "for", lockBackoff, "suppressed", sup)
 	}
 	return true
@@ -343,82 +303,14 @@ func (e *Engine) Stats() Stats {
 	if ns := e.st.lastEval.Load(); ns != 0 {
 		s.LastEvaluation = time.Unix(0, ns)
 	}
-	for _, set := range *e.sets.Load() {
+	for _, set := range e.sets.all() {
 		s.RateRules += len(set.rate)
 		s.EventRules += set.nEvent
 	}
-	e.mu.Lock()
-	for _, tr := range e.rate {
-		for _, rs := range tr.rules {
-			for _, en := range rs.groups {
-				s.Alerts[en.State]++
-			}
-		}
-	}
-	e.mu.Unlock()
-	e.emu.Lock()
-	s.Alerts[apollo.AlertFiring] += len(e.groups)
-	e.emu.Unlock()
-	e.hmu.Lock()
-	for _, list := range e.hist {
-		s.Alerts[apollo.AlertResolved] += len(list)
-	}
-	e.hmu.Unlock()
+	e.rate.each(func(en *entry) { s.Alerts[en.State]++ })
+	s.Alerts[apollo.AlertFiring] += e.groups.count()
+	s.Alerts[apollo.AlertResolved] += e.resolved.count()
 	return s
-}
-
-// subscriber is one reader of alert changes.
-type subscriber struct {
-	ch   chan apollo.Alert
-	once sync.Once
-}
-
-// SubscriberBuffer is how many changes a subscriber may fall behind
-// before it is dropped.
-const SubscriberBuffer = 256
-
-// Subscribe returns every change of an alert from now on (opened,
-// firing, resolved, back to inactive, acknowledged) and a function that
-// ends the subscription. A reader more than SubscriberBuffer changes
-// behind is dropped: its channel is closed, and it should list the
-// alerts and subscribe again.
-func (e *Engine) Subscribe() (<-chan apollo.Alert, func()) {
-	s := &subscriber{ch: make(chan apollo.Alert, SubscriberBuffer)}
-	e.subMu.Lock()
-	e.subs[s] = struct{}{}
-	e.subMu.Unlock()
-	return s.ch, func() { e.unsubscribe(s) }
-}
-
-func (e *Engine) unsubscribe(s *subscriber) {
-	e.subMu.Lock()
-	delete(e.subs, s)
-	e.subMu.Unlock()
-	s.once.Do(func() { close(s.ch) })
-}
-
-// publish hands changes to subscribers without waiting for any.
-func (e *Engine) publish(as []apollo.Alert) {
-	if len(as) == 0 {
-		return
-	}
-	e.subMu.Lock()
-	defer e.subMu.Unlock()
-	for s := range e.subs {
-		for _, a := range as {
-			select {
-			case s.ch <- a:
-				continue
-			default:
-			}
-			delete(e.subs, s)
-			s.once.Do(func() { close(s.ch) })
-			if ok, n := e.warnLg.allow("slow", e.clock.Now()); ok {
-				e.log.Warn("alert: dropped a subscriber that fell behind", "buffer", SubscriberBuffer, "suppressed", n)
-			}
-			break
-		}
-	}
 }
 
 // newID returns a random alert or silence ID.
@@ -426,28 +318,4 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// logLimiter lets one log line per key through per period and counts the
-// rest, so hot paths cannot flood the log.
-type logLimiter struct {
-	every time.Duration
-	mu    sync.Mutex
-	last  map[string]time.Time
-	count map[string]int
-}
-
-func (l *logLimiter) allow(key string, now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last, l.count = map[string]time.Time{}, map[string]int{}
-	}
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
-		l.count[key]++
-		return false, 0
-	}
-	n := l.count[key]
-	l.last[key], l.count[key] = now, 0
-	return true, n
 }

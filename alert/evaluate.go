@@ -7,55 +7,22 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/metrics"
 )
 
-// tenantRate is one tenant's rate-rule alerts: for each rule name, the
-// groups that are pending or firing. Inactive groups have no entry, so a
-// cycle over 100 000 quiet jobs keeps nothing.
-type tenantRate struct {
-	tenant string
-	rules  map[string]*ruleState
-	byID   map[string]*entry
-}
-
-type ruleState struct {
-	groups map[string]*entry // group -> its current episode
-}
-
-// tenantRate returns the tenant's state, made if needed; e.mu is held.
-func (e *Engine) tenantRate(tenant string) *tenantRate {
-	tr := e.rate[tenant]
-	if tr == nil {
-		tr = &tenantRate{tenant: tenant, rules: map[string]*ruleState{}, byID: map[string]*entry{}}
-		e.rate[tenant] = tr
-	}
-	return tr
-}
-
-func (tr *tenantRate) ruleState(name string) *ruleState {
-	rs := tr.rules[name]
-	if rs == nil {
-		rs = &ruleState{groups: map[string]*entry{}}
-		tr.rules[name] = rs
-	}
-	return rs
-}
-
-// rangeCache remembers where each prefix's jobs are in a table's names.
-// Tables of one store share their Names slice until a job comes or goes,
-// so in the steady state a cycle does no binary search at all: with
-// 100 000 names each search is some 17 cache misses.
+// rangeCache remembers where each prefix's jobs are in a tenant's job
+// list, by the list's Table.NamesID: the Aggregator's tables keep one ID
+// until a job comes or goes, so in the steady state a cycle does no
+// binary search at all (with 100 000 names each search is some 17 cache
+// misses). A table whose NamesID is 0 (another store) is searched.
 type rangeCache struct {
-	entries map[*string]*rangeEntry // keyed by the names slice's array
-	off     bool                    // benchmarks compare with no cache
+	entries map[uint64]*rangeEntry // by Table.NamesID
+	off     bool                   // benchmarks compare with no cache
 }
 
 type rangeEntry struct {
-	n      int
 	ranges map[string][2]int
 	used   uint64
 }
@@ -64,14 +31,13 @@ func (c *rangeCache) get(t *metrics.Table, prefix string, cycle uint64) (int, in
 	if len(t.Names) == 0 {
 		return 0, 0
 	}
-	if c.off {
+	if c.off || t.NamesID == 0 {
 		return t.Range(prefix)
 	}
-	key := unsafe.SliceData(t.Names)
-	en := c.entries[key]
-	if en == nil || en.n != len(t.Names) {
-		en = &rangeEntry{n: len(t.Names), ranges: map[string][2]int{}}
-		c.entries[key] = en
+	en := c.entries[t.NamesID]
+	if en == nil {
+		en = &rangeEntry{ranges: map[string][2]int{}}
+		c.entries[t.NamesID] = en
 	}
 	en.used = cycle
 	if r, ok := en.ranges[prefix]; ok {
@@ -82,7 +48,7 @@ func (c *rangeCache) get(t *metrics.Table, prefix string, cycle uint64) (int, in
 	return lo, hi
 }
 
-// sweep forgets the name lists no table of this cycle used.
+// sweep forgets the job lists no table of this cycle used.
 func (c *rangeCache) sweep(cycle uint64) {
 	for k, en := range c.entries {
 		if en.used != cycle {
@@ -91,8 +57,10 @@ func (c *rangeCache) sweep(cycle uint64) {
 	}
 }
 
+// sameNames reports whether two tables are known to list the same jobs,
+// so that a row of one is the same job's row in the other.
 func sameNames(a, b *metrics.Table) bool {
-	return len(a.Names) == len(b.Names) && unsafe.SliceData(a.Names) == unsafe.SliceData(b.Names)
+	return a.NamesID != 0 && a.NamesID == b.NamesID
 }
 
 // cycle is one evaluation: what it saw, what it decided to send and
@@ -122,15 +90,19 @@ func (e *Engine) Evaluate(ctx context.Context, now time.Time) error {
 	defer e.evalMu.Unlock()
 	began := time.Now() // wall time, for Stats only
 	e.cycles++
-	c := &cycle{e: e, now: now, n: e.cycles, silences: *e.silences.Load()}
+	c := &cycle{e: e, now: now, n: e.cycles, silences: e.silences.current()}
 	var errs []error
-	for _, set := range *e.sets.Load() {
+	for _, set := range e.sets.all() {
 		if err := c.tenant(ctx, set); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	e.expireSilences(now)
-	e.trimHistory(now)
+	if e.silences.expire(now) {
+		e.dirty.Store(true)
+	}
+	if e.resolved.trim(now) {
+		e.dirty.Store(true)
+	}
 	e.deliver(c.notes)
 	e.publish(c.changed)
 	if len(c.changed) > 0 || len(c.notes) > 0 {
@@ -154,35 +126,34 @@ func (c *cycle) tenant(ctx context.Context, set *ruleSet) error {
 	tables, errs := c.tables(ctx, set)
 	cache := e.caches[set.tenant]
 	if cache == nil {
-		cache = &rangeCache{entries: map[*string]*rangeEntry{}, off: e.noRangeCache}
+		cache = &rangeCache{entries: map[uint64]*rangeEntry{}, off: e.noRangeCache}
 		e.caches[set.tenant] = cache
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	tr := e.tenantRate(set.tenant)
-	for i := range set.rate {
-		rr := &set.rate[i]
-		cur := tables[rr.cur]
-		var prev *metrics.Table
-		if rr.prev >= 0 {
-			prev = tables[rr.prev]
-		}
-		if cur == nil || (rr.prev >= 0 && prev == nil) {
-			continue // not evaluated: the state stays as it was
-		}
-		c.rule(tr, tr.ruleState(rr.Name), rr, cur, prev, cache)
-	}
-	cache.sweep(c.n)
-	// Rules that are gone resolve, as do loaded alerts of rules this
-	// tenant no longer has.
-	for name, rs := range tr.rules {
-		if !set.rateNames[name] {
-			for _, en := range rs.groups {
-				c.resolve(tr, rs, en, "rule removed")
+	e.rate.update(set.tenant, func(tr *tenantRate) {
+		for i := range set.rate {
+			rr := &set.rate[i]
+			cur := tables[rr.cur]
+			var prev *metrics.Table
+			if rr.prev >= 0 {
+				prev = tables[rr.prev]
 			}
-			delete(tr.rules, name)
+			if cur == nil || (rr.prev >= 0 && prev == nil) {
+				continue // not evaluated: the state stays as it was
+			}
+			c.rule(tr, tr.ruleState(rr.Name), rr, cur, prev, cache)
 		}
-	}
+		cache.sweep(c.n)
+		// Rules that are gone resolve, as do loaded alerts of rules this
+		// tenant no longer has.
+		for name, rs := range tr.rules {
+			if !set.rateNames[name] {
+				for _, en := range rs.groups {
+					c.resolve(tr, rs, en, "rule removed")
+				}
+				delete(tr.rules, name)
+			}
+		}
+	})
 	return errors.Join(errs...)
 }
 

@@ -13,9 +13,6 @@ import (
 	"github.com/apollo-11/apollo/rules"
 )
 
-// groupKey names an event rule's group: all its matches in one tenant.
-type groupKey struct{ tenant, rule string }
-
 // Limits of one event group.
 const (
 	maxGroupNames = 1000 // distinct job names counted by name; the rest only in Count
@@ -28,6 +25,15 @@ type eventOut struct {
 	notes   []apollo.Notification
 	changed []apollo.Alert
 	opened  bool
+}
+
+// groupStep is one change to the event groups, made with groups.mu held;
+// what it decided is in out, for emit once the lock is released.
+type groupStep struct {
+	e   *Engine
+	g   *eventGroups
+	now time.Time
+	out eventOut
 }
 
 // Apply implements bus.Observer for event rules: a change that moves a
@@ -58,16 +64,15 @@ func (e *Engine) Apply(c *apollo.Change) {
 		return
 	}
 	m := matchInfo{job: name, status: st, run: c.Task.TaskID, ts: c.Record.Ts}
-	now := e.clock.Now()
-	var out eventOut
-	e.emu.Lock()
+	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
+	s.g.mu.Lock()
 	for _, r := range rs {
 		if r.Matches(name) {
-			e.match(tenant, r, &m, now, &out)
+			s.match(tenant, r, &m)
 		}
 	}
-	e.emu.Unlock()
-	e.emit(&out)
+	s.g.mu.Unlock()
+	e.emit(&s.out)
 }
 
 // matchInfo is one match: the job, and what the first message of a
@@ -91,19 +96,18 @@ func (m *matchInfo) text() string {
 	return s
 }
 
-// match counts one match in r's group, opening the group if none is open;
-// e.emu is held.
-func (e *Engine) match(tenant string, r *rules.Rule, m *matchInfo, now time.Time, out *eventOut) {
+// match counts one match in r's group, opening the group if none is open.
+func (s *groupStep) match(tenant string, r *rules.Rule, m *matchInfo) {
 	job := m.job
 	k := groupKey{tenant, r.Name}
-	en := e.groups[k]
-	if en != nil && !now.Before(en.GroupEnds) && !e.endWindow(k, en, now, out) {
+	en := s.g.open[k]
+	if en != nil && !s.now.Before(en.GroupEnds) && !s.endWindow(k, en) {
 		// Its window was over, the timer had not ended it yet, and it
 		// was a quiet one: this match starts a new storm.
 		en = nil
 	}
 	if en == nil {
-		e.openGroup(k, r, m, now, out)
+		s.openGroup(k, r, m)
 		return
 	}
 	en.Count++
@@ -113,7 +117,8 @@ func (e *Engine) match(tenant string, r *rules.Rule, m *matchInfo, now time.Time
 	}
 }
 
-func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Time, out *eventOut) {
+func (s *groupStep) openGroup(k groupKey, r *rules.Rule, m *matchInfo) {
+	now := s.now
 	en := &entry{StoredAlert: StoredAlert{
 		Alert: apollo.Alert{
 			ID: newID(), Tenant: k.tenant, Rule: r.Name, Group: r.Prefix, State: apollo.AlertFiring,
@@ -125,10 +130,10 @@ func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Tim
 	if en.FirstTs == 0 {
 		en.FirstTs = now.UnixMilli()
 	}
-	e.groups[k], e.groupIDs[en.ID] = en, en
-	out.opened = true
-	out.changed = append(out.changed, en.Alert)
-	if e.silencedNow(&en.Alert, now) {
+	s.g.open[k], s.g.byID[en.ID] = en, en
+	s.out.opened = true
+	s.out.changed = append(s.out.changed, en.Alert)
+	if s.e.silencedNow(&en.Alert, now) {
 		return
 	}
 	en.FiringSent, en.LastSentAt = true, now
@@ -136,7 +141,7 @@ func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Tim
 	if isSelf(r.Name) {
 		kind = apollo.NotifySelf
 	}
-	out.notes = appendNote(out.notes, en, kind, "", now)
+	s.out.notes = appendNote(s.out.notes, en, kind, "", now)
 }
 
 // endWindow ends the group window that ended by now. If matches came in
@@ -144,17 +149,18 @@ func (e *Engine) openGroup(k groupKey, r *rules.Rule, m *matchInfo, now time.Tim
 // (Value) and its top jobs, and the group stays open for another window:
 // a storm that goes on is told once per window, never more. A window with
 // no match ends the storm, and the group resolves without a message. It
-// reports whether the group is still open; e.emu is held.
-func (e *Engine) endWindow(k groupKey, en *entry, now time.Time, out *eventOut) bool {
+// reports whether the group is still open.
+func (s *groupStep) endWindow(k groupKey, en *entry) bool {
+	now := s.now
 	// The first match is always told (or held back by a silence); state
 	// saved before Told existed has it 0.
 	more := en.Count - max(en.Told, 1)
 	if more <= 0 {
-		e.resolveGroup(k, en, now, out)
+		s.resolveGroup(k, en)
 		return false
 	}
 	en.Told = en.Count
-	if !e.silencedNow(&en.Alert, now) {
+	if !s.e.silencedNow(&en.Alert, now) {
 		note := en.Alert
 		note.Count = more
 		note.TopNames = top(en.Names, topNames)
@@ -166,32 +172,32 @@ func (e *Engine) endWindow(k groupKey, en *entry, now time.Time, out *eventOut) 
 		// the window's end is the same distance from the group's start.
 		tag := "storm" + strconv.FormatInt(en.GroupEnds.Sub(en.StartedAt).Milliseconds(), 10)
 		tmp := entry{StoredAlert: StoredAlert{Alert: note, FirstTs: en.FirstTs}}
-		out.notes = appendNote(out.notes, &tmp, kind, tag, now)
+		s.out.notes = appendNote(s.out.notes, &tmp, kind, tag, now)
 	}
-	window := e.groupWindow(k)
+	window := s.e.groupWindow(k)
 	if window > 0 {
 		en.GroupEnds = en.GroupEnds.Add(window)
 	}
 	if window <= 0 || !now.Before(en.GroupEnds) {
 		// The rule is gone, or the next window passed too (the engine
 		// was stopped), without a match.
-		e.resolveGroup(k, en, now, out)
+		s.resolveGroup(k, en)
 		return false
 	}
 	en.TopNames = top(en.Names, topNames)
-	out.changed = append(out.changed, en.Alert)
+	s.out.changed = append(s.out.changed, en.Alert)
 	return true
 }
 
 // resolveGroup ends a group's storm: its alert resolves, with no message
-// of its own. e.emu is held.
-func (e *Engine) resolveGroup(k groupKey, en *entry, now time.Time, out *eventOut) {
-	delete(e.groups, k)
-	delete(e.groupIDs, en.ID)
-	en.State, en.ResolvedAt = apollo.AlertResolved, now
+// of its own.
+func (s *groupStep) resolveGroup(k groupKey, en *entry) {
+	delete(s.g.open, k)
+	delete(s.g.byID, en.ID)
+	en.State, en.ResolvedAt = apollo.AlertResolved, s.now
 	en.TopNames = top(en.Names, topNames)
-	out.changed = append(out.changed, en.Alert)
-	e.remember(en.Alert)
+	s.out.changed = append(s.out.changed, en.Alert)
+	s.e.resolved.remember(en.Alert)
 }
 
 // groupWindow is the GROUP_WINDOW of a group's rule now; 0 if the rule is
@@ -200,7 +206,7 @@ func (e *Engine) groupWindow(k groupKey) time.Duration {
 	if isSelf(k.rule) {
 		return SelfGroupWindow
 	}
-	if set := (*e.sets.Load())[k.tenant]; set != nil {
+	if set := e.sets.get(k.tenant); set != nil {
 		for _, r := range set.rules {
 			if r.Name == k.rule && r.IsEvent() {
 				return r.GroupWindow
@@ -234,7 +240,7 @@ func appendNote(ns []apollo.Notification, en *entry, kind apollo.NotificationKin
 }
 
 func (e *Engine) silencedNow(a *apollo.Alert, now time.Time) bool {
-	if (*e.silences.Load()).silenced(a, now) {
+	if e.silences.current().silenced(a, now) {
 		e.st.silenced.Add(1)
 		return true
 	}
@@ -249,7 +255,7 @@ func (e *Engine) emit(out *eventOut) {
 		case e.queue <- n:
 		default:
 			e.st.dropped.Add(1)
-			if ok, sup := e.warnLg.allow("queue", e.clock.Now()); ok {
+			if ok, sup := e.warns.Allow("queue", e.clock.Now()); ok {
 				e.log.Error("alert: event notification dropped: the delivery queue is full",
 					"rule", n.Alert.Rule, "tenant", n.Alert.Tenant, "queueLen", e.opts.QueueLen, "suppressed", sup)
 			}
@@ -311,14 +317,7 @@ func (e *Engine) drainQueue() {
 // armGroupTimer sets timer to the earliest end of an open group, or stops
 // it when none is open.
 func (e *Engine) armGroupTimer(timer apollo.Timer) {
-	var next time.Time
-	e.emu.Lock()
-	for _, en := range e.groups {
-		if next.IsZero() || en.GroupEnds.Before(next) {
-			next = en.GroupEnds
-		}
-	}
-	e.emu.Unlock()
+	next := e.groups.nextEnd()
 	if next.IsZero() {
 		timer.Stop()
 		return
@@ -328,15 +327,15 @@ func (e *Engine) armGroupTimer(timer apollo.Timer) {
 
 // endDue ends every group window that ended by now.
 func (e *Engine) endDue(now time.Time) {
-	var out eventOut
-	e.emu.Lock()
-	for k, en := range e.groups {
+	s := groupStep{e: e, g: e.groups, now: now}
+	s.g.mu.Lock()
+	for k, en := range s.g.open {
 		if !now.Before(en.GroupEnds) {
-			e.endWindow(k, en, now, &out)
+			s.endWindow(k, en)
 		}
 	}
-	e.emu.Unlock()
-	e.emit(&out)
+	s.g.mu.Unlock()
+	e.emit(&s.out)
 }
 
 // top returns up to n names with the highest counts, ties by name.
@@ -347,8 +346,6 @@ func top(counts map[string]int64, n int) []string {
 	})
 	return names[:min(n, len(names))]
 }
-
-func cloneNames(m map[string]int64) map[string]int64 { return maps.Clone(m) }
 
 // onText is an event rule's condition as alerts show it.
 func onText(r *rules.Rule) string {
@@ -361,9 +358,6 @@ func onText(r *rules.Rule) string {
 	}
 	return "on " + strings.Join(names, ", ")
 }
-
-// selfRuleEntry is the built-in event rule behind one SelfAlert name.
-type selfRuleEntry struct{ rule *rules.Rule }
 
 // selfPrefix starts the rule names of self-alerts; user rule names cannot
 // hold a colon, so the two never meet.
@@ -378,16 +372,15 @@ func isSelf(rule string) bool { return strings.HasPrefix(rule, selfPrefix) }
 // once, the rest in one follow-up with their count. It is as cheap as
 // Apply, so the bus may call it for every refused event.
 func (e *Engine) SelfAlert(name string, sev apollo.Severity, summary string) {
-	now := e.clock.Now()
-	var out eventOut
-	e.emu.Lock()
-	sr := e.selfRule[name]
+	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
+	s.g.mu.Lock()
+	sr := s.g.self[name]
 	if sr == nil || sr.rule.Severity != sev {
 		sr = &selfRuleEntry{rule: &rules.Rule{Name: selfPrefix + name, Prefix: "apollo", Severity: cmp.Or(sev, apollo.SeverityCritical),
 			Notify: e.opts.SelfChannels, GroupWindow: SelfGroupWindow}}
-		e.selfRule[name] = sr
+		s.g.self[name] = sr
 	}
-	e.match("", sr.rule, &matchInfo{job: name, summary: cmp.Or(summary, name)}, now, &out)
-	e.emu.Unlock()
-	e.emit(&out)
+	s.match("", sr.rule, &matchInfo{job: name, summary: cmp.Or(summary, name)})
+	s.g.mu.Unlock()
+	e.emit(&s.out)
 }

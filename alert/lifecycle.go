@@ -136,7 +136,7 @@ func (c *cycle) resolve(tr *tenantRate, rs *ruleState, en *entry, reason string)
 		c.send(en, apollo.NotifyResolved)
 	}
 	c.changed = append(c.changed, en.Alert)
-	c.e.remember(en.Alert)
+	c.e.resolved.remember(en.Alert)
 }
 
 // drop ends a pending episode that did not last: it goes back to

@@ -2,6 +2,7 @@ package alert_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,62 @@ func TestMissedMetric(t *testing.T) {
 	a := f.only("", apollo.AlertFiring)
 	if a.Group != "cron.backup" || a.Value != 1 {
 		t.Errorf("firing %s with %v, want cron.backup with 1", a.Group, a.Value)
+	}
+}
+
+// The engine keeps where each prefix's jobs are from one cycle to the
+// next; a job that comes moves them, and every rule must read its own
+// jobs' rows after that: a new job sorted before the prefix's, then one
+// inside it. Two tenants whose jobs change differently keep their own.
+func TestPrefixRangesFollowNewJobs(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	agg := newAggregator(t, clock)
+	const src = `
+RULE b_failing task_prefix: "b_" WINDOW: 10m THRESHOLD: failed > 0 NOTIFY: email
+RULE b_each task_prefix: "b_" BY: name WINDOW: 10m THRESHOLD: failed > 0 NOTIFY: email
+`
+	f := newFixture(t, src, agg, nil)
+	f.clock = clock
+	f.eng.SetRules("acme", parse(t, src))
+	run := 0
+	job := func(tenant, name string, st apollo.Status, times int) {
+		for range times {
+			run++
+			finish(agg, tenant, name, fmt.Sprint(name, "#", run), st, clock.Now().UnixMilli()-1000, 500)
+		}
+	}
+	for _, step := range []struct {
+		name string
+		runs func()
+		want map[string]string // tenant -> its firing alerts, rule/group=value
+	}{
+		{"one job", func() {
+			job("", "b_load", apollo.StatusFailed, 1)
+			job("acme", "b_load", apollo.StatusFailed, 1)
+		}, map[string]string{"": "b_each/b_load=1 b_failing/b_=1", "acme": "b_each/b_load=1 b_failing/b_=1"}},
+		// The default tenant gets a job sorted before b_, acme one after it.
+		{"a job before the prefix", func() {
+			job("", "a_new", apollo.StatusSuccess, 3)
+			job("acme", "c_new", apollo.StatusSuccess, 3)
+			job("", "b_load", apollo.StatusFailed, 1)
+			job("acme", "b_load", apollo.StatusFailed, 1)
+		}, map[string]string{"": "b_each/b_load=2 b_failing/b_=2", "acme": "b_each/b_load=2 b_failing/b_=2"}},
+		{"a job inside the prefix, in one tenant", func() {
+			job("", "b_extract", apollo.StatusFailed, 1)
+		}, map[string]string{"": "b_each/b_extract=1 b_each/b_load=2 b_failing/b_=3", "acme": "b_each/b_load=2 b_failing/b_=2"}},
+	} {
+		step.runs()
+		f.eval(10 * time.Second)
+		for tenant, want := range step.want {
+			var got []string
+			for _, a := range f.eng.Alerts(tenant, apollo.AlertFiring) {
+				got = append(got, fmt.Sprintf("%s/%s=%v", a.Rule, a.Group, a.Value))
+			}
+			slices.Sort(got)
+			if s := strings.Join(got, " "); s != want {
+				t.Errorf("%s: tenant %q fires %q, want %q", step.name, tenant, s, want)
+			}
+		}
 	}
 }

@@ -90,17 +90,13 @@ func (e *Engine) SetRules(tenant string, rs []*rules.Rule) { e.SetRulesSource(te
 // parsed from, for RulesSource (the API shows and edits it).
 func (e *Engine) SetRulesSource(tenant string, rs []*rules.Rule, src []byte) {
 	set := newRuleSet(tenant, rs, src)
-	e.setMu.Lock()
-	next := maps.Clone(*e.sets.Load())
-	next[tenant] = set
-	e.sets.Store(&next)
-	e.setMu.Unlock()
+	e.sets.put(set)
 	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent)
 }
 
 // Rules returns the tenant's rules, in file order.
 func (e *Engine) Rules(tenant string) []*rules.Rule {
-	if set := (*e.sets.Load())[tenant]; set != nil {
+	if set := e.sets.get(tenant); set != nil {
 		return slices.Clone(set.rules)
 	}
 	return nil
@@ -109,7 +105,7 @@ func (e *Engine) Rules(tenant string) []*rules.Rule {
 // RulesSource returns the text of the tenant's rules: the file they were
 // set from, or their canonical text when that is unknown.
 func (e *Engine) RulesSource(tenant string) []byte {
-	set := (*e.sets.Load())[tenant]
+	set := e.sets.get(tenant)
 	if set == nil {
 		return nil
 	}
@@ -129,7 +125,7 @@ func (e *Engine) eventRulesFor(tenant string, st apollo.Status) []*rules.Rule {
 	if int(st) >= statusSlots {
 		return nil
 	}
-	if set := (*e.sets.Load())[tenant]; set != nil {
+	if set := e.sets.get(tenant); set != nil {
 		return set.byStatus[st]
 	}
 	return nil

@@ -74,29 +74,10 @@ func validID(id string) bool {
 	return true
 }
 
-// silenceSet is every tenant's silences; it is replaced, never modified,
-// so Apply and delivery read it without a lock.
-type silenceSet map[string][]Silence
-
-// silenced reports whether a silence of a's tenant holds a back at now,
-// and records on a the first silence that did.
-func (ss silenceSet) silenced(a *apollo.Alert, now time.Time) bool {
-	for i := range ss[a.Tenant] {
-		s := &ss[a.Tenant][i]
-		if s.Active(now) && s.Matches(a) {
-			if a.SilencedAt.IsZero() {
-				a.SilencedAt, a.SilenceID = now, s.ID
-			}
-			return true
-		}
-	}
-	return false
-}
-
 // Silences returns the tenant's silences that have not ended, soonest end
 // first.
 func (e *Engine) Silences(tenant string) []Silence {
-	out := slices.Clone((*e.silences.Load())[tenant])
+	out := slices.Clone(e.silences.current()[tenant])
 	slices.SortFunc(out, func(a, b Silence) int { return cmpSilence(&a, &b) })
 	return out
 }
@@ -161,65 +142,7 @@ func (e *Engine) RemoveSilence(tenant, id string) error {
 
 // updateSilences replaces the tenant's list with what f makes of a copy,
 // and saves the state before it returns: a silence is confirmed only once
-// it is durable. A failed save puts the old list back (the lock keeps
-// other writers out meanwhile).
+// it is durable.
 func (e *Engine) updateSilences(tenant string, f func([]Silence) ([]Silence, error)) error {
-	e.smu.Lock()
-	defer e.smu.Unlock()
-	old := e.silences.Load()
-	list, err := f(slices.Clone((*old)[tenant]))
-	if err != nil {
-		return err
-	}
-	next := maps.Clone(*old)
-	if len(list) == 0 {
-		delete(next, tenant)
-	} else {
-		next[tenant] = list
-	}
-	e.silences.Store(&next)
-	return e.persistChange("silence", func() { e.silences.Store(old) })
-}
-
-// installSilences puts saved silences in force at start, except those
-// that ended before now, and returns how many it kept.
-func (e *Engine) installSilences(saved []Silence, now time.Time) int {
-	next := silenceSet{}
-	kept := 0
-	for _, s := range saved {
-		if now.Before(s.EndsAt) {
-			next[s.Tenant] = append(next[s.Tenant], s)
-			kept++
-		}
-	}
-	e.smu.Lock()
-	e.silences.Store(&next)
-	e.smu.Unlock()
-	return kept
-}
-
-// expireSilences drops the silences that ended before now.
-func (e *Engine) expireSilences(now time.Time) {
-	e.smu.Lock()
-	defer e.smu.Unlock()
-	old := *e.silences.Load()
-	var next silenceSet
-	for tenant, list := range old {
-		if !slices.ContainsFunc(list, func(s Silence) bool { return !now.Before(s.EndsAt) }) {
-			continue
-		}
-		if next == nil {
-			next = maps.Clone(old)
-		}
-		kept := slices.DeleteFunc(slices.Clone(list), func(s Silence) bool { return !now.Before(s.EndsAt) })
-		if len(kept) == 0 {
-			delete(next, tenant)
-		} else {
-			next[tenant] = kept
-		}
-	}
-	if next != nil {
-		e.silences.Store(&next)
-		e.dirty.Store(true)
-	}
+	return e.silences.update(tenant, f, func(undo func()) error { return e.persistChange("silence", undo) })
 }

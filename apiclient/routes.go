@@ -107,7 +107,10 @@ type TaskQuery struct {
 	Limit  int           // 0: the server's default; at most 1 000
 }
 
-// Tasks is GET /api/v1/tasks: one page of tasks.
+// Tasks is GET /api/v1/tasks: one page of tasks, newest first (by
+// createdAt, then task ID, both descending; docs/protocol.md, "Reading
+// state"). Following Next to the end lists each task once, however the
+// tasks change meanwhile.
 func (c *Client) Tasks(ctx context.Context, tq TaskQuery) (TaskPage, error) {
 	q := url.Values{}
 	set := func(k, v string) {

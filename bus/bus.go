@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Log is where decided records become durable: package wal in production.
@@ -230,20 +231,20 @@ type Bus struct {
 	held      atomic.Int64 // of those, changes over their task's queue limit
 	queues    atomic.Int64 // tasks with a queue
 	ntasks    atomic.Int64
-	tenants   sync.Map // tenant -> *atomic.Int64, its tasks in memory
+	tenants   sync.Map // tenant -> *tenantState (tenant.go)
+	pings     openPings
 	parked    atomic.Int64
 	lsn       atomic.Uint64 // highest LSN appended
 
 	drainMu sync.Mutex
 	drained *sync.Cond // signalled when queued drops to zero
 
-	subsMu sync.Mutex
-	subs   atomic.Pointer[[]*Subscription]
+	fan *Fanout // subscribers
 
 	timers *deadlines
 	tombs  *tombstones
 	stats  counters
-	warn   logLimiter
+	warn   *loglimit.Limiter // one key: every warning of the bus shares it
 
 	startOnce, stopOnce sync.Once
 	stop                chan struct{}
@@ -268,9 +269,8 @@ func New(opts Options) (*Bus, error) {
 	b.drained = sync.NewCond(&b.drainMu)
 	b.timers = newDeadlines()
 	b.tombs = newTombstones(opts.DedupRetention)
-	b.warn.every = time.Second
-	empty := []*Subscription{}
-	b.subs.Store(&empty)
+	b.warn = loglimit.New(time.Second)
+	b.fan = NewFanout(nil)
 	return b, nil
 }
 
@@ -327,30 +327,6 @@ func hashParts[S string | []byte](tenant, id S) uint64 {
 	return h
 }
 
-// tenantTasks returns the counter of a tenant's tasks in memory.
-func (b *Bus) tenantTasks(tenant string) *atomic.Int64 {
-	if n, ok := b.tenants.Load(tenant); ok {
-		return n.(*atomic.Int64)
-	}
-	n, _ := b.tenants.LoadOrStore(tenant, new(atomic.Int64))
-	return n.(*atomic.Int64)
-}
-
-// countTask adds d (+1 or -1) to the tasks in memory, in all and of the
-// task's tenant.
-func (b *Bus) countTask(tenant string, d int64) {
-	b.ntasks.Add(d)
-	b.tenantTasks(tenant).Add(d)
-}
-
-// tenantLimit is how many tasks a tenant may have in memory.
-func (b *Bus) tenantLimit(tenant string) int {
-	if n, ok := b.opts.TenantTasks[tenant]; ok && n > 0 {
-		return n
-	}
-	return b.opts.TenantMaxTasks
-}
-
 // nowMs is the server's time in Unix milliseconds.
 func (b *Bus) nowMs() int64 { return b.opts.Clock.Now().UnixMilli() }
 
@@ -382,23 +358,4 @@ func (b *Bus) SetLateness(l []Lateness) {
 	b.pause.Lock()
 	b.opts.Lateness = append([]Lateness(nil), l...)
 	b.pause.Unlock()
-}
-
-// logLimiter lets one warning through per interval and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	every      time.Duration
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	l.last, suppressed, l.suppressed = now, l.suppressed, 0
-	return true, suppressed
 }

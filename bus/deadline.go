@@ -32,14 +32,48 @@ type deadline struct {
 // time, which is precise enough for timeouts and missed starts.
 type deadlines struct {
 	mu    sync.Mutex
-	slots map[int64][]deadline // by second, rounded up
+	slots map[int64]*slot // by second, rounded up
 	secs  secondHeap
 	n     int
 	wake  chan struct{}
 }
 
 func newDeadlines() *deadlines {
-	return &deadlines{slots: map[int64][]deadline{}, wake: make(chan struct{}, 1)}
+	return &deadlines{slots: map[int64]*slot{}, wake: make(chan struct{}, 1)}
+}
+
+// slot holds the deadlines of one second in chunks that are never copied:
+// at a hundred thousand events a second a slot takes tens of thousands,
+// and growing one slice for them copied each several times and left the
+// old arrays to the collector. Chunks start small, for the slots of a quiet
+// server, and double up to maxSlotChunk.
+type slot struct {
+	chunks [][]deadline
+	n      int
+}
+
+const maxSlotChunk = 512 // 512 deadlines of 56 bytes: 28 KiB
+
+func (s *slot) add(x deadline) {
+	last := len(s.chunks) - 1
+	if last < 0 || len(s.chunks[last]) == cap(s.chunks[last]) {
+		size := 4
+		if last >= 0 {
+			size = min(2*cap(s.chunks[last]), maxSlotChunk)
+		}
+		s.chunks = append(s.chunks, make([]deadline, 0, size))
+		last++
+	}
+	s.chunks[last] = append(s.chunks[last], x)
+	s.n++
+}
+
+// appendTo appends the slot's deadlines to out, in the order they came.
+func (s *slot) appendTo(out []deadline) []deadline {
+	for _, c := range s.chunks {
+		out = append(out, c...)
+	}
+	return out
 }
 
 // slotOf rounds a time in ms up to the second its slot fires at.
@@ -48,11 +82,13 @@ func slotOf(at int64) int64 { return (at + 999) / 1000 * 1000 }
 func (d *deadlines) push(x deadline) {
 	sec := slotOf(x.at)
 	d.mu.Lock()
-	slot, ok := d.slots[sec]
+	sl, ok := d.slots[sec]
 	if !ok {
+		sl = &slot{}
+		d.slots[sec] = sl
 		heap.Push(&d.secs, sec)
 	}
-	d.slots[sec] = append(slot, x)
+	sl.add(x)
 	d.n++
 	first := d.secs[0] == sec
 	d.mu.Unlock()
@@ -71,8 +107,9 @@ func (d *deadlines) due(now int64) (out []deadline, next int64) {
 	defer d.mu.Unlock()
 	for len(d.secs) > 0 && d.secs[0] <= now {
 		sec := heap.Pop(&d.secs).(int64)
-		out = append(out, d.slots[sec]...)
-		d.n -= len(d.slots[sec])
+		sl := d.slots[sec]
+		out = sl.appendTo(out)
+		d.n -= sl.n
 		delete(d.slots, sec)
 	}
 	if len(d.secs) > 0 {

@@ -22,6 +22,11 @@
 // marked late (a missed start). Finished tasks leave memory after the
 // retention; a compact tombstone keeps recognising their late duplicates.
 //
+// Queries read indexes kept beside the tasks, under the same locks: each
+// tenant's tasks in listing order (List, a page at the cost of the page)
+// and each job's ping runs that are running (OpenPing, Ping: a ping's end
+// pairs with its start in a map lookup).
+//
 // At start-up, before Start, the log after the snapshot is replayed: Replay
 // decides one record at a time on the caller's goroutine; a Replayer
 // decides different tasks' records on several goroutines, each task's in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apollo-11/apollo"
 )
@@ -53,16 +54,29 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 	if len(out) < len(evs) {
 		panic("bus: Publish needs one Outcome per event")
 	}
+	last, refusals := b.decideAll(evs, out)
+	b.reportRefusals(refusals)
+	return b.waitLog(ctx, last)
+}
+
+// decideAll decides every event of a Publish call and returns the highest
+// LSN it appended and the refusals to report.
+func (b *Bus) decideAll(evs []apollo.Event, out []Outcome) (uint64, []Refusal) {
 	var last uint64
 	var refusals []Refusal
 	var refusedTasks map[key]struct{} // allocated only when something is refused
-	var scratch []byte                // the log encoding of one record, reused
+	rec := recPool.Get().(*[]byte)
+	defer recPool.Put(rec)
+	sc := scratch{rec: (*rec)[:0]}
+	defer func() { *rec = sc.rec[:0] }()
 	now := b.nowMs()
 	b.pause.RLock()
+	defer b.pause.RUnlock()
 	for i := range evs {
 		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}
 		_, earlierRefused := refusedTasks[k]
-		d := b.publishOne(&evs[i], now, earlierRefused, &scratch)
+		sc.left = len(evs) - i
+		d := b.publishOne(&evs[i], now, earlierRefused, &sc)
 		out[i] = d.Outcome
 		if d.lsn > last {
 			last = d.lsn
@@ -80,8 +94,12 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 			refusals = append(refusals, *d.refusal)
 		}
 	}
-	b.pause.RUnlock()
-	b.reportRefusals(refusals)
+	return last, refusals
+}
+
+// waitLog returns once the log is durable up to last (0: nothing was
+// appended). An error that is not the caller's patience fails the log.
+func (b *Bus) waitLog(ctx context.Context, last uint64) error {
 	if last == 0 || b.opts.Log == nil {
 		return nil
 	}
@@ -97,7 +115,7 @@ func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) er
 // publishOne decides one event of a Publish call; b.pause is held for
 // reading. earlierRefused says that an earlier event of its task in the
 // same call was not stored.
-func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, scratch *[]byte) decision {
+func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, sc *scratch) decision {
 	switch {
 	case b.closed.Load():
 		return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}}
@@ -119,7 +137,49 @@ func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, scrat
 		}
 	}
 	rec := apollo.Record{Event: *ev, Kind: apollo.KindReport, ReceivedAt: now}
-	return b.decide(&rec, false, scratch)
+	return b.decide(&rec, false, sc)
+}
+
+// scratch is what the decisions of one Publish call share: the log
+// encoding of one record, reused, and room for the call's changes,
+// allocated a chunk at a time instead of one by one (a Change is 480
+// bytes, the largest allocation of an event). A chunk lives as long as
+// the last of its changes is held by an observer or subscriber: they are
+// delivered together, within milliseconds.
+type scratch struct {
+	rec     []byte
+	changes []apollo.Change
+	left    int // events of the call not yet decided: a chunk needs no more room
+}
+
+// recPool keeps the log encodings of records between Publish calls: a
+// call of one event regrew a fresh buffer three times to encode it.
+var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// changeChunk bounds a chunk of changes: 64 × 480 bytes, under the 32 KiB
+// above which the runtime allocates an object on its own pages.
+const changeChunk = 64
+
+// change returns room for one change: from the chunk, or, with no
+// scratch (replay, the bus's own records), on its own.
+func (sc *scratch) change() *apollo.Change {
+	if sc == nil {
+		return new(apollo.Change)
+	}
+	if len(sc.changes) == 0 {
+		sc.changes = make([]apollo.Change, min(max(sc.left, 1), changeChunk))
+	}
+	c := &sc.changes[0]
+	sc.changes = sc.changes[1:]
+	return c
+}
+
+// recBuf returns the record buffer to reuse, or nil without a scratch.
+func (sc *scratch) recBuf() *[]byte {
+	if sc == nil {
+		return nil
+	}
+	return &sc.rec
 }
 
 var errLogFailed = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server's log failed; it must restart",
@@ -140,7 +200,7 @@ func (b *Bus) failLog(err error) {
 
 func (b *Bus) reportRefusals(rs []Refusal) {
 	for _, r := range rs {
-		if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+		if ok, n := b.warn.Allow("", b.opts.Clock.Now()); ok {
 			b.log.Warn("event refused, not stored; the reporter must resend it",
 				"tenant", r.Tenant, "task", r.TaskID, "reason", r.Reason, "suppressed", n)
 		}
@@ -153,7 +213,7 @@ func (b *Bus) reportRefusals(rs []Refusal) {
 // decide takes one record through idempotence, the transition table,
 // reordering and capacity, and applies it when it may. In replay the record
 // is already in the log, and capacity is not checked: it was accepted once.
-func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
+func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 	k := key{tenant: r.Tenant, id: r.TaskID}
 	s, h := b.locate(k)
 	s.mu.Lock()
@@ -210,17 +270,15 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		}
 	}
 	if t == nil {
-		t = &task{id: k.id, tenant: k.tenant}
-		s.put(h, t)
-		b.countTask(k.tenant, 1)
+		t = &task{id: k.id, tenant: k.tenant, createdAt: r.ReceivedAt}
+		b.addTask(s, h, t)
 	}
 	var lsn uint64
 	if !replay && b.opts.Log != nil {
 		var err error
-		if lsn, err = b.append(r, scratch); err != nil {
+		if lsn, err = b.append(r, sc.recBuf()); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
-				s.del(h, t)
-				b.countTask(k.tenant, -1)
+				b.dropTask(s, h, t)
 			}
 			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
@@ -230,7 +288,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, scratch *[]byte) decision {
 		b.stats.parked.Add(1)
 		return decision{Outcome: Outcome{Result: Waiting}, lsn: lsn}
 	}
-	res := b.applyLocked(s, k, t, r)
+	res := b.applyLocked(s, k, t, r, sc.change())
 	b.unpark(s, k, t)
 	b.stats.accepted.Add(1)
 	return decision{Outcome: Outcome{Result: res}, lsn: lsn}
@@ -291,7 +349,7 @@ func (b *Bus) illegal(r *apollo.Record, from apollo.Status, why string) decision
 	if why != "" {
 		msg += ": " + why
 	}
-	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+	if ok, n := b.warn.Allow("", b.opts.Clock.Now()); ok {
 		b.log.Warn("event dropped", "tenant", r.Tenant, "task", r.TaskID, "sequence", r.Sequence, "reason", msg, "suppressed", n)
 	}
 	return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{
@@ -323,9 +381,9 @@ func (b *Bus) append(r *apollo.Record, scratch *[]byte) (uint64, error) {
 	return lsn, nil
 }
 
-// applyLocked applies a decided record to t and queues the change. It also
-// arms the task's deadlines.
-func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
+// applyLocked applies a decided record to t and queues the change, written
+// into c (nil: a new one). It also arms the task's deadlines.
+func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.Change) Result {
 	late := false
 	lat := b.lateness(r.JobName())
 	if t.name != "" {
@@ -341,7 +399,14 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record) Result {
 	if r.Kind == apollo.KindMissedStart {
 		late = !t.late
 	}
-	c := t.apply(k, r, late, lat.Timeout.Milliseconds())
+	if c == nil {
+		c = new(apollo.Change)
+	}
+	wasRunning := t.status == apollo.StatusRunning
+	t.apply(c, k, r, late, lat.Timeout.Milliseconds())
+	if (t.status == apollo.StatusRunning) != wasRunning {
+		b.pings.track(t)
+	}
 	t.appendHistory(r, b.opts.HistoryLimit)
 	b.armDeadlines(k, t, lat)
 	return b.enqueue(s, t, c)
@@ -403,7 +468,7 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 			return // logged in append; the deadline is re-armed on restart
 		}
 	}
-	b.applyLocked(s, k, t, &r)
+	b.applyLocked(s, k, t, &r, nil)
 	b.unpark(s, k, t)
 }
 
@@ -443,7 +508,7 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 		lsn, err = b.append(&r, nil)
 	}
 	if err == nil {
-		b.applyLocked(s, k, t, &r)
+		b.applyLocked(s, k, t, &r, nil)
 		b.unpark(s, k, t) // as replay does after every record
 		b.stats.corrections.Add(1)
 	}

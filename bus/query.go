@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"container/heap"
 	"encoding/base64"
 	"fmt"
 	"strconv"
@@ -50,123 +49,105 @@ func (b *Bus) JobOf(tenant, taskID string) string {
 	return ""
 }
 
-// cursor orders tasks newest first: by UpdatedAt descending, then task ID.
-type cursor struct {
-	updated int64
-	id      string
+// PageCursor is the cursor of the page that follows t: the listing
+// order's key, base64url("<createdAt>:<taskID>"). List returns it as
+// "next"; a node that merges pages of several buses writes it too.
+func PageCursor(t *apollo.Task) string {
+	return encodeCursor(listKey{at: t.CreatedAt, id: t.TaskID})
 }
 
-func (c cursor) before(o cursor) bool { // c comes before o in the listing
-	if c.updated != o.updated {
-		return c.updated > o.updated
-	}
-	return c.id < o.id
+// CheckCursor returns the error List answers for a cursor it did not make.
+func CheckCursor(s string) error {
+	_, err := decodeCursor(s)
+	return err
 }
 
-func encodeCursor(c cursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.updated, 10) + ":" + c.id))
+func encodeCursor(k listKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.at, 10) + ":" + k.id))
 }
 
-func decodeCursor(s string) (cursor, error) {
+func decodeCursor(s string) (listKey, error) {
 	bad := &apollo.Error{Code: apollo.EINVALID, Field: "cursor", Message: "not a cursor this server made", Hint: "pass the 'next' value of the previous page unchanged"}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return cursor{}, bad
+		return listKey{}, bad
 	}
 	ts, id, ok := strings.Cut(string(raw), ":")
 	n, err := strconv.ParseInt(ts, 10, 64)
 	if !ok || err != nil {
-		return cursor{}, bad
+		return listKey{}, bad
 	}
-	return cursor{updated: n, id: id}, nil
+	return listKey{at: n, id: id}, nil
 }
 
-// List returns the tasks in memory that match f, newest first, and the
-// cursor of the next page ("" on the last page).
+// List returns the tasks in memory of f.Tenant that match f, in listing
+// order (by createdAt, then task ID, both descending), and the cursor of
+// the next page ("" on the last page). It reads the tenant's list from the
+// cursor on, so a page costs the tasks it looks at: the page itself when
+// nothing is filtered out, more when a filter (status, prefix, since,
+// until) passes over tasks that do not match.
 func (b *Bus) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
-	var after *cursor
+	var from *listKey
 	if f.Cursor != "" {
-		c, err := decodeCursor(f.Cursor)
+		k, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		after = &c
+		from = &k
 	}
-	// Keep the best limit+1 in a heap whose top is the last of them.
-	h := &pageHeap{}
-	for i := range b.shards {
-		s := &b.shards[i]
-		s.mu.Lock()
-		s.each(func(_ uint64, t *task) {
-			k := t.key()
-			if !matches(k, t, &f) {
-				return
-			}
-			c := cursor{updated: t.updatedAt, id: k.id}
-			if after != nil && !after.before(c) {
-				return
-			}
-			if h.Len() <= limit {
-				heap.Push(h, pageItem{c: c, t: t.view(k)})
-			} else if c.before((*h)[0].c) {
-				(*h)[0] = pageItem{c: c, t: t.view(k)}
-				heap.Fix(h, 0)
-			}
-		})
-		s.mu.Unlock()
+	ts := b.knownTenant(f.Tenant)
+	if ts == nil {
+		return nil, "", nil
 	}
-	items := make([]pageItem, h.Len())
-	for i := len(items) - 1; i >= 0; i-- {
-		items[i] = heap.Pop(h).(pageItem)
+	want := limit + 1 // one more says whether a next page exists
+	out := make([]apollo.Task, 0, min(want, 128))
+	var batch []*task
+	for n := want; len(out) < want; n = min(2*n, 4096) {
+		// Copy a batch of pointers under the tenant's lock, then read
+		// each task under its shard's (the lock order, tenant.go).
+		ts.mu.Lock()
+		batch = ts.list.after(from, n, batch[:0])
+		ts.mu.Unlock()
+		if len(batch) == 0 {
+			break
+		}
+		for _, t := range batch {
+			s := &b.shards[t.shard]
+			s.mu.Lock()
+			if t.listed && matches(t, &f) {
+				out = append(out, t.view(t.key()))
+			}
+			s.mu.Unlock()
+			if len(out) == want {
+				break
+			}
+		}
+		k := batch[len(batch)-1].listKey()
+		from = &k
 	}
 	next := ""
-	if len(items) > limit {
-		items = items[:limit]
-		next = encodeCursor(items[limit-1].c)
-	}
-	out := make([]apollo.Task, len(items))
-	for i, it := range items {
-		out[i] = it.t
+	if len(out) > limit {
+		out = out[:limit]
+		next = PageCursor(&out[limit-1])
 	}
 	return out, next, nil
 }
 
-func matches(k key, t *task, f *apollo.TaskFilter) bool {
+// matches reports whether t passes f's filters other than the tenant's.
+func matches(t *task, f *apollo.TaskFilter) bool {
 	switch {
 	case t.status == apollo.StatusNone:
 		return false
-	case k.tenant != f.Tenant:
-		return false
 	case f.Status != apollo.StatusNone && t.status != f.Status:
 		return false
-	case f.Prefix != "" && !strings.HasPrefix(t.name, f.Prefix) && !strings.HasPrefix(k.id, f.Prefix):
+	case f.Prefix != "" && !strings.HasPrefix(t.name, f.Prefix) && !strings.HasPrefix(t.id, f.Prefix):
 		return false
 	case f.Since > 0 && t.updatedAt < f.Since, f.Until > 0 && t.updatedAt >= f.Until:
 		return false
 	}
 	return true
-}
-
-type pageItem struct {
-	c cursor
-	t apollo.Task
-}
-
-// pageHeap is a max-heap by listing order: the top is the item that would
-// be listed last, the first to drop when a better one comes.
-type pageHeap []pageItem
-
-func (h pageHeap) Len() int           { return len(h) }
-func (h pageHeap) Less(i, j int) bool { return h[j].c.before(h[i].c) }
-func (h pageHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pageHeap) Push(x any)        { *h = append(*h, x.(pageItem)) }
-func (h *pageHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -82,7 +82,7 @@ func (b *Bus) unpark(s *shard, k key, t *task) {
 			b.stats.duplicate.Add(1)
 		case apollo.CanTransition(t.status, p.rec.Status):
 			r := p.rec
-			b.applyLocked(s, k, t, &r)
+			b.applyLocked(s, k, t, &r, nil)
 			b.stats.accepted.Add(1)
 		case p.rec.Sequence == t.seq+1 || !apollo.CanReach(t.status, p.rec.Status):
 			b.stats.illegal.Add(1)
@@ -100,7 +100,7 @@ func (b *Bus) unpark(s *shard, k key, t *task) {
 }
 
 func (b *Bus) logDropped(r *apollo.Record, from apollo.Status) {
-	if ok, n := b.warn.allow(b.opts.Clock.Now()); ok {
+	if ok, n := b.warn.Allow("", b.opts.Clock.Now()); ok {
 		b.log.Warn("waiting event dropped: an event that arrived made it illegal", "tenant", r.Tenant, "task", r.TaskID,
 			"sequence", r.Sequence, "transition", from.String()+" -> "+r.Status.String(), "suppressed", n)
 	}
@@ -130,7 +130,7 @@ func (b *Bus) endWaits(s *shard, k key, t *task, now int64) error {
 // others), so the run moves to what its reporter said.
 func (b *Bus) applyGap(s *shard, k key, t *task, r *apollo.Record) {
 	b.take(t, r.Sequence)
-	b.applyLocked(s, k, t, r)
+	b.applyLocked(s, k, t, r, nil)
 	b.stats.accepted.Add(1)
 	b.stats.waitEnded.Add(1)
 	b.unpark(s, k, t)

@@ -46,7 +46,7 @@ func (b *Bus) replayRecord(r *apollo.Record) {
 		if r.Kind == apollo.KindGap {
 			b.applyGap(s, k, t, r)
 		} else {
-			b.applyLocked(s, k, t, r)
+			b.applyLocked(s, k, t, r, nil)
 			b.unpark(s, k, t)
 		}
 	}

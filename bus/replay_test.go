@@ -134,8 +134,8 @@ func replayInto(t *testing.T, recs [][]byte, workers int) *replayed {
 		}
 	}
 	out := &replayed{bus: b, agg: agg, order: ord, tasks: snapshotTasks(b)}
-	for _, slot := range b.timers.slots {
-		out.timers = append(out.timers, slot...)
+	for _, sl := range b.timers.slots {
+		out.timers = sl.appendTo(out.timers)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -24,7 +25,12 @@ func (b *Bus) Checkpoint(fn func(lsn uint64) error) error {
 	return fn(b.lsn.Load())
 }
 
-const stateMagic = "APBUS1\n"
+// The state format's markers: version 2 adds each task's createdAt after
+// its waiting events. A version 1 snapshot still reads (stateV1).
+const (
+	stateMagic   = "APBUS2\n"
+	stateMagicV1 = "APBUS1\n"
+)
 
 // WriteState writes every task in memory, their waiting out-of-order events
 // and the tombstones. Call it inside Checkpoint, or before Start.
@@ -97,7 +103,7 @@ func appendTask(b []byte, k key, t *task) []byte {
 		b = binary.AppendUvarint(b, uint64(p.until))
 		b = appendString(b, string(appendRecord(nil, &p.rec)))
 	}
-	return b
+	return binary.AppendUvarint(b, uint64(t.createdAt))
 }
 
 // stateReader decodes the state format with one error for the whole read.
@@ -143,17 +149,26 @@ func (sr *stateReader) byte() byte {
 func (b *Bus) ReadState(r io.Reader) error {
 	sr := &stateReader{r: bufio.NewReaderSize(r, 1<<16)}
 	magic := make([]byte, len(stateMagic))
-	if _, err := io.ReadFull(sr.r, magic); err != nil || string(magic) != stateMagic {
+	if _, err := io.ReadFull(sr.r, magic); err != nil || string(magic) != stateMagic && string(magic) != stateMagicV1 {
 		return errors.New("bus: snapshot does not start with the bus state marker; it was not written by this version")
 	}
+	v1 := string(magic) == stateMagicV1
 	sr.uvarint() // task count, informational
+	listed := map[*tenantState][]*task{}
 	for sr.err == nil {
 		if sr.uvarint() != 1 {
 			break
 		}
-		if err := b.readTask(sr); err != nil {
+		if err := b.readTask(sr, v1, listed); err != nil {
 			return err
 		}
+	}
+	// One sort per tenant rather than a search per task.
+	for ts, tasks := range listed {
+		tasks = slices.DeleteFunc(tasks, func(t *task) bool { return !t.listed })
+		ts.mu.Lock()
+		ts.list.load(tasks)
+		ts.mu.Unlock()
 	}
 	start := int64(0)
 	if sr.err == nil {
@@ -179,7 +194,9 @@ func (b *Bus) ReadState(r io.Reader) error {
 	return nil
 }
 
-func (b *Bus) readTask(sr *stateReader) error {
+// readTask reads one task into its shard, and adds it to listed, by
+// tenant, for ReadState to put into the tenants' lists in bulk.
+func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task) error {
 	k := key{tenant: string(sr.bytes(apollo.MaxTaskIDBytes)), id: string(sr.bytes(apollo.MaxTaskIDBytes))}
 	t := &task{id: k.id, tenant: k.tenant, name: string(sr.bytes(apollo.MaxNameBytes))}
 	t.status = apollo.Status(sr.byte())
@@ -208,6 +225,11 @@ func (b *Bus) readTask(sr *stateReader) error {
 		t.parked = append(t.parked, parkedEvent{rec: r, until: until})
 		b.timers.push(deadline{at: until, k: k, kind: dParked})
 	}
+	if v1 {
+		t.createdAt = t.firstSeen()
+	} else {
+		t.createdAt = int64(sr.uvarint())
+	}
 	if sr.err != nil {
 		return fmt.Errorf("bus: reading the snapshot: %w", sr.err)
 	}
@@ -217,13 +239,38 @@ func (b *Bus) readTask(sr *stateReader) error {
 	s, h := b.locate(k)
 	s.mu.Lock()
 	if old := s.get(h, k); old != nil {
-		s.del(h, old)
-	} else {
-		b.countTask(k.tenant, 1)
+		b.dropTask(s, h, old)
 	}
+	t.shard = uint8(h % numShards)
 	s.put(h, t)
+	b.ntasks.Add(1)
+	ts := b.tenant(k.tenant)
+	ts.tasks.Add(1)
+	t.listed = true
+	listed[ts] = append(listed[ts], t)
+	b.pings.track(t)
 	b.parked.Add(int64(len(t.parked)))
 	b.armDeadlines(k, t, b.lateness(t.name))
 	s.mu.Unlock()
 	return nil
+}
+
+// firstSeen is when a task read from a version 1 snapshot, which did not
+// keep createdAt, was first reported: its oldest record kept (the history
+// keeps the newest HistoryLimit, and waiting events may be older), else
+// its last change.
+func (t *task) firstSeen() int64 {
+	first := t.updatedAt
+	if len(t.history) > 0 {
+		var r apollo.Record
+		if _, err := decodeRecord(t.history, &r); err == nil && r.ReceivedAt > 0 {
+			first = r.ReceivedAt
+		}
+	}
+	for _, p := range t.parked {
+		if at := p.rec.ReceivedAt; at > 0 && (first == 0 || at < first) {
+			first = at
+		}
+	}
+	return first
 }

@@ -11,7 +11,6 @@ type counters struct {
 	accepted, duplicate, illegal, invalid, held, refused atomic.Int64
 	parked, waitEnded, timeouts, missedStarts            atomic.Int64
 	corrections, evicted, replayed, logErrors            atomic.Int64
-	subscribers, subscribersCut                          atomic.Int64
 }
 
 // Stats are the bus's counters (since start) and gauges (now).
@@ -55,7 +54,7 @@ func (b *Bus) Stats() Stats {
 		Replayed: c.replayed.Load(), LogErrors: c.logErrors.Load(),
 		Tasks: b.ntasks.Load(), Queues: b.queues.Load(), Queued: b.queued.Load(), Holding: b.held.Load(),
 		HoldLimit: int64(b.opts.HoldLimit), Waiting: b.parked.Load(), Tombstones: int64(b.tombs.len()),
-		Deadlines: int64(b.timers.len()), Subscribers: c.subscribers.Load(), SubscribersCut: c.subscribersCut.Load(),
+		Deadlines: int64(b.timers.len()), Subscribers: int64(b.fan.Len()), SubscribersCut: b.fan.Cut(),
 		LastLSN: b.lsn.Load(),
 	}
 }
@@ -105,8 +104,7 @@ func (b *Bus) Sweep() {
 		for _, t := range gone {
 			k := t.key()
 			h := hashKey(k)
-			s.del(h, t)
-			b.countTask(k.tenant, -1)
+			b.dropTask(s, h, t)
 			b.tombs.put(h, t.seq)
 			b.stats.evicted.Add(1)
 			if b.opts.Archive != nil && t.status != apollo.StatusNone {
@@ -118,7 +116,7 @@ func (b *Bus) Sweep() {
 		s.mu.Unlock()
 		for _, v := range out { // outside the lock: the archive does I/O
 			if err := b.opts.Archive.Put(v); err != nil {
-				if ok, _ := b.warn.allow(now); ok {
+				if ok, _ := b.warn.Allow("", now); ok {
 					b.log.Error("archiving a finished task failed; it is no longer queryable", "task", v.TaskID, "err", err)
 				}
 			}

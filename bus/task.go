@@ -18,8 +18,12 @@ type task struct {
 	name        string
 	status      apollo.Status
 	late        bool
-	queued      bool // on the ready list, or being drained by a worker
+	queued      bool  // on the ready list, or being drained by a worker
+	listed      bool  // in memory: in its shard and its tenant's list (both locks held to change it)
+	pingOpen    bool  // in the open ping runs (ping.go)
+	shard       uint8 // index of its shard, for readers that hold only a pointer
 	seq         int64
+	createdAt   int64 // server time of its first record, Unix ms; never changes
 	scheduledAt int64
 	startedAt   int64
 	finishedAt  int64
@@ -50,6 +54,7 @@ func (t *task) view(k key) apollo.Task {
 		ScheduledAt: t.scheduledAt,
 		StartedAt:   t.startedAt,
 		FinishedAt:  t.finishedAt,
+		CreatedAt:   t.createdAt,
 		UpdatedAt:   t.updatedAt,
 		TimeoutMs:   t.timeoutMs,
 		CostMs:      t.costMs,
@@ -57,12 +62,12 @@ func (t *task) view(k key) apollo.Task {
 	}
 }
 
-// apply changes t by one decided record and returns the change. The caller
-// holds the shard lock and has already decided that r applies. A run that
-// starts running without a timeout of its own gets timeout, its job's
-// default, so that the deadline every run has is shown with it.
-func (t *task) apply(k key, r *apollo.Record, becameLate bool, timeout int64) *apollo.Change {
-	c := &apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
+// apply changes t by one decided record and writes the change into c. The
+// caller holds the shard lock and has already decided that r applies. A
+// run that starts running without a timeout of its own gets timeout, its
+// job's default, so that the deadline every run has is shown with it.
+func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool, timeout int64) {
+	*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
 	if t.name == "" { // the first event names the job (decide refuses another)
 		t.name = r.JobName()
 	}
@@ -104,7 +109,6 @@ func (t *task) apply(k key, r *apollo.Record, becameLate bool, timeout int64) *a
 	t.updatedAt = r.ReceivedAt
 	c.Task = t.view(k)
 	c.Record.Name = t.name
-	return c
 }
 
 // correct applies an operator's correction: it changes the status and

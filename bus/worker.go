@@ -2,8 +2,6 @@ package bus
 
 import (
 	"context"
-	"errors"
-	"sync"
 
 	"github.com/apollo-11/apollo"
 )
@@ -45,7 +43,7 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 		for _, o := range b.opts.Observers {
 			o.Apply(c)
 		}
-		b.publishToSubscribers(c)
+		b.fan.Publish(c)
 	}
 
 	s.mu.Lock()
@@ -102,85 +100,7 @@ func (b *Bus) WaitDrained(ctx context.Context) error {
 	return nil
 }
 
-// ErrSlowSubscriber is the reason a subscription is cut off: it did not keep
-// up, and must resynchronise from a snapshot of the state.
-var ErrSlowSubscriber = errors.New("bus: subscriber too slow, cut off; resynchronise")
-
-// Subscription receives applied changes until it is closed or cut off.
-type Subscription struct {
-	b      *Bus
-	mu     sync.Mutex
-	c      chan *apollo.Change
-	closed bool
-	err    error
-}
-
-// Subscribe returns a subscription with room for buffer changes. A
-// subscriber that lets its buffer fill is cut off: the bus never waits.
-func (b *Bus) Subscribe(buffer int) *Subscription {
-	sub := &Subscription{b: b, c: make(chan *apollo.Change, max(buffer, 1))}
-	b.subsMu.Lock()
-	old := *b.subs.Load()
-	next := append(append(make([]*Subscription, 0, len(old)+1), old...), sub)
-	b.subs.Store(&next)
-	b.subsMu.Unlock()
-	b.stats.subscribers.Add(1)
-	return sub
-}
-
-// C is closed when the subscription ends; Err then says why.
-func (s *Subscription) C() <-chan *apollo.Change { return s.c }
-
-// Err is ErrSlowSubscriber if the bus cut the subscription off, nil if it
-// was closed by its owner or is still open.
-func (s *Subscription) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Close ends the subscription. It is idempotent.
-func (s *Subscription) Close() { s.end(nil) }
-
-func (s *Subscription) end(err error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed, s.err = true, err
-	close(s.c)
-	s.mu.Unlock()
-	b := s.b
-	b.subsMu.Lock()
-	old := *b.subs.Load()
-	next := make([]*Subscription, 0, len(old))
-	for _, o := range old {
-		if o != s {
-			next = append(next, o)
-		}
-	}
-	b.subs.Store(&next)
-	b.subsMu.Unlock()
-	b.stats.subscribers.Add(-1)
-	if err != nil {
-		b.stats.subscribersCut.Add(1)
-	}
-}
-
-func (b *Bus) publishToSubscribers(c *apollo.Change) {
-	for _, s := range *b.subs.Load() {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			continue
-		}
-		select {
-		case s.c <- c:
-			s.mu.Unlock()
-		default:
-			s.mu.Unlock()
-			s.end(ErrSlowSubscriber)
-		}
-	}
-}
+// Subscribe returns a subscription to the changes the bus applies, with
+// room for buffer changes. A subscriber that lets its buffer fill is cut
+// off: the bus never waits.
+func (b *Bus) Subscribe(buffer int) *Subscription { return b.fan.Subscribe(buffer) }

@@ -53,60 +53,23 @@ func decodeChange(data []byte) (*apollo.Change, error) {
 	return c, nil
 }
 
-// Subscription receives the changes applied on every node, like a
-// bus.Subscription does for one bus: C is closed when it ends, and Err is
-// bus.ErrSlowSubscriber if it was cut off for not keeping up.
-type Subscription struct {
-	f      *fanIn
-	c      chan *apollo.Change
-	mu     sync.Mutex
-	closed bool
-	err    error
-}
-
-// C delivers the changes; it is closed when the subscription ends.
-func (s *Subscription) C() <-chan *apollo.Change { return s.c }
-
-// Err says why the subscription ended: nil if closed by its owner.
-func (s *Subscription) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Close ends the subscription. It is idempotent.
-func (s *Subscription) Close() { s.end(nil) }
-
-func (s *Subscription) end(err error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed, s.err = true, err
-	close(s.c)
-	s.mu.Unlock()
-	s.f.remove(s)
-}
-
 // fanIn holds the node's one NATS subscription to apollo.changes.> while
-// anyone listens, and hands each change to every Subscription.
+// anyone listens, and hands each change to every subscription through a
+// bus.Fanout, which cuts off the slow ones as a bus does.
 type fanIn struct {
 	nc  *nats.Conn
-	mu  sync.Mutex
+	mu  sync.Mutex // guards sub
 	sub *nats.Subscription
-	all atomic.Pointer[[]*Subscription]
-	cut atomic.Int64
+	out *bus.Fanout
 }
 
 func newFanIn(nc *nats.Conn) *fanIn {
 	f := &fanIn{nc: nc}
-	f.all.Store(&[]*Subscription{})
+	f.out = bus.NewFanout(f.idle)
 	return f
 }
 
-func (f *fanIn) subscribe(buffer int) (*Subscription, error) {
-	s := &Subscription{f: f, c: make(chan *apollo.Change, max(buffer, 1))}
+func (f *fanIn) subscribe(buffer int) (*bus.Subscription, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sub == nil {
@@ -120,29 +83,16 @@ func (f *fanIn) subscribe(buffer int) (*Subscription, error) {
 		sub.SetPendingLimits(1<<16, 64<<20)
 		f.sub = sub
 	}
-	old := *f.all.Load()
-	next := append(append(make([]*Subscription, 0, len(old)+1), old...), s)
-	f.all.Store(&next)
-	return s, nil
+	return f.out.Subscribe(buffer), nil
 }
 
-func (f *fanIn) remove(s *Subscription) {
+// idle gives the NATS subscription up when the last listener has gone.
+func (f *fanIn) idle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old := *f.all.Load()
-	next := make([]*Subscription, 0, len(old))
-	for _, o := range old {
-		if o != s {
-			next = append(next, o)
-		}
-	}
-	f.all.Store(&next)
-	if len(next) == 0 && f.sub != nil {
+	if f.out.Len() == 0 && f.sub != nil {
 		f.sub.Unsubscribe()
 		f.sub = nil
-	}
-	if s.err != nil {
-		f.cut.Add(1)
 	}
 }
 
@@ -153,25 +103,8 @@ func (f *fanIn) deliver(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	for _, s := range *f.all.Load() {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			continue
-		}
-		select {
-		case s.c <- c:
-			s.mu.Unlock()
-		default:
-			s.mu.Unlock()
-			s.end(bus.ErrSlowSubscriber)
-		}
-	}
+	f.out.Publish(c)
 }
 
 // close ends every subscription.
-func (f *fanIn) close() {
-	for _, s := range *f.all.Load() {
-		s.Close()
-	}
-}
+func (f *fanIn) close() { f.out.Close() }

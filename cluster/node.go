@@ -8,15 +8,14 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/time/rate"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -32,6 +31,7 @@ type Node struct {
 	kv     jetstream.KeyValue
 	snaps  jetstream.ObjectStore
 	fan    *fanIn
+	starts recentStarts // ping.go
 
 	mu      sync.Mutex
 	owned   map[int]*partition // serving
@@ -41,9 +41,8 @@ type Node struct {
 	viewMu sync.Mutex
 	view   map[string]time.Time // lease-bucket keys, when last seen written (watch)
 
-	kickc       chan struct{}
-	warnEvery   rate.Sometimes
-	warnSkipped atomic.Int64
+	kickc chan struct{}
+	warns *loglimit.Limiter // one key: every warning of the node shares it
 
 	startOnce, stopOnce sync.Once
 	ctx                 context.Context // cancelled by Stop
@@ -58,6 +57,7 @@ var _ interface {
 	Get(tenant, taskID string) (*apollo.Task, error)
 	JobOf(tenant, taskID string) string
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+	Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outcome, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 } = (*Node)(nil)
 
@@ -82,7 +82,7 @@ func New(opts Options) (*Node, error) {
 		stop:   make(chan struct{}),
 		ready:  make(chan struct{}),
 	}
-	n.warnEvery.Interval = time.Second
+	n.warns = loglimit.New(time.Second)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }
@@ -100,7 +100,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.ensure(ctx); err != nil {
 		return err
 	}
-	sub, err := n.opts.Conn.Subscribe(rpcList, n.serveList)
+	sub, err := n.opts.Conn.Subscribe(rpcList, n.serveAll)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -333,7 +333,7 @@ func retryLater(err error) bus.Outcome {
 
 // SubscribeChanges returns a subscription to the changes applied on every
 // node, as bus.Bus.Subscribe does for one bus.
-func (n *Node) SubscribeChanges(buffer int) (*Subscription, error) {
+func (n *Node) SubscribeChanges(buffer int) (*bus.Subscription, error) {
 	return n.fan.subscribe(buffer)
 }
 
@@ -348,12 +348,7 @@ func (n *Node) kick() {
 // warn logs at most one warning a second (hot paths: every bad message
 // would otherwise log), with the number left out since the last one.
 func (n *Node) warn(msg string, args ...any) {
-	logged := false
-	n.warnEvery.Do(func() {
-		logged = true
-		n.log.Warn(msg, append(args, "suppressed", n.warnSkipped.Swap(0))...)
-	})
-	if !logged {
-		n.warnSkipped.Add(1)
+	if ok, skipped := n.warns.Allow("", n.opts.Clock.Now()); ok {
+		n.log.Warn(msg, append(args, "suppressed", skipped)...)
 	}
 }

@@ -2,12 +2,10 @@ package cluster
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +29,7 @@ type rpcRequest struct {
 	Actor  string        `json:"actor,omitempty"`
 	Reason string        `json:"reason,omitempty"`
 	Filter *listFilter   `json:"filter,omitempty"`
+	Job    string        `json:"job,omitempty"` // openping
 }
 
 // listFilter is apollo.TaskFilter on the wire (it has no JSON tags).
@@ -45,12 +44,13 @@ type listFilter struct {
 }
 
 type rpcReply struct {
-	Task       *apollo.Task  `json:"task,omitempty"`
-	Job        string        `json:"job,omitempty"`
-	Tasks      []apollo.Task `json:"tasks,omitempty"`
-	Partitions []int         `json:"partitions,omitempty"`
-	Err        *apollo.Error `json:"err,omitempty"`
-	Internal   string        `json:"internal,omitempty"` // an internal error, logged where it happened
+	Task       *apollo.Task    `json:"task,omitempty"`
+	Job        string          `json:"job,omitempty"`
+	Tasks      []apollo.Task   `json:"tasks,omitempty"`
+	Partitions []int           `json:"partitions,omitempty"`
+	Open       *apollo.OpenRun `json:"open,omitempty"` // openping: the newest of the node's partitions
+	Err        *apollo.Error   `json:"err,omitempty"`
+	Internal   string          `json:"internal,omitempty"` // an internal error, logged where it happened
 }
 
 // local returns the partition if this node serves it.
@@ -169,8 +169,9 @@ func (n *Node) reply(m *nats.Msg, r *rpcReply, err error) {
 	m.Respond(data)
 }
 
-// List returns the tasks in memory on every node that match f, newest
-// first, like bus.Bus.List over one bus; the cursor is the bus's own.
+// List returns the tasks in memory on every node that match f, in the
+// bus's listing order, like bus.Bus.List over one bus; the cursor is the
+// bus's own.
 func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > 1000 {
@@ -178,35 +179,53 @@ func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	}
 	f.Limit = limit
 	if f.Cursor != "" {
-		if _, err := parseCursor(f.Cursor); err != nil {
+		if err := bus.CheckCursor(f.Cursor); err != nil {
 			return nil, "", err
 		}
 	}
-	data, _ := json.Marshal(rpcRequest{Op: "list", Filter: &listFilter{Tenant: f.Tenant, Prefix: f.Prefix, Status: f.Status,
-		Since: f.Since, Until: f.Until, Limit: limit + 1, Cursor: f.Cursor}})
+	var tasks []apollo.Task
+	err := n.askAll(rpcRequest{Op: "list", Filter: &listFilter{Tenant: f.Tenant, Prefix: f.Prefix, Status: f.Status,
+		Since: f.Since, Until: f.Until, Limit: limit + 1, Cursor: f.Cursor}}, func(r *rpcReply) {
+		tasks = append(tasks, r.Tasks...)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	tasks = firstPage(tasks, limit+1)
+	next := ""
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		next = bus.PageCursor(&tasks[limit-1])
+	}
+	return tasks, next, nil
+}
+
+// askAll sends req to every node on apollo.rpc.list and calls fn with each
+// answer until every partition has been answered for.
+func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
+	data, _ := json.Marshal(req)
 	nc := n.opts.Conn
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, "", fmt.Errorf("cluster: listing: %w", err)
+		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
 	}
 	defer sub.Unsubscribe()
 	if err := nc.PublishRequest(rpcList, inbox, data); err != nil {
-		return nil, "", fmt.Errorf("cluster: listing: %w", err)
+		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
 	}
 	covered := make([]bool, n.opts.Partitions)
 	left := n.opts.Partitions
-	var tasks []apollo.Task
 	deadline := time.Now().Add(n.opts.QueryTimeout)
 	for left > 0 {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
-			return nil, "", &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("%d of %d partitions did not answer", left, n.opts.Partitions),
+			return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("%d of %d partitions did not answer", left, n.opts.Partitions),
 				Hint: "some are being taken over by another node; retry in a few seconds"}
 		}
 		r, err := decodeReply(m.Data)
 		if err != nil {
-			return nil, "", err
+			return err
 		}
 		for _, p := range r.Partitions {
 			if p >= 0 && p < len(covered) && !covered[p] {
@@ -214,85 +233,76 @@ func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 				left--
 			}
 		}
-		tasks = append(tasks, r.Tasks...)
+		fn(r)
 	}
-	tasks = firstPage(tasks, limit+1)
-	next := ""
-	if len(tasks) > limit {
-		tasks = tasks[:limit]
-		next = makeCursor(tasks[limit-1])
-	}
-	return tasks, next, nil
+	return nil
 }
 
-// serveList answers a listing for the partitions this node serves.
-func (n *Node) serveList(m *nats.Msg) {
+// serveAll answers a question to every node (a listing, an open ping run)
+// for the partitions this node serves.
+func (n *Node) serveAll(m *nats.Msg) {
 	var req rpcRequest
 	var r rpcReply
 	err := json.Unmarshal(m.Data, &req)
-	if err == nil && req.Filter == nil {
-		err = errors.New("a listing without a filter")
+	n.mu.Lock()
+	parts := make([]*partition, 0, len(n.owned))
+	for _, pt := range n.owned {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	if len(parts) == 0 {
+		return // nothing to say; the asker waits for the owners
 	}
 	if err == nil {
-		lf := req.Filter
-		f := apollo.TaskFilter{Tenant: lf.Tenant, Prefix: lf.Prefix, Status: lf.Status, Since: lf.Since, Until: lf.Until, Limit: lf.Limit, Cursor: lf.Cursor}
-		n.mu.Lock()
-		parts := make([]*partition, 0, len(n.owned))
-		for _, pt := range n.owned {
-			parts = append(parts, pt)
-		}
-		n.mu.Unlock()
-		if len(parts) == 0 {
-			return // nothing to say; the asker waits for the owners
-		}
-		for _, pt := range parts {
-			page, _, lerr := pt.bus.List(f)
-			if lerr != nil {
-				err = lerr
-				break
+		switch req.Op {
+		case "list":
+			err = serveList(&req, parts, &r)
+		case "openping":
+			for _, pt := range parts {
+				if run, ok := pt.bus.OpenPing(req.Tenant, req.Job); ok && (r.Open == nil || run.Newer(*r.Open)) {
+					r.Open = &run
+				}
+				r.Partitions = append(r.Partitions, pt.id)
 			}
-			r.Tasks = append(r.Tasks, page...)
-			r.Partitions = append(r.Partitions, pt.id)
+		default:
+			err = fmt.Errorf("unknown operation %q", req.Op)
 		}
-		r.Tasks = firstPage(r.Tasks, f.Limit)
 	}
 	n.reply(m, &r, err)
 }
 
-// firstPage sorts tasks in listing order (newest first, then by task ID)
-// and keeps the first limit.
+// serveList answers a listing for the partitions parts.
+func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
+	lf := req.Filter
+	if lf == nil {
+		return errors.New("a listing without a filter")
+	}
+	f := apollo.TaskFilter{Tenant: lf.Tenant, Prefix: lf.Prefix, Status: lf.Status, Since: lf.Since, Until: lf.Until, Limit: lf.Limit, Cursor: lf.Cursor}
+	for _, pt := range parts {
+		page, _, err := pt.bus.List(f)
+		if err != nil {
+			return err
+		}
+		r.Tasks = append(r.Tasks, page...)
+		r.Partitions = append(r.Partitions, pt.id)
+	}
+	r.Tasks = firstPage(r.Tasks, f.Limit)
+	return nil
+}
+
+// firstPage sorts tasks in listing order (first reported newest first,
+// then by task ID, descending like the bus) and keeps the first limit.
 func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 	slices.SortFunc(tasks, func(a, b apollo.Task) int {
-		if a.UpdatedAt != b.UpdatedAt {
-			if a.UpdatedAt > b.UpdatedAt {
+		if a.CreatedAt != b.CreatedAt {
+			if a.CreatedAt > b.CreatedAt {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(a.TaskID, b.TaskID)
+		return strings.Compare(b.TaskID, a.TaskID)
 	})
 	return tasks[:min(len(tasks), limit)]
-}
-
-// makeCursor writes the bus's cursor for the page after t: the listing
-// order's key, base64url("<updatedAt>:<taskID>"). Every partition's bus
-// reads it (TestCursorIsTheBusCursor keeps the two in step).
-func makeCursor(t apollo.Task) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UpdatedAt, 10) + ":" + t.TaskID))
-}
-
-func parseCursor(s string) (int64, error) {
-	bad := &apollo.Error{Code: apollo.EINVALID, Field: "cursor", Message: "not a cursor this server made", Hint: "pass the 'next' value of the previous page unchanged"}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return 0, bad
-	}
-	ts, _, ok := strings.Cut(string(raw), ":")
-	v, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil {
-		return 0, bad
-	}
-	return v, nil
 }
 
 // Stats sums the bus stats of the partitions this node serves (the shape

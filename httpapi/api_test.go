@@ -32,6 +32,25 @@ func newTestServer(t *testing.T, edit func(*bus.Options)) (*httptest.Server, *bu
 	return srv, b
 }
 
+// tenantTokens makes a token for each role in tenants "a" and "b" and
+// returns their authenticator and secrets by "role/tenant".
+func tenantTokens(t *testing.T, roles ...Role) (*TokenAuth, map[string]string) {
+	t.Helper()
+	secrets := map[string]string{}
+	var toks []Token
+	for _, tenant := range []string{"a", "b"} {
+		for _, role := range roles {
+			secret, tok, err := NewToken(role.String()+"-"+tenant, role, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, tok)
+			secrets[role.String()+"/"+tenant] = secret
+		}
+	}
+	return NewTokenAuth(toks), secrets
+}
+
 func post(t *testing.T, url, ctype, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))

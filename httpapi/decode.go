@@ -80,20 +80,36 @@ var wireStatuses = apollo.Statuses()
 // of results however short it is ("1,"), so the count, not the body size,
 // is what bounds the memory of a request.
 func decodeEvents(body []byte, ndjson bool, maxEvents int) (evs []apollo.Event, bad []*apollo.Error, err error) {
-	n := min(len(body)/128+1, 1024, maxEvents) // a guess at the count, to grow the slices rarely
-	d := decoder{evs: make([]apollo.Event, 0, n), bad: make([]*apollo.Error, 0, n), max: maxEvents}
+	if evs, bad, err = decodeEventsInto(nil, nil, body, ndjson, maxEvents); err != nil {
+		return nil, nil, err
+	}
+	return evs, bad, nil
+}
+
+// decodeEventsInto is decodeEvents decoding into evs[:0] and bad[:0],
+// grown as needed, so that a caller can reuse them from one body to the
+// next: the events, a hundred bytes each, were the largest allocation of
+// an ingest request. On an error it returns the slices with what they
+// hold, for the caller to clear before reusing them; only err counts.
+func decodeEventsInto(evs []apollo.Event, bad []*apollo.Error, body []byte, ndjson bool, maxEvents int) ([]apollo.Event, []*apollo.Error, error) {
+	if cap(evs) == 0 || cap(bad) == 0 {
+		n := min(len(body)/128+1, 1024, maxEvents) // a guess at the count, to grow the slices rarely
+		evs, bad = make([]apollo.Event, 0, n), make([]*apollo.Error, 0, n)
+	}
+	d := decoder{evs: evs[:0], bad: bad[:0], max: maxEvents}
+	var err error
 	if ndjson {
 		d.decodeNDJSON(body)
 	} else if e := d.decodeJSON(body); e != nil && !d.over {
-		return nil, nil, e
+		err = e
 	}
-	if d.over {
-		return nil, nil, errTooManyEvents
+	switch {
+	case d.over:
+		err = errTooManyEvents
+	case err == nil && len(d.evs) == 0:
+		err = &apollo.Error{Code: apollo.EINVALID, Message: "the body holds no event", Hint: "send one event object, a JSON array of them, or NDJSON"}
 	}
-	if len(d.evs) == 0 {
-		return nil, nil, &apollo.Error{Code: apollo.EINVALID, Message: "the body holds no event", Hint: "send one event object, a JSON array of them, or NDJSON"}
-	}
-	return d.evs, d.bad, nil
+	return d.evs, d.bad, err
 }
 
 // errTooManyEvents is decodeEvents' answer to a body over its maxEvents;

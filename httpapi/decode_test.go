@@ -124,6 +124,11 @@ func syntaxErrorStdlib(err error, base int64) *apollo.Error {
 	return &apollo.Error{Code: apollo.EINVALID, Message: "malformed JSON: " + err.Error()}
 }
 
+// reusedJunk fills the slices that checkAgainstStdlib decodes into again:
+// every field set, and an element that fails.
+const reusedJunk = `[{"taskID":"j1","name":"junk","sequence":7,"status":"failed","ts":1764400000000,"scheduledAt":1764400000000,` +
+	`"timeoutMs":5,"costMs":6,"extra":{"a":1}},{"taskID":2},{"taskID":"j3","name":"other","sequence":1,"status":"running","ts":1764400000000}]`
+
 // surrogateEscape finds a \u escape of a UTF-16 surrogate.
 var surrogateEscape = regexp.MustCompile(`\\u[dD][89abAB]`)
 
@@ -136,6 +141,13 @@ func checkAgainstStdlib(t *testing.T, body []byte, ndjson bool) {
 	t.Helper()
 	evs, bad, err := decodeEvents(body, ndjson, math.MaxInt)
 	wevs, wbad, werr := decodeEventsStdlib(body, ndjson)
+	// Decoded into the slices of another body's events, as ingest reuses
+	// them, it gives the same (issue 20.2).
+	junk, junkBad, _ := decodeEventsInto(nil, nil, []byte(reusedJunk), false, math.MaxInt)
+	revs, rbad, rerr := decodeEventsInto(junk, junkBad, body, ndjson, math.MaxInt)
+	if fmt.Sprint(rerr) != fmt.Sprint(err) || err == nil && (!reflect.DeepEqual(revs, evs) || !reflect.DeepEqual(rbad, bad)) {
+		t.Fatalf("decoded into reused slices: %+v %+v %v; fresh: %+v %+v %v", revs, rbad, rerr, evs, bad, err)
+	}
 	if tooDeep(err) {
 		if nesting(body, ndjson) <= maxDepth {
 			t.Fatalf("refused as too deep, but it nests %d levels: %v", nesting(body, ndjson), err)

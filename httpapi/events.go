@@ -93,9 +93,56 @@ func tooLarge(msg string) error {
 	return &apollo.Error{Code: apollo.ETOOLARGE, Message: msg, Hint: "send fewer events per request"}
 }
 
-// bodyPool recycles ingest bodies: the decoder copies what it keeps, so a
-// body is free again once decoded.
-var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+// ingestBufs are the buffers of one ingest request, recycled through
+// ingestPool: the decoder copies what it keeps of the body, and the bus
+// copies what it keeps of the events, so once the answer is written
+// nothing refers to them. A request then allocates only what its events
+// leave behind.
+type ingestBufs struct {
+	body    []byte
+	evs     []apollo.Event
+	bad     []*apollo.Error
+	outs    []apollo.Outcome
+	results []eventResult
+	answer  []byte
+}
+
+var ingestPool = sync.Pool{New: func() any { return new(ingestBufs) }}
+
+// Buffers over these sizes go back to the heap, not to the pool: keep the
+// buffers of ordinary batches, not of the odd huge one.
+const (
+	maxPooledBody   = 1 << 20
+	maxPooledEvents = 1024
+)
+
+// release clears what the buffers hold and returns them to the pool.
+func (ib *ingestBufs) release() {
+	if cap(ib.body) > maxPooledBody {
+		ib.body = nil
+	}
+	if cap(ib.evs) > maxPooledEvents {
+		ib.evs, ib.bad, ib.outs, ib.results = nil, nil, nil, nil
+	}
+	if cap(ib.answer) > maxPooledBody {
+		ib.answer = nil
+	}
+	// The events' strings and errors are the request's: let them go.
+	clear(ib.evs)
+	clear(ib.bad)
+	clear(ib.outs)
+	clear(ib.results)
+	ib.evs, ib.bad, ib.outs, ib.results = ib.evs[:0], ib.bad[:0], ib.outs[:0], ib.results[:0]
+	ingestPool.Put(ib)
+}
+
+// grow returns s with length n, reusing its array when it has room.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
 
 // eventsContentType says whether the body is NDJSON, or refuses the type.
 // curl -d labels every body application/x-www-form-urlencoded: such a
@@ -107,8 +154,11 @@ func eventsContentType(r *http.Request, body []byte) (ndjson bool, err error) {
 			Hint: "add the header Content-Encoding: gzip (curl: --data-binary @file.gz -H 'Content-Encoding: gzip')"}
 	}
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return false, nil // assume JSON
+	switch ct {
+	case "", "application/json":
+		return false, nil // none: assume JSON; the usual one needs no parsing (it allocated its parameters' map)
+	case "application/x-ndjson":
+		return true, nil
 	}
 	mt, _, perr := mime.ParseMediaType(ct)
 	switch {
@@ -192,21 +242,20 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
 		return err
 	}
-	pooled := bodyPool.Get().(*[]byte)
-	defer bodyPool.Put(pooled)
-	body, err := s.readBodyInto(w, r, *pooled)
+	ib := ingestPool.Get().(*ingestBufs)
+	defer ib.release()
+	body, err := s.readBodyInto(w, r, ib.body)
 	if err != nil {
 		return err
 	}
-	if cap(body) <= 1<<20 { // keep buffers of ordinary batches, not of the odd huge one
-		*pooled = body[:0]
-	}
+	ib.body = body[:0]
 	ndjson, err := eventsContentType(r, body)
 	if err != nil {
 		return err
 	}
 	maxEvents, by := s.eventLimit(p, len(body))
-	evs, bad, err := decodeEvents(body, ndjson, maxEvents)
+	evs, bad, err := decodeEventsInto(ib.evs, ib.bad, body, ndjson, maxEvents)
+	ib.evs, ib.bad = evs, bad
 	if errors.Is(err, errTooManyEvents) {
 		wait, err := overLimit(maxEvents, by, len(body))
 		if wait > 0 {
@@ -222,7 +271,9 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 		return err
 	}
 	// Decode failures keep their place in the answer; the rest go to the
-	// bus, compacted in place: an event is not read again once passed.
+	// bus, compacted into good: an event is not read again once passed.
+	// good shares evs' array, so evs[i] is read again below only through
+	// bad[i], which the compaction leaves alone.
 	good := evs[:0]
 	for i := range evs {
 		if bad[i] == nil {
@@ -234,12 +285,14 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 			good = append(good, evs[i])
 		}
 	}
-	outs := make([]apollo.Outcome, len(good))
+	outs := grow(ib.outs, len(good))
+	ib.outs = outs
 	if err := s.opts.Bus.Publish(r.Context(), good, outs); err != nil {
 		s.log.Error("ingest: the log failed", "err", err)
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the events could not be made durable", Hint: "resend them later"}
 	}
-	ans := ingestAnswer{Results: make([]eventResult, len(evs))}
+	ans := ingestAnswer{Results: grow(ib.results, len(evs))}
+	ib.results = ans.Results
 	j := 0
 	for i := range evs {
 		var o apollo.Outcome
@@ -276,7 +329,11 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(ans.appendJSON(make([]byte, 0, ans.size())))
+	if n := ans.size(); cap(ib.answer) < n {
+		ib.answer = make([]byte, 0, n)
+	}
+	ib.answer = ans.appendJSON(ib.answer[:0])
+	w.Write(ib.answer)
 	return nil
 }
 

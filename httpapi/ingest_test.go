@@ -233,3 +233,111 @@ func TestIngestMemoryPerRequest(t *testing.T) {
 		}
 	}
 }
+
+// Issue 20.2: an ingest request reuses the buffers of the requests before
+// it (the body, the decoded events, the outcomes, the answer), so what it
+// allocates is what its events keep: here, for a batch the bus answers
+// duplicate (it keeps nothing), little more than the task IDs. Before, the
+// events alone were 120 bytes each and the answer was built anew. A
+// second batch of another shape (an error in the middle, fewer events)
+// checks that nothing of the first leaks into its answer.
+func TestIngestReusesRequestBuffers(t *testing.T) {
+	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(t.Context())
+	defer b.Stop()
+	h := New(Options{Bus: b})
+	batch := func(n int) string {
+		var s strings.Builder
+		s.WriteByte('[')
+		for i := range n {
+			if i > 0 {
+				s.WriteByte(',')
+			}
+			fmt.Fprintf(&s, `{"taskID":"reuse-%03d","name":"reuse","sequence":1,"status":"running","ts":1764400000000,"extra":{"host":"w1"}}`, i)
+		}
+		return s.String() + "]"
+	}
+	post := func(body string) *cheapWriter {
+		req := httptest.NewRequest("POST", "http://127.0.0.1/api/v1/events", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		w := &cheapWriter{h: http.Header{}}
+		h.ServeHTTP(w, req)
+		return w
+	}
+	// allocated is what one post of body allocates, with the buffers of
+	// the posts before it to reuse.
+	allocated := func(body, want string) uint64 {
+		const rounds = 20
+		post(body)
+		return allocatedBy(func() {
+			for range rounds {
+				if w := post(body); w.code != 200 || !bytes.Contains(w.head, []byte(want)) {
+					t.Fatalf("HTTP %d %.300s, want %s", w.code, w.head, want)
+				}
+			}
+		}) / rounds
+	}
+	const n = 100
+	if w := post(batch(n)); w.code != 200 || !bytes.Contains(w.head, []byte(`"accepted":100,`)) {
+		t.Fatalf("first post: HTTP %d %.300s", w.code, w.head)
+	}
+	// One event's post is the request's fixed cost (the test's request and
+	// writer included); each further event should cost its task ID and
+	// its extra, about 32 bytes, and the test writer's copy of its result,
+	// about 24: 484 bytes before the buffers were reused.
+	one, many := allocated(batch(1), `"duplicate":1,`), allocated(batch(n), `"duplicate":100,`)
+	perEvent := float64(many-one) / (n - 1)
+	t.Logf("a post of 1 duplicate allocates %d bytes, of %d: %d (%.0f bytes per further event)", one, n, many, perEvent)
+	if perEvent > 96 {
+		t.Errorf("each event of a batch of duplicates allocates %.0f bytes, over 96: the request's buffers are not reused", perEvent)
+	}
+
+	w := post(`[{"taskID":"reuse-000","sequence":1,"status":"running","ts":1764400000000},` +
+		`{"taskID":"reuse-x","sequence":"one","status":"running","ts":1764400000000},` +
+		`{"taskID":"reuse-new","name":"reuse","sequence":1,"status":"running","ts":1764400000000}]`)
+	var ans ingestAnswer
+	if err := json.Unmarshal(w.head, &ans); err != nil || w.code != 200 {
+		t.Fatalf("HTTP %d %.300s: %v", w.code, w.head, err)
+	}
+	got := []string{}
+	for _, r := range ans.Results {
+		got = append(got, r.Result)
+	}
+	if fmt.Sprint(got) != "[duplicate rejected accepted]" || ans.Results[1].Error == nil || ans.Results[1].Error.Field != "sequence" ||
+		ans.Results[0].Error != nil || ans.Results[2].Error != nil || ans.Accepted != 1 || ans.Duplicate != 1 || ans.Rejected != 1 {
+		t.Errorf("answer %s", w.head)
+	}
+}
+
+// Issue 20.3: the usual Content-Types of an ingest body are read without
+// parsing (mime.ParseMediaType allocated a map for every request), and
+// mean what they meant.
+func TestEventsContentTypeFastPath(t *testing.T) {
+	body := []byte(`{"taskID":"a"}`)
+	for _, tt := range []struct {
+		ct     string
+		ndjson bool
+		allocs float64
+	}{
+		{"", false, 0},
+		{"application/json", false, 0},
+		{"application/x-ndjson", true, 0},
+		{"application/json; charset=utf-8", false, 2}, // parsed, as before
+		{"Application/JSON", false, 2},
+	} {
+		r := httptest.NewRequest("POST", "/api/v1/events", nil)
+		if tt.ct != "" {
+			r.Header.Set("Content-Type", tt.ct)
+		}
+		ndjson, err := eventsContentType(r, body)
+		if err != nil || ndjson != tt.ndjson {
+			t.Errorf("%q: ndjson %v, %v; want %v", tt.ct, ndjson, err, tt.ndjson)
+		}
+		if n := testing.AllocsPerRun(20, func() { eventsContentType(r, body) }); n > tt.allocs {
+			t.Errorf("%q: %.0f allocations, want at most %.0f", tt.ct, n, tt.allocs)
+		}
+	}
+}

@@ -49,20 +49,11 @@ func newHealthServer(t *testing.T, now time.Time, next fixedSchedule) *healthSer
 	}
 	b.Start(context.Background())
 	t.Cleanup(b.Stop)
-	hs := &healthServer{bus: b, clock: clock, tokens: map[string]string{}}
-	var toks []Token
-	for _, tenant := range []string{"a", "b"} {
-		for _, role := range []Role{RoleAgent, RoleViewer} {
-			secret, tok, err := NewToken(role.String()+"-"+tenant, role, tenant)
-			if err != nil {
-				t.Fatal(err)
-			}
-			toks = append(toks, tok)
-			hs.tokens[role.String()+"/"+tenant] = secret
-		}
-	}
+	hs := &healthServer{bus: b, clock: clock}
+	auth, tokens := tenantTokens(t, RoleAgent, RoleViewer)
+	hs.tokens = tokens
 	hs.srv = httptest.NewServer(New(Options{Bus: b, Metrics: agg, Scheduler: next, SchedulerTenant: "a",
-		Auth: NewTokenAuth(toks), Clock: clock, Logger: discardLogger}))
+		Auth: auth, Clock: clock, Logger: discardLogger}))
 	t.Cleanup(hs.srv.Close)
 	return hs
 }

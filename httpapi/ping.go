@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -20,25 +19,12 @@ import (
 //	curl -fsS /ping/backup/fail    it failed
 //	curl -fsS /ping/backup/3       it ended with exit code 3 (0 = success)
 //
-// The server names the runs ("backup@ping-<unix ms>"), numbers their events,
-// and pairs an end with the most recent start still running. An end with no
-// start is a run reported only by its end: finished, its start unknown
-// (docs/protocol.md, "Pings").
+// This file reads the URL; naming the runs, numbering their events and
+// pairing an end with its start are the domain's rules (apollo.Ping) and
+// the bus's state (Bus.Ping), in every mode (docs/protocol.md, "Pings").
 
 // maxPingBody bounds what a POSTed ping body may put into extra.
 const maxPingBody = 2 << 10
-
-// openPings remembers the open run of each (tenant, job) pinged with /start.
-// It is a cache: after a restart, the bus is asked instead.
-type openPings struct {
-	mu   sync.Mutex
-	runs map[[2]string]openRun
-}
-
-type openRun struct {
-	taskID string
-	seq    int64
-}
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	name := r.PathValue("name")
@@ -73,19 +59,17 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 		}
 		timeout = d.Milliseconds()
 	}
-	now := s.now().UnixMilli()
-	evs := s.pingEvents(p.Tenant, name, status, now, timeout, extra)
-	out := make([]bus.Outcome, len(evs))
-	if err := s.opts.Bus.Publish(r.Context(), evs, out); err != nil {
+	raw, _ := json.Marshal(extra)
+	ev, o, err := s.opts.Bus.Ping(r.Context(), apollo.Ping{Tenant: p.Tenant, Job: name, Status: status,
+		Ts: s.now().UnixMilli(), TimeoutMs: timeout, Extra: raw})
+	if err != nil {
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the ping could not be made durable", Hint: "retry"}
 	}
-	for _, o := range out {
-		if o.Result == bus.RetryLater || o.Result == bus.Rejected {
-			return o.Err
-		}
+	if o.Result == bus.RetryLater || o.Result == bus.Rejected {
+		return o.Err
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "OK %s\n", evs[len(evs)-1].TaskID)
+	fmt.Fprintf(w, "OK %s\n", ev.TaskID)
 	return nil
 }
 
@@ -109,42 +93,4 @@ func pingOutcome(action string) (apollo.Status, map[string]any, error) {
 		return apollo.StatusSuccess, extra, nil
 	}
 	return apollo.StatusFailed, extra, nil
-}
-
-// pingEvents builds the events for one ping and updates the open runs.
-func (s *Server) pingEvents(tenant, name string, st apollo.Status, now, timeout int64, extra map[string]any) []apollo.Event {
-	raw, _ := json.Marshal(extra)
-	k := [2]string{tenant, name}
-	s.pings.mu.Lock()
-	defer s.pings.mu.Unlock()
-	if s.pings.runs == nil {
-		s.pings.runs = map[[2]string]openRun{}
-	}
-	if st == apollo.StatusRunning {
-		id := fmt.Sprintf("%s@ping-%d", name, now)
-		if len(s.pings.runs) < 100_000 {
-			s.pings.runs[k] = openRun{taskID: id, seq: 1}
-		}
-		return []apollo.Event{{TaskID: id, Name: name, Tenant: tenant, Sequence: 1, Status: st, Ts: now, TimeoutMs: timeout, Extra: raw}}
-	}
-	run, ok := s.pings.runs[k]
-	if !ok {
-		run, ok = s.findOpenPing(tenant, name)
-	}
-	delete(s.pings.runs, k)
-	if ok {
-		return []apollo.Event{{TaskID: run.taskID, Name: name, Tenant: tenant, Sequence: run.seq + 1, Status: st, Ts: now, Extra: raw}}
-	}
-	id := fmt.Sprintf("%s@ping-%d", name, now)
-	return []apollo.Event{{TaskID: id, Name: name, Tenant: tenant, Sequence: 1, Status: st, Ts: now, Extra: raw}}
-}
-
-// findOpenPing asks the bus for the newest running ping run of a job: the
-// cache is empty after a restart.
-func (s *Server) findOpenPing(tenant, name string) (openRun, bool) {
-	tasks, _, err := s.opts.Bus.List(apollo.TaskFilter{Tenant: tenant, Prefix: name + "@ping-", Status: apollo.StatusRunning, Limit: 1})
-	if err != nil || len(tasks) == 0 || tasks[0].Name != name {
-		return openRun{}, false
-	}
-	return openRun{taskID: tasks[0].TaskID, seq: tasks[0].Sequence}, true
 }

@@ -92,19 +92,8 @@ func (sec *secured) ackedBy() string {
 func newSecured(t *testing.T, rate int) *secured {
 	t.Helper()
 	b, agg := newMeteredBus(t)
-	sec := &secured{bus: b, tokens: map[string]string{}}
-	var toks []Token
-	for _, tenant := range []string{"a", "b"} {
-		for _, role := range []Role{RoleAgent, RoleViewer, RoleOperator, RoleAdmin} {
-			secret, tok, err := NewToken(role.String()+"-"+tenant, role, tenant)
-			if err != nil {
-				t.Fatal(err)
-			}
-			toks = append(toks, tok)
-			sec.tokens[role.String()+"/"+tenant] = secret
-		}
-	}
-	auth := NewTokenAuth(toks)
+	auth, tokens := tenantTokens(t, RoleAgent, RoleViewer, RoleOperator, RoleAdmin)
+	sec := &secured{bus: b, tokens: tokens}
 	sec.audit = audit.NewMemory(100, nil)
 	disp, err := notify.NewDispatcher(nil, notify.Options{})
 	if err != nil {

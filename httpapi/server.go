@@ -20,6 +20,9 @@ type Bus interface {
 	JobOf(tenant, taskID string) string
 	Get(tenant, taskID string) (*apollo.Task, error)
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
+	// Ping decides the event of one ping URL request, paired with the
+	// job's open run (apollo.Ping), and returns it once it is durable.
+	Ping(ctx context.Context, p apollo.Ping) (apollo.Event, apollo.Outcome, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 }
 
@@ -91,7 +94,6 @@ type Server struct {
 	open   bool // no tokens: OpenAuth
 	log    *slog.Logger
 	mux    *http.ServeMux
-	pings  openPings
 	limits rateLimits
 }
 

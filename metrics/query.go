@@ -238,7 +238,7 @@ func (a *Aggregator) Tables(ctx context.Context, qs []Query) ([]*Table, error) {
 	}
 	ts := make([]*Table, len(qs))
 	for k, q := range qs {
-		ts[k] = &Table{Names: idx.names, Rows: rows[k], Window: q.Window}
+		ts[k] = &Table{Names: idx.names, NamesID: idx.id, Rows: rows[k], Window: q.Window}
 	}
 	return ts, nil
 }

@@ -60,7 +60,12 @@ type tenant struct {
 type nameIndex struct {
 	series []*series
 	names  []string
+	id     uint64 // Table.NamesID; 0 for emptyIndex
 }
+
+// indexIDs numbers every name index the process builds, so that equal IDs
+// mean equal names (Table.NamesID).
+var indexIDs atomic.Uint64
 
 var emptyIndex = &nameIndex{}
 
@@ -200,7 +205,7 @@ func newIndex(ss []*series) *nameIndex {
 	for i, s := range ss {
 		names[i] = s.name
 	}
-	return &nameIndex{series: ss, names: names}
+	return &nameIndex{series: ss, names: names, id: indexIDs.Add(1)}
 }
 
 // mergeIndex returns old with added merged in, both without dead series;

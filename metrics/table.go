@@ -16,9 +16,15 @@ import (
 // tables of one store: do not modify it. Another Store builds one as
 // &Table{Names: sorted, Rows: rows, Window: w}.
 type Table struct {
-	Names  []string  // sorted, unique
-	Rows   []Summary // Rows[i] is Names[i]'s Summary
-	Window time.Duration
+	Names []string // sorted, unique
+	// NamesID, when not 0, names the list Names is: two tables with the
+	// same NamesID have the same Names. The Aggregator gives a tenant's
+	// jobs a new ID whenever one comes or goes, so a reader may keep what
+	// it worked out from the names (where a prefix's jobs are) until the
+	// ID changes. 0, what other stores leave, says nothing.
+	NamesID uint64
+	Rows    []Summary // Rows[i] is Names[i]'s Summary
+	Window  time.Duration
 
 	once       sync.Once
 	cum        []vec   // cum[i] sums Rows[:i]

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // DefaultLogSize is how many Attempts the default AttemptLog keeps.
@@ -62,7 +63,7 @@ type Dispatcher struct {
 	unk    atomic.Int64
 	idBase string
 	idSeq  atomic.Uint64
-	logs   logLimiter
+	logs   *loglimit.Limiter
 
 	mu      sync.RWMutex // Send holds it shared; Start and Stop exclusively
 	started bool
@@ -81,7 +82,7 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	d := &Dispatcher{opts: opts, clock: opts.Clock, lanes: make(map[string]*lane, len(chs)),
-		randN: mrand.Int64N, idBase: hex.EncodeToString(b[:]) + "-"}
+		randN: mrand.Int64N, idBase: hex.EncodeToString(b[:]) + "-", logs: loglimit.New(logEvery)}
 	var errs []error
 	for i, ch := range chs {
 		ch = ch.withDefaults()

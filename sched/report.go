@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Reporter delivers the events of every run to Apollo-11. In production it
@@ -40,7 +40,7 @@ type reporter struct {
 	tenant   string
 	clock    apollo.Clock
 	log      *slog.Logger
-	limit    logLimiter
+	limit    *loglimit.Limiter
 	failures atomic.Int64
 }
 
@@ -52,30 +52,11 @@ func (r *reporter) send(ev apollo.Event) {
 	}
 	if err := r.to.Send(ev); err != nil {
 		n := r.failures.Add(1)
-		if ok, suppressed := r.limit.allow(r.clock.Now()); ok {
+		if ok, suppressed := r.limit.Allow("", r.clock.Now()); ok {
 			r.log.Warn("sched: reporting an event failed; the job runs on", "task", ev.TaskID, "status", ev.Status,
 				"err", err, "failures", n, "suppressed", suppressed)
 		}
 	}
-}
-
-// logLimiter lets one message through per logEvery and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
-		l.suppressed++
-		return false, 0
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, n
 }
 
 // task is one attempt of one run as Apollo-11 sees it: a task ID and its

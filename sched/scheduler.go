@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Options configure a Scheduler. Reporter is required.
@@ -68,7 +69,7 @@ type Scheduler struct {
 	stopped  chan struct{}
 	stopErr  error
 
-	stateLog logLimiter
+	stateLog *loglimit.Limiter
 	saveMu   sync.Mutex // serializes writes of the state file
 
 	nRuns, nSkipped, nMissed, nStateErrors atomic.Int64
@@ -110,7 +111,8 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 	s := &Scheduler{
 		clock:    opts.Clock,
 		log:      opts.Logger,
-		rep:      &reporter{to: opts.Reporter, tenant: opts.Tenant, clock: opts.Clock, log: opts.Logger},
+		rep:      &reporter{to: opts.Reporter, tenant: opts.Tenant, clock: opts.Clock, log: opts.Logger, limit: loglimit.New(logEvery)},
+		stateLog: loglimit.New(logEvery),
 		runner:   r,
 		flows:    map[string]*flow{},
 		active:   map[*run]struct{}{},

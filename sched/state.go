@@ -147,7 +147,7 @@ func (s *Scheduler) persist() error {
 // counted, and the jobs run on.
 func (s *Scheduler) saveState() {
 	if err := s.persist(); err != nil {
-		if ok, suppressed := s.stateLog.allow(s.clock.Now()); ok {
+		if ok, suppressed := s.stateLog.Allow("", s.clock.Now()); ok {
 			s.log.Error("sched: saving state failed", "err", err, "suppressed", suppressed)
 		}
 	}

@@ -421,8 +421,9 @@ func (s *snapshot) build(h *Hub) []byte {
 	return s.data
 }
 
-// latestTasks lists the newest SnapshotSize tasks that match f: one
-// listing per selected status, merged.
+// latestTasks lists the newest SnapshotSize tasks that match f (in the
+// listing's order: first reported newest first): one listing per selected
+// status, merged.
 func (h *Hub) latestTasks(tenant string, f *streamFilter) ([]apollo.Task, error) {
 	limit := h.opts.SnapshotSize
 	statuses := f.statusList()
@@ -437,7 +438,7 @@ func (h *Hub) latestTasks(tenant string, f *streamFilter) ([]apollo.Task, error)
 		all = append(all, ts...)
 	}
 	slices.SortFunc(all, func(a, b apollo.Task) int {
-		return cmp.Or(cmp.Compare(b.UpdatedAt, a.UpdatedAt), cmp.Compare(a.TaskID, b.TaskID))
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.TaskID, a.TaskID))
 	})
 	if len(all) > limit {
 		all = all[:limit]

@@ -44,7 +44,7 @@ func TestStreamSubscribeFilters(t *testing.T) {
 		snapshot string // tasks in the first snapshot, newest first
 		live     string // tasks in the live updates, sorted
 	}{
-		{"everything", nil, "etl-1=running,web-1=running", "etl-2=pending,web-1=failed"},
+		{"everything", nil, "web-1=running,etl-1=running", "etl-2=pending,web-1=failed"},
 		{"prefix", sub{"prefix": "etl"}, "etl-1=running", "etl-2=pending"},
 		{"prefix matches the task ID too", sub{"prefix": "web-"}, "web-1=running", "web-1=failed"},
 		{"status", sub{"status": []string{"failed"}}, "", "web-1=failed"},
@@ -64,7 +64,8 @@ func TestStreamSubscribeFilters(t *testing.T) {
 			continue
 		}
 		m := c.subscribe(s)
-		// Tasks with equal updatedAt are listed by ID.
+		// Tasks first reported at the same time are listed by task ID,
+		// descending (docs/protocol.md, "Reading state").
 		if m.Type != apiclient.MsgSnapshot || taskIDs(m.Tasks) != tt.snapshot {
 			t.Errorf("%s: snapshot %s %q, want %q", tt.name, m.Type, taskIDs(m.Tasks), tt.snapshot)
 		}
@@ -118,7 +119,7 @@ func TestStreamTenantIsolation(t *testing.T) {
 	if m := ca.subscribe(sub{"type": "subscribe", "coalesce": false}); taskIDs(m.Tasks) != "same-id=running" {
 		t.Errorf("tenant a snapshot %q", taskIDs(m.Tasks))
 	}
-	if m := cb.subscribe(sub{"type": "subscribe", "coalesce": false}); taskIDs(m.Tasks) != "only-b=pending,same-id=pending" {
+	if m := cb.subscribe(sub{"type": "subscribe", "coalesce": false}); taskIDs(m.Tasks) != "same-id=pending,only-b=pending" {
 		t.Errorf("tenant b snapshot %q", taskIDs(m.Tasks))
 	}
 	e.publish(ev("b", "same-id", "job", 2, running), ev("a", "same-id", "job", 2, success))

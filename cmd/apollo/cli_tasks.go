@@ -29,7 +29,8 @@ func newTasksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List runs (tasks), newest first",
-		Long: `List the runs the server keeps in memory, most recently updated first.
+		Long: `List the runs the server keeps in memory, newest first: by when the
+server received each run's first event, then by task ID, both descending.
 
 Without --all, at most --limit tasks are shown; when there are more, a line
 on stderr says so. --all follows the server's pages to the end.

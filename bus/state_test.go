@@ -1,0 +1,77 @@
+package bus
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/apollo-11/apollo"
+)
+
+// A snapshot of the first state format (testdata/state-v1.bin, written by
+// the bus of commit a68f638: three tasks and a ping run still running in
+// tenant "a", a ping run and a task in "b") still restores: each task gets
+// the time of its oldest record as createdAt, the listing is in order, and
+// the open ping runs are found. Written again, it reads back the same.
+func TestReadStateVersion1(t *testing.T) {
+	t.Parallel()
+	v1, err := os.ReadFile("testdata/state-v1.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const t0ms = 1795946400000 // 2026-11-29T10:00:00Z: the first record
+	check := func(what string, b *Bus) {
+		t.Helper()
+		for _, c := range []struct {
+			tenant string
+			want   []string
+			at     []int64 // createdAt - t0ms
+		}{
+			{"a", []string{"a-wait", "backup@ping-1764410403000", "a-old"}, []int64{4000, 3000, 0}},
+			{"b", []string{"b-1", "backup@ping-1764410405000"}, []int64{7000, 6000}},
+		} {
+			page, _, err := b.List(apollo.TaskFilter{Tenant: c.tenant})
+			var ids []string
+			var at []int64
+			for _, tk := range page {
+				ids, at = append(ids, tk.TaskID), append(at, tk.CreatedAt-t0ms)
+			}
+			if err != nil || !slices.Equal(ids, c.want) || !slices.Equal(at, c.at) {
+				t.Errorf("%s: tenant %s lists %v created at %v, want %v at %v (%v)", what, c.tenant, ids, at, c.want, c.at, err)
+			}
+		}
+		for tenant, want := range map[string]string{"a": "backup@ping-1764410403000", "b": "backup@ping-1764410405000"} {
+			if run, ok := b.OpenPing(tenant, "backup"); !ok || run.TaskID != want || run.Sequence != 1 {
+				t.Errorf("%s: tenant %s's open ping run of backup: %+v %v, want %s", what, tenant, run, ok, want)
+			}
+		}
+		if task, err := b.Get("a", "a-wait"); err != nil || task.Status != apollo.StatusPending || len(task.History) != 1 {
+			t.Errorf("%s: a-wait %+v, %v", what, task, err)
+		}
+		if st := b.Stats(); st.Tasks != 5 || st.Waiting != 1 {
+			t.Errorf("%s: %d tasks, %d waiting; want 5 and 1", what, st.Tasks, st.Waiting)
+		}
+	}
+	restore := func(state []byte) *Bus {
+		b, err := New(Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReadState(bytes.NewReader(state)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	old := restore(v1)
+	check("version 1", old)
+	var v2 bytes.Buffer
+	if err := old.WriteState(&v2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(v2.Bytes(), []byte(stateMagic)) {
+		t.Fatalf("written as %q", v2.Bytes()[:len(stateMagic)])
+	}
+	check("written again", restore(v2.Bytes()))
+}

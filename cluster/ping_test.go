@@ -1,0 +1,61 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// Ping ends pair with their starts in the scale-out mode: on the node that
+// sent the start even before the start's owner has applied it, and on any
+// other node once it has; tenants with the same job names stay apart.
+func TestPingsAcrossNodes(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	a := c.start("ping-1")
+	b := c.start("ping-2")
+	c.waitServed(nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	ping := func(n *testNode, tenant, job string, st apollo.Status) string {
+		t.Helper()
+		now++
+		ev, o, err := n.Ping(context.Background(), apollo.Ping{Tenant: tenant, Job: job, Status: st, Ts: now})
+		if err != nil || o.Result != bus.Accepted {
+			t.Fatalf("node %s, tenant %s, %s %s: %v %v %v", n.id, tenant, job, st, o.Result, o.Err, err)
+		}
+		return ev.TaskID
+	}
+	// At once, on the node that sent the start.
+	x1 := ping(a, "x", "backup", apollo.StatusRunning)
+	if got := ping(a, "x", "backup", apollo.StatusSuccess); got != x1 {
+		t.Errorf("an end right after its start paired with %s, want %s", got, x1)
+	}
+	// On another node, once the owners have the starts; same job names in
+	// two tenants.
+	y1 := ping(a, "y", "backup", apollo.StatusRunning)
+	nx := ping(a, "x", "nightly", apollo.StatusRunning)
+	ny := ping(a, "y", "nightly", apollo.StatusRunning)
+	for _, id := range []string{y1, nx, ny} {
+		waitChange(t, cl, id, 1, apollo.StatusRunning)
+	}
+	for _, p := range []struct {
+		tenant, job string
+		st          apollo.Status
+		want        string
+	}{
+		{"y", "nightly", apollo.StatusSuccess, ny}, {"y", "backup", apollo.StatusFailed, y1}, {"x", "nightly", apollo.StatusSuccess, nx},
+	} {
+		if got := ping(b, p.tenant, p.job, p.st); got != p.want {
+			t.Errorf("tenant %s, %s on the other node: paired with %s, want %s", p.tenant, p.job, got, p.want)
+		}
+		waitChange(t, cl, p.want, 2, p.st)
+	}
+	waitChange(t, cl, x1, 2, apollo.StatusSuccess)
+	// With no open run left, an end is a run of its own.
+	if got := ping(b, "x", "nightly", apollo.StatusFailed); got == nx {
+		t.Errorf("an end paired with a run that had ended")
+	}
+}
