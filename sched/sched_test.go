@@ -273,6 +273,11 @@ jobs:
 		t.Fatalf("after b alone, %s started", d.task())
 	} else {
 		d.exit(0)
+		// d's run is over (it leaves its job's active runs before its
+		// success is reported): otherwise, on a loaded machine, 01:00's d
+		// could find it still running and be skipped by the default
+		// concurrency policy, forbid.
+		h.rec.waitFor(t, d.task(), apollo.StatusSuccess)
 	}
 	h.fire(0) // 01:00: a and b
 	p1, p2 := h.run.next(t), h.run.next(t)
