@@ -8,8 +8,8 @@
 // through small interfaces that cmd/apollo fills; TestImports pins what it
 // imports (docs/architecture.md, "Packages").
 //
-// The state it holds is the transport's own: each token's ingest rate
-// limiter (ratelimit.go) and, until the bus pairs pings, the open ping run
-// of each job (ping.go). Everything else belongs to the components behind
-// the interfaces.
+// The only state it holds is the transport's own: each token's ingest
+// rate limiter (ratelimit.go). Everything else, the open ping runs
+// included (bus.Bus.Ping), belongs to the components behind the
+// interfaces.
 package httpapi

@@ -18,7 +18,6 @@ var allowedImports = map[string]string{
 	"github.com/apollo-11/apollo/stream":    "the live stream, mounted at GET /api/v1/stream",
 	"github.com/apollo-11/apollo/rules":     "the rules language: PUT /api/v1/rules checks a file before it is saved",
 	"github.com/apollo-11/apollo/metrics":   "the vocabulary of MetricsStore and JobHealthSource (queries, tables, job health)",
-	"github.com/apollo-11/apollo/bus":       "ping.go only, until the bus pairs pings (h/index): its Outcome is apollo.Outcome",
 }
 
 // TestImports pins httpapi's imports of this module, as `go list` reports
