@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 
@@ -115,13 +113,6 @@ func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, dis
 		return nil, err
 	}
 	if err := loader.Load(); err != nil {
-		var pe *fs.PathError
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, fmt.Errorf("%w (create it, or start without --rules)", err)
-		case errors.As(err, &pe):
-			return nil, err // it says "rules file PATH: why"
-		}
 		return nil, fmt.Errorf("rules: %w", err)
 	}
 	return loader, nil
@@ -184,10 +175,7 @@ func (l *localAlerting) reload() {
 	}
 }
 
-var (
-	_ httpapi.AlertEngine   = (*alert.Engine)(nil)
-	_ httpapi.ChannelTester = (*notify.Dispatcher)(nil)
-)
+var _ httpapi.AlertEngine = (*alert.Engine)(nil)
 
 // engineAlerts and engineAcker connect an engine to the live stream.
 type engineAlerts struct{ e *alert.Engine }

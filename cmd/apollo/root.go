@@ -26,7 +26,7 @@ Start here:
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
 		newStatusCmd(), newCompletionCmd(), newTUICmd())
 	addRulesServerCmds(root)
-	return cliCmd(root)
+	return root
 }
 
 func newVersionCmd() *cobra.Command {
