@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
 )
 
 type eventResult struct {
@@ -102,7 +103,7 @@ type ingestBufs struct {
 	body    []byte
 	evs     []apollo.Event
 	bad     []*apollo.Error
-	outs    []apollo.Outcome
+	outs    []bus.Outcome
 	results []eventResult
 	answer  []byte
 }
@@ -295,26 +296,26 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	ib.results = ans.Results
 	j := 0
 	for i := range evs {
-		var o apollo.Outcome
+		var o bus.Outcome
 		if bad[i] != nil {
-			o = apollo.Outcome{Result: apollo.ResultRejected, Err: bad[i]}
+			o = bus.Outcome{Result: bus.Rejected, Err: bad[i]}
 		} else {
 			o = outs[j]
 			j++
 		}
 		ans.Results[i] = eventResult{Result: o.Result.String(), Error: o.Err}
 		switch o.Result {
-		case apollo.ResultAccepted:
+		case bus.Accepted:
 			ans.Accepted++
-		case apollo.ResultHeld:
+		case bus.Held:
 			ans.Held++
-		case apollo.ResultDuplicate:
+		case bus.Duplicate:
 			ans.Duplicate++
-		case apollo.ResultRejected:
+		case bus.Rejected:
 			ans.Rejected++
-		case apollo.ResultRetryLater:
+		case bus.RetryLater:
 			ans.RetryLater++
-		case apollo.ResultWaiting:
+		case bus.Waiting:
 			ans.Waiting++
 		}
 	}

@@ -6,11 +6,12 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/notify"
 )
 
 // Deliveries is the delivery record the API shows (notify.Dispatcher).
 type Deliveries interface {
-	Attempts(f apollo.AttemptFilter) []apollo.Attempt
+	Attempts(f notify.AttemptFilter) []notify.Attempt
 }
 
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Principal) error {
@@ -18,7 +19,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Pr
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process sends no notifications", Hint: "ask the alert process or the all-in-one server"}
 	}
 	q := r.URL.Query()
-	f := apollo.AttemptFilter{Tenant: p.Tenant, Channel: q.Get("channel"), AlertID: q.Get("alert"), Limit: 100}
+	f := notify.AttemptFilter{Tenant: p.Tenant, Channel: q.Get("channel"), AlertID: q.Get("alert"), Limit: 100}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10_000 {
@@ -28,7 +29,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Pr
 	}
 	attempts := s.opts.Deliveries.Attempts(f)
 	if attempts == nil {
-		attempts = []apollo.Attempt{}
+		attempts = []notify.Attempt{}
 	}
 	writeJSON(w, http.StatusOK, apiclient.AttemptList{Attempts: attempts})
 	return nil

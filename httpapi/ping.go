@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
 )
 
 // Ping URLs let a cron line that only has curl report a run:
@@ -64,7 +65,7 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 	if err != nil {
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the ping could not be made durable", Hint: "retry"}
 	}
-	if o.Result == apollo.ResultRetryLater || o.Result == apollo.ResultRejected {
+	if o.Result == bus.RetryLater || o.Result == bus.Rejected {
 		return o.Err
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -1,8 +1,7 @@
-package stream
+package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -100,13 +99,9 @@ func decodeRequest(data []byte) (request, error) {
 		for _, s := range m.Filter.Status {
 			st, err := apollo.ParseStatus(s)
 			if err != nil {
-				e, ok := errors.AsType[*apollo.Error](err)
-				if !ok {
-					return request{}, err
-				}
-				named := *e
-				named.Field = "filter.status"
-				return request{}, &named
+				e := *apiError(err)
+				e.Field = "filter.status"
+				return request{}, &e
 			}
 			r.filter.statuses |= 1 << st
 		}
@@ -145,7 +140,7 @@ func decodeRequest(data []byte) (request, error) {
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("stream: encoding a message: %v", err))
+		panic(fmt.Sprintf("httpapi: encoding a stream message: %v", err))
 	}
 	return b
 }

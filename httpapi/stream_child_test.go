@@ -1,4 +1,4 @@
-package stream
+package httpapi
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apollo-11/apollo/internal/proccpu"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -59,13 +58,13 @@ func TestFanoutChild(t *testing.T) {
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("%d of %d clients had the answer to subscribe", r.snapshots.Load(), r.clients)
 	}
-	cpu0 := proccpu.Used()
+	cpu0 := processCPU()
 	select {
 	case <-r.all:
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("clients received %d of %d changes", r.received.Load(), r.expected)
 	}
-	cpu := proccpu.Used() - cpu0
+	cpu := processCPU() - cpu0
 	for _, c := range conns {
 		c.CloseNow()
 	}
