@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,21 +78,11 @@ func TestBusNode(t *testing.T) {
 
 	// The partition's flusher writes the run to Redis; the node's metrics
 	// routes read it back from there.
-	for deadline := time.Now().Add(testwait.Timeout(t)); ; {
-		resp, err := http.Get("http://" + p.addr + "/api/v1/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"busnode"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job's metrics never reached Redis: GET /api/v1/metrics: %d %s\n%s", resp.StatusCode, b, p.out)
-		}
-		time.Sleep(50 * time.Millisecond) // the flusher's next write
-	}
+	eventually(t, testwait.Timeout(t), "the job's metrics served from Redis", func() bool {
+		var m struct{ Jobs []struct{ Name string } }
+		return apiGet(t, p.addr, "/api/v1/metrics", &m) == http.StatusOK &&
+			slices.ContainsFunc(m.Jobs, func(j struct{ Name string }) bool { return j.Name == "busnode" })
+	})
 
 	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
