@@ -90,3 +90,13 @@ type Attempt struct {
 	Error    string           `json:"error,omitempty"`
 	Latency  time.Duration    `json:"latency,omitempty"`
 }
+
+// AttemptFilter selects attempts of the delivery record. Tenant always
+// applies (the default tenant is ""); other empty fields match
+// everything; Limit 0 means no limit.
+type AttemptFilter struct {
+	Tenant  string
+	Channel string
+	AlertID string
+	Limit   int
+}

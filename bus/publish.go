@@ -9,42 +9,22 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// Result is what became of one published event.
-type Result uint8
-
-const (
-	// Accepted: durable and applied.
-	Accepted Result = iota + 1
-	// Held: durable, but its task's queue is over its limit: slow down.
-	Held
-	// Duplicate: its sequence was not above the last one accepted.
-	Duplicate
-	// Rejected: invalid, or an illegal transition. Do not resend.
-	Rejected
-	// RetryLater: not stored (overloaded or stopping). Resend later.
-	RetryLater
-	// Waiting: durable, but ahead of a missing earlier event of its task
-	// and not legal without it. It applies when the missing events arrive,
-	// or when the reorder window ends without them (the history then says
-	// how many never arrived), unless an event that does arrive makes it
-	// illegal for good.
-	Waiting
+// Result and Outcome are the answer to one published event: the domain's
+// types (apollo.Result), named here for the bus's callers.
+type (
+	Result  = apollo.Result
+	Outcome = apollo.Outcome
 )
 
-var resultNames = [...]string{"", "accepted", "held", "duplicate", "rejected", "retry_later", "waiting"}
-
-func (r Result) String() string {
-	if int(r) < len(resultNames) {
-		return resultNames[r]
-	}
-	return fmt.Sprintf("Result(%d)", r)
-}
-
-// Outcome is the result of one event, with the reason when it was not taken.
-type Outcome struct {
-	Result Result
-	Err    *apollo.Error
-}
+// The results, as the bus's callers name them.
+const (
+	Accepted   = apollo.ResultAccepted
+	Held       = apollo.ResultHeld
+	Duplicate  = apollo.ResultDuplicate
+	Rejected   = apollo.ResultRejected
+	RetryLater = apollo.ResultRetryLater
+	Waiting    = apollo.ResultWaiting
+)
 
 // Invalid is the outcome of an event that failed a check (Event.Validate):
 // rejected, with the *apollo.Error found in err's chain, so that a wrapped

@@ -2,11 +2,11 @@ package expect
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/proccpu"
 )
 
 // benchSets returns 100 000 expectations over 10 tenants, with the mix a
@@ -70,7 +70,7 @@ func BenchmarkTick100k(b *testing.B) {
 	var cpu time.Duration
 	for b.Loop() {
 		if cpu == 0 {
-			cpu = processCPU()
+			cpu = proccpu.Used()
 		}
 		now = now.Add(10 * time.Second)
 		events += len(ev.Tick(now))
@@ -78,18 +78,9 @@ func BenchmarkTick100k(b *testing.B) {
 	// After the loop: b.Loop clears metrics reported before it. CPU time
 	// is the figure to trust on a shared machine, where wall time counts
 	// the waits for a core.
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(set.Milliseconds()), "set-ms")
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
-}
-
-// processCPU is the user and system time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkStartFinish is the cost per run: Started and Finished of one

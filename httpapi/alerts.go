@@ -12,25 +12,23 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/rules"
 )
 
-// AlertEngine is what the API needs of the alert engine (alert.Engine):
+// AlertEngine is what the API needs of the alert engine (alert.Engine,
+// asserted in cmd/apollo):
 // alerts, acks, silences and the rules, always of one tenant.
 type AlertEngine interface {
 	Alerts(tenant string, state apollo.AlertState) []apollo.Alert
 	Ack(ctx context.Context, tenant, id, by string) error
-	Silences(tenant string) []alert.Silence
-	AddSilence(tenant string, s alert.Silence) (alert.Silence, error)
+	Silences(tenant string) []apollo.Silence
+	AddSilence(tenant string, s apollo.Silence) (apollo.Silence, error)
 	RemoveSilence(tenant, id string) error
 	Rules(tenant string) []*rules.Rule
 	RulesSource(tenant string) []byte
 	SetRulesSource(tenant string, rs []*rules.Rule, src []byte)
 }
-
-var _ AlertEngine = (*alert.Engine)(nil)
 
 // alerting returns the engine, or the error that says there is none.
 func (s *Server) alerting() (AlertEngine, error) {
@@ -104,7 +102,7 @@ func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, p *Princip
 	}
 	sils := eng.Silences(p.Tenant)
 	if sils == nil {
-		sils = []alert.Silence{}
+		sils = []apollo.Silence{}
 	}
 	writeJSON(w, http.StatusOK, apiclient.SilenceList{Silences: sils})
 	return nil
@@ -113,27 +111,27 @@ func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, p *Princip
 // decodeSilence reads a silence from a request body: every field known,
 // and exactly one of endsAt and duration (a zero time is none). The engine
 // checks the rest.
-func decodeSilence(body []byte, now time.Time) (alert.Silence, error) {
+func decodeSilence(body []byte, now time.Time) (apollo.Silence, error) {
 	var b apiclient.SilenceRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "the body is not a silence: " + jsonProblem(err),
+		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "the body is not a silence: " + jsonProblem(err),
 			Hint: `send {"rule"|"prefix"|"labels", "duration": "2h" or "endsAt": "2030-01-01T12:00:00Z", "comment"}`}
 	}
 	if dec.More() {
-		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "more than one JSON value in the body", Hint: "send one silence per request"}
+		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "more than one JSON value in the body", Hint: "send one silence per request"}
 	}
-	sil := alert.Silence{Rule: b.Rule, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment, StartsAt: b.StartsAt}
+	sil := apollo.Silence{Rule: b.Rule, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment, StartsAt: b.StartsAt}
 	switch {
 	case !b.EndsAt.IsZero() && b.Duration != "":
-		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: "both endsAt and duration given", Hint: "give one of them"}
+		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: "both endsAt and duration given", Hint: "give one of them"}
 	case !b.EndsAt.IsZero():
 		sil.EndsAt = b.EndsAt
 	case b.Duration != "":
 		d, err := time.ParseDuration(b.Duration)
 		if err != nil || d <= 0 {
-			return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: fmt.Sprintf("%q is not a positive duration", quoteShort(b.Duration)),
+			return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: fmt.Sprintf("%q is not a positive duration", quoteShort(b.Duration)),
 				Hint: "write e.g. 30m, 2h or 72h"}
 		}
 		start := sil.StartsAt
@@ -142,7 +140,7 @@ func decodeSilence(body []byte, now time.Time) (alert.Silence, error) {
 		}
 		sil.EndsAt = start.Add(d)
 	default:
-		return alert.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "endsAt", Message: "missing", Hint: `give "duration": "2h" or an "endsAt" time`}
+		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "endsAt", Message: "missing", Hint: `give "duration": "2h" or an "endsAt" time`}
 	}
 	return sil, nil
 }
@@ -193,7 +191,7 @@ func (s *Server) addSilence(w http.ResponseWriter, r *http.Request, p *Principal
 	return nil
 }
 
-func describeSilence(s alert.Silence) string {
+func describeSilence(s apollo.Silence) string {
 	var parts []string
 	if s.Rule != "" {
 		parts = append(parts, "rule "+s.Rule)

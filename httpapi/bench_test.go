@@ -14,6 +14,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/proccpu"
 )
 
 // BenchmarkIngest compares, with the same client in the same run, a null
@@ -122,11 +123,11 @@ func BenchmarkPingAndPage(b *testing.B) {
 				var cpu time.Duration
 				for i := 0; b.Loop(); i++ {
 					if i == 0 {
-						cpu = processCPU()
+						cpu = proccpu.Used()
 					}
 					op.run(b)
 				}
-				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 				b.ReportMetric(float64(bs.Stats().Tasks), "tasks")
 			})
 		}

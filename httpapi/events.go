@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/bus"
 )
 
 type eventResult struct {
@@ -103,7 +102,7 @@ type ingestBufs struct {
 	body    []byte
 	evs     []apollo.Event
 	bad     []*apollo.Error
-	outs    []bus.Outcome
+	outs    []apollo.Outcome
 	results []eventResult
 	answer  []byte
 }
@@ -296,26 +295,26 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	ib.results = ans.Results
 	j := 0
 	for i := range evs {
-		var o bus.Outcome
+		var o apollo.Outcome
 		if bad[i] != nil {
-			o = bus.Outcome{Result: bus.Rejected, Err: bad[i]}
+			o = apollo.Outcome{Result: apollo.ResultRejected, Err: bad[i]}
 		} else {
 			o = outs[j]
 			j++
 		}
 		ans.Results[i] = eventResult{Result: o.Result.String(), Error: o.Err}
 		switch o.Result {
-		case bus.Accepted:
+		case apollo.ResultAccepted:
 			ans.Accepted++
-		case bus.Held:
+		case apollo.ResultHeld:
 			ans.Held++
-		case bus.Duplicate:
+		case apollo.ResultDuplicate:
 			ans.Duplicate++
-		case bus.Rejected:
+		case apollo.ResultRejected:
 			ans.Rejected++
-		case bus.RetryLater:
+		case apollo.ResultRetryLater:
 			ans.RetryLater++
-		case bus.Waiting:
+		case apollo.ResultWaiting:
 			ans.Waiting++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/stream"
 )
 
 // MetricsStore is what the API reads metrics from (metrics.Store).
@@ -55,22 +56,55 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principa
 	if err != nil {
 		return err
 	}
-	window, err := duration(r, "window", 5*time.Minute)
+	window, err := duration(r, "window", defaultMetricsWindow)
 	if err != nil {
 		return err
 	}
-	t, err := store.Table(r.Context(), metrics.Query{Tenant: p.Tenant, Window: window, Now: s.now()})
+	page, err := metricsPage(r.Context(), store, p.Tenant, r.URL.Query().Get("prefix"), window, s.now())
 	if err != nil {
 		return err
 	}
-	prefix := r.URL.Query().Get("prefix")
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// metricsPage is the body of GET /api/v1/metrics: a row per job of the
+// tenant under prefix over window, and their total.
+func metricsPage(ctx context.Context, store MetricsStore, tenant, prefix string, window time.Duration, now time.Time) (apiclient.MetricsPage, error) {
+	t, err := store.Table(ctx, metrics.Query{Tenant: tenant, Window: window, Now: now})
+	if err != nil {
+		return apiclient.MetricsPage{}, err
+	}
 	lo, hi := t.Range(prefix)
 	rows := make([]apiclient.JobRow, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		rows = append(rows, rowOf(t.Names[i], t.Rows[i]))
 	}
-	writeJSON(w, http.StatusOK, apiclient.MetricsPage{Window: window.String(), Prefix: prefix, Total: rowOf("", t.Sum(lo, hi)), Jobs: rows})
-	return nil
+	return apiclient.MetricsPage{Window: window.String(), Prefix: prefix, Total: rowOf("", t.Sum(lo, hi)), Jobs: rows}, nil
+}
+
+// defaultMetricsWindow is the window of GET /api/v1/metrics without one,
+// and of the stream's metric messages.
+const defaultMetricsWindow = 5 * time.Minute
+
+// StreamMetrics is the source of the stream's metric messages
+// (stream.Options.Metrics): for a tenant and prefix, what GET
+// /api/v1/metrics answers without a window. One answer may take timeout
+// at most (a store in Redis is a network call away).
+func StreamMetrics(store MetricsStore, clock apollo.Clock, timeout time.Duration) stream.MetricsSource {
+	return streamMetrics{store, clock, timeout}
+}
+
+type streamMetrics struct {
+	store   MetricsStore
+	clock   apollo.Clock
+	timeout time.Duration
+}
+
+func (m streamMetrics) StreamSummaries(tenant, prefix string) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	return metricsPage(ctx, m.store, tenant, prefix, defaultMetricsWindow, m.clock.Now())
 }
 
 // seriesSummer is a store that sums a prefix's series (metrics.Aggregator).

@@ -6,12 +6,11 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/notify"
 )
 
 // Deliveries is the delivery record the API shows (notify.Dispatcher).
 type Deliveries interface {
-	Attempts(f notify.AttemptFilter) []notify.Attempt
+	Attempts(f apollo.AttemptFilter) []apollo.Attempt
 }
 
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Principal) error {
@@ -19,7 +18,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Pr
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process sends no notifications", Hint: "ask the alert process or the all-in-one server"}
 	}
 	q := r.URL.Query()
-	f := notify.AttemptFilter{Tenant: p.Tenant, Channel: q.Get("channel"), AlertID: q.Get("alert"), Limit: 100}
+	f := apollo.AttemptFilter{Tenant: p.Tenant, Channel: q.Get("channel"), AlertID: q.Get("alert"), Limit: 100}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10_000 {
@@ -29,7 +28,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request, p *Pr
 	}
 	attempts := s.opts.Deliveries.Attempts(f)
 	if attempts == nil {
-		attempts = []notify.Attempt{}
+		attempts = []apollo.Attempt{}
 	}
 	writeJSON(w, http.StatusOK, apiclient.AttemptList{Attempts: attempts})
 	return nil

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/bus"
 )
 
 // Ping URLs let a cron line that only has curl report a run:
@@ -65,7 +64,7 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 	if err != nil {
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the ping could not be made durable", Hint: "retry"}
 	}
-	if o.Result == bus.RetryLater || o.Result == bus.Rejected {
+	if o.Result == apollo.ResultRetryLater || o.Result == apollo.ResultRejected {
 		return o.Err
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -10,14 +10,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -29,9 +26,9 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/notify/console"
-	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
-	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -69,7 +66,7 @@ type promEnv struct {
 	agg    *metrics.Aggregator
 	engine *alert.Engine
 	disp   *notify.Dispatcher
-	hub    *Hub
+	hub    *stream.Hub
 	srv    *httptest.Server
 	wrote  chan string
 }
@@ -106,7 +103,8 @@ func newPromEnv(t *testing.T) *promEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.hub, err = NewHub(HubOptions{Bus: e.bus, Clock: e.clock, Logger: discardLogger}); err != nil {
+	if e.hub, err = stream.New(stream.Options{Bus: e.bus, Changes: func(n int) stream.ChangeSubscription { return e.bus.Subscribe(n) },
+		Clock: e.clock, Logger: discardLogger}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -118,9 +116,12 @@ func newPromEnv(t *testing.T) *promEnv {
 	// Stopped in the server's shutdown order; each Stop is idempotent, so
 	// a test may stop some earlier to settle their counters.
 	t.Cleanup(func() { e.hub.Stop(); e.bus.Stop(); e.engine.Stop(); e.agg.Stop(); e.disp.Stop() })
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", e.bus.Stats), selfmetrics.Watch("stream", e.hub.Stats),
+		selfmetrics.Watch("wal", e.log.Stats), selfmetrics.Watch("metrics", e.agg.Stats),
+		selfmetrics.Watch("notifications", e.disp.Stats), selfmetrics.Watch("alert", e.engine.Stats),
+		selfmetrics.Watch("recovery", func() selfmetrics.Recovery { return selfmetrics.Recovery{Duration: 1250 * time.Millisecond, Events: 7} })}
 	api := New(Options{Bus: e.bus, Stream: e.hub, Auth: promTokens, Clock: e.clock, Logger: discardLogger,
-		Monitored: Monitored{WAL: e.log, Metrics: e.agg, Notifications: e.disp, Alerts: e.engine,
-			Recovery: &Recovery{Duration: 1250 * time.Millisecond, Events: 7}}})
+		Prometheus: parts.Handler(discardLogger)})
 	e.srv = httptest.NewServer(api)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -217,8 +218,7 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 	e.traffic(t)
 	e.settle(t)
 	// One dashboard watching: registered before its hello arrives.
-	ws := &streamEnv{t: t, bus: e.bus, hub: e.hub, srv: e.srv, url: "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/api/v1/stream"}
-	ws.dial("viewer")
+	dialStream(t, e.srv.URL, "viewer")
 
 	g := e.scrape(t)
 	console := func(outcome string) string { return `{channel="console",outcome="` + outcome + `"}` }
@@ -289,38 +289,28 @@ func expo(name string, samples ...string) string {
 // sample is the exposition of an unlabelled family with one value.
 func sample(name string, v float64) string { return expo(name, fmt.Sprintf(" %v", v)) }
 
-// helpOf is the help text of a family, as the exposition shows it.
+type familyInfo struct{ help, kind string }
 
-type familyInfo struct{ name, help, kind string }
-
-// allFamilies lists every family of every component.
-func allFamilies() []familyInfo {
-	var all []familyInfo
-	all = infos(all, busFamilies)
-	all = infos(all, streamFamilies)
-	all = infos(all, walFamilies)
-	all = infos(all, metricsFamilies)
-	all = infos(all, alertFamilies)
-	all = infos(all, notifyFamilies)
-	all = infos(all, schedFamilies)
-	all = infos(all, redisFamilies)
-	return infos(all, recoveryFamilies)
-}
-
-func infos[S any](to []familyInfo, fams []family[S]) []familyInfo {
-	for _, f := range fams {
-		to = append(to, familyInfo{f.name, f.help, f.kind})
-	}
-	return to
-}
-
+// infoOf is a family's help and type, from the reviewed exposition of
+// every family (package selfmetrics).
 func infoOf(name string) familyInfo {
-	for _, f := range allFamilies() {
-		if f.name == name {
-			return f
+	golden, err := os.ReadFile("../selfmetrics/testdata/prometheus.txt")
+	if err != nil {
+		panic(err)
+	}
+	var f familyInfo
+	for line := range strings.Lines(string(golden)) {
+		if rest, ok := strings.CutPrefix(line, "# HELP "+name+" "); ok {
+			f.help = strings.TrimSuffix(rest, "\n")
+		}
+		if rest, ok := strings.CutPrefix(line, "# TYPE "+name+" "); ok {
+			f.kind = strings.TrimSuffix(rest, "\n")
 		}
 	}
-	panic("no metric family " + name)
+	if f.kind == "" {
+		panic("no metric family " + name)
+	}
+	return f
 }
 
 // metricNames lists the families an expected exposition names.
@@ -346,187 +336,4 @@ func TestPrometheusNeedsViewer(t *testing.T) {
 			t.Errorf("token %q: %d, want %d: %s", tc.token, status, tc.status, body)
 		}
 	}
-}
-
-// fixedBus is a bus whose Stats are set by the test, so that every field
-// can be given a value of its own.
-type fixedBus struct {
-	*bus.Bus
-	st bus.Stats
-}
-
-func (b fixedBus) Stats() bus.Stats { return b.st }
-
-type fixedStats[S any] struct{ st S }
-
-func (f fixedStats[S]) Stats() S { return f.st }
-
-// fullServer reports every component, each with a distinct value in every
-// field, so a field mapped to the wrong metric shows.
-func fullServer(t testing.TB) *Server {
-	t.Helper()
-	b, err := bus.New(bus.Options{Logger: discardLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub, err := NewHub(HubOptions{Bus: b, Logger: discardLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The hub's clients and groups are its own maps; its counters can be set.
-	for i, c := range []*atomic.Uint64{&hub.stats.changes, &hub.stats.messages, &hub.stats.resyncs, &hub.stats.snapshots,
-		&hub.stats.resumes, &hub.stats.accepted, &hub.stats.refused, &hub.stats.closedSlow, &hub.stats.closedNoPong, &hub.stats.closedShutdown} {
-		c.Store(uint64(901 + i))
-	}
-	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	return New(Options{
-		Bus: fixedBus{b, bus.Stats{Accepted: 101, Duplicate: 102, Illegal: 103, Invalid: 104, Held: 105, Refused: 106, Parked: 107,
-			WaitEnded: 108, Timeouts: 109, MissedStart: 110, Corrections: 111, Evicted: 112, Replayed: 113, LogErrors: 114,
-			Tasks: 115, Queues: 116, Queued: 117, Holding: 118, HoldLimit: 119, Waiting: 120, Tombstones: 121, Deadlines: 122,
-			Subscribers: 123, SubscribersCut: 124, LastLSN: 125}},
-		Stream: hub, Logger: discardLogger,
-		Monitored: Monitored{
-			WAL: fixedStats[wal.Stats]{wal.Stats{Appends: 201, Bytes: 202, Syncs: 203, SyncLatencyLast: 204 * time.Millisecond,
-				SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210}},
-			Metrics: fixedStats[metrics.Stats]{metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306}},
-			Notifications: fixedStats[notify.Stats]{notify.Stats{UnknownChannel: 401, Channels: map[string]notify.ChannelStats{
-				"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, QueueLen: 410}}}},
-			Alerts: fixedStats[alert.Stats]{alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
-				EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
-				Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513}},
-			Scheduler: fixedStats[sched.Stats]{sched.Stats{Runs: 601, Skipped: 602, Missed: 603, ReportErrors: 604, StateErrors: 605}},
-			Redis: fixedStats[redisstore.Stats]{redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Jobs: 704, Fields: 705,
-				Commands: 706, Dirty: 707, LastFlush: at.Add(time.Second)}},
-			Recovery: &Recovery{Duration: 801 * time.Millisecond, Events: 802},
-		},
-	})
-}
-
-// Every field of every component's stats lands in the metric the docs
-// give it; the whole apollo_ exposition is compared with a reviewed file.
-func TestPrometheusEveryField(t *testing.T) {
-	t.Parallel()
-	s := fullServer(t)
-	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
-	if rec.Code != 200 {
-		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
-	}
-	var got strings.Builder
-	for line := range strings.Lines(rec.Body.String()) {
-		if strings.Contains(line, "apollo_") {
-			got.WriteString(line)
-		}
-	}
-	const golden = "testdata/prometheus.txt"
-	if os.Getenv("APOLLO_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("the apollo_ metrics differ from %s (APOLLO_UPDATE_GOLDEN=1 rewrites it; review the diff):\n%s", golden, got.String())
-	}
-}
-
-// promlint finds nothing wrong with any metric, Apollo-11's or the
-// runtime's: names, units, suffixes, help texts.
-func TestPrometheusLint(t *testing.T) {
-	t.Parallel()
-	rec := httptest.NewRecorder()
-	fullServer(t).ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
-	problems, err := promlint.New(rec.Body).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("%s: %s", p.Metric, p.Text)
-	}
-}
-
-// A process without a component reports none of its metrics; one that
-// passes a nil pointer (no scheduler) does not panic either.
-func TestPrometheusAbsentComponents(t *testing.T) {
-	t.Parallel()
-	b, err := bus.New(bus.Options{Logger: discardLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var noSched *sched.Scheduler
-	var noWAL *wal.Log
-	s := New(Options{Bus: b, Logger: discardLogger, Monitored: Monitored{Scheduler: noSched, WAL: noWAL}})
-	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
-	if rec.Code != 200 {
-		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
-	}
-	g := parseExposition(t, rec.Body.String())
-	fams, _ := g.Gather()
-	for _, f := range fams {
-		name := f.GetName()
-		for _, absent := range []string{"apollo_wal_", "apollo_scheduler_", "apollo_stream_", "apollo_rule", "apollo_alert",
-			"apollo_notification", "apollo_redis_", "apollo_metrics_", "apollo_recovery_"} {
-			if strings.HasPrefix(name, absent) {
-				t.Errorf("%s reported by a server without that component", name)
-			}
-		}
-	}
-	if n, _ := testutil.GatherAndCount(g, "apollo_tasks"); n != 1 {
-		t.Errorf("the bus's apollo_tasks is missing")
-	}
-}
-
-// docs/monitoring.md names every metric this file can report.
-func TestMonitoringDocCoversEveryMetric(t *testing.T) {
-	t.Parallel()
-	doc, err := os.ReadFile("../docs/monitoring.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := allFamilies()
-	for _, f := range all {
-		if !strings.Contains(string(doc), "`"+f.name+"`") && !strings.Contains(string(doc), "`"+f.name+"{") {
-			t.Errorf("docs/monitoring.md does not describe %s", f.name)
-		}
-	}
-	if !slices.ContainsFunc(all, func(f familyInfo) bool { return f.name == "apollo_events_total" }) {
-		t.Fatal("the family tables were not read")
-	}
-}
-
-// BenchmarkScrape compares what GET /metrics does, a registry made per
-// scrape, with a registry made once and kept, to show what keeping no
-// state in the Server costs.
-func BenchmarkScrape(b *testing.B) {
-	s := fullServer(b)
-	serve := func(b *testing.B, h http.Handler) {
-		b.ReportAllocs()
-		for b.Loop() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
-			if rec.Code != 200 {
-				b.Fatal(rec.Code)
-			}
-		}
-	}
-	b.Run("registry-per-scrape", func(b *testing.B) { serve(b, s) })
-	b.Run("registry-kept", func(b *testing.B) {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(s.collector())
-		serve(b, promhttp.HandlerFor(prometheus.Gatherers{runtimeRegistry(), reg}, promhttp.HandlerOpts{}))
-	})
-	b.Run("apollo-only-per-scrape", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(s.collector())
-			if _, err := reg.Gather(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/selfmetrics"
 )
 
 // testScheduler adapts a real scheduler to the routes, as cmd/apollo does.
@@ -109,14 +110,10 @@ func newSecured(t *testing.T, rate int) *secured {
 	}
 	sc.Start(context.Background())
 	t.Cleanup(func() { sc.Stop(context.Background()) })
-	hub, err := NewHub(HubOptions{Bus: b, Logger: discardLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub.Start(context.Background())
-	t.Cleanup(hub.Stop)
+	hub := newHub(t, b, nil)
 	sec.alerts = securedAlerts(t)
-	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger})
+	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger,
+		Prometheus: selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats)}.Handler(discardLogger)})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec

@@ -9,12 +9,11 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
-	"github.com/apollo-11/apollo/bus"
 )
 
 // Bus is what the API needs of the task state.
 type Bus interface {
-	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
+	Publish(ctx context.Context, evs []apollo.Event, out []apollo.Outcome) error
 	// JobOf is the job of a task in memory, "" for none; the bus refuses
 	// an event naming another job than its task's, so a stale answer can
 	// only refuse an event, never let one through.
@@ -23,7 +22,7 @@ type Bus interface {
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	// Ping decides the event of one ping URL request, paired with the
 	// job's open run (apollo.Ping), and returns it once it is durable.
-	Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outcome, error)
+	Ping(ctx context.Context, p apollo.Ping) (apollo.Event, apollo.Outcome, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)
 }
 
@@ -53,7 +52,7 @@ type Options struct {
 	// refused, against DNS rebinding (crosssite.go). Unused with tokens.
 	AllowedHosts []string
 	// AllowedOrigins are the other origins (the stream's patterns, see
-	// HubOptions) whose pages may change things without a token.
+	// stream.Options) whose pages may change things without a token.
 	AllowedOrigins []string
 	Audit          Auditor      // default: a memory log of 1000 entries
 	Clock          apollo.Clock // default the system clock
@@ -67,15 +66,15 @@ type Options struct {
 	Ready func() bool
 	// Stream is the live stream behind GET /api/v1/stream; nil: 404. The
 	// caller starts and stops it.
-	Stream *Hub
+	Stream Stream
 	// Web serves the dashboard at "/" (web.Handler()); nil: 404.
 	Web http.Handler
-	// System adds named parts (wal, alert, redis, ...) to GET
-	// /api/v1/system beside the bus's and the stream's stats.
+	// System are the named parts of GET /api/v1/system (bus, stream, wal,
+	// alert, redis, ...), each read at every request; cmd/apollo lists
+	// them with the parts of Prometheus (selfmetrics.Parts).
 	System map[string]func() any
-	// Monitored are the components GET /metrics reports besides the bus
-	// and the stream (prometheus.go); absent ones are not reported.
-	Monitored Monitored
+	// Prometheus serves GET /metrics (selfmetrics.Parts.Handler); nil: 404.
+	Prometheus http.Handler
 	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
 	// those routes with 503.
 	Alerts AlertEngine

@@ -19,14 +19,8 @@ const (
 // Attempt is one entry of the delivery record (apollo.Attempt).
 type Attempt = apollo.Attempt
 
-// AttemptFilter selects attempts. Tenant always applies (the default
-// tenant is ""); other empty fields match everything; Limit 0 means no limit.
-type AttemptFilter struct {
-	Tenant  string
-	Channel string
-	AlertID string
-	Limit   int
-}
+// AttemptFilter selects attempts (apollo.AttemptFilter).
+type AttemptFilter = apollo.AttemptFilter
 
 // AttemptLog keeps the delivery record. Record is called from every lane
 // and must be safe for concurrent use and quick.

@@ -20,6 +20,8 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 )
 
 // alertBoard stands in for the alert engine at the hub's edge: it hands
@@ -56,14 +58,14 @@ func (b *alertBoard) publish(a apollo.Alert) {
 	}
 }
 
-func (b *alertBoard) Ack(_ context.Context, p *httpapi.Principal, id string) error {
+func (b *alertBoard) Ack(_ context.Context, _, id, by string) error {
 	b.mu.Lock()
 	a, ok := b.alerts[id]
 	b.mu.Unlock()
 	if !ok {
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "no alert " + id}
 	}
-	a.AckedBy, a.AckedAt = p.Name, time.Now()
+	a.AckedBy, a.AckedAt = by, time.Now()
 	b.publish(a)
 	b.acked <- id
 	return nil
@@ -88,7 +90,7 @@ type liveServer struct {
 	alerts *alertBoard
 	srv    *httptest.Server
 	api    atomic.Pointer[http.Handler]
-	hub    *httpapi.Hub
+	hub    *stream.Hub
 }
 
 func newLiveServer(t *testing.T) *liveServer {
@@ -114,12 +116,14 @@ func newLiveServer(t *testing.T) *liveServer {
 
 func (ls *liveServer) startStream() {
 	var api *httpapi.Server
-	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: ls.bus, Alerts: ls.alerts, Acker: ls.alerts,
+	hub, err := stream.New(stream.Options{Bus: ls.bus, Changes: func(n int) stream.ChangeSubscription { return ls.bus.Subscribe(n) },
+		Alerts: ls.alerts, Acker: ls.alerts,
 		System: func() any { return api.SystemStats() }, SystemInterval: time.Second})
 	if err != nil {
 		ls.t.Fatal(err)
 	}
-	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub,
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", ls.bus.Stats), selfmetrics.Watch("stream", hub.Stats)}
+	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub, System: parts.System(),
 		Auth: e2eTokens{"op-token": {Name: "oscar", Role: httpapi.RoleOperator}, "agent-token": {Name: "runner", Role: httpapi.RoleAgent}}})
 	hub.Start(context.Background())
 	var h http.Handler = api

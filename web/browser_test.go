@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,8 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/web"
 )
 
@@ -46,15 +49,11 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// engineStream connects the real alert engine to the stream, as
-// cmd/apollo does: its alert changes, and acks from the page.
+// engineStream connects the real alert engine's alert changes to the
+// stream, as cmd/apollo does; the engine takes the page's acks itself.
 type engineStream struct{ e *alert.Engine }
 
 func (a engineStream) SubscribeAlerts() (<-chan apollo.Alert, func()) { return a.e.Subscribe() }
-
-func (a engineStream) Ack(ctx context.Context, p *httpapi.Principal, id string) error {
-	return a.e.Ack(ctx, p.Tenant, id, p.Name)
-}
 
 type tokens map[string]*httpapi.Principal
 
@@ -76,8 +75,11 @@ type dashboard struct {
 	disp   *notify.Dispatcher
 	srv    *httptest.Server
 	api    atomic.Pointer[http.Handler]
-	hub    *httpapi.Hub
+	hub    *stream.Hub
 	auth   httpapi.Authenticator // nil: no tokens
+	// metrics, when set before startStream, sends the stream's metric
+	// messages every 100 ms.
+	metrics stream.MetricsSource
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -126,13 +128,16 @@ func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 // startStream starts a new hub and an API that serves it.
 func (d *dashboard) startStream() {
 	var api *httpapi.Server
-	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: d.bus, Alerts: engineStream{d.alerts}, Acker: engineStream{d.alerts},
+	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
+		Alerts: engineStream{d.alerts}, Acker: d.alerts, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
 		System: func() any { return api.SystemStats() }, SystemInterval: time.Second})
 	if err != nil {
 		d.t.Fatal(err)
 	}
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", d.bus.Stats), selfmetrics.Watch("stream", hub.Stats),
+		selfmetrics.Watch("metrics", d.agg.Stats), selfmetrics.Watch("alert", d.alerts.Stats), selfmetrics.Watch("notifications", d.disp.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
-		Monitored:    httpapi.Monitored{Metrics: d.agg, Alerts: d.alerts, Notifications: d.disp},
+		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler)),
 		KnownChannel: func(_, n string) bool { return n == "console" }})
 	hub.Start(context.Background())
 	var h http.Handler = api

@@ -16,6 +16,8 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 )
 
 // alertSide is where a bus process's alerting lives: in the process
@@ -30,10 +32,11 @@ type alertSide interface {
 	apiOptions(o *httpapi.Options)
 	// hubOptions fills the alerting part of the stream's options; acks
 	// from the stream are audited in auditLog.
-	hubOptions(o *httpapi.HubOptions, auditLog *audit.Log)
+	hubOptions(o *stream.Options, auditLog *audit.Log)
+	// system adds what it says of itself to GET /api/v1/system.
 	system(parts map[string]func() any)
-	// monitored adds its components to what /metrics reports.
-	monitored(m *httpapi.Monitored)
+	// parts are its components, for GET /metrics and GET /api/v1/system.
+	parts() selfmetrics.Parts
 	// onRefused reports events the bus could not take: never silently (invariant 4).
 	onRefused(r bus.Refusal)
 	reload()
@@ -151,14 +154,14 @@ func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	}
 }
 
-func (l *localAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
 	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
 func (l *localAlerting) system(map[string]func() any) {}
 
-func (l *localAlerting) monitored(m *httpapi.Monitored) {
-	m.Notifications, m.Alerts = l.disp, l.engine
+func (l *localAlerting) parts() selfmetrics.Parts {
+	return selfmetrics.Parts{selfmetrics.Watch("notifications", l.disp.Stats), selfmetrics.Watch("alert", l.engine.Stats)}
 }
 
 func (l *localAlerting) onRefused(r bus.Refusal) {
@@ -172,6 +175,8 @@ func (l *localAlerting) reload() {
 	}
 }
 
+var _ httpapi.AlertEngine = (*alert.Engine)(nil)
+
 // engineAlerts and engineAcker connect an engine to the live stream.
 type engineAlerts struct{ e *alert.Engine }
 
@@ -184,10 +189,10 @@ type engineAcker struct {
 	audit *audit.Log
 }
 
-func (a engineAcker) Ack(ctx context.Context, p *httpapi.Principal, id string) error {
-	if err := a.e.Ack(ctx, p.Tenant, id, p.Name); err != nil {
+func (a engineAcker) Ack(ctx context.Context, tenant, id, by string) error {
+	if err := a.e.Ack(ctx, tenant, id, by); err != nil {
 		return err
 	}
-	a.audit.Record(audit.Entry{Tenant: p.Tenant, Actor: p.Name, Action: "alert.ack", Target: id, Detail: "from the stream"})
+	a.audit.Record(audit.Entry{Tenant: tenant, Actor: by, Action: "alert.ack", Target: id, Detail: "from the stream"})
 	return nil
 }

@@ -194,6 +194,22 @@ func roundTripTenant(t *testing.T, ctx context.Context, srv *roundTripServer, h 
 	ws.expect(t, apiclient.MsgSystem)
 	srv.clock.tick(15 * time.Second) // the heartbeat interval
 	ws.expect(t, apiclient.MsgHeartbeat)
+	// The metric interval: the tenant's jobs as GET /api/v1/metrics
+	// answers them, and no other tenant's.
+	srv.clock.tick(10 * time.Second)
+	var m apiclient.Metric
+	if err := json.Unmarshal(ws.expect(t, apiclient.MsgMetric), &m); err != nil {
+		t.Fatal(err)
+	}
+	mp = sameJSON[apiclient.MetricsPage](t, m.Summaries, "the summaries of a metric message")
+	if mp.Window != "5m0s" || len(mp.Jobs) == 0 {
+		t.Errorf("tenant %s: metric message %s", tenant, m.Summaries)
+	}
+	for _, j := range mp.Jobs {
+		if !strings.HasPrefix(j.Name, prefix) {
+			t.Errorf("tenant %s has the metrics of job %s on the stream", tenant, j.Name)
+		}
+	}
 }
 
 // sameAnswer fails the test when the call failed (err), else decodes the
@@ -382,8 +398,8 @@ func (w *streamConn) send(t *testing.T, m apiclient.ClientMessage) {
 }
 
 // expect reads messages until one of type typ, checking each as its
-// apiclient type on the way.
-func (w *streamConn) expect(t *testing.T, typ string) {
+// apiclient type on the way, and returns that one.
+func (w *streamConn) expect(t *testing.T, typ string) []byte {
 	t.Helper()
 	for {
 		_, data, err := w.c.Read(w.ctx)
@@ -400,13 +416,14 @@ func (w *streamConn) expect(t *testing.T, typ string) {
 			sameJSONInto(t, data, reflect.New(reflect.TypeOf(f.Msg).Elem()).Interface(), "a "+f.Type+" message")
 		}
 		if f.Type == typ {
-			return
+			return data
 		}
 	}
 }
 
 // tickClock is the system clock, except that the tickers of the stream's
-// system figures (5 s) and heartbeats (15 s) tick when the test says.
+// system figures (5 s), metrics (10 s, as are the clients' pings) and
+// heartbeats (15 s) tick when the test says.
 type tickClock struct {
 	apollo.Clock
 	mu      sync.Mutex
@@ -418,7 +435,7 @@ func newTickClock() *tickClock {
 }
 
 func (c *tickClock) NewTicker(d time.Duration) apollo.Ticker {
-	if d != 5*time.Second && d != 15*time.Second {
+	if d != 5*time.Second && d != 10*time.Second && d != 15*time.Second {
 		return c.Clock.NewTicker(d)
 	}
 	ch := make(chan time.Time, 1)

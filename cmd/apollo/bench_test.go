@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/proccpu"
 )
 
 // BenchmarkServerIngest sends batches of 99 events (33 runs reporting
@@ -73,7 +73,7 @@ func benchIngest(b *testing.B, fsync string, batch int) {
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := proccpu.Used()
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		// With one event per request a sender keeps a task's three events
@@ -116,17 +116,8 @@ func benchIngest(b *testing.B, fsync string, batch int) {
 	})
 	// CPU time moves less with the machine's load than wall time does; it
 	// is the client's and the server's together (one process).
-	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "cpu-µs/event")
+	b.ReportMetric(float64(proccpu.Used()-cpu0)/1e3/float64(b.N), "cpu-µs/event")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-}
-
-// processCPU is the user and system time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkServerRecovery replays a log of 200 000 events with no

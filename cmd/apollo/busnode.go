@@ -21,6 +21,8 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/web"
 )
 
@@ -80,14 +82,21 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	defer node.Stop()
-	hub, err := httpapi.NewHub(httpapi.HubOptions{Bus: node, Changes: nodeChanges(node, log), Logger: log,
-		AllowedOrigins: cfg.Auth.AllowedOrigins})
+	store, err := nodeMetrics(cfg, rdb)
+	if err != nil {
+		return err
+	}
+	hubOpts := stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log, AllowedOrigins: cfg.Auth.AllowedOrigins}
+	if store != nil {
+		hubOpts.Metrics = httpapi.StreamMetrics(store, apollo.SystemClock, 10*time.Second)
+	}
+	hub, err := stream.New(hubOpts)
 	if err != nil {
 		return err
 	}
 	hub.Start(ctx)
 	defer hub.Stop()
-	api, err := busNodeAPI(cfg, node, hub, rdb, log)
+	api, err := busNodeAPI(cfg, node, hub, store, log)
 	if err != nil {
 		return err
 	}
@@ -146,8 +155,8 @@ func partitionBusOptions(cfg config.Config, partitions int) bus.Options {
 // nodeChanges feeds the stream hub with the changes of every node of the
 // cluster. A node that cannot subscribe (it is stopping) gives a feed that
 // never delivers, rather than one the hub would retry in a loop.
-func nodeChanges(node *cluster.Node, log *slog.Logger) func(int) httpapi.ChangeSubscription {
-	return func(n int) httpapi.ChangeSubscription {
+func nodeChanges(node *cluster.Node, log *slog.Logger) func(int) stream.ChangeSubscription {
+	return func(n int) stream.ChangeSubscription {
 		sub, err := node.SubscribeChanges(n)
 		if err != nil {
 			log.Warn("the stream cannot follow the cluster's changes", "err", err)
@@ -165,7 +174,21 @@ func (deadFeed) Close()                   {}
 
 // busNodeAPI is the HTTP API of a node: the same routes as the server,
 // over the cluster, with the live stream of every node's changes.
-func busNodeAPI(cfg config.Config, node *cluster.Node, hub *httpapi.Hub, rdb redis.UniversalClient, log *slog.Logger) (*httpapi.Server, error) {
+// nodeMetrics is the metrics the node's API and stream read: every
+// partition's, in Redis; nil without Redis.
+func nodeMetrics(cfg config.Config, rdb redis.UniversalClient) (httpapi.MetricsStore, error) {
+	if rdb == nil {
+		return nil, nil
+	}
+	st, err := redisstore.NewStore(redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
+		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, store httpapi.MetricsStore, log *slog.Logger) (*httpapi.Server, error) {
 	auth := httpapi.Authenticator(httpapi.OpenAuth{})
 	if len(cfg.Auth.Tokens) > 0 {
 		toks, err := tokensFromConfig(cfg.Auth.Tokens)
@@ -174,11 +197,12 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *httpapi.Hub, rdb red
 		}
 		auth = httpapi.NewTokenAuth(toks)
 	}
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", node.Stats), selfmetrics.Watch("stream", hub.Stats)}
 	opts := httpapi.Options{
 		Bus: node, Stream: hub, Auth: auth, Logger: log, Web: web.Handler(),
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
-		System: map[string]func() any{"cluster": func() any { return node.NodeStats() }},
+		Metrics: store, System: parts.System(), Prometheus: parts.Handler(log),
 		Ready: func() bool {
 			select {
 			case <-node.Ready():
@@ -188,13 +212,6 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *httpapi.Hub, rdb red
 			}
 		},
 	}
-	if rdb != nil {
-		st, err := redisstore.NewStore(redisstore.Options{Client: rdb, Prefix: cfg.Redis.Prefix,
-			BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
-		if err != nil {
-			return nil, err
-		}
-		opts.Metrics = st
-	}
+	opts.System["cluster"] = func() any { return node.NodeStats() }
 	return httpapi.New(opts), nil
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 )
 
 // The three-process mode (docs/architecture.md, docs/deploy.md): `apollo bus` keeps
@@ -135,7 +137,7 @@ func (r *redisAlerting) apiOptions(o *httpapi.Options) {
 	o.Alerts, o.SaveRules = r.remote, r.remote.SaveRules
 }
 
-func (r *redisAlerting) hubOptions(o *httpapi.HubOptions, auditLog *audit.Log) {
+func (r *redisAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
 	// The feed lives as long as the process; the hub subscribes on demand.
 	o.Alerts = redisstore.NewAlertFeed(context.Background(), r.c, r.prefix)
 	o.Acker = engineAcker{remoteAcker{r}, auditLog}
@@ -152,7 +154,9 @@ func (r *redisAlerting) system(parts map[string]func() any) {
 	parts["components"] = func() any { return r.watch.status() }
 }
 
-func (r *redisAlerting) monitored(m *httpapi.Monitored) { m.Redis = r.flusher }
+func (r *redisAlerting) parts() selfmetrics.Parts {
+	return selfmetrics.Parts{selfmetrics.Watch("redis", r.flusher.Stats)}
+}
 
 // onRefused asks the alert processes to raise the critical self-alert (seed
 // 4.1); they deduplicate it. It must not block the bus: the publish runs

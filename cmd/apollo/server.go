@@ -27,6 +27,8 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/sched"
+	"github.com/apollo-11/apollo/selfmetrics"
+	"github.com/apollo-11/apollo/stream"
 	"github.com/apollo-11/apollo/wal"
 	"github.com/apollo-11/apollo/web"
 )
@@ -50,9 +52,9 @@ type server struct {
 	wal      *wal.Log
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
-	hub      *httpapi.Hub
+	hub      *stream.Hub
 	alerts   alertSide
-	recovery httpapi.Recovery // measured at start, for /metrics
+	recovery selfmetrics.Recovery // measured at start, for /metrics
 	// seqReplay replays the log on one goroutine (bus.Replay) instead of
 	// a parallel bus.Replayer: BenchmarkServerRecovery compares the two.
 	seqReplay bool
@@ -182,10 +184,11 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
-	hubOpts := httpapi.HubOptions{Bus: s.bus, Clock: s.clock, Logger: s.log,
-		AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
+	hubOpts := stream.Options{Bus: b, Changes: func(n int) stream.ChangeSubscription { return b.Subscribe(n) },
+		Metrics: httpapi.StreamMetrics(agg, s.clock, 10*time.Second),
+		Clock:   s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
 	s.alerts.hubOptions(&hubOpts, s.audit)
-	hub, err := httpapi.NewHub(hubOpts)
+	hub, err := stream.New(hubOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +216,9 @@ func (s *server) httpServer() *http.Server {
 		scheduler = schedAPI{s.sched}
 	}
 	cfg := s.cfg
+	parts := s.parts()
 	opts := httpapi.Options{
-		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(), Monitored: s.monitored(),
+		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(parts), Prometheus: parts.Handler(s.log),
 		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
@@ -403,27 +407,32 @@ func (s *server) reload() {
 	s.alerts.reload()
 }
 
-// systemParts are what this process adds to GET /api/v1/system beyond
-// the components in monitored().
-func (s *server) systemParts() map[string]func() any {
-	parts := map[string]func() any{
-		"process": func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} },
+// parts are the components this process reports in GET /metrics and
+// GET /api/v1/system: only those it runs.
+func (s *server) parts() selfmetrics.Parts {
+	ps := selfmetrics.Parts{
+		selfmetrics.Watch("bus", s.bus.Stats),
+		selfmetrics.Watch("stream", s.hub.Stats),
+		selfmetrics.Watch("wal", s.wal.Stats),
+		selfmetrics.Watch("metrics", s.agg.Stats),
+		selfmetrics.Watch("recovery", func() selfmetrics.Recovery { return s.recovery }),
 	}
+	if s.sched != nil {
+		ps = append(ps, selfmetrics.Watch("scheduler", s.sched.Stats))
+	}
+	return append(ps, s.alerts.parts()...)
+}
+
+// systemParts are the parts of GET /api/v1/system: the components, and
+// what this process says of itself.
+func (s *server) systemParts(ps selfmetrics.Parts) map[string]func() any {
+	parts := ps.System()
+	parts["process"] = func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} }
 	if s.deadman != nil {
 		parts["deadman"] = s.deadman.stats
 	}
 	s.alerts.system(parts)
 	return parts
-}
-
-// monitored lists the components /metrics and /api/v1/system report.
-func (s *server) monitored() httpapi.Monitored {
-	m := httpapi.Monitored{WAL: s.wal, Metrics: s.agg, Recovery: &s.recovery}
-	if s.sched != nil {
-		m.Scheduler = s.sched
-	}
-	s.alerts.monitored(&m)
-	return m
 }
 
 func (s *server) mode() string {

@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/wal"
 )
 
@@ -107,7 +107,7 @@ func (s *server) recover() error {
 		return fmt.Errorf("replaying the log: %w (this binary cannot apply that record: start the apollo version that wrote the log, or restore the data directory from a backup: docs/operations.md#backup-and-restore)", err)
 	}
 	el := time.Since(start)
-	s.recovery = httpapi.Recovery{Duration: el, Events: int64(n)}
+	s.recovery = selfmetrics.Recovery{Duration: el, Events: int64(n)}
 	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
 		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
 	return nil

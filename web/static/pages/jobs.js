@@ -27,8 +27,12 @@ export function Jobs({ name }) {
     const t = setInterval(load, 10_000);
     return () => { stop = true; clearInterval(t); };
   }, [windowSel, prefix]);
-  // The stream's metric messages refresh the table between polls.
-  const jobs = (metrics.value?.window === windowSel ? metrics.value.jobs : data?.jobs) || [];
+  // The stream's metric messages refresh the table between polls when
+  // they answer the same question: the window and prefix as the server
+  // spells them in the page's own answer ("5m0s", not "5m").
+  const m = metrics.value;
+  const live = m && data && m.window === data.window && m.prefix === data.prefix;
+  const jobs = (live ? m.jobs : data?.jobs) || [];
   return html`
     <h1>Jobs</h1>
     <form class="filters" onSubmit=${(e) => e.preventDefault()}>

@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 func TestStreamFlushTimerOnlyWhileDue(t *testing.T) {
 	t.Parallel()
 	clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
-	e := newStreamEnv(t, func(o *HubOptions) { o.Clock = clock; o.HeartbeatInterval = -1; o.PingInterval = time.Hour })
+	e := newStreamEnv(t, func(o *Options) { o.Clock = clock; o.HeartbeatInterval = -1; o.PingInterval = time.Hour })
 	a := e.dial("view-a")
 	a.subscribe(sub{"type": "subscribe", "filter": sub{"prefix": "a"}})
 	b := e.dial("view-a")

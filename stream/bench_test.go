@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/proccpu"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -107,11 +107,11 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 	}
 	bs.Start(context.Background())
 	defer bs.Stop()
-	hub, err := NewHub(HubOptions{Bus: bs, Logger: discardLogger, SendQueue: 4096})
+	hub, err := New(Options{Bus: bs, Changes: busChanges(bs), Logger: discardLogger, SendQueue: 4096})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Bus: bs, Auth: testTokens, Stream: hub}))
+	srv := httptest.NewServer(mount(hub, testTokens))
 	defer srv.Close()
 	hub.Start(context.Background())
 	defer hub.Stop()
@@ -139,7 +139,7 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 	runtime.ReadMemStats(&after)
 
 	sent := make([]atomic.Int64, fc.changes)
-	cpu0 := processCPU()
+	cpu0 := proccpu.Used()
 	start := time.Now()
 	publishPaced(tb, bs, fc, sent)
 	var recv []int64
@@ -158,7 +158,7 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 		}
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := proccpu.Used() - cpu0
 	var end runtime.MemStats
 	runtime.ReadMemStats(&end)
 	lat := make([]time.Duration, len(sent))
@@ -179,15 +179,6 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 		gcs:            end.NumGC - after.NumGC,
 		gcPause:        time.Duration(end.PauseTotalNs - after.PauseTotalNs),
 	}
-}
-
-// processCPU is the user and system time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // dial connects and subscribes one client and starts its reader.

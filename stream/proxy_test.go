@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"bufio"
@@ -170,7 +170,7 @@ func TestStreamThroughIdleProxy(t *testing.T) {
 		// tells the server the client is alive (the missed-pong limit is
 		// out of the way; it has its own test, TestStreamNoPong).
 		clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
-		e := newStreamEnv(t, func(o *HubOptions) {
+		e := newStreamEnv(t, func(o *Options) {
 			o.Clock, o.HeartbeatInterval, o.PingInterval, o.MissedPongs = clock, idle/3, idle/10, 1000
 		})
 		p := newIdleProxy(t, clock, strings.TrimPrefix(e.srv.URL, "http://"), idle)
@@ -197,7 +197,7 @@ func TestStreamThroughIdleProxy(t *testing.T) {
 	t.Run("no heartbeat", func(t *testing.T) {
 		t.Parallel()
 		clock := apollo.NewFakeClock(time.Unix(1_700_000_000, 0))
-		e := newStreamEnv(t, func(o *HubOptions) {
+		e := newStreamEnv(t, func(o *Options) {
 			o.Clock, o.HeartbeatInterval, o.PingInterval, o.MissedPongs = clock, -1, idle/3, 1000
 		})
 		p := newIdleProxy(t, clock, strings.TrimPrefix(e.srv.URL, "http://"), idle)

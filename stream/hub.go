@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"cmp"
@@ -13,27 +13,20 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/bus"
 )
 
-// HubBus is what the stream needs of the bus: one subscription to every
-// applied change, and listings for snapshots.
-type HubBus interface {
+// Bus is what the hub needs of the task state: listings, for snapshots.
+type Bus interface {
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 }
 
 // ChangeSubscription is a feed of applied changes that ends when the
-// subscriber is too slow (Err says so) or is closed: *bus.Subscription,
+// subscriber is too slow (Err says so) or is closed: a *bus.Subscription,
 // or a scale-out node's feed of every node's changes.
 type ChangeSubscription interface {
 	C() <-chan *apollo.Change
 	Err() error
 	Close()
-}
-
-// BusChanges subscribes to a bus's changes, for HubOptions.Changes.
-func BusChanges(b interface{ Subscribe(int) *bus.Subscription }) func(int) ChangeSubscription {
-	return func(n int) ChangeSubscription { return b.Subscribe(n) }
 }
 
 // AlertSource hands the hub every alert change (a new alert, a state
@@ -50,18 +43,28 @@ type MetricsSource interface {
 	StreamSummaries(tenant, prefix string) (any, error)
 }
 
-// Acker acknowledges an alert for a principal; the stream's ack message
-// calls it.
+// Acker acknowledges an alert in a tenant for a caller (by names it); the
+// stream's ack message calls it. The alert engine's Ack has this shape.
 type Acker interface {
-	Ack(ctx context.Context, p *Principal, alertID string) error
+	Ack(ctx context.Context, tenant, alertID, by string) error
 }
 
-// HubOptions configure a Hub. Bus is required; every other field has a
-// default or is optional.
-type HubOptions struct {
-	Bus HubBus
-	// Changes subscribes to the applied changes the hub streams; default:
-	// Bus's own Subscribe, when Bus has one (BusChanges).
+// Caller is who opened a connection, as the HTTP layer that mounts the
+// hub authenticated it. The hub knows no roles: it shows Role in the
+// hello, and lets the caller acknowledge alerts when MayAck says so.
+type Caller struct {
+	Name   string // the credential's name: the hello, and who acked
+	Tenant string // the only tenant whose tasks and alerts it sees
+	Role   string // as the hello shows it
+	MayAck bool   // the role may acknowledge alerts (operator or above)
+}
+
+// Options configure a Hub. Bus and Changes are required; every other
+// field has a default or is optional.
+type Options struct {
+	Bus Bus
+	// Changes subscribes to the applied changes the hub streams: the bus's
+	// Subscribe, or a scale-out node's merged feed.
 	Changes func(buffer int) ChangeSubscription
 	Alerts  AlertSource   // nil: no alert messages
 	Metrics MetricsSource // nil: no metric messages
@@ -112,15 +115,12 @@ type HubOptions struct {
 	testPonged func()
 }
 
-func (o *HubOptions) setDefaults() {
+func (o *Options) setDefaults() {
 	o.Clock = cmp.Or[apollo.Clock](o.Clock, apollo.SystemClock)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	o.BusBuffer = cmp.Or(o.BusBuffer, 1<<16)
-	if b, ok := o.Bus.(interface{ Subscribe(int) *bus.Subscription }); ok && o.Changes == nil {
-		o.Changes = BusChanges(b)
-	}
 	o.RingSize = cmp.Or(o.RingSize, 10_000)
 	o.SnapshotSize = cmp.Or(o.SnapshotSize, 500)
 	o.SendQueue = cmp.Or(o.SendQueue, 256)
@@ -136,18 +136,18 @@ func (o *HubOptions) setDefaults() {
 	o.AckTimeout = cmp.Or(o.AckTimeout, 10*time.Second)
 }
 
-func (o *HubOptions) validate() error {
+func (o *Options) validate() error {
 	switch {
 	case o.Bus == nil:
-		return errors.New("stream hub: HubOptions.Bus is nil; pass the *bus.Bus")
+		return errors.New("stream hub: Options.Bus is nil; pass the *bus.Bus")
 	case o.Changes == nil:
-		return errors.New("stream hub: no changes to stream: HubOptions.Bus has no Subscribe; set HubOptions.Changes")
+		return errors.New("stream hub: Options.Changes is nil: nothing to stream; pass the bus's Subscribe")
 	case o.BusBuffer < 0, o.RingSize < 0, o.SendQueue < 0, o.SendQueueBytes < 0, o.PendingLimit < 0, o.MissedPongs < 0:
-		return errors.New("stream hub: a negative limit in HubOptions; use 0 for the default")
+		return errors.New("stream hub: a negative limit in Options; use 0 for the default")
 	case o.SnapshotSize < 0 || o.SnapshotSize > 1000:
 		return fmt.Errorf("stream hub: SnapshotSize %d is outside 1..1000 (the task listing's page limit)", o.SnapshotSize)
 	case o.FlushInterval < 0, o.PingInterval < 0, o.SystemInterval < 0, o.MetricsInterval < 0, o.WriteTimeout < 0, o.AckTimeout < 0:
-		return errors.New("stream hub: a negative interval in HubOptions; only HeartbeatInterval may be negative (off)")
+		return errors.New("stream hub: a negative interval in Options; only HeartbeatInterval may be negative (off)")
 	}
 	return nil
 }
@@ -165,11 +165,11 @@ const (
 // by what they asked for, so that a message shared by many clients is built
 // once. It never blocks the bus: a client that cannot keep up is closed.
 type Hub struct {
-	opts  HubOptions
+	opts  Options
 	log   *slog.Logger
 	epoch string
 
-	mu      sync.Mutex // guards everything below; lock order: mu, then client.mu
+	mu      sync.Mutex // guards everything below; lock order: mu, then client.mu (docs/architecture.md)
 	cursor  uint64
 	ring    *ring
 	groups  map[string]*group
@@ -201,8 +201,9 @@ type hubCounters struct {
 	accepted, refused                              atomic.Uint64
 }
 
-// HubStats are the hub's counters and gauges, for GET /api/v1/system.
-type HubStats struct {
+// Stats are the hub's counters and gauges, for GET /api/v1/system and
+// GET /metrics.
+type Stats struct {
 	Clients        int    `json:"clients"`
 	Groups         int    `json:"groups"`
 	Cursor         uint64 `json:"cursor"`
@@ -218,8 +219,8 @@ type HubStats struct {
 	ClosedShutdown uint64 `json:"closedShutdown"`
 }
 
-// NewHub returns a Hub; Start it before serving.
-func NewHub(opts HubOptions) (*Hub, error) {
+// New returns a Hub; Start it before serving.
+func New(opts Options) (*Hub, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -291,12 +292,12 @@ func (h *Hub) Stop() {
 }
 
 // Stats returns the hub's counters and gauges.
-func (h *Hub) Stats() HubStats {
+func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	clients, groups, cursor := len(h.clients), len(h.groups), h.cursor
 	h.mu.Unlock()
 	s := &h.stats
-	return HubStats{
+	return Stats{
 		Clients: clients, Groups: groups, Cursor: cursor,
 		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(),
 		Snapshots: s.snapshots.Load(), Resumes: s.resumes.Load(),

@@ -1,7 +1,8 @@
-package httpapi
+package stream
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -99,9 +100,13 @@ func decodeRequest(data []byte) (request, error) {
 		for _, s := range m.Filter.Status {
 			st, err := apollo.ParseStatus(s)
 			if err != nil {
-				e := *apiError(err)
-				e.Field = "filter.status"
-				return request{}, &e
+				e, ok := errors.AsType[*apollo.Error](err)
+				if !ok {
+					return request{}, err
+				}
+				named := *e
+				named.Field = "filter.status"
+				return request{}, &named
 			}
 			r.filter.statuses |= 1 << st
 		}
@@ -140,7 +145,7 @@ func decodeRequest(data []byte) (request, error) {
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("httpapi: encoding a stream message: %v", err))
+		panic(fmt.Sprintf("stream: encoding a message: %v", err))
 	}
 	return b
 }

@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 func TestStreamSlowClientClosed(t *testing.T) {
 	t.Parallel()
 	killed := make(chan string, 4)
-	e := newStreamEnv(t, func(o *HubOptions) {
+	e := newStreamEnv(t, func(o *Options) {
 		o.SendQueueBytes = 512 << 10
 		// The slow client's writer blocks on full buffers from early on
 		// until the test reads again; on a loaded machine that can take

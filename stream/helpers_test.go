@@ -1,10 +1,11 @@
-package httpapi
+package stream
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,23 +20,41 @@ import (
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
-// tokenAuth maps tokens to principals, read with BearerToken as a real
-// authenticator would.
-type tokenAuth map[string]*Principal
-
-func (a tokenAuth) Authenticate(r *http.Request) (*Principal, error) {
-	tok, ok := BearerToken(r)
-	if p := a[tok]; ok && p != nil {
-		return p, nil
-	}
-	return nil, &apollo.Error{Code: apollo.EUNAUTHORIZED, Message: "missing or unknown token"}
+// testTokens are the callers the test tokens stand for.
+var testTokens = map[string]Caller{
+	"view-a": {Name: "alice", Tenant: "a", Role: "viewer"},
+	"op-a":   {Name: "oscar", Tenant: "a", Role: "operator", MayAck: true},
+	"view-b": {Name: "bob", Tenant: "b", Role: "viewer"},
+	"admin":  {Name: "root", Role: "admin", MayAck: true},
 }
 
-var testTokens = tokenAuth{
-	"view-a": {Name: "alice", Tenant: "a", Role: RoleViewer},
-	"op-a":   {Name: "oscar", Tenant: "a", Role: RoleOperator},
-	"view-b": {Name: "bob", Tenant: "b", Role: RoleViewer},
-	"admin":  {Name: "root", Role: RoleAdmin},
+// mount serves the hub as the HTTP layer does (httpapi): it finds the
+// caller of the token a test client offers (subprotocols), answers 401
+// without one, and answers the error Serve returns before an upgrade.
+func mount(h *Hub, tokens map[string]Caller) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, ok := tokens[offeredToken(r)]
+		if !ok {
+			http.Error(w, "missing or unknown token", http.StatusUnauthorized)
+			return
+		}
+		if err := h.Serve(w, r, who); err != nil {
+			http.Error(w, err.Error(), apiclient.StatusOf(apollo.ErrorCode(err)))
+		}
+	})
+}
+
+// offeredToken is the token of the subprotocol "bearer.<base64url>".
+func offeredToken(r *http.Request) string {
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if enc, ok := strings.CutPrefix(strings.TrimSpace(p), "bearer."); ok {
+				tok, _ := base64.RawURLEncoding.DecodeString(enc)
+				return string(tok)
+			}
+		}
+	}
+	return ""
 }
 
 type streamEnv struct {
@@ -46,8 +65,8 @@ type streamEnv struct {
 	url string // ws://.../api/v1/stream
 }
 
-// newStreamEnv starts a bus, a hub and an API server with test tokens.
-func newStreamEnv(t *testing.T, edit func(*HubOptions)) *streamEnv {
+// newStreamEnv starts a bus and a hub served with test tokens.
+func newStreamEnv(t *testing.T, edit func(*Options)) *streamEnv {
 	t.Helper()
 	b, err := bus.New(bus.Options{Workers: 2, Logger: discardLogger})
 	if err != nil {
@@ -55,21 +74,28 @@ func newStreamEnv(t *testing.T, edit func(*HubOptions)) *streamEnv {
 	}
 	b.Start(context.Background())
 	t.Cleanup(b.Stop)
-	o := HubOptions{Bus: b, Logger: discardLogger}
+	o := Options{Bus: b, Changes: busChanges(b), Logger: discardLogger}
 	if edit != nil {
 		edit(&o)
 	}
-	hub, err := NewHub(o)
+	hub, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(New(Options{Bus: b, Auth: testTokens, Stream: hub}))
+	srv := httptest.NewUnstartedServer(mount(hub, testTokens))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	hub.Start(context.Background())
 	t.Cleanup(hub.Stop)
 	return &streamEnv{t: t, bus: b, hub: hub, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"}
 }
+
+// busChanges subscribes to a bus's changes, as cmd/apollo does.
+func busChanges(b *bus.Bus) func(int) ChangeSubscription {
+	return func(n int) ChangeSubscription { return b.Subscribe(n) }
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
 
 func subprotocols(token string) []string {
 	return []string{streamProtocol, "bearer." + base64.RawURLEncoding.EncodeToString([]byte(token))}

@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/proccpu"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -58,13 +59,13 @@ func TestFanoutChild(t *testing.T) {
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("%d of %d clients had the answer to subscribe", r.snapshots.Load(), r.clients)
 	}
-	cpu0 := processCPU()
+	cpu0 := proccpu.Used()
 	select {
 	case <-r.all:
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatalf("clients received %d of %d changes", r.received.Load(), r.expected)
 	}
-	cpu := processCPU() - cpu0
+	cpu := proccpu.Used() - cpu0
 	for _, c := range conns {
 		c.CloseNow()
 	}

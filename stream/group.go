@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"time"
@@ -290,7 +290,7 @@ func (h *Hub) join(c *client) bool {
 		Type: apiclient.MsgHello, Protocol: streamProtocol, Cursor: formatCursor(h.epoch, h.cursor),
 		ServerTime: h.opts.Clock.Now().UnixMilli(), HeartbeatMs: max(h.opts.HeartbeatInterval.Milliseconds(), 0),
 		FlushMs:   h.opts.FlushInterval.Milliseconds(),
-		Principal: apiclient.Principal{Name: c.p.Name, Role: c.p.Role.String(), Tenant: c.p.Tenant},
+		Principal: apiclient.Principal{Name: c.who.Name, Role: c.who.Role, Tenant: c.who.Tenant},
 	})})
 	return true
 }
@@ -327,7 +327,7 @@ func (h *Hub) subscribe(c *client, r request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leaveGroup(c)
-	tenant := c.p.Tenant
+	tenant := c.who.Tenant
 	key := r.filter.key(tenant, r.coalesce)
 	g := h.groups[key]
 	if g == nil {

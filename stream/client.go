@@ -1,4 +1,4 @@
-package httpapi
+package stream
 
 import (
 	"cmp"
@@ -41,7 +41,7 @@ type queued struct {
 type client struct {
 	h    *Hub
 	conn *websocket.Conn
-	p    *Principal
+	who  Caller
 	g    *group // guarded by h.mu
 
 	mu     sync.Mutex
@@ -71,8 +71,9 @@ func (c *client) enqueue(m queued) {
 	// queue: the limit is on lag, not on the size of one batch.
 	if len(c.q) >= c.h.opts.SendQueue || len(c.q) > 0 && c.qBytes+len(m.data) > c.h.opts.SendQueueBytes {
 		c.mu.Unlock()
-		c.h.stats.closedSlow.Add(1)
-		c.kill(reasonTooSlow)
+		if c.kill(reasonTooSlow) {
+			c.h.stats.closedSlow.Add(1)
+		}
 		return
 	}
 	c.q = append(c.q, m)
@@ -85,12 +86,14 @@ func (c *client) enqueue(m queued) {
 }
 
 // kill asks the writer to close the connection with reason ("" when the
-// reader has already ended) and drops the queue. It never blocks.
-func (c *client) kill(reason string) {
+// reader has already ended) and drops the queue. It never blocks. It
+// reports whether this call killed the client: a client is closed once,
+// and counted once, however many of its goroutines find it at fault.
+func (c *client) kill(reason string) bool {
 	c.mu.Lock()
 	if c.killed {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.killed, c.reason = true, reason
 	c.q, c.qBytes = nil, 0
@@ -99,6 +102,7 @@ func (c *client) kill(reason string) {
 	if c.h.opts.testKilled != nil && reason != "" {
 		c.h.opts.testKilled(reason)
 	}
+	return true
 }
 
 // popAll takes every queued message. The slice the writer has finished
@@ -116,12 +120,11 @@ func (c *client) popAll(done []queued) []queued {
 	return q
 }
 
-// serve runs one stream connection until it ends. The route's guard has
-// authenticated p.
-func (h *Hub) serve(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	if p == nil {
-		return &apollo.Error{Code: apollo.EUNAUTHORIZED, Message: "the stream needs a token"}
-	}
+// Serve runs one stream connection (GET /api/v1/stream) until it ends.
+// The caller has authenticated the request as who. An error is returned
+// before the upgrade only, for the caller to answer: the hub is stopping.
+// After the upgrade the connection is the hub's, and Serve returns nil.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -147,7 +150,7 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request, p *Principal) error 
 		return nil
 	}
 	conn.SetReadLimit(maxClientMessage)
-	c := &client{h: h, conn: conn, p: p, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	c := &client{h: h, conn: conn, who: who, wake: make(chan struct{}, 1), dead: make(chan struct{})}
 	if !h.join(c) {
 		conn.Close(websocket.StatusGoingAway, reasonShutdown)
 		return nil
@@ -210,15 +213,15 @@ func (c *client) ack(ctx context.Context, id string) {
 	switch {
 	case c.h.opts.Acker == nil:
 		res.Error = "acknowledging alerts is not available on this server"
-	case !c.p.Role.Allows(RoleOperator):
-		res.Error = "acknowledging needs the operator role; the token has " + c.p.Role.String()
+	case !c.who.MayAck:
+		res.Error = "acknowledging needs the operator role; the token has " + c.who.Role
 	default:
 		actx, cancel := context.WithTimeout(ctx, c.h.opts.AckTimeout)
-		err := c.h.opts.Acker.Ack(actx, c.p, id)
+		err := c.h.opts.Acker.Ack(actx, c.who.Tenant, id, c.who.Name)
 		cancel()
 		if err != nil {
 			if apollo.ErrorCode(err) == apollo.EINTERNAL {
-				c.h.log.Error("acknowledging an alert", "alert", id, "by", c.p.Name, "err", err)
+				c.h.log.Error("acknowledging an alert", "alert", id, "by", c.who.Name, "err", err)
 			}
 			res.Error = apollo.ErrorMessage(err)
 		} else {
@@ -267,9 +270,10 @@ func (c *client) writeLoop(ctx context.Context) {
 				missed = 0
 			}
 			if pinging {
-				if missed++; missed >= h.opts.MissedPongs {
+				// The writer may see one more tick before it sees itself
+				// killed: the count is the kill's, not the tick's.
+				if missed++; missed >= h.opts.MissedPongs && c.kill(reasonNoPong) {
 					h.stats.closedNoPong.Add(1)
-					c.kill(reasonNoPong)
 				}
 				continue
 			}
