@@ -1,6 +1,9 @@
 package apollo
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // AlertState is where an alert is in its lifecycle:
 // inactive -> pending -> firing -> resolved.
@@ -49,6 +52,29 @@ type Alert struct {
 	// after the silence has ended.
 	SilencedAt time.Time `json:"silencedAt,omitzero"`
 	SilenceID  string    `json:"silenceID,omitempty"`
+}
+
+// stateRank is where each state comes in a list of alerts: what needs
+// someone now first.
+var stateRank = map[AlertState]int{AlertFiring: 0, AlertPending: 1, AlertResolved: 2, AlertInactive: 3}
+
+// Since is when the alert entered its current state, as lists show it:
+// resolved, fired, or started.
+func (a *Alert) Since() time.Time {
+	switch {
+	case a.State == AlertResolved && !a.ResolvedAt.IsZero():
+		return a.ResolvedAt
+	case !a.FiredAt.IsZero():
+		return a.FiredAt
+	}
+	return a.StartedAt
+}
+
+// CompareAlerts is the order every view lists alerts in (the CLI, the
+// TUI): firing, then pending, then resolved; within a state the newest
+// (by Since) first, then by ID.
+func CompareAlerts(a, b *Alert) int {
+	return cmp.Or(cmp.Compare(stateRank[a.State], stateRank[b.State]), b.Since().Compare(a.Since()), cmp.Compare(a.ID, b.ID))
 }
 
 // NotificationKind says which template renders a notification.

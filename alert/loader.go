@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -83,24 +84,49 @@ func (l *Loader) Load() error {
 	defer l.mu.Unlock()
 	st, err := stamp(l.opts.Path)
 	if err != nil {
-		return fmt.Errorf("alert: rules: %w", err)
+		return l.fileError(err)
 	}
 	l.seen = st
 	return l.loadLocked()
 }
 
+// fileError says that the file could not be read, and why, once: "rules
+// file PATH: no such file or directory". It unwraps to the *fs.PathError.
+func (l *Loader) fileError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &readError{path: l.opts.Path, err: pe}
+	}
+	return fmt.Errorf("rules file %s: %w", l.opts.Path, err)
+}
+
+type readError struct {
+	path string
+	err  *fs.PathError
+}
+
+func (e *readError) Error() string { return "rules file " + e.path + ": " + e.err.Err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
 // Reload is Load for SIGHUP: problems are logged, not returned.
 func (l *Loader) Reload() { _ = l.Load() }
 
 func (l *Loader) loadLocked() error {
+	// Before the first good version there are no old rules to keep: the
+	// error goes to the caller alone, which decides (start-up fails).
+	loaded := l.applied != nil
 	src, err := os.ReadFile(l.opts.Path)
 	if err != nil {
-		l.log.Error("alert: cannot read the rules file; the old rules keep running", "err", err)
-		return fmt.Errorf("alert: rules: %w", err)
+		if loaded {
+			l.log.Error("alert: cannot read the rules file; the old rules keep running", "err", err)
+		}
+		return l.fileError(err)
 	}
 	rs, err := l.check(src)
 	if err != nil {
-		l.log.Error("alert: rules file refused; the old rules keep running", "problems", err.Error())
+		if loaded {
+			l.log.Error("alert: rules file refused; the old rules keep running", "problems", err.Error())
+		}
 		return err
 	}
 	if l.applied != nil && bytes.Equal(src, l.applied) {

@@ -2,7 +2,9 @@ package alert_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -247,5 +249,49 @@ func TestLoaderStartsFromAnEmptyFile(t *testing.T) {
 	}
 	if rs := <-loaded; len(rs) != 0 {
 		t.Fatalf("loaded %v", rs)
+	}
+}
+
+// The first load of a file that is missing or bad returns the error for
+// the caller to report and logs nothing: there are no old rules that
+// keep running yet, and the caller says it once (issue 21: start-up
+// printed the prefix twice and spoke of old rules).
+func TestLoaderFirstLoadFailsQuietly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(bad, []byte(`RULE a task_prefix: "a_" THRESHOLD: failed_rat > 0`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"missing", filepath.Join(dir, "missing.txt"), "rules file " + filepath.Join(dir, "missing.txt") + ": no such file or directory"},
+		{"bad", bad, `unknown metric "failed_rat"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lg := make(logs, 100)
+			l, err := alert.NewLoader(alert.LoaderOptions{Path: tc.path, Logger: slog.New(lg),
+				OnLoad: func([]*rules.Rule, []byte) { t.Error("a bad file was loaded") }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.Load()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load: %v, want %q", err, tc.want)
+			}
+			if strings.Count(err.Error(), "rules") > 1+strings.Count(tc.path, "rules") {
+				t.Errorf("the error repeats itself: %v", err)
+			}
+			if tc.name == "missing" && !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%v is not fs.ErrNotExist", err)
+			}
+			close(lg)
+			for line := range lg {
+				if strings.HasPrefix(line, "ERROR") || strings.HasPrefix(line, "WARN") {
+					t.Errorf("logged at the first load: %s", line)
+				}
+			}
+		})
 	}
 }

@@ -284,3 +284,13 @@ func (c *Client) Notifications(ctx context.Context, nq NotificationQuery) ([]apo
 	err := c.get(ctx, "/api/v1/notifications", q, &l)
 	return l.Attempts, err
 }
+
+// TestChannel is POST /api/v1/channels/{name}/test: a test message through
+// one of the server's channels (one of the token's tenant, or shared with
+// it), now, and how it went. Operator role; audited. A channel that failed
+// is an answer, not an error: read the attempt's Outcome.
+func (c *Client) TestChannel(ctx context.Context, name string) (apollo.Attempt, error) {
+	var a ChannelTest
+	err := c.send(ctx, http.MethodPost, "/api/v1/channels/"+segment(name)+"/test", nil, &a)
+	return a.Attempt, err
+}

@@ -207,3 +207,10 @@ type HealthBoard struct {
 type AttemptList struct {
 	Attempts []apollo.Attempt `json:"attempts"`
 }
+
+// ChannelTest is POST /api/v1/channels/{name}/test: the attempt to send a
+// test message through the channel. Its Outcome says how it went ("sent",
+// or "failed" with the Error); either way the test was made.
+type ChannelTest struct {
+	Attempt apollo.Attempt `json:"attempt"`
+}

@@ -32,6 +32,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/series", RoleViewer, s.prefixSeries, reads},
 
 		{"GET", "/api/v1/notifications", RoleViewer, s.listNotifications, reads},
+		{"POST", "/api/v1/channels/{name}/test", RoleOperator, s.testChannel, changes},
 
 		{"GET", "/api/v1/jobs", RoleViewer, s.listJobs, reads},
 		{"GET", "/api/v1/jobs/health", RoleViewer, s.jobsHealth, reads},

@@ -201,20 +201,47 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 // Test sends one test message to channel now, without queue, rate limit
 // or retries, and returns its Attempt. The lane's pace still counts
 // it, so the queued messages after it keep the channel within its limit.
+// Test is for whoever holds the configuration (apollo notify test
+// --config); TestFor is the API's.
 func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) {
 	l := d.lanes[channel]
 	if l == nil {
-		return Attempt{}, &apollo.Error{Code: apollo.ENOTFOUND, Field: "channel",
-			Message: fmt.Sprintf("no channel named %q", channel), Hint: "configured channels: " + strings.Join(d.order, ", ")}
+		return Attempt{}, noChannel(channel, "configured channels", d.order)
 	}
+	return d.test(ctx, l, "")
+}
+
+// TestFor is Test for a tenant: only a channel that serves the tenant
+// exists for it (its own, or one shared with it), the message names the
+// tenant, and the attempt joins the tenant's delivery record. A channel of
+// another tenant is not found, like one that does not exist.
+func (d *Dispatcher) TestFor(ctx context.Context, tenant, channel string) (Attempt, error) {
+	l := d.lanes[channel]
+	if l == nil || !l.ch.Serves(tenant) {
+		return Attempt{}, noChannel(channel, "the channels of this tenant", d.ChannelsFor(tenant))
+	}
+	return d.test(ctx, l, tenant)
+}
+
+func noChannel(channel, which string, known []string) error {
+	list := "none"
+	if len(known) > 0 {
+		list = strings.Join(known, ", ")
+	}
+	return &apollo.Error{Code: apollo.ENOTFOUND, Field: "channel",
+		Message: fmt.Sprintf("no channel named %q", channel), Hint: which + ": " + list}
+}
+
+func (d *Dispatcher) test(ctx context.Context, l *lane, tenant string) (Attempt, error) {
+	channel := l.ch.Name
 	now := d.clock.Now()
 	n := apollo.Notification{Kind: apollo.NotifyTest, Channels: []string{channel}, At: now,
 		DedupKey: "test:" + channel,
-		Alert: apollo.Alert{ID: "test-" + strconv.FormatInt(now.UnixMilli(), 10), Rule: "apollo_test", Group: channel,
+		Alert: apollo.Alert{ID: "test-" + strconv.FormatInt(now.UnixMilli(), 10), Tenant: tenant, Rule: "apollo_test", Group: channel,
 			State: apollo.AlertFiring, Severity: apollo.SeverityInfo, Summary: "Apollo-11 test message",
 			StartedAt: now, FiredAt: now}}
 	r := l.attempt(ctx, l.render(n, nil))
-	a := Attempt{Tenant: n.Alert.Tenant, AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey, At: r.start, Try: 1, Outcome: OutcomeSent, Latency: r.latency}
+	a := Attempt{Tenant: tenant, AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey, At: r.start, Try: 1, Outcome: OutcomeSent, Latency: r.latency}
 	if r.err != nil {
 		a.Outcome, a.Error = OutcomeFailed, r.err.Error()
 	}

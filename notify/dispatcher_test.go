@@ -427,6 +427,56 @@ func TestTestSendsOneMessage(t *testing.T) {
 	}
 }
 
+// TestFor tests a channel as a tenant: its own channels and the shared
+// ones exist for it, another tenant's do not; the message and the
+// delivery record carry the tenant.
+func TestTestForIsTenantScoped(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	d, err := NewDispatcher([]Channel{{Name: "ops", Notifier: s}, {Name: "a_robot", Notifier: s, Tenants: []string{"a"}},
+		{Name: "b_robot", Notifier: s, Tenants: []string{"b"}}, {Name: "all", Notifier: s, Tenants: []string{AllTenants}}},
+		Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tenant, channel string
+		ok              bool
+		known           string // the hint of a refusal
+	}{
+		{"a", "a_robot", true, ""},
+		{"a", "all", true, ""},
+		{"a", "b_robot", false, "a_robot, all"},
+		{"a", "ops", false, "a_robot, all"},
+		{"b", "b_robot", true, ""},
+		{"b", "a_robot", false, "b_robot, all"},
+		{"", "ops", true, ""},
+		{"", "a_robot", false, "ops, all"},
+		{"", "nope", false, "ops, all"},
+	} {
+		a, err := d.TestFor(context.Background(), tc.tenant, tc.channel)
+		if !tc.ok {
+			if apollo.ErrorCode(err) != apollo.ENOTFOUND || !strings.HasSuffix(err.Error(), "(the channels of this tenant: "+tc.known+")") {
+				t.Errorf("tenant %q, channel %s: %v; want not found, listing %s", tc.tenant, tc.channel, err, tc.known)
+			}
+			continue
+		}
+		if err != nil || a.Outcome != OutcomeSent || a.Tenant != tc.tenant || a.Channel != tc.channel {
+			t.Errorf("tenant %q, channel %s: %+v %v", tc.tenant, tc.channel, a, err)
+		}
+		if r := s.next(t); r.m.Notification.Alert.Tenant != tc.tenant {
+			t.Errorf("tenant %q, channel %s: the message is for tenant %q", tc.tenant, tc.channel, r.m.Notification.Alert.Tenant)
+		}
+		if got := d.Attempts(AttemptFilter{Tenant: tc.tenant, Channel: tc.channel}); len(got) == 0 || got[0].ID != a.ID {
+			t.Errorf("tenant %q, channel %s: not in the tenant's delivery record: %+v", tc.tenant, tc.channel, got)
+		}
+	}
+	if got := d.Attempts(AttemptFilter{Tenant: "b", Channel: "all"}); len(got) != 0 {
+		t.Errorf("tenant b sees tenant a's test of the shared channel: %+v", got)
+	}
+}
+
 func TestNewDispatcherValidates(t *testing.T) {
 	t.Parallel()
 	n := newSink(apollo.SystemClock)

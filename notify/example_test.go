@@ -30,7 +30,7 @@ func ExampleDispatcher_Test() {
 	a, err := d.Test(context.Background(), "console")
 	fmt.Println(a.Outcome, err)
 	// Output:
-	// == [TEST] Apollo-11 test message for console ==
+	// == console: [TEST] Apollo-11 test message for console ==
 	// This is a test message from Apollo-11 to the channel "console".
 	// If you can read it, the channel works.
 	// Sent: 2025-03-04 05:06:07 UTC

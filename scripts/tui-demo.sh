@@ -6,7 +6,7 @@
 #
 # It uses `apollo demo` when the binary has it, and otherwise `apollo
 # server --jobs` with a small jobs file of its own. Needs tmux and Go.
-# Environment: TUI_COLS, TUI_ROWS (default 120x40), TUI_TAB (1-4, the tab
+# Environment: TUI_COLS, TUI_ROWS (default 120x40), TUI_TAB (1-5, the tab
 # to capture; default 1), TUI_PORT (default: a free port), TUI_SETTLE
 # (seconds to let more runs arrive before the capture; default 6).
 set -euo pipefail
@@ -86,9 +86,11 @@ done
 tmux new-session -d -s "$session" -x "$cols" -y "$rows" \
 	"TERM=xterm-256color $apollo tui --server $url; sleep 30"
 
-# Rows have come when the tasks table shows a status under its title.
+# Rows have come when the health board (the first tab) shows a verdict
+# under its title.
+rowstart='^(ok|failing|timing out|running too long|late|no recent runs|success|running|failed|pending) '
 for _ in $(seq 1 150); do
-	if tmux capture-pane -p -t "$session" | grep -Eq '^(success|running|failed|pending) '; then
+	if tmux capture-pane -p -t "$session" | grep -Eq "$rowstart"; then
 		break
 	fi
 	sleep 0.2
@@ -100,7 +102,7 @@ fi
 sleep "${TUI_SETTLE:-6}"
 tmux capture-pane -p -t "$session" >"$out"
 cat "$out"
-if ! grep -Eq '^(success|running|failed|pending) |batch_' "$out"; then
+if ! grep -Eq "$rowstart|batch_" "$out"; then
 	echo "tui-demo: the dashboard showed no rows; server log:" >&2
 	tail -20 "$work/server.log" >&2
 	exit 1

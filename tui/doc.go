@@ -1,7 +1,8 @@
 // Package tui is `apollo tui`: the terminal dashboard for the people on
-// call. It shows Tasks, Jobs, Alerts and System tabs, fed by the
-// same WebSocket stream as the web dashboard (docs/stream.md) plus the REST
-// API for job metrics, a task's timeline, alerts and silences.
+// call. It shows Health (the job health board), Tasks, Jobs, Alerts and
+// System tabs, fed by the same WebSocket stream as the web dashboard
+// (docs/stream.md) plus the REST API for job health and metrics, a task's
+// timeline, alerts and silences.
 //
 // It is a Bubble Tea program. Every read, write, dial and HTTP request runs
 // inside a tea.Cmd that a runner tracks, so Run can stop them all and wait;

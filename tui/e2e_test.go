@@ -174,18 +174,25 @@ func TestEndToEnd(t *testing.T) {
 	ls.report(ev("e2e_ok-1", "e2e_ok", 1, apollo.StatusRunning, 0), ev("e2e_fail-1", "e2e_fail", 1, apollo.StatusRunning, 0),
 		ev("e2e_slow-1", "e2e_slow", 1, apollo.StatusRunning, 0))
 	ls.report(ev("e2e_ok-1", "e2e_ok", 2, apollo.StatusSuccess, 120), ev("e2e_fail-1", "e2e_fail", 2, apollo.StatusFailed, 3400))
+	// The job health board, the first tab, refreshes to the failing job
+	// first (the server sorts by badness).
+	w.until(t, "the health board", func(sc screen) bool {
+		return sc.tab == tabHealth && hasRow(sc.text, "failing", "e2e_fail", "failed", "3.4s", "█") && hasRow(sc.text, "ok", "e2e_ok", "success") &&
+			strings.Index(sc.text, "e2e_fail") < strings.Index(sc.text, "e2e_ok")
+	})
+	tm.Send(keyMsg("2"))
 	w.until(t, "the three tasks", func(sc screen) bool {
 		return hasRow(sc.text, "success", "e2e_ok-1") && hasRow(sc.text, "failed", "e2e_fail-1") && hasRow(sc.text, "running", "e2e_slow-1")
 	})
 
-	tm.Send(keyMsg("2"))
+	tm.Send(keyMsg("3"))
 	w.until(t, "the jobs", func(sc screen) bool {
 		return hasRow(sc.text, "e2e_fail", "100%") && hasRow(sc.text, "e2e_ok", "0%") && strings.Contains(sc.text, "e2e_fail · last hour")
 	})
 
 	ls.alerts.publish(apollo.Alert{ID: "a-9", Rule: "e2e_failures", Group: "e2e_", State: apollo.AlertFiring,
 		Severity: apollo.SeverityCritical, Summary: "failed_rate 0.5 > 0.1", StartedAt: time.Now(), FiredAt: time.Now()})
-	tm.Send(keyMsg("3"))
+	tm.Send(keyMsg("4"))
 	w.untilText(t, "e2e_failures")
 	tm.Send(keyMsg("a"))
 	select {
@@ -201,7 +208,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	// The stream restarts; a run finishes meanwhile.
-	tm.Send(keyMsg("1"))
+	tm.Send(keyMsg("2"))
 	ls.hub.Stop()
 	w.untilText(t, "reconnecting in")
 	ls.report(ev("e2e_slow-1", "e2e_slow", 2, apollo.StatusTimeout, 0))

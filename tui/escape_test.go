@@ -53,6 +53,9 @@ func TestScreensEscapeWhatServersSay(t *testing.T) {
 		}
 		m.Update(frameMsg{gen: m.conn.gen, f: f})
 	}
+	m.Update(healthMsg{board: apiclient.HealthBoard{Total: 1, Verdicts: map[apollo.Verdict]int{apollo.Verdict(evil): 1},
+		Jobs: []apiclient.JobHealth{{Name: "job_" + evil, Verdict: apollo.Verdict(evil),
+			LastRun: &apiclient.Run{TaskID: evil, Status: apollo.StatusFailed}, Runs: []apiclient.Run{{TaskID: evil, Status: apollo.StatusFailed}}}}}})
 	m.Update(metricsMsg{page: apiclient.MetricsPage{Jobs: []apiclient.JobRow{{Name: "job_" + evil, Count: 3, Failed: 1}}}})
 	m.Update(seriesMsg{name: "job_" + evil, err: errors.New(evil)})
 	m.Update(alertsMsg{alerts: []apollo.Alert{alert}})

@@ -22,6 +22,10 @@ const (
 // Results of the REST calls.
 type (
 	refreshMsg struct{}
+	healthMsg  struct {
+		board apiclient.HealthBoard
+		err   error
+	}
 	metricsMsg struct {
 		page apiclient.MetricsPage
 		err  error
@@ -89,6 +93,16 @@ func (m *Model) call(f func(ctx context.Context, api *apiclient.Client) tea.Msg)
 	})
 }
 
+func (m *Model) fetchHealth() tea.Cmd {
+	if m.healthGone {
+		return nil
+	}
+	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
+		b, err := api.JobsHealth(ctx, apiclient.HealthQuery{})
+		return healthMsg{board: b, err: err}
+	})
+}
+
 func (m *Model) fetchMetrics() tea.Cmd {
 	window := m.opts.MetricsWindow
 	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
@@ -152,7 +166,7 @@ func (m *Model) fetchSystem() tea.Cmd {
 func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 	switch msg := msg.(type) {
 	case refreshMsg:
-		cmds := []tea.Cmd{m.tick(), m.fetchMetrics(), m.fetchSeries(m.jobs.Selected()), m.fetchAlerts(), m.fetchSilences()}
+		cmds := []tea.Cmd{m.tick(), m.fetchHealth(), m.fetchMetrics(), m.fetchSeries(m.jobs.Selected()), m.fetchAlerts(), m.fetchSilences()}
 		// The stream sends the system stats every few seconds; ask the API
 		// only when it has not (a server with them switched off).
 		if m.now().Sub(m.lastSystem) > 2*m.opts.Refresh {
@@ -160,6 +174,10 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 		}
 		m.paintTasks()
 		return tea.Batch(cmds...), true
+	case healthMsg:
+		m.healthGone = notAvailable(msg.err)
+		m.health.SetBoard(msg.board, msg.err)
+		return nil, true
 	case metricsMsg:
 		m.jobs.SetJobs(msg.page.Window, msg.page.Total, msg.page.Jobs, msg.err)
 		return m.fetchSeriesIfMoved(), true
@@ -227,6 +245,10 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 			t.TaskID = id
 			return taskMsg{id: id, task: t, err: err}
 		})
+	case pages.OpenJob:
+		m.setTab(tabJobs)
+		m.jobs.Select(msg.Name)
+		return m.fetchSeriesIfMoved()
 	case pages.FilterTasks:
 		if msg.Prefix == m.prefix {
 			return nil

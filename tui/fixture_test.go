@@ -83,9 +83,47 @@ func fixtureSeries(name string) string {
 	return string(b)
 }
 
+// fixtureHealth is GET /api/v1/jobs/health for the fixture's jobs, worst
+// first: a strip of runs a minute apart for each, newest last.
+func fixtureHealth() apiclient.HealthBoard {
+	strip := func(n int, pattern ...apollo.Status) []apiclient.Run {
+		rs := make([]apiclient.Run, n)
+		for i := range rs {
+			at := ms(time.Duration(i-n) * time.Minute)
+			rs[i] = apiclient.Run{TaskID: fmt.Sprintf("run-%d", i), Status: pattern[i%len(pattern)], ReportedAt: at, StartedAt: at}
+		}
+		return rs
+	}
+	last := func(st apollo.Status, ago time.Duration, cost int64) *apiclient.Run {
+		return &apiclient.Run{TaskID: "last", Status: st, ReportedAt: ms(-ago) - cost, FinishedAt: ms(-ago), CostMs: cost}
+	}
+	ok, failed, timeout := apollo.StatusSuccess, apollo.StatusFailed, apollo.StatusTimeout
+	return apiclient.HealthBoard{Now: t0.UnixMilli(), Total: 6,
+		Verdicts: map[apollo.Verdict]int{apollo.VerdictFailing: 1, apollo.VerdictTimingOut: 1, apollo.VerdictLate: 1,
+			apollo.VerdictNoRecentRuns: 1, apollo.VerdictOK: 2},
+		Jobs: []apiclient.JobHealth{
+			{Name: "batch_invoices", Verdict: apollo.VerdictFailing, LastRun: last(failed, 40*time.Second, 55_000),
+				UsualCostMs: 505, UsualEveryMs: 30_000, NextRunAt: ms(20 * time.Second), LastSuccessAt: ms(-70 * time.Second),
+				LastRunAt: ms(-95 * time.Second), Runs: strip(50, ok, ok, ok, failed, ok, ok, ok, ok, failed)},
+			{Name: "report_daily", Verdict: apollo.VerdictTimingOut, LastRun: last(timeout, 10*time.Minute, 0),
+				UsualCostMs: 1_200, UsualEveryMs: 3_600_000, LastSuccessAt: ms(-25 * time.Hour), Runs: strip(4, ok, timeout)},
+			{Name: "cleanup_tmp", Verdict: apollo.VerdictLate, LastRun: last(ok, 16*time.Minute, 3),
+				UsualCostMs: 3, UsualEveryMs: 60_000, NextRunAt: ms(-15 * time.Minute), LastSuccessAt: ms(-16 * time.Minute),
+				Runs: append(strip(30, ok), apiclient.Run{TaskID: "cleanup_tmp-77", Status: apollo.StatusPending, Late: true, ReportedAt: ms(-15 * time.Minute)})},
+			{Name: "sync_ledger_with_the_accounting_system_nightly", Verdict: apollo.VerdictNoRecentRuns, LastRun: last(failed, 3*time.Hour, 15_000),
+				UsualCostMs: 12_000, UsualEveryMs: 1_800_000, LastSuccessAt: ms(-4 * time.Hour), Runs: strip(6, ok, ok, failed)},
+			{Name: "batch_orders", Verdict: apollo.VerdictOK, LastRun: last(ok, 26*time.Hour, 850),
+				UsualCostMs: 301, UsualEveryMs: 10_000, Running: 1, RunningSince: ms(-12 * time.Second), LastSuccessAt: ms(-26 * time.Hour),
+				Runs: append(strip(49, ok), apiclient.Run{TaskID: "batch_orders-0042", Status: apollo.StatusRunning, ReportedAt: ms(-12 * time.Second)})},
+			{Name: "etl_sales", Verdict: apollo.VerdictOK, LastRun: last(ok, 2*time.Minute, 181_250),
+				UsualCostMs: 180_000, UsualEveryMs: 300_000, LastSuccessAt: ms(-2 * time.Minute), Runs: strip(12, ok)},
+		}}
+}
+
 const fixtureSystem = `{"bus":{"accepted":120345,"duplicate":12,"illegal":3,"refused":0,"tasks":1842,"queued":0,"holding":0,"holdLimit":10000,"lastLSN":120360},
 "stream":{"clients":2,"groups":2,"cursor":98001,"changes":98001,"messages":40210,"resyncs":0},
-"wal":{"segments":3,"bytes":10485760,"lastSync":"2026-11-29T09:59:59Z"}}`
+"wal":{"segments":3,"bytes":10485760,"lastSync":"2026-11-29T09:59:59Z"},
+"notifications":{"channels":{"console":{"queueLen":0,"queued":3,"sent":3},"dingtalk":{"queueLen":1,"queued":1,"sent":0}},"unknownChannel":0}}`
 
 const fixtureSilences = `{"silences":[{"id":"s-1","rule":"etl_slow","prefix":"etl_","endsAt":"2026-11-29T14:00:00Z","createdBy":"oscar","comment":"backfill running until 14:00"}]}`
 
@@ -151,6 +189,7 @@ type serverConn struct {
 
 func newFakeServer(t *testing.T) *fakeServer {
 	fs := &fakeServer{t: t, conns: make(chan *serverConn, 4), reqs: make(chan recorded, 64), dials: make(chan struct{}, 64), routes: map[string]string{
+		"GET /api/v1/jobs/health":               mustJSON(fixtureHealth()),
 		"GET /api/v1/metrics":                   fixtureMetrics,
 		"GET /api/v1/alerts":                    `{"alerts":` + mustJSON(fixtureAlerts()) + `}`,
 		"GET /api/v1/silences":                  fixtureSilences,

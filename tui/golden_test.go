@@ -38,6 +38,7 @@ func newLoaded(t *testing.T, width, height int, noColor bool) *Model {
 	if err := json.Unmarshal([]byte(fixtureMetrics), &mp); err != nil {
 		t.Fatal(err)
 	}
+	m.Update(healthMsg{board: fixtureHealth()})
 	m.Update(metricsMsg{page: mp})
 	var series struct{ Points []apiclient.JobRow }
 	if err := json.Unmarshal([]byte(fixtureSeries(m.jobs.Selected())), &series); err != nil {
@@ -53,10 +54,10 @@ func newLoaded(t *testing.T, width, height int, noColor bool) *Model {
 	return m
 }
 
-// TestGolden draws every tab at 80×24 and 120×40 from the fixture. Rewrite
-// the files with: go test ./tui -run TestGolden -update
+// TestGolden draws every tab at 80×24, 120×40 and 160×45 from the
+// fixture. Rewrite the files with: go test ./tui -run TestGolden -update
 func TestGolden(t *testing.T) {
-	for _, size := range [][2]int{{80, 24}, {120, 40}} {
+	for _, size := range [][2]int{{80, 24}, {120, 40}, {160, 45}} {
 		m := newLoaded(t, size[0], size[1], false)
 		for tb := range numTabs {
 			name := fmt.Sprintf("%s-%dx%d", strings.ToLower(tabNames[tb]), size[0], size[1])
@@ -67,6 +68,18 @@ func TestGolden(t *testing.T) {
 				golden.RequireEqual(t, out)
 			})
 		}
+		// The silence form: its hint names its own keys, not the tabs'.
+		t.Run(fmt.Sprintf("silence-%dx%d", size[0], size[1]), func(t *testing.T) {
+			m.tab = tabAlerts
+			m.Update(tea.KeyPressMsg{Code: 's', Text: "s"})
+			out := ansi.Strip(m.render())
+			checkSize(t, out, size[0], size[1])
+			golden.RequireEqual(t, out)
+			if strings.Contains(out, "next tab") {
+				t.Error("the silence form's hint offers the tab key for the next tab")
+			}
+			m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+		})
 		t.Run(fmt.Sprintf("timeline-%dx%d", size[0], size[1]), func(t *testing.T) {
 			m.tab = tabTasks
 			m.tasks.SetSize(m.width, m.height-chrome)

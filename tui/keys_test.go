@@ -11,6 +11,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // session is a dashboard running as a real Bubble Tea program against a
@@ -25,8 +26,9 @@ type session struct {
 }
 
 // start runs the dashboard, accepts its stream connection, says hello and
-// sends the fixture's snapshot and alerts; it returns once the tasks are
-// on the screen.
+// sends the fixture's snapshot and alerts; the job health board, the first
+// tab, shows the fixture's; then it goes to the Tasks tab and returns once
+// the tasks are on the screen.
 func start(t *testing.T, edit func(*Options)) *session {
 	t.Helper()
 	s := &session{t: t, srv: newFakeServer(t), clock: apollo.NewFakeClock(t0)}
@@ -54,6 +56,8 @@ func start(t *testing.T, edit func(*Options)) *session {
 	for _, a := range fixtureAlerts() {
 		s.conn.send(alertJSON(a))
 	}
+	s.w.until(t, "the health board", func(sc screen) bool { return sc.tab == tabHealth && hasRow(sc.text, "failing", "batch_invoices") })
+	s.press("2")
 	s.w.untilText(t, "batch_orders-0041")
 	return s
 }
@@ -130,13 +134,16 @@ func TestKeysTabs(t *testing.T) {
 		{"tab", tabJobs, "RUNS/MIN"},
 		{"tab", tabAlerts, "batch_failures"},
 		{"tab", tabSystem, "stream clients"},
+		{"tab", tabHealth, "RECENT RUNS"},
 		{"tab", tabTasks, "STARTED"},
+		{"shift+tab", tabHealth, "no recent runs"},
 		{"shift+tab", tabSystem, "stream clients"},
 		{"shift+tab", tabAlerts, "SEVERITY"},
-		{"1", tabTasks, "STARTED"},
-		{"4", tabSystem, "holdLimit"},
-		{"2", tabJobs, "last hour"},
-		{"3", tabAlerts, "Silences (1)"},
+		{"2", tabTasks, "STARTED"},
+		{"5", tabSystem, "holdLimit"},
+		{"3", tabJobs, "last hour"},
+		{"4", tabAlerts, "Silences (1)"},
+		{"1", tabHealth, "batch_invoices · last success"},
 	}
 	for _, st := range steps {
 		s.press(st.key)
@@ -191,7 +198,7 @@ func TestKeysEnterShowsTimeline(t *testing.T) {
 func TestKeysAck(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	s.press("3")
+	s.press("4")
 	s.w.untilText(t, "batch_failures")
 	s.press("a") // the firing alert is first
 	if m := s.conn.expect(); m["type"] != "ack" || m["alert"] != "a-1" {
@@ -223,10 +230,14 @@ func TestKeysAck(t *testing.T) {
 func TestKeysSilence(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	s.press("3")
+	s.press("4")
 	s.w.untilText(t, "batch_failures")
 	s.press("s")
-	s.w.untilText(t, "Silence batch_failures")
+	// The hint names the form's keys: tab goes to the next field here, not
+	// to the next tab (issue 21: it offered both).
+	if sc := s.w.untilText(t, "Silence batch_failures"); !strings.Contains(sc.text, "tab next field") || strings.Contains(sc.text, "next tab") {
+		t.Errorf("the form's hint:\n%s", sc.text)
+	}
 	// The duration field starts at 1h: replace it with 4h, then comment.
 	s.tm.Send(tea.KeyPressMsg{Code: tea.KeyBackspace})
 	s.tm.Send(tea.KeyPressMsg{Code: tea.KeyBackspace})
@@ -258,4 +269,34 @@ func TestKeysQuit(t *testing.T) {
 			s.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 		})
 	}
+}
+
+// The health board, the first tab, is fetched again on every refresh, and
+// enter takes the selected job to the Jobs tab, selected there.
+func TestKeysHealth(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	s.srv.request("GET /api/v1/jobs/health")
+	s.press("1")
+	s.w.until(t, "the board", func(sc screen) bool { return sc.tab == tabHealth && hasRow(sc.text, "failing", "batch_invoices") })
+	// A refresh reads the board again: the job now succeeds.
+	board := fixtureHealth()
+	board.Jobs[0].Verdict = apollo.VerdictOK
+	board.Verdicts = map[apollo.Verdict]int{apollo.VerdictOK: 6}
+	s.srv.mu.Lock()
+	s.srv.routes["GET /api/v1/jobs/health"] = mustJSON(board)
+	s.srv.mu.Unlock()
+	// Armed: the stream's read watchdog and the refresh timer.
+	if !s.clock.BlockUntil(2, testwait.Timeout(t)) {
+		t.Fatal("no refresh timer armed")
+	}
+	s.clock.Advance(10 * time.Second)
+	s.srv.request("GET /api/v1/jobs/health")
+	s.w.until(t, "the board read again", func(sc screen) bool {
+		return hasRow(sc.text, "ok", "batch_invoices") && strings.Contains(sc.text, "6 ok")
+	})
+	s.press("j", "j", "j", "j", "enter") // batch_orders
+	s.w.until(t, "batch_orders in the Jobs tab", func(sc screen) bool {
+		return sc.tab == tabJobs && strings.Contains(sc.text, "batch_orders · last hour")
+	})
 }

@@ -31,6 +31,7 @@ type page interface {
 }
 
 var (
+	_ page = (*pages.Health)(nil)
 	_ page = (*pages.Tasks)(nil)
 	_ page = (*pages.Jobs)(nil)
 	_ page = (*pages.Alerts)(nil)
@@ -40,14 +41,15 @@ var (
 type tab int
 
 const (
-	tabTasks tab = iota
+	tabHealth tab = iota
+	tabTasks
 	tabJobs
 	tabAlerts
 	tabSystem
 	numTabs
 )
 
-var tabNames = [numTabs]string{"Tasks", "Jobs", "Alerts", "System"}
+var tabNames = [numTabs]string{"Health", "Tasks", "Jobs", "Alerts", "System"}
 
 // chrome is the lines around a page: header and tabs above, the notice
 // and the key hints below.
@@ -62,6 +64,7 @@ type Model struct {
 	st   *components.Styles
 	host string
 
+	health *pages.Health
 	tasks  *pages.Tasks
 	jobs   *pages.Jobs
 	alerts *pages.Alerts
@@ -80,6 +83,7 @@ type Model struct {
 	prefix string // the task filter the stream was asked for
 
 	seriesFor     string
+	healthGone    bool // GET /api/v1/jobs/health is 404: stop asking
 	alertsGone    bool // GET /api/v1/alerts is 404: stop asking
 	silencesGone  bool
 	lastSystem    time.Time
@@ -104,6 +108,7 @@ func New(opts Options) (*Model, error) {
 		run:    newRunner(),
 		api:    api,
 		st:     st,
+		health: pages.NewHealth(env),
 		tasks:  pages.NewTasks(env),
 		jobs:   pages.NewJobs(env),
 		alerts: pages.NewAlerts(env),
@@ -114,7 +119,7 @@ func New(opts Options) (*Model, error) {
 	if u, err := url.Parse(opts.Server); err == nil {
 		m.host = u.Host
 	}
-	m.pages = [numTabs]page{m.tasks, m.jobs, m.alerts, m.system}
+	m.pages = [numTabs]page{m.health, m.tasks, m.jobs, m.alerts, m.system}
 	m.help.Styles.ShortKey = st.Key
 	m.help.Styles.FullKey = st.Key
 	m.help.Styles.ShortDesc = st.Muted
@@ -136,7 +141,7 @@ func (m *Model) Close() { m.run.Close() }
 
 // Init starts connecting and the first fetches.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.dial(), m.fetchMetrics(), m.fetchAlerts(), m.fetchSilences(), m.fetchSystem(), m.tick())
+	return tea.Batch(m.dial(), m.fetchHealth(), m.fetchMetrics(), m.fetchAlerts(), m.fetchSilences(), m.fetchSystem(), m.tick())
 }
 
 // Update handles one message.
@@ -242,10 +247,11 @@ func (m *Model) render() string {
 	}
 	bodyH := max(m.height-chrome, 3)
 	var body string
+	p := m.pages[m.tab]
 	if m.showHelp {
-		body = m.st.Bold.Render("Keys") + "\n\n" + m.help.FullHelpView(helpKeys{m.pages[m.tab].Keys(true)}.FullHelp())
+		body = m.st.Bold.Render("Keys") + "\n\n" + m.help.FullHelpView(helpKeys{page: p.Keys(true)}.FullHelp())
 	} else {
-		body = m.pages[m.tab].View()
+		body = p.View()
 	}
 	lines := []string{m.header(), m.tabBar()}
 	lines = append(lines, fitLines(body, m.width, bodyH)...)
@@ -257,7 +263,7 @@ func (m *Model) render() string {
 		}
 		notice = st.Render(components.Truncate(m.notice, m.width))
 	}
-	lines = append(lines, notice, components.Truncate(m.help.ShortHelpView(helpKeys{m.pages[m.tab].Keys(false)}.ShortHelp()), m.width))
+	lines = append(lines, notice, components.Truncate(m.help.ShortHelpView(helpKeys{page: p.Keys(false), typing: p.Typing()}.ShortHelp()), m.width))
 	return strings.Join(lines, "\n")
 }
 

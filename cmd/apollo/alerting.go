@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 
@@ -113,6 +115,13 @@ func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, dis
 		return nil, err
 	}
 	if err := loader.Load(); err != nil {
+		var pe *fs.PathError
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w (create it, or start without --rules)", err)
+		case errors.As(err, &pe):
+			return nil, err // it says "rules file PATH: why"
+		}
 		return nil, fmt.Errorf("rules: %w", err)
 	}
 	return loader, nil

@@ -182,6 +182,11 @@ func roundTripTenant(t *testing.T, ctx context.Context, srv *roundTripServer, h 
 	_, err = c.Ack(ctx, alerts[0].ID)
 	sameAnswer[apiclient.AckAnswer](t, rec, err, "POST /api/v1/alerts/{id}/ack")
 	sameAnswer[apiclient.Removed](t, rec, c.RemoveSilence(ctx, sil.ID), "DELETE /api/v1/silences/{id}")
+	at, err := c.TestChannel(ctx, "hook")
+	sameAnswer[apiclient.ChannelTest](t, rec, err, "POST /api/v1/channels/{name}/test")
+	if at.Outcome != "sent" || at.Tenant != tenant {
+		t.Errorf("tenant %s: channel test %+v", tenant, at)
+	}
 
 	// The rest of the stream: the alert's changes came meanwhile; an ack
 	// answered, a message refused, the system figures and a heartbeat.

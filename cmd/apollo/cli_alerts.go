@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,7 +25,9 @@ func newAlertsCmd() *cobra.Command {
 		Use:   "alerts",
 		Short: "List alerts: firing, pending, resolved",
 		Long: `List the alerts the server holds: one per episode of a rule's condition for
-one group (the rule's prefix, or one job with BY: name), newest first.
+one group (the rule's prefix, or one job with BY: name). Firing alerts come
+first, then pending, then resolved; newest first within each. SINCE is when
+the alert entered its state.
 
 Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags, 4 the token
 may not read alerts.`,
@@ -47,21 +52,17 @@ may not read alerts.`,
 			if a.json() {
 				return printAnswer(cmd.OutOrStdout(), apiclient.AlertList{Alerts: alerts})
 			}
-			sort.SliceStable(alerts, func(i, j int) bool { return alerts[i].StartedAt.After(alerts[j].StartedAt) })
+			slices.SortFunc(alerts, func(a, b apiclient.Alert) int { return apollo.CompareAlerts(&a.Alert, &b.Alert) })
 			t := newTable(cmd.OutOrStdout(), "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "NOTE", "SUMMARY")
 			for _, al := range alerts {
-				since := al.StartedAt
-				if !al.FiredAt.IsZero() {
-					since = al.FiredAt
-				}
-				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(since), alertNote(&al), clip(al.Summary, 80))
+				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(al.Since()), alertNote(&al), clip(al.Summary, 80))
 			}
 			return t.flush()
 		},
 	}
 	a.register(cmd)
 	cmd.Flags().StringVar(&state, "state", "", "only alerts in this state: pending, firing or resolved")
-	return cliCmd(cmd)
+	return cmd
 }
 
 // alertNote says who is on it, or that nobody will be told.
@@ -87,7 +88,7 @@ resolves. Needs the operator role; recorded with your token's name.
 Exit codes: 0 ok, 1 server unreachable or failing, 2 the alert cannot be
 acknowledged (already resolved), 3 no such alert, 4 the token lacks the
 operator role.`,
-		Example: `  apollo ack 01JDX3K2N8`,
+		Example: `  apollo ack a4a86cd8c21818db`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -106,7 +107,7 @@ operator role.`,
 		},
 	}
 	a.register(cmd)
-	return cliCmd(cmd)
+	return cmd
 }
 
 // matchers prints what a silence matches, e.g. rule=x prefix=batch_ env=prod.
@@ -138,7 +139,7 @@ Silenced alerts still change state and show in "apollo alerts".`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newSilenceAddCmd(), newSilenceListCmd(), newSilenceRmCmd())
-	return cliCmd(cmd)
+	return cmd
 }
 
 func newSilenceAddCmd() *cobra.Command {
@@ -190,6 +191,9 @@ server refused the silence, 4 the token lacks the operator role.`,
 			if err != nil {
 				return err
 			}
+			if rule != "" {
+				warnNoRule(cmd.Context(), c, cmd.ErrOrStderr(), rule)
+			}
 			if a.json() {
 				return printAnswer(cmd.OutOrStdout(), apiclient.SilenceAnswer{Silence: s})
 			}
@@ -205,6 +209,33 @@ server refused the silence, 4 the token lacks the operator role.`,
 	fl.DurationVar(&dur, "for", 0, "how long, from now (required), e.g. 2h")
 	fl.StringVar(&comment, "comment", "", "why (required)")
 	return cmd
+}
+
+// warnNoRule warns when no rule of the server is named rule: most likely
+// a typo, though a silence may wait for a rule to come. Nothing is said
+// when the rules cannot be read.
+func warnNoRule(ctx context.Context, c *apiclient.Client, w io.Writer, rule string) {
+	rs, err := c.Rules(ctx)
+	if err != nil {
+		return
+	}
+	names := make([]string, 0, len(rs.Rules))
+	for _, r := range rs.Rules {
+		if r.Name == rule {
+			return
+		}
+		names = append(names, r.Name)
+	}
+	const most = 10
+	list := "there are none"
+	if len(names) > 0 {
+		if len(names) > most {
+			names = append(names[:most], "…")
+		}
+		list = "the rules: " + strings.Join(names, ", ")
+	}
+	fmt.Fprintf(w, "apollo: warning: no rule is named %q (%s; apollo rules list shows them); the silence holds all the same\n",
+		rule, components.Escape(list))
 }
 
 func newSilenceListCmd() *cobra.Command {
@@ -243,7 +274,7 @@ func newSilenceRmCmd() *cobra.Command {
 		Use:     "rm ID",
 		Short:   "Remove a silence: its alerts notify again",
 		Long:    "Remove a silence. Needs the operator role; audited. Exit 3 when there is no such silence.",
-		Example: `  apollo silence rm 01JDX4Q7ZP`,
+		Example: `  apollo silence rm 13aa56512617bcba`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()

@@ -55,10 +55,20 @@ func cliFailure(err error) error {
 	case errors.Is(err, apiclient.ErrNoRoute):
 		return &exitError{code: exitServer, err: err}
 	case errors.As(err, &ae):
+		ae.Err.Hint = cliHints.Replace(ae.Err.Hint)
 		return &exitError{code: exitFor(ae.Err.Code), err: err}
 	}
 	return err
 }
+
+// cliHints turn the routes the server's hints name (it speaks to every
+// client) into the commands that do the same here.
+var cliHints = strings.NewReplacer(
+	"with GET /api/v1/alerts", "with apollo alerts",
+	"with GET /api/v1/jobs", "with apollo job list",
+	"with GET /api/v1/silences", "with apollo silence list",
+	"one job's series at /api/v1/metrics/{name}", "one job's series (apollo job NAME)",
+)
 
 // usageError is a mistake in the command line: exit 2.
 func usageError(format string, args ...any) error {

@@ -49,5 +49,5 @@ Exit codes: 0 ok, 2 unknown shell.`,
 			return root.GenPowerShellCompletionWithDesc(out)
 		},
 	}
-	return cliCmd(cmd)
+	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
 )
@@ -60,7 +62,7 @@ may not read metrics.`,
 	a.register(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only jobs whose name starts with this")
 	cmd.Flags().DurationVar(&window, "window", 5*time.Minute, "how far back to count")
-	return cliCmd(cmd)
+	return cmd
 }
 
 func newJobCmd() *cobra.Command {
@@ -98,6 +100,9 @@ job (or no scheduler in the server), 4 the token lacks the role.`,
 			if err != nil {
 				return err
 			}
+			if err := knownJob(cmd.Context(), c, args[0], ans.Points); err != nil {
+				return err
+			}
 			if a.json() {
 				return printAnswer(cmd.OutOrStdout(), ans)
 			}
@@ -108,7 +113,25 @@ job (or no scheduler in the server), 4 the token lacks the role.`,
 	cmd.Flags().DurationVar(&window, "window", time.Hour, "how far back to show")
 	cmd.Flags().DurationVar(&step, "step", time.Minute, "the time one sparkline character covers")
 	cmd.AddCommand(newJobListCmd(), newJobActionCmd("run"), newJobActionCmd("pause"), newJobActionCmd("resume"))
-	return cliCmd(cmd)
+	return cmd
+}
+
+// knownJob returns a not-found error for a job that has never reported a
+// run: the series of any name is all zeros, so an empty one asks the job
+// health, which knows every job that ran lately. A server without job
+// health leaves the empty series be.
+func knownJob(ctx context.Context, c *apiclient.Client, name string, pts []apiclient.JobRow) error {
+	for _, p := range pts {
+		if p.Count+p.Started+p.Running+p.Backlog+p.Missed > 0 {
+			return nil
+		}
+	}
+	_, err := c.JobsHealth(ctx, apiclient.HealthQuery{Job: name, Limit: 1})
+	var ae *apollo.Error
+	if errors.As(err, &ae) && ae.Code == apollo.ENOTFOUND && ae.Field == "job" {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("no job %q has reported a run (apollo jobs lists the jobs that did)", name)}
+	}
+	return nil
 }
 
 // printSeries prints a job's totals over the points, and its sparklines.
@@ -201,24 +224,34 @@ func newJobListCmd() *cobra.Command {
 				if len(j.After) > 0 {
 					sch = strings.TrimSpace(sch + " after " + strings.Join(j.After, ","))
 				}
-				state := "active"
-				switch {
-				case j.Running > 0:
-					state = fmt.Sprintf("running (%d)", j.Running)
-				case j.Paused:
-					state = "paused"
-				}
+
 				last := "-"
 				if j.LastStatus.Valid() {
 					last = j.LastStatus.String()
 				}
-				t.row(j.Name, orDash(sch), fmtTime(j.Next), last, fmtTime(j.LastAt), orDash(j.LastTaskID), state)
+				t.row(j.Name, orDash(sch), fmtTime(j.Next), last, fmtTime(j.LastAt), orDash(j.LastTaskID), jobState(&j))
 			}
 			return t.flush()
 		},
 	}
 	a.register(cmd)
 	return cmd
+}
+
+// jobState is a scheduled job's STATE: paused or active, and its runs in
+// progress (a pause stops the schedule, not the run going on).
+func jobState(j *apollo.ScheduledJob) string {
+	var parts []string
+	if j.Paused {
+		parts = append(parts, "paused")
+	}
+	if j.Running > 0 {
+		parts = append(parts, fmt.Sprintf("running (%d)", j.Running))
+	}
+	if len(parts) == 0 {
+		return "active"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // jobActions are the job actions: their one-line help, and their call.

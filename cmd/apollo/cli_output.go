@@ -156,11 +156,23 @@ func orDash(s string) string {
 }
 
 // cliCmd makes cmd and its subcommands answer usage mistakes with exit
-// code 2: bad flags, and the wrong number of arguments.
+// code 2 (docs/cli.md): bad flags, the wrong number of arguments, and an
+// unknown subcommand. newRootCmd applies it to the whole tree once.
 func cliCmd(cmd *cobra.Command) *cobra.Command {
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		// A group of commands: alone it shows its help; with a word it
+		// does not know, it says so (cobra would show the help and exit 0).
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			return unknownCommand(c, args[0])
+		}
+	}
 	if args := cmd.Args; args != nil {
 		cmd.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {
@@ -173,6 +185,19 @@ func cliCmd(cmd *cobra.Command) *cobra.Command {
 		cliCmd(sub)
 	}
 	return cmd
+}
+
+// unknownCommand is the usage error of a word that names no subcommand
+// of c, with the ones it may have meant.
+func unknownCommand(c *cobra.Command, word string) error {
+	hint := "see " + c.CommandPath() + " --help"
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's own default
+	}
+	if s := c.SuggestionsFor(word); len(s) > 0 {
+		hint = "did you mean " + strings.Join(s, " or ") + "? " + hint
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("unknown command %q for %q (%s)", word, c.CommandPath(), hint)}
 }
 
 // plural is "1 job", "2 jobs".

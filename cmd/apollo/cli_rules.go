@@ -29,7 +29,7 @@ func addRulesServerCmds(root *cobra.Command) {
 		rules = &cobra.Command{Use: "rules", Short: "Alert rules: list and apply the server's", Args: cobra.NoArgs}
 		root.AddCommand(rules)
 	}
-	rules.AddCommand(cliCmd(newRulesListCmd()), cliCmd(newRulesApplyCmd()))
+	rules.AddCommand(newRulesListCmd(), newRulesApplyCmd())
 }
 
 func newRulesListCmd() *cobra.Command {

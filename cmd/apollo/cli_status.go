@@ -66,7 +66,7 @@ Exit codes: 0 ready, 1 not ready or unreachable, 2 bad flags.`,
 		},
 	}
 	a.register(cmd)
-	return cliCmd(cmd)
+	return cmd
 }
 
 func printStatus(w io.Writer, base, health, ready string, system json.RawMessage, sysErr error) {

@@ -86,7 +86,7 @@ may not read tasks.`,
 	fl.DurationVar(&since, "since", 0, "only tasks updated within this long, e.g. 1h")
 	fl.IntVar(&limit, "limit", 50, "show at most this many tasks")
 	fl.BoolVar(&all, "all", false, "show every matching task, following the pages")
-	return cliCmd(cmd)
+	return cmd
 }
 
 // listTasks fetches up to want tasks (every one when want < 0), page by
@@ -159,7 +159,7 @@ such task, 4 the token may not read tasks.`,
 	a.register(cmd)
 	cmd.Flags().BoolVar(&wide, "wide", false, "do not shorten the extra column")
 	cmd.AddCommand(newTaskFixCmd(), newTaskBlockCmd())
-	return cliCmd(cmd)
+	return cmd
 }
 
 // printTask prints the state as "field value" lines, then the timeline.

@@ -29,8 +29,9 @@ func newDemoCmd() *cobra.Command {
 		Long: `Start the all-in-one server with the scheduler running sample jobs (some
 succeed, one fails often, one hangs until its timeout), a legacy cron that
 starts late, sample alert rules (the seed's among them) and channels that
-print to this terminal. Open the dashboard it prints; an alert fires within
-a minute. Ctrl-C stops it cleanly.
+print to this terminal, one line a message naming its channel. Open the
+dashboard it prints; an alert fires within a minute. Ctrl-C stops it
+cleanly.
 
 The data directory is temporary unless --data is given.`,
 		Example: `  apollo demo
@@ -63,14 +64,15 @@ The data directory is temporary unless --data is given.`,
   API:        curl -s http://%[1]s/api/v1/metrics | head
   Jobs:       %[2]s    Rules: %[3]s
 
-  Notifications print below. Ctrl-C to stop.
+  Notifications print below, one line each, naming the channel they are
+  for; the dashboard shows each alert whole, with its history. Ctrl-C to stop.
 
 `, addr, cfg.Jobs, cfg.Rules)
 				go legacyCron(ctx, "http://"+addr)
 			}})
 		},
 	}
-	f.register(cmd)
+	f.register(cmd, "(default: a temporary directory, removed when the demo stops; with --config, the file's data:)")
 	return cmd
 }
 
@@ -95,9 +97,11 @@ func setUpDemo(cfg *config.Config) error {
 	if cfg.Channels == nil {
 		cfg.Channels = map[string]map[string]any{}
 	}
+	// The dingtalk and email of the sample rules print here too, a line a
+	// message: the terminal stays readable for the banner above.
 	for _, name := range []string{"console", "dingtalk", "email"} {
 		if _, ok := cfg.Channels[name]; !ok {
-			cfg.Channels[name] = map[string]any{"type": "console"}
+			cfg.Channels[name] = map[string]any{"type": "console", "body": "line"}
 		}
 	}
 	cfg.Alert.Interval = config.Duration(5 * time.Second)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo"
-
+	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/sched"
 )
@@ -26,6 +30,32 @@ func TestDemoFilesParse(t *testing.T) {
 	}
 	if len(rs) != 5 {
 		t.Errorf("%d rules", len(rs))
+	}
+}
+
+// The demo's channels print to one terminal: a message is one line that
+// names its channel, so that a few minutes of alerts do not scroll the
+// banner away (issue 21).
+func TestDemoConsoleIsOneLineAChannel(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Data = t.TempDir()
+	if err := setUpDemo(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{"console", "dingtalk", "email"} {
+		out.Reset()
+		if _, err := d.Test(context.Background(), ch); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`^\d\d:\d\d:\d\d ` + ch + `: \[TEST\] [^\n]+\n$`).MatchString(out.String()) {
+			t.Errorf("channel %s printed %q, want one line naming it", ch, out.String())
+		}
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/notify/webhook"
 	"github.com/apollo-11/apollo/redisstore"
@@ -429,4 +432,46 @@ func TestAlertProcessCatchesUpWithSavedRules(t *testing.T) {
 		d.fail(tenant, tenant+"_load")
 	}
 	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
+}
+
+// A channel test through the API (POST /api/v1/channels/{name}/test)
+// reaches the channel as the tenant's, and its audit entry is kept across
+// kill -9, each tenant's in its own log. The three-process bus sends no
+// notifications: it says where to test instead (issue 21).
+func TestChannelTestsSurviveKill(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		if d.three {
+			var e struct{ Error apollo.Error }
+			d.do("acme", "POST", "/api/v1/channels/hook/test", "", &e, 404)
+			if !strings.Contains(e.Error.Hint, "--config") {
+				t.Errorf("the bus's answer does not say where to test: %+v", e.Error)
+			}
+			return
+		}
+		for _, tenant := range tenants {
+			var ans apiclient.ChannelTest
+			d.do(tenant, "POST", "/api/v1/channels/hook/test", "", &ans, 200)
+			if a := ans.Attempt; a.Outcome != "sent" || a.Tenant != tenant || a.Channel != "hook" {
+				t.Fatalf("tenant %s: %+v", tenant, a)
+			}
+			h.await(t, 30*time.Second, tenant+"'s test", func(p webhook.ApolloPayload) bool {
+				return string(p.Kind) == "test" && p.Alert.Tenant == tenant
+			})
+		}
+		d.do("globex", "POST", "/api/v1/channels/nosuch/test", "", nil, 404)
+		d.crash()
+		for _, tenant := range tenants {
+			var l struct{ Entries []audit.Entry }
+			d.do(tenant, "GET", "/api/v1/audit", "", &l, 200)
+			var mine []audit.Entry
+			for _, e := range l.Entries {
+				if e.Action == "channel.test" {
+					mine = append(mine, e)
+				}
+			}
+			if len(mine) != 1 || mine[0].Target != "hook" || mine[0].Actor != tenant+"-admin" || !strings.HasPrefix(mine[0].Detail, "sent in ") {
+				t.Errorf("tenant %s: channel tests in the audit log after kill -9: %+v, want its one test of hook", tenant, mine)
+			}
+		}
+	})
 }

@@ -111,7 +111,7 @@ timed out; 126 when it could not be started, 127 when it was not found;
 	fl.DurationVar(&timeout, "timeout", 0, "stop the command after this long and report timeout (0: never)")
 	fl.DurationVar(&grace, "kill-grace", 10*time.Second, "after SIGTERM, wait this long before SIGKILL")
 	fl.StringVar(&spool, "spool", defaultSpoolDir(), `keep unsent events here for the next apollo exec ("" for none)`)
-	return cliCmd(cmd)
+	return cmd
 }
 
 // defaultSpoolDir is $XDG_CACHE_HOME/apollo/spool, else ~/.cache/apollo/spool.

@@ -14,9 +14,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/notify/channels"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 // buildDispatcher makes the delivery pipeline for the configured channels.
@@ -48,46 +50,86 @@ func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, co
 
 func newNotifyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "notify", Short: "Work with notification channels"}
-	var configFile string
+	var (
+		a          apiCmd
+		configFile string
+	)
 	test := &cobra.Command{
 		Use:   "test CHANNEL",
 		Short: "Send a test message through a channel and print the outcome",
-		Long: `Send one test message through a channel configured in apollo.yaml, right now
-(no queue, no retries), and print what happened. Exit code 0 when the channel
-accepted it, 1 otherwise. Secrets in the configuration are never printed.`,
-		Example: `  apollo notify test oncall-ding --config /etc/apollo/apollo.yaml`,
-		Args:    cobra.ExactArgs(1),
+		Long: `Send one test message through one of the server's channels, right now (no
+queue, no retries), and print what happened: the channel as the running
+server has it, with its secrets. A tenant's token tests the tenant's own
+channels and the shared ones. Needs the operator role; audited, and listed
+in the delivery record.
+
+With --config, no server is asked: the channel is built from that file on
+this machine (a console channel prints here), which checks a configuration
+before a server uses it, and is the way in the three-process mode, whose
+alert processes serve no API.
+
+Exit codes: 0 the channel took the message, 1 it did not (or the server
+failed), 2 bad flags, 3 no such channel, 4 the token lacks the role.
+Secrets are never printed.`,
+		Example: `  apollo notify test oncall-ding
+  apollo notify test oncall-ding --config /etc/apollo/apollo.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := config.Default()
+			name, out := args[0], cmd.OutOrStdout()
+			var (
+				at  apollo.Attempt
+				err error
+			)
 			if configFile != "" {
-				var err error
-				if cfg, err = config.Load(configFile, os.Getenv); err != nil {
+				at, err = testLocalChannel(cmd.Context(), configFile, name, out)
+			} else {
+				var c *apiclient.Client
+				if c, err = a.client(); err != nil {
 					return err
 				}
+				at, err = c.TestChannel(cmd.Context(), name)
 			}
-			d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
-			if !slices.Contains(d.Channels(), args[0]) {
-				return fmt.Errorf("no channel %q in %s (channels: %v)", args[0], orDefault(configFile, "the defaults"), d.Channels())
+			if a.json() {
+				if err := printAnswer(out, apiclient.ChannelTest{Attempt: at}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "%s: %s in %v\n", components.Escape(name), at.Outcome, at.Latency.Round(time.Millisecond))
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			a, err := d.Test(ctx, args[0])
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s in %v\n", args[0], a.Outcome, a.Latency.Round(time.Millisecond))
-			if a.Outcome != "sent" {
-				return &exitError{code: 1, err: fmt.Errorf("%s: %s", args[0], a.Error)}
+			if at.Outcome != notify.OutcomeSent {
+				return &exitError{code: exitServer, err: fmt.Errorf("%s: %s", name, orDefault(at.Error, at.Outcome))}
 			}
 			return nil
 		},
 	}
-	test.Flags().StringVarP(&configFile, "config", "c", "", "configuration file with the channels")
+	a.register(test)
+	test.Flags().StringVarP(&configFile, "config", "c", "", "test a channel of this configuration file from here, without a server")
 	cmd.AddCommand(test)
 	return cmd
+}
+
+// testLocalChannel sends the test through a channel built from the
+// configuration file, from this process: a failed channel is an attempt
+// whose outcome says so, a channel the file lacks is not found.
+func testLocalChannel(ctx context.Context, configFile, name string, console io.Writer) (apollo.Attempt, error) {
+	cfg, err := config.Load(configFile, os.Getenv)
+	if err != nil {
+		return apollo.Attempt{}, err
+	}
+	d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), console)
+	if err != nil {
+		return apollo.Attempt{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	at, err := d.Test(ctx, name)
+	if at.ID == "" && err != nil {
+		return at, &exitError{code: exitFor(apollo.ErrorCode(err)), err: fmt.Errorf("%s: %w", configFile, err)}
+	}
+	return at, nil
 }
 
 func orDefault(s, def string) string {

@@ -232,7 +232,7 @@ the configuration are per node. See docs/scale-out.md.`,
 			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout(), redis: c})
 		},
 	}
-	f.register(cmd)
+	f.register(cmd, defaultDataHelp)
 	fl := cmd.Flags()
 	fl.StringVar(&redisURL, "redis", "", "Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://)")
 	fl.StringVar(&nf.natsURL, "nats", "", "scale-out mode: NATS server URL(s), comma-separated, with JetStream")

@@ -26,7 +26,7 @@ Start here:
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
 		newStatusCmd(), newCompletionCmd(), newTUICmd())
 	addRulesServerCmds(root)
-	return root
+	return cliCmd(root)
 }
 
 func newVersionCmd() *cobra.Command {

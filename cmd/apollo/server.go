@@ -288,9 +288,17 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 // opens is closed by undo if a later step fails.
 func (s *server) open(undo *undoList) error {
 	cfg := s.cfg
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+	created, err := makeDataDir(cfg.Data)
+	if err != nil {
 		return fmt.Errorf("data directory %s: %w (choose another --data, or data: in apollo.yaml, that this user can write)", cfg.Data, err)
 	}
+	// Runs last, after the stores below are closed.
+	undo.add(func() {
+		empty := s.wal == nil || s.wal.LastLSN() == 0
+		if err := removeUnusedDataDir(created, empty); err != nil {
+			s.log.Warn("could not remove the data directory this failed start created", "dir", created, "err", err)
+		}
+	})
 	policy, err := wal.ParseSyncPolicy(cfg.Fsync)
 	if err != nil {
 		return err

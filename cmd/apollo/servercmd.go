@@ -21,11 +21,15 @@ type serverFlags struct {
 	insecure   bool
 }
 
-func (f *serverFlags) register(cmd *cobra.Command) {
+// defaultDataHelp is what --data says of its default, except in the demo.
+const defaultDataHelp = "(default ./apollo-data)"
+
+// register adds the flags; dataDefault says what --data is when not given.
+func (f *serverFlags) register(cmd *cobra.Command, dataDefault string) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.configFile, "config", "c", "", "configuration file (apollo.yaml); see docs/operations.md")
 	fl.StringVar(&f.listen, "listen", "", "address of the API and dashboard (default 127.0.0.1:1969)")
-	fl.StringVar(&f.data, "data", "", "data directory for the log and snapshots (default ./apollo-data)")
+	fl.StringVar(&f.data, "data", "", "data directory for the log and snapshots "+dataDefault)
 	fl.StringVar(&f.fsync, "fsync", "", "when the log is flushed to disk: batch (default), interval or off")
 	fl.StringVar(&f.rules, "rules", "", "alert rules file, reloaded when it changes")
 	fl.StringVar(&f.jobs, "jobs", "", "scheduler jobs file: run the scheduler in this process")
@@ -82,6 +86,6 @@ writes a snapshot and exits 0.`,
 			return runServer(cmd.Context(), cfg, serverDeps{log: log, out: cmd.OutOrStdout()})
 		},
 	}
-	f.register(cmd)
+	f.register(cmd, defaultDataHelp)
 	return cmd
 }

@@ -200,8 +200,15 @@ func TestStartupFailures(t *testing.T) {
 			st := newStartSetup(t)
 			tc.brk(t, st)
 			t.Cleanup(func() { st.release(t) })
+			// A failed start removes the data directory it created, and
+			// leaves one that was there (issue 21).
+			_, err := os.Stat(st.data)
+			existed := err == nil
 			check := func(how string, code int, stderr string) {
 				t.Helper()
+				if _, err := os.Stat(st.data); (err == nil) != existed {
+					t.Errorf("%s: the data directory existed before: %v; after the failed start: %v", how, existed, err == nil)
+				}
 				if code != 1 {
 					t.Errorf("%s: exit %d, want 1", how, code)
 				}

@@ -28,8 +28,8 @@ apollo.yaml keeps only its SHA-256. Roles:
 
   agent     report events and pings only
   viewer    read tasks, metrics, alerts, rules
-  operator  viewer + acknowledge, silence, correct tasks, trigger jobs
-  admin     operator + rules, channels, audit log
+  operator  viewer + acknowledge, silence, correct tasks, trigger jobs, test channels
+  admin     operator + rules, audit log
 
 A token belongs to one tenant: it sees and changes only that tenant's data.`,
 		Example: `  apollo token create --name ci-runner --role agent --tenant data-team

@@ -4,17 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/apollo-11/apollo/notify"
 )
 
-// Notifier writes each message to a writer: a title line, the body and a
-// blank line.
+// Notifier writes each message to a writer: a title line naming the
+// channel, the body and a blank line; or, with the line body, one line.
 type Notifier struct {
-	markdown bool
-	mu       sync.Mutex // one message at a time, never interleaved
-	w        io.Writer
+	name string // the channel's: several console channels share a terminal
+	body string
+	loc  *time.Location
+	mu   sync.Mutex // one message at a time, never interleaved
+	w    io.Writer
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -24,20 +28,50 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Notifier{markdown: cfg.Body == "markdown", w: opts.WithDefaults().Output}, nil
+	opts = opts.WithDefaults()
+	return &Notifier{name: opts.Name, body: cfg.Body, loc: opts.Location, w: opts.Output}, nil
 }
 
 // Notify writes m. A failed write is not retried: a console that cannot
 // be written to will not get better.
 func (n *Notifier) Notify(_ context.Context, m *notify.Message) (bool, error) {
-	body := m.Text
-	if n.markdown {
-		body = m.Markdown
+	var out string
+	switch n.body {
+	case "line":
+		out = n.line(m)
+	case "markdown":
+		out = n.block(m.Title, m.Markdown)
+	default:
+		out = n.block(m.Title, m.Text)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, err := fmt.Fprintf(n.w, "== %s ==\n%s\n\n", m.Title, body); err != nil {
+	if _, err := io.WriteString(n.w, out); err != nil {
 		return false, fmt.Errorf("console: %w", err)
 	}
 	return false, nil
+}
+
+func (n *Notifier) block(title, body string) string {
+	if n.name != "" {
+		title = n.name + ": " + title
+	}
+	return "== " + title + " ==\n" + body + "\n\n"
+}
+
+// line is "15:04:05 NAME: TITLE — SUMMARY", on one line whatever the
+// summary holds.
+func (n *Notifier) line(m *notify.Message) string {
+	var b strings.Builder
+	if at := m.Notification.At; !at.IsZero() {
+		b.WriteString(at.In(n.loc).Format(time.TimeOnly) + " ")
+	}
+	if n.name != "" {
+		b.WriteString(n.name + ": ")
+	}
+	b.WriteString(m.Title)
+	if s := m.Notification.Alert.Summary; s != "" && !strings.Contains(m.Title, s) {
+		b.WriteString(" — " + s)
+	}
+	return strings.Join(strings.Fields(b.String()), " ") + "\n"
 }

@@ -5,24 +5,32 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify"
 )
 
 func TestWrites(t *testing.T) {
 	t.Parallel()
-	m := &notify.Message{Title: "[FIRING] r", Text: "plain", Markdown: "**md**"}
-	for _, tc := range []struct{ body, want string }{
-		{"", "== [FIRING] r ==\nplain\n\n"},
-		{"markdown", "== [FIRING] r ==\n**md**\n\n"},
+	at := time.Date(2026, 11, 29, 10, 2, 3, 0, time.UTC)
+	m := &notify.Message{Title: "[FIRING] r", Text: "plain", Markdown: "**md**",
+		Notification: apollo.Notification{At: at, Alert: apollo.Alert{Summary: "failed_rate 0.5 > 0.05\nfor batch_"}}}
+	for _, tc := range []struct{ name, body, want string }{
+		{"", "", "== [FIRING] r ==\nplain\n\n"},
+		{"", "markdown", "== [FIRING] r ==\n**md**\n\n"},
+		// Several console channels print to one terminal: each message
+		// names its channel (issue 21).
+		{"dingtalk", "", "== dingtalk: [FIRING] r ==\nplain\n\n"},
+		{"dingtalk", "line", "10:02:03 dingtalk: [FIRING] r — failed_rate 0.5 > 0.05 for batch_\n"},
 	} {
 		var b strings.Builder
-		n, err := New(Config{Body: tc.body}, notify.NotifierOptions{Output: &b})
+		n, err := New(Config{Body: tc.body}, notify.NotifierOptions{Name: tc.name, Output: &b, Location: time.UTC})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := n.Notify(context.Background(), m); err != nil || b.String() != tc.want {
-			t.Fatalf("%v %q", err, b.String())
+			t.Errorf("%s/%s: %v %q, want %q", tc.name, tc.body, err, b.String(), tc.want)
 		}
 	}
 }

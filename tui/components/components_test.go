@@ -199,3 +199,43 @@ func TestTabs(t *testing.T) {
 		t.Errorf("tabs %d cells wide in 10", w)
 	}
 }
+
+func TestFitLeft(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		w    int
+		want string
+	}{
+		{"etl_extract@20261201T200610Z#1", 13, "…01T200610Z#1"},
+		{"short", 8, "short   "},
+		{"exactly8", 8, "exactly8"},
+		{"anything", 0, ""},
+	} {
+		if got := FitLeft(tt.in, tt.w); got != tt.want || lipgloss.Width(got) != tt.w {
+			t.Errorf("FitLeft(%q, %d) = %q, want %q", tt.in, tt.w, got, tt.want)
+		}
+	}
+}
+
+// A run strip is a cell a run, newest last, cut to the newest that fit;
+// the statuses differ in shape, not only in color.
+func TestRunStrip(t *testing.T) {
+	t.Parallel()
+	plain := NewStyles(true)
+	statuses := []string{"success", "failed", "timeout", "running", "pending", "manual_blocked"}
+	if got := ansi.Strip(RunStrip(plain, statuses, nil, 10)); got != "▁█▓▄▂▒" {
+		t.Errorf("strip %q", got)
+	}
+	if got := ansi.Strip(RunStrip(plain, statuses, nil, 3)); got != "▄▂▒" {
+		t.Errorf("cut to 3: %q, want the newest 3", got)
+	}
+	colored := NewStyles(false)
+	s := RunStrip(colored, []string{"success", "success", "failed"}, []bool{false, true, false}, 10)
+	if ansi.Strip(s) != "▁▁█" || s == ansi.Strip(s) {
+		t.Errorf("colored strip %q", s)
+	}
+	if strings.Contains(RunLegend(plain), "late") || !strings.Contains(RunLegend(colored), "started late") {
+		t.Errorf("legends: %q / %q", RunLegend(plain), RunLegend(colored))
+	}
+}

@@ -36,6 +36,19 @@ func Fit(s string, w int, right bool) string {
 	return s + strings.Repeat(" ", pad)
 }
 
+// FitLeft fits plain s (no styles) in exactly w cells, left-aligned,
+// cutting it on the left when it does not fit: "…0T200735Z#1". The end of
+// an ID is what tells it from its neighbours.
+func FitLeft(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if lipgloss.Width(s) <= w {
+		return Fit(s, w, false)
+	}
+	return Fit(Ellipsis+ansi.TruncateLeft(s, lipgloss.Width(s)-w+1, ""), w, false)
+}
+
 // Ago says how long before now t was, in the largest whole unit: "now",
 // "42s", "5m", "3h", "2d". A zero t is "-".
 func Ago(now, t time.Time) string {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // Column describes one table column. When the terminal is too narrow for
@@ -16,6 +17,14 @@ type Column struct {
 	Max   int  // 0: always Min; -1: takes whatever is left
 	Drop  int  // 0: never dropped; higher numbers are dropped first
 	Right bool // right-aligned (numbers)
+	// KeepEnd cuts text that does not fit on the left, keeping its end:
+	// for IDs that share a beginning and differ at the end (a job name and
+	// a timestamp), so that cut rows still tell apart.
+	KeepEnd bool
+	// Drawn cells are drawn by the page: already escaped, possibly styled
+	// (a strip of colored runs). The table neither escapes nor styles
+	// them, and shows them without colors on the selected row.
+	Drawn bool
 }
 
 // Layout returns the width of each column for a line of width cells, 0 for
@@ -184,18 +193,28 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 			b.WriteByte(' ')
 		}
 		first = false
+		col := &t.Columns[c]
 		text := ""
 		switch {
 		case i < 0:
-			text = t.Columns[c].Title
+			text = col.Title
+		case c < len(cells) && col.Drawn && selected:
+			text = ansi.Strip(cells[c]) // the selection's reverse video shows through
+		case c < len(cells) && col.Drawn:
+			text = cells[c]
 		case c < len(cells):
 			text = Escape(cells[c]) // cells are what the server sent
 		}
-		cell := Fit(text, w, t.Columns[c].Right)
+		var cell string
+		if col.KeepEnd && i >= 0 {
+			cell = FitLeft(text, w)
+		} else {
+			cell = Fit(text, w, col.Right)
+		}
 		switch {
 		case i < 0:
 			cell = st.Head.Render(cell)
-		case !selected && t.Style != nil:
+		case !selected && t.Style != nil && !col.Drawn:
 			cell = t.Style(i, c).Render(cell)
 		}
 		b.WriteString(cell)

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -96,27 +95,12 @@ func (p *Alerts) Firing() int {
 	return n
 }
 
-var stateOrder = map[apollo.AlertState]int{apollo.AlertFiring: 0, apollo.AlertPending: 1, apollo.AlertResolved: 2, apollo.AlertInactive: 3}
-
-func since(a *apollo.Alert) time.Time {
-	switch {
-	case a.State == apollo.AlertResolved && !a.ResolvedAt.IsZero():
-		return a.ResolvedAt
-	case !a.FiredAt.IsZero():
-		return a.FiredAt
-	}
-	return a.StartedAt
-}
-
 func (p *Alerts) refresh() {
 	all := make([]apollo.Alert, 0, len(p.byID))
 	for _, a := range p.byID {
 		all = append(all, a)
 	}
-	slices.SortFunc(all, func(a, b apollo.Alert) int {
-		return cmp.Or(cmp.Compare(stateOrder[a.State], stateOrder[b.State]),
-			since(&b).Compare(since(&a)), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(all, func(a, b apollo.Alert) int { return apollo.CompareAlerts(&a, &b) })
 	if len(all) > MaxAlerts { // the oldest resolved ones sort last
 		for _, a := range all[MaxAlerts:] {
 			delete(p.byID, a.ID)
@@ -143,7 +127,7 @@ func (p *Alerts) refresh() {
 			acked = "-"
 		}
 		rows[i] = []string{string(a.State), string(a.Severity), a.Rule, a.Group,
-			components.Ago(now, since(a)), acked, a.Summary}
+			components.Ago(now, a.Since()), acked, a.Summary}
 	}
 	p.table.SetRows(rows)
 	if follow >= 0 {
@@ -196,10 +180,7 @@ func (p *Alerts) silenceLines() int {
 // SetSize implements the dashboard's page.
 func (p *Alerts) SetSize(width, height int) {
 	p.width, p.height = width, height
-	head := 1
-	if p.filter.Active() || p.filter.Value() != "" {
-		head++
-	}
+	head := 1 + filterLines(&p.filter)
 	if p.listErr != nil {
 		head++
 	}
@@ -226,10 +207,8 @@ func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
 			return intent(*submit)
 		}
 		return cmd
-	case p.filter.Active():
-		_, cmd := p.filter.Update(msg)
-		p.refresh()
-		p.SetSize(p.width, p.height)
+	}
+	if cmd, ok := filterKeys(&p.filter, msg, p.refit); ok {
 		return cmd
 	}
 	switch {
@@ -237,14 +216,6 @@ func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
 		if a, ok := p.Selected(); ok {
 			p.sel = a.ID
 		}
-	case key.Matches(msg, listKeys.Filter):
-		cmd := p.filter.Start()
-		p.SetSize(p.width, p.height)
-		return cmd
-	case key.Matches(msg, listKeys.Back):
-		p.filter.Clear()
-		p.refresh()
-		p.SetSize(p.width, p.height)
 	case key.Matches(msg, ackKey):
 		if a, ok := p.Selected(); ok {
 			return intent(AckAlert{Alert: a})
@@ -257,6 +228,12 @@ func (p *Alerts) Update(msg tea.KeyPressMsg) tea.Cmd {
 		}
 	}
 	return nil
+}
+
+// refit lists the alerts of the filter in the room it leaves.
+func (p *Alerts) refit() {
+	p.refresh()
+	p.SetSize(p.width, p.height)
 }
 
 // Keys implements the dashboard's page.
@@ -304,14 +281,14 @@ func (p *Alerts) View() string {
 
 func (p *Alerts) summary() string {
 	st := p.env.Styles
-	var n [4]int
+	n := map[apollo.AlertState]int{}
 	for _, a := range p.byID {
-		n[stateOrder[a.State]]++
+		n[a.State]++
 	}
 	parts := []string{
-		st.State("firing").Render("firing " + strconv.Itoa(n[0])),
-		st.State("pending").Render("pending " + strconv.Itoa(n[1])),
-		"resolved " + strconv.Itoa(n[2]),
+		st.State("firing").Render("firing " + strconv.Itoa(n[apollo.AlertFiring])),
+		st.State("pending").Render("pending " + strconv.Itoa(n[apollo.AlertPending])),
+		"resolved " + strconv.Itoa(n[apollo.AlertResolved]),
 	}
 	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }

@@ -87,6 +87,12 @@ func (p *Jobs) Selected() string {
 	return p.shown[p.table.Cursor()].Name
 }
 
+// Select selects the job called name, when it is listed.
+func (p *Jobs) Select(name string) {
+	p.sel = name
+	p.refilter()
+}
+
 func (p *Jobs) refilter() {
 	prefix := p.filter.Value()
 	p.shown = p.shown[:0]
@@ -131,10 +137,7 @@ func (p *Jobs) cellStyle(row, col int) lipgloss.Style {
 // SetSize implements the dashboard's page.
 func (p *Jobs) SetSize(width, height int) {
 	p.width, p.height = width, height
-	head := 1
-	if p.filter.Active() || p.filter.Value() != "" {
-		head = 2
-	}
+	head := 1 + filterLines(&p.filter)
 	p.table.SetSize(width, height-head-panelLines)
 }
 
@@ -143,25 +146,19 @@ func (p *Jobs) Typing() bool { return p.filter.Active() }
 
 // Update implements the dashboard's page.
 func (p *Jobs) Update(msg tea.KeyPressMsg) tea.Cmd {
-	if p.filter.Active() {
-		_, cmd := p.filter.Update(msg)
-		p.refilter()
-		p.SetSize(p.width, p.height)
+	if cmd, ok := filterKeys(&p.filter, msg, p.refit); ok {
 		return cmd
 	}
-	switch {
-	case navigate(&p.table, msg):
+	if navigate(&p.table, msg) {
 		p.sel = p.Selected()
-	case key.Matches(msg, listKeys.Filter):
-		cmd := p.filter.Start()
-		p.SetSize(p.width, p.height)
-		return cmd
-	case key.Matches(msg, listKeys.Back):
-		p.filter.Clear()
-		p.refilter()
-		p.SetSize(p.width, p.height)
 	}
 	return nil
+}
+
+// refit lists the jobs of the filter in the room it leaves.
+func (p *Jobs) refit() {
+	p.refilter()
+	p.SetSize(p.width, p.height)
 }
 
 // Keys implements the dashboard's page.

@@ -53,3 +53,31 @@ func navigate(t *components.Table, msg tea.KeyPressMsg) bool {
 	}
 	return true
 }
+
+// filterLines is the lines a list page's prefix filter takes above the
+// list: none, or one while it is typed or holds a prefix.
+func filterLines(f *components.Filter) int {
+	if f.Active() || f.Value() != "" {
+		return 1
+	}
+	return 0
+}
+
+// filterKeys handles the keys of a list page's prefix filter: every key
+// while it is typed, "/" to start it, esc to clear it. It reports whether
+// it took the key; changed (the page's refilter and resize) follows each.
+func filterKeys(f *components.Filter, msg tea.KeyPressMsg, changed func()) (tea.Cmd, bool) {
+	var cmd tea.Cmd
+	switch {
+	case f.Active():
+		_, cmd = f.Update(msg)
+	case key.Matches(msg, listKeys.Filter):
+		cmd = f.Start()
+	case key.Matches(msg, listKeys.Back):
+		f.Clear()
+	default:
+		return nil, false
+	}
+	changed()
+	return cmd, true
+}

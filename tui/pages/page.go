@@ -19,6 +19,8 @@ type Env struct {
 type (
 	// OpenTask asks for one task's details (GET /api/v1/tasks/{id}).
 	OpenTask struct{ ID string }
+	// OpenJob asks for one job's metrics (the Jobs tab, the job selected).
+	OpenJob struct{ Name string }
 	// FilterTasks asks the stream for the tasks whose job name or task ID
 	// starts with Prefix ("" for all).
 	FilterTasks struct{ Prefix string }

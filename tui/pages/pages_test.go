@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/apollo-11/apollo"
@@ -116,4 +117,136 @@ func TestAlertsBounded(t *testing.T) {
 			t.Fatalf("r%d kept", i)
 		}
 	}
+}
+
+// At 80 columns, task IDs that share their job name and differ in their
+// timestamp stay apart: they are cut on the left, keeping the end (issue
+// 21: they were cut in the middle of the timestamp and looked alike).
+func TestTaskIDsKeepTheirEnd(t *testing.T) {
+	t.Parallel()
+	p := NewTasks(env())
+	p.SetSize(80, 10)
+	now := env().Now().UnixMilli()
+	ids := []string{"etl_extract@20261201T200610Z#1", "etl_extract@20261201T200615Z#1", "etl_extract@20261201T200620Z#1"}
+	var ts []*apollo.Task
+	for _, id := range ids {
+		ts = append(ts, &apollo.Task{TaskID: id, Name: "etl_extract", Status: apollo.StatusSuccess, Sequence: 3, UpdatedAt: now})
+	}
+	p.SetTasks(ts)
+	v := ansi.Strip(p.View())
+	for _, end := range []string{"200610Z#1", "200615Z#1", "200620Z#1"} {
+		if !strings.Contains(v, "…"+"1201T"+end) && !strings.Contains(v, end) {
+			t.Errorf("the row of %s lost its end:\n%s", end, v)
+		}
+	}
+	if strings.Contains(v, "etl_extract@2026120…") || strings.Contains(v, "etl_extract@20261201T2006…") {
+		t.Errorf("an ID is cut at its end:\n%s", v)
+	}
+}
+
+// The System tab labels nested figures by their own name under a heading
+// for their group: two figures of one channel no longer both read
+// "channels.console.queu…" (issue 21).
+func TestSystemGroupsNestedFigures(t *testing.T) {
+	t.Parallel()
+	p := NewSystem(env())
+	p.SetSize(80, 40)
+	p.SetStats([]byte(`{"notifications":{"channels":{"console":{"queueLen":0,"queued":3,"sent":3},"dingtalk":{"queued":1}},"unknownChannel":0}}`), env().Now())
+	v := ansi.Strip(p.View())
+	for _, want := range []string{"notifications", "  channels.console", "  channels.dingtalk", "queueLen", "queued", "unknownChannel"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the system tab lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "…") {
+		t.Errorf("a label is cut:\n%s", v)
+	}
+	// The section's own figures come before its groups.
+	if strings.Index(v, "unknownChannel") > strings.Index(v, "channels.console") {
+		t.Errorf("the section's own figures after its groups:\n%s", v)
+	}
+}
+
+// healthBoard is a board as GET /api/v1/jobs/health answers it, worst
+// first.
+func healthBoard(now time.Time) apiclient.HealthBoard {
+	ms := func(d time.Duration) int64 { return now.Add(d).UnixMilli() }
+	runs := func(statuses ...apollo.Status) []apiclient.Run {
+		var rs []apiclient.Run
+		for i, st := range statuses {
+			rs = append(rs, apiclient.Run{TaskID: fmt.Sprintf("r%d", i), Status: st, ReportedAt: ms(time.Duration(i-len(statuses)) * time.Minute)})
+		}
+		return rs
+	}
+	return apiclient.HealthBoard{Now: now.UnixMilli(), Total: 3,
+		Verdicts: map[apollo.Verdict]int{apollo.VerdictFailing: 1, apollo.VerdictTimingOut: 1, apollo.VerdictOK: 1},
+		Jobs: []apiclient.JobHealth{
+			{Name: "batch_report", Verdict: apollo.VerdictFailing, UsualCostMs: 100, UsualEveryMs: 4000,
+				LastRun:   &apiclient.Run{Status: apollo.StatusFailed, FinishedAt: ms(-40 * time.Second), CostMs: 550},
+				NextRunAt: ms(4 * time.Second), LastSuccessAt: ms(-2 * time.Minute),
+				Runs: runs(apollo.StatusSuccess, apollo.StatusSuccess, apollo.StatusFailed, apollo.StatusSuccess, apollo.StatusFailed)},
+			{Name: "batch_hang", Verdict: apollo.VerdictTimingOut,
+				LastRun:   &apiclient.Run{Status: apollo.StatusTimeout, FinishedAt: ms(-10 * time.Minute)},
+				NextRunAt: ms(-3 * time.Minute), Runs: runs(apollo.StatusTimeout, apollo.StatusTimeout)},
+			{Name: "etl_load", Verdict: apollo.VerdictOK, UsualCostMs: 200, Running: 1, RunningSince: ms(-time.Second), NextRunAt: ms(300 * time.Millisecond),
+				LastRun: &apiclient.Run{Status: apollo.StatusSuccess, FinishedAt: ms(-5 * time.Second), CostMs: 210},
+				Runs:    runs(apollo.StatusSuccess, apollo.StatusSuccess, apollo.StatusRunning)},
+		}}
+}
+
+// The health board shows the jobs worst first, as the server sorted them,
+// with the verdict, last run, duration against the usual one, next run
+// and the strip, newest run on the right; a job is filtered by prefix.
+func TestHealthBoard(t *testing.T) {
+	t.Parallel()
+	p := NewHealth(env())
+	p.SetSize(120, 20)
+	p.SetBoard(healthBoard(env().Now()), nil)
+	v := ansi.Strip(p.View())
+	for _, want := range []string{
+		"3 jobs · 1 failing · 1 timing out · 1 ok",
+		"failing", "batch_report", "failed 40s", "550ms ×5.5", "in 4s", "▁▁█▁█",
+		"timing out", "batch_hang", "timeout 10m", "3m late", "▓▓",
+		"etl_load", "success 5s", "due now", "▁▁▄",
+		"batch_report · last success 2m ago · usually takes 100ms, every 4.0s",
+		"█ failed",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the board lacks %q:\n%s", want, v)
+		}
+	}
+	if !(strings.Index(v, "batch_report") < strings.Index(v, "batch_hang") && strings.Index(v, "batch_hang") < strings.Index(v, "etl_load")) {
+		t.Errorf("not worst first:\n%s", v)
+	}
+	if p.Selected() != "batch_report" {
+		t.Errorf("selected %q", p.Selected())
+	}
+	// enter asks for the job's metrics.
+	if msg := p.Update(keyPress("enter"))(); msg != (OpenJob{Name: "batch_report"}) {
+		t.Errorf("enter asked for %#v", msg)
+	}
+	for _, k := range []string{"/", "e", "t", "l"} {
+		p.Update(keyPress(k))
+	}
+	if v := ansi.Strip(p.View()); strings.Contains(v, "batch_report") || !strings.Contains(v, "etl_load") {
+		t.Errorf("filtered by etl:\n%s", v)
+	}
+
+	gone := NewHealth(env())
+	gone.SetSize(80, 20)
+	gone.SetBoard(apiclient.HealthBoard{}, &apollo.Error{Code: apollo.ENOTFOUND, Message: "not found"})
+	if v := ansi.Strip(gone.View()); !strings.Contains(v, "Job health is not available on this server") {
+		t.Errorf("a server without job health: %q", v)
+	}
+}
+
+// keyPress is the key press Bubble Tea decodes for k.
+func keyPress(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	}
+	return tea.KeyPressMsg{Code: []rune(k)[0], Text: k}
 }

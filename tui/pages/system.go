@@ -162,18 +162,29 @@ func (p *System) head() string {
 	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
 
-// render lays the sections out in as many columns as fit.
+// render lays the sections out in as many columns as fit. A part's
+// nested figures (notifications.channels.console.queued) are grouped
+// under a heading (channels.console) and labelled by their own name
+// (queued), so that labels cut to fit still tell apart.
 func (p *System) render() {
 	if p.stats == nil || p.width == 0 {
 		return
 	}
-	sections := map[string][][2]string{}
+	// section -> group within it ("" for its own figures) -> name, value
+	sections := map[string]map[string][][2]string{}
 	add := func(k, v string) {
 		sec, rest, ok := strings.Cut(k, ".")
 		if !ok {
 			sec, rest = "server", k
 		}
-		sections[sec] = append(sections[sec], [2]string{rest, v})
+		group, name := "", rest
+		if i := strings.LastIndexByte(rest, '.'); i >= 0 {
+			group, name = rest[:i], rest[i+1:]
+		}
+		if sections[sec] == nil {
+			sections[sec] = map[string][][2]string{}
+		}
+		sections[sec][group] = append(sections[sec][group], [2]string{name, v})
 	}
 	for k, v := range p.stats {
 		add(k, value(v))
@@ -200,26 +211,43 @@ func (p *System) render() {
 		}
 		return cmp.Or(cmp.Compare(oa, ob), cmp.Compare(a, b))
 	})
-	const cell, valueW = 39, 16
-	perLine := max(p.width/cell, 1)
 	st := p.env.Styles
 	var lines []string
 	for _, n := range names {
-		kv := sections[n]
-		slices.SortFunc(kv, func(a, b [2]string) int { return cmp.Compare(a[0], b[0]) })
 		lines = append(lines, st.Bold.Render(components.Escape(n)))
-		for i := 0; i < len(kv); i += perLine {
-			var row []string
-			for _, e := range kv[i:min(i+perLine, len(kv))] {
-				// Keys and texts are the server's, whatever they are.
-				label := components.Fit(components.Escape(e[0]), cell-valueW-1, false)
-				row = append(row, st.Muted.Render(label)+" "+components.Fit(components.Escape(e[1]), valueW, true))
+		groups := make([]string, 0, len(sections[n]))
+		for g := range sections[n] {
+			groups = append(groups, g)
+		}
+		slices.Sort(groups) // "", a section's own figures, first
+		for _, g := range groups {
+			if g != "" {
+				lines = append(lines, components.Truncate(st.Muted.Render("  "+components.Escape(g)), p.width))
 			}
-			lines = append(lines, components.Truncate(strings.Join(row, " "), p.width))
+			lines = append(lines, p.cells(sections[n][g])...)
 		}
 		lines = append(lines, "")
 	}
 	p.vp.SetContent(strings.Join(lines, "\n"))
+}
+
+// cells lays out name and value pairs in as many columns as fit.
+func (p *System) cells(kv [][2]string) []string {
+	const cell, valueW = 39, 16
+	perLine := max(p.width/cell, 1)
+	st := p.env.Styles
+	slices.SortFunc(kv, func(a, b [2]string) int { return cmp.Compare(a[0], b[0]) })
+	var lines []string
+	for i := 0; i < len(kv); i += perLine {
+		var row []string
+		for _, e := range kv[i:min(i+perLine, len(kv))] {
+			// Keys and texts are the server's, whatever they are.
+			label := components.Fit(components.Escape(e[0]), cell-valueW-1, false)
+			row = append(row, st.Muted.Render(label)+" "+components.Fit(components.Escape(e[1]), valueW, true))
+		}
+		lines = append(lines, components.Truncate(strings.Join(row, " "), p.width))
+	}
+	return lines
 }
 
 func value(v float64) string {

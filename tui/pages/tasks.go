@@ -16,7 +16,7 @@ import (
 
 var taskColumns = []components.Column{
 	{Title: "STATUS", Min: 9, Max: 14},
-	{Title: "TASK", Min: 22, Max: 48},
+	{Title: "TASK", Min: 22, Max: 48, KeepEnd: true},
 	{Title: "JOB", Min: 14, Max: 28, Drop: 2},
 	{Title: "UPDATED", Min: 7, Right: true},
 	{Title: "COST", Min: 7, Right: true, Drop: 1},
@@ -161,12 +161,7 @@ func (p *Tasks) SetSize(width, height int) {
 	}
 }
 
-func (p *Tasks) headLines() int {
-	if p.filter.Active() || p.filter.Value() != "" {
-		return 2
-	}
-	return 1
-}
+func (p *Tasks) headLines() int { return 1 + filterLines(&p.filter) }
 
 // Typing implements the dashboard's page.
 func (p *Tasks) Typing() bool { return p.filter.Active() }
