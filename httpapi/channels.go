@@ -8,10 +8,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/notify"
 )
-
-var _ ChannelTester = (*notify.Dispatcher)(nil)
 
 // ChannelTester sends a test message through a channel as a tenant
 // (notify.Dispatcher.TestFor): only a channel that serves the tenant is

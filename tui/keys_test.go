@@ -23,6 +23,10 @@ type session struct {
 	w     watched
 	tm    *teatest.TestModel
 	conn  *serverConn
+	// shown is the screen start waited for: the Tasks tab with the
+	// snapshot on it. A test that checks the screen before its first key
+	// reads it here, since no further screen comes until something happens.
+	shown screen
 }
 
 // start runs the dashboard, accepts its stream connection, says hello and
@@ -58,7 +62,9 @@ func start(t *testing.T, edit func(*Options)) *session {
 	}
 	s.w.until(t, "the health board", func(sc screen) bool { return sc.tab == tabHealth && hasRow(sc.text, "failing", "batch_invoices") })
 	s.press("2")
-	s.w.untilText(t, "batch_orders-0041")
+	s.shown = s.w.until(t, "the Tasks tab", func(sc screen) bool {
+		return sc.tab == tabTasks && strings.Contains(sc.text, "batch_orders-0041")
+	})
 	return s
 }
 
@@ -98,7 +104,6 @@ func TestKeysNavigate(t *testing.T) {
 		keys []string
 		want string
 	}{
-		{nil, tasks[0].TaskID},
 		{[]string{"j"}, tasks[1].TaskID},
 		{[]string{"down", "down"}, tasks[3].TaskID},
 		{[]string{"k"}, tasks[2].TaskID},
@@ -107,6 +112,11 @@ func TestKeysNavigate(t *testing.T) {
 		{[]string{"j"}, tasks[len(tasks)-1].TaskID}, // stops at the end
 		{[]string{"g"}, tasks[0].TaskID},
 		{[]string{"k"}, tasks[0].TaskID}, // and at the top
+	}
+	// The first task is selected when the tab opens. That screen was
+	// start's: waiting for another would wait for nothing to happen.
+	if s.shown.selected != tasks[0].TaskID {
+		t.Fatalf("selection %q when the tab opened, want %q", s.shown.selected, tasks[0].TaskID)
 	}
 	for _, st := range steps {
 		s.press(st.keys...)

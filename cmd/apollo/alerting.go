@@ -186,6 +186,9 @@ func (l *localAlerting) reload() {
 
 var _ httpapi.AlertEngine = (*alert.Engine)(nil)
 
+// The dispatcher answers POST /api/v1/channels/{name}/test.
+var _ httpapi.ChannelTester = (*notify.Dispatcher)(nil)
+
 // engineAlerts and engineAcker connect an engine to the live stream.
 type engineAlerts struct{ e *alert.Engine }
 
