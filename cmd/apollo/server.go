@@ -21,6 +21,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/agent"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
@@ -65,6 +66,7 @@ type server struct {
 	// tokens (made at start, kept only in memory).
 	schedToken string
 	deadman    *deadman // nil without deadman.url
+	expect     *expectations
 	arch       *bus.FileArchive
 	audit      *audit.Log
 	auth       httpapi.Authenticator
@@ -180,6 +182,9 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	undo.add(alerts.stop)
+	// After recovery: what the replayed runs show was acted on before.
+	s.expect.start(b, alerts.occur())
+	undo.add(s.expect.stopLoop)
 	if err := s.startScheduler(ctx, ln.Addr().String(), undo); err != nil {
 		return nil, err
 	}
@@ -329,13 +334,17 @@ func (s *server) open(undo *undoList) error {
 	if err != nil {
 		return err
 	}
+	s.expect, err = newExpectations(cfg.Expectations, alert.NewFileRules(filepath.Join(cfg.Data, "expectations.json")), cfg.Alert.Interval.D(), s.clock, s.log)
+	if err != nil {
+		return err
+	}
 	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
-		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console); err != nil {
+		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console, s.expect); err != nil {
 			return err
 		}
 	}
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: s.alerts.observers(s.agg),
+		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: append(s.alerts.observers(s.agg), s.expect),
 		OnRefused: s.alerts.onRefused,
 		OnLogFailed: func(err error) {
 			select {
@@ -369,6 +378,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	if s.hub != nil {
 		s.hub.Stop()
 	}
+	s.expect.stopLoop() // it records missed runs in the bus
 	s.bus.Stop()
 	s.alerts.stop() // after the bus: it observes the bus's last changes
 	s.agg.Stop()
@@ -407,12 +417,14 @@ func latenessFromConfig(cfg config.Config) []bus.Lateness {
 	return lat
 }
 
-// reload re-reads what SIGHUP reloads: the jobs file and the rules file.
+// reload re-reads what SIGHUP reloads: the jobs file, the rules file and
+// the expectations file.
 // A bad file is logged and the old one keeps working.
 func (s *server) reload() {
 	s.log.Info("SIGHUP: reloading")
 	s.reloadJobs()
 	s.alerts.reload()
+	s.expect.reload()
 }
 
 // parts are the components this process reports in GET /metrics and
