@@ -195,17 +195,10 @@ func (x *expectations) setJobs(exps []expect.Expectation) error {
 	return x.putLocked("", set, src)
 }
 
-// Source returns the tenant's expectations text as set (nil: none).
-func (x *expectations) Source(tenant string) []byte {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return slices.Clone(x.srcs[tenant])
-}
-
-// Put checks src, saves it (the default tenant's in its file when there
+// put checks src, saves it (the default tenant's in its file when there
 // is one) and puts it in force. It returns the file's problems as an
 // *expect.FileError.
-func (x *expectations) Put(ctx context.Context, tenant string, src []byte) error {
+func (x *expectations) put(ctx context.Context, tenant string, src []byte) error {
 	set, err := expect.Parse("expectations", src)
 	if err != nil {
 		return err
@@ -228,11 +221,6 @@ func (x *expectations) Put(ctx context.Context, tenant string, src []byte) error
 		}
 	}
 	return nil
-}
-
-// Suggest is the learner's proposal for job, read in loc.
-func (x *expectations) Suggest(tenant, job string, loc *time.Location) (expect.Proposal, bool) {
-	return x.learn.Suggest(tenant, job, loc)
 }
 
 // Apply implements bus.Observer: the start and the end of each run go to

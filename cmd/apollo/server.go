@@ -224,7 +224,7 @@ func (s *server) httpServer() *http.Server {
 	parts := s.parts()
 	opts := httpapi.Options{
 		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(parts), Prometheus: parts.Handler(s.log),
-		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		Scheduler: scheduler, Expectations: s.expect, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
