@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/rules"
+)
+
+func newTestExpectations(t *testing.T, path string, clock apollo.Clock, logs *syncBuffer) *expectations {
+	t.Helper()
+	x, err := newExpectations(path, alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json")), time.Second, clock,
+		slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// A bad version of the file is refused with every problem at its
+// file:line:col, and the old expectations keep running; the next good
+// version is in force; a change is seen by its size or time.
+func TestExpectationsFileReload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "expect.yaml")
+	good := "expectations:\n  - job: a\n    every: 5m\n"
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	x := newTestExpectations(t, path, apollo.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), logs)
+	if got := x.Expectations(""); got.Count != 1 || got.Source != good {
+		t.Fatalf("%+v", got)
+	}
+	if x.changed() {
+		t.Fatal("a file just read counts as changed")
+	}
+	if err := os.WriteFile(path, []byte("expectations:\n  - job: a\n    every: soon\n  - job: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !x.changed() {
+		t.Fatal("a rewritten file of another size is not seen as changed")
+	}
+	x.reload()
+	if got := x.Expectations(""); got.Source != good {
+		t.Fatalf("a bad file replaced the good one: %+v", got)
+	}
+	if l := logs.String(); !strings.Contains(l, "expectations file refused; the old expectations keep running") || !strings.Contains(l, path+":3:12") {
+		t.Fatalf("log: %s", l)
+	}
+	better := "expectations:\n  - job: a\n    every: 10m\n  - job: b\n    every: 1h\n"
+	if err := os.WriteFile(path, []byte(better), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x.reload()
+	if got := x.Expectations(""); got.Count != 2 || got.Source != better {
+		t.Fatalf("the good version is not in force: %+v", got)
+	}
+	// A missing or bad file at start is a start-up error that names it.
+	if _, err := newExpectations(filepath.Join(dir, "nope.yaml"), alert.NewFileRules(filepath.Join(dir, "e.json")), 0, apollo.SystemClock, slog.New(slog.DiscardHandler)); err == nil ||
+		!strings.Contains(err.Error(), "start without --expectations") {
+		t.Fatalf("a missing file: %v", err)
+	}
+	os.WriteFile(path, []byte("expectations:\n  - job: a\n    every: soon\n"), 0o644)
+	if _, err := newExpectations(path, alert.NewFileRules(filepath.Join(dir, "e.json")), 0, apollo.SystemClock, slog.New(slog.DiscardHandler)); err == nil ||
+		!strings.Contains(err.Error(), path+":3:12") {
+		t.Fatalf("a bad file: %v", err)
+	}
+}
+
+// fakeExpectBus records what the expectations asked of the bus.
+type fakeExpectBus struct {
+	mu       sync.Mutex
+	missed   []string
+	timedOut []string
+}
+
+func (f *fakeExpectBus) RecordMissed(_ context.Context, tenant, job string, slot time.Time) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.missed = append(f.missed, tenant+"/"+job)
+	return "", nil
+}
+
+func (f *fakeExpectBus) TimeOut(tenant, taskID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.timedOut = append(f.timedOut, tenant+"/"+taskID)
+	return true
+}
+
+// change is a bus change of one run from prev to st.
+func change(tenant, job, id string, prev, st apollo.Status, started, finished time.Time) *apollo.Change {
+	c := &apollo.Change{Prev: apollo.Task{TaskID: id, Name: job, Tenant: tenant, Status: prev},
+		Task: apollo.Task{TaskID: id, Name: job, Tenant: tenant, Status: st, StartedAt: started.UnixMilli()}}
+	if !finished.IsZero() {
+		c.Task.FinishedAt = finished.UnixMilli()
+		c.Task.CostMs = finished.Sub(started).Milliseconds()
+	}
+	c.Record.Ts = c.Task.StartedAt
+	return c
+}
+
+// The runs the bus sees reach the evaluator, per tenant: a run past
+// max_runtime is timed out, a run that succeeded too soon fires
+// too_short (a success reported without a start counts as a start too),
+// and what replay shows before start is not acted on.
+func TestExpectationsActOnRuns(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	clock := apollo.NewFakeClock(t0)
+	x := newTestExpectations(t, "", clock, &syncBuffer{})
+	src := []byte("expectations:\n  - job: j\n    max_runtime: 1m\n    min_runtime: 10s\n")
+	for _, tenant := range []string{"", "acme"} {
+		if err := x.put(context.Background(), tenant, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Replayed before start: not acted on.
+	x.Apply(change("", "j", "old", apollo.StatusNone, apollo.StatusSuccess, t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second)))
+	b := &fakeExpectBus{}
+	occ := make(chan alert.Occurrence, 10)
+	x.start(b, func(o alert.Occurrence) { occ <- o })
+	t.Cleanup(x.stopLoop)
+
+	x.Apply(change("acme", "j", "quick", apollo.StatusNone, apollo.StatusSuccess, t0, t0.Add(2*time.Second)))
+	select {
+	case o := <-occ:
+		if o.Tenant != "acme" || o.Kind != rules.OccurrenceTooShort || o.Run != "quick" {
+			t.Fatalf("%+v", o)
+		}
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("no too_short")
+	}
+	x.Apply(change("", "j", "slow", apollo.StatusPending, apollo.StatusRunning, t0, time.Time{}))
+	if !clock.BlockUntil(2, testwait.Timeout(t)) { // the loop's tickers
+		t.Fatal("the loop did not start")
+	}
+	clock.Advance(2 * time.Minute) // the evaluator's tick finds it past max_runtime
+	eventuallyTrue(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.timedOut) == 1 && b.timedOut[0] == "/slow"
+	})
+	if len(occ) != 0 {
+		t.Fatalf("acted on the replayed run or on the timeout: %v", <-occ)
+	}
+}
+
+// eventuallyTrue waits for cond, which the loop under test makes true.
+func eventuallyTrue(t *testing.T, cond func() bool) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the expectations loop", cond)
+}
