@@ -186,13 +186,18 @@ func (x *expectations) changed() bool {
 func (x *expectations) setJobs(exps []expect.Expectation) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.fromJob = exps
 	src := x.srcs[""]
 	set, err := expect.Parse("expectations", src)
 	if err != nil {
 		return err
 	}
-	return x.putLocked("", set, src)
+	old := x.fromJob
+	x.fromJob = exps
+	if err := x.putLocked("", set, src); err != nil {
+		x.fromJob = old
+		return err
+	}
+	return nil
 }
 
 // put checks src, saves it (the default tenant's in its file when there

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -161,4 +163,35 @@ func TestExpectationsActOnRuns(t *testing.T) {
 func eventuallyTrue(t *testing.T, cond func() bool) {
 	t.Helper()
 	eventually(t, 10*time.Second, "the expectations loop", cond)
+}
+
+// The scheduler's jobs are the default tenant's expectations (after:
+// upstream), under the file's say on the same job; a jobs file whose
+// after makes a cycle with the file is refused and the old ones stay.
+func TestExpectationsFromJobs(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	x := newTestExpectations(t, "", apollo.NewFakeClock(t0), &syncBuffer{})
+	if err := x.put(context.Background(), "", []byte("expectations:\n  - {job: report, upstream: [load]}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.setJobs([]expect.Expectation{{Job: "extract", Schedule: "0 2 * * *", Grace: time.Minute}, {Job: "load", Upstream: []string{"extract"}},
+		{Job: "report", MaxRuntime: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	x.Apply(change("", "extract", "e1", apollo.StatusRunning, apollo.StatusFailed, t0, t0.Add(time.Second)))
+	for _, job := range []string{"load", "report"} {
+		if got := x.HeldBy("", job); !slices.Equal(got, []string{"extract"}) {
+			t.Errorf("%s held by %v, want extract", job, got)
+		}
+	}
+	if got := x.HeldBy("acme", "load"); len(got) != 0 {
+		t.Errorf("another tenant's load held by %v", got)
+	}
+	if err := x.setJobs([]expect.Expectation{{Job: "load", Upstream: []string{"report"}}}); err == nil {
+		t.Fatal("a cycle through the file was accepted")
+	}
+	if got := x.HeldBy("", "load"); !slices.Equal(got, []string{"extract"}) {
+		t.Errorf("after a refused jobs file, load held by %v", got)
+	}
 }
