@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -28,38 +29,49 @@ func MissedRunID(job string, slot time.Time) string {
 	return id
 }
 
-// RecordMissed records that the run of job expected at slot did not
-// start: a pending run (MissedRunID) scheduled at slot, marked as a missed
-// start, in the job's history and metrics (missed). It returns the run's
-// ID once the record is durable; a slot recorded before is not recorded
-// again.
-func (b *Bus) RecordMissed(ctx context.Context, tenant, job string, slot time.Time) (string, error) {
-	id := MissedRunID(job, slot)
-	ms := slot.UnixMilli()
-	evs := []apollo.Event{{TaskID: id, Tenant: tenant, Name: job, Sequence: 1, Status: apollo.StatusPending, Ts: ms, ScheduledAt: ms}}
-	out := make([]Outcome, 1)
+// Missed is one expected run that did not start: of Job, in Tenant,
+// expected at Slot.
+type Missed struct {
+	Tenant, Job string
+	Slot        time.Time
+}
+
+// RecordMissed records that each run in ms did not start: a pending run
+// (MissedRunID) scheduled at its slot, marked as a missed start, in the
+// job's history and metrics (missed). The runs are published together,
+// so that one fsync covers them all; it returns once they are durable. A
+// slot recorded before is not recorded again.
+func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) error {
+	evs := make([]apollo.Event, len(ms))
+	for i, m := range ms {
+		at := m.Slot.UnixMilli()
+		evs[i] = apollo.Event{TaskID: MissedRunID(m.Job, m.Slot), Tenant: m.Tenant, Name: m.Job, Sequence: 1, Status: apollo.StatusPending, Ts: at, ScheduledAt: at}
+	}
+	out := make([]Outcome, len(evs))
 	if err := b.Publish(ctx, evs, out); err != nil {
-		return "", err
+		return err
 	}
-	switch out[0].Result {
-	case Accepted, Duplicate:
-	default:
-		if out[0].Err != nil {
-			return "", fmt.Errorf("bus: recording the missed run of %s: %w", job, out[0].Err)
-		}
-		return "", fmt.Errorf("bus: recording the missed run of %s: %s", job, out[0].Result)
-	}
+	var errs []error
 	now := b.nowMs()
-	b.commitOwn(key{tenant: tenant, id: id},
-		func(t *task) bool { return t.status == apollo.StatusPending && !t.late },
-		func(t *task) apollo.Record {
-			b.stats.missedStarts.Add(1)
-			return apollo.Record{
-				Event: apollo.Event{TaskID: id, Tenant: tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusPending, Ts: now},
-				Kind:  apollo.KindMissedStart, ReceivedAt: now,
-			}
-		})
-	return id, nil
+	for i, o := range out {
+		switch o.Result {
+		case Accepted, Duplicate:
+		default:
+			errs = append(errs, fmt.Errorf("bus: recording the missed run of %s: %s: %w", ms[i].Job, o.Result, o.Err))
+			continue
+		}
+		ev := &evs[i]
+		b.commitOwn(key{tenant: ev.Tenant, id: ev.TaskID},
+			func(t *task) bool { return t.status == apollo.StatusPending && !t.late },
+			func(t *task) apollo.Record {
+				b.stats.missedStarts.Add(1)
+				return apollo.Record{
+					Event: apollo.Event{TaskID: ev.TaskID, Tenant: ev.Tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusPending, Ts: now},
+					Kind:  apollo.KindMissedStart, ReceivedAt: now,
+				}
+			})
+	}
+	return errors.Join(errs...)
 }
 
 // TimeOut ends a running run as timeout, as its own deadline would: what

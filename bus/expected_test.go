@@ -23,12 +23,8 @@ func TestRecordMissed(t *testing.T) {
 	slot := t0.Add(-10 * time.Minute)
 	for _, tenant := range []string{"", "acme"} {
 		for range 2 {
-			id, err := f.bus.RecordMissed(t.Context(), tenant, "nightly_backup", slot)
-			if err != nil {
+			if err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: tenant, Job: "nightly_backup", Slot: slot}}); err != nil {
 				t.Fatal(err)
-			}
-			if id != MissedRunID("nightly_backup", slot) {
-				t.Fatalf("id %q", id)
 			}
 		}
 	}
@@ -52,7 +48,7 @@ func TestRecordMissed(t *testing.T) {
 	if id := MissedRunID(long, slot); len(id) > apollo.MaxTaskIDBytes {
 		t.Fatalf("%d bytes", len(id))
 	}
-	if _, err := f.bus.RecordMissed(t.Context(), "", long, slot); err != nil {
+	if err := f.bus.RecordMissed(t.Context(), []Missed{{Job: long, Slot: slot}, {Job: "other", Slot: slot}}); err != nil {
 		t.Fatal(err)
 	}
 }

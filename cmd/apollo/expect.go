@@ -63,7 +63,7 @@ type expectations struct {
 // expectBus is what the expectations need of the bus: recording a missed
 // run, and timing a run out.
 type expectBus interface {
-	RecordMissed(ctx context.Context, tenant, job string, slot time.Time) (string, error)
+	RecordMissed(ctx context.Context, ms []bus.Missed) error
 	TimeOut(tenant, taskID string) bool
 }
 
@@ -337,16 +337,24 @@ func (x *expectations) take() []expect.Event {
 	return evs
 }
 
-// act does what each finding calls for.
+// act does what each finding calls for. The missed runs of one call are
+// recorded together, under one fsync.
 func (x *expectations) act(evs []expect.Event) {
+	var missed []bus.Missed
+	for _, ev := range evs {
+		if ev.Kind == expect.KindMissed {
+			missed = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot})
+		}
+	}
+	if len(missed) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := x.bus.RecordMissed(ctx, missed); err != nil {
+			x.log.Warn("missed runs could not be recorded in the jobs' history", "runs", len(missed), "err", err)
+		}
+		cancel()
+	}
 	for _, ev := range evs {
 		switch ev.Kind {
-		case expect.KindMissed:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if _, err := x.bus.RecordMissed(ctx, ev.Tenant, ev.Job, ev.Slot); err != nil {
-				x.log.Warn("a missed run could not be recorded in the job's history", "tenant", ev.Tenant, "job", ev.Job, "err", err)
-			}
-			cancel()
 		case expect.KindTooLong:
 			// The run becomes timeout (unless it ended meanwhile), which
 			// fires ON: timeout like any other.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/rules"
@@ -87,11 +88,13 @@ type fakeExpectBus struct {
 	timedOut []string
 }
 
-func (f *fakeExpectBus) RecordMissed(_ context.Context, tenant, job string, slot time.Time) (string, error) {
+func (f *fakeExpectBus) RecordMissed(_ context.Context, ms []bus.Missed) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.missed = append(f.missed, tenant+"/"+job)
-	return "", nil
+	for _, m := range ms {
+		f.missed = append(f.missed, m.Tenant+"/"+m.Job)
+	}
+	return nil
 }
 
 func (f *fakeExpectBus) TimeOut(tenant, taskID string) bool {
