@@ -99,7 +99,7 @@ func (s *Server) acceptSuggestion(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return err
 	}
-	job := r.PathValue("job")
+	job := r.PathValue("name")
 	ok, err := x.AcceptSuggestion(r.Context(), p.Tenant, job)
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/expectations", RoleViewer, s.getExpectations, reads},
 		{"PUT", "/api/v1/expectations", RoleOperator, s.putExpectations, changes}, // a YAML file; putExpectations checks the type
 		{"GET", "/api/v1/expectations/suggestions", RoleViewer, s.listSuggestions, reads},
-		{"POST", "/api/v1/expectations/suggestions/{job}/accept", RoleOperator, s.acceptSuggestion, changes},
+		{"POST", "/api/v1/expectations/suggestions/{name}/accept", RoleOperator, s.acceptSuggestion, changes},
 
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit, reads},
 
