@@ -155,7 +155,7 @@ func BenchmarkRecordMissed(b *testing.B) {
 		for k := range ms {
 			ms[k] = Missed{Tenant: fmt.Sprintf("t%d", k%10), Job: fmt.Sprintf("job_%d", k), Slot: slot.Add(time.Duration(i) * 10 * time.Second)}
 		}
-		if err := bus.RecordMissed(context.Background(), ms); err != nil {
+		if _, err := bus.RecordMissed(context.Background(), ms); err != nil {
 			b.Fatal(err)
 		}
 	}

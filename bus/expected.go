@@ -40,8 +40,9 @@ type Missed struct {
 // (MissedRunID) scheduled at its slot, marked as a missed start, in the
 // job's history and metrics (missed). The runs are published together,
 // so that one fsync covers them all; it returns once they are durable. A
-// slot recorded before is not recorded again.
-func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) error {
+// slot recorded before is not recorded again: fresh[i] says whether ms[i]
+// was recorded by this call.
+func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err error) {
 	evs := make([]apollo.Event, len(ms))
 	for i, m := range ms {
 		at := m.Slot.UnixMilli()
@@ -49,13 +50,17 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) error {
 	}
 	out := make([]Outcome, len(evs))
 	if err := b.Publish(ctx, evs, out); err != nil {
-		return err
+		return nil, err
 	}
 	var errs []error
+	fresh = make([]bool, len(ms))
 	now := b.nowMs()
 	for i, o := range out {
 		switch o.Result {
-		case Accepted, Duplicate:
+		case Accepted:
+			fresh[i] = true
+		case Duplicate:
+			continue // recorded, and marked, before
 		default:
 			errs = append(errs, fmt.Errorf("bus: recording the missed run of %s: %s: %w", ms[i].Job, o.Result, o.Err))
 			continue
@@ -71,7 +76,7 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) error {
 				}
 			})
 	}
-	return errors.Join(errs...)
+	return fresh, errors.Join(errs...)
 }
 
 // TimeOut ends a running run as timeout, as its own deadline would: what

@@ -22,9 +22,13 @@ func TestRecordMissed(t *testing.T) {
 	})
 	slot := t0.Add(-10 * time.Minute)
 	for _, tenant := range []string{"", "acme"} {
-		for range 2 {
-			if err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: tenant, Job: "nightly_backup", Slot: slot}}); err != nil {
+		for i := range 2 {
+			fresh, err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: tenant, Job: "nightly_backup", Slot: slot}})
+			if err != nil {
 				t.Fatal(err)
+			}
+			if fresh[0] != (i == 0) {
+				t.Fatalf("recording %d: fresh %v", i, fresh)
 			}
 		}
 	}
@@ -48,8 +52,8 @@ func TestRecordMissed(t *testing.T) {
 	if id := MissedRunID(long, slot); len(id) > apollo.MaxTaskIDBytes {
 		t.Fatalf("%d bytes", len(id))
 	}
-	if err := f.bus.RecordMissed(t.Context(), []Missed{{Job: long, Slot: slot}, {Job: "other", Slot: slot}}); err != nil {
-		t.Fatal(err)
+	if fresh, err := f.bus.RecordMissed(t.Context(), []Missed{{Job: long, Slot: slot}, {Job: "other", Slot: slot}}); err != nil || !fresh[0] || !fresh[1] {
+		t.Fatal(fresh, err)
 	}
 }
 

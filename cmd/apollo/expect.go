@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -45,11 +47,18 @@ type expectations struct {
 	// live is set once recovery is over: what replayed runs make the
 	// evaluator find was acted on before the restart.
 	live atomic.Bool
+	// checked is up to when expectations were judged (Unix ns), kept in
+	// snapshots: after a restart, the runs expected from then on are
+	// judged, those that fell while the server was down included.
+	checked  atomic.Int64
+	restored time.Time // checked, read from the snapshot
 
 	mu      sync.Mutex
-	srcs    map[string][]byte    // each tenant's expectations text, as set
-	fromJob []expect.Expectation // the default tenant's, from the scheduler's jobs file
-	found   []expect.Event       // found by Apply, acted on by the loop
+	armed   bool                   // the evaluator has the sets (arm)
+	sets    map[string]*expect.Set // each tenant's expectations in force
+	srcs    map[string][]byte      // each tenant's expectations text, as set
+	fromJob []expect.Expectation   // the default tenant's, from the scheduler's jobs file
+	found   []expect.Event         // found by Apply, acted on by the loop
 	seen    struct {
 		mod  time.Time
 		size int64
@@ -63,7 +72,7 @@ type expectations struct {
 // expectBus is what the expectations need of the bus: recording a missed
 // run, and timing a run out.
 type expectBus interface {
-	RecordMissed(ctx context.Context, ms []bus.Missed) error
+	RecordMissed(ctx context.Context, ms []bus.Missed) ([]bool, error)
 	TimeOut(tenant, taskID string) bool
 }
 
@@ -78,7 +87,7 @@ var (
 // start) and every tenant's expectations saved through the API.
 func newExpectations(path string, saved alert.RuleStore, every time.Duration, clock apollo.Clock, log *slog.Logger) (*expectations, error) {
 	x := &expectations{log: log.With("component", "expect"), clock: clock, every: cmp.Or(every, 10*time.Second), path: path, saved: saved,
-		ev: expect.NewEvaluator(), learn: expect.NewLearner(0), srcs: map[string][]byte{},
+		ev: expect.NewEvaluator(), learn: expect.NewLearner(0), srcs: map[string][]byte{}, sets: map[string]*expect.Set{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	all, err := saved.Load(context.Background())
 	if err != nil {
@@ -130,7 +139,45 @@ func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) err
 		set = merged
 	}
 	x.srcs[tenant] = slices.Clone(src)
-	x.queueLocked(x.ev.Set(tenant, set, x.clock.Now()))
+	x.sets[tenant] = set
+	if x.armed {
+		x.queueLocked(x.ev.Set(tenant, set, x.clock.Now()))
+	}
+	return nil
+}
+
+// arm gives the evaluator every tenant's expectations, expecting runs
+// from the time they were last judged before a restart (from the
+// snapshot), else from now. The server calls it before the log is
+// replayed, so that the replayed runs count for the expected ones.
+func (x *expectations) arm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	since := x.clock.Now()
+	if !x.restored.IsZero() && x.restored.Before(since) {
+		since = x.restored
+	}
+	x.armed = true
+	for tenant, set := range x.sets {
+		x.ev.Set(tenant, set, since)
+	}
+	x.checked.Store(since.UnixNano())
+}
+
+// writeState and readState are the expectations' section of a snapshot:
+// up to when they were judged.
+func (x *expectations) writeState(w io.Writer) error {
+	return binary.Write(w, binary.LittleEndian, x.checked.Load())
+}
+
+func (x *expectations) readState(r io.Reader) error {
+	var ns int64
+	if err := binary.Read(r, binary.LittleEndian, &ns); err != nil {
+		return fmt.Errorf("expectations: %w", err)
+	}
+	if ns > 0 {
+		x.restored = time.Unix(0, ns)
+	}
 	return nil
 }
 
@@ -315,8 +362,10 @@ func (x *expectations) run() {
 	for {
 		select {
 		case <-tick.C():
-			x.act(x.ev.Tick(x.clock.Now()))
+			now := x.clock.Now()
+			x.act(x.ev.Tick(now))
 			x.act(x.take())
+			x.checked.Store(now.UnixNano())
 		case <-x.wake:
 			x.act(x.take())
 		case <-poll.C():
@@ -338,22 +387,34 @@ func (x *expectations) take() []expect.Event {
 }
 
 // act does what each finding calls for. The missed runs of one call are
-// recorded together, under one fsync.
+// recorded together, under one fsync; a missed run recorded before (judged
+// again after a restart) is not told again.
 func (x *expectations) act(evs []expect.Event) {
-	var missed []bus.Missed
-	for _, ev := range evs {
+	var (
+		missed []bus.Missed
+		at     []int // the index in evs of each missed run
+	)
+	for i, ev := range evs {
 		if ev.Kind == expect.KindMissed {
-			missed = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot})
+			missed, at = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot}), append(at, i)
 		}
 	}
+	told := make([]bool, len(evs))
 	if len(missed) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := x.bus.RecordMissed(ctx, missed); err != nil {
+		fresh, err := x.bus.RecordMissed(ctx, missed)
+		cancel()
+		if err != nil {
 			x.log.Warn("missed runs could not be recorded in the jobs' history", "runs", len(missed), "err", err)
 		}
-		cancel()
+		for k, i := range at {
+			told[i] = k < len(fresh) && !fresh[k] // recorded before: told then
+		}
 	}
-	for _, ev := range evs {
+	for i, ev := range evs {
+		if told[i] {
+			continue
+		}
 		switch ev.Kind {
 		case expect.KindTooLong:
 			// The run becomes timeout (unless it ended meanwhile), which

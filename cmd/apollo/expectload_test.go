@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"github.com/apollo-11/apollo/rules"
 )
 
+// newTestExpectations is newExpectations, armed as after a start with
+// no snapshot.
 func newTestExpectations(t *testing.T, path string, clock apollo.Clock, logs *syncBuffer) *expectations {
 	t.Helper()
 	x, err := newExpectations(path, alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json")), time.Second, clock,
@@ -26,6 +29,7 @@ func newTestExpectations(t *testing.T, path string, clock apollo.Clock, logs *sy
 	if err != nil {
 		t.Fatal(err)
 	}
+	x.arm()
 	return x
 }
 
@@ -88,13 +92,16 @@ type fakeExpectBus struct {
 	timedOut []string
 }
 
-func (f *fakeExpectBus) RecordMissed(_ context.Context, ms []bus.Missed) error {
+func (f *fakeExpectBus) RecordMissed(_ context.Context, ms []bus.Missed) ([]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, m := range ms {
-		f.missed = append(f.missed, m.Tenant+"/"+m.Job)
+	fresh := make([]bool, len(ms))
+	for i, m := range ms {
+		k := m.Tenant + "/" + m.Job + "@" + m.Slot.String()
+		fresh[i] = !slices.Contains(f.missed, k)
+		f.missed = append(f.missed, k)
 	}
-	return nil
+	return fresh, nil
 }
 
 func (f *fakeExpectBus) TimeOut(tenant, taskID string) bool {
@@ -196,5 +203,74 @@ func TestExpectationsFromJobs(t *testing.T) {
 	}
 	if got := x.HeldBy("", "load"); !slices.Equal(got, []string{"extract"}) {
 		t.Errorf("after a refused jobs file, load held by %v", got)
+	}
+}
+
+// Runs expected while the server was down are judged after it restarts,
+// from the time kept in the snapshot, and told once: a missed run that
+// was recorded before (judged again after a second restart from the same
+// snapshot) is not told again. Two tenants, each its own.
+func TestExpectationsJudgeDowntime(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json"))
+	for _, tenant := range []string{"acme", "zeta"} {
+		if err := saved.Save(context.Background(), tenant, []byte("expectations:\n  - job: k_"+tenant+"\n    schedule: \"*/5 * * * *\"\n    grace: 1m\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := apollo.NewFakeClock(t0)
+	open := func() *expectations {
+		x, err := newExpectations("", saved, time.Second, clock, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	first := open()
+	first.arm()
+	var snap bytes.Buffer
+	if err := first.writeState(&snap); err != nil {
+		t.Fatal(err)
+	}
+	b := &fakeExpectBus{}
+	run := func(x *expectations, want int) []alert.Occurrence {
+		occ := make(chan alert.Occurrence, 10)
+		x.start(b, func(o alert.Occurrence) { occ <- o })
+		defer x.stopLoop()
+		n := clock.Waiters()
+		if !clock.BlockUntil(n+2, testwait.Timeout(t)) {
+			t.Fatal("the loop did not start")
+		}
+		clock.Advance(time.Second)
+		eventuallyTrue(t, func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return len(b.missed) >= want
+		})
+		x.stopLoop()
+		close(occ)
+		var out []alert.Occurrence
+		for o := range occ {
+			out = append(out, o)
+		}
+		return out
+	}
+	// Down from 10:00 to 10:20: the 10:05 to 10:15 runs were missed.
+	clock.Set(t0.Add(20 * time.Minute))
+	for i := range 2 {
+		x := open()
+		if err := x.readState(bytes.NewReader(snap.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		x.arm()
+		got := run(x, 2*(i+1))
+		if i == 0 {
+			if len(got) != 2 || got[0].Kind != rules.OccurrenceMissed || !strings.Contains(got[0].Detail, "3 expected runs did not start") {
+				t.Fatalf("after the restart: %+v", got)
+			}
+		} else if len(got) != 0 {
+			t.Fatalf("told again after a second restart: %+v", got)
+		}
 	}
 }
