@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -87,17 +86,7 @@ problems, 4 the token lacks the operator role.`,
 		Example: `  apollo expect check expectations.yaml && apollo expect apply expectations.yaml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			var (
-				src []byte
-				err error
-			)
-			if name == "-" {
-				src, err = io.ReadAll(cmd.InOrStdin())
-				name = "<stdin>"
-			} else {
-				src, err = os.ReadFile(name)
-			}
+			src, name, err := readFileArg(cmd, args[0])
 			if err != nil {
 				return usageError("%v", err)
 			}
@@ -189,32 +178,19 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 // checkExpectFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
 func checkExpectFiles(out io.Writer, files []string) int {
-	bad := 0
-	for _, file := range files {
-		prefix := ""
-		if len(files) > 1 {
-			prefix = file + ": "
-		}
-		src, err := os.ReadFile(file)
-		if err != nil {
-			fmt.Fprintf(out, "%s: cannot read: %v\n", file, unwrapPath(err))
-			bad++
-			continue
-		}
+	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
 		set, err := expect.Parse(file, src)
 		var fe *expect.FileError
-		switch {
-		case errors.As(err, &fe):
-			for _, i := range fe.Issues {
-				fmt.Fprintln(out, i.Error())
+		if errors.As(err, &fe) {
+			problems := make([]string, len(fe.Issues))
+			for i, is := range fe.Issues {
+				problems[i] = is.Error()
 			}
-			bad += len(fe.Issues)
-		case err != nil:
-			fmt.Fprintf(out, "%s: %v\n", file, err)
-			bad++
-		default:
-			fmt.Fprintf(out, "%sok: %s\n", prefix, plural(set.Len(), "expectation"))
+			return problems, "", nil
 		}
-	}
-	return bad
+		if err != nil {
+			return nil, "", err
+		}
+		return nil, plural(set.Len(), "expectation"), nil
+	})
 }
