@@ -331,6 +331,9 @@ func (x *expectations) HeldBy(tenant, job string) []string {
 	return by
 }
 
+// learnFor is how long the learner keeps a job that no longer runs.
+const learnFor = 30 * 24 * time.Hour
+
 // start runs the loop: it ticks the evaluator every interval on the
 // clock, acts on what it finds, and looks at the file every 2 s.
 func (x *expectations) start(b expectBus, occur func(alert.Occurrence)) {
@@ -359,6 +362,7 @@ func (x *expectations) run() {
 	defer tick.Stop()
 	poll := x.clock.NewTicker(alert.DefaultPollEvery)
 	defer poll.Stop()
+	forgot := x.clock.Now()
 	for {
 		select {
 		case <-tick.C():
@@ -366,6 +370,11 @@ func (x *expectations) run() {
 			x.act(x.ev.Tick(now))
 			x.act(x.take())
 			x.checked.Store(now.UnixNano())
+			if now.Sub(forgot) >= 24*time.Hour {
+				// Jobs that stopped make room for new ones in the learner.
+				x.learn.ForgetBefore(now.Add(-learnFor))
+				forgot = now
+			}
 		case <-x.wake:
 			x.act(x.take())
 		case <-poll.C():

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -273,4 +274,66 @@ func TestExpectationsJudgeDowntime(t *testing.T) {
 			t.Fatalf("told again after a second restart: %+v", got)
 		}
 	}
+}
+
+// The learner's proposal, from 20 nightly runs at 02:00 with jitter fed
+// through the bus observer, is listed and accepted in one call, in the
+// tenant that ran the job only.
+func TestExpectationsSuggestAndAccept(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 11, 1, 2, 0, 0, 0, time.Local)
+	x := newTestExpectations(t, "", apollo.NewFakeClock(day.AddDate(0, 0, 21)), &syncBuffer{})
+	if err := x.put(context.Background(), "acme", []byte("expectations:\n  - {job: nightly, upstream: [extract]}\n")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		start := day.AddDate(0, 0, i).Add(time.Duration(i%7) * 9 * time.Second)
+		x.Apply(change("acme", "nightly", fmt.Sprintf("n%d", i), apollo.StatusNone, apollo.StatusSuccess, start, start.Add(time.Minute+time.Duration(i)*time.Second)))
+	}
+	if got := x.Suggestions("", ""); len(got) != 0 {
+		t.Fatalf("the default tenant has proposals: %+v", got)
+	}
+	got := x.Suggestions("acme", "")
+	if len(got) != 1 || got[0].Job != "nightly" || got[0].Describe != "daily at 02:00" || got[0].Schedule != "0 2 * * *" || got[0].MaxRuntime == "" {
+		t.Fatalf("%+v", got)
+	}
+	if ok, err := x.AcceptSuggestion(context.Background(), "acme", "other"); ok || err != nil {
+		t.Fatalf("accepted a proposal for a job without runs: %v %v", ok, err)
+	}
+	if ok, err := x.AcceptSuggestion(context.Background(), "acme", "nightly"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	src := x.Expectations("acme").Source
+	set, err := expect.Parse("acme", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := set.Lookup("nightly")
+	if e.Schedule != "0 2 * * *" || e.Grace == 0 || e.MaxRuntime == 0 || !slices.Equal(e.Upstream, []string{"extract"}) {
+		t.Fatalf("accepted: %+v\n%s", e, src)
+	}
+}
+
+// The expectations' snapshot section reads any bytes without panicking,
+// and what it writes it reads back.
+func FuzzExpectState(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 2, 3})
+	f.Add(make([]byte, 8))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x := &expectations{}
+		if err := x.readState(bytes.NewReader(b)); err != nil {
+			return
+		}
+		x.checked.Store(x.restored.UnixNano())
+		var out bytes.Buffer
+		if err := x.writeState(&out); err != nil {
+			t.Fatal(err)
+		}
+		y := &expectations{}
+		if err := y.readState(&out); err != nil || !y.restored.Equal(x.restored) {
+			t.Fatalf("%v %v != %v", err, y.restored, x.restored)
+		}
+	})
 }
