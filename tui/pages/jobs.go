@@ -58,7 +58,7 @@ type Jobs struct {
 
 // NewJobs returns an empty Jobs page.
 func NewJobs(env Env) *Jobs {
-	p := &Jobs{env: env, filter: components.NewFilter(env.Styles)}
+	p := &Jobs{env: env, filter: components.NewFilter(env.Styles, "job name")}
 	p.table.Columns = jobColumns
 	p.table.Style = p.cellStyle
 	return p
@@ -181,7 +181,7 @@ func (p *Jobs) View() string {
 		return st.Muted.Render("Loading the job metrics…")
 	}
 	lines := []string{p.summary()}
-	if f := p.filter.View(st); f != "" {
+	if f := p.filter.View(st, p.width); f != "" {
 		lines = append(lines, f)
 	}
 	if len(p.shown) == 0 {

@@ -289,3 +289,41 @@ func TestJobsCountTimeoutsAsFailures(t *testing.T) {
 		}
 	}
 }
+
+// A filter being typed says what it matches and how to leave it, on every
+// tab that has one: "/" alone on the Tasks tab told a newcomer nothing
+// (issue 21).
+func TestFilterHint(t *testing.T) {
+	t.Parallel()
+	type page interface {
+		SetSize(int, int)
+		Update(tea.KeyPressMsg) tea.Cmd
+		View() string
+	}
+	tasks := NewTasks(env())
+	tasks.SetTasks(nil)
+	jobs := NewJobs(env())
+	jobs.SetJobs("5m0s", apiclient.JobRow{}, nil, nil)
+	health := NewHealth(env())
+	health.SetBoard(healthBoard(env().Now()), nil)
+	alerts := NewAlerts(env())
+	for _, tc := range []struct {
+		name string
+		p    page
+		hint string
+	}{
+		{"tasks", tasks, "task ID or job name"},
+		{"jobs", jobs, "job name"},
+		{"health", health, "job name"},
+		{"alerts", alerts, "rule or group"},
+	} {
+		tc.p.SetSize(120, 20)
+		tc.p.Update(keyPress("/"))
+		v := ansi.Strip(tc.p.View())
+		for _, want := range []string{"/", "filter by the start of a " + tc.hint, "enter keeps it", "esc clears it"} {
+			if !strings.Contains(v, want) {
+				t.Errorf("%s: the filter being typed lacks %q:\n%s", tc.name, want, v)
+			}
+		}
+	}
+}
