@@ -147,6 +147,10 @@ func checkTimeoutsOnJobs(b *browser) {
 	b.until("its health and strip", `document.querySelector("main h2 [data-verdict]")?.dataset.verdict === "timing_out" &&
 		document.querySelectorAll("#job-health a.run").length === 3`)
 	b.until("its charts from history", `document.querySelector("#job-runs")?.dataset.sum === "3"`)
+	// Every run took 5 min: the duration axis still reads as a scale from
+	// zero, not "5.0 min" at every tick.
+	b.until("a duration axis from zero", `(() => { const t = document.querySelector("#job-cost")?.dataset.yticks?.split("|") || [];
+		return t.length > 1 && new Set(t).size === t.length && t[0] === "0 ms"; })()`)
 	b.screenshot("job")
 }
 
