@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -46,10 +47,7 @@ type Loader struct {
 	applied []byte     // the text last handed to OnLoad
 	nRules  int        // how many rules that text had
 
-	runMu   sync.Mutex
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
+	life lifecycle.Group // the poll loop
 }
 
 type fileStamp struct {
@@ -72,7 +70,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	case opts.Every < 100*time.Millisecond:
 		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules.every", Message: fmt.Sprintf("%v is below 100ms", opts.Every), Hint: "leave it unset for 2s"}
 	}
-	return &Loader{opts: opts, log: opts.Logger.With("component", "alert", "file", opts.Path)}, nil
+	return &Loader{opts: opts, log: opts.Logger.With("component", "alert", "file", opts.Path), life: lifecycle.Group{Name: "alert: loader", Restart: true}}, nil
 }
 
 // Load reads the file now and hands it to OnLoad if it is good and
@@ -225,43 +223,15 @@ func stamp(path string) (fileStamp, error) {
 	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
 }
 
-// Start polls the file every Every on the clock until Stop or ctx ends.
-// It does not load the file first: call Load for that.
+// Start polls the file every Every on the clock until Stop. It does not
+// load the file first: call Load for that.
 func (l *Loader) Start(ctx context.Context) error {
-	l.runMu.Lock()
-	defer l.runMu.Unlock()
-	if l.running {
-		return errors.New("alert: loader: already started")
-	}
-	l.running = true
-	l.stop, l.done = make(chan struct{}), make(chan struct{})
-	tick := l.opts.Clock.NewTicker(l.opts.Every)
-	go func(stop, done chan struct{}) {
-		defer close(done)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-stop:
-				return
-			case <-tick.C():
-				l.poll()
-			}
-		}
-	}(l.stop, l.done)
-	return nil
+	return l.life.Start(ctx, func(context.Context) error {
+		l.life.Tick(l.opts.Clock, l.opts.Every, func(context.Context) { l.poll() })
+		return nil
+	})
 }
 
-// Stop ends polling and waits for it. It may be called any number of
-// times.
-func (l *Loader) Stop() {
-	l.runMu.Lock()
-	defer l.runMu.Unlock()
-	if !l.running {
-		return
-	}
-	l.running = false
-	close(l.stop)
-	<-l.done
-}
+// Stop ends polling and waits for it, or for ctx. It may be called any
+// number of times.
+func (l *Loader) Stop(ctx context.Context) error { return l.life.Stop(ctx, nil) }

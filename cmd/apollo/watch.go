@@ -223,13 +223,13 @@ func (w *componentWatch) status() any {
 // no alert process runs, through a dispatcher of its own over the channels
 // of its configuration: the alert processes' death among it.
 func startBusWatch(ctx context.Context, c redis.UniversalClient, cfg config.Config, n *selfNotifier, log *slog.Logger) *componentWatch {
-	_ = n.disp.Start(ctx) // a new dispatcher always starts
+	_ = n.disp.Start(ctx) // a new dispatcher always starts; stop stops it
 	w := startComponentWatch(ctx, c, cfg.Redis.Prefix, cfg.Alert.Heartbeat.D(), log, func(kind, summary string, running map[string]int) {
 		if running["alert"] == 0 {
 			n.send(kind, summary)
 		}
 	})
-	w.closers = append(w.closers, n.disp.Stop)
+	w.closers = append(w.closers, func() { stopService(context.Background(), log, "the bus's notification lanes", n.disp) })
 	return w
 }
 

@@ -12,17 +12,23 @@ import (
 )
 
 // ErrStarted is returned, wrapped with the component's name, by a second
-// Start; ErrStopped by a Start after Stop.
+// Start; ErrStopped by a Start after Stop (or while a Stop is going) of
+// a group that does not restart.
 var (
 	ErrStarted = errors.New("already started")
 	ErrStopped = errors.New("stopped; make a new one")
 )
 
 // Group owns the goroutines of one component. Its zero value is ready; Name
-// prefixes its errors. A component embeds or holds one and calls it from
-// its own Start and Stop.
+// prefixes its errors. A component holds one and calls it from its own
+// Start and Stop.
 type Group struct {
 	Name string
+	// Restart lets Start start the group again once a Stop has finished,
+	// for components whose loops own no state (the metrics compaction,
+	// the rules file poll, the Redis flush). Without it a stopped
+	// component stays stopped: make a new one.
+	Restart bool
 
 	mu       sync.Mutex
 	started  bool                            // a Start succeeded
@@ -47,6 +53,9 @@ type Group struct {
 func (g *Group) Start(ctx context.Context, start func(run context.Context) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.stopping && g.Restart && isClosed(g.done) {
+		g.started, g.stopping, g.done, g.errs, g.stopErr = false, false, nil, nil, nil
+	}
 	switch {
 	case g.stopping:
 		return fmt.Errorf("%s: start: %w", g.Name, ErrStopped)
@@ -193,6 +202,15 @@ func (g *Group) runStop(stop func(halt func()) error) {
 	g.stopErr = errors.Join(append([]error{err}, g.errs...)...)
 	g.errMu.Unlock()
 	close(g.done)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Done is closed once the first Stop has finished (nil before Stop).

@@ -174,3 +174,26 @@ func TestTickOnTheClock(t *testing.T) {
 		t.Error("the ticker is still armed after Stop")
 	}
 }
+
+// A group that restarts starts again once its Stop has finished; the
+// goroutines of the second run are its own.
+func TestRestart(t *testing.T) {
+	g := &lifecycle.Group{Name: "thing", Restart: true}
+	if err := g.Stop(bg, nil); err != nil { // before Start: nothing to stop
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		if err := g.Start(bg, func(context.Context) error {
+			g.Go(func(ctx context.Context) error { <-ctx.Done(); return nil })
+			return nil
+		}); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if err := g.Start(bg, nil); !errors.Is(err, lifecycle.ErrStarted) {
+			t.Fatalf("run %d, second Start: %v", run, err)
+		}
+		if err := g.Stop(bg, nil); err != nil || g.Live() != 0 {
+			t.Fatalf("run %d: Stop %v, %d live", run, err, g.Live())
+		}
+	}
+}
