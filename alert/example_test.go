@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -74,12 +76,14 @@ RULE export_failed task_prefix: "export_" ON: failed NOTIFY: ops
 	if err := eng.Evaluate(ctx, clock.Now()); err != nil {
 		panic(err)
 	}
-	for _, a := range eng.Alerts("", apollo.AlertFiring) {
+	firing := eng.Alerts("", apollo.AlertFiring)
+	slices.SortFunc(firing, func(a, b apollo.Alert) int { return strings.Compare(a.Rule, b.Rule) })
+	for _, a := range firing {
 		fmt.Printf("firing: %s [%s] = %.2f\n", a.Rule, a.Group, a.Value)
 	}
 	// Output:
 	// firing export_failed [export_] to [ops]: export_daily failed (run export_daily-2)
 	// firing exports_failing [export_] to [ops]: failed_rate 0.667 > 50% for export_* over 10m
-	// firing: exports_failing [export_] = 0.67
 	// firing: export_failed [export_] = 2.00
+	// firing: exports_failing [export_] = 0.67
 }
