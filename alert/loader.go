@@ -130,7 +130,7 @@ func (l *Loader) loadLocked() error {
 	if l.applied != nil && bytes.Equal(src, l.applied) {
 		return nil
 	}
-	if len(rs) == 0 && l.nRules > 0 && !saysEmpty(src) {
+	if len(rs) == 0 && l.nRules > 0 && !rules.SaysEmpty(src) {
 		l.log.Error("alert: the rules file has no rules; refused, the old rules keep running (an editor may be half-way through saving it)",
 			"rules", l.nRules, "hint", "to remove every rule on purpose, put the line "+EmptyMarker+" in the file")
 		return &apollo.Error{Code: apollo.EINVALID, Field: "rules",
@@ -145,22 +145,7 @@ func (l *Loader) loadLocked() error {
 
 // EmptyMarker is the comment line that tells a reload that a rules file
 // without rules is meant to be so (docs/rules.md).
-const EmptyMarker = "# apollo: empty"
-
-// saysEmpty reports whether a file without rules says so on purpose: a
-// line that is EmptyMarker, or the JSON form, which a program writes
-// whole (an editor's truncated file is text: nothing at all).
-func saysEmpty(src []byte) bool {
-	if t := bytes.TrimSpace(src); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-		return true
-	}
-	for line := range bytes.Lines(src) {
-		if string(bytes.TrimSpace(line)) == EmptyMarker {
-			return true
-		}
-	}
-	return false
-}
+const EmptyMarker = rules.EmptyMarker
 
 func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
 	rs, err := rules.Parse(l.opts.Path, src)
