@@ -140,11 +140,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // ended, or when ctx ends. Stop the bus before the engine (no more Apply)
 // and the Sender after it (the last notifications are delivered).
 func (e *Engine) Stop(ctx context.Context) error {
-	return e.life.Stop(ctx, func(halt func()) error {
-		halt()
-		if !e.life.Started() {
-			return nil
-		}
+	return e.life.StopThen(ctx, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return e.save(ctx)

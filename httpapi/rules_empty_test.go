@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -48,24 +45,14 @@ func TestPutRulesWithoutRulesNeedsTheMarker(t *testing.T) {
 	defer srv.Close()
 	put := func(tenant, ctype, body string) (int, errAnswer) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), "PUT", srv.URL+"/api/v1/rules", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+secrets["admin/"+tenant])
-		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		h := bearerHeader(secrets["admin/"+tenant])
+		h["Content-Type"] = ctype
+		st, answer := call(t, "PUT", srv.URL+"/api/v1/rules", body, h)
 		var e errAnswer
-		if resp.StatusCode != 200 {
-			if err := json.Unmarshal(b, &e); err != nil {
-				t.Fatalf("%d %s: %v", resp.StatusCode, b, err)
-			}
+		if st != 200 && json.Unmarshal([]byte(answer), &e) != nil {
+			t.Fatalf("%d %s", st, answer)
 		}
-		return resp.StatusCode, e
+		return st, e
 	}
 	running := func(tenant string) int { return len(eng.Rules(tenant)) }
 

@@ -86,8 +86,7 @@ func (l *Lease) Held() bool { return l.held.Load() }
 // Stop ends the renewals and gives the lease up, so another process leads
 // at once; it returns the release's error. Idempotent.
 func (l *Lease) Stop(ctx context.Context) error {
-	return l.life.Stop(ctx, func(halt func()) error {
-		halt()
+	return l.life.StopThen(ctx, func() error {
 		if !l.held.Swap(false) {
 			return nil
 		}
@@ -388,11 +387,7 @@ func (h *Heartbeat) write(ctx context.Context) error {
 // any other.
 // It returns the last beat's error.
 func (h *Heartbeat) Stop(ctx context.Context) error {
-	return h.life.Stop(ctx, func(halt func()) error {
-		halt()
-		if !h.life.Started() {
-			return nil
-		}
+	return h.life.StopThen(ctx, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		h.beat.Stopped = true

@@ -99,10 +99,7 @@ func (f *ChangeFeed) Start(ctx context.Context) error {
 // Stop publishes what is queued and stops; it returns that publish's
 // error. It is idempotent.
 func (f *ChangeFeed) Stop(ctx context.Context) error {
-	return f.life.Stop(ctx, func(halt func()) error {
-		halt()
-		return f.flush(context.Background())
-	})
+	return f.life.StopThen(ctx, func() error { return f.flush(context.Background()) })
 }
 
 func (f *ChangeFeed) flush(ctx context.Context) error {

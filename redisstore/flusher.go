@@ -113,13 +113,7 @@ func (f *Flusher) Start(ctx context.Context) error {
 // waits, or waits for ctx; it returns the last flush's error. It may be
 // called any number of times, also without Start.
 func (f *Flusher) Stop(ctx context.Context) error {
-	return f.life.Stop(ctx, func(halt func()) error {
-		halt()
-		if !f.life.Started() {
-			return nil
-		}
-		return f.finalFlush()
-	})
+	return f.life.StopThen(ctx, f.finalFlush)
 }
 
 func (f *Flusher) loop(ctx context.Context, tick apollo.Ticker) {

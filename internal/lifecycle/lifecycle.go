@@ -180,6 +180,19 @@ func (g *Group) Stop(ctx context.Context, stop func(halt func()) error) error {
 	}
 }
 
+// StopThen is Stop for a component whose last work comes after its
+// goroutines ended and only if it started (a last flush, beat or save):
+// last runs after them, and its error is returned.
+func (g *Group) StopThen(ctx context.Context, last func() error) error {
+	return g.Stop(ctx, func(halt func()) error {
+		halt()
+		if !g.Started() {
+			return nil
+		}
+		return last()
+	})
+}
+
 func (g *Group) runStop(stop func(halt func()) error) {
 	var once sync.Once
 	halt := func() {
