@@ -1,6 +1,7 @@
 package alert_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ RULE failures task_prefix: "" ON: failed NOTIFY: ops`, newTable(), nil)
 	if n.Alert.Tenant != "acme" || n.Alert.Rule != "acme_short" || !strings.HasPrefix(n.Alert.Summary, "x too_short") {
 		t.Fatalf("%+v", n)
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	if got := len(f.sink.Notes()); got != 2 {
 		t.Fatalf("%d notifications, want 2: %+v", got, f.sink.Notes())
 	}
@@ -119,7 +120,7 @@ func TestInhibitedMatchesAreHeld(t *testing.T) {
 			resolved++
 		}
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	if got := f.sink.Notes(); len(got) != 2 {
 		t.Fatalf("%d notifications, want the cause's and acme's: %+v", len(got), got)
 	}
@@ -146,7 +147,7 @@ RULE fails task_prefix: "" ON: failed NOTIFY: ops`, newTable(), func(o *alert.Op
 	if n.Alert.Rule != "flaps" {
 		t.Fatalf("%+v", n)
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	if got := len(f.sink.Notes()); got != 1 {
 		t.Fatalf("%d notifications, want only the flapping one: %+v", got, f.sink.Notes())
 	}

@@ -19,7 +19,7 @@ import (
 func BenchmarkPublish(b *testing.B) {
 	bus, _ := New(Options{})
 	bus.Start(context.Background())
-	defer bus.Stop()
+	defer bus.Stop(context.Background())
 	evs := make([]apollo.Event, b.N+100)
 	statuses := [3]apollo.Status{apollo.StatusPending, apollo.StatusRunning, apollo.StatusSuccess}
 	for i := range evs {
@@ -80,7 +80,7 @@ func memoryPerTask(b *testing.B, n int) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "bytes/task")
 		runtime.KeepAlive(bus)
-		bus.Stop()
+		bus.Stop(context.Background())
 		b.StartTimer()
 	}
 }
@@ -146,7 +146,7 @@ func BenchmarkReplay(b *testing.B) {
 func BenchmarkRecordMissed(b *testing.B) {
 	bus, _ := New(Options{Log: &memLog{}, HistoryLimit: 4})
 	bus.Start(context.Background())
-	defer bus.Stop()
+	defer bus.Stop(context.Background())
 	const perTick = 670
 	slot := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	ms := make([]Missed, perTick)
