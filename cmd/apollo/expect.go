@@ -20,6 +20,7 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/expect"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -64,9 +65,8 @@ type expectations struct {
 		size int64
 	}
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake  chan struct{}
+	group lifecycle.Group // the loop
 }
 
 // expectBus is what the expectations need of the bus: recording a missed
@@ -88,7 +88,7 @@ var (
 func newExpectations(path string, saved alert.RuleStore, every time.Duration, clock apollo.Clock, log *slog.Logger) (*expectations, error) {
 	x := &expectations{log: log.With("component", "expect"), clock: clock, every: cmp.Or(every, 10*time.Second), path: path, saved: saved,
 		ev: expect.NewEvaluator(), learn: expect.NewLearner(0), srcs: map[string][]byte{}, sets: map[string]*expect.Set{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), group: lifecycle.Group{Name: "expectations"}}
 	all, err := saved.Load(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("expectations saved through the API: %w", err)
@@ -335,33 +335,31 @@ func (x *expectations) HeldBy(tenant, job string) []string {
 const learnFor = 30 * 24 * time.Hour
 
 // start runs the loop: it ticks the evaluator every interval on the
-// clock, acts on what it finds, and looks at the file every 2 s.
-func (x *expectations) start(b expectBus, occur func(alert.Occurrence)) {
+// clock, acts on what it finds, and looks at the file every 2 s. The
+// tickers are armed before it returns.
+func (x *expectations) start(b expectBus, occur func(alert.Occurrence)) error {
 	x.bus, x.occur = b, occur
 	x.live.Store(true)
-	go x.run()
+	return x.group.Start(context.Background(), func(context.Context) error {
+		tick, poll := x.clock.NewTicker(x.every), x.clock.NewTicker(alert.DefaultPollEvery)
+		x.group.Go(func(ctx context.Context) error {
+			defer tick.Stop()
+			defer poll.Stop()
+			x.run(ctx, tick, poll)
+			return nil
+		})
+		return nil
+	})
 }
 
 // stopLoop ends the loop and waits for it; call it before the bus stops.
 func (x *expectations) stopLoop() {
-	if !x.live.Load() {
-		return // never started
+	if err := x.group.Stop(context.Background(), nil); err != nil {
+		x.log.Warn("stopping the expectations", "err", err)
 	}
-	select {
-	case <-x.stop:
-		return
-	default:
-	}
-	close(x.stop)
-	<-x.done
 }
 
-func (x *expectations) run() {
-	defer close(x.done)
-	tick := x.clock.NewTicker(x.every)
-	defer tick.Stop()
-	poll := x.clock.NewTicker(alert.DefaultPollEvery)
-	defer poll.Stop()
+func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 	forgot := x.clock.Now()
 	for {
 		select {
@@ -381,7 +379,7 @@ func (x *expectations) run() {
 			if x.path != "" && x.changed() {
 				x.reload()
 			}
-		case <-x.stop:
+		case <-ctx.Done():
 			return
 		}
 	}

@@ -143,7 +143,9 @@ func TestExpectationsActOnRuns(t *testing.T) {
 	x.Apply(change("", "j", "old", apollo.StatusNone, apollo.StatusSuccess, t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second)))
 	b := &fakeExpectBus{}
 	occ := make(chan alert.Occurrence, 10)
-	x.start(b, func(o alert.Occurrence) { occ <- o })
+	if err := x.start(b, func(o alert.Occurrence) { occ <- o }); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(x.stopLoop)
 
 	x.Apply(change("acme", "j", "quick", apollo.StatusNone, apollo.StatusSuccess, t0, t0.Add(2*time.Second)))
@@ -237,13 +239,11 @@ func TestExpectationsJudgeDowntime(t *testing.T) {
 	b := &fakeExpectBus{}
 	run := func(x *expectations, want int) []alert.Occurrence {
 		occ := make(chan alert.Occurrence, 10)
-		x.start(b, func(o alert.Occurrence) { occ <- o })
-		defer x.stopLoop()
-		n := clock.Waiters()
-		if !clock.BlockUntil(n+2, testwait.Timeout(t)) {
-			t.Fatal("the loop did not start")
+		if err := x.start(b, func(o alert.Occurrence) { occ <- o }); err != nil {
+			t.Fatal(err)
 		}
-		clock.Advance(time.Second)
+		defer x.stopLoop()
+		clock.Advance(time.Second) // the loop's tickers are armed by start
 		eventuallyTrue(t, func() bool {
 			b.mu.Lock()
 			defer b.mu.Unlock()

@@ -179,7 +179,9 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	// After recovery: what the replayed runs show was acted on before.
-	s.expect.start(b, s.alerts.occur())
+	if err := s.expect.start(b, s.alerts.occur()); err != nil {
+		return nil, err
+	}
 	undo.add(s.expect.stopLoop)
 	if err := s.startScheduler(ctx, ln.Addr().String(), undo); err != nil {
 		return nil, err
