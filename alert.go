@@ -52,6 +52,10 @@ type Alert struct {
 	// after the silence has ended.
 	SilencedAt time.Time `json:"silencedAt,omitzero"`
 	SilenceID  string    `json:"silenceID,omitempty"`
+	// InhibitedBy names the jobs whose trouble holds this alert's
+	// notifications: it is their echo (job expectations' upstream, or the
+	// job itself while it flaps). Empty: the alert is its own.
+	InhibitedBy []string `json:"inhibitedBy,omitempty"`
 }
 
 // stateRank is where each state comes in a list of alerts: what needs

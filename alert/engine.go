@@ -82,11 +82,11 @@ type entry struct {
 }
 
 type counters struct {
-	evaluations, evalErrors                      atomic.Int64
-	sent, deduped, silenced, dropped, lockErrors atomic.Int64
-	saveErrors                                   atomic.Int64
-	lastEval, lastDuration                       atomic.Int64 // Unix ns, ns
-	lockDownUntil                                atomic.Int64 // Unix ns; the Locker is not asked before it
+	evaluations, evalErrors                                 atomic.Int64
+	sent, deduped, silenced, inhibited, dropped, lockErrors atomic.Int64
+	saveErrors                                              atomic.Int64
+	lastEval, lastDuration                                  atomic.Int64 // Unix ns, ns
+	lockDownUntil                                           atomic.Int64 // Unix ns; the Locker is not asked before it
 }
 
 // New checks opts and returns an engine. Call Start to load the saved
@@ -263,6 +263,7 @@ type Stats struct {
 	Sent             int64                     `json:"sent"`       // handed to the Sender
 	Deduped          int64                     `json:"deduped"`    // another engine (or this one) held the lock
 	Silenced         int64                     `json:"silenced"`   // held back by a silence
+	Inhibited        int64                     `json:"inhibited"`  // held back as the echo of another job's trouble (Options.Holder)
 	Dropped          int64                     `json:"dropped"`    // event notifications over QueueLen
 	LockErrors       int64                     `json:"lockErrors"` // sent without the lock: it failed or was failing
 	SaveErrors       int64                     `json:"saveErrors"`
@@ -273,7 +274,7 @@ func (e *Engine) Stats() Stats {
 	s := Stats{
 		Evaluations: e.st.evaluations.Load(), EvaluationErrors: e.st.evalErrors.Load(),
 		LastDuration: time.Duration(e.st.lastDuration.Load()),
-		Sent:         e.st.sent.Load(), Deduped: e.st.deduped.Load(), Silenced: e.st.silenced.Load(),
+		Sent:         e.st.sent.Load(), Deduped: e.st.deduped.Load(), Silenced: e.st.silenced.Load(), Inhibited: e.st.inhibited.Load(),
 		Dropped: e.st.dropped.Load(), LockErrors: e.st.lockErrors.Load(), SaveErrors: e.st.saveErrors.Load(),
 		Alerts: map[apollo.AlertState]int{},
 	}

@@ -63,12 +63,53 @@ func (e *Engine) Apply(c *apollo.Change) {
 	if !slices.ContainsFunc(rs, func(r *rules.Rule) bool { return r.Matches(name) }) {
 		return
 	}
-	m := matchInfo{job: name, status: st, run: c.Task.TaskID, ts: c.Record.Ts}
+	e.matchAll(tenant, rs, &matchInfo{job: name, status: st, run: c.Task.TaskID, ts: c.Record.Ts})
+}
+
+// Occurrence is something job expectations found about a job, for the
+// event rules that watch it (ON: missed, too_short, too_often, flapping).
+type Occurrence struct {
+	Tenant string
+	Job    string
+	Kind   rules.Occurrence
+	Run    string    // the run it is about; "" for missed and flapping
+	At     time.Time // the time it is about: the expected start for missed
+	Detail string    // one line for people
+}
+
+// Occur counts o in the groups of the tenant's event rules that watch its
+// kind and its job, as Apply does a run's status. A flapping occurrence
+// is never held by the job's own flapping.
+func (e *Engine) Occur(o Occurrence) {
+	if int(o.Kind) >= occurrenceSlots {
+		return
+	}
+	set := e.sets.get(o.Tenant)
+	if set == nil || !slices.ContainsFunc(set.byOccurrence[o.Kind], func(r *rules.Rule) bool { return r.Matches(o.Job) }) {
+		return
+	}
+	summary := o.Job + " " + o.Kind.String()
+	if o.Detail != "" {
+		summary += ": " + o.Detail
+	}
+	e.matchAll(o.Tenant, set.byOccurrence[o.Kind], &matchInfo{job: o.Job, run: o.Run, ts: o.At.UnixMilli(), summary: summary,
+		own: o.Kind == rules.OccurrenceFlapping})
+}
+
+// matchAll counts m in the group of every rule of rs that watches its job,
+// or, when the Holder holds the job, in the group of what holds it.
+func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
+	if e.opts.Holder != nil {
+		m.heldBy = e.opts.Holder.HeldBy(tenant, m.job)
+		if m.own {
+			m.heldBy = slices.DeleteFunc(m.heldBy, func(c string) bool { return c == m.job })
+		}
+	}
 	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
 	s.g.mu.Lock()
 	for _, r := range rs {
-		if r.Matches(name) {
-			s.match(tenant, r, &m)
+		if r.Matches(m.job) {
+			s.match(tenant, r, m)
 		}
 	}
 	s.g.mu.Unlock()
@@ -82,7 +123,11 @@ type matchInfo struct {
 	status  apollo.Status
 	run     string
 	ts      int64  // the event's own time; 0 for self-alerts
-	summary string // set for self-alerts
+	summary string // set for self-alerts and occurrences
+	// heldBy names the jobs whose trouble holds this match (Holder); own:
+	// the job's own flapping does not hold it (it is the flapping).
+	heldBy []string
+	own    bool
 }
 
 func (m *matchInfo) text() string {
@@ -99,7 +144,7 @@ func (m *matchInfo) text() string {
 // match counts one match in r's group, opening the group if none is open.
 func (s *groupStep) match(tenant string, r *rules.Rule, m *matchInfo) {
 	job := m.job
-	k := groupKey{tenant, r.Name}
+	k := groupKey{tenant, r.Name, strings.Join(m.heldBy, ", ")}
 	en := s.g.open[k]
 	if en != nil && !s.now.Before(en.GroupEnds) && !s.endWindow(k, en) {
 		// Its window was over, the timer had not ended it yet, and it
@@ -119,11 +164,16 @@ func (s *groupStep) match(tenant string, r *rules.Rule, m *matchInfo) {
 
 func (s *groupStep) openGroup(k groupKey, r *rules.Rule, m *matchInfo) {
 	now := s.now
+	summary := m.text()
+	if k.heldBy != "" {
+		summary += " (inhibited by " + k.heldBy + ")"
+	}
 	en := &entry{StoredAlert: StoredAlert{
 		Alert: apollo.Alert{
 			ID: newID(), Tenant: k.tenant, Rule: r.Name, Group: r.Prefix, State: apollo.AlertFiring,
-			Severity: r.Severity, Labels: r.Labels, Summary: m.text(), Expr: onText(r), Value: 1,
+			Severity: r.Severity, Labels: r.Labels, Summary: summary, Expr: onText(r), Value: 1,
 			Channels: r.Notify, TopNames: []string{m.job}, Count: 1, StartedAt: now, FiredAt: now,
+			InhibitedBy: slices.Clone(m.heldBy),
 		},
 		Event: true, GroupEnds: now.Add(r.GroupWindow), FirstTs: m.ts, Names: map[string]int64{m.job: 1}, Told: 1,
 	}}
@@ -133,7 +183,7 @@ func (s *groupStep) openGroup(k groupKey, r *rules.Rule, m *matchInfo) {
 	s.g.open[k], s.g.byID[en.ID] = en, en
 	s.out.opened = true
 	s.out.changed = append(s.out.changed, en.Alert)
-	if s.e.silencedNow(&en.Alert, now) {
+	if s.e.inhibited(&en.Alert) || s.e.silencedNow(&en.Alert, now) {
 		return
 	}
 	en.FiringSent, en.LastSentAt = true, now
@@ -160,7 +210,7 @@ func (s *groupStep) endWindow(k groupKey, en *entry) bool {
 		return false
 	}
 	en.Told = en.Count
-	if !s.e.silencedNow(&en.Alert, now) {
+	if !s.e.inhibited(&en.Alert) && !s.e.silencedNow(&en.Alert, now) {
 		note := en.Alert
 		note.Count = more
 		note.TopNames = top(en.Names, topNames)
@@ -237,6 +287,16 @@ func appendNote(ns []apollo.Notification, en *entry, kind apollo.NotificationKin
 		Kind: kind, Alert: en.Alert, Channels: en.Channels, At: now,
 		DedupKey: en.Rule + ":" + tag + ":" + strconv.FormatInt(first, 10) + ":" + en.Group,
 	})
+}
+
+// inhibited reports whether a's notifications are held as the echo of
+// another job's trouble, and counts it.
+func (e *Engine) inhibited(a *apollo.Alert) bool {
+	if len(a.InhibitedBy) > 0 {
+		e.st.inhibited.Add(1)
+		return true
+	}
+	return false
 }
 
 func (e *Engine) silencedNow(a *apollo.Alert, now time.Time) bool {
@@ -344,14 +404,18 @@ func top(counts map[string]int64, n int) []string {
 	return names[:min(n, len(names))]
 }
 
-// onText is an event rule's condition as alerts show it.
+// onText is an event rule's condition as alerts show it: its statuses,
+// then its occurrences.
 func onText(r *rules.Rule) string {
-	if len(r.On) == 0 {
+	if len(r.On)+len(r.Occurrences) == 0 {
 		return ""
 	}
-	names := make([]string, len(r.On))
-	for i, s := range r.On {
-		names[i] = s.String()
+	names := make([]string, 0, len(r.On)+len(r.Occurrences))
+	for _, s := range r.On {
+		names = append(names, s.String())
+	}
+	for _, o := range r.Occurrences {
+		names = append(names, o.String())
 	}
 	return "on " + strings.Join(names, ", ")
 }

@@ -22,7 +22,7 @@ var (
 	figAlerts = &apollo.Family{Name: "apollo_alerts", Kind: apollo.FigureGauge, Labels: []string{"state"},
 		Help: "Alerts held, by state (resolved ones are kept a while for the API)."}
 	figNotifications = &apollo.Family{Name: "apollo_alert_notifications_total", Kind: apollo.FigureCounter, Labels: []string{"result"},
-		Help: "Notifications of the alert engine, by result: sent (handed to the dispatcher), deduplicated (held the dedup lock elsewhere), silenced, dropped (event-rule queue full)."}
+		Help: "Notifications of the alert engine, by result: sent (handed to the dispatcher), deduplicated (held the dedup lock elsewhere), silenced, inhibited (the echo of another job's trouble), dropped (event-rule queue full)."}
 	figLockErrors = &apollo.Family{Name: "apollo_alert_lock_errors_total", Kind: apollo.FigureCounter,
 		Help: "Notifications sent without the dedup lock because taking it failed."}
 	figSaveErrors = &apollo.Family{Name: "apollo_alert_state_save_errors_total", Kind: apollo.FigureCounter,
@@ -52,6 +52,7 @@ func (s Stats) Figures(w apollo.FigureWriter) {
 	w.Add(figNotifications, float64(s.Sent), "sent")
 	w.Add(figNotifications, float64(s.Deduped), "deduplicated")
 	w.Add(figNotifications, float64(s.Silenced), "silenced")
+	w.Add(figNotifications, float64(s.Inhibited), "inhibited")
 	w.Add(figNotifications, float64(s.Dropped), "dropped")
 	w.Add(figLockErrors, float64(s.LockErrors))
 	w.Add(figSaveErrors, float64(s.SaveErrors))

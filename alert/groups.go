@@ -2,6 +2,7 @@ package alert
 
 import (
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,10 @@ type eventGroups struct {
 	self map[string]*selfRuleEntry // SelfAlert name -> its rule
 }
 
-// groupKey names an event rule's group: all its matches in one tenant.
-type groupKey struct{ tenant, rule string }
+// groupKey names an event rule's group: all its matches in one tenant,
+// and apart from them the matches held by the same causes (heldBy, the
+// causes' names joined), which are shown and never notified.
+type groupKey struct{ tenant, rule, heldBy string }
 
 // selfRuleEntry is the built-in event rule behind one SelfAlert name.
 type selfRuleEntry struct{ rule *rules.Rule }
@@ -34,7 +37,7 @@ func newEventGroups() *eventGroups {
 func (g *eventGroups) load(a StoredAlert) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	k := groupKey{a.Tenant, a.Rule}
+	k := groupKey{a.Tenant, a.Rule, strings.Join(a.InhibitedBy, ", ")}
 	if g.open[k] == nil {
 		en := &entry{StoredAlert: a}
 		if en.Names == nil {

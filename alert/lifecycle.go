@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"slices"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -148,9 +149,21 @@ func (c *cycle) drop(tr *tenantRate, rs *ruleState, en *entry) {
 	c.changed = append(c.changed, en.Alert)
 }
 
-// heldBack reports whether a silence holds en's notifications, and counts
-// it.
+// heldBack reports whether the Holder (for the alert of one job: the
+// group is a job name with BY: name) or a silence holds en's
+// notifications, and counts it. An inhibited alert is marked with its
+// causes; like a silenced one, it is told once it is no longer held.
 func (c *cycle) heldBack(en *entry) bool {
+	if h := c.e.opts.Holder; h != nil {
+		by := h.HeldBy(en.Tenant, en.Group)
+		if !slices.Equal(by, en.InhibitedBy) {
+			en.InhibitedBy = by
+			c.changed = append(c.changed, en.Alert)
+		}
+		if c.e.inhibited(&en.Alert) {
+			return true
+		}
+	}
 	if c.silences.silenced(&en.Alert, c.now) {
 		c.e.st.silenced.Add(1)
 		return true

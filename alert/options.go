@@ -31,6 +31,15 @@ type Sender interface {
 	Send(n apollo.Notification)
 }
 
+// Holder says which jobs' trouble holds the alerts of a job (job
+// expectations: its upstream jobs that are down, or the job itself while
+// it flaps). The engine asks it before it notifies an event rule's match,
+// or a rate rule's alert of one job (BY: name); a held alert is shown,
+// marked with the causes, and not notified. It must answer at once.
+type Holder interface {
+	HeldBy(tenant, job string) []string
+}
+
 // Defaults of Options.
 const (
 	DefaultInterval       = 10 * time.Second
@@ -71,6 +80,9 @@ type Options struct {
 	// SelfChannels receive SelfAlert notifications; none: the self-alerts
 	// only show in the API.
 	SelfChannels []string
+	// Holder, when set, holds the notifications of alerts that are echoes
+	// of another job's trouble.
+	Holder Holder
 	// QueueLen bounds the event-rule notifications waiting for the dedup
 	// lock; past it they are dropped and counted. Default 4096.
 	QueueLen int

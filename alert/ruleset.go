@@ -26,12 +26,18 @@ type ruleSet struct {
 	windows   []windowKey // the distinct tables a cycle fetches
 	// byStatus lists the event rules watching each status.
 	byStatus [statusSlots][]*rules.Rule
-	nEvent   int
+	// byOccurrence lists the event rules watching each occurrence (ON:
+	// missed ...), indexed by rules.Occurrence.
+	byOccurrence [occurrenceSlots][]*rules.Rule
+	nEvent       int
 }
 
 // statusSlots bounds apollo.Status values used as indexes; larger ones
 // are never watched.
 const statusSlots = 8
+
+// occurrenceSlots bounds rules.Occurrence values used as indexes.
+const occurrenceSlots = 8
 
 // windowKey is one metrics table: a window, shifted by offset for
 // pct_change.
@@ -66,6 +72,11 @@ func newRuleSet(tenant string, rs []*rules.Rule, src []byte) *ruleSet {
 			for _, st := range r.On {
 				if int(st) < statusSlots && !slices.Contains(set.byStatus[st], r) {
 					set.byStatus[st] = append(set.byStatus[st], r)
+				}
+			}
+			for _, o := range r.Occurrences {
+				if int(o) < occurrenceSlots && !slices.Contains(set.byOccurrence[o], r) {
+					set.byOccurrence[o] = append(set.byOccurrence[o], r)
 				}
 			}
 			continue

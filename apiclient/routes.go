@@ -294,3 +294,40 @@ func (c *Client) TestChannel(ctx context.Context, name string) (apollo.Attempt, 
 	err := c.send(ctx, http.MethodPost, "/api/v1/channels/"+segment(name)+"/test", nil, &a)
 	return a.Attempt, err
 }
+
+// Expectations is GET /api/v1/expectations: the tenant's job expectations.
+func (c *Client) Expectations(ctx context.Context) (Expectations, error) {
+	var e Expectations
+	err := c.get(ctx, "/api/v1/expectations", nil, &e)
+	return e, err
+}
+
+// PutExpectations is PUT /api/v1/expectations: it replaces the tenant's
+// expectations with a whole file. A file with problems changes nothing
+// and is an *Error whose Problems say where.
+func (c *Client) PutExpectations(ctx context.Context, src []byte) (Expectations, error) {
+	var e Expectations
+	err := c.do(ctx, request{method: http.MethodPut, path: "/api/v1/expectations", body: src, contentType: RulesText}, &e)
+	return e, err
+}
+
+// Suggestions is GET /api/v1/expectations/suggestions: the learner's
+// proposal for job, or for every job it has one for when job is "".
+func (c *Client) Suggestions(ctx context.Context, job string) ([]Suggestion, error) {
+	var l SuggestionList
+	q := url.Values{}
+	if job != "" {
+		q.Set("job", job)
+	}
+	err := c.get(ctx, "/api/v1/expectations/suggestions", q, &l)
+	return l.Suggestions, err
+}
+
+// AcceptSuggestion is POST /api/v1/expectations/suggestions/{job}/accept:
+// the learner's proposal for job becomes its expectation (replacing one
+// it had), in one call.
+func (c *Client) AcceptSuggestion(ctx context.Context, job string) (Expectations, error) {
+	var e Expectations
+	err := c.do(ctx, request{method: http.MethodPost, path: "/api/v1/expectations/suggestions/" + url.PathEscape(job) + "/accept"}, &e)
+	return e, err
+}

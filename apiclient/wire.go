@@ -224,3 +224,35 @@ type AttemptList struct {
 type ChannelTest struct {
 	Attempt apollo.Attempt `json:"attempt"`
 }
+
+// Expectations is GET and PUT /api/v1/expectations: the tenant's job
+// expectations file as the server holds it (docs/expectations.md), and
+// how many expectations it has.
+type Expectations struct {
+	Source string `json:"source"`
+	Count  int    `json:"count"`
+}
+
+// Suggestion is the learner's proposal of an expectation for one job,
+// GET /api/v1/expectations/suggestions. Durations are Go durations ("10m");
+// what was not learned is left out. YAML is the proposal as an entry of
+// an expectations file.
+type Suggestion struct {
+	Job        string  `json:"job"`
+	Describe   string  `json:"describe"`
+	Confidence float64 `json:"confidence"`
+	Runs       int     `json:"runs"`
+	Durations  int     `json:"durations"`
+	Schedule   string  `json:"schedule,omitempty"`
+	Timezone   string  `json:"timezone,omitempty"`
+	Every      string  `json:"every,omitempty"`
+	Grace      string  `json:"grace,omitempty"`
+	MaxRuntime string  `json:"maxRuntime,omitempty"`
+	MinRuntime string  `json:"minRuntime,omitempty"`
+	YAML       string  `json:"yaml"`
+}
+
+// SuggestionList is GET /api/v1/expectations/suggestions.
+type SuggestionList struct {
+	Suggestions []Suggestion `json:"suggestions"`
+}

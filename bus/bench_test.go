@@ -137,3 +137,27 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRecordMissed measures recording the missed runs one
+// evaluation cycle finds when 100 000 expectations are due at the rate of
+// BenchmarkTick100k in package expect (670 a tick): one call with their
+// pending runs and missed starts, each a run of its own, with the log in
+// memory (its fsync is one per call, measured in package wal).
+func BenchmarkRecordMissed(b *testing.B) {
+	bus, _ := New(Options{Log: &memLog{}, HistoryLimit: 4})
+	bus.Start(context.Background())
+	defer bus.Stop(context.Background())
+	const perTick = 670
+	slot := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	ms := make([]Missed, perTick)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for k := range ms {
+			ms[k] = Missed{Tenant: fmt.Sprintf("t%d", k%10), Job: fmt.Sprintf("job_%d", k), Slot: slot.Add(time.Duration(i) * 10 * time.Second)}
+		}
+		if _, err := bus.RecordMissed(context.Background(), ms); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bus.Checkpoint(func(uint64) error { return nil }) // the observers' share counts too
+}

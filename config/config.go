@@ -66,7 +66,10 @@ type Config struct {
 	RunTimeout Duration `yaml:"run_timeout"`
 
 	Rules string `yaml:"rules"` // rule file, hot-reloaded
-	Jobs  string `yaml:"jobs"`  // scheduler jobs file (runs the scheduler in-process)
+	// Expectations is the default tenant's job expectations file
+	// (docs/expectations.md), hot-reloaded like the rules file.
+	Expectations string `yaml:"expectations"`
+	Jobs         string `yaml:"jobs"` // scheduler jobs file (runs the scheduler in-process)
 	// Channels are the notification channels by name, each with its settings
 	// and the tenants it serves ("tenants:"; none: the default tenant's);
 	// notify/channels.Build reads them (docs/notifications.md).
@@ -279,7 +282,7 @@ func expand(n *yaml.Node, lookup func(name string, line int) string) {
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	for name, dst := range map[string]*string{
 		"APOLLO_LISTEN": &c.Listen, "APOLLO_DATA": &c.Data, "APOLLO_FSYNC": &c.Fsync,
-		"APOLLO_RULES": &c.Rules, "APOLLO_JOBS": &c.Jobs, "APOLLO_REDIS": &c.Redis.URL,
+		"APOLLO_RULES": &c.Rules, "APOLLO_EXPECTATIONS": &c.Expectations, "APOLLO_JOBS": &c.Jobs, "APOLLO_REDIS": &c.Redis.URL,
 		"APOLLO_EXTERNAL_URL": &c.ExternalURL, "APOLLO_DEADMAN_URL": &c.Deadman.URL,
 	} {
 		if v := getenv(name); v != "" {

@@ -119,6 +119,19 @@ func (l *Learner) Suggest(tenant, job string, loc *time.Location) (Proposal, boo
 	return Suggest(job, starts, durations, loc)
 }
 
+// Jobs lists the tenant's jobs it has runs of, in no order.
+func (l *Learner) Jobs(tenant string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for k := range l.jobs {
+		if k.tenant == tenant {
+			out = append(out, k.job)
+		}
+	}
+	return out
+}
+
 // Forget drops what is known of a job.
 func (l *Learner) Forget(tenant, job string) {
 	l.mu.Lock()

@@ -47,6 +47,10 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/v1/silences/{id}", RoleOperator, s.removeSilence, changes},
 		{"GET", "/api/v1/rules", RoleViewer, s.getRules, reads},
 		{"PUT", "/api/v1/rules", RoleAdmin, s.putRules, changes}, // text/plain is a rules file; putRules checks the type
+		{"GET", "/api/v1/expectations", RoleViewer, s.getExpectations, reads},
+		{"PUT", "/api/v1/expectations", RoleOperator, s.putExpectations, changes}, // a YAML file; putExpectations checks the type
+		{"GET", "/api/v1/expectations/suggestions", RoleViewer, s.listSuggestions, reads},
+		{"POST", "/api/v1/expectations/suggestions/{name}/accept", RoleOperator, s.acceptSuggestion, changes},
 
 		{"GET", "/api/v1/audit", RoleAdmin, s.listAudit, reads},
 

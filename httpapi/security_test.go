@@ -115,7 +115,7 @@ func newSecured(t *testing.T, rate int) *secured {
 	t.Cleanup(func() { sc.Stop(context.Background()) })
 	hub := newHub(t, b, nil)
 	sec.alerts = securedAlerts(t)
-	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger,
+	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Expectations: newMemExpectations(), Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger,
 		Prometheus: selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats)}.Handler(discardLogger)})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)

@@ -86,6 +86,9 @@ type Options struct {
 	// rules were loaded from (alert.Loader.Write); nil keeps them in
 	// memory only. An error refuses the update.
 	SaveRules func(tenant string, src []byte) error
+	// Expectations serves the job expectations and the learner's
+	// proposals; nil answers those routes with 503.
+	Expectations Expectations
 }
 
 // Server serves the API. It is an http.Handler.

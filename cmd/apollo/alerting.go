@@ -43,6 +43,9 @@ type alertSide interface {
 	// onRefused reports events the bus could not take: never silently (invariant 4).
 	onRefused(r bus.Refusal)
 	reload()
+	// occur is where what job expectations find goes (ON: missed ...);
+	// nil when the alert engine is not in this process.
+	occur() func(alert.Occurrence)
 }
 
 // localAlerting is the engine and the dispatcher in this process.
@@ -59,7 +62,7 @@ type localAlerting struct {
 // newLocalAlerting builds the dispatcher for the configured channels, the
 // engine over the metrics with its state in the data directory, and the
 // loader of the rules file.
-func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer) (*localAlerting, error) {
+func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer, holder alert.Holder) (*localAlerting, error) {
 	l := &localAlerting{cfg: cfg, log: log, clock: clock}
 	var err error
 	if l.disp, err = buildDispatcher(cfg, clock, log, console); err != nil {
@@ -72,6 +75,7 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
 		RepeatInterval: cfg.Alert.Repeat.D(),
 		SelfChannels:   l.disp.ChannelsFor(""),
+		Holder:         holder,
 	})
 	if err != nil {
 		return nil, err
@@ -173,6 +177,8 @@ func (l *localAlerting) onRefused(r bus.Refusal) {
 	l.engine.SelfAlert("apollo_events_refused", apollo.SeverityCritical,
 		"Apollo-11 refused events (not stored): "+r.Reason+"; reporters must resend them")
 }
+
+func (l *localAlerting) occur() func(alert.Occurrence) { return l.engine.Occur }
 
 func (l *localAlerting) reload() {
 	if l.loader != nil {

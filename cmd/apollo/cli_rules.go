@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -94,17 +93,7 @@ errors, 4 the token lacks the admin role.`,
   apollo rules list --source | sed 's/0.05/0.10/' | apollo rules apply -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			var (
-				src []byte
-				err error
-			)
-			if name == "-" {
-				src, err = io.ReadAll(cmd.InOrStdin())
-				name = "<stdin>"
-			} else {
-				src, err = os.ReadFile(name)
-			}
+			src, name, err := readFileArg(cmd, args[0])
 			if err != nil {
 				return usageError("%v", err)
 			}

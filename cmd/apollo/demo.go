@@ -21,6 +21,9 @@ var demoJobs []byte
 //go:embed demo/rules.txt
 var demoRules []byte
 
+//go:embed demo/expectations.yaml
+var demoExpectations []byte
+
 func newDemoCmd() *cobra.Command {
 	var f serverFlags
 	cmd := &cobra.Command{
@@ -28,7 +31,8 @@ func newDemoCmd() *cobra.Command {
 		Short: "Run a server with sample jobs, rules and notifications, to look around",
 		Long: `Start the all-in-one server with the scheduler running sample jobs (some
 succeed, one fails often, one hangs until its timeout), a legacy cron that
-starts late, sample alert rules (the seed's among them) and channels that
+starts late, a backup expected every 30 s that never runs (missed, and
+the failures it causes held as its echoes), sample alert rules (the seed's among them) and channels that
 print to this terminal, one line a message naming its channel. Open the
 dashboard it prints; an alert fires within a minute. Ctrl-C stops it
 cleanly.
@@ -68,11 +72,13 @@ fails to start takes back the sample files it wrote there.`,
   Terminal:   apollo tui --server http://%[1]s
   API:        curl -s http://%[1]s/api/v1/metrics | head
   Jobs:       %[2]s    Rules: %[3]s
+  Expectations: %[4]s (a backup that never runs: missed, and the
+              failures it causes held as "inhibited by backup_nightly")
 
   Notifications print below, one line each, naming the channel they are
   for; the dashboard shows each alert whole, with its history. Ctrl-C to stop.
 
-`, addr, cfg.Jobs, cfg.Rules)
+`, addr, cfg.Jobs, cfg.Rules, cfg.Expectations)
 				go legacyCron(ctx, "http://"+addr)
 			}})
 			if err != nil && !started {
@@ -85,7 +91,7 @@ fails to start takes back the sample files it wrote there.`,
 	return cmd
 }
 
-// setUpDemo writes the sample jobs and rules into the data directory and
+// setUpDemo writes the sample jobs, rules and expectations into the data directory and
 // adds channels that print to the terminal. It returns the directory it
 // made ("" when the data directory was there) and the files it wrote, for
 // undoDemo.
@@ -108,6 +114,11 @@ func setUpDemo(cfg *config.Config) (made string, written []string, err error) {
 	}
 	if cfg.Rules == "" {
 		if cfg.Rules, err = write("demo-rules.txt", demoRules); err != nil {
+			return made, written, err
+		}
+	}
+	if cfg.Expectations == "" {
+		if cfg.Expectations, err = write("demo-expectations.yaml", demoExpectations); err != nil {
 			return made, written, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/sched"
 )
@@ -28,8 +29,11 @@ func TestDemoFilesParse(t *testing.T) {
 	if err := rules.CheckChannels(rs, func(n string) bool { return slices.Contains([]string{"console", "dingtalk", "email"}, n) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 5 {
+	if len(rs) != 6 {
 		t.Errorf("%d rules", len(rs))
+	}
+	if _, err := expect.Parse("demo/expectations.yaml", demoExpectations); err != nil {
+		t.Fatalf("demo expectations: %v", err)
 	}
 }
 
@@ -77,4 +81,18 @@ func TestDemoShowsAFiringAlert(t *testing.T) {
 		return len(m.Jobs) >= 3
 	})
 	eventually(t, 90*time.Second, "a firing alert", func() bool { return firing(t, demo.addr, "batch_failing") != nil })
+	// The backup that never runs is missed, and the failures below it are
+	// held as its echoes.
+	eventually(t, 90*time.Second, "a missed run", func() bool {
+		var tasks struct{ Tasks []apollo.Task }
+		apiGet(t, demo.addr, "/api/v1/tasks?prefix=missed:backup_nightly@", &tasks)
+		return len(tasks.Tasks) > 0 && tasks.Tasks[0].Late
+	})
+	eventually(t, 90*time.Second, "an inhibited alert", func() bool {
+		var l alertList
+		apiGet(t, demo.addr, "/api/v1/alerts?state=firing", &l)
+		return slices.ContainsFunc(l.Alerts, func(a apollo.Alert) bool {
+			return a.Rule == "backup_trouble" && slices.Equal(a.InhibitedBy, []string{"backup_nightly"})
+		})
+	})
 }

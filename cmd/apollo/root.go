@@ -22,7 +22,7 @@ Start here:
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newBusCmd(), newAlertCmd(), newSchedCmd(), newTokenCmd(), newReportCmd(), newExecCmd(),
-		newNotifyCmd(), newRulesCmd(),
+		newNotifyCmd(), newRulesCmd(), newExpectCmd(),
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
 		newStatusCmd(), newCompletionCmd(), newTUICmd())
 	addRulesServerCmds(root)

@@ -83,6 +83,37 @@ func knownChannels(list []string, cfgPath string) (func(string) bool, error) {
 // checkRuleFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
 func checkRuleFiles(out io.Writer, files []string, known func(string) bool) int {
+	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
+		rs, err := rules.Parse(file, src)
+		if err == nil && known != nil {
+			err = rules.CheckChannels(rs, known)
+		}
+		var list rules.ErrorList
+		if errors.As(err, &list) {
+			problems := make([]string, len(list))
+			for i, e := range list {
+				problems[i] = e.Error()
+			}
+			return problems, "", nil
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		event := 0
+		for _, r := range rs {
+			if r.IsEvent() {
+				event++
+			}
+		}
+		return nil, fmt.Sprintf("%s (%d rate, %d event)", plural(len(rs), "rule"), len(rs)-event, event), nil
+	})
+}
+
+// checkFiles reads each file and checks it with check, which returns the
+// file's problems (each a FILE:LINE:COL line), or what an ok line says of
+// a good file, or an error that is not about a place in it. It prints the
+// problems or the ok line and returns the number of problems.
+func checkFiles(out io.Writer, files []string, check func(file string, src []byte) (problems []string, ok string, err error)) int {
 	bad := 0
 	for _, file := range files {
 		prefix := ""
@@ -95,32 +126,32 @@ func checkRuleFiles(out io.Writer, files []string, known func(string) bool) int 
 			bad++
 			continue
 		}
-		rs, err := rules.Parse(file, src)
-		if err == nil && known != nil {
-			err = rules.CheckChannels(rs, known)
-		}
-		var list rules.ErrorList
-		if errors.As(err, &list) {
-			for _, e := range list {
-				fmt.Fprintln(out, e.Error())
-			}
-			bad += len(list)
-			continue
-		}
-		if err != nil {
+		problems, ok, err := check(file, src)
+		switch {
+		case err != nil:
 			fmt.Fprintf(out, "%s: %v\n", file, err)
 			bad++
-			continue
-		}
-		event := 0
-		for _, r := range rs {
-			if r.IsEvent() {
-				event++
+		case len(problems) > 0:
+			for _, p := range problems {
+				fmt.Fprintln(out, p)
 			}
+			bad += len(problems)
+		default:
+			fmt.Fprintf(out, "%sok: %s\n", prefix, ok)
 		}
-		fmt.Fprintf(out, "%sok: %s (%d rate, %d event)\n", prefix, plural(len(rs), "rule"), len(rs)-event, event)
 	}
 	return bad
+}
+
+// readFileArg reads the file a command names, or standard input for "-";
+// name is how to call it in messages.
+func readFileArg(cmd *cobra.Command, arg string) (src []byte, name string, err error) {
+	if arg == "-" {
+		src, err = io.ReadAll(cmd.InOrStdin())
+		return src, "<stdin>", err
+	}
+	src, err = os.ReadFile(arg)
+	return src, arg, err
 }
 
 // unwrapPath drops the path os.ReadFile repeats in its error.

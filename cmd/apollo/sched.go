@@ -128,7 +128,17 @@ func (s *server) startScheduler(ctx context.Context, addr string, undo *undoList
 	undo.add(func() { stopRuns(sc, s.log) })
 	s.reporter, s.sched = rep, sc
 	s.applyLateness()
+	s.applyJobExpectations()
 	return nil
+}
+
+// applyJobExpectations makes the scheduler's jobs expected of the default
+// tenant (schedule, timeout, after), under what the expectations file or
+// the API says of the same jobs.
+func (s *server) applyJobExpectations() {
+	if err := s.expect.setJobs(s.sched.Expectations()); err != nil {
+		s.log.Error("the scheduler's jobs do not make expectations; the ones before keep running", "err", err)
+	}
 }
 
 // fixJobs is what to do about a jobs file that does not load.
@@ -160,6 +170,7 @@ func (s *server) reloadJobs() {
 		return
 	}
 	s.applyLateness()
+	s.applyJobExpectations()
 	s.log.Info("jobs file reloaded", "file", s.cfg.Jobs)
 }
 

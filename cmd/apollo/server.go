@@ -21,6 +21,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/agent"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
@@ -65,6 +66,7 @@ type server struct {
 	// tokens (made at start, kept only in memory).
 	schedToken string
 	deadman    *deadman // nil without deadman.url
+	expect     *expectations
 	arch       *bus.FileArchive
 	audit      *audit.Log
 	auth       httpapi.Authenticator
@@ -176,6 +178,11 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	if err := startService(ctx, undo, s.log, "alerting", s.alerts); err != nil {
 		return nil, err
 	}
+	// After recovery: what the replayed runs show was acted on before.
+	if err := s.expect.start(b, s.alerts.occur()); err != nil {
+		return nil, err
+	}
+	undo.add(s.expect.stopLoop)
 	if err := s.startScheduler(ctx, ln.Addr().String(), undo); err != nil {
 		return nil, err
 	}
@@ -215,7 +222,7 @@ func (s *server) httpServer() *http.Server {
 	parts := s.parts()
 	opts := httpapi.Options{
 		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(parts), Prometheus: parts.Handler(s.log),
-		Scheduler: scheduler, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
+		Scheduler: scheduler, Expectations: s.expect, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
 		Ready: func() bool {
@@ -325,13 +332,17 @@ func (s *server) open(undo *undoList) error {
 	if err != nil {
 		return err
 	}
+	s.expect, err = newExpectations(cfg.Expectations, alert.NewFileRules(filepath.Join(cfg.Data, "expectations.json")), cfg.Alert.Interval.D(), s.clock, s.log)
+	if err != nil {
+		return err
+	}
 	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
-		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console); err != nil {
+		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console, s.expect); err != nil {
 			return err
 		}
 	}
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: s.alerts.observers(s.agg),
+		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: append(s.alerts.observers(s.agg), s.expect),
 		OnRefused: s.alerts.onRefused,
 		OnLogFailed: func(err error) {
 			select {
@@ -366,6 +377,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	if s.hub != nil {
 		stopService(bg, s.log, "the stream", s.hub)
 	}
+	s.expect.stopLoop() // it records missed runs in the bus
 	stopService(bg, s.log, "the bus", s.bus)
 	stopService(bg, s.log, "alerting", s.alerts) // after the bus: it observes the bus's last changes
 	stopService(bg, s.log, "the metrics", s.agg)
@@ -404,12 +416,14 @@ func latenessFromConfig(cfg config.Config) []bus.Lateness {
 	return lat
 }
 
-// reload re-reads what SIGHUP reloads: the jobs file and the rules file.
+// reload re-reads what SIGHUP reloads: the jobs file, the rules file and
+// the expectations file.
 // A bad file is logged and the old one keeps working.
 func (s *server) reload() {
 	s.log.Info("SIGHUP: reloading")
 	s.reloadJobs()
 	s.alerts.reload()
+	s.expect.reload()
 }
 
 // parts are the components this process reports in GET /metrics and

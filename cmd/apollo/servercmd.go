@@ -17,6 +17,7 @@ type serverFlags struct {
 	data       string
 	fsync      string
 	rules      string
+	expect     string
 	jobs       string
 	insecure   bool
 }
@@ -32,6 +33,7 @@ func (f *serverFlags) register(cmd *cobra.Command, dataDefault string) {
 	fl.StringVar(&f.data, "data", "", "data directory for the log and snapshots "+dataDefault)
 	fl.StringVar(&f.fsync, "fsync", "", "when the log is flushed to disk: batch (default), interval or off")
 	fl.StringVar(&f.rules, "rules", "", "alert rules file, reloaded when it changes")
+	fl.StringVar(&f.expect, "expectations", "", "job expectations file (docs/expectations.md), reloaded when it changes")
 	fl.StringVar(&f.jobs, "jobs", "", "scheduler jobs file: run the scheduler in this process")
 	fl.BoolVar(&f.insecure, "insecure-no-auth", false, "allow listening beyond loopback without tokens (warns every minute)")
 }
@@ -47,7 +49,7 @@ func (f *serverFlags) load(cmd *cobra.Command) (config.Config, error) {
 	}
 	cfg.ApplyEnv(os.Getenv)
 	fl := cmd.Flags()
-	for name, dst := range map[string]*string{"listen": &cfg.Listen, "data": &cfg.Data, "fsync": &cfg.Fsync, "rules": &cfg.Rules, "jobs": &cfg.Jobs} {
+	for name, dst := range map[string]*string{"listen": &cfg.Listen, "data": &cfg.Data, "fsync": &cfg.Fsync, "rules": &cfg.Rules, "expectations": &cfg.Expectations, "jobs": &cfg.Jobs} {
 		if fl.Changed(name) {
 			*dst, _ = fl.GetString(name)
 		}

@@ -86,6 +86,9 @@ func (s *server) recover() error {
 			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
 		}
 	}
+	// Before the replay, so that the replayed runs count for the runs
+	// expected since the snapshot.
+	s.expect.arm()
 	// Different tasks replay in parallel; each task's records in log order.
 	n := 0
 	if s.seqReplay {
@@ -118,6 +121,7 @@ func (s *server) sections() []section {
 	return []section{
 		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
 		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
+		{name: "expect", write: s.expect.writeState, read: s.expect.readState},
 	}
 }
 

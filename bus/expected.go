@@ -1,0 +1,99 @@
+package bus
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// The bus's side of job expectations (docs/expectations.md): what the
+// evaluator finds becomes records in the tasks' histories, logged like the
+// bus's own timeouts, so that metrics, rules and the job's runs show it and
+// a restart replays it.
+
+// MissedRunID is the task ID of the missed run of job expected at slot:
+// the same for the same slot, so that recording it twice (a restart that
+// judges the slot again) records it once.
+func MissedRunID(job string, slot time.Time) string {
+	id := "missed:" + job + "@" + strconv.FormatInt(slot.Unix(), 10)
+	if len(id) > apollo.MaxTaskIDBytes {
+		sum := sha256.Sum256([]byte(job))
+		id = "missed:" + hex.EncodeToString(sum[:12]) + "@" + strconv.FormatInt(slot.Unix(), 10)
+	}
+	return id
+}
+
+// Missed is one expected run that did not start: of Job, in Tenant,
+// expected at Slot.
+type Missed struct {
+	Tenant, Job string
+	Slot        time.Time
+}
+
+// RecordMissed records that each run in ms did not start: a pending run
+// (MissedRunID) scheduled at its slot, marked as a missed start, in the
+// job's history and metrics (missed). The runs are published together,
+// so that one fsync covers them all; it returns once they are durable. A
+// slot recorded before is not recorded again: fresh[i] says whether ms[i]
+// was recorded by this call.
+func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err error) {
+	evs := make([]apollo.Event, len(ms))
+	for i, m := range ms {
+		at := m.Slot.UnixMilli()
+		evs[i] = apollo.Event{TaskID: MissedRunID(m.Job, m.Slot), Tenant: m.Tenant, Name: m.Job, Sequence: 1, Status: apollo.StatusPending, Ts: at, ScheduledAt: at}
+	}
+	out := make([]Outcome, len(evs))
+	if err := b.Publish(ctx, evs, out); err != nil {
+		return nil, err
+	}
+	var errs []error
+	fresh = make([]bool, len(ms))
+	now := b.nowMs()
+	for i, o := range out {
+		switch o.Result {
+		case Accepted:
+			fresh[i] = true
+		case Duplicate:
+			continue // recorded, and marked, before
+		default:
+			errs = append(errs, fmt.Errorf("bus: recording the missed run of %s: %s: %w", ms[i].Job, o.Result, o.Err))
+			continue
+		}
+		ev := &evs[i]
+		b.commitOwn(key{tenant: ev.Tenant, id: ev.TaskID},
+			func(t *task) bool { return t.status == apollo.StatusPending && !t.late },
+			func(t *task) apollo.Record {
+				b.stats.missedStarts.Add(1)
+				return apollo.Record{
+					Event: apollo.Event{TaskID: ev.TaskID, Tenant: ev.Tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusPending, Ts: now},
+					Kind:  apollo.KindMissedStart, ReceivedAt: now,
+				}
+			})
+	}
+	return fresh, errors.Join(errs...)
+}
+
+// TimeOut ends a running run as timeout, as its own deadline would: what
+// a job's max_runtime does. It reports whether the run was running (and
+// is now timed out).
+func (b *Bus) TimeOut(tenant, taskID string) bool {
+	done := false
+	b.commitOwn(key{tenant: tenant, id: taskID},
+		func(t *task) bool { return t.status == apollo.StatusRunning },
+		func(t *task) apollo.Record {
+			b.stats.timeouts.Add(1)
+			done = true
+			now := b.nowMs()
+			return apollo.Record{
+				Event: apollo.Event{TaskID: taskID, Tenant: tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusTimeout, Ts: now},
+				Kind:  apollo.KindTimeout, ReceivedAt: now,
+			}
+		})
+	return done
+}

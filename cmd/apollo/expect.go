@@ -1,0 +1,441 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/expect"
+	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// expectations is the server's side of job expectations
+// (docs/expectations.md): each tenant's expectations (the file of the
+// default tenant, the API's, the scheduler's jobs), the evaluator and the
+// learner fed by the bus, and the loop that ticks the evaluator and acts
+// on what it finds: a missed run is recorded in the job's history and
+// metrics and fires ON: missed, a run past max_runtime is timed out, the
+// other findings fire their rules. It holds the alerts of jobs that are
+// echoes of an upstream job's trouble (alert.Holder).
+type expectations struct {
+	log   *slog.Logger
+	clock apollo.Clock
+	every time.Duration // how often the evaluator is ticked
+	path  string        // the default tenant's file; "" without one
+	saved alert.RuleStore
+	ev    *expect.Evaluator
+	learn *expect.Learner
+
+	// Set before start: where findings go.
+	bus   expectBus
+	occur func(alert.Occurrence) // nil without an alert engine in this process
+
+	// live is set once recovery is over: what replayed runs make the
+	// evaluator find was acted on before the restart.
+	live atomic.Bool
+	// checked is up to when expectations were judged (Unix ns), kept in
+	// snapshots: after a restart, the runs expected from then on are
+	// judged, those that fell while the server was down included.
+	checked  atomic.Int64
+	restored time.Time // checked, read from the snapshot
+
+	mu      sync.Mutex
+	armed   bool                   // the evaluator has the sets (arm)
+	sets    map[string]*expect.Set // each tenant's expectations in force
+	srcs    map[string][]byte      // each tenant's expectations text, as set
+	fromJob []expect.Expectation   // the default tenant's, from the scheduler's jobs file
+	found   []expect.Event         // found by Apply, acted on by the loop
+	seen    struct {
+		mod  time.Time
+		size int64
+	}
+
+	wake  chan struct{}
+	group lifecycle.Group // the loop
+}
+
+// expectBus is what the expectations need of the bus: recording a missed
+// run, and timing a run out.
+type expectBus interface {
+	RecordMissed(ctx context.Context, ms []bus.Missed) ([]bool, error)
+	TimeOut(tenant, taskID string) bool
+}
+
+var (
+	_ expectBus       = (*bus.Bus)(nil)
+	_ bus.Observer    = (*expectations)(nil)
+	_ alert.Holder    = (*expectations)(nil)
+	_ alert.RuleStore = (*alert.FileRules)(nil)
+)
+
+// newExpectations loads the default tenant's file (a bad file stops the
+// start) and every tenant's expectations saved through the API.
+func newExpectations(path string, saved alert.RuleStore, every time.Duration, clock apollo.Clock, log *slog.Logger) (*expectations, error) {
+	x := &expectations{log: log.With("component", "expect"), clock: clock, every: cmp.Or(every, 10*time.Second), path: path, saved: saved,
+		ev: expect.NewEvaluator(), learn: expect.NewLearner(0), srcs: map[string][]byte{}, sets: map[string]*expect.Set{},
+		wake: make(chan struct{}, 1), group: lifecycle.Group{Name: "expectations"}}
+	all, err := saved.Load(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("expectations saved through the API: %w", err)
+	}
+	for tenant, src := range all {
+		if tenant == "" && path != "" {
+			continue // the file gives them
+		}
+		if err := x.set(tenant, "expectations.json", src); err != nil {
+			return nil, fmt.Errorf("expectations saved through the API for tenant %q: %w", tenant, err)
+		}
+	}
+	if path != "" {
+		if err := x.loadFile(); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("expectations file: %w (create it, or start without --expectations)", err)
+			}
+			return nil, fmt.Errorf("expectations file: %w", err)
+		}
+	}
+	return x, nil
+}
+
+// set parses src as tenant's expectations and puts them in force: the
+// expected runs of a new or changed expectation start from now.
+func (x *expectations) set(tenant, name string, src []byte) error {
+	set, err := expect.Parse(name, src)
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.putLocked(tenant, set, src)
+}
+
+func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) error {
+	if tenant == "" && len(x.fromJob) > 0 {
+		exps := set.Expectations()
+		for _, e := range x.fromJob {
+			if _, ok := set.Lookup(e.Job); !ok {
+				exps = append(exps, e) // the file's own say wins over the jobs file
+			}
+		}
+		merged, err := expect.NewSet(exps)
+		if err != nil {
+			return fmt.Errorf("with the scheduler's jobs: %w", err)
+		}
+		set = merged
+	}
+	x.srcs[tenant] = slices.Clone(src)
+	x.sets[tenant] = set
+	if x.armed {
+		x.queueLocked(x.ev.Set(tenant, set, x.clock.Now()))
+	}
+	return nil
+}
+
+// arm gives the evaluator every tenant's expectations, expecting runs
+// from the time they were last judged before a restart (from the
+// snapshot), else from now. The server calls it before the log is
+// replayed, so that the replayed runs count for the expected ones.
+func (x *expectations) arm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	since := x.clock.Now()
+	if !x.restored.IsZero() && x.restored.Before(since) {
+		since = x.restored
+	}
+	x.armed = true
+	for tenant, set := range x.sets {
+		x.ev.Set(tenant, set, since)
+	}
+	x.checked.Store(since.UnixNano())
+}
+
+// writeState and readState are the expectations' section of a snapshot:
+// up to when they were judged.
+func (x *expectations) writeState(w io.Writer) error {
+	return binary.Write(w, binary.LittleEndian, x.checked.Load())
+}
+
+func (x *expectations) readState(r io.Reader) error {
+	var ns int64
+	if err := binary.Read(r, binary.LittleEndian, &ns); err != nil {
+		return fmt.Errorf("expectations: %w", err)
+	}
+	if ns > 0 {
+		x.restored = time.Unix(0, ns)
+	}
+	return nil
+}
+
+// loadFile reads the default tenant's file and puts it in force if it
+// changed. A file with any problem is refused as a whole.
+func (x *expectations) loadFile() error {
+	fi, err := os.Stat(x.path)
+	if err != nil {
+		return err
+	}
+	src, err := os.ReadFile(x.path)
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.seen.mod, x.seen.size = fi.ModTime(), fi.Size()
+	if old, ok := x.srcs[""]; ok && bytes.Equal(old, src) {
+		return nil
+	}
+	set, err := expect.Parse(x.path, src)
+	if err != nil {
+		return err
+	}
+	if err := x.putLocked("", set, src); err != nil {
+		return err
+	}
+	x.log.Info("expectations loaded", "file", x.path, "expectations", set.Len())
+	return nil
+}
+
+// reload reads the file again (SIGHUP, or a change seen by the poll); a
+// bad version is logged with every problem and the old one keeps running.
+func (x *expectations) reload() {
+	if x.path == "" {
+		return
+	}
+	if err := x.loadFile(); err != nil {
+		x.log.Error("expectations file refused; the old expectations keep running", "file", x.path, "problems", err.Error())
+	}
+}
+
+// changed reports whether the file's modification time or size moved.
+func (x *expectations) changed() bool {
+	fi, err := os.Stat(x.path)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return err == nil && (!fi.ModTime().Equal(x.seen.mod) || fi.Size() != x.seen.size)
+}
+
+// setJobs makes the scheduler's jobs the default tenant's expectations,
+// under the file's or the API's.
+func (x *expectations) setJobs(exps []expect.Expectation) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	src := x.srcs[""]
+	set, err := expect.Parse("expectations", src)
+	if err != nil {
+		return err
+	}
+	old := x.fromJob
+	x.fromJob = exps
+	if err := x.putLocked("", set, src); err != nil {
+		x.fromJob = old
+		return err
+	}
+	return nil
+}
+
+// put checks src, saves it (the default tenant's in its file when there
+// is one) and puts it in force. It returns the file's problems as an
+// *expect.FileError.
+func (x *expectations) put(ctx context.Context, tenant string, src []byte) error {
+	set, err := expect.Parse("expectations", src)
+	if err != nil {
+		return err
+	}
+	if tenant == "" && x.path != "" {
+		if err := alert.WriteFileAtomic(x.path, src, 0o644); err != nil {
+			return fmt.Errorf("writing the expectations file: %w", err)
+		}
+	} else if err := x.saved.Save(ctx, tenant, src); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.putLocked(tenant, set, src); err != nil {
+		return err
+	}
+	if tenant == "" && x.path != "" {
+		if fi, err := os.Stat(x.path); err == nil {
+			x.seen.mod, x.seen.size = fi.ModTime(), fi.Size()
+		}
+	}
+	return nil
+}
+
+// Apply implements bus.Observer: the start and the end of each run go to
+// the evaluator and the learner. A run that ends without having been
+// seen running (a ping of success) starts and ends at once. What the
+// evaluator finds is acted on by the loop, not on the bus's worker.
+func (x *expectations) Apply(c *apollo.Change) {
+	t := &c.Task
+	if t.Status == c.Prev.Status || t.Name == "" {
+		return
+	}
+	run := expect.Run{Tenant: t.Tenant, Job: t.Name, TaskID: t.TaskID}
+	var found []expect.Event
+	started := c.Prev.Status != apollo.StatusRunning && !c.Prev.Status.Final()
+	if (t.Status == apollo.StatusRunning || t.Status.Final()) && started {
+		run.At = time.UnixMilli(cmp.Or(t.StartedAt, t.FinishedAt, c.Record.Ts))
+		found = append(found, x.ev.Started(run)...)
+		x.learn.Started(run)
+	}
+	if t.Status.Final() && !c.Prev.Status.Final() {
+		run.At, run.Status = time.UnixMilli(cmp.Or(t.FinishedAt, c.Record.Ts)), t.Status
+		run.Duration = time.Duration(t.CostMs) * time.Millisecond
+		found = append(found, x.ev.Finished(run)...)
+		x.learn.Finished(run)
+	}
+	if len(found) > 0 {
+		x.mu.Lock()
+		x.queueLocked(found)
+		x.mu.Unlock()
+	}
+}
+
+// queueLocked hands evs to the loop; x.mu is held.
+func (x *expectations) queueLocked(evs []expect.Event) {
+	if len(evs) == 0 || !x.live.Load() {
+		return
+	}
+	x.found = append(x.found, evs...)
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// HeldBy implements alert.Holder: the upstream jobs whose trouble job's
+// alerts are echoes of, and the job itself while it flaps.
+func (x *expectations) HeldBy(tenant, job string) []string {
+	causes := x.ev.InhibitedBy(tenant, job)
+	var by []string
+	for _, c := range causes {
+		by = append(by, c.Job)
+	}
+	if x.ev.Flapping(tenant, job) {
+		by = append(by, job)
+	}
+	return by
+}
+
+// learnFor is how long the learner keeps a job that no longer runs.
+const learnFor = 30 * 24 * time.Hour
+
+// start runs the loop: it ticks the evaluator every interval on the
+// clock, acts on what it finds, and looks at the file every 2 s. The
+// tickers are armed before it returns.
+func (x *expectations) start(b expectBus, occur func(alert.Occurrence)) error {
+	x.bus, x.occur = b, occur
+	x.live.Store(true)
+	return x.group.Start(context.Background(), func(context.Context) error {
+		tick, poll := x.clock.NewTicker(x.every), x.clock.NewTicker(alert.DefaultPollEvery)
+		x.group.Go(func(ctx context.Context) error {
+			defer tick.Stop()
+			defer poll.Stop()
+			x.run(ctx, tick, poll)
+			return nil
+		})
+		return nil
+	})
+}
+
+// stopLoop ends the loop and waits for it; call it before the bus stops.
+func (x *expectations) stopLoop() {
+	if err := x.group.Stop(context.Background(), nil); err != nil {
+		x.log.Warn("stopping the expectations", "err", err)
+	}
+}
+
+func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
+	forgot := x.clock.Now()
+	for {
+		select {
+		case <-tick.C():
+			now := x.clock.Now()
+			x.act(x.ev.Tick(now))
+			x.act(x.take())
+			x.checked.Store(now.UnixNano())
+			if now.Sub(forgot) >= 24*time.Hour {
+				// Jobs that stopped make room for new ones in the learner.
+				x.learn.ForgetBefore(now.Add(-learnFor))
+				forgot = now
+			}
+		case <-x.wake:
+			x.act(x.take())
+		case <-poll.C():
+			if x.path != "" && x.changed() {
+				x.reload()
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (x *expectations) take() []expect.Event {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	evs := x.found
+	x.found = nil
+	return evs
+}
+
+// act does what each finding calls for. The missed runs of one call are
+// recorded together, under one fsync; a missed run recorded before (judged
+// again after a restart) is not told again.
+func (x *expectations) act(evs []expect.Event) {
+	var (
+		missed []bus.Missed
+		at     []int // the index in evs of each missed run
+	)
+	for i, ev := range evs {
+		if ev.Kind == expect.KindMissed {
+			missed, at = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot}), append(at, i)
+		}
+	}
+	told := make([]bool, len(evs))
+	if len(missed) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fresh, err := x.bus.RecordMissed(ctx, missed)
+		cancel()
+		if err != nil {
+			x.log.Warn("missed runs could not be recorded in the jobs' history", "runs", len(missed), "err", err)
+		}
+		for k, i := range at {
+			told[i] = k < len(fresh) && !fresh[k] // recorded before: told then
+		}
+	}
+	for i, ev := range evs {
+		if told[i] {
+			continue
+		}
+		switch ev.Kind {
+		case expect.KindTooLong:
+			// The run becomes timeout (unless it ended meanwhile), which
+			// fires ON: timeout like any other.
+			x.bus.TimeOut(ev.Tenant, ev.TaskID)
+			continue
+		case expect.KindStable:
+			x.log.Info("job stable again", "tenant", ev.Tenant, "job", ev.Job)
+			continue
+		}
+		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
+		o, ok := rules.ParseOccurrence(ev.Kind.String())
+		if ok && x.occur != nil {
+			x.occur(alert.Occurrence{Tenant: ev.Tenant, Job: ev.Job, Kind: o, Run: ev.TaskID, At: ev.Slot, Detail: ev.Detail})
+		}
+	}
+}

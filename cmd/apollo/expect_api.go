@@ -1,0 +1,125 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/expect"
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// The API's side of the expectations: GET and PUT of each tenant's file,
+// and the learner's proposals (docs/protocol.md).
+
+var _ httpapi.Expectations = (*expectations)(nil)
+
+// Expectations implements httpapi.Expectations.
+func (x *expectations) Expectations(tenant string) apiclient.Expectations {
+	x.mu.Lock()
+	src := slices.Clone(x.srcs[tenant])
+	x.mu.Unlock()
+	n := 0
+	if set, err := expect.Parse("expectations", src); err == nil {
+		n = set.Len()
+	}
+	return apiclient.Expectations{Source: string(src), Count: n}
+}
+
+// PutExpectations implements httpapi.Expectations.
+func (x *expectations) PutExpectations(ctx context.Context, tenant string, src []byte) ([]apiclient.RuleProblem, error) {
+	err := x.put(ctx, tenant, src)
+	var fe *expect.FileError
+	if !errors.As(err, &fe) {
+		return nil, err
+	}
+	problems := make([]apiclient.RuleProblem, len(fe.Issues))
+	for i, is := range fe.Issues {
+		msg := is.Message
+		if is.Field != "" {
+			msg = is.Field + ": " + msg
+		}
+		if is.Job != "" {
+			msg = fmt.Sprintf("job %q: %s", is.Job, msg)
+		}
+		problems[i] = apiclient.RuleProblem{Pos: fmt.Sprintf("%d:%d", is.Line, is.Col), Line: is.Line, Col: is.Col, Message: msg, Hint: is.Hint}
+	}
+	return problems, nil
+}
+
+// Suggestions implements httpapi.Expectations. Start times are read in
+// the server's local time zone.
+func (x *expectations) Suggestions(tenant, job string) []apiclient.Suggestion {
+	jobs := []string{job}
+	if job == "" {
+		jobs = x.learn.Jobs(tenant)
+		slices.Sort(jobs)
+	}
+	var out []apiclient.Suggestion
+	for _, j := range jobs {
+		if p, ok := x.learn.Suggest(tenant, j, time.Local); ok {
+			out = append(out, suggestion(p))
+		}
+	}
+	return out
+}
+
+func suggestion(p expect.Proposal) apiclient.Suggestion {
+	e := p.Expectation
+	d := func(v time.Duration) string {
+		if v == 0 {
+			return ""
+		}
+		return v.String()
+	}
+	set, err := expect.NewSet([]expect.Expectation{e})
+	yaml := ""
+	if err == nil {
+		yaml = strings.TrimPrefix(string(set.Marshal()), "expectations:\n")
+	}
+	return apiclient.Suggestion{Job: e.Job, Describe: p.Describe, Confidence: p.Confidence, Runs: p.Runs, Durations: p.Durations,
+		Schedule: e.Schedule, Timezone: e.Timezone, Every: d(e.Every), Grace: d(e.Grace), MaxRuntime: d(e.MaxRuntime), MinRuntime: d(e.MinRuntime),
+		YAML: yaml}
+}
+
+// AcceptSuggestion implements httpapi.Expectations: the proposal's
+// schedule, grace and runtime bounds replace the job's (its upstream,
+// max_runs and flapping stay), and the tenant's file is written out anew
+// (its comments are not kept).
+func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string) (bool, error) {
+	p, ok := x.learn.Suggest(tenant, job, time.Local)
+	if !ok {
+		return false, nil
+	}
+	x.mu.Lock()
+	src := slices.Clone(x.srcs[tenant])
+	x.mu.Unlock()
+	cur, err := expect.Parse("expectations", src)
+	if err != nil {
+		return true, err
+	}
+	exps := cur.Expectations()
+	i := slices.IndexFunc(exps, func(e expect.Expectation) bool { return e.Job == job })
+	if i < 0 {
+		exps = append(exps, expect.Expectation{Job: job})
+		i = len(exps) - 1
+	}
+	e, l := &exps[i], p.Expectation
+	if l.Schedule != "" || l.Every != 0 {
+		e.Schedule, e.Timezone, e.Every, e.Grace = l.Schedule, l.Timezone, l.Every, l.Grace
+	}
+	e.MaxRuntime, e.MinRuntime = cmp.Or(l.MaxRuntime, e.MaxRuntime), cmp.Or(l.MinRuntime, e.MinRuntime)
+	if e.MinRuntime >= e.MaxRuntime && e.MaxRuntime > 0 {
+		e.MinRuntime = 0
+	}
+	set, err := expect.NewSet(exps)
+	if err != nil {
+		return true, err
+	}
+	return true, x.put(ctx, tenant, set.Marshal())
+}

@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"mime"
+	"net/http"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
+)
+
+// Expectations are the tenants' job expectations (docs/expectations.md)
+// and the learner's proposals; cmd/apollo fills it.
+type Expectations interface {
+	// Expectations is the tenant's file as the server holds it.
+	Expectations(tenant string) apiclient.Expectations
+	// PutExpectations checks src, saves it durably and puts it in force.
+	// A file with problems changes nothing: they are returned, each with
+	// its place, and the error is nil.
+	PutExpectations(ctx context.Context, tenant string, src []byte) ([]apiclient.RuleProblem, error)
+	// Suggestions are the learner's proposals: for job, or for every job
+	// it has one for when job is "".
+	Suggestions(tenant, job string) []apiclient.Suggestion
+	// AcceptSuggestion makes the proposal for job the job's expectation;
+	// false when there is none.
+	AcceptSuggestion(ctx context.Context, tenant, job string) (bool, error)
+}
+
+func (s *Server) expectations() (Expectations, error) {
+	if s.opts.Expectations == nil {
+		return nil, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "job expectations are not kept by this process",
+			Hint: "ask the all-in-one server (apollo server)"}
+	}
+	return s.opts.Expectations, nil
+}
+
+func (s *Server) getExpectations(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	x, err := s.expectations()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, x.Expectations(p.Tenant))
+	return nil
+}
+
+// putExpectations replaces the tenant's expectations with a whole file.
+// With any problem nothing changes, and every problem is answered with
+// its place, as for rules.
+func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	x, err := s.expectations()
+	if err != nil {
+		return err
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := mime.ParseMediaType(ct)
+		if mt != "text/plain" && mt != "application/yaml" && mt != "application/x-yaml" && mt != "text/yaml" {
+			return &apollo.Error{Code: apollo.EUNSUPPORTED, Message: fmt.Sprintf("content type %q", quoteShort(ct)),
+				Hint: "send the expectations file (YAML) as text/plain or application/yaml"}
+		}
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	problems, err := x.PutExpectations(r.Context(), p.Tenant, body)
+	if err != nil {
+		return fmt.Errorf("saving the expectations of tenant %q: %w", p.Tenant, err)
+	}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
+			Error: &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the expectations have %d problem(s); nothing was changed", len(problems)),
+				Hint: "fix every problem listed in errors, or check the file with apollo expect check"},
+			Errors: problems,
+		})
+		return nil
+	}
+	ans := x.Expectations(p.Tenant)
+	s.audit(r, p, "expectations.update", "expectations", fmt.Sprintf("%d expectations", ans.Count))
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}
+
+func (s *Server) listSuggestions(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	x, err := s.expectations()
+	if err != nil {
+		return err
+	}
+	list := x.Suggestions(p.Tenant, r.URL.Query().Get("job"))
+	if list == nil {
+		list = []apiclient.Suggestion{}
+	}
+	writeJSON(w, http.StatusOK, apiclient.SuggestionList{Suggestions: list})
+	return nil
+}
+
+func (s *Server) acceptSuggestion(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	x, err := s.expectations()
+	if err != nil {
+		return err
+	}
+	job := r.PathValue("name")
+	ok, err := x.AcceptSuggestion(r.Context(), p.Tenant, job)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no proposal for job %q", quoteShort(job)),
+			Hint: "a proposal needs about 10 runs of the job; list them with apollo expect suggest"}
+	}
+	ans := x.Expectations(p.Tenant)
+	s.audit(r, p, "expectations.accept", job, fmt.Sprintf("the learner's proposal; %d expectations", ans.Count))
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}

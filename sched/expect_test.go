@@ -1,0 +1,46 @@
+package sched
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/expect"
+)
+
+// A jobs file gives each job's expectation: its schedule in its zone with
+// late_after (or the default) as grace, its timeout plus kill_grace as
+// max_runtime, its after as upstream; a paused job has no schedule.
+func TestSchedulerExpectations(t *testing.T) {
+	t.Parallel()
+	f, err := Parse("jobs.yaml", []byte(`defaults: {timezone: Europe/Berlin}
+jobs:
+  - {name: extract, schedule: "30 2 * * *", command: ["true"], timeout: 1h, kill_grace: 10s, late_after: 10m}
+  - {name: load, command: ["true"], after: [extract]}
+  - {name: old, schedule: "@hourly", command: ["true"], paused: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(f, Options{StateDir: t.TempDir(), Reporter: newRecorder(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exps := s.Expectations()
+	if len(exps) != 3 {
+		t.Fatalf("%+v", exps)
+	}
+	ex, load, old := exps[0], exps[1], exps[2]
+	if ex.Schedule != "30 2 * * *" || ex.Timezone != "Europe/Berlin" || ex.Grace != 10*time.Minute || ex.MaxRuntime != time.Hour+11*time.Second {
+		t.Errorf("extract: %+v", ex)
+	}
+	if load.Schedule != "" || !slices.Equal(load.Upstream, []string{"extract"}) {
+		t.Errorf("load: %+v", load)
+	}
+	if old.Schedule != "" || old.Grace != 0 {
+		t.Errorf("paused: %+v", old)
+	}
+	if _, err := expect.NewSet(exps); err != nil {
+		t.Fatalf("the expectations do not check: %v", err)
+	}
+}
