@@ -25,7 +25,9 @@ type Log interface {
 
 // Observer receives every applied change, one task's changes in order and
 // one at a time; different tasks' changes may arrive concurrently. The
-// change is shared: observers must not modify it. Metrics aggregation and
+// change is shared: observers must not modify it, and must not keep it
+// after Apply returns (copy what they need): replay writes every change
+// of a worker into one reused Change (issue 20.4). Metrics aggregation and
 // the alert engine's event rules are observers.
 type Observer interface {
 	Apply(c *apollo.Change)
@@ -225,16 +227,18 @@ type Bus struct {
 	closed    atomic.Bool
 	logFailed atomic.Pointer[error] // set once: the log failed; refuse everything
 
-	ready     *readyList
-	replaying bool         // set by Replay, cleared by Start: replay delivers inline
-	queued    atomic.Int64 // changes waiting in task queues
-	held      atomic.Int64 // of those, changes over their task's queue limit
-	queues    atomic.Int64 // tasks with a queue
-	ntasks    atomic.Int64
-	tenants   sync.Map // tenant -> *tenantState (tenant.go)
-	pings     openPings
-	parked    atomic.Int64
-	lsn       atomic.Uint64 // highest LSN appended
+	ready         *readyList
+	replaying     bool         // set by Replay, cleared by Start: replay delivers inline
+	replayScratch *scratch     // Replay's (one goroutine): the change it reuses
+	queued        atomic.Int64 // changes waiting in task queues
+	held          atomic.Int64 // of those, changes over their task's queue limit
+	queues        atomic.Int64 // tasks with a queue
+	ntasks        atomic.Int64
+	tenants       sync.Map  // tenant -> *tenantState (tenant.go)
+	names         *interner // the one copy of each job name and tenant the tasks hold
+	pings         openPings
+	parked        atomic.Int64
+	lsn           atomic.Uint64 // highest LSN appended
 
 	drainMu sync.Mutex
 	drained *sync.Cond // signalled when queued drops to zero
@@ -269,6 +273,7 @@ func New(opts Options) (*Bus, error) {
 	b.drained = sync.NewCond(&b.drainMu)
 	b.timers = newDeadlines()
 	b.tombs = newTombstones(opts.DedupRetention)
+	b.names = newInterner()
 	b.warn = loglimit.New(time.Second)
 	b.fan = NewFanout(nil)
 	return b, nil

@@ -35,6 +35,12 @@ func appendRecord(b []byte, r *apollo.Record) []byte {
 
 // decodeRecord decodes one record from the front of b and returns the rest.
 func decodeRecord(b []byte, r *apollo.Record) ([]byte, error) {
+	return decodeRecordIn(b, r, nil)
+}
+
+// decodeRecordIn is decodeRecord taking the tenant and the job name from
+// in (nil: fresh copies): replay then allocates no string for them.
+func decodeRecordIn(b []byte, r *apollo.Record, in *interner) ([]byte, error) {
 	if len(b) < 3 {
 		return nil, errShortRecord
 	}
@@ -55,12 +61,16 @@ func decodeRecord(b []byte, r *apollo.Record) ([]byte, error) {
 		*p = int64(v)
 		b = b[n:]
 	}
-	for _, p := range [...]*string{&r.Tenant, &r.TaskID, &r.Name, &r.Actor, &r.Reason} {
+	for i, p := range [...]*string{&r.Tenant, &r.TaskID, &r.Name, &r.Actor, &r.Reason} {
 		s, rest, err := decodeBytes(b)
 		if err != nil {
 			return nil, err
 		}
-		*p = string(s)
+		if in != nil && (i == 0 || i == 2) {
+			*p = in.bytes(s)
+		} else {
+			*p = string(s)
+		}
 		b = rest
 	}
 	extra, rest, err := decodeBytes(b)

@@ -62,14 +62,14 @@ func (t *task) view(k key) apollo.Task {
 	}
 }
 
-// apply changes t by one decided record and writes the change into c. The
-// caller holds the shard lock and has already decided that r applies. A
+// apply changes t by one decided record and writes the change into c (nil:
+// nobody reads it, so none is built). The caller holds the shard lock, has
+// already decided that r applies and has named t's job. A
 // run that starts running without a timeout of its own gets timeout, its
 // job's default, so that the deadline every run has is shown with it.
 func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool, timeout int64) {
-	*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
-	if t.name == "" { // the first event names the job (decide refuses another)
-		t.name = r.JobName()
+	if c != nil {
+		*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
 	}
 	if r.Kind.Reported() || r.Kind == apollo.KindCorrection {
 		if r.Sequence > t.seq {
@@ -107,8 +107,10 @@ func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool,
 		t.timeoutMs = timeout
 	}
 	t.updatedAt = r.ReceivedAt
-	c.Task = t.view(k)
-	c.Record.Name = t.name
+	if c != nil {
+		c.Task = t.view(k)
+		c.Record.Name = t.name
+	}
 }
 
 // correct applies an operator's correction: it changes the status and
