@@ -50,6 +50,7 @@ type server struct {
 	clock    apollo.Clock
 	console  io.Writer // where console channels write
 	wal      *wal.Log
+	snaps    *snapCadence // snapshots by records logged (snapshot_events)
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
 	hub      *stream.Hub
@@ -334,8 +335,9 @@ func (s *server) open(undo *undoList) error {
 			return err
 		}
 	}
+	s.snaps = newSnapCadence(cfg.SnapshotEvents)
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: s.alerts.observers(s.agg),
+		Log: walLog{l: s.wal, snaps: s.snaps}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: s.alerts.observers(s.agg),
 		OnRefused: s.alerts.onRefused,
 		OnLogFailed: func(err error) {
 			select {
