@@ -11,17 +11,18 @@ type key struct {
 }
 
 // task is the hot state of one run. It is kept small (see
-// BenchmarkMemoryPerTask): history is a compact encoding, not []Record.
+// BenchmarkMemoryPerTask; TestTaskRecordSize pins 192 bytes, a size class
+// of the allocator): history is a compact encoding, not []Record.
 type task struct {
 	id, tenant  string
-	next        *task // another task whose key hashes the same (rare)
 	name        string
 	status      apollo.Status
 	late        bool
-	queued      bool  // on the ready list, or being drained by a worker
-	listed      bool  // in memory: in its shard and its tenant's list (both locks held to change it)
-	pingOpen    bool  // in the open ping runs (ping.go)
-	shard       uint8 // index of its shard, for readers that hold only a pointer
+	queued      bool   // on the ready list, or being drained by a worker
+	listed      bool   // in memory: in its shard and its tenant's list (both locks held to change it)
+	pingOpen    bool   // in the open ping runs (ping.go)
+	shard       uint8  // index of its shard, for readers that hold only a pointer
+	nhist       uint16 // records in history; beside the flags, where it needs no padding of its own
 	seq         int64
 	createdAt   int64 // server time of its first record, Unix ms; never changes
 	scheduledAt int64
@@ -31,7 +32,6 @@ type task struct {
 	timeoutMs   int64
 	costMs      int64
 	history     []byte // encoded records, oldest first (see codec.go)
-	nhist       uint16 // records in history
 	q           []*apollo.Change
 	parked      []parkedEvent // events waiting for earlier sequences
 }
