@@ -277,7 +277,9 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 		}
 	}
 	if t == nil {
-		t = &task{id: k.id, tenant: b.names.string(k.tenant), createdAt: r.ReceivedAt}
+		// The tenant needs no interning: a live event's is its token's
+		// (one string for all), a replayed one's is interned as decoded.
+		t = &task{id: k.id, tenant: k.tenant, createdAt: r.ReceivedAt}
 		b.addTask(s, h, t)
 	}
 	var lsn uint64
