@@ -70,6 +70,15 @@ func (a *Alert) Since() time.Time {
 	return a.StartedAt
 }
 
+// Name is how messages name the alert: "rule (group)", or the rule alone
+// when the alert has no group (a rule without a prefix).
+func (a *Alert) Name() string {
+	if a.Group == "" {
+		return a.Rule
+	}
+	return a.Rule + " (" + a.Group + ")"
+}
+
 // CompareAlerts is the order every view lists alerts in (the CLI, the
 // TUI): firing, then pending, then resolved; within a state the newest
 // (by Since) first, then by ID.

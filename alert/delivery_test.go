@@ -1,6 +1,7 @@
 package alert_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -53,7 +54,7 @@ func webhookDispatcherLogged(t *testing.T, clock apollo.Clock, lang string) (*no
 	if err := disp.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(disp.Stop)
+	t.Cleanup(func() { disp.Stop(context.Background()) })
 	return disp, got, log.C
 }
 
@@ -94,7 +95,7 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 		if err := e.Start(bg); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(e.Stop)
+		t.Cleanup(func() { e.Stop(context.Background()) })
 		engines = append(engines, e)
 	}
 	ts := clock.Now().UnixMilli()
@@ -106,7 +107,7 @@ func TestSameRuleTwoTenantsBothDelivered(t *testing.T) {
 	}
 	var deduped int64
 	for _, e := range engines {
-		e.Stop() // every notification is with the dispatcher now
+		e.Stop(context.Background()) // every notification is with the dispatcher now
 		deduped += e.Stats().Deduped
 	}
 	if q := disp.Stats().Channels["hook"].Queued; q != 2 || deduped != 2 {
@@ -144,7 +145,7 @@ func TestStormFollowUpInChinese(t *testing.T) {
 	if err := eng.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(eng.Stop)
+	t.Cleanup(func() { eng.Stop(context.Background()) })
 	fail := func(run string) {
 		c := finish(nil, "", "批处理_甲", run, apollo.StatusFailed, clock.Now().UnixMilli(), 5)
 		eng.Apply(&c)

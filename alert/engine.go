@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
@@ -31,7 +31,7 @@ const lockBackoff = 10 * time.Second
 // holds two took them in this order, outer first (docs/architecture.md,
 // "Lock order"):
 //
-//  1. runMu: Start and Stop; Start loads the saved state (3, 5, 6).
+//  1. life (its lock): Start and Stop; Start loads the saved state (3, 5, 6).
 //  2. evalMu: one Evaluate at a time; it guards cycles and caches.
 //  3. silences.mu: one writer of silences at a time; the write is saved
 //     (4) before it is confirmed.
@@ -70,12 +70,7 @@ type Engine struct {
 	dirty  atomic.Bool              // changed since the last save
 	saveMu sync.Mutex               // one save at a time
 
-	runMu   sync.Mutex // guards the fields below
-	running bool
-	stopped bool
-	loaded  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	life lifecycle.Group // the evaluation loop and the event deliverer
 
 	st counters
 }
@@ -115,6 +110,7 @@ func New(opts Options) (*Engine, error) {
 		subs:     newSubscribers(),
 		queue:    make(chan apollo.Notification, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
+		life:     lifecycle.Group{Name: "alert"},
 	}
 	if opts.Rules != nil {
 		e.SetRules("", opts.Rules)
@@ -125,59 +121,37 @@ func New(opts Options) (*Engine, error) {
 // Start loads the saved state and starts the evaluation loop (every
 // Interval on the clock) and the goroutine that delivers event-rule
 // notifications and closes group windows. It returns once they run.
-// Cancelling ctx stops them as Stop does; call Stop to wait for them.
+// They run until Stop (docs/architecture.md, "Lifecycle").
 func (e *Engine) Start(ctx context.Context) error {
-	e.runMu.Lock()
-	defer e.runMu.Unlock()
-	switch {
-	case e.stopped:
-		return errors.New("alert: start: the engine was stopped; make a new one")
-	case e.running:
-		return errors.New("alert: start: already started")
-	}
-	if !e.loaded {
+	return e.life.Start(ctx, func(context.Context) error {
 		if err := e.load(ctx); err != nil {
 			return err
 		}
-		e.loaded = true
-	}
-	e.running = true
-	e.stop = make(chan struct{})
-	tick := e.clock.NewTicker(e.opts.Interval)
-	stop := e.stop
-	e.wg.Go(func() { e.runEvents(ctx, stop) })
-	e.wg.Go(func() { e.runLoop(ctx, tick, stop) })
-	return nil
+		tick := e.clock.NewTicker(e.opts.Interval)
+		e.life.Go(func(ctx context.Context) error { e.runEvents(ctx); return nil })
+		e.life.Go(func(ctx context.Context) error { e.runLoop(ctx, tick); return nil })
+		return nil
+	})
 }
 
 // Stop ends the loops, hands what event notifications were queued to the
-// Sender, waits, and saves the state. It may be called any number of
-// times; every call returns after the loops ended. Stop the bus before
-// the engine (no more Apply) and the Sender after it (the last
-// notifications are delivered).
-func (e *Engine) Stop() {
-	e.runMu.Lock()
-	first := e.running
-	if first {
-		e.running, e.stopped = false, true
-		close(e.stop)
-	}
-	e.runMu.Unlock()
-	e.wg.Wait()
-	if first {
+// Sender, waits, and saves the state; it returns the save's error. It
+// may be called any number of times; every call returns after the loops
+// ended, or when ctx ends. Stop the bus before the engine (no more Apply)
+// and the Sender after it (the last notifications are delivered).
+func (e *Engine) Stop(ctx context.Context) error {
+	return e.life.StopThen(ctx, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		e.save(ctx)
-	}
+		return e.save(ctx)
+	})
 }
 
-func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan struct{}) {
+func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker) {
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-stop:
 			return
 		case <-tick.C():
 			// The clock, not the tick's time: a fake clock that jumps
@@ -191,16 +165,19 @@ func (e *Engine) runLoop(ctx context.Context, tick apollo.Ticker, stop chan stru
 	}
 }
 
-// save writes the state if it changed since the last save.
-func (e *Engine) save(ctx context.Context) {
+// save writes the state if it changed since the last save, and returns
+// (and logs) the error of a failed one.
+func (e *Engine) save(ctx context.Context) error {
 	if !e.dirty.Load() {
-		return
+		return nil
 	}
-	if err := e.persist(ctx); err != nil {
+	err := e.persist(ctx)
+	if err != nil {
 		if ok, n := e.warns.Allow("save", e.clock.Now()); ok {
 			e.log.Error("alert: saving the alert state failed; a restart may notify again", "err", err, "suppressed", n)
 		}
 	}
+	return err
 }
 
 // snapshot copies everything a StateStore keeps.

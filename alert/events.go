@@ -275,7 +275,7 @@ func (e *Engine) emit(out *eventOut) {
 
 // runEvents delivers queued event notifications and ends group windows
 // when they are over. On stop it delivers what is still queued.
-func (e *Engine) runEvents(ctx context.Context, stop chan struct{}) {
+func (e *Engine) runEvents(ctx context.Context) {
 	timer := e.clock.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -294,9 +294,6 @@ func (e *Engine) runEvents(ctx context.Context, stop chan struct{}) {
 			e.endDue(e.clock.Now())
 			rearm = true
 		case <-ctx.Done():
-			e.drainQueue()
-			return
-		case <-stop:
 			e.drainQueue()
 			return
 		}

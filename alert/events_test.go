@@ -1,6 +1,7 @@
 package alert_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -66,7 +67,7 @@ func TestStormOfFailuresIsTwoMessages(t *testing.T) {
 			break
 		}
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	if got := len(f.sink.Notes()); got != 2 {
 		t.Fatalf("%d messages, want 2: %v", got, kinds(f.sink.Notes()))
 	}
@@ -122,7 +123,7 @@ func TestSustainedStormOneMessagePerWindow(t *testing.T) {
 			break
 		}
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	all := f.sink.Notes()
 	if len(all) != 6 {
 		t.Fatalf("%d messages for a 5-minute storm, want 6: %v", len(all), kinds(all))
@@ -186,7 +187,7 @@ func TestEventRuleMatching(t *testing.T) {
 	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Alert.Tenant != "b" || n.Alert.Group != "etl_" {
 		t.Fatalf("tenant b %+v", n)
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	if got := len(f.sink.Notes()); got != 3 {
 		t.Fatalf("%d messages: %v", got, kinds(f.sink.Notes()))
 	}
@@ -292,7 +293,7 @@ func TestSelfAlertOnceAcrossEngines(t *testing.T) {
 		if err := e.Start(bg); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(e.Stop)
+		t.Cleanup(func() { e.Stop(context.Background()) })
 		engines = append(engines, e)
 	}
 	engines[0].SelfAlert("component_down", apollo.SeverityCritical, "no bus")
@@ -300,7 +301,7 @@ func TestSelfAlertOnceAcrossEngines(t *testing.T) {
 	engines[1].SelfAlert("component_down", apollo.SeverityCritical, "no bus")
 	got := []apollo.Notification{<-sink.C}
 	for _, e := range engines {
-		e.Stop() // flushes whatever either still had to send
+		e.Stop(context.Background()) // flushes whatever either still had to send
 	}
 	for {
 		select {

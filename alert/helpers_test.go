@@ -107,7 +107,7 @@ func newFixture(t *testing.T, src string, store alert.MetricsReader, mod func(*a
 		t.Fatal(err)
 	}
 	f.eng = e
-	t.Cleanup(e.Stop)
+	t.Cleanup(func() { e.Stop(context.Background()) })
 	return f
 }
 

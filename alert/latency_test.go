@@ -1,6 +1,7 @@
 package alert_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,7 +51,7 @@ func TestEventNotificationLatency(t *testing.T) {
 	if err := e.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Stop()
+	defer e.Stop(context.Background())
 	sent := make([]time.Time, groups)
 	for i := range groups {
 		c := finish(nil, "", fmt.Sprintf("job_%03d_x", i), fmt.Sprint("r", i), apollo.StatusFailed, time.Now().UnixMilli(), 10)

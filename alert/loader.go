@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -46,10 +47,7 @@ type Loader struct {
 	applied []byte     // the text last handed to OnLoad
 	nRules  int        // how many rules that text had
 
-	runMu   sync.Mutex
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
+	life lifecycle.Group // the poll loop
 }
 
 type fileStamp struct {
@@ -72,7 +70,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	case opts.Every < 100*time.Millisecond:
 		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules.every", Message: fmt.Sprintf("%v is below 100ms", opts.Every), Hint: "leave it unset for 2s"}
 	}
-	return &Loader{opts: opts, log: opts.Logger.With("component", "alert", "file", opts.Path)}, nil
+	return &Loader{opts: opts, log: opts.Logger.With("component", "alert", "file", opts.Path), life: lifecycle.Group{Name: "alert: loader", Restart: true}}, nil
 }
 
 // Load reads the file now and hands it to OnLoad if it is good and
@@ -132,7 +130,7 @@ func (l *Loader) loadLocked() error {
 	if l.applied != nil && bytes.Equal(src, l.applied) {
 		return nil
 	}
-	if len(rs) == 0 && l.nRules > 0 && !saysEmpty(src) {
+	if len(rs) == 0 && l.nRules > 0 && !rules.SaysEmpty(src) {
 		l.log.Error("alert: the rules file has no rules; refused, the old rules keep running (an editor may be half-way through saving it)",
 			"rules", l.nRules, "hint", "to remove every rule on purpose, put the line "+EmptyMarker+" in the file")
 		return &apollo.Error{Code: apollo.EINVALID, Field: "rules",
@@ -147,22 +145,7 @@ func (l *Loader) loadLocked() error {
 
 // EmptyMarker is the comment line that tells a reload that a rules file
 // without rules is meant to be so (docs/rules.md).
-const EmptyMarker = "# apollo: empty"
-
-// saysEmpty reports whether a file without rules says so on purpose: a
-// line that is EmptyMarker, or the JSON form, which a program writes
-// whole (an editor's truncated file is text: nothing at all).
-func saysEmpty(src []byte) bool {
-	if t := bytes.TrimSpace(src); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-		return true
-	}
-	for line := range bytes.Lines(src) {
-		if string(bytes.TrimSpace(line)) == EmptyMarker {
-			return true
-		}
-	}
-	return false
-}
+const EmptyMarker = rules.EmptyMarker
 
 func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
 	rs, err := rules.Parse(l.opts.Path, src)
@@ -225,43 +208,15 @@ func stamp(path string) (fileStamp, error) {
 	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
 }
 
-// Start polls the file every Every on the clock until Stop or ctx ends.
-// It does not load the file first: call Load for that.
+// Start polls the file every Every on the clock until Stop. It does not
+// load the file first: call Load for that.
 func (l *Loader) Start(ctx context.Context) error {
-	l.runMu.Lock()
-	defer l.runMu.Unlock()
-	if l.running {
-		return errors.New("alert: loader: already started")
-	}
-	l.running = true
-	l.stop, l.done = make(chan struct{}), make(chan struct{})
-	tick := l.opts.Clock.NewTicker(l.opts.Every)
-	go func(stop, done chan struct{}) {
-		defer close(done)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-stop:
-				return
-			case <-tick.C():
-				l.poll()
-			}
-		}
-	}(l.stop, l.done)
-	return nil
+	return l.life.Start(ctx, func(context.Context) error {
+		l.life.Tick(l.opts.Clock, l.opts.Every, func(context.Context) { l.poll() })
+		return nil
+	})
 }
 
-// Stop ends polling and waits for it. It may be called any number of
-// times.
-func (l *Loader) Stop() {
-	l.runMu.Lock()
-	defer l.runMu.Unlock()
-	if !l.running {
-		return
-	}
-	l.running = false
-	close(l.stop)
-	<-l.done
-}
+// Stop ends polling and waits for it, or for ctx. It may be called any
+// number of times.
+func (l *Loader) Stop(ctx context.Context) error { return l.life.Stop(ctx, nil) }

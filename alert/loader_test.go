@@ -81,7 +81,7 @@ func TestLoaderKeepsOldRulesOnABadFile(t *testing.T) {
 	if err := l.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Stop()
+	defer l.Stop(context.Background())
 
 	write(`RULE a task_prefix: "a_" THRESHOLD: failed > 0 NOTIFY: opz`, t0.Add(time.Second))
 	clock.Advance(alert.DefaultPollEvery)
@@ -206,7 +206,7 @@ func TestLoaderRefusesAnAccidentallyEmptyFile(t *testing.T) {
 	if err := l.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Stop()
+	defer l.Stop(context.Background())
 	write("")
 	clock.Advance(alert.DefaultPollEvery)
 	lg.waitFor(t, "no rules")

@@ -1,6 +1,7 @@
 package alert_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,7 @@ RULE ev task_prefix: "etl_" ON: failed NOTIFY: ops`
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.eng.Stop()
+	f.eng.Stop(context.Background())
 	if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), `"firingSent":true`) {
 		t.Fatalf("state file: %v\n%s", err, b)
 	}
@@ -88,7 +89,7 @@ RULE ev task_prefix: "etl_" ON: failed NOTIFY: ops`
 			t.Fatal("the restored event group did not close")
 		}
 	}
-	g.eng.Stop()
+	g.eng.Stop(context.Background())
 	if got := kinds(g.sink.Notes()); len(got) != 1 || got[0] != resolved {
 		t.Fatalf("after the restart sent %v, want [resolved]", got)
 	}
@@ -116,7 +117,7 @@ func TestFileStateRefusesBadFiles(t *testing.T) {
 	// And an engine does not start on it.
 	e, _ := alert.New(alert.Options{Store: newTable(), Sender: alerttestSink(), State: alert.NewFileState(filepath.Join(dir, "garbage")), Logger: quiet})
 	if err := e.Start(bg); err == nil {
-		e.Stop()
+		e.Stop(context.Background())
 		t.Fatal("started on a corrupt state file")
 	}
 }

@@ -185,7 +185,7 @@ type server struct {
 
 func (s *server) Close() {
 	s.Server.Close()
-	s.bus.Stop()
+	s.bus.Stop(context.Background())
 }
 
 type noSender struct{}

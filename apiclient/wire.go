@@ -40,6 +40,16 @@ type JobRow struct {
 	Throughput  float64 `json:"throughput"` // finished runs per minute
 }
 
+// FailureRate is the share of finished runs that failed or timed out, 0
+// when none finished. failedRate on the wire counts failures alone; every
+// view shows this one, since a timeout is a failure to the reader (issue 21).
+func (r JobRow) FailureRate() float64 {
+	if r.Count == 0 {
+		return 0
+	}
+	return float64(r.Failed+r.Timeout) / float64(r.Count)
+}
+
 // MetricsPage is GET /api/v1/metrics: a row per job under the prefix, and
 // their total.
 type MetricsPage struct {

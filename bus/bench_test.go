@@ -20,7 +20,7 @@ import (
 func BenchmarkPublish(b *testing.B) {
 	bus, _ := New(Options{})
 	bus.Start(context.Background())
-	defer bus.Stop()
+	defer bus.Stop(context.Background())
 	evs := make([]apollo.Event, b.N+100)
 	statuses := [3]apollo.Status{apollo.StatusPending, apollo.StatusRunning, apollo.StatusSuccess}
 	for i := range evs {
@@ -81,7 +81,7 @@ func memoryPerTask(b *testing.B, n int) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "bytes/task")
 		runtime.KeepAlive(bus)
-		bus.Stop()
+		bus.Stop(context.Background())
 		b.StartTimer()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
@@ -256,9 +257,7 @@ type Bus struct {
 	stats  counters
 	warn   *loglimit.Limiter // one key: every warning of the bus shares it
 
-	startOnce, stopOnce sync.Once
-	stop                chan struct{}
-	wg                  sync.WaitGroup
+	life lifecycle.Group // the workers, the deadline loop and the sweeper
 }
 
 // New returns a Bus that is ready for ReadState, Replay and Start.
@@ -271,7 +270,7 @@ func New(opts Options) (*Bus, error) {
 		opts:  opts,
 		log:   opts.Logger.With("component", "bus"),
 		ready: newReadyList(opts.Workers),
-		stop:  make(chan struct{}),
+		life:  lifecycle.Group{Name: "bus"},
 	}
 	for i := range b.shards {
 		b.shards[i].tasks = make(map[uint64]*task)
@@ -285,32 +284,32 @@ func New(opts Options) (*Bus, error) {
 	return b, nil
 }
 
-// Start launches the workers, the deadline loop and the sweeper. It
-// returns at once.
+// Start launches the workers, the deadline loop and the sweeper, and
+// returns at once; they run until Stop (docs/architecture.md, "Lifecycle").
 func (b *Bus) Start(ctx context.Context) error {
-	b.startOnce.Do(func() {
+	return b.life.Start(ctx, func(context.Context) error {
 		b.replaying = false
 		for range b.opts.Workers {
-			b.wg.Add(1)
-			go b.worker()
+			b.life.Go(b.worker)
 		}
-		b.wg.Add(2)
-		go b.deadlineLoop()
-		go b.sweepLoop()
+		b.life.Go(b.deadlineLoop)
+		b.life.Go(b.sweepLoop)
+		return nil
 	})
-	return nil
 }
 
 // Stop refuses new events, delivers every queued change, stops the
-// goroutines and waits for them. It is idempotent.
-func (b *Bus) Stop() {
-	b.stopOnce.Do(func() {
+// goroutines and waits for them, or for ctx. It is idempotent.
+func (b *Bus) Stop(ctx context.Context) error {
+	return b.life.Stop(ctx, func(halt func()) error {
 		b.pause.Lock() // waits for in-flight Publish calls; later ones see closed
 		b.closed.Store(true)
 		b.pause.Unlock()
-		b.waitDrained()
-		close(b.stop)
-		b.wg.Wait()
+		if b.life.Started() {
+			b.waitDrained()
+		}
+		halt()
+		return nil
 	})
 }
 

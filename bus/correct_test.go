@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func TestCorrectionKeepsTimesAndCost(t *testing.T) {
 		}
 	}
 	b2.Start(t.Context())
-	defer b2.Stop()
+	defer b2.Stop(context.Background())
 	for _, id := range []string{"c1", "c3"} {
 		want, got := f.get(t, id), mustGet(t, b2, id)
 		if got.Status != want.Status || got.CostMs != want.CostMs || got.StartedAt != want.StartedAt || got.FinishedAt != want.FinishedAt {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"container/heap"
+	"context"
 	"math"
 	"sync"
 	"time"
@@ -181,8 +182,7 @@ func later(at, d int64) int64 {
 }
 
 // deadlineLoop fires deadlines on the bus's clock until Stop.
-func (b *Bus) deadlineLoop() {
-	defer b.wg.Done()
+func (b *Bus) deadlineLoop(ctx context.Context) error {
 	timer := b.opts.Clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -209,8 +209,8 @@ func (b *Bus) deadlineLoop() {
 		case <-timer.C():
 		case <-b.timers.wake:
 			timer.Stop()
-		case <-b.stop:
-			return
+		case <-ctx.Done():
+			return nil
 		}
 	}
 }

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -165,7 +166,7 @@ func TestCheckpointAndReplay(t *testing.T) {
 		}
 	}
 	b2.Start(t.Context())
-	defer b2.Stop()
+	defer b2.Stop(context.Background())
 	for _, id := range []string{"r2", "r3"} {
 		want, got := f.get(t, id), mustGet(t, b2, id)
 		if want.Status != got.Status || want.Sequence != got.Sequence || len(want.History) != len(got.History) {

@@ -60,7 +60,7 @@ func newFixture(t testing.TB, edit func(*Options)) *fixture {
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	f.bus = b
 	return f
 }

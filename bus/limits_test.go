@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestTaskLimitsPerTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2.Start(t.Context())
-	defer b2.Stop()
+	defer b2.Stop(context.Background())
 	e = ev("t8", 1, apollo.StatusRunning)
 	e.Tenant = "greedy"
 	out := make([]Outcome, 1)

@@ -30,7 +30,7 @@ func finalState(t testing.TB, evs []apollo.Event) map[string][2]int64 {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	out := make([]Outcome, 1)
 	for _, e := range evs {
 		if err := b.Publish(context.Background(), []apollo.Event{e}, out); err != nil {

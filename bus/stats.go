@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +62,7 @@ func (b *Bus) Stats() Stats {
 
 // sweepLoop moves finished tasks out of memory after the retention, and
 // unfinished ones after the idle retention, until Stop.
-func (b *Bus) sweepLoop() {
-	defer b.wg.Done()
+func (b *Bus) sweepLoop(ctx context.Context) error {
 	every := min(b.opts.Retention/10, time.Minute)
 	every = max(every, time.Second)
 	tick := b.opts.Clock.NewTicker(every)
@@ -71,8 +71,8 @@ func (b *Bus) sweepLoop() {
 		select {
 		case <-tick.C():
 			b.Sweep()
-		case <-b.stop:
-			return
+		case <-ctx.Done():
+			return nil
 		}
 	}
 }

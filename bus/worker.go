@@ -11,13 +11,12 @@ import (
 const maxBatch = 128
 
 // worker delivers queued changes until Stop.
-func (b *Bus) worker() {
-	defer b.wg.Done()
+func (b *Bus) worker(ctx context.Context) error {
 	var batch []*apollo.Change // reused: one worker delivers one batch at a time
 	for {
-		rt, ok := b.ready.pop(b.stop)
+		rt, ok := b.ready.pop(ctx.Done())
 		if !ok {
-			return
+			return nil
 		}
 		batch = b.deliver(rt, batch)
 	}

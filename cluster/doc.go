@@ -24,7 +24,7 @@
 // stream.
 //
 //	node, _ := cluster.New(cluster.Options{Conn: nc, NodeID: "bus-1", Partitions: 16, Redis: rdb})
-//	node.Start(ctx)   // claims its share of partitions
-//	defer node.Stop() // hands them over
+//	node.Start(ctx)      // claims its share of partitions
+//	defer node.Stop(ctx) // hands them over
 //	api := httpapi.New(httpapi.Options{Bus: node, ...})
 package cluster

@@ -196,7 +196,7 @@ func TestKillANodeUnderLoad(t *testing.T) {
 	}
 	// Stop the nodes: each hands its partitions over with a last flush.
 	for _, n := range c.nodes[:2] {
-		n.Stop()
+		n.Stop(context.Background())
 	}
 	checkMetrics(t, c, runs)
 }

@@ -145,7 +145,7 @@ func (c *testCluster) start(id string) *testNode {
 	tn := &testNode{Node: n, id: id, nc: nc, http: httptest.NewServer(httpapi.New(httpapi.Options{Bus: n}))}
 	t.Cleanup(func() {
 		tn.http.Close()
-		n.Stop()
+		n.Stop(context.Background())
 	})
 	c.nodes = append(c.nodes, tn)
 	return tn

@@ -36,11 +36,10 @@ func (n *Node) heartbeat(ctx context.Context) error {
 }
 
 // keep renews, gives up and claims leases every RenewEvery until Stop.
-func (n *Node) keep() {
-	defer n.wg.Done()
+// ctx is cancelled by Stop: rebuilds under way give up.
+func (n *Node) keep(ctx context.Context) {
 	t := n.opts.Clock.NewTicker(n.opts.RenewEvery)
 	defer t.Stop()
-	ctx := n.ctx // cancelled by Stop: rebuilds under way give up
 	// The first round's rebuilds have their own group: Ready waits for
 	// them while later rounds add to opening (an Add concurrent with a
 	// Wait on one WaitGroup is a race).
@@ -51,7 +50,7 @@ func (n *Node) keep() {
 		select {
 		case <-t.C():
 		case <-n.kickc:
-		case <-n.stop:
+		case <-ctx.Done():
 			return
 		}
 		if round > 0 {
@@ -59,12 +58,11 @@ func (n *Node) keep() {
 			continue
 		}
 		n.round(ctx, &first)
-		n.wg.Add(1)
-		go func() { // Ready: once the first claims are rebuilt
-			defer n.wg.Done()
+		n.life.Go(func(context.Context) error { // Ready: once the first claims are rebuilt
 			first.Wait()
 			close(n.ready)
-		}()
+			return nil
+		})
 	}
 }
 
@@ -334,8 +332,7 @@ func (n *Node) leaseUntil(sent time.Time) time.Time {
 // that goes away (a lease given up, a node gone, a TTL expiry marker)
 // makes the keeper run a round at once, so a free partition is claimed
 // without waiting for the next renewal.
-func (n *Node) watch(w jetstream.KeyWatcher) {
-	defer n.wg.Done()
+func (n *Node) watch(ctx context.Context, w jetstream.KeyWatcher) {
 	defer w.Stop()
 	for {
 		select {
@@ -356,7 +353,7 @@ func (n *Node) watch(w jetstream.KeyWatcher) {
 			if e.Operation() != jetstream.KeyValuePut {
 				n.kick()
 			}
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 	}

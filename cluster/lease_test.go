@@ -86,7 +86,7 @@ func TestPartitionCountIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Stop()
+	defer n.Stop(context.Background())
 	err = n.Start(context.Background())
 	if apollo.ErrorCode(err) != apollo.EINVALID {
 		t.Fatalf("a node with 8 partitions in a cluster of 4 started: %v", err)

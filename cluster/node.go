@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/metrics"
 )
@@ -44,12 +45,11 @@ type Node struct {
 	kickc chan struct{}
 	warns *loglimit.Limiter // one key: every warning of the node shares it
 
-	startOnce, stopOnce sync.Once
-	ctx                 context.Context // cancelled by Stop
-	cancel              context.CancelFunc
-	stop                chan struct{}
-	wg                  sync.WaitGroup
-	ready               chan struct{} // closed after the first round of claims
+	life   lifecycle.Group // the watcher, the keeper and Ready's waiter
+	ctx    context.Context // of queries; cancelled by Stop
+	cancel context.CancelFunc
+	stop   chan struct{} // closed when Stop begins: Publish refuses
+	ready  chan struct{} // closed after the first round of claims
 }
 
 var _ interface {
@@ -81,6 +81,7 @@ func New(opts Options) (*Node, error) {
 		kickc:  make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		ready:  make(chan struct{}),
+		life:   lifecycle.Group{Name: "cluster"},
 	}
 	n.warns = loglimit.New(time.Second)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -91,9 +92,7 @@ func New(opts Options) (*Node, error) {
 // node, and starts claiming partitions. It returns once the node is
 // registered; partitions are rebuilt in the background (Ready).
 func (n *Node) Start(ctx context.Context) error {
-	var err error
-	n.startOnce.Do(func() { err = n.start(ctx) })
-	return err
+	return n.life.Start(ctx, func(context.Context) error { return n.start(ctx) })
 }
 
 func (n *Node) start(ctx context.Context) error {
@@ -112,9 +111,8 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: watching the %s bucket: %w", LeaseBucket, err)
 	}
-	n.wg.Add(2)
-	go n.watch(w)
-	go n.keep()
+	n.life.Go(func(ctx context.Context) error { n.watch(ctx, w); return nil })
+	n.life.Go(func(ctx context.Context) error { n.keep(ctx); return nil })
 	return nil
 }
 
@@ -216,12 +214,13 @@ func (n *Node) Ready() <-chan struct{} { return n.ready }
 
 // Stop hands every partition over (its decisions durable, a bookmark in
 // its log, its metrics flushed), gives up the leases and the registration,
-// and waits for everything it started. It is idempotent.
-func (n *Node) Stop() {
-	n.stopOnce.Do(func() {
+// and waits for everything it started, or for ctx. It is idempotent, and
+// returns the error of giving the registration up.
+func (n *Node) Stop(ctx context.Context) error {
+	return n.life.Stop(ctx, func(halt func()) error {
 		close(n.stop)
 		n.cancel()
-		n.wg.Wait()
+		halt()
 		n.mu.Lock()
 		subs := n.rpcSubs
 		n.rpcSubs = nil
@@ -233,10 +232,13 @@ func (n *Node) Stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), n.opts.PublishTimeout)
 		defer cancel()
 		if n.kv == nil {
-			return // never started
+			return nil // never started
 		}
 		n.releaseAll(ctx)
-		n.kv.Delete(ctx, nodeKey(n.opts.NodeID))
+		if err := n.kv.Delete(ctx, nodeKey(n.opts.NodeID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("cluster: giving up the registration of node %s: %w", n.opts.NodeID, err)
+		}
+		return nil
 	})
 }
 

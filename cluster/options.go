@@ -143,7 +143,7 @@ func notIDChar(r rune) bool {
 type MetricsSink interface {
 	bus.Observer
 	Start(ctx context.Context) error
-	Stop()
+	Stop(ctx context.Context) error
 }
 
 // SinkConfig is what Options.Sink gets for one partition.

@@ -313,7 +313,7 @@ func (pt *partition) stop(graceful bool) {
 			pt.cancel()
 		}
 		pt.wg.Wait()
-		pt.bus.Stop()
+		pt.bus.Stop(context.Background()) // waits: the changes reach the observers
 		pt.changes.live.Store(false)
 		if pt.dlog != nil {
 			if graceful { // the next owner reads the snapshot, not the log
@@ -331,9 +331,11 @@ func (pt *partition) stop(graceful bool) {
 			pt.dlog.Close()
 		}
 		if pt.sink != nil {
-			pt.sink.Stop()
+			if err := pt.sink.Stop(context.Background()); err != nil {
+				pt.log.Warn("the partition's metrics did not all reach their sink", "err", err)
+			}
 		}
-		pt.agg.Stop()
+		pt.agg.Stop(context.Background())
 	})
 }
 

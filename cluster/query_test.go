@@ -157,7 +157,7 @@ func TestOwnRecordsSurviveAHandover(t *testing.T) {
 	}
 	b := c.start("own-2") // takes one partition over; a keeps one
 	c.waitServed(map[string]bool{})
-	a.Stop() // hands the other over: b now owns both
+	a.Stop(context.Background()) // hands the other over: b now owns both
 	c.waitServed(map[string]bool{"own-1": true})
 	got, err := b.Get("", "slow")
 	if err != nil || got.Status != apollo.StatusTimeout || len(got.History) != 2 || got.History[1].Kind != apollo.KindTimeout {

@@ -298,6 +298,14 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if err != nil {
 		return err
 	}
+	// A body without rules that would remove running ones must say so, as
+	// a rules file must on reload: a client that sent nothing by mistake
+	// looks just like one that means it.
+	if n := len(eng.Rules(p.Tenant)); len(rs) == 0 && n > 0 && !rules.SaysEmpty(body) {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "rules",
+			Message: fmt.Sprintf("the body has no rules, and %d run now; nothing was changed", n),
+			Hint:    "to remove every rule on purpose, send a body with the line " + rules.EmptyMarker + ` (or the JSON form {"rules": []})`}
+	}
 	// Saved before it is applied: rules that run but vanish at the next
 	// restart would be a surprise.
 	if s.opts.SaveRules != nil {

@@ -26,7 +26,7 @@ func newTestServer(t *testing.T, edit func(*bus.Options)) (*httptest.Server, *bu
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	srv := httptest.NewServer(New(Options{Bus: b}))
 	t.Cleanup(srv.Close)
 	return srv, b

@@ -90,7 +90,7 @@ func TestAuditFloodWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	secrets, toks := adminTokens(t)
 	as := newAuditServer(t, b, dir, secrets, toks)
 	for _, tenant := range []string{"a", "b"} {

@@ -30,7 +30,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Run(fmt.Sprintf("apollo/batch=%d", batch), func(b *testing.B) {
 			bs, _ := bus.New(bus.Options{Logger: discardLogger})
 			bs.Start(context.Background())
-			defer bs.Stop()
+			defer bs.Stop(context.Background())
 			runIngest(b, New(Options{Bus: bs}), batch)
 		})
 	}
@@ -132,7 +132,7 @@ func BenchmarkPingAndPage(b *testing.B) {
 			})
 		}
 		srv.Close()
-		bs.Stop()
+		bs.Stop(context.Background())
 	}
 }
 

@@ -37,7 +37,7 @@ func newMeteredBus(t *testing.T) (*bus.Bus, *metrics.Aggregator) {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	return b, agg
 }
 
@@ -93,7 +93,7 @@ func newOpenServer(t *testing.T, auth Authenticator, edit func(*Options)) *openS
 	if err := eng.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(eng.Stop)
+	t.Cleanup(func() { eng.Stop(context.Background()) })
 	evs := []apollo.Event{{TaskID: "victim", Name: "payroll", Sequence: 1, Status: apollo.StatusRunning, Ts: 1_764_400_000_000},
 		{TaskID: "victim", Sequence: 2, Status: apollo.StatusFailed, Ts: 1_764_400_001_000}}
 	if err := b.Publish(context.Background(), evs, make([]bus.Outcome, len(evs))); err != nil {

@@ -69,7 +69,7 @@ func (ts *tenantServer) stop() {
 	if !ts.down {
 		ts.down = true
 		ts.srv.Close()
-		ts.bus.Stop()
+		ts.bus.Stop(context.Background())
 	}
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -175,7 +176,7 @@ func TestIngestMemoryPerRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Start(t.Context())
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	limited, unlimited := New(Options{Bus: b, IngestRate: 1000}), New(Options{Bus: b})
 	events := func(n int) string {
 		var s strings.Builder
@@ -251,7 +252,7 @@ func TestIngestReusesRequestBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Start(t.Context())
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	h := New(Options{Bus: b})
 	batch := func(n int) string {
 		var s strings.Builder

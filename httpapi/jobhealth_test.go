@@ -48,7 +48,7 @@ func newHealthServer(t *testing.T, now time.Time, next fixedSchedule) *healthSer
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	hs := &healthServer{bus: b, clock: clock}
 	auth, tokens := tenantTokens(t, RoleAgent, RoleViewer)
 	hs.tokens = tokens

@@ -22,7 +22,7 @@ func TestMetricsAPI(t *testing.T) {
 	agg, _ := metrics.New(metrics.Options{Clock: clock})
 	b, _ := bus.New(bus.Options{Clock: clock, Observers: []bus.Observer{agg}, Logger: discardLogger})
 	b.Start(context.Background())
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	srv := httptest.NewServer(New(Options{Bus: b, Metrics: agg, Clock: clock}))
 	defer srv.Close()
 	now := clock.Now().UnixMilli()

@@ -54,7 +54,7 @@ func newHub(t testing.TB, b *bus.Bus, clock apollo.Clock) *stream.Hub {
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(hub.Stop)
+	t.Cleanup(func() { hub.Stop(context.Background()) })
 	return hub
 }
 
@@ -73,7 +73,7 @@ func newStreamEnv(t *testing.T) *streamEnv {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	hub := newHub(t, b, nil)
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats), selfmetrics.Watch("stream", hub.Stats)}
 	srv := httptest.NewServer(New(Options{Bus: b, Auth: testTokens, Stream: hub, System: parts.System()}))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -251,7 +252,7 @@ func FuzzPrefixTokenKeepsToItsJobs(f *testing.F) {
 		if err := b.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		defer b.Stop()
+		defer b.Stop(context.Background())
 		w := &ownerWorld{bus: b, srv: New(Options{Bus: b, Auth: auth, Clock: clock, Logger: discardLogger}), tokens: tokens, now: now.UnixMilli()}
 
 		// Before: tenant a's runs of other jobs (one finished, one without

@@ -115,7 +115,13 @@ func newPromEnv(t *testing.T) *promEnv {
 	}
 	// Stopped in the server's shutdown order; each Stop is idempotent, so
 	// a test may stop some earlier to settle their counters.
-	t.Cleanup(func() { e.hub.Stop(); e.bus.Stop(); e.engine.Stop(); e.agg.Stop(); e.disp.Stop() })
+	t.Cleanup(func() {
+		e.hub.Stop(context.Background())
+		e.bus.Stop(context.Background())
+		e.engine.Stop(context.Background())
+		e.agg.Stop(context.Background())
+		e.disp.Stop(context.Background())
+	})
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", e.bus.Stats), selfmetrics.Watch("stream", e.hub.Stats),
 		selfmetrics.Watch("wal", e.log.Stats), selfmetrics.Watch("metrics", e.agg.Stats),
 		selfmetrics.Watch("notifications", e.disp.Stats), selfmetrics.Watch("alert", e.engine.Stats),
@@ -206,8 +212,8 @@ func (e *promEnv) settle(t *testing.T) {
 	if err := e.engine.Evaluate(context.Background(), e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	e.engine.Stop()
-	e.disp.Stop()
+	e.engine.Stop(context.Background())
+	e.disp.Stop(context.Background())
 }
 
 // A scrape after real traffic shows what the components did: every value

@@ -67,7 +67,7 @@ func securedAlerts(t *testing.T) *alert.Engine {
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.Stop)
+	t.Cleanup(func() { e.Stop(context.Background()) })
 	return e
 }
 
@@ -373,7 +373,7 @@ func TestPingStartWithoutEndTimesOut(t *testing.T) {
 		clock := apollo.NewFakeClock(time.Unix(1_800_000_000, 0))
 		b, _ := bus.New(bus.Options{Clock: clock, Logger: discardLogger, DefaultTimeout: 3 * time.Hour})
 		b.Start(context.Background())
-		defer b.Stop()
+		defer b.Stop(context.Background())
 		sub := b.Subscribe(10)
 		srv := httptest.NewServer(New(Options{Bus: b, Clock: clock}))
 		defer srv.Close()
@@ -416,7 +416,7 @@ func TestPingKeyLimitedToItsJobs(t *testing.T) {
 	t.Parallel()
 	b, _ := bus.New(bus.Options{Logger: discardLogger})
 	b.Start(context.Background())
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	secret, tok, _ := NewToken("backup-ping", RoleAgent, "")
 	tok.JobPrefix = "backup"
 	srv := httptest.NewServer(New(Options{Bus: b, Auth: NewTokenAuth([]Token{tok})}))

@@ -81,7 +81,7 @@ func checkSurvives(t *testing.T, body []byte, ndjson bool) {
 	if err := live.bus.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer live.bus.Stop()
+	defer live.bus.Stop(context.Background())
 	if err := live.bus.Publish(t.Context(), good, make([]bus.Outcome, len(good))); err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,14 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 )
 
 // Fixed resolutions and limits.
@@ -98,10 +97,7 @@ type Aggregator struct {
 	// GOMAXPROCS.
 	tableWorkers int
 
-	runMu   sync.Mutex
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
+	life lifecycle.Group // compaction
 }
 
 var _ Store = (*Aggregator)(nil)
@@ -119,46 +115,30 @@ func New(opts Options) (*Aggregator, error) {
 		rr:     opts.RollupRetention.Milliseconds(),
 		every:  opts.CompactEvery,
 		recent: opts.RecentRuns,
+		life:   lifecycle.Group{Name: "metrics", Restart: true},
 	}, nil
 }
 
-// Start runs compaction every CompactEvery on the clock until ctx ends or
-// Stop is called. It returns at once.
+// Start runs compaction every CompactEvery on the clock until Stop. It
+// returns at once.
 func (a *Aggregator) Start(ctx context.Context) error {
-	a.runMu.Lock()
-	defer a.runMu.Unlock()
-	if a.running {
-		return errors.New("metrics: Start called twice")
-	}
-	a.running = true
-	a.stop, a.done = make(chan struct{}), make(chan struct{})
-	tick := a.clock.NewTicker(a.every)
-	go a.loop(ctx, tick, a.stop, a.done)
-	return nil
+	return a.life.Start(ctx, func(context.Context) error {
+		tick := a.clock.NewTicker(a.every)
+		a.life.Go(func(ctx context.Context) error { a.loop(ctx, tick); return nil })
+		return nil
+	})
 }
 
-// Stop ends compaction and waits for it. It may be called any number of
-// times, also without Start.
-func (a *Aggregator) Stop() {
-	a.runMu.Lock()
-	defer a.runMu.Unlock()
-	if !a.running {
-		return
-	}
-	a.running = false
-	close(a.stop)
-	<-a.done
-}
+// Stop ends compaction and waits for it, or for ctx. It may be called any
+// number of times, also without Start.
+func (a *Aggregator) Stop(ctx context.Context) error { return a.life.Stop(ctx, nil) }
 
-func (a *Aggregator) loop(ctx context.Context, tick apollo.Ticker, stop, done chan struct{}) {
-	defer close(done)
+func (a *Aggregator) loop(ctx context.Context, tick apollo.Ticker) {
 	defer tick.Stop()
 	var seenOld, seenNew int64
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-stop:
 			return
 		case <-tick.C():
 			// The clock, not the tick: a fake clock that jumps hours
@@ -168,7 +148,7 @@ func (a *Aggregator) loop(ctx context.Context, tick apollo.Ticker, stop, done ch
 			if a.compacted != nil {
 				select {
 				case a.compacted <- now:
-				case <-stop:
+				case <-ctx.Done():
 					return
 				}
 			}

@@ -48,7 +48,7 @@ func TestStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Stop() // before Start: nothing to do
+	a.Stop(context.Background()) // before Start: nothing to do
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -60,8 +60,8 @@ func TestStartStop(t *testing.T) {
 		t.Fatal("no ticker armed")
 	}
 	cancel() // the loop ends on its own; Stop still waits and returns
-	a.Stop()
-	a.Stop()
+	a.Stop(context.Background())
+	a.Stop(context.Background())
 	if n := clock.Waiters(); n != 0 {
 		t.Errorf("%d timers left armed after Stop", n)
 	}

@@ -23,7 +23,7 @@ func newStarted(t testing.TB) (*metrics.Aggregator, *apollo.FakeClock) {
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(a.Stop)
+	t.Cleanup(func() { a.Stop(context.Background()) })
 	return a, clock
 }
 

@@ -143,7 +143,7 @@ func TestCompactionLoop(t *testing.T) {
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer a.Stop()
+	defer a.Stop(context.Background())
 	now := t0.UnixMilli()
 	a.Apply(change("", "done", apollo.StatusNone, apollo.StatusRunning, now-2000))
 	a.Apply(change("", "done", apollo.StatusRunning, apollo.StatusSuccess, now-1000))

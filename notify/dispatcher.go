@@ -17,6 +17,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
@@ -65,13 +66,9 @@ type Dispatcher struct {
 	idSeq  atomic.Uint64
 	logs   *loglimit.Limiter
 
-	mu      sync.RWMutex // Send holds it shared; Start and Stop exclusively
-	started bool
+	mu      sync.RWMutex // Send holds it shared; Stop exclusively
 	stopped bool
-	runCtx  context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stop    sync.Once
+	life    lifecycle.Group // one goroutine per lane
 }
 
 // NewDispatcher checks the channels (unique names, languages, limits) and
@@ -82,7 +79,8 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	d := &Dispatcher{opts: opts, clock: opts.Clock, lanes: make(map[string]*lane, len(chs)),
-		randN: mrand.Int64N, idBase: hex.EncodeToString(b[:]) + "-", logs: loglimit.New(logEvery)}
+		randN: mrand.Int64N, idBase: hex.EncodeToString(b[:]) + "-", logs: loglimit.New(logEvery),
+		life: lifecycle.Group{Name: "notify"}}
 	var errs []error
 	for i, ch := range chs {
 		ch = ch.withDefaults()
@@ -120,42 +118,31 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Start starts one goroutine per channel and returns. Cancelling ctx
-// stops delivery as Stop does; call Stop to wait for it.
+// Start starts one goroutine per channel and returns. They run until
+// Stop (docs/architecture.md, "Lifecycle").
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch {
-	case d.stopped:
-		return errors.New("notify: start: dispatcher was stopped; make a new one")
-	case d.started:
-		return errors.New("notify: start: dispatcher already started")
-	}
-	d.started = true
-	d.runCtx, d.cancel = context.WithCancel(ctx)
-	for _, name := range d.order {
-		l := d.lanes[name]
-		d.wg.Go(func() { l.run(d.runCtx) })
-	}
-	return nil
+	return d.life.Start(ctx, func(context.Context) error {
+		for _, name := range d.order {
+			l := d.lanes[name]
+			d.life.Go(func(ctx context.Context) error { l.run(ctx); return nil })
+		}
+		return nil
+	})
 }
 
-// Stop cancels in-flight attempts, waits for every lane to finish, and
-// records what was still queued as dropped. It is safe to call more than
-// once, and before Start.
-func (d *Dispatcher) Stop() {
-	d.stop.Do(func() {
+// Stop cancels in-flight attempts, waits for every lane to finish (or for
+// ctx), and records what was still queued as dropped. It is safe to call
+// more than once, and before Start.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	return d.life.Stop(ctx, func(halt func()) error {
 		d.mu.Lock()
 		d.stopped = true
-		cancel := d.cancel
 		d.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
-		d.wg.Wait()
+		halt()
 		for _, name := range d.order { // never started: the lanes did not drain
 			d.lanes[name].dropQueued("dispatcher stopped")
 		}
+		return nil
 	})
 }
 
@@ -168,7 +155,7 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 	at := d.clock.Now()
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	stopped := d.stopped || (d.runCtx != nil && d.runCtx.Err() != nil)
+	stopped := d.stopped
 	for i, name := range n.Channels {
 		if slices.Contains(n.Channels[:i], name) {
 			continue

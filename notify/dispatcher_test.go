@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/apollo-11/apollo/internal/testwait"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 
 	apollo "github.com/apollo-11/apollo"
 )
@@ -152,7 +153,7 @@ func TestRateLimitCoalesces(t *testing.T) {
 			// The sink has seen the last message; its outcome is recorded
 			// when the notifier returns. Stop waits for the lane, so the
 			// stats below are final.
-			d.Stop()
+			d.Stop(context.Background())
 			checkRateAndCoverage(t, d, s.all(), 20)
 		})
 	}
@@ -269,7 +270,7 @@ func TestRetryBackoffThenGiveUp(t *testing.T) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	d.Send(note("a1", "k1", "ding"))
 
 	// Waits 1s, 2s, 4s, 8s, 16s, 32s: the try at 31s would wait until 63s,
@@ -317,7 +318,7 @@ func TestNonRetryableFailsOnce(t *testing.T) {
 	if a := log.next(t); a.Outcome != OutcomeFailed || a.Try != 1 || !strings.Contains(a.Error, "310000") {
 		t.Fatalf("%+v", a)
 	}
-	d.Stop()
+	d.Stop(context.Background())
 	if calls != 1 || d.Stats().Channels["ding"].Failed != 1 {
 		t.Fatalf("calls %d, stats %+v", calls, d.Stats().Channels["ding"])
 	}
@@ -342,7 +343,7 @@ func TestDropsAreRecorded(t *testing.T) {
 	if a := log.next(t); a.Outcome != OutcomeDropped || a.Channel != "nowhere" || a.Error != "unknown channel" {
 		t.Fatalf("%+v", a)
 	}
-	d.Stop() // the two queued are dropped, not lost silently
+	d.Stop(context.Background()) // the two queued are dropped, not lost silently
 	for range 2 {
 		if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != "dispatcher stopped" {
 			t.Fatalf("%+v", a)
@@ -375,7 +376,7 @@ func TestStopCancelsInFlightAndIsIdempotent(t *testing.T) {
 	d.Send(note("a1", "k1", "ops"))
 	<-entered
 	done := make(chan struct{})
-	go func() { d.Stop(); d.Stop(); close(done) }()
+	go func() { d.Stop(context.Background()); d.Stop(context.Background()); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(testwait.Timeout(t)):
@@ -581,7 +582,7 @@ func TestRetriesKeepThePace(t *testing.T) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	d.Send(note("a1", "k1", "ding"))
 	var got []Attempt
 	deadline := time.Now().Add(testwait.Timeout(t))

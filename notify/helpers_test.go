@@ -97,6 +97,6 @@ func startDispatcher(t *testing.T, clk *apollo.FakeClock, log AttemptLog, chs ..
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { d.Stop(context.Background()) })
 	return d
 }

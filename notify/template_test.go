@@ -281,3 +281,27 @@ b{{end}}`)
 		}
 	})
 }
+
+// An alert without a group (an event rule on every job) has a title of
+// its rule alone, in every kind and language: "hung_runs:" with nothing
+// after it read as a missing value (issue 21).
+func TestTitleWithoutGroup(t *testing.T) {
+	t.Parallel()
+	for _, lang := range []string{LangEnglish, LangChinese} {
+		r := mustRenderer(t, lang, "", nil)
+		for _, kind := range []apollo.NotificationKind{apollo.NotifyFiring, apollo.NotifyRepeat, apollo.NotifyResolved, apollo.NotifyStorm} {
+			n := SampleNotification(kind)
+			n.Alert.Group = ""
+			m, err := r.render(n, sampleItems(kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(m.Title, ":") || strings.Contains(m.Title, "：") || strings.HasSuffix(m.Title, " in") {
+				t.Errorf("%s %s: title %q has an empty group's place", lang, kind, m.Title)
+			}
+			if !strings.Contains(m.Title, n.Alert.Rule) {
+				t.Errorf("%s %s: title %q lacks the rule", lang, kind, m.Title)
+			}
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 )
 
 // Lease makes one alert process the leader: the one that saves the shared
@@ -28,7 +29,7 @@ type Lease struct {
 	ttl     time.Duration
 	clock   apollo.Clock
 	held    atomic.Bool
-	loop    *ticking
+	life    lifecycle.Group // the renewal loop
 	// onGain runs in Renew when this process takes the lease (set by
 	// NewAlertState, before Start).
 	onGain func(ctx context.Context)
@@ -39,7 +40,8 @@ var releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] th
 
 // NewLease returns a lease on <prefix>:alert:leader for the process id.
 func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Lease {
-	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl, clock: apollo.SystemClock}
+	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl, clock: apollo.SystemClock,
+		life: lifecycle.Group{Name: "redisstore: lease"}}
 }
 
 // WithClock makes the renewal loop tick on clock (default: the system
@@ -49,10 +51,14 @@ func (l *Lease) WithClock(clock apollo.Clock) *Lease {
 	return l
 }
 
-// Start tries to take the lease now, then keeps renewing or retrying.
-func (l *Lease) Start(ctx context.Context) {
-	l.Renew(ctx)
-	l.loop = startTicking(l.clock, l.ttl/3, func() { l.Renew(ctx) })
+// Start tries to take the lease now, then keeps renewing or retrying on
+// the clock until Stop.
+func (l *Lease) Start(ctx context.Context) error {
+	return l.life.Start(ctx, func(run context.Context) error {
+		l.Renew(run)
+		l.life.Tick(l.clock, l.ttl/3, l.Renew)
+		return nil
+	})
 }
 
 // Renew keeps the lease if this process holds it, or takes it if it is
@@ -77,14 +83,19 @@ func (l *Lease) Renew(ctx context.Context) {
 // Held reports whether this process leads now.
 func (l *Lease) Held() bool { return l.held.Load() }
 
-// Stop gives the lease up, so another process leads at once. Idempotent.
-func (l *Lease) Stop() {
-	l.loop.stop(func() {
-		if l.held.Swap(false) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = releaseScript.Run(ctx, l.c, []string{l.key}, l.id).Err()
+// Stop ends the renewals and gives the lease up, so another process leads
+// at once; it returns the release's error. Idempotent.
+func (l *Lease) Stop(ctx context.Context) error {
+	return l.life.StopThen(ctx, func() error {
+		if !l.held.Swap(false) {
+			return nil
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := releaseScript.Run(ctx, l.c, []string{l.key}, l.id).Err(); err != nil {
+			return fmt.Errorf("redisstore: giving the lease up: %w", err)
+		}
+		return nil
 	})
 }
 
@@ -325,13 +336,14 @@ type Heartbeat struct {
 	beat  Beat
 	stats func() any
 	clock apollo.Clock
-	loop  *ticking
+	life  lifecycle.Group // the beat loop
 }
 
 // NewHeartbeat returns a heartbeat for a component instance.
 func NewHeartbeat(c redis.UniversalClient, prefix, component, id string, every time.Duration) *Heartbeat {
 	host, _ := os.Hostname()
 	return &Heartbeat{c: c, key: prefix + ":heartbeat:" + component + ":" + id, clock: apollo.SystemClock,
+		life: lifecycle.Group{Name: "redisstore: heartbeat"},
 		beat: Beat{Component: component, ID: id, Host: host, PID: os.Getpid(), Every: every}}
 }
 
@@ -348,13 +360,16 @@ func (h *Heartbeat) WithStats(stats func() any) *Heartbeat {
 	return h
 }
 
-// Start beats now and every interval until Stop.
-func (h *Heartbeat) Start(ctx context.Context) {
-	h.write(ctx)
-	h.loop = startTicking(h.clock, h.beat.Every, func() { h.write(ctx) })
+// Start beats now and every interval on the clock until Stop.
+func (h *Heartbeat) Start(ctx context.Context) error {
+	return h.life.Start(ctx, func(run context.Context) error {
+		h.write(run)
+		h.life.Tick(h.clock, h.beat.Every, func(ctx context.Context) { h.write(ctx) })
+		return nil
+	})
 }
 
-func (h *Heartbeat) write(ctx context.Context) {
+func (h *Heartbeat) write(ctx context.Context) error {
 	b := h.beat
 	b.At = h.clock.Now()
 	if h.stats != nil {
@@ -363,19 +378,23 @@ func (h *Heartbeat) write(ctx context.Context) {
 	data, _ := json.Marshal(b)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_ = h.c.Set(ctx, h.key, data, 3*h.beat.Every).Err()
+	return h.c.Set(ctx, h.key, data, 3*h.beat.Every).Err()
 }
 
 // Stop writes a last beat that says the process stopped cleanly, and
 // stops beating: Alive no longer lists it, and a watcher that saw it
 // alive knows it was not lost (Heartbeats). The last beat expires like
 // any other.
-func (h *Heartbeat) Stop() {
-	h.loop.stop(func() {
+// It returns the last beat's error.
+func (h *Heartbeat) Stop(ctx context.Context) error {
+	return h.life.StopThen(ctx, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		h.beat.Stopped = true
-		h.write(ctx)
+		if err := h.write(ctx); err != nil {
+			return fmt.Errorf("redisstore: the last heartbeat: %w", err)
+		}
+		return nil
 	})
 }
 

@@ -27,8 +27,8 @@ func TestAlertStatePeoplesWrites(t *testing.T) {
 	sb := redisstore.NewAlertState(c, prefix, lb)
 	la.Start(ctx)
 	lb.Start(ctx)
-	defer la.Stop()
-	defer lb.Stop()
+	defer la.Stop(context.Background())
+	defer lb.Stop(context.Background())
 	if !la.Held() || lb.Held() {
 		t.Fatal("a must lead")
 	}
@@ -88,7 +88,7 @@ func TestAlertStatePeoplesWrites(t *testing.T) {
 		t.Errorf("the alerts key has TTL %v; computed state expires", ttl)
 	}
 	// a stops; b takes the lease and writes the alerts of its last save.
-	la.Stop()
+	la.Stop(context.Background())
 	lb.Renew(ctx)
 	if st := fresh(); !lb.Held() || len(st.Alerts) != 1 || st.Alerts[0].ID != "b1" || st.Alerts[0].State != apollo.AlertResolved {
 		t.Fatalf("after b took the lease: %+v", st.Alerts)
@@ -112,11 +112,11 @@ func TestSilenceOfAFollowerIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	lease.Start(ctx)
-	defer lease.Stop()
+	defer lease.Stop(context.Background())
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Stop()
+	defer e.Stop(context.Background())
 	for _, tenant := range []string{"acme", "globex"} {
 		if _, err := e.AddSilence(tenant, alert.Silence{Rule: tenant + "_r", EndsAt: time.Now().Add(time.Hour), CreatedBy: "ann", Comment: "deploy"}); err != nil {
 			t.Fatal(err)

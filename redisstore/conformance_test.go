@@ -75,7 +75,7 @@ func TestConformance(t *testing.T) {
 				if err := f.agg.Start(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(f.agg.Stop)
+				t.Cleanup(func() { f.agg.Stop(context.Background()) })
 			}
 			metricstest.Run(t, metricstest.Harness{
 				Apply: f.fl.Apply,

@@ -45,14 +45,14 @@ func TestLease(t *testing.T) {
 	b := redisstore.NewLease(c, prefix, "b", ttl).WithClock(clock)
 	a.Start(ctx)
 	b.Start(ctx)
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	if !a.Held() || b.Held() {
 		t.Fatalf("a %v, b %v: want a alone", a.Held(), b.Held())
 	}
 	if id, _ := redisstore.Leader(ctx, c, prefix); id != "a" {
 		t.Fatalf("leader %q", id)
 	}
-	a.Stop() // releases at once
+	a.Stop(context.Background()) // releases at once
 	b.Renew(ctx)
 	if !b.Held() {
 		t.Fatal("b did not take over a released lease")
@@ -89,7 +89,7 @@ func TestFeedsAndCommands(t *testing.T) {
 	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusRunning},
 		Task: apollo.Task{TaskID: "t1", Name: "etl", Tenant: "acme", Status: apollo.StatusFailed}, Record: apollo.Record{Event: apollo.Event{Ts: 42}}})
 	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusFailed}, Task: apollo.Task{Status: apollo.StatusFailed}}) // no status change: not sent
-	feed.Stop()
+	feed.Stop(context.Background())
 	select {
 	case ch := <-got:
 		if ch.Task.TaskID != "t1" || ch.Task.Tenant != "acme" || ch.Prev.Status != apollo.StatusRunning || ch.Record.Ts != 42 {
@@ -159,7 +159,7 @@ func TestHeartbeat(t *testing.T) {
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("no beat an interval of the clock later")
 	}
-	h.Stop()
+	h.Stop(context.Background())
 	if beats, _ := redisstore.Alive(ctx, c, prefix); len(beats) != 0 {
 		t.Errorf("a stopped process still beats: %+v", beats)
 	}

@@ -14,7 +14,7 @@
 //	agg, _ := metrics.New(metrics.Options{Clock: clock})
 //	fl, _ := redisstore.NewFlusher(agg, redisstore.Options{Client: rdb, Clock: clock})
 //	fl.Start(ctx)        // bus.Options{Observers: []bus.Observer{fl}}
-//	defer fl.Stop()      // flushes one last time
+//	defer fl.Stop(ctx)   // flushes one last time
 //	st, _ := redisstore.NewStore(redisstore.Options{Client: rdb})
 //
 // docs/redis.md describes the keys, the flush, several writers, outages and

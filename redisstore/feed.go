@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 )
 
 // In the three-process mode the bus and the alert processes talk through
@@ -48,7 +50,7 @@ type ChangeFeed struct {
 
 	mu      sync.Mutex
 	buf     []wireChange
-	loop    *ticking
+	life    lifecycle.Group // the publishing loop
 	dropped atomic.Int64
 	sent    atomic.Int64
 	errors  atomic.Int64
@@ -59,7 +61,8 @@ func NewChangeFeed(c redis.UniversalClient, prefix string, log *slog.Logger) *Ch
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, clock: apollo.SystemClock, max: 100_000}
+	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, clock: apollo.SystemClock, max: 100_000,
+		life: lifecycle.Group{Name: "redisstore: change feed"}}
 }
 
 // WithClock makes the publishing loop tick on clock (default: the system
@@ -85,21 +88,27 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 	f.mu.Unlock()
 }
 
-// Start publishes until Stop.
-func (f *ChangeFeed) Start(ctx context.Context) {
-	f.loop = startTicking(f.clock, f.every, func() { f.flush(ctx) })
+// Start publishes on the clock until Stop.
+func (f *ChangeFeed) Start(ctx context.Context) error {
+	return f.life.Start(ctx, func(context.Context) error {
+		f.life.Tick(f.clock, f.every, func(ctx context.Context) { f.flush(ctx) })
+		return nil
+	})
 }
 
-// Stop publishes what is queued and stops. It is idempotent.
-func (f *ChangeFeed) Stop() { f.loop.stop(func() { f.flush(context.Background()) }) }
+// Stop publishes what is queued and stops; it returns that publish's
+// error. It is idempotent.
+func (f *ChangeFeed) Stop(ctx context.Context) error {
+	return f.life.StopThen(ctx, func() error { return f.flush(context.Background()) })
+}
 
-func (f *ChangeFeed) flush(ctx context.Context) {
+func (f *ChangeFeed) flush(ctx context.Context) error {
 	f.mu.Lock()
 	batch := f.buf
 	f.buf = nil
 	f.mu.Unlock()
 	if len(batch) == 0 {
-		return
+		return nil
 	}
 	data, _ := json.Marshal(batch)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -108,9 +117,10 @@ func (f *ChangeFeed) flush(ctx context.Context) {
 		f.errors.Add(1)
 		f.dropped.Add(int64(len(batch)))
 		f.log.Warn("publishing changes to the alert processes failed; their event rules miss these", "changes", len(batch), "err", err)
-		return
+		return fmt.Errorf("redisstore: publishing %d changes: %w", len(batch), err)
 	}
 	f.sent.Add(int64(len(batch)))
+	return nil
 }
 
 // FeedStats counts what a feed published, dropped and failed.

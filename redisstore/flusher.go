@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -49,10 +49,7 @@ type Flusher struct {
 
 	stats flushStats
 
-	runMu   sync.Mutex
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
+	life lifecycle.Group // the flush loop
 
 	// flushed, set by tests, receives the result of every flush the loop
 	// makes.
@@ -88,7 +85,7 @@ func NewFlusher(agg *metrics.Aggregator, opts Options) (*Flusher, error) {
 	return &Flusher{
 		agg: agg, opts: opts, keys: keyspace{opts.Prefix}, c: opts.Client,
 		clock: opts.Clock, log: opts.Logger, dirty: newDirtySet(opts.MaxDirty),
-		jobs: make(map[jobRef]*jobState),
+		jobs: make(map[jobRef]*jobState), life: lifecycle.Group{Name: "redisstore: flusher", Restart: true},
 	}, nil
 }
 
@@ -100,68 +97,54 @@ func (f *Flusher) Apply(c *apollo.Change) {
 	metrics.Touched(c, now, f.dirty.mark)
 }
 
-// Start flushes every FlushInterval until Stop or ctx ends. The first flush,
-// made at once, copies every job: after a restart Redis may lag the
+// Start flushes every FlushInterval on the clock until Stop. The first
+// flush, made at once, copies every job: after a restart Redis may lag the
 // aggregator restored from its snapshot.
 func (f *Flusher) Start(ctx context.Context) error {
-	f.runMu.Lock()
-	defer f.runMu.Unlock()
-	if f.running {
-		return errors.New("redisstore: Flusher.Start called twice")
-	}
-	f.running = true
-	f.stop, f.done = make(chan struct{}), make(chan struct{})
-	f.dirty.overflow.Store(true)
-	tick := f.clock.NewTicker(f.opts.FlushInterval)
-	go f.loop(ctx, tick, f.stop, f.done)
-	return nil
+	return f.life.Start(ctx, func(context.Context) error {
+		f.dirty.overflow.Store(true)
+		tick := f.clock.NewTicker(f.opts.FlushInterval)
+		f.life.Go(func(ctx context.Context) error { f.loop(ctx, tick); return nil })
+		return nil
+	})
 }
 
 // Stop ends the timer, flushes one last time (for at most 10 s) and
-// waits. It may be called any number of times, also without Start.
-func (f *Flusher) Stop() {
-	f.runMu.Lock()
-	defer f.runMu.Unlock()
-	if !f.running {
-		return
-	}
-	f.running = false
-	close(f.stop)
-	<-f.done
+// waits, or waits for ctx; it returns the last flush's error. It may be
+// called any number of times, also without Start.
+func (f *Flusher) Stop(ctx context.Context) error {
+	return f.life.StopThen(ctx, f.finalFlush)
 }
 
-func (f *Flusher) loop(ctx context.Context, tick apollo.Ticker, stop, done chan struct{}) {
-	defer close(done)
+func (f *Flusher) loop(ctx context.Context, tick apollo.Ticker) {
 	defer tick.Stop()
-	f.report(stop, f.Flush(ctx))
+	f.report(ctx, f.Flush(ctx))
 	for {
 		select {
 		case <-tick.C():
-			f.report(stop, f.Flush(ctx))
+			f.report(ctx, f.Flush(ctx))
 		case <-ctx.Done():
-			f.finalFlush(ctx)
-			return
-		case <-stop:
-			f.finalFlush(ctx)
 			return
 		}
 	}
 }
 
-func (f *Flusher) finalFlush(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+func (f *Flusher) finalFlush() error {
+	ctx, cancel := context.WithTimeout(context.Background(), finalFlushTimeout)
 	defer cancel()
-	if err := f.Flush(ctx); err != nil {
+	err := f.Flush(ctx)
+	if err != nil {
 		f.log.Error("redisstore: last flush failed; Redis lags the aggregator until the next start copies everything",
 			"err", err, "jobsNotWritten", f.dirty.len())
 	}
+	return err
 }
 
-func (f *Flusher) report(stop chan struct{}, err error) {
+func (f *Flusher) report(ctx context.Context, err error) {
 	if f.flushed != nil {
 		select {
 		case f.flushed <- err:
-		case <-stop:
+		case <-ctx.Done():
 		}
 	}
 }

@@ -285,7 +285,7 @@ func TestOutageAndRecovery(t *testing.T) {
 			if err := w.fl.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(w.fl.Stop)
+			t.Cleanup(func() { w.fl.Stop(context.Background()) })
 			next := func() error {
 				t.Helper()
 				clock.Advance(time.Second)
@@ -358,11 +358,11 @@ func TestStopFlushes(t *testing.T) {
 	for _, c := range workload(6, "", 500, now) {
 		f.fl.Apply(&c)
 	}
-	f.fl.Stop()
-	f.fl.Stop()
+	f.fl.Stop(context.Background())
+	f.fl.Stop(context.Background())
 	checkSame(t, f.agg, f.st, "", now)
 	if err := f.fl.Start(context.Background()); err != nil {
 		t.Fatalf("Start after Stop: %v", err)
 	}
-	f.fl.Stop()
+	f.fl.Stop(context.Background())
 }

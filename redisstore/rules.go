@@ -11,6 +11,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 )
 
 // Rules is the rules text of every tenant set through the API (and the
@@ -78,12 +79,16 @@ func (r *Rules) Source(ctx context.Context, tenant string) ([]byte, error) {
 // commands of the bus apply a change at once; this catches a process up
 // with one it missed (it was reconnecting to Redis when it was published).
 func (r *Rules) Follow(ctx context.Context, every time.Duration, apply func(map[string][]byte, error)) (stop func()) {
-	t := startTicking(r.clock, every, func() {
-		ctx, cancel := context.WithTimeout(ctx, every)
-		defer cancel()
-		apply(r.Load(ctx))
+	g := &lifecycle.Group{Name: "redisstore: rules"}
+	g.Start(ctx, func(context.Context) error {
+		g.Tick(r.clock, every, func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, every)
+			defer cancel()
+			apply(r.Load(ctx))
+		})
+		return nil
 	})
-	return func() { t.stop(nil) }
+	return func() { g.Stop(context.Background(), nil) }
 }
 
 func tenantField(t string) string { return "t:" + t }

@@ -2,9 +2,10 @@ package redisstore_test
 
 import (
 	"context"
-	"github.com/apollo-11/apollo/internal/testwait"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/redisstore/redistest"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
@@ -61,13 +62,12 @@ type Scheduler struct {
 	started  bool
 	stopping bool
 
-	wake     chan struct{} // tells the loop that schedules changed
-	stopC    chan struct{} // closed when Stop begins
-	loopDone chan struct{}
-	runs     sync.WaitGroup
-	stopOnce sync.Once
-	stopped  chan struct{}
-	stopErr  error
+	wake     chan struct{}   // tells the loop that schedules changed
+	stopC    chan struct{}   // closed when Stop begins
+	life     lifecycle.Group // the loop
+	loopDone chan struct{}   // closed when the loop has ended (tests wait on it)
+	runs     sync.WaitGroup  // the runs, which Stop lets finish
+	killedBy error           // the end of the Stop context that had runs killed
 
 	stateLog *loglimit.Limiter
 	saveMu   sync.Mutex // serializes writes of the state file
@@ -118,8 +118,8 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 		active:   map[*run]struct{}{},
 		wake:     make(chan struct{}, 1),
 		stopC:    make(chan struct{}),
+		life:     lifecycle.Group{Name: "sched"},
 		loopDone: make(chan struct{}),
-		stopped:  make(chan struct{}),
 	}
 	if opts.StateDir != "" {
 		s.state = &stateFile{dir: opts.StateDir}
@@ -159,22 +159,17 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 // Start loads the state file, catches up missed schedules, and starts the
 // scheduling loop. It returns at once; ctx is used only while starting.
 func (s *Scheduler) Start(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if s.started || s.stopping {
+	return s.life.Start(ctx, func(context.Context) error {
+		s.mu.Lock()
+		s.started = true
+		saved := s.loadState()
+		s.restorePauses(saved)
+		s.catchUp(saved, s.clock.Now())
 		s.mu.Unlock()
-		return errors.New("sched: Start called twice, or after Stop")
-	}
-	s.started = true
-	saved := s.loadState()
-	s.restorePauses(saved)
-	s.catchUp(saved, s.clock.Now())
-	s.mu.Unlock()
-	s.saveState()
-	go s.loop()
-	return nil
+		s.saveState()
+		s.life.Go(func(context.Context) error { s.loop(); return nil })
+		return nil
+	})
 }
 
 // restorePauses puts back the pauses made with Pause and Resume before the
@@ -191,35 +186,41 @@ func (s *Scheduler) restorePauses(saved map[string]savedJob) {
 // Stop starts no new runs, lets running ones finish (each within its own
 // timeout) until ctx is done, then kills the rest (SIGTERM, SIGKILL after
 // their kill_grace) and reports them timeout with {"shutdown":true}. It
-// returns when every run is reported: ctx.Err() if runs had to be killed.
-// Calling it again waits for the first call and returns its result.
+// returns when every run is reported: with ctx's error if ctx ended
+// first. A later call waits for the first and returns ctx's error of the
+// call that had runs killed, if any (docs/architecture.md, "Lifecycle").
 func (s *Scheduler) Stop(ctx context.Context) error {
-	s.stopOnce.Do(func() {
+	err := s.life.Stop(ctx, s.stopRuns)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// ctx ended before the runs did: kill them, and wait for them to
+		// be reported all the same.
 		s.mu.Lock()
-		s.stopping = true
-		started := s.started
+		if s.killedBy == nil && len(s.active) > 0 {
+			s.killedBy = ctx.Err()
+		}
+		for r := range s.active {
+			r.cancel(errShutdown)
+		}
 		s.mu.Unlock()
-		close(s.stopC)
-		if started {
-			<-s.loopDone
+		if werr := s.life.Stop(context.Background(), nil); werr != nil {
+			return werr
 		}
-		idle := make(chan struct{})
-		go func() { s.runs.Wait(); close(idle) }()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			s.mu.Lock()
-			for r := range s.active {
-				r.cancel(errShutdown)
-			}
-			s.mu.Unlock()
-			<-idle
-			s.stopErr = ctx.Err()
-		}
-		close(s.stopped)
-	})
-	<-s.stopped
-	return s.stopErr
+	}
+	return err
+}
+
+// stopRuns is the stop of the scheduler's lifecycle: no new runs, the
+// loop ends, the runs end (Stop kills them when its context ends).
+func (s *Scheduler) stopRuns(halt func()) error {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	close(s.stopC)
+	halt()
+	s.runs.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.killedBy
 }
 
 // Reload replaces the jobs with those of f. A file with problems is

@@ -106,7 +106,7 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 		tb.Fatal(err)
 	}
 	bs.Start(context.Background())
-	defer bs.Stop()
+	defer bs.Stop(context.Background())
 	hub, err := New(Options{Bus: bs, Changes: busChanges(bs), Logger: discardLogger, SendQueue: 4096})
 	if err != nil {
 		tb.Fatal(err)
@@ -114,7 +114,7 @@ func runFanout(tb testing.TB, fc fanoutCase) fanoutResult {
 	srv := httptest.NewServer(mount(hub, testTokens))
 	defer srv.Close()
 	hub.Start(context.Background())
-	defer hub.Stop()
+	defer hub.Stop(context.Background())
 
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"
 	r := newFanoutRun(url, fc)
@@ -387,7 +387,7 @@ func runBusOnly(tb testing.TB, changes, rate int) fanoutResult {
 		tb.Fatal(err)
 	}
 	bs.Start(context.Background())
-	defer bs.Stop()
+	defer bs.Stop(context.Background())
 	sub := bs.Subscribe(1 << 16)
 	defer sub.Close()
 	sent := make([]atomic.Int64, changes)

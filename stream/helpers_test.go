@@ -73,7 +73,7 @@ func newStreamEnv(t *testing.T, edit func(*Options)) *streamEnv {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	o := Options{Bus: b, Changes: busChanges(b), Logger: discardLogger}
 	if edit != nil {
 		edit(&o)
@@ -86,7 +86,7 @@ func newStreamEnv(t *testing.T, edit func(*Options)) *streamEnv {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	hub.Start(context.Background())
-	t.Cleanup(hub.Stop)
+	t.Cleanup(func() { hub.Stop(context.Background()) })
 	return &streamEnv{t: t, bus: b, hub: hub, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 )
 
 // Bus is what the hub needs of the task state: listings, for snapshots.
@@ -190,9 +191,7 @@ type Hub struct {
 	progress  notifier // broadcast after every dispatched batch and subscribe (tests wait on it)
 	clientsWG sync.WaitGroup
 
-	startOnce, stopOnce sync.Once
-	stop                chan struct{}
-	wg                  sync.WaitGroup
+	life lifecycle.Group // dispatch, tick, report, forwardAlerts
 }
 
 type hubCounters struct {
@@ -235,7 +234,7 @@ func New(opts Options) (*Hub, error) {
 		groups:  map[string]*group{},
 		tasks:   map[string]*taskIndex{},
 		clients: map[*client]struct{}{},
-		stop:    make(chan struct{}),
+		life:    lifecycle.Group{Name: "stream"},
 	}, nil
 }
 
@@ -243,7 +242,7 @@ func New(opts Options) (*Hub, error) {
 // at once. Tickers are armed before it returns, so a test's fake clock can
 // be advanced right after.
 func (h *Hub) Start(ctx context.Context) error {
-	h.startOnce.Do(func() {
+	return h.life.Start(ctx, func(context.Context) error {
 		h.sub = h.opts.Changes(h.opts.BusBuffer)
 		// The flush timer is armed only while a coalescing group has
 		// changes waiting (armFlush): an idle hub does not wake up.
@@ -253,41 +252,38 @@ func (h *Hub) Start(ctx context.Context) error {
 		if h.opts.HeartbeatInterval > 0 {
 			beat = h.opts.Clock.NewTicker(h.opts.HeartbeatInterval)
 		}
-		h.wg.Add(2)
-		go h.dispatch()
-		go h.tick(beat)
+		h.life.Go(func(ctx context.Context) error { h.dispatch(ctx); return nil })
+		h.life.Go(func(ctx context.Context) error { h.tick(ctx, beat); return nil })
 		if h.opts.System != nil || h.opts.Metrics != nil {
 			sys := h.opts.Clock.NewTicker(h.opts.SystemInterval)
 			met := h.opts.Clock.NewTicker(h.opts.MetricsInterval)
-			h.wg.Add(1)
-			go h.report(sys, met)
+			h.life.Go(func(ctx context.Context) error { h.report(ctx, sys, met); return nil })
 		}
 		if h.opts.Alerts != nil {
 			c, cancel := h.opts.Alerts.SubscribeAlerts()
-			h.wg.Add(1)
-			go h.forwardAlerts(c, cancel)
+			h.life.Go(func(ctx context.Context) error { h.forwardAlerts(ctx, c, cancel); return nil })
 		}
+		return nil
 	})
-	return nil
 }
 
 // Stop closes every client with "server shutting down", ends the bus
 // subscription and waits for every goroutine of the hub and its clients.
-// It is idempotent.
-func (h *Hub) Stop() {
-	h.stopOnce.Do(func() {
+// It waits for ctx at most, and is idempotent.
+func (h *Hub) Stop(ctx context.Context) error {
+	return h.life.Stop(ctx, func(halt func()) error {
 		h.mu.Lock()
 		h.closed = true
 		for c := range h.clients {
 			c.kill(reasonShutdown)
 		}
 		h.mu.Unlock()
-		close(h.stop)
-		h.wg.Wait()
+		halt()
 		if h.sub != nil {
 			h.sub.Close()
 		}
 		h.clientsWG.Wait()
+		return nil
 	})
 }
 
@@ -312,8 +308,7 @@ const maxDispatchBatch = 512
 // dispatch reads the bus subscription until Stop. When the bus cuts the
 // hub off for being slow, it subscribes again and makes every client
 // resynchronise from a snapshot: changes were lost in between.
-func (h *Hub) dispatch() {
-	defer h.wg.Done()
+func (h *Hub) dispatch(ctx context.Context) {
 	batch := make([]*apollo.Change, 0, maxDispatchBatch)
 	for {
 		if h.opts.testGate != nil {
@@ -323,7 +318,7 @@ func (h *Hub) dispatch() {
 		var ok bool
 		select {
 		case c, ok = <-h.sub.C():
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		}
 		if !ok {
@@ -364,8 +359,7 @@ func (h *Hub) resubscribe() {
 }
 
 // tick flushes coalesced updates and sends heartbeats until Stop.
-func (h *Hub) tick(beat apollo.Ticker) {
-	defer h.wg.Done()
+func (h *Hub) tick(ctx context.Context, beat apollo.Ticker) {
 	defer h.flushT.Stop()
 	var beatC <-chan time.Time
 	if beat != nil {
@@ -378,7 +372,7 @@ func (h *Hub) tick(beat apollo.Ticker) {
 			h.flush(h.opts.Clock.Now())
 		case now := <-beatC:
 			h.heartbeat(now)
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -386,8 +380,7 @@ func (h *Hub) tick(beat apollo.Ticker) {
 
 // report sends the system and metric messages until Stop. It calls the
 // sources without the hub lock: they may be slow.
-func (h *Hub) report(sys, met apollo.Ticker) {
-	defer h.wg.Done()
+func (h *Hub) report(ctx context.Context, sys, met apollo.Ticker) {
 	defer sys.Stop()
 	defer met.Stop()
 	for {
@@ -400,14 +393,13 @@ func (h *Hub) report(sys, met apollo.Ticker) {
 			if h.opts.Metrics != nil {
 				h.sendMetrics()
 			}
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (h *Hub) forwardAlerts(c <-chan apollo.Alert, cancel func()) {
-	defer h.wg.Done()
+func (h *Hub) forwardAlerts(ctx context.Context, c <-chan apollo.Alert, cancel func()) {
 	defer cancel()
 	for {
 		select {
@@ -416,7 +408,7 @@ func (h *Hub) forwardAlerts(c <-chan apollo.Alert, cancel func()) {
 				return
 			}
 			h.sendAlert(&a)
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		}
 	}

@@ -530,7 +530,7 @@ func TestStreamStopClosesClients(t *testing.T) {
 	c := e.dial("view-a")
 	c.subscribe(sub{"type": "subscribe"})
 	done := make(chan struct{})
-	go func() { e.hub.Stop(); close(done) }()
+	go func() { e.hub.Stop(context.Background()); close(done) }()
 	_, err := c.tryRead(testwait.Timeout(t))
 	for err == nil {
 		_, err = c.tryRead(testwait.Timeout(t))
@@ -539,7 +539,7 @@ func TestStreamStopClosesClients(t *testing.T) {
 		t.Errorf("close: %v", err)
 	}
 	<-done
-	e.hub.Stop() // idempotent
+	e.hub.Stop(context.Background()) // idempotent
 	_, resp, err := websocket.Dial(testwait.Context(t), e.url, &websocket.DialOptions{Subprotocols: subprotocols("view-a")})
 	if err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("dial after stop: %v %v", err, resp)

@@ -264,7 +264,7 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 
 func (m *Model) ackResult(a apollo.Alert, ok bool, errText string) {
 	if ok {
-		m.say(false, "Acknowledged "+a.Rule+" ("+a.Group+").")
+		m.say(false, "Acknowledged "+a.Name()+".")
 		return
 	}
 	m.say(true, "Could not acknowledge "+a.Rule+": "+errText)

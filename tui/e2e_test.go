@@ -99,18 +99,18 @@ func newLiveServer(t *testing.T) *liveServer {
 		t.Fatal(err)
 	}
 	agg.Start(context.Background())
-	t.Cleanup(agg.Stop)
+	t.Cleanup(func() { agg.Stop(context.Background()) })
 	b, err := bus.New(bus.Options{Observers: []bus.Observer{agg}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	ls := &liveServer{t: t, bus: b, agg: agg, alerts: &alertBoard{subs: map[chan apollo.Alert]bool{}, alerts: map[string]apollo.Alert{}, acked: make(chan string, 4)}}
 	ls.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*ls.api.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(ls.srv.Close)
 	ls.startStream()
-	t.Cleanup(func() { ls.hub.Stop() })
+	t.Cleanup(func() { ls.hub.Stop(context.Background()) })
 	return ls
 }
 
@@ -209,7 +209,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// The stream restarts; a run finishes meanwhile.
 	tm.Send(keyMsg("2"))
-	ls.hub.Stop()
+	ls.hub.Stop(context.Background())
 	w.untilText(t, "reconnecting in")
 	ls.report(ev("e2e_slow-1", "e2e_slow", 2, apollo.StatusTimeout, 0))
 	ls.startStream()

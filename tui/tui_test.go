@@ -122,6 +122,15 @@ func TestAckWithoutStream(t *testing.T) {
 	if !strings.Contains(m.render(), "Acknowledged batch_failures (batch_).") {
 		t.Errorf("no notice:\n%s", m.render())
 	}
+	// An alert without a group is named by its rule alone, not "rule ()"
+	// (issue 21).
+	bare := a
+	bare.Rule, bare.Group = "hung_runs", ""
+	_, cmd = m.Update(pages.AckAlert{Alert: bare})
+	m.Update(cmd())
+	if r := m.render(); !strings.Contains(r, "Acknowledged hung_runs.") {
+		t.Errorf("no notice for an alert without a group:\n%s", r)
+	}
 	// A server without the route says so.
 	a.ID = "a-404"
 	_, cmd = m.Update(pages.AckAlert{Alert: a})

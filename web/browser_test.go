@@ -99,7 +99,7 @@ func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 		t.Fatal(err)
 	}
 	disp.Start(context.Background())
-	t.Cleanup(disp.Stop)
+	t.Cleanup(func() { disp.Stop(context.Background()) })
 	rs, err := rules.Parse("rules.txt", []byte(dashboardRules))
 	if err != nil {
 		t.Fatal(err)
@@ -110,18 +110,18 @@ func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
 	}
 	eng.SetRulesSource("", rs, []byte(dashboardRules))
 	eng.Start(context.Background())
-	t.Cleanup(eng.Stop)
+	t.Cleanup(func() { eng.Stop(context.Background()) })
 	b, err := bus.New(bus.Options{Observers: []bus.Observer{agg, eng}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Start(context.Background())
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() { b.Stop(context.Background()) })
 	d := &dashboard{t: t, bus: b, agg: agg, alerts: eng, disp: disp, auth: auth}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*d.api.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(d.srv.Close)
 	d.startStream()
-	t.Cleanup(func() { d.hub.Stop() })
+	t.Cleanup(func() { d.hub.Stop(context.Background()) })
 	return d
 }
 
@@ -304,7 +304,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.screenshot("task-detail")
 
 	// The indicator goes red when the stream stops, green when it is back.
-	d.hub.Stop()
+	d.hub.Stop(context.Background())
 	b.until("the red indicator", `document.querySelector("#conn")?.dataset.state === "closed"`)
 	b.screenshot("disconnected")
 	d.startStream()

@@ -147,6 +147,10 @@ func checkTimeoutsOnJobs(b *browser) {
 	b.until("its health and strip", `document.querySelector("main h2 [data-verdict]")?.dataset.verdict === "timing_out" &&
 		document.querySelectorAll("#job-health a.run").length === 3`)
 	b.until("its charts from history", `document.querySelector("#job-runs")?.dataset.sum === "3"`)
+	// Every run took 5 min: the duration axis still reads as a scale from
+	// zero, not "5.0 min" at every tick.
+	b.until("a duration axis from zero", `(() => { const t = document.querySelector("#job-cost")?.dataset.yticks?.split("|") || [];
+		return t.length > 1 && new Set(t).size === t.length && t[0] === "0 ms"; })()`)
 	b.screenshot("job")
 }
 
@@ -193,12 +197,24 @@ func inView(sel string) string {
 		return r.width > 0 && r.left >= 0 && r.right <= 400; })()`, sel)
 }
 
+// oneLine: every element sel finds is one line high (a badge that breaks
+// inside its word is two).
+func oneLine(sel string) string {
+	return fmt.Sprintf(`(() => { const all = [...document.querySelectorAll(%q)]; return all.length > 0 &&
+		all.every(e => e.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(e).lineHeight)); })()`, sel)
+}
+
 // checkNarrow: at 400 px the tables reflow, nothing scrolls sideways and
 // the status stays on screen.
 func checkNarrow(b *browser, d *dashboard) {
 	b.do("a 400 px screen", chromedp.EmulateViewport(400, 800), chromedp.Navigate(d.srv.URL+"/"))
 	b.until("the board fits", `document.querySelectorAll("#board tbody tr").length === 3 && `+fits)
 	b.until("the verdict in view", inView(`#board tbody tr [data-verdict]`)+` && `+inView(`#board tbody tr .strip`))
+	// A run in progress beside the last one leaves the status little room:
+	// its badge keeps its word whole ("timeou" over "t" before).
+	d.report(fmt.Sprintf(`{"taskID":"hang-now","name":"m_hang","sequence":1,"status":"running","ts":%d}`, time.Now().UnixMilli()))
+	b.until("m_hang running", text(`tr[data-job="m_hang"] td[data-label="Last run"]`)+`.includes("1 running")`)
+	b.until("each status on one line", oneLine(`#board .st`))
 	b.screenshot("board-400")
 	b.goTo("/tasks")
 	b.until("the tasks fit", `document.querySelectorAll("#tasks-table tbody tr").length > 0 && `+fits)

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -22,7 +23,7 @@ func (pushedMetrics) StreamSummaries(_, prefix string) (any, error) {
 // not overwritten by the stream's rows for another.
 func TestJobsPageTakesTheStreamsMetrics(t *testing.T) {
 	d := newDashboard(t, testTokens)
-	d.hub.Stop()
+	d.hub.Stop(context.Background())
 	d.metrics = pushedMetrics{}
 	d.startStream()
 	b := newBrowser(t)

@@ -186,7 +186,7 @@ RULE storm_%[1]s task_prefix: "%[1]s" ON: failed GROUP_WINDOW: 1m NOTIFY: ops`, 
 	stopAll := func() {
 		if !stopped {
 			for _, e := range engines {
-				e.Stop()
+				e.Stop(context.Background())
 			}
 			stopped = true
 		}

@@ -28,8 +28,9 @@ import (
 type alertSide interface {
 	// observers are the bus observers for the metrics (agg) and alerting.
 	observers(agg *metrics.Aggregator) []bus.Observer
-	start(ctx context.Context) error
-	stop()
+	// Start and Stop (a service) run its components; Stop runs after the
+	// bus has stopped, so that they see the bus's last changes.
+	service
 	// apiOptions fills the alerting part of the API's options.
 	apiOptions(o *httpapi.Options)
 	// hubOptions fills the alerting part of the stream's options; acks
@@ -131,26 +132,21 @@ func (l *localAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
 	return []bus.Observer{agg, l.engine}
 }
 
-func (l *localAlerting) start(ctx context.Context) error {
-	l.disp.Start(ctx)
-	if err := l.engine.Start(ctx); err != nil {
-		l.disp.Stop()
-		return err
-	}
+// services are its components in the order they start; they stop in
+// the reverse order (the loader, the engine, then the dispatcher that
+// delivers the engine's last notifications).
+func (l *localAlerting) services() []namedService {
+	svcs := []namedService{{"the notification lanes", l.disp}, {"the alert engine", l.engine}}
 	if l.loader != nil {
-		return l.loader.Start(ctx)
+		svcs = append(svcs, namedService{"the rules file loader", l.loader})
 	}
-	return nil
+	return svcs
 }
 
-// stop runs after the bus has stopped: the engine has seen its last changes.
-func (l *localAlerting) stop() {
-	if l.loader != nil {
-		l.loader.Stop()
-	}
-	l.engine.Stop()
-	l.disp.Stop()
-}
+func (l *localAlerting) Start(ctx context.Context) error { return startAll(ctx, l.log, l.services()) }
+
+// Stop runs after the bus has stopped: the engine has seen its last changes.
+func (l *localAlerting) Stop(ctx context.Context) error { return stopAll(ctx, l.log, l.services()) }
 
 func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	o.Alerts, o.KnownChannel, o.Deliveries = l.engine, l.disp.Serves, l.disp

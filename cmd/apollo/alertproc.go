@@ -78,6 +78,7 @@ type alertProcess struct {
 	cfg    config.Config
 	c      redis.UniversalClient
 	log    *slog.Logger
+	clock  apollo.Clock // every loop of the process ticks on it
 	id     string
 	lease  *redisstore.Lease
 	engine *alert.Engine
@@ -93,7 +94,7 @@ type alertProcess struct {
 
 // runAlertProcess runs until ctx ends.
 func runAlertProcess(ctx context.Context, cfg config.Config, c redis.UniversalClient, log *slog.Logger, out interface{ Write([]byte) (int, error) }) error {
-	p := &alertProcess{cfg: cfg, c: c, log: log, id: processID()}
+	p := &alertProcess{cfg: cfg, c: c, log: log, clock: apollo.SystemClock, id: processID()}
 	defer p.stop()
 	if err := p.start(ctx); err != nil {
 		return err
@@ -116,6 +117,15 @@ func runAlertProcess(ctx context.Context, cfg config.Config, c redis.UniversalCl
 
 func (p *alertProcess) onStop(f func()) { p.stops = append(p.stops, f) }
 
+// startService starts svc and has stop stop it.
+func (p *alertProcess) startService(ctx context.Context, name string, svc service) error {
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	p.onStop(func() { stopService(context.Background(), p.log, name, svc) })
+	return nil
+}
+
 func (p *alertProcess) stop() {
 	for i := len(p.stops) - 1; i >= 0; i-- {
 		p.stops[i]()
@@ -132,18 +142,18 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	disp, err := buildDispatcher(cfg, apollo.SystemClock, p.log, os.Stdout)
+	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout)
 	if err != nil {
 		return err
 	}
 	p.disp = disp
-	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second)
+	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second).WithClock(p.clock)
 	lockPrefix := ""
 	if prefix != "apollo" {
 		lockPrefix = prefix + ":" // the engine's lock keys start with "apollo:"
 	}
 	p.engine, err = alert.New(alert.Options{
-		Store: store, Sender: disp, Logger: p.log,
+		Store: store, Sender: disp, Clock: p.clock, Logger: p.log,
 		Locker:         redisstore.NewLocker(p.c, lockPrefix),
 		State:          redisstore.NewAlertState(p.c, prefix, p.lease),
 		Interval:       cfg.Alert.Interval.D(),
@@ -154,8 +164,8 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.rules = redisstore.NewRules(p.c, prefix)
-	p.loader, err = newRulesLoader(cfg, apollo.SystemClock, p.log, disp, func(rs []*rules.Rule, src []byte) {
+	p.rules = redisstore.NewRules(p.c, prefix).WithClock(p.clock)
+	p.loader, err = newRulesLoader(cfg, p.clock, p.log, disp, func(rs []*rules.Rule, src []byte) {
 		p.engine.SetRulesSource("", rs, src)
 		if err := p.rules.Save(ctx, "", src); err != nil {
 			p.log.Warn("recording the rules in Redis for the dashboard", "err", err)
@@ -168,19 +178,19 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return err
 	}
 
-	p.lease.Start(ctx)
-	p.onStop(p.lease.Stop)
-	disp.Start(ctx)
-	p.onStop(disp.Stop)
-	if err := p.engine.Start(ctx); err != nil {
+	if err := p.startService(ctx, "the leader lease", p.lease); err != nil {
 		return err
 	}
-	p.onStop(p.engine.Stop)
+	if err := p.startService(ctx, "the notification lanes", disp); err != nil {
+		return err
+	}
+	if err := p.startService(ctx, "the alert engine", p.engine); err != nil {
+		return err
+	}
 	if p.loader != nil {
-		if err := p.loader.Start(ctx); err != nil {
+		if err := p.startService(ctx, "the rules file loader", p.loader); err != nil {
 			return err
 		}
-		p.onStop(p.loader.Stop)
 	}
 	p.onStop(p.rules.Follow(ctx, cfg.Alert.Interval.D(), p.catchUpRules))
 	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, p.engine.Apply)
@@ -199,16 +209,17 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return fmt.Errorf("subscribing to commands: %w", err)
 	}
 	p.onStop(stopCommands)
-	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D()).WithStats(func() any {
+	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D()).WithClock(p.clock).WithStats(func() any {
 		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats()}
 	})
-	beat.Start(ctx)
-	p.onStop(beat.Stop)
+	if err := p.startService(ctx, "the heartbeat", beat); err != nil {
+		return err
+	}
 	w := startComponentWatch(ctx, p.c, prefix, cfg.Alert.Heartbeat.D(), p.log, func(kind, summary string, _ map[string]int) {
 		p.engine.SelfAlert(componentDown(kind), apollo.SeverityCritical, summary)
 	})
 	p.onStop(w.stop)
-	dm := startDeadman(cfg.Deadman, "alert", apollo.SystemClock, p.log)
+	dm := startDeadman(cfg.Deadman, "alert", p.clock, p.log)
 	p.onStop(dm.stop)
 	return nil
 }

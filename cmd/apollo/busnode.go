@@ -81,7 +81,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err := node.Start(ctx); err != nil {
 		return err
 	}
-	defer node.Stop()
+	defer stopService(context.Background(), log, "the cluster node", node)
 	store, err := nodeMetrics(cfg, rdb)
 	if err != nil {
 		return err
@@ -94,8 +94,10 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err != nil {
 		return err
 	}
-	hub.Start(ctx)
-	defer hub.Stop()
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
+	defer stopService(context.Background(), log, "the stream", hub)
 	api, err := busNodeAPI(cfg, node, hub, store, log)
 	if err != nil {
 		return err

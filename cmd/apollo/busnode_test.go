@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apollo-11/apollo/internal/testwait"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // TestBusNode runs `apollo bus` against an embedded NATS server and the

@@ -25,9 +25,9 @@ func newJobsCmd() *cobra.Command {
 		Use:   "jobs",
 		Short: "Per-job metrics over a window: runs, failures, cost, throughput",
 		Long: `Show one row of metrics per job over the last --window, and a total: runs
-that finished, how many failed or timed out, the failure rate, late runs,
-average and longest cost, what is running and waiting now, and finished
-runs per minute.
+that finished, how many failed or timed out, the failure rate (failed and
+timed out), late runs, average and longest cost, what is running and
+waiting now, and finished runs per minute.
 
 Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags, 4 the token
 may not read metrics.`,
@@ -49,7 +49,7 @@ may not read metrics.`,
 			}
 			t := newTable(cmd.OutOrStdout(), "JOB", "RUNS", "OK", "FAILED", "TIMEOUT", "FAIL%", "LATE", "AVG", "MAX", "RUNNING", "BACKLOG", "PER MIN")
 			row := func(name string, r apiclient.JobRow) {
-				t.row(name, r.Count, r.Success, r.Failed, r.Timeout, fmtRate(r.FailedRate), r.Late,
+				t.row(name, r.Count, r.Success, r.Failed, r.Timeout, fmtRate(r.FailureRate()), r.Late,
 					fmtCost(r.AvgCostMs), fmtCost(float64(r.MaxCostMs)), r.Running, r.Backlog, fmt.Sprintf("%.2f", r.Throughput))
 			}
 			for _, r := range ans.Jobs {
@@ -74,8 +74,8 @@ func newJobCmd() *cobra.Command {
 		Use:   "job NAME",
 		Short: "One job's metrics over time, with sparklines; run, pause and resume scheduled jobs",
 		Long: `Show one job's runs over the last --window in steps of --step: totals, and
-sparklines of the finished runs per minute and of the failure rate, oldest
-on the left. A blank in the failure line is a step in which nothing
+sparklines of the finished runs per minute and of the failure rate (failed
+and timed out), oldest on the left. A blank in the failure line is a step in which nothing
 finished.
 
 The subcommands talk to the scheduler running in the server (apollo server
@@ -149,14 +149,14 @@ func printSeries(w io.Writer, name, window, step string, pts []apiclient.JobRow)
 		sum.Late += p.Late
 		sum.MaxCostMs = max(sum.MaxCostMs, p.MaxCostMs)
 		costMs += p.AvgCostMs * float64(p.Count)
-		thr[i], fail[i], has[i] = p.Throughput, p.FailedRate, p.Count > 0
+		thr[i], fail[i], has[i] = p.Throughput, p.FailureRate(), p.Count > 0
 	}
 	t := newTable(w)
 	t.row("job", name)
 	t.row("window", fmt.Sprintf("%s in steps of %s (%d points)", window, step, len(pts)))
 	t.row("runs", fmt.Sprintf("%d finished: %d ok, %d failed, %d timed out; %d late", sum.Count, sum.Success, sum.Failed, sum.Timeout, sum.Late))
 	if sum.Count > 0 {
-		t.row("failure rate", fmtRate(float64(sum.Failed)/float64(sum.Count)))
+		t.row("failure rate", fmtRate(sum.FailureRate()))
 		t.row("cost", fmt.Sprintf("avg %s, max %s", fmtCost(costMs/float64(sum.Count)), fmtCost(float64(sum.MaxCostMs))))
 	}
 	if len(pts) > 0 {

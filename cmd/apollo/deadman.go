@@ -18,6 +18,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 )
 
 // deadman is the outbound heartbeat (config.Deadman): it calls a URL now
@@ -33,9 +34,8 @@ type deadman struct {
 	clock   apollo.Clock
 	client  *http.Client
 	log     *slog.Logger
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
+	ctx     context.Context // of the calls: ends at stop
+	life    lifecycle.Group
 	sent    atomic.Int64
 	failed  atomic.Int64
 	mu      sync.Mutex
@@ -51,29 +51,32 @@ func startDeadman(cfg config.Deadman, process string, clock apollo.Clock, log *s
 		return nil
 	}
 	d := &deadman{cfg: cfg, url: strings.ReplaceAll(cfg.URL, "{process}", process), clock: clock,
-		client: &http.Client{Timeout: cfg.Timeout.D()}, log: log.With("component", "deadman"), done: make(chan struct{})}
+		client: &http.Client{Timeout: cfg.Timeout.D()}, log: log.With("component", "deadman"),
+		life: lifecycle.Group{Name: "deadman"}}
 	if u, err := url.Parse(d.url); err == nil {
 		d.target = u.Scheme + "://" + u.Host
 	}
 	host, _ := os.Hostname()
 	d.body, _ = json.Marshal(map[string]any{"source": "apollo-11", "process": process, "id": processID(), "host": host})
-	d.ctx, d.cancel = context.WithCancel(context.Background())
-	// Armed before the goroutine starts, so that a test's fake clock can
-	// move as soon as this returns.
-	tick := clock.NewTicker(cfg.Every.D())
-	go d.loop(tick)
+	_ = d.life.Start(context.Background(), func(run context.Context) error { // a new group always starts
+		d.ctx = run
+		// Armed before the goroutine starts, so that a test's fake clock
+		// can move as soon as this returns.
+		tick := clock.NewTicker(cfg.Every.D())
+		d.life.Go(func(ctx context.Context) error { d.loop(ctx, tick); return nil })
+		return nil
+	})
 	return d
 }
 
-func (d *deadman) loop(tick apollo.Ticker) {
-	defer close(d.done)
+func (d *deadman) loop(ctx context.Context, tick apollo.Ticker) {
 	defer tick.Stop()
 	d.beat()
 	for {
 		select {
 		case <-tick.C():
 			d.beat()
-		case <-d.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -144,8 +147,7 @@ func (d *deadman) stop() {
 	if d == nil {
 		return
 	}
-	d.cancel()
-	<-d.done
+	d.life.Stop(context.Background(), nil)
 }
 
 // stats is what GET /api/v1/system shows of it.

@@ -33,7 +33,8 @@ print to this terminal, one line a message naming its channel. Open the
 dashboard it prints; an alert fires within a minute. Ctrl-C stops it
 cleanly.
 
-The data directory is temporary unless --data is given.`,
+The data directory is temporary unless --data is given. A demo that
+fails to start takes back the sample files it wrote there.`,
 		Example: `  apollo demo
   apollo demo --listen 127.0.0.1:8080 --data ./demo-data`,
 		Args: cobra.NoArgs,
@@ -50,14 +51,18 @@ The data directory is temporary unless --data is given.`,
 				defer os.RemoveAll(dir)
 				cfg.Data = dir
 			}
-			if err := setUpDemo(&cfg); err != nil {
+			made, written, err := setUpDemo(&cfg)
+			if err != nil {
+				undoDemo(made, written)
 				return err
 			}
 			out := cmd.OutOrStdout()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			return runServer(ctx, cfg, serverDeps{log: log, out: out, ready: func(addr string) {
+			started := false // ready runs on this goroutine, before serving
+			err = runServer(ctx, cfg, serverDeps{log: log, out: out, ready: func(addr string) {
+				started = true
 				fmt.Fprintf(out, `
   Dashboard:  http://%[1]s
   Terminal:   apollo tui --server http://%[1]s
@@ -70,6 +75,10 @@ The data directory is temporary unless --data is given.`,
 `, addr, cfg.Jobs, cfg.Rules)
 				go legacyCron(ctx, "http://"+addr)
 			}})
+			if err != nil && !started {
+				undoDemo(made, written)
+			}
+			return err
 		},
 	}
 	f.register(cmd, "(default: a temporary directory, removed when the demo stops; with --config, the file's data:)")
@@ -77,21 +86,29 @@ The data directory is temporary unless --data is given.`,
 }
 
 // setUpDemo writes the sample jobs and rules into the data directory and
-// adds channels that print to the terminal.
-func setUpDemo(cfg *config.Config) error {
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return err
+// adds channels that print to the terminal. It returns the directory it
+// made ("" when the data directory was there) and the files it wrote, for
+// undoDemo.
+func setUpDemo(cfg *config.Config) (made string, written []string, err error) {
+	if made, err = makeDataDir(cfg.Data); err != nil {
+		return "", nil, fmt.Errorf("data directory %s: %w (choose another --data that this user can write)", cfg.Data, err)
+	}
+	write := func(name string, body []byte) (string, error) {
+		p := filepath.Join(cfg.Data, name)
+		if err := os.WriteFile(p, body, 0o644); err != nil {
+			return "", err
+		}
+		written = append(written, p)
+		return p, nil
 	}
 	if cfg.Jobs == "" {
-		cfg.Jobs = filepath.Join(cfg.Data, "demo-jobs.yaml")
-		if err := os.WriteFile(cfg.Jobs, demoJobs, 0o644); err != nil {
-			return err
+		if cfg.Jobs, err = write("demo-jobs.yaml", demoJobs); err != nil {
+			return made, written, err
 		}
 	}
 	if cfg.Rules == "" {
-		cfg.Rules = filepath.Join(cfg.Data, "demo-rules.txt")
-		if err := os.WriteFile(cfg.Rules, demoRules, 0o644); err != nil {
-			return err
+		if cfg.Rules, err = write("demo-rules.txt", demoRules); err != nil {
+			return made, written, err
 		}
 	}
 	if cfg.Channels == nil {
@@ -105,7 +122,18 @@ func setUpDemo(cfg *config.Config) error {
 		}
 	}
 	cfg.Alert.Interval = config.Duration(5 * time.Second)
-	return nil
+	return made, written, nil
+}
+
+// undoDemo takes back what setUpDemo did for a demo that did not start:
+// the sample files, and the directory it made unless something worth
+// keeping is in it. Whatever a failed start of the demo left in a
+// directory made for it is the demo's own, so its log counts as empty.
+func undoDemo(made string, written []string) {
+	for _, p := range written {
+		os.Remove(p)
+	}
+	removeUnusedDataDir(made, true)
 }
 
 // legacyCron plays an external cron that reports through the SDK and

@@ -40,7 +40,7 @@ func TestDemoConsoleIsOneLineAChannel(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
 	cfg.Data = t.TempDir()
-	if err := setUpDemo(&cfg); err != nil {
+	if _, _, err := setUpDemo(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder

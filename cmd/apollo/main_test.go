@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/apollo-11/apollo/internal/testwait"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // TestMain lets tests run the binary as a subprocess: the test binary, with

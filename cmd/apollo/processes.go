@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
@@ -74,6 +75,7 @@ type redisAlerting struct {
 	c      redis.UniversalClient
 	prefix string
 	log    *slog.Logger
+	clock  apollo.Clock  // the server's: every loop ticks on it
 	every  time.Duration // heartbeat
 
 	flusher *redisstore.Flusher
@@ -89,48 +91,55 @@ type redisAlerting struct {
 	cancel  context.CancelFunc
 }
 
-func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logger) *redisAlerting {
-	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, every: cfg.Alert.Heartbeat.D(), cfg: cfg}
+func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logger, clock apollo.Clock) *redisAlerting {
+	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, clock: clock, every: cfg.Alert.Heartbeat.D(), cfg: cfg}
 }
 
 func (r *redisAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
 	var err error
-	r.flusher, err = redisstore.NewFlusher(agg, redisstore.Options{Client: r.c, Prefix: r.prefix, Logger: r.log})
+	r.flusher, err = redisstore.NewFlusher(agg, redisstore.Options{Client: r.c, Prefix: r.prefix, Clock: r.clock, Logger: r.log})
 	if err != nil {
 		panic(err) // options are ours and valid
 	}
-	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log)
+	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log).WithClock(r.clock)
+	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every).WithClock(r.clock)
 	return []bus.Observer{r.flusher, r.feed}
 }
 
-func (r *redisAlerting) start(ctx context.Context) error {
+// services are its loops in the order they start: they stop in the
+// reverse order, the flusher last (a last flush).
+func (r *redisAlerting) services() []namedService {
+	return []namedService{{"the metrics flusher", r.flusher}, {"the change feed", r.feed}, {"the heartbeat", r.beat}}
+}
+
+func (r *redisAlerting) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	notices, err := newSelfNotifier(r.cfg, r.log)
 	if err != nil {
+		r.cancel()
 		return err
 	}
 	if r.cmd, err = redisstore.NewCommander(r.ctx, r.c, r.prefix); err != nil {
+		r.cancel()
 		return err
 	}
 	r.remote = redisstore.NewRemoteAlerts(r.c, r.prefix, r.cmd, r.log)
-	if err := r.flusher.Start(r.ctx); err != nil {
+	if err := startAll(r.ctx, r.log, r.services()); err != nil {
+		r.cmd.Close()
+		r.cancel()
 		return err
 	}
-	r.feed.Start(r.ctx)
-	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every)
-	r.beat.Start(r.ctx)
 	r.watch = startBusWatch(r.ctx, r.c, r.cfg, notices, r.log)
 	return nil
 }
 
-func (r *redisAlerting) stop() {
+func (r *redisAlerting) Stop(ctx context.Context) error {
 	r.watch.stop()
-	r.beat.Stop()
-	r.feed.Stop()
-	r.flusher.Stop() // a last flush
+	err := stopAll(ctx, r.log, r.services())
 	r.tellers.Wait()
 	r.cmd.Close()
 	r.cancel()
+	return err
 }
 
 func (r *redisAlerting) apiOptions(o *httpapi.Options) {

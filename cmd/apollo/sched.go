@@ -351,6 +351,10 @@ func watchedSched(ctx context.Context, cfg config.Config, sc *sched.Scheduler, l
 	}
 	beat := redisstore.NewHeartbeat(c, cfg.Redis.Prefix, "sched", processID(), cfg.Alert.Heartbeat.D()).
 		WithStats(func() any { return sc.Stats() })
-	beat.Start(context.WithoutCancel(ctx))
-	return func() { beat.Stop(); c.Close(); dm.stop() }, nil
+	if err := beat.Start(ctx); err != nil {
+		c.Close()
+		dm.stop()
+		return nil, err
+	}
+	return func() { stopService(context.Background(), log, "the heartbeat", beat); c.Close(); dm.stop() }, nil
 }

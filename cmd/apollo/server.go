@@ -102,7 +102,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 		debug.SetMemoryLimit(cfg.MemoryLimitMiB << 20)
 	}
 	if d.redis != nil {
-		s.alerts = newRedisAlerting(d.redis, cfg, s.log)
+		s.alerts = newRedisAlerting(d.redis, cfg, s.log, s.clock)
 	}
 	ln, err := s.start(ctx)
 	if err != nil {
@@ -168,19 +168,15 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	b, agg := s.bus, s.agg
-	if err := b.Start(ctx); err != nil {
+	if err := startService(ctx, undo, s.log, "the bus", b); err != nil {
 		return nil, err
 	}
-	undo.add(b.Stop)
-	if err := agg.Start(ctx); err != nil {
+	if err := startService(ctx, undo, s.log, "the metrics", agg); err != nil {
 		return nil, err
 	}
-	undo.add(agg.Stop)
-	alerts := s.alerts
-	if err := alerts.start(ctx); err != nil {
+	if err := startService(ctx, undo, s.log, "alerting", s.alerts); err != nil {
 		return nil, err
 	}
-	undo.add(alerts.stop)
 	if err := s.startScheduler(ctx, ln.Addr().String(), undo); err != nil {
 		return nil, err
 	}
@@ -193,7 +189,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	if err != nil {
 		return nil, err
 	}
-	if err := hub.Start(ctx); err != nil {
+	if err := startService(ctx, undo, s.log, "the stream", hub); err != nil {
 		return nil, err
 	}
 	s.hub = hub
@@ -368,12 +364,13 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	close(s.stop)
 	s.wg.Wait()
 	s.stopScheduler() // its last events go to the bus before it stops
+	bg := context.Background()
 	if s.hub != nil {
-		s.hub.Stop()
+		stopService(bg, s.log, "the stream", s.hub)
 	}
-	s.bus.Stop()
-	s.alerts.stop() // after the bus: it observes the bus's last changes
-	s.agg.Stop()
+	stopService(bg, s.log, "the bus", s.bus)
+	stopService(bg, s.log, "alerting", s.alerts) // after the bus: it observes the bus's last changes
+	stopService(bg, s.log, "the metrics", s.agg)
 	err := s.checkpoint()
 	if err != nil {
 		s.log.Error("final snapshot failed; the next start replays the log instead", "err", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/apollo-11/apollo/internal/testwait"
 	"io"
 	"net"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 
 	"github.com/apollo-11/apollo/wal"
 )

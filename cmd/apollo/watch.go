@@ -16,6 +16,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
 )
@@ -53,8 +54,7 @@ type componentWatch struct {
 	log     *slog.Logger
 	down    func(kind, summary string, running map[string]int)
 	started time.Time
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life    lifecycle.Group
 	closers []func() // after the loop ends
 
 	mu       sync.Mutex
@@ -71,35 +71,39 @@ func beatKey(b redisstore.Beat) string { return b.Component + ":" + b.ID }
 // startComponentWatch checks now and every half interval until stop.
 func startComponentWatch(ctx context.Context, c redis.UniversalClient, prefix string, every time.Duration, log *slog.Logger,
 	down func(kind, summary string, running map[string]int)) *componentWatch {
-	ctx, cancel := context.WithCancel(ctx)
 	w := &componentWatch{c: c, prefix: prefix, every: every, log: log, down: down, started: time.Now(),
-		cancel: cancel, done: make(chan struct{}),
+		life:  lifecycle.Group{Name: "component watch"},
 		alive: map[string][]redisstore.Beat{}, known: map[string]redisstore.Beat{}, missing: map[string]time.Time{},
 		empty: map[string]time.Time{}, lastAt: map[string]time.Time{}, reported: map[string]bool{}}
-	go func() {
-		defer close(w.done)
-		w.check(ctx)
-		t := time.NewTicker(max(every/2, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				w.check(ctx)
-			case <-ctx.Done():
-				return
+	// The wall clock, not an injected one: the beats it reads come from
+	// other processes, stamped by theirs (docs/architecture.md, "Lifecycle").
+	_ = w.life.Start(ctx, func(context.Context) error { // a new group always starts
+		w.life.Go(func(ctx context.Context) error {
+			w.check(ctx)
+			t := time.NewTicker(max(every/2, 100*time.Millisecond))
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					w.check(ctx)
+				case <-ctx.Done():
+					return nil
+				}
 			}
-		}
-	}()
+		})
+		return nil
+	})
 	return w
 }
 
 // stop ends the checks and waits for the one running.
 func (w *componentWatch) stop() {
-	w.cancel()
-	<-w.done
-	for _, f := range w.closers {
-		f()
-	}
+	w.life.StopThen(context.Background(), func() error {
+		for _, f := range w.closers {
+			f()
+		}
+		return nil
+	})
 }
 
 type notice struct{ kind, summary string }
@@ -223,13 +227,13 @@ func (w *componentWatch) status() any {
 // no alert process runs, through a dispatcher of its own over the channels
 // of its configuration: the alert processes' death among it.
 func startBusWatch(ctx context.Context, c redis.UniversalClient, cfg config.Config, n *selfNotifier, log *slog.Logger) *componentWatch {
-	_ = n.disp.Start(ctx) // a new dispatcher always starts
+	_ = n.disp.Start(ctx) // a new dispatcher always starts; stop stops it
 	w := startComponentWatch(ctx, c, cfg.Redis.Prefix, cfg.Alert.Heartbeat.D(), log, func(kind, summary string, running map[string]int) {
 		if running["alert"] == 0 {
 			n.send(kind, summary)
 		}
 	})
-	w.closers = append(w.closers, n.disp.Stop)
+	w.closers = append(w.closers, func() { stopService(context.Background(), log, "the bus's notification lanes", n.disp) })
 	return w
 }
 

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/apollo-11/apollo/internal/testwait"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
 
 	"github.com/apollo-11/apollo/redisstore"
 )
@@ -113,7 +114,7 @@ func TestComponentWatch(t *testing.T) {
 		t.Errorf("a2 lost: %+v", n)
 	}
 
-	s1.Stop() // a clean stop: not told
+	s1.Stop(context.Background()) // a clean stop: not told
 	a1.die()
 	n = next("no alert process left")
 	if n.kind != "alert" || !strings.HasPrefix(n.summary, "no alert process is running: the alert process a1 ") || n.running["alert"] != 0 {

@@ -47,7 +47,7 @@ func deliverUntilDone(t *testing.T, ch notify.Channel, hung <-chan struct{}) []n
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	d.Send(apollo.Notification{Kind: apollo.NotifyFiring, Channels: []string{ch.Name}, DedupKey: "k", At: t0,
 		Alert: apollo.Alert{ID: "a1", Rule: "batch_failures", Group: "batch_", Severity: apollo.SeverityCritical, StartedAt: t0}})
 	var got []notify.Attempt

@@ -8,11 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/termtext"
 	"github.com/apollo-11/apollo/notify"
 )
 
 // Notifier writes each message to a writer: a title line naming the
 // channel, the body and a blank line; or, with the line body, one line.
+// The writer is a terminal: the text, which reporters chose in part (job
+// names, summaries), has its control characters escaped.
 type Notifier struct {
 	name string // the channel's: several console channels share a terminal
 	body string
@@ -56,7 +59,7 @@ func (n *Notifier) block(title, body string) string {
 	if n.name != "" {
 		title = n.name + ": " + title
 	}
-	return "== " + title + " ==\n" + body + "\n\n"
+	return "== " + termtext.Escape(title) + " ==\n" + termtext.EscapeLines(body) + "\n\n"
 }
 
 // line is "15:04:05 NAME: TITLE — SUMMARY", on one line whatever the
@@ -73,5 +76,5 @@ func (n *Notifier) line(m *notify.Message) string {
 	if s := m.Notification.Alert.Summary; s != "" && !strings.Contains(m.Title, s) {
 		b.WriteString(" — " + s)
 	}
-	return strings.Join(strings.Fields(b.String()), " ") + "\n"
+	return termtext.Escape(strings.Join(strings.Fields(b.String()), " ")) + "\n"
 }

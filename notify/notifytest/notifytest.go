@@ -69,7 +69,7 @@ func Deliver(t testing.TB, ch notify.Channel, ns ...apollo.Notification) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	for _, n := range ns {
 		d.Send(n)
 		select {

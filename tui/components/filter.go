@@ -11,11 +11,13 @@ import (
 type Filter struct {
 	input  textinput.Model
 	active bool
+	what   string // what the prefix is matched against, for the hint
 }
 
-// NewFilter returns an inactive, empty filter.
-func NewFilter(st *Styles) Filter {
-	return Filter{input: NewInput(st, "/", 64)}
+// NewFilter returns an inactive, empty filter of the start of what ("job
+// name"), which the hint beside the field names while it is typed.
+func NewFilter(st *Styles, what string) Filter {
+	return Filter{input: NewInput(st, "/", 64), what: what}
 }
 
 // NewInput is a one-line field with a steady cursor: a blinking one would
@@ -72,14 +74,14 @@ func (f *Filter) Update(msg tea.KeyPressMsg) (done bool, cmd tea.Cmd) {
 	return false, cmd
 }
 
-// View is the field while typing, a reminder of the filter in force, or
-// nothing.
-func (f *Filter) View(st *Styles) string {
+// View is the field while typing, with a hint, or a reminder of the
+// filter in force, or nothing; one line cut to width.
+func (f *Filter) View(st *Styles, width int) string {
 	switch {
 	case f.active:
-		return f.input.View()
+		return Truncate(f.input.View()+st.Muted.Render("  filter by the start of a "+f.what+" · enter keeps it · esc clears it"), width)
 	case f.input.Value() != "":
-		return st.Muted.Render("filter: ") + st.Bold.Render(f.input.Value()) + st.Muted.Render("  (/ to change, esc to clear)")
+		return Truncate(st.Muted.Render("filter: ")+st.Bold.Render(f.input.Value())+st.Muted.Render("  (/ to change, esc to clear)"), width)
 	}
 	return ""
 }

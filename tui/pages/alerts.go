@@ -55,7 +55,7 @@ type Alerts struct {
 
 // NewAlerts returns an empty Alerts page.
 func NewAlerts(env Env) *Alerts {
-	p := &Alerts{env: env, filter: components.NewFilter(env.Styles), byID: map[string]apollo.Alert{}}
+	p := &Alerts{env: env, filter: components.NewFilter(env.Styles, "rule or group"), byID: map[string]apollo.Alert{}}
 	p.table.Columns = alertColumns
 	p.table.Style = p.cellStyle
 	return p
@@ -255,7 +255,7 @@ func (p *Alerts) View() string {
 		}
 		lines = append(lines, components.Truncate(st.Muted.Render(msg), p.width))
 	}
-	if f := p.filter.View(st); f != "" {
+	if f := p.filter.View(st, p.width); f != "" {
 		lines = append(lines, f)
 	}
 	if len(p.shown) == 0 {

@@ -68,7 +68,7 @@ type Health struct {
 
 // NewHealth returns an empty Health page.
 func NewHealth(env Env) *Health {
-	p := &Health{env: env, filter: components.NewFilter(env.Styles)}
+	p := &Health{env: env, filter: components.NewFilter(env.Styles, "job name")}
 	p.table.Columns = healthColumns
 	p.table.Style = p.cellStyle
 	return p
@@ -256,7 +256,7 @@ func (p *Health) View() string {
 		return st.Muted.Render("Loading the job health…")
 	}
 	lines := []string{p.summary()}
-	if f := p.filter.View(st); f != "" {
+	if f := p.filter.View(st, p.width); f != "" {
 		lines = append(lines, f)
 	}
 	if len(p.shown) == 0 {

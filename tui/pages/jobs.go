@@ -17,7 +17,7 @@ import (
 var jobColumns = []components.Column{
 	{Title: "JOB", Min: 12, Max: 32},
 	{Title: "RUNS", Min: 6, Right: true},
-	{Title: "FAILED", Min: 7, Right: true},
+	{Title: "FAIL%", Min: 7, Right: true},
 	{Title: "TIMEOUT", Min: 7, Right: true, Drop: 3},
 	{Title: "LATE", Min: 6, Right: true, Drop: 4},
 	{Title: "AVG COST", Min: 8, Right: true, Drop: 2},
@@ -27,6 +27,8 @@ var jobColumns = []components.Column{
 	{Title: "BACKLOG", Min: 7, Right: true, Drop: 1},
 }
 
+// colFailed is the failure rate's column (failed and timed out), the
+// timeout rate's follows.
 const colFailed = 2
 
 // panelLines is the height of the selected job's sparklines under the
@@ -56,7 +58,7 @@ type Jobs struct {
 
 // NewJobs returns an empty Jobs page.
 func NewJobs(env Env) *Jobs {
-	p := &Jobs{env: env, filter: components.NewFilter(env.Styles)}
+	p := &Jobs{env: env, filter: components.NewFilter(env.Styles, "job name")}
 	p.table.Columns = jobColumns
 	p.table.Style = p.cellStyle
 	return p
@@ -107,7 +109,7 @@ func (p *Jobs) refilter() {
 	}
 	rows := make([][]string, len(p.shown))
 	for i, j := range p.shown {
-		rows[i] = []string{j.Name, components.Count(j.Count), rate(j.FailedRate, j.Count),
+		rows[i] = []string{j.Name, components.Count(j.Count), rate(j.FailureRate(), j.Count),
 			rate(j.TimeoutRate, j.Count), rate(j.LateRate, j.Started+j.Missed),
 			components.Millis(j.AvgCostMs), components.Millis(float64(j.MaxCostMs)),
 			components.Number(j.Throughput), components.Count(j.Running), components.Count(j.Backlog)}
@@ -127,8 +129,11 @@ func rate(r float64, of int64) string {
 	return components.Percent(r)
 }
 
+// cellStyle colours the failure rate when a run failed or timed out, and
+// the timeout rate when one timed out.
 func (p *Jobs) cellStyle(row, col int) lipgloss.Style {
-	if col == colFailed && p.shown[row].Failed > 0 {
+	j := p.shown[row]
+	if (col == colFailed && j.Failed+j.Timeout > 0) || (col == colFailed+1 && j.Timeout > 0) {
 		return p.env.Styles.Bad
 	}
 	return lipgloss.NewStyle()
@@ -176,7 +181,7 @@ func (p *Jobs) View() string {
 		return st.Muted.Render("Loading the job metrics…")
 	}
 	lines := []string{p.summary()}
-	if f := p.filter.View(st); f != "" {
+	if f := p.filter.View(st, p.width); f != "" {
 		lines = append(lines, f)
 	}
 	if len(p.shown) == 0 {
@@ -203,7 +208,7 @@ func (p *Jobs) summary() string {
 		"window " + st.Bold.Render(components.Span(p.window)),
 		st.Bold.Render(strconv.Itoa(len(p.shown))) + " jobs",
 		st.Bold.Render(components.Count(t.Count)) + " runs",
-		"failed " + st.Bold.Render(rate(t.FailedRate, t.Count)),
+		"failed " + st.Bold.Render(rate(t.FailureRate(), t.Count)),
 		"running " + st.Bold.Render(components.Count(t.Running)),
 		"backlog " + st.Bold.Render(components.Count(t.Backlog)),
 	}
@@ -240,12 +245,10 @@ func (p *Jobs) sparks() (runs, failed string) {
 		counts[i] = float64(pt.Count)
 		rates[i] = math.NaN() // no runs: no rate, a blank
 		if pt.Count > 0 {
-			rates[i] = pt.FailedRate
+			rates[i] = pt.FailureRate()
+			maxRate = max(maxRate, rates[i])
 		}
 		maxRuns = max(maxRuns, counts[i])
-		if pt.Count > 0 {
-			maxRate = max(maxRate, pt.FailedRate)
-		}
 	}
 	w := max(p.width-8-16, 8)
 	bad := p.env.Styles.Bad

@@ -250,3 +250,80 @@ func keyPress(k string) tea.KeyPressMsg {
 	}
 	return tea.KeyPressMsg{Code: []rune(k)[0], Text: k}
 }
+
+// A timeout is a failure on the Jobs tab: a job whose every run timed out
+// fails 100% of them, in its row and the total, and is coloured as bad
+// (issue 21: batch_hang showed "failed 0.0%").
+func TestJobsCountTimeoutsAsFailures(t *testing.T) {
+	t.Parallel()
+	e := env()
+	e.Styles = components.NewStyles(false)
+	p := NewJobs(e)
+	p.SetSize(120, 20)
+	hang := apiclient.JobRow{Name: "batch_hang", Count: 2, Timeout: 2, TimeoutRate: 1}
+	ok := apiclient.JobRow{Name: "etl_load", Count: 2, Success: 2}
+	p.SetJobs("5m0s", apiclient.JobRow{Count: 4, Success: 2, Timeout: 2, TimeoutRate: 0.5}, []apiclient.JobRow{hang, ok}, nil)
+	p.SetSeries("batch_hang", []apiclient.JobRow{{T: 1, Count: 1, Timeout: 1, TimeoutRate: 1}, {T: 2}}, nil)
+	v := ansi.Strip(p.View())
+	for _, want := range []string{"failed 50%", "max 100%"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the jobs tab lacks %q:\n%s", want, v)
+		}
+	}
+	var row string
+	for _, l := range strings.Split(v, "\n") {
+		if row == "" && strings.HasPrefix(strings.TrimLeft(l, " >"), "batch_hang") {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); len(f) < 4 || f[2] != "100%" {
+		t.Errorf("batch_hang's failure rate: row %q, want 100%% in the third column", row)
+	}
+	bad := e.Styles.Bad.Render("x")
+	for _, col := range []int{colFailed, colFailed + 1} {
+		if got := p.cellStyle(0, col).Render("x"); got != bad {
+			t.Errorf("batch_hang's column %d is %q, want the bad style %q", col, got, bad)
+		}
+		if got := p.cellStyle(1, col).Render("x"); got == bad {
+			t.Errorf("etl_load's column %d is bad", col)
+		}
+	}
+}
+
+// A filter being typed says what it matches and how to leave it, on every
+// tab that has one: "/" alone on the Tasks tab told a newcomer nothing
+// (issue 21).
+func TestFilterHint(t *testing.T) {
+	t.Parallel()
+	type page interface {
+		SetSize(int, int)
+		Update(tea.KeyPressMsg) tea.Cmd
+		View() string
+	}
+	tasks := NewTasks(env())
+	tasks.SetTasks(nil)
+	jobs := NewJobs(env())
+	jobs.SetJobs("5m0s", apiclient.JobRow{}, nil, nil)
+	health := NewHealth(env())
+	health.SetBoard(healthBoard(env().Now()), nil)
+	alerts := NewAlerts(env())
+	for _, tc := range []struct {
+		name string
+		p    page
+		hint string
+	}{
+		{"tasks", tasks, "task ID or job name"},
+		{"jobs", jobs, "job name"},
+		{"health", health, "job name"},
+		{"alerts", alerts, "rule or group"},
+	} {
+		tc.p.SetSize(120, 20)
+		tc.p.Update(keyPress("/"))
+		v := ansi.Strip(tc.p.View())
+		for _, want := range []string{"/", "filter by the start of a " + tc.hint, "enter keeps it", "esc clears it"} {
+			if !strings.Contains(v, want) {
+				t.Errorf("%s: the filter being typed lacks %q:\n%s", tc.name, want, v)
+			}
+		}
+	}
+}

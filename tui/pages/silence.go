@@ -100,7 +100,11 @@ func (f *silenceForm) update(msg tea.KeyPressMsg) (submit *SilenceAlert, cancel 
 }
 
 func (f *silenceForm) view() string {
-	title := f.st.Bold.Render("Silence "+components.Escape(f.alert.Rule)) + f.st.Muted.Render(" for "+components.Escape(f.alert.Group)+" (enter to confirm, esc to cancel)")
+	what := " (enter to confirm, esc to cancel)"
+	if f.alert.Group != "" {
+		what = " for " + components.Escape(f.alert.Group) + what
+	}
+	title := f.st.Bold.Render("Silence "+components.Escape(f.alert.Rule)) + f.st.Muted.Render(what)
 	status := f.st.Muted.Render("durations like 30m, 4h, 1d")
 	if f.err != "" {
 		status = f.st.Bad.Render(f.err)

@@ -49,7 +49,7 @@ type Tasks struct {
 
 // NewTasks returns an empty Tasks page.
 func NewTasks(env Env) *Tasks {
-	p := &Tasks{env: env, filter: components.NewFilter(env.Styles)}
+	p := &Tasks{env: env, filter: components.NewFilter(env.Styles, "task ID or job name")}
 	p.table.Columns = taskColumns
 	p.table.Style = p.cellStyle
 	return p
@@ -228,7 +228,7 @@ func (p *Tasks) View() string {
 		return p.detail.view(p.env)
 	}
 	lines := []string{p.summary()}
-	if f := p.filter.View(p.env.Styles); f != "" {
+	if f := p.filter.View(p.env.Styles, p.width); f != "" {
 		lines = append(lines, f)
 	}
 	if len(p.shown) == 0 {

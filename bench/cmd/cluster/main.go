@@ -153,7 +153,7 @@ func measure(n, parts int, dur time.Duration, conc, runs int) (result, error) {
 	defer func() {
 		for _, nd := range nodes {
 			nd.srv.Close()
-			nd.Stop()
+			nd.Stop(context.Background())
 			nd.nc.Close()
 		}
 	}()
@@ -238,7 +238,7 @@ func measureServer(dur time.Duration, conc, runs int) (result, error) {
 		return result{}, err
 	}
 	b.Start(context.Background())
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return result{}, err

@@ -333,7 +333,7 @@ func runOurs(ctx context.Context, c redis.UniversalClient, prefix string, names 
 		}
 		finishes.Add(fin)
 		return n, nil
-	}, func() error { fl.Stop(); return nil })
+	}, func() error { fl.Stop(context.Background()); return nil })
 	if err != nil {
 		return r, err
 	}

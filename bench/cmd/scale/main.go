@@ -153,7 +153,7 @@ func memory(n int) (base, full uint64, err error) {
 	}
 	ctx := context.Background()
 	b.Start(ctx)
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	base = heap()
 	const batch = 1000
 	evs := make([]apollo.Event, batch)

@@ -58,7 +58,18 @@ export function Chart({ id, title, data, series, yFormat }) {
           // A rate has gaps (steps where nothing finished): dots show the
           // steps that have one.
           points: s.dots ? { show: true, size: 6, fill: s.color } : undefined }))],
-      axes: [axis, { ...axis, values: yFormat ? (u, vals) => vals.map(yFormat) : undefined, size: 60 }],
+      // The y axis's labels as drawn go to data-yticks too, for the tests.
+      axes: [axis, { ...axis, size: 72, values: (u, vals) => {
+        const labels = vals.map(fmt);
+        el.parentElement.dataset.yticks = labels.join("|");
+        return labels;
+      } }],
+      // Every series counts or measures from zero (runs, rates,
+      // durations): the axis starts there, so a flat line of 6 s reads
+      // as 6 s on a scale, not as "6.0 s" at every tick of a sliver.
+      // A tenth above the top leaves room; uPlot's own rounding doubled
+      // it (a rate of 100% on a scale to 200%).
+      scales: { y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] } },
       legend: { show: true, live: true },
       cursor: { drag: { x: false, y: false } },
       hooks: { setCursor: [showNewest], ready: [showNewest] },

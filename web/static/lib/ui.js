@@ -32,6 +32,7 @@ export function fmtIn(ms, now = Date.now()) {
 
 export function fmtMs(ms) {
   if (ms == null || Number.isNaN(ms)) return "—";
+  if (ms === 0) return "0 ms";
   if (ms > 0 && ms < 1) return `${ms.toFixed(2)} ms`;
   if (ms < 1000) return `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;

@@ -8,6 +8,8 @@ import { alerts, seedAlerts, ack, principal } from "/lib/stream.js";
 const TABS = [["firing", "firing"], ["pending", "pending"], ["resolved", "resolved"], ["rules", "by rule"]];
 
 const since = (a) => Date.parse(a.firedAt || a.startedAt);
+// named is "rule (group)", or the rule alone when the alert has no group.
+const named = (a) => (a.group ? `${a.rule} (${a.group})` : a.rule);
 
 export function Alerts() {
   const [tab, setTab] = useState("firing");
@@ -31,7 +33,7 @@ export function Alerts() {
       try { await api(`/api/v1/alerts/${encodeURIComponent(a.id)}/ack`, { method: "POST" }); res = { ok: true }; }
       catch (e) { res = { ok: false, error: e.message }; }
     }
-    toast.value = res.ok ? `Acknowledged ${a.rule} (${a.group}).` : `Could not acknowledge: ${res.error}`;
+    toast.value = res.ok ? `Acknowledged ${named(a)}.` : `Could not acknowledge: ${res.error}`;
   };
   const rows = { canAct, doAck, setSilence, open, setOpen, silences: silences || [] };
   return html`
@@ -111,7 +113,7 @@ export function AlertHistory({ alert, silences }) {
     steps.push([at(x.at), `${what}${x.try > 1 ? `, try ${x.try}` : ""}${took}`, x.outcome === "sent" ? "sent" : "failed"]);
   }
   steps.sort((a, b) => a[0] - b[0]);
-  return html`<div class="history-of" aria-label=${`History of ${alert.rule} (${alert.group})`}>
+  return html`<div class="history-of" aria-label=${`History of ${named(alert)}`}>
     <ol class="timeline">${steps.map(([t, text, kind]) => html`<li data-step=${kind}><span class="muted">${fmtTime(t)}</span> ${text}</li>`)}</ol>
     ${attempts === false ? html`<p class="na">The delivery log is not available on this server.</p>`
       : attempts?.length === 0 ? html`<p class="muted">No notification was sent for it${alert.channels?.length ? "" : " (its rule names no channel)"}.</p>` : ""}
@@ -135,7 +137,7 @@ function SilenceForm({ alert, onDone }) {
     } catch (x) { setErr(x instanceof NotFound ? "Silences are not available on this server yet." : x.message); }
   };
   return html`<form class="panel filters" onSubmit=${submit} aria-label="Silence">
-    <strong>Silence ${alert.rule} for ${alert.group}</strong>
+    <strong>Silence ${alert.rule}${alert.group ? ` for ${alert.group}` : ""}</strong>
     <label>For<select name="hours"><option value="1">1 hour</option><option value="4">4 hours</option><option value="24">1 day</option></select></label>
     <label>Comment<input name="comment" required /></label>
     <button class="primary" type="submit">Silence</button><button type="button" onClick=${onDone}>Cancel</button>

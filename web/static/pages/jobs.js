@@ -96,6 +96,6 @@ function JobCharts({ name }) {
       <${Chart} id="job-failrate" title="Failure rate (failed and timed out)" data=${columns(points, failureRate)}
         series=${[{ label: "failure rate", color: COLOR.failure, dots: true }]} yFormat=${fmtPct} />
       <${Chart} id="job-cost" title="Duration" data=${columns(points, (p) => (p.count ? p.avgCostMs : null), (p) => (p.count ? p.maxCostMs : null))}
-        series=${[{ label: "average", color: COLOR.info }, { label: "longest", color: COLOR.other }]} yFormat=${fmtMs} />
+        series=${[{ label: "average", color: COLOR.info, dots: true }, { label: "longest", color: COLOR.other, dots: true }]} yFormat=${fmtMs} />
     </div>`}`;
 }
