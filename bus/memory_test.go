@@ -24,7 +24,7 @@ func heapPerTask(t *testing.T, n int, events func(tenant, id string) []apollo.Ev
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	out := make([]Outcome, 3)
 	for i := range n {
 		tenant := []string{"acme", "globex"}[i%2]

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -95,8 +96,12 @@ func TestReplayAllocations(t *testing.T) {
 			if got := len(snapshotTasks(b)); got != runs {
 				t.Errorf("%d tasks after replay, want %d", got, runs)
 			}
-			b.Start(t.Context())
-			b.Stop()
+			if err := b.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
