@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/proccpu"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -108,17 +109,20 @@ func BenchmarkReplay(b *testing.B) {
 		for _, mode := range []string{"seq", "par", "par-workerdecode"} {
 			b.Run(mix+"/"+mode, func(b *testing.B) {
 				b.ReportAllocs()
+				var cpu time.Duration // the process's, GC included; moves less with the machine's load than wall time
 				for b.Loop() {
 					b.StopTimer()
 					agg, _ := metrics.New(metrics.Options{Clock: apollo.NewFakeClock(time.UnixMilli(1e12))})
 					bus, _ := New(Options{Observers: []Observer{agg}, MaxTasks: 10_000_000})
 					b.StartTimer()
+					cpu0 := proccpu.Used()
 					if mode == "seq" {
 						for i, p := range recs {
 							if err := bus.Replay(uint64(i+1), p); err != nil {
 								b.Fatal(err)
 							}
 						}
+						cpu += proccpu.Used() - cpu0
 						continue
 					}
 					rp := bus.NewReplayer(0)
@@ -131,8 +135,10 @@ func BenchmarkReplay(b *testing.B) {
 					if err := rp.Finish(); err != nil {
 						b.Fatal(err)
 					}
+					cpu += proccpu.Used() - cpu0
 				}
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+				b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(n*b.N), "cpu-µs/event")
 			})
 		}
 	}

@@ -146,10 +146,14 @@ func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, sc *s
 // bytes, the largest allocation of an event). A chunk lives as long as
 // the last of its changes is held by an observer or subscriber: they are
 // delivered together, within milliseconds.
+//
+// In replay, where the observers are called inline and keep nothing
+// (Observer), one change is reused for every record a worker decides.
 type scratch struct {
 	rec     []byte
 	changes []apollo.Change
-	left    int // events of the call not yet decided: a chunk needs no more room
+	left    int            // events of the call not yet decided: a chunk needs no more room
+	reuse   *apollo.Change // replay: the one change, rewritten for every record
 }
 
 // recPool keeps the log encodings of records between Publish calls: a
@@ -165,6 +169,9 @@ const changeChunk = 64
 func (sc *scratch) change() *apollo.Change {
 	if sc == nil {
 		return new(apollo.Change)
+	}
+	if sc.reuse != nil {
+		return sc.reuse
 	}
 	if len(sc.changes) == 0 {
 		sc.changes = make([]apollo.Change, min(max(sc.left, 1), changeChunk))
@@ -270,6 +277,8 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 		}
 	}
 	if t == nil {
+		// The tenant needs no interning: a live event's is its token's
+		// (one string for all), a replayed one's is interned as decoded.
 		t = &task{id: k.id, tenant: k.tenant, createdAt: r.ReceivedAt}
 		b.addTask(s, h, t)
 	}
@@ -399,8 +408,14 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.
 	if r.Kind == apollo.KindMissedStart {
 		late = !t.late
 	}
-	if c == nil {
+	switch {
+	case b.replaying && len(b.opts.Observers) == 0:
+		c = nil // nobody would read it: replay hands changes to the observers only
+	case c == nil:
 		c = new(apollo.Change)
+	}
+	if t.name == "" { // the first event names the job (decide refuses another)
+		t.name = b.names.string(r.JobName())
 	}
 	wasRunning := t.status == apollo.StatusRunning
 	t.apply(c, k, r, late, lat.Timeout.Milliseconds())
@@ -419,7 +434,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.
 // observers in log order, one at a time; different tasks' changes may
 // arrive concurrently, as from the delivery workers in live operation.
 func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
-	if b.replaying {
+	if b.replaying { // c is nil when there are no observers
 		for _, o := range b.opts.Observers {
 			o.Apply(c)
 		}

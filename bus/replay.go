@@ -16,13 +16,16 @@ import (
 // goroutines.
 func (b *Bus) Replay(lsn uint64, payload []byte) error {
 	var r apollo.Record
-	if _, err := decodeRecord(payload, &r); err != nil {
+	if _, err := decodeRecordIn(payload, &r, b.names); err != nil {
 		return fmt.Errorf("bus: replaying record %d: %w", lsn, err)
 	}
 	b.pause.RLock()
 	defer b.pause.RUnlock()
 	b.replaying = true
-	b.replayRecord(&r)
+	if b.replayScratch == nil {
+		b.replayScratch = &scratch{reuse: new(apollo.Change)}
+	}
+	b.replayRecord(&r, b.replayScratch)
 	if lsn > b.lsn.Load() {
 		b.lsn.Store(lsn)
 	}
@@ -31,10 +34,11 @@ func (b *Bus) Replay(lsn uint64, payload []byte) error {
 }
 
 // replayRecord decides one decoded record in replay; b.pause is held for
-// reading and b.replaying is set.
-func (b *Bus) replayRecord(r *apollo.Record) {
+// reading and b.replaying is set. sc is the calling goroutine's own: its
+// change is reused for every record.
+func (b *Bus) replayRecord(r *apollo.Record, sc *scratch) {
 	if r.Kind == apollo.KindReport {
-		b.decide(r, true, nil)
+		b.decide(r, true, sc)
 		return
 	}
 	// Gaps, timeouts, missed starts and corrections: they apply to the
@@ -46,7 +50,7 @@ func (b *Bus) replayRecord(r *apollo.Record) {
 		if r.Kind == apollo.KindGap {
 			b.applyGap(s, k, t, r)
 		} else {
-			b.applyLocked(s, k, t, r, nil)
+			b.applyLocked(s, k, t, r, sc.change())
 			b.unpark(s, k, t)
 		}
 	}
@@ -61,8 +65,10 @@ func (b *Bus) replayRecord(r *apollo.Record) {
 // (one task's changes in order, one at a time).
 //
 // The reading goroutine decodes each record into its worker's current
-// batch (batches are reused: nothing but the record's own strings is
-// allocated per record) and hands full batches over; the workers decide.
+// batch (batches are reused, and the tenant and job name come from the
+// bus's interned copies: nothing but the task ID and what a record carries
+// beyond its names is allocated per record) and hands full batches over;
+// the workers decide, each writing its changes into one reused Change.
 //
 //	rp := b.NewReplayer(0)
 //	err := forEachRecord(rp.Add)     // in log order
@@ -144,7 +150,7 @@ func (r *Replayer) Add(lsn uint64, payload []byte) error {
 	var h uint64
 	var err error
 	if !r.decodeOnWorkers {
-		if _, err = decodeRecord(payload, &rec); err == nil {
+		if _, err = decodeRecordIn(payload, &rec, r.b.names); err == nil {
 			h = hashParts(rec.Tenant, rec.TaskID)
 		}
 	} else {
@@ -206,6 +212,7 @@ func (r *Replayer) work(w *replayWorker) {
 	defer r.wg.Done()
 	b := r.b
 	var rec apollo.Record
+	sc := &scratch{reuse: new(apollo.Change)}
 	for bt := range w.in {
 		if !r.failed.Load() {
 			n := 0
@@ -218,12 +225,12 @@ func (r *Replayer) work(w *replayWorker) {
 				} else {
 					p := bt.buf[start:bt.ends[i]]
 					start = bt.ends[i]
-					if _, err := decodeRecord(p, &rec); err != nil {
+					if _, err := decodeRecordIn(p, &rec, b.names); err != nil {
 						r.fail(lsn, err)
 						break
 					}
 				}
-				b.replayRecord(rp)
+				b.replayRecord(rp, sc)
 				w.maxLSN = max(w.maxLSN, lsn)
 				n++
 			}

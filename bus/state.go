@@ -197,8 +197,8 @@ func (b *Bus) ReadState(r io.Reader) error {
 // readTask reads one task into its shard, and adds it to listed, by
 // tenant, for ReadState to put into the tenants' lists in bulk.
 func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task) error {
-	k := key{tenant: string(sr.bytes(apollo.MaxTaskIDBytes)), id: string(sr.bytes(apollo.MaxTaskIDBytes))}
-	t := &task{id: k.id, tenant: k.tenant, name: string(sr.bytes(apollo.MaxNameBytes))}
+	k := key{tenant: b.names.bytes(sr.bytes(apollo.MaxTaskIDBytes)), id: string(sr.bytes(apollo.MaxTaskIDBytes))}
+	t := &task{id: k.id, tenant: k.tenant, name: b.names.bytes(sr.bytes(apollo.MaxNameBytes))}
 	t.status = apollo.Status(sr.byte())
 	t.late = sr.byte() == 1
 	for _, p := range [...]*int64{&t.seq, &t.scheduledAt, &t.startedAt, &t.finishedAt, &t.updatedAt, &t.timeoutMs, &t.costMs} {

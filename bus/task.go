@@ -11,17 +11,18 @@ type key struct {
 }
 
 // task is the hot state of one run. It is kept small (see
-// BenchmarkMemoryPerTask): history is a compact encoding, not []Record.
+// BenchmarkMemoryPerTask; TestTaskRecordSize pins 192 bytes, a size class
+// of the allocator): history is a compact encoding, not []Record.
 type task struct {
 	id, tenant  string
-	next        *task // another task whose key hashes the same (rare)
 	name        string
 	status      apollo.Status
 	late        bool
-	queued      bool  // on the ready list, or being drained by a worker
-	listed      bool  // in memory: in its shard and its tenant's list (both locks held to change it)
-	pingOpen    bool  // in the open ping runs (ping.go)
-	shard       uint8 // index of its shard, for readers that hold only a pointer
+	queued      bool   // on the ready list, or being drained by a worker
+	listed      bool   // in memory: in its shard and its tenant's list (both locks held to change it)
+	pingOpen    bool   // in the open ping runs (ping.go)
+	shard       uint8  // index of its shard, for readers that hold only a pointer
+	nhist       uint16 // records in history; beside the flags, where it needs no padding of its own
 	seq         int64
 	createdAt   int64 // server time of its first record, Unix ms; never changes
 	scheduledAt int64
@@ -31,7 +32,6 @@ type task struct {
 	timeoutMs   int64
 	costMs      int64
 	history     []byte // encoded records, oldest first (see codec.go)
-	nhist       uint16 // records in history
 	q           []*apollo.Change
 	parked      []parkedEvent // events waiting for earlier sequences
 }
@@ -62,14 +62,14 @@ func (t *task) view(k key) apollo.Task {
 	}
 }
 
-// apply changes t by one decided record and writes the change into c. The
-// caller holds the shard lock and has already decided that r applies. A
+// apply changes t by one decided record and writes the change into c (nil:
+// nobody reads it, so none is built). The caller holds the shard lock, has
+// already decided that r applies and has named t's job. A
 // run that starts running without a timeout of its own gets timeout, its
 // job's default, so that the deadline every run has is shown with it.
 func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool, timeout int64) {
-	*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
-	if t.name == "" { // the first event names the job (decide refuses another)
-		t.name = r.JobName()
+	if c != nil {
+		*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
 	}
 	if r.Kind.Reported() || r.Kind == apollo.KindCorrection {
 		if r.Sequence > t.seq {
@@ -107,8 +107,10 @@ func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool,
 		t.timeoutMs = timeout
 	}
 	t.updatedAt = r.ReceivedAt
-	c.Task = t.view(k)
-	c.Record.Name = t.name
+	if c != nil {
+		c.Task = t.view(k)
+		c.Record.Name = t.name
+	}
 }
 
 // correct applies an operator's correction: it changes the status and

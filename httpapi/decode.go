@@ -122,6 +122,7 @@ type decoder struct {
 	bad      []*apollo.Error // bad[i] is nil when evs[i] is good
 	lastName string          // batches usually repeat one job name: keep one copy
 	scratch  []byte          // unescaped strings, reused
+	extras   []byte          // the request's extras, copied back to back (keep)
 	max      int             // elements allowed
 	over     bool            // one more began: decoding stopped
 }
@@ -253,12 +254,30 @@ func (d *decoder) event(s *scanner, e *apollo.Event) (bad *apollo.Error, ok bool
 	if !ok {
 		return nil, false
 	}
-	return st.settle(s, e), true
+	return st.settle(s, e, d), true
 }
+
+// keep copies an event's extra, which lies in the body at s.pos, into the
+// request's chunk of extras: one allocation for the extras of many events
+// of a request, where each had its own (issue 20.2). A chunk is written
+// once, each piece capped at its end, and never changed; it is sized by
+// what is left of the body (4 KiB at most), so a request keeps no more
+// than its body's size in extras, and lives while an event, change or
+// waiting event of the request holds a piece of it.
+func (d *decoder) keep(s *scanner, x []byte) []byte {
+	if cap(d.extras)-len(d.extras) < len(x) {
+		d.extras = make([]byte, 0, max(len(x), min(len(x)+len(s.buf)-s.pos, extrasChunk)))
+	}
+	n := len(d.extras)
+	d.extras = append(d.extras, x...)
+	return d.extras[n:len(d.extras):len(d.extras)]
+}
+
+const extrasChunk = 4 << 10
 
 // settle ends an event: the error that encoding/json would have reported,
 // else extra's checks; extra is copied only now.
-func (st *eventState) settle(s *scanner, e *apollo.Event) *apollo.Error {
+func (st *eventState) settle(s *scanner, e *apollo.Event, d *decoder) *apollo.Error {
 	switch x := st.extra; {
 	case st.statusErr != nil:
 		return st.statusErr
@@ -270,7 +289,7 @@ func (st *eventState) settle(s *scanner, e *apollo.Event) *apollo.Error {
 	case !validUTF8(x):
 		return s.fieldErr(fExtra, st.extraAt, msgNotUTF8)
 	default:
-		e.Extra = bytes.Clone(x)
+		e.Extra = d.keep(s, x)
 	}
 	return nil
 }

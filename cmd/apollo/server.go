@@ -51,6 +51,7 @@ type server struct {
 	clock    apollo.Clock
 	console  io.Writer // where console channels write
 	wal      *wal.Log
+	snaps    *snapCadence // snapshots by records logged (snapshot_events)
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
 	hub      *stream.Hub
@@ -341,8 +342,9 @@ func (s *server) open(undo *undoList) error {
 			return err
 		}
 	}
+	s.snaps = newSnapCadence(cfg.SnapshotEvents)
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{s.wal}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: append(s.alerts.observers(s.agg), s.expect),
+		Log: walLog{l: s.wal, snaps: s.snaps}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: append(s.alerts.observers(s.agg), s.expect),
 		OnRefused: s.alerts.onRefused,
 		OnLogFailed: func(err error) {
 			select {

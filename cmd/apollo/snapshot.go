@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/apollo-11/apollo/selfmetrics"
@@ -110,6 +112,7 @@ func (s *server) recover() error {
 		return fmt.Errorf("replaying the log: %w (this binary cannot apply that record: start the apollo version that wrote the log, or restore the data directory from a backup: docs/operations.md#backup-and-restore)", err)
 	}
 	el := time.Since(start)
+	s.snaps.snapshotAt(uint64(lsn)) // the tail replayed counts towards the next snapshot
 	s.recovery = selfmetrics.Recovery{Duration: el, Events: int64(n)}
 	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
 		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
@@ -125,7 +128,8 @@ func (s *server) sections() []section {
 	}
 }
 
-// checkpointLoop writes a snapshot every SnapshotEvery until stop.
+// checkpointLoop writes a snapshot every SnapshotEvery, and whenever
+// SnapshotEvents records were logged since the last one, until stop.
 func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := s.clock.NewTicker(s.cfg.SnapshotEvery.D())
@@ -133,11 +137,47 @@ func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
 	for {
 		select {
 		case <-t.C():
-			if err := s.checkpoint(); err != nil {
-				s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
-			}
+		case <-s.snaps.due:
 		case <-stop:
 			return
+		}
+		if err := s.checkpoint(); err != nil {
+			s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
+		}
+	}
+}
+
+// snapCadence says when enough records were logged since the last
+// snapshot that the next is due (config snapshot_events): the log's
+// Append checks one atomic per record, and signals due once.
+type snapCadence struct {
+	every int64 // 0: by time only
+	next  atomic.Uint64
+	due   chan struct{} // capacity 1
+}
+
+func newSnapCadence(every int64) *snapCadence {
+	c := &snapCadence{every: every, due: make(chan struct{}, 1)}
+	c.snapshotAt(0)
+	return c
+}
+
+// snapshotAt records a snapshot (or the recovered state) at lsn.
+func (c *snapCadence) snapshotAt(lsn uint64) {
+	if c.every <= 0 {
+		c.next.Store(math.MaxUint64)
+		return
+	}
+	c.next.Store(lsn + uint64(c.every))
+}
+
+// logged is called with the LSN of every record appended.
+func (c *snapCadence) logged(lsn uint64) {
+	if lsn >= c.next.Load() {
+		c.next.Store(math.MaxUint64) // once, until the snapshot is taken
+		select {
+		case c.due <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -156,6 +196,9 @@ func (s *server) checkpoint() error {
 	if at == 0 {
 		return nil // nothing was ever logged: the empty state needs no snapshot
 	}
+	// Counted from the copy, not from the write: records logged while it
+	// is written are in the tail the next start replays.
+	s.snaps.snapshotAt(at)
 	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
 		return err
 	}
@@ -165,11 +208,18 @@ func (s *server) checkpoint() error {
 	})
 }
 
-// walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus).
-type walLog struct{ l *wal.Log }
+// walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus),
+// telling snaps (when set) of every record appended.
+type walLog struct {
+	l     *wal.Log
+	snaps *snapCadence
+}
 
 func (w walLog) Append(p []byte) (uint64, error) {
 	lsn, err := w.l.Append(p)
+	if err == nil && w.snaps != nil {
+		w.snaps.logged(uint64(lsn))
+	}
 	return uint64(lsn), err
 }
 

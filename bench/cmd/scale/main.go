@@ -101,7 +101,7 @@ func main() {
 	um, ulo, uhi := harness.Median(ups)
 	mm, mlo, mhi := harness.Median(rss)
 	cm, clo, chi := harness.Median(cpuRates)
-	fmt.Fprintf(&out, "\n**(b) Recovery.** The real binary, `--fsync off`, `snapshot_every: 24h` (no periodic snapshot in the run): "+
+	fmt.Fprintf(&out, "\n**(b) Recovery.** The real binary, `--fsync off`, `snapshot_every: 24h`, `snapshot_events: 0` (no periodic snapshot in the run): "+
 		"%d events (one pending event for each of %d tasks) posted over HTTP, SIGKILL (no final snapshot, so recovery "+
 		"replays the whole log), restart on the same data directory. Replay figures from `apollo_recovery_events` and "+
 		"`apollo_recovery_seconds` (snapshot load and log replay); \"up\" is from exec to the \"is up\" line; RSS after "+
@@ -212,7 +212,7 @@ func cpuSeconds(pid int) (float64, error) {
 	return (ut + st) / 100, nil
 }
 
-const scaleConfig = "snapshot_every: 24h\nlimits:\n  ingest_per_second: 0\n  tasks: 4000000\n"
+const scaleConfig = "snapshot_every: 24h\nsnapshot_events: 0\nlimits:\n  ingest_per_second: 0\n  tasks: 4000000\n"
 
 // recovery writes n pending tasks to a fresh server, kills it and times
 // the restart.
