@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,14 +196,12 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 		evs = evs[:0]
 		var last uint64
 		for {
-			if ev, ok := pt.decode(m); ok {
-				evs = append(evs, ev)
-			}
+			evs = pt.decode(m, evs)
 			if md, err := m.Metadata(); err == nil {
 				last = md.Sequence.Stream
 				pt.lag.Store(int64(md.NumPending))
 			}
-			if len(evs) == applyBatch {
+			if len(evs) >= applyBatch {
 				break
 			}
 			select {
@@ -213,6 +212,9 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 			if !ok {
 				break
 			}
+		}
+		if len(out) < len(evs) {
+			out = make([]bus.Outcome, len(evs))
 		}
 		if err := pt.publish(ctx, evs, out); err != nil {
 			if ctx.Err() == nil {
@@ -257,31 +259,61 @@ func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.
 	return nil
 }
 
-// decode reads one event message. What cannot be decided (bad JSON, an
-// invalid event, a task of another partition) is counted and dropped:
-// the publisher has had its answer already.
-func (pt *partition) decode(m jetstream.Msg) (apollo.Event, bool) {
-	var ev apollo.Event
+// decode appends the events of one message to evs: one event (a JSON
+// object) or a batch (a JSON array, as Node.Publish writes). What cannot be
+// decided (bad JSON, an invalid event, a task of another partition) is
+// counted and dropped: the publisher has had its answer already. In a
+// batch, each bad event is dropped alone.
+func (pt *partition) decode(m jetstream.Msg, evs []apollo.Event) []apollo.Event {
 	tenant, p, err := parseEventSubject(m.Subject())
-	if err == nil {
-		err = json.Unmarshal(m.Data(), &ev)
-	}
-	if err == nil {
-		err = ev.Validate()
-	}
 	if err != nil {
-		pt.counters.invalid.Add(1)
-		pt.n.warn("event dropped: not a valid event", "subject", m.Subject(), "err", err)
-		return ev, false
+		pt.dropInvalid(m, err)
+		return evs
+	}
+	data := bytes.TrimLeft(m.Data(), " \t\r\n")
+	if len(data) == 0 || data[0] != '[' {
+		var ev apollo.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			pt.dropInvalid(m, err)
+			return evs
+		}
+		return pt.keep(m, evs, ev, tenant, p)
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(data, &batch); err != nil {
+		pt.dropInvalid(m, err)
+		return evs
+	}
+	for _, raw := range batch {
+		var ev apollo.Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			pt.dropInvalid(m, err)
+			continue
+		}
+		evs = pt.keep(m, evs, ev, tenant, p)
+	}
+	return evs
+}
+
+// keep appends ev if it is valid and belongs to this partition.
+func (pt *partition) keep(m jetstream.Msg, evs []apollo.Event, ev apollo.Event, tenant string, p int) []apollo.Event {
+	if err := ev.Validate(); err != nil {
+		pt.dropInvalid(m, err)
+		return evs
 	}
 	if p != pt.id || Partition(ev.TaskID, pt.n.opts.Partitions) != p {
 		pt.counters.misrouted.Add(1)
 		pt.n.warn("event dropped: published to the wrong partition", "subject", m.Subject(), "task", ev.TaskID,
 			"partition", Partition(ev.TaskID, pt.n.opts.Partitions))
-		return ev, false
+		return evs
 	}
 	ev.Tenant = tenant
-	return ev, true
+	return append(evs, ev)
+}
+
+func (pt *partition) dropInvalid(m jetstream.Msg, err error) {
+	pt.counters.invalid.Add(1)
+	pt.n.warn("event dropped: not a valid event", "subject", m.Subject(), "err", err)
 }
 
 // fail records why the partition stopped on its own; the lease keeper
