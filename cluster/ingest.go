@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 
 	"github.com/nats-io/nats.go"
@@ -27,8 +26,8 @@ const maxEventBatch = 256 << 10
 // duplicate or an illegal transition is decided by the partition's owner
 // afterwards and shows in its stats, not here.
 //
-// The events of one tenant and partition go as one message (a JSON
-// array, in the request's order), published without waiting; the answer
+// The events of one tenant and partition go as one message (a batch,
+// batch.go, in the request's order), published without waiting; the answer
 // waits once for every message's acknowledgement. Storing, acknowledging
 // and delivering a message costs JetStream about as much as the whole
 // single-server path costs per event, so one message per event made the
@@ -80,7 +79,7 @@ func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcom
 type eventBatch struct {
 	subject string
 	idx     []int  // indexes into the request's events, in order
-	data    []byte // the JSON of events[idx[0]] or the array of all
+	data    []byte // the batch (batch.go)
 	fut     jetstream.PubAckFuture
 	err     error
 }
@@ -97,36 +96,28 @@ func (n *Node) batchEvents(evs []apollo.Event, out []bus.Outcome) []eventBatch {
 			out[i] = bus.Invalid(err)
 			continue
 		}
-		data, err := json.Marshal(ev)
-		if err != nil {
-			out[i] = bus.Outcome{Result: bus.Rejected, Err: &apollo.Error{Code: apollo.EINVALID, Field: "extra", Message: "not JSON: " + err.Error()}}
-			continue
-		}
 		subj := EventSubject(ev.Tenant, Partition(ev.TaskID, n.opts.Partitions))
 		k, ok := open[subj]
-		if ok && len(batches[k].data)+len(data)+2 > maxEventBatch {
+		if ok && len(batches[k].data) > maxEventBatch {
 			ok = false
 		}
 		if !ok {
-			open[subj] = len(batches)
-			batches = append(batches, eventBatch{subject: subj, idx: []int{i}, data: data})
-			continue
+			k = len(batches)
+			open[subj] = k
+			batches = append(batches, eventBatch{subject: subj})
 		}
 		b := &batches[k]
-		if len(b.idx) == 1 {
-			b.data = append(append([]byte{'['}, b.data...), ']')
-		}
-		b.data = append(append(append(b.data[:len(b.data)-1], ','), data...), ']')
 		b.idx = append(b.idx, i)
+		b.data = appendBatchEvent(b.data, ev)
 	}
 	return batches
 }
 
-// msg is the batch's message. One event goes as it always has, with its
-// own message ID. A batch's ID is a digest of its events' IDs: a request
-// resent whole is a duplicate, as each of its events would have been;
-// events resent in another grouping are stored again, and the owner drops
-// them as the late duplicates they are.
+// msg is the batch's message. A batch of one event has the event's own
+// message ID, as an agent's event has. A larger batch's ID is a digest of
+// its events' IDs: a request resent whole is a duplicate, as each of its
+// events would have been; events resent in another grouping are stored
+// again, and the owner drops them as the late duplicates they are.
 func (b *eventBatch) msg(evs []apollo.Event) *nats.Msg {
 	m := &nats.Msg{Subject: b.subject, Data: b.data, Header: nats.Header{}}
 	if len(b.idx) == 1 {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -259,40 +258,31 @@ func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.
 	return nil
 }
 
-// decode appends the events of one message to evs: one event (a JSON
-// object) or a batch (a JSON array, as Node.Publish writes). What cannot be
-// decided (bad JSON, an invalid event, a task of another partition) is
-// counted and dropped: the publisher has had its answer already. In a
-// batch, each bad event is dropped alone.
+// decode appends the events of one message to evs: one event (JSON, as
+// an agent publishes it) or a node's batch (batch.go). What cannot be
+// decided (a damaged message, an invalid event, a task of another
+// partition) is counted and dropped: the publisher has had its answer
+// already. In a batch, each bad event is dropped alone; a damaged batch
+// keeps the events before the damage.
 func (pt *partition) decode(m jetstream.Msg, evs []apollo.Event) []apollo.Event {
 	tenant, p, err := parseEventSubject(m.Subject())
 	if err != nil {
 		pt.dropInvalid(m, err)
 		return evs
 	}
-	data := bytes.TrimLeft(m.Data(), " \t\r\n")
-	if len(data) == 0 || data[0] != '[' {
-		var ev apollo.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
+	if data := m.Data(); isBatch(data) {
+		err := decodeBatch(data, func(ev apollo.Event) { evs = pt.keep(m, evs, ev, tenant, p) })
+		if err != nil {
 			pt.dropInvalid(m, err)
-			return evs
 		}
-		return pt.keep(m, evs, ev, tenant, p)
+		return evs
 	}
-	var batch []json.RawMessage
-	if err := json.Unmarshal(data, &batch); err != nil {
+	var ev apollo.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil {
 		pt.dropInvalid(m, err)
 		return evs
 	}
-	for _, raw := range batch {
-		var ev apollo.Event
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			pt.dropInvalid(m, err)
-			continue
-		}
-		evs = pt.keep(m, evs, ev, tenant, p)
-	}
-	return evs
+	return pt.keep(m, evs, ev, tenant, p)
 }
 
 // keep appends ev if it is valid and belongs to this partition.
