@@ -75,7 +75,7 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		}
 		obs = pt.sink
 	}
-	pt.changes = &changePublisher{nc: n.opts.Conn, p: p, node: n.opts.NodeID}
+	pt.changes = newChangePublisher(n.opts.Conn, p, n.opts.NodeID)
 	bo := n.opts.Bus
 	bo.Clock, bo.Logger = n.opts.Clock, pt.log
 	bo.Observers = append([]bus.Observer{obs, pt.changes}, bo.Observers...)
@@ -84,10 +84,12 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	fw := &logForwarder{}
 	bo.Log = fw
 	if pt.bus, err = bus.New(bo); err != nil {
+		pt.changes.close()
 		return nil, err
 	}
 	start := n.opts.Clock.Now()
 	if err := pt.recover(ctx, fw); err != nil {
+		pt.changes.close()
 		return nil, err
 	}
 	pt.log.Info("partition rebuilt", "records", pt.replayed, "resumeAfter", pt.input,
@@ -336,7 +338,7 @@ func (pt *partition) stop(graceful bool) {
 		}
 		pt.wg.Wait()
 		pt.bus.Stop()
-		pt.changes.live.Store(false)
+		pt.changes.close()
 		if pt.dlog != nil {
 			if graceful { // the next owner reads the snapshot, not the log
 				ctx, cancel := context.WithTimeout(context.Background(), pt.n.opts.PublishTimeout)
