@@ -50,8 +50,9 @@ type partition struct {
 
 	stopOnce sync.Once
 	counters partCounters
-	// lag is how many of the partition's events JetStream held behind the
-	// last one read: events stored (answered accepted) and not decided yet.
+	// lag is how many of the partition's messages JetStream held behind
+	// the last one read: stored (answered accepted) and not decided yet.
+	// A node's message is a batch of events, an agent's one event.
 	lag atomic.Int64
 }
 
@@ -371,7 +372,7 @@ type PartitionStats struct {
 	Replayed  int       `json:"replayed"`  // log records replayed when it was taken (after its snapshot)
 	Snapshot  string    `json:"snapshot"`  // the snapshot the log's last marker names
 	Snapshots int64     `json:"snapshots"` // taken by this node
-	Lag       int64     `json:"lag"`       // events stored and not read yet, as of the last one read
+	Lag       int64     `json:"lag"`       // messages (batches or single events) stored and not read yet, as of the last one read
 	Log       logStats  `json:"log"`
 	Bus       bus.Stats `json:"bus"`
 	Error     string    `json:"error,omitempty"`
