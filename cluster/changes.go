@@ -62,7 +62,7 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	if !cp.live.Load() {
 		return
 	}
-	data, err := json.Marshal(c)
+	data, err := marshalChange(c)
 	if err != nil {
 		return
 	}
