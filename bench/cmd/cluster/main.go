@@ -105,6 +105,15 @@ func main() {
 			byTarget[i] = append(byTarget[i], r)
 		}
 	}
+	// CPU ratios are taken within each round (the targets ran minutes
+	// apart at most, on the same machine load), then the median.
+	cpuRatio := make([][]float64, len(byTarget))
+	for i, rs := range byTarget {
+		for r := range rs {
+			cpuRatio[i] = append(cpuRatio[i], rs[r].cpuPerEvent/byTarget[0][r].cpuPerEvent)
+		}
+		sort.Float64s(cpuRatio[i])
+	}
 	var results []result
 	for _, rs := range byTarget {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].applied < rs[j].applied })
@@ -118,16 +127,17 @@ func main() {
 		"Everything shares this machine's %d cores, so more nodes cannot add CPU here: the figures show the cost of the mode "+
 		"(see docs/scale-out.md for the capacity reasoning).\n\n", *rounds, *dur, runtime.NumCPU())
 	fmt.Printf("Server CPU is this process's utime+stime from /proc (10 ms grain) from the first request until the last event was applied, "+
-		"over the events applied; the load client runs in a child process and is not counted. For the nodes it includes the embedded NATS server. "+
+		"over the events applied; the ratio of CPU per event is taken within each round, then the median; the load client runs in a child process and is not counted. For the nodes it includes the embedded NATS server. "+
 		"Load average before the run %s, after it %s.\n\n", loadBefore, harness.LoadAvg())
-	fmt.Printf("| target | events/request | stored events/s | applied events/s (end to end) | p50 request | p99 request | applied, ratio to the first | server CPU per applied event | CPU per event, ratio to the first | bytes/event: events stream | bytes/event: decision log |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range results {
+	fmt.Printf("| target | events/request | stored events/s | applied events/s (end to end) | p50 request | p99 request | applied, ratio to the first | server CPU per applied event (median round) | CPU per event ÷ the first's in the same round (median, min–max) | bytes/event: events stream | bytes/event: decision log |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, r := range results {
 		name := "server (bus + WAL, fsync batch)"
 		if r.nodes > 0 {
 			name = fmt.Sprintf("%d node(s), %d partitions", r.nodes, *parts)
 		}
-		fmt.Printf("| %s | %d | %.0f | %.0f | %v | %v | %.2f | %.2f µs | %.2f | %.0f | %.0f |\n", name, 3**runs, r.stored, r.applied, r.p50, r.p99,
-			r.applied/results[0].applied, r.cpuPerEvent, r.cpuPerEvent/results[0].cpuPerEvent, r.eventBytes, r.logBytes)
+		cr := cpuRatio[i]
+		fmt.Printf("| %s | %d | %.0f | %.0f | %v | %v | %.2f | %.2f µs | %.2f (%.2f–%.2f) | %.0f | %.0f |\n", name, 3**runs, r.stored, r.applied, r.p50, r.p99,
+			r.applied/results[0].applied, r.cpuPerEvent, cr[len(cr)/2], cr[0], cr[len(cr)-1], r.eventBytes, r.logBytes)
 	}
 }
 
