@@ -29,6 +29,7 @@ type changePublisher struct {
 
 	mu      sync.Mutex
 	pending []changeBatch // oldest first
+	free    [][]byte      // published batches' buffers, for reuse
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -70,7 +71,15 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	cp.mu.Lock()
 	n := len(cp.pending)
 	if n == 0 || cp.pending[n-1].subject != subj || len(cp.pending[n-1].data)+len(data) > maxChangeBatch {
-		cp.pending = append(cp.pending, changeBatch{subject: subj, data: append(make([]byte, 0, 4096), changesMagic...)})
+		var buf []byte
+		if k := len(cp.free); k > 0 {
+			buf, cp.free = cp.free[k-1], cp.free[:k-1]
+		} else {
+			// Buffers are reused: growing a fresh one per batch was most
+			// of what publishing a change cost.
+			buf = make([]byte, 0, 64<<10)
+		}
+		cp.pending = append(cp.pending, changeBatch{subject: subj, data: append(buf, changesMagic...)})
 		n++
 	}
 	b := &cp.pending[n-1]
@@ -106,8 +115,16 @@ func (cp *changePublisher) flush() {
 	cp.pending = nil
 	cp.mu.Unlock()
 	for _, b := range batches {
+		// PublishMsg copies the data into the connection's buffer.
 		cp.nc.PublishMsg(&nats.Msg{Subject: b.subject, Data: b.data, Header: nats.Header{hdrNode: []string{cp.node}}})
 	}
+	cp.mu.Lock()
+	for _, b := range batches {
+		if len(cp.free) < 4 && cap(b.data) <= 2*maxChangeBatch {
+			cp.free = append(cp.free, b.data[:0])
+		}
+	}
+	cp.mu.Unlock()
 }
 
 // close publishes what was gathered and stops the goroutine. Call it
