@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -16,34 +17,151 @@ import (
 // on core NATS, apollo.changes.<tenant>.<partition>, for the streams of
 // every node. Core NATS, not JetStream: a stream client that misses
 // changes resynchronises from a snapshot anyway.
+//
+// Changes go in batches: Apply adds a change to the batch of its subject
+// and one goroutine publishes what has gathered, as the decision log does.
+// One message per change cost a node more CPU than deciding the event.
 type changePublisher struct {
 	nc   *nats.Conn
 	p    int
 	node string
 	live atomic.Bool
+
+	mu      sync.Mutex
+	pending []changeBatch // oldest first
+	free    [][]byte      // published batches' buffers, for reuse
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 }
+
+type changeBatch struct {
+	subject string
+	data    []byte // changesMagic, then each change's JSON after its uvarint length
+}
+
+// changesMagic starts a batch of changes; a single change is its JSON.
+const changesMagic = "\x00AC1"
+
+// maxChangeBatch bounds one message of changes, under NATS's default
+// max_payload of 1 MiB.
+const maxChangeBatch = 256 << 10
 
 var _ bus.Observer = (*changePublisher)(nil)
 
-// Apply publishes c. Errors (a closed connection, a slow server) lose the
-// change for the stream only; the state and the metrics have it.
+func newChangePublisher(nc *nats.Conn, p int, node string) *changePublisher {
+	cp := &changePublisher{nc: nc, p: p, node: node,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go cp.loop()
+	return cp
+}
+
+// Apply adds c to the batch of its subject. Errors (a closed connection,
+// a slow server) lose the change for the stream only; the state and the
+// metrics have it.
 func (cp *changePublisher) Apply(c *apollo.Change) {
 	if !cp.live.Load() {
 		return
 	}
-	data, err := json.Marshal(c)
+	data, err := marshalChange(c)
 	if err != nil {
 		return
 	}
-	// The node's name goes along: a change applied by a node that then
-	// died before its decision was durable is applied again by the next
-	// owner, and a reader can tell the two apart.
-	cp.nc.PublishMsg(&nats.Msg{Subject: changeSubject(c.Task.Tenant, cp.p), Data: data, Header: nats.Header{hdrNode: []string{cp.node}}})
+	subj := changeSubject(c.Task.Tenant, cp.p)
+	cp.mu.Lock()
+	n := len(cp.pending)
+	if n == 0 || cp.pending[n-1].subject != subj || len(cp.pending[n-1].data)+len(data) > maxChangeBatch {
+		var buf []byte
+		if k := len(cp.free); k > 0 {
+			buf, cp.free = cp.free[k-1], cp.free[:k-1]
+		} else {
+			// Buffers are reused: growing a fresh one per batch was most
+			// of what publishing a change cost.
+			buf = make([]byte, 0, 64<<10)
+		}
+		cp.pending = append(cp.pending, changeBatch{subject: subj, data: append(buf, changesMagic...)})
+		n++
+	}
+	b := &cp.pending[n-1]
+	b.data = binary.AppendUvarint(b.data, uint64(len(data)))
+	b.data = append(b.data, data...)
+	cp.mu.Unlock()
+	select {
+	case cp.wake <- struct{}{}:
+	default:
+	}
 }
 
-// decodeChange reads a change published by a changePublisher. The
-// record's tenant is not in its JSON (it never comes from a body); the
-// task's is.
+func (cp *changePublisher) loop() {
+	defer close(cp.done)
+	for {
+		select {
+		case <-cp.wake:
+			cp.flush()
+		case <-cp.stop:
+			cp.flush()
+			return
+		}
+	}
+}
+
+// flush publishes the gathered batches, in order. The node's name goes
+// along: a change applied by a node that then died before its decision
+// was durable is applied again by the next owner, and a reader can tell
+// the two apart.
+func (cp *changePublisher) flush() {
+	cp.mu.Lock()
+	batches := cp.pending
+	cp.pending = nil
+	cp.mu.Unlock()
+	for _, b := range batches {
+		// PublishMsg copies the data into the connection's buffer.
+		cp.nc.PublishMsg(&nats.Msg{Subject: b.subject, Data: b.data, Header: nats.Header{hdrNode: []string{cp.node}}})
+	}
+	cp.mu.Lock()
+	for _, b := range batches {
+		if len(cp.free) < 4 && cap(b.data) <= 2*maxChangeBatch {
+			cp.free = append(cp.free, b.data[:0])
+		}
+	}
+	cp.mu.Unlock()
+}
+
+// close publishes what was gathered and stops the goroutine. Call it
+// after the bus has stopped: later changes are not published.
+func (cp *changePublisher) close() {
+	cp.live.Store(false)
+	select {
+	case <-cp.stop:
+	default:
+		close(cp.stop)
+	}
+	<-cp.done
+}
+
+// decodeChanges calls fn for each change of a message a changePublisher
+// published: a batch, or one change's JSON. The record's tenant is not in
+// its JSON (it never comes from a body); the task's is.
+func decodeChanges(data []byte, fn func(*apollo.Change)) error {
+	if len(data) < len(changesMagic) || string(data[:len(changesMagic)]) != changesMagic {
+		c, err := decodeChange(data)
+		if err != nil {
+			return err
+		}
+		fn(c)
+		return nil
+	}
+	return splitBatch(data[len(changesMagic):], func(rec []byte) error {
+		c, err := decodeChange(rec)
+		if err != nil {
+			return err
+		}
+		fn(c)
+		return nil
+	})
+}
+
+// decodeChange reads one change's JSON.
 func decodeChange(data []byte) (*apollo.Change, error) {
 	c := new(apollo.Change)
 	if err := json.Unmarshal(data, c); err != nil {
@@ -99,11 +217,7 @@ func (f *fanIn) idle() {
 // deliver runs on the NATS subscription's goroutine: one at a time, in
 // the order the server sent them, so each task's changes stay in order.
 func (f *fanIn) deliver(m *nats.Msg) {
-	c, err := decodeChange(m.Data)
-	if err != nil {
-		return
-	}
-	f.out.Publish(c)
+	decodeChanges(m.Data, func(c *apollo.Change) { f.out.Publish(c) })
 }
 
 // close ends every subscription.

@@ -2,9 +2,10 @@
 // scale-out mode, docs/scale-out.md).
 //
 // Events are partitioned by task: partition = FNV-1a(taskID) mod N. Any
-// node takes events over HTTP and publishes each to the stream subject of
-// its partition, apollo.events.<tenant>.<partition>; it answers "accepted"
-// once JetStream has stored it. Each partition is owned by one node at a
+// node takes events over HTTP and publishes the events of a request bound
+// for one stream subject, apollo.events.<tenant>.<partition>, as one
+// message (a batch); it answers "accepted" once JetStream has stored the
+// batch holding the event. Each partition is owned by one node at a
 // time, under a lease in a JetStream key-value bucket. The owner applies the
 // partition's events, in stream order, to a bus.Bus of its own whose log is
 // a JetStream subject (apollo.log.<partition>): every decision the bus

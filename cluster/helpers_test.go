@@ -255,14 +255,15 @@ type changeLog struct {
 func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
 	cl := &changeLog{byTask: map[string][]seenChange{}, signal: make(chan struct{}, 1)}
 	sub, err := nc.Subscribe(changesPrefix+">", func(m *nats.Msg) {
-		c, err := decodeChange(m.Data)
+		err := decodeChanges(m.Data, func(c *apollo.Change) {
+			cl.mu.Lock()
+			cl.byTask[c.Task.TaskID] = append(cl.byTask[c.Task.TaskID], seenChange{c, m.Header.Get(hdrNode)})
+			cl.mu.Unlock()
+		})
 		if err != nil {
 			t.Errorf("a change that does not decode: %v", err)
 			return
 		}
-		cl.mu.Lock()
-		cl.byTask[c.Task.TaskID] = append(cl.byTask[c.Task.TaskID], seenChange{c, m.Header.Get(hdrNode)})
-		cl.mu.Unlock()
 		select {
 		case cl.signal <- struct{}{}:
 		default:

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -240,97 +239,6 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// Publish stores each event in the events stream, on its partition's
-// subject, and answers: accepted once JetStream acknowledged it, duplicate
-// when JetStream already had it (the same task and sequence within the
-// duplicate window), rejected when it is invalid, retry_later when
-// JetStream refused or did not answer in time. Whether an event is a late
-// duplicate or an illegal transition is decided by the partition's owner
-// afterwards and shows in its stats, not here.
-func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error {
-	if len(out) < len(evs) {
-		panic("cluster: Publish needs one Outcome per event")
-	}
-	select {
-	case <-n.stop:
-		for i := range evs {
-			out[i] = bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the node is shutting down", Hint: "resend this event to another node"}}
-		}
-		return nil
-	default:
-	}
-	futs := make([]jetstream.PubAckFuture, len(evs))
-	for i := range evs {
-		ev := &evs[i]
-		if err := ev.Validate(); err != nil {
-			out[i] = bus.Invalid(err)
-			continue
-		}
-		data, err := json.Marshal(ev)
-		if err != nil {
-			out[i] = bus.Outcome{Result: bus.Rejected, Err: &apollo.Error{Code: apollo.EINVALID, Field: "extra", Message: "not JSON: " + err.Error()}}
-			continue
-		}
-		m := &nats.Msg{Subject: EventSubject(ev.Tenant, Partition(ev.TaskID, n.opts.Partitions)), Data: data, Header: nats.Header{}}
-		m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.Tenant, ev.TaskID, ev.Sequence))
-		if futs[i], err = n.js.PublishMsgAsync(m, jetstream.WithExpectStream(EventsStream)); err != nil {
-			out[i] = retryLater(err)
-		}
-	}
-	timer := n.opts.Clock.NewTimer(n.opts.PublishTimeout)
-	defer timer.Stop()
-	for i, f := range futs {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			out[i] = bus.Outcome{Result: bus.Accepted}
-			if ack.Duplicate {
-				out[i] = bus.Outcome{Result: bus.Duplicate}
-			}
-		case err := <-f.Err():
-			out[i] = retryLater(err)
-		case <-timer.C():
-			out[i] = retryLater(context.DeadlineExceeded)
-			futs[i] = nil
-			n.expire(futs[i+1:], out[i+1:])
-			return nil
-		case <-ctx.Done():
-			out[i] = retryLater(ctx.Err())
-			n.expire(futs[i+1:], out[i+1:])
-			return nil
-		}
-	}
-	return nil
-}
-
-// expire answers retry_later for every event still waiting for its ack.
-func (n *Node) expire(futs []jetstream.PubAckFuture, out []bus.Outcome) {
-	for i, f := range futs {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			out[i] = bus.Outcome{Result: bus.Accepted}
-			if ack.Duplicate {
-				out[i] = bus.Outcome{Result: bus.Duplicate}
-			}
-		default:
-			out[i] = retryLater(context.DeadlineExceeded)
-		}
-	}
-}
-
-func retryLater(err error) bus.Outcome {
-	msg := "JetStream did not store the event"
-	if errors.Is(err, context.DeadlineExceeded) {
-		msg = "JetStream did not answer in time"
-	}
-	return bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: msg, Hint: "resend this event later"}}
 }
 
 // SubscribeChanges returns a subscription to the changes applied on every

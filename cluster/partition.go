@@ -50,8 +50,9 @@ type partition struct {
 
 	stopOnce sync.Once
 	counters partCounters
-	// lag is how many of the partition's events JetStream held behind the
-	// last one read: events stored (answered accepted) and not decided yet.
+	// lag is how many of the partition's messages JetStream held behind
+	// the last one read: stored (answered accepted) and not decided yet.
+	// A node's message is a batch of events, an agent's one event.
 	lag atomic.Int64
 }
 
@@ -75,7 +76,7 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		}
 		obs = pt.sink
 	}
-	pt.changes = &changePublisher{nc: n.opts.Conn, p: p, node: n.opts.NodeID}
+	pt.changes = newChangePublisher(n.opts.Conn, p, n.opts.NodeID)
 	bo := n.opts.Bus
 	bo.Clock, bo.Logger = n.opts.Clock, pt.log
 	bo.Observers = append([]bus.Observer{obs, pt.changes}, bo.Observers...)
@@ -84,10 +85,12 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	fw := &logForwarder{}
 	bo.Log = fw
 	if pt.bus, err = bus.New(bo); err != nil {
+		pt.changes.close()
 		return nil, err
 	}
 	start := n.opts.Clock.Now()
 	if err := pt.recover(ctx, fw); err != nil {
+		pt.changes.close()
 		return nil, err
 	}
 	pt.log.Info("partition rebuilt", "records", pt.replayed, "resumeAfter", pt.input,
@@ -195,14 +198,12 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 		evs = evs[:0]
 		var last uint64
 		for {
-			if ev, ok := pt.decode(m); ok {
-				evs = append(evs, ev)
-			}
+			evs = pt.decode(m, evs)
 			if md, err := m.Metadata(); err == nil {
 				last = md.Sequence.Stream
 				pt.lag.Store(int64(md.NumPending))
 			}
-			if len(evs) == applyBatch {
+			if len(evs) >= applyBatch {
 				break
 			}
 			select {
@@ -213,6 +214,9 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 			if !ok {
 				break
 			}
+		}
+		if len(out) < len(evs) {
+			out = make([]bus.Outcome, len(evs))
 		}
 		if err := pt.publish(ctx, evs, out); err != nil {
 			if ctx.Err() == nil {
@@ -257,31 +261,52 @@ func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.
 	return nil
 }
 
-// decode reads one event message. What cannot be decided (bad JSON, an
-// invalid event, a task of another partition) is counted and dropped:
-// the publisher has had its answer already.
-func (pt *partition) decode(m jetstream.Msg) (apollo.Event, bool) {
-	var ev apollo.Event
+// decode appends the events of one message to evs: one event (JSON, as
+// an agent publishes it) or a node's batch (batch.go). What cannot be
+// decided (a damaged message, an invalid event, a task of another
+// partition) is counted and dropped: the publisher has had its answer
+// already. In a batch, each bad event is dropped alone; a damaged batch
+// keeps the events before the damage.
+func (pt *partition) decode(m jetstream.Msg, evs []apollo.Event) []apollo.Event {
 	tenant, p, err := parseEventSubject(m.Subject())
-	if err == nil {
-		err = json.Unmarshal(m.Data(), &ev)
-	}
-	if err == nil {
-		err = ev.Validate()
-	}
 	if err != nil {
-		pt.counters.invalid.Add(1)
-		pt.n.warn("event dropped: not a valid event", "subject", m.Subject(), "err", err)
-		return ev, false
+		pt.dropInvalid(m, err)
+		return evs
+	}
+	if data := m.Data(); isBatch(data) {
+		err := decodeBatch(data, func(ev apollo.Event) { evs = pt.keep(m, evs, ev, tenant, p) })
+		if err != nil {
+			pt.dropInvalid(m, err)
+		}
+		return evs
+	}
+	var ev apollo.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil {
+		pt.dropInvalid(m, err)
+		return evs
+	}
+	return pt.keep(m, evs, ev, tenant, p)
+}
+
+// keep appends ev if it is valid and belongs to this partition.
+func (pt *partition) keep(m jetstream.Msg, evs []apollo.Event, ev apollo.Event, tenant string, p int) []apollo.Event {
+	if err := ev.Validate(); err != nil {
+		pt.dropInvalid(m, err)
+		return evs
 	}
 	if p != pt.id || Partition(ev.TaskID, pt.n.opts.Partitions) != p {
 		pt.counters.misrouted.Add(1)
 		pt.n.warn("event dropped: published to the wrong partition", "subject", m.Subject(), "task", ev.TaskID,
 			"partition", Partition(ev.TaskID, pt.n.opts.Partitions))
-		return ev, false
+		return evs
 	}
 	ev.Tenant = tenant
-	return ev, true
+	return append(evs, ev)
+}
+
+func (pt *partition) dropInvalid(m jetstream.Msg, err error) {
+	pt.counters.invalid.Add(1)
+	pt.n.warn("event dropped: not a valid event", "subject", m.Subject(), "err", err)
 }
 
 // fail records why the partition stopped on its own; the lease keeper
@@ -314,7 +339,7 @@ func (pt *partition) stop(graceful bool) {
 		}
 		pt.wg.Wait()
 		pt.bus.Stop(context.Background()) // waits: the changes reach the observers
-		pt.changes.live.Store(false)
+		pt.changes.close()
 		if pt.dlog != nil {
 			if graceful { // the next owner reads the snapshot, not the log
 				ctx, cancel := context.WithTimeout(context.Background(), pt.n.opts.PublishTimeout)
@@ -349,7 +374,7 @@ type PartitionStats struct {
 	Replayed  int       `json:"replayed"`  // log records replayed when it was taken (after its snapshot)
 	Snapshot  string    `json:"snapshot"`  // the snapshot the log's last marker names
 	Snapshots int64     `json:"snapshots"` // taken by this node
-	Lag       int64     `json:"lag"`       // events stored and not read yet, as of the last one read
+	Lag       int64     `json:"lag"`       // messages (batches or single events) stored and not read yet, as of the last one read
 	Log       logStats  `json:"log"`
 	Bus       bus.Stats `json:"bus"`
 	Error     string    `json:"error,omitempty"`

@@ -7,7 +7,11 @@
 // the median round of each is reported. It prints the events/s
 // acknowledged (stored) and the events/s applied by the partitions'
 // owners, from the first request until the last event was applied, with
-// the ratio to the first target.
+// the ratio to the first target, and the server CPU per applied event:
+// the load client runs as a child process (this program with -load), so
+// the CPU this process uses from the first request until the last event
+// was applied is the serving side's alone (the NATS server and the nodes,
+// or the single server), read from /proc at 10 ms grain.
 //
 //	go run ./cmd/cluster -targets server,1,2,3 -rounds 3 -duration 10s
 //
@@ -27,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -41,6 +46,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bench/internal/harness"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/cluster"
 	"github.com/apollo-11/apollo/httpapi"
@@ -57,7 +63,11 @@ func main() {
 	runs := flag.Int("runs", 30, "runs per request; each reports pending, running, success")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	short := flag.Bool("short", false, "smoke run: the server and one node, 2s, one round")
+	loadURLs := flag.String("load", "", "internal: be the load client for these comma-separated URLs and print what it measured as JSON")
 	flag.Parse()
+	if *loadURLs != "" {
+		os.Exit(runLoadClient(strings.Split(*loadURLs, ","), *dur, *conc, *runs))
+	}
 	if *short {
 		*targetsFlag, *dur, *rounds = "server,1", 2*time.Second, 1
 	}
@@ -70,6 +80,7 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	loadBefore := harness.LoadAvg()
 	targets := strings.Split(*targetsFlag, ",")
 	byTarget := make([][]result, len(targets))
 	for range *rounds {
@@ -94,6 +105,15 @@ func main() {
 			byTarget[i] = append(byTarget[i], r)
 		}
 	}
+	// CPU ratios are taken within each round (the targets ran minutes
+	// apart at most, on the same machine load), then the median.
+	cpuRatio := make([][]float64, len(byTarget))
+	for i, rs := range byTarget {
+		for r := range rs {
+			cpuRatio[i] = append(cpuRatio[i], rs[r].cpuPerEvent/byTarget[0][r].cpuPerEvent)
+		}
+		sort.Float64s(cpuRatio[i])
+	}
 	var results []result
 	for _, rs := range byTarget {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].applied < rs[j].applied })
@@ -106,14 +126,18 @@ func main() {
 		"each loaded over HTTP by the same client; %d round(s) of %v per target, the targets taking turns; the median round is shown. "+
 		"Everything shares this machine's %d cores, so more nodes cannot add CPU here: the figures show the cost of the mode "+
 		"(see docs/scale-out.md for the capacity reasoning).\n\n", *rounds, *dur, runtime.NumCPU())
-	fmt.Printf("| target | events/request | stored events/s | applied events/s (end to end) | p50 request | p99 request | applied, ratio to the first | bytes/event: events stream | bytes/event: decision log |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range results {
+	fmt.Printf("Server CPU is this process's utime+stime from /proc (10 ms grain) from the first request until the last event was applied, "+
+		"over the events applied; the ratio of CPU per event is taken within each round, then the median; the load client runs in a child process and is not counted. For the nodes it includes the embedded NATS server. "+
+		"Load average before the run %s, after it %s.\n\n", loadBefore, harness.LoadAvg())
+	fmt.Printf("| target | events/request | stored events/s | applied events/s (end to end) | p50 request | p99 request | applied, ratio to the first | server CPU per applied event (median round) | CPU per event ÷ the first's in the same round (median, min–max) | bytes/event: events stream | bytes/event: decision log |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, r := range results {
 		name := "server (bus + WAL, fsync batch)"
 		if r.nodes > 0 {
 			name = fmt.Sprintf("%d node(s), %d partitions", r.nodes, *parts)
 		}
-		fmt.Printf("| %s | %d | %.0f | %.0f | %v | %v | %.2f | %.0f | %.0f |\n", name, 3**runs, r.stored, r.applied, r.p50, r.p99,
-			r.applied/results[0].applied, r.eventBytes, r.logBytes)
+		cr := cpuRatio[i]
+		fmt.Printf("| %s | %d | %.0f | %.0f | %v | %v | %.2f | %.2f µs | %.2f (%.2f–%.2f) | %.0f | %.0f |\n", name, 3**runs, r.stored, r.applied, r.p50, r.p99,
+			r.applied/results[0].applied, r.cpuPerEvent, cr[len(cr)/2], cr[0], cr[len(cr)-1], r.eventBytes, r.logBytes)
 	}
 }
 
@@ -122,6 +146,7 @@ type result struct {
 	stored, applied      float64
 	p50, p99             time.Duration
 	eventBytes, logBytes float64 // stored bytes per event in the two streams
+	cpuPerEvent          float64 // this process's CPU µs per applied event
 }
 
 type node struct {
@@ -185,7 +210,11 @@ func measure(n, parts int, dur time.Duration, conc, runs int) (result, error) {
 	for _, nd := range nodes {
 		urls = append(urls, nd.url)
 	}
-	stored, lat, took, err := load(urls, dur, conc, runs)
+	cpu0, err := harness.CPUTime(os.Getpid())
+	if err != nil {
+		return result{}, err
+	}
+	stored, lat, took, err := loadFromChild(urls, dur, conc, runs)
 	if err != nil {
 		return result{}, err
 	}
@@ -198,12 +227,17 @@ func measure(n, parts int, dur time.Duration, conc, runs int) (result, error) {
 		time.Sleep(10 * time.Millisecond) // a benchmark polls; tests never do
 	}
 	all := time.Since(start)
+	cpu1, err := harness.CPUTime(os.Getpid())
+	if err != nil {
+		return result{}, err
+	}
 	eb, lb, err := streamBytes(nodes[0].nc)
 	if err != nil {
 		return result{}, err
 	}
 	r := summarize(stored, lat, took, all)
 	r.nodes, r.eventBytes, r.logBytes = n, float64(eb)/float64(stored), float64(lb)/float64(stored)
+	r.cpuPerEvent = float64((cpu1 - cpu0).Microseconds()) / float64(stored)
 	return r, nil
 }
 
@@ -246,11 +280,21 @@ func measureServer(dur time.Duration, conc, runs int) (result, error) {
 	srv := &http.Server{Handler: httpapi.New(httpapi.Options{Bus: b, Logger: quiet})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	stored, lat, took, err := load([]string{"http://" + ln.Addr().String()}, dur, conc, runs)
+	cpu0, err := harness.CPUTime(os.Getpid())
 	if err != nil {
 		return result{}, err
 	}
-	return summarize(stored, lat, took, took), nil
+	stored, lat, took, err := loadFromChild([]string{"http://" + ln.Addr().String()}, dur, conc, runs)
+	if err != nil {
+		return result{}, err
+	}
+	cpu1, err := harness.CPUTime(os.Getpid())
+	if err != nil {
+		return result{}, err
+	}
+	r := summarize(stored, lat, took, took)
+	r.cpuPerEvent = float64((cpu1 - cpu0).Microseconds()) / float64(stored)
+	return r, nil
 }
 
 // walLog adapts *wal.Log to bus.Log.
@@ -305,6 +349,47 @@ func applied(nodes []*node) int64 {
 		}
 	}
 	return n
+}
+
+// clientReport is what the load client prints.
+type clientReport struct {
+	Stored int64           `json:"stored"`
+	Lat    []time.Duration `json:"lat"`
+	Took   time.Duration   `json:"took"`
+}
+
+// loadFromChild runs load in a child process (this program with -load),
+// so that the client's CPU is not counted as the server's.
+func loadFromChild(urls []string, dur time.Duration, conc, runs int) (int64, []time.Duration, time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	cmd := exec.Command(exe, "-load", strings.Join(urls, ","), "-duration", dur.String(),
+		"-c", strconv.Itoa(conc), "-runs", strconv.Itoa(runs))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("load client: %w", err)
+	}
+	var rep clientReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return 0, nil, 0, fmt.Errorf("load client's report: %w", err)
+	}
+	if len(rep.Lat) == 0 {
+		return 0, nil, 0, fmt.Errorf("load client: no request completed")
+	}
+	return rep.Stored, rep.Lat, rep.Took, nil
+}
+
+func runLoadClient(urls []string, dur time.Duration, conc, runs int) int {
+	stored, lat, took, err := load(urls, dur, conc, runs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster: load:", err)
+		return 1
+	}
+	json.NewEncoder(os.Stdout).Encode(clientReport{Stored: stored, Lat: lat, Took: took})
+	return 0
 }
 
 // load posts requests of runs×3 events (each run's pending, running and
