@@ -165,7 +165,11 @@ func (f *Flusher) Flush(ctx context.Context) error {
 		err = f.maintain(ctx, now)
 	}
 	f.stats.flushes.Add(1)
-	f.noteResult(now, err)
+	if err == nil || ctx.Err() == nil {
+		// A flush its caller gave up on (Stop cancels the loop's; the
+		// last flush follows) did not fail: its jobs stay marked.
+		f.noteResult(now, err)
+	}
 	if err != nil {
 		return fmt.Errorf("redisstore: flush: %w", err)
 	}
