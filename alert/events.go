@@ -97,7 +97,8 @@ func (e *Engine) Occur(o Occurrence) {
 }
 
 // matchAll counts m in the group of every rule of rs that watches its job,
-// or, when the Holder holds the job, in the group of what holds it.
+// or, when the Holder or an inhibit rule holds it, in the group of what
+// holds it.
 func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
 	if e.opts.Holder != nil {
 		m.heldBy = e.opts.Holder.HeldBy(tenant, m.job)
@@ -105,11 +106,34 @@ func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
 			m.heldBy = slices.DeleteFunc(m.heldBy, func(c string) bool { return c == m.job })
 		}
 	}
+	// Inhibit rules hold the match per rule (they match the alert it
+	// would open); the firing alerts they look at are read before the
+	// group lock is taken, once.
+	set := e.sets.get(tenant)
+	var firing []apollo.Alert
+	list := func() []apollo.Alert {
+		if firing == nil {
+			firing = e.firing(tenant, nil)
+		}
+		return firing
+	}
+	ms := make([]*matchInfo, len(rs))
+	for i, r := range rs {
+		if r.Matches(m.job) {
+			ms[i] = m
+			target := eventTarget(tenant, r)
+			if by := withInhibits(m.heldBy, set, &target, list); len(by) != len(m.heldBy) {
+				held := *m
+				held.heldBy = by
+				ms[i] = &held
+			}
+		}
+	}
 	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
 	s.g.mu.Lock()
-	for _, r := range rs {
-		if r.Matches(m.job) {
-			s.match(tenant, r, m)
+	for i, r := range rs {
+		if ms[i] != nil {
+			s.match(tenant, r, ms[i])
 		}
 	}
 	s.g.mu.Unlock()

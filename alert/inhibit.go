@@ -1,0 +1,67 @@
+package alert
+
+import (
+	"slices"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// Inhibit rules (INHIBIT in a rules file, docs/rules.md) hold alerts the
+// way the Holder does: the causes they find join the Holder's in the
+// alert's InhibitedBy, so that one path marks, holds and releases both.
+// A cause found by an inhibit rule is named by the firing alert's rule.
+
+// inhibitsOf parses the inhibit rules of a tenant's rules text. Every
+// caller of SetRulesSource has checked src already (loader, API, saved
+// rules, the alert process's feed), so this only reads what was accepted;
+// text that does not parse gives none, and is logged.
+func (e *Engine) inhibitsOf(tenant string, src []byte) []*rules.Inhibit {
+	if len(src) == 0 {
+		return nil
+	}
+	f, err := rules.ParseFile("rules", src)
+	if err != nil {
+		e.log.Error("alert: the inhibit rules of a rules text that was accepted do not parse; none apply", "tenant", tenant, "err", err)
+		return nil
+	}
+	return f.Inhibits
+}
+
+// firing lists the tenant's firing alerts, the sources an inhibit rule
+// may find. rate is the tenant's rate alerts when the caller holds the
+// rate lock already (a cycle), nil to take it.
+func (e *Engine) firing(tenant string, rate *tenantRate) []apollo.Alert {
+	isFiring := func(s apollo.AlertState) bool { return s == apollo.AlertFiring }
+	var out []apollo.Alert
+	if rate != nil {
+		for _, en := range rate.byID {
+			if isFiring(en.State) {
+				out = append(out, en.Alert)
+			}
+		}
+	} else {
+		out = e.rate.list(out, tenant, isFiring)
+	}
+	return e.groups.list(out, tenant)
+}
+
+// withInhibits adds to by (the Holder's causes) the source of the first
+// inhibit rule of set that holds target, unless it is listed already.
+// firing is asked only when an inhibit rule's TARGET matches target, so
+// a tenant without inhibit rules pays nothing.
+func withInhibits(by []string, set *ruleSet, target *apollo.Alert, firing func() []apollo.Alert) []string {
+	if set == nil || !slices.ContainsFunc(set.inhibits, func(in *rules.Inhibit) bool { return in.Targets(target) }) {
+		return by
+	}
+	if _, src := rules.InhibitedBy(set.inhibits, target, firing()); src != nil && !slices.Contains(by, src.Rule) {
+		by = append(slices.Clone(by), src.Rule)
+	}
+	return by
+}
+
+// eventTarget is the alert an event rule's match would open, as inhibit
+// rules see it.
+func eventTarget(tenant string, r *rules.Rule) apollo.Alert {
+	return apollo.Alert{Tenant: tenant, Rule: r.Name, Group: r.Prefix, State: apollo.AlertFiring, Severity: r.Severity, Labels: r.Labels}
+}
