@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// INHIBIT rules written through PUT /api/v1/rules act, after kill -9 too,
+// per tenant: acme's rules hold its report alert while its warehouse
+// alert fires (shown marked, not notified); globex has the same rules
+// without the INHIBIT rule, and its report alert is told.
+func TestInhibitRulesSurviveKill(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		const rulesSrc = `RULE warehouse_failed task_prefix: "%[1]s_warehouse_" ON: failed GROUP_WINDOW: 10m NOTIFY: hook
+RULE reports_failed task_prefix: "%[1]s_report_" ON: failed GROUP_WINDOW: 10m NOTIFY: hook
+`
+		for _, tenant := range tenants {
+			src := fmt.Sprintf(rulesSrc, tenant)
+			if tenant == "acme" {
+				src = "INHIBIT warehouse_down SOURCE: rule=warehouse_failed TARGET: rule=reports_failed\n" + src
+			}
+			d.do(tenant, "PUT", "/api/v1/rules", src, nil, 200)
+		}
+		d.crash()
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_warehouse_load")
+		}
+		awaitTenants(t, h, "firing", map[string]string{"acme": "warehouse_failed", "globex": "warehouse_failed"})
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_report_daily")
+		}
+		// Fails on a notification of acme's report alert.
+		awaitTenants(t, h, "firing", map[string]string{"globex": "reports_failed"})
+		if a := d.firingAlert("acme", "reports_failed"); !slices.Equal(a.InhibitedBy, []string{"warehouse_failed"}) {
+			t.Fatalf("acme's report alert after kill -9: %+v, want inhibited by warehouse_failed", a)
+		}
+		if a := d.firingAlert("globex", "reports_failed"); len(a.InhibitedBy) != 0 {
+			t.Fatalf("globex's report alert: %+v, want not inhibited (acme's INHIBIT rule is acme's)", a)
+		}
+	})
+}
