@@ -65,3 +65,23 @@ func withInhibits(by []string, set *ruleSet, target *apollo.Alert, firing func()
 func eventTarget(tenant string, r *rules.Rule) apollo.Alert {
 	return apollo.Alert{Tenant: tenant, Rule: r.Name, Group: r.Prefix, State: apollo.AlertFiring, Severity: r.Severity, Labels: r.Labels}
 }
+
+// sourcesFirst moves the rate rules that an inhibit rule names as its
+// source (SOURCE: rule=NAME) before the others, keeping their order
+// otherwise: a cause and its echoes that start firing in the same
+// evaluation are then held as they are when the cause fired a cycle
+// earlier, whatever the order of the rules file.
+func sourcesFirst(set *ruleSet) {
+	if len(set.inhibits) == 0 {
+		return
+	}
+	source := func(rr rateRule) int {
+		for _, in := range set.inhibits {
+			if slices.ContainsFunc(in.Source, func(m rules.Matcher) bool { return m.Name == "rule" && !m.Not && m.Value == rr.Name }) {
+				return 0
+			}
+		}
+		return 1
+	}
+	slices.SortStableFunc(set.rate, func(a, b rateRule) int { return source(a) - source(b) })
+}

@@ -12,11 +12,13 @@ import (
 )
 
 // inhibitSrc has a cause (the warehouse load) and two rules that fire on
-// its echoes (the reports), and an INHIBIT rule that says so.
+// its echoes (the reports), and an INHIBIT rule that says so. The cause
+// comes last: all three start firing in one evaluation, and the cause's
+// rule must be evaluated first for its echoes to be held.
 const inhibitSrc = `INHIBIT warehouse_down SOURCE: rule=warehouse_load_failed TARGET: task_prefix="report_"
-RULE warehouse_load_failed task_prefix: "warehouse_" WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: ops
 RULE reports_failing task_prefix: "report_" WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: ops
 RULE report_failing task_prefix: "report_" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: ops
+RULE warehouse_load_failed task_prefix: "warehouse_" WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: ops
 `
 
 // While the source of an INHIBIT rule fires, the alerts of the two

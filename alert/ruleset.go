@@ -107,6 +107,7 @@ func (e *Engine) SetRules(tenant string, rs []*rules.Rule) { e.SetRulesSource(te
 func (e *Engine) SetRulesSource(tenant string, rs []*rules.Rule, src []byte) {
 	set := newRuleSet(tenant, rs, src)
 	set.inhibits = e.inhibitsOf(tenant, src)
+	sourcesFirst(set)
 	e.sets.put(set)
 	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent, "inhibit", len(set.inhibits))
 }
