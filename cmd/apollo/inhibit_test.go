@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +41,39 @@ RULE reports_failed task_prefix: "%[1]s_report_" ON: failed GROUP_WINDOW: 10m NO
 		if a := d.firingAlert("globex", "reports_failed"); len(a.InhibitedBy) != 0 {
 			t.Fatalf("globex's report alert: %+v, want not inhibited (acme's INHIBIT rule is acme's)", a)
 		}
+	})
+}
+
+// putExpectations sets tenant's expectations through the API.
+func (d *deployment) putExpectations(tenant, src string) {
+	d.t.Helper()
+	req, err := http.NewRequest("PUT", "http://"+d.api.addr+"/api/v1/expectations", strings.NewReader(src))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.tokens[tenant])
+	req.Header.Set("Content-Type", "application/yaml")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
+		d.t.Fatalf("PUT /api/v1/expectations as %s: status %d: %s", tenant, resp.StatusCode, b)
+	}
+}
+
+// ON: missed fires in every mode, per tenant: in the three-process mode
+// the bus records the missed run and the alert process hears of it
+// through the change feed (before, only the all-in-one server fired it).
+func TestMissedFiresInEveryMode(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		want := map[string]string{}
+		for _, tenant := range tenants {
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %s_missed task_prefix: %q ON: missed NOTIFY: hook\n", tenant, tenant+"_"), nil, 200)
+			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_cron\n    every: 1s\n    grace: 1s\n", tenant))
+			want[tenant] = tenant + "_missed"
+		}
+		awaitTenants(t, h, "firing", want)
 	})
 }
