@@ -2,13 +2,17 @@ package alert_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/rules"
 )
 
 // inhibitSrc has a cause (the warehouse load) and two rules that fire on
@@ -143,5 +147,42 @@ RULE reports_failed task_prefix: "report_" ON: failed GROUP_WINDOW: 1m NOTIFY: o
 	}
 	if st := f.eng.Stats(); st.Inhibited != 1 {
 		t.Fatalf("inhibited %d, want 1", st.Inhibited)
+	}
+}
+
+// Inhibit rules come with the rules file: an INHIBIT rule added to the
+// file acts from the reload that reads it.
+func TestInhibitRuleFromReloadedFile(t *testing.T) {
+	t.Parallel()
+	tb := newTable()
+	tb.set("warehouse_load", failing(1, 1))
+	tb.set("report_daily", failing(1, 1))
+	f := newFixture(t, "", tb, nil)
+	rulesOnly := inhibitSrc[strings.Index(inhibitSrc, "\n")+1:]
+	path := filepath.Join(t.TempDir(), "rules.txt")
+	if err := os.WriteFile(path, []byte(rulesOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := alert.NewLoader(alert.LoaderOptions{Path: path, Clock: f.clock, Logger: quiet,
+		OnLoad: func(rs []*rules.Rule, src []byte) { f.eng.SetRulesSource("", rs, src) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(inhibitSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.Reload()
+	f.eval(10 * time.Second)
+	ns := f.expectSent(firing)
+	if ns[0].Alert.Rule != "warehouse_load_failed" {
+		t.Fatalf("sent %+v, want the source's only", ns[0])
+	}
+	for _, a := range f.eng.Alerts("", apollo.AlertFiring) {
+		if a.Rule != "warehouse_load_failed" && !slices.Equal(a.InhibitedBy, []string{"warehouse_load_failed"}) {
+			t.Fatalf("not held after the reload: %+v", a)
+		}
 	}
 }
