@@ -106,34 +106,19 @@ func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
 			m.heldBy = slices.DeleteFunc(m.heldBy, func(c string) bool { return c == m.job })
 		}
 	}
-	// Inhibit rules hold the match per rule (they match the alert it
-	// would open); the firing alerts they look at are read before the
-	// group lock is taken, once.
-	set := e.sets.get(tenant)
-	var firing []apollo.Alert
-	list := func() []apollo.Alert {
-		if firing == nil {
-			firing = e.firing(tenant, nil)
-		}
-		return firing
-	}
-	ms := make([]*matchInfo, len(rs))
-	for i, r := range rs {
-		if r.Matches(m.job) {
-			ms[i] = m
-			target := eventTarget(tenant, r)
-			if by := withInhibits(m.heldBy, set, &target, list); len(by) != len(m.heldBy) {
-				held := *m
-				held.heldBy = by
-				ms[i] = &held
-			}
-		}
+	var held []*matchInfo
+	if set := e.sets.get(tenant); set != nil && len(set.inhibits) > 0 {
+		held = e.inhibitedMatches(tenant, set, rs, m)
 	}
 	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
 	s.g.mu.Lock()
 	for i, r := range rs {
-		if ms[i] != nil {
-			s.match(tenant, r, ms[i])
+		if r.Matches(m.job) {
+			if held != nil && held[i] != nil {
+				s.match(tenant, r, held[i])
+			} else {
+				s.match(tenant, r, m)
+			}
 		}
 	}
 	s.g.mu.Unlock()

@@ -85,3 +85,34 @@ func sourcesFirst(set *ruleSet) {
 	}
 	slices.SortStableFunc(set.rate, func(a, b rateRule) int { return source(a) - source(b) })
 }
+
+// inhibitedMatches returns, for each rule of rs that an inhibit rule of
+// set holds m under, m marked with the source; nil where none does. Inhibit
+// rules match the alert the match would open, so the answer is per rule.
+// The firing alerts they look at are read once, before the group lock is
+// taken.
+func (e *Engine) inhibitedMatches(tenant string, set *ruleSet, rs []*rules.Rule, m *matchInfo) []*matchInfo {
+	var firing []apollo.Alert
+	list := func() []apollo.Alert {
+		if firing == nil {
+			firing = e.firing(tenant, nil)
+		}
+		return firing
+	}
+	var held []*matchInfo
+	for i, r := range rs {
+		if !r.Matches(m.job) {
+			continue
+		}
+		target := eventTarget(tenant, r)
+		if by := withInhibits(m.heldBy, set, &target, list); len(by) != len(m.heldBy) {
+			if held == nil {
+				held = make([]*matchInfo, len(rs))
+			}
+			h := *m
+			h.heldBy = by
+			held[i] = &h
+		}
+	}
+	return held
+}
