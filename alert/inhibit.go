@@ -28,34 +28,53 @@ func (e *Engine) inhibitsOf(tenant string, src []byte) []*rules.Inhibit {
 	return f.Inhibits
 }
 
-// firing lists the tenant's firing alerts, the sources an inhibit rule
-// may find. rate is the tenant's rate alerts when the caller holds the
-// rate lock already (a cycle), nil to take it.
-func (e *Engine) firing(tenant string, rate *tenantRate) []apollo.Alert {
-	isFiring := func(s apollo.AlertState) bool { return s == apollo.AlertFiring }
-	var out []apollo.Alert
-	if rate != nil {
+// sourceOf returns the rule of the first firing alert of the tenant that
+// holds target under one of ins, "" when none does. It reads the alerts
+// in place, under the rate lock (taken unless the caller, a cycle, holds
+// it already: rateLocked) and then the group lock, in
+// the order a cycle takes them; nothing is copied, so a tenant with
+// thousands of firing alerts pays a scan, not a list.
+func (e *Engine) sourceOf(ins []*rules.Inhibit, target *apollo.Alert, rateLocked bool) string {
+	holds := func(a *apollo.Alert) bool {
+		if a.State != apollo.AlertFiring || a.Tenant != target.Tenant {
+			return false
+		}
+		return slices.ContainsFunc(ins, func(in *rules.Inhibit) bool { return in.Inhibits(a, target) })
+	}
+	if !rateLocked {
+		e.rate.mu.Lock()
+		defer e.rate.mu.Unlock()
+	}
+	if rate := e.rate.tenants[target.Tenant]; rate != nil {
 		for _, en := range rate.byID {
-			if isFiring(en.State) {
-				out = append(out, en.Alert)
+			if holds(&en.Alert) {
+				return en.Rule
 			}
 		}
-	} else {
-		out = e.rate.list(out, tenant, isFiring)
 	}
-	return e.groups.list(out, tenant)
+	g := e.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, en := range g.open {
+		if k.tenant == target.Tenant && holds(&en.Alert) {
+			return en.Rule
+		}
+	}
+	return ""
 }
 
-// withInhibits adds to by (the Holder's causes) the source of the first
-// inhibit rule of set that holds target, unless it is listed already.
-// firing is asked only when an inhibit rule's TARGET matches target, so
-// a tenant without inhibit rules pays nothing.
-func withInhibits(by []string, set *ruleSet, target *apollo.Alert, firing func() []apollo.Alert) []string {
+// withInhibits adds to by (the Holder's causes) the source of an inhibit
+// rule of set that holds target, unless it is listed already. The alerts
+// are looked at only when an inhibit rule's TARGET matches target, so a
+// tenant without inhibit rules, or whose inhibit rules do not aim at
+// target, pays nothing.
+func (e *Engine) withInhibits(by []string, set *ruleSet, target *apollo.Alert, rateLocked bool) []string {
 	if set == nil || !slices.ContainsFunc(set.inhibits, func(in *rules.Inhibit) bool { return in.Targets(target) }) {
 		return by
 	}
-	if _, src := rules.InhibitedBy(set.inhibits, target, firing()); src != nil && !slices.Contains(by, src.Rule) {
-		by = append(slices.Clone(by), src.Rule)
+	ins := slices.DeleteFunc(slices.Clone(set.inhibits), func(in *rules.Inhibit) bool { return !in.Targets(target) })
+	if src := e.sourceOf(ins, target, rateLocked); src != "" && !slices.Contains(by, src) {
+		by = append(slices.Clone(by), src)
 	}
 	return by
 }
@@ -92,20 +111,13 @@ func sourcesFirst(set *ruleSet) {
 // The firing alerts they look at are read once, before the group lock is
 // taken.
 func (e *Engine) inhibitedMatches(tenant string, set *ruleSet, rs []*rules.Rule, m *matchInfo) []*matchInfo {
-	var firing []apollo.Alert
-	list := func() []apollo.Alert {
-		if firing == nil {
-			firing = e.firing(tenant, nil)
-		}
-		return firing
-	}
 	var held []*matchInfo
 	for i, r := range rs {
 		if !r.Matches(m.job) {
 			continue
 		}
 		target := eventTarget(tenant, r)
-		if by := withInhibits(m.heldBy, set, &target, list); len(by) != len(m.heldBy) {
+		if by := e.withInhibits(m.heldBy, set, &target, false); len(by) != len(m.heldBy) {
 			if held == nil {
 				held = make([]*matchInfo, len(rs))
 			}

@@ -160,7 +160,7 @@ func (c *cycle) heldBack(en *entry) bool {
 	}
 	// The cycle holds the rate lock: the tenant's rate alerts are read
 	// from under it.
-	by = withInhibits(by, c.e.sets.get(en.Tenant), &en.Alert, func() []apollo.Alert { return c.e.firing(en.Tenant, c.e.rate.tenants[en.Tenant]) })
+	by = c.e.withInhibits(by, c.e.sets.get(en.Tenant), &en.Alert, true)
 	if !slices.Equal(by, en.InhibitedBy) {
 		en.InhibitedBy = by
 		c.changed = append(c.changed, en.Alert)
