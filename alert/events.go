@@ -106,19 +106,21 @@ func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
 			m.heldBy = slices.DeleteFunc(m.heldBy, func(c string) bool { return c == m.job })
 		}
 	}
-	var held []*matchInfo
-	if set := e.sets.get(tenant); set != nil && len(set.inhibits) > 0 {
+	var held []heldMatch
+	if set := e.sets.get(tenant); set != nil && len(set.inhibitTargets) > 0 {
 		held = e.inhibitedMatches(tenant, set, rs, m)
 	}
 	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
 	s.g.mu.Lock()
-	for i, r := range rs {
+	for _, r := range rs {
 		if r.Matches(m.job) {
-			if held != nil && held[i] != nil {
-				s.match(tenant, r, held[i])
-			} else {
-				s.match(tenant, r, m)
+			mi := m
+			for _, h := range held {
+				if h.r == r {
+					mi = h.m
+				}
 			}
+			s.match(tenant, r, mi)
 		}
 	}
 	s.g.mu.Unlock()

@@ -105,26 +105,42 @@ func sourcesFirst(set *ruleSet) {
 	slices.SortStableFunc(set.rate, func(a, b rateRule) int { return source(a) - source(b) })
 }
 
-// inhibitedMatches returns, for each rule of rs that an inhibit rule of
-// set holds m under, m marked with the source; nil where none does. Inhibit
-// rules match the alert the match would open, so the answer is per rule.
-// The firing alerts they look at are read once, before the group lock is
-// taken.
-func (e *Engine) inhibitedMatches(tenant string, set *ruleSet, rs []*rules.Rule, m *matchInfo) []*matchInfo {
-	var held []*matchInfo
-	for i, r := range rs {
-		if !r.Matches(m.job) {
+// heldMatch is a match an inhibit rule holds, for one rule.
+type heldMatch struct {
+	r *rules.Rule
+	m *matchInfo
+}
+
+// inhibitedMatches returns m marked with its source, for each rule of rs
+// that an inhibit rule of set holds m under. Inhibit rules match the
+// alert the match would open, which the rule alone decides, so only the
+// rules some TARGET matches (set.inhibitTargets) are looked at. It runs
+// before the group lock is taken for the match.
+func (e *Engine) inhibitedMatches(tenant string, set *ruleSet, rs []*rules.Rule, m *matchInfo) []heldMatch {
+	var held []heldMatch
+	for _, r := range set.inhibitTargets {
+		if !r.Matches(m.job) || !slices.Contains(rs, r) {
 			continue
 		}
 		target := eventTarget(tenant, r)
 		if by := e.withInhibits(m.heldBy, set, &target, false); len(by) != len(m.heldBy) {
-			if held == nil {
-				held = make([]*matchInfo, len(rs))
-			}
 			h := *m
 			h.heldBy = by
-			held[i] = &h
+			held = append(held, heldMatch{r, &h})
 		}
 	}
 	return held
+}
+
+// inhibitTargets lists the event rules of set whose alerts some inhibit
+// rule's TARGET matches.
+func inhibitTargets(set *ruleSet) []*rules.Rule {
+	var out []*rules.Rule
+	for _, r := range set.rules {
+		t := eventTarget(set.tenant, r)
+		if r.IsEvent() && slices.ContainsFunc(set.inhibits, func(in *rules.Inhibit) bool { return in.Targets(&t) }) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -30,8 +30,10 @@ type ruleSet struct {
 	// missed ...), indexed by rules.Occurrence.
 	byOccurrence [occurrenceSlots][]*rules.Rule
 	nEvent       int
-	// inhibits are the INHIBIT rules of the tenant's rules text.
-	inhibits []*rules.Inhibit
+	// inhibits are the INHIBIT rules of the tenant's rules text;
+	// inhibitTargets the event rules whose alerts they may hold.
+	inhibits       []*rules.Inhibit
+	inhibitTargets []*rules.Rule
 }
 
 // statusSlots bounds apollo.Status values used as indexes; larger ones
@@ -108,6 +110,7 @@ func (e *Engine) SetRulesSource(tenant string, rs []*rules.Rule, src []byte) {
 	set := newRuleSet(tenant, rs, src)
 	set.inhibits = e.inhibitsOf(tenant, src)
 	sourcesFirst(set)
+	set.inhibitTargets = inhibitTargets(set)
 	e.sets.put(set)
 	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent, "inhibit", len(set.inhibits))
 }
