@@ -52,9 +52,10 @@ type Alert struct {
 	// after the silence has ended.
 	SilencedAt time.Time `json:"silencedAt,omitzero"`
 	SilenceID  string    `json:"silenceID,omitempty"`
-	// InhibitedBy names the jobs whose trouble holds this alert's
-	// notifications: it is their echo (job expectations' upstream, or the
-	// job itself while it flaps). Empty: the alert is its own.
+	// InhibitedBy names what holds this alert's notifications: the jobs
+	// whose trouble it echoes (job expectations' upstream, or the job
+	// itself while it flaps), and the rule of a firing alert that holds it
+	// under an INHIBIT rule. Empty: the alert is its own.
 	InhibitedBy []string `json:"inhibitedBy,omitempty"`
 }
 

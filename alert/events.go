@@ -97,7 +97,8 @@ func (e *Engine) Occur(o Occurrence) {
 }
 
 // matchAll counts m in the group of every rule of rs that watches its job,
-// or, when the Holder holds the job, in the group of what holds it.
+// or, when the Holder or an inhibit rule holds it, in the group of what
+// holds it.
 func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
 	if e.opts.Holder != nil {
 		m.heldBy = e.opts.Holder.HeldBy(tenant, m.job)
@@ -105,11 +106,21 @@ func (e *Engine) matchAll(tenant string, rs []*rules.Rule, m *matchInfo) {
 			m.heldBy = slices.DeleteFunc(m.heldBy, func(c string) bool { return c == m.job })
 		}
 	}
+	var held []heldMatch
+	if set := e.sets.get(tenant); set != nil && len(set.inhibitTargets) > 0 {
+		held = e.inhibitedMatches(tenant, set, rs, m)
+	}
 	s := groupStep{e: e, g: e.groups, now: e.clock.Now()}
 	s.g.mu.Lock()
 	for _, r := range rs {
 		if r.Matches(m.job) {
-			s.match(tenant, r, m)
+			mi := m
+			for _, h := range held {
+				if h.r == r {
+					mi = h.m
+				}
+			}
+			s.match(tenant, r, mi)
 		}
 	}
 	s.g.mu.Unlock()

@@ -150,19 +150,23 @@ func (c *cycle) drop(tr *tenantRate, rs *ruleState, en *entry) {
 }
 
 // heldBack reports whether the Holder (for the alert of one job: the
-// group is a job name with BY: name) or a silence holds en's
+// group is a job name with BY: name), an inhibit rule or a silence holds en's
 // notifications, and counts it. An inhibited alert is marked with its
 // causes; like a silenced one, it is told once it is no longer held.
 func (c *cycle) heldBack(en *entry) bool {
+	var by []string
 	if h := c.e.opts.Holder; h != nil {
-		by := h.HeldBy(en.Tenant, en.Group)
-		if !slices.Equal(by, en.InhibitedBy) {
-			en.InhibitedBy = by
-			c.changed = append(c.changed, en.Alert)
-		}
-		if c.e.inhibited(&en.Alert) {
-			return true
-		}
+		by = h.HeldBy(en.Tenant, en.Group)
+	}
+	// The cycle holds the rate lock: the tenant's rate alerts are read
+	// from under it.
+	by = c.e.withInhibits(by, c.e.sets.get(en.Tenant), &en.Alert, true)
+	if !slices.Equal(by, en.InhibitedBy) {
+		en.InhibitedBy = by
+		c.changed = append(c.changed, en.Alert)
+	}
+	if c.e.inhibited(&en.Alert) {
+		return true
 	}
 	if c.silences.silenced(&en.Alert, c.now) {
 		c.e.st.silenced.Add(1)

@@ -30,6 +30,10 @@ type ruleSet struct {
 	// missed ...), indexed by rules.Occurrence.
 	byOccurrence [occurrenceSlots][]*rules.Rule
 	nEvent       int
+	// inhibits are the INHIBIT rules of the tenant's rules text;
+	// inhibitTargets the event rules whose alerts they may hold.
+	inhibits       []*rules.Inhibit
+	inhibitTargets []*rules.Rule
 }
 
 // statusSlots bounds apollo.Status values used as indexes; larger ones
@@ -98,11 +102,17 @@ func newRuleSet(tenant string, rs []*rules.Rule, src []byte) *ruleSet {
 func (e *Engine) SetRules(tenant string, rs []*rules.Rule) { e.SetRulesSource(tenant, rs, nil) }
 
 // SetRulesSource is SetRules that also keeps the text the rules were
-// parsed from, for RulesSource (the API shows and edits it).
+// parsed from, for RulesSource (the API shows and edits it), and applies
+// the text's INHIBIT rules: every path that sets rules (the file and its
+// reloads, the API, the saved rules at start, the alert process's feed)
+// hands the engine the text, so the inhibit rules travel with it.
 func (e *Engine) SetRulesSource(tenant string, rs []*rules.Rule, src []byte) {
 	set := newRuleSet(tenant, rs, src)
+	set.inhibits = e.inhibitsOf(tenant, src)
+	sourcesFirst(set)
+	set.inhibitTargets = inhibitTargets(set)
 	e.sets.put(set)
-	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent)
+	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent, "inhibit", len(set.inhibits))
 }
 
 // Rules returns the tenant's rules, in file order.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -27,6 +28,21 @@ func MissedRunID(job string, slot time.Time) string {
 		id = "missed:" + hex.EncodeToString(sum[:12]) + "@" + strconv.FormatInt(slot.Unix(), 10)
 	}
 	return id
+}
+
+// MissedSlot is the slot of a missed run's task ID (MissedRunID); false
+// for any other ID.
+func MissedSlot(taskID string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(taskID, "missed:")
+	i := strings.LastIndexByte(rest, '@')
+	if !ok || i < 0 {
+		return time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, 0), true
 }
 
 // Missed is one expected run that did not start: of Job, in Tenant,

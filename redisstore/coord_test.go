@@ -89,16 +89,23 @@ func TestFeedsAndCommands(t *testing.T) {
 	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusRunning},
 		Task: apollo.Task{TaskID: "t1", Name: "etl", Tenant: "acme", Status: apollo.StatusFailed}, Record: apollo.Record{Event: apollo.Event{Ts: 42}}})
 	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusFailed}, Task: apollo.Task{Status: apollo.StatusFailed}}) // no status change: not sent
+	// A missed start keeps the status and goes out, marked (ON: missed in
+	// the alert processes).
+	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusPending}, Task: apollo.Task{TaskID: "missed:etl@60", Name: "etl", Status: apollo.StatusPending},
+		Record: apollo.Record{Kind: apollo.KindMissedStart, Event: apollo.Event{Ts: 43}}})
 	feed.Stop(context.Background())
-	select {
-	case ch := <-got:
-		if ch.Task.TaskID != "t1" || ch.Task.Tenant != "acme" || ch.Prev.Status != apollo.StatusRunning || ch.Record.Ts != 42 {
-			t.Fatalf("change %+v", ch)
+	for i, want := range []string{"t1", "missed:etl@60"} {
+		select {
+		case ch := <-got:
+			if ch.Task.TaskID != want || (i == 0) != (ch.Task.Tenant == "acme") || ch.Record.Ts != int64(42+i) ||
+				(i == 1) != (ch.Record.Kind == apollo.KindMissedStart) {
+				t.Fatalf("change %d: %+v", i, ch)
+			}
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatalf("change %d did not arrive", i)
 		}
-	case <-time.After(testwait.Timeout(t)):
-		t.Fatal("no change arrived")
 	}
-	if s := feed.Stats(); s.Sent != 1 || s.Dropped != 0 {
+	if s := feed.Stats(); s.Sent != 2 || s.Dropped != 0 {
 		t.Errorf("feed stats %+v", s)
 	}
 

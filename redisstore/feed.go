@@ -35,6 +35,10 @@ type wireChange struct {
 	Status apollo.Status `json:"s"`
 	Prev   apollo.Status `json:"p,omitempty"`
 	Ts     int64         `json:"ts"`
+	// Kind is set for a missed start (apollo.KindMissedStart), the one
+	// change without a new status that goes out: the alert processes make
+	// the missed runs of job expectations ON: missed of it.
+	Kind apollo.Kind `json:"k,omitempty"`
 }
 
 // ChangeFeed publishes the bus's status changes in batches (one PUBLISH
@@ -74,10 +78,14 @@ func (f *ChangeFeed) WithClock(clock apollo.Clock) *ChangeFeed {
 
 // Apply queues a status change (bus.Observer).
 func (f *ChangeFeed) Apply(c *apollo.Change) {
-	if c.Task.Status == c.Prev.Status {
+	missed := c.Record.Kind == apollo.KindMissedStart
+	if c.Task.Status == c.Prev.Status && !missed {
 		return
 	}
 	w := wireChange{Tenant: c.Task.Tenant, Name: c.Task.Name, TaskID: c.Task.TaskID, Status: c.Task.Status, Prev: c.Prev.Status, Ts: c.Record.Ts}
+	if missed {
+		w.Kind = apollo.KindMissedStart
+	}
 	f.mu.Lock()
 	if len(f.buf) >= f.max {
 		f.mu.Unlock()
@@ -146,7 +154,7 @@ func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix strin
 		}
 		for _, w := range batch {
 			apply(&apollo.Change{
-				Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}},
+				Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}, Kind: w.Kind},
 				Prev:   apollo.Task{Status: w.Prev},
 				Task:   apollo.Task{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status},
 			})

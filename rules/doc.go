@@ -15,6 +15,8 @@
 // file:line:col, what it expected and a hint; Parse returns the rules alone.
 // The package does no I/O and keeps no state: the alert engine owns timing
 // (DURATION, KEEP, GROUP_WINDOW), fetches the metrics an Expr asks for and
-// asks InhibitedBy before it notifies. docs/rules.md is the reference for
+// asks Inhibit.Inhibits of its firing alerts before it notifies (a held
+// alert is marked with the source's rule; InhibitedBy does the same over
+// a list). docs/rules.md is the reference for
 // users.
 package rules

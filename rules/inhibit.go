@@ -120,7 +120,7 @@ func (in *Inhibit) Inhibits(source, target *apollo.Alert) bool {
 // costs O(rules × firing alerts).
 func InhibitedBy(ins []*Inhibit, target *apollo.Alert, firing []apollo.Alert) (*Inhibit, *apollo.Alert) {
 	for _, in := range ins {
-		if !matchAll(in.Target, target) {
+		if !in.Targets(target) {
 			continue
 		}
 		for i := range firing {
@@ -267,3 +267,7 @@ func (b *builder) finishInhibit() *Inhibit {
 	}
 	return b.in
 }
+
+// Targets reports whether target matches the rule's TARGET: whether some
+// firing alert could hold it under this rule.
+func (in *Inhibit) Targets(target *apollo.Alert) bool { return matchAll(in.Target, target) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
@@ -193,7 +194,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 		}
 	}
 	p.onStop(p.rules.Follow(ctx, cfg.Alert.Interval.D(), p.catchUpRules))
-	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, p.engine.Apply)
+	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, missedFromFeed(p.engine.Occur, p.engine.Apply))
 	if err != nil {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
 	}
@@ -264,5 +265,24 @@ func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 	}
 	if err != nil {
 		p.log.Error("saved rules refused; the rules in force keep running", "err", err)
+	}
+}
+
+// missedFromFeed makes the missed runs the bus records for job
+// expectations (bus.RecordMissed: a run missed:JOB@SLOT, marked as a
+// missed start) ON: missed occurrences of the alert process's engine,
+// before apply sees the change. The all-in-one server tells its engine
+// directly, and does not use this. The other occurrences (too_short,
+// too_often, flapping) leave no record, and do not reach the alert
+// processes.
+func missedFromFeed(occur func(alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
+	return func(c *apollo.Change) {
+		if c.Record.Kind == apollo.KindMissedStart {
+			if slot, ok := bus.MissedSlot(c.Task.TaskID); ok {
+				occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot,
+					Detail: "no run started (expected " + slot.UTC().Format("2006-01-02 15:04:05 MST") + ")"})
+			}
+		}
+		apply(c)
 	}
 }
