@@ -188,6 +188,48 @@ func (c *testCluster) waitServed(dead map[string]bool) map[int]string {
 	return owner
 }
 
+// waitBalanced waits until every partition is served and no node serves
+// more than its share, ceil(partitions / nodes): from then on no
+// partition moves until a node comes or goes. waitServed alone can return
+// while the first node still holds every partition, which it gives up to
+// the others a renewal later. A test that follows changes on the stream
+// needs the calm: the new owner of a partition replays what the old one
+// had accepted, and replayed changes are not published.
+func (c *testCluster) waitBalanced() {
+	t := c.t
+	t.Helper()
+	owner := c.waitServed(nil)
+	share := (c.parts + len(c.nodes) - 1) / len(c.nodes)
+	balanced := func() bool {
+		count := map[string]int{}
+		for _, id := range owner {
+			count[id]++
+		}
+		for _, k := range count {
+			if k > share {
+				return false
+			}
+		}
+		return len(owner) == c.parts
+	}
+	timeout := testwait.Timeout(t)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for !balanced() {
+		select {
+		case e := <-c.events:
+			switch {
+			case e.event == "taken":
+				owner[e.p] = e.node
+			case owner[e.p] == e.node:
+				delete(owner, e.p)
+			}
+		case <-deadline.C:
+			t.Fatalf("after %v the partitions are not balanced (share %d): %v", timeout, share, owner)
+		}
+	}
+}
+
 // kill cuts a node off NATS without giving anything up, as a crash would.
 func (n *testNode) kill() { n.nc.Close() }
 

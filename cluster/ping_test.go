@@ -16,7 +16,7 @@ func TestPingsAcrossNodes(t *testing.T) {
 	c := newTestCluster(t, 4, 3*time.Second)
 	a := c.start("ping-1")
 	b := c.start("ping-2")
-	c.waitServed(nil)
+	c.waitBalanced()
 	cl := recordChanges(t, connect(t, c.srv))
 	now := time.Now().UnixMilli()
 	ping := func(n *testNode, tenant, job string, st apollo.Status) string {
