@@ -155,6 +155,13 @@ func (c *testCluster) start(id string) *testNode {
 // that are not in dead, reading the hooks' events. How soon is for the
 // test to judge (TestKillANodeUnderLoad does); the wait is testwait's.
 func (c *testCluster) waitServed(dead map[string]bool) map[int]string {
+	c.t.Helper()
+	return c.waitOwners(dead, "served", func(owner map[int]string) bool { return len(owner) == c.parts })
+}
+
+// waitOwners follows who serves each partition (the nodes' owned sets,
+// then the hooks' events) until done says the map is as wanted.
+func (c *testCluster) waitOwners(dead map[string]bool, what string, done func(owner map[int]string) bool) map[int]string {
 	t := c.t
 	t.Helper()
 	owner := map[int]string{}
@@ -171,7 +178,7 @@ func (c *testCluster) waitServed(dead map[string]bool) map[int]string {
 	timeout := testwait.Timeout(t)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	for len(owner) < c.parts {
+	for !done(owner) {
 		select {
 		case e := <-c.events:
 			switch {
@@ -182,7 +189,7 @@ func (c *testCluster) waitServed(dead map[string]bool) map[int]string {
 				delete(owner, e.p)
 			}
 		case <-deadline.C:
-			t.Fatalf("after %v only %d of %d partitions are served: %v", timeout, len(owner), c.parts, owner)
+			t.Fatalf("after %v the %d partitions are not %s: %v", timeout, c.parts, what, owner)
 		}
 	}
 	return owner
@@ -196,11 +203,9 @@ func (c *testCluster) waitServed(dead map[string]bool) map[int]string {
 // needs the calm: the new owner of a partition replays what the old one
 // had accepted, and replayed changes are not published.
 func (c *testCluster) waitBalanced() {
-	t := c.t
-	t.Helper()
-	owner := c.waitServed(nil)
+	c.t.Helper()
 	share := (c.parts + len(c.nodes) - 1) / len(c.nodes)
-	balanced := func() bool {
+	c.waitOwners(nil, "served and balanced", func(owner map[int]string) bool {
 		count := map[string]int{}
 		for _, id := range owner {
 			count[id]++
@@ -211,23 +216,7 @@ func (c *testCluster) waitBalanced() {
 			}
 		}
 		return len(owner) == c.parts
-	}
-	timeout := testwait.Timeout(t)
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !balanced() {
-		select {
-		case e := <-c.events:
-			switch {
-			case e.event == "taken":
-				owner[e.p] = e.node
-			case owner[e.p] == e.node:
-				delete(owner, e.p)
-			}
-		case <-deadline.C:
-			t.Fatalf("after %v the partitions are not balanced (share %d): %v", timeout, share, owner)
-		}
-	}
+	})
 }
 
 // kill cuts a node off NATS without giving anything up, as a crash would.
