@@ -107,3 +107,51 @@ func (f *JobFacts) RunningLong(now int64) bool {
 	}
 	return now-f.RunningSince > max(LongRunFactor*f.UsualCostMs, f.UsualCostMs+LongRunMargin)
 }
+
+// How many recent runs the metrics keep of each job (their Options'
+// RecentRuns), and the most the API answers.
+const (
+	DefaultRecentRuns = 50
+	MaxRecentRuns     = 200
+)
+
+// DurationBuckets are the upper bounds, in ms, of every job's histogram
+// of run durations; a last bucket holds the longer runs. They span the
+// sub-second jobs and the ones of hours that schedulers run side by side.
+var DurationBuckets = [...]int64{100, 1_000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 10_800_000}
+
+// RecentRun is one of a job's recent runs, as its health record keeps it.
+type RecentRun struct {
+	TaskID string
+	Status Status
+	Late   bool
+	// ReportedAt orders the runs: the time of the run's first report
+	// (Unix ms), which no later report moves. Ordering by a time that
+	// never changes is what makes the order the same whatever order the
+	// changes of different tasks come in.
+	ReportedAt int64
+	StartedAt  int64 // 0 until it started
+	FinishedAt int64 // 0 until it finished
+	CostMs     int64 // 0 until it finished, or when it reported none
+}
+
+// JobHealth is what the metrics know of one job's health: the facts its
+// verdict is decided from, its newest finished run, and totals since the
+// job was first seen (a job idle for the rollup retention is forgotten,
+// and its totals start again from zero when it returns).
+type JobHealth struct {
+	Name string
+	// Facts has no NextRunAt: schedules are not the metrics' to know.
+	Facts   JobFacts
+	Last    RecentRun // the newest finished run; TaskID "" when none
+	Runs    int       // recent runs held
+	Running int64     // tasks running now
+	// Counters since the job was first seen, as Summary counts them.
+	Success, Failed, Timeout int64
+	CostSum, CostN           int64
+	// Durations counts the finished runs with a cost by DurationBuckets;
+	// the last slot holds the longer ones. They add up to CostN.
+	Durations [len(DurationBuckets) + 1]int64
+	// When a run last finished with each final status, Unix ms; 0 never.
+	LastSuccessAt, LastFailedAt, LastTimeoutAt int64
+}

@@ -75,8 +75,8 @@ type cycle struct {
 	v        values
 	// sum and psum hold a prefix's totals; c.v points at them, so they
 	// live in the cycle rather than escaping once per rule.
-	sum, psum metrics.Summary
-	zero      metrics.Summary
+	sum, psum apollo.Summary
+	zero      apollo.Summary
 }
 
 // Evaluate runs one cycle at now: it fetches the tables the rate rules
@@ -231,7 +231,7 @@ func (c *cycle) rule(tr *tenantRate, rs *ruleState, rr *rateRule, cur, prev *met
 }
 
 // prevRow finds row i of cur in the previous window's table.
-func (c *cycle) prevRow(prev, cur *metrics.Table, i int) *metrics.Summary {
+func (c *cycle) prevRow(prev, cur *metrics.Table, i int) *apollo.Summary {
 	switch {
 	case prev == nil:
 		return nil

@@ -38,15 +38,15 @@ func parse(t testing.TB, src string) []*rules.Rule {
 // awkward.
 type table struct {
 	mu        sync.Mutex
-	cur, prev map[string]metrics.Summary
+	cur, prev map[string]apollo.Summary
 	fail      error
 }
 
 func newTable() *table {
-	return &table{cur: map[string]metrics.Summary{}, prev: map[string]metrics.Summary{}}
+	return &table{cur: map[string]apollo.Summary{}, prev: map[string]apollo.Summary{}}
 }
 
-func (s *table) set(name string, sum metrics.Summary) {
+func (s *table) set(name string, sum apollo.Summary) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cur[name] = sum
@@ -73,7 +73,7 @@ func (s *table) Table(ctx context.Context, q metrics.Query) (*metrics.Table, err
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	rows := make([]metrics.Summary, len(names))
+	rows := make([]apollo.Summary, len(names))
 	for i, n := range names {
 		rows[i] = src[n]
 		rows[i].Window = q.Window
@@ -82,8 +82,8 @@ func (s *table) Table(ctx context.Context, q metrics.Query) (*metrics.Table, err
 }
 
 // failing is a window where failed of count runs failed.
-func failing(failed, count int64) metrics.Summary {
-	return metrics.Summary{Count: count, Failed: failed, Success: count - failed}
+func failing(failed, count int64) apollo.Summary {
+	return apollo.Summary{Count: count, Failed: failed, Success: count - failed}
 }
 
 // fixture is an engine on a fake clock with a scripted or real store.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
-	"github.com/apollo-11/apollo/metrics"
 )
 
 const (
@@ -422,9 +421,9 @@ func TestByNameAndVanishedJobs(t *testing.T) {
 	f := newFixture(t, `RULE silent task_prefix: "export_" BY: name WINDOW: 10m THRESHOLD: count == 0 NOTIFY: ops
 RULE broken task_prefix: "export_" BY: name WINDOW: 10m THRESHOLD: failed_rate > 50% NOTIFY: ops`, tb, nil)
 	tb.set("export_a", failing(0, 3))
-	tb.set("export_b", metrics.Summary{}) // ran before the window
+	tb.set("export_b", apollo.Summary{}) // ran before the window
 	tb.set("export_c", failing(3, 3))
-	tb.set("other", metrics.Summary{})
+	tb.set("other", apollo.Summary{})
 	f.eval(0)
 	got := map[string]string{}
 	for _, n := range f.expectSent(firing, firing) {

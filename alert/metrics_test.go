@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/metrics"
 )
 
 // Over real metrics: "count == 0" catches a job that stopped running
@@ -97,8 +96,8 @@ func TestPctChangeSlowdown(t *testing.T) {
 func TestMissedMetric(t *testing.T) {
 	t.Parallel()
 	tbl := newTable()
-	tbl.set("cron.backup", metrics.Summary{Missed: 1, Late: 1})
-	tbl.set("cron.report", metrics.Summary{Count: 3, Success: 3, Started: 3})
+	tbl.set("cron.backup", apollo.Summary{Missed: 1, Late: 1})
+	tbl.set("cron.report", apollo.Summary{Count: 3, Success: 3, Started: 3})
 	f := newFixture(t, `RULE cron_missed task_prefix: "cron." BY: name WINDOW: 1h THRESHOLD: missed > 0 NOTIFY: email`, tbl, nil)
 	f.eval(0)
 	a := f.only("", apollo.AlertFiring)

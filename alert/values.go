@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -14,7 +14,7 @@ import (
 // values for every group, so that Eval, which takes an interface, does
 // not allocate per group.
 type values struct {
-	cur, prev *metrics.Summary
+	cur, prev *apollo.Summary
 	window    time.Duration
 }
 
@@ -32,8 +32,8 @@ func (v *values) Previous(m rules.Metric) float64 {
 // metricValue is one metric of a Summary. A rate or a cost with nothing
 // to divide by is NaN, not 0: rules compare NaN as false, so
 // "success_rate < 90%" stays quiet for a job that did not run, while
-// "count == 0" catches it (metrics.Summary's own rate methods return 0).
-func metricValue(s *metrics.Summary, m rules.Metric, window time.Duration) float64 {
+// "count == 0" catches it (apollo.Summary's own rate methods return 0).
+func metricValue(s *apollo.Summary, m rules.Metric, window time.Duration) float64 {
 	switch m {
 	case rules.MetricCount:
 		return float64(s.Count)
@@ -80,7 +80,7 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-func costOrNaN(s *metrics.Summary, v int64) float64 {
+func costOrNaN(s *apollo.Summary, v int64) float64 {
 	if s.CostN == 0 {
 		return math.NaN()
 	}

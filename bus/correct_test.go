@@ -11,7 +11,7 @@ import (
 )
 
 // jobRow returns the metrics of job name over the last hour.
-func jobRow(t *testing.T, agg *metrics.Aggregator, name string) metrics.Summary {
+func jobRow(t *testing.T, agg *metrics.Aggregator, name string) apollo.Summary {
 	t.Helper()
 	tb, err := agg.Table(t.Context(), metrics.Query{Window: time.Hour})
 	if err != nil {
@@ -23,7 +23,7 @@ func jobRow(t *testing.T, agg *metrics.Aggregator, name string) metrics.Summary 
 		}
 	}
 	t.Fatalf("no metrics for job %q in %v", name, tb.Names)
-	return metrics.Summary{}
+	return apollo.Summary{}
 }
 
 // A correction changes the status and nothing the run reported: its start,

@@ -314,7 +314,7 @@ func checkMetrics(t *testing.T, c *testCluster, runs []*run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]metrics.Summary{}
+	want := map[string]apollo.Summary{}
 	for _, r := range runs {
 		s := want[r.job]
 		s.Count++

@@ -13,30 +13,43 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/rules"
 )
 
 // AlertEngine is what the API needs of the alert engine (alert.Engine,
 // asserted in cmd/apollo):
-// alerts, acks, silences and the rules, always of one tenant.
+// alerts, acks and silences, always of one tenant.
 type AlertEngine interface {
 	Alerts(tenant string, state apollo.AlertState) []apollo.Alert
 	Ack(ctx context.Context, tenant, id, by string) error
 	Silences(tenant string) []apollo.Silence
 	AddSilence(tenant string, s apollo.Silence) (apollo.Silence, error)
 	RemoveSilence(tenant, id string) error
-	Rules(tenant string) []*rules.Rule
-	RulesSource(tenant string) []byte
-	SetRulesSource(tenant string, rs []*rules.Rule, src []byte)
+}
+
+// RuleBook is the tenants' alert rules as the API reads and replaces them
+// (rulebook.Book over the engine of the mode, filled by cmd/apollo).
+type RuleBook interface {
+	// Rules are the tenant's rules and the file they came from.
+	Rules(tenant string) (apiclient.RuleSet, error)
+	// PutRules checks src, saves it durably and puts it in force. A file
+	// with problems changes nothing: they are returned, each with its
+	// place, and the error is nil.
+	PutRules(ctx context.Context, tenant string, src []byte) (apiclient.RuleSet, []apiclient.RuleProblem, error)
 }
 
 // alerting returns the engine, or the error that says there is none.
 func (s *Server) alerting() (AlertEngine, error) {
 	if s.opts.Alerts == nil {
-		return nil, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "alerting is not running on this server",
-			Hint: "start apollo server (or apollo alert) with alerting"}
+		return nil, noAlerting()
 	}
 	return s.opts.Alerts, nil
+}
+
+// noAlerting is the answer of the alert and rules routes in a process
+// without alerting.
+func noAlerting() error {
+	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "alerting is not running on this server",
+		Hint: "start apollo server (or apollo alert) with alerting"}
 }
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal) error {
@@ -219,47 +232,32 @@ func (s *Server) removeSilence(w http.ResponseWriter, r *http.Request, p *Princi
 	return nil
 }
 
-// ruleViews are rules as the API shows them: their canonical text and
-// their JSON form.
-func ruleViews(rs []*rules.Rule) ([]apiclient.Rule, error) {
-	out := make([]apiclient.Rule, len(rs))
-	for i, r := range rs {
-		j, err := r.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		kind := "rate"
-		if r.IsEvent() {
-			kind = "event"
-		}
-		out[i] = apiclient.Rule{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
+// ruleBook returns the rules, or the error that says there are none.
+func (s *Server) ruleBook() (RuleBook, error) {
+	if s.opts.Rules == nil {
+		return nil, noAlerting()
 	}
-	return out, nil
-}
-
-func (s *Server) writeRules(w http.ResponseWriter, eng AlertEngine, tenant string) error {
-	views, err := ruleViews(eng.Rules(tenant))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, apiclient.RuleSet{Rules: views, Source: string(eng.RulesSource(tenant))})
-	return nil
+	return s.opts.Rules, nil
 }
 
 func (s *Server) getRules(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	eng, err := s.alerting()
+	book, err := s.ruleBook()
 	if err != nil {
 		return err
 	}
-	return s.writeRules(w, eng, p.Tenant)
+	set, err := book.Rules(p.Tenant)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, set)
+	return nil
 }
 
 // putRules replaces the tenant's rules with a whole rules file, text or
-// JSON. The file is checked first (rules.Parse, then the NOTIFY names
-// against the channels that serve the tenant): with any problem, nothing
-// changes and every problem is answered with its place.
+// JSON (RuleBook.PutRules): with any problem, nothing changes and every
+// problem is answered with its place.
 func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	eng, err := s.alerting()
+	book, err := s.ruleBook()
 	if err != nil {
 		return err
 	}
@@ -274,52 +272,25 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if err != nil {
 		return err
 	}
-	rs, err := rules.Parse("", body)
-	if err == nil && s.opts.KnownChannel != nil {
-		err = rules.CheckChannels(rs, func(name string) bool { return s.opts.KnownChannel(p.Tenant, name) })
+	set, problems, err := book.PutRules(r.Context(), p.Tenant, body)
+	if err != nil {
+		return err
 	}
-	var list rules.ErrorList
-	if errors.As(err, &list) {
-		problems := make([]apiclient.RuleProblem, len(list))
-		for i, e := range list {
-			msg := e.Msg
-			if e.Expected != "" {
-				msg += " (expected " + e.Expected + ")"
-			}
-			problems[i] = apiclient.RuleProblem{Pos: e.Pos.String(), Line: e.Pos.Line, Col: e.Pos.Col, Message: msg, Hint: e.Hint}
-		}
+	if len(problems) > 0 {
 		writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
-			Error: &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the rules have %d problem(s); nothing was changed", len(list)),
+			Error: &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the rules have %d problem(s); nothing was changed", len(problems)),
 				Hint: "fix every problem listed in errors, or check the file with apollo rules check"},
 			Errors: problems,
 		})
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	// A body without rules that would remove running ones must say so, as
-	// a rules file must on reload: a client that sent nothing by mistake
-	// looks just like one that means it.
-	if n := len(eng.Rules(p.Tenant)); len(rs) == 0 && n > 0 && !rules.SaysEmpty(body) {
-		return &apollo.Error{Code: apollo.EINVALID, Field: "rules",
-			Message: fmt.Sprintf("the body has no rules, and %d run now; nothing was changed", n),
-			Hint:    "to remove every rule on purpose, send a body with the line " + rules.EmptyMarker + ` (or the JSON form {"rules": []})`}
-	}
-	// Saved before it is applied: rules that run but vanish at the next
-	// restart would be a surprise.
-	if s.opts.SaveRules != nil {
-		if err := s.opts.SaveRules(p.Tenant, body); err != nil {
-			return fmt.Errorf("saving the rules of tenant %q: %w", p.Tenant, err)
-		}
-	}
-	eng.SetRulesSource(p.Tenant, rs, body)
 	nEvent := 0
-	for _, r := range rs {
-		if r.IsEvent() {
+	for _, r := range set.Rules {
+		if r.Kind == "event" {
 			nEvent++
 		}
 	}
-	s.audit(r, p, "rules.update", "rules", fmt.Sprintf("%d rules (%d rate, %d event)", len(rs), len(rs)-nEvent, nEvent))
-	return s.writeRules(w, eng, p.Tenant)
+	s.audit(r, p, "rules.update", "rules", fmt.Sprintf("%d rules (%d rate, %d event)", len(set.Rules), len(set.Rules)-nEvent, nEvent))
+	writeJSON(w, http.StatusOK, set)
+	return nil
 }

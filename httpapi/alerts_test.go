@@ -15,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -50,14 +51,14 @@ func newAlertAPI(t *testing.T) *alertAPI {
 		t.Fatal(err)
 	}
 	x.srv = httptest.NewServer(New(Options{Bus: &nopBus{}, Clock: x.clock, Logger: discardLogger, Alerts: x.eng,
-		KnownChannel: func(_, name string) bool { return name == "ops" || name == "email" },
-		SaveRules: func(tenant string, src []byte) error {
-			if x.fail != nil {
-				return x.fail
-			}
-			x.saved[tenant] = string(src)
-			return nil
-		}}))
+		Rules: rulebook.Book{Engine: x.eng, Known: func(_, name string) bool { return name == "ops" || name == "email" },
+			Save: func(tenant string, src []byte) error {
+				if x.fail != nil {
+					return x.fail
+				}
+				x.saved[tenant] = string(src)
+				return nil
+			}}}))
 	t.Cleanup(x.srv.Close)
 	return x
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/rulebook"
 )
 
 // openServer is a server without tokens (the default mode), with a task
@@ -100,7 +101,7 @@ func newOpenServer(t *testing.T, auth Authenticator, edit func(*Options)) *openS
 		t.Fatal(err)
 	}
 	o := &openServer{bus: b, alerts: eng, audit: audit.NewMemory(100, nil)}
-	opts := Options{Bus: b, Alerts: eng, Metrics: agg, Auth: auth, Audit: o.audit, Logger: discardLogger}
+	opts := Options{Bus: b, Alerts: eng, Rules: rulebook.Book{Engine: eng}, Metrics: agg, Auth: auth, Audit: o.audit, Logger: discardLogger}
 	if edit != nil {
 		edit(&opts)
 	}

@@ -16,8 +16,6 @@ var allowedImports = map[string]string{
 	"github.com/apollo-11/apollo/apiclient": "the wire types and the one table of codes and statuses",
 	"github.com/apollo-11/apollo/audit":     "the audit seam: every authenticated action and refused request is recorded",
 	"github.com/apollo-11/apollo/stream":    "the live stream, mounted at GET /api/v1/stream",
-	"github.com/apollo-11/apollo/rules":     "the rules language: PUT /api/v1/rules checks a file before it is saved",
-	"github.com/apollo-11/apollo/metrics":   "the vocabulary of MetricsStore and JobHealthSource (queries, tables, job health)",
 }
 
 // TestImports pins httpapi's imports of this module, as `go list` reports

@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/metrics"
 )
 
 // GET /metrics/jobs is the caller's tenant's job health in the Prometheus
@@ -32,7 +31,7 @@ const (
 
 // exportedJob is one job's numbers for the exposition.
 type exportedJob struct {
-	metrics.JobHealth
+	apollo.JobHealth
 	verdict apollo.Verdict
 	next    int64 // next expected run, Unix ms; 0 unknown
 }
@@ -51,7 +50,7 @@ func (s *Server) jobExposition(w http.ResponseWriter, r *http.Request, p *Princi
 	jobs := make([]exportedJob, 0, min(limit, 4096))
 	counts := make([]int, len(apollo.Verdicts()))
 	dropped := 0
-	src.JobsHealth(p.Tenant, r.URL.Query().Get("prefix"), func(h *metrics.JobHealth) bool {
+	src.JobsHealth(p.Tenant, r.URL.Query().Get("prefix"), func(h *apollo.JobHealth) bool {
 		f := h.Facts
 		if t, ok := next[h.Name]; ok {
 			f.NextRunAt = t.UnixMilli()
@@ -140,8 +139,8 @@ func (e *exposition) write(jobs []exportedJob, counts []int, dropped int) {
 		for k, n := range j.Durations {
 			cum += n
 			le := "+Inf"
-			if k < len(metrics.DurationBuckets) {
-				le = strconv.FormatFloat(seconds(metrics.DurationBuckets[k]), 'f', -1, 64)
+			if k < len(apollo.DurationBuckets) {
+				le = strconv.FormatFloat(seconds(apollo.DurationBuckets[k]), 'f', -1, 64)
 			}
 			e.sample("apollo_job_duration_seconds", "_bucket", e.labels[i], "le", le, float64(cum))
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/metrics"
 )
 
 // GET /api/v1/jobs/health answers, for the caller's tenant, every job's
@@ -25,11 +24,11 @@ import (
 // without it (redisstore, on a scale-out node) leaves the routes
 // answering "not available".
 type JobHealthSource interface {
-	JobsHealth(tenant, prefix string, fn func(*metrics.JobHealth) bool)
-	RecentRuns(tenant, name string, dst []metrics.Run) []metrics.Run
+	JobsHealth(tenant, prefix string, fn func(*apollo.JobHealth) bool)
+	RecentRuns(tenant, name string, dst []apollo.RecentRun) []apollo.RecentRun
 }
 
-var _ JobHealthSource = (*metrics.Aggregator)(nil)
+
 
 // nextRunner is a Scheduler that knows when its jobs run next.
 type nextRunner interface {
@@ -44,7 +43,7 @@ const (
 )
 
 // viewRun is a run as the API shows it.
-func viewRun(r *metrics.Run) apiclient.Run {
+func viewRun(r *apollo.RecentRun) apiclient.Run {
 	return apiclient.Run{TaskID: r.TaskID, Status: r.Status, Late: r.Late, ReportedAt: r.ReportedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CostMs: r.CostMs}
 }
@@ -62,7 +61,7 @@ func parseHealthQuery(r *http.Request) (healthQuery, error) {
 	if hq.limit, err = intParam(r, "limit", defaultHealthJobs, 1, maxHealthJobs); err != nil {
 		return hq, err
 	}
-	if hq.runs, err = intParam(r, "runs", metrics.DefaultRecentRuns, 0, metrics.MaxRecentRuns); err != nil {
+	if hq.runs, err = intParam(r, "runs", apollo.DefaultRecentRuns, 0, apollo.MaxRecentRuns); err != nil {
 		return hq, err
 	}
 	if hq.job != "" && hq.prefix != "" {
@@ -111,7 +110,7 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *apicl
 	// Jobs arrive in name order, so the first limit of each verdict are
 	// the only candidates: memory stays O(limit) for any number of jobs.
 	byRank := make([][]apiclient.JobHealth, len(apollo.Verdicts()))
-	src.JobsHealth(tenant, cmp.Or(q.job, q.prefix), func(h *metrics.JobHealth) bool {
+	src.JobsHealth(tenant, cmp.Or(q.job, q.prefix), func(h *apollo.JobHealth) bool {
 		if q.job != "" && h.Name != q.job {
 			return false
 		}
@@ -140,7 +139,7 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *apicl
 	for _, r := range byRank {
 		b.Jobs = append(b.Jobs, r[:min(len(r), q.limit-len(b.Jobs))]...)
 	}
-	var runs []metrics.Run
+	var runs []apollo.RecentRun
 	for i := range b.Jobs {
 		jv := &b.Jobs[i]
 		runs = src.RecentRuns(tenant, jv.Name, runs[:0])

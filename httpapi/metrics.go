@@ -9,18 +9,21 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/stream"
 )
 
-// MetricsStore is what the API reads metrics from (metrics.Store).
+// MetricsStore is what the API reads metrics from (metrics.Aggregator,
+// redisstore.Store).
 type MetricsStore interface {
-	Table(ctx context.Context, q metrics.Query) (*metrics.Table, error)
-	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]metrics.Point, error)
+	// Summaries calls fn, in name order, for each job of tenant whose name
+	// starts with prefix, with its Summary over the window that ends at
+	// now, and returns their total.
+	Summaries(ctx context.Context, tenant, prefix string, window time.Duration, now time.Time, fn func(name string, s *apollo.Summary)) (apollo.Summary, error)
+	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]apollo.Point, error)
 }
 
 // rowOf is a job's summary as the API and the dashboards show it.
-func rowOf(name string, s metrics.Summary) apiclient.JobRow {
+func rowOf(name string, s apollo.Summary) apiclient.JobRow {
 	return apiclient.JobRow{
 		Name: name, Count: s.Count, Success: s.Success, Failed: s.Failed, Timeout: s.Timeout,
 		Started: s.Started, Late: s.Late, Missed: s.Missed,
@@ -71,16 +74,14 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principa
 // metricsPage is the body of GET /api/v1/metrics: a row per job of the
 // tenant under prefix over window, and their total.
 func metricsPage(ctx context.Context, store MetricsStore, tenant, prefix string, window time.Duration, now time.Time) (apiclient.MetricsPage, error) {
-	t, err := store.Table(ctx, metrics.Query{Tenant: tenant, Window: window, Now: now})
+	rows := []apiclient.JobRow{}
+	total, err := store.Summaries(ctx, tenant, prefix, window, now, func(name string, s *apollo.Summary) {
+		rows = append(rows, rowOf(name, *s))
+	})
 	if err != nil {
 		return apiclient.MetricsPage{}, err
 	}
-	lo, hi := t.Range(prefix)
-	rows := make([]apiclient.JobRow, 0, hi-lo)
-	for i := lo; i < hi; i++ {
-		rows = append(rows, rowOf(t.Names[i], t.Rows[i]))
-	}
-	return apiclient.MetricsPage{Window: window.String(), Prefix: prefix, Total: rowOf("", t.Sum(lo, hi)), Jobs: rows}, nil
+	return apiclient.MetricsPage{Window: window.String(), Prefix: prefix, Total: rowOf("", total), Jobs: rows}, nil
 }
 
 // defaultMetricsWindow is the window of GET /api/v1/metrics without one,
@@ -109,7 +110,7 @@ func (m streamMetrics) StreamSummaries(tenant, prefix string) (any, error) {
 
 // seriesSummer is a store that sums a prefix's series (metrics.Aggregator).
 type seriesSummer interface {
-	SeriesSum(ctx context.Context, tenant, prefix string, window, step time.Duration, now time.Time) ([]metrics.Point, error)
+	SeriesSum(ctx context.Context, tenant, prefix string, window, step time.Duration, now time.Time) ([]apollo.Point, error)
 }
 
 // seriesParams reads a series' window (default 1h) and step (default
@@ -123,7 +124,7 @@ func seriesParams(r *http.Request) (window, step time.Duration, err error) {
 }
 
 // seriesOf is a series as the API shows it.
-func seriesOf(pts []metrics.Point, window, step time.Duration) apiclient.Series {
+func seriesOf(pts []apollo.Point, window, step time.Duration) apiclient.Series {
 	out := make([]apiclient.JobRow, len(pts))
 	for i, pt := range pts {
 		out[i] = rowOf("", pt.Summary)

@@ -10,6 +10,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/metrics"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -35,13 +36,13 @@ func TestPutRulesWithoutRulesNeedsTheMarker(t *testing.T) {
 	saved := map[string]string{}
 	auth, secrets := tenantTokens(t, RoleAdmin)
 	srv := httptest.NewServer(New(Options{Bus: &nopBus{}, Alerts: eng, Auth: auth, Logger: discardLogger,
-		KnownChannel: func(_, name string) bool { return name == "ops" },
-		SaveRules: func(tenant string, src []byte) error {
-			mu.Lock()
-			defer mu.Unlock()
-			saved[tenant] = string(src)
-			return nil
-		}}))
+		Rules: rulebook.Book{Engine: eng, Known: func(_, name string) bool { return name == "ops" },
+			Save: func(tenant string, src []byte) error {
+				mu.Lock()
+				defer mu.Unlock()
+				saved[tenant] = string(src)
+				return nil
+			}}}))
 	defer srv.Close()
 	put := func(tenant, ctype, body string) (int, errAnswer) {
 		t.Helper()

@@ -18,6 +18,7 @@ import (
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/sched"
 	"github.com/apollo-11/apollo/selfmetrics"
 )
@@ -115,7 +116,7 @@ func newSecured(t *testing.T, rate int) *secured {
 	t.Cleanup(func() { sc.Stop(context.Background()) })
 	hub := newHub(t, b, nil)
 	sec.alerts = securedAlerts(t)
-	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Expectations: newMemExpectations(), Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger,
+	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Rules: rulebook.Book{Engine: sec.alerts}, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Expectations: newMemExpectations(), Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger,
 		Prometheus: selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats)}.Handler(discardLogger)})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)

@@ -75,17 +75,12 @@ type Options struct {
 	System map[string]func() any
 	// Prometheus serves GET /metrics (selfmetrics.Parts.Handler); nil: 404.
 	Prometheus http.Handler
-	// Alerts serves alerts, silences and rules (alert.Engine); nil answers
+	// Alerts serves alerts and silences (alert.Engine); nil answers
 	// those routes with 503.
 	Alerts AlertEngine
-	// KnownChannel checks the NOTIFY names of rules that tenant sends to
-	// PUT /api/v1/rules against the channels that serve the tenant
-	// (notify.Dispatcher.Serves); nil accepts any name.
-	KnownChannel func(tenant, name string) bool
-	// SaveRules writes an accepted rules file back to where the tenant's
-	// rules were loaded from (alert.Loader.Write); nil keeps them in
-	// memory only. An error refuses the update.
-	SaveRules func(tenant string, src []byte) error
+	// Rules serves GET and PUT /api/v1/rules (rulebook.Book); nil
+	// answers them with 503.
+	Rules RuleBook
 	// Expectations serves the job expectations and the learner's
 	// proposals; nil answers those routes with 503.
 	Expectations Expectations

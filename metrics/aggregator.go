@@ -40,7 +40,7 @@ type Options struct {
 	// CompactEvery is how often expired data is dropped: at least 1s.
 	CompactEvery time.Duration
 	// RecentRuns is how many runs each job remembers for its health
-	// (runs.go): 1 to MaxRecentRuns, default DefaultRecentRuns.
+	// (runs.go): 1 to apollo.MaxRecentRuns, default apollo.DefaultRecentRuns.
 	RecentRuns int
 	Logger     *slog.Logger // default slog.Default()
 }
@@ -55,7 +55,7 @@ func (o *Options) setDefaults() {
 	o.BucketRetention = cmp.Or(o.BucketRetention, DefaultBucketRetention)
 	o.RollupRetention = cmp.Or(o.RollupRetention, DefaultRollupRetention)
 	o.CompactEvery = cmp.Or(o.CompactEvery, DefaultCompactEvery)
-	o.RecentRuns = cmp.Or(o.RecentRuns, DefaultRecentRuns)
+	o.RecentRuns = cmp.Or(o.RecentRuns, apollo.DefaultRecentRuns)
 }
 
 func (o *Options) validate() error {
@@ -69,8 +69,8 @@ func (o *Options) validate() error {
 		return bad("RollupRetention", fmt.Sprintf("%v is not a whole number of minutes of at least BucketRetention (%v)", o.RollupRetention, o.BucketRetention), "leave it unset for 24h")
 	case o.CompactEvery < time.Second:
 		return bad("CompactEvery", fmt.Sprintf("%v is below 1s", o.CompactEvery), "leave it unset for 1m")
-	case o.RecentRuns < 1 || o.RecentRuns > MaxRecentRuns:
-		return bad("RecentRuns", fmt.Sprintf("%d is not from 1 to %d", o.RecentRuns, MaxRecentRuns), fmt.Sprintf("leave it unset for %d", DefaultRecentRuns))
+	case o.RecentRuns < 1 || o.RecentRuns > apollo.MaxRecentRuns:
+		return bad("RecentRuns", fmt.Sprintf("%d is not from 1 to %d", o.RecentRuns, apollo.MaxRecentRuns), fmt.Sprintf("leave it unset for %d", apollo.DefaultRecentRuns))
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func TestRolling(t *testing.T) {
 	if busy < 4 {
 		t.Errorf("only %d of the compared minutes had finished runs; the workload is too thin to test", busy)
 	}
-	if got := a.Rolling("t", "nobody"); got != (metrics.Summary{Window: time.Minute}) {
+	if got := a.Rolling("t", "nobody"); got != (apollo.Summary{Window: time.Minute}) {
 		t.Errorf("Rolling of an unknown job: %+v", got)
 	}
 }
@@ -131,7 +131,7 @@ func TestPlanChange(t *testing.T) {
 	}
 	p := metrics.PlanChange(c, now, 24*time.Hour)
 	want := []metrics.Part{{Tenant: "t", Name: "job", Bucket: ms - 10_000, Cost: 250,
-		Delta: metrics.Summary{Count: 1, Success: 1, CostSum: 250, CostN: 1, Running: -1}}}
+		Delta: apollo.Summary{Count: 1, Success: 1, CostSum: 250, CostN: 1, Running: -1}}}
 	if got := p.Parts(); !slices.Equal(got, want) || p.TooOld || p.TooNew {
 		t.Errorf("Parts = %+v (old %v new %v), want %+v", got, p.TooOld, p.TooNew, want)
 	}
@@ -143,8 +143,8 @@ func TestPlanChange(t *testing.T) {
 	}
 	p = metrics.PlanChange(r, now, 24*time.Hour)
 	want = []metrics.Part{
-		{Name: "new", Bucket: ms, Delta: metrics.Summary{Running: 1}},
-		{Name: "old", Bucket: ms, Delta: metrics.Summary{Running: -1}},
+		{Name: "new", Bucket: ms, Delta: apollo.Summary{Running: 1}},
+		{Name: "old", Bucket: ms, Delta: apollo.Summary{Running: -1}},
 	}
 	if got := p.Parts(); !slices.Equal(got, want) {
 		t.Errorf("renamed: Parts = %+v, want %+v", got, want)
@@ -152,7 +152,7 @@ func TestPlanChange(t *testing.T) {
 	c.Record.Ts = ms + 61_000
 	c.Task.FinishedAt = c.Record.Ts
 	p = metrics.PlanChange(c, now, 24*time.Hour)
-	want = []metrics.Part{{Tenant: "t", Name: "job", Bucket: ms + 60_000, Delta: metrics.Summary{Running: -1}}}
+	want = []metrics.Part{{Tenant: "t", Name: "job", Bucket: ms + 60_000, Delta: apollo.Summary{Running: -1}}}
 	if got := p.Parts(); !slices.Equal(got, want) || !p.TooNew {
 		t.Errorf("too new: Parts = %+v (new %v), want the gauge only, clamped: %+v", got, p.TooNew, want)
 	}
@@ -160,7 +160,7 @@ func TestPlanChange(t *testing.T) {
 
 func TestSummaryRates(t *testing.T) {
 	t.Parallel()
-	s := metrics.Summary{Count: 8, Success: 5, Failed: 2, Timeout: 1, Started: 6, Missed: 2, Late: 2, CostSum: 900, CostN: 3, Window: 2 * time.Minute}
+	s := apollo.Summary{Count: 8, Success: 5, Failed: 2, Timeout: 1, Started: 6, Missed: 2, Late: 2, CostSum: 900, CostN: 3, Window: 2 * time.Minute}
 	for _, tc := range []struct {
 		name      string
 		got, want float64
@@ -171,26 +171,14 @@ func TestSummaryRates(t *testing.T) {
 		{"late", s.LateRate(), 0.25},
 		{"avg cost", s.AvgCost(), 300},
 		{"throughput", s.Throughput(), 4},
-		{"empty failed", metrics.Summary{}.FailedRate(), 0},
-		{"empty late", metrics.Summary{}.LateRate(), 0},
-		{"empty avg", metrics.Summary{}.AvgCost(), 0},
-		{"no window", metrics.Summary{Count: 3}.Throughput(), 0},
+		{"empty failed", apollo.Summary{}.FailedRate(), 0},
+		{"empty late", apollo.Summary{}.LateRate(), 0},
+		{"empty avg", apollo.Summary{}.AvgCost(), 0},
+		{"no window", apollo.Summary{Count: 3}.Throughput(), 0},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
 		}
-	}
-}
-
-func TestSummaryAdd(t *testing.T) {
-	t.Parallel()
-	a := metrics.Summary{Count: 1, CostN: 0, Backlog: 2}
-	a.Add(metrics.Summary{Count: 2, CostN: 2, CostSum: 30, CostMin: 10, CostMax: 20, Running: 1, Window: time.Minute})
-	a.Add(metrics.Summary{Count: 1, CostN: 1, CostSum: 5, CostMin: 5, CostMax: 5})
-	a.Add(metrics.Summary{Count: 1}) // no costs: min and max stay
-	want := metrics.Summary{Count: 5, CostN: 3, CostSum: 35, CostMin: 5, CostMax: 20, Backlog: 2, Running: 1, Window: time.Minute}
-	if a != want {
-		t.Errorf("Add: %+v, want %+v", a, want)
 	}
 }
 
@@ -210,7 +198,7 @@ func TestTableRangeSum(t *testing.T) {
 	}
 	slices.Sort(tb.Names)
 	for range tb.Names {
-		r := metrics.Summary{Count: rng.Int64N(5), Failed: rng.Int64N(3), Backlog: rng.Int64N(4) - 1}
+		r := apollo.Summary{Count: rng.Int64N(5), Failed: rng.Int64N(3), Backlog: rng.Int64N(4) - 1}
 		if rng.IntN(3) > 0 {
 			r.CostN = 1 + rng.Int64N(3)
 			r.CostMin = 1 + rng.Int64N(1000)
@@ -220,7 +208,7 @@ func TestTableRangeSum(t *testing.T) {
 	}
 	for _, prefix := range append(words, "", "batch_aa", "batch_z", "zz", "{", "a") {
 		lo, hi := tb.Range(prefix)
-		want := metrics.Summary{Window: time.Minute}
+		want := apollo.Summary{Window: time.Minute}
 		for i, n := range tb.Names {
 			if in := strings.HasPrefix(n, prefix); in != (i >= lo && i < hi) {
 				t.Fatalf("Range(%q) = [%d, %d) misplaces %q at %d", prefix, lo, hi, n, i)
@@ -236,7 +224,7 @@ func TestTableRangeSum(t *testing.T) {
 	for range 500 {
 		lo := rng.IntN(len(tb.Rows) + 1)
 		hi := lo + rng.IntN(len(tb.Rows)-lo+1)
-		want := metrics.Summary{Window: time.Minute}
+		want := apollo.Summary{Window: time.Minute}
 		for _, r := range tb.Rows[lo:hi] {
 			want.Add(r)
 		}

@@ -21,7 +21,7 @@ type Entry struct {
 	// min and max cost of the runs that finished in it. Its Backlog and
 	// Running are the gauge moves made in the bucket (+1 and -1 summed),
 	// not levels. Window is BucketWidth or RollupWidth.
-	Summary
+	apollo.Summary
 }
 
 // Export is one job's state from some bucket on, as ExportJob fills it.
@@ -69,7 +69,7 @@ func (l *level) export(from int64, width time.Duration, dst []Entry) []Entry {
 		for k := range own {
 			own[k] -= before[k]
 		}
-		e := Entry{Start: l.keys[i], Summary: Summary{Window: width}}
+		e := Entry{Start: l.keys[i], Summary: apollo.Summary{Window: width}}
 		own.toSummary(&e.Summary)
 		e.CostMin, e.CostMax = l.costs[i].min, l.costs[i].max
 		dst = append(dst, e)

@@ -14,8 +14,8 @@ import (
 
 // sumEntries adds the entries starting in [start, end): counters, cost
 // range and the gauge moves.
-func sumEntries(es []metrics.Entry, start, end int64) metrics.Summary {
-	var s metrics.Summary
+func sumEntries(es []metrics.Entry, start, end int64) apollo.Summary {
+	var s apollo.Summary
 	for _, e := range es {
 		if e.Start >= start && e.Start < end {
 			s.Add(e.Summary)

@@ -7,27 +7,6 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// JobHealth is what the aggregator knows of one job's health: the facts
-// its verdict is decided from, its newest finished run, and totals since
-// the job was first seen (a job idle for the rollup retention is
-// forgotten, and its totals start again from zero when it returns).
-type JobHealth struct {
-	Name string
-	// Facts has no NextRunAt: schedules are not the aggregator's to know.
-	Facts   apollo.JobFacts
-	Last    Run   // the newest finished run; TaskID "" when none
-	Runs    int   // recent runs held (RecentRuns)
-	Running int64 // tasks running now
-	// Counters since the job was first seen, as Summary counts them.
-	Success, Failed, Timeout int64
-	CostSum, CostN           int64
-	// Durations counts the finished runs with a cost by DurationBuckets;
-	// the last slot holds the longer ones. They add up to CostN.
-	Durations [len(DurationBuckets) + 1]int64
-	// When a run last finished with each final status, Unix ms; 0 never.
-	LastSuccessAt, LastFailedAt, LastTimeoutAt int64
-}
-
 // prefixRange returns the names (sorted) that start with prefix: they are
 // names[lo:hi].
 func prefixRange(names []string, prefix string) (lo, hi int) {
@@ -45,14 +24,14 @@ func prefixRange(names []string, prefix string) (lo, hi int) {
 // its runs changed since it was last read, then O(RecentRuns log
 // RecentRuns): a scrape or a page of 100 000 jobs reads only what
 // changed.
-func (a *Aggregator) JobsHealth(tenant, prefix string, fn func(h *JobHealth) bool) {
+func (a *Aggregator) JobsHealth(tenant, prefix string, fn func(h *apollo.JobHealth) bool) {
 	t := a.tenant(tenant, false)
 	if t == nil {
 		return
 	}
 	idx := t.index()
 	lo, hi := prefixRange(idx.names, prefix)
-	var h JobHealth
+	var h apollo.JobHealth
 	for _, s := range idx.series[lo:hi] {
 		s.mu.Lock()
 		s.readHealth(&h)
@@ -64,8 +43,8 @@ func (a *Aggregator) JobsHealth(tenant, prefix string, fn func(h *JobHealth) boo
 }
 
 // readHealth fills h; s.mu must be held.
-func (s *series) readHealth(h *JobHealth) {
-	*h = JobHealth{Name: s.name}
+func (s *series) readHealth(h *apollo.JobHealth) {
+	*h = apollo.JobHealth{Name: s.name}
 	total := s.l0.cumAt(len(s.l0.keys))
 	h.Success, h.Failed, h.Timeout = total[fSuccess], total[fFailed], total[fTimeout]
 	h.CostSum, h.CostN = costSum(total[fCostSum], total[fCostN]), total[fCostN]
@@ -86,7 +65,7 @@ func (s *series) readHealth(h *JobHealth) {
 
 // RecentRuns appends the job's recent runs to dst, oldest first, and
 // returns it; an unknown job has none.
-func (a *Aggregator) RecentRuns(tenant, name string, dst []Run) []Run {
+func (a *Aggregator) RecentRuns(tenant, name string, dst []apollo.RecentRun) []apollo.RecentRun {
 	s := a.lookup(tenant, name)
 	if s == nil {
 		return dst

@@ -43,9 +43,9 @@ func (r runner) step(prev apollo.Task, to apollo.Status, ts int64, set func(*apo
 	return next
 }
 
-func health(a *metrics.Aggregator, tenant, prefix string) map[string]metrics.JobHealth {
-	out := map[string]metrics.JobHealth{}
-	a.JobsHealth(tenant, prefix, func(h *metrics.JobHealth) bool {
+func health(a *metrics.Aggregator, tenant, prefix string) map[string]apollo.JobHealth {
+	out := map[string]apollo.JobHealth{}
+	a.JobsHealth(tenant, prefix, func(h *apollo.JobHealth) bool {
 		out[h.Name] = *h
 		return true
 	})
@@ -240,7 +240,7 @@ func TestSnapshotRecentRuns(t *testing.T) {
 	if h := health(old, "", ""); len(h) != 2 || h["a"].Runs != 0 || h["b"].Last.TaskID != "" {
 		t.Errorf("a version 1 snapshot: %+v", h)
 	}
-	if _, err := metrics.New(metrics.Options{RecentRuns: metrics.MaxRecentRuns + 1}); err == nil {
+	if _, err := metrics.New(metrics.Options{RecentRuns: apollo.MaxRecentRuns + 1}); err == nil {
 		t.Error("RecentRuns over the limit was accepted")
 	}
 }

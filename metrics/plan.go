@@ -38,7 +38,7 @@ type Part struct {
 	// Delta is added to the bucket: counters, cost sums and the gauge moves
 	// (+1/-1 on Backlog and Running). Its CostMin, CostMax and Window are
 	// unused.
-	Delta Summary
+	Delta apollo.Summary
 	// Cost is a finished run's cost to fold into the bucket's CostMin and
 	// CostMax; 0 for none.
 	Cost int64

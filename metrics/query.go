@@ -21,7 +21,7 @@ type Store interface {
 	Table(ctx context.Context, q Query) (*Table, error)
 	// Series returns window/step points, oldest first, each a Summary over
 	// one step; the last step ends with the bucket that holds now.
-	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]Point, error)
+	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]apollo.Point, error)
 }
 
 // Query selects one window: the buckets whose start is in
@@ -35,12 +35,6 @@ type Query struct {
 	Offset time.Duration
 	// Now is the time the window ends at; zero means the store's clock.
 	Now time.Time
-}
-
-// Point is one step of a Series.
-type Point struct {
-	T int64 // start of the step's first bucket, Unix ms
-	Summary
 }
 
 // MaxPoints bounds the length of a Series: a day of 10-second steps.
@@ -129,7 +123,7 @@ func (sp *span) bounds(start, end int64) bounds {
 }
 
 // summarize sets out to the series over b; s.mu must be held.
-func (s *series) summarize(b *bounds, out *Summary) {
+func (s *series) summarize(b *bounds, out *apollo.Summary) {
 	lvS, lvE := s.level(b.ls), s.level(b.le)
 	cs, is := lvS.before(b.ks)
 	ce, ie := lvE.before(b.ke)
@@ -171,6 +165,27 @@ func (a *Aggregator) Table(ctx context.Context, q Query) (*Table, error) {
 	return ts[0], nil
 }
 
+// Summaries calls fn, in name order, for each job of tenant whose name starts
+// with prefix, with its Summary over the window that ends at now (zero:
+// the clock's now), and returns their total: what GET /api/v1/metrics
+// and the live stream read.
+func (a *Aggregator) Summaries(ctx context.Context, tenant, prefix string, window time.Duration, now time.Time, fn func(name string, s *apollo.Summary)) (apollo.Summary, error) {
+	return SummariesOf(ctx, a, tenant, prefix, window, now, fn)
+}
+
+// SummariesOf is Summaries over any Store, through its Table.
+func SummariesOf(ctx context.Context, s Store, tenant, prefix string, window time.Duration, now time.Time, fn func(name string, s *apollo.Summary)) (apollo.Summary, error) {
+	t, err := s.Table(ctx, Query{Tenant: tenant, Window: window, Now: now})
+	if err != nil {
+		return apollo.Summary{}, err
+	}
+	lo, hi := t.Range(prefix)
+	for i := lo; i < hi; i++ {
+		fn(t.Names[i], &t.Rows[i])
+	}
+	return t.Sum(lo, hi), nil
+}
+
 // Tables answers several queries of one tenant at one moment (the same
 // Tenant and Now in each) in one pass over the jobs: each job's series is
 // locked and brought into the cache once for all the windows, which is
@@ -198,9 +213,9 @@ func (a *Aggregator) Tables(ctx context.Context, qs []Query) ([]*Table, error) {
 		idx = t.index()
 	}
 	ss := idx.series
-	rows := make([][]Summary, len(qs))
+	rows := make([][]apollo.Summary, len(qs))
 	for i := range rows {
-		rows[i] = make([]Summary, len(ss))
+		rows[i] = make([]apollo.Summary, len(ss))
 	}
 	var next atomic.Int64
 	work := func() error {
@@ -245,7 +260,7 @@ func (a *Aggregator) Tables(ctx context.Context, qs []Query) ([]*Table, error) {
 
 // Series returns the job's points over the window ending at now (zero: the
 // clock's now). An unknown job has all-zero points.
-func (a *Aggregator) Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]Point, error) {
+func (a *Aggregator) Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]apollo.Point, error) {
 	sp, pts, err := a.seriesPoints(ctx, window, step, now)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: series of %q: %w", name, err)
@@ -261,7 +276,7 @@ func (a *Aggregator) Series(ctx context.Context, tenant, name string, window, st
 // SeriesSum is Series summed over every job of the tenant whose name
 // starts with prefix: the totals of a group of jobs, step by step. It
 // reads each job once, in O(points + the job's entries in the window).
-func (a *Aggregator) SeriesSum(ctx context.Context, tenant, prefix string, window, step time.Duration, now time.Time) ([]Point, error) {
+func (a *Aggregator) SeriesSum(ctx context.Context, tenant, prefix string, window, step time.Duration, now time.Time) ([]apollo.Point, error) {
 	sp, pts, err := a.seriesPoints(ctx, window, step, now)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: series of prefix %q: %w", prefix, err)
@@ -287,7 +302,7 @@ func (a *Aggregator) SeriesSum(ctx context.Context, tenant, prefix string, windo
 
 // seriesPoints checks a series' window and step and returns the span and
 // the empty points, T and Window set.
-func (a *Aggregator) seriesPoints(ctx context.Context, window, step time.Duration, now time.Time) (span, []Point, error) {
+func (a *Aggregator) seriesPoints(ctx context.Context, window, step time.Duration, now time.Time) (span, []apollo.Point, error) {
 	sp, err := a.span(window, 0, a.nowOr(now))
 	if err != nil {
 		return span{}, nil, err
@@ -298,7 +313,7 @@ func (a *Aggregator) seriesPoints(ctx context.Context, window, step time.Duratio
 	if err := ctx.Err(); err != nil {
 		return span{}, nil, err
 	}
-	pts := make([]Point, window/step)
+	pts := make([]apollo.Point, window/step)
 	stepMs := step.Milliseconds()
 	for i := range pts {
 		pts[i].T = sp.start + int64(i)*stepMs
@@ -312,7 +327,7 @@ func (a *Aggregator) seriesPoints(ctx context.Context, window, step time.Duratio
 // cursor per level moves forward through the entries: the cost is the
 // points plus the entries in the window, not a search per point. Each
 // point is what summarize gives for its step.
-func (s *series) walk(sp *span, pts []Point, add bool) {
+func (s *series) walk(sp *span, pts []apollo.Point, add bool) {
 	if len(pts) == 0 {
 		return
 	}
@@ -339,7 +354,7 @@ func (s *series) walk(sp *span, pts []Point, add bool) {
 	for k := range pts {
 		p := &pts[k]
 		lvE, iE, cE := at(p.T + stepMs)
-		var out Summary
+		var out apollo.Summary
 		var v vec
 		v.diff(cE, cS)
 		v.toSummary(&out)
@@ -366,8 +381,8 @@ func (s *series) walk(sp *span, pts []Point, add bool) {
 // Rolling returns the job's last minute: the bucket that holds now and the
 // five before it, the same as a 1m Table row. It reads only the newest few
 // buckets, so it costs the same whatever the job's history.
-func (a *Aggregator) Rolling(tenant, name string) Summary {
-	out := Summary{Window: time.Minute}
+func (a *Aggregator) Rolling(tenant, name string) apollo.Summary {
+	out := apollo.Summary{Window: time.Minute}
 	s := a.lookup(tenant, name)
 	if s == nil {
 		return out

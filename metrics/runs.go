@@ -17,41 +17,15 @@ import (
 // without scanning every task: it costs O(RecentRuns) per job, whatever
 // the number of tasks.
 
-// Limits of Options.RecentRuns.
-const (
-	DefaultRecentRuns = 50
-	MaxRecentRuns     = 200
-)
-
-// DurationBuckets are the upper bounds, in ms, of every job's histogram
-// of run durations; a last bucket holds the longer runs. They span the
-// sub-second jobs and the ones of hours that schedulers run side by side.
-var DurationBuckets = [...]int64{100, 1_000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 10_800_000}
-
-// Run is one of a job's recent runs.
-type Run struct {
-	TaskID string
-	Status apollo.Status
-	Late   bool
-	// ReportedAt orders the runs: the time of the run's first report
-	// (Unix ms), which no later report moves. Ordering by a time that
-	// never changes is what makes the ring the same whatever order the
-	// changes of different tasks come in.
-	ReportedAt int64
-	StartedAt  int64 // 0 until it started
-	FinishedAt int64 // 0 until it finished
-	CostMs     int64 // 0 until it finished, or when it reported none
-}
-
 // jobRuns is the health record of one job; its series' lock guards it.
 type jobRuns struct {
-	ring []Run // the newest runs, by (ReportedAt, TaskID) ascending
+	ring []apollo.RecentRun // the newest runs, by (ReportedAt, TaskID) ascending
 	// ids[i] is a hash of ring[i].TaskID: find compares these first, so
 	// a new run costs a scan of integers, not of strings.
 	ids []uint32
 	// hist counts finished runs with a cost by DurationBuckets (the last
 	// slot: longer), counted and taken out exactly as Summary.CostN is.
-	hist [len(DurationBuckets) + 1]int64
+	hist [len(apollo.DurationBuckets) + 1]int64
 	// lastEnd is when a run last finished with each final status, Unix
 	// ms: the latest finish counted, kept when a correction moves it.
 	lastEnd [3]int64
@@ -68,12 +42,12 @@ type runFacts struct {
 var endSlot = [...]int{apollo.StatusSuccess: 0, apollo.StatusFailed: 1, apollo.StatusTimeout: 2}
 
 func durationSlot(cost int64) int {
-	for i, b := range DurationBuckets {
+	for i, b := range apollo.DurationBuckets {
 		if cost <= b {
 			return i
 		}
 	}
-	return len(DurationBuckets)
+	return len(apollo.DurationBuckets)
 }
 
 // finish counts a finished run in or out of the histogram and the last
@@ -89,15 +63,15 @@ func (r *jobRuns) finish(f *finishMove) {
 }
 
 // runOf is the ring's entry for t, first reported at reported.
-func runOf(t *apollo.Task, reported int64) Run {
-	run := Run{TaskID: t.TaskID, Status: t.Status, Late: t.Late, ReportedAt: reported, StartedAt: t.StartedAt}
+func runOf(t *apollo.Task, reported int64) apollo.RecentRun {
+	run := apollo.RecentRun{TaskID: t.TaskID, Status: t.Status, Late: t.Late, ReportedAt: reported, StartedAt: t.StartedAt}
 	if t.Status.Final() {
 		run.FinishedAt, run.CostMs = t.FinishedAt, max(t.CostMs, 0)
 	}
 	return run
 }
 
-func runOrder(a, b *Run) int {
+func runOrder(a, b *apollo.RecentRun) int {
 	if a.ReportedAt != b.ReportedAt {
 		if a.ReportedAt < b.ReportedAt {
 			return -1
@@ -125,7 +99,7 @@ func (r *jobRuns) find(id string) int {
 }
 
 // insert puts run at index i, and remove takes out entries [i, j).
-func (r *jobRuns) insert(i int, run Run) {
+func (r *jobRuns) insert(i int, run apollo.RecentRun) {
 	r.ring = slices.Insert(r.ring, i, run)
 	r.ids = slices.Insert(r.ids, i, idHash(run.TaskID))
 }
@@ -171,7 +145,7 @@ func (r *jobRuns) put(c *apollo.Change, limit int) {
 }
 
 // position is where run goes in the ring: after every entry before it.
-func (r *jobRuns) position(run *Run) int {
+func (r *jobRuns) position(run *apollo.RecentRun) int {
 	lo, hi := 0, len(r.ring)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -198,7 +172,7 @@ func (r *jobRuns) derive() *runFacts {
 		return &r.facts
 	}
 	f := runFacts{last: -1}
-	var costs, gaps [MaxRecentRuns]int64
+	var costs, gaps [apollo.MaxRecentRuns]int64
 	nc, ng := 0, 0
 	for i := range r.ring {
 		run := &r.ring[i]
@@ -254,6 +228,6 @@ func (r *jobRuns) bytes() int64 {
 
 // Sizes for Stats.Bytes.
 const (
-	runBytes     = int64(unsafe.Sizeof(Run{}))
+	runBytes     = int64(unsafe.Sizeof(apollo.RecentRun{}))
 	jobRunsBytes = int64(unsafe.Sizeof(jobRuns{}))
 )

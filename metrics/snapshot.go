@@ -486,8 +486,8 @@ func (p *snapParser) health() (*jobRuns, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n > MaxRecentRuns {
-		return nil, fmt.Errorf("%d runs, over the limit of %d", n, MaxRecentRuns)
+	if n > apollo.MaxRecentRuns {
+		return nil, fmt.Errorf("%d runs, over the limit of %d", n, apollo.MaxRecentRuns)
 	}
 	r := &jobRuns{}
 	ids := make(map[string]bool, n)
@@ -521,27 +521,27 @@ func (p *snapParser) health() (*jobRuns, error) {
 	return r, nil
 }
 
-func (p *snapParser) run() (Run, error) {
+func (p *snapParser) run() (apollo.RecentRun, error) {
 	id, err := p.str("task ID")
 	if err != nil {
-		return Run{}, err
+		return apollo.RecentRun{}, err
 	}
 	if len(p.b)-p.off < 2 {
-		return Run{}, fmt.Errorf("status: %w", io.ErrUnexpectedEOF)
+		return apollo.RecentRun{}, fmt.Errorf("status: %w", io.ErrUnexpectedEOF)
 	}
 	st, late := apollo.Status(p.b[p.off]), p.b[p.off+1]
 	p.off += 2
 	if !st.Valid() || late > 1 {
-		return Run{}, fmt.Errorf("status %d or late mark %d out of range", st, late)
+		return apollo.RecentRun{}, fmt.Errorf("status %d or late mark %d out of range", st, late)
 	}
-	run := Run{TaskID: id, Status: st, Late: late == 1}
+	run := apollo.RecentRun{TaskID: id, Status: st, Late: late == 1}
 	for _, x := range []*int64{&run.ReportedAt, &run.StartedAt, &run.FinishedAt, &run.CostMs} {
 		if *x, err = p.varint("run time"); err != nil {
-			return Run{}, err
+			return apollo.RecentRun{}, err
 		}
 	}
 	if run.CostMs < 0 {
-		return Run{}, fmt.Errorf("cost %d below zero", run.CostMs)
+		return apollo.RecentRun{}, fmt.Errorf("cost %d below zero", run.CostMs)
 	}
 	return run, nil
 }

@@ -267,7 +267,7 @@ func TestSeriesSum(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var want []metrics.Point
+				var want []apollo.Point
 				for _, name := range snapNames {
 					if !strings.HasPrefix(name, prefix) {
 						continue

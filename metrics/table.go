@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"sync"
 	"time"
+
+	"github.com/apollo-11/apollo"
 )
 
 // Table is every job of a tenant with its Summary over one window, sorted
@@ -23,7 +25,7 @@ type Table struct {
 	// it worked out from the names (where a prefix's jobs are) until the
 	// ID changes. 0, what other stores leave, says nothing.
 	NamesID uint64
-	Rows    []Summary // Rows[i] is Names[i]'s Summary
+	Rows    []apollo.Summary // Rows[i] is Names[i]'s apollo.Summary
 	Window  time.Duration
 
 	once       sync.Once
@@ -38,9 +40,9 @@ func (t *Table) Range(prefix string) (lo, hi int) { return prefixRange(t.Names, 
 
 // Sum totals Rows[lo:hi]: counters and gauges are summed, CostMin and
 // CostMax are taken over the rows that have costs.
-func (t *Table) Sum(lo, hi int) Summary {
+func (t *Table) Sum(lo, hi int) apollo.Summary {
 	t.once.Do(t.prepare)
-	out := Summary{Window: t.Window}
+	out := apollo.Summary{Window: t.Window}
 	var v vec
 	for i := range v {
 		v[i] = t.cum[hi][i] - t.cum[lo][i]

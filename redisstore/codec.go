@@ -52,7 +52,7 @@ func (v *vals) fromEntry(e *metrics.Entry) {
 }
 
 // add folds o into v: sums, and the cost range over the sides that have
-// one (the same rule as metrics.Summary.Add).
+// one (the same rule as apollo.Summary.Add).
 func (v *vals) add(o *vals) {
 	lo, hi := v[vCostMin], v[vCostMax]
 	switch {

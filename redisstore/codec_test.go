@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -86,10 +87,10 @@ func TestBlockRoundTrip(t *testing.T) {
 	t.Parallel()
 	const start = 1893553200000
 	es := []metrics.Entry{
-		{Start: start, Summary: metrics.Summary{Count: 3, Success: 3, Started: 3, CostSum: 4500, CostN: 3, CostMin: 1500, CostMax: 1500}},
+		{Start: start, Summary: apollo.Summary{Count: 3, Success: 3, Started: 3, CostSum: 4500, CostN: 3, CostMin: 1500, CostMax: 1500}},
 		{Start: start + 30_000}, // all zero: left out
-		{Start: start + 70_000, Summary: metrics.Summary{Failed: 1, Count: 1, Running: -1}},
-		{Start: start + 590_000, Summary: metrics.Summary{Backlog: 1}},
+		{Start: start + 70_000, Summary: apollo.Summary{Failed: 1, Count: 1, Running: -1}},
+		{Start: start + 590_000, Summary: apollo.Summary{Backlog: 1}},
 	}
 	text := string(appendBlock(nil, start, bucketMs, es))
 	if want := "0:3,3,0,0,3,0,0,4500,3,1500,1500;7:1,0,1,0,0,0,0,0,0,0,0,0,-1;59:0,0,0,0,0,0,0,0,0,0,0,1"; text != want {
@@ -133,7 +134,7 @@ func FuzzParseBlock(f *testing.F) {
 				t.Fatalf("%q: slot %d out of the block or out of order", s, sv.slot)
 			}
 			v := sv.v
-			e := metrics.Entry{Start: start + int64(sv.slot)*bucketMs, Summary: metrics.Summary{
+			e := metrics.Entry{Start: start + int64(sv.slot)*bucketMs, Summary: apollo.Summary{
 				Count: v[vCount], Success: v[vSuccess], Failed: v[vFailed], Timeout: v[vTimeout], Started: v[vStarted],
 				Late: v[vLate], Missed: v[vMissed], CostSum: v[vCostSum], CostN: v[vCostN], CostMin: v[vCostMin],
 				CostMax: v[vCostMax], Backlog: v[vBacklog], Running: v[vRunning]}}

@@ -78,10 +78,10 @@ func checkSame(t testing.TB, want, st metrics.Store, tenant string, now time.Tim
 // tableDiff compares two tables row by row; a job missing from one side
 // must have an all-zero row on the other.
 func tableDiff(a, b *metrics.Table) string {
-	rows := func(tb *metrics.Table) map[string]metrics.Summary {
-		m := map[string]metrics.Summary{}
+	rows := func(tb *metrics.Table) map[string]apollo.Summary {
+		m := map[string]apollo.Summary{}
 		for i, n := range tb.Names {
-			if tb.Rows[i] != (metrics.Summary{Window: tb.Window}) {
+			if tb.Rows[i] != (apollo.Summary{Window: tb.Window}) {
 				m[n] = tb.Rows[i]
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -158,7 +159,7 @@ func (p *readPlan) index(l int, key int64) int {
 }
 
 // summarize sets out to the job over [a, b) as the Aggregator resolves it.
-func (d *jobData) summarize(p *readPlan, a, b int64, out *metrics.Summary) {
+func (d *jobData) summarize(p *readPlan, a, b int64, out *apollo.Summary) {
 	ls, ks := p.sp.At(a)
 	le, ke := p.sp.At(b)
 	var acc vals
@@ -177,7 +178,7 @@ func (d *jobData) summarize(p *readPlan, a, b int64, out *metrics.Summary) {
 		b := d.suf[0][p.index(0, p.sp.Split)]
 		after[0], after[1] = after[0]+b[0], after[1]+b[1]
 	}
-	*out = metrics.Summary{
+	*out = apollo.Summary{
 		Count: acc[vCount], Success: acc[vSuccess], Failed: acc[vFailed], Timeout: acc[vTimeout],
 		Started: acc[vStarted], Late: acc[vLate], Missed: acc[vMissed],
 		CostSum: acc[vCostSum], CostN: acc[vCostN], CostMin: acc[vCostMin], CostMax: acc[vCostMax],

@@ -65,7 +65,7 @@ func (s *Store) Table(ctx context.Context, q metrics.Query) (*metrics.Table, err
 	names := namesCmd.Val()
 	slices.Sort(names)
 	p := newReadPlan(sp, []int64{sp.Start, sp.End}, maxTime(q.Now, now), writersCmd.Val())
-	rows := make([]metrics.Summary, len(names))
+	rows := make([]apollo.Summary, len(names))
 	err = s.read(ctx, q.Tenant, names, &p, func(i int, d *jobData) {
 		d.summarize(&p, sp.Start, sp.End, &rows[i])
 		rows[i].Window = q.Window
@@ -76,9 +76,15 @@ func (s *Store) Table(ctx context.Context, q metrics.Query) (*metrics.Table, err
 	return &metrics.Table{Names: names, Rows: rows, Window: q.Window}, nil
 }
 
+// Summaries is metrics.SummariesOf over this store: a prefix's jobs with their
+// Summaries, and their total.
+func (s *Store) Summaries(ctx context.Context, tenant, prefix string, window time.Duration, now time.Time, fn func(name string, s *apollo.Summary)) (apollo.Summary, error) {
+	return metrics.SummariesOf(ctx, s, tenant, prefix, window, now, fn)
+}
+
 // Series returns the job's points over the window ending at now (zero: the
 // store's clock).
-func (s *Store) Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]metrics.Point, error) {
+func (s *Store) Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]apollo.Point, error) {
 	clockNow := s.clock.Now()
 	if now.IsZero() {
 		now = clockNow
@@ -95,7 +101,7 @@ func (s *Store) Series(ctx context.Context, tenant, name string, window, step ti
 		return nil, fmt.Errorf("redisstore: series of %q: writers: %w", name, err)
 	}
 	stepMs := step.Milliseconds()
-	pts := make([]metrics.Point, window/step)
+	pts := make([]apollo.Point, window/step)
 	bounds := make([]int64, len(pts)+1)
 	for i := range bounds {
 		bounds[i] = sp.Start + int64(i)*stepMs

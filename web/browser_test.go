@@ -25,6 +25,7 @@ import (
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
@@ -138,7 +139,7 @@ func (d *dashboard) startStream() {
 		selfmetrics.Watch("metrics", d.agg.Stats), selfmetrics.Watch("alert", d.alerts.Stats), selfmetrics.Watch("notifications", d.disp.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
 		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler)),
-		KnownChannel: func(_, n string) bool { return n == "console" }})
+		Rules: rulebook.Book{Engine: d.alerts, Known: func(_, n string) bool { return n == "console" }}})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	d.api.Store(&h)

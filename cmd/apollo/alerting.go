@@ -17,6 +17,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
@@ -153,14 +154,15 @@ func (l *localAlerting) Start(ctx context.Context) error { return startAll(ctx, 
 func (l *localAlerting) Stop(ctx context.Context) error { return stopAll(ctx, l.log, l.services()) }
 
 func (l *localAlerting) apiOptions(o *httpapi.Options) {
-	o.Alerts, o.KnownChannel, o.Deliveries = l.engine, l.disp.Serves, l.disp
-	// Saved before the API sets them: durable once it answers.
-	o.SaveRules = func(tenant string, src []byte) error {
-		if tenant == "" && l.loader != nil {
-			return l.loader.Write(src)
-		}
-		return l.rules.Save(context.Background(), tenant, src)
-	}
+	o.Alerts, o.Deliveries = l.engine, l.disp
+	o.Rules = rulebook.Book{Engine: l.engine, Known: l.disp.Serves,
+		// Saved before the engine runs them: durable once the API answers.
+		Save: func(tenant string, src []byte) error {
+			if tenant == "" && l.loader != nil {
+				return l.loader.Write(src)
+			}
+			return l.rules.Save(context.Background(), tenant, src)
+		}}
 }
 
 func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {

@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 )
@@ -144,7 +145,9 @@ func (r *redisAlerting) Stop(ctx context.Context) error {
 }
 
 func (r *redisAlerting) apiOptions(o *httpapi.Options) {
-	o.Alerts, o.SaveRules = r.remote, r.remote.SaveRules
+	// The channels are the alert processes': this process cannot check
+	// the NOTIFY names against them (Known stays nil).
+	o.Alerts, o.Rules = r.remote, rulebook.Book{Engine: r.remote, Save: r.remote.SaveRules}
 }
 
 func (r *redisAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/metrics"
 )
 
 const (
@@ -344,7 +343,7 @@ func (s *suite) series(t *testing.T) {
 		{5 * time.Minute, time.Minute}, {time.Minute, 10 * time.Second}, {10 * time.Minute, 5 * time.Minute}, {30 * time.Second, 30 * time.Second},
 	} {
 		pts := s.points(t, tn, "a", w.window, w.step, now)
-		var sum metrics.Summary
+		var sum apollo.Summary
 		for _, p := range pts {
 			sum.Add(p.Summary)
 		}

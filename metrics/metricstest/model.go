@@ -160,7 +160,7 @@ func (v view) covers(bucket int64) bool {
 // bucket's min and max, so those are checked against bounds: exact when no
 // removed finish is in the window.
 type want struct {
-	metrics.Summary
+	apollo.Summary
 	liveMin, liveMax int64 // over the finishes that count
 	allMin, allMax   int64 // over every finish ever counted here
 	removed          bool  // a removed finish with a cost is in the window
@@ -233,7 +233,7 @@ func (m *model) names(tenant string) map[string]bool {
 }
 
 // mismatch describes how got differs from w, or returns "".
-func (w want) mismatch(got metrics.Summary) string {
+func (w want) mismatch(got apollo.Summary) string {
 	exact := w.Summary
 	exact.CostMin, exact.CostMax, exact.Window = got.CostMin, got.CostMax, got.Window
 	if got != exact {

@@ -107,14 +107,14 @@ func (s *suite) table(t *testing.T, tenant string, w, off time.Duration, now tim
 
 // row returns name's row, or a zero Summary when the store has no row:
 // it may forget a job with nothing left to report.
-func row(tb *metrics.Table, name string) metrics.Summary {
+func row(tb *metrics.Table, name string) apollo.Summary {
 	if i, ok := slices.BinarySearch(tb.Names, name); ok {
 		return tb.Rows[i]
 	}
-	return metrics.Summary{Window: tb.Window}
+	return apollo.Summary{Window: tb.Window}
 }
 
-func (s *suite) points(t *testing.T, tenant, name string, w, step time.Duration, now time.Time) []metrics.Point {
+func (s *suite) points(t *testing.T, tenant, name string, w, step time.Duration, now time.Time) []apollo.Point {
 	t.Helper()
 	pts, err := s.h.Store.Series(context.Background(), tenant, name, w, step, now)
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *suite) points(t *testing.T, tenant, name string, w, step time.Duration,
 }
 
 // pointAt returns the point whose step starts at ms.
-func pointAt(t *testing.T, pts []metrics.Point, ms int64) metrics.Summary {
+func pointAt(t *testing.T, pts []apollo.Point, ms int64) apollo.Summary {
 	t.Helper()
 	for _, p := range pts {
 		if p.T == ms {
@@ -135,7 +135,7 @@ func pointAt(t *testing.T, pts []metrics.Point, ms int64) metrics.Summary {
 		}
 	}
 	t.Fatalf("no point starts at %d", ms)
-	return metrics.Summary{}
+	return apollo.Summary{}
 }
 
 // checker compares a store with the model, stopping after a few
@@ -178,7 +178,7 @@ func (c *checker) table(tenant string, now time.Time, w, off time.Duration, pref
 	}
 	for _, p := range prefixes {
 		lo, hi := tb.Range(p)
-		var sum metrics.Summary
+		var sum apollo.Summary
 		for i, n := range tb.Names {
 			if in := strings.HasPrefix(n, p); in != (i >= lo && i < hi) {
 				c.fail("Range(%q) = [%d, %d), but %q at %d", p, lo, hi, n, i)

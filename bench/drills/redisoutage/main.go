@@ -296,7 +296,7 @@ func run(p params) (*result, error) {
 			logf("reading Redis: %v", err)
 			return false
 		}
-		got := map[string]metrics.Summary{}
+		got := map[string]apollo.Summary{}
 		for i, n := range tb.Names {
 			got[n] = tb.Rows[i]
 		}

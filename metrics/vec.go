@@ -2,82 +2,9 @@ package metrics
 
 import (
 	"math"
-	"time"
+
+	"github.com/apollo-11/apollo"
 )
-
-// Summary is what one job (or a group of jobs) did over one window.
-//
-// Counters count events whose bucket lies in the window; Backlog and Running
-// are gauges: the number of tasks pending and running at the window's end.
-type Summary struct {
-	Count   int64 // runs that finished (success + failed + timeout)
-	Success int64
-	Failed  int64
-	Timeout int64
-	Started int64 // runs that went to running
-	Late    int64 // runs that became late (late starts and missed starts)
-	Missed  int64 // runs that never started within their grace period
-
-	CostSum, CostN   int64 // ms; CostN counts finished runs with a known cost
-	CostMin, CostMax int64 // ms; both 0 when CostN == 0
-
-	Backlog, Running int64 // gauges at the window's end
-
-	Window time.Duration
-}
-
-// FailedRate is Failed/Count, 0 when nothing finished.
-func (s Summary) FailedRate() float64 { return ratio(s.Failed, s.Count) }
-
-// TimeoutRate is Timeout/Count, 0 when nothing finished.
-func (s Summary) TimeoutRate() float64 { return ratio(s.Timeout, s.Count) }
-
-// SuccessRate is Success/Count, 0 when nothing finished.
-func (s Summary) SuccessRate() float64 { return ratio(s.Success, s.Count) }
-
-// LateRate is Late / (Started + Missed): the share of runs that were due and
-// did not start on time.
-func (s Summary) LateRate() float64 { return ratio(s.Late, s.Started+s.Missed) }
-
-// AvgCost is the mean cost in ms of the finished runs that reported one.
-func (s Summary) AvgCost() float64 { return ratio(s.CostSum, s.CostN) }
-
-// Throughput is finished runs per minute over the window.
-func (s Summary) Throughput() float64 {
-	if s.Window <= 0 {
-		return 0
-	}
-	return float64(s.Count) / s.Window.Minutes()
-}
-
-func ratio(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
-// Add folds o into s: counters and gauges are summed, CostMin and CostMax
-// combined over the sides that have costs. s keeps its Window unless it has
-// none.
-func (s *Summary) Add(o Summary) {
-	if o.CostN > 0 {
-		if s.CostN > 0 {
-			s.CostMin = min(s.CostMin, o.CostMin)
-			s.CostMax = max(s.CostMax, o.CostMax)
-		} else {
-			s.CostMin, s.CostMax = o.CostMin, o.CostMax
-		}
-	}
-	var v, w vec
-	v.fromSummary(s)
-	w.fromSummary(&o)
-	v.add(&w)
-	v.toSummary(s)
-	if s.Window == 0 {
-		s.Window = o.Window
-	}
-}
 
 // The fields of vec, the counters and gauge deltas the aggregator keeps.
 const (
@@ -120,7 +47,7 @@ func (v *vec) diff(e, s *vec) {
 	v[fBacklog], v[fRunning] = max(e[fBacklog], 0), max(e[fRunning], 0)
 }
 
-func (v *vec) toSummary(s *Summary) {
+func (v *vec) toSummary(s *apollo.Summary) {
 	s.Count, s.Success, s.Failed, s.Timeout = v[fCount], v[fSuccess], v[fFailed], v[fTimeout]
 	s.Started, s.Late, s.Missed = v[fStarted], v[fLate], v[fMissed]
 	s.CostSum, s.CostN = costSum(v[fCostSum], v[fCostN]), v[fCostN]
@@ -141,7 +68,7 @@ func costSum(sum, n int64) int64 {
 	return sum
 }
 
-func (v *vec) fromSummary(s *Summary) {
+func (v *vec) fromSummary(s *apollo.Summary) {
 	*v = vec{
 		fCount: s.Count, fSuccess: s.Success, fFailed: s.Failed, fTimeout: s.Timeout,
 		fStarted: s.Started, fLate: s.Late, fMissed: s.Missed,
@@ -163,7 +90,7 @@ func (r *costRange) fold(lo, hi int64) {
 }
 
 // put stores the range in s, or zeros when no cost was folded.
-func (r costRange) put(s *Summary) {
+func (r costRange) put(s *apollo.Summary) {
 	if r.hi <= 0 {
 		s.CostMin, s.CostMax = 0, 0
 		return

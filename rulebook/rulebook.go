@@ -1,0 +1,111 @@
+// Package rulebook is the tenants' alert rules as the API reads and
+// replaces them (GET and PUT /api/v1/rules): a rules file is checked in
+// the rules language and against the channels that serve the tenant,
+// refused whole with every problem at its place, saved durably, and only
+// then put in force. httpapi declares what it needs (httpapi.RuleBook)
+// and cmd/apollo fills it with a Book over the engine of its mode, so the
+// HTTP layer knows neither the rules language nor the engine.
+package rulebook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// Engine holds the rules that run: the local alert engine
+// (alert.Engine), or the alert processes behind Redis
+// (redisstore.RemoteAlerts).
+type Engine interface {
+	Rules(tenant string) []*rules.Rule
+	RulesSource(tenant string) []byte
+	SetRulesSource(tenant string, rs []*rules.Rule, src []byte)
+}
+
+// Book reads and replaces the rules of an Engine.
+type Book struct {
+	Engine Engine
+	// Known checks the NOTIFY names of a tenant's rules against the
+	// channels that serve the tenant (notify.Dispatcher.Serves); nil
+	// accepts any name.
+	Known func(tenant, name string) bool
+	// Save writes an accepted file where the tenant's rules are kept
+	// (alert.Loader.Write, the rules store in Redis) before the rules run;
+	// nil keeps them in memory only. An error refuses the update.
+	Save func(tenant string, src []byte) error
+}
+
+// Rules are the tenant's rules, each as its canonical text and its JSON
+// form, and the file they came from as the engine holds it.
+func (b Book) Rules(tenant string) (apiclient.RuleSet, error) {
+	rs := b.Engine.Rules(tenant)
+	views := make([]apiclient.Rule, len(rs))
+	for i, r := range rs {
+		j, err := r.MarshalJSON()
+		if err != nil {
+			return apiclient.RuleSet{}, fmt.Errorf("rule %q as JSON: %w", r.Name, err)
+		}
+		kind := "rate"
+		if r.IsEvent() {
+			kind = "event"
+		}
+		views[i] = apiclient.Rule{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
+	}
+	return apiclient.RuleSet{Rules: views, Source: string(b.Engine.RulesSource(tenant))}, nil
+}
+
+// PutRules replaces the tenant's rules with src, a whole rules file as
+// text or in its JSON form. A file with problems changes nothing: they
+// are returned, each with its place, and the error is nil. A file without
+// rules that would remove running ones is refused (an *apollo.Error)
+// unless it says so (rules.EmptyMarker), as a rules file must on reload:
+// a client that sent nothing by mistake looks just like one that means it.
+func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.RuleSet, []apiclient.RuleProblem, error) {
+	rs, err := rules.Parse("", src)
+	if err == nil && b.Known != nil {
+		err = rules.CheckChannels(rs, func(name string) bool { return b.Known(tenant, name) })
+	}
+	if problems := Problems(err); problems != nil {
+		return apiclient.RuleSet{}, problems, nil
+	}
+	if err != nil {
+		return apiclient.RuleSet{}, nil, err
+	}
+	if n := len(b.Engine.Rules(tenant)); len(rs) == 0 && n > 0 && !rules.SaysEmpty(src) {
+		return apiclient.RuleSet{}, nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules",
+			Message: fmt.Sprintf("the body has no rules, and %d run now; nothing was changed", n),
+			Hint:    "to remove every rule on purpose, send a body with the line " + rules.EmptyMarker + ` (or the JSON form {"rules": []})`}
+	}
+	// Saved before it is applied: rules that run but vanish at the next
+	// restart would be a surprise.
+	if b.Save != nil {
+		if err := b.Save(tenant, src); err != nil {
+			return apiclient.RuleSet{}, nil, fmt.Errorf("saving the rules of tenant %q: %w", tenant, err)
+		}
+	}
+	b.Engine.SetRulesSource(tenant, rs, src)
+	set, err := b.Rules(tenant)
+	return set, nil, err
+}
+
+// Problems are the positioned problems of a rules error (rules.ErrorList)
+// as the API answers them; nil for any other error.
+func Problems(err error) []apiclient.RuleProblem {
+	var list rules.ErrorList
+	if !errors.As(err, &list) {
+		return nil
+	}
+	out := make([]apiclient.RuleProblem, len(list))
+	for i, e := range list {
+		msg := e.Msg
+		if e.Expected != "" {
+			msg += " (expected " + e.Expected + ")"
+		}
+		out[i] = apiclient.RuleProblem{Pos: e.Pos.String(), Line: e.Pos.Line, Col: e.Pos.Col, Message: msg, Hint: e.Hint}
+	}
+	return out
+}
