@@ -18,14 +18,18 @@ import (
 // bus's own timeouts, so that metrics, rules and the job's runs show it and
 // a restart replays it.
 
+// MissedPrefix begins the task ID of every missed run; Publish refuses it
+// from reporters.
+const MissedPrefix = "missed:"
+
 // MissedRunID is the task ID of the missed run of job expected at slot:
 // the same for the same slot, so that recording it twice (a restart that
 // judges the slot again) records it once.
 func MissedRunID(job string, slot time.Time) string {
-	id := "missed:" + job + "@" + strconv.FormatInt(slot.Unix(), 10)
+	id := MissedPrefix + job + "@" + strconv.FormatInt(slot.Unix(), 10)
 	if len(id) > apollo.MaxTaskIDBytes {
 		sum := sha256.Sum256([]byte(job))
-		id = "missed:" + hex.EncodeToString(sum[:12]) + "@" + strconv.FormatInt(slot.Unix(), 10)
+		id = MissedPrefix + hex.EncodeToString(sum[:12]) + "@" + strconv.FormatInt(slot.Unix(), 10)
 	}
 	return id
 }
@@ -33,7 +37,7 @@ func MissedRunID(job string, slot time.Time) string {
 // MissedSlot is the slot of a missed run's task ID (MissedRunID); false
 // for any other ID.
 func MissedSlot(taskID string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(taskID, "missed:")
+	rest, ok := strings.CutPrefix(taskID, MissedPrefix)
 	i := strings.LastIndexByte(rest, '@')
 	if !ok || i < 0 {
 		return time.Time{}, false
@@ -65,7 +69,7 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 		evs[i] = apollo.Event{TaskID: MissedRunID(m.Job, m.Slot), Tenant: m.Tenant, Name: m.Job, Sequence: 1, Status: apollo.StatusPending, Ts: at, ScheduledAt: at}
 	}
 	out := make([]Outcome, len(evs))
-	if err := b.Publish(ctx, evs, out); err != nil {
+	if err := b.publish(ctx, evs, out, true); err != nil {
 		return nil, err
 	}
 	var errs []error

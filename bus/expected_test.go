@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,45 @@ func TestTimeOut(t *testing.T) {
 	}
 	if got := f.get(t, "r1"); got.Status != apollo.StatusTimeout || got.History[len(got.History)-1].Kind != apollo.KindTimeout {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// A reporter cannot take a missed run's task ID: the event is refused with
+// the field and the reason, in every tenant, and the missed run of that
+// slot is still recorded, fresh. Before, the reporter's run took the ID,
+// and RecordMissed saw a duplicate and recorded nothing.
+func TestMissedRunIDsAreReserved(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	slot := t0.Add(-10 * time.Minute)
+	id := MissedRunID("nightly_backup", slot)
+	for _, tenant := range []string{"", "acme"} {
+		evs := []apollo.Event{
+			{TaskID: id, Tenant: tenant, Name: "nightly_backup", Sequence: 1, Status: apollo.StatusPending, Ts: slot.UnixMilli()},
+			{TaskID: MissedPrefix, Tenant: tenant, Name: "x", Sequence: 1, Status: apollo.StatusSuccess, Ts: slot.UnixMilli()},
+		}
+		out := make([]Outcome, len(evs))
+		if err := f.bus.Publish(t.Context(), evs, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range out {
+			var e *apollo.Error
+			if o.Result != Rejected || !errors.As(o.Err, &e) || e.Code != apollo.EINVALID || e.Field != "taskID" ||
+				!strings.Contains(e.Message, "missed runs") || !strings.Contains(e.Hint, MissedPrefix) {
+				t.Fatalf("tenant %q, event %d: %+v, want rejected on taskID", tenant, i, o)
+			}
+		}
+		if task, err := f.bus.Get(tenant, id); apollo.ErrorCode(err) != apollo.ENOTFOUND || task != nil {
+			t.Fatalf("tenant %q: the refused event left %+v %v", tenant, task, err)
+		}
+		fresh, err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: tenant, Job: "nightly_backup", Slot: slot}})
+		if err != nil || !fresh[0] {
+			t.Fatalf("tenant %q: recording the missed run: %v %v", tenant, fresh, err)
+		}
+	}
+	// A job whose name begins like one cannot ping either: its run ID
+	// would begin so too.
+	if _, o, err := f.bus.Ping(t.Context(), apollo.Ping{Job: MissedPrefix + "job", Status: apollo.StatusSuccess, Ts: slot.UnixMilli()}); err != nil || o.Result != Rejected {
+		t.Fatalf("a ping of a job named missed:job: %+v %v, want rejected", o, err)
 	}
 }

@@ -112,7 +112,7 @@ func (b *Bus) Ping(ctx context.Context, p apollo.Ping) (apollo.Event, Outcome, e
 	}
 	evs := []apollo.Event{p.Event(open, ok)}
 	var out [1]Outcome
-	last, refusals := b.decideAll(evs, out[:])
+	last, refusals := b.decideAll(evs, out[:], false)
 	mu.Unlock()
 	b.reportRefusals(refusals)
 	return evs[0], out[0], b.waitLog(ctx, last)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/apollo-11/apollo"
@@ -50,18 +51,28 @@ type decision struct {
 // returns once the accepted ones are durable. Events must carry their tenant;
 // Publish does not change evs. An error means the log failed: nothing in
 // this call may be reported as accepted.
+//
+// A task ID that begins with MissedPrefix is refused: those name the
+// missed runs the bus records itself (RecordMissed), and a reporter that
+// took one could hide a missed run or rewrite it.
 func (b *Bus) Publish(ctx context.Context, evs []apollo.Event, out []Outcome) error {
+	return b.publish(ctx, evs, out, false)
+}
+
+// publish is Publish; own says the events are the bus's own (missed runs),
+// which may use the reserved task IDs.
+func (b *Bus) publish(ctx context.Context, evs []apollo.Event, out []Outcome, own bool) error {
 	if len(out) < len(evs) {
 		panic("bus: Publish needs one Outcome per event")
 	}
-	last, refusals := b.decideAll(evs, out)
+	last, refusals := b.decideAll(evs, out, own)
 	b.reportRefusals(refusals)
 	return b.waitLog(ctx, last)
 }
 
 // decideAll decides every event of a Publish call and returns the highest
 // LSN it appended and the refusals to report.
-func (b *Bus) decideAll(evs []apollo.Event, out []Outcome) (uint64, []Refusal) {
+func (b *Bus) decideAll(evs []apollo.Event, out []Outcome, own bool) (uint64, []Refusal) {
 	var last uint64
 	var refusals []Refusal
 	var refusedTasks map[key]struct{} // allocated only when something is refused
@@ -76,7 +87,7 @@ func (b *Bus) decideAll(evs []apollo.Event, out []Outcome) (uint64, []Refusal) {
 		k := key{tenant: evs[i].Tenant, id: evs[i].TaskID}
 		_, earlierRefused := refusedTasks[k]
 		sc.left = len(evs) - i
-		d := b.publishOne(&evs[i], now, earlierRefused, &sc)
+		d := b.publishOne(&evs[i], now, earlierRefused, own, &sc)
 		out[i] = d.Outcome
 		if d.lsn > last {
 			last = d.lsn
@@ -114,8 +125,8 @@ func (b *Bus) waitLog(ctx context.Context, last uint64) error {
 
 // publishOne decides one event of a Publish call; b.pause is held for
 // reading. earlierRefused says that an earlier event of its task in the
-// same call was not stored.
-func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, sc *scratch) decision {
+// same call was not stored; own, that the event is the bus's own.
+func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused, own bool, sc *scratch) decision {
 	switch {
 	case b.closed.Load():
 		return decision{Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the server is shutting down", Hint: "resend this event later"}}}
@@ -123,7 +134,13 @@ func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused bool, sc *s
 		// Not even "duplicate": the event it duplicates may not be on disk.
 		return decision{Outcome: Outcome{Result: RetryLater, Err: errLogFailed}}
 	}
-	if err := ev.Validate(); err != nil {
+	err := ev.Validate()
+	if err == nil && !own && strings.HasPrefix(ev.TaskID, MissedPrefix) {
+		err = &apollo.Error{Code: apollo.EINVALID, Field: "taskID",
+			Message: fmt.Sprintf("task IDs that begin with %q are Apollo-11's own: they name the missed runs of job expectations", MissedPrefix),
+			Hint:    "give the run an ID of your own that does not begin with " + MissedPrefix}
+	}
+	if err != nil {
 		b.stats.invalid.Add(1)
 		return decision{Outcome: Invalid(err)}
 	}
