@@ -276,26 +276,44 @@ func TestExpectationsJudgeDowntime(t *testing.T) {
 	}
 }
 
-// The learner's proposal, from 20 nightly runs at 02:00 with jitter fed
-// through the bus observer, is listed and accepted in one call, in the
-// tenant that ran the job only.
+// The learner's proposal, from 20 nightly runs at 02:00 Berlin time with
+// jitter fed through the bus observer, is listed and accepted in one call,
+// in the tenant that ran the job only. The start times are read in the
+// zone of the tenant's schedules (Europe/Berlin for acme, from its
+// defaults), and in UTC for a tenant without one, never in the server's
+// own zone.
 func TestExpectationsSuggestAndAccept(t *testing.T) {
 	t.Parallel()
-	day := time.Date(2026, 11, 1, 2, 0, 0, 0, time.Local)
-	x := newTestExpectations(t, "", apollo.NewFakeClock(day.AddDate(0, 0, 21)), &syncBuffer{})
-	if err := x.put(context.Background(), "acme", []byte("expectations:\n  - {job: nightly, upstream: [extract]}\n")); err != nil {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 20 {
-		start := day.AddDate(0, 0, i).Add(time.Duration(i%7) * 9 * time.Second)
-		x.Apply(change("acme", "nightly", fmt.Sprintf("n%d", i), apollo.StatusNone, apollo.StatusSuccess, start, start.Add(time.Minute+time.Duration(i)*time.Second)))
+	day := time.Date(2026, 11, 1, 2, 0, 0, 0, berlin)
+	x := newTestExpectations(t, "", apollo.NewFakeClock(day.AddDate(0, 0, 21)), &syncBuffer{})
+	if err := x.put(context.Background(), "acme", []byte(`defaults: {timezone: Europe/Berlin}
+expectations:
+  - {job: nightly, upstream: [extract]}
+  - {job: extract, schedule: "0 1 * * *"}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "zoneless"} {
+		for i := range 20 {
+			start := day.AddDate(0, 0, i).Add(time.Duration(i%7) * 9 * time.Second)
+			x.Apply(change(tenant, "nightly", fmt.Sprintf("n%d", i), apollo.StatusNone, apollo.StatusSuccess, start, start.Add(time.Minute+time.Duration(i)*time.Second)))
+		}
 	}
 	if got := x.Suggestions("", ""); len(got) != 0 {
 		t.Fatalf("the default tenant has proposals: %+v", got)
 	}
 	got := x.Suggestions("acme", "")
-	if len(got) != 1 || got[0].Job != "nightly" || got[0].Describe != "daily at 02:00" || got[0].Schedule != "0 2 * * *" || got[0].MaxRuntime == "" {
-		t.Fatalf("%+v", got)
+	if len(got) != 1 || got[0].Job != "nightly" || got[0].Describe != "daily at 02:00" || got[0].Schedule != "0 2 * * *" ||
+		got[0].Timezone != "Europe/Berlin" || got[0].MaxRuntime == "" {
+		t.Fatalf("acme: %+v", got)
+	}
+	// 02:00 in Berlin in November is 01:00 UTC.
+	if got := x.Suggestions("zoneless", "nightly"); len(got) != 1 || got[0].Schedule != "0 1 * * *" || got[0].Timezone != "UTC" {
+		t.Fatalf("a tenant without schedules: %+v", got)
 	}
 	if ok, err := x.AcceptSuggestion(context.Background(), "acme", "other"); ok || err != nil {
 		t.Fatalf("accepted a proposal for a job without runs: %v %v", ok, err)
@@ -309,7 +327,7 @@ func TestExpectationsSuggestAndAccept(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ := set.Lookup("nightly")
-	if e.Schedule != "0 2 * * *" || e.Grace == 0 || e.MaxRuntime == 0 || !slices.Equal(e.Upstream, []string{"extract"}) {
+	if e.Schedule != "0 2 * * *" || e.Timezone != "Europe/Berlin" || e.Grace == 0 || e.MaxRuntime == 0 || !slices.Equal(e.Upstream, []string{"extract"}) {
 		t.Fatalf("accepted: %+v\n%s", e, src)
 	}
 }
