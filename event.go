@@ -168,11 +168,18 @@ const (
 	// never arrived within the reorder window: the bus applies it when the
 	// window ends, and Reason says how many are missing.
 	KindGap
+	// KindTooShort is written by the bus when a run succeeded in less than
+	// its job's min_runtime (job expectations); KindTooOften when a run
+	// started while its job had already started max_runs runs within
+	// runs_window. The task does not change: the record marks the run, and
+	// Reason says by how much.
+	KindTooShort
+	KindTooOften
 
 	numKind
 )
 
-var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start", "gap"}
+var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start", "gap", "too_short", "too_often"}
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return k < numKind }
@@ -213,7 +220,8 @@ type Record struct {
 	// ReceivedAt is when the server accepted it, Unix milliseconds.
 	ReceivedAt int64 `json:"receivedAt"`
 	// Actor is set on corrections; Reason on corrections (the operator's
-	// words) and on gaps (how many earlier events never arrived).
+	// words), on gaps (how many earlier events never arrived) and on the
+	// marks of job expectations (too_short, too_often: by how much).
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }

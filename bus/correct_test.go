@@ -1,8 +1,6 @@
 package bus
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -33,11 +31,7 @@ func jobRow(t *testing.T, agg *metrics.Aggregator, name string) apollo.Summary {
 // job's MAX changed). Replaying the log after a crash gives the same.
 func TestCorrectionKeepsTimesAndCost(t *testing.T) {
 	t.Parallel()
-	var agg *metrics.Aggregator
-	f := newFixture(t, func(o *Options) {
-		agg = newAggregator(t, o.Clock)
-		o.Observers = []Observer{agg}
-	})
+	f, agg := newMetricsFixture(t)
 	done := ev("c1", 2, apollo.StatusFailed)
 	done.CostMs = 3
 	other := ev("c2", 2, apollo.StatusSuccess)
@@ -79,17 +73,7 @@ func TestCorrectionKeepsTimesAndCost(t *testing.T) {
 
 	// The same after a restart: replay the log into a new bus.
 	agg2 := newAggregator(t, f.clock)
-	b2, err := New(Options{Clock: f.clock, Observers: []Observer{agg2}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range f.log.records() {
-		if err := b2.Replay(uint64(i+1), p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b2.Start(t.Context())
-	defer b2.Stop(context.Background())
+	b2 := f.replayed(t, agg2)
 	for _, id := range []string{"c1", "c3"} {
 		want, got := f.get(t, id), mustGet(t, b2, id)
 		if got.Status != want.Status || got.CostMs != want.CostMs || got.StartedAt != want.StartedAt || got.FinishedAt != want.FinishedAt {

@@ -99,6 +99,30 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 	return fresh, errors.Join(errs...)
 }
 
+// Mark records a finding of job expectations on a run, without changing
+// it: a record of kind (apollo.KindTooShort or apollo.KindTooOften) with
+// reason in the run's history, logged like the bus's own timeouts, so
+// that the run shows it, a restart replays it and the observers (the
+// change feed of the three-process mode) hear of it. It reports whether
+// the run was there to mark.
+func (b *Bus) Mark(tenant, taskID string, kind apollo.Kind, reason string) bool {
+	if kind != apollo.KindTooShort && kind != apollo.KindTooOften {
+		panic("bus: Mark takes too_short or too_often, not " + kind.String())
+	}
+	done := false
+	b.commitOwn(key{tenant: tenant, id: taskID},
+		func(*task) bool { return true },
+		func(t *task) apollo.Record {
+			done = true
+			now := b.nowMs()
+			return apollo.Record{
+				Event: apollo.Event{TaskID: taskID, Tenant: tenant, Name: t.name, Sequence: t.seq, Status: t.status, Ts: now},
+				Kind:  kind, ReceivedAt: now, Reason: reason,
+			}
+		})
+	return done
+}
+
 // TimeOut ends a running run as timeout, as its own deadline would: what
 // a job's max_runtime does. It reports whether the run was running (and
 // is now timed out).

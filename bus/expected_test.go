@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/metrics"
 )
 
 // A missed expected run is a pending run of the job, marked as a missed
@@ -16,11 +15,7 @@ import (
 // Two tenants keep theirs apart.
 func TestRecordMissed(t *testing.T) {
 	t.Parallel()
-	var agg *metrics.Aggregator
-	f := newFixture(t, func(o *Options) {
-		agg = newAggregator(t, o.Clock)
-		o.Observers = []Observer{agg}
-	})
+	f, agg := newMetricsFixture(t)
 	slot := t0.Add(-10 * time.Minute)
 	for _, tenant := range []string{"", "acme"} {
 		for i := range 2 {
@@ -112,4 +107,58 @@ func TestMissedRunIDsAreReserved(t *testing.T) {
 	if _, o, err := f.bus.Ping(t.Context(), apollo.Ping{Job: MissedPrefix + "job", Status: apollo.StatusSuccess, Ts: slot.UnixMilli()}); err != nil || o.Result != Rejected {
 		t.Fatalf("a ping of a job named missed:job: %+v %v, want rejected", o, err)
 	}
+}
+
+// Mark writes a too_short or too_often record with its reason into the
+// run's history and changes nothing else: not the status, not the
+// metrics. The record survives a restart (replay of the log), and the
+// tenants keep their runs apart.
+func TestMarkRecordsAFindingOnTheRun(t *testing.T) {
+	t.Parallel()
+	f, agg := newMetricsFixture(t)
+	at := t0.Add(-time.Minute).UnixMilli()
+	for _, tenant := range []string{"", "acme"} {
+		out := make([]Outcome, 3)
+		if err := f.bus.Publish(t.Context(), []apollo.Event{
+			{TaskID: "quick", Tenant: tenant, Name: "job_m", Sequence: 1, Status: apollo.StatusRunning, Ts: at},
+			{TaskID: "quick", Tenant: tenant, Name: "job_m", Sequence: 2, Status: apollo.StatusSuccess, Ts: at + 2000},
+			{TaskID: "again", Tenant: tenant, Name: "job_m", Sequence: 1, Status: apollo.StatusRunning, Ts: at + 3000},
+		}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.drain()
+	before := jobRow(t, agg, "job_m")
+	if !f.bus.Mark("", "quick", apollo.KindTooShort, "ran 2s; min_runtime is 30s") ||
+		!f.bus.Mark("", "again", apollo.KindTooOften, "2 runs within 1h; max_runs is 1") {
+		t.Fatal("a run was not marked")
+	}
+	if f.bus.Mark("", "nope", apollo.KindTooShort, "x") || f.bus.Mark("other", "quick", apollo.KindTooShort, "x") {
+		t.Fatal("marked a run that is not there")
+	}
+	f.drain()
+	if after := jobRow(t, agg, "job_m"); after != before {
+		t.Fatalf("the marks changed the metrics: %+v, was %+v", after, before)
+	}
+	check := func(b *Bus, when string) {
+		t.Helper()
+		for id, want := range map[string]struct {
+			status apollo.Status
+			kind   apollo.Kind
+			reason string
+		}{"quick": {apollo.StatusSuccess, apollo.KindTooShort, "ran 2s; min_runtime is 30s"}, "again": {apollo.StatusRunning, apollo.KindTooOften, "2 runs within 1h; max_runs is 1"}} {
+			got := mustGet(t, b, id)
+			last := got.History[len(got.History)-1]
+			if got.Status != want.status || last.Kind != want.kind || last.Reason != want.reason || last.Status != want.status {
+				t.Errorf("%s: %s is %s with last record %+v, want %s marked %s %q", when, id, got.Status, last, want.status, want.kind, want.reason)
+			}
+			other, err := b.Get("acme", id)
+			if err != nil || other.History[len(other.History)-1].Kind != apollo.KindReport {
+				t.Errorf("%s: tenant acme's %s was marked: %+v %v", when, id, other, err)
+			}
+		}
+	}
+	check(f.bus, "live")
+
+	check(f.replayed(t), "after replay")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/metrics"
 )
 
 // memLog is an in-memory Log: every append is durable at once, unless
@@ -63,6 +64,37 @@ func newFixture(t testing.TB, edit func(*Options)) *fixture {
 	t.Cleanup(func() { b.Stop(context.Background()) })
 	f.bus = b
 	return f
+}
+
+// newMetricsFixture is a fixture whose bus feeds a metrics aggregator.
+func newMetricsFixture(t *testing.T) (*fixture, *metrics.Aggregator) {
+	t.Helper()
+	var agg *metrics.Aggregator
+	f := newFixture(t, func(o *Options) {
+		agg = newAggregator(t, o.Clock)
+		o.Observers = []Observer{agg}
+	})
+	return f, agg
+}
+
+// replayed is a new bus, started, that replayed f's whole log, as a
+// restart does; observers (may be nil) see the replay.
+func (f *fixture) replayed(t *testing.T, observers ...Observer) *Bus {
+	t.Helper()
+	b, err := New(Options{Clock: f.clock, Observers: observers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range f.log.records() {
+		if err := b.Replay(uint64(i+1), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(context.Background()) })
+	return b
 }
 
 func ev(id string, seq int64, st apollo.Status) apollo.Event {

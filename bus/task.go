@@ -86,7 +86,7 @@ func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool,
 		t.late = true
 	}
 	switch r.Kind {
-	case apollo.KindMissedStart:
+	case apollo.KindMissedStart, apollo.KindTooShort, apollo.KindTooOften: // marks: the status stays
 	case apollo.KindCorrection:
 		t.correct(r)
 	default:

@@ -93,19 +93,24 @@ func TestFeedsAndCommands(t *testing.T) {
 	// the alert processes).
 	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusPending}, Task: apollo.Task{TaskID: "missed:etl@60", Name: "etl", Status: apollo.StatusPending},
 		Record: apollo.Record{Kind: apollo.KindMissedStart, Event: apollo.Event{Ts: 43}}})
+	// So does a run marked too short (ON: too_short), with its reason.
+	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusSuccess}, Task: apollo.Task{TaskID: "quick", Name: "etl", Status: apollo.StatusSuccess},
+		Record: apollo.Record{Kind: apollo.KindTooShort, Reason: "ran 2s", Event: apollo.Event{Ts: 44}}})
 	feed.Stop(context.Background())
-	for i, want := range []string{"t1", "missed:etl@60"} {
+	kinds := []apollo.Kind{apollo.KindReport, apollo.KindMissedStart, apollo.KindTooShort}
+	reasons := []string{"", "", "ran 2s"}
+	for i, want := range []string{"t1", "missed:etl@60", "quick"} {
 		select {
 		case ch := <-got:
 			if ch.Task.TaskID != want || (i == 0) != (ch.Task.Tenant == "acme") || ch.Record.Ts != int64(42+i) ||
-				(i == 1) != (ch.Record.Kind == apollo.KindMissedStart) {
+				ch.Record.Kind != kinds[i] || ch.Record.Reason != reasons[i] {
 				t.Fatalf("change %d: %+v", i, ch)
 			}
 		case <-time.After(testwait.Timeout(t)):
 			t.Fatalf("change %d did not arrive", i)
 		}
 	}
-	if s := feed.Stats(); s.Sent != 2 || s.Dropped != 0 {
+	if s := feed.Stats(); s.Sent != 3 || s.Dropped != 0 {
 		t.Errorf("feed stats %+v", s)
 	}
 

@@ -35,10 +35,18 @@ type wireChange struct {
 	Status apollo.Status `json:"s"`
 	Prev   apollo.Status `json:"p,omitempty"`
 	Ts     int64         `json:"ts"`
-	// Kind is set for a missed start (apollo.KindMissedStart), the one
-	// change without a new status that goes out: the alert processes make
-	// the missed runs of job expectations ON: missed of it.
-	Kind apollo.Kind `json:"k,omitempty"`
+	// Kind is set on the marks of job expectations, the changes without
+	// a new status that go out: a missed start (apollo.KindMissedStart),
+	// a run too short or too often (KindTooShort, KindTooOften, with the
+	// record's Reason). The alert processes make them ON: missed,
+	// too_short and too_often occurrences.
+	Kind   apollo.Kind `json:"k,omitempty"`
+	Reason string      `json:"r,omitempty"`
+}
+
+// marks are the record kinds that go out without a new status.
+func isMark(k apollo.Kind) bool {
+	return k == apollo.KindMissedStart || k == apollo.KindTooShort || k == apollo.KindTooOften
 }
 
 // ChangeFeed publishes the bus's status changes in batches (one PUBLISH
@@ -78,13 +86,13 @@ func (f *ChangeFeed) WithClock(clock apollo.Clock) *ChangeFeed {
 
 // Apply queues a status change (bus.Observer).
 func (f *ChangeFeed) Apply(c *apollo.Change) {
-	missed := c.Record.Kind == apollo.KindMissedStart
-	if c.Task.Status == c.Prev.Status && !missed {
+	mark := isMark(c.Record.Kind)
+	if c.Task.Status == c.Prev.Status && !mark {
 		return
 	}
 	w := wireChange{Tenant: c.Task.Tenant, Name: c.Task.Name, TaskID: c.Task.TaskID, Status: c.Task.Status, Prev: c.Prev.Status, Ts: c.Record.Ts}
-	if missed {
-		w.Kind = apollo.KindMissedStart
+	if mark {
+		w.Kind, w.Reason = c.Record.Kind, c.Record.Reason
 	}
 	f.mu.Lock()
 	if len(f.buf) >= f.max {
@@ -154,7 +162,7 @@ func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix strin
 		}
 		for _, w := range batch {
 			apply(&apollo.Change{
-				Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}, Kind: w.Kind},
+				Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}, Kind: w.Kind, Reason: w.Reason},
 				Prev:   apollo.Task{Status: w.Prev},
 				Task:   apollo.Task{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status},
 			})

@@ -194,7 +194,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 		}
 	}
 	p.onStop(p.rules.Follow(ctx, cfg.Alert.Interval.D(), p.catchUpRules))
-	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, missedFromFeed(p.engine.Occur, p.engine.Apply))
+	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, marksFromFeed(p.engine.Occur, p.engine.Apply))
 	if err != nil {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
 	}
@@ -268,20 +268,29 @@ func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 	}
 }
 
-// missedFromFeed makes the missed runs the bus records for job
-// expectations (bus.RecordMissed: a run missed:JOB@SLOT, marked as a
-// missed start) ON: missed occurrences of the alert process's engine,
-// before apply sees the change. The all-in-one server tells its engine
-// directly, and does not use this. The other occurrences (too_short,
-// too_often, flapping) leave no record, and do not reach the alert
+// marksFromFeed makes the marks the bus records for job expectations
+// occurrences of the alert process's engine, before apply sees the
+// change: a missed run (bus.RecordMissed: a run missed:JOB@SLOT, marked
+// as a missed start) is ON: missed, a run marked too short or too often
+// (bus.Mark) ON: too_short or too_often, with the mark's reason. The
+// all-in-one server tells its engine directly, and does not use this.
+// Flapping leaves no mark on a run, and does not reach the alert
 // processes.
-func missedFromFeed(occur func(alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
+func marksFromFeed(occur func(alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
 	return func(c *apollo.Change) {
-		if c.Record.Kind == apollo.KindMissedStart {
+		switch c.Record.Kind {
+		case apollo.KindMissedStart:
 			if slot, ok := bus.MissedSlot(c.Task.TaskID); ok {
 				occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot,
 					Detail: "no run started (expected " + slot.UTC().Format("2006-01-02 15:04:05 MST") + ")"})
 			}
+		case apollo.KindTooShort, apollo.KindTooOften:
+			kind := rules.OccurrenceTooShort
+			if c.Record.Kind == apollo.KindTooOften {
+				kind = rules.OccurrenceTooOften
+			}
+			occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: kind, Run: c.Task.TaskID,
+				At: time.UnixMilli(c.Record.Ts), Detail: c.Record.Reason})
 		}
 		apply(c)
 	}

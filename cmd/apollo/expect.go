@@ -74,6 +74,7 @@ type expectations struct {
 type expectBus interface {
 	RecordMissed(ctx context.Context, ms []bus.Missed) ([]bool, error)
 	TimeOut(tenant, taskID string) bool
+	Mark(tenant, taskID string, kind apollo.Kind, reason string) bool
 }
 
 var (
@@ -431,6 +432,14 @@ func (x *expectations) act(evs []expect.Event) {
 		case expect.KindStable:
 			x.log.Info("job stable again", "tenant", ev.Tenant, "job", ev.Job)
 			continue
+		case expect.KindTooShort, expect.KindTooOften:
+			// Marked on the run, where it shows; in the three-process mode
+			// the change feed takes the mark to the alert processes.
+			kind := apollo.KindTooShort
+			if ev.Kind == expect.KindTooOften {
+				kind = apollo.KindTooOften
+			}
+			x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
 		}
 		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
 		o, ok := rules.ParseOccurrence(ev.Kind.String())

@@ -91,6 +91,7 @@ type fakeExpectBus struct {
 	mu       sync.Mutex
 	missed   []string
 	timedOut []string
+	marked   []string
 }
 
 func (f *fakeExpectBus) RecordMissed(_ context.Context, ms []bus.Missed) ([]bool, error) {
@@ -109,6 +110,13 @@ func (f *fakeExpectBus) TimeOut(tenant, taskID string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.timedOut = append(f.timedOut, tenant+"/"+taskID)
+	return true
+}
+
+func (f *fakeExpectBus) Mark(tenant, taskID string, kind apollo.Kind, reason string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.marked = append(f.marked, tenant+"/"+taskID+" "+kind.String()+": "+reason)
 	return true
 }
 
@@ -156,6 +164,13 @@ func TestExpectationsActOnRuns(t *testing.T) {
 		}
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("no too_short")
+	}
+	// The run is marked too, before the alert is told.
+	b.mu.Lock()
+	marked := slices.Clone(b.marked)
+	b.mu.Unlock()
+	if len(marked) != 1 || !strings.HasPrefix(marked[0], "acme/quick too_short: ") {
+		t.Fatalf("marks %q, want acme's quick marked too_short", marked)
 	}
 	x.Apply(change("", "j", "slow", apollo.StatusPending, apollo.StatusRunning, t0, time.Time{}))
 	if !clock.BlockUntil(2, testwait.Timeout(t)) { // the loop's tickers

@@ -7,6 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/rules"
 )
 
 // INHIBIT rules written through PUT /api/v1/rules act, after kill -9 too,
@@ -68,12 +74,84 @@ func (d *deployment) putExpectations(tenant, src string) {
 // through the change feed (before, only the all-in-one server fired it).
 func TestMissedFiresInEveryMode(t *testing.T) {
 	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
-		want := map[string]string{}
+		awaitTenants(t, h, "firing", d.watch("missed", "expectations:\n  - job: %s_cron\n    every: 1s\n    grace: 1s\n"))
+	})
+}
+
+// ON: too_short fires in every mode, per tenant, and the run shows the
+// mark in its history: in the three-process mode the bus marks the run
+// and the alert process hears of the mark through the change feed
+// (before, only the all-in-one server fired it, and no run showed it).
+func TestTooShortFiresInEveryMode(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		want := d.watch("too_short", "expectations:\n  - job: %s_quick\n    min_runtime: 1h\n")
 		for _, tenant := range tenants {
-			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %s_missed task_prefix: %q ON: missed NOTIFY: hook\n", tenant, tenant+"_"), nil, 200)
-			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_cron\n    every: 1s\n    grace: 1s\n", tenant))
-			want[tenant] = tenant + "_missed"
+			d.succeed(tenant, tenant+"_quick", "quick-"+tenant)
 		}
 		awaitTenants(t, h, "firing", want)
+		for _, tenant := range tenants {
+			var task apollo.Task
+			d.do(tenant, "GET", "/api/v1/tasks/quick-"+tenant, "", &task, 200)
+			last := task.History[len(task.History)-1]
+			if task.Status != apollo.StatusSuccess || last.Kind != apollo.KindTooShort || !strings.Contains(last.Reason, "1h") {
+				t.Fatalf("tenant %s: the run is %s with last record %+v, want success marked too_short", tenant, task.Status, last)
+			}
+		}
 	})
+}
+
+// The alert processes make each mark on the feed the occurrence it
+// stands for, and hand every change on to the engine.
+func TestMarksFromFeed(t *testing.T) {
+	t.Parallel()
+	var got []alert.Occurrence
+	applied := 0
+	f := marksFromFeed(func(o alert.Occurrence) { got = append(got, o) }, func(*apollo.Change) { applied++ })
+	slot := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	for _, c := range []apollo.Change{
+		{Task: apollo.Task{TaskID: bus.MissedRunID("cron", slot), Name: "cron", Tenant: "acme"}, Record: apollo.Record{Kind: apollo.KindMissedStart}},
+		{Task: apollo.Task{TaskID: "q", Name: "quick", Tenant: "acme"}, Record: apollo.Record{Kind: apollo.KindTooShort, Reason: "ran 1s", Event: apollo.Event{Ts: 7}}},
+		{Task: apollo.Task{TaskID: "o", Name: "often"}, Record: apollo.Record{Kind: apollo.KindTooOften, Reason: "3 runs", Event: apollo.Event{Ts: 8}}},
+		{Task: apollo.Task{TaskID: "r", Name: "plain"}, Record: apollo.Record{Kind: apollo.KindReport}},
+	} {
+		f(&c)
+	}
+	want := []alert.Occurrence{
+		{Tenant: "acme", Job: "cron", Kind: rules.OccurrenceMissed, At: slot, Detail: "no run started (expected 2026-12-01 02:00:00 UTC)"},
+		{Tenant: "acme", Job: "quick", Kind: rules.OccurrenceTooShort, Run: "q", At: time.UnixMilli(7), Detail: "ran 1s"},
+		{Job: "often", Kind: rules.OccurrenceTooOften, Run: "o", At: time.UnixMilli(8), Detail: "3 runs"},
+	}
+	if applied != 4 || len(got) != len(want) {
+		t.Fatalf("applied %d, occurrences %+v", applied, got)
+	}
+	for i := range want {
+		if got[i].Tenant != want[i].Tenant || got[i].Job != want[i].Job || got[i].Kind != want[i].Kind || got[i].Run != want[i].Run ||
+			!got[i].At.Equal(want[i].At) || got[i].Detail != want[i].Detail {
+			t.Errorf("occurrence %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// watch gives each tenant the rule TENANT_on, ON: on over its jobs, and
+// the expectations exp (%s is the tenant); it returns the rules
+// awaitTenants waits for.
+func (d *deployment) watch(on, exp string) map[string]string {
+	d.t.Helper()
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		want[tenant] = tenant + "_" + on
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %s task_prefix: %q ON: %s NOTIFY: hook\n", want[tenant], tenant+"_", on), nil, 200)
+		d.putExpectations(tenant, fmt.Sprintf(exp, tenant))
+	}
+	return want
+}
+
+// succeed reports a run of job that succeeded a millisecond after it
+// started.
+func (d *deployment) succeed(tenant, job, id string) {
+	d.t.Helper()
+	now := time.Now().UnixMilli()
+	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
+		`[{"taskID":%q,"name":%q,"sequence":1,"status":"running","ts":%d},{"taskID":%q,"sequence":2,"status":"success","ts":%d}]`,
+		id, job, now, id, now+1), nil, 200)
 }
