@@ -23,7 +23,6 @@ func TestSummaryAdd(t *testing.T) {
 	}
 }
 
-
 // A cost sum that passes int64 saturates instead of wrapping to a
 // negative sum and average.
 func TestSummaryAddSaturates(t *testing.T) {

@@ -28,8 +28,6 @@ type JobHealthSource interface {
 	RecentRuns(tenant, name string, dst []apollo.RecentRun) []apollo.RecentRun
 }
 
-
-
 // nextRunner is a Scheduler that knows when its jobs run next.
 type nextRunner interface {
 	// NextRuns returns when each job that is not paused runs next.
