@@ -28,8 +28,9 @@ type Log interface {
 // one at a time; different tasks' changes may arrive concurrently. The
 // change is shared: observers must not modify it, and must not keep it
 // after Apply returns (copy what they need): replay writes every change
-// of a worker into one reused Change (issue 20.4). Metrics aggregation and
-// the alert engine's event rules are observers.
+// of a worker into one reused Change (issue 20.4). Metrics aggregation is
+// an observer (Options.Observers); the alert engine's event rules are a
+// live one (Options.Live).
 type Observer interface {
 	Apply(c *apollo.Change)
 }
@@ -48,8 +49,15 @@ type Refusal struct {
 
 // Options configure a Bus. The zero value of every field is a usable default.
 type Options struct {
-	Log       Log // nil: nothing is durable (tests, benchmarks)
+	Log Log // nil: nothing is durable (tests, benchmarks)
+	// Observers see every change, the replay of the log at start
+	// included: what rebuilds state from changes (metrics, expectations).
 	Observers []Observer
+	// Live observers see only the changes decided after Start: what acts
+	// on a change (the event rules, the change feed to the alert
+	// processes) heard of the replayed ones when they happened, and must
+	// not be told again.
+	Live []Observer
 	Archive   Archive
 	Clock     apollo.Clock
 	Logger    *slog.Logger

@@ -73,7 +73,7 @@ func TestCorrectionKeepsTimesAndCost(t *testing.T) {
 
 	// The same after a restart: replay the log into a new bus.
 	agg2 := newAggregator(t, f.clock)
-	b2 := f.replayed(t, agg2)
+	b2 := f.replayed(t, func(o *Options) { o.Observers = []Observer{agg2} })
 	for _, id := range []string{"c1", "c3"} {
 		want, got := f.get(t, id), mustGet(t, b2, id)
 		if got.Status != want.Status || got.CostMs != want.CostMs || got.StartedAt != want.StartedAt || got.FinishedAt != want.FinishedAt {

@@ -160,5 +160,5 @@ func TestMarkRecordsAFindingOnTheRun(t *testing.T) {
 	}
 	check(f.bus, "live")
 
-	check(f.replayed(t), "after replay")
+	check(f.replayed(t, nil), "after replay")
 }

@@ -78,10 +78,14 @@ func newMetricsFixture(t *testing.T) (*fixture, *metrics.Aggregator) {
 }
 
 // replayed is a new bus, started, that replayed f's whole log, as a
-// restart does; observers (may be nil) see the replay.
-func (f *fixture) replayed(t *testing.T, observers ...Observer) *Bus {
+// restart does; edit (may be nil) sets its options, observers say.
+func (f *fixture) replayed(t *testing.T, edit func(*Options)) *Bus {
 	t.Helper()
-	b, err := New(Options{Clock: f.clock, Observers: observers, Logger: slog.New(slog.DiscardHandler)})
+	opts := Options{Clock: f.clock, Logger: slog.New(slog.DiscardHandler)}
+	if edit != nil {
+		edit(&opts)
+	}
+	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

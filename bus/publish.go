@@ -446,7 +446,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.
 
 // enqueue puts c on t's queue and t on the ready list if it is not there.
 // During replay, before the workers start, it hands c to the observers
-// directly, on the goroutine that decided it: Replay's caller, or the
+// (not the live ones) directly, on the goroutine that decided it: Replay's caller, or the
 // Replayer worker that owns t's shard. One task's changes thus reach the
 // observers in log order, one at a time; different tasks' changes may
 // arrive concurrently, as from the delivery workers in live operation.

@@ -42,6 +42,9 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 		for _, o := range b.opts.Observers {
 			o.Apply(c)
 		}
+		for _, o := range b.opts.Live {
+			o.Apply(c)
+		}
 		b.fan.Publish(c)
 	}
 

@@ -27,8 +27,11 @@ import (
 // (apollo server), or in alert processes reached through Redis (apollo bus).
 // The server wires whichever it has the same way.
 type alertSide interface {
-	// observers are the bus observers for the metrics (agg) and alerting.
-	observers(agg *metrics.Aggregator) []bus.Observer
+	// observers are the bus observers for the metrics (agg) and
+	// alerting: those that rebuild state from every change, the replay
+	// at start included (bus.Options.Observers), and those that act on a
+	// change and hear only of live ones (bus.Options.Live).
+	observers(agg *metrics.Aggregator) (all, live []bus.Observer)
 	// Start and Stop (a service) run its components; Stop runs after the
 	// bus has stopped, so that they see the bus's last changes.
 	service
@@ -133,8 +136,8 @@ func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, dis
 	return loader, nil
 }
 
-func (l *localAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
-	return []bus.Observer{agg, l.engine}
+func (l *localAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Observer) {
+	return []bus.Observer{agg}, []bus.Observer{l.engine}
 }
 
 // services are its components in the order they start; they stop in

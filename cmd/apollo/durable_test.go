@@ -475,3 +475,37 @@ func TestChannelTestsSurviveKill(t *testing.T) {
 		}
 	})
 }
+
+// A restart replays the log to the bus's observers; the alert side heard
+// of those runs when they happened and must not be told again. Each
+// tenant's old failure was notified, its alert resolved and the dedup
+// window passed before kill -9: after the restart a sentinel failure is
+// notified, and nothing of the old failures.
+func TestRestartDoesNotRetellReplayedRuns(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		want := map[string]string{}
+		for _, tenant := range tenants {
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_old" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+			d.fail(tenant, tenant+"_old")
+			want[tenant] = tenant + "_failed"
+		}
+		awaitTenants(t, h, "firing", want)
+		for _, tenant := range tenants {
+			eventually(t, 30*time.Second, tenant+"'s old alert resolved and past the dedup window", func() bool {
+				var l struct{ Alerts []apollo.Alert }
+				d.do(tenant, "GET", "/api/v1/alerts?state=resolved", "", &l, 200)
+				return len(l.Alerts) > 0 && time.Since(l.Alerts[0].ResolvedAt) > 2*time.Second
+			})
+		}
+		d.crash()
+		want = map[string]string{}
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_sentinel")
+			want[tenant] = tenant + "_sentinel"
+		}
+		// Fails on a notification of an old failure.
+		awaitTenants(t, h, "firing", want)
+	})
+}

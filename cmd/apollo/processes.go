@@ -97,7 +97,7 @@ func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logg
 	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, clock: clock, every: cfg.Alert.Heartbeat.D(), cfg: cfg}
 }
 
-func (r *redisAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
+func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Observer) {
 	var err error
 	r.flusher, err = redisstore.NewFlusher(agg, redisstore.Options{Client: r.c, Prefix: r.prefix, Clock: r.clock, Logger: r.log})
 	if err != nil {
@@ -105,7 +105,7 @@ func (r *redisAlerting) observers(agg *metrics.Aggregator) []bus.Observer {
 	}
 	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log).WithClock(r.clock)
 	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every).WithClock(r.clock)
-	return []bus.Observer{r.flusher, r.feed}
+	return []bus.Observer{r.flusher}, []bus.Observer{r.feed}
 }
 
 // services are its loops in the order they start: they stop in the

@@ -343,8 +343,10 @@ func (s *server) open(undo *undoList) error {
 		}
 	}
 	s.snaps = newSnapCadence(cfg.SnapshotEvents)
+	all, live := s.alerts.observers(s.agg)
 	s.bus, err = bus.New(bus.Options{
-		Log: walLog{l: s.wal, snaps: s.snaps}, Archive: s.arch, Clock: s.clock, Logger: s.log, Observers: append(s.alerts.observers(s.agg), s.expect),
+		Log: walLog{l: s.wal, snaps: s.snaps}, Archive: s.arch, Clock: s.clock, Logger: s.log,
+		Observers: append(all, s.expect), Live: live,
 		OnRefused: s.alerts.onRefused,
 		OnLogFailed: func(err error) {
 			select {
