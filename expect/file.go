@@ -286,29 +286,29 @@ func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven map
 
 // field decodes one field into e. It reports whether the value was good.
 func (d *decoder) field(i int, job, key string, v *yaml.Node, e *Expectation) bool {
-	switch key {
-	case "job":
-		return d.str(i, job, key, v, &e.Job)
-	case "schedule":
-		return d.str(i, job, key, v, &e.Schedule)
-	case "timezone":
-		return d.str(i, job, key, v, &e.Timezone)
-	case "every":
-		return d.duration(i, job, key, v, &e.Every)
-	case "grace":
-		return d.duration(i, job, key, v, &e.Grace)
-	case "max_runtime":
-		return d.duration(i, job, key, v, &e.MaxRuntime)
-	case "min_runtime":
-		return d.duration(i, job, key, v, &e.MinRuntime)
-	case "runs_window":
-		return d.duration(i, job, key, v, &e.RunsWindow)
-	case "max_runs":
-		return d.integer(i, job, key, v, &e.MaxRuns)
-	case "upstream":
-		return d.names(i, job, key, v, &e.Upstream)
+	return d.value(i, job, key, v, map[string]any{
+		"job": &e.Job, "schedule": &e.Schedule, "timezone": &e.Timezone, "every": &e.Every, "grace": &e.Grace,
+		"max_runtime": &e.MaxRuntime, "min_runtime": &e.MinRuntime, "max_runs": &e.MaxRuns, "runs_window": &e.RunsWindow,
+		"upstream": &e.Upstream, "flapping": &e.Flapping,
+	}[key])
+}
+
+// value decodes v into the field to points at, by the field's type. It
+// reports whether the value was good.
+func (d *decoder) value(i int, job, field string, v *yaml.Node, to any) bool {
+	switch to := to.(type) {
+	case *string:
+		return d.str(i, job, field, v, to)
+	case *time.Duration:
+		return d.duration(i, job, field, v, to)
+	case *int:
+		return d.integer(i, job, field, v, to)
+	case *[]string:
+		return d.names(i, job, field, v, to)
+	case *Flapping:
+		return d.flappingBlock(i, job, v, to)
 	}
-	return d.flappingBlock(i, job, v, &e.Flapping)
+	panic(fmt.Sprintf("expect: field %s of type %T", field, to)) // a key of the lists above with no field
 }
 
 func (d *decoder) str(i int, job, field string, v *yaml.Node, to *string) bool {
@@ -379,15 +379,8 @@ func (d *decoder) flappingBlock(i int, job string, v *yaml.Node, to *Flapping) b
 	}
 	ok := true
 	d.mapping(v, i, job, "flapping.", flappingFields, func(key string, v *yaml.Node) {
-		field := "flapping." + key
-		switch key {
-		case "changes":
-			ok = d.integer(i, job, field, v, &to.Changes) && ok
-		case "window":
-			ok = d.duration(i, job, field, v, &to.Window) && ok
-		default:
-			ok = d.duration(i, job, field, v, &to.Hold) && ok
-		}
+		to := map[string]any{"changes": &to.Changes, "window": &to.Window, "hold": &to.Hold}[key]
+		ok = d.value(i, job, "flapping."+key, v, to) && ok
 	})
 	return ok
 }

@@ -16,22 +16,80 @@ import (
 // APIs answer with a few dozen bytes; anything larger is not for us.
 const maxResponse = 64 << 10
 
-// HTTPResponse is the part of a webhook's answer a channel looks at.
-type HTTPResponse struct {
-	Status int
-	Body   []byte
+// Endpoint is how an HTTP channel posts to its vendor and reads the answer.
+// What differs between vendors is held here as data (the name in errors,
+// headers, how a robot API reports its own failures inside a 200 and which
+// of its codes are worth retrying); the body and the codes stay in each
+// channel's package.
+type Endpoint struct {
+	// Channel is the channel type that starts every error: "dingtalk".
+	Channel string
+	Client  *http.Client // nil: http.DefaultClient
+	// Header is sent with every request; the Content-Type is JSON unless
+	// Header sets another.
+	Header http.Header
+	// Verdict reads a robot API's own verdict from a 2xx answer: its error
+	// code (0 on success) and message. Nil: every 2xx is success.
+	Verdict func(body []byte) (code int, msg string, err error)
+	// CodeName is what the vendor calls that code, for errors: "errcode".
+	CodeName string
+	// Retryable are the vendor's codes worth retrying: every other one will
+	// fail the same way next time.
+	Retryable map[int]bool
 }
 
-// Post posts body to rawURL as JSON, unless header sets another
-// Content-Type, and returns the answer. Transport failures, 429 and 5xx are
-// retryable; any other status outside 2xx is not. The error never contains
-// the URL's credentials. A 2xx answer is returned with a nil error: robot
-// APIs report their own failures inside a 200, and only the channel knows
-// how to read them.
-func Post(ctx context.Context, c *http.Client, rawURL string, body []byte, header http.Header) (HTTPResponse, bool, error) {
+// PostJSON posts payload, encoded by EncodeJSON, to rawURL: see Post.
+func (e Endpoint) PostJSON(ctx context.Context, rawURL string, payload any) (bool, error) {
+	body, err := EncodeJSON(payload)
+	if err != nil {
+		return false, fmt.Errorf("%s: encode: %w", e.Channel, err)
+	}
+	return e.Post(ctx, rawURL, body)
+}
+
+// Post posts body to rawURL and answers as a Notifier does. Transport
+// failures, 429 and 5xx are retryable, any other status outside 2xx is
+// not; an answer Verdict cannot read is retryable, and a vendor's code is
+// as Retryable says. No error contains the URL's credentials.
+func (e Endpoint) Post(ctx context.Context, rawURL string, body []byte) (bool, error) {
+	answer, retryable, err := post(ctx, e.Client, rawURL, body, e.Header)
+	if err != nil {
+		return retryable, fmt.Errorf("%s: %w", e.Channel, err)
+	}
+	if e.Verdict == nil {
+		return false, nil
+	}
+	code, msg, err := e.Verdict(answer)
+	if err != nil {
+		return true, fmt.Errorf("%s: unreadable answer %q: %w", e.Channel, Truncate(string(answer), 200), err)
+	}
+	if code != 0 {
+		return e.Retryable[code], fmt.Errorf("%s: %s %d: %s", e.Channel, e.CodeName, code, RedactText(msg))
+	}
+	return false, nil
+}
+
+// ErrCode is the Verdict of the answer DingTalk and WeCom robots share:
+// {"errcode":0,"errmsg":"ok"}.
+func ErrCode(body []byte) (int, string, error) {
+	var a struct {
+		ErrCode int    `json:"errcode"`
+		ErrMsg  string `json:"errmsg"`
+	}
+	err := json.Unmarshal(body, &a)
+	return a.ErrCode, a.ErrMsg, err
+}
+
+// post posts body to rawURL as JSON, unless header sets another
+// Content-Type, and returns the answer's body. Transport failures, 429 and
+// 5xx are retryable; any other status outside 2xx is not. The error never
+// contains the URL's credentials. A 2xx answer is returned with a nil
+// error: robot APIs report their own failures inside a 200, and only the
+// channel knows how to read them.
+func post(ctx context.Context, c *http.Client, rawURL string, body []byte, header http.Header) ([]byte, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
-		return HTTPResponse{}, false, fmt.Errorf("build request for %s: %s", RedactURL(rawURL), RedactText(err.Error()))
+		return nil, false, fmt.Errorf("build request for %s: %s", RedactURL(rawURL), RedactText(err.Error()))
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	for k, vs := range header {
@@ -45,19 +103,18 @@ func Post(ctx context.Context, c *http.Client, rawURL string, body []byte, heade
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return HTTPResponse{}, true, redactTransportError(err)
+		return nil, true, redactTransportError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return HTTPResponse{Status: resp.StatusCode}, true, fmt.Errorf("POST %s: read response: %w", RedactURL(rawURL), redactTransportError(err))
+		return nil, true, fmt.Errorf("POST %s: read response: %w", RedactURL(rawURL), redactTransportError(err))
 	}
-	r := HTTPResponse{Status: resp.StatusCode, Body: data}
 	if resp.StatusCode/100 == 2 {
-		return r, false, nil
+		return data, false, nil
 	}
 	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-	return r, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data)}
+	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data)}
 }
 
 // StatusError is a webhook's non-2xx answer.

@@ -36,33 +36,31 @@ may not read alerts.`,
   apollo alerts -o json | jq -r '.alerts[] | select(.severity == "critical") | .id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			switch apollo.AlertState(state) {
-			case "", apollo.AlertPending, apollo.AlertFiring, apollo.AlertResolved, apollo.AlertInactive:
-			default:
-				return usageError("--state %q: use pending, firing or resolved", state)
-			}
-			alerts, err := c.Alerts(cmd.Context(), apollo.AlertState(state))
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), apiclient.AlertList{Alerts: alerts})
-			}
-			slices.SortFunc(alerts, func(a, b apiclient.Alert) int { return apollo.CompareAlerts(&a.Alert, &b.Alert) })
-			t := newTable(cmd.OutOrStdout(), "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "NOTE", "SUMMARY")
-			for _, al := range alerts {
-				t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(al.Since()), alertNote(&al), clip(al.Summary, 80))
-			}
-			return t.flush()
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.AlertList, error) {
+				switch apollo.AlertState(state) {
+				case "", apollo.AlertPending, apollo.AlertFiring, apollo.AlertResolved, apollo.AlertInactive:
+				default:
+					return apiclient.AlertList{}, usageError("--state %q: use pending, firing or resolved", state)
+				}
+				alerts, err := c.Alerts(ctx, apollo.AlertState(state))
+				return apiclient.AlertList{Alerts: alerts}, err
+			}, printAlerts)
 		},
 	}
 	a.register(cmd)
 	cmd.Flags().StringVar(&state, "state", "", "only alerts in this state: pending, firing or resolved")
 	return cmd
+}
+
+// printAlerts prints alerts as a table: firing first, then pending, then
+// resolved; newest first within each.
+func printAlerts(w io.Writer, l apiclient.AlertList) error {
+	slices.SortFunc(l.Alerts, func(a, b apiclient.Alert) int { return apollo.CompareAlerts(&a.Alert, &b.Alert) })
+	t := newTable(w, "ID", "STATE", "SEVERITY", "RULE", "GROUP", "SINCE", "NOTE", "SUMMARY")
+	for _, al := range l.Alerts {
+		t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(al.Since()), alertNote(&al), clip(al.Summary, 80))
+	}
+	return t.flush()
 }
 
 // alertNote says who is on it, or that nobody will be told.
@@ -91,19 +89,12 @@ operator role.`,
 		Example: `  apollo ack a4a86cd8c21818db`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			acked, err := c.Ack(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), apiclient.AckAnswer{Alert: acked})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "acknowledged %s\n", components.Escape(args[0]))
-			return nil
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.AckAnswer, error) {
+				acked, err := c.Ack(ctx, args[0])
+				return apiclient.AckAnswer{Alert: acked}, err
+			}, func(w io.Writer, _ apiclient.AckAnswer) error {
+				return say(w, "acknowledged %s\n", components.Escape(args[0]))
+			})
 		},
 	}
 	a.register(cmd)
@@ -183,22 +174,16 @@ server refused the silence, 4 the token lacks the operator role.`,
 			case strings.TrimSpace(comment) == "":
 				return usageError("--comment: say why, for whoever wonders later")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			s, err := c.AddSilence(cmd.Context(), body)
-			if err != nil {
-				return err
-			}
-			if rule != "" {
-				warnNoRule(cmd.Context(), c, cmd.ErrOrStderr(), rule)
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), apiclient.SilenceAnswer{Silence: s})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "silence %s: %s until %s\n", components.Escape(s.ID), components.Escape(matchers(&s)), fmtTime(s.EndsAt))
-			return nil
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.SilenceAnswer, error) {
+				s, err := c.AddSilence(ctx, body)
+				if err == nil && rule != "" {
+					warnNoRule(ctx, c, cmd.ErrOrStderr(), rule)
+				}
+				return apiclient.SilenceAnswer{Silence: s}, err
+			}, func(w io.Writer, ans apiclient.SilenceAnswer) error {
+				s := &ans.Silence
+				return say(w, "silence %s: %s until %s\n", components.Escape(s.ID), components.Escape(matchers(s)), fmtTime(s.EndsAt))
+			})
 		},
 	}
 	a.register(cmd)
@@ -246,22 +231,16 @@ func newSilenceListCmd() *cobra.Command {
 		Example: `  apollo silence list`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			silences, err := c.Silences(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), apiclient.SilenceList{Silences: silences})
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "MATCHES", "STARTS", "ENDS", "BY", "COMMENT")
-			for _, s := range silences {
-				t.row(s.ID, matchers(&s), fmtTime(s.StartsAt), fmtTime(s.EndsAt), orDash(s.CreatedBy), clip(s.Comment, 60))
-			}
-			return t.flush()
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.SilenceList, error) {
+				silences, err := c.Silences(ctx)
+				return apiclient.SilenceList{Silences: silences}, err
+			}, func(w io.Writer, l apiclient.SilenceList) error {
+				t := newTable(w, "ID", "MATCHES", "STARTS", "ENDS", "BY", "COMMENT")
+				for _, s := range l.Silences {
+					t.row(s.ID, matchers(&s), fmtTime(s.StartsAt), fmtTime(s.EndsAt), orDash(s.CreatedBy), clip(s.Comment, 60))
+				}
+				return t.flush()
+			})
 		},
 	}
 	a.register(cmd)
@@ -277,18 +256,11 @@ func newSilenceRmCmd() *cobra.Command {
 		Example: `  apollo silence rm 13aa56512617bcba`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := c.RemoveSilence(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), apiclient.Removed{Removed: args[0]})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed silence %s\n", components.Escape(args[0]))
-			return nil
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.Removed, error) {
+				return apiclient.Removed{Removed: args[0]}, c.RemoveSilence(ctx, args[0])
+			}, func(w io.Writer, _ apiclient.Removed) error {
+				return say(w, "removed silence %s\n", components.Escape(args[0]))
+			})
 		},
 	}
 	a.register(cmd)

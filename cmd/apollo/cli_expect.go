@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,19 +53,10 @@ Exit codes: 0 ok, 1 server unreachable or failing, 4 the token may not read.`,
 		Example: `  apollo expect show > expectations.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
+			return runAPI(cmd, &a, (*apiclient.Client).Expectations, func(w io.Writer, ans apiclient.Expectations) error {
+				_, err := io.WriteString(w, ans.Source)
 				return err
-			}
-			ans, err := c.Expectations(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), ans)
-			}
-			_, err = io.WriteString(cmd.OutOrStdout(), ans.Source)
-			return err
+			})
 		},
 	}
 	a.register(cmd)
@@ -90,19 +82,12 @@ problems, 4 the token lacks the operator role.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ans, err := c.PutExpectations(cmd.Context(), src)
-			if err != nil {
-				return ruleErrors(name, err)
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), ans)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", components.Escape(name), plural(ans.Count, "expectation"))
-			return nil
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.Expectations, error) {
+				ans, err := c.PutExpectations(ctx, src)
+				return ans, ruleErrors(name, err)
+			}, func(w io.Writer, ans apiclient.Expectations) error {
+				return say(w, "applied %s: %s\n", components.Escape(name), plural(ans.Count, "expectation"))
+			})
 		},
 	}
 	a.register(cmd)
@@ -137,37 +122,26 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 			if accept && job == "" {
 				return usageError("--accept needs the JOB whose proposal to accept")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
 			if accept {
-				ans, err := c.AcceptSuggestion(cmd.Context(), job)
-				if err != nil {
-					return err
+				return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.Expectations, error) {
+					return c.AcceptSuggestion(ctx, job)
+				}, func(w io.Writer, ans apiclient.Expectations) error {
+					return say(w, "accepted: %s now has the proposed expectation (%s in all)\n", components.Escape(job), plural(ans.Count, "expectation"))
+				})
+			}
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.SuggestionList, error) {
+				list, err := c.Suggestions(ctx, job)
+				return apiclient.SuggestionList{Suggestions: list}, err
+			}, func(w io.Writer, l apiclient.SuggestionList) error {
+				if job != "" && len(l.Suggestions) == 0 {
+					return &exitError{code: 3, err: fmt.Errorf("no proposal for %s yet (it needs about 10 runs)", components.Escape(job))}
 				}
-				if a.json() {
-					return printAnswer(out, ans)
+				t := newTable(w, "JOB", "PROPOSAL", "CONFIDENCE", "RUNS", "GRACE", "MAX_RUNTIME", "MIN_RUNTIME")
+				for _, s := range l.Suggestions {
+					t.row(s.Job, orDash(s.Describe), fmt.Sprintf("%.2f", s.Confidence), fmt.Sprint(s.Runs), orDash(s.Grace), orDash(s.MaxRuntime), orDash(s.MinRuntime))
 				}
-				fmt.Fprintf(out, "accepted: %s now has the proposed expectation (%s in all)\n", components.Escape(job), plural(ans.Count, "expectation"))
-				return nil
-			}
-			list, err := c.Suggestions(cmd.Context(), job)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(out, apiclient.SuggestionList{Suggestions: list})
-			}
-			if job != "" && len(list) == 0 {
-				return &exitError{code: 3, err: fmt.Errorf("no proposal for %s yet (it needs about 10 runs)", components.Escape(job))}
-			}
-			t := newTable(out, "JOB", "PROPOSAL", "CONFIDENCE", "RUNS", "GRACE", "MAX_RUNTIME", "MIN_RUNTIME")
-			for _, s := range list {
-				t.row(s.Job, orDash(s.Describe), fmt.Sprintf("%.2f", s.Confidence), fmt.Sprint(s.Runs), orDash(s.Grace), orDash(s.MaxRuntime), orDash(s.MinRuntime))
-			}
-			return t.flush()
+				return t.flush()
+			})
 		},
 	}
 	a.register(cmd)

@@ -36,33 +36,29 @@ may not read metrics.`,
   apollo jobs -o json | jq '.jobs[] | select(.failedRate > 0.05) | .name'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ans, err := c.Metrics(cmd.Context(), window, prefix)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), ans)
-			}
-			t := newTable(cmd.OutOrStdout(), "JOB", "RUNS", "OK", "FAILED", "TIMEOUT", "FAIL%", "LATE", "AVG", "MAX", "RUNNING", "BACKLOG", "PER MIN")
-			row := func(name string, r apiclient.JobRow) {
-				t.row(name, r.Count, r.Success, r.Failed, r.Timeout, fmtRate(r.FailureRate()), r.Late,
-					fmtCost(r.AvgCostMs), fmtCost(float64(r.MaxCostMs)), r.Running, r.Backlog, fmt.Sprintf("%.2f", r.Throughput))
-			}
-			for _, r := range ans.Jobs {
-				row(r.Name, r)
-			}
-			row(fmt.Sprintf("TOTAL (%s, %s)", plural(len(ans.Jobs), "job"), ans.Window), ans.Total)
-			return t.flush()
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.MetricsPage, error) {
+				return c.Metrics(ctx, window, prefix)
+			}, printJobs)
 		},
 	}
 	a.register(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only jobs whose name starts with this")
 	cmd.Flags().DurationVar(&window, "window", 5*time.Minute, "how far back to count")
 	return cmd
+}
+
+// printJobs prints a row per job and the total.
+func printJobs(w io.Writer, ans apiclient.MetricsPage) error {
+	t := newTable(w, "JOB", "RUNS", "OK", "FAILED", "TIMEOUT", "FAIL%", "LATE", "AVG", "MAX", "RUNNING", "BACKLOG", "PER MIN")
+	row := func(name string, r apiclient.JobRow) {
+		t.row(name, r.Count, r.Success, r.Failed, r.Timeout, fmtRate(r.FailureRate()), r.Late,
+			fmtCost(r.AvgCostMs), fmtCost(float64(r.MaxCostMs)), r.Running, r.Backlog, fmt.Sprintf("%.2f", r.Throughput))
+	}
+	for _, r := range ans.Jobs {
+		row(r.Name, r)
+	}
+	row(fmt.Sprintf("TOTAL (%s, %s)", plural(len(ans.Jobs), "job"), ans.Window), ans.Total)
+	return t.flush()
 }
 
 func newJobCmd() *cobra.Command {
@@ -89,24 +85,18 @@ job (or no scheduler in the server), 4 the token lacks the role.`,
   apollo job run nightly_backup`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			if step <= 0 || window < step {
-				return usageError("--window %v --step %v: want a step above zero and a window of at least one step", window, step)
-			}
-			ans, err := c.JobSeries(cmd.Context(), args[0], window, step)
-			if err != nil {
-				return err
-			}
-			if err := knownJob(cmd.Context(), c, args[0], ans.Points); err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), ans)
-			}
-			return printSeries(cmd.OutOrStdout(), ans.Name, ans.Window, ans.Step, ans.Points)
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.JobSeries, error) {
+				if step <= 0 || window < step {
+					return apiclient.JobSeries{}, usageError("--window %v --step %v: want a step above zero and a window of at least one step", window, step)
+				}
+				ans, err := c.JobSeries(ctx, args[0], window, step)
+				if err != nil {
+					return ans, err
+				}
+				return ans, knownJob(ctx, c, args[0], ans.Points)
+			}, func(w io.Writer, ans apiclient.JobSeries) error {
+				return printSeries(w, ans.Name, ans.Window, ans.Step, ans.Points)
+			})
 		},
 	}
 	a.register(cmd)
@@ -207,35 +197,32 @@ func newJobListCmd() *cobra.Command {
   apollo job list -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			jobs, err := c.Jobs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), apiclient.JobList{Jobs: jobs})
-			}
-			t := newTable(cmd.OutOrStdout(), "JOB", "SCHEDULE", "NEXT", "LAST", "LAST AT", "LAST TASK", "STATE")
-			for _, j := range jobs {
-				sch := j.Schedule
-				if len(j.After) > 0 {
-					sch = strings.TrimSpace(sch + " after " + strings.Join(j.After, ","))
-				}
-
-				last := "-"
-				if j.LastStatus.Valid() {
-					last = j.LastStatus.String()
-				}
-				t.row(j.Name, orDash(sch), fmtTime(j.Next), last, fmtTime(j.LastAt), orDash(j.LastTaskID), jobState(&j))
-			}
-			return t.flush()
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.JobList, error) {
+				jobs, err := c.Jobs(ctx)
+				return apiclient.JobList{Jobs: jobs}, err
+			}, printJobList)
 		},
 	}
 	a.register(cmd)
 	return cmd
+}
+
+// printJobList prints the scheduler's jobs.
+func printJobList(w io.Writer, l apiclient.JobList) error {
+	t := newTable(w, "JOB", "SCHEDULE", "NEXT", "LAST", "LAST AT", "LAST TASK", "STATE")
+	for _, j := range l.Jobs {
+		sch := j.Schedule
+		if len(j.After) > 0 {
+			sch = strings.TrimSpace(sch + " after " + strings.Join(j.After, ","))
+		}
+
+		last := "-"
+		if j.LastStatus.Valid() {
+			last = j.LastStatus.String()
+		}
+		t.row(j.Name, orDash(sch), fmtTime(j.Next), last, fmtTime(j.LastAt), orDash(j.LastTaskID), jobState(&j))
+	}
+	return t.flush()
 }
 
 // jobState is a scheduled job's STATE: paused or active, and its runs in
@@ -273,26 +260,17 @@ func newJobActionCmd(action string) *cobra.Command {
 		Example: "  apollo job " + action + " nightly_backup",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ans, err := jobActions[action].call(c, cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), ans)
-			}
-			switch action {
-			case "run":
-				fmt.Fprintf(cmd.OutOrStdout(), "started %s\n", components.Escape(ans.TaskID))
-			case "pause":
-				fmt.Fprintf(cmd.OutOrStdout(), "paused %s\n", components.Escape(ans.Job))
-			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s\n", components.Escape(ans.Job))
-			}
-			return nil
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.JobAction, error) {
+				return jobActions[action].call(c, ctx, args[0])
+			}, func(w io.Writer, ans apiclient.JobAction) error {
+				switch action {
+				case "run":
+					return say(w, "started %s\n", components.Escape(ans.TaskID))
+				case "pause":
+					return say(w, "paused %s\n", components.Escape(ans.Job))
+				}
+				return say(w, "resumed %s\n", components.Escape(ans.Job))
+			})
 		},
 	}
 	a.register(cmd)

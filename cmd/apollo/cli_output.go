@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,6 +38,34 @@ func (a *apiCmd) client() (*apiclient.Client, error) {
 }
 
 func (a *apiCmd) json() bool { return a.output == "json" }
+
+// runAPI is the body of a command that asks the server one thing: it
+// makes the client (checking the flags a.client checks), asks, and prints
+// the answer: as the server's JSON with -o json, else as text writes it.
+// ask may refuse flags of its own command with a usageError: it runs once
+// the client is made. It takes the client first, as a method expression
+// of the client does ((*apiclient.Client).Rules).
+func runAPI[T any](cmd *cobra.Command, a *apiCmd, ask func(*apiclient.Client, context.Context) (T, error), text func(io.Writer, T) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ans, err := ask(c, cmd.Context())
+	if err != nil {
+		return err
+	}
+	if a.json() {
+		return printAnswer(cmd.OutOrStdout(), ans)
+	}
+	return text(cmd.OutOrStdout(), ans)
+}
+
+// say is fmt.Fprintf for a command's one line of text: it returns only
+// the error.
+func say(w io.Writer, format string, args ...any) error {
+	_, err := fmt.Fprintf(w, format, args...)
+	return err
+}
 
 // printAnswer prints an answer of the server (an apiclient type) as
 // printJSON does: the same JSON as the server's, which encodes the same

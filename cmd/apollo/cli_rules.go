@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -49,27 +50,17 @@ rules.`,
   apollo rules list --source > rules.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ans, err := c.Rules(cmd.Context())
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			switch {
-			case a.json():
-				return printAnswer(out, ans)
-			case source:
-				_, err := io.WriteString(out, ans.Source)
-				return err
-			}
-			t := newTable(out, "NAME", "KIND", "RULE")
-			for _, r := range ans.Rules {
-				t.row(r.Name, orDash(r.Kind), strings.Join(strings.Fields(r.Text), " "))
-			}
-			return t.flush()
+			return runAPI(cmd, &a, (*apiclient.Client).Rules, func(w io.Writer, ans apiclient.RuleSet) error {
+				if source {
+					_, err := io.WriteString(w, ans.Source)
+					return err
+				}
+				t := newTable(w, "NAME", "KIND", "RULE")
+				for _, r := range ans.Rules {
+					t.row(r.Name, orDash(r.Kind), strings.Join(strings.Fields(r.Text), " "))
+				}
+				return t.flush()
+			})
 		},
 	}
 	a.register(cmd)
@@ -97,23 +88,16 @@ errors, 4 the token lacks the admin role.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			ct := apiclient.RulesText
 			if strings.EqualFold(filepath.Ext(name), ".json") {
 				ct = apiclient.RulesJSON
 			}
-			ans, err := c.PutRules(cmd.Context(), src, ct)
-			if err != nil {
-				return ruleErrors(name, err)
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), ans)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", components.Escape(name), plural(len(ans.Rules), "rule"))
-			return nil
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.RuleSet, error) {
+				ans, err := c.PutRules(ctx, src, ct)
+				return ans, ruleErrors(name, err)
+			}, func(w io.Writer, ans apiclient.RuleSet) error {
+				return say(w, "applied %s: %s\n", components.Escape(name), plural(len(ans.Rules), "rule"))
+			})
 		},
 	}
 	a.register(cmd)

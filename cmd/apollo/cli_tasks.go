@@ -42,41 +42,35 @@ may not read tasks.`,
   apollo tasks --all -o json | jq '.tasks[].taskID'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			if limit < 1 {
-				return usageError("--limit %d: want 1 or more", limit)
-			}
-			q := apiclient.TaskQuery{Prefix: prefix}
-			if status != "" {
-				if q.Status, err = apollo.ParseStatus(status); err != nil {
-					return &exitError{code: exitUsage, err: err}
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.TaskPage, error) {
+				if limit < 1 {
+					return apiclient.TaskPage{}, usageError("--limit %d: want 1 or more", limit)
 				}
-			}
-			if since > 0 {
-				q.Since = time.Now().Add(-since).UnixMilli()
-			}
-			want := limit
-			if all {
-				want = -1
-			}
-			tasks, next, err := listTasks(cmd.Context(), c, q, want)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if a.json() {
-				return printAnswer(out, apiclient.TaskPage{Tasks: tasks, Next: next})
-			}
-			if err := printTasks(out, tasks); err != nil {
-				return err
-			}
-			if next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "(more tasks: raise --limit, or use --all)\n")
-			}
-			return nil
+				q := apiclient.TaskQuery{Prefix: prefix}
+				if status != "" {
+					var err error
+					if q.Status, err = apollo.ParseStatus(status); err != nil {
+						return apiclient.TaskPage{}, &exitError{code: exitUsage, err: err}
+					}
+				}
+				if since > 0 {
+					q.Since = time.Now().Add(-since).UnixMilli()
+				}
+				want := limit
+				if all {
+					want = -1
+				}
+				tasks, next, err := listTasks(ctx, c, q, want)
+				return apiclient.TaskPage{Tasks: tasks, Next: next}, err
+			}, func(w io.Writer, p apiclient.TaskPage) error {
+				if err := printTasks(w, p.Tasks); err != nil {
+					return err
+				}
+				if p.Next != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "(more tasks: raise --limit, or use --all)\n")
+				}
+				return nil
+			})
 		},
 	}
 	a.register(cmd)
@@ -141,18 +135,11 @@ such task, 4 the token may not read tasks.`,
   apollo task fix etl-7 --status success --reason "re-ran by hand, output checked"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			tk, err := c.Task(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return printAnswer(cmd.OutOrStdout(), tk)
-			}
-			return printTask(cmd.OutOrStdout(), &tk, wide)
+			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apollo.Task, error) {
+				return c.Task(ctx, args[0])
+			}, func(w io.Writer, tk apollo.Task) error {
+				return printTask(w, &tk, wide)
+			})
 		},
 		ValidArgsFunction: completeTasks,
 	}
@@ -290,19 +277,11 @@ func correctTask(cmd *cobra.Command, a *apiCmd, id string, st apollo.Status, rea
 	if strings.TrimSpace(reason) == "" {
 		return usageError("--reason: say why the status is changed by hand")
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	tk, err := c.CorrectTask(cmd.Context(), id, apiclient.Correction{Status: st, Reason: reason})
-	if err != nil {
-		return err
-	}
-	if a.json() {
-		return printAnswer(cmd.OutOrStdout(), tk)
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "task %s is now %s\n", components.Escape(tk.TaskID), tk.Status)
-	return nil
+	return runAPI(cmd, a, func(c *apiclient.Client, ctx context.Context) (apollo.Task, error) {
+		return c.CorrectTask(ctx, id, apiclient.Correction{Status: st, Reason: reason})
+	}, func(w io.Writer, tk apollo.Task) error {
+		return say(w, "task %s is now %s\n", components.Escape(tk.TaskID), tk.Status)
+	})
 }
 
 // completeTasks offers the IDs of recent tasks that start with what was

@@ -17,8 +17,8 @@ import (
 	"github.com/apollo-11/apollo/apiclient"
 )
 
-// fakeAPI stands in for a server's alert, silence, rules and health
-// routes, answering in the shapes of httpapi/alerts.go, so that the
+// fakeAPI stands in for a server's alert, silence, rules, expectations
+// and health routes, answering in the shapes of httpapi/alerts.go, so that the
 // commands' tables and errors are tested before a server with those
 // routes runs in the testscript tests.
 type fakeAPI struct {
@@ -84,6 +84,23 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		answer(200, `{"rules":[{"name":"a"},{"name":"b"}]}`)
+	case "GET /api/v1/expectations":
+		answer(200, `{"source":"# our expectations\njobs: {}\n","count":1}`)
+	case "PUT /api/v1/expectations":
+		if bytes.Contains(body, []byte("bad")) {
+			answer(400, `{"error":{"code":"invalid","message":"the file has 1 problem(s); nothing was changed"},
+				"errors":[{"pos":"3:5","line":3,"col":5,"message":"job \"x\": grace: not a duration"}]}`)
+			return
+		}
+		answer(200, `{"source":"","count":2}`)
+	case "GET /api/v1/expectations/suggestions":
+		if r.URL.Query().Get("job") == "nope" {
+			answer(200, `{"suggestions":[]}`)
+			return
+		}
+		answer(200, `{"suggestions":[{"job":"nightly","describe":"daily at 02:00","confidence":0.93,"runs":21,"durations":21,"grace":"10m","maxRuntime":"1h"}]}`)
+	case "POST /api/v1/expectations/suggestions/nightly/accept":
+		answer(200, `{"source":"","count":3}`)
 	default:
 		http.NotFound(w, r) // as net/http's mux: plain text
 	}
@@ -114,6 +131,8 @@ func TestAlertCommandsAgainstFakeAPI(t *testing.T) {
 	os.WriteFile(rulesFile, []byte("RULE bad\n"), 0o600)
 	goodFile := filepath.Join(t.TempDir(), "rules.json")
 	os.WriteFile(goodFile, []byte(`{"rules":[]}`), 0o600)
+	expectFile := filepath.Join(t.TempDir(), "expectations.yaml")
+	os.WriteFile(expectFile, []byte("jobs: {}\n"), 0o600)
 
 	tests := []struct {
 		name   string
@@ -148,6 +167,20 @@ func TestAlertCommandsAgainstFakeAPI(t *testing.T) {
 			`^.*rules.txt:2:3: unknown key$`}},
 		{"rules apply json", []string{"rules", "apply", goodFile}, "", 0, []string{`^applied .*rules.json: 2 rules$`}, nil},
 		{"rules apply stdin", []string{"rules", "apply", "-"}, "RULE x", 0, []string{`^applied <stdin>: 2 rules$`}, nil},
+		{"expect show", []string{"expect", "show"}, "", 0, []string{`^# our expectations$`, `^jobs: \{\}$`}, nil},
+		{"expect show json", []string{"expect", "show", "-o", "json"}, "", 0, []string{`^  "count": 1$`}, nil},
+		{"expect apply", []string{"expect", "apply", expectFile}, "", 0, []string{`^applied .*expectations.yaml: 2 expectations$`}, nil},
+		{"expect apply errors", []string{"expect", "apply", "-"}, "bad", 2, nil, []string{
+			`^apollo: <stdin>: 1 error; nothing was changed$`, `^<stdin>:3:5: job "x": grace: not a duration$`}},
+		{"expect suggest", []string{"expect", "suggest"}, "", 0, []string{
+			`^JOB +PROPOSAL +CONFIDENCE +RUNS +GRACE +MAX_RUNTIME +MIN_RUNTIME$`,
+			`^nightly +daily at 02:00 +0\.93 +21 +10m +1h +-$`}, nil},
+		{"expect suggest json", []string{"expect", "suggest", "-o", "json"}, "", 0, []string{`^  "suggestions": \[$`}, nil},
+		{"expect suggest none", []string{"expect", "suggest", "nope"}, "", 3, nil, []string{`^apollo: no proposal for nope yet`}},
+		{"expect accept", []string{"expect", "suggest", "nightly", "--accept"}, "", 0,
+			[]string{`^accepted: nightly now has the proposed expectation \(3 expectations in all\)$`}, nil},
+		{"expect accept no job", []string{"expect", "suggest", "--accept"}, "", 2, nil, []string{`--accept needs the JOB`}},
+		{"expect bad output", []string{"expect", "show", "-o", "yaml"}, "", 2, nil, []string{`-o "yaml": use table or json`}},
 		{"status not ready", []string{"status"}, "", 1, []string{
 			`^health +ok$`, `^ready +recovering$`, `^bus\.queued +\[\]$`, `^bus\.tasks +1000000$`,
 			`^stream\.clients +-$`, `^wal\.fsync +batch$`, `^wal\.segments +2$`}, []string{`is not ready: recovering`}},

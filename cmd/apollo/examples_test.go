@@ -263,44 +263,58 @@ func TestPythonReporterCommandLine(t *testing.T) {
 	py := exTool(t, "python3")
 	script := exRepoFile(t, "examples/python/apollo_report.py")
 	addr := exServer(t, "", nil)
-	srv := "http://" + addr
-	report := func(code int, args ...string) (string, string) {
-		return runEx(t, code, py, append([]string{script, "--server", srv, "--task", "py-cli-1"}, args...)...)
+	task := checkReporterSteps(t, addr, "py-cli-1", func(code int, args ...string) (string, string) {
+		return runEx(t, code, py, append([]string{script, "--server", "http://" + addr}, args...)...)
+	}, []string{"--name", "py_cli", "--timeout", "30m", "--extra", "host=db1"}, []string{"--cost", "95s"})
+	if task.Name != "py_cli" || task.CostMs != 95_000 || task.TimeoutMs != 30*60_000 || !strings.Contains(string(task.History[0].Extra), `"host":"db1"`) {
+		t.Errorf("fields: name %s cost %d timeout %d extra %s", task.Name, task.CostMs, task.TimeoutMs, task.History[0].Extra)
 	}
-	if out, _ := report(0, "--name", "py_cli", "--status", "running", "--timeout", "30m", "--extra", "host=db1"); out != "accepted\n" {
+}
+
+// checkReporterSteps takes an example reporter through a run's steps
+// against the server at addr (report runs it with args, after its own
+// server flag) and checks what the protocol promises whatever the
+// language: the start accepted; an old sequence and the same step again
+// duplicates; a step back refused as an illegal transition and a word
+// that is no status refused, both with exit 2; a run reported only by its
+// end landing at once (issue 15.1); an event ahead of a missing one
+// waiting. running and success are the flags of the run's first two
+// steps, written each reporter's way; the run is returned as the server
+// keeps it, for the caller to check what they set.
+func checkReporterSteps(t *testing.T, addr, id string, report func(code int, args ...string) (string, string), running, success []string) apollo.Task {
+	t.Helper()
+	step := func(code int, args ...string) (string, string) {
+		return report(code, append([]string{"--task", id}, args...)...)
+	}
+	if out, _ := step(0, append([]string{"--status", "running"}, running...)...); out != "accepted\n" {
 		t.Errorf("running: stdout %q", out)
 	}
-	report(0, "--status", "success", "--cost", "95s")
-	if out, _ := report(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
+	step(0, append([]string{"--status", "success"}, success...)...)
+	if out, _ := step(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
 		t.Errorf("an old sequence: stdout %q, want duplicate", out)
 	}
-	if out, _ := report(0, "--status", "success"); !strings.HasPrefix(out, "duplicate") {
+	if out, _ := step(0, "--status", "success"); !strings.HasPrefix(out, "duplicate") {
 		t.Errorf("the same step again: stdout %q, want duplicate", out)
 	}
-	if _, errOut := report(2, "--status", "running", "--seq", "5"); !strings.Contains(errOut, "illegal transition success -> running") {
+	if _, errOut := step(2, "--status", "running", "--seq", "5"); !strings.Contains(errOut, "illegal transition success -> running") {
 		t.Errorf("an illegal transition: stderr %q", errOut)
 	}
-	runEx(t, 2, py, script, "--server", srv, "--task", "x", "--status", "finished") // not a status: argparse says so
-	// A run reported only by its end lands at once (issue 15.1).
-	if out, _ := runEx(t, 0, py, script, "--server", srv, "--task", "py-end", "--name", "py_end", "--status", "failed"); out != "accepted\n" {
+	step(2, "--status", "finished") // not a status: the reporter says so
+	if out, _ := report(0, "--task", id+"-end", "--name", "end_only", "--status", "failed"); out != "accepted\n" {
 		t.Errorf("an end alone: stdout %q", out)
 	}
-	if end := exTask(t, addr, "py-end"); end.Status != apollo.StatusFailed || end.StartedAt != 0 || end.FinishedAt == 0 {
+	if end := exTask(t, addr, id+"-end"); end.Status != apollo.StatusFailed || end.StartedAt != 0 || end.FinishedAt == 0 {
 		t.Errorf("an end alone: %+v", end)
 	}
-	// An event ahead of a missing one says it waits.
-	report(0, "--task", "py-wait", "--status", "running", "--seq", "1")
-	if out, _ := report(0, "--task", "py-wait", "--status", "pending", "--seq", "3"); !strings.HasPrefix(out, "waiting (") {
+	report(0, "--task", id+"-wait", "--status", "running", "--seq", "1")
+	if out, _ := report(0, "--task", id+"-wait", "--status", "pending", "--seq", "3"); !strings.HasPrefix(out, "waiting (") {
 		t.Errorf("an event that waits: stdout %q", out)
 	}
-
-	task := exTask(t, addr, "py-cli-1")
-	if got := exStatusesGrowing(t, task); got != "running success" || task.Name != "py_cli" || task.Status != apollo.StatusSuccess {
-		t.Errorf("task: %s %s %q", task.Name, task.Status, got)
+	task := exTask(t, addr, id)
+	if got := exStatusesGrowing(t, task); got != "running success" || task.Status != apollo.StatusSuccess {
+		t.Errorf("task: %s %q", task.Status, got)
 	}
-	if task.CostMs != 95_000 || task.TimeoutMs != 30*60_000 || !strings.Contains(string(task.History[0].Extra), `"host":"db1"`) {
-		t.Errorf("fields: cost %d timeout %d extra %s", task.CostMs, task.TimeoutMs, task.History[0].Extra)
-	}
+	return task
 }
 
 // pyLib runs a Python program that imports the example as a library.
@@ -445,38 +459,11 @@ func TestShellReporter(t *testing.T) {
 	sh, script := shellEx(t)
 	addr := exServer(t, "", nil)
 	srv := "http://" + addr
-	report := func(code int, args ...string) (string, string) {
-		return runEx(t, code, sh, append([]string{script, "--server", srv, "report", "--task", "sh-1"}, args...)...)
-	}
-	if out, _ := report(0, "--name", "sh_job", "--status", "running", "--timeout", "600", "--extra", `note=said "hi" \o/`); out != "accepted\n" {
-		t.Errorf("running: stdout %q", out)
-	}
-	report(0, "--status", "success", "--cost", "3")
-	if out, _ := report(0, "--status", "success", "--seq", "1"); !strings.HasPrefix(out, "duplicate") {
-		t.Errorf("an old sequence: stdout %q", out)
-	}
-	if out, _ := report(0, "--status", "success"); !strings.HasPrefix(out, "duplicate") {
-		t.Errorf("the same step again: stdout %q, want duplicate", out)
-	}
-	if _, errOut := report(2, "--status", "running", "--seq", "5"); !strings.Contains(errOut, "illegal transition success -> running") {
-		t.Errorf("an illegal transition: stderr %q", errOut)
-	}
-	report(2, "--status", "done")
-	// A run reported only by its end lands at once (issue 15.1).
-	if out, _ := runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-end", "--name", "sh_end", "--status", "success"); out != "accepted\n" {
-		t.Errorf("an end alone: stdout %q", out)
-	}
-	if end := exTask(t, addr, "sh-end"); end.Status != apollo.StatusSuccess || end.StartedAt != 0 || end.FinishedAt == 0 {
-		t.Errorf("an end alone: %+v", end)
-	}
-	// An event ahead of a missing one says it waits.
-	runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-wait", "--status", "running", "--seq", "1")
-	if out, _ := runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-wait", "--status", "pending", "--seq", "3"); !strings.HasPrefix(out, "waiting (") {
-		t.Errorf("an event that waits: stdout %q", out)
-	}
-	task := exTask(t, addr, "sh-1")
-	if got := exStatusesGrowing(t, task); got != "running success" || task.CostMs != 3000 || task.TimeoutMs != 600_000 {
-		t.Errorf("task: %q cost %d timeout %d", got, task.CostMs, task.TimeoutMs)
+	task := checkReporterSteps(t, addr, "sh-1", func(code int, args ...string) (string, string) {
+		return runEx(t, code, sh, append([]string{script, "--server", srv, "report"}, args...)...)
+	}, []string{"--name", "sh_job", "--timeout", "600", "--extra", `note=said "hi" \o/`}, []string{"--cost", "3"})
+	if task.CostMs != 3000 || task.TimeoutMs != 600_000 {
+		t.Errorf("task: cost %d timeout %d", task.CostMs, task.TimeoutMs)
 	}
 	if x := string(task.History[0].Extra); x != `{"note":"said \"hi\" \\o/"}` {
 		t.Errorf("extra %s", x)

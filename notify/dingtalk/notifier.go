@@ -5,9 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -27,9 +25,9 @@ var retryableCodes = map[int]bool{-1: true, 130101: true}
 
 // Notifier posts to one DingTalk robot.
 type Notifier struct {
-	cfg    Config
-	client *http.Client
-	clock  apollo.Clock
+	cfg   Config
+	hook  notify.Endpoint
+	clock apollo.Clock
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -40,7 +38,8 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	return &Notifier{cfg: cfg, client: opts.Client, clock: opts.Clock}, nil
+	hook := notify.Endpoint{Channel: "dingtalk", Client: opts.Client, Verdict: notify.ErrCode, CodeName: "errcode", Retryable: retryableCodes}
+	return &Notifier{cfg: cfg, hook: hook, clock: opts.Clock}, nil
 }
 
 type payload struct {
@@ -59,33 +58,13 @@ type at struct {
 	IsAtAll   bool     `json:"isAtAll"`
 }
 
-type answer struct {
-	ErrCode int    `json:"errcode"`
-	ErrMsg  string `json:"errmsg"`
-}
-
 // Notify sends m as a markdown message.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
-	body, err := notify.EncodeJSON(n.payload(m))
-	if err != nil {
-		return false, fmt.Errorf("dingtalk: encode: %w", err)
-	}
 	target, err := n.target()
 	if err != nil {
 		return false, err
 	}
-	resp, retryable, err := notify.Post(ctx, n.client, target, body, nil)
-	if err != nil {
-		return retryable, fmt.Errorf("dingtalk: %w", err)
-	}
-	var a answer
-	if err := json.Unmarshal(resp.Body, &a); err != nil {
-		return true, fmt.Errorf("dingtalk: unreadable answer %q: %w", notify.Truncate(string(resp.Body), 200), err)
-	}
-	if a.ErrCode != 0 {
-		return retryableCodes[a.ErrCode], fmt.Errorf("dingtalk: errcode %d: %s", a.ErrCode, notify.RedactText(a.ErrMsg))
-	}
-	return false, nil
+	return n.hook.PostJSON(ctx, target, n.payload(m))
 }
 
 func (n *Notifier) payload(m *notify.Message) payload {

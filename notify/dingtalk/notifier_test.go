@@ -1,14 +1,10 @@
 package dingtalk
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +12,7 @@ import (
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/notifytest"
 )
 
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -24,49 +21,28 @@ func message() *notify.Message {
 	return &notify.Message{Title: "[FIRING] batch_failures", Markdown: "### [FIRING] batch_failures\n- **Group:** batch_"}
 }
 
-// robot is a fake DingTalk robot: it checks the token and, when secret is
-// set, the signature, then answers with the code the test chose.
-type robot struct {
-	t      *testing.T
-	secret string
-	now    time.Time
-	answer string
-	status int
-	bodies chan string
-}
+const target = "/robot/send?access_token=tok3n"
 
-func (r *robot) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	q := req.URL.Query()
-	if req.Method != http.MethodPost || req.URL.Path != "/robot/send" || q.Get("access_token") != "tok3n" {
-		r.t.Errorf("request %s %s", req.Method, req.URL)
-	}
-	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		r.t.Errorf("content type %q", ct)
-	}
-	if r.secret != "" {
-		ts := q.Get("timestamp")
-		if ts != strconv.FormatInt(r.now.UnixMilli(), 10) {
-			r.t.Errorf("timestamp %q, want the clock's milliseconds", ts)
+// checkSigned fails the test unless a request to a robot with secret is
+// signed as DingTalk documents it, or, without a secret, not signed.
+func checkSigned(t *testing.T, secret string, r notifytest.Request) {
+	t.Helper()
+	q := r.Query
+	if secret == "" {
+		if q.Has("sign") || q.Has("timestamp") {
+			t.Errorf("unsigned robot got %s", q.Encode())
 		}
-		mac := hmac.New(sha256.New, []byte(r.secret))
-		mac.Write([]byte(ts + "\n" + r.secret))
-		if want := base64.StdEncoding.EncodeToString(mac.Sum(nil)); q.Get("sign") != want {
-			r.t.Errorf("sign %q, want %q", q.Get("sign"), want)
-		}
-	} else if q.Has("sign") || q.Has("timestamp") {
-		r.t.Errorf("unsigned robot got %s", req.URL.RawQuery)
+		return
 	}
-	b, _ := io.ReadAll(req.Body)
-	r.bodies <- string(b)
-	w.WriteHeader(r.status)
-	io.WriteString(w, r.answer)
-}
-
-func newRobot(t *testing.T, secret, answer string, status int) (*robot, string) {
-	r := &robot{t: t, secret: secret, now: t0, answer: answer, status: status, bodies: make(chan string, 10)}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	return r, srv.URL + "/robot/send?access_token=tok3n"
+	ts := q.Get("timestamp")
+	if ts != strconv.FormatInt(t0.UnixMilli(), 10) {
+		t.Errorf("timestamp %q, want the clock's milliseconds", ts)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "\n" + secret))
+	if want := base64.StdEncoding.EncodeToString(mac.Sum(nil)); q.Get("sign") != want {
+		t.Errorf("sign %q, want %q", q.Get("sign"), want)
+	}
 }
 
 func TestPayloadAndSignature(t *testing.T) {
@@ -83,18 +59,15 @@ func TestPayloadAndSignature(t *testing.T) {
 			want: `{"msgtype":"markdown","markdown":{"title":"[FIRING] batch_failures","text":"### [FIRING] batch_failures\n- **Group:** batch_"},"at":{"isAtAll":true}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, u := newRobot(t, tc.secret, `{"errcode":0,"errmsg":"ok"}`, 200)
-			cfg := tc.cfg
-			cfg.URL, cfg.Secret = notify.SecretURL(u), notify.Secret(tc.secret)
-			n, err := New(cfg, notify.NotifierOptions{Clock: apollo.NewFakeClock(t0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if retry, err := n.Notify(context.Background(), message()); err != nil || retry {
-				t.Fatalf("%v %v", retry, err)
-			}
-			if got := <-r.bodies; got != tc.want {
-				t.Fatalf("payload\n got %s\nwant %s", got, tc.want)
+			robot := notifytest.Endpoint{Target: target, ContentType: "application/json", Answer: notifytest.Reply(200, `{"errcode":0,"errmsg":"ok"}`)}
+			r := robot.Receive(t, func(u string) (notify.Notifier, error) {
+				cfg := tc.cfg
+				cfg.URL, cfg.Secret = notify.SecretURL(u), notify.Secret(tc.secret)
+				return New(cfg, notify.NotifierOptions{Clock: apollo.NewFakeClock(t0)})
+			}, message())
+			checkSigned(t, tc.secret, r)
+			if r.Body != tc.want {
+				t.Fatalf("payload\n got %s\nwant %s", r.Body, tc.want)
 			}
 		})
 	}
@@ -102,36 +75,17 @@ func TestPayloadAndSignature(t *testing.T) {
 
 func TestAnswers(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		status    int
-		answer    string
-		retryable bool
-		errPart   string
-	}{
-		{"too fast", 200, `{"errcode":130101,"errmsg":"send too fast, exceed 20 times per minute"}`, true, "errcode 130101"},
-		{"busy", 200, `{"errcode":-1,"errmsg":"系统繁忙"}`, true, "errcode -1"},
-		{"keyword", 200, `{"errcode":310000,"errmsg":"keywords not in content"}`, false, "errcode 310000: keywords"},
-		{"token", 200, `{"errcode":300001,"errmsg":"token is not exist"}`, false, "errcode 300001"},
-		{"server error", 500, `oops`, true, "500 Internal Server Error"},
-		{"not found", 404, `{}`, false, "404"},
-		{"not json", 200, `<html>`, true, "unreadable answer"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, u := newRobot(t, "", tc.answer, tc.status)
-			n, err := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			retry, err := n.Notify(context.Background(), message())
-			if err == nil || retry != tc.retryable || !strings.Contains(err.Error(), tc.errPart) {
-				t.Fatalf("retryable %v, err %v", retry, err)
-			}
-			if strings.Contains(err.Error(), "tok3n") {
-				t.Fatalf("token in error: %v", err)
-			}
-		})
-	}
+	notifytest.CheckFailures(t, target, "tok3n", func(u string) (notify.Notifier, error) {
+		return New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
+	}, message(), []notifytest.Failure{
+		{Name: "too fast", Status: 200, Answer: `{"errcode":130101,"errmsg":"send too fast, exceed 20 times per minute"}`, Retryable: true, ErrPart: "errcode 130101"},
+		{Name: "busy", Status: 200, Answer: `{"errcode":-1,"errmsg":"系统繁忙"}`, Retryable: true, ErrPart: "errcode -1"},
+		{Name: "keyword", Status: 200, Answer: `{"errcode":310000,"errmsg":"keywords not in content"}`, ErrPart: "errcode 310000: keywords"},
+		{Name: "token", Status: 200, Answer: `{"errcode":300001,"errmsg":"token is not exist"}`, ErrPart: "errcode 300001"},
+		{Name: "server error", Status: 500, Answer: `oops`, Retryable: true, ErrPart: "500 Internal Server Error"},
+		{Name: "not found", Status: 404, Answer: `{}`, ErrPart: "404"},
+		{Name: "not json", Status: 200, Answer: `<html>`, Retryable: true, ErrPart: "unreadable answer"},
+	})
 }
 
 func TestValidate(t *testing.T) {

@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strconv"
 
 	apollo "github.com/apollo-11/apollo"
@@ -24,9 +22,9 @@ var retryableCodes = map[int]bool{11232: true}
 
 // Notifier posts to one Feishu bot.
 type Notifier struct {
-	cfg    Config
-	client *http.Client
-	clock  apollo.Clock
+	cfg   Config
+	hook  notify.Endpoint
+	clock apollo.Clock
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -37,7 +35,8 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	return &Notifier{cfg: cfg, client: opts.Client, clock: opts.Clock}, nil
+	hook := notify.Endpoint{Channel: "feishu", Client: opts.Client, Verdict: verdict, CodeName: "code", Retryable: retryableCodes}
+	return &Notifier{cfg: cfg, hook: hook, clock: opts.Clock}, nil
 }
 
 type payload struct {
@@ -86,28 +85,25 @@ type answer struct {
 	StatusMessage string `json:"StatusMessage"`
 }
 
-// Notify sends m.
-func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
-	body, err := notify.EncodeJSON(n.payload(m))
-	if err != nil {
-		return false, fmt.Errorf("feishu: encode: %w", err)
-	}
-	resp, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, nil)
-	if err != nil {
-		return retryable, fmt.Errorf("feishu: %w", err)
-	}
+// verdict reads an answer of either shape; one without a code is success.
+func verdict(body []byte) (int, string, error) {
 	var a answer
-	if err := json.Unmarshal(resp.Body, &a); err != nil {
-		return true, fmt.Errorf("feishu: unreadable answer %q: %w", notify.Truncate(string(resp.Body), 200), err)
+	if err := json.Unmarshal(body, &a); err != nil {
+		return 0, "", err
 	}
 	code, msg := a.Code, a.Msg
 	if code == nil {
 		code, msg = a.StatusCode, a.StatusMessage
 	}
-	if code != nil && *code != 0 {
-		return retryableCodes[*code], fmt.Errorf("feishu: code %d: %s", *code, notify.RedactText(msg))
+	if code == nil {
+		return 0, "", nil
 	}
-	return false, nil
+	return *code, msg, nil
+}
+
+// Notify sends m.
+func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	return n.hook.PostJSON(ctx, string(n.cfg.URL), n.payload(m))
 }
 
 func (n *Notifier) payload(m *notify.Message) payload {

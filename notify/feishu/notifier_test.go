@@ -6,9 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +13,7 @@ import (
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/notifytest"
 )
 
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -30,35 +28,27 @@ func message() *notify.Message {
 	}
 }
 
-// newBot is a fake Feishu bot that checks the signature the way Feishu
+// bot is a fake Feishu bot that checks the signature the way Feishu
 // documents it, refusing a bad one with code 19021 as Feishu does, and
 // otherwise answers as told.
-func newBot(t *testing.T, secret, answer string) (chan string, string) {
-	bodies := make(chan string, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != hookPath {
-			t.Errorf("request %s %s", r.Method, r.URL)
-		}
-		b, _ := io.ReadAll(r.Body)
+func bot(t *testing.T, secret, answer string) notifytest.Endpoint {
+	return notifytest.Endpoint{Target: hookPath, Answer: func(r notifytest.Request) (int, string) {
 		var p struct{ Timestamp, Sign string }
-		if err := json.Unmarshal(b, &p); err != nil {
-			t.Errorf("body %s: %v", b, err)
+		if err := json.Unmarshal([]byte(r.Body), &p); err != nil {
+			t.Errorf("body %s: %v", r.Body, err)
 		}
-		a := answer
-		if secret != "" {
-			if p.Timestamp != strconv.FormatInt(t0.Unix(), 10) {
-				t.Errorf("timestamp %q, want the clock's seconds", p.Timestamp)
-			}
-			mac := hmac.New(sha256.New, []byte(p.Timestamp+"\n"+secret))
-			if want := base64.StdEncoding.EncodeToString(mac.Sum(nil)); p.Sign != want {
-				a = `{"code":19021,"msg":"sign match fail or timestamp is not within one hour from current time"}`
-			}
+		if secret == "" {
+			return 200, answer
 		}
-		bodies <- string(b)
-		io.WriteString(w, a)
-	}))
-	t.Cleanup(srv.Close)
-	return bodies, srv.URL + hookPath
+		if p.Timestamp != strconv.FormatInt(t0.Unix(), 10) {
+			t.Errorf("timestamp %q, want the clock's seconds", p.Timestamp)
+		}
+		mac := hmac.New(sha256.New, []byte(p.Timestamp+"\n"+secret))
+		if want := base64.StdEncoding.EncodeToString(mac.Sum(nil)); p.Sign != want {
+			return 200, `{"code":19021,"msg":"sign match fail or timestamp is not within one hour from current time"}`
+		}
+		return 200, answer
+	}}
 }
 
 func TestPayloadAndSignature(t *testing.T) {
@@ -77,18 +67,13 @@ func TestPayloadAndSignature(t *testing.T) {
 			`{"msg_type":"text","content":{"text":"[FIRING] batch_failures\n\nfailed_rate 0.2"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bodies, u := newBot(t, tc.secret, `{"code":0,"msg":"success","data":{}}`)
-			cfg := tc.cfg
-			cfg.URL, cfg.Secret = notify.SecretURL(u), notify.Secret(tc.secret)
-			n, err := New(cfg, notify.NotifierOptions{Clock: apollo.NewFakeClock(t0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if retry, err := n.Notify(context.Background(), message()); err != nil || retry {
-				t.Fatalf("%v %v", retry, err)
-			}
-			if got := <-bodies; got != tc.want {
-				t.Fatalf("payload\n got %s\nwant %s", got, tc.want)
+			r := bot(t, tc.secret, `{"code":0,"msg":"success","data":{}}`).Receive(t, func(u string) (notify.Notifier, error) {
+				cfg := tc.cfg
+				cfg.URL, cfg.Secret = notify.SecretURL(u), notify.Secret(tc.secret)
+				return New(cfg, notify.NotifierOptions{Clock: apollo.NewFakeClock(t0)})
+			}, message())
+			if r.Body != tc.want {
+				t.Fatalf("payload\n got %s\nwant %s", r.Body, tc.want)
 			}
 		})
 	}
@@ -96,29 +81,15 @@ func TestPayloadAndSignature(t *testing.T) {
 
 func TestAnswers(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name, answer string
-		retryable    bool
-		errPart      string
-	}{
-		{"too frequent", `{"code":11232,"msg":"frequency limited"}`, true, "code 11232"},
-		{"keyword", `{"code":19024,"msg":"Key Words Not Found"}`, false, "code 19024"},
-		{"old shape", `{"StatusCode":9499,"StatusMessage":"Bad Request"}`, false, "code 9499: Bad Request"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, u := newBot(t, "", tc.answer)
-			n, err := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			retry, err := n.Notify(context.Background(), message())
-			if err == nil || retry != tc.retryable || !strings.Contains(err.Error(), tc.errPart) || strings.Contains(err.Error(), "5e3d587e") {
-				t.Fatalf("retryable %v, err %v", retry, err)
-			}
-		})
-	}
+	notifytest.CheckFailures(t, hookPath, "5e3d587e", func(u string) (notify.Notifier, error) {
+		return New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
+	}, message(), []notifytest.Failure{
+		{Name: "too frequent", Status: 200, Answer: `{"code":11232,"msg":"frequency limited"}`, Retryable: true, ErrPart: "code 11232"},
+		{Name: "keyword", Status: 200, Answer: `{"code":19024,"msg":"Key Words Not Found"}`, ErrPart: "code 19024"},
+		{Name: "old shape", Status: 200, Answer: `{"StatusCode":9499,"StatusMessage":"Bad Request"}`, ErrPart: "code 9499: Bad Request"},
+	})
 	// The old shape with success is success.
-	_, u := newBot(t, "", `{"StatusCode":0,"StatusMessage":"success"}`)
+	u, _ := bot(t, "", `{"StatusCode":0,"StatusMessage":"success"}`).Start(t)
 	n, _ := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
 	if _, err := n.Notify(context.Background(), message()); err != nil {
 		t.Fatal(err)
@@ -129,7 +100,7 @@ func TestAnswers(t *testing.T) {
 // independently and refuses, and the notifier reports it as permanent.
 func TestWrongSecretIsRefused(t *testing.T) {
 	t.Parallel()
-	_, u := newBot(t, "right", `{"code":0}`)
+	u, _ := bot(t, "right", `{"code":0}`).Start(t)
 	n, _ := New(Config{URL: notify.SecretURL(u), Secret: "wrong"}, notify.NotifierOptions{Clock: apollo.NewFakeClock(t0)})
 	retry, err := n.Notify(context.Background(), message())
 	if err == nil || retry || !strings.Contains(err.Error(), "19021") {

@@ -2,8 +2,6 @@ package slack
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 
 	"github.com/apollo-11/apollo/notify"
 )
@@ -18,8 +16,8 @@ const (
 // an error status with a word such as invalid_payload; 429 and 5xx are
 // retried.
 type Notifier struct {
-	cfg    Config
-	client *http.Client
+	cfg  Config
+	hook notify.Endpoint
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -29,7 +27,7 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Notifier{cfg: cfg, client: opts.WithDefaults().Client}, nil
+	return &Notifier{cfg: cfg, hook: notify.Endpoint{Channel: "slack", Client: opts.WithDefaults().Client}}, nil
 }
 
 type payload struct {
@@ -49,14 +47,7 @@ type text struct {
 
 // Notify sends m.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
-	body, err := notify.EncodeJSON(n.payload(m))
-	if err != nil {
-		return false, fmt.Errorf("slack: encode: %w", err)
-	}
-	if _, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, nil); err != nil {
-		return retryable, fmt.Errorf("slack: %w", err)
-	}
-	return false, nil
+	return n.hook.PostJSON(ctx, string(n.cfg.URL), n.payload(m))
 }
 
 // payload: text is what notifications and old clients show; the blocks

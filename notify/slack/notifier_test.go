@@ -1,66 +1,40 @@
 package slack
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/notifytest"
 )
 
 const hookPath = "/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
 
-func newHook(t *testing.T, status int, answer string) (chan string, string) {
-	bodies := make(chan string, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != hookPath || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-			t.Errorf("request %s %s %s", r.Method, r.URL, r.Header.Get("Content-Type"))
-		}
-		b, _ := io.ReadAll(r.Body)
-		bodies <- string(b)
-		w.WriteHeader(status)
-		io.WriteString(w, answer)
-	}))
-	t.Cleanup(srv.Close)
-	return bodies, srv.URL + hookPath
+func newNotifier(u string) (notify.Notifier, error) {
+	return New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
 }
 
 func TestPayload(t *testing.T) {
 	t.Parallel()
-	bodies, u := newHook(t, 200, "ok")
-	n, err := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &notify.Message{Title: "[FIRING] rate > 0.05",
-		Markdown: "### [FIRING] rate > 0.05\nfailed_rate **0.2** > 0.05\n\n- **Group:** batch_\n\n[Open in Apollo-11](https://apollo.example.com/alerts/a1)"}
-	if retry, err := n.Notify(context.Background(), m); err != nil || retry {
-		t.Fatalf("%v %v", retry, err)
-	}
+	hook := notifytest.Endpoint{Target: hookPath, ContentType: "application/json", Answer: notifytest.Reply(200, "ok")}
+	r := hook.Receive(t, newNotifier, &notify.Message{Title: "[FIRING] rate > 0.05",
+		Markdown: "### [FIRING] rate > 0.05\nfailed_rate **0.2** > 0.05\n\n- **Group:** batch_\n\n[Open in Apollo-11](https://apollo.example.com/alerts/a1)"})
 	want := `{"text":"[FIRING] rate &gt; 0.05","blocks":[{"type":"header","text":{"type":"plain_text","text":"[FIRING] rate > 0.05"}},{"type":"section","text":{"type":"mrkdwn","text":"failed_rate *0.2* &gt; 0.05\n\n• *Group:* batch_\n\n<https://apollo.example.com/alerts/a1|Open in Apollo-11>"}}]}`
-	if got := <-bodies; got != want {
-		t.Fatalf("payload\n got %s\nwant %s", got, want)
+	if r.Body != want {
+		t.Fatalf("payload\n got %s\nwant %s", r.Body, want)
 	}
 }
 
 func TestAnswers(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		status    int
-		answer    string
-		retryable bool
-	}{{429, "rate_limited", true}, {500, "", true}, {400, "invalid_payload", false}, {404, "no_service", false}, {410, "channel_is_archived", false}} {
-		_, u := newHook(t, tc.status, tc.answer)
-		n, _ := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
-		retry, err := n.Notify(context.Background(), &notify.Message{Title: "x"})
-		if err == nil || retry != tc.retryable || !strings.Contains(err.Error(), tc.answer) || strings.Contains(err.Error(), "XXXXXXXX") {
-			t.Errorf("%d: retryable %v, err %v", tc.status, retry, err)
-		}
-	}
+	notifytest.CheckFailures(t, hookPath, "XXXXXXXX", newNotifier, &notify.Message{Title: "x"}, []notifytest.Failure{
+		{Name: "rate limited", Status: 429, Answer: "rate_limited", Retryable: true, ErrPart: "rate_limited"},
+		{Name: "server error", Status: 500, Retryable: true},
+		{Name: "bad payload", Status: 400, Answer: "invalid_payload", ErrPart: "invalid_payload"},
+		{Name: "no service", Status: 404, Answer: "no_service", ErrPart: "no_service"},
+		{Name: "archived", Status: 410, Answer: "channel_is_archived", ErrPart: "channel_is_archived"},
+	})
 }
 
 func TestMrkdwn(t *testing.T) {

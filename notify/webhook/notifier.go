@@ -17,8 +17,7 @@ type Notifier struct {
 	cfg    Config
 	name   string
 	extURL string
-	client *http.Client
-	header http.Header
+	hook   notify.Endpoint
 	body   *template.Template // nil: a standard format
 }
 
@@ -30,9 +29,10 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	n := &Notifier{cfg: cfg, name: opts.Name, extURL: opts.ExternalURL, client: opts.Client, header: http.Header{}}
+	n := &Notifier{cfg: cfg, name: opts.Name, extURL: opts.ExternalURL,
+		hook: notify.Endpoint{Channel: "webhook", Client: opts.Client, Header: http.Header{}}}
 	for k, v := range cfg.Headers {
-		n.header.Set(k, string(v))
+		n.hook.Header.Set(k, string(v))
 	}
 	if cfg.Template != "" {
 		var err error
@@ -65,10 +65,7 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("webhook: body: %w", err)
 	}
-	if _, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, n.header); err != nil {
-		return retryable, fmt.Errorf("webhook: %w", err)
-	}
-	return false, nil
+	return n.hook.Post(ctx, string(n.cfg.URL), body)
 }
 
 func (n *Notifier) render(m *notify.Message) ([]byte, error) {

@@ -1,39 +1,18 @@
 package webhook
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/notifytest"
 )
 
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 
-type request struct {
-	header http.Header
-	body   string
-}
-
-func newEndpoint(t *testing.T, status int) (chan request, string) {
-	got := make(chan request, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/hook" {
-			t.Errorf("request %s %s", r.Method, r.URL)
-		}
-		b, _ := io.ReadAll(r.Body)
-		got <- request{r.Header, string(b)}
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(srv.Close)
-	return got, srv.URL + "/hook?token=t0k3n"
-}
+const target = "/hook?token=t0k3n"
 
 func message(kind apollo.NotificationKind, id, group string) *notify.Message {
 	a := apollo.Alert{ID: id, Rule: "batch_failures", Group: group, State: apollo.AlertFiring, Severity: apollo.SeverityCritical,
@@ -46,28 +25,22 @@ func message(kind apollo.NotificationKind, id, group string) *notify.Message {
 		Title: "[" + string(kind) + "] batch_failures", Text: "failed_rate 0.2 > 0.05"}
 }
 
-func send(t *testing.T, cfg Config, opts notify.NotifierOptions, m *notify.Message) request {
+func send(t *testing.T, cfg Config, opts notify.NotifierOptions, m *notify.Message) notifytest.Request {
 	t.Helper()
-	got, u := newEndpoint(t, 200)
-	cfg.URL = notify.SecretURL(u)
-	n, err := New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if retry, err := n.Notify(context.Background(), m); err != nil || retry {
-		t.Fatalf("%v %v", retry, err)
-	}
-	return <-got
+	return notifytest.Endpoint{Target: target}.Receive(t, func(u string) (notify.Notifier, error) {
+		cfg.URL = notify.SecretURL(u)
+		return New(cfg, opts)
+	}, m)
 }
 
 func TestApolloPayload(t *testing.T) {
 	t.Parallel()
 	r := send(t, Config{}, notify.NotifierOptions{}, message(apollo.NotifyFiring, "a1", "batch_"))
 	want := `{"kind":"firing","alert":{"id":"a1","rule":"batch_failures","group":"batch_","state":"firing","severity":"critical","labels":{"team":"data"},"summary":"failed_rate 0.2 > 0.05","value":0.2,"startedAt":"2025-03-04T05:04:07Z","firedAt":"2025-03-04T05:06:07Z"},"channels":["hook"],"dedupKey":"a1:firing","at":"2025-03-04T05:06:07Z","title":"[firing] batch_failures","text":"failed_rate 0.2 > 0.05"}`
-	if r.body != want {
-		t.Fatalf("payload\n got %s\nwant %s", r.body, want)
+	if r.Body != want {
+		t.Fatalf("payload\n got %s\nwant %s", r.Body, want)
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		t.Fatalf("content type %q", ct)
 	}
 }
@@ -78,8 +51,8 @@ func TestApolloPayloadOfDigest(t *testing.T) {
 		Digest: []*notify.Message{message(apollo.NotifyFiring, "a1", "batch_"), message(apollo.NotifyFiring, "a2", "etl_")}}
 	r := send(t, Config{}, notify.NotifierOptions{}, d)
 	for _, w := range []string{`"kind":"digest"`, `"title":"2 notifications"`, `"notifications":[{"kind":"firing","alert":{"id":"a1"`, `{"kind":"firing","alert":{"id":"a2"`} {
-		if !strings.Contains(r.body, w) {
-			t.Errorf("%s missing from %s", w, r.body)
+		if !strings.Contains(r.Body, w) {
+			t.Errorf("%s missing from %s", w, r.Body)
 		}
 	}
 }
@@ -98,13 +71,13 @@ func TestAlertmanagerPayload(t *testing.T) {
 		`"annotations":{"description":"failed_rate 0.2 > 0.05","summary":"failed_rate 0.2 > 0.05","value":"0.2"},` +
 		`"startsAt":"2025-03-04T05:06:07Z","endsAt":"2025-03-04T06:06:07Z","generatorURL":"https://apollo.example.com/alerts/a1",` +
 		`"fingerprint":"` + fingerprint(labels) + `"}]}`
-	if r.body != want {
-		t.Fatalf("payload\n got %s\nwant %s", r.body, want)
+	if r.Body != want {
+		t.Fatalf("payload\n got %s\nwant %s", r.Body, want)
 	}
 	// A firing alert has a zero endsAt, as Alertmanager sends it.
 	r = send(t, Config{Format: FormatAlertmanager}, opts, message(apollo.NotifyFiring, "a1", "batch_"))
-	if !strings.Contains(r.body, `"status":"firing"`) || !strings.Contains(r.body, `"endsAt":"0001-01-01T00:00:00Z"`) {
-		t.Fatalf("%s", r.body)
+	if !strings.Contains(r.Body, `"status":"firing"`) || !strings.Contains(r.Body, `"endsAt":"0001-01-01T00:00:00Z"`) {
+		t.Fatalf("%s", r.Body)
 	}
 }
 
@@ -127,34 +100,32 @@ func TestTemplateBodyForSMSGateway(t *testing.T) {
 		Template: `{"to": ["+8613800000000"], "text": {{json (printf "%s: %s" .Title .Notification.Alert.Summary)}}}`,
 	}
 	r := send(t, cfg, notify.NotifierOptions{}, message(apollo.NotifyFiring, "a1", "batch_"))
-	if want := `{"to": ["+8613800000000"], "text": "[firing] batch_failures: failed_rate 0.2 > 0.05"}`; r.body != want {
-		t.Fatalf("body\n got %s\nwant %s", r.body, want)
+	if want := `{"to": ["+8613800000000"], "text": "[firing] batch_failures: failed_rate 0.2 > 0.05"}`; r.Body != want {
+		t.Fatalf("body\n got %s\nwant %s", r.Body, want)
 	}
-	if r.header.Get("Authorization") != "Bearer sms-t0k3n" {
-		t.Fatalf("headers %v", r.header)
+	if r.Header.Get("Authorization") != "Bearer sms-t0k3n" {
+		t.Fatalf("headers %v", r.Header)
 	}
 	// A form body with its own content type.
 	cfg = Config{Headers: map[string]notify.Secret{"Content-Type": "application/x-www-form-urlencoded"},
 		Template: `mobile=13800000000&content={{urlquery .Title}}`}
 	r = send(t, cfg, notify.NotifierOptions{}, message(apollo.NotifyFiring, "a1", "batch_"))
-	if r.body != "mobile=13800000000&content=%5Bfiring%5D+batch_failures" || r.header.Get("Content-Type") != "application/x-www-form-urlencoded" {
-		t.Fatalf("%q %v", r.body, r.header)
+	if r.Body != "mobile=13800000000&content=%5Bfiring%5D+batch_failures" || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+		t.Fatalf("%q %v", r.Body, r.Header)
 	}
 }
 
 func TestAnswers(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		status    int
-		retryable bool
-	}{{500, true}, {503, true}, {429, true}, {400, false}, {401, false}} {
-		_, u := newEndpoint(t, tc.status)
-		n, _ := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
-		retry, err := n.Notify(context.Background(), message(apollo.NotifyFiring, "a1", "g"))
-		if err == nil || retry != tc.retryable || !strings.Contains(err.Error(), fmt.Sprint(tc.status)) || strings.Contains(err.Error(), "t0k3n") {
-			t.Errorf("%d: %v %v", tc.status, retry, err)
-		}
-	}
+	notifytest.CheckFailures(t, target, "t0k3n", func(u string) (notify.Notifier, error) {
+		return New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
+	}, message(apollo.NotifyFiring, "a1", "g"), []notifytest.Failure{
+		{Name: "500", Status: 500, Retryable: true, ErrPart: "500"},
+		{Name: "503", Status: 503, Retryable: true, ErrPart: "503"},
+		{Name: "429", Status: 429, Retryable: true, ErrPart: "429"},
+		{Name: "400", Status: 400, ErrPart: "400"},
+		{Name: "401", Status: 401, ErrPart: "401"},
+	})
 }
 
 func TestValidate(t *testing.T) {

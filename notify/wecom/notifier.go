@@ -2,9 +2,6 @@ package wecom
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/apollo-11/apollo/notify"
@@ -22,8 +19,8 @@ var retryableCodes = map[int]bool{-1: true, 45009: true}
 
 // Notifier posts to one WeCom group robot.
 type Notifier struct {
-	cfg    Config
-	client *http.Client
+	cfg  Config
+	hook notify.Endpoint
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -33,7 +30,8 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Notifier{cfg: cfg, client: opts.WithDefaults().Client}, nil
+	hook := notify.Endpoint{Channel: "wecom", Client: opts.WithDefaults().Client, Verdict: notify.ErrCode, CodeName: "errcode", Retryable: retryableCodes}
+	return &Notifier{cfg: cfg, hook: hook}, nil
 }
 
 type payload struct {
@@ -52,29 +50,9 @@ type text struct {
 	MentionedMobileList []string `json:"mentioned_mobile_list,omitempty"`
 }
 
-type answer struct {
-	ErrCode int    `json:"errcode"`
-	ErrMsg  string `json:"errmsg"`
-}
-
 // Notify sends m.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
-	body, err := notify.EncodeJSON(n.payload(m))
-	if err != nil {
-		return false, fmt.Errorf("wecom: encode: %w", err)
-	}
-	resp, retryable, err := notify.Post(ctx, n.client, string(n.cfg.URL), body, nil)
-	if err != nil {
-		return retryable, fmt.Errorf("wecom: %w", err)
-	}
-	var a answer
-	if err := json.Unmarshal(resp.Body, &a); err != nil {
-		return true, fmt.Errorf("wecom: unreadable answer %q: %w", notify.Truncate(string(resp.Body), 200), err)
-	}
-	if a.ErrCode != 0 {
-		return retryableCodes[a.ErrCode], fmt.Errorf("wecom: errcode %d: %s", a.ErrCode, notify.RedactText(a.ErrMsg))
-	}
-	return false, nil
+	return n.hook.PostJSON(ctx, string(n.cfg.URL), n.payload(m))
 }
 
 func (n *Notifier) payload(m *notify.Message) payload {

@@ -1,34 +1,18 @@
 package wecom
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/notify/notifytest"
 )
 
 func message() *notify.Message {
 	return &notify.Message{Title: "[FIRING] batch_failures", Text: "failed_rate 0.2", Markdown: "### [FIRING] batch_failures\nfailed_rate 0.2"}
 }
 
-func newRobot(t *testing.T, answer string, status int) (chan string, string) {
-	bodies := make(chan string, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/cgi-bin/webhook/send" || r.URL.Query().Get("key") != "k3y-693a91f6" {
-			t.Errorf("request %s %s", r.Method, r.URL)
-		}
-		b, _ := io.ReadAll(r.Body)
-		bodies <- string(b)
-		w.WriteHeader(status)
-		io.WriteString(w, answer)
-	}))
-	t.Cleanup(srv.Close)
-	return bodies, srv.URL + "/cgi-bin/webhook/send?key=k3y-693a91f6"
-}
+const target = "/cgi-bin/webhook/send?key=k3y-693a91f6"
 
 func TestPayload(t *testing.T) {
 	t.Parallel()
@@ -43,18 +27,14 @@ func TestPayload(t *testing.T) {
 			`{"msgtype":"text","text":{"content":"[FIRING] batch_failures\n\nfailed_rate 0.2","mentioned_list":["@all"],"mentioned_mobile_list":["13800000000"]}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bodies, u := newRobot(t, `{"errcode":0,"errmsg":"ok"}`, 200)
-			cfg := tc.cfg
-			cfg.URL = notify.SecretURL(u)
-			n, err := New(cfg, notify.NotifierOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if retry, err := n.Notify(context.Background(), message()); err != nil || retry {
-				t.Fatalf("%v %v", retry, err)
-			}
-			if got := <-bodies; got != tc.want {
-				t.Fatalf("payload\n got %s\nwant %s", got, tc.want)
+			robot := notifytest.Endpoint{Target: target, Answer: notifytest.Reply(200, `{"errcode":0,"errmsg":"ok"}`)}
+			r := robot.Receive(t, func(u string) (notify.Notifier, error) {
+				cfg := tc.cfg
+				cfg.URL = notify.SecretURL(u)
+				return New(cfg, notify.NotifierOptions{})
+			}, message())
+			if r.Body != tc.want {
+				t.Fatalf("payload\n got %s\nwant %s", r.Body, tc.want)
 			}
 		})
 	}
@@ -62,30 +42,14 @@ func TestPayload(t *testing.T) {
 
 func TestAnswers(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		status    int
-		answer    string
-		retryable bool
-		errPart   string
-	}{
-		{"rate limited", 200, `{"errcode":45009,"errmsg":"api freq out of limit"}`, true, "errcode 45009"},
-		{"bad key", 200, `{"errcode":93000,"errmsg":"invalid webhook url"}`, false, "errcode 93000"},
-		{"too long", 200, `{"errcode":40058,"errmsg":"markdown.content exceed max length 4096"}`, false, "40058"},
-		{"bad gateway", 502, ``, true, "502"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, u := newRobot(t, tc.answer, tc.status)
-			n, err := New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			retry, err := n.Notify(context.Background(), message())
-			if err == nil || retry != tc.retryable || !strings.Contains(err.Error(), tc.errPart) || strings.Contains(err.Error(), "k3y") {
-				t.Fatalf("retryable %v, err %v", retry, err)
-			}
-		})
-	}
+	notifytest.CheckFailures(t, target, "k3y", func(u string) (notify.Notifier, error) {
+		return New(Config{URL: notify.SecretURL(u)}, notify.NotifierOptions{})
+	}, message(), []notifytest.Failure{
+		{Name: "rate limited", Status: 200, Answer: `{"errcode":45009,"errmsg":"api freq out of limit"}`, Retryable: true, ErrPart: "errcode 45009"},
+		{Name: "bad key", Status: 200, Answer: `{"errcode":93000,"errmsg":"invalid webhook url"}`, Retryable: false, ErrPart: "errcode 93000"},
+		{Name: "too long", Status: 200, Answer: `{"errcode":40058,"errmsg":"markdown.content exceed max length 4096"}`, Retryable: false, ErrPart: "40058"},
+		{Name: "bad gateway", Status: 502, Answer: ``, Retryable: true, ErrPart: "502"},
+	})
 }
 
 func TestValidate(t *testing.T) {

@@ -38,25 +38,20 @@ const MaxAlerts = 1000
 // API, then live from the stream), acknowledges and silences them, and
 // shows the silences in force.
 type Alerts struct {
-	env    Env
-	table  components.Table
-	filter components.Filter
-	byID   map[string]apollo.Alert
-	shown  []apollo.Alert
-	sel    string
+	list
+	byID  map[string]apollo.Alert
+	shown []apollo.Alert
+	sel   string
 
 	listErr     error // listing failed; ENOTFOUND: the server has no alert routes
 	silences    []apollo.Silence
 	silencesErr error
 	form        *silenceForm
-	width       int
-	height      int
 }
 
 // NewAlerts returns an empty Alerts page.
 func NewAlerts(env Env) *Alerts {
-	p := &Alerts{env: env, filter: components.NewFilter(env.Styles, "rule or group"), byID: map[string]apollo.Alert{}}
-	p.table.Columns = alertColumns
+	p := &Alerts{list: newList(env, alertColumns, "rule or group"), byID: map[string]apollo.Alert{}}
 	p.table.Style = p.cellStyle
 	return p
 }
@@ -108,16 +103,12 @@ func (p *Alerts) refresh() {
 		all = all[:MaxAlerts]
 	}
 	prefix := p.filter.Value()
-	p.shown = p.shown[:0]
-	follow := -1
-	for _, a := range all {
-		if prefix == "" || strings.HasPrefix(a.Rule, prefix) || strings.HasPrefix(a.Group, prefix) {
-			if a.ID == p.sel {
-				follow = len(p.shown)
-			}
-			p.shown = append(p.shown, a)
-		}
-	}
+	var follow int
+	p.shown, follow = narrow(p.shown, all,
+		func(a *apollo.Alert) bool {
+			return strings.HasPrefix(a.Rule, prefix) || strings.HasPrefix(a.Group, prefix)
+		},
+		func(a *apollo.Alert) bool { return a.ID == p.sel })
 	now := p.env.Now()
 	rows := make([][]string, len(p.shown))
 	for i := range p.shown {
@@ -179,17 +170,16 @@ func (p *Alerts) silenceLines() int {
 
 // SetSize implements the dashboard's page.
 func (p *Alerts) SetSize(width, height int) {
-	p.width, p.height = width, height
-	head := 1 + filterLines(&p.filter)
-	if p.listErr != nil {
-		head++
-	}
+	p.width, p.height = width, height // silenceLines reads the height
 	foot := p.silenceLines()
 	if p.form != nil {
 		foot = formLines
 		p.form.setWidth(width)
 	}
-	p.table.SetSize(width, height-head-foot)
+	if p.listErr != nil {
+		foot++ // the line that says why, over the filter
+	}
+	p.fit(width, height, foot)
 }
 
 // Typing implements the dashboard's page.
@@ -246,35 +236,20 @@ func (p *Alerts) Keys(full bool) []key.Binding {
 
 // View implements the dashboard's page.
 func (p *Alerts) View() string {
-	st := p.env.Styles
-	lines := []string{p.summary()}
+	head := p.summary()
 	if p.listErr != nil {
 		msg := "Could not list past alerts: " + components.Escape(p.listErr.Error()) + "; new alerts appear here live."
 		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {
 			msg = "This server cannot list past alerts; new ones appear here live."
 		}
-		lines = append(lines, components.Truncate(st.Muted.Render(msg), p.width))
+		head += "\n" + components.Truncate(p.env.Styles.Muted.Render(msg), p.width)
 	}
-	if f := p.filter.View(st, p.width); f != "" {
-		lines = append(lines, f)
-	}
-	if len(p.shown) == 0 {
-		msg := "No alerts."
-		if p.filter.Value() != "" {
-			msg = "No alert's rule or group starts with " + strconv.Quote(p.filter.Value()) + "."
-		}
-		lines = append(lines, st.Muted.Render(msg))
-	} else {
-		lines = append(lines, p.table.View(st))
-	}
+	lines := p.lines(head, len(p.shown), "No alerts.", "No alert's rule or group")
 	if p.form != nil {
 		return strings.Join(lines, "\n") + "\n" + p.form.view()
 	}
 	if n := p.silenceLines(); n > 0 {
-		if pad := p.table.Page() - max(p.table.Len(), 1); pad > 0 {
-			lines = append(lines, strings.Repeat("\n", pad-1))
-		}
-		lines = append(lines, "", p.silenceView(n-2))
+		lines = append(p.pad(lines, max(p.table.Len(), 1)), "", p.silenceView(n-2))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -54,22 +54,17 @@ var jobKey = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "job me
 // its last run, its duration against its usual one, its next run and a
 // strip of its recent runs (GET /api/v1/jobs/health, docs/dashboard.md).
 type Health struct {
-	env    Env
-	table  components.Table
-	filter components.Filter
+	list
 	board  apiclient.HealthBoard
 	shown  []apiclient.JobHealth
 	err    error // the last read failed (ENOTFOUND: the server keeps no job health)
 	loaded bool
 	sel    string
-	width  int
-	height int
 }
 
 // NewHealth returns an empty Health page.
 func NewHealth(env Env) *Health {
-	p := &Health{env: env, filter: components.NewFilter(env.Styles, "job name")}
-	p.table.Columns = healthColumns
+	p := &Health{list: newList(env, healthColumns, "job name")}
 	p.table.Style = p.cellStyle
 	return p
 }
@@ -95,16 +90,10 @@ func (p *Health) Selected() string {
 
 func (p *Health) refilter() {
 	prefix := p.filter.Value()
-	p.shown = p.shown[:0]
-	follow := -1
-	for _, j := range p.board.Jobs {
-		if strings.HasPrefix(j.Name, prefix) {
-			if j.Name == p.sel {
-				follow = len(p.shown)
-			}
-			p.shown = append(p.shown, j)
-		}
-	}
+	var follow int
+	p.shown, follow = narrow(p.shown, p.board.Jobs,
+		func(j *apiclient.JobHealth) bool { return strings.HasPrefix(j.Name, prefix) },
+		func(j *apiclient.JobHealth) bool { return j.Name == p.sel })
 	shown, now := p.shown, p.env.Now()
 	p.table.SetRowFunc(len(shown), func(i int) []string { return p.row(&shown[i], now) })
 	if follow >= 0 {
@@ -208,14 +197,7 @@ func verdictStyle(st *components.Styles, v apollo.Verdict) lipgloss.Style {
 }
 
 // SetSize implements the dashboard's page.
-func (p *Health) SetSize(width, height int) {
-	p.width, p.height = width, height
-	head := 1 + filterLines(&p.filter)
-	p.table.SetSize(width, height-head-healthPanel)
-}
-
-// Typing implements the dashboard's page.
-func (p *Health) Typing() bool { return p.filter.Active() }
+func (p *Health) SetSize(width, height int) { p.fit(width, height, healthPanel) }
 
 // Update implements the dashboard's page.
 func (p *Health) Update(msg tea.KeyPressMsg) tea.Cmd {
@@ -255,23 +237,11 @@ func (p *Health) View() string {
 	case !p.loaded:
 		return st.Muted.Render("Loading the job health…")
 	}
-	lines := []string{p.summary()}
-	if f := p.filter.View(st, p.width); f != "" {
-		lines = append(lines, f)
-	}
+	lines := p.lines(p.summary(), len(p.shown), "No job has reported a run yet: jobs appear here with their first run.", "No job")
 	if len(p.shown) == 0 {
-		msg := "No job has reported a run yet: jobs appear here with their first run."
-		if p.filter.Value() != "" {
-			msg = "No job starts with " + strconv.Quote(p.filter.Value()) + "."
-		}
-		lines = append(lines, st.Muted.Render(msg))
 		return strings.Join(lines, "\n")
 	}
-	lines = append(lines, p.table.View(st))
-	if pad := p.table.Page() - p.table.Len(); pad > 0 {
-		lines = append(lines, strings.Repeat("\n", pad-1))
-	}
-	lines = append(lines, "", p.detail(), components.Truncate(st.Muted.Render("oldest first: ")+components.RunLegend(st), p.width))
+	lines = append(p.pad(lines, p.table.Len()), "", p.detail(), components.Truncate(st.Muted.Render("oldest first: ")+components.RunLegend(st), p.width))
 	return strings.Join(lines, "\n")
 }
 

@@ -38,9 +38,7 @@ const panelLines = 4
 // Jobs lists every job's metrics over the window, and the selected job's
 // runs and failure rate over the last hour as sparklines.
 type Jobs struct {
-	env    Env
-	table  components.Table
-	filter components.Filter
+	list
 	window string
 	total  apiclient.JobRow
 	all    []apiclient.JobRow
@@ -52,14 +50,11 @@ type Jobs struct {
 	seriesFor string
 	series    []apiclient.JobRow
 	seriesErr error
-	width     int
-	height    int
 }
 
 // NewJobs returns an empty Jobs page.
 func NewJobs(env Env) *Jobs {
-	p := &Jobs{env: env, filter: components.NewFilter(env.Styles, "job name")}
-	p.table.Columns = jobColumns
+	p := &Jobs{list: newList(env, jobColumns, "job name")}
 	p.table.Style = p.cellStyle
 	return p
 }
@@ -97,16 +92,10 @@ func (p *Jobs) Select(name string) {
 
 func (p *Jobs) refilter() {
 	prefix := p.filter.Value()
-	p.shown = p.shown[:0]
-	follow := -1
-	for _, j := range p.all {
-		if strings.HasPrefix(j.Name, prefix) {
-			if j.Name == p.sel {
-				follow = len(p.shown)
-			}
-			p.shown = append(p.shown, j)
-		}
-	}
+	var follow int
+	p.shown, follow = narrow(p.shown, p.all,
+		func(j *apiclient.JobRow) bool { return strings.HasPrefix(j.Name, prefix) },
+		func(j *apiclient.JobRow) bool { return j.Name == p.sel })
 	rows := make([][]string, len(p.shown))
 	for i, j := range p.shown {
 		rows[i] = []string{j.Name, components.Count(j.Count), rate(j.FailureRate(), j.Count),
@@ -140,14 +129,7 @@ func (p *Jobs) cellStyle(row, col int) lipgloss.Style {
 }
 
 // SetSize implements the dashboard's page.
-func (p *Jobs) SetSize(width, height int) {
-	p.width, p.height = width, height
-	head := 1 + filterLines(&p.filter)
-	p.table.SetSize(width, height-head-panelLines)
-}
-
-// Typing implements the dashboard's page.
-func (p *Jobs) Typing() bool { return p.filter.Active() }
+func (p *Jobs) SetSize(width, height int) { p.fit(width, height, panelLines) }
 
 // Update implements the dashboard's page.
 func (p *Jobs) Update(msg tea.KeyPressMsg) tea.Cmd {
@@ -180,24 +162,12 @@ func (p *Jobs) View() string {
 	case !p.loaded:
 		return st.Muted.Render("Loading the job metrics…")
 	}
-	lines := []string{p.summary()}
-	if f := p.filter.View(st, p.width); f != "" {
-		lines = append(lines, f)
-	}
+	lines := p.lines(p.summary(), len(p.shown), "No job has run in the last "+components.Span(p.window)+".", "No job")
 	if len(p.shown) == 0 {
-		msg := "No job has run in the last " + components.Span(p.window) + "."
-		if p.filter.Value() != "" {
-			msg = "No job starts with " + strconv.Quote(p.filter.Value()) + "."
-		}
-		lines = append(lines, st.Muted.Render(msg))
 		return strings.Join(lines, "\n")
 	}
-	lines = append(lines, p.table.View(st))
 	// Keep the sparklines at the bottom when the table is short.
-	if pad := p.table.Page() - p.table.Len(); pad > 0 {
-		lines = append(lines, strings.Repeat("\n", pad-1))
-	}
-	lines = append(lines, "", p.panel())
+	lines = append(p.pad(lines, p.table.Len()), "", p.panel())
 	return strings.Join(lines, "\n")
 }
 

@@ -290,16 +290,18 @@ func TestJobsCountTimeoutsAsFailures(t *testing.T) {
 	}
 }
 
+// listPage is what the list pages' tests use of a page.
+type listPage interface {
+	SetSize(int, int)
+	Update(tea.KeyPressMsg) tea.Cmd
+	View() string
+}
+
 // A filter being typed says what it matches and how to leave it, on every
 // tab that has one: "/" alone on the Tasks tab told a newcomer nothing
 // (issue 21).
 func TestFilterHint(t *testing.T) {
 	t.Parallel()
-	type page interface {
-		SetSize(int, int)
-		Update(tea.KeyPressMsg) tea.Cmd
-		View() string
-	}
 	tasks := NewTasks(env())
 	tasks.SetTasks(nil)
 	jobs := NewJobs(env())
@@ -309,7 +311,7 @@ func TestFilterHint(t *testing.T) {
 	alerts := NewAlerts(env())
 	for _, tc := range []struct {
 		name string
-		p    page
+		p    listPage
 		hint string
 	}{
 		{"tasks", tasks, "task ID or job name"},
@@ -324,6 +326,68 @@ func TestFilterHint(t *testing.T) {
 			if !strings.Contains(v, want) {
 				t.Errorf("%s: the filter being typed lacks %q:\n%s", tc.name, want, v)
 			}
+		}
+	}
+}
+
+// Every list page says why it shows no row: nothing yet, or nothing that
+// starts with the filter's prefix; and a page with something under its
+// table keeps that at the bottom of the screen, however short the table.
+func TestListPagesSayWhyNothingShows(t *testing.T) {
+	t.Parallel()
+	now := env().Now()
+	empty := func() []listPage {
+		tasks, jobs, health, alerts := NewTasks(env()), NewJobs(env()), NewHealth(env()), NewAlerts(env())
+		tasks.SetTasks(nil)
+		jobs.SetJobs("5m0s", apiclient.JobRow{}, nil, nil)
+		health.SetBoard(apiclient.HealthBoard{}, nil)
+		alerts.SetListed(nil, nil)
+		return []listPage{tasks, jobs, health, alerts}
+	}
+	full := func() []listPage {
+		tasks, jobs, health, alerts := NewTasks(env()), NewJobs(env()), NewHealth(env()), NewAlerts(env())
+		tasks.SetTasks([]*apollo.Task{{TaskID: "t1", Name: "etl_load", Status: apollo.StatusSuccess, UpdatedAt: now.UnixMilli()}})
+		jobs.SetJobs("5m0s", apiclient.JobRow{Count: 1}, []apiclient.JobRow{{Name: "etl_load", Count: 1, Success: 1}}, nil)
+		health.SetBoard(healthBoard(now), nil)
+		alerts.SetListed([]apollo.Alert{{ID: "a1", Rule: "etl", Group: "etl_", State: apollo.AlertFiring}}, nil)
+		alerts.SetSilences([]apollo.Silence{{ID: "s1", Rule: "etl", EndsAt: now.Add(time.Hour)}}, nil)
+		return []listPage{tasks, jobs, health, alerts}
+	}
+	for i, want := range []string{
+		"No tasks yet: they appear here as executors report them.",
+		"No job has run in the last 5m.",
+		"No job has reported a run yet: jobs appear here with their first run.",
+		"No alerts.",
+	} {
+		p := empty()[i]
+		p.SetSize(100, 20)
+		if v := ansi.Strip(p.View()); !strings.Contains(v, want) {
+			t.Errorf("page %d with nothing lacks %q:\n%s", i, want, v)
+		}
+	}
+	for i, want := range []string{
+		`No task or job starts with "zz".`,
+		`No job starts with "zz".`,
+		`No job starts with "zz".`,
+		`No alert's rule or group starts with "zz".`,
+	} {
+		p := full()[i]
+		p.SetSize(100, 20)
+		for _, k := range []string{"/", "z", "z", "enter"} {
+			p.Update(keyPress(k))
+		}
+		if v := ansi.Strip(p.View()); !strings.Contains(v, want) {
+			t.Errorf("page %d filtered lacks %q:\n%s", i, want, v)
+		}
+	}
+	// Jobs, health and alerts (with silences) fill the screen: what
+	// follows their table sits on its last lines.
+	for i, last := range []string{"failed", "oldest first", "etl"} {
+		p := full()[i+1]
+		p.SetSize(100, 20)
+		lines := strings.Split(ansi.Strip(p.View()), "\n")
+		if len(lines) != 20 || !strings.Contains(lines[19], last) {
+			t.Errorf("page %d: %d lines, the last %q; want 20, the last with %q", i+1, len(lines), lines[len(lines)-1], last)
 		}
 	}
 }

@@ -36,21 +36,16 @@ var openKey = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "timel
 // Tasks is the live list of tasks, newest first, with a prefix filter and
 // a task's timeline on enter.
 type Tasks struct {
-	env    Env
-	table  components.Table
-	filter components.Filter
+	list
 	all    []*apollo.Task
 	shown  []*apollo.Task
 	sel    string // the selected task ID, followed across updates
 	detail *taskDetail
-	width  int
-	height int
 }
 
 // NewTasks returns an empty Tasks page.
 func NewTasks(env Env) *Tasks {
-	p := &Tasks{env: env, filter: components.NewFilter(env.Styles, "task ID or job name")}
-	p.table.Columns = taskColumns
+	p := &Tasks{list: newList(env, taskColumns, "task ID or job name")}
 	p.table.Style = p.cellStyle
 	return p
 }
@@ -154,17 +149,11 @@ func (p *Tasks) Detail() string {
 
 // SetSize implements the dashboard's page.
 func (p *Tasks) SetSize(width, height int) {
-	p.width, p.height = width, height
-	p.table.SetSize(width, height-p.headLines())
+	p.fit(width, height, 0)
 	if p.detail != nil {
 		p.detail.setSize(width, height, p.env)
 	}
 }
-
-func (p *Tasks) headLines() int { return 1 + filterLines(&p.filter) }
-
-// Typing implements the dashboard's page.
-func (p *Tasks) Typing() bool { return p.filter.Active() }
 
 // Update implements the dashboard's page.
 func (p *Tasks) Update(msg tea.KeyPressMsg) tea.Cmd {
@@ -227,20 +216,7 @@ func (p *Tasks) View() string {
 	if p.detail != nil {
 		return p.detail.view(p.env)
 	}
-	lines := []string{p.summary()}
-	if f := p.filter.View(p.env.Styles, p.width); f != "" {
-		lines = append(lines, f)
-	}
-	if len(p.shown) == 0 {
-		msg := "No tasks yet: they appear here as executors report them."
-		if p.filter.Value() != "" {
-			msg = "No task or job starts with " + strconv.Quote(p.filter.Value()) + "."
-		}
-		lines = append(lines, p.env.Styles.Muted.Render(msg))
-	} else {
-		lines = append(lines, p.table.View(p.env.Styles))
-	}
-	return strings.Join(lines, "\n")
+	return strings.Join(p.lines(p.summary(), len(p.shown), "No tasks yet: they appear here as executors report them.", "No task or job"), "\n")
 }
 
 // summary counts the listed tasks by status.
