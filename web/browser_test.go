@@ -81,6 +81,8 @@ type dashboard struct {
 	// metrics, when set before startStream, sends the stream's metric
 	// messages every 100 ms.
 	metrics stream.MetricsSource
+	// expect, when set before startStream, serves the expectations.
+	expect httpapi.Expectations
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -139,7 +141,7 @@ func (d *dashboard) startStream() {
 		selfmetrics.Watch("metrics", d.agg.Stats), selfmetrics.Watch("alert", d.alerts.Stats), selfmetrics.Watch("notifications", d.disp.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
 		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler)),
-		Rules: rulebook.Book{Engine: d.alerts, Known: func(_, n string) bool { return n == "console" }}})
+		Rules: rulebook.Book{Engine: d.alerts, Known: func(_, n string) bool { return n == "console" }}, Expectations: d.expect})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	d.api.Store(&h)
@@ -241,6 +243,16 @@ func (b *browser) screenshot(name string) {
 	b.t.Logf("screenshot: %s", abs)
 }
 
+// signIn opens url, which asks for a token, signs in with token and waits
+// for the stream to go live.
+func (b *browser) signIn(url, token string) {
+	b.t.Helper()
+	b.do("load", chromedp.Navigate(url))
+	b.until("the login dialog", `document.querySelector("#login")?.open === true`)
+	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token-input"), token), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
+	b.until("the stream", `document.querySelector("#conn")?.dataset.state === "open"`)
+}
+
 // goTo follows the navigation link to a page, as a user would.
 func (b *browser) goTo(path string) {
 	b.t.Helper()
@@ -273,10 +285,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// Without a token the page asks for one; with it the stream goes live.
-	b.do("load", chromedp.Navigate(d.srv.URL+"/"))
-	b.until("the login dialog", `document.querySelector("#login")?.open === true`)
-	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token-input"), "admin-token"), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
-	b.until("the stream", `document.querySelector("#conn")?.dataset.state === "open"`)
+	b.signIn(d.srv.URL+"/", "admin-token")
 	b.until("the principal", text("#who")+`.includes("root (admin)")`)
 	b.goTo("/overview")
 

@@ -27,10 +27,7 @@ func TestJobsPageTakesTheStreamsMetrics(t *testing.T) {
 	d.metrics = pushedMetrics{}
 	d.startStream()
 	b := newBrowser(t)
-	b.do("load", chromedp.Navigate(d.srv.URL+"/"))
-	b.until("the login dialog", `document.querySelector("#login")?.open === true`)
-	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token-input"), "admin-token"), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
-	b.until("the stream", `document.querySelector("#conn")?.dataset.state === "open"`)
+	b.signIn(d.srv.URL+"/", "admin-token")
 	b.goTo("/jobs")
 	b.until("the pushed row", `!!document.querySelector('#jobs-table tr[data-job="pushed_only"]')`)
 	b.do("filter", chromedp.SendKeys(chromedp.CSS("main input[data-filter]"), "etl"))

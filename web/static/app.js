@@ -11,6 +11,7 @@ import { Tasks, TaskDetail } from "/pages/tasks.js";
 import { Jobs } from "/pages/jobs.js";
 import { Alerts } from "/pages/alerts.js";
 import { Rules } from "/pages/rules.js";
+import { Expectations } from "/pages/expectations.js";
 import { System } from "/pages/system.js";
 
 export const route = signal(location.pathname);
@@ -32,7 +33,7 @@ document.addEventListener("click", (e) => {
 
 const pages = [
   ["/", "Health", "h"], ["/overview", "Overview", "o"], ["/tasks", "Tasks", "t"], ["/jobs", "Jobs", "j"],
-  ["/alerts", "Alerts", "a"], ["/rules", "Rules", "r"], ["/system", "System", "s"],
+  ["/alerts", "Alerts", "a"], ["/rules", "Rules", "r"], ["/expectations", "Expectations", "e"], ["/system", "System", "s"],
 ];
 
 function page(path) {
@@ -44,6 +45,7 @@ function page(path) {
     case "jobs": return html`<${Jobs} name=${rest ? decodeURIComponent(rest) : ""} />`;
     case "alerts": return html`<${Alerts} />`;
     case "rules": return html`<${Rules} />`;
+    case "expectations": return html`<${Expectations} />`;
     case "system": return html`<${System} />`;
     default: return html`<p>No such page. <a href="/">Job health</a></p>`;
   }
