@@ -93,6 +93,11 @@ type spec struct {
 type Set struct {
 	specs []*spec
 	byJob map[string]*spec
+	// watched are the jobs whose alerts can be held: those with an
+	// upstream, and those watched for flapping; causes, the jobs some
+	// other job names as upstream.
+	watched []string
+	causes  map[string]bool
 }
 
 // NewSet checks expectations built in Go (by the API, or from a scheduler's
@@ -120,6 +125,15 @@ func (s *Set) Expectations() []Expectation {
 	}
 	return out
 }
+
+// Watched are the jobs whose alerts can be held (an upstream that is
+// down, or their own flapping): those with an upstream and those watched
+// for flapping, in the order given. Do not modify it.
+func (s *Set) Watched() []string { return s.watched }
+
+// IsUpstream reports whether another job names job as its upstream: a
+// change in job's health can hold or release other jobs' alerts.
+func (s *Set) IsUpstream(job string) bool { return s.causes[job] }
 
 // Lookup returns the expectation of job.
 func (s *Set) Lookup(job string) (Expectation, bool) {
@@ -217,6 +231,15 @@ func (c *checker) set(exps []Expectation) *Set {
 		first[sp.Job] = i
 		set.specs = append(set.specs, sp)
 		set.byJob[sp.Job] = sp
+		if len(sp.Upstream) > 0 || sp.Flapping.Changes > 0 {
+			set.watched = append(set.watched, sp.Job)
+		}
+		for _, up := range sp.Upstream {
+			if set.causes == nil {
+				set.causes = map[string]bool{}
+			}
+			set.causes[up] = true
+		}
 	}
 	names := make([]string, len(set.specs))
 	for i, sp := range set.specs {

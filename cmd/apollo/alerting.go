@@ -17,6 +17,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
+	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/selfmetrics"
@@ -47,9 +48,12 @@ type alertSide interface {
 	// onRefused reports events the bus could not take: never silently (invariant 4).
 	onRefused(r bus.Refusal)
 	reload()
-	// occur is where what job expectations find goes (ON: missed ...);
-	// nil when the alert engine is not in this process.
+	// occur is where what job expectations find goes (ON: missed ...):
+	// the engine in this process, or the alert processes.
 	occur() func(alert.Occurrence)
+	// held takes the jobs whose alerts job expectations hold, when the
+	// engines are elsewhere; nil when the engine in this process asks.
+	held() func(redisstore.Held)
 }
 
 // localAlerting is the engine and the dispatcher in this process.
@@ -184,6 +188,8 @@ func (l *localAlerting) onRefused(r bus.Refusal) {
 }
 
 func (l *localAlerting) occur() func(alert.Occurrence) { return l.engine.Occur }
+
+func (l *localAlerting) held() func(redisstore.Held) { return nil }
 
 func (l *localAlerting) reload() {
 	if l.loader != nil {

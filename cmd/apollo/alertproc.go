@@ -153,8 +153,16 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if prefix != "apollo" {
 		lockPrefix = prefix + ":" // the engine's lock keys start with "apollo:"
 	}
+	// The jobs whose alerts job expectations hold: the bus process works
+	// them out and writes them to Redis.
+	holder := &redisstore.Holder{}
+	stopHeld, err := holder.Watch(ctx, p.c, prefix)
+	if err != nil {
+		return fmt.Errorf("reading the jobs held by job expectations: %w", err)
+	}
+	p.onStop(stopHeld)
 	p.engine, err = alert.New(alert.Options{
-		Store: store, Sender: disp, Clock: p.clock, Logger: p.log,
+		Store: store, Sender: disp, Clock: p.clock, Logger: p.log, Holder: holder,
 		Locker:         redisstore.NewLocker(p.c, lockPrefix),
 		State:          redisstore.NewAlertState(p.c, prefix, p.lease),
 		Interval:       cfg.Alert.Interval.D(),
@@ -199,6 +207,11 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
 	}
 	p.onStop(stopChanges)
+	stopFindings, err := redisstore.SubscribeFindings(ctx, p.c, prefix, p.engine.Occur)
+	if err != nil {
+		return fmt.Errorf("subscribing to the findings of job expectations: %w", err)
+	}
+	p.onStop(stopFindings)
 	alerts, unsubscribe := p.engine.Subscribe()
 	done := make(chan struct{})
 	go func() { defer close(done); redisstore.PublishAlerts(ctx, p.c, prefix, alerts) }()
@@ -274,8 +287,8 @@ func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 // as a missed start) is ON: missed, a run marked too short or too often
 // (bus.Mark) ON: too_short or too_often, with the mark's reason. The
 // all-in-one server tells its engine directly, and does not use this.
-// Flapping leaves no mark on a run, and does not reach the alert
-// processes.
+// Flapping marks no run: the bus process publishes it as a finding
+// (redisstore.SubscribeFindings).
 func marksFromFeed(occur func(alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
 	return func(c *apollo.Change) {
 		switch c.Record.Kind {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -44,6 +46,14 @@ type expectations struct {
 	// Set before start: where findings go.
 	bus   expectBus
 	occur func(alert.Occurrence) // nil without an alert engine in this process
+	// tellHeld, in a process whose alert engines are elsewhere (apollo
+	// bus), takes every tenant's held jobs (alert.Holder's answers)
+	// whenever they change; nil in the server, whose engine asks HeldBy.
+	tellHeld func(redisstore.Held)
+	lastHeld redisstore.Held // the loop's: what tellHeld was last given
+	// heldMoved says that a job others depend on finished a run since the
+	// held jobs were last worked out.
+	heldMoved atomic.Bool
 
 	// live is set once recovery is over: what replayed runs make the
 	// evaluator find was acted on before the restart.
@@ -299,10 +309,23 @@ func (x *expectations) Apply(c *apollo.Change) {
 		found = append(found, x.ev.Finished(run)...)
 		x.learn.Finished(run)
 	}
-	if len(found) > 0 {
+	moved := x.tellHeld != nil && t.Status.Final() && !c.Prev.Status.Final()
+	if len(found) > 0 || moved {
 		x.mu.Lock()
+		if moved && x.sets[t.Tenant] != nil && x.sets[t.Tenant].IsUpstream(t.Name) && x.live.Load() {
+			x.heldMoved.Store(true)
+			x.nudgeLocked()
+		}
 		x.queueLocked(found)
 		x.mu.Unlock()
+	}
+}
+
+// nudgeLocked wakes the loop; x.mu is held.
+func (x *expectations) nudgeLocked() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -312,10 +335,7 @@ func (x *expectations) queueLocked(evs []expect.Event) {
 		return
 	}
 	x.found = append(x.found, evs...)
-	select {
-	case x.wake <- struct{}{}:
-	default:
-	}
+	x.nudgeLocked()
 }
 
 // HeldBy implements alert.Holder: the upstream jobs whose trouble job's
@@ -338,8 +358,8 @@ const learnFor = 30 * 24 * time.Hour
 // start runs the loop: it ticks the evaluator every interval on the
 // clock, acts on what it finds, and looks at the file every 2 s. The
 // tickers are armed before it returns.
-func (x *expectations) start(b expectBus, occur func(alert.Occurrence)) error {
-	x.bus, x.occur = b, occur
+func (x *expectations) start(b expectBus, occur func(alert.Occurrence), held func(redisstore.Held)) error {
+	x.bus, x.occur, x.tellHeld = b, occur, held
 	x.live.Store(true)
 	return x.group.Start(context.Background(), func(context.Context) error {
 		tick, poll := x.clock.NewTicker(x.every), x.clock.NewTicker(alert.DefaultPollEvery)
@@ -368,6 +388,7 @@ func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 			now := x.clock.Now()
 			x.act(x.ev.Tick(now))
 			x.act(x.take())
+			x.tellHeldJobs(true)
 			x.checked.Store(now.UnixNano())
 			if now.Sub(forgot) >= 24*time.Hour {
 				// Jobs that stopped make room for new ones in the learner.
@@ -375,7 +396,9 @@ func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 				forgot = now
 			}
 		case <-x.wake:
-			x.act(x.take())
+			evs := x.take()
+			x.act(evs)
+			x.tellHeldJobs(len(evs) > 0)
 		case <-poll.C():
 			if x.path != "" && x.changed() {
 				x.reload()
@@ -384,6 +407,34 @@ func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 			return
 		}
 	}
+}
+
+// tellHeldJobs gives tellHeld every tenant's held jobs when they changed:
+// checked when asked to (a tick, a finding) or when a job others depend
+// on has finished a run since.
+func (x *expectations) tellHeldJobs(check bool) {
+	if x.tellHeld == nil || !x.heldMoved.Swap(false) && !check {
+		return
+	}
+	x.mu.Lock()
+	sets := maps.Clone(x.sets)
+	x.mu.Unlock()
+	held := redisstore.Held{}
+	for tenant, set := range sets {
+		for _, job := range set.Watched() {
+			if by := x.HeldBy(tenant, job); len(by) > 0 {
+				if held[tenant] == nil {
+					held[tenant] = map[string][]string{}
+				}
+				held[tenant][job] = by
+			}
+		}
+	}
+	if x.lastHeld != nil && held.Equal(x.lastHeld) {
+		return
+	}
+	x.lastHeld = held
+	x.tellHeld(held)
 }
 
 func (x *expectations) take() []expect.Event {

@@ -151,7 +151,7 @@ func TestExpectationsActOnRuns(t *testing.T) {
 	x.Apply(change("", "j", "old", apollo.StatusNone, apollo.StatusSuccess, t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second)))
 	b := &fakeExpectBus{}
 	occ := make(chan alert.Occurrence, 10)
-	if err := x.start(b, func(o alert.Occurrence) { occ <- o }); err != nil {
+	if err := x.start(b, func(o alert.Occurrence) { occ <- o }, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(x.stopLoop)
@@ -254,7 +254,7 @@ func TestExpectationsJudgeDowntime(t *testing.T) {
 	b := &fakeExpectBus{}
 	run := func(x *expectations, want int) []alert.Occurrence {
 		occ := make(chan alert.Occurrence, 10)
-		if err := x.start(b, func(o alert.Occurrence) { occ <- o }); err != nil {
+		if err := x.start(b, func(o alert.Occurrence) { occ <- o }, nil); err != nil {
 			t.Fatal(err)
 		}
 		defer x.stopLoop()

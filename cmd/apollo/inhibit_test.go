@@ -12,6 +12,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -154,4 +155,73 @@ func (d *deployment) succeed(tenant, job, id string) {
 	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
 		`[{"taskID":%q,"name":%q,"sequence":1,"status":"running","ts":%d},{"taskID":%q,"sequence":2,"status":"success","ts":%d}]`,
 		id, job, now, id, now+1), nil, 200)
+}
+
+// A job declared downstream of another (upstream) has its alerts held
+// while the upstream job is down, in every mode, per tenant: marked
+// "inhibited by" the cause and not notified. In the three-process mode
+// the bus process works the held jobs out and the alert process reads
+// them from Redis (before, it held nothing and told every echo).
+func TestUpstreamHoldsInEveryMode(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		for _, tenant := range tenants {
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_etl" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - {job: %[1]s_etl_load, upstream: [%[1]s_etl_extract]}\n", tenant))
+			d.fail(tenant, tenant+"_etl_extract")
+		}
+		awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
+		if d.three { // the alert process follows what the bus process works out
+			c, err := redisstore.Open(redisURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var held redisstore.Holder
+			stop, err := held.Watch(testCtx(t, time.Minute), c, d.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			for _, tenant := range tenants {
+				eventually(t, 30*time.Second, tenant+"'s load held", func() bool {
+					return slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"})
+				})
+			}
+		}
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_etl_load")
+			d.fail(tenant, tenant+"_sentinel")
+		}
+		// Fails on a notification of the held echo.
+		awaitTenants(t, h, "firing", map[string]string{"acme": "acme_sentinel", "globex": "globex_sentinel"})
+		for _, tenant := range tenants {
+			// Shown once the alert process has saved its state (three
+			// processes); the notifications above are already decided.
+			eventually(t, 30*time.Second, tenant+"'s alert held by "+tenant+"_etl_extract", func() bool {
+				var l struct{ Alerts []shownAlert }
+				d.do(tenant, "GET", "/api/v1/alerts?state=firing", "", &l, 200)
+				return slices.ContainsFunc(l.Alerts, func(a shownAlert) bool {
+					return a.Rule == tenant+"_failed" && slices.Equal(a.InhibitedBy, []string{tenant + "_etl_extract"})
+				})
+			})
+		}
+	})
+}
+
+// A job whose runs keep switching between success and failure raises
+// ON: flapping in every mode, per tenant (before, the three-process mode
+// never did: flapping marks no run for the change feed to carry).
+func TestFlappingFiresInEveryMode(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		want := d.watch("flapping", "expectations:\n  - job: %s_flappy\n    flapping: {changes: 2, window: 1h}\n")
+		for _, tenant := range tenants {
+			job := tenant + "_flappy"
+			d.succeed(tenant, job, job+"-ok-1")
+			d.fail(tenant, job)
+			d.succeed(tenant, job, job+"-ok-2")
+		}
+		awaitTenants(t, h, "firing", want)
+	})
 }

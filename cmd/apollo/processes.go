@@ -22,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rulebook"
+	"github.com/apollo-11/apollo/rules"
 	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/stream"
 )
@@ -194,7 +195,33 @@ func (r *redisAlerting) reload() {}
 
 // occur is nil: the alert processes do not hear of expectations yet
 // (docs/expectations.md): the bus records missed runs and times runs out.
-func (r *redisAlerting) occur() func(alert.Occurrence) { return nil }
+// occur tells the alert processes what job expectations find of a job
+// rather than a run (flapping, on <p>:findings); the rest marks a run, and
+// the change feed carries the mark (marksFromFeed).
+func (r *redisAlerting) occur() func(alert.Occurrence) {
+	return func(o alert.Occurrence) {
+		if o.Kind != rules.OccurrenceFlapping {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		defer cancel()
+		if err := redisstore.PublishFinding(ctx, r.c, r.prefix, o); err != nil {
+			r.log.Warn("telling the alert processes of a flapping job", "tenant", o.Tenant, "job", o.Job, "err", err)
+		}
+	}
+}
+
+// held writes the jobs whose alerts job expectations hold, for the alert
+// processes (redisstore.Holder).
+func (r *redisAlerting) held() func(redisstore.Held) {
+	return func(h redisstore.Held) {
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		defer cancel()
+		if err := redisstore.SaveHeld(ctx, r.c, r.prefix, h); err != nil {
+			r.log.Warn("writing the held jobs for the alert processes", "err", err)
+		}
+	}
+}
 
 func newBusCmd() *cobra.Command {
 	var f serverFlags

@@ -180,7 +180,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	// After recovery: what the replayed runs show was acted on before.
-	if err := s.expect.start(b, s.alerts.occur()); err != nil {
+	if err := s.expect.start(b, s.alerts.occur(), s.alerts.held()); err != nil {
 		return nil, err
 	}
 	undo.add(s.expect.stopLoop)

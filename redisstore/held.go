@@ -1,0 +1,132 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// Job expectations in the three-process mode (docs/expectations.md): the
+// bus process runs the evaluator, and the alert processes need two things
+// of it that no run's history carries. Which jobs' alerts are held, and by
+// what (an upstream job that is down, or the job's own flapping): the bus
+// process writes the whole map to <p>:held whenever it changes and
+// publishes it on the channel of the same name, so that an alert process
+// reads it at start and follows it after (Holder). And what it found of a
+// job rather than a run (flapping): published on <p>:findings for the
+// alert processes to count (SubscribeFindings); like the change feed, an
+// alert process that is down misses what is published meanwhile.
+
+// Held is, per tenant, the jobs whose alerts are held and the jobs that
+// hold them (alert.Holder's answers).
+type Held map[string]map[string][]string
+
+// Equal reports whether h and o hold the same jobs by the same causes.
+func (h Held) Equal(o Held) bool {
+	return maps.EqualFunc(h, o, func(a, b map[string][]string) bool {
+		return maps.EqualFunc(a, b, slices.Equal[[]string])
+	})
+}
+
+// SaveHeld writes h as the held jobs of every tenant and tells the alert
+// processes.
+func SaveHeld(ctx context.Context, c redis.UniversalClient, prefix string, h Held) error {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	key := prefix + ":held"
+	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, data, 0)
+		p.Publish(ctx, key, data)
+		return nil
+	})
+	return err
+}
+
+// Holder answers alert.Holder from the held jobs the bus process writes:
+// read at Watch, then followed on the channel.
+type Holder struct {
+	held atomic.Pointer[Held]
+}
+
+// HeldBy implements alert.Holder.
+func (h *Holder) HeldBy(tenant, job string) []string {
+	if p := h.held.Load(); p != nil {
+		return (*p)[tenant][job]
+	}
+	return nil
+}
+
+// Watch subscribes to the held jobs, then reads those saved, so that no
+// change between the two is missed; it follows them until stop or ctx
+// ends.
+func (h *Holder) Watch(ctx context.Context, c redis.UniversalClient, prefix string) (stop func(), err error) {
+	key := prefix + ":held"
+	set := func(data []byte) {
+		var v Held
+		if json.Unmarshal(data, &v) == nil {
+			h.held.Store(&v)
+		}
+	}
+	stop, err = subscribe(ctx, c, key, func(payload string) { set([]byte(payload)) })
+	if err != nil {
+		return nil, err
+	}
+	data, err := c.Get(ctx, key).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		stop()
+		return nil, err
+	default:
+		if h.held.Load() == nil { // a publication since the subscription is newer
+			set(data)
+		}
+	}
+	return stop, nil
+}
+
+// wireFinding is an alert.Occurrence on the wire.
+type wireFinding struct {
+	Tenant string `json:"t,omitempty"`
+	Job    string `json:"j"`
+	Kind   string `json:"k"`
+	Run    string `json:"r,omitempty"`
+	At     int64  `json:"at"` // Unix ms
+	Detail string `json:"d,omitempty"`
+}
+
+// PublishFinding tells the alert processes of o.
+func PublishFinding(ctx context.Context, c redis.UniversalClient, prefix string, o alert.Occurrence) error {
+	data, err := json.Marshal(wireFinding{Tenant: o.Tenant, Job: o.Job, Kind: o.Kind.String(), Run: o.Run, At: o.At.UnixMilli(), Detail: o.Detail})
+	if err != nil {
+		return err
+	}
+	return c.Publish(ctx, prefix+":findings", data).Err()
+}
+
+// SubscribeFindings calls occur with each finding the bus process
+// publishes, until stop or ctx ends.
+func SubscribeFindings(ctx context.Context, c redis.UniversalClient, prefix string, occur func(alert.Occurrence)) (stop func(), err error) {
+	return subscribe(ctx, c, prefix+":findings", func(payload string) {
+		var w wireFinding
+		if json.Unmarshal([]byte(payload), &w) != nil {
+			return
+		}
+		kind, ok := rules.ParseOccurrence(w.Kind)
+		if !ok {
+			return
+		}
+		occur(alert.Occurrence{Tenant: w.Tenant, Job: w.Job, Kind: kind, Run: w.Run, At: time.UnixMilli(w.At), Detail: w.Detail})
+	})
+}
