@@ -3,6 +3,7 @@ package expect
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,11 +57,42 @@ type jobState struct {
 }
 
 type flapState struct {
-	last       int8 // the latest outcome: 1 success, -1 failure, 0 none yet
-	switches   timeRing
+	// recent are the latest outcomes by the time their runs ended (1
+	// success, -1 failure), at most flapKeep of them: the changes of
+	// different runs reach the evaluator in no set order, and a run that
+	// ended earlier may be told after one that ended later.
+	recent     []outcomeAt
+	switches   timeRing // when the latest switches happened
 	on         bool
 	lastSwitch time.Time
 	stable     *deadline
+}
+
+// outcomeAt is how a run ended (1 success, -1 failure), and when (Unix ns).
+type outcomeAt struct {
+	at int64
+	o  int8
+}
+
+// flapKeep is how many outcomes a job watched for changes switches keeps:
+// enough to count changes switches among runs that alternate, with room
+// for runs that repeat an outcome in between.
+func flapKeep(changes int) int { return 2*changes + 2 }
+
+// remember puts o, ended at at, among the recent outcomes in time order
+// and keeps the latest keep of them. It reports whether o came late: an
+// outcome that ended later was told before it.
+func (f *flapState) remember(o int8, at int64, keep int) (late bool) {
+	i := len(f.recent)
+	for i > 0 && f.recent[i-1].at > at {
+		i--
+	}
+	late = i < len(f.recent)
+	f.recent = slices.Insert(f.recent, i, outcomeAt{at: at, o: o})
+	if extra := len(f.recent) - keep; extra > 0 {
+		f.recent = slices.Delete(f.recent, 0, extra)
+	}
+	return late
 }
 
 // memoKey is one step of one cron schedule: jobs with the same schedule,
@@ -160,7 +192,7 @@ func (e *Evaluator) install(j *jobState, sp *spec, since time.Time, out []Event)
 	}
 	if was.Flapping != now.Flapping || len(j.flap.switches.t) != now.Flapping.Changes {
 		out = e.endFlapping(j, since, "flapping settings changed", out)
-		j.flap = flapState{last: j.flap.last, switches: newTimeRing(now.Flapping.Changes)}
+		j.flap = flapState{recent: j.flap.latest(), switches: newTimeRing(now.Flapping.Changes)}
 	}
 	return out
 }
@@ -334,19 +366,44 @@ func (e *Evaluator) Finished(r Run) []Event {
 	return out
 }
 
+// latest is the newest outcome alone (none when there is none yet).
+func (f *flapState) latest() []outcomeAt {
+	if n := len(f.recent); n > 0 {
+		return []outcomeAt{f.recent[n-1]}
+	}
+	return nil
+}
+
 // flapStep counts a switch between success and failure, and starts or
-// prolongs flapping.
+// prolongs flapping. Outcomes count in the order their runs ended: one
+// told late is put in its place and the switches are counted again over
+// the recent outcomes.
 func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, out []Event) []Event {
 	f, cfg := &j.flap, j.spec.Flapping
-	switched := f.last != 0 && f.last != outcome
-	f.last = outcome
-	if !switched {
-		return out
+	prev := f.latest()
+	if f.remember(outcome, at.UnixNano(), flapKeep(cfg.Changes)) {
+		f.switches.reset()
+		n := 0
+		for i := 1; i < len(f.recent); i++ {
+			if f.recent[i].o != f.recent[i-1].o {
+				f.lastSwitch = time.Unix(0, f.recent[i].at)
+				f.switches.push(f.lastSwitch)
+				n++
+			}
+		}
+		if n == 0 {
+			return out
+		}
+		at = f.lastSwitch
+	} else {
+		if len(prev) == 0 || prev[0].o == outcome {
+			return out
+		}
+		f.lastSwitch = at
+		f.switches.push(at)
 	}
 	window := cmp.Or(cfg.Window, DefaultFlapWindow)
 	hold := cmp.Or(cfg.Hold, window)
-	f.lastSwitch = at
-	f.switches.push(at)
 	switch {
 	case f.on:
 		e.due.set(f.stable, at.Add(hold))
@@ -388,6 +445,7 @@ func (e *Evaluator) Tick(now time.Time) []Event {
 			e.due.remove(d)
 			j.flap.on = false
 			j.flap.switches.reset()
+			j.flap.recent = j.flap.latest() // the switches before are forgotten
 			out = append(out, Event{Kind: KindStable, Tenant: j.tenant, Job: j.name, Slot: j.flap.lastSwitch, At: d.time(), Count: 1,
 				Detail: fmt.Sprintf("no switch between success and failure for %s", formatDuration(d.time().Sub(j.flap.lastSwitch)))})
 		}

@@ -362,6 +362,47 @@ func TestFlapping(t *testing.T) {
 	}
 }
 
+// Runs count for flapping in the order they ended, not the order they
+// are told in: the changes of different runs reach the evaluator in no
+// set order. Tenant a is told success (00:01), success (00:03), then the
+// failure that ended between them (00:02): two switches, flapping, as
+// tenant b told in order. Tenant c's failure ended last (00:03): one
+// switch, not flapping. Before, a counted one switch and never flapped.
+func TestFlappingCountsRunsInTheOrderTheyEnded(t *testing.T) {
+	t.Parallel()
+	t0 := utc(2026, 5, 1, 0, 0)
+	ev := NewEvaluator()
+	src := "expectations:\n  - {job: j, flapping: {changes: 2}}\n"
+	for _, tenant := range []string{"a", "b", "c"} {
+		ev.Set(tenant, mustParse(t, src), t0)
+	}
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	told := map[string][]struct {
+		m  int
+		st apollo.Status
+	}{
+		"a": {{1, apollo.StatusSuccess}, {3, apollo.StatusSuccess}, {2, apollo.StatusFailed}},
+		"b": {{1, apollo.StatusSuccess}, {2, apollo.StatusFailed}, {3, apollo.StatusSuccess}},
+		"c": {{1, apollo.StatusSuccess}, {3, apollo.StatusFailed}, {2, apollo.StatusSuccess}},
+	}
+	found := map[string][]Event{}
+	for tenant, runs := range told {
+		for i, r := range runs {
+			found[tenant] = append(found[tenant], ev.Finished(Run{Tenant: tenant, Job: "j", TaskID: fmt.Sprint(i), At: at(r.m), Status: r.st})...)
+		}
+	}
+	for tenant, want := range map[string]bool{"a": true, "b": true, "c": false} {
+		got := len(found[tenant]) == 1 && found[tenant][0].Kind == KindFlapping
+		if got != want || ev.Flapping(tenant, "j") != want {
+			t.Errorf("tenant %s: found %v, flapping %v; want flapping %v", tenant, found[tenant], ev.Flapping(tenant, "j"), want)
+		}
+	}
+	// Flapping since the last switch in time: a's at 00:03.
+	if e := found["a"]; len(e) == 1 && !e[0].At.Equal(at(3)) {
+		t.Errorf("a flapping at %v, want 00:03", e[0].At)
+	}
+}
+
 func TestFlappingQuery(t *testing.T) {
 	t.Parallel()
 	t0 := utc(2026, 5, 1, 0, 0)
