@@ -12,9 +12,9 @@ import (
 	"github.com/apollo-11/apollo/bus"
 )
 
-// changePublisher is an observer of a partition's bus: it publishes every
-// change applied live (not the ones replayed when the partition was taken)
-// on core NATS, apollo.changes.<tenant>.<partition>, for the streams of
+// changePublisher is a live observer of a partition's bus
+// (bus.Options.Live: it never sees the changes replayed when the
+// partition is taken): it publishes every change on core NATS, apollo.changes.<tenant>.<partition>, for the streams of
 // every node. Core NATS, not JetStream: a stream client that misses
 // changes resynchronises from a snapshot anyway.
 //
@@ -22,10 +22,10 @@ import (
 // and one goroutine publishes what has gathered, as the decision log does.
 // One message per change cost a node more CPU than deciding the event.
 type changePublisher struct {
-	nc   *nats.Conn
-	p    int
-	node string
-	live atomic.Bool
+	nc     *nats.Conn
+	p      int
+	node   string
+	closed atomic.Bool
 
 	mu      sync.Mutex
 	pending []changeBatch // oldest first
@@ -60,7 +60,7 @@ func newChangePublisher(nc *nats.Conn, p int, node string) *changePublisher {
 // a slow server) lose the change for the stream only; the state and the
 // metrics have it.
 func (cp *changePublisher) Apply(c *apollo.Change) {
-	if !cp.live.Load() {
+	if cp.closed.Load() {
 		return
 	}
 	data, err := marshalChange(c)
@@ -130,7 +130,7 @@ func (cp *changePublisher) flush() {
 // close publishes what was gathered and stops the goroutine. Call it
 // after the bus has stopped: later changes are not published.
 func (cp *changePublisher) close() {
-	cp.live.Store(false)
+	cp.closed.Store(true)
 	select {
 	case <-cp.stop:
 	default:

@@ -49,7 +49,8 @@ type Options struct {
 	// lateness, OnRefused. Log, Clock and Logger are the node's. Observers
 	// given here follow the node's own on every partition, and see the
 	// changes replayed when a partition is taken over as well as the live
-	// ones (like observers of a recovering server).
+	// ones (like observers of a recovering server); Live ones see only the
+	// changes decided after the partition is taken.
 	Bus bus.Options
 	// Metrics sets the retentions of every partition's aggregator.
 	Metrics metrics.Options

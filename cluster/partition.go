@@ -79,7 +79,8 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	pt.changes = newChangePublisher(n.opts.Conn, p, n.opts.NodeID)
 	bo := n.opts.Bus
 	bo.Clock, bo.Logger = n.opts.Clock, pt.log
-	bo.Observers = append([]bus.Observer{obs, pt.changes}, bo.Observers...)
+	bo.Observers = append([]bus.Observer{obs}, bo.Observers...)
+	bo.Live = append([]bus.Observer{pt.changes}, bo.Live...)
 	// The log is created after replay; the bus reaches it through a
 	// forwarder, since bus.Options are fixed at New.
 	fw := &logForwarder{}
@@ -104,7 +105,6 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 			pt.log.Warn("the partition's metrics sink did not start; its metrics stay in memory", "err", err)
 		}
 	}
-	pt.changes.live.Store(true)
 	msgs := make(chan jetstream.Msg, 2*applyBatch)
 	cons, err := n.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{eventsFilter(p)},
