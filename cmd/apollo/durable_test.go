@@ -61,6 +61,10 @@ func eachMode(t *testing.T, opts deployOptions, test func(t *testing.T, d *deplo
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
+	// Each deployment has its own processes, data directory, Redis prefix
+	// and webhook: the tests run beside each other (the modes of one test
+	// run one after the other).
+	t.Parallel()
 	for _, three := range []bool{false, true} {
 		name := "AllInOne"
 		if three {
@@ -397,6 +401,7 @@ func TestAlertProcessCatchesUpWithSavedRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
+	t.Parallel()
 	h := newHook(t)
 	d := newDeployment(t, true, h, deployOptions{})
 	d.start()

@@ -216,6 +216,7 @@ func TestScenarioAllInOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
+	t.Parallel()
 	h := newHook(t)
 	dir := writeScenario(t, h.srv.URL, "", "")
 	srv := startApollo(t, "server", "--config", filepath.Join(dir, "apollo.yaml"), "--data", filepath.Join(dir, "data"),
@@ -225,12 +226,14 @@ func TestScenarioAllInOne(t *testing.T) {
 
 // threeProcesses skips with -short or without Redis, and writes the
 // shared scenario for a test of the three processes, under a key prefix of
-// its own.
+// its own; with their own processes, files, prefix and webhook, such
+// tests run beside each other.
 func threeProcesses(t *testing.T, name string) (h *hook, dir, cfg string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
+	t.Parallel()
 	redis := redisURL(t)
 	prefix := fmt.Sprintf("apollotest:%s:%08x", name, rand.Uint32())
 	h = newHook(t)
