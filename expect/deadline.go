@@ -69,8 +69,11 @@ func (h *deadlineHeap) remove(d *deadline) {
 	}
 }
 
-// timeRing keeps the last cap(t) instants, oldest first once full: the
-// starts that max_runs counts, the switches that flapping counts.
+// timeRing keeps the latest cap(t) instants by time, whatever order they
+// come in: the starts that max_runs counts, the switches that flapping
+// counts. The runs of a job reach the evaluator in no set order (the bus
+// delivers different runs' changes side by side), so neither may assume
+// that the last one told is the latest.
 type timeRing struct {
 	t    []int64
 	next int
@@ -83,17 +86,43 @@ func (r *timeRing) push(at time.Time) {
 	if len(r.t) == 0 {
 		return
 	}
-	r.t[r.next] = at.UnixNano()
+	v := at.UnixNano()
+	if r.full { // the oldest goes, unless at is older still
+		if i := r.oldest(); v > r.t[i] {
+			r.t[i] = v
+		}
+		return
+	}
+	r.t[r.next] = v
 	r.next++
 	if r.next == len(r.t) {
 		r.next, r.full = 0, true
 	}
 }
 
-// within reports whether the ring is full and its oldest instant is less
-// than span before at: cap(t) instants in (at-span, at].
+// oldest is the index of the earliest instant of a full ring.
+func (r *timeRing) oldest() int {
+	i := 0
+	for k, v := range r.t {
+		if v < r.t[i] {
+			i = k
+		}
+	}
+	return i
+}
+
+// within reports whether the ring is full and its instants and at all lie
+// less than span apart: with at the newest, cap(t) instants in
+// (at-span, at].
 func (r *timeRing) within(at time.Time, span time.Duration) bool {
-	return r.full && r.t[r.next] > at.Add(-span).UnixNano()
+	if !r.full {
+		return false
+	}
+	lo, hi := at.UnixNano(), at.UnixNano()
+	for _, v := range r.t {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return hi-lo < span.Nanoseconds()
 }
 
 func (r *timeRing) reset() {

@@ -331,6 +331,35 @@ func TestTooOften(t *testing.T) {
 		"too_often a/j slot=05-01T01:01:00Z at=05-01T01:01:00Z task=61")
 }
 
+// Starts count for max_runs by when they happened, not the order they
+// are told in. Tenant a is told 02:00, then 00:10 (1h50m apart, one per
+// hour: not too often; before, the start told last was compared with the
+// one told first as if it were the latest, and marked too often). Tenant
+// b is told 00:30, then 00:10: two within the hour, one too often.
+func TestTooOftenCountsStartsByTime(t *testing.T) {
+	t.Parallel()
+	t0 := utc(2026, 5, 1, 0, 0)
+	ev := NewEvaluator()
+	src := "expectations:\n  - {job: j, max_runs: 1, runs_window: 1h}\n"
+	for _, tenant := range []string{"a", "b"} {
+		ev.Set(tenant, mustParse(t, src), t0)
+	}
+	told := map[string][]int{"a": {120, 10}, "b": {30, 10}}
+	found := map[string]int{}
+	for tenant, minutes := range told {
+		for _, m := range minutes {
+			for _, e := range ev.Started(Run{Tenant: tenant, Job: "j", TaskID: fmt.Sprint(m), At: t0.Add(time.Duration(m) * time.Minute)}) {
+				if e.Kind == KindTooOften {
+					found[tenant]++
+				}
+			}
+		}
+	}
+	if found["a"] != 0 || found["b"] != 1 {
+		t.Errorf("too_often: a %d, b %d; want 0 and 1", found["a"], found["b"])
+	}
+}
+
 func TestFlapping(t *testing.T) {
 	t.Parallel()
 	t0 := utc(2026, 5, 1, 0, 0)
