@@ -57,10 +57,10 @@ type Options struct {
 	// on a change (the event rules, the change feed to the alert
 	// processes) heard of the replayed ones when they happened, and must
 	// not be told again.
-	Live []Observer
-	Archive   Archive
-	Clock     apollo.Clock
-	Logger    *slog.Logger
+	Live    []Observer
+	Archive Archive
+	Clock   apollo.Clock
+	Logger  *slog.Logger
 
 	Workers      int // goroutines delivering changes; default 2×GOMAXPROCS
 	TaskQueueLen int // changes queued per task before spilling to the holding area; default 64
