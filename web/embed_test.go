@@ -165,7 +165,7 @@ func TestAppRoutesFromAppJS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"", "overview", "tasks", "jobs", "alerts", "rules", "system"}
+	want := []string{"", "overview", "tasks", "jobs", "alerts", "rules", "expectations", "system"}
 	if len(routes) != len(want) {
 		t.Errorf("routes %v, want %v", routes, want)
 	}
