@@ -305,6 +305,12 @@ func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
 	}
 	sub.SetPendingLimits(-1, -1)
 	t.Cleanup(func() { sub.Unsubscribe() })
+	// Subscribe only sends the interest: until the server has it, what the
+	// nodes publish does not reach this subscription. The round trip of a
+	// flush comes back after the server has taken it.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return cl
 }
 
