@@ -309,10 +309,11 @@ func (x *expectations) Apply(c *apollo.Change) {
 		found = append(found, x.ev.Finished(run)...)
 		x.learn.Finished(run)
 	}
-	moved := x.tellHeld != nil && t.Status.Final() && !c.Prev.Status.Final()
+	// live is stored after tellHeld is set (start): read it first.
+	moved := x.live.Load() && x.tellHeld != nil && t.Status.Final() && !c.Prev.Status.Final()
 	if len(found) > 0 || moved {
 		x.mu.Lock()
-		if moved && x.sets[t.Tenant] != nil && x.sets[t.Tenant].IsUpstream(t.Name) && x.live.Load() {
+		if moved && x.sets[t.Tenant] != nil && x.sets[t.Tenant].IsUpstream(t.Name) {
 			x.heldMoved.Store(true)
 			x.nudgeLocked()
 		}
