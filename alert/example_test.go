@@ -24,7 +24,7 @@ func (printer) Send(n apollo.Notification) {
 }
 
 // A rate rule and an event rule, fed by a bus whose observers are the
-// metrics and the engine: the first failed run fires the event rule at
+// metrics and (live) the engine: the first failed run fires the event rule at
 // once (the second folds into it); the rate rule fires when the engine
 // evaluates the window, here by hand (Start evaluates every Interval).
 func Example() {
@@ -45,7 +45,11 @@ RULE export_failed task_prefix: "export_" ON: failed NOTIFY: ops
 	if err != nil {
 		panic(err)
 	}
-	b, err := bus.New(bus.Options{Clock: clock, Logger: quiet, Observers: []bus.Observer{agg, eng}})
+	// The engine hears only live changes (a restart's replay is not news);
+	// one delivery worker hands the runs over in the order they were
+	// published, so that the output is the same on every run (with more,
+	// different runs' changes arrive side by side, in no set order).
+	b, err := bus.New(bus.Options{Clock: clock, Logger: quiet, Observers: []bus.Observer{agg}, Live: []bus.Observer{eng}, Workers: 1})
 	if err != nil {
 		panic(err)
 	}
