@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,31 @@ func SaveHeld(ctx context.Context, c redis.UniversalClient, prefix string, h Hel
 // read at Watch, then followed on the channel.
 type Holder struct {
 	held atomic.Pointer[Held]
+
+	mu   sync.Mutex
+	next chan struct{} // closed when the held jobs next change
+}
+
+// set puts v in force and wakes whoever waits on Changed.
+func (h *Holder) set(v *Held) {
+	h.held.Store(v)
+	h.mu.Lock()
+	if h.next != nil {
+		close(h.next)
+		h.next = nil
+	}
+	h.mu.Unlock()
+}
+
+// Changed returns a channel that is closed when the held jobs next
+// change: take it before looking at them, then wait on it.
+func (h *Holder) Changed() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.next == nil {
+		h.next = make(chan struct{})
+	}
+	return h.next
 }
 
 // HeldBy implements alert.Holder.
@@ -75,7 +101,7 @@ func (h *Holder) Watch(ctx context.Context, c redis.UniversalClient, prefix stri
 	set := func(data []byte) {
 		var v Held
 		if json.Unmarshal(data, &v) == nil {
-			h.held.Store(&v)
+			h.set(&v)
 		}
 	}
 	stop, err = subscribe(ctx, c, key, func(payload string) { set([]byte(payload)) })

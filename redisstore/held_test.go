@@ -61,14 +61,22 @@ func TestHeldJobsReachTheAlertProcesses(t *testing.T) {
 	}
 }
 
+// waitHeld waits for the holder to hold tenant's job by want, woken by
+// each change it takes.
 func waitHeld(t *testing.T, h *redisstore.Holder, tenant, job string, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(testwait.Timeout(t))
-	for !slices.Equal(h.HeldBy(tenant, job), want) {
-		if time.Now().After(deadline) {
+	timeout := time.NewTimer(testwait.Timeout(t))
+	defer timeout.Stop()
+	for {
+		changed := h.Changed()
+		if slices.Equal(h.HeldBy(tenant, job), want) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
 			t.Fatalf("%s/%s held by %v, want %v", tenant, job, h.HeldBy(tenant, job), want)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

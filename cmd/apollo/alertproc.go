@@ -297,11 +297,8 @@ func marksFromFeed(occur func(alert.Occurrence), apply func(*apollo.Change)) fun
 				occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot,
 					Detail: "no run started (expected " + slot.UTC().Format("2006-01-02 15:04:05 MST") + ")"})
 			}
-		case apollo.KindTooShort, apollo.KindTooOften:
-			kind := rules.OccurrenceTooShort
-			if c.Record.Kind == apollo.KindTooOften {
-				kind = rules.OccurrenceTooOften
-			}
+		case apollo.KindTooShort, apollo.KindTooOften: // named as the rules name them
+			kind, _ := rules.ParseOccurrence(c.Record.Kind.String())
 			occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: kind, Run: c.Task.TaskID,
 				At: time.UnixMilli(c.Record.Ts), Detail: c.Record.Reason})
 		}

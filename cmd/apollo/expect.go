@@ -486,12 +486,12 @@ func (x *expectations) act(evs []expect.Event) {
 			continue
 		case expect.KindTooShort, expect.KindTooOften:
 			// Marked on the run, where it shows; in the three-process mode
-			// the change feed takes the mark to the alert processes.
-			kind := apollo.KindTooShort
-			if ev.Kind == expect.KindTooOften {
-				kind = apollo.KindTooOften
+			// the change feed takes the mark to the alert processes. The
+			// record kinds are named as the findings are.
+			var kind apollo.Kind
+			if err := kind.UnmarshalText([]byte(ev.Kind.String())); err == nil {
+				x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
 			}
-			x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
 		}
 		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
 		o, ok := rules.ParseOccurrence(ev.Kind.String())

@@ -61,47 +61,56 @@ func (x *expectations) Suggestions(tenant, job string) []apiclient.Suggestion {
 		slices.Sort(jobs)
 	}
 	var out []apiclient.Suggestion
+	zone := x.zones(tenant)
 	for _, j := range jobs {
-		if p, ok := x.learn.Suggest(tenant, j, x.zone(tenant, j)); ok {
+		if p, ok := x.learn.Suggest(tenant, j, zone(j)); ok {
 			out = append(out, suggestion(p))
 		}
 	}
 	return out
 }
 
-// zone is where the learner reads a job's start times: the zone of the
-// job's own schedule; else the zone most of the tenant's schedules are
-// read in (a file's defaults.timezone lands there); else UTC. Never the
-// server's own zone, which says where it runs, not where its users' jobs
-// do, and would move the proposal with each deployment.
-func (x *expectations) zone(tenant, job string) *time.Location {
+// zones says where the learner reads a job's start times: the zone of
+// the job's own schedule; else the zone most of the tenant's schedules
+// are read in (a file's defaults.timezone lands there), worked out once
+// for every job asked; else UTC. Never the server's own zone, which says
+// where it runs, not where its users' jobs do, and would move the
+// proposal with each deployment.
+func (x *expectations) zones(tenant string) func(job string) *time.Location {
 	x.mu.Lock()
 	set := x.sets[tenant]
 	x.mu.Unlock()
-	if set == nil {
-		return time.UTC
-	}
-	name := ""
-	if e, ok := set.Lookup(job); ok && e.Schedule != "" && e.Timezone != "" {
-		name = e.Timezone
-	} else {
-		count := map[string]int{}
-		for _, e := range set.Expectations() {
-			if e.Schedule != "" && e.Timezone != "" {
-				count[e.Timezone]++
-			}
+	load := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name) // "" is UTC; a set's zones were checked
+		if err != nil {
+			return time.UTC
 		}
-		for tz, n := range count {
-			if n > count[name] || n == count[name] && tz < name {
-				name = tz
-			}
+		return loc
+	}
+	var usual *time.Location
+	return func(job string) *time.Location {
+		if set == nil {
+			return time.UTC
 		}
+		if e, ok := set.Lookup(job); ok && e.Schedule != "" && e.Timezone != "" {
+			return load(e.Timezone)
+		}
+		if usual == nil {
+			count, name := map[string]int{}, ""
+			for _, e := range set.Expectations() {
+				if e.Schedule != "" && e.Timezone != "" {
+					count[e.Timezone]++
+				}
+			}
+			for tz, n := range count {
+				if n > count[name] || n == count[name] && tz < name {
+					name = tz
+				}
+			}
+			usual = load(name)
+		}
+		return usual
 	}
-	loc, err := time.LoadLocation(name) // "" is UTC; a set's zones were checked
-	if err != nil {
-		return time.UTC
-	}
-	return loc
 }
 
 func suggestion(p expect.Proposal) apiclient.Suggestion {
@@ -127,7 +136,7 @@ func suggestion(p expect.Proposal) apiclient.Suggestion {
 // max_runs and flapping stay), and the tenant's file is written out anew
 // (its comments are not kept).
 func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string) (bool, error) {
-	p, ok := x.learn.Suggest(tenant, job, x.zone(tenant, job))
+	p, ok := x.learn.Suggest(tenant, job, x.zones(tenant)(job))
 	if !ok {
 		return false, nil
 	}

@@ -184,10 +184,19 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 				t.Fatal(err)
 			}
 			defer stop()
+			timeout := time.After(30 * time.Second)
 			for _, tenant := range tenants {
-				eventually(t, 30*time.Second, tenant+"'s load held", func() bool {
-					return slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"})
-				})
+				for { // woken by each change the holder takes
+					changed := held.Changed()
+					if slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"}) {
+						break
+					}
+					select {
+					case <-changed:
+					case <-timeout:
+						t.Fatalf("%s's load held by %v, want its extract", tenant, held.HeldBy(tenant, tenant+"_etl_load"))
+					}
+				}
 			}
 		}
 		for _, tenant := range tenants {

@@ -193,8 +193,6 @@ func (r *redisAlerting) onRefused(ref bus.Refusal) {
 
 func (r *redisAlerting) reload() {}
 
-// occur is nil: the alert processes do not hear of expectations yet
-// (docs/expectations.md): the bus records missed runs and times runs out.
 // occur tells the alert processes what job expectations find of a job
 // rather than a run (flapping, on <p>:findings); the rest marks a run, and
 // the change feed carries the mark (marksFromFeed).
