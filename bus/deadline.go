@@ -219,25 +219,27 @@ func (b *Bus) fire(d deadline) {
 	now := b.nowMs()
 	switch d.kind {
 	case dTimeout:
-		b.commitOwn(d.k,
+		if b.commitOwn(d.k,
 			func(t *task) bool { return t.status == apollo.StatusRunning && t.seq == d.seq },
 			func(t *task) apollo.Record {
-				b.stats.timeouts.Add(1)
 				return apollo.Record{
 					Event: apollo.Event{TaskID: d.k.id, Tenant: d.k.tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusTimeout, Ts: d.at},
 					Kind:  apollo.KindTimeout, ReceivedAt: now,
 				}
-			})
+			}) {
+			b.stats.timeouts.Add(1)
+		}
 	case dMissedStart:
-		b.commitOwn(d.k,
+		if b.commitOwn(d.k,
 			func(t *task) bool { return t.status == apollo.StatusPending && t.seq == d.seq && !t.late },
 			func(t *task) apollo.Record {
-				b.stats.missedStarts.Add(1)
 				return apollo.Record{
 					Event: apollo.Event{TaskID: d.k.id, Tenant: d.k.tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusPending, Ts: d.at},
 					Kind:  apollo.KindMissedStart, ReceivedAt: now,
 				}
-			})
+			}) {
+			b.stats.missedStarts.Add(1)
+		}
 	case dParked:
 		b.expireParked(d.k, now)
 	}

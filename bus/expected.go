@@ -86,15 +86,16 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 			continue
 		}
 		ev := &evs[i]
-		b.commitOwn(key{tenant: ev.Tenant, id: ev.TaskID},
+		if b.commitOwn(key{tenant: ev.Tenant, id: ev.TaskID},
 			func(t *task) bool { return t.status == apollo.StatusPending && !t.late },
 			func(t *task) apollo.Record {
-				b.stats.missedStarts.Add(1)
 				return apollo.Record{
 					Event: apollo.Event{TaskID: ev.TaskID, Tenant: ev.Tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusPending, Ts: now},
 					Kind:  apollo.KindMissedStart, ReceivedAt: now,
 				}
-			})
+			}) {
+			b.stats.missedStarts.Add(1)
+		}
 	}
 	return fresh, errors.Join(errs...)
 }
@@ -104,40 +105,37 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 // reason in the run's history, logged like the bus's own timeouts, so
 // that the run shows it, a restart replays it and the observers (the
 // change feed of the three-process mode) hear of it. It reports whether
-// the run was there to mark.
+// the run was there to mark and the mark was logged.
 func (b *Bus) Mark(tenant, taskID string, kind apollo.Kind, reason string) bool {
 	if kind != apollo.KindTooShort && kind != apollo.KindTooOften {
 		panic("bus: Mark takes too_short or too_often, not " + kind.String())
 	}
-	done := false
-	b.commitOwn(key{tenant: tenant, id: taskID},
+	return b.commitOwn(key{tenant: tenant, id: taskID},
 		func(*task) bool { return true },
 		func(t *task) apollo.Record {
-			done = true
 			now := b.nowMs()
 			return apollo.Record{
 				Event: apollo.Event{TaskID: taskID, Tenant: tenant, Name: t.name, Sequence: t.seq, Status: t.status, Ts: now},
 				Kind:  kind, ReceivedAt: now, Reason: reason,
 			}
 		})
-	return done
 }
 
 // TimeOut ends a running run as timeout, as its own deadline would: what
-// a job's max_runtime does. It reports whether the run was running (and
-// is now timed out).
+// a job's max_runtime does. It reports whether the run was running and
+// its timeout was logged.
 func (b *Bus) TimeOut(tenant, taskID string) bool {
-	done := false
-	b.commitOwn(key{tenant: tenant, id: taskID},
+	if !b.commitOwn(key{tenant: tenant, id: taskID},
 		func(t *task) bool { return t.status == apollo.StatusRunning },
 		func(t *task) apollo.Record {
-			b.stats.timeouts.Add(1)
-			done = true
 			now := b.nowMs()
 			return apollo.Record{
 				Event: apollo.Event{TaskID: taskID, Tenant: tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusTimeout, Ts: now},
 				Kind:  apollo.KindTimeout, ReceivedAt: now,
 			}
-		})
-	return done
+		}) {
+		return false
+	}
+	b.stats.timeouts.Add(1)
+	return true
 }

@@ -69,6 +69,45 @@ func TestTimeOut(t *testing.T) {
 	}
 }
 
+// When the log refuses the record, TimeOut, Mark and RecordMissed's
+// missed start report nothing done, count nothing, and leave the runs as
+// they were, in every tenant. Before, they reported true and counted the
+// timeout although nothing was logged or applied.
+func TestOwnRecordsTheLogRefusedAreNotReported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	tenants := []string{"", "acme"}
+	for _, tenant := range tenants {
+		e := ev("r1", 1, apollo.StatusRunning)
+		e.Tenant = tenant
+		f.publish(t, e)
+	}
+	f.log.mu.Lock()
+	f.log.failAppend = errors.New("no space left on device")
+	f.log.mu.Unlock()
+	for _, tenant := range tenants {
+		if f.bus.TimeOut(tenant, "r1") {
+			t.Errorf("tenant %q: TimeOut reported a timeout the log refused", tenant)
+		}
+		if f.bus.Mark(tenant, "r1", apollo.KindTooShort, "ran 1s") {
+			t.Errorf("tenant %q: Mark reported a mark the log refused", tenant)
+		}
+		got, err := f.bus.Get(tenant, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != apollo.StatusRunning || len(got.History) != 1 {
+			t.Errorf("tenant %q: the run changed without a log record: %+v", tenant, got)
+		}
+	}
+	if _, err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: "acme", Job: "nightly", Slot: t0.Add(-time.Hour)}}); err == nil {
+		t.Error("RecordMissed reported no error with the log refusing")
+	}
+	if st := f.bus.Stats(); st.Timeouts != 0 || st.MissedStart != 0 {
+		t.Errorf("counted what the log refused: %d timeouts, %d missed starts", st.Timeouts, st.MissedStart)
+	}
+}
+
 // A reporter cannot take a missed run's task ID: the event is refused with
 // the field and the reason, in every tenant, and the missed run of that
 // slot is still recorded, fresh. Before, the reporter's run took the ID,

@@ -13,16 +13,20 @@ import (
 )
 
 // memLog is an in-memory Log: every append is durable at once, unless
-// failWait is set.
+// failWait is set; with failAppend set, appends fail (a full disk).
 type memLog struct {
-	mu       sync.Mutex
-	recs     [][]byte
-	failWait error
+	mu         sync.Mutex
+	recs       [][]byte
+	failWait   error
+	failAppend error
 }
 
 func (l *memLog) Append(p []byte) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.failAppend != nil {
+		return 0, l.failAppend
+	}
 	l.recs = append(l.recs, append([]byte(nil), p...))
 	return uint64(len(l.recs)), nil
 }

@@ -476,32 +476,35 @@ func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 }
 
 // commitOwn decides and logs a record the bus writes itself (a timeout, a
-// missed start), if check still holds for the task. It does not wait for
-// durability: nobody waits for the answer.
-func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apollo.Record) {
+// missed start, a mark), if check still holds for the task. It reports
+// whether the record was logged and applied: false when the task is gone,
+// check fails, or the log refused the record (append has logged why). It
+// does not wait for durability: nobody waits for the answer.
+func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apollo.Record) bool {
 	b.pause.RLock()
 	defer b.pause.RUnlock()
 	if b.closed.Load() {
-		return
+		return false
 	}
 	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.get(h, k)
 	if t == nil {
-		return
+		return false
 	}
 	if err := b.endWaits(s, k, t, b.nowMs()); err != nil || !check(t) {
-		return
+		return false
 	}
 	r := build(t)
 	if b.opts.Log != nil {
 		if _, err := b.append(&r, nil); err != nil {
-			return // logged in append; the deadline is re-armed on restart
+			return false // the deadline is re-armed on restart
 		}
 	}
 	b.applyLocked(s, k, t, &r, nil)
 	b.unpark(s, k, t)
+	return true
 }
 
 // Correct sets a task's status whatever the transition table says: a
