@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/cluster"
 	"github.com/apollo-11/apollo/config"
@@ -111,7 +112,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
 	defer dm.stop()
-	fmt.Fprintf(out, "Apollo-11 is up: http://%s  (bus node %s, %d partitions, NATS %s)\n", ln.Addr(), id, f.partitions, f.natsURL)
+	fmt.Fprintf(out, apiclient.ReadyPrefix+"http://%s  (bus node %s, %d partitions, NATS %s)\n", ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {

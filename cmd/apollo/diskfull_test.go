@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/httpapi"
 )
@@ -65,7 +66,7 @@ func TestFullDiskStopsAuditBeforeTheLog(t *testing.T) {
 	// the disk), above what the events of this test need.
 	cmd, data := smallDisk(t, 8<<10, 512, "server", "--config", cfgFile, "--listen", "127.0.0.1:0")
 	cmd.Args = append(cmd.Args, "--data", data)
-	srv := startCmd(t, cmd, "Apollo-11 is up: ")
+	srv := startCmd(t, cmd, apiclient.ReadyPrefix)
 	base := "http://" + srv.addr
 
 	fail := func(format string, args ...any) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -40,7 +40,7 @@ type proc struct {
 // startApollo runs the binary with args and waits for its "is up" line.
 func startApollo(t *testing.T, args ...string) *proc {
 	t.Helper()
-	return startProc(t, "Apollo-11 is up: ", args...)
+	return startProc(t, apiclient.ReadyPrefix, args...)
 }
 
 // startProc runs the binary with args and waits for a stdout line starting
@@ -66,23 +66,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd, ready string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	up := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, ready); ok && !sent {
-				sent = true
-				addr := ""
-				if f := strings.Fields(rest); len(f) > 0 {
-					addr = strings.TrimPrefix(strings.TrimPrefix(f[0], "http://"), "https://")
-				}
-				up <- addr
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
+	up := apiclient.WatchReady(stdout, ready)
 	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	select {
 	case p.addr = <-up:

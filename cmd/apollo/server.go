@@ -22,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/agent"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
@@ -118,7 +119,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 		scheme = "https"
 	}
 	if d.out != nil {
-		fmt.Fprintf(d.out, "Apollo-11 is up: %s://%s  (data in %s)\n", scheme, addr, cfg.Data)
+		fmt.Fprintf(d.out, apiclient.ReadyPrefix+"%s://%s  (data in %s)\n", scheme, addr, cfg.Data)
 	}
 	s.log.Info("serving", "addr", addr, "data", cfg.Data, "fsync", cfg.Fsync)
 	if d.ready != nil {

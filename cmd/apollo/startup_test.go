@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 
 	"github.com/apollo-11/apollo/wal"
@@ -276,7 +277,7 @@ func runInProcess(t *testing.T, args []string, up chan struct{}) (int, string) {
 	var stderr syncBuffer
 	stdout := io.Discard
 	if up != nil {
-		stdout = lineWatcher{prefix: "Apollo-11 is up: ", seen: func() { close(up); cancel() }}
+		stdout = lineWatcher{prefix: apiclient.ReadyPrefix, seen: func() { close(up); cancel() }}
 	}
 	code := run(ctx, args, strings.NewReader(""), stdout, &stderr)
 	return code, stderr.String()

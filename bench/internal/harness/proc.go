@@ -4,7 +4,6 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // Build compiles ./cmd/apollo of the repository that holds this bench
@@ -68,7 +69,7 @@ type Options struct {
 	Dir    string   // data directory; "" makes a fresh one under os.TempDir
 	Config string   // apollo.yaml contents; written into Dir and passed with --config
 	Env    []string // extra environment
-	Ready  string   // stdout line prefix that says it is up; default "Apollo-11 is up: "
+	Ready  string   // stdout line prefix that says it is up; default apiclient.ReadyPrefix
 	// ReadyURL, for a peer that prints no such line: the process is up
 	// when a GET of http://Addr+ReadyURL answers 200. Addr must be set.
 	ReadyURL string
@@ -102,7 +103,7 @@ func Start(bin string, opts Options) (*Proc, error) {
 	}
 	ready := opts.Ready
 	if ready == "" {
-		ready = "Apollo-11 is up: "
+		ready = apiclient.ReadyPrefix
 	}
 	wait := opts.Wait
 	if wait == 0 {
@@ -120,26 +121,15 @@ func Start(bin string, opts Options) (*Proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	up := make(chan string, 1)
+	var up <-chan string
 	if opts.ReadyURL != "" {
-		go pollReady(opts.Addr, opts.ReadyURL, p.done, up)
+		ready := make(chan string, 1)
+		go pollReady(opts.Addr, opts.ReadyURL, p.done, ready)
+		go io.Copy(io.Discard, stdout)
+		up = ready
+	} else {
+		up = apiclient.WatchReady(stdout, ready)
 	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, ready); ok && !sent && opts.ReadyURL == "" {
-				sent = true
-				addr := ""
-				if f := strings.Fields(rest); len(f) > 0 {
-					addr = strings.TrimPrefix(strings.TrimPrefix(f[0], "http://"), "https://")
-				}
-				up <- addr
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	select {
 	case p.Addr = <-up:
