@@ -38,11 +38,8 @@ import (
 
 const config = "snapshot_every: 24h\nlimits:\n  ingest_per_second: 0\n"
 
-type run struct {
-	id, job string
-	events  int
-	final   apollo.Status
-}
+// run is an acknowledged run, read back after the drill.
+type run = harness.Run
 
 func main() {
 	short := flag.Bool("short", false, "smoke form: 3 kills")
@@ -110,20 +107,20 @@ func drill(cmdline string, kills, producers, rate int, seed uint64) error {
 			pace := time.NewTicker(time.Second / time.Duration(rate))
 			defer pace.Stop()
 			for i := 0; !stop.Load(); i++ {
-				rn := run{id: fmt.Sprintf("crash-%d-%d", g, i), job: fmt.Sprintf("crash_job_%d", g)}
-				tk := client.Task(rn.id, rn.job)
+				rn := run{ID: fmt.Sprintf("crash-%d-%d", g, i), Job: fmt.Sprintf("crash_job_%d", g)}
+				tk := client.Task(rn.ID, rn.Job)
 				steps := []func(...agent.EventOption) error{tk.Pending, tk.Running, tk.Succeed}
-				rn.final = apollo.StatusSuccess
+				rn.Final = apollo.StatusSuccess
 				if r.IntN(4) == 0 {
-					steps[2], rn.final = tk.Fail, apollo.StatusFailed
+					steps[2], rn.Final = tk.Fail, apollo.StatusFailed
 				}
 				for _, step := range steps {
 					if err := step(); err != nil {
-						loadErr.Store(fmt.Errorf("reporting %s: %v", rn.id, err))
+						loadErr.Store(fmt.Errorf("reporting %s: %v", rn.ID, err))
 						return
 					}
 				}
-				rn.events = len(steps)
+				rn.Events = len(steps)
 				mu.Lock()
 				runs = append(runs, rn)
 				mu.Unlock()
@@ -179,11 +176,11 @@ func drill(cmdline string, kills, producers, rate int, seed uint64) error {
 	}
 	events := 0
 	for _, rn := range runs {
-		events += rn.events
+		events += rn.Events
 	}
 
 	// Every acknowledged run, through the API, with every event in order.
-	lost, err := checkTasks(srv.URL(), runs)
+	lost, err := harness.ReadBack(srv.URL(), runs)
 	if err != nil {
 		return err
 	}
@@ -239,55 +236,18 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// checkTasks reads every run back with 8 concurrent requests and returns how
-// many acknowledged events are missing; any other difference is an error.
-func checkTasks(base string, runs []run) (lost int, err error) {
-	var (
-		mu    sync.Mutex
-		first error
-	)
-	harness.ForEach(len(runs), 8, func(i int) {
-		rn := runs[i]
-		var task apollo.Task
-		code, err := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err != nil && first == nil:
-			first = err
-		case code == 404:
-			lost += rn.events
-		case code != 200 && first == nil:
-			first = fail("run %s: status %d", rn.id, code)
-		case task.Status != rn.final || task.Sequence != int64(rn.events) || len(task.History) != rn.events:
-			lost += max(0, rn.events-len(task.History))
-			if first == nil {
-				first = fail("run %s: %v seq %d with %d records, want %v seq %d", rn.id, task.Status, task.Sequence, len(task.History), rn.final, rn.events)
-			}
-		}
-		prev := apollo.StatusNone
-		for i, h := range task.History {
-			if (h.Sequence != int64(i+1) || !apollo.CanTransition(prev, h.Status)) && first == nil {
-				first = fail("run %s: history %d is seq %d %v after %v", rn.id, i, h.Sequence, h.Status, prev)
-			}
-			prev = h.Status
-		}
-	})
-	return lost, first
-}
-
 // compareLog checks the log against the client's runs and the API's metrics.
 func compareLog(runs []run, logTasks map[string]*logTask, api map[string]jobCounts) error {
 	if len(logTasks) != len(runs) {
 		return fail("the log holds %d tasks, the client acknowledged %d runs", len(logTasks), len(runs))
 	}
 	for _, rn := range runs {
-		t := logTasks[rn.id]
+		t := logTasks[rn.ID]
 		if t == nil {
-			return fail("run %s is not in the log", rn.id)
+			return fail("run %s is not in the log", rn.ID)
 		}
-		if !slices.Equal(t.seqs, []int64{1, 2, 3}[:rn.events]) || t.final() != rn.final {
-			return fail("run %s in the log: sequences %v statuses %v, want %d events ending %v", rn.id, t.seqs, t.history, rn.events, rn.final)
+		if !slices.Equal(t.seqs, []int64{1, 2, 3}[:rn.Events]) || t.final() != rn.Final {
+			return fail("run %s in the log: sequences %v statuses %v, want %d events ending %v", rn.ID, t.seqs, t.history, rn.Events, rn.Final)
 		}
 	}
 	want := recount(logTasks)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"sync"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bench/internal/harness"
@@ -12,39 +11,11 @@ import (
 func newest(runs []run, prefix string, n int) []run {
 	var out []run
 	for i := len(runs) - 1; i >= 0 && len(out) < n; i-- {
-		if strings.HasPrefix(runs[i].job, prefix) {
+		if strings.HasPrefix(runs[i].Job, prefix) {
 			out = append(out, runs[i])
 		}
 	}
 	return out
-}
-
-// readBack reads runs with GET /api/v1/tasks/ID, 8 at a time, and returns
-// the events missing; any difference is an error.
-func readBack(base string, runs []run) (lost int64, err error) {
-	var (
-		mu    sync.Mutex
-		first error
-	)
-	harness.ForEach(len(runs), 8, func(i int) {
-		rn := runs[i]
-		var task apollo.Task
-		code, gerr := harness.GetJSON(base+"/api/v1/tasks/"+rn.id, &task)
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case gerr != nil:
-			if first == nil {
-				first = gerr
-			}
-		case code != 200 || task.Status != rn.final || task.Sequence != 3 || len(task.History) != 3:
-			lost += int64(3 - len(task.History))
-			if first == nil {
-				first = fail("run %s: status %d, %v seq %d with %d records, want %v seq 3", rn.id, code, task.Status, task.Sequence, len(task.History), rn.final)
-			}
-		}
-	})
-	return lost, first
 }
 
 // recount compares GET /api/v1/metrics with a recount of every acknowledged
@@ -53,13 +24,13 @@ func recount(base string, runs []run) (lost int64, err error) {
 	type counts struct{ Count, Failed, Started, Running int64 }
 	want := map[string]counts{}
 	for _, rn := range runs {
-		c := want[rn.job]
+		c := want[rn.Job]
 		c.Count++
 		c.Started++
-		if rn.final == apollo.StatusFailed {
+		if rn.Final == apollo.StatusFailed {
 			c.Failed++
 		}
-		want[rn.job] = c
+		want[rn.Job] = c
 	}
 	var m struct {
 		Jobs []struct {

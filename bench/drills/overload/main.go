@@ -48,10 +48,8 @@ import (
 
 // run is one acknowledged run: every event answered accepted, held or
 // duplicate.
-type run struct {
-	id, job string
-	final   apollo.Status
-}
+// run is an acknowledged run (three events), read back after the drill.
+type run = harness.Run
 
 // recorder keeps the acknowledged runs of every sender.
 type recorder struct {
@@ -223,7 +221,7 @@ func drill(bin string, rate, factor int, dur, calib time.Duration, nAgents int, 
 	rec.mu.Lock()
 	back := newest(rec.runs, "ovl_raw_", 2500)
 	rec.mu.Unlock()
-	lost, err := readBack(srv.URL(), back)
+	lost, err := harness.ReadBack(srv.URL(), back)
 	if err != nil {
 		return err
 	}
@@ -255,7 +253,7 @@ func drill(bin string, rate, factor int, dur, calib time.Duration, nAgents int, 
 	for range 3 { // and a few old ones, from the archive
 		back = append(back, rec.runs[r.IntN(len(rec.runs))])
 	}
-	n, err := readBack(srv.URL(), back)
+	n, err := harness.ReadBack(srv.URL(), back)
 	if err != nil {
 		return err
 	}
@@ -322,12 +320,12 @@ func produce(ctx context.Context, c *agent.Client, g int, perSec float64, rec *r
 	defer pace.Stop()
 	for i := 0; ctx.Err() == nil; {
 		for range 10 {
-			rn := run{id: fmt.Sprintf("ovl-a%d-%d", g, i), job: fmt.Sprintf("ovl_agent_%d", g), final: apollo.StatusSuccess}
+			rn := run{ID: fmt.Sprintf("ovl-a%d-%d", g, i), Job: fmt.Sprintf("ovl_agent_%d", g), Events: 3, Final: apollo.StatusSuccess}
 			i++
-			tk := c.Task(rn.id, rn.job)
+			tk := c.Task(rn.ID, rn.Job)
 			steps := []func(...agent.EventOption) error{tk.Pending, tk.Running, tk.Succeed}
 			if r.IntN(4) == 0 {
-				steps[2], rn.final = tk.Fail, apollo.StatusFailed
+				steps[2], rn.Final = tk.Fail, apollo.StatusFailed
 			}
 			for _, step := range steps {
 				err := step()
@@ -336,7 +334,7 @@ func produce(ctx context.Context, c *agent.Client, g int, perSec float64, rec *r
 					time.Sleep(5 * time.Millisecond)
 				}
 				if err != nil {
-					fmt.Fprintf(os.Stderr, "overload: reporting %s: %v\n", rn.id, err)
+					fmt.Fprintf(os.Stderr, "overload: reporting %s: %v\n", rn.ID, err)
 					return
 				}
 			}

@@ -47,13 +47,13 @@ func (s *rawSender) run(ctx context.Context, g int, perSec float64) {
 		runs := make([]run, runsPerBatch)
 		now := time.Now().UnixMilli()
 		for i := range runs {
-			runs[i] = run{id: fmt.Sprintf("ovl-r%d-%d-%d", g, b, i), job: fmt.Sprintf("ovl_raw_%d", g), final: apollo.StatusSuccess}
+			runs[i] = run{ID: fmt.Sprintf("ovl-r%d-%d-%d", g, b, i), Job: fmt.Sprintf("ovl_raw_%d", g), Events: 3, Final: apollo.StatusSuccess}
 			last := "success"
 			if i%4 == 0 {
-				last, runs[i].final = "failed", apollo.StatusFailed
+				last, runs[i].Final = "failed", apollo.StatusFailed
 			}
 			for seq, st := range []string{"pending", "running", last} {
-				pending = append(pending, rawEvent{runs[i].id, runs[i].job, int64(seq + 1), st, now + int64(seq)})
+				pending = append(pending, rawEvent{runs[i].ID, runs[i].Job, int64(seq + 1), st, now + int64(seq)})
 			}
 		}
 		for first := true; len(pending) > 0; first = false {
