@@ -30,12 +30,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bench/internal/harness"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
 )
 
 func main() {
-	url := flag.String("redis", cmpOr(os.Getenv("APOLLO_TEST_REDIS"), "redis://127.0.0.1:6379/15"), "Redis URL")
+	url := flag.String("redis", harness.RedisURL(), "Redis URL")
 	dur := flag.Duration("duration", 10*time.Second, "how long each design is loaded")
 	jobs := flag.Int("jobs", 100, "job names the events spread over")
 	workers := flag.Int("workers", 8, "goroutines producing events")
@@ -50,13 +51,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "redis bench:", err)
 		os.Exit(1)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 type result struct {

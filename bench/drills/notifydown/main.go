@@ -277,7 +277,7 @@ alert:
 	// outcome as were queued when the channel came back (a lane is FIFO).
 	backlog := make(chan error, 1)
 	go func() {
-		err := poll(p.drain, func() bool { return settled(chanStats(srv)) >= cs.Queued })
+		err := harness.Poll(p.drain, func() bool { return settled(chanStats(srv)) >= cs.Queued })
 		res.drain = time.Since(restored)
 		backlog <- err
 	}()
@@ -352,7 +352,7 @@ alert:
 	}
 	drainErr := backlogErr
 	if drainErr == nil {
-		drainErr = poll(p.drain, check)
+		drainErr = harness.Poll(p.drain, check)
 	} else {
 		check()
 	}
@@ -460,18 +460,6 @@ func evalMetric(p *harness.Proc) (secs, at float64, err error) {
 		return 0, 0, err
 	}
 	return m["apollo_rule_evaluation_seconds"], m["apollo_rule_last_evaluation_timestamp_seconds"], nil
-}
-
-// poll checks cond every 100 ms until it holds or d passes.
-func poll(d time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v", d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
 }
 
 // evalOK is the bound on evaluation timing: a quantile during the outage

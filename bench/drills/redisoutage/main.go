@@ -50,7 +50,7 @@ type params struct {
 
 func main() {
 	var p params
-	flag.StringVar(&p.redisURL, "redis", cmpOr(os.Getenv("APOLLO_TEST_REDIS"), "redis://127.0.0.1:6379/15"), "Redis URL (its db is FLUSHed)")
+	flag.StringVar(&p.redisURL, "redis", harness.RedisURL(), "Redis URL (its db is FLUSHed)")
 	flag.DurationVar(&p.outage, "outage", 60*time.Second, "how long the proxy to Redis is cut")
 	flag.DurationVar(&p.before, "before", 15*time.Second, "load before the outage")
 	flag.DurationVar(&p.aft, "after", 15*time.Second, "load after Redis returns")
@@ -75,13 +75,6 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func logf(format string, args ...any) {
@@ -226,7 +219,7 @@ func run(p params) (*result, error) {
 		return nil, err
 	}
 	logf("Redis back; waiting for the bus's first good flush")
-	if err := poll(60*time.Second, func() bool { return flusherStats(bus).LastFlush.After(tr) }); err != nil {
+	if err := harness.Poll(60*time.Second, func() bool { return flusherStats(bus).LastFlush.After(tr) }); err != nil {
 		return res, fmt.Errorf("no good flush within 60s of Redis returning: %v", flusherStats(bus).LastError)
 	}
 	res.converge = flusherStats(bus).LastFlush.Sub(tr)
@@ -315,7 +308,7 @@ func run(p params) (*result, error) {
 		}
 		return lost == 0 && double == 0
 	}
-	if err := poll(30*time.Second, check); err != nil {
+	if err := harness.Poll(30*time.Second, check); err != nil {
 		logf("Redis never matched the recount: lost %d, double %d", lost, double)
 	}
 	res.lost, res.double = lost, double
@@ -372,18 +365,6 @@ func listTasks(p *harness.Proc) (map[string]apollo.Status, error) {
 		}
 		cursor = page.Next
 	}
-}
-
-// poll checks cond every 100 ms until it holds or d passes.
-func poll(d time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v", d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
 }
 
 func report(cmd string, p params, r *result, failure error) {

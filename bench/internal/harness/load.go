@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -222,8 +223,8 @@ type OpenResult struct {
 
 // Run runs the schedule for o.Duration from now.
 func (o OpenLoop) Run() OpenResult {
-	senders := cmpOr(o.Senders, 8)
-	tick := cmpOr(o.Tick, 10*time.Millisecond)
+	senders := cmp.Or(o.Senders, 8)
+	tick := cmp.Or(o.Tick, 10*time.Millisecond)
 	client := NewClient(senders)
 	defer client.CloseIdleConnections()
 	var next atomic.Int64
@@ -324,14 +325,6 @@ func NewEvents(prefix string) func(b []byte, first int64, n int, ts int64) []byt
 		}
 		return b
 	}
-}
-
-func cmpOr[T comparable](a, b T) T {
-	var zero T
-	if a != zero {
-		return a
-	}
-	return b
 }
 
 // String is a one-line account for stderr.

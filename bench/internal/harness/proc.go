@@ -4,6 +4,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -255,4 +256,23 @@ func WaitCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Poll checks cond every 100 ms until it holds or d passes: for a drill
+// that watches a separate process's state by asking it.
+func Poll(d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// RedisURL is the Redis a drill or benchmark uses: APOLLO_TEST_REDIS, as
+// the tests and CI set it, or else database 15 on the local server.
+func RedisURL() string {
+	return cmp.Or(os.Getenv("APOLLO_TEST_REDIS"), "redis://127.0.0.1:6379/15")
 }
