@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,16 +67,7 @@ type nopBus struct{ Bus }
 
 func (x *alertAPI) do(t *testing.T, method, path, ctype, body string, out any) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, x.srv.URL+path, strings.NewReader(body))
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, method, x.srv.URL+path, ctype, body)
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, b, err)

@@ -53,7 +53,14 @@ func tenantTokens(t *testing.T, roles ...Role) (*TokenAuth, map[string]string) {
 
 func post(t *testing.T, url, ctype, body string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	return send(t, "POST", url, ctype, body)
+}
+
+// send makes one request with body (of Content-Type ctype, if set) and
+// returns the answer with its body read.
+func send(t *testing.T, method, url, ctype, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
