@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,9 +116,12 @@ func defaultSequence(st apollo.Status) int64 {
 
 // sendOne delivers one event synchronously and maps the answer to an exit code.
 func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Command) error {
-	var rejected *apollo.Error
+	var (
+		rejected *apollo.Error
+		failure  lastFailure
+	)
 	c, err := agent.New(cf.server, agent.WithToken(cf.token), agent.WithMaxRetryElapsed(10*time.Second),
-		agent.WithLogger(slog.New(slog.DiscardHandler)), agent.WithRejectHandler(func(e *apollo.Error) { rejected = e }))
+		agent.WithLogger(slog.New(&failure)), agent.WithRejectHandler(func(e *apollo.Error) { rejected = e }))
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -138,10 +143,46 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 	case st.Rejected == 1:
 		return &exitError{code: 2, err: fmt.Errorf("rejected by the server: %v", rejected)}
 	default:
-		if ferr == nil {
-			ferr = fmt.Errorf("no answer")
+		why := failure.String()
+		if ferr != nil {
+			why = ferr.Error() + "; " + why
 		}
-		return fmt.Errorf("could not report to %s: %w", cf.server, ferr)
+		return &exitError{code: exitServer, err: fmt.Errorf("could not report to %s: %s (is the server running? check --server or APOLLO_SERVER)", cf.server, why)}
 	}
 	return nil
+}
+
+// lastFailure is the agent's logger in apollo report: it keeps the last
+// error the agent met, or else why it gave up, for the one line the
+// command prints, and writes nothing.
+type lastFailure struct {
+	mu          sync.Mutex
+	err, reason string
+}
+
+func (h *lastFailure) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lastFailure) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *lastFailure) WithGroup(string) slog.Handler            { return h }
+
+func (h *lastFailure) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "error":
+			h.err = a.Value.String()
+		case "reason":
+			h.reason = a.Value.String()
+		}
+		return true
+	})
+	return nil
+}
+
+// String says what went wrong: the last error the agent met, else why it
+// gave up on the event.
+func (h *lastFailure) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return cmp.Or(h.err, h.reason, "no answer")
 }
