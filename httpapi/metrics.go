@@ -40,8 +40,11 @@ func duration(r *http.Request, name string, def time.Duration) (time.Duration, e
 		return def, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
+	if err != nil {
 		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not a duration", v), Hint: "e.g. 10s, 5m, 1h"}
+	}
+	if d <= 0 {
+		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not above zero", v), Hint: "e.g. 10s, 5m, 1h"}
 	}
 	return d, nil
 }

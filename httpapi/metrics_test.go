@@ -73,9 +73,17 @@ func TestMetricsAPI(t *testing.T) {
 	if len(series.Points) != 4 || finished != 10 {
 		t.Errorf("series %+v", series)
 	}
-	for _, bad := range []string{"/api/v1/metrics?window=7s", "/api/v1/metrics?window=soon", "/api/v1/metrics/x?step=-1s"} {
-		if r, _ := http.Get(srv.URL + bad); r.StatusCode != 400 {
-			t.Errorf("%s: %d", bad, r.StatusCode)
+	for bad, msg := range map[string]string{
+		"/api/v1/metrics?window=7s":   "",
+		"/api/v1/metrics?window=soon": `"soon" is not a duration`,
+		"/api/v1/metrics/x?step=-1s":  `"-1s" is not above zero`,
+		"/api/v1/metrics?window=0s":   `"0s" is not above zero`,
+	} {
+		r, b := send(t, "GET", srv.URL+bad, "", "")
+		var ans struct{ Error apollo.Error }
+		json.Unmarshal(b, &ans)
+		if r.StatusCode != 400 || !strings.Contains(ans.Error.Message, msg) {
+			t.Errorf("%s: %d %s, want 400 and %s", bad, r.StatusCode, b, msg)
 		}
 	}
 }

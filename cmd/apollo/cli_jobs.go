@@ -37,6 +37,9 @@ may not read metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.MetricsPage, error) {
+				if window <= 0 {
+					return apiclient.MetricsPage{}, usageError("--window %v: want a duration above zero, e.g. 5m or 24h", window)
+				}
 				return c.Metrics(ctx, window, prefix)
 			}, printJobs)
 		},

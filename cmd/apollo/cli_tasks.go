@@ -53,6 +53,9 @@ may not read tasks.`,
 						return apiclient.TaskPage{}, &exitError{code: exitUsage, err: err}
 					}
 				}
+				if since < 0 {
+					return apiclient.TaskPage{}, usageError("--since %v: want a duration above zero, e.g. 1h (leave it out for every task)", since)
+				}
 				if since > 0 {
 					q.Since = time.Now().Add(-since).UnixMilli()
 				}
