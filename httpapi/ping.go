@@ -28,8 +28,8 @@ const maxPingBody = 2 << 10
 func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	name := r.PathValue("name")
 	action := r.PathValue("action")
-	if name == "" || len(name) > apollo.MaxNameBytes || strings.ContainsAny(name, "@\x00") {
-		return &apollo.Error{Code: apollo.EINVALID, Field: "name", Message: "a job name of 1-256 bytes without @", Hint: "use /ping/<job>[/start|/fail|/<exit code>]"}
+	if err := checkPingName(name); err != nil {
+		return err
 	}
 	if err := p.mayReport(name); err != nil {
 		return err
@@ -53,7 +53,10 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 	var timeout int64
 	if v := r.URL.Query().Get("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
+		if err == nil && d <= 0 {
+			return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: fmt.Sprintf("%q is not above zero", v), Hint: "e.g. ?timeout=30m"}
+		}
+		if err != nil {
 			return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: fmt.Sprintf("%q is not a duration", v), Hint: "e.g. ?timeout=30m"}
 		}
 		timeout = d.Milliseconds()
@@ -92,4 +95,23 @@ func pingOutcome(action string) (apollo.Status, map[string]any, error) {
 		return apollo.StatusSuccess, extra, nil
 	}
 	return apollo.StatusFailed, extra, nil
+}
+
+// checkPingName says what is wrong with a ping's job name, if anything.
+func checkPingName(name string) error {
+	const hint = "use /ping/<job>[/start|/fail|/<exit code>]"
+	bad := func(msg string) error {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "name", Message: msg, Hint: hint}
+	}
+	switch {
+	case name == "":
+		return bad("missing")
+	case len(name) > apollo.MaxNameBytes:
+		return bad(fmt.Sprintf("%d bytes, over the limit of %d", len(name), apollo.MaxNameBytes))
+	case strings.Contains(name, "@"):
+		return bad("a ping's job name cannot hold @: the server names the job's runs job@...")
+	case strings.Contains(name, "\x00"):
+		return bad("a NUL byte (%00) in the name")
+	}
+	return nil
 }

@@ -354,9 +354,21 @@ func TestPings(t *testing.T) {
 	if !strings.Contains(string(full.History[0].Extra), "disk full") {
 		t.Errorf("body not kept: %s", full.History[0].Extra)
 	}
-	for _, bad := range []string{"/ping/x/256", "/ping/x/later", "/ping/a@b", "/ping/x/start?timeout=soon"} {
-		if st, _ := get(bad); st != 400 {
-			t.Errorf("%s: %d, want 400", bad, st)
+	// Each refusal says what is wrong.
+	for bad, msg := range map[string]string{
+		"/ping/x/256":   "is not start, fail or an exit code 0-255",
+		"/ping/x/later": "is not start, fail or an exit code 0-255",
+		"/ping/a@b":     "cannot hold @",
+		"/ping/a%00b":   "a NUL byte",
+		"/ping/" + strings.Repeat("n", apollo.MaxNameBytes+1): "257 bytes, over the limit of 256",
+		"/ping/x/start?timeout=soon":                          `"soon" is not a duration`,
+		"/ping/x/start?timeout=-5m":                           `"-5m" is not above zero`,
+	} {
+		st, body := get(bad)
+		var ans struct{ Error apollo.Error }
+		json.Unmarshal([]byte(body), &ans)
+		if st != 400 || !strings.Contains(ans.Error.Message, msg) {
+			t.Errorf("%s: %d %s, want 400 and %s", bad, st, body, msg)
 		}
 	}
 }
