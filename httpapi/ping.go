@@ -115,3 +115,23 @@ func checkPingName(name string) error {
 	}
 	return nil
 }
+
+// checkPingPath refuses a ping URL with an empty or dot segment, such as
+// the /ping//0 of a cron line whose job variable was empty. The router
+// would answer it with a redirect to a cleaned path (/ping/0): curl
+// without -L records nothing and exits 0, a client that follows records
+// a run of the wrong job. A 400 says what is wrong instead.
+func checkPingPath(r *http.Request) error {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/ping/")
+	if !ok {
+		return nil
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return &apollo.Error{Code: apollo.EINVALID, Field: "name",
+				Message: fmt.Sprintf("the ping URL %q has an empty or dot segment: is the job name missing?", r.URL.EscapedPath()),
+				Hint:    "use /ping/<job>[/start|/fail|/<exit code>], with the job's name filled in"}
+		}
+	}
+	return nil
+}

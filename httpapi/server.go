@@ -121,7 +121,13 @@ func New(opts Options) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkPingPath(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) now() time.Time { return s.opts.Clock.Now() }
 
