@@ -15,7 +15,7 @@ import (
 	"github.com/apollo-11/apollo/bus"
 )
 
-func newTestServer(t *testing.T, edit func(*bus.Options)) (*httptest.Server, *bus.Bus) {
+func newTestServer(t testing.TB, edit func(*bus.Options)) (*httptest.Server, *bus.Bus) {
 	t.Helper()
 	o := bus.Options{Workers: 1, Logger: discardLogger}
 	if edit != nil {

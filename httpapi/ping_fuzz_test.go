@@ -13,8 +13,7 @@ import (
 // the field at fault; never another status, and never a run it does not
 // name.
 func FuzzPingURL(f *testing.F) {
-	srv, b := newTestServer(&testing.T{}, nil)
-	f.Cleanup(srv.Close)
+	srv, b := newTestServer(f, nil)
 	// As curl in a cron line: redirects are not followed.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	f.Add("backup", "start", "30m")

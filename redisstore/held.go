@@ -6,13 +6,13 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/wake"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -57,33 +57,19 @@ func SaveHeld(ctx context.Context, c redis.UniversalClient, prefix string, h Hel
 // Holder answers alert.Holder from the held jobs the bus process writes:
 // read at Watch, then followed on the channel.
 type Holder struct {
-	held atomic.Pointer[Held]
-
-	mu   sync.Mutex
-	next chan struct{} // closed when the held jobs next change
+	held    atomic.Pointer[Held]
+	changed wake.Wake
 }
 
 // set puts v in force and wakes whoever waits on Changed.
 func (h *Holder) set(v *Held) {
 	h.held.Store(v)
-	h.mu.Lock()
-	if h.next != nil {
-		close(h.next)
-		h.next = nil
-	}
-	h.mu.Unlock()
+	h.changed.Broadcast()
 }
 
 // Changed returns a channel that is closed when the held jobs next
 // change: take it before looking at them, then wait on it.
-func (h *Holder) Changed() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.next == nil {
-		h.next = make(chan struct{})
-	}
-	return h.next
-}
+func (h *Holder) Changed() <-chan struct{} { return h.changed.Next() }
 
 // HeldBy implements alert.Holder.
 func (h *Holder) HeldBy(tenant, job string) []string {

@@ -254,7 +254,7 @@ func (r *fanoutRun) read(conn *websocket.Conn, measure bool) {
 func waitSubscribed(tb testing.TB, hub *Hub, n int) {
 	deadline := time.After(testwait.Timeout(tb))
 	for {
-		woken := hub.progress.wait()
+		woken := hub.progress.Next()
 		hub.mu.Lock()
 		got := 0
 		for c := range hub.clients {

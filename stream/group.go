@@ -153,7 +153,7 @@ func (h *Hub) fanOut(batch []*apollo.Change) {
 	h.touched = touched[:0]
 	h.mu.Unlock()
 	h.stats.changes.Add(uint64(len(batch)))
-	h.progress.broadcast()
+	h.progress.Broadcast()
 }
 
 // flush sends the coalescing groups that are due what changed since their
@@ -323,7 +323,7 @@ func (h *Hub) leaveGroup(c *client) {
 // it needs first: the changes it missed since its cursor when the ring
 // still has them, or else a snapshot.
 func (h *Hub) subscribe(c *client, r request) {
-	defer h.progress.broadcast()
+	defer h.progress.Broadcast()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leaveGroup(c)

@@ -241,7 +241,7 @@ func (e *streamEnv) waitCursor(n uint64) {
 	e.t.Helper()
 	deadline := time.After(testwait.Timeout(e.t))
 	for {
-		ch := e.hub.progress.wait()
+		ch := e.hub.progress.Next()
 		e.hub.mu.Lock()
 		cur := e.hub.cursor
 		e.hub.mu.Unlock()

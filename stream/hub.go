@@ -14,6 +14,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/wake"
 )
 
 // Bus is what the hub needs of the task state: listings, for snapshots.
@@ -188,7 +189,7 @@ type Hub struct {
 
 	sub       ChangeSubscription
 	stats     hubCounters
-	progress  notifier // broadcast after every dispatched batch and subscribe (tests wait on it)
+	progress  wake.Wake // broadcast after every dispatched batch and subscribe (tests wait on it)
 	clientsWG sync.WaitGroup
 
 	life lifecycle.Group // dispatch, tick, report, forwardAlerts
@@ -355,7 +356,7 @@ func (h *Hub) resubscribe() {
 		g.resync(h)
 	}
 	h.mu.Unlock()
-	h.progress.broadcast()
+	h.progress.Broadcast()
 }
 
 // tick flushes coalesced updates and sends heartbeats until Stop.
@@ -412,29 +413,4 @@ func (h *Hub) forwardAlerts(ctx context.Context, c <-chan apollo.Alert, cancel f
 			return
 		}
 	}
-}
-
-// notifier lets tests wait for the dispatcher without sleeping: wait
-// returns a channel closed at the next broadcast.
-type notifier struct {
-	mu sync.Mutex
-	c  chan struct{}
-}
-
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.c == nil {
-		n.c = make(chan struct{})
-	}
-	return n.c
-}
-
-func (n *notifier) broadcast() {
-	n.mu.Lock()
-	if n.c != nil {
-		close(n.c)
-		n.c = nil
-	}
-	n.mu.Unlock()
 }

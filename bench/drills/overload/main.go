@@ -46,9 +46,8 @@ import (
 	"github.com/apollo-11/apollo/bench/internal/harness"
 )
 
-// run is one acknowledged run: every event answered accepted, held or
-// duplicate.
-// run is an acknowledged run (three events), read back after the drill.
+// run is one acknowledged run of three events, each answered accepted,
+// held or duplicate; the drill reads it back at the end.
 type run = harness.Run
 
 // recorder keeps the acknowledged runs of every sender.
