@@ -102,6 +102,42 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyNewRuns: one op is the first change (pending) of a new
+// run of one of 100 jobs whose recent-runs rings are full, as in the
+// replay of a log of new tasks: each run enters its job's ring and the
+// oldest leaves it.
+func BenchmarkApplyNewRuns(b *testing.B) {
+	a, err := metrics.New(metrics.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const jobs = 100
+	ids := make([]string, 1<<20) // far more than the rings keep: a wrapped ID is long gone
+	for i := range ids {
+		ids[i] = "t" + strconv.Itoa(i)
+	}
+	names := make([]string, jobs)
+	for i := range names {
+		names[i] = jobName(i)
+	}
+	ts := time.Now().UnixMilli()
+	var c apollo.Change
+	apply := func(i int) {
+		name := names[i%jobs]
+		c.Record = apollo.Record{Event: apollo.Event{TaskID: ids[i%len(ids)], Name: name, Status: apollo.StatusPending, Ts: ts + int64(i)/jobs}}
+		c.Task = apollo.Task{TaskID: c.Record.TaskID, Name: name, Status: apollo.StatusPending, UpdatedAt: c.Record.Ts}
+		a.Apply(&c)
+	}
+	for i := range jobs * apollo.MaxRecentRuns {
+		apply(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		apply(jobs*apollo.MaxRecentRuns + i)
+	}
+}
+
 const tableNames = 100_000
 
 // BenchmarkTable: a Table of 100 000 jobs, each with a run a minute over

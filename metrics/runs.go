@@ -23,6 +23,14 @@ type jobRuns struct {
 	// ids[i] is a hash of ring[i].TaskID: find compares these first, so
 	// a new run costs a scan of integers, not of strings.
 	ids []uint32
+	// ring and ids are windows of these arrays (len == cap). The oldest
+	// runs leave a full ring at its front, by moving the window on; the
+	// window moves back to the start only when it reaches the end. A
+	// full ring thus takes a new run by moving about two entries, not all
+	// MaxRecentRuns of them (issue 20.4: that memmove was most of what
+	// replaying a pending run cost the metrics).
+	ringArr []apollo.RecentRun
+	idsArr  []uint32
 	// hist counts finished runs with a cost by DurationBuckets (the last
 	// slot: longer), counted and taken out exactly as Summary.CostN is.
 	hist [len(apollo.DurationBuckets) + 1]int64
@@ -100,11 +108,31 @@ func (r *jobRuns) find(id string) int {
 
 // insert puts run at index i, and remove takes out entries [i, j).
 func (r *jobRuns) insert(i int, run apollo.RecentRun) {
+	if n := len(r.ring); n == cap(r.ring) { // the window is at its array's end
+		if free := len(r.ringArr) - n; free < n/2 || n == 0 {
+			// Little room at the front: a larger array, with room for
+			// half as many runs again.
+			r.ringArr = make([]apollo.RecentRun, n+n/2+4)
+			r.idsArr = make([]uint32, len(r.ringArr))
+			copy(r.ringArr, r.ring)
+			copy(r.idsArr, r.ids)
+		} else {
+			copy(r.ringArr, r.ring)
+			copy(r.idsArr, r.ids)
+			clear(r.ringArr[n:]) // let the old task IDs go
+		}
+		r.ring, r.ids = r.ringArr[:n], r.idsArr[:n]
+	}
 	r.ring = slices.Insert(r.ring, i, run)
 	r.ids = slices.Insert(r.ids, i, idHash(run.TaskID))
 }
 
 func (r *jobRuns) remove(i, j int) {
+	if i == 0 {
+		clear(r.ring[:j]) // let the task IDs go
+		r.ring, r.ids = r.ring[j:], r.ids[j:]
+		return
+	}
 	r.ring = slices.Delete(r.ring, i, j)
 	r.ids = slices.Delete(r.ids, i, j)
 }
@@ -219,7 +247,7 @@ func median(xs []int64) int64 {
 
 // bytes estimates the memory the record holds.
 func (r *jobRuns) bytes() int64 {
-	n := int64(cap(r.ring))*runBytes + int64(cap(r.ids))*4
+	n := int64(cap(r.ringArr))*runBytes + int64(cap(r.idsArr))*4
 	for i := range r.ring {
 		n += int64(len(r.ring[i].TaskID))
 	}

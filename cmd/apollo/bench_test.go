@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -125,16 +126,20 @@ func benchIngest(b *testing.B, fsync string, batch int) {
 // server's start does. One op is one whole recovery; events/s is the
 // replay rate (at least a million a second: docs/architecture.md,
 // "Numbers we hold ourselves to").
+// recoveryEvents sizes BenchmarkServerRecovery's log: the default keeps a
+// run short; -recovery.events 1000000 is the million-event log.
+var recoveryEvents = flag.Int("recovery.events", 200_000, "events in BenchmarkServerRecovery's log")
+
 func BenchmarkServerRecovery(b *testing.B) {
 	for _, mix := range []string{"pending", "lifecycle"} {
 		b.Run(mix, func(b *testing.B) {
 			cfg := config.Default()
 			cfg.Data, cfg.Listen, cfg.Fsync = b.TempDir(), "127.0.0.1:0", "off"
 			cfg.Limits.IngestPerSec, cfg.Limits.Tasks = 0, 10_000_000
-			const n = 200_000 // events in the log
+			n := *recoveryEvents
 			writeLog(b, cfg, n, mix)
 			for _, mode := range []string{"seq", "par"} {
-				b.Run(mode, func(b *testing.B) { benchRecover(b, cfg, n, mode == "seq") })
+				b.Run(mode, func(b *testing.B) { benchRecover(b, cfg, int64(n), mode == "seq") })
 			}
 		})
 	}
@@ -183,7 +188,7 @@ func writeLog(b *testing.B, cfg config.Config, n int, mix string) {
 	for i := 0; i < n; i += 1000 {
 		var buf bytes.Buffer
 		buf.WriteByte('[')
-		for j := i; j < i+1000; j++ {
+		for j := i; j < min(i+1000, n); j++ {
 			if j > i {
 				buf.WriteByte(',')
 			}
