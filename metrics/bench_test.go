@@ -105,7 +105,8 @@ func BenchmarkApply(b *testing.B) {
 // BenchmarkApplyNewRuns: one op is the first change (pending) of a new
 // run of one of 100 jobs whose recent-runs rings are full, as in the
 // replay of a log of new tasks: each run enters its job's ring and the
-// oldest leaves it.
+// oldest leaves it. Runs come in batches of 1 000 reported in the same
+// millisecond, so the ring tells them apart by task ID.
 func BenchmarkApplyNewRuns(b *testing.B) {
 	a, err := metrics.New(metrics.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -114,7 +115,7 @@ func BenchmarkApplyNewRuns(b *testing.B) {
 	const jobs = 100
 	ids := make([]string, 1<<20) // far more than the rings keep: a wrapped ID is long gone
 	for i := range ids {
-		ids[i] = "t" + strconv.Itoa(i)
+		ids[i] = fmt.Sprintf("run-%08d", i)
 	}
 	names := make([]string, jobs)
 	for i := range names {
@@ -124,7 +125,7 @@ func BenchmarkApplyNewRuns(b *testing.B) {
 	var c apollo.Change
 	apply := func(i int) {
 		name := names[i%jobs]
-		c.Record = apollo.Record{Event: apollo.Event{TaskID: ids[i%len(ids)], Name: name, Status: apollo.StatusPending, Ts: ts + int64(i)/jobs}}
+		c.Record = apollo.Record{Event: apollo.Event{TaskID: ids[i%len(ids)], Name: name, Status: apollo.StatusPending, Ts: ts + int64(i)/1000}}
 		c.Task = apollo.Task{TaskID: c.Record.TaskID, Name: name, Status: apollo.StatusPending, UpdatedAt: c.Record.Ts}
 		a.Apply(&c)
 	}
