@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -106,13 +107,12 @@ func BenchmarkApply(b *testing.B) {
 // run of one of 100 jobs whose recent-runs rings are full, as in the
 // replay of a log of new tasks: each run enters its job's ring and the
 // oldest leaves it. Runs come in batches of 1 000 reported in the same
-// millisecond, so the ring tells them apart by task ID.
+// millisecond, so the ring tells them apart by task ID. "newest": each
+// run is the newest of its job; "interleaved": runs come shuffled within
+// windows of 512, as when a Replayer's workers decide a log's tasks in
+// parallel, so most go a few places before the end.
 func BenchmarkApplyNewRuns(b *testing.B) {
-	a, err := metrics.New(metrics.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	const jobs = 100
+	const jobs, window = 100, 512
 	ids := make([]string, 1<<20) // far more than the rings keep: a wrapped ID is long gone
 	for i := range ids {
 		ids[i] = fmt.Sprintf("run-%08d", i)
@@ -121,21 +121,33 @@ func BenchmarkApplyNewRuns(b *testing.B) {
 	for i := range names {
 		names[i] = jobName(i)
 	}
-	ts := time.Now().UnixMilli()
-	var c apollo.Change
-	apply := func(i int) {
-		name := names[i%jobs]
-		c.Record = apollo.Record{Event: apollo.Event{TaskID: ids[i%len(ids)], Name: name, Status: apollo.StatusPending, Ts: ts + int64(i)/1000}}
-		c.Task = apollo.Task{TaskID: c.Record.TaskID, Name: name, Status: apollo.StatusPending, UpdatedAt: c.Record.Ts}
-		a.Apply(&c)
-	}
-	for i := range jobs * apollo.MaxRecentRuns {
-		apply(i)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		apply(jobs*apollo.MaxRecentRuns + i)
+	shuffled := rand.New(rand.NewPCG(1, 2)).Perm(window)
+	for _, order := range []string{"newest", "interleaved"} {
+		b.Run("order="+order, func(b *testing.B) {
+			a, err := metrics.New(metrics.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := time.Now().UnixMilli()
+			var c apollo.Change
+			apply := func(i int) {
+				if order == "interleaved" {
+					i = i - i%window + shuffled[i%window]
+				}
+				name := names[i%jobs]
+				c.Record = apollo.Record{Event: apollo.Event{TaskID: ids[i%len(ids)], Name: name, Status: apollo.StatusPending, Ts: ts + int64(i)/1000}}
+				c.Task = apollo.Task{TaskID: c.Record.TaskID, Name: name, Status: apollo.StatusPending, UpdatedAt: c.Record.Ts}
+				a.Apply(&c)
+			}
+			for i := range jobs * apollo.MaxRecentRuns {
+				apply(i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				apply(jobs*apollo.MaxRecentRuns + i)
+			}
+		})
 	}
 }
 
