@@ -82,7 +82,7 @@ func main() {
 	bin, err := harness.Build(ctx, "..", tmp)
 	check(err)
 	load0 := harness.LoadAvg()
-	var rates, secs, ups, rss, cpuRates []float64
+	var rates, secs, ups, rss, cpuRates, faults []float64
 	var replayed float64
 	for rep := range *repeat {
 		r, err := recovery(bin, *events)
@@ -94,6 +94,7 @@ func main() {
 		ups = append(ups, r.up.Seconds())
 		rss = append(rss, float64(r.rss))
 		cpuRates = append(cpuRates, r.events/r.cpu)
+		faults = append(faults, float64(r.faults)/r.events)
 		replayed = r.events
 	}
 	rm, rlo, rhi := harness.Median(rates)
@@ -101,6 +102,7 @@ func main() {
 	um, ulo, uhi := harness.Median(ups)
 	mm, mlo, mhi := harness.Median(rss)
 	cm, clo, chi := harness.Median(cpuRates)
+	fm, flo, fhi := harness.Median(faults)
 	fmt.Fprintf(&out, "\n**(b) Recovery.** The real binary, `--fsync off`, `snapshot_every: 24h`, `snapshot_events: 0` (no periodic snapshot in the run): "+
 		"%d events (one pending event for each of %d tasks) posted over HTTP, SIGKILL (no final snapshot, so recovery "+
 		"replays the whole log), restart on the same data directory. Replay figures from `apollo_recovery_events` and "+
@@ -111,6 +113,7 @@ func main() {
 	fmt.Fprintf(&out, "| replay, events/s | %.0f | %.0f–%.0f |\n", rm, rlo, rhi)
 	fmt.Fprintf(&out, "| replay, seconds per million events | %.3f | %.3f–%.3f |\n", sm, slo, shi)
 	fmt.Fprintf(&out, "| replay, events per CPU-second of the server (all its threads, start-up included) | %.0f | %.0f–%.0f |\n", cm, clo, chi)
+	fmt.Fprintf(&out, "| minor page faults per replayed event (start-up included; 4 KiB pages touched for the first time) | %.3f | %.3f–%.3f |\n", fm, flo, fhi)
 	fmt.Fprintf(&out, "| restart → \"is up\", seconds | %.3f | %.3f–%.3f |\n", um, ulo, uhi)
 	fmt.Fprintf(&out, "| RSS after recovery | %s | %s–%s |\n", harness.MiB(int64(mm)), harness.MiB(int64(mlo)), harness.MiB(int64(mhi)))
 	verdict = "met"
@@ -123,9 +126,11 @@ func main() {
 			"(load average %s before, %s after). Replay is spread over the cores by task (bus.Replayer; "+
 			"`go test -run '^$' -bench ServerRecovery ./cmd/apollo` compares it with one goroutine), and reading and decoding "+
 			"the log is a few %% of it; what is left is deciding each record — a new task, its state machine, history and "+
-			"deadlines, the metrics — at about 5 allocations and 1.2 KB per event, and the collections that follow. "+
-			"Reaching the target on 2 cores needs that cost down about 3×: fewer allocations per change (the Change carries "+
-			"a whole copy of the previous task) and task records allocated in slabs.\n", cm, load0, harness.LoadAvg())
+			"deadlines, the metrics — and building the state itself: the tasks' memory is touched for the first time, "+
+			"%.2f page faults per event here, each a trip into the kernel (on the virtual machine of docs/benchmarks.md, "+
+			"\"Issue 20 on a quiet machine\", perf put 16%% of the replay in the page-fault path). Reaching the target "+
+			"on 2 cores needs the CPU per record about halved: fewer bytes per task (fewer pages to touch), task records "+
+			"allocated in slabs, fewer hash-map misses per new task.\n", cm, load0, harness.LoadAvg(), fm)
 	}
 	fmt.Print(out.String())
 }
@@ -193,23 +198,7 @@ type recovered struct {
 	up              time.Duration
 	rss             int64
 	cpu             float64 // the restarted server's CPU seconds (user+system) when it was up
-}
-
-// cpuSeconds is the user+system CPU time of a process so far, from
-// /proc/PID/stat (in clock ticks of 1/100 s on Linux).
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // after the command name: field 3 onwards
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64) // field 14
-	st, _ := strconv.ParseFloat(f[12], 64) // field 15
-	return (ut + st) / 100, nil
+	faults          int64   // its minor page faults by then
 }
 
 const scaleConfig = "snapshot_every: 24h\nsnapshot_events: 0\nlimits:\n  ingest_per_second: 0\n  tasks: 4000000\n"
@@ -240,7 +229,12 @@ func recovery(bin string, n int) (recovered, error) {
 		return r, err
 	}
 	r.events, r.seconds = m["apollo_recovery_events"], m["apollo_recovery_seconds"]
-	if r.cpu, err = cpuSeconds(p2.PID()); err != nil {
+	cpu, err := harness.CPUTime(p2.PID())
+	if err != nil {
+		return r, err
+	}
+	r.cpu = cpu.Seconds()
+	if r.faults, err = harness.MinorFaults(p2.PID()); err != nil {
 		return r, err
 	}
 	if r.events < float64(n) {
