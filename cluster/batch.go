@@ -12,16 +12,14 @@ import (
 // batch from an agent's single event by its first byte.
 const batchMagic = "\x00AB1"
 
-// appendBatchEvent appends one event to a batch payload: the fields the
-// owner reads, each a uvarint length and bytes or a zigzag varint; the
-// status by its wire name. The
-// tenant is not in it (the subject holds it). JSON both ways cost a node
+// appendBatchEvent appends one event to a batch payload, which starts with
+// batchMagic: the fields the owner reads, each a uvarint length and bytes
+// or a zigzag varint; the status by its wire name. The tenant is not in it
+// (the subject holds it). Events encoded alone can be joined into one
+// batch (ingest.go coalesces requests so). JSON both ways cost a node
 // as much CPU per event as the single server's whole path (profile in
 // docs/benchmarks.md); this costs a few dozen nanoseconds.
 func appendBatchEvent(b []byte, ev *apollo.Event) []byte {
-	if len(b) == 0 {
-		b = append(b, batchMagic...)
-	}
 	b = appendString(b, ev.TaskID)
 	b = appendString(b, ev.Name)
 	b = binary.AppendVarint(b, ev.Sequence)

@@ -10,7 +10,7 @@ import (
 )
 
 func batchOf(evs ...apollo.Event) []byte {
-	var b []byte
+	b := []byte(batchMagic)
 	for i := range evs {
 		b = appendBatchEvent(b, &evs[i])
 	}

@@ -2,10 +2,11 @@
 // scale-out mode, docs/scale-out.md).
 //
 // Events are partitioned by task: partition = FNV-1a(taskID) mod N. Any
-// node takes events over HTTP and publishes the events of a request bound
-// for one stream subject, apollo.events.<tenant>.<partition>, as one
-// message (a batch); it answers "accepted" once JetStream has stored the
-// batch holding the event. Each partition is owned by one node at a
+// node takes events over HTTP and publishes the events bound for one
+// stream subject, apollo.events.<tenant>.<partition>, in batches: one
+// message in flight per subject, the events of the requests that came
+// meanwhile together in the next (a group commit); it answers "accepted"
+// once JetStream has stored the batch holding the event. Each partition is owned by one node at a
 // time, under a lease in a JetStream key-value bucket. The owner applies the
 // partition's events, in stream order, to a bus.Bus of its own whose log is
 // a JetStream subject (apollo.log.<partition>): every decision the bus

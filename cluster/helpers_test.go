@@ -132,10 +132,20 @@ func (c *testCluster) options(id string, nc *nats.Conn) Options {
 
 // start starts a node and its HTTP API.
 func (c *testCluster) start(id string) *testNode {
+	c.t.Helper()
+	return c.startWith(id, nil)
+}
+
+// startWith starts a node with options changed by edit.
+func (c *testCluster) startWith(id string, edit func(*Options)) *testNode {
 	t := c.t
 	t.Helper()
 	nc := connect(t, c.srv)
-	n, err := New(c.options(id, nc))
+	opts := c.options(id, nc)
+	if edit != nil {
+		edit(&opts)
+	}
+	n, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

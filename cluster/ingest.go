@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,18 +23,31 @@ const maxEventBatch = 256 << 10
 
 // Publish stores the events in the events stream and answers each:
 // accepted once JetStream acknowledged the message holding it, duplicate
-// when JetStream already had that message (the same events resent within
-// the duplicate window), rejected when it is invalid, retry_later when
-// JetStream refused or did not answer in time. Whether an event is a late
-// duplicate or an illegal transition is decided by the partition's owner
-// afterwards and shows in its stats, not here.
+// when JetStream already had that message, rejected when it is invalid,
+// retry_later when JetStream refused or did not answer in time. Whether an
+// event is a late duplicate or an illegal transition is decided by the
+// partition's owner afterwards and shows in its stats, not here.
 //
-// The events of one tenant and partition go as one message (a batch,
-// batch.go, in the request's order), published without waiting; the answer
-// waits once for every message's acknowledgement. Storing, acknowledging
-// and delivering a message costs JetStream about as much as the whole
-// single-server path costs per event, so one message per event made the
-// mode several times dearer per event (docs/benchmarks.md).
+// The events go to the events stream in batches (batch.go), one message
+// per subject (tenant and partition) at a time: a group commit. A request
+// queues its events for each subject (in its order) behind the events of
+// the requests that came before; while the subject's last message is not
+// acknowledged they wait, and when it is, or at once if nothing was in
+// flight, everything queued for the subject goes as one message (up to
+// maxEventBatch). Each request then waits for the acknowledgements of the
+// messages holding its events. Storing, acknowledging and delivering a
+// message costs JetStream about as much as the single server's whole path
+// costs per event, and with requests of tens of events spread over the
+// partitions a message per request and subject held a handful of events:
+// concurrent requests share messages instead (docs/benchmarks.md). Order
+// holds: a subject's queue is sent in order, one message at a time, on
+// one connection, so a request's events for a subject are stored in its
+// order and after those of any request queued before it.
+//
+// Nothing here runs on a goroutine of its own: JetStream's answers arrive
+// through the handlers of the node's events publisher (published), which
+// only record them; the next message of a subject is sent by a request
+// waiting for it, or by the next request to come.
 func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error {
 	if len(out) < len(evs) {
 		panic("cluster: Publish needs one Outcome per event")
@@ -44,52 +60,91 @@ func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcom
 		return nil
 	default:
 	}
-	batches := n.batchEvents(evs, out)
-	for i := range batches {
-		b := &batches[i]
-		if b.fut, b.err = n.js.PublishMsgAsync(b.msg(evs), jetstream.WithExpectStream(EventsStream)); b.err != nil {
-			b.answer(out, retryLater(b.err))
+	parts := n.partsOf(evs, out)
+	defer n.releaseQueues(parts)
+	for _, pt := range parts {
+		q := pt.q
+		q.mu.Lock()
+		q.queue = append(q.queue, pt)
+		n.sendLocked(q)
+		queued := pt.fl == nil
+		q.mu.Unlock()
+		if queued && n.opts.testQueuedHook != nil {
+			n.opts.testQueuedHook()
 		}
 	}
 	timer := n.opts.Clock.NewTimer(n.opts.PublishTimeout)
 	defer timer.Stop()
-	for i := range batches {
-		b := &batches[i]
-		if b.fut == nil {
-			continue
-		}
-		select {
-		case ack := <-b.fut.Ok():
-			b.acked(out, ack)
-		case err := <-b.fut.Err():
-			b.answer(out, retryLater(err))
-		case <-timer.C():
-			expire(batches[i:], out)
-			return nil
-		case <-ctx.Done():
-			expire(batches[i:], out)
+	for i, pt := range parts {
+		if !n.await(ctx, timer.C(), pt) {
+			n.abandon(parts[i:], out)
 			return nil
 		}
+		pt.answer(out, pt.fl.outcome())
 	}
 	return nil
 }
 
-// eventBatch is the events of one request bound for one subject, as one
-// message.
-type eventBatch struct {
+// subjectQueue is the group commit of one subject: the message in flight
+// and the requests' parts waiting for the next one. Node.queues holds it
+// while some request uses it.
+type subjectQueue struct {
 	subject string
-	idx     []int  // indexes into the request's events, in order
-	data    []byte // the batch (batch.go)
-	fut     jetstream.PubAckFuture
-	err     error
+	users   int // parts of requests holding it; under Node.queuesMu
+
+	mu     sync.Mutex
+	flying *flight // the last message sent; when done, the next may go
+	queue  []*part // parts waiting for a message, in arrival order
 }
 
-// batchEvents validates and encodes the events, answering the invalid
-// ones in out, and groups the rest by subject (tenant and partition), in
-// the request's order within each group.
-func (n *Node) batchEvents(evs []apollo.Event, out []bus.Outcome) []eventBatch {
-	var batches []eventBatch
-	open := map[string]int{} // subject → its batch still taking events
+// part is the events of one request bound for one subject.
+type part struct {
+	q    *subjectQueue
+	idx  []int   // indexes into the request's events, in order
+	data []byte  // the events, as in a batch after its magic (batch.go)
+	ids  []byte  // the events' message IDs, each followed by '\n'
+	fl   *flight // the message holding it, once sent; under q.mu
+}
+
+// flight is one message sent to the events stream.
+type flight struct {
+	done chan struct{} // closed once ack or err is set
+	ack  *jetstream.PubAck
+	err  error
+}
+
+func (f *flight) finish(ack *jetstream.PubAck, err error) {
+	f.ack, f.err = ack, err
+	close(f.done)
+}
+
+func (f *flight) isDone() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// outcome is the answer for the events of a message that is done.
+func (f *flight) outcome() bus.Outcome {
+	switch {
+	case f.err != nil:
+		return retryLater(f.err)
+	case f.ack.Duplicate:
+		return bus.Outcome{Result: bus.Duplicate}
+	}
+	return bus.Outcome{Result: bus.Accepted}
+}
+
+// partsOf validates the events, answering the invalid ones in out, and
+// groups the rest by subject, in the request's order within each group; a
+// group over maxEventBatch is cut into several parts.
+func (n *Node) partsOf(evs []apollo.Event, out []bus.Outcome) []*part {
+	var parts []*part
+	open := map[string]*part{} // subject → its part still taking events
+	tokens := map[string]string{}
 	for i := range evs {
 		ev := &evs[i]
 		if err := ev.Validate(); err != nil {
@@ -97,78 +152,215 @@ func (n *Node) batchEvents(evs []apollo.Event, out []bus.Outcome) []eventBatch {
 			continue
 		}
 		subj := EventSubject(ev.Tenant, Partition(ev.TaskID, n.opts.Partitions))
-		k, ok := open[subj]
-		if ok && len(batches[k].data) > maxEventBatch {
-			ok = false
+		pt := open[subj]
+		if pt == nil || len(pt.data) > maxEventBatch {
+			pt = &part{q: n.queueFor(subj)}
+			open[subj] = pt
+			parts = append(parts, pt)
 		}
-		if !ok {
-			k = len(batches)
-			open[subj] = k
-			batches = append(batches, eventBatch{subject: subj})
+		pt.idx = append(pt.idx, i)
+		pt.data = appendBatchEvent(pt.data, ev)
+		tok, ok := tokens[ev.Tenant]
+		if !ok && ev.Tenant != "" {
+			tok = TenantToken(ev.Tenant)
+			tokens[ev.Tenant] = tok
 		}
-		b := &batches[k]
-		b.idx = append(b.idx, i)
-		b.data = appendBatchEvent(b.data, ev)
+		pt.ids = appendMsgID(pt.ids, tok, ev.TaskID, ev.Sequence)
+		pt.ids = append(pt.ids, '\n')
 	}
-	return batches
+	return parts
 }
 
-// msg is the batch's message. A batch of one event has the event's own
-// message ID, as an agent's event has. A larger batch's ID is a digest of
-// its events' IDs: a request resent whole is a duplicate, as each of its
-// events would have been; events resent in another grouping are stored
-// again, and the owner drops them as the late duplicates they are.
-func (b *eventBatch) msg(evs []apollo.Event) *nats.Msg {
-	m := &nats.Msg{Subject: b.subject, Data: b.data, Header: nats.Header{}}
-	if len(b.idx) == 1 {
-		ev := &evs[b.idx[0]]
-		m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.Tenant, ev.TaskID, ev.Sequence))
+// appendMsgID appends MsgID's form of an event's ID; tok is the tenant's
+// token, or "" without a tenant.
+func appendMsgID(b []byte, tok, taskID string, seq int64) []byte {
+	if tok != "" {
+		b = append(b, tok...)
+		b = append(b, '/')
+	}
+	b = append(b, taskID...)
+	b = append(b, ':')
+	return strconv.AppendInt(b, seq, 10)
+}
+
+// queueFor returns the subject's queue, counting the caller as its user.
+func (n *Node) queueFor(subj string) *subjectQueue {
+	n.queuesMu.Lock()
+	defer n.queuesMu.Unlock()
+	q := n.queues[subj]
+	if q == nil {
+		q = &subjectQueue{subject: subj}
+		n.queues[subj] = q
+	}
+	q.users++
+	return q
+}
+
+// releaseQueues forgets a subject's queue once no request uses it, so that
+// the map does not keep every tenant's subjects. Its last message may
+// still be in flight (its requests gave up waiting); the next request then
+// sends at once, after it on the same connection, so order holds.
+func (n *Node) releaseQueues(parts []*part) {
+	n.queuesMu.Lock()
+	defer n.queuesMu.Unlock()
+	for _, pt := range parts {
+		q := pt.q
+		if q.users--; q.users == 0 && n.queues[q.subject] == q {
+			delete(n.queues, q.subject)
+		}
+	}
+}
+
+// sendLocked sends what is queued, as one message up to maxEventBatch at a
+// time, while the subject has no message in flight. q.mu is held: the
+// queue's order is the order of the messages on the connection.
+func (n *Node) sendLocked(q *subjectQueue) {
+	for len(q.queue) > 0 && (q.flying == nil || q.flying.isDone()) {
+		k, size := 1, len(q.queue[0].data)
+		for k < len(q.queue) && size+len(q.queue[k].data) <= maxEventBatch {
+			size += len(q.queue[k].data)
+			k++
+		}
+		fl := &flight{done: make(chan struct{})}
+		m := batchMsg(q.subject, q.queue[:k], size)
+		for _, pt := range q.queue[:k] {
+			pt.fl = fl
+		}
+		clear(q.queue[:k])
+		q.queue = q.queue[k:]
+		if len(q.queue) == 0 {
+			q.queue = nil
+		}
+		q.flying = fl
+		n.flightsMu.Lock()
+		n.flights[m] = fl
+		n.flightsMu.Unlock()
+		if _, err := n.ejs.PublishMsgAsync(m, jetstream.WithExpectStream(EventsStream)); err != nil {
+			n.flightsMu.Lock()
+			delete(n.flights, m)
+			n.flightsMu.Unlock()
+			fl.finish(nil, err)
+		}
+	}
+}
+
+// batchMsg is the message of the queued parts. A message of one event has
+// the event's own message ID, as an agent's event has. A larger message's
+// ID is a digest of its events' IDs: a request sent alone, and resent
+// alone, is a duplicate, as each of its events would have been. Events
+// resent in another grouping, which coalescing makes common (a resent
+// request shares a message with whatever else was queued, or not), are
+// stored again and answered accepted; the owner drops them as the late
+// duplicates they are (bus: a sequence not above the task's last).
+func batchMsg(subject string, parts []*part, size int) *nats.Msg {
+	data := make([]byte, 0, len(batchMagic)+size)
+	data = append(data, batchMagic...)
+	for _, pt := range parts {
+		data = append(data, pt.data...)
+	}
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	if len(parts) == 1 && len(parts[0].idx) == 1 {
+		ids := parts[0].ids
+		m.Header.Set(jetstream.MsgIDHeader, string(ids[:len(ids)-1]))
 		return m
 	}
 	h := sha256.New()
-	for _, i := range b.idx {
-		ev := &evs[i]
-		h.Write([]byte(MsgID(ev.Tenant, ev.TaskID, ev.Sequence)))
-		h.Write([]byte{'\n'})
+	for _, pt := range parts {
+		h.Write(pt.ids)
 	}
 	m.Header.Set(jetstream.MsgIDHeader, "batch:"+hex.EncodeToString(h.Sum(nil)))
 	return m
 }
 
-func (b *eventBatch) answer(out []bus.Outcome, o bus.Outcome) {
-	for _, i := range b.idx {
-		out[i] = o
+// published hears JetStream's answer to a message of the events stream:
+// its acknowledgement, or an error (refused, no stream, the connection
+// lost, no answer within PublishTimeout). It runs on the publisher's
+// goroutine, sometimes under its lock: it only records the answer; the
+// waiting requests send what comes next.
+func (n *Node) published(m *nats.Msg, ack *jetstream.PubAck, err error) {
+	if n.opts.testAckHook != nil {
+		n.opts.testAckHook()
+	}
+	n.flightsMu.Lock()
+	fl := n.flights[m]
+	delete(n.flights, m)
+	n.flightsMu.Unlock()
+	if fl != nil {
+		fl.finish(ack, err)
 	}
 }
 
-func (b *eventBatch) acked(out []bus.Outcome, ack *jetstream.PubAck) {
-	if ack.Duplicate {
-		b.answer(out, bus.Outcome{Result: bus.Duplicate})
-		return
+// await waits until pt's message is answered, sending the subject's queue
+// when its turn comes; false when the request's time ran out first.
+func (n *Node) await(ctx context.Context, expired <-chan time.Time, pt *part) bool {
+	q := pt.q
+	for {
+		q.mu.Lock()
+		if pt.fl == nil {
+			// The message ahead may be answered with none of its
+			// senders left to send the queue.
+			n.sendLocked(q)
+		}
+		fl := pt.fl
+		wait := q.flying.done // pt is queued: sendLocked left a message in flight
+		if fl != nil {
+			wait = fl.done
+		}
+		q.mu.Unlock()
+		select {
+		case <-wait:
+			if fl != nil {
+				return true
+			}
+		case <-expired:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
-	b.answer(out, bus.Outcome{Result: bus.Accepted})
 }
 
-// expire answers the batches still waiting: accepted if the ack is in,
-// retry_later otherwise.
-func expire(batches []eventBatch, out []bus.Outcome) {
-	for i := range batches {
-		b := &batches[i]
-		if b.fut == nil {
+// abandon answers the parts of a request whose time ran out: from the ack
+// if it is in, retry_later otherwise. A part not sent yet leaves the queue
+// (its events are not stored).
+func (n *Node) abandon(parts []*part, out []bus.Outcome) {
+	late := retryLater(context.DeadlineExceeded)
+	for _, pt := range parts {
+		q := pt.q
+		q.mu.Lock()
+		fl := pt.fl
+		if fl == nil {
+			q.queue = deletePart(q.queue, pt)
+		}
+		q.mu.Unlock()
+		if fl != nil && fl.isDone() {
+			pt.answer(out, fl.outcome())
 			continue
 		}
-		select {
-		case ack := <-b.fut.Ok():
-			b.acked(out, ack)
-		default:
-			b.answer(out, retryLater(context.DeadlineExceeded))
+		pt.answer(out, late)
+	}
+}
+
+func deletePart(queue []*part, pt *part) []*part {
+	for i, x := range queue {
+		if x == pt {
+			copy(queue[i:], queue[i+1:])
+			queue[len(queue)-1] = nil
+			return queue[:len(queue)-1]
 		}
+	}
+	return queue
+}
+
+func (pt *part) answer(out []bus.Outcome, o bus.Outcome) {
+	for _, i := range pt.idx {
+		out[i] = o
 	}
 }
 
 func retryLater(err error) bus.Outcome {
 	msg := "JetStream did not store the event"
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
 		msg = "JetStream did not answer in time"
 	}
 	return bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: msg, Hint: "resend this event later"}}

@@ -26,6 +26,7 @@ type Node struct {
 	log  *slog.Logger
 
 	js     jetstream.JetStream
+	ejs    jetstream.JetStream // publishes events (ingest.go): its answers go to published
 	events jetstream.Stream
 	logs   jetstream.Stream
 	kv     jetstream.KeyValue
@@ -37,6 +38,11 @@ type Node struct {
 	owned   map[int]*partition // serving
 	leases  map[int]*lease     // held, serving or being rebuilt
 	rpcSubs []*nats.Subscription
+
+	queuesMu  sync.Mutex
+	queues    map[string]*subjectQueue // subject → the group commit of requests using it
+	flightsMu sync.Mutex
+	flights   map[*nats.Msg]*flight // events messages sent and not answered
 
 	viewMu sync.Mutex
 	view   map[string]time.Time // lease-bucket keys, when last seen written (watch)
@@ -73,14 +79,27 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{
 		opts: opts, log: opts.Logger.With("component", "cluster", "node", opts.NodeID), js: js,
-		fan:    newFanIn(opts.Conn),
-		owned:  map[int]*partition{},
-		leases: map[int]*lease{},
-		view:   map[string]time.Time{},
-		kickc:  make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		ready:  make(chan struct{}),
-		life:   lifecycle.Group{Name: "cluster"},
+		fan:     newFanIn(opts.Conn),
+		owned:   map[int]*partition{},
+		leases:  map[int]*lease{},
+		view:    map[string]time.Time{},
+		queues:  map[string]*subjectQueue{},
+		flights: map[*nats.Msg]*flight{},
+		kickc:   make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		ready:   make(chan struct{}),
+		life:    lifecycle.Group{Name: "cluster"},
+	}
+	// Every message sent to the events stream is answered through these
+	// handlers, within PublishTimeout at most (the timeout, a lost
+	// connection and a refusal are answers too): a subject's next message
+	// waits for the last one's answer (ingest.go).
+	n.ejs, err = jetstream.New(opts.Conn, jetstream.WithPublishAsyncMaxPending(8192),
+		jetstream.WithPublishAsyncTimeout(opts.PublishTimeout),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) { n.published(m, ack, nil) }),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { n.published(m, nil, err) }))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.warns = loglimit.New(time.Second)
 	n.ctx, n.cancel = context.WithCancel(context.Background())

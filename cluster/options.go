@@ -90,6 +90,12 @@ type Options struct {
 	// testHook, set by tests, hears "taken", "dropped" and "released"
 	// with the partition.
 	testHook func(event string, p int)
+	// testAckHook, set by tests, runs before the node records JetStream's
+	// answer to an events message; it may block to hold the answers back.
+	testAckHook func()
+	// testQueuedHook, set by tests, hears that a request's events for a
+	// subject wait for the message in flight (ingest.go).
+	testQueuedHook func()
 }
 
 func (o *Options) setDefaults() {
