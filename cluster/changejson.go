@@ -7,18 +7,22 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// marshalChange is json.Marshal(c), byte for byte, without reflection for
-// the common change: every string plain ASCII needing no escape, no extra,
-// statuses and kinds valid. Anything else goes through json.Marshal.
-// Encoding each applied change by reflection was a tenth of a node's CPU
-// (docs/benchmarks.md). TestMarshalChangeMatchesJSON and FuzzMarshalChange
+// appendChangeJSON appends json.Marshal(c) to b, byte for byte, without
+// reflection or allocation for the common change: every string plain ASCII
+// needing no escape, no extra, statuses and kinds valid. Anything else goes
+// through json.Marshal. Encoding each applied change by reflection was a
+// tenth of a node's CPU (docs/benchmarks.md), and a fresh buffer per change
+// most of what was left. TestMarshalChangeMatchesJSON and FuzzMarshalChange
 // hold it to json.Marshal; TestChangeFieldsKnown fails when a field is
-// added to the types it writes.
-func marshalChange(c *apollo.Change) ([]byte, error) {
+// added to the types it writes. On an error b is returned as it was.
+func appendChangeJSON(b []byte, c *apollo.Change) ([]byte, error) {
 	if !plainChange(c) {
-		return json.Marshal(c)
+		js, err := json.Marshal(c)
+		if err != nil {
+			return b, err
+		}
+		return append(b, js...), nil
 	}
-	b := make([]byte, 0, 640)
 	b = append(b, `{"Record":`...)
 	b = appendRecordJSON(b, &c.Record)
 	b = append(b, `,"Prev":`...)

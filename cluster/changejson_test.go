@@ -12,11 +12,16 @@ import (
 func checkMarshalChange(t testing.TB, c *apollo.Change) {
 	t.Helper()
 	want, werr := json.Marshal(c)
-	got, err := marshalChange(c)
+	// It appends: what the buffer held stays, on an error too.
+	const before = "held"
+	got, err := appendChangeJSON([]byte(before), c)
 	if (err != nil) != (werr != nil) {
 		t.Fatalf("error %v, json.Marshal's %v", err, werr)
 	}
-	if !bytes.Equal(got, want) {
+	if !bytes.HasPrefix(got, []byte(before)) {
+		t.Fatalf("what the buffer held was lost: %q", got)
+	}
+	if got = got[len(before):]; !bytes.Equal(got, want) {
 		t.Fatalf("wrote\n%s\njson.Marshal writes\n%s", got, want)
 	}
 }

@@ -30,6 +30,7 @@ type changePublisher struct {
 	mu      sync.Mutex
 	pending []changeBatch // oldest first
 	free    [][]byte      // published batches' buffers, for reuse
+	scratch []byte        // the change being encoded
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -63,12 +64,18 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	if cp.closed.Load() {
 		return
 	}
-	data, err := marshalChange(c)
-	if err != nil {
-		return
-	}
 	subj := changeSubject(c.Task.Tenant, cp.p)
 	cp.mu.Lock()
+	// Encoded into a buffer kept for the next change: its length goes
+	// before it, and which batch takes it depends on its size.
+	data, err := appendChangeJSON(cp.scratch[:0], c)
+	if cap(data) <= maxChangeBatch {
+		cp.scratch = data[:0]
+	}
+	if err != nil {
+		cp.mu.Unlock()
+		return
+	}
 	n := len(cp.pending)
 	if n == 0 || cp.pending[n-1].subject != subj || len(cp.pending[n-1].data)+len(data) > maxChangeBatch {
 		var buf []byte
