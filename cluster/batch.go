@@ -38,7 +38,7 @@ func appendString(b []byte, s string) []byte {
 
 // isBatch says whether an events-stream payload is a node's batch.
 func isBatch(data []byte) bool {
-	return len(data) >= len(batchMagic) && string(data[:len(batchMagic)]) == batchMagic
+	return hasMagic(data, batchMagic)
 }
 
 // decodeBatch calls fn for each event of a batch payload. It is the
@@ -49,7 +49,7 @@ func decodeBatch(data []byte, fn func(ev apollo.Event)) error {
 	if !isBatch(data) {
 		return fmt.Errorf("cluster: not an event batch (it must start with %q)", batchMagic)
 	}
-	r := batchReader{data: data[len(batchMagic):], size: len(data)}
+	r := batchReader{what: "event batch", data: data[len(batchMagic):], size: len(data)}
 	for len(r.data) > 0 {
 		var ev apollo.Event
 		ev.TaskID = r.str()
@@ -75,7 +75,9 @@ func decodeBatch(data []byte, fn func(ev apollo.Event)) error {
 	return nil
 }
 
+// batchReader reads the fields of a batch of events or of changes.
 type batchReader struct {
+	what string // for errors: "event batch"
 	data []byte
 	size int
 	err  error
@@ -83,20 +85,23 @@ type batchReader struct {
 
 func (r *batchReader) damaged() {
 	if r.err == nil {
-		r.err = fmt.Errorf("cluster: event batch damaged at byte %d of %d", r.size-len(r.data), r.size)
+		r.err = fmt.Errorf("cluster: %s damaged at byte %d of %d", r.what, r.size-len(r.data), r.size)
 	}
 	r.data = nil
 }
 
-func (r *batchReader) str() string {
+func (r *batchReader) str() string { return string(r.bytes()) }
+
+// bytes is a field as str reads it, not copied.
+func (r *batchReader) bytes() []byte {
 	n, k := binary.Uvarint(r.data)
 	if k <= 0 || n > uint64(len(r.data)-k) {
 		r.damaged()
-		return ""
+		return nil
 	}
-	s := string(r.data[k : k+int(n)])
+	b := r.data[k : k+int(n)]
 	r.data = r.data[k+int(n):]
-	return s
+	return b
 }
 
 func (r *batchReader) int() int64 {

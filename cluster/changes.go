@@ -1,10 +1,10 @@
 package cluster
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -37,14 +37,18 @@ type changePublisher struct {
 
 type changeBatch struct {
 	subject string
-	data    []byte // changesMagic, then each change's JSON after its uvarint length
+	data    []byte // changesBinMagic, then the changes (changebin.go)
 }
 
-// changesMagic starts a batch of changes; a single change is its JSON.
+// changesMagic starts a batch of changes in JSON, each after its uvarint
+// length, as nodes before changesBinMagic published them; before that, a
+// message was one change's JSON. Readers still read both: in a rolling
+// upgrade, older nodes publish them.
 const changesMagic = "\x00AC1"
 
-// maxChangeBatch bounds one message of changes, under NATS's default
-// max_payload of 1 MiB.
+// maxChangeBatch is the size past which a batch of changes takes no more,
+// so a message stays far under NATS's default max_payload of 1 MiB (a
+// change with a long history can still go over the mark).
 const maxChangeBatch = 256 << 10
 
 var _ bus.Observer = (*changePublisher)(nil)
@@ -63,33 +67,34 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	if cp.closed.Load() {
 		return
 	}
-	data, err := marshalChange(c)
-	if err != nil {
-		return
-	}
 	subj := changeSubject(c.Task.Tenant, cp.p)
 	cp.mu.Lock()
 	n := len(cp.pending)
-	if n == 0 || cp.pending[n-1].subject != subj || len(cp.pending[n-1].data)+len(data) > maxChangeBatch {
-		var buf []byte
-		if k := len(cp.free); k > 0 {
-			buf, cp.free = cp.free[k-1], cp.free[:k-1]
-		} else {
-			// Buffers are reused: growing a fresh one per batch was most
-			// of what publishing a change cost.
-			buf = make([]byte, 0, 64<<10)
-		}
-		cp.pending = append(cp.pending, changeBatch{subject: subj, data: append(buf, changesMagic...)})
+	if n == 0 || cp.pending[n-1].subject != subj || len(cp.pending[n-1].data) >= maxChangeBatch {
+		cp.pending = append(cp.pending, changeBatch{subject: subj, data: append(cp.buffer(), changesBinMagic...)})
 		n++
 	}
+	// Encoded in place: the form needs no length before each change.
 	b := &cp.pending[n-1]
-	b.data = binary.AppendUvarint(b.data, uint64(len(data)))
-	b.data = append(b.data, data...)
+	b.data, _ = appendChange(b.data, c)
 	cp.mu.Unlock()
 	select {
 	case cp.wake <- struct{}{}:
 	default:
 	}
+}
+
+// buffer is a published batch's buffer, emptied, or a new one. Call it
+// with cp.mu held.
+func (cp *changePublisher) buffer() []byte {
+	if k := len(cp.free); k > 0 {
+		buf := cp.free[k-1]
+		cp.free = cp.free[:k-1]
+		return buf
+	}
+	// Buffers are reused: growing a fresh one per batch was most of what
+	// publishing a change cost.
+	return make([]byte, 0, 64<<10)
 }
 
 func (cp *changePublisher) loop() {
@@ -140,25 +145,34 @@ func (cp *changePublisher) close() {
 }
 
 // decodeChanges calls fn for each change of a message a changePublisher
-// published: a batch, or one change's JSON. The record's tenant is not in
-// its JSON (it never comes from a body); the task's is.
+// published: a binary batch, a JSON batch or one change's JSON, whichever
+// version of Apollo-11 wrote it. It stops at the first damage, after
+// handing fn the changes before it. The record's tenant is not in the
+// message (it never comes from a body); the task's is.
 func decodeChanges(data []byte, fn func(*apollo.Change)) error {
-	if len(data) < len(changesMagic) || string(data[:len(changesMagic)]) != changesMagic {
-		c, err := decodeChange(data)
-		if err != nil {
-			return err
-		}
-		fn(c)
-		return nil
+	switch {
+	case hasMagic(data, changesBinMagic):
+		return decodeBinChanges(data[len(changesBinMagic):], fn)
+	case hasMagic(data, changesMagic):
+		return splitBatch(data[len(changesMagic):], func(rec []byte) error {
+			c, err := decodeChange(rec)
+			if err != nil {
+				return err
+			}
+			fn(c)
+			return nil
+		})
 	}
-	return splitBatch(data[len(changesMagic):], func(rec []byte) error {
-		c, err := decodeChange(rec)
-		if err != nil {
-			return err
-		}
-		fn(c)
-		return nil
-	})
+	c, err := decodeChange(data)
+	if err != nil {
+		return err
+	}
+	fn(c)
+	return nil
+}
+
+func hasMagic(data []byte, magic string) bool {
+	return len(data) >= len(magic) && string(data[:len(magic)]) == magic
 }
 
 // decodeChange reads one change's JSON.
@@ -175,14 +189,25 @@ func decodeChange(data []byte) (*apollo.Change, error) {
 // anyone listens, and hands each change to every subscription through a
 // bus.Fanout, which cuts off the slow ones as a bus does.
 type fanIn struct {
-	nc  *nats.Conn
-	mu  sync.Mutex // guards sub
-	sub *nats.Subscription
-	out *bus.Fanout
+	nc    *nats.Conn
+	clock apollo.Clock
+	warn  func(msg string, args ...any)
+	mu    sync.Mutex // guards sub and cutAt
+	sub   *nats.Subscription
+	out   *bus.Fanout
+	cutAt time.Time
+	owed  atomic.Bool // changes were lost since the last cut
 }
 
-func newFanIn(nc *nats.Conn) *fanIn {
-	f := &fanIn{nc: nc}
+// cutEvery spaces the cuts that lost changes cause. Each makes every
+// stream client take a snapshot, which a node lists from every node: a
+// publisher whose every message this node cannot read (a newer format in
+// a rolling upgrade) turns the live view into a snapshot a second rather
+// than a snapshot a message.
+const cutEvery = time.Second
+
+func newFanIn(nc *nats.Conn, clock apollo.Clock, warn func(msg string, args ...any)) *fanIn {
+	f := &fanIn{nc: nc, clock: clock, warn: warn}
 	f.out = bus.NewFanout(f.idle)
 	return f
 }
@@ -191,13 +216,14 @@ func (f *fanIn) subscribe(buffer int) (*bus.Subscription, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sub == nil {
-		sub, err := f.nc.Subscribe(changesPrefix+">", f.deliver)
+		dropped := 0 // of this subscription, as deliver last saw it
+		sub, err := f.nc.Subscribe(changesPrefix+">", func(m *nats.Msg) { f.deliver(m, &dropped) })
 		if err != nil {
 			return nil, err
 		}
 		// Changes arrive faster than one goroutine decodes them only under
 		// a load the stream cannot show anyway; past this NATS drops and
-		// counts (slow consumer), and the clients resynchronise.
+		// counts (slow consumer), and the clients resynchronise (deliver).
 		sub.SetPendingLimits(1<<16, 64<<20)
 		f.sub = sub
 	}
@@ -216,8 +242,35 @@ func (f *fanIn) idle() {
 
 // deliver runs on the NATS subscription's goroutine: one at a time, in
 // the order the server sent them, so each task's changes stay in order.
-func (f *fanIn) deliver(m *nats.Msg) {
-	decodeChanges(m.Data, func(c *apollo.Change) { f.out.Publish(c) })
+// A message it cannot read, or messages NATS dropped, are changes lost:
+// the listeners are cut off, which makes a stream hub resubscribe and
+// resynchronise its clients from a snapshot.
+func (f *fanIn) deliver(m *nats.Msg, dropped *int) {
+	err := decodeChanges(m.Data, f.out.Publish)
+	d, _ := m.Sub.Dropped()
+	if err != nil || d != *dropped {
+		*dropped = d
+		f.warn("changes lost; the stream's clients resynchronise", "subject", m.Subject, "err", err, "dropped", d)
+		f.owed.Store(true)
+	}
+	if f.owed.Load() {
+		f.cut()
+	}
+}
+
+// cut ends every subscription, unless the last cut was under cutEvery
+// ago: the changes lost stay owed, and a later message cuts.
+func (f *fanIn) cut() {
+	now := f.clock.Now()
+	f.mu.Lock()
+	if now.Sub(f.cutAt) < cutEvery {
+		f.mu.Unlock()
+		return
+	}
+	f.cutAt = now
+	f.owed.Store(false)
+	f.mu.Unlock()
+	f.out.Close()
 }
 
 // close ends every subscription.

@@ -3,14 +3,18 @@ package cluster
 import (
 	"encoding/binary"
 	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
 )
 
-// A batch of changes reads back in the order it was gathered, with each
-// record's tenant from its task, in two tenants; a lone change's JSON (as
-// nodes before batching published it) still reads.
+// A JSON batch of changes (as nodes before the binary form published it)
+// reads back in the order it was gathered, with each record's tenant from
+// its task, in two tenants; a lone change's JSON (as nodes before batching
+// published it) still reads.
 func TestChangeBatchReadsBackInOrder(t *testing.T) {
 	var data []byte
 	data = append(data, changesMagic...)
@@ -49,16 +53,97 @@ func TestChangeBatchReadsBackInOrder(t *testing.T) {
 }
 
 // FuzzDecodeChanges: the decoder of what any publisher on apollo.changes.>
-// sent never panics.
+// sent, in any of the forms, never panics; what it reads from the binary
+// form writes back to the same changes.
 func FuzzDecodeChanges(f *testing.F) {
 	f.Add([]byte(`{"Record":{},"Task":{"taskID":"x","tenant":"a"}}`))
 	f.Add(append([]byte(changesMagic), 2, '{', '}'))
 	f.Add([]byte(changesMagic + "\xff\xff\xff\xff\x0f"))
+	f.Add(binBatch(f, fillChange(f), apollo.Change{}))
+	f.Add([]byte(changesBinMagic + "\x01x\x00\x02\x07pending"))
+	f.Add([]byte(changesBinMagic + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var got []apollo.Change
 		decodeChanges(data, func(c *apollo.Change) {
 			if c.Record.Tenant != c.Task.Tenant {
 				t.Fatalf("record tenant %q, task tenant %q", c.Record.Tenant, c.Task.Tenant)
 			}
+			got = append(got, *c)
 		})
+		if len(got) == 0 || !hasMagic(data, changesBinMagic) {
+			return
+		}
+		if again := readChanges(t, binBatch(t, got...)); !reflect.DeepEqual(again, got) {
+			t.Fatalf("read %+v, wrote it back, read %+v", got, again)
+		}
 	})
+}
+
+// A message of changes that cannot be read is changes lost: the node's
+// listeners are cut off (a stream hub then resynchronises its clients
+// from a snapshot), at most once a cutEvery; what is lost meanwhile is
+// owed and cut for by a later message. Two tenants' subjects.
+func TestLostChangesCutListeners(t *testing.T) {
+	s := runNATS(t)
+	nc, pub := connect(t, s), connect(t, s)
+	clock := apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
+	f := newFanIn(nc, clock, func(string, ...any) {})
+	t.Cleanup(f.close)
+	listen := func() *bus.Subscription {
+		sub, err := f.subscribe(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil { // the server has the interest
+			t.Fatal(err)
+		}
+		return sub
+	}
+	send := func(tenant string, data []byte) {
+		if err := pub.Publish(changeSubject(tenant, 1), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := func(id string) []byte {
+		return binBatch(t, withTenant(apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id}}, Task: apollo.Task{TaskID: id}}, "acme"))
+	}
+	garbage := []byte(changesBinMagic + "\x05cut")
+	next := func(sub *bus.Subscription) (*apollo.Change, bool) {
+		t.Helper()
+		select {
+		case c, ok := <-sub.C():
+			return c, ok
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing came")
+			return nil, false
+		}
+	}
+
+	first := listen()
+	send("acme", good("a"))
+	if c, ok := next(first); !ok || c.Task.TaskID != "a" {
+		t.Fatalf("got %+v, %v; want change a", c, ok)
+	}
+	send("beta", garbage)
+	if c, ok := next(first); ok {
+		t.Fatalf("after a message that cannot be read: change %+v, not the end", c)
+	}
+
+	second := listen()
+	send("beta", garbage) // within cutEvery of the cut: owed
+	send("acme", good("b"))
+	send("acme", good("c"))
+	for _, id := range []string{"b", "c"} {
+		if c, ok := next(second); !ok || c.Task.TaskID != id {
+			t.Fatalf("got %+v, %v; want change %s: cut again within %v", c, ok, id, cutEvery)
+		}
+	}
+	clock.Advance(cutEvery)
+	send("acme", good("d"))
+	if c, ok := next(second); !ok || c.Task.TaskID != "d" {
+		t.Fatalf("got %+v, %v; want change d", c, ok)
+	}
+	if c, ok := next(second); ok {
+		t.Fatalf("the owed cut did not come after %v: change %+v", cutEvery, c)
+	}
 }

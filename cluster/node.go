@@ -79,7 +79,6 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{
 		opts: opts, log: opts.Logger.With("component", "cluster", "node", opts.NodeID), js: js,
-		fan:     newFanIn(opts.Conn),
 		owned:   map[int]*partition{},
 		leases:  map[int]*lease{},
 		view:    map[string]time.Time{},
@@ -102,6 +101,7 @@ func New(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.warns = loglimit.New(time.Second)
+	n.fan = newFanIn(opts.Conn, opts.Clock, n.warn)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/apollo-11/apollo"
+)
+
+// benchChange is a change as a benchmark run applies them: a task of one
+// tenant going from pending to running.
+func benchChange() apollo.Change {
+	const at = 1_764_547_200_000
+	prev := apollo.Task{TaskID: "bench-000123-4", Name: "job-07", Tenant: "t1", Status: apollo.StatusPending, Sequence: 1,
+		CreatedAt: at + 2, UpdatedAt: at + 2}
+	task := prev
+	task.Status, task.Sequence, task.StartedAt, task.UpdatedAt = apollo.StatusRunning, 2, at+10, at+12
+	return apollo.Change{
+		Record: apollo.Record{Event: apollo.Event{TaskID: "bench-000123-4", Name: "job-07", Sequence: 2, Status: apollo.StatusRunning,
+			Ts: at + 10, Tenant: "t1"}, ReceivedAt: at + 12},
+		Prev: prev, Task: task,
+	}
+}
+
+// BenchmarkPublishChange is what adding one change to its batch costs a
+// publisher, in each form it has had: JSON in a fresh buffer, copied after
+// its length (before issue 20.5's last step); JSON in a kept buffer,
+// copied so; the binary form, written in place (now).
+func BenchmarkPublishChange(b *testing.B) {
+	c := benchChange()
+	var scratch []byte
+	for _, form := range []struct {
+		name string
+		add  func(batch []byte) []byte
+	}{
+		{"json-fresh-buffer", func(batch []byte) []byte {
+			js, _ := marshalChangeFresh(&c)
+			return append(binary.AppendUvarint(batch, uint64(len(js))), js...)
+		}},
+		{"json-kept-buffer", func(batch []byte) []byte {
+			scratch, _ = appendChangeJSON(scratch[:0], &c)
+			return append(binary.AppendUvarint(batch, uint64(len(scratch))), scratch...)
+		}},
+		{"binary-in-place", func(batch []byte) []byte {
+			batch, _ = appendChange(batch, &c)
+			return batch
+		}},
+	} {
+		b.Run(form.name, func(b *testing.B) {
+			batch := make([]byte, 0, 64<<10)
+			size := len(form.add(nil))
+			b.ReportAllocs()
+			for b.Loop() {
+				if len(batch) >= maxChangeBatch {
+					batch = batch[:0]
+				}
+				batch = form.add(batch)
+			}
+			b.ReportMetric(float64(size), "bytes/change")
+		})
+	}
+}
+
+// marshalChangeFresh is how the publisher encoded a change before it kept
+// a buffer: in one of its own, on the heap as the publisher's was.
+//
+//go:noinline
+func marshalChangeFresh(c *apollo.Change) ([]byte, error) {
+	return appendChangeJSON(make([]byte, 0, 640), c)
+}
+
+// BenchmarkDecodeChanges is what reading a change of a batch costs every
+// node whose stream listens, in the JSON form and in the binary one.
+func BenchmarkDecodeChanges(b *testing.B) {
+	c := benchChange()
+	const n = 64
+	jsonBatch, binBatch := []byte(changesMagic), []byte(changesBinMagic)
+	for range n {
+		js, _ := appendChangeJSON(nil, &c)
+		jsonBatch = append(binary.AppendUvarint(jsonBatch, uint64(len(js))), js...)
+		binBatch, _ = appendChange(binBatch, &c)
+	}
+	for _, form := range []struct {
+		name string
+		data []byte
+	}{{"json", jsonBatch}, {"binary", binBatch}} {
+		b.Run(form.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := decodeChanges(form.data, func(*apollo.Change) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/change")
+		})
+	}
+}
