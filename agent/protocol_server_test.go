@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,9 +30,11 @@ import (
 // requests fail with a status, events answered retry_later, a hang, or the
 // whole server going down and coming back on the same address.
 type protocolServer struct {
-	t       testing.TB
-	token   string
-	maxBody int64
+	t     testing.TB
+	token string
+	// maxBody bounds a request's body; tests change it while the
+	// client's sender may already be sending.
+	maxBody atomic.Int64
 
 	mu      sync.Mutex
 	srv     *httptest.Server
@@ -80,12 +83,12 @@ func newProtocolServer(t testing.TB) *protocolServer {
 
 func startProtocolServer() *protocolServer {
 	s := &protocolServer{
-		maxBody:    4 << 20,
 		tasks:      map[string]*serverTask{},
 		retryAfter: 1,
 		hanging:    make(chan struct{}, 100),
 		requests:   make(chan request, 10_000),
 	}
+	s.maxBody.Store(4 << 20)
 	s.srv = httptest.NewServer(s)
 	s.addr = s.srv.Listener.Addr().String()
 	return s
@@ -204,9 +207,10 @@ func (s *protocolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, apollo.Errorf(apollo.EUNSUPPORTED, "content type %q", ctype))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	maxBody := s.maxBody.Load()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, apollo.Errorf(apollo.ETOOLARGE, "body over %d bytes", s.maxBody))
+		writeError(w, http.StatusRequestEntityTooLarge, apollo.Errorf(apollo.ETOOLARGE, "body over %d bytes", maxBody))
 		return
 	}
 	events, err := decodeEvents(body, ctype == "application/x-ndjson")

@@ -193,6 +193,10 @@ func TestRejectedEventsAreNotResent(t *testing.T) {
 func TestTooLargeSplitsTheBatch(t *testing.T) {
 	t.Parallel()
 	srv := newProtocolServer(t)
+	// Room for three events a request: 8 -> 4 -> 2 per request. Set
+	// before the events are queued: a full batch may go out at once,
+	// before Flush.
+	srv.maxBody.Store(3 * 420)
 	c := newTestClient(t, srv.URL(), WithBatchSize(8))
 	extra := Extra(map[string]any{"pad": strings.Repeat("x", 300)})
 	for i := range 8 {
@@ -200,8 +204,6 @@ func TestTooLargeSplitsTheBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Room for three events a request: 8 -> 4 -> 2 per request.
-	srv.maxBody = 3 * 420
 	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +230,7 @@ func TestTooLargeSplitsTheBatch(t *testing.T) {
 func TestTooLargeSingleEventIsRejected(t *testing.T) {
 	t.Parallel()
 	srv := newProtocolServer(t)
-	srv.maxBody = 50
+	srv.maxBody.Store(50)
 	c := newTestClient(t, srv.URL())
 	c.Task("big", "").Running()
 	c.Task("big2", "").Running()
