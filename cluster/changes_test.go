@@ -138,12 +138,18 @@ func TestLostChangesCutListeners(t *testing.T) {
 			t.Fatalf("got %+v, %v; want change %s: cut again within %v", c, ok, id, cutEvery)
 		}
 	}
+	// The owed cut comes at the first message handled once cutEvery has
+	// passed: c's, if its handler is still running when the clock moves
+	// (it handed c over before it checks for a cut), else d's, after d.
 	clock.Advance(cutEvery)
 	send("acme", good("d"))
-	if c, ok := next(second); !ok || c.Task.TaskID != "d" {
-		t.Fatalf("got %+v, %v; want change d", c, ok)
+	c, ok := next(second)
+	if ok && c.Task.TaskID != "d" {
+		t.Fatalf("got change %+v; want d or the end", c)
 	}
-	if c, ok := next(second); ok {
-		t.Fatalf("the owed cut did not come after %v: change %+v", cutEvery, c)
+	if ok {
+		if c, ok := next(second); ok {
+			t.Fatalf("the owed cut did not come after %v: change %+v", cutEvery, c)
+		}
 	}
 }
