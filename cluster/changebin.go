@@ -164,21 +164,12 @@ func (d *changeDecoder) bool() bool {
 	return v
 }
 
-// wireStatuses are the statuses that have a wire name.
-var wireStatuses = apollo.Statuses()
-
 func (d *changeDecoder) status() apollo.Status {
-	b := d.bytes()
-	if len(b) == 0 {
-		return apollo.StatusNone
+	var s apollo.Status
+	if err := s.UnmarshalText(d.bytes()); err != nil {
+		d.invalid(err)
 	}
-	for _, s := range wireStatuses {
-		if s.String() == string(b) {
-			return s
-		}
-	}
-	d.invalid(fmt.Errorf("unknown status %q", b))
-	return apollo.StatusNone
+	return s
 }
 
 func (d *changeDecoder) invalid(err error) {

@@ -73,7 +73,7 @@ func New(opts Options) (*Node, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(opts.Conn, jetstream.WithPublishAsyncMaxPending(8192))
+	js, err := jetstream.New(opts.Conn) // events go through ejs, below: nothing here publishes asynchronously
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
