@@ -154,3 +154,44 @@ func (r Recovery) MarshalJSON() ([]byte, error) {
 		Events  int64   `json:"events"`
 	}{r.Duration.Seconds(), r.Events})
 }
+
+// Checkpoint is the latest checkpoint of a process with a data directory:
+// decisions pause while the state is copied into memory, then the copy is
+// written to disk without holding anything up.
+type Checkpoint struct {
+	Taken uint64        // checkpoints taken since the start
+	Pause time.Duration // how long the latest held decisions
+	Write time.Duration // how long the latest took to reach the disk after
+	Bytes int64         // the latest snapshot's size
+	At    time.Time     // when the latest was taken
+}
+
+var (
+	figCheckpoints = &apollo.Family{Name: "apollo_checkpoints_total", Kind: apollo.FigureCounter,
+		Help: "Checkpoints (snapshots of the state) taken since the start."}
+	figCheckpointPause = &apollo.Family{Name: "apollo_checkpoint_pause_seconds", Kind: apollo.FigureGauge,
+		Help: "How long the latest checkpoint held every decision (ingest waits) while it copied the state."}
+	figCheckpointWrite = &apollo.Family{Name: "apollo_checkpoint_write_seconds", Kind: apollo.FigureGauge,
+		Help: "How long the latest checkpoint took to write its copy to disk, after the pause."}
+	figCheckpointBytes = &apollo.Family{Name: "apollo_checkpoint_bytes", Kind: apollo.FigureGauge,
+		Help: "Size of the latest snapshot."}
+)
+
+// Figures writes the checkpoint's figures.
+func (c Checkpoint) Figures(w apollo.FigureWriter) {
+	w.Add(figCheckpoints, float64(c.Taken))
+	w.Add(figCheckpointPause, c.Pause.Seconds())
+	w.Add(figCheckpointWrite, c.Write.Seconds())
+	w.Add(figCheckpointBytes, float64(c.Bytes))
+}
+
+// MarshalJSON is the checkpoint as GET /api/v1/system shows it.
+func (c Checkpoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Taken        uint64    `json:"taken"`
+		PauseSeconds float64   `json:"pauseSeconds"`
+		WriteSeconds float64   `json:"writeSeconds"`
+		Bytes        int64     `json:"bytes"`
+		At           time.Time `json:"at"`
+	}{c.Taken, c.Pause.Seconds(), c.Write.Seconds(), c.Bytes, c.At})
+}

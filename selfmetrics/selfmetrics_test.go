@@ -52,6 +52,8 @@ func fullParts() selfmetrics.Parts {
 		selfmetrics.Watch("redis", fixed(redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Jobs: 704, Fields: 705,
 			Commands: 706, Dirty: 707, LastFlush: at.Add(time.Second)})),
 		selfmetrics.Watch("recovery", fixed(selfmetrics.Recovery{Duration: 801 * time.Millisecond, Events: 802})),
+		selfmetrics.Watch("checkpoint", fixed(selfmetrics.Checkpoint{Taken: 811, Pause: 812 * time.Millisecond, Write: 813 * time.Millisecond,
+			Bytes: 814, At: at})),
 	}
 }
 
@@ -142,6 +144,7 @@ func TestPartStats(t *testing.T) {
 	}{
 		{selfmetrics.Watch("recovery", fixed(selfmetrics.Recovery{Duration: 1250 * time.Millisecond, Events: 7})), `{"seconds":1.25,"events":7}`},
 		{selfmetrics.Watch("scheduler", fixed(sched.Stats{Runs: 2})), `"runs":2`},
+		{selfmetrics.Watch("checkpoint", fixed(selfmetrics.Checkpoint{Taken: 3, Pause: 250 * time.Millisecond, Bytes: 9})), `{"taken":3,"pauseSeconds":0.25,"writeSeconds":0,"bytes":9,`},
 	} {
 		b, err := json.Marshal(tt.part.Stats())
 		if err != nil || !strings.Contains(string(b), tt.want) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,4 +218,62 @@ func writeLog(b *testing.B, cfg config.Config, n int, mix string) {
 	for _, f := range snaps {
 		os.Remove(f)
 	}
+}
+
+// BenchmarkCheckpointPause measures what a checkpoint holds decisions
+// for: copying the state of a server that recovered -recovery.events
+// tasks (one pending event each) into the snapshot buffer. One op is one
+// checkpoint's pause; the snapshot is not written to disk.
+func BenchmarkCheckpointPause(b *testing.B) {
+	cfg := config.Default()
+	cfg.Data, cfg.Listen, cfg.Fsync = b.TempDir(), "127.0.0.1:0", "off"
+	cfg.Limits.IngestPerSec, cfg.Limits.Tasks = 0, 10_000_000
+	n := *recoveryEvents
+	writeLog(b, cfg, n, "pending")
+	s := &server{cfg: cfg, log: slog.New(slog.DiscardHandler), clock: apollo.SystemClock, console: io.Discard}
+	var undo undoList
+	defer undo.run()
+	if err := s.open(&undo); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.recover(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var size int
+	rss0 := rssBytes(b)
+	faults0 := minorFaults(b)
+	for b.Loop() {
+		buf := &s.snapBuf
+		if err := s.bus.Checkpoint(func(uint64) error { return writeSnapshot(buf, s.sections()) }); err != nil {
+			b.Fatal(err)
+		}
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(minorFaults(b)-faults0)/float64(b.N), "faults/op")
+	b.ReportMetric(float64(rssBytes(b)-rss0)/float64(n), "rss-growth-B/task")
+	b.ReportMetric(float64(size)/float64(n), "snapshot-B/task")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/task")
+}
+
+// minorFaults is the process's count of minor page faults so far.
+func minorFaults(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Minflt
+}
+
+// rssBytes is the process's resident set size, from /proc/self/statm.
+func rssBytes(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size, rss int64
+	if _, err := fmt.Sscan(string(data), &size, &rss); err != nil {
+		b.Fatal(err)
+	}
+	return rss * int64(os.Getpagesize())
 }

@@ -53,6 +53,8 @@ type server struct {
 	console  io.Writer // where console channels write
 	wal      *wal.Log
 	snaps    *snapCadence // snapshots by records logged (snapshot_events)
+	snapBuf  snapshotBuffer
+	lastCkpt atomic.Pointer[selfmetrics.Checkpoint] // nil until the first
 	bus      *bus.Bus
 	agg      *metrics.Aggregator
 	hub      *stream.Hub
@@ -440,6 +442,12 @@ func (s *server) parts() selfmetrics.Parts {
 		selfmetrics.Watch("wal", s.wal.Stats),
 		selfmetrics.Watch("metrics", s.agg.Stats),
 		selfmetrics.Watch("recovery", func() selfmetrics.Recovery { return s.recovery }),
+		selfmetrics.Watch("checkpoint", func() selfmetrics.Checkpoint {
+			if c := s.lastCkpt.Load(); c != nil {
+				return *c
+			}
+			return selfmetrics.Checkpoint{}
+		}),
 	}
 	if s.sched != nil {
 		ps = append(ps, selfmetrics.Watch("scheduler", s.sched.Stats))

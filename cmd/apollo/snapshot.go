@@ -24,20 +24,15 @@ type section struct {
 	read  func(io.Reader) error
 }
 
-type snapshotBuffer = bytes.Buffer
-
-func writeSnapshot(w *bytes.Buffer, secs []section) error {
+// writeSnapshot copies every section into w (emptied first).
+func writeSnapshot(w *snapshotBuffer, secs []section) error {
+	w.reset()
 	for _, s := range secs {
-		var part bytes.Buffer
-		if err := s.write(&part); err != nil {
+		w.section(s.name)
+		if err := s.write(w); err != nil {
 			return fmt.Errorf("snapshot section %s: %w", s.name, err)
 		}
-		var hdr []byte
-		hdr = binary.AppendUvarint(hdr, uint64(len(s.name)))
-		hdr = append(hdr, s.name...)
-		hdr = binary.AppendUvarint(hdr, uint64(part.Len()))
-		w.Write(hdr)
-		w.Write(part.Bytes())
+		w.end()
 	}
 	return nil
 }
@@ -184,12 +179,16 @@ func (c *snapCadence) logged(lsn uint64) {
 
 // checkpoint copies the state during a short pause, then writes it.
 func (s *server) checkpoint() error {
-	var buf snapshotBuffer
+	buf := &s.snapBuf
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
 	var at uint64
+	start := time.Now()
 	err := s.bus.Checkpoint(func(lsn uint64) error {
 		at = lsn
-		return writeSnapshot(&buf, s.sections())
+		return writeSnapshot(buf, s.sections())
 	})
+	pause := time.Since(start)
 	if err != nil {
 		return err
 	}
@@ -202,10 +201,21 @@ func (s *server) checkpoint() error {
 	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
 		return err
 	}
-	return s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
-		_, err := w.Write(buf.Bytes())
+	err = s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
+		_, err := buf.WriteTo(w)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	c := selfmetrics.Checkpoint{Pause: pause, Write: time.Since(start) - pause, Bytes: int64(buf.Len()), At: start}
+	if last := s.lastCkpt.Load(); last != nil {
+		c.Taken = last.Taken
+	}
+	c.Taken++
+	s.lastCkpt.Store(&c)
+	s.log.Info("checkpoint", "lsn", at, "bytes", c.Bytes, "pause", pause.Round(time.Microsecond), "write", c.Write.Round(time.Millisecond))
+	return nil
 }
 
 // walLog adapts *wal.Log to bus.Log (LSNs are plain numbers to the bus),

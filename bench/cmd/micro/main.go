@@ -34,6 +34,7 @@ var suite = []struct{ pkg, bench, why, benchtime string }{
 	{"./rules", "^BenchmarkEval$", "one rule expression over one row", ""},
 	{"./expect", "^BenchmarkTick100k$", "what expectations of 100 000 jobs add to one evaluation cycle (target ≤ 10 ms)", "3000x"},
 	{"./notify", "^BenchmarkSend$", "handing a notification to the delivery pipeline", ""},
+	{"./cmd/apollo", "^BenchmarkCheckpointPause$", "what a checkpoint holds every decision for, per task in memory (200 000 tasks)", "5x"},
 	{"./httpapi", "^BenchmarkFanout$", "1 000 stream clients at 10 000 changes/s: latency percentiles, CPU and heap per client (docs/stream.md explains the cases)", "50000x"},
 }
 
