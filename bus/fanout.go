@@ -81,13 +81,19 @@ func (f *Fanout) Publish(c *apollo.Change) {
 // Len is the number of open subscriptions.
 func (f *Fanout) Len() int { return len(*f.subs.Load()) }
 
-// Cut is the number of subscriptions cut off for being slow, ever.
+// Cut is the number of subscriptions cut off, ever: for being slow, or by
+// CutAll with a reason.
 func (f *Fanout) Cut() int64 { return f.cut.Load() }
 
 // Close ends every subscription, as their owners' Close would.
-func (f *Fanout) Close() {
+func (f *Fanout) Close() { f.CutAll(nil) }
+
+// CutAll ends every subscription with err as the reason their Err gives
+// (nil: as if closed by their owners): a source that lost changes says so
+// to every subscriber, which must resynchronise.
+func (f *Fanout) CutAll(err error) {
 	for _, s := range *f.subs.Load() {
-		s.Close()
+		s.end(err)
 	}
 }
 
@@ -114,8 +120,9 @@ func (f *Fanout) remove(s *Subscription, err error) {
 // C is closed when the subscription ends; Err then says why.
 func (s *Subscription) C() <-chan *apollo.Change { return s.c }
 
-// Err is ErrSlowSubscriber if the subscription was cut off, nil if it was
-// closed by its owner or is still open.
+// Err says why the subscription was cut off (ErrSlowSubscriber, or the
+// reason given to CutAll); nil if it was closed by its owner or is still
+// open.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,10 @@ type fanIn struct {
 	owed  atomic.Bool // changes were lost since the last cut
 }
 
+// ErrChangesLost is why a node's change listeners are cut off: a change
+// message was lost or could not be read, so they must resynchronise.
+var ErrChangesLost = errors.New("cluster: changes from the partition owners were lost or unreadable; resynchronise")
+
 // cutEvery spaces the cuts that lost changes cause. Each makes every
 // stream client take a snapshot, which a node lists from every node: a
 // publisher whose every message this node cannot read (a newer format in
@@ -270,7 +275,7 @@ func (f *fanIn) cut() {
 	f.cutAt = now
 	f.owed.Store(false)
 	f.mu.Unlock()
-	f.out.Close()
+	f.out.CutAll(ErrChangesLost)
 }
 
 // close ends every subscription.

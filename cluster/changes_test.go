@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -127,6 +128,9 @@ func TestLostChangesCutListeners(t *testing.T) {
 	send("beta", garbage)
 	if c, ok := next(first); ok {
 		t.Fatalf("after a message that cannot be read: change %+v, not the end", c)
+	}
+	if err := first.Err(); !errors.Is(err, ErrChangesLost) {
+		t.Fatalf("the cut says %v, want %v", err, ErrChangesLost)
 	}
 
 	second := listen()
