@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,10 @@ type partition struct {
 	snapMu     sync.Mutex
 	snapName   string
 	snapCovers uint64
+	// snapBuf is the last snapshot's buffer, kept for the next: its copy
+	// is made under the bus's pause, and fresh memory is slow to fill
+	// (cmd/apollo's snapshotBuffer says more).
+	snapBuf bytes.Buffer
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

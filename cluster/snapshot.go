@@ -28,7 +28,8 @@ const snapshotMagic = "APCLS1\n"
 // snapshot writes the partition's state, marks it in the log and trims
 // the log. It does nothing when no record was decided since the last one.
 func (pt *partition) snapshot(ctx context.Context) error {
-	var buf bytes.Buffer
+	buf := &pt.snapBuf
+	buf.Reset()
 	var covers uint64
 	err := pt.bus.Checkpoint(func(uint64) error {
 		var err error
@@ -38,7 +39,7 @@ func (pt *partition) snapshot(ctx context.Context) error {
 		if covers <= pt.snapCovers {
 			return nil
 		}
-		return pt.writeState(&buf)
+		return pt.writeState(buf)
 	})
 	if err != nil || covers <= pt.snapCovers {
 		return err
@@ -68,14 +69,22 @@ func (pt *partition) snapshot(ctx context.Context) error {
 }
 
 // writeState writes the bus section (length-prefixed) then the metrics.
+// The bus section goes straight into w, after room for its length, which
+// is then written in and the section moved up to it: no second buffer of
+// the section's size, whose growth and copy the checkpoint's pause would
+// pay.
 func (pt *partition) writeState(w *bytes.Buffer) error {
-	var b bytes.Buffer
-	if err := pt.bus.WriteState(&b); err != nil {
+	w.WriteString(snapshotMagic)
+	at := w.Len()
+	w.Write(make([]byte, binary.MaxVarintLen64))
+	if err := pt.bus.WriteState(w); err != nil {
 		return err
 	}
-	w.WriteString(snapshotMagic)
-	w.Write(binary.AppendUvarint(nil, uint64(b.Len())))
-	w.Write(b.Bytes())
+	hdr := binary.AppendUvarint(nil, uint64(w.Len()-at-binary.MaxVarintLen64))
+	b := w.Bytes()
+	copy(b[at+len(hdr):], b[at+binary.MaxVarintLen64:])
+	copy(b[at:], hdr)
+	w.Truncate(w.Len() - (binary.MaxVarintLen64 - len(hdr)))
 	return pt.agg.WriteSnapshot(w)
 }
 

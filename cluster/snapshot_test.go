@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,51 @@ func logMessages(t *testing.T, n *testNode) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Subjects[logSubject(0)]
+}
+
+// A partition keeps its snapshot buffer for the next snapshot and writes
+// the bus section's length in after the section. Two snapshots of growing
+// state (the second's bus section needs a longer length field than the
+// first's), then a takeover: the next owner has every task from the
+// second snapshot alone.
+func TestSecondSnapshotReusesTheBuffer(t *testing.T) {
+	c := newTestCluster(t, 1, 3*time.Second)
+	a := c.start("reuse-1")
+	c.waitServed(nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	events := func(from, n int, pad int) []apollo.Event {
+		var evs []apollo.Event
+		for i := from; i < from+n; i++ {
+			id := fmt.Sprintf("r-%04d-%s", i, strings.Repeat("p", pad))
+			evs = append(evs, apollo.Event{TaskID: id, Name: "reuse", Sequence: 1, Status: apollo.StatusRunning, Ts: now})
+		}
+		return evs
+	}
+	first, second := events(0, 20, 10), events(20, 400, 200)
+	pt := a.local(0)
+	for _, evs := range [][]apollo.Event{first, second} {
+		publishAll(t, a, evs)
+		for _, ev := range evs {
+			waitChange(t, cl, ev.TaskID, 1, apollo.StatusRunning)
+		}
+		if err := pt.snapshot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pt.snapBuf.Len(); n < 1<<14 {
+		t.Fatalf("the second snapshot is %d bytes; the test wants a bus section over 16 KiB", n)
+	}
+	b := c.start("reuse-2")
+	a.kill()
+	c.waitServed(map[string]bool{a.id: true})
+	ps := b.NodeStats().Partitions[0]
+	if ps.Snapshot != pt.snapName || ps.Replayed != 0 {
+		t.Errorf("rebuilt from snapshot %q and %d records; want %q and none", ps.Snapshot, ps.Replayed, pt.snapName)
+	}
+	for _, ev := range append(first, second...) {
+		if got, err := b.Get("", ev.TaskID); err != nil || got.Status != apollo.StatusRunning {
+			t.Fatalf("%.12s…: %+v, %v", ev.TaskID, got, err)
+		}
+	}
 }

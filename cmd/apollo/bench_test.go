@@ -149,20 +149,12 @@ func BenchmarkServerRecovery(b *testing.B) {
 // benchRecover recovers the server of cfg, whose log holds n events, once
 // per op: on one goroutine (seq) or in parallel.
 func benchRecover(b *testing.B, cfg config.Config, n int64, seq bool) {
-	log := slog.New(slog.DiscardHandler)
 	b.ReportAllocs()
 	b.ResetTimer()
 	var cpu time.Duration // the process's CPU in recovery, GC included
 	for b.Loop() {
 		cpu0 := proccpu.Used()
-		s := &server{cfg: cfg, log: log, clock: apollo.SystemClock, console: io.Discard, seqReplay: seq}
-		var undo undoList
-		if err := s.open(&undo); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.recover(); err != nil {
-			b.Fatal(err)
-		}
+		s, undo := recoverServer(b, cfg, seq)
 		if s.recovery.Events != n {
 			b.Fatalf("replayed %d events, want %d", s.recovery.Events, n)
 		}
@@ -225,20 +217,9 @@ func writeLog(b *testing.B, cfg config.Config, n int, mix string) {
 // tasks (one pending event each) into the snapshot buffer. One op is one
 // checkpoint's pause; the snapshot is not written to disk.
 func BenchmarkCheckpointPause(b *testing.B) {
-	cfg := config.Default()
-	cfg.Data, cfg.Listen, cfg.Fsync = b.TempDir(), "127.0.0.1:0", "off"
-	cfg.Limits.IngestPerSec, cfg.Limits.Tasks = 0, 10_000_000
-	n := *recoveryEvents
-	writeLog(b, cfg, n, "pending")
-	s := &server{cfg: cfg, log: slog.New(slog.DiscardHandler), clock: apollo.SystemClock, console: io.Discard}
-	var undo undoList
+	cfg, n := pendingLog(b)
+	s, undo := recoverServer(b, cfg, false)
 	defer undo.run()
-	if err := s.open(&undo); err != nil {
-		b.Fatal(err)
-	}
-	if err := s.recover(); err != nil {
-		b.Fatal(err)
-	}
 	b.ReportAllocs()
 	var size int
 	rss0 := rssBytes(b)
@@ -276,4 +257,54 @@ func rssBytes(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return rss * int64(os.Getpagesize())
+}
+
+// BenchmarkSnapshotRestore measures a start from a snapshot of
+// -recovery.events tasks (one pending event each) with nothing after it to
+// replay: the snapshot's read and decode. One op is one start.
+func BenchmarkSnapshotRestore(b *testing.B) {
+	cfg, n := pendingLog(b)
+	{
+		s, undo := recoverServer(b, cfg, false)
+		if err := s.checkpoint(); err != nil {
+			b.Fatal(err)
+		}
+		undo.run()
+	}
+	b.ReportAllocs()
+	faults0 := minorFaults(b)
+	for b.Loop() {
+		s, undo := recoverServer(b, cfg, false)
+		if s.recovery.Events != 0 {
+			b.Fatalf("replayed %d records after the snapshot, want 0", s.recovery.Events)
+		}
+		undo.run()
+	}
+	b.ReportMetric(float64(minorFaults(b)-faults0)/float64(b.N), "faults/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/task")
+}
+
+// recoverServer opens the server of cfg and recovers its state, on one
+// goroutine when seq; undo.run closes it.
+func recoverServer(b *testing.B, cfg config.Config, seq bool) (*server, *undoList) {
+	b.Helper()
+	s := &server{cfg: cfg, log: slog.New(slog.DiscardHandler), clock: apollo.SystemClock, console: io.Discard, seqReplay: seq}
+	undo := new(undoList)
+	if err := s.open(undo); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.recover(); err != nil {
+		b.Fatal(err)
+	}
+	return s, undo
+}
+
+// pendingLog is the configuration of a server whose log holds
+// -recovery.events pending events of new tasks, and that count.
+func pendingLog(b *testing.B) (config.Config, int) {
+	cfg := config.Default()
+	cfg.Data, cfg.Listen, cfg.Fsync = b.TempDir(), "127.0.0.1:0", "off"
+	cfg.Limits.IngestPerSec, cfg.Limits.Tasks = 0, 10_000_000
+	writeLog(b, cfg, *recoveryEvents, "pending")
+	return cfg, *recoveryEvents
 }

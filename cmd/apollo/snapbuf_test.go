@@ -178,3 +178,52 @@ func TestSnapshotAcrossChunksRestoresEveryTask(t *testing.T) {
 		}
 	}
 }
+
+// readSnapshot takes any bytes without panicking, and reads back exactly
+// what writeSnapshot wrote: each known section gets its own bytes, an
+// unknown one is skipped, a missing one is not called.
+func FuzzReadSnapshotSections(f *testing.F) {
+	f.Add([]byte("\x03bus\x02hi\x07metrics\x00"), []byte("abc"), []byte(""), uint8(0))
+	f.Add([]byte("\x03bus\x09hi"), []byte{}, bytes.Repeat([]byte{7}, 300), uint8(3))
+	f.Add([]byte("\x05other\x01x"), []byte("state"), []byte("more"), uint8(1))
+	f.Fuzz(func(t *testing.T, raw, a, b []byte, drop uint8) {
+		got := map[string][]byte{}
+		reader := func(name string) func(io.Reader) error {
+			return func(r io.Reader) error {
+				data, err := io.ReadAll(r)
+				got[name] = data
+				return err
+			}
+		}
+		secs := []section{{name: "bus", read: reader("bus")}, {name: "metrics", read: reader("metrics")}, {name: "expect", read: reader("expect")}}
+		_ = readSnapshot(bytes.NewReader(raw), secs) // must not panic
+
+		// Round trip: sections "bus" and "metrics" with contents a and b,
+		// plus one this version does not know; drop leaves one out.
+		contents := map[string][]byte{"bus": a, "extra": []byte("later version"), "metrics": b}
+		var write []section
+		for i, name := range []string{"bus", "extra", "metrics"} {
+			if int(drop)%4 == i {
+				delete(contents, name)
+				continue
+			}
+			write = append(write, section{name: name, write: func(w io.Writer) error { _, err := w.Write(contents[name]); return err }})
+		}
+		var buf snapshotBuffer
+		if err := writeSnapshot(&buf, write); err != nil {
+			t.Fatal(err)
+		}
+		var enc bytes.Buffer
+		buf.WriteTo(&enc)
+		clear(got)
+		if err := readSnapshot(&enc, secs); err != nil {
+			t.Fatalf("reading back: %v", err)
+		}
+		for _, name := range []string{"bus", "metrics", "expect"} {
+			want, ok := contents[name]
+			if data, called := got[name]; called != ok || !bytes.Equal(data, want) {
+				t.Fatalf("section %s: read %q (called %v), want %q (present %v)", name, data, called, want, ok)
+			}
+		}
+	})
+}

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -37,36 +38,51 @@ func writeSnapshot(w *snapshotBuffer, secs []section) error {
 	return nil
 }
 
+// readSnapshot restores the sections in the order the snapshot holds them,
+// each from its own bytes as they are read: the snapshot is not first read
+// whole into memory, which at a million tasks meant 130 MB allocated and
+// faulted in for a 65 MB file. A section this version does not know is
+// skipped; one it knows but the snapshot lacks starts empty.
 func readSnapshot(r io.Reader, secs []section) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	byName := map[string][]byte{}
-	for len(data) > 0 {
-		nl, n := binary.Uvarint(data)
-		if n <= 0 || nl > uint64(len(data)-n) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	seen := map[string]bool{}
+	for {
+		nl, err := binary.ReadUvarint(br)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil || nl > 256 {
 			return fmt.Errorf("snapshot: damaged section header")
 		}
-		name := string(data[n : n+int(nl)])
-		data = data[n+int(nl):]
-		bl, m := binary.Uvarint(data)
-		if m <= 0 || bl > uint64(len(data)-m) {
+		name := make([]byte, nl)
+		if _, err := io.ReadFull(br, name); err != nil {
+			return fmt.Errorf("snapshot: damaged section header")
+		}
+		bl, err := binary.ReadUvarint(br)
+		if err != nil {
 			return fmt.Errorf("snapshot: section %s is truncated", name)
 		}
-		byName[name] = data[m : m+int(bl)]
-		data = data[m+int(bl):]
-	}
-	for _, s := range secs {
-		b, ok := byName[s.name]
-		if !ok {
-			continue // written by a version without this part: it starts empty
+		if seen[string(name)] {
+			return fmt.Errorf("snapshot: section %s appears twice", name)
 		}
-		if err := s.read(bytes.NewReader(b)); err != nil {
-			return fmt.Errorf("snapshot section %s: %w", s.name, err)
+		seen[string(name)] = true
+		body := io.LimitReader(br, int64(bl))
+		i := slices.IndexFunc(secs, func(s section) bool { return s.name == string(name) })
+		if i >= 0 {
+			if err := secs[i].read(body); err != nil {
+				return fmt.Errorf("snapshot section %s: %w", name, err)
+			}
+		}
+		// What the section's reader left (a later version's additions) or
+		// all of a section this version does not know is skipped; a short
+		// section is damage.
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return err
+		}
+		if rest := body.(*io.LimitedReader).N; rest > 0 {
+			return fmt.Errorf("snapshot: section %s is truncated (%d bytes missing)", name, rest)
 		}
 	}
-	return nil
 }
 
 // recover loads the newest snapshot and replays the log after it.
