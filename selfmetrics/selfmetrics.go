@@ -163,6 +163,7 @@ type Checkpoint struct {
 	Pause time.Duration // how long the latest held decisions
 	Write time.Duration // how long the latest took to reach the disk after
 	Bytes int64         // the latest snapshot's size
+	Tasks int64         // tasks in memory when it was taken
 	At    time.Time     // when the latest was taken
 }
 

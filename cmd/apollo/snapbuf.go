@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"io"
+	"os"
 	"sync"
 )
 
@@ -29,6 +30,7 @@ type snapshotBuffer struct {
 
 	spareMu sync.Mutex // forked writers take chunks concurrently
 	spare   [][]byte   // chunks of earlier checkpoints, emptied
+	made    int        // chunks allocated, ever
 }
 
 // snapPart is a run of content: a section's first part carries its
@@ -48,6 +50,23 @@ func (b *snapshotBuffer) reset() {
 	}
 	clear(b.parts)
 	b.parts, b.start = b.parts[:0], 0
+}
+
+// reserve makes the spare chunks hold at least n bytes, with every page of
+// them touched, so that the copy under a checkpoint's pause neither
+// allocates nor faults: the first checkpoint of a process, and one whose
+// state grew, pay for their memory before decisions stop. Call it after
+// reset.
+func (b *snapshotBuffer) reserve(n int) {
+	pg := os.Getpagesize()
+	for have := len(b.spare) * snapChunk; have < n; have += snapChunk {
+		c := make([]byte, snapChunk)
+		for i := 0; i < len(c); i += pg {
+			c[i] = 1 // a fresh span is not cleared, so not yet faulted in
+		}
+		b.spare = append(b.spare, c[:0])
+		b.made++
+	}
 }
 
 // section starts a new section; Write appends to it.
@@ -121,6 +140,7 @@ func (b *snapshotBuffer) chunk() []byte {
 		b.spare = b.spare[:k-1]
 		return c
 	}
+	b.made++
 	return make([]byte, 0, snapChunk)
 }
 

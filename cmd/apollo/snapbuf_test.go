@@ -82,6 +82,43 @@ func TestSnapshotBufferMatchesPlainEncoding(t *testing.T) {
 	}
 }
 
+// What reserve made ready before a checkpoint's pause is all the copy
+// takes: no chunk is allocated under the pause, in a plain section or a
+// forked one, until the copy outgrows the reservation.
+func TestSnapshotBufferReserveCoversTheCopy(t *testing.T) {
+	var b snapshotBuffer
+	const n = 5*snapChunk + 123
+	b.reset()
+	b.reserve(n)
+	made := b.made
+	if made != 6 {
+		t.Fatalf("reserve(%d) made %d chunks, want 6", n, made)
+	}
+	b.section("bus")
+	b.Write(make([]byte, snapChunk+7))
+	ws := b.Fork(2)
+	ws[0].Write(make([]byte, 2*snapChunk))
+	ws[1].Write(make([]byte, snapChunk))
+	b.end()
+	if b.made != made {
+		t.Fatalf("the copy allocated %d chunks beyond the reservation", b.made-made)
+	}
+	b.section("more") // past the reservation: chunks are made as needed
+	b.Write(make([]byte, 3*snapChunk))
+	b.end()
+	if b.made == made {
+		t.Fatal("a copy larger than the reservation made no chunk")
+	}
+	// The next checkpoint reuses everything: reserving every chunk made so
+	// far makes nothing.
+	b.reset()
+	made = b.made
+	b.reserve(made * snapChunk)
+	if b.made != made {
+		t.Fatalf("reserve after reset made %d chunks; the spare ones sufficed", b.made-made)
+	}
+}
+
 // Issue 20: a checkpoint copies the bus's shards on every core into chunks
 // it keeps for the next checkpoint. Two tenants' tasks, with IDs long
 // enough that every snapshot spans many chunks, are checkpointed several

@@ -193,11 +193,25 @@ func (c *snapCadence) logged(lsn uint64) {
 	}
 }
 
-// checkpoint copies the state during a short pause, then writes it.
+// snapBytesPerTask guesses a snapshot's size per task in memory before the
+// first checkpoint measures it: a task with a record or two of history
+// takes 65–70 bytes (bench/results/scale.md).
+const snapBytesPerTask = 96
+
+// checkpoint copies the state during a short pause, then writes it. The
+// memory for the copy is made ready before the pause: as much as the last
+// snapshot took per task, times the tasks now, with an eighth to spare.
 func (s *server) checkpoint() error {
 	buf := &s.snapBuf
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
+	buf.reset()
+	tasks := s.bus.Stats().Tasks
+	perTask := int64(snapBytesPerTask)
+	if last := s.lastCkpt.Load(); last != nil && last.Tasks > 0 {
+		perTask = last.Bytes/last.Tasks + 1
+	}
+	buf.reserve(int(tasks*perTask + tasks*perTask/8))
 	var at uint64
 	start := time.Now()
 	err := s.bus.Checkpoint(func(lsn uint64) error {
@@ -224,7 +238,7 @@ func (s *server) checkpoint() error {
 	if err != nil {
 		return err
 	}
-	c := selfmetrics.Checkpoint{Pause: pause, Write: time.Since(start) - pause, Bytes: int64(buf.Len()), At: start}
+	c := selfmetrics.Checkpoint{Pause: pause, Write: time.Since(start) - pause, Bytes: int64(buf.Len()), Tasks: tasks, At: start}
 	if last := s.lastCkpt.Load(); last != nil {
 		c.Taken = last.Taken
 	}

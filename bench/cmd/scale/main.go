@@ -83,7 +83,7 @@ func main() {
 	check(err)
 	load0 := harness.LoadAvg()
 	var rates, secs, ups, rss, cpuRates, faults []float64
-	var stops, pauses, snapBytes, snapUps, snapLoads, snapRSS []float64
+	var stops, pauses, snapBytes, snapUps, snapLoads, snapRSS, snapFaults []float64
 	var replayed float64
 	for rep := range *repeat {
 		r, err := recovery(bin, *events)
@@ -99,6 +99,7 @@ func main() {
 		replayed = r.events
 		stops, pauses, snapBytes = append(stops, r.stop.Seconds()), append(pauses, r.pause.Seconds()), append(snapBytes, r.snapBytes)
 		snapUps, snapLoads, snapRSS = append(snapUps, r.snapUp.Seconds()), append(snapLoads, r.snapLoad), append(snapRSS, float64(r.snapRSS))
+		snapFaults = append(snapFaults, float64(r.snapFault))
 	}
 	rm, rlo, rhi := harness.Median(rates)
 	sm, slo, shi := harness.Median(secs)
@@ -133,6 +134,7 @@ func main() {
 		{"snapshot size", snapBytes, func(v float64) string { return harness.MiB(int64(v)) }},
 		{"start → \"is up\" from the snapshot, seconds", snapUps, secsFmt},
 		{"snapshot load (`apollo_recovery_seconds`), seconds", snapLoads, secsFmt},
+		{"minor page faults of that start (each a trip into the kernel)", snapFaults, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }},
 		{"RSS after the start from the snapshot", snapRSS, func(v float64) string { return harness.MiB(int64(v)) }},
 	} {
 		m, lo, hi := harness.Median(row.v)
@@ -232,6 +234,7 @@ type recovered struct {
 	snapUp    time.Duration // exec → "is up" from the snapshot
 	snapLoad  float64       // apollo_recovery_seconds of that start
 	snapRSS   int64         // RSS after it
+	snapFault int64         // its minor page faults by then
 }
 
 const scaleConfig = "snapshot_every: 24h\nsnapshot_events: 0\nlimits:\n  ingest_per_second: 0\n  tasks: 4000000\n"
@@ -324,6 +327,9 @@ func restartFromSnapshot(bin, dir string, p *harness.Proc, n int, r *recovered) 
 		return fmt.Errorf("after a clean stop: %.0f records replayed (want 0), %.0f tasks (want %d)", m["apollo_recovery_events"], m["apollo_tasks"], n)
 	}
 	r.snapLoad = m["apollo_recovery_seconds"]
+	if r.snapFault, err = harness.MinorFaults(p3.PID()); err != nil {
+		return err
+	}
 	u, err := harness.Sample(p3.PID())
 	r.snapRSS = u.RSS
 	return err
