@@ -71,13 +71,20 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	subj := changeSubject(c.Task.Tenant, cp.p)
 	cp.mu.Lock()
 	n := len(cp.pending)
+	opened := false
 	if n == 0 || cp.pending[n-1].subject != subj || len(cp.pending[n-1].data) >= maxChangeBatch {
 		cp.pending = append(cp.pending, changeBatch{subject: subj, data: append(cp.buffer(), changesBinMagic...)})
-		n++
+		n, opened = n+1, true
 	}
 	// Encoded in place: the form needs no length before each change.
 	b := &cp.pending[n-1]
-	b.data, _ = appendChange(b.data, c)
+	var err error
+	if b.data, err = appendChange(b.data, c); err != nil && opened {
+		// A change the wire form cannot carry (the bus never makes one)
+		// leaves the batch it opened empty: nothing to publish.
+		cp.free = append(cp.free, b.data[:0])
+		cp.pending = cp.pending[:n-1]
+	}
 	cp.mu.Unlock()
 	select {
 	case cp.wake <- struct{}{}:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/nats-io/nats.go"
 )
 
 // A JSON batch of changes (as nodes before the binary form published it)
@@ -155,5 +156,47 @@ func TestLostChangesCutListeners(t *testing.T) {
 		if c, ok := next(second); ok {
 			t.Fatalf("the owed cut did not come after %v: change %+v", cutEvery, c)
 		}
+	}
+}
+
+// A change the binary form cannot carry is left out; when it would have
+// opened a batch, no empty message goes out for it, and the next change
+// goes alone in its own.
+func TestUnencodableChangePublishesNothing(t *testing.T) {
+	s := runNATS(t)
+	nc, sub := connect(t, s), connect(t, s)
+	msgs := make(chan *nats.Msg, 16)
+	if _, err := sub.ChanSubscribe(changeSubject("acme", 3), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cp := newChangePublisher(nc, 3, "n1")
+	bad := withTenant(apollo.Change{Task: apollo.Task{TaskID: "bad", Status: apollo.Status(99)}}, "acme")
+	good := withTenant(apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: "good"}}, Task: apollo.Task{TaskID: "good"}}, "acme")
+	cp.Apply(&bad)
+	cp.flush()
+	cp.Apply(&good)
+	cp.close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-msgs:
+		var ids []string
+		if err := decodeChanges(m.Data, func(c *apollo.Change) { ids = append(ids, c.Task.TaskID) }); err != nil || len(ids) != 1 || ids[0] != "good" {
+			t.Fatalf("first message holds %v (%v), want only the good change", ids, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message for the good change")
+	}
+	if err := sub.Flush(); err != nil { // anything else published has arrived
+		t.Fatal(err)
+	}
+	select {
+	case m := <-msgs:
+		t.Fatalf("a second message (%d bytes) was published", len(m.Data))
+	default:
 	}
 }

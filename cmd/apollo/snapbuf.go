@@ -55,11 +55,17 @@ func (b *snapshotBuffer) reset() {
 // reserve makes the spare chunks hold at least n bytes, with every page of
 // them touched, so that the copy under a checkpoint's pause neither
 // allocates nor faults: the first checkpoint of a process, and one whose
-// state grew, pay for their memory before decisions stop. Call it after
-// reset.
+// state grew, pay for their memory before decisions stop. Spare chunks
+// beyond n and a quarter are let go, so that a state that shrank does not
+// keep the memory of its largest snapshot. Call it after reset.
 func (b *snapshotBuffer) reserve(n int) {
+	need := (n + snapChunk - 1) / snapChunk
+	if keep := need + need/4 + 1; len(b.spare) > keep {
+		clear(b.spare[keep:])
+		b.spare = b.spare[:keep]
+	}
 	pg := os.Getpagesize()
-	for have := len(b.spare) * snapChunk; have < n; have += snapChunk {
+	for len(b.spare) < need {
 		c := make([]byte, snapChunk)
 		for i := 0; i < len(c); i += pg {
 			c[i] = 1 // a fresh span is not cleared, so not yet faulted in

@@ -117,6 +117,11 @@ func TestSnapshotBufferReserveCoversTheCopy(t *testing.T) {
 	if b.made != made {
 		t.Fatalf("reserve after reset made %d chunks; the spare ones sufficed", b.made-made)
 	}
+	// A state that shrank lets the memory of its largest snapshot go.
+	b.reserve(2 * snapChunk)
+	if len(b.spare) > 4 {
+		t.Fatalf("after reserving 2 chunks of %d spare, %d are kept", made, len(b.spare))
+	}
 }
 
 // Issue 20: a checkpoint copies the bus's shards on every core into chunks

@@ -193,14 +193,16 @@ func (c *snapCadence) logged(lsn uint64) {
 	}
 }
 
-// snapBytesPerTask guesses a snapshot's size per task in memory before the
-// first checkpoint measures it: a task with a record or two of history
-// takes 65–70 bytes (bench/results/scale.md).
-const snapBytesPerTask = 96
+// snapBytesPerTask is what the first checkpoint of a process reserves per
+// task before it knows better: a lower bound (a task with a record of
+// history takes 65–75 bytes, bench/results/scale.md), so that the first
+// reservation is not memory kept for nothing; what it lacks is allocated
+// under the pause.
+const snapBytesPerTask = 64
 
 // checkpoint copies the state during a short pause, then writes it. The
 // memory for the copy is made ready before the pause: as much as the last
-// snapshot took per task, times the tasks now, with an eighth to spare.
+// snapshot took per task, times the tasks now, with a sixteenth to spare.
 func (s *server) checkpoint() error {
 	buf := &s.snapBuf
 	buf.mu.Lock()
@@ -211,7 +213,7 @@ func (s *server) checkpoint() error {
 	if last := s.lastCkpt.Load(); last != nil && last.Tasks > 0 {
 		perTask = last.Bytes/last.Tasks + 1
 	}
-	buf.reserve(int(tasks*perTask + tasks*perTask/8))
+	buf.reserve(int(tasks*perTask + tasks*perTask/16))
 	var at uint64
 	start := time.Now()
 	err := s.bus.Checkpoint(func(lsn uint64) error {
