@@ -156,9 +156,28 @@ func TestSnapshotAcrossChunksRestoresEveryTask(t *testing.T) {
 			t.Fatalf("%s: %d of %d events accepted", tenant, ans.Accepted, batch)
 		}
 	}
+	var sys struct {
+		Recovery   struct{ Events int64 } `json:"recovery"`
+		Checkpoint struct {
+			Taken int64
+			Bytes int64
+		} `json:"checkpoint"`
+	}
+	taken := func() int64 {
+		d.do("", "GET", "/api/v1/system", "", &sys, 200)
+		return sys.Checkpoint.Taken
+	}
+	// The checkpoint loop takes a snapshot once 2 500 records were logged
+	// since the last one's copy: after each 3 000 records the test waits
+	// for it, so the next 3 000 are sure to bring the next one.
+	want := int64(0)
 	for i := 0; i < perTenant; i += batch {
 		for _, tenant := range tenants {
 			post(tenant, i, "pending", 1)
+		}
+		if (i/batch)%3 == 2 {
+			want++
+			eventually(t, 0, fmt.Sprintf("checkpoint %d, by the count of records", want), func() bool { return taken() >= want })
 		}
 	}
 	for _, tenant := range tenants { // some runs go on after the snapshots
@@ -182,17 +201,9 @@ func TestSnapshotAcrossChunksRestoresEveryTask(t *testing.T) {
 			cursor = page.Next
 		}
 	}
-	// Several checkpoints were taken by the count of records, each one
-	// reusing the chunks of the one before.
-	var sys struct {
-		Recovery   struct{ Events int64 } `json:"recovery"`
-		Checkpoint struct {
-			Taken int64
-			Bytes int64
-		} `json:"checkpoint"`
-	}
-	d.do("", "GET", "/api/v1/system", "", &sys, 200)
-	if sys.Checkpoint.Taken < 4 || sys.Checkpoint.Bytes < 8*snapChunk {
+	// Four checkpoints were taken by the count of records, each one reusing
+	// the chunks of the one before, the last over many chunks.
+	if taken(); sys.Checkpoint.Taken < 4 || sys.Checkpoint.Bytes < 8*snapChunk {
 		t.Fatalf("before the stop: %d checkpoints, the latest %d bytes; want 4 or more, over %d bytes", sys.Checkpoint.Taken, sys.Checkpoint.Bytes, 8*snapChunk)
 	}
 	before := map[string]map[string]string{}
