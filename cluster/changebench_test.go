@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"testing"
 
 	"github.com/apollo-11/apollo"
@@ -23,23 +24,18 @@ func benchChange() apollo.Change {
 }
 
 // BenchmarkPublishChange is what adding one change to its batch costs a
-// publisher, in each form it has had: JSON in a fresh buffer, copied after
-// its length (before issue 20.5's last step); JSON in a kept buffer,
-// copied so; the binary form, written in place (now).
+// publisher: JSON by encoding/json in a fresh buffer, copied after its
+// length (the form before issue 20.5's binary one), and the binary form,
+// written in place (now).
 func BenchmarkPublishChange(b *testing.B) {
 	c := benchChange()
-	var scratch []byte
 	for _, form := range []struct {
 		name string
 		add  func(batch []byte) []byte
 	}{
-		{"json-fresh-buffer", func(batch []byte) []byte {
-			js, _ := marshalChangeFresh(&c)
+		{"json", func(batch []byte) []byte {
+			js, _ := json.Marshal(&c)
 			return append(binary.AppendUvarint(batch, uint64(len(js))), js...)
-		}},
-		{"json-kept-buffer", func(batch []byte) []byte {
-			scratch, _ = appendChangeJSON(scratch[:0], &c)
-			return append(binary.AppendUvarint(batch, uint64(len(scratch))), scratch...)
 		}},
 		{"binary-in-place", func(batch []byte) []byte {
 			batch, _ = appendChange(batch, &c)
@@ -61,14 +57,6 @@ func BenchmarkPublishChange(b *testing.B) {
 	}
 }
 
-// marshalChangeFresh is how the publisher encoded a change before it kept
-// a buffer: in one of its own, on the heap as the publisher's was.
-//
-//go:noinline
-func marshalChangeFresh(c *apollo.Change) ([]byte, error) {
-	return appendChangeJSON(make([]byte, 0, 640), c)
-}
-
 // BenchmarkDecodeChanges is what reading a change of a batch costs every
 // node whose stream listens, in the JSON form and in the binary one.
 func BenchmarkDecodeChanges(b *testing.B) {
@@ -76,7 +64,7 @@ func BenchmarkDecodeChanges(b *testing.B) {
 	const n = 64
 	jsonBatch, binBatch := []byte(changesMagic), []byte(changesBinMagic)
 	for range n {
-		js, _ := appendChangeJSON(nil, &c)
+		js, _ := json.Marshal(&c)
 		jsonBatch = append(binary.AppendUvarint(jsonBatch, uint64(len(js))), js...)
 		binBatch, _ = appendChange(binBatch, &c)
 	}
