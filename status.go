@@ -117,10 +117,8 @@ func (s Status) String() string {
 // ParseStatus turns a wire name into a Status. Matching is exact: the wire
 // format is lower case.
 func ParseStatus(name string) (Status, error) {
-	for s := StatusPending; s < numStatus; s++ {
-		if statusNames[s] == name {
-			return s, nil
-		}
+	if s, ok := statusNamed(name); ok {
+		return s, nil
 	}
 	return StatusNone, &Error{
 		Code:    EINVALID,
@@ -149,15 +147,23 @@ func (s *Status) UnmarshalText(b []byte) error {
 		*s = StatusNone
 		return nil
 	}
-	// Compared in place: string(b) passed to ParseStatus escapes into its
-	// error and was an allocation per status read (three per change a
-	// scale-out node decodes).
-	for v := StatusPending; v < numStatus; v++ {
-		if statusNames[v] == string(b) {
-			*s = v
-			return nil
-		}
+	// Looked up without ParseStatus, whose error keeps its argument: the
+	// string(b) it needs was an allocation per status read (three per
+	// change a scale-out node decodes). Only an unknown name pays it.
+	if v, ok := statusNamed(string(b)); ok {
+		*s = v
+		return nil
 	}
 	_, err := ParseStatus(string(b))
 	return err
+}
+
+// statusNamed is the reportable status whose wire name is name.
+func statusNamed(name string) (Status, bool) {
+	for s := StatusPending; s < numStatus; s++ {
+		if statusNames[s] == name {
+			return s, true
+		}
+	}
+	return StatusNone, false
 }
