@@ -109,10 +109,11 @@ func (f *byteForker) join() {
 	f.parts = nil
 }
 
-// A restored bus lists and pages its tasks exactly as the live one did,
-// for two tenants whose tasks were first seen in groups at the same
-// millisecond (the listing then orders by task ID), whether the state was
-// written to a plain writer or copied in parallel through a Forker.
+// A restored bus lists and pages its tasks exactly as the live one did, in
+// the listing's order, for two tenants whose tasks were first seen in
+// groups at the same millisecond (the listing then orders by task ID),
+// whether the state was written to a plain writer or copied in parallel
+// through a Forker.
 func TestRestoredListingPagesLikeTheLive(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -131,6 +132,7 @@ func TestRestoredListingPagesLikeTheLive(t *testing.T) {
 	f.drain()
 	pages := func(b *Bus, tenant string) []string {
 		var ids []string
+		var prevAt int64
 		cursor := ""
 		for {
 			page, next, err := b.List(apollo.TaskFilter{Tenant: tenant, Limit: 9, Cursor: cursor})
@@ -138,7 +140,11 @@ func TestRestoredListingPagesLikeTheLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, tk := range page {
-				ids = append(ids, tk.TaskID)
+				// The listing's order: newest first, then higher IDs.
+				if n := len(ids); n > 0 && !(prevAt > tk.CreatedAt || prevAt == tk.CreatedAt && ids[n-1] > tk.TaskID) {
+					t.Fatalf("tenant %s lists %s (created %d) after %s (created %d)", tenant, tk.TaskID, tk.CreatedAt, ids[n-1], prevAt)
+				}
+				ids, prevAt = append(ids, tk.TaskID), tk.CreatedAt
 			}
 			if next == "" {
 				return ids

@@ -24,11 +24,15 @@ type listKey struct {
 }
 
 // before reports whether a task at k comes before one at o in the listing.
-func (k listKey) before(o listKey) bool {
-	if k.at != o.at {
-		return k.at > o.at
+func (k listKey) before(o listKey) bool { return o.cmp(k) < 0 }
+
+// cmp orders keys as the chunks keep them, the reverse of the listing:
+// negative when a task at k is listed after one at o.
+func (k listKey) cmp(o listKey) int {
+	if k.at != o.at { // the IDs are compared only in a tie
+		return cmp.Compare(k.at, o.at)
 	}
-	return k.id > o.id
+	return strings.Compare(k.id, o.id)
 }
 
 // chunkMax is the most tasks a chunk holds. Inserting or removing moves at
@@ -151,32 +155,26 @@ func (l *taskList) after(k *listKey, max int, dst []*task) []*task {
 // (BenchmarkSnapshotRestore, cmd/apollo).
 func (l *taskList) load(ts []*task) {
 	type sortKey struct {
-		at int64
-		id string
-		t  *task
+		k listKey
+		t *task
 	}
 	keys := make([]sortKey, 0, l.n+len(ts))
 	for _, c := range l.chunks {
 		for _, t := range c {
-			keys = append(keys, sortKey{t.createdAt, t.id, t})
+			keys = append(keys, sortKey{t.listKey(), t})
 		}
 	}
 	for _, t := range ts {
-		keys = append(keys, sortKey{t.createdAt, t.id, t})
+		keys = append(keys, sortKey{t.listKey(), t})
 	}
-	// Oldest first, as the chunks keep them: a before b when b's listKey
-	// comes before a's in the listing.
-	slices.SortFunc(keys, func(a, b sortKey) int {
-		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.id, b.id))
-	})
-	all := make([]*task, len(keys))
-	for i := range keys {
-		all[i] = keys[i].t
-	}
-	l.chunks, l.n = nil, len(all)
-	for len(all) > 0 {
-		n := min(len(all), chunkMax)
-		l.chunks = append(l.chunks, append(make([]*task, 0, chunkMax), all[:n]...))
-		all = all[n:]
+	slices.SortFunc(keys, func(a, b sortKey) int { return a.k.cmp(b.k) })
+	l.chunks, l.n = nil, len(keys)
+	for len(keys) > 0 {
+		c := make([]*task, min(len(keys), chunkMax), chunkMax)
+		for i := range c {
+			c[i] = keys[i].t
+		}
+		l.chunks = append(l.chunks, c)
+		keys = keys[len(c):]
 	}
 }
