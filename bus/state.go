@@ -45,51 +45,66 @@ type Forker interface {
 }
 
 // WriteState writes every task in memory, their waiting out-of-order events
-// and the tombstones. Call it inside Checkpoint, or before Start. When w is
-// a Forker, the shards are encoded in parallel, GOMAXPROCS parts.
+// and the tombstones. Call it inside Checkpoint, or before Start. Each
+// tenant's tasks go out in the order of its listing, so that ReadState
+// builds the lists without sorting. When w is a Forker, the tasks are
+// encoded in parallel, GOMAXPROCS parts.
 func (b *Bus) WriteState(w io.Writer) error {
 	head := append(make([]byte, 0, 16), stateMagic...)
 	head = binary.AppendUvarint(head, uint64(b.ntasks.Load()))
 	if _, err := w.Write(head); err != nil {
 		return err
 	}
-	if f, ok := w.(Forker); ok && runtime.GOMAXPROCS(0) > 1 {
-		parts := f.Fork(min(runtime.GOMAXPROCS(0), numShards))
+	chunks := b.listChunks()
+	if f, ok := w.(Forker); ok && runtime.GOMAXPROCS(0) > 1 && len(chunks) > 1 {
+		parts := f.Fork(min(runtime.GOMAXPROCS(0), len(chunks)))
 		errs := make([]error, len(parts))
 		var wg sync.WaitGroup
 		for i, pw := range parts {
-			lo, hi := i*numShards/len(parts), (i+1)*numShards/len(parts)
-			wg.Go(func() { errs[i] = b.writeShards(pw, lo, hi) })
+			lo, hi := i*len(chunks)/len(parts), (i+1)*len(chunks)/len(parts)
+			wg.Go(func() { errs[i] = writeChunks(pw, chunks[lo:hi]) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-	} else if err := b.writeShards(w, 0, numShards); err != nil {
+	} else if err := writeChunks(w, chunks); err != nil {
 		return err
 	}
 	return b.writeTombs(w)
 }
 
-// writeShards writes the tasks of shards [lo, hi) to w in pieces of about
-// 32 KiB: no bufio.Writer between them, which would copy every byte once
-// more.
-func (b *Bus) writeShards(w io.Writer, lo, hi int) error {
+// listChunks returns the chunks of every tenant's list, each tenant's in
+// order. Every task in memory is in its tenant's list (addTask). Inside
+// Checkpoint no task or list changes, since everything that changes them
+// holds the pause for reading (deciding, deadlines, the sweep); before
+// Start nothing runs. So the tasks are read after the lists' locks are let
+// go, and without their shards' locks.
+func (b *Bus) listChunks() [][]*task {
+	var out [][]*task
+	b.tenants.Range(func(_, v any) bool {
+		ts := v.(*tenantState)
+		ts.mu.Lock()
+		out = append(out, ts.list.chunks...)
+		ts.mu.Unlock()
+		return true
+	})
+	return out
+}
+
+// writeChunks writes the tasks of chunks to w in pieces of about 32 KiB:
+// no bufio.Writer between them, which would copy every byte once more.
+func writeChunks(w io.Writer, chunks [][]*task) error {
 	buf := make([]byte, 0, 40<<10)
-	for i := lo; i < hi; i++ {
-		s := &b.shards[i]
-		s.mu.Lock()
-		var err error
-		s.each(func(_ uint64, t *task) {
+	for _, c := range chunks {
+		for _, t := range c {
 			buf = appendTask(buf, t.key(), t)
-			if len(buf) > 1<<15 && err == nil {
-				_, err = w.Write(buf)
+			if len(buf) > 1<<15 {
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
 				buf = buf[:0]
 			}
-		})
-		s.mu.Unlock()
-		if err != nil {
-			return err
 		}
 	}
 	_, err := w.Write(buf)
@@ -157,18 +172,58 @@ func (sr *stateReader) uvarint() uint64 {
 	if sr.err != nil {
 		return 0
 	}
+	// From the reader's buffer when the whole number is there, as it
+	// nearly always is; ReadUvarint, a call per byte, otherwise, and for
+	// its errors. Peek is short only at the end of the input.
+	if b, _ := sr.r.Peek(binary.MaxVarintLen64); len(b) > 0 {
+		if v, n := binary.Uvarint(b); n > 0 {
+			sr.r.Discard(n)
+			return v
+		}
+	}
 	v, err := binary.ReadUvarint(sr.r)
 	sr.err = err
 	return v
 }
 
-func (sr *stateReader) bytes(max int) []byte {
+// fieldLen reads the length of a field of at most max bytes.
+func (sr *stateReader) fieldLen(max int) (int, bool) {
 	n := sr.uvarint()
 	if sr.err != nil {
-		return nil
+		return 0, false
 	}
 	if n > uint64(max) {
 		sr.err = fmt.Errorf("a field of %d bytes, over the limit of %d", n, max)
+		return 0, false
+	}
+	return int(n), true
+}
+
+// view reads a field of at most max bytes (max must not exceed the
+// reader's buffer) and returns it without copying: it is valid until the
+// next read. Names and IDs are read through it, so that a name kept by the
+// interner costs no allocation, and an ID one.
+func (sr *stateReader) view(max int) []byte {
+	n, ok := sr.fieldLen(max)
+	if !ok {
+		return nil
+	}
+	b, err := sr.r.Peek(n)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		sr.err = err
+		return nil
+	}
+	sr.r.Discard(n)
+	return b
+}
+
+// bytes reads a field of at most max bytes into a slice of its own.
+func (sr *stateReader) bytes(max int) []byte {
+	n, ok := sr.fieldLen(max)
+	if !ok {
 		return nil
 	}
 	b := make([]byte, n)
@@ -194,21 +249,16 @@ func (b *Bus) ReadState(r io.Reader) error {
 		return errors.New("bus: snapshot does not start with the bus state marker; it was not written by this version")
 	}
 	v1 := string(magic) == stateMagicV1
-	sr.uvarint() // task count, informational
-	listed := map[*tenantState][]*task{}
-	for sr.err == nil {
-		if sr.uvarint() != 1 {
-			break
-		}
-		if err := b.readTask(sr, v1, listed); err != nil {
-			return err
-		}
+	b.presize(sr.uvarint())
+	listed, err := b.readTasks(sr, v1)
+	if err != nil {
+		return err
 	}
-	// One sort per tenant rather than a search per task.
-	for ts, tasks := range listed {
-		tasks = slices.DeleteFunc(tasks, func(t *task) bool { return !t.listed })
+	// The lists in bulk rather than a search per task.
+	for ts, l := range listed {
+		tasks := slices.DeleteFunc(l.tasks, func(t *task) bool { return !t.listed })
 		ts.mu.Lock()
-		ts.list.load(tasks)
+		ts.list.load(tasks, l.inOrder)
 		ts.mu.Unlock()
 	}
 	start := int64(0)
@@ -235,11 +285,70 @@ func (b *Bus) ReadState(r io.Reader) error {
 	return nil
 }
 
-// readTask reads one task into its shard, and adds it to listed, by
-// tenant, for ReadState to put into the tenants' lists in bulk.
-func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task) error {
-	k := key{tenant: b.names.bytes(sr.bytes(apollo.MaxTaskIDBytes)), id: string(sr.bytes(apollo.MaxTaskIDBytes))}
-	t := &task{id: k.id, tenant: k.tenant, name: b.names.bytes(sr.bytes(apollo.MaxNameBytes))}
+// presize makes the maps of empty shards big enough for n tasks in all (the
+// count a snapshot starts with, at most MaxTasks), so that they do not
+// grow, copying what they hold, while the tasks are read.
+func (b *Bus) presize(n uint64) {
+	per := int(min(n, uint64(b.opts.MaxTasks))/numShards) * 9 / 8
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.Lock()
+		if len(s.tasks) == 0 && per > 0 {
+			s.tasks = make(map[uint64]*task, per)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// loading is a tenant's tasks read from a snapshot, for its list.
+type loading struct {
+	tasks   []*task
+	last    listKey
+	inOrder bool // tasks are in the order of the list's chunks, as WriteState writes them
+}
+
+// readTasks reads the tasks of a state into their shards, and returns
+// them by tenant, for ReadState to put into the tenants' lists in bulk.
+// Two goroutines share the work: this one decodes, another places what it
+// decoded, in batches, into the shards, tenants and deadlines. Each half
+// is about half of a restore, which is most of a start from a snapshot.
+func (b *Bus) readTasks(sr *stateReader, v1 bool) (map[*tenantState]*loading, error) {
+	listed := map[*tenantState]*loading{}
+	batches := make(chan []*task, 8)
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		for batch := range batches {
+			for _, t := range batch {
+				b.placeTask(t, listed)
+			}
+		}
+	}()
+	const batchLen = 256
+	batch := make([]*task, 0, batchLen)
+	var err error
+	for sr.err == nil && err == nil {
+		if sr.uvarint() != 1 {
+			break
+		}
+		var t *task
+		if t, err = b.decodeTask(sr, v1); err == nil {
+			if batch = append(batch, t); len(batch) == batchLen {
+				batches <- batch
+				batch = make([]*task, 0, batchLen)
+			}
+		}
+	}
+	batches <- batch
+	close(batches)
+	<-placed
+	return listed, err
+}
+
+// decodeTask reads one task.
+func (b *Bus) decodeTask(sr *stateReader, v1 bool) (*task, error) {
+	k := key{tenant: b.names.bytes(sr.view(apollo.MaxTaskIDBytes)), id: string(sr.view(apollo.MaxTaskIDBytes))}
+	t := &task{id: k.id, tenant: k.tenant, name: b.names.bytes(sr.view(apollo.MaxNameBytes))}
 	t.status = apollo.Status(sr.byte())
 	t.late = sr.byte() == 1
 	for _, p := range [...]*int64{&t.seq, &t.scheduledAt, &t.startedAt, &t.finishedAt, &t.updatedAt, &t.timeoutMs, &t.costMs} {
@@ -252,7 +361,7 @@ func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task
 	}
 	np := sr.uvarint()
 	if np > maxParkedPerTask {
-		return fmt.Errorf("bus: reading the snapshot: task %q has %d waiting events", k.id, np)
+		return nil, fmt.Errorf("bus: reading the snapshot: task %q has %d waiting events", k.id, np)
 	}
 	for i := uint64(0); i < np && sr.err == nil; i++ {
 		until := int64(sr.uvarint())
@@ -260,11 +369,10 @@ func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task
 		var r apollo.Record
 		if sr.err == nil {
 			if _, err := decodeRecord(raw, &r); err != nil {
-				return fmt.Errorf("bus: reading the snapshot: task %q: %w", k.id, err)
+				return nil, fmt.Errorf("bus: reading the snapshot: task %q: %w", k.id, err)
 			}
 		}
 		t.parked = append(t.parked, parkedEvent{rec: r, until: until})
-		b.timers.push(deadline{at: until, k: k, kind: dParked})
 	}
 	if v1 {
 		t.createdAt = t.firstSeen()
@@ -272,10 +380,20 @@ func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task
 		t.createdAt = int64(sr.uvarint())
 	}
 	if sr.err != nil {
-		return fmt.Errorf("bus: reading the snapshot: %w", sr.err)
+		return nil, fmt.Errorf("bus: reading the snapshot: %w", sr.err)
 	}
 	if t.status > apollo.StatusManualBlocked {
-		return fmt.Errorf("bus: reading the snapshot: task %q has status %d", k.id, t.status)
+		return nil, fmt.Errorf("bus: reading the snapshot: task %q has status %d", k.id, t.status)
+	}
+	return t, nil
+}
+
+// placeTask puts a task read from a snapshot into its shard, in place of a
+// task of the same key, and adds it to listed.
+func (b *Bus) placeTask(t *task, listed map[*tenantState]*loading) {
+	k := t.key()
+	for _, p := range t.parked {
+		b.timers.push(deadline{at: p.until, k: k, kind: dParked})
 	}
 	s, h := b.locate(k)
 	s.mu.Lock()
@@ -288,12 +406,18 @@ func (b *Bus) readTask(sr *stateReader, v1 bool, listed map[*tenantState][]*task
 	ts := b.tenant(k.tenant)
 	ts.tasks.Add(1)
 	t.listed = true
-	listed[ts] = append(listed[ts], t)
+	l := listed[ts]
+	if l == nil {
+		l = &loading{inOrder: true}
+		listed[ts] = l
+	} else if l.inOrder && l.last.cmp(t.listKey()) >= 0 {
+		l.inOrder = false // an older snapshot, written shard by shard
+	}
+	l.tasks, l.last = append(l.tasks, t), t.listKey()
 	b.pings.track(t)
 	b.parked.Add(int64(len(t.parked)))
 	b.armDeadlines(k, t, b.lateness(t.name))
 	s.mu.Unlock()
-	return nil
 }
 
 // firstSeen is when a task read from a version 1 snapshot, which did not

@@ -1,7 +1,9 @@
 package bus
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,7 +115,10 @@ func (f *byteForker) join() {
 // the listing's order, for two tenants whose tasks were first seen in
 // groups at the same millisecond (the listing then orders by task ID),
 // whether the state was written to a plain writer or copied in parallel
-// through a Forker.
+// through a Forker. WriteState writes each tenant's tasks in the list's
+// order, so that ReadState needs no sort; a snapshot written shard by
+// shard, as before it did, or in any other order, is sorted and lists the
+// same.
 func TestRestoredListingPagesLikeTheLive(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -160,7 +165,22 @@ func TestRestoredListingPagesLikeTheLive(t *testing.T) {
 		}
 	}
 	forked.join()
+	byShard, reversed := new(bytes.Buffer), new(bytes.Buffer)
+	writeStateInShardOrder(t, f.bus, byShard, false)
+	writeStateInShardOrder(t, f.bus, reversed, true)
 	for name, state := range map[string][]byte{"plain": plain.Bytes(), "forked": forked.out.Bytes()} {
+		for tenant, inOrder := range listsInOrder(t, state) {
+			if !inOrder {
+				t.Errorf("%s: WriteState wrote tenant %s's tasks out of its list's order: ReadState has to sort them", name, tenant)
+			}
+		}
+	}
+	for tenant, inOrder := range listsInOrder(t, byShard.Bytes()) {
+		if inOrder {
+			t.Fatalf("tenant %s's tasks written shard by shard read as in order: the test does not reach the sort", tenant)
+		}
+	}
+	for name, state := range map[string][]byte{"plain": plain.Bytes(), "forked": forked.out.Bytes(), "by shard": byShard.Bytes(), "reversed": reversed.Bytes()} {
 		b, err := New(Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -176,4 +196,53 @@ func TestRestoredListingPagesLikeTheLive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeStateInShardOrder writes b's state as WriteState did before it
+// followed the lists: shard by shard, each shard's tasks in its map's
+// order; reversed writes the tasks in the reverse of that order.
+func writeStateInShardOrder(t *testing.T, b *Bus, w io.Writer, reversed bool) {
+	t.Helper()
+	var tasks []*task
+	for i := range b.shards {
+		b.shards[i].each(func(_ uint64, tk *task) { tasks = append(tasks, tk) })
+	}
+	if reversed {
+		slices.Reverse(tasks)
+	}
+	buf := binary.AppendUvarint(append([]byte(nil), stateMagic...), uint64(len(tasks)))
+	for _, tk := range tasks {
+		buf = appendTask(buf, tk.key(), tk)
+	}
+	if _, err := w.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.writeTombs(w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listsInOrder reads the tasks of a state as ReadState does and says, by
+// tenant, whether they came in their list's order.
+func listsInOrder(t *testing.T, state []byte) map[string]bool {
+	t.Helper()
+	b, err := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := &stateReader{r: bufio.NewReader(bytes.NewReader(state[len(stateMagic):]))}
+	sr.uvarint()
+	listed, err := b.readTasks(sr, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	b.tenants.Range(func(name, ts any) bool {
+		out[name.(string)] = listed[ts.(*tenantState)].inOrder
+		return true
+	})
+	if len(out) != 2 {
+		t.Fatalf("the state holds %d tenants, want 2", len(out))
+	}
+	return out
 }

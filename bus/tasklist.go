@@ -148,12 +148,27 @@ func (l *taskList) after(k *listKey, max int, dst []*task) []*task {
 	return dst
 }
 
-// load adds tasks in bulk (a snapshot being read): one sort instead of a
-// search and a move per task. The sort compares copies of the keys side by
-// side in one array: comparing through the task pointers took a cache
-// miss or two per comparison, and was half of a restore from a snapshot
-// (BenchmarkSnapshotRestore, cmd/apollo).
-func (l *taskList) load(ts []*task) {
+// load adds tasks in bulk (a snapshot being read): no sort at all when the
+// list is empty and ts are in its order already (inOrder, as WriteState
+// writes them), else one sort instead of a search and a move per task.
+func (l *taskList) load(ts []*task, inOrder bool) {
+	if !inOrder || l.n > 0 {
+		ts = l.sortedWith(ts)
+	}
+	l.chunks, l.n = nil, len(ts)
+	for len(ts) > 0 {
+		c := make([]*task, min(len(ts), chunkMax), chunkMax)
+		copy(c, ts)
+		l.chunks = append(l.chunks, c)
+		ts = ts[len(c):]
+	}
+}
+
+// sortedWith returns the list's tasks and ts in the list's order. The sort
+// compares copies of the keys side by side in one array: comparing through
+// the task pointers took a cache miss or two per comparison, and was half
+// of a restore from a snapshot (BenchmarkSnapshotRestore, cmd/apollo).
+func (l *taskList) sortedWith(ts []*task) []*task {
 	type sortKey struct {
 		k listKey
 		t *task
@@ -168,13 +183,9 @@ func (l *taskList) load(ts []*task) {
 		keys = append(keys, sortKey{t.listKey(), t})
 	}
 	slices.SortFunc(keys, func(a, b sortKey) int { return a.k.cmp(b.k) })
-	l.chunks, l.n = nil, len(keys)
-	for len(keys) > 0 {
-		c := make([]*task, min(len(keys), chunkMax), chunkMax)
-		for i := range c {
-			c[i] = keys[i].t
-		}
-		l.chunks = append(l.chunks, c)
-		keys = keys[len(c):]
+	out := make([]*task, len(keys))
+	for i := range keys {
+		out[i] = keys[i].t
 	}
+	return out
 }
