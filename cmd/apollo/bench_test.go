@@ -168,7 +168,7 @@ func benchRecover(b *testing.B, cfg config.Config, n int64, seq bool) {
 // writeLog runs a server that takes n events (each a new task's pending,
 // or runs reporting pending, running, success) and stops it, then removes
 // the snapshot its shutdown wrote, so that a start replays the whole log.
-func writeLog(b *testing.B, cfg config.Config, n int, mix string) {
+func writeLog(b testing.TB, cfg config.Config, n int, mix string) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	up := make(chan string, 1)
@@ -286,7 +286,7 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 
 // recoverServer opens the server of cfg and recovers its state, on one
 // goroutine when seq; undo.run closes it.
-func recoverServer(b *testing.B, cfg config.Config, seq bool) (*server, *undoList) {
+func recoverServer(b testing.TB, cfg config.Config, seq bool) (*server, *undoList) {
 	b.Helper()
 	s := &server{cfg: cfg, log: slog.New(slog.DiscardHandler), clock: apollo.SystemClock, console: io.Discard, seqReplay: seq}
 	undo := new(undoList)

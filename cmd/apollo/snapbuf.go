@@ -28,9 +28,10 @@ type snapshotBuffer struct {
 	parts []snapPart
 	start int // the current section's first part
 
-	spareMu sync.Mutex // forked writers take chunks concurrently
-	spare   [][]byte   // chunks of earlier checkpoints, emptied
-	made    int        // chunks allocated, ever
+	spareMu  sync.Mutex // forked writers take chunks concurrently
+	spare    [][]byte   // chunks of earlier checkpoints, emptied
+	made     int        // chunks allocated, ever
+	reserved int        // made, as of the end of the last reserve
 }
 
 // snapPart is a run of content: a section's first part carries its
@@ -73,6 +74,7 @@ func (b *snapshotBuffer) reserve(n int) {
 		b.spare = append(b.spare, c[:0])
 		b.made++
 	}
+	b.reserved = b.made
 }
 
 // section starts a new section; Write appends to it.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/config"
 )
 
 // The buffer writes what a plain buffer would hold for the same sections,
@@ -121,6 +122,39 @@ func TestSnapshotBufferReserveCoversTheCopy(t *testing.T) {
 	b.reserve(2 * snapChunk)
 	if len(b.spare) > 4 {
 		t.Fatalf("after reserving 2 chunks of %d spare, %d are kept", made, len(b.spare))
+	}
+}
+
+// Issue 20: the first checkpoint after a restart reserves as much memory
+// per task as the snapshot the process started from took, not the lower
+// bound a process with no snapshot guesses, so that its pause allocates
+// nothing. Tasks with three records each take about twice that bound.
+func TestFirstCheckpointAfterRestartReservesEnough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	cfg := config.Default()
+	cfg.Data, cfg.Listen, cfg.Fsync = t.TempDir(), "127.0.0.1:0", "off"
+	cfg.Limits.IngestPerSec = 0
+	writeLog(t, cfg, 90_000, "lifecycle") // 30 000 tasks, pending, running, success
+	s, undo := recoverServer(t, cfg, false)
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	undo.run()
+	s, undo = recoverServer(t, cfg, false)
+	defer undo.run()
+	if s.recovery.Events != 0 {
+		t.Fatalf("the restart replayed %d records; want a start from the snapshot alone", s.recovery.Events)
+	}
+	if s.restoredPerTask <= 2*snapBytesPerTask {
+		t.Fatalf("the snapshot takes %d bytes per task: the test needs tasks well over the first guess's %d", s.restoredPerTask, snapBytesPerTask)
+	}
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if grew := s.snapBuf.made - s.snapBuf.reserved; grew != 0 {
+		t.Errorf("the first checkpoint after the restart allocated %d chunks under its pause", grew)
 	}
 }
 

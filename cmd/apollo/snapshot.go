@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -93,10 +94,14 @@ func (s *server) recover() error {
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
 	if body != nil {
-		err := readSnapshot(body, s.sections())
+		cr := &countingReader{r: body}
+		err := readSnapshot(cr, s.sections())
 		body.Close()
 		if err != nil {
 			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
+		}
+		if tasks := s.bus.Stats().Tasks; tasks > 0 {
+			s.restoredPerTask = cr.n/tasks + 1
 		}
 	}
 	// Before the replay, so that the replayed runs count for the runs
@@ -193,32 +198,49 @@ func (c *snapCadence) logged(lsn uint64) {
 	}
 }
 
-// snapBytesPerTask is what the first checkpoint of a process reserves per
-// task before it knows better: a lower bound (a task with a record of
-// history takes 65–75 bytes, bench/results/scale.md), so that the first
-// reservation is not memory kept for nothing; what it lacks is allocated
-// under the pause.
+// snapBytesPerTask is what the first checkpoint of a process that did not
+// start from a snapshot reserves per task: a lower bound (a task with a
+// record of history takes 65–75 bytes, bench/results/scale.md), so that
+// the first reservation is not memory kept for nothing; what it lacks is
+// allocated under the pause.
 const snapBytesPerTask = 64
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
 
 // checkpoint copies the state during a short pause, then writes it. The
 // memory for the copy is made ready before the pause: as much as the last
-// snapshot took per task, times the tasks now, with a sixteenth to spare.
+// snapshot took per task (the one the process started from, before its
+// first checkpoint), times the tasks now, with a sixteenth to spare.
 func (s *server) checkpoint() error {
 	buf := &s.snapBuf
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
 	buf.reset()
 	tasks := s.bus.Stats().Tasks
-	perTask := int64(snapBytesPerTask)
+	perTask := cmp.Or(s.restoredPerTask, snapBytesPerTask)
 	if last := s.lastCkpt.Load(); last != nil && last.Tasks > 0 {
 		perTask = last.Bytes/last.Tasks + 1
 	}
-	buf.reserve(int(tasks*perTask + tasks*perTask/16))
+	// Every part of the copy (a section, a core's share of the bus, the
+	// bus after it) ends in a chunk of its own, partly used.
+	sections := s.sections()
+	parts := len(sections) + runtime.GOMAXPROCS(0) + 1
+	buf.reserve(int(tasks*perTask+tasks*perTask/16) + parts*snapChunk)
 	var at uint64
 	start := time.Now()
 	err := s.bus.Checkpoint(func(lsn uint64) error {
 		at = lsn
-		return writeSnapshot(buf, s.sections())
+		return writeSnapshot(buf, sections)
 	})
 	pause := time.Since(start)
 	if err != nil {
