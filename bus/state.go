@@ -310,8 +310,9 @@ type loading struct {
 // readTasks reads the tasks of a state into their shards, and returns
 // them by tenant, for ReadState to put into the tenants' lists in bulk.
 // Two goroutines share the work: this one decodes, another places what it
-// decoded, in batches, into the shards, tenants and deadlines. Each half
-// is about half of a restore, which is most of a start from a snapshot.
+// decoded, in batches, into the shards, tenants and deadlines. The two
+// halves take about as long as each other, and together they are most of
+// a start from a snapshot.
 func (b *Bus) readTasks(sr *stateReader, v1 bool) (map[*tenantState]*loading, error) {
 	listed := map[*tenantState]*loading{}
 	batches := make(chan []*task, 8)
