@@ -55,14 +55,11 @@ type server struct {
 	snaps    *snapCadence // snapshots by records logged (snapshot_events)
 	snapBuf  snapshotBuffer
 	lastCkpt atomic.Pointer[selfmetrics.Checkpoint] // nil until the first
-	// restoredPerTask is the bytes per task of the snapshot the process
-	// started from (0: none), the first checkpoint's guess of its size.
-	restoredPerTask int64
-	bus             *bus.Bus
-	agg             *metrics.Aggregator
-	hub             *stream.Hub
-	alerts          alertSide
-	recovery        selfmetrics.Recovery // measured at start, for /metrics
+	bus      *bus.Bus
+	agg      *metrics.Aggregator
+	hub      *stream.Hub
+	alerts   alertSide
+	recovery selfmetrics.Recovery // measured at start, for /metrics
 	// seqReplay replays the log on one goroutine (bus.Replay) instead of
 	// a parallel bus.Replayer: BenchmarkServerRecovery compares the two.
 	seqReplay bool

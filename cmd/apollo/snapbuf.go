@@ -21,7 +21,7 @@ const snapChunk = 256 << 10
 // virtual machines of docs/benchmarks.md a fault costs 13–14 µs). Reused
 // chunks cost none of that; what they cost is memory, about the size of
 // the last snapshot (65 bytes per task in memory), kept between
-// checkpoints. It is a bus.Forker, so that the bus copies its shards on
+// checkpoints. It is a bus.Forker, so that the bus copies its tasks on
 // every core.
 type snapshotBuffer struct {
 	mu    sync.Mutex // one checkpoint at a time
@@ -32,6 +32,11 @@ type snapshotBuffer struct {
 	spare    [][]byte   // chunks of earlier checkpoints, emptied
 	made     int        // chunks allocated, ever
 	reserved int        // made, as of the end of the last reserve
+
+	// perTask is the bytes per task in memory of the last snapshot
+	// written, or read at the start (0: none yet), by which the next
+	// checkpoint sizes its reservation.
+	perTask int64
 }
 
 // snapPart is a run of content: a section's first part carries its
@@ -75,6 +80,14 @@ func (b *snapshotBuffer) reserve(n int) {
 		b.made++
 	}
 	b.reserved = b.made
+}
+
+// sized records a snapshot of n bytes holding tasks tasks, for the next
+// reservation; a snapshot of no task says nothing per task.
+func (b *snapshotBuffer) sized(n, tasks int64) {
+	if tasks > 0 {
+		b.perTask = n/tasks + 1
+	}
 }
 
 // section starts a new section; Write appends to it.

@@ -141,14 +141,14 @@ func TestFirstCheckpointAfterRestartReservesEnough(t *testing.T) {
 	if err := s.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
+	if c := s.lastCkpt.Load(); c.Bytes/c.Tasks <= 2*snapBytesPerTask {
+		t.Fatalf("the snapshot takes %d bytes per task: the test needs tasks well over the first guess's %d", c.Bytes/c.Tasks, snapBytesPerTask)
+	}
 	undo.run()
 	s, undo = recoverServer(t, cfg, false)
 	defer undo.run()
 	if s.recovery.Events != 0 {
 		t.Fatalf("the restart replayed %d records; want a start from the snapshot alone", s.recovery.Events)
-	}
-	if s.restoredPerTask <= 2*snapBytesPerTask {
-		t.Fatalf("the snapshot takes %d bytes per task: the test needs tasks well over the first guess's %d", s.restoredPerTask, snapBytesPerTask)
 	}
 	if err := s.checkpoint(); err != nil {
 		t.Fatal(err)

@@ -100,9 +100,7 @@ func (s *server) recover() error {
 		if err != nil {
 			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
 		}
-		if tasks := s.bus.Stats().Tasks; tasks > 0 {
-			s.restoredPerTask = cr.n/tasks + 1
-		}
+		s.snapBuf.sized(cr.n, s.bus.Stats().Tasks)
 	}
 	// Before the replay, so that the replayed runs count for the runs
 	// expected since the snapshot.
@@ -219,18 +217,15 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // checkpoint copies the state during a short pause, then writes it. The
 // memory for the copy is made ready before the pause: as much as the last
-// snapshot took per task (the one the process started from, before its
-// first checkpoint), times the tasks now, with a sixteenth to spare.
+// snapshot took per task (written, or the one the process started from),
+// times the tasks now, with a sixteenth to spare.
 func (s *server) checkpoint() error {
 	buf := &s.snapBuf
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
 	buf.reset()
 	tasks := s.bus.Stats().Tasks
-	perTask := cmp.Or(s.restoredPerTask, snapBytesPerTask)
-	if last := s.lastCkpt.Load(); last != nil && last.Tasks > 0 {
-		perTask = last.Bytes/last.Tasks + 1
-	}
+	perTask := cmp.Or(buf.perTask, snapBytesPerTask)
 	// Every part of the copy (a section, a core's share of the bus, the
 	// bus after it) ends in a chunk of its own, partly used.
 	sections := s.sections()
@@ -263,6 +258,7 @@ func (s *server) checkpoint() error {
 		return err
 	}
 	c := selfmetrics.Checkpoint{Pause: pause, Write: time.Since(start) - pause, Bytes: int64(buf.Len()), Tasks: tasks, At: start}
+	buf.sized(c.Bytes, tasks)
 	if last := s.lastCkpt.Load(); last != nil {
 		c.Taken = last.Taken
 	}
