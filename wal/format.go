@@ -15,12 +15,14 @@ import (
 
 // On-disk format (little-endian):
 //
-//	segment  = header record*
+//	segment  = header record* fill*
 //	header   = "APWAL" version:u8 reserved:[2] firstLSN:u64 crc32c(header[0:16]):u32
 //	record   = length:u32 crc32c(payload):u32 payload
+//	fill     = 0xFF (the runway: only in the last segment, after a crash)
 //
 // A segment is created under a temporary name and renamed once its header
-// is on disk, so a segment file always starts with a whole header.
+// is on disk, so a segment file always starts with a whole header. No
+// record starts with fill: its length is at most MaxRecordSize.
 const (
 	segMagic      = "APWAL"
 	segVersion    = 1

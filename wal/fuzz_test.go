@@ -31,11 +31,15 @@ func validPrefix(body []byte) [][]byte {
 }
 
 // endsInWholeBadRecord reports whether what follows body's valid prefix is
-// one record of a possible length that ends exactly at the end of body: a
-// record written whole whose checksum fails, which Open must refuse.
+// one record of a possible length that ends exactly where body's written
+// bytes end (the runway's fill after them left out): a record written
+// whole whose checksum fails, which Open must refuse.
 func endsInWholeBadRecord(body []byte) bool {
 	for _, p := range validPrefix(body) {
 		body = body[recHeaderSize+len(p):]
+	}
+	for len(body) > 0 && body[len(body)-1] == fillByte {
+		body = body[:len(body)-1]
 	}
 	if len(body) < recHeaderSize {
 		return false
@@ -70,6 +74,11 @@ func FuzzReplay(f *testing.F) {
 	lastFlipped := bytes.Clone(good)
 	lastFlipped[len(lastFlipped)-2] ^= 1 // damage in the last record, written whole
 	f.Add(lastFlipped)
+	fill := bytes.Repeat([]byte{fillByte}, 100) // a crash leaves the runway after the records
+	f.Add(append(bytes.Clone(good), fill...))
+	f.Add(append(bytes.Clone(good[:len(good)-3]), fill...))
+	f.Add(append(bytes.Clone(lastFlipped), fill...))
+	f.Add(append(append(bytes.Clone(good[:len(good)-3]), 0, 0, 0), fill...))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		dir := t.TempDir()
 		seg := append(encodeSegHeader(1), body...)
@@ -112,6 +121,25 @@ func FuzzReplay(f *testing.F) {
 		}
 		if err != nil || lsn != LSN(len(want)+1) {
 			t.Fatalf("Append after recovery = %d, %v; want LSN %d", lsn, err, len(want)+1)
+		}
+		// What Open kept and the record after it survive the next start.
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l, err = Open(Options{Dir: dir, Sync: SyncOff, Logger: quiet})
+		if err != nil {
+			t.Fatalf("reopen after recovery and an append: %v", err)
+		}
+		defer l.Close()
+		n := 0
+		if err := l.Replay(0, func(lsn LSN, p []byte) error {
+			if n < len(want) && !bytes.Equal(p, want[n]) || n == len(want) && string(p) != "after" {
+				t.Fatalf("after reopening, record %d = %q", lsn, p)
+			}
+			n++
+			return nil
+		}); err != nil || n != len(want)+1 {
+			t.Fatalf("after reopening, replayed %d records (%v), want %d", n, err, len(want)+1)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,10 +122,29 @@ func recordOffsets(t testing.TB, path string) []int64 {
 	}
 	var offs []int64
 	for off := segHeaderSize; off+recHeaderSize <= len(data); {
+		n := binary.LittleEndian.Uint32(data[off:])
+		if checkLength(n) != "" {
+			break // the runway
+		}
 		offs = append(offs, int64(off))
-		off += recHeaderSize + int(binary.LittleEndian.Uint32(data[off:]))
+		off += recHeaderSize + int(n)
 	}
 	return offs
+}
+
+// recordsEnd returns the offset where a segment file's records end.
+func recordsEnd(t testing.TB, path string) int64 {
+	t.Helper()
+	offs := recordOffsets(t, path)
+	if len(offs) == 0 {
+		return segHeaderSize
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := offs[len(offs)-1]
+	return last + recHeaderSize + int64(binary.LittleEndian.Uint32(data[last:]))
 }
 
 func copyDir(t testing.TB, src string) string {
@@ -168,6 +188,8 @@ type syncWatch struct {
 	synced    atomic.Uint64 // highest LSN covered by a completed fsync
 	syncs     atomic.Int64
 	failWrite atomic.Pointer[error]
+	failFill  atomic.Pointer[error] // fails the writes of the runway's fill, as a full disk does
+	fills     atomic.Int64          // writes of the runway's fill tried
 	failSync  atomic.Pointer[error]
 	gate      chan struct{} // when non-nil, each Write waits for release
 	gateOnce  sync.Once
@@ -181,8 +203,8 @@ type syncWatch struct {
 func (w *syncWatch) release() { w.gateOnce.Do(func() { close(w.gate) }) }
 
 func (w *syncWatch) hooks() *hooks {
-	h := &hooks{wrap: func(f *os.File, first LSN) segmentFile {
-		return &watchedFile{f: f, w: w, next: first}
+	h := &hooks{wrap: func(f *os.File, first LSN, size int64) segmentFile {
+		return &watchedFile{f: f, w: w, next: first, end: size}
 	}}
 	if w.onSync != nil {
 		h.afterSync = func() { w.onSync <- struct{}{} }
@@ -202,20 +224,35 @@ type watchedFile struct {
 	f       *os.File
 	w       *syncWatch
 	next    LSN    // LSN of the next whole record to be written
+	end     int64  // where the next record's bytes go
 	partial []byte // a record split across writes (the log never does this)
 	mu      sync.Mutex
 }
 
-func (f *watchedFile) Write(p []byte) (int, error) {
+func (f *watchedFile) WriteAt(p []byte, off int64) (int, error) {
 	if f.w.gate != nil {
 		<-f.w.gate
 	}
 	if e := f.w.failWrite.Load(); e != nil {
 		return 0, *e
 	}
-	n, err := f.f.Write(p)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !slices.ContainsFunc(p, func(c byte) bool { return c != fillByte }) {
+		// The runway (no record starts with a fill byte: its length is at
+		// most MaxRecordSize). A full disk writes some of it, then fails.
+		f.w.fills.Add(1)
+		if e := f.w.failFill.Load(); e != nil {
+			f.f.WriteAt(p[:len(p)/2], off)
+			return len(p) / 2, *e
+		}
+		return f.f.WriteAt(p, off)
+	}
+	n, err := f.f.WriteAt(p, off)
+	if off != f.end {
+		panic(fmt.Sprintf("watchedFile: the log wrote records at %d, not at the records' end %d", off, f.end))
+	}
+	f.end += int64(n)
 	b := append(f.partial, p[:n]...)
 	for len(b) >= recHeaderSize {
 		size := recHeaderSize + int(binary.LittleEndian.Uint32(b))
@@ -252,6 +289,8 @@ func (f *watchedFile) Sync() error {
 	return nil
 }
 
+func (f *watchedFile) Truncate(size int64) error { return f.f.Truncate(size) }
+
 func (f *watchedFile) Close() error { return f.f.Close() }
 
 // receive waits for one value on ch or fails the test after
@@ -265,7 +304,7 @@ func receive(t testing.TB, ch <-chan struct{}, what string) {
 	}
 }
 
-var _ io.Writer = (*watchedFile)(nil)
+var _ io.WriterAt = (*watchedFile)(nil)
 
 func isCorrupt(err error) (*CorruptError, bool) {
 	var ce *CorruptError

@@ -219,7 +219,8 @@ func (l *Log) Stats() Stats {
 }
 
 // Close refuses new appends, writes and fsyncs what is buffered (whatever
-// the policy), closes the segment and waits for the flusher. It is
+// the policy), waits for the flusher, and trims the active segment's
+// runway and closes it. It is
 // idempotent; later calls return the first call's result.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
@@ -232,6 +233,8 @@ func (l *Log) Close() error {
 		var errs []error
 		if f := l.failed.Load(); f != nil {
 			errs = append(errs, f.err)
+		} else if err := l.w.finish(); err != nil {
+			errs = append(errs, err)
 		}
 		if err := l.w.close(); err != nil {
 			errs = append(errs, err)
@@ -246,7 +249,8 @@ func (l *Log) Close() error {
 
 // segmentFile is what the flusher needs from a segment file.
 type segmentFile interface {
-	Write(p []byte) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Truncate(size int64) error
 	Sync() error
 	Close() error
 }

@@ -75,13 +75,13 @@ func (l *Log) recover() error {
 			return err
 		}
 		l.segments = []numbered{{1, f.Name()}}
-		l.w.attach(f, 1, segHeaderSize)
+		l.w.attach(f, 1, segHeaderSize, segHeaderSize)
 		l.setNext(1)
 		return nil
 	}
 	rd := newRecordReader(nil)
 	next := segs[0].lsn
-	var size int64
+	var size, alloc int64
 	for i, s := range segs {
 		if s.lsn != next {
 			return &CorruptError{Path: s.path, Reason: fmt.Sprintf(
@@ -89,7 +89,7 @@ func (l *Log) recover() error {
 				Hint: hintCorrupt}
 		}
 		var n uint64
-		n, size, err = l.scanSegment(rd, s, i == len(segs)-1)
+		n, size, alloc, err = l.scanSegment(rd, s, i == len(segs)-1)
 		if err != nil {
 			return err
 		}
@@ -99,12 +99,12 @@ func (l *Log) recover() error {
 		return err
 	}
 	last := segs[len(segs)-1]
-	f, err := os.OpenFile(last.path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(last.path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("wal: open: %w", err)
 	}
 	l.segments = segs
-	l.w.attach(f, last.lsn, size)
+	l.w.attach(f, last.lsn, size, alloc)
 	l.setNext(next)
 	return nil
 }
@@ -115,31 +115,33 @@ func (l *Log) setNext(next LSN) {
 	l.durable.Store(uint64(next - 1))
 }
 
-// scanSegment verifies one segment and returns its record count and its
-// size after any repair. In the last segment, a bad record with nothing
-// valid after it is a torn write and is cut off, unless it was written
-// whole and damaged later (tailDamage); anywhere else it is corruption.
-func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (uint64, int64, error) {
+// scanSegment verifies one segment and returns its record count, the end
+// of its records and the file's size, after any repair. In the last
+// segment, the records may be followed by the runway (nothing but fill to
+// the end of the file: the records' clean end), and a bad record with
+// nothing valid after it, up to where the fill begins, is a torn write and
+// is cut off, unless it was written whole and damaged later (tailDamage);
+// anywhere else it is corruption.
+func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (count uint64, end, size int64, err error) {
 	mode := os.O_RDONLY
 	if last {
 		mode = os.O_RDWR // for cutting a torn tail
 	}
 	f, err := os.OpenFile(s.path, mode, 0)
 	if err != nil {
-		return 0, 0, fmt.Errorf("wal: open: %w", err)
+		return 0, 0, 0, fmt.Errorf("wal: open: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, 0, fmt.Errorf("wal: open: %w", err)
+		return 0, 0, 0, fmt.Errorf("wal: open: %w", err)
 	}
 	h := make([]byte, segHeaderSize)
 	n, _ := io.ReadFull(f, h)
 	if reason := checkSegHeader(h[:n], s.lsn); reason != "" {
-		return 0, 0, &CorruptError{Path: s.path, Reason: reason, Hint: hintCorrupt}
+		return 0, 0, 0, &CorruptError{Path: s.path, Reason: reason, Hint: hintCorrupt}
 	}
 	rd.reset(f, segHeaderSize)
-	var count uint64
 	for {
 		_, err := rd.next()
 		if err == nil {
@@ -147,48 +149,77 @@ func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (uint64, int6
 			continue
 		}
 		if errors.Is(err, io.EOF) {
-			return count, st.Size(), nil
+			return count, st.Size(), st.Size(), nil
 		}
 		var bad *badRecord
 		if !errors.As(err, &bad) {
-			return 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+			return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
 		}
 		if !last {
-			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off, Reason: bad.reason + " in a segment that is not the last", Hint: hintCorrupt}
+			return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off, Reason: bad.reason + " in a segment that is not the last", Hint: hintCorrupt}
 		}
-		valid, found, err := findValidRecord(f, bad.off+1, st.Size())
+		written, err := writtenEnd(f, bad.off, st.Size())
 		if err != nil {
-			return 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+			return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+		}
+		if written == bad.off {
+			return count, bad.off, st.Size(), nil // the runway
+		}
+		valid, found, err := findValidRecord(f, bad.off+1, written)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
 		}
 		if found {
-			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
+			return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
 				Reason: fmt.Sprintf("%s, and a valid record follows at offset %d", bad.reason, valid), Hint: hintCorrupt}
 		}
-		damage, err := tailDamage(f, bad.off, st.Size())
+		damage, err := tailDamage(f, bad.off, written)
 		if err != nil {
-			return 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+			return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
 		}
 		if damage != "" {
-			return 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
+			return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
 				Reason: fmt.Sprintf("the last record, LSN %d, %s", s.lsn+LSN(count), damage),
 				Hint:   hintCorruptLast(s.path, bad.off)}
 		}
-		if err := l.cutTail(f, s.path, bad, st.Size()); err != nil {
-			return 0, 0, err
+		if err := l.cutTail(f, s.path, bad, written); err != nil {
+			return 0, 0, 0, err
 		}
-		return count, bad.off, nil
+		return count, bad.off, bad.off, nil
 	}
 }
 
-// cutTail truncates a torn tail and makes the truncation durable.
-func (l *Log) cutTail(f *os.File, path string, bad *badRecord, size int64) error {
+// writtenEnd returns the offset after the last byte in [from, size) that
+// is not the runway's fill, or from if there is none.
+func writtenEnd(r io.ReaderAt, from, size int64) (int64, error) {
+	buf := make([]byte, 64<<10)
+	for end := size; end > from; {
+		start := max(from, end-int64(len(buf)))
+		b := buf[:end-start]
+		if _, err := r.ReadAt(b, start); err != nil {
+			return 0, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != fillByte {
+				return start + int64(i) + 1, nil
+			}
+		}
+		end = start
+	}
+	return from, nil
+}
+
+// cutTail truncates a torn tail, whose written bytes end at written, and
+// makes the truncation durable. The runway after it goes too; the writer
+// fills again as it writes.
+func (l *Log) cutTail(f *os.File, path string, bad *badRecord, written int64) error {
 	if err := f.Truncate(bad.off); err != nil {
 		return fmt.Errorf("wal: repair %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("wal: repair %s: %w", path, err)
 	}
-	l.repaired = size - bad.off
+	l.repaired = written - bad.off
 	l.log.Warn("wal: cut a torn tail (records that were never acknowledged as durable)",
 		"segment", path, "offset", bad.off, "bytes_cut", l.repaired, "reason", bad.reason)
 	return nil

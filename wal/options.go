@@ -78,9 +78,9 @@ type Options struct {
 
 // hooks lets the package's tests watch and break the flusher's file I/O.
 type hooks struct {
-	wrap      func(f *os.File, first LSN) segmentFile // wraps every segment file opened for writing
-	afterSync func()                                  // called by the flusher after each successful fsync
-	blocked   func()                                  // called, under the lock, when an Append blocks on backpressure
+	wrap      func(f *os.File, first LSN, size int64) segmentFile // wraps every segment file opened for writing; its records end at size
+	afterSync func()                                              // called by the flusher after each successful fsync
+	blocked   func()                                              // called, under the lock, when an Append blocks on backpressure
 }
 
 func (o Options) withDefaults() Options {

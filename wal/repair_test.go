@@ -69,7 +69,8 @@ func TestTornTailIsRepaired(t *testing.T) {
 		name   string
 		damage func(t *testing.T, path string)
 		keep   int   // intact records expected after repair
-		cut    int64 // bytes Open must cut
+		cut    int64 // bytes Open must cut, the runway not counted
+		runway int   // bytes of fill the damage leaves at the end
 	}
 	var cases []tc
 	for at := lastOff; at < size; at++ {
@@ -77,7 +78,7 @@ func TestTornTailIsRepaired(t *testing.T) {
 			if err := os.Truncate(p, at); err != nil {
 				t.Fatal(err)
 			}
-		}, n - 1, at - lastOff})
+		}, n - 1, at - lastOff, 0})
 	}
 	garbage := make([]byte, 37)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -85,14 +86,33 @@ func TestTornTailIsRepaired(t *testing.T) {
 		garbage[i] = byte(rng.Uint32())
 	}
 	cases = append(cases,
-		tc{"garbage after the last record", func(t *testing.T, p string) { appendBytes(t, p, garbage) }, n, 37},
-		tc{"zeros after the last record", func(t *testing.T, p string) { appendBytes(t, p, make([]byte, 4096)) }, n, 4096},
+		tc{"garbage after the last record", func(t *testing.T, p string) { appendBytes(t, p, garbage) }, n, 37, 0},
+		tc{"zeros after the last record", func(t *testing.T, p string) { appendBytes(t, p, make([]byte, 4096)) }, n, 4096, 0},
 		tc{"half a record then zeros", func(t *testing.T, p string) {
 			if err := os.Truncate(p, lastOff+20); err != nil {
 				t.Fatal(err)
 			}
 			appendBytes(t, p, make([]byte, 8192))
-		}, n - 1, 20 + 8192},
+		}, n - 1, 20 + 8192, 0},
+		// A crash leaves the active segment's runway after its records.
+		tc{"the runway after the last record", func(t *testing.T, p string) { withRunway(t, p, runway) }, n, 0, runway},
+		tc{"half a record then the runway", func(t *testing.T, p string) {
+			if err := os.Truncate(p, lastOff+20); err != nil {
+				t.Fatal(err)
+			}
+			withRunway(t, p, 8192)
+		}, n - 1, 20, 8192},
+		tc{"half a record, zeros, then the runway", func(t *testing.T, p string) {
+			if err := os.Truncate(p, lastOff+20); err != nil {
+				t.Fatal(err)
+			}
+			appendBytes(t, p, make([]byte, 4096))
+			withRunway(t, p, 8192)
+		}, n - 1, 20 + 4096, 8192},
+		tc{"garbage then the runway", func(t *testing.T, p string) {
+			appendBytes(t, p, garbage)
+			withRunway(t, p, 100)
+		}, n, 37, 100},
 	)
 
 	for _, c := range cases {
@@ -101,7 +121,7 @@ func TestTornTailIsRepaired(t *testing.T) {
 			dir := copyDir(t, src)
 			damaged := filepath.Join(dir, lastSeg)
 			c.damage(t, damaged)
-			cutAt := fileSize(t, damaged) - c.cut
+			cutAt := fileSize(t, damaged) - int64(c.runway) - c.cut
 			var logged bytes.Buffer
 			l := openT(t, Options{Dir: dir, SegmentSize: 4096, Logger: slogTo(&logged)})
 			checkRecords(t, replayAll(t, l, 0), 0, c.keep)
@@ -128,11 +148,24 @@ func TestTornTailIsRepaired(t *testing.T) {
 // TestDamagedLastRecordIsNotTorn: a bit flipped in the last record, which
 // was written whole and may have been acknowledged, is corruption: Open
 // refuses, names the record's LSN, and gives the command that drops it;
-// after that command the log opens without it.
+// after that command the log opens without it. So it is when the runway
+// follows the record, as after a crash.
 func TestDamagedLastRecordIsNotTorn(t *testing.T) {
 	t.Parallel()
+	for _, tail := range []int{0, runway} {
+		t.Run(fmt.Sprintf("runway=%d", tail), func(t *testing.T) {
+			t.Parallel()
+			testDamagedLastRecord(t, tail)
+		})
+	}
+}
+
+func testDamagedLastRecord(t *testing.T, tail int) {
 	const n = 120
 	src, lastSeg, lastOff, size := lastRecord(t, n)
+	if tail > 0 {
+		withRunway(t, filepath.Join(src, lastSeg), tail)
+	}
 	for _, flip := range []struct {
 		name   string
 		off    int64
@@ -170,8 +203,8 @@ func TestDamagedLastRecordIsNotTorn(t *testing.T) {
 			if ce.Path != damaged || ce.Offset != lastOff {
 				t.Fatalf("error names %s offset %d, want %s offset %d", ce.Path, ce.Offset, damaged, lastOff)
 			}
-			if got := fileSize(t, damaged); got != size {
-				t.Fatalf("the refused Open changed the segment: %d bytes, want %d", got, size)
+			if got := fileSize(t, damaged); got != size+int64(tail) {
+				t.Fatalf("the refused Open changed the segment: %d bytes, want %d", got, size+int64(tail))
 			}
 
 			if err := os.Truncate(damaged, lastOff); err != nil { // the recovery the hint gives
