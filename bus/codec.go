@@ -19,7 +19,9 @@ const recordVersion = 1
 
 var errShortRecord = errors.New("bus: record truncated")
 
-// appendRecord appends the encoding of r to b.
+// appendRecord appends the encoding of r to b. It never ends with 0xFF,
+// the byte the write-ahead log fills ahead with
+// (TestRecordNeverEndsWithTheLogsFill).
 func appendRecord(b []byte, r *apollo.Record) []byte {
 	b = append(b, recordVersion, byte(r.Kind), byte(r.Status))
 	for _, v := range [...]int64{r.Sequence, r.Ts, r.ScheduledAt, r.TimeoutMs, r.CostMs, r.ReceivedAt} {

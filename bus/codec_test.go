@@ -27,3 +27,18 @@ func TestDecodeRecord(t *testing.T) {
 		t.Error("a truncated record: no error")
 	}
 }
+
+// The write-ahead log fills ahead of its records with 0xFF bytes and, after
+// a crash, finds where its records end by the last byte that is not 0xFF
+// (wal.fillByte): a record's encoding must never end with one. It ends with
+// Extra, which the API accepts only as a JSON object ('}'), or with the
+// varint of an empty Extra's length (0).
+func TestRecordNeverEndsWithTheLogsFill(t *testing.T) {
+	for _, extra := range []string{"", "{}", `{"k":"ÿ"}`, `{"n":[1,2,{"deep":true}]}`} {
+		r := apollo.Record{Event: apollo.Event{TaskID: "t\xff", Name: "job\xff", Sequence: 1<<63 - 1, Status: apollo.StatusRunning,
+			Ts: -1, Extra: []byte(extra)}, Kind: apollo.KindReport, ReceivedAt: -1, Reason: "\xff"}
+		if p := appendRecord(nil, &r); p[len(p)-1] == 0xFF {
+			t.Errorf("a record with extra %q ends with 0xFF: % x", extra, p[len(p)-8:])
+		}
+	}
+}
