@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -166,4 +167,29 @@ func BenchmarkRecordMissed(b *testing.B) {
 		}
 	}
 	bus.Checkpoint(func(uint64) error { return nil }) // the observers' share counts too
+}
+
+// BenchmarkTaskListInsert puts 1 M tasks into a tenant's list in the order
+// concurrent batches (or a replay's workers) bring them: by createdAt and
+// ID, each run of 64 shuffled, so most go just before the end. One op is
+// one insert.
+func BenchmarkTaskListInsert(b *testing.B) {
+	const n = 1 << 20
+	ts := make([]*task, n)
+	for i := range ts {
+		ts[i] = &task{id: fmt.Sprintf("scale-%07d", i), createdAt: int64(i / 300)}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < n; i += 64 {
+		w := ts[i:min(i+64, n)]
+		rng.Shuffle(len(w), func(a, c int) { w[a], w[c] = w[c], w[a] })
+	}
+	b.ResetTimer()
+	var l taskList
+	for i := 0; b.Loop(); i++ {
+		if i%n == 0 {
+			l = taskList{}
+		}
+		l.insert(ts[i%n])
+	}
 }

@@ -55,12 +55,22 @@ type taskList struct {
 func (t *task) listKey() listKey { return listKey{at: t.createdAt, id: t.id} }
 
 // search returns the position of the first task that does not come after
-// k in the listing: every task before that position comes after k.
+// k in the listing: every task before that position comes after k. It
+// gallops back from the end, where new tasks go and listings start: a key
+// among the newest reads a chunk or two, not a binary search's dozen
+// chunks scattered over memory (inserts of concurrent batches, and of a
+// replay's workers, land just before the end).
 func (l *taskList) search(k listKey) (ci, i int) {
-	ci = sort.Search(len(l.chunks), func(j int) bool {
+	notAfter := func(j int) bool { // chunk j's last task does not come after k
 		c := l.chunks[j]
 		return !k.before(c[len(c)-1].listKey())
-	})
+	}
+	hi, lo := len(l.chunks), len(l.chunks)-1 // notAfter(hi) holds, past the end
+	for step := 1; lo >= 0 && notAfter(lo); step *= 2 {
+		hi, lo = lo, lo-step
+	}
+	lo = max(lo+1, 0) // the first chunk for which notAfter holds is in [lo, hi]
+	ci = lo + sort.Search(hi-lo, func(j int) bool { return notAfter(lo + j) })
 	if ci == len(l.chunks) {
 		return ci, 0
 	}
