@@ -220,8 +220,8 @@ func (l *Log) Stats() Stats {
 
 // Close refuses new appends, writes and fsyncs what is buffered (whatever
 // the policy), waits for the flusher, and trims the active segment's
-// runway and closes it. It is
-// idempotent; later calls return the first call's result.
+// runway and closes it. It is idempotent; later calls return the first
+// call's result.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
