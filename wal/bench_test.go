@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -119,36 +120,33 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
-// BenchmarkSyncedWrite is the disk's side of the runway, without the log:
-// a 700-byte write and an fsync per op, into a file that grows with each
-// write (how the log wrote before the runway) and into one filled ahead
-// by the runway's rule (how it writes now). The two side by side say what
-// the runway saves on this machine's disk; cpu-µs/op counts the kernel's
-// work for the fsync, which on a virtual machine is most of it.
+// BenchmarkSyncedWrite is the disk's side of the runway: the segment
+// writer alone (no group commit), a 700-byte write and an fsync per op,
+// into a file that grows with each write (how the log wrote before the
+// runway; the writer's way on a disk with no room for one) and into one it
+// fills ahead (how it writes now). The two side by side say what the
+// runway saves on this machine's disk; cpu-µs/op counts the kernel's work
+// for the fsync, which on a virtual machine is most of it.
 func BenchmarkSyncedWrite(b *testing.B) {
-	for _, ahead := range []bool{false, true} {
-		name := map[bool]string{false: "grow", true: "runway"}[ahead]
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		runway bool
+	}{{"grow", false}, {"runway", true}} {
+		b.Run(c.name, func(b *testing.B) {
 			f, err := os.Create(filepath.Join(b.TempDir(), "seg"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer f.Close()
-			rec := bytes.Repeat([]byte{'r'}, 700)
-			var size, alloc int64
+			w := &segmentWriter{limit: math.MaxInt64}
+			w.attach(f, 1, 0, 0)
+			w.noRunway = !c.runway
+			defer w.close()
+			rec := appendRecord(nil, bytes.Repeat([]byte{'r'}, 692), 0)
 			cpu0 := proccpu.Used()
 			for b.Loop() {
-				if ahead && size+int64(len(rec)) > alloc {
-					for end := alloc + runway; alloc < end; alloc += int64(len(fill)) {
-						if _, err := f.WriteAt(fill, alloc); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				if _, err := f.WriteAt(rec, size); err != nil {
+				if err := w.write(rec, 1); err != nil {
 					b.Fatal(err)
 				}
-				size += int64(len(rec))
 				if err := f.Sync(); err != nil {
 					b.Fatal(err)
 				}

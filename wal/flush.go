@@ -143,7 +143,7 @@ func (w *segmentWriter) write(b []byte, first LSN) error {
 // An fsync that extends a file also allocates its blocks and writes its
 // inode; one that overwrites blocks the file already has writes only the
 // data. On this project's machines that made an fsync of a small append
-// take 0.6-0.7x the wall time and 0.55-0.65x the CPU (docs/benchmarks.md,
+// take 0.58-0.7x the wall time and 0.55-0.7x the CPU (docs/benchmarks.md,
 // "The log's runway"). So the writer fills the file a runway at a time,
 // and the records overwrite the fill: one fsync per runway extends the
 // file, the others do not.

@@ -116,12 +116,27 @@ func segFiles(t testing.TB, dir string) []numbered {
 // recordOffsets returns the file offset of every record in a segment file.
 func recordOffsets(t testing.TB, path string) []int64 {
 	t.Helper()
+	offs, _ := scanRecords(t, path)
+	return offs
+}
+
+// recordsEnd returns the offset where a segment file's records end.
+func recordsEnd(t testing.TB, path string) int64 {
+	t.Helper()
+	_, end := scanRecords(t, path)
+	return end
+}
+
+// scanRecords walks a segment file's records by their lengths, up to the
+// runway or the end of the file.
+func scanRecords(t testing.TB, path string) (offs []int64, end int64) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var offs []int64
-	for off := segHeaderSize; off+recHeaderSize <= len(data); {
+	off := segHeaderSize
+	for off+recHeaderSize <= len(data) {
 		n := binary.LittleEndian.Uint32(data[off:])
 		if checkLength(n) != "" {
 			break // the runway
@@ -129,22 +144,7 @@ func recordOffsets(t testing.TB, path string) []int64 {
 		offs = append(offs, int64(off))
 		off += recHeaderSize + int(n)
 	}
-	return offs
-}
-
-// recordsEnd returns the offset where a segment file's records end.
-func recordsEnd(t testing.TB, path string) int64 {
-	t.Helper()
-	offs := recordOffsets(t, path)
-	if len(offs) == 0 {
-		return segHeaderSize
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := offs[len(offs)-1]
-	return last + recHeaderSize + int64(binary.LittleEndian.Uint32(data[last:]))
+	return offs, int64(off)
 }
 
 func copyDir(t testing.TB, src string) string {
