@@ -102,6 +102,9 @@ type Options struct {
 	// testGate, when set, is called by a worker before it delivers a batch:
 	// tests block it to fill queues deterministically.
 	testGate func()
+	// testRoomWait, when set, is called when the deadline loop starts to
+	// wait for room in the queues (waitRoom).
+	testRoomWait func()
 }
 
 // Lateness holds the lateness and timeout thresholds for jobs whose name
@@ -248,12 +251,17 @@ type Bus struct {
 	queued        atomic.Int64 // changes waiting in task queues
 	held          atomic.Int64 // of those, changes over their task's queue limit
 	queues        atomic.Int64 // tasks with a queue
-	ntasks        atomic.Int64
-	tenants       sync.Map  // tenant -> *tenantState (tenant.go)
-	names         *interner // the one copy of each job name and tenant the tasks hold
-	pings         openPings
-	parked        atomic.Int64
-	lsn           atomic.Uint64 // highest LSN appended
+	// roomWanted is set by the deadline loop while it waits for the queues
+	// to go below the low-water mark; the worker that takes them there
+	// clears it and sends on room.
+	roomWanted atomic.Bool
+	room       chan struct{}
+	ntasks     atomic.Int64
+	tenants    sync.Map  // tenant -> *tenantState (tenant.go)
+	names      *interner // the one copy of each job name and tenant the tasks hold
+	pings      openPings
+	parked     atomic.Int64
+	lsn        atomic.Uint64 // highest LSN appended
 
 	drainMu sync.Mutex
 	drained *sync.Cond // signalled when queued drops to zero
@@ -278,6 +286,7 @@ func New(opts Options) (*Bus, error) {
 		opts:  opts,
 		log:   opts.Logger.With("component", "bus"),
 		ready: newReadyList(opts.Workers),
+		room:  make(chan struct{}, 1),
 		life:  lifecycle.Group{Name: "bus"},
 	}
 	for i := range b.shards {

@@ -69,12 +69,16 @@ func (s *slot) add(x deadline) {
 	s.n++
 }
 
-// appendTo appends the slot's deadlines to out, in the order they came.
-func (s *slot) appendTo(out []deadline) []deadline {
+// all yields the slot's deadlines in the order they came, without copying
+// them: a slot can hold a million.
+func (s *slot) all(yield func(deadline) bool) {
 	for _, c := range s.chunks {
-		out = append(out, c...)
+		for _, x := range c {
+			if !yield(x) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 // slotOf rounds a time in ms up to the second its slot fires at.
@@ -101,15 +105,15 @@ func (d *deadlines) push(x deadline) {
 	}
 }
 
-// due takes every deadline whose slot is at or before now; next is the
-// time of the earliest slot left (0 if none).
-func (d *deadlines) due(now int64) (out []deadline, next int64) {
+// due takes every slot at or before now, oldest first; next is the time
+// of the earliest slot left (0 if none).
+func (d *deadlines) due(now int64) (out []*slot, next int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for len(d.secs) > 0 && d.secs[0] <= now {
 		sec := heap.Pop(&d.secs).(int64)
 		sl := d.slots[sec]
-		out = sl.appendTo(out)
+		out = append(out, sl)
 		d.n -= sl.n
 		delete(d.slots, sec)
 	}
@@ -187,8 +191,13 @@ func (b *Bus) deadlineLoop(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		due, next := b.timers.due(b.nowMs())
-		for _, d := range due {
-			b.fire(d)
+		for _, sl := range due {
+			for d := range sl.all {
+				if !b.waitRoom(ctx) {
+					return nil // what did not fire is armed again by the restart's replay
+				}
+				b.fire(d)
+			}
 		}
 		now := b.nowMs()
 		wait := time.Hour

@@ -3,6 +3,9 @@ package bus
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,3 +344,84 @@ func TestDeadlineLoopSurvivesClockJump(t *testing.T) {
 		t.Errorf("timeout at %d, want %d", c.Record.Ts, t0.UnixMilli()+5000)
 	}
 }
+
+// A mass of deadlines falling due at once (a restart after downtime, a
+// scheduler that died with its runs) fires within the queue limit: the
+// bus's own records wait for room as refused reporters do, so the changes
+// held in memory stay bounded by QueueLimit, not by the number of tasks.
+// Two tenants; the only worker is held at a gate while the storm fires.
+func TestDeadlineStormWaitsForRoom(t *testing.T) {
+	t.Parallel()
+	const n, limit = 1000, 100
+	var gated atomic.Bool
+	gate := make(chan struct{})
+	waiting := make(chan struct{}, 1)
+	missed := make(chan struct{})
+	var seen atomic.Int64
+	f := newFixture(t, func(o *Options) {
+		o.Workers, o.QueueLimit, o.HoldLimit = 1, limit, 10
+		o.Lateness = []Lateness{{MissedAfter: time.Minute}}
+		o.testGate = func() {
+			if gated.Load() {
+				<-gate
+			}
+		}
+		o.testRoomWait = func() {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+		o.Observers = []Observer{observerFunc(func(c *apollo.Change) {
+			if c.Record.Kind == apollo.KindMissedStart && seen.Add(1) == n {
+				close(missed)
+			}
+		})}
+	})
+	var open sync.Once
+	t.Cleanup(func() { open.Do(func() { close(gate) }) }) // before the bus stops: its worker may be at the gate
+	for i := range n {
+		e := ev(fmt.Sprintf("s%d", i), 1, apollo.StatusPending)
+		e.Tenant = []string{"acme", "globex"}[i%2]
+		e.Ts, e.ScheduledAt = t0.UnixMilli(), t0.UnixMilli()
+		if o := f.publish(t, e)[0]; o.Result != Accepted {
+			t.Fatalf("event %d: %v %v", i, o.Result, o.Err)
+		}
+		if i%50 == 49 {
+			f.drain() // stay under the limit while filling
+		}
+	}
+	f.drain()
+	gated.Store(true)
+	f.clock.Advance(2 * time.Minute)
+	select {
+	case <-waiting:
+	case <-missed:
+		t.Fatalf("all %d missed starts were queued with the only worker held: nothing waited for room", n)
+	case <-testwait.Context(t).Done():
+		t.Fatal("the deadline loop never waited for room")
+	}
+	st := f.bus.Stats()
+	if st.Queued > limit || st.MissedStart >= n {
+		t.Fatalf("while the worker is held: %d changes queued (limit %d), %d of %d missed starts fired", st.Queued, limit, st.MissedStart, n)
+	}
+	open.Do(func() { close(gate) })
+	select {
+	case <-missed:
+	case <-testwait.Context(t).Done():
+		t.Fatalf("after the worker went on: %d of %d missed starts delivered (%+v)", seen.Load(), n, f.bus.Stats())
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		got, err := f.bus.Get(tenant, "s1")
+		if tenant == "acme" {
+			got, err = f.bus.Get(tenant, "s0")
+		}
+		if err != nil || !got.Late {
+			t.Errorf("tenant %s: %+v, %v; want a late pending task", tenant, got, err)
+		}
+	}
+}
+
+type observerFunc func(*apollo.Change)
+
+func (f observerFunc) Apply(c *apollo.Change) { f(c) }

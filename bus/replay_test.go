@@ -135,7 +135,9 @@ func replayInto(t *testing.T, recs [][]byte, workers int) *replayed {
 	}
 	out := &replayed{bus: b, agg: agg, order: ord, tasks: snapshotTasks(b)}
 	for _, sl := range b.timers.slots {
-		out.timers = sl.appendTo(out.timers)
+		for x := range sl.all {
+			out.timers = append(out.timers, x)
+		}
 	}
 	return out
 }

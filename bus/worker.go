@@ -60,13 +60,58 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 		b.ready.push(rt)
 	}
 	s.mu.Unlock()
-	if b.queued.Add(-int64(n)) == 0 {
+	left := b.queued.Add(-int64(n))
+	if left == 0 {
 		b.drainMu.Lock()
 		b.drained.Broadcast()
 		b.drainMu.Unlock()
 	}
+	if left < b.roomMark() && b.roomWanted.Load() && b.roomWanted.CompareAndSwap(true, false) {
+		select {
+		case b.room <- struct{}{}:
+		default:
+		}
+	}
 	clear(batch) // let delivered changes go
 	return batch
+}
+
+// roomMark is the low-water mark of the queues: a deadline loop waiting for
+// room goes on once fewer changes than this are queued. A sixteenth below
+// the limit, so that it fires in runs instead of one deadline per delivered
+// change, and not lower, so that reports kept just under the limit do not
+// starve it.
+func (b *Bus) roomMark() int64 {
+	limit := int64(b.opts.QueueLimit)
+	return max(limit-limit/16, 1)
+}
+
+// waitRoom returns once the queues hold fewer changes than QueueLimit, or
+// false when ctx ends. The deadline loop fires through it: the bus's own
+// records (timeouts, missed starts) wait for room as a refused reporter
+// does, so that a mass of deadlines falling due at once (a restart after
+// downtime, a scheduler that died with its runs) keeps at most QueueLimit
+// changes in memory instead of one per task.
+func (b *Bus) waitRoom(ctx context.Context) bool {
+	limit := int64(b.opts.QueueLimit)
+	for b.queued.Load() >= limit {
+		b.roomWanted.Store(true)
+		// Look again after saying so: a worker that took the queues under
+		// the mark before it could see roomWanted has been missed.
+		if b.queued.Load() < b.roomMark() {
+			b.roomWanted.Store(false)
+			break
+		}
+		if b.opts.testRoomWait != nil {
+			b.opts.testRoomWait()
+		}
+		select {
+		case <-b.room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // waitDrained returns when no change is queued. Callers hold b.pause for
