@@ -139,7 +139,9 @@ func (l *Log) prune() error {
 // LatestSnapshot opens the newest valid snapshot and returns its LSN and
 // body, which yields exactly the bytes the write callback wrote. A corrupt
 // snapshot is logged and skipped for the next older one. With no valid
-// snapshot it returns 0 and a nil body. The caller closes the body.
+// snapshot it returns 0 and a nil body. The caller closes the body. The
+// body also has a method Size() int64: its length in bytes, for a caller
+// that sizes what it restores before reading.
 func (l *Log) LatestSnapshot() (LSN, io.ReadCloser, error) {
 	snaps, err := listFiles(l.opts.Dir, snapSuffix)
 	if err != nil {
@@ -207,11 +209,20 @@ func verifySnapshot(f *os.File, s numbered) (io.ReadCloser, error) {
 	if _, err := f.Seek(snapHeaderSize, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("wal: read snapshot %s: %w", s.path, err)
 	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(f, bodyLen), f}, nil
+	return &snapshotBody{LimitedReader: io.LimitedReader{R: f, N: bodyLen}, f: f, size: bodyLen}, nil
 }
+
+// snapshotBody is the verified body of a snapshot file.
+type snapshotBody struct {
+	io.LimitedReader
+	f    *os.File
+	size int64
+}
+
+func (b *snapshotBody) Close() error { return b.f.Close() }
+
+// Size is the body's length in bytes.
+func (b *snapshotBody) Size() int64 { return b.size }
 
 // crcWriter passes writes through and keeps their CRC32C and length.
 type crcWriter struct {

@@ -21,20 +21,7 @@ func TestSnapshotsBoundTheReplayedTail(t *testing.T) {
 	const every, perTenant, batch = 300, 600, 100
 	d := newDeployment(t, false, newHook(t), deployOptions{config: fmt.Sprintf("snapshot_every: 24h\nsnapshot_events: %d\n", every)})
 	d.start()
-	for i := 0; i < perTenant; i += batch {
-		for _, tenant := range tenants {
-			var body strings.Builder
-			body.WriteByte('[')
-			for j := i; j < i+batch; j++ {
-				if j > i {
-					body.WriteByte(',')
-				}
-				fmt.Fprintf(&body, `{"taskID":"%s-%04d","name":"job_%d","sequence":1,"status":"pending","ts":1764000000000}`, tenant, j, j%7)
-			}
-			body.WriteByte(']')
-			d.do(tenant, "POST", "/api/v1/events", body.String(), nil, 200)
-		}
-	}
+	d.postPending(perTenant, batch, 7)
 	// The last snapshot due was at the record numbered 4 × every or later
 	// (the count restarts from each snapshot's LSN).
 	newest := func() uint64 {
@@ -74,6 +61,26 @@ func TestSnapshotsBoundTheReplayedTail(t *testing.T) {
 			if task.Tenant != tenant || !strings.HasPrefix(task.TaskID, tenant+"-") {
 				t.Fatalf("%s sees task %s of tenant %q", tenant, task.TaskID, task.Tenant)
 			}
+		}
+	}
+}
+
+// postPending posts perTenant new pending tasks to each tenant, batch to a
+// request: IDs "<tenant>-<number>", spread over jobs job names.
+func (d *deployment) postPending(perTenant, batch, jobs int) {
+	d.t.Helper()
+	for i := 0; i < perTenant; i += batch {
+		for _, tenant := range tenants {
+			var body strings.Builder
+			body.WriteByte('[')
+			for j := i; j < min(i+batch, perTenant); j++ {
+				if j > i {
+					body.WriteByte(',')
+				}
+				fmt.Fprintf(&body, `{"taskID":"%s-%06d","name":"job_%d","sequence":1,"status":"pending","ts":1764000000000}`, tenant, j, j%jobs)
+			}
+			body.WriteByte(']')
+			d.do(tenant, "POST", "/api/v1/events", body.String(), nil, 200)
 		}
 	}
 }

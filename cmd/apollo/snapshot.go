@@ -9,10 +9,12 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/prefault"
 	"github.com/apollo-11/apollo/selfmetrics"
 	"github.com/apollo-11/apollo/wal"
 )
@@ -93,6 +95,7 @@ func (s *server) recover() error {
 	if err != nil {
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
+	pf := s.prefault(lsn, body)
 	if body != nil {
 		cr := &countingReader{r: body}
 		err := readSnapshot(cr, s.sections())
@@ -129,8 +132,33 @@ func (s *server) recover() error {
 	s.snaps.snapshotAt(uint64(lsn)) // the tail replayed counts towards the next snapshot
 	s.recovery = selfmetrics.Recovery{Duration: el, Events: int64(n)}
 	s.log.Info("recovered", "snapshot_lsn", lsn, "replayed", n, "took", el.Round(time.Millisecond),
-		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)))
+		"events_per_second", int(float64(n)/max(el.Seconds(), 1e-9)),
+		"prefaulted_mib", pf.Bytes>>20, "prefault_took", pf.Took.Round(time.Millisecond))
 	return nil
+}
+
+// prefault makes the heap the restore is about to fill resident in one
+// request to the kernel (internal/prefault): the snapshot's size and the
+// records to replay say how much, within a quarter of the machine's memory
+// and half the process's memory limit.
+func (s *server) prefault(lsn wal.LSN, snapshot io.Reader) prefault.Result {
+	var snapBytes int64
+	if b, ok := snapshot.(interface{ Size() int64 }); ok {
+		snapBytes = b.Size()
+	}
+	limit := prefault.TotalMemory() / 4
+	if ml := debug.SetMemoryLimit(-1); ml < math.MaxInt64 {
+		limit = min(cmp.Or(limit, ml/2), ml/2)
+	}
+	n := prefault.Estimate(snapBytes, int64(s.wal.DurableLSN()-lsn), limit)
+	if n == 0 {
+		return prefault.Result{}
+	}
+	r := prefault.Heap(n)
+	if r.Err != nil {
+		s.log.Debug("the restore's memory was not faulted in ahead", "err", r.Err)
+	}
+	return r
 }
 
 // sections are the parts of a snapshot, in order.
