@@ -139,14 +139,15 @@ func (s *server) recover() error {
 
 // prefault makes the heap the restore is about to fill resident in one
 // request to the kernel (internal/prefault): the snapshot's size and the
-// records to replay say how much, within a quarter of the machine's memory
-// and half the process's memory limit.
+// records to replay say how much, within a quarter of the memory the
+// process may have (the machine's, or its container's) and half its Go
+// memory limit.
 func (s *server) prefault(lsn wal.LSN, snapshot io.Reader) prefault.Result {
 	var snapBytes int64
 	if b, ok := snapshot.(interface{ Size() int64 }); ok {
 		snapBytes = b.Size()
 	}
-	limit := prefault.TotalMemory() / 4
+	limit := prefault.MemoryCeiling() / 4
 	if ml := debug.SetMemoryLimit(-1); ml < math.MaxInt64 {
 		limit = min(cmp.Or(limit, ml/2), ml/2)
 	}

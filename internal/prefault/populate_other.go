@@ -9,5 +9,6 @@ const Available = false
 
 func populate([]byte) error { return errors.ErrUnsupported }
 
-// TotalMemory is the machine's memory in bytes (0 if unknown).
-func TotalMemory() int64 { return 0 }
+// MemoryCeiling is the memory this process may have in bytes (0 if
+// unknown).
+func MemoryCeiling() int64 { return 0 }
