@@ -25,10 +25,11 @@ import (
 // Sizing the block: bytes of live heap per byte of snapshot and per
 // record replayed. A snapshot of pending tasks takes about 5.7 times its
 // size in the heap, and a log of new tasks about 440 bytes per record;
-// tasks with histories take less per byte and per record (three records a
-// run: about 170). The estimate takes the low side, so that the block is
-// at most what the restore will use in most states and never more than
-// the collector's own headroom (gc_percent) in any.
+// runs with histories take less: about 3.4 bytes per snapshot byte and 200
+// per record (three records a run). The factors sit between the two, so
+// that the block is at most a little more than the restore uses, memory
+// the heap grows into later, and far within the collector's own headroom
+// (gc_percent lets the heap reach three times the live data).
 const (
 	perSnapshotByte = 4
 	perRecord       = 256
