@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -70,6 +71,19 @@ func TestDemoShowsAFiringAlert(t *testing.T) {
 	}
 	t.Parallel()
 	demo := startApollo(t, "demo", "--listen", "127.0.0.1:0", "--data", t.TempDir())
+	// On failure, what the demo saw: its alerts, the batch jobs' figures
+	// and the end of its log (read once the process has exited).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var alerts, figures json.RawMessage
+		apiGet(t, demo.addr, "/api/v1/alerts", &alerts)
+		apiGet(t, demo.addr, "/api/v1/metrics?window=1m&prefix=batch_", &figures)
+		demo.kill()
+		out := demo.out.String()
+		t.Logf("alerts: %s\nbatch figures (1m): %s\nthe demo's log, last 4 KiB:\n%s", alerts, figures, out[max(0, len(out)-4096):])
+	})
 	eventually(t, 30*time.Second, "demo runs", func() bool {
 		var tasks struct{ Tasks []apollo.Task }
 		apiGet(t, demo.addr, "/api/v1/tasks?prefix=etl_extract", &tasks)
