@@ -411,13 +411,9 @@ func TestDeadlineStormWaitsForRoom(t *testing.T) {
 	case <-testwait.Context(t).Done():
 		t.Fatalf("after the worker went on: %d of %d missed starts delivered (%+v)", seen.Load(), n, f.bus.Stats())
 	}
-	for _, tenant := range []string{"acme", "globex"} {
-		got, err := f.bus.Get(tenant, "s1")
-		if tenant == "acme" {
-			got, err = f.bus.Get(tenant, "s0")
-		}
-		if err != nil || !got.Late {
-			t.Errorf("tenant %s: %+v, %v; want a late pending task", tenant, got, err)
+	for tenant, id := range map[string]string{"acme": "s0", "globex": "s1"} {
+		if got, err := f.bus.Get(tenant, id); err != nil || !got.Late {
+			t.Errorf("tenant %s, task %s: %+v, %v; want a late pending task", tenant, id, got, err)
 		}
 	}
 }

@@ -147,9 +147,9 @@ func (s *server) prefault(lsn wal.LSN, snapshot io.Reader) prefault.Result {
 	if b, ok := snapshot.(interface{ Size() int64 }); ok {
 		snapBytes = b.Size()
 	}
-	limit := prefault.MemoryCeiling() / 4
-	if ml := debug.SetMemoryLimit(-1); ml < math.MaxInt64 {
-		limit = min(cmp.Or(limit, ml/2), ml/2)
+	limit := prefault.MemoryCeiling() / 4 // 0: unknown
+	if ml := debug.SetMemoryLimit(-1); ml < math.MaxInt64 && (limit == 0 || ml/2 < limit) {
+		limit = ml / 2
 	}
 	n := prefault.Estimate(snapBytes, int64(s.wal.DurableLSN()-lsn), limit)
 	if n == 0 {

@@ -73,7 +73,7 @@ func TestHeapSavesTheRestoresFaults(t *testing.T) {
 	// tests left does not count as fresh memory, and keep the collector
 	// from recycling what each part allocates.
 	debug.FreeOSMemory()
-	defer debugGC(-1)()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	r := Heap(size + size/4)
 	if r.Err != nil || r.Bytes != size+size/4 {
 		t.Fatalf("Heap: %+v", r)
