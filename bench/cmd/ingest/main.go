@@ -10,7 +10,10 @@
 // also prints the serving process's CPU seconds per million events (utime
 // plus stime from /proc/PID/stat), the cost figure that does not depend on
 // how the two cores are shared between client and server, and the
-// client's. It checks that apollo accepted every event it was sent.
+// client's. It checks that apollo accepted every event it was sent. Then
+// (-paced, paced.go) it loads the null handler and apollo open-loop with
+// one event per request at a fixed rate and compares the server's CPU per
+// request: what a request costs a server that is idle between requests.
 //
 //	go run ./cmd/ingest -duration 5s -repeat 3
 //	go run ./cmd/ingest -short    # a few seconds, for CI
@@ -55,6 +58,7 @@ func main() {
 	dur := flag.Duration("duration", 5*time.Second, "how long each target is loaded, per repeat")
 	repeat := flag.Int("repeat", 3, "repeats of the whole set of targets")
 	lifecycle := flag.Bool("lifecycle", true, "each task reports pending, running, success; false: every event is a new running task")
+	paced := flag.Float64("paced", 800, "then load each target open-loop with one event per request at this many requests/s (at most 800: 8 senders × 100/s); 0 skips")
 	short := flag.Bool("short", false, "smoke run: 0.5 s per target, one repeat")
 	serveNull := flag.Bool("serve-null", false, "internal: serve the null handler (run as a child process)")
 	flag.Parse()
@@ -68,17 +72,17 @@ func main() {
 	if *short {
 		*dur, *repeat = 500*time.Millisecond, 1
 	}
-	cmd := fmt.Sprintf("go run ./cmd/ingest -duration %v -repeat %d -c %d -lifecycle=%v", *dur, *repeat, *conc, *lifecycle)
+	cmd := fmt.Sprintf("go run ./cmd/ingest -duration %v -repeat %d -c %d -lifecycle=%v -paced %g", *dur, *repeat, *conc, *lifecycle, *paced)
 	if *short {
 		cmd = "go run ./cmd/ingest -short"
 	}
-	if err := run(*bin, *conc, *dur, *repeat, *lifecycle, cmd); err != nil {
+	if err := run(*bin, *conc, *dur, *repeat, *lifecycle, *paced, cmd); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, command string) error {
+func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, paced float64, command string) error {
 	if bin == "" {
 		dir, err := os.MkdirTemp("", "apollo-ingest-bin-")
 		if err != nil {
@@ -118,7 +122,17 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 				rep+1, repeat, t.name, t.batch, s.eps, s.p50, s.p99, s.ratio, s.cpuPerM)
 		}
 	}
+	var pacedSamples [][]pacedSample
+	if paced > 0 {
+		var err error
+		if pacedSamples, err = runPaced(bin, self, paced, dur, repeat); err != nil {
+			return err
+		}
+	}
 	report(command, targets, samples, conc, dur, repeat, lifecycle, loadBefore)
+	if paced > 0 {
+		reportPaced(pacedSamples, paced, dur, repeat)
+	}
 	return nil
 }
 
@@ -127,13 +141,7 @@ func run(bin string, conc int, dur time.Duration, repeat int, lifecycle bool, co
 // -serve-null), like apollo, so that both get the same share of a busy
 // machine and the same CPU accounting.
 func measure(bin, self string, t target, conc int, dur time.Duration, lifecycle bool, seq *atomic.Int64) (sample, error) {
-	o := harness.Options{Args: []string{"-serve-null"}, Ready: nullReady}
-	if t.fsync != "" {
-		o = harness.Options{Args: []string{"server", "--fsync", t.fsync}, Config: config}
-	} else {
-		bin = self
-	}
-	p, err := harness.Start(bin, o)
+	p, err := startTarget(bin, self, t.fsync)
 	if err != nil {
 		return sample{}, err
 	}
@@ -155,15 +163,30 @@ func measure(bin, self string, t target, conc int, dur time.Duration, lifecycle 
 		s.cpuPerM = (cpu1 - cpu0).Seconds() / float64(res.Events) * 1e6
 		s.clientPerM = (own1 - own0).Seconds() / float64(res.Events) * 1e6
 	}
+	return s, checkLoad(&res, dur)
+}
+
+// checkLoad says what went wrong in a load run: a failed request, no
+// answer at all, or events answered but not accepted.
+func checkLoad(res *harness.LoadResult, dur time.Duration) error {
 	switch {
 	case res.Failed > 0:
-		return s, fmt.Errorf("%d of %d requests failed (first: %s)", res.Failed, res.Requests, res.Status)
+		return fmt.Errorf("%d of %d requests failed (first: %s)", res.Failed, res.Requests, res.Status)
 	case res.Events == 0:
-		return s, fmt.Errorf("no request answered within %v", dur)
+		return fmt.Errorf("no request answered within %v", dur)
 	case res.Accepted != res.Events:
-		return s, fmt.Errorf("lost events: %d sent in answered requests, %d accepted", res.Events, res.Accepted)
+		return fmt.Errorf("lost events: %d sent in answered requests, %d accepted", res.Events, res.Accepted)
 	}
-	return s, nil
+	return nil
+}
+
+// startTarget starts apollo with fsync on a fresh data directory, or, for
+// fsync "", the null handler.
+func startTarget(bin, self, fsync string) (*harness.Proc, error) {
+	if fsync == "" {
+		return harness.Start(self, harness.Options{Args: []string{"-serve-null"}, Ready: nullReady})
+	}
+	return harness.Start(bin, harness.Options{Args: []string{"server", "--fsync", fsync}, Config: config})
 }
 
 const nullReady = "null handler is up: "
@@ -245,7 +268,7 @@ func report(command string, targets []target, samples [][]sample, conc int, dur 
 	}
 }
 
-func pick(ss []sample, f func(sample) float64) []float64 {
+func pick[S any](ss []S, f func(S) float64) []float64 {
 	out := make([]float64, len(ss))
 	for i, s := range ss {
 		out[i] = f(s)
