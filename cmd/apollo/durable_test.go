@@ -47,6 +47,25 @@ type deployment struct {
 	api    *proc             // the server, or the bus
 	alert  *proc             // nil all-in-one
 	seq    atomic.Int64      // makes task IDs unique
+	lastTs atomic.Int64      // the latest event time runAt handed out
+}
+
+// runAt returns the times, Unix ms, of a run's start and end: now, and
+// after the previous run's end. Runs reported one after the other then end
+// in that order by their times too: two runs that end in the same
+// millisecond have no order of their own, and the job expectations
+// evaluator, which counts runs by when they ended, may take them either
+// way (TestFlappingFiresInEveryMode failed so, about once in a hundred
+// runs on a loaded machine: a failure and the success after it both ended
+// at the same millisecond).
+func (d *deployment) runAt() (start, end int64) {
+	for {
+		last := d.lastTs.Load()
+		start = max(time.Now().UnixMilli(), last+1)
+		if d.lastTs.CompareAndSwap(last, start+1) {
+			return start, start + 1
+		}
+	}
 }
 
 // deployOptions add to what every deployment runs with.
@@ -74,6 +93,7 @@ func eachMode(t *testing.T, opts deployOptions, test func(t *testing.T, d *deplo
 			h := newHook(t)
 			d := newDeployment(t, three, h, opts)
 			d.start()
+			t.Cleanup(func() { d.logOnFailure() })
 			test(t, d, h)
 		})
 	}
@@ -125,6 +145,22 @@ func (d *deployment) start() {
 	}
 }
 
+// logOnFailure logs the end of each process's log when the test failed,
+// after killing them (so the logs are complete and no longer written).
+func (d *deployment) logOnFailure() {
+	if !d.t.Failed() {
+		return
+	}
+	for _, p := range []*proc{d.api, d.alert} {
+		if p == nil {
+			continue
+		}
+		p.kill()
+		out := p.out.String()
+		d.t.Logf("%v, the last 6 KiB of its log:\n%s", p.cmd.Args[1:], out[max(0, len(out)-6<<10):])
+	}
+}
+
 // crash kills every process with SIGKILL and starts them again.
 func (d *deployment) crash() {
 	d.t.Helper()
@@ -163,14 +199,15 @@ func (d *deployment) do(tenant, method, path, body string, out any, want int) {
 	}
 }
 
-// fail reports a run of job that starts and fails, as tenant.
+// fail reports a run of job that starts and fails, as tenant, ended after
+// every run reported before it (runAt).
 func (d *deployment) fail(tenant, job string) {
 	d.t.Helper()
 	id := fmt.Sprintf("%s-%d", job, d.seq.Add(1))
-	now := time.Now().UnixMilli()
+	start, end := d.runAt()
 	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
 		`[{"taskID":%q,"name":%q,"sequence":1,"status":"running","ts":%d},{"taskID":%q,"sequence":2,"status":"failed","ts":%d}]`,
-		id, job, now, id, now+1), nil, 200)
+		id, job, start, id, end), nil, 200)
 }
 
 // awaitTenants waits for one notification of each want[tenant] rule,

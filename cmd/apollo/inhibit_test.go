@@ -148,13 +148,13 @@ func (d *deployment) watch(on, exp string) map[string]string {
 }
 
 // succeed reports a run of job that succeeded a millisecond after it
-// started.
+// started, ended after every run reported before it (runAt).
 func (d *deployment) succeed(tenant, job, id string) {
 	d.t.Helper()
-	now := time.Now().UnixMilli()
+	start, end := d.runAt()
 	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
 		`[{"taskID":%q,"name":%q,"sequence":1,"status":"running","ts":%d},{"taskID":%q,"sequence":2,"status":"success","ts":%d}]`,
-		id, job, now, id, now+1), nil, 200)
+		id, job, start, id, end), nil, 200)
 }
 
 // A job declared downstream of another (upstream) has its alerts held
