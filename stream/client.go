@@ -57,7 +57,15 @@ type client struct {
 	// end of the connection's context interrupts.
 	writing atomic.Bool
 	dead    chan struct{} // closed by kill
+	// merged is the writer's buffer for merged tasks messages, reused so
+	// that a client that keeps falling a little behind does not allocate
+	// a message each time it catches up.
+	merged []byte
 }
+
+// maxMergeBuffer is the largest merge buffer a writer keeps between
+// writes; a larger one, from catching up after a long stall, is dropped.
+const maxMergeBuffer = 256 << 10
 
 // enqueue adds a message; a client over its queue limits is closed as too
 // slow, so that nobody else waits for it.
@@ -333,10 +341,15 @@ func (c *client) drain(ctx context.Context, done []queued, stuck *time.Timer) ([
 			for j < len(q) && q[j].tasksAt > 0 {
 				j++
 			}
-			data = mergeTasks(q[i:j])
+			c.merged = mergeTasks(c.merged[:0], q[i:j])
+			data = c.merged
 			i = j - 1
 		}
-		if err := c.write(ctx, data, stuck); err != nil {
+		err := c.write(ctx, data, stuck)
+		if cap(c.merged) > maxMergeBuffer {
+			c.merged = nil
+		}
+		if err != nil {
 			return q, err
 		}
 		select {
@@ -348,15 +361,15 @@ func (c *client) drain(ctx context.Context, done []queued, stuck *time.Timer) ([
 	return q, nil
 }
 
-// mergeTasks makes one tasks message of several, with the last one's
-// cursor.
-func mergeTasks(ms []queued) []byte {
+// mergeTasks appends to dst one tasks message made of several, with the
+// last one's cursor.
+func mergeTasks(dst []byte, ms []queued) []byte {
 	last := ms[len(ms)-1]
 	size := 64 + len(last.cursor)
 	for _, m := range ms {
 		size += len(m.data) - m.tasksAt
 	}
-	data, at := appendTasksHead(make([]byte, 0, size), apiclient.MsgTasks, last.cursor, "")
+	data, at := appendTasksHead(slices.Grow(dst, size), apiclient.MsgTasks, last.cursor, "")
 	for _, m := range ms {
 		tasks := m.data[m.tasksAt : len(m.data)-2]
 		if len(tasks) == 0 {

@@ -74,7 +74,7 @@ func TestMergeTasks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var m wireMsg
-		if err := json.Unmarshal(mergeTasks(tt.in), &m); err != nil {
+		if err := json.Unmarshal(mergeTasks(nil, tt.in), &m); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		last := tt.in[len(tt.in)-1].cursor

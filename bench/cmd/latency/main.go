@@ -44,6 +44,7 @@ type opts struct {
 	startRate        float64
 	steps            int // bisection steps of the search
 	retry            int // extra tries of a step that does not keep up
+	search           bool
 }
 
 func main() {
@@ -62,10 +63,14 @@ func main() {
 	flag.Float64Var(&o.startRate, "search-from", 20000, "first rate the search tries")
 	flag.IntVar(&o.steps, "bisect", 3, "bisection steps of the search")
 	flag.IntVar(&o.retry, "retry", 1, "extra tries of a search step that does not keep up")
+	flag.BoolVar(&o.search, "search", true, "search for the maximum sustainable rate after the fixed rates")
 	short := flag.Bool("short", false, "smoke run: 1 and 10 clients, 10 000/s, 0.7 s points, one repeat, a two-step search")
 	flag.Parse()
 	cmd := fmt.Sprintf("go run ./cmd/latency -fsync %s -clients %s -rates %s -duration %v -step %v -repeat %d -senders %d -tick %v -lag %v -search-from %.0f -bisect %d -retry %d",
 		o.fsync, *clients, *rates, o.dur, o.step, o.repeat, o.senders, o.tick, o.lag, o.startRate, o.steps, o.retry)
+	if !o.search {
+		cmd += " -search=false"
+	}
 	if *short {
 		*clients, *rates, o.dur, o.step, o.drain, o.repeat, o.steps, o.startRate, o.retry = "1,10", "10000", 700*time.Millisecond, 700*time.Millisecond, 3*time.Second, 1, 0, 20000, 0
 		cmd = "go run ./cmd/latency -short"
@@ -118,6 +123,9 @@ func run(o opts, command string, short bool) error {
 				rw.rs = append(rw.rs, r)
 			}
 			rows = append(rows, rw)
+		}
+		if !o.search {
+			continue
 		}
 		best, why, err := search(o, n, short)
 		if err != nil {

@@ -93,7 +93,9 @@ func report(o opts, command string, rows []row, notes []string, loadBefore strin
 		}
 	}
 	fmt.Println()
-	fmt.Println("Maximum sustainable rate: " + strings.Join(notes, "; ") + ".")
+	if len(notes) > 0 {
+		fmt.Println("Maximum sustainable rate: " + strings.Join(notes, "; ") + ".")
+	}
 	fmt.Println()
 	if !seen {
 		fmt.Println("Target: event → WebSocket client p99 ≤ 5 ms at 10 000 events/s — not measured (no 10000 in -rates)")
