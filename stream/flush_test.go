@@ -51,7 +51,8 @@ func TestStreamFlushTimerOnlyWhileDue(t *testing.T) {
 }
 
 // TestMergeTasks: a writer that is behind sends consecutive tasks messages
-// as one, with every task in order and the last message's cursor.
+// as one, with every task in order and the last message's cursor. Every
+// case reuses the buffer of the one before, as a writer does.
 func TestMergeTasks(t *testing.T) {
 	t.Parallel()
 	msg := func(cursor string, tasks ...string) queued {
@@ -72,9 +73,11 @@ func TestMergeTasks(t *testing.T) {
 		{"an empty one between", []queued{msg("e.1", "a"), msg("e.2"), msg("e.3", "b")}, "a=pending,b=pending"},
 		{"empty first", []queued{msg("e.1"), msg("e.3", "b")}, "b=pending"},
 	}
+	var buf []byte
 	for _, tt := range tests {
 		var m wireMsg
-		if err := json.Unmarshal(mergeTasks(nil, tt.in), &m); err != nil {
+		buf = mergeTasks(buf[:0], tt.in)
+		if err := json.Unmarshal(buf, &m); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		last := tt.in[len(tt.in)-1].cursor
