@@ -57,14 +57,17 @@ type client struct {
 	// end of the connection's context interrupts.
 	writing atomic.Bool
 	dead    chan struct{} // closed by kill
-	// merged is the writer's buffer for merged tasks messages, reused so
-	// that a client that keeps falling a little behind does not allocate
-	// a message each time it catches up.
-	merged []byte
 }
 
-// maxMergeBuffer is the largest merge buffer a writer keeps between
-// writes; a larger one, from catching up after a long stall, is dropped.
+// mergeBufs holds the buffers writers merge tasks messages into, so that
+// clients that keep falling a little behind do not allocate a message
+// each time they catch up. They are shared, not one per client: only
+// writers merging at the same moment hold one.
+var mergeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxMergeBuffer is the largest merge buffer put back in mergeBufs; a
+// larger one, from catching up after a long stall, is left to the
+// collector.
 const maxMergeBuffer = 256 << 10
 
 // enqueue adds a message; a client over its queue limits is closed as too
@@ -333,6 +336,7 @@ func (c *client) drain(ctx context.Context, done []queued, stuck *time.Timer) ([
 	for i := 0; i < len(q); i++ {
 		m := q[i]
 		data := m.data
+		var buf *[]byte // from mergeBufs
 		switch {
 		case m.snap != nil:
 			data = m.snap.build(c.h)
@@ -341,13 +345,14 @@ func (c *client) drain(ctx context.Context, done []queued, stuck *time.Timer) ([
 			for j < len(q) && q[j].tasksAt > 0 {
 				j++
 			}
-			c.merged = mergeTasks(c.merged[:0], q[i:j])
-			data = c.merged
+			buf = mergeBufs.Get().(*[]byte)
+			*buf = mergeTasks((*buf)[:0], q[i:j])
+			data = *buf
 			i = j - 1
 		}
 		err := c.write(ctx, data, stuck)
-		if cap(c.merged) > maxMergeBuffer {
-			c.merged = nil
+		if buf != nil && cap(*buf) <= maxMergeBuffer {
+			mergeBufs.Put(buf)
 		}
 		if err != nil {
 			return q, err
