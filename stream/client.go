@@ -271,6 +271,9 @@ func (c *client) writeLoop(ctx context.Context) {
 	for {
 		select {
 		case <-c.wake:
+			if h.opts.testDrain != nil {
+				h.opts.testDrain()
+			}
 			var err error
 			if done, err = c.drain(ctx, done, stuck); err != nil {
 				c.kill("")

@@ -2,6 +2,8 @@ package stream
 
 import (
 	"encoding/json"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,6 +85,44 @@ func TestMergeTasks(t *testing.T) {
 		last := tt.in[len(tt.in)-1].cursor
 		if m.Type != apiclient.MsgTasks || m.Cursor != last || taskIDs(m.Tasks) != tt.want {
 			t.Errorf("%s: %s %s %s, want tasks %s %s", tt.name, m.Type, m.Cursor, taskIDs(m.Tasks), last, tt.want)
+		}
+	}
+}
+
+// TestStreamWriterMergesWhatQueued: an unthrottled client whose writer
+// finds several tasks messages queued gets them as one message, every
+// task in order, and the next merge carries nothing of the one before
+// (the pool often hands the writer the same buffer; TestMergeTasks
+// reuses one for certain).
+func TestStreamWriterMergesWhatQueued(t *testing.T) {
+	t.Parallel()
+	var gate atomic.Pointer[chan struct{}]
+	e := newStreamEnv(t, func(o *Options) {
+		o.HeartbeatInterval = -1 // nothing but the test's changes in the queue
+		o.testDrain = func() {
+			if g := gate.Load(); g != nil {
+				<-*g
+			}
+		}
+	})
+	c := e.dial("view-a")
+	c.subscribe(sub{"type": "subscribe", "coalesce": false})
+	var cursor uint64
+	for _, ids := range [][]string{{"m1", "m2", "m3", "m4"}, {"m5", "m6"}} {
+		g := make(chan struct{})
+		gate.Store(&g)
+		var want []string
+		for _, id := range ids { // one batch, one group message, each
+			e.publish(ev("a", id, "job", 1, pending))
+			cursor++
+			e.waitCursor(cursor)
+			want = append(want, id+"=pending")
+		}
+		gate.Store(nil)
+		close(g)
+		m := c.readType(apiclient.MsgTasks)
+		if got := taskIDs(m.Tasks); got != strings.Join(want, ",") {
+			t.Fatalf("one message with %s, want %s", got, strings.Join(want, ","))
 		}
 	}
 }

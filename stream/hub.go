@@ -111,6 +111,9 @@ type Options struct {
 	// testKilled, when set, is told each time the hub decides to close a
 	// client, with the reason.
 	testKilled func(reason string)
+	// testDrain, when set, runs each time a client's writer is woken,
+	// before it takes its queue: tests block it to let messages queue.
+	testDrain func()
 	// testPonged, when set, is told each time a client's writer has
 	// handled the answer to its ping, so a test on a fake clock can let
 	// the next ping fall due only after it.
