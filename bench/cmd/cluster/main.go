@@ -62,6 +62,7 @@ func main() {
 	conc := flag.Int("c", 8, "concurrent requests")
 	runs := flag.Int("runs", 30, "runs per request; each reports pending, running, success")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run here, at its end")
 	short := flag.Bool("short", false, "smoke run: the server and one node, 2s, one round")
 	loadURLs := flag.String("load", "", "internal: be the load client for these comma-separated URLs and print what it measured as JSON")
 	flag.Parse()
@@ -79,6 +80,9 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		defer writeAllocs(*memprofile)
 	}
 	loadBefore := harness.LoadAvg()
 	targets := strings.Split(*targetsFlag, ",")
@@ -445,4 +449,19 @@ func load(urls []string, dur time.Duration, conc, runs int) (int64, []time.Durat
 		return 0, nil, 0, *e
 	}
 	return stored.Load(), lat, time.Since(start), nil
+}
+
+// writeAllocs writes the allocation profile (every allocation since the
+// start, sampled) to path.
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster: -memprofile:", err)
+	}
 }
