@@ -49,7 +49,7 @@ type client struct {
 	qBytes int
 	killed bool
 	reason string
-	wake   chan struct{} // one token: the queue is not empty
+	wake   chan struct{} // one token: the queue is not empty, the client was killed or its context ended
 	// heard is set by the reader on every client message: like a pong, it
 	// proves the client is there (behind proxies that drop ping frames).
 	heard atomic.Bool
@@ -90,10 +90,7 @@ func (c *client) enqueue(m queued) {
 	c.q = append(c.q, m)
 	c.qBytes += len(m.data)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.poke()
 }
 
 // kill asks the writer to close the connection with reason ("" when the
@@ -110,6 +107,7 @@ func (c *client) kill(reason string) bool {
 	c.q, c.qBytes = nil, 0
 	close(c.dead)
 	c.mu.Unlock()
+	c.poke()
 	if c.h.opts.testKilled != nil && reason != "" {
 		c.h.opts.testKilled(reason)
 	}
@@ -169,10 +167,14 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	h.stats.accepted.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		c.writeLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.pingLoop(ctx)
 	}()
 	c.readLoop(ctx)
 	c.kill("")
@@ -242,12 +244,14 @@ func (c *client) ack(ctx context.Context, id string) {
 	c.enqueue(queued{data: mustJSON(res)})
 }
 
-// writeLoop writes queued messages, pings, and closes the connection when
-// the client is killed.
+// writeLoop writes queued messages, and closes the connection when the
+// client is killed. It waits on wake alone: kill and the end of ctx send
+// on it too. A select over the queue, the pings and both ends cost a lock
+// of every channel at each wake-up, about 8% of a server's CPU with 100
+// clients at 10 000 events/s; the pings have their own goroutine
+// (pingLoop).
 func (c *client) writeLoop(ctx context.Context) {
 	h := c.h
-	ping := h.opts.Clock.NewTicker(h.opts.PingInterval)
-	defer ping.Stop()
 	// One timer for every write instead of a context per write: a context
 	// with a deadline, and the cancel hook the WebSocket library hangs on
 	// it, cost several allocations and timer operations per message, and
@@ -256,35 +260,65 @@ func (c *client) writeLoop(ctx context.Context) {
 	stuck := time.AfterFunc(time.Hour, func() { c.conn.CloseNow() })
 	stuck.Stop()
 	defer stuck.Stop()
-	// The end of ctx (the reader has ended) interrupts a write in progress.
+	// The end of ctx (the reader has ended) interrupts a write in progress,
+	// and wakes the writer when it waits.
 	defer context.AfterFunc(ctx, func() {
 		if c.writing.Load() {
 			c.conn.CloseNow()
 		}
+		c.poke()
 	})()
+	var done []queued
+	for {
+		<-c.wake
+		select {
+		case <-c.dead:
+			c.close()
+			return
+		default:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if h.opts.testDrain != nil {
+			h.opts.testDrain()
+		}
+		var err error
+		if done, err = c.drain(ctx, done, stuck); err != nil {
+			c.kill("")
+			return
+		}
+	}
+}
+
+// poke wakes the writer, if it is not already due to wake.
+func (c *client) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pingLoop pings the client every PingInterval and kills it when
+// MissedPongs intervals in a row went by without a pong or a message from
+// it, until the client is killed or ctx ends.
+func (c *client) pingLoop(ctx context.Context) {
+	h := c.h
+	ping := h.opts.Clock.NewTicker(h.opts.PingInterval)
+	defer ping.Stop()
 	pctx, pcancel := context.WithCancel(ctx)
 	var pings sync.WaitGroup
 	defer func() { pcancel(); pings.Wait() }()
 	pongs := make(chan error, 1)
 	pinging, missed := false, 0
-	var done []queued
 	for {
 		select {
-		case <-c.wake:
-			if h.opts.testDrain != nil {
-				h.opts.testDrain()
-			}
-			var err error
-			if done, err = c.drain(ctx, done, stuck); err != nil {
-				c.kill("")
-				return
-			}
 		case <-ping.C():
 			if c.heard.Swap(false) {
 				missed = 0
 			}
 			if pinging {
-				// The writer may see one more tick before it sees itself
+				// The loop may see one more tick before it sees the client
 				// killed: the count is the kill's, not the tick's.
 				if missed++; missed >= h.opts.MissedPongs && c.kill(reasonNoPong) {
 					h.stats.closedNoPong.Add(1)
@@ -306,7 +340,6 @@ func (c *client) writeLoop(ctx context.Context) {
 				h.opts.testPonged()
 			}
 		case <-c.dead:
-			c.close()
 			return
 		case <-ctx.Done():
 			return
