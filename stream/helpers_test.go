@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,6 +69,13 @@ type streamEnv struct {
 // newStreamEnv starts a bus and a hub served with test tokens.
 func newStreamEnv(t *testing.T, edit func(*Options)) *streamEnv {
 	t.Helper()
+	return newStreamEnvListening(t, edit, nil)
+}
+
+// newStreamEnvListening is newStreamEnv with the server's listener
+// wrapped by wrap (nil: as it is).
+func newStreamEnvListening(t *testing.T, edit func(*Options), wrap func(net.Listener) net.Listener) *streamEnv {
+	t.Helper()
 	b, err := bus.New(bus.Options{Workers: 2, Logger: discardLogger})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +91,9 @@ func newStreamEnv(t *testing.T, edit func(*Options)) *streamEnv {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(mount(hub, testTokens))
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	hub.Start(context.Background())
