@@ -31,6 +31,31 @@ func appendBatchEvent(b []byte, ev *apollo.Event) []byte {
 	return appendString(b, string(ev.Extra))
 }
 
+// batchEventSize is the length appendBatchEvent appends.
+func batchEventSize(ev *apollo.Event) int {
+	return stringSize(ev.TaskID) + stringSize(ev.Name) + varintLen(ev.Sequence) +
+		stringSize(ev.Status.String()) + varintLen(ev.Ts) + varintLen(ev.ScheduledAt) +
+		varintLen(ev.TimeoutMs) + varintLen(ev.CostMs) + stringSize(string(ev.Extra))
+}
+
+func stringSize(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func varintLen(v int64) int {
+	u := uint64(v) << 1 // binary.AppendVarint's zig-zag form
+	if v < 0 {
+		u = ^u
+	}
+	return uvarintLen(u)
+}
+
+func uvarintLen(u uint64) int {
+	n := 1
+	for ; u >= 0x80; u >>= 7 {
+		n++
+	}
+	return n
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,6 +143,54 @@ func TestDecisionLogIsFenced(t *testing.T) {
 	}
 	if fmt.Sprint(recs) != "[one two]" {
 		t.Errorf("the log holds %q, want [one two]", recs)
+	}
+}
+
+// TestDecisionLogReusesItsBuffer: once a batch is published, the next one
+// is gathered in its buffer, and what was published reads back unchanged.
+// One record per round, each waited for, makes one batch per round.
+func TestDecisionLogReusesItsBuffer(t *testing.T) {
+	c := newTestCluster(t, 1, 3*time.Second)
+	n, err := New(c.options("reuse", connect(t, c.srv)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := newDecisionLog(n.js, 0, "reuse", 0, 0, 0, 5*time.Second)
+	defer l.Close()
+	var want []string
+	var bufs []*byte // the first byte of the buffer each round's batch was published from
+	for round := range 5 {
+		rec := fmt.Sprintf("round %d: %s", round, strings.Repeat("x", round*100))
+		want = append(want, rec)
+		lsn, err := l.Append([]byte(rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Wait(context.Background(), lsn); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		spare := l.spare
+		l.mu.Unlock()
+		if cap(spare) == 0 {
+			t.Fatalf("round %d: the log kept no buffer for the next batch", round)
+		}
+		bufs = append(bufs, &spare[:1][0])
+	}
+	for i := 1; i < len(bufs); i++ {
+		if bufs[i] != bufs[0] {
+			t.Fatalf("round %d's batch was gathered in a new buffer", i)
+		}
+	}
+	var got []string
+	if _, _, err := n.replayLog(context.Background(), 0, 0, func(r []byte) error { got = append(got, string(r)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the log holds\n%q\nwant\n%q", got, want)
 	}
 }
 

@@ -111,7 +111,16 @@ func ParseTenantToken(tok string) (string, error) {
 
 // EventSubject is the subject an event of tenant for partition p goes to.
 func EventSubject(tenant string, p int) string {
-	return eventsPrefix + TenantToken(tenant) + "." + strconv.Itoa(p)
+	return string(appendEventSubject(nil, TenantToken(tenant), p))
+}
+
+// appendEventSubject appends EventSubject's form for the tenant whose
+// TenantToken is tok.
+func appendEventSubject(b []byte, tok string, p int) []byte {
+	b = append(b, eventsPrefix...)
+	b = append(b, tok...)
+	b = append(b, '.')
+	return strconv.AppendInt(b, int64(p), 10)
 }
 
 // MsgID is the Nats-Msg-Id of an event: JetStream drops a second message
