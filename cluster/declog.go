@@ -51,17 +51,17 @@ type decisionLog struct {
 	// sequence the one before it got.
 	pubMu sync.Mutex
 
-	mu       sync.Mutex
-	batches  []logBatch // not yet published, oldest first
+	mu      sync.Mutex
+	batches []logBatch // not yet published, oldest first
 	// spare is the buffer of the last batch published, emptied, for the
 	// next batch: a buffer per batch, grown from 4 KiB by appending, was
 	// 6.6% of the bytes a node allocated (bench/intro-benchmarks.md).
-	spare []byte
-	next     uint64     // last LSN handed out
-	durable  uint64     // highest LSN in JetStream
-	lastSeq  uint64     // stream sequence of the last message of the subject
-	input    uint64     // events decided through this stream sequence
-	err      error      // once set, the log takes nothing more
+	spare    []byte
+	next     uint64 // last LSN handed out
+	durable  uint64 // highest LSN in JetStream
+	lastSeq  uint64 // stream sequence of the last message of the subject
+	input    uint64 // events decided through this stream sequence
+	err      error  // once set, the log takes nothing more
 	progress chan struct{}
 
 	wake chan struct{}
