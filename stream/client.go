@@ -168,6 +168,9 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	}
 	h.stats.accepted.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
+	// The ping ticker exists before the writer sends the hello: a test
+	// that counts a fake clock's timers once it has the hello sees it.
+	ping := h.opts.Clock.NewTicker(h.opts.PingInterval)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -176,7 +179,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	}()
 	go func() {
 		defer wg.Done()
-		c.pingLoop(ctx)
+		c.pingLoop(ctx, ping)
 	}()
 	c.readLoop(ctx)
 	c.kill("")
@@ -301,12 +304,11 @@ func (c *client) poke() {
 	}
 }
 
-// pingLoop pings the client every PingInterval and kills it when
+// pingLoop pings the client at every tick of ping and kills it when
 // MissedPongs intervals in a row went by without a pong or a message from
-// it, until the client is killed or ctx ends.
-func (c *client) pingLoop(ctx context.Context) {
+// it, until the client is killed or ctx ends. It stops ping.
+func (c *client) pingLoop(ctx context.Context, ping apollo.Ticker) {
 	h := c.h
-	ping := h.opts.Clock.NewTicker(h.opts.PingInterval)
 	defer ping.Stop()
 	pctx, pcancel := context.WithCancel(ctx)
 	var pings sync.WaitGroup
