@@ -152,6 +152,24 @@ func (cp *changePublisher) close() {
 	<-cp.done
 }
 
+// resyncMagic is the whole of a message on a partition's change subject
+// that asks every node's stream to resynchronise: the partition's new
+// owner publishes it when the owner before stopped without handing over,
+// so that changes it had made durable and not published are not missed
+// (partition.recover). Nodes that do not know it cut their listeners too:
+// a message they cannot read is changes lost.
+const resyncMagic = "\x00ACR"
+
+// resync asks every node's stream to resynchronise after partition p
+// changed owner without a handover.
+func (n *Node) resync(p int) {
+	m := &nats.Msg{Subject: changeSubject("", p), Data: []byte(resyncMagic), Header: nats.Header{hdrNode: {n.opts.NodeID}}}
+	if err := n.opts.Conn.PublishMsg(m); err != nil {
+		n.log.Warn("could not ask the streams to resynchronise after a takeover; changes the owner before applied last may be missing from them until their clients reconnect",
+			"partition", p, "err", err)
+	}
+}
+
 // decodeChanges calls fn for each change of a message a changePublisher
 // published: a binary batch, a JSON batch or one change's JSON, whichever
 // version of Apollo-11 wrote it. It stops at the first damage, after
@@ -258,6 +276,12 @@ func (f *fanIn) idle() {
 // the listeners are cut off, which makes a stream hub resubscribe and
 // resynchronise its clients from a snapshot.
 func (f *fanIn) deliver(m *nats.Msg, dropped *int) {
+	if string(m.Data) == resyncMagic {
+		f.warn("a partition changed owner without a handover; the stream's clients resynchronise", "subject", m.Subject, "node", m.Header.Get(hdrNode))
+		f.owed.Store(true)
+		f.cut()
+		return
+	}
 	err := decodeChanges(m.Data, f.out.Publish)
 	d, _ := m.Sub.Dropped()
 	if err != nil || d != *dropped {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
@@ -156,6 +157,38 @@ func TestLostChangesCutListeners(t *testing.T) {
 		if c, ok := next(second); ok {
 			t.Fatalf("the owed cut did not come after %v: change %+v", cutEvery, c)
 		}
+	}
+}
+
+// A partition's new owner after a takeover without a handover publishes
+// a resync marker: the node's listeners are cut off (its stream's clients
+// take a snapshot, which has the changes the owner before made durable
+// and never published); a node that owns nothing (node) publishes it on
+// the partition's subject for no tenant.
+func TestResyncMarkerCutsListeners(t *testing.T) {
+	s := runNATS(t)
+	nc, pub := connect(t, s), connect(t, s)
+	f := newFanIn(nc, apollo.NewFakeClock(time.Unix(1_764_547_200, 0)), func(string, ...any) {})
+	t.Cleanup(f.close)
+	sub, err := f.subscribe(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the interest
+		t.Fatal(err)
+	}
+	n := &Node{opts: Options{Conn: pub, NodeID: "taker"}, log: slog.New(slog.DiscardHandler)}
+	n.resync(3)
+	select {
+	case c, ok := <-sub.C():
+		if ok {
+			t.Fatalf("after a resync marker: change %+v, not the end", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resync marker did not cut the listener")
+	}
+	if err := sub.Err(); !errors.Is(err, ErrChangesLost) {
+		t.Fatalf("the cut says %v, want %v", err, ErrChangesLost)
 	}
 }
 

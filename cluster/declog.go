@@ -26,6 +26,10 @@ const (
 	// holds the partition's state up to the log sequence in hdrCovers.
 	hdrSnapshot = "Apollo-Snapshot"
 	hdrCovers   = "Apollo-Covers"
+	// hdrHandover, on an empty message, is the bookmark of an owner that
+	// handed the partition over: it stopped its bus, so every change in
+	// the log before it was published (partition.stop).
+	hdrHandover = "Apollo-Handover"
 )
 
 // maxLogBatch bounds one decision-log message, under NATS's default

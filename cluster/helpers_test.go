@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -290,12 +292,29 @@ type seenChange struct {
 type changeLog struct {
 	mu     sync.Mutex
 	byTask map[string][]seenChange
-	signal chan struct{}
+	// resyncs counts the markers asking the streams to resynchronise, by
+	// the subject's partition.
+	resyncs map[int]int
+	signal  chan struct{}
 }
 
 func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
-	cl := &changeLog{byTask: map[string][]seenChange{}, signal: make(chan struct{}, 1)}
+	cl := &changeLog{byTask: map[string][]seenChange{}, resyncs: map[int]int{}, signal: make(chan struct{}, 1)}
 	sub, err := nc.Subscribe(changesPrefix+">", func(m *nats.Msg) {
+		if string(m.Data) == resyncMagic {
+			p, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+			if err != nil {
+				t.Errorf("a resync marker on %s", m.Subject)
+			}
+			cl.mu.Lock()
+			cl.resyncs[p]++
+			cl.mu.Unlock()
+			select {
+			case cl.signal <- struct{}{}:
+			default:
+			}
+			return
+		}
 		err := decodeChanges(m.Data, func(c *apollo.Change) {
 			cl.mu.Lock()
 			cl.byTask[c.Task.TaskID] = append(cl.byTask[c.Task.TaskID], seenChange{c, m.Header.Get(hdrNode)})
@@ -322,6 +341,32 @@ func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// waitResyncs waits until every partition of ps had a resync marker, or
+// testwait's time went by, and reports those that had none.
+func (cl *changeLog) waitResyncs(t testing.TB, ps []int) (missing []int) {
+	t.Helper()
+	deadline := time.NewTimer(testwait.Timeout(t))
+	defer deadline.Stop()
+	for {
+		cl.mu.Lock()
+		missing = missing[:0]
+		for _, p := range ps {
+			if cl.resyncs[p] == 0 {
+				missing = append(missing, p)
+			}
+		}
+		cl.mu.Unlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-cl.signal:
+		case <-deadline.C:
+			return missing
+		}
+	}
 }
 
 // dump logs, for a failing test, what every node knows of a task's

@@ -307,7 +307,12 @@ func (n *Node) open(ctx context.Context, l *lease) {
 	l.part, l.sub = pt, sub
 	n.owned[l.p] = pt
 	n.mu.Unlock()
-	n.log.Info("partition taken", "partition", l.p)
+	n.log.Info("partition taken", "partition", l.p, "handed_over", !pt.unclean)
+	if pt.unclean {
+		// Only now, with the partition answering: the snapshots the
+		// streams take list it.
+		n.resync(l.p)
+	}
 	n.hook("taken", l.p)
 }
 

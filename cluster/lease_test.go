@@ -68,6 +68,11 @@ func TestAddingANodeHandsPartitionsOver(t *testing.T) {
 	if n := len(a.NodeStats().Partitions); n != parts/2 {
 		t.Errorf("the first node serves %d partitions, want %d", n, parts/2)
 	}
+	cl.mu.Lock()
+	if len(cl.resyncs) != 0 { // every change before a handover was published
+		t.Errorf("handovers asked the streams to resynchronise: %v", cl.resyncs)
+	}
+	cl.mu.Unlock()
 	for _, ev := range second {
 		got, err := a.Get("", ev.TaskID)
 		if err != nil || got.Status != apollo.StatusSuccess || len(got.History) != 2 {

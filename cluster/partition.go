@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/apollo-11/apollo"
@@ -36,7 +37,9 @@ type partition struct {
 	changes *changePublisher
 
 	replayed int // records replayed at start
-	input    uint64
+	// unclean: the owner before did not hand the partition over (recover).
+	unclean bool
+	input   uint64
 
 	// The snapshot the log's last marker names; written by recover and
 	// by snapshot, which run one at a time (the loop, then stop); snapMu
@@ -140,12 +143,29 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 // recover replays the decision log into the bus, then fences the log: a
 // message that expects the sequence replay ended at. If another writer
 // got in meanwhile, replay goes on from there and fences again.
+//
+// It also finds whether the owner before handed the partition over: when
+// the log ends anywhere but at a handover's bookmark, the owner stopped
+// without one (it died, or lost its lease), and the changes it made
+// durable but had not yet published are in the log and on no stream.
+// Replay publishes nothing, so pt.unclean asks open to have every node's
+// stream resynchronise.
 func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
 	last, err := pt.restore(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster: partition %d: %w", pt.id, err)
 	}
+	switch m, err := pt.n.logs.GetLastMsgForSubject(ctx, logSubject(pt.id)); {
+	case errors.Is(err, jetstream.ErrMsgNotFound): // a partition never owned
+	case err != nil:
+		return fmt.Errorf("cluster: partition %d: reading its log's end: %w", pt.id, err)
+	default:
+		pt.unclean = m.Header.Get(hdrHandover) == ""
+	}
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			pt.unclean = true // another writer came in meanwhile
+		}
 		end, input, err := pt.n.replayLog(ctx, pt.id, last, func(rec []byte) error {
 			pt.replayed++
 			return pt.bus.Replay(uint64(pt.replayed), rec)
@@ -354,7 +374,7 @@ func (pt *partition) stop(graceful bool) {
 				cancel()
 			}
 			if graceful {
-				if err := pt.dlog.mark(nil); err != nil && !errors.Is(err, bus.ErrClosed) {
+				if err := pt.dlog.mark(nats.Header{hdrHandover: {pt.n.opts.NodeID}}); err != nil && !errors.Is(err, bus.ErrClosed) {
 					pt.log.Warn("could not leave a bookmark in the log; the next owner re-reads some events (they are duplicates)", "err", err)
 				}
 			}
