@@ -218,11 +218,16 @@ type fanIn struct {
 	nc    *nats.Conn
 	clock apollo.Clock
 	warn  func(msg string, args ...any)
-	mu    sync.Mutex // guards sub and cutAt
+	mu    sync.Mutex // guards sub, cutAt and later
 	sub   *nats.Subscription
 	out   *bus.Fanout
 	cutAt time.Time
 	owed  atomic.Bool // changes were lost since the last cut
+	// later is set while a cut waits for cutEvery to pass since the last
+	// one: losses do not wait for a message that may never come.
+	later bool
+	done  chan struct{}  // closed by close: a waiting cut gives up
+	wg    sync.WaitGroup // the waiting cut; close waits for it
 }
 
 // ErrChangesLost is why a node's change listeners are cut off: a change
@@ -237,7 +242,7 @@ var ErrChangesLost = errors.New("cluster: changes from the partition owners were
 const cutEvery = time.Second
 
 func newFanIn(nc *nats.Conn, clock apollo.Clock, warn func(msg string, args ...any)) *fanIn {
-	f := &fanIn{nc: nc, clock: clock, warn: warn}
+	f := &fanIn{nc: nc, clock: clock, warn: warn, done: make(chan struct{})}
 	f.out = bus.NewFanout(f.idle)
 	return f
 }
@@ -295,11 +300,22 @@ func (f *fanIn) deliver(m *nats.Msg, dropped *int) {
 }
 
 // cut ends every subscription, unless the last cut was under cutEvery
-// ago: the changes lost stay owed, and a later message cuts.
+// ago: then the changes lost stay owed, and the cut comes when cutEvery
+// has passed, or at a message handled after that, whichever is first.
 func (f *fanIn) cut() {
 	now := f.clock.Now()
 	f.mu.Lock()
-	if now.Sub(f.cutAt) < cutEvery {
+	if wait := cutEvery - now.Sub(f.cutAt); wait > 0 {
+		select {
+		case <-f.done: // closed: nobody is left to cut
+		default:
+			if !f.later {
+				f.later = true
+				t := f.clock.NewTimer(wait)
+				f.wg.Add(1)
+				go f.cutLater(t)
+			}
+		}
 		f.mu.Unlock()
 		return
 	}
@@ -309,5 +325,33 @@ func (f *fanIn) cut() {
 	f.out.CutAll(ErrChangesLost)
 }
 
+// cutLater cuts what is still owed when t fires, unless the fan-in closes
+// first.
+func (f *fanIn) cutLater(t apollo.Timer) {
+	defer f.wg.Done()
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-f.done:
+		return
+	}
+	f.mu.Lock()
+	f.later = false
+	f.mu.Unlock()
+	if f.owed.Load() {
+		f.cut()
+	}
+}
+
 // close ends every subscription.
-func (f *fanIn) close() { f.out.Close() }
+func (f *fanIn) close() {
+	f.mu.Lock()
+	select {
+	case <-f.done:
+	default:
+		close(f.done)
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+	f.out.Close()
+}

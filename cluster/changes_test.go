@@ -11,6 +11,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/nats-io/nats.go"
 )
 
@@ -158,6 +159,54 @@ func TestLostChangesCutListeners(t *testing.T) {
 			t.Fatalf("the owed cut did not come after %v: change %+v", cutEvery, c)
 		}
 	}
+}
+
+// Changes lost within cutEvery of a cut are cut for once cutEvery has
+// passed, with no message after them: a takeover's last marker, or the
+// last changes of a quiet cluster, do not wait for traffic.
+func TestOwedCutComesWithoutAMessage(t *testing.T) {
+	s := runNATS(t)
+	nc, pub := connect(t, s), connect(t, s)
+	clock := apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
+	f := newFanIn(nc, clock, func(string, ...any) {})
+	t.Cleanup(f.close)
+	listen := func() *bus.Subscription {
+		sub, err := f.subscribe(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	ended := func(sub *bus.Subscription) {
+		t.Helper()
+		select {
+		case c, ok := <-sub.C():
+			if ok {
+				t.Fatalf("change %+v, not the end", c)
+			}
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatal("the subscription was not cut")
+		}
+	}
+	first := listen()
+	n := &Node{opts: Options{Conn: pub, NodeID: "taker"}, log: slog.New(slog.DiscardHandler)}
+	n.resync(1)
+	ended(first)
+	second := listen()
+	n.resync(2) // within cutEvery: owed, its cut waits on the clock
+	if !clock.BlockUntil(1, testwait.Timeout(t)) {
+		t.Fatal("no timer for the owed cut")
+	}
+	select {
+	case c := <-second.C():
+		t.Fatalf("cut again within %v (%+v)", cutEvery, c)
+	default:
+	}
+	clock.Advance(cutEvery)
+	ended(second)
 }
 
 // A partition's new owner after a takeover without a handover publishes
