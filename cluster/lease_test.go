@@ -199,6 +199,62 @@ func TestDecisionLogReusesItsBuffer(t *testing.T) {
 	}
 }
 
+// TestChangeListenersResyncAfterANodeDies: when a node dies, the node
+// that takes its partitions makes every node's change listeners (the
+// stream hubs) resynchronise, since changes the dead node made durable
+// may never have been published. A graceful handover does not.
+func TestChangeListenersResyncAfterANodeDies(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	a := c.start("rs-1")
+	b := c.start("rs-2") // takes half of a's partitions by handover
+	owners := c.waitServed(nil)
+	sub, err := a.SubscribeChanges(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	// A change from each node comes through: the handovers cut nothing.
+	var ids []string
+	for _, n := range []*testNode{a, b} {
+		id := ""
+		for i := 0; id == "" || owners[Partition(id, c.parts)] != n.id; i++ {
+			id = fmt.Sprintf("rs-%d", i)
+		}
+		ids = append(ids, id)
+	}
+	publishAll(t, a, []apollo.Event{
+		{TaskID: ids[0], Sequence: 1, Status: apollo.StatusRunning, Ts: time.Now().UnixMilli()},
+		{TaskID: ids[1], Sequence: 1, Status: apollo.StatusRunning, Ts: time.Now().UnixMilli()},
+	})
+	for range ids {
+		select {
+		case _, ok := <-sub.C():
+			if !ok {
+				t.Fatalf("the listener was cut after graceful handovers: %v", sub.Err())
+			}
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatal("a change never came")
+		}
+	}
+	b.kill()
+	c.waitServed(map[string]bool{b.id: true})
+	for {
+		select {
+		case ch, ok := <-sub.C():
+			if ok {
+				t.Logf("a change before the cut: %s %v", ch.Task.TaskID, ch.Task.Status)
+				continue
+			}
+			if !errors.Is(sub.Err(), ErrChangesLost) {
+				t.Fatalf("the listener ended with %v, want %v", sub.Err(), ErrChangesLost)
+			}
+			return
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatal("the listener was not cut after the node died and its partitions were taken")
+		}
+	}
+}
+
 // TestChangesFromEveryNode subscribes on one node and sees the changes
 // applied on the others.
 func TestChangesFromEveryNode(t *testing.T) {
