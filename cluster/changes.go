@@ -160,6 +160,9 @@ func (cp *changePublisher) close() {
 // a message they cannot read is changes lost.
 const resyncMagic = "\x00ACR"
 
+// errTakeover is what a resync marker says: changes may have been lost.
+var errTakeover = errors.New("a partition changed owner without a handover")
+
 // resync asks every node's stream to resynchronise after partition p
 // changed owner without a handover.
 func (n *Node) resync(p int) {
@@ -218,16 +221,17 @@ type fanIn struct {
 	nc    *nats.Conn
 	clock apollo.Clock
 	warn  func(msg string, args ...any)
-	mu    sync.Mutex // guards sub, cutAt and later
+	mu    sync.Mutex // guards sub, cutAt, later and closed
 	sub   *nats.Subscription
 	out   *bus.Fanout
 	cutAt time.Time
 	owed  atomic.Bool // changes were lost since the last cut
 	// later is set while a cut waits for cutEvery to pass since the last
 	// one: losses do not wait for a message that may never come.
-	later bool
-	done  chan struct{}  // closed by close: a waiting cut gives up
-	wg    sync.WaitGroup // the waiting cut; close waits for it
+	later  bool
+	closed bool           // by close: no cut waits any more
+	done   chan struct{}  // closed by close: a waiting cut gives up
+	wg     sync.WaitGroup // the waiting cut; close waits for it
 }
 
 // ErrChangesLost is why a node's change listeners are cut off: a change
@@ -281,17 +285,14 @@ func (f *fanIn) idle() {
 // the listeners are cut off, which makes a stream hub resubscribe and
 // resynchronise its clients from a snapshot.
 func (f *fanIn) deliver(m *nats.Msg, dropped *int) {
-	if string(m.Data) == resyncMagic {
-		f.warn("a partition changed owner without a handover; the stream's clients resynchronise", "subject", m.Subject, "node", m.Header.Get(hdrNode))
-		f.owed.Store(true)
-		f.cut()
-		return
+	err := errTakeover
+	if string(m.Data) != resyncMagic {
+		err = decodeChanges(m.Data, f.out.Publish)
 	}
-	err := decodeChanges(m.Data, f.out.Publish)
 	d, _ := m.Sub.Dropped()
 	if err != nil || d != *dropped {
 		*dropped = d
-		f.warn("changes lost; the stream's clients resynchronise", "subject", m.Subject, "err", err, "dropped", d)
+		f.warn("changes lost; the stream's clients resynchronise", "subject", m.Subject, "node", m.Header.Get(hdrNode), "err", err, "dropped", d)
 		f.owed.Store(true)
 	}
 	if f.owed.Load() {
@@ -306,15 +307,10 @@ func (f *fanIn) cut() {
 	now := f.clock.Now()
 	f.mu.Lock()
 	if wait := cutEvery - now.Sub(f.cutAt); wait > 0 {
-		select {
-		case <-f.done: // closed: nobody is left to cut
-		default:
-			if !f.later {
-				f.later = true
-				t := f.clock.NewTimer(wait)
-				f.wg.Add(1)
-				go f.cutLater(t)
-			}
+		if !f.later && !f.closed {
+			f.later = true
+			f.wg.Add(1)
+			go f.cutLater(f.clock.NewTimer(wait))
 		}
 		f.mu.Unlock()
 		return
@@ -346,9 +342,8 @@ func (f *fanIn) cutLater(t apollo.Timer) {
 // close ends every subscription.
 func (f *fanIn) close() {
 	f.mu.Lock()
-	select {
-	case <-f.done:
-	default:
+	if !f.closed {
+		f.closed = true
 		close(f.done)
 	}
 	f.mu.Unlock()

@@ -93,16 +93,7 @@ func TestLostChangesCutListeners(t *testing.T) {
 	clock := apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
 	f := newFanIn(nc, clock, func(string, ...any) {})
 	t.Cleanup(f.close)
-	listen := func() *bus.Subscription {
-		sub, err := f.subscribe(16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.Flush(); err != nil { // the server has the interest
-			t.Fatal(err)
-		}
-		return sub
-	}
+	listen := func() *bus.Subscription { return listenFanIn(t, f, nc) }
 	send := func(tenant string, data []byte) {
 		if err := pub.Publish(changeSubject(tenant, 1), data); err != nil {
 			t.Fatal(err)
@@ -161,25 +152,33 @@ func TestLostChangesCutListeners(t *testing.T) {
 	}
 }
 
-// Changes lost within cutEvery of a cut are cut for once cutEvery has
-// passed, with no message after them: a takeover's last marker, or the
-// last changes of a quiet cluster, do not wait for traffic.
-func TestOwedCutComesWithoutAMessage(t *testing.T) {
+// listenFanIn subscribes to f, once the NATS server has the interest of
+// its connection nc.
+func listenFanIn(t testing.TB, f *fanIn, nc *nats.Conn) *bus.Subscription {
+	t.Helper()
+	sub, err := f.subscribe(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the interest
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// A partition's new owner after a takeover without a handover publishes
+// a resync marker on the partition's subject for no tenant: the node's
+// listeners are cut off (its stream's clients take a snapshot, which has
+// the changes the owner before made durable and never published). A
+// second marker within cutEvery of the cut is owed, and cut for once
+// cutEvery has passed with no message after it: a takeover's last marker,
+// or the last losses of a quiet cluster, do not wait for traffic.
+func TestResyncMarkerCutsListeners(t *testing.T) {
 	s := runNATS(t)
 	nc, pub := connect(t, s), connect(t, s)
 	clock := apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
 	f := newFanIn(nc, clock, func(string, ...any) {})
 	t.Cleanup(f.close)
-	listen := func() *bus.Subscription {
-		sub, err := f.subscribe(16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		return sub
-	}
 	ended := func(sub *bus.Subscription) {
 		t.Helper()
 		select {
@@ -190,12 +189,15 @@ func TestOwedCutComesWithoutAMessage(t *testing.T) {
 		case <-time.After(testwait.Timeout(t)):
 			t.Fatal("the subscription was not cut")
 		}
+		if err := sub.Err(); !errors.Is(err, ErrChangesLost) {
+			t.Fatalf("the cut says %v, want %v", err, ErrChangesLost)
+		}
 	}
-	first := listen()
 	n := &Node{opts: Options{Conn: pub, NodeID: "taker"}, log: slog.New(slog.DiscardHandler)}
+	first := listenFanIn(t, f, nc)
 	n.resync(1)
 	ended(first)
-	second := listen()
+	second := listenFanIn(t, f, nc)
 	n.resync(2) // within cutEvery: owed, its cut waits on the clock
 	if !clock.BlockUntil(1, testwait.Timeout(t)) {
 		t.Fatal("no timer for the owed cut")
@@ -207,38 +209,6 @@ func TestOwedCutComesWithoutAMessage(t *testing.T) {
 	}
 	clock.Advance(cutEvery)
 	ended(second)
-}
-
-// A partition's new owner after a takeover without a handover publishes
-// a resync marker: the node's listeners are cut off (its stream's clients
-// take a snapshot, which has the changes the owner before made durable
-// and never published); a node that owns nothing (node) publishes it on
-// the partition's subject for no tenant.
-func TestResyncMarkerCutsListeners(t *testing.T) {
-	s := runNATS(t)
-	nc, pub := connect(t, s), connect(t, s)
-	f := newFanIn(nc, apollo.NewFakeClock(time.Unix(1_764_547_200, 0)), func(string, ...any) {})
-	t.Cleanup(f.close)
-	sub, err := f.subscribe(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil { // the server has the interest
-		t.Fatal(err)
-	}
-	n := &Node{opts: Options{Conn: pub, NodeID: "taker"}, log: slog.New(slog.DiscardHandler)}
-	n.resync(3)
-	select {
-	case c, ok := <-sub.C():
-		if ok {
-			t.Fatalf("after a resync marker: change %+v, not the end", c)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the resync marker did not cut the listener")
-	}
-	if err := sub.Err(); !errors.Is(err, ErrChangesLost) {
-		t.Fatalf("the cut says %v, want %v", err, ErrChangesLost)
-	}
 }
 
 // A change the binary form cannot carry is left out; when it would have

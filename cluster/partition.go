@@ -144,23 +144,17 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 // message that expects the sequence replay ended at. If another writer
 // got in meanwhile, replay goes on from there and fences again.
 //
-// It also finds whether the owner before handed the partition over: when
-// the log ends anywhere but at a handover's bookmark, the owner stopped
+// restore also finds whether the owner before handed the partition over
+// (findSnapshot reads the log's end): when the log ends anywhere but at a
+// handover's bookmark, the owner stopped
 // without one (it died, or lost its lease), and the changes it made
 // durable but had not yet published are in the log and on no stream.
 // Replay publishes nothing, so pt.unclean asks open to have every node's
 // stream resynchronise.
 func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
-	last, err := pt.restore(ctx)
+	last, err := pt.restore(ctx) // sets pt.unclean
 	if err != nil {
 		return fmt.Errorf("cluster: partition %d: %w", pt.id, err)
-	}
-	switch m, err := pt.n.logs.GetLastMsgForSubject(ctx, logSubject(pt.id)); {
-	case errors.Is(err, jetstream.ErrMsgNotFound): // a partition never owned
-	case err != nil:
-		return fmt.Errorf("cluster: partition %d: reading its log's end: %w", pt.id, err)
-	default:
-		pt.unclean = m.Header.Get(hdrHandover) == ""
 	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {

@@ -125,3 +125,46 @@ func FuzzPartSizes(f *testing.F) {
 		checkPartSizes(t, ev, tenant)
 	})
 }
+
+// TestPartsOfCutsLargeGroups: a subject's events past maxEventBatch go in
+// further parts, each starting once the one before holds more than the
+// bound, every event in exactly one, in the request's order.
+func TestPartsOfCutsLargeGroups(t *testing.T) {
+	n := partsNode(1) // one partition: every event has the same subject
+	extra := json.RawMessage(`"` + strings.Repeat("x", apollo.MaxExtraBytes-2) + `"`)
+	evs := make([]apollo.Event, 200) // about 800 KiB
+	for i := range evs {
+		evs[i] = apollo.Event{TaskID: fmt.Sprintf("big-%03d", i), Sequence: 1, Status: apollo.StatusPending, Ts: 1764547200000, Extra: extra, Tenant: "acme"}
+	}
+	out := make([]bus.Outcome, len(evs))
+	parts := n.partsOf(evs, out)
+	for i, o := range out {
+		if o.Err != nil {
+			t.Fatalf("event %d refused: %v", i, o.Err)
+		}
+	}
+	if len(parts) < 3 {
+		t.Fatalf("%d parts for about 800 KiB of one subject, want at least 3", len(parts))
+	}
+	next := 0
+	for k, pt := range parts {
+		if k < len(parts)-1 && len(pt.data) <= maxEventBatch {
+			t.Errorf("part %d ends at %d bytes, not past the bound of %d", k, len(pt.data), maxEventBatch)
+		}
+		if last := batchEventSize(&evs[pt.idx[len(pt.idx)-1]]); len(pt.data)-last > maxEventBatch {
+			t.Errorf("part %d took an event after it was past the bound", k)
+		}
+		for _, i := range pt.idx {
+			if i != next {
+				t.Fatalf("part %d holds event %d, want %d", k, i, next)
+			}
+			next++
+		}
+		if got := readBatch(t, append([]byte(batchMagic), pt.data...)); len(got) != len(pt.idx) {
+			t.Fatalf("part %d reads back %d events, holds %d", k, len(got), len(pt.idx))
+		}
+	}
+	if next != len(evs) {
+		t.Fatalf("%d events in parts, want %d", next, len(evs))
+	}
+}

@@ -108,6 +108,9 @@ func (pt *partition) readState(data []byte) error {
 type snapshotRef struct {
 	name          string
 	covers, input uint64
+	// unclean: the log has messages and does not end at a handover's
+	// bookmark; the owner before died or lost its lease (recover).
+	unclean bool
 }
 
 // findSnapshot reads the headers of partition p's log up to its end and
@@ -121,6 +124,7 @@ func (n *Node) findSnapshot(ctx context.Context, p int) (snapshotRef, error) {
 	if err != nil {
 		return ref, err
 	}
+	ref.unclean = last.Header.Get(hdrHandover) == ""
 	cons, err := n.logs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{logSubject(p)}, HeadersOnly: true,
 	})
@@ -148,7 +152,7 @@ func (n *Node) findSnapshot(ctx context.Context, p int) (snapshotRef, error) {
 			if err1 != nil || err2 != nil {
 				return ref, fmt.Errorf("snapshot marker at %d: bad headers", md.Sequence.Stream)
 			}
-			ref = snapshotRef{name: name, covers: covers, input: input}
+			ref = snapshotRef{name: name, covers: covers, input: input, unclean: ref.unclean}
 		}
 		if md.Sequence.Stream >= last.Sequence {
 			return ref, nil
@@ -160,6 +164,7 @@ func (n *Node) findSnapshot(ctx context.Context, p int) (snapshotRef, error) {
 // the log sequence replay goes on after.
 func (pt *partition) restore(ctx context.Context) (uint64, error) {
 	ref, err := pt.n.findSnapshot(ctx, pt.id)
+	pt.unclean = ref.unclean
 	if err != nil || ref.name == "" {
 		return 0, err
 	}

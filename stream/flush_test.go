@@ -3,7 +3,6 @@ package stream
 import (
 	"encoding/json"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,26 +95,16 @@ func TestMergeTasks(t *testing.T) {
 // reuses one for certain).
 func TestStreamWriterMergesWhatQueued(t *testing.T) {
 	t.Parallel()
-	var gate atomic.Pointer[chan struct{}]
+	var gate writerGate
 	e := newStreamEnv(t, func(o *Options) {
 		o.HeartbeatInterval = -1 // nothing but the test's changes in the queue
-		o.testDrain = func() {
-			if g := gate.Load(); g != nil {
-				<-*g
-			}
-		}
-	})
-	t.Cleanup(func() { // a failed round must not leave the writer held
-		if held := gate.Swap(nil); held != nil {
-			close(*held)
-		}
+		gate.install(t, o)
 	})
 	c := e.dial("view-a")
 	c.subscribe(sub{"type": "subscribe", "coalesce": false})
 	var cursor uint64
 	for _, ids := range [][]string{{"m1", "m2", "m3", "m4"}, {"m5", "m6"}} {
-		g := make(chan struct{})
-		gate.Store(&g)
+		gate.hold()
 		var want []string
 		for _, id := range ids { // one batch, one group message, each
 			e.publish(ev("a", id, "job", 1, pending))
@@ -123,9 +112,7 @@ func TestStreamWriterMergesWhatQueued(t *testing.T) {
 			e.waitCursor(cursor)
 			want = append(want, id+"=pending")
 		}
-		if held := gate.Swap(nil); held != nil {
-			close(*held)
-		}
+		gate.release()
 		m := c.readType(apiclient.MsgTasks)
 		if got := taskIDs(m.Tasks); got != strings.Join(want, ",") {
 			t.Fatalf("one message with %s, want %s", got, strings.Join(want, ","))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +100,32 @@ func newStreamEnvListening(t *testing.T, edit func(*Options), wrap func(net.List
 	hub.Start(context.Background())
 	t.Cleanup(func() { hub.Stop(context.Background()) })
 	return &streamEnv{t: t, bus: b, hub: hub, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/v1/stream"}
+}
+
+// writerGate holds the clients' writers when they wake (Options.testDrain)
+// between hold and release, so that messages queue behind them.
+type writerGate struct{ g atomic.Pointer[chan struct{}] }
+
+// install makes o's writers wait at the gate, and releases them when the
+// test ends: a failed test must not leave a writer held.
+func (w *writerGate) install(t *testing.T, o *Options) {
+	o.testDrain = func() {
+		if g := w.g.Load(); g != nil {
+			<-*g
+		}
+	}
+	t.Cleanup(w.release)
+}
+
+func (w *writerGate) hold() {
+	g := make(chan struct{})
+	w.g.Store(&g)
+}
+
+func (w *writerGate) release() {
+	if held := w.g.Swap(nil); held != nil {
+		close(*held)
+	}
 }
 
 // busChanges subscribes to a bus's changes, as cmd/apollo does.

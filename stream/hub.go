@@ -114,7 +114,7 @@ type Options struct {
 	// testDrain, when set, runs each time a client's writer is woken,
 	// before it takes its queue: tests block it to let messages queue.
 	testDrain func()
-	// testPonged, when set, is told each time a client's writer has
+	// testPonged, when set, is told each time a client's pinger has
 	// handled the answer to its ping, so a test on a fake clock can let
 	// the next ping fall due only after it.
 	testPonged func()

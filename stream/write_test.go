@@ -44,24 +44,14 @@ func (c *countingConn) Write(p []byte) (int, error) {
 func TestStreamMessageIsOneWrite(t *testing.T) {
 	t.Parallel()
 	var l *countingListener
-	var gate atomic.Pointer[chan struct{}]
+	var gate writerGate
 	e := newStreamEnvListening(t, func(o *Options) {
 		o.HeartbeatInterval, o.PingInterval = -1, time.Hour // nothing else to write
-		o.testDrain = func() {
-			if g := gate.Load(); g != nil {
-				<-*g
-			}
-		}
+		gate.install(t, o)
 	}, func(in net.Listener) net.Listener { l = &countingListener{Listener: in}; return l })
-	t.Cleanup(func() { // a failed run must not leave the writer held
-		if held := gate.Swap(nil); held != nil {
-			close(*held)
-		}
-	})
 	c := e.dial("view-a")
 	c.subscribe(sub{"type": "subscribe", "coalesce": false})
-	g := make(chan struct{})
-	gate.Store(&g)
+	gate.hold()
 	writes, bytes := l.writes.Load(), l.bytes.Load()
 	evs := make([]apollo.Event, 60)
 	for i := range evs {
@@ -69,9 +59,7 @@ func TestStreamMessageIsOneWrite(t *testing.T) {
 	}
 	e.publish(evs...)
 	e.waitCursor(uint64(len(evs)))
-	if held := gate.Swap(nil); held != nil {
-		close(*held)
-	}
+	gate.release()
 	if m := c.readType(apiclient.MsgTasks); len(m.Tasks) != len(evs) {
 		t.Fatalf("a message of %d tasks, want %d", len(m.Tasks), len(evs))
 	}
