@@ -41,6 +41,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
+	applyCollectorSettings(cfg)
 	id := f.nodeID
 	if id == "" {
 		host, err := os.Hostname()

@@ -30,16 +30,7 @@ func TestBusNode(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("redis:\n  url: %s\n  prefix: %s\n", redis, prefix)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	ns := startNATS(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -99,4 +90,21 @@ func TestBusNode(t *testing.T) {
 	if !strings.Contains(p.out.String(), "partition handed over") {
 		t.Errorf("the node did not hand its partitions over:\n%s", p.out)
 	}
+}
+
+// startNATS runs an embedded NATS server with JetStream until the test
+// ends.
+func startNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
 }

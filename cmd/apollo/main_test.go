@@ -112,25 +112,35 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 
 var _ = fmt.Sprintf
 
-// The collector settings in the configuration reach the running process:
-// the Go collector's own gauges on /metrics show them.
+// The collector settings in the configuration reach every process that
+// keeps the task state: the Go collector's own gauges on /metrics show
+// them. A scale-out node once ran on Go's defaults whatever they said.
 func TestGCSettingsApplied(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "apollo.yaml")
-	if err := os.WriteFile(cfg, []byte("gc_percent: 150\nmemory_limit_mib: 300\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startApollo(t, "server", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
-	resp, err := http.Get("http://" + srv.addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{"go_gc_gogc_percent 150\n", "go_gc_gomemlimit_bytes " + strconv.FormatFloat(300<<20, 'g', -1, 64) + "\n"} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics has no %q", want)
-		}
+	for _, mode := range []string{"server", "bus --nats"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "apollo.yaml")
+			if err := os.WriteFile(cfg, []byte("gc_percent: 150\nmemory_limit_mib: 300\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"server", "--data", filepath.Join(dir, "data")}
+			if mode != "server" {
+				args = []string{"bus", "--nats", startNATS(t).ClientURL(), "--partitions", "2", "--node-id", "gc-node"}
+			}
+			p := startApollo(t, append(args, "--config", cfg, "--listen", "127.0.0.1:0")...)
+			resp, err := http.Get("http://" + p.addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, want := range []string{"go_gc_gogc_percent 150\n", "go_gc_gomemlimit_bytes " + strconv.FormatFloat(300<<20, 'g', -1, 64) + "\n"} {
+				if !strings.Contains(string(body), want) {
+					t.Errorf("/metrics has no %q", want)
+				}
+			}
+		})
 	}
 }

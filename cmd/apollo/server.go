@@ -85,6 +85,19 @@ type server struct {
 	api atomic.Pointer[httpapi.Server]
 }
 
+// applyCollectorSettings gives the Go collector the configuration's target
+// (gc_percent) and soft memory limit (memory_limit_mib), unless GOGC or
+// GOMEMLIMIT is set: the environment wins. Every process that keeps the
+// task state calls it: apollo server, and apollo bus in both its modes.
+func applyCollectorSettings(cfg config.Config) {
+	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimitMiB > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimitMiB << 20)
+	}
+}
+
 // runServer starts everything, serves until ctx is done, then shuts down in
 // the order written in docs/architecture.md: stop accepting, drain the
 // bus, snapshot, close the log.
@@ -100,12 +113,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
-	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
-		debug.SetGCPercent(cfg.GCPercent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimitMiB > 0 {
-		debug.SetMemoryLimit(cfg.MemoryLimitMiB << 20)
-	}
+	applyCollectorSettings(cfg)
 	if d.redis != nil {
 		s.alerts = newRedisAlerting(d.redis, cfg, s.log, s.clock)
 	}
