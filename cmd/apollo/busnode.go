@@ -113,9 +113,9 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
 	defer dm.stop()
-	fmt.Fprintf(out, apiclient.ReadyPrefix+"http://%s  (bus node %s, %d partitions, NATS %s)\n", ln.Addr(), id, f.partitions, f.natsURL)
+	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(cfg), ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- serveAPI(srv, ln, cfg) }()
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -107,4 +109,36 @@ func startNATS(t *testing.T) *natsserver.Server {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns
+}
+
+// A node serves its API over TLS when the configuration names a
+// certificate, as apollo server does: a node once served plain HTTP
+// whatever tls: said, sending tokens in the clear.
+func TestBusNodeServesTLS(t *testing.T) {
+	t.Parallel()
+	cert, key := writeSelfSigned(t)
+	cfg := filepath.Join(t.TempDir(), "apollo.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("tls:\n  cert: %s\n  key: %s\n", cert, key)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startApollo(t, "bus", "--nats", startNATS(t).ClientURL(), "--partitions", "2", "--node-id", "tls-node",
+		"--listen", "127.0.0.1:0", "--config", cfg)
+	_, port, _ := net.SplitHostPort(p.addr)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certPool(t, cert)}}}
+	resp, err := client.Get("https://localhost:" + port + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over TLS: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz over TLS: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + p.addr + "/healthz")
+	if err != nil {
+		t.Fatalf("plain HTTP: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain HTTP on the TLS port: %d, want 400", resp.StatusCode)
+	}
 }

@@ -98,6 +98,24 @@ func applyCollectorSettings(cfg config.Config) {
 	}
 }
 
+// serveAPI serves srv on ln until it fails or is shut down: over TLS
+// when the configuration names a certificate. Every process with the
+// HTTP API serves it this way.
+func serveAPI(srv *http.Server, ln net.Listener, cfg config.Config) error {
+	if cfg.TLS.Cert != "" {
+		return srv.ServeTLS(ln, cfg.TLS.Cert, cfg.TLS.Key)
+	}
+	return srv.Serve(ln)
+}
+
+// apiScheme is the scheme of the API's address: https with a certificate.
+func apiScheme(cfg config.Config) string {
+	if cfg.TLS.Cert != "" {
+		return "https"
+	}
+	return "http"
+}
+
 // runServer starts everything, serves until ctx is done, then shuts down in
 // the order written in docs/architecture.md: stop accepting, drain the
 // bus, snapshot, close the log.
@@ -124,12 +142,8 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	s.deadman = startDeadman(cfg.Deadman, s.mode(), s.clock, s.log)
 	s.http = s.httpServer()
 	addr := ln.Addr().String()
-	scheme := "http"
-	if cfg.TLS.Cert != "" {
-		scheme = "https"
-	}
 	if d.out != nil {
-		fmt.Fprintf(d.out, apiclient.ReadyPrefix+"%s://%s  (data in %s)\n", scheme, addr, cfg.Data)
+		fmt.Fprintf(d.out, apiclient.ReadyPrefix+"%s://%s  (data in %s)\n", apiScheme(cfg), addr, cfg.Data)
 	}
 	s.log.Info("serving", "addr", addr, "data", cfg.Data, "fsync", cfg.Fsync)
 	if d.ready != nil {
@@ -264,13 +278,7 @@ func (s *server) httpServer() *http.Server {
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	cfg := s.cfg
 	serveErr := make(chan error, 1)
-	go func() {
-		if cfg.TLS.Cert != "" {
-			serveErr <- s.http.ServeTLS(ln, cfg.TLS.Cert, cfg.TLS.Key)
-			return
-		}
-		serveErr <- s.http.Serve(ln)
-	}()
+	go func() { serveErr <- serveAPI(s.http, ln, cfg) }()
 	if cfg.Auth.InsecureNoAuth && len(cfg.Auth.Tokens) == 0 {
 		s.wg.Add(1)
 		go s.warnInsecure()
