@@ -116,6 +116,9 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(cfg), ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serveAPI(srv, ln, cfg) }()
+	stopWarning, warned := make(chan struct{}), make(chan struct{})
+	go func() { defer close(warned); warnInsecure(cfg, log, apollo.SystemClock, stopWarning) }()
+	defer func() { close(stopWarning); <-warned }()
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:

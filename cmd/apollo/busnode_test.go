@@ -142,3 +142,20 @@ func TestBusNodeServesTLS(t *testing.T) {
 		t.Errorf("plain HTTP on the TLS port: %d, want 400", resp.StatusCode)
 	}
 }
+
+// A node started with --insecure-no-auth says so in its log, as apollo
+// server does.
+func TestBusNodeWarnsWithoutAuth(t *testing.T) {
+	t.Parallel()
+	p := startApollo(t, "bus", "--nats", startNATS(t).ClientURL(), "--partitions", "2", "--node-id", "open-node",
+		"--listen", "127.0.0.1:0", "--insecure-no-auth")
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatalf("no exit after SIGTERM\n%s", p.out)
+	}
+	if !strings.Contains(p.out.String(), "WITHOUT authentication") {
+		t.Errorf("no warning in the node's log:\n%s", p.out)
+	}
+}

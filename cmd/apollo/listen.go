@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
 )
@@ -58,20 +60,24 @@ func (s *server) authenticator() (httpapi.Authenticator, error) {
 	return httpapi.NewTokenAuth(toks), nil
 }
 
-// warnInsecure reminds, every minute, that anyone can use this server.
-func (s *server) warnInsecure() {
-	defer s.wg.Done()
+// warnInsecure reminds, every minute until stop is closed, that anyone
+// who reaches cfg.Listen can use this process: it serves beyond loopback
+// without tokens (--insecure-no-auth). It does nothing otherwise.
+func warnInsecure(cfg config.Config, log *slog.Logger, clock apollo.Clock, stop <-chan struct{}) {
+	if !cfg.Auth.InsecureNoAuth || len(cfg.Auth.Tokens) > 0 {
+		return
+	}
 	warn := func() {
-		s.log.Warn("serving WITHOUT authentication beyond loopback (--insecure-no-auth): anyone who reaches " + s.cfg.Listen + " can read and change everything")
+		log.Warn("serving WITHOUT authentication beyond loopback (--insecure-no-auth): anyone who reaches " + cfg.Listen + " can read and change everything")
 	}
 	warn()
-	t := s.clock.NewTicker(time.Minute)
+	t := clock.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C():
 			warn()
-		case <-s.stop:
+		case <-stop:
 			return
 		}
 	}

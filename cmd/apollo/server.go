@@ -279,10 +279,7 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	cfg := s.cfg
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serveAPI(s.http, ln, cfg) }()
-	if cfg.Auth.InsecureNoAuth && len(cfg.Auth.Tokens) == 0 {
-		s.wg.Add(1)
-		go s.warnInsecure()
-	}
+	s.wg.Go(func() { warnInsecure(cfg, s.log, s.clock, s.stop) })
 	snapDone := make(chan struct{})
 	snapStop := make(chan struct{})
 	go s.checkpointLoop(snapStop, snapDone)
