@@ -264,6 +264,14 @@ the configuration are per node. See docs/scale-out.md.`,
 				if nf.partitions < 1 {
 					return &exitError{code: 2, err: fmt.Errorf("--partitions is required with --nats: the same number on every node, e.g. 16 (docs/scale-out.md)")}
 				}
+				// What a node would not do is refused, not left undone in
+				// silence: nobody would learn that the jobs never ran.
+				if cfg.Jobs != "" {
+					return &exitError{code: 2, err: fmt.Errorf("a scale-out node does not run the scheduler: run the jobs of %s with apollo sched --jobs %[1]s --server <a node's URL> (docs/scheduler.md), and start the node without jobs", cfg.Jobs)}
+				}
+				if cfg.Expectations != "" {
+					return &exitError{code: 2, err: fmt.Errorf("a scale-out node does not watch job expectations yet (docs/expectations.md): start the node without expectations (%s)", cfg.Expectations)}
+				}
 				return runBusNode(cmd.Context(), cfg, nf, log, cmd.OutOrStdout())
 			}
 			c, err := openRedis(cmd.Context(), cfg)
