@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -49,6 +50,7 @@ import (
 	"github.com/apollo-11/apollo/bench/internal/harness"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/cluster"
+	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/wal"
@@ -83,6 +85,13 @@ func main() {
 	}
 	if *memprofile != "" {
 		defer writeAllocs(*memprofile)
+	}
+	// The collector runs as in apollo server and apollo bus, at their
+	// default gc_percent, unless GOGC says otherwise.
+	gc := "GOGC=" + os.Getenv("GOGC") + ", from the environment"
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(config.Default().GCPercent)
+		gc = fmt.Sprintf("gc_percent %d, the default of apollo server and apollo bus", config.Default().GCPercent)
 	}
 	loadBefore := harness.LoadAvg()
 	targets := strings.Split(*targetsFlag, ",")
@@ -132,7 +141,8 @@ func main() {
 		"(see docs/scale-out.md for the capacity reasoning).\n\n", *rounds, *dur, runtime.NumCPU())
 	fmt.Printf("Server CPU is this process's utime+stime from /proc (10 ms grain) from the first request until the last event was applied, "+
 		"over the events applied; the ratio of CPU per event is taken within each round, then the median; the load client runs in a child process and is not counted. For the nodes it includes the embedded NATS server. "+
-		"Load average before the run %s, after it %s.\n\n", loadBefore, harness.LoadAvg())
+		"The Go collector runs with %s, for the NATS server too (a nats-server of its own runs at Go's 100). "+
+		"Load average before the run %s, after it %s.\n\n", gc, loadBefore, harness.LoadAvg())
 	fmt.Printf("| target | events/request | stored events/s | applied events/s (end to end) | p50 request | p99 request | applied, ratio to the first | server CPU per applied event (median round) | CPU per event ÷ the first's in the same round (median, min–max) | bytes/event: events stream | bytes/event: decision log |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range results {
 		name := "server (bus + WAL, fsync batch)"
