@@ -262,14 +262,21 @@ func (s *server) httpServer() *http.Server {
 	}
 	s.alerts.apiOptions(&opts)
 	s.api.Store(httpapi.New(opts))
+	return apiHTTPServer(s.api.Load(), s.log)
+}
+
+// apiHTTPServer is the HTTP server of the API, the same for apollo server
+// and a scale-out node: bounded headers, and deadlines that a slow or
+// stalled client cannot hold a connection past.
+func apiHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           s.api.Load(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second, // the stream clears it for its connections
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 
