@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -229,4 +230,46 @@ func TestTenantsStayApart(t *testing.T) {
 			t.Errorf("node %s: the tenant's listing: %+v, %v", n.id, page, err)
 		}
 	}
+}
+
+// A node reads the answers of other nodes, which may run another version
+// or be damaged: whatever the bytes, decodeReply returns a reply or an
+// error, never panics, and a reply it accepts reads back the same once
+// written again. The request side (serveTask) reads rpcRequest the same
+// way.
+func FuzzDecodeReply(f *testing.F) {
+	task := apollo.Task{TaskID: "t-1", Name: "job", Status: apollo.StatusRunning, Sequence: 2, UpdatedAt: 9}
+	for _, r := range []rpcReply{{Task: &task}, {Tasks: []apollo.Task{task, task}, Partitions: []int{0, 3}}, {Job: "job"},
+		{Err: &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "m"}}, {Internal: "boom"}} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"op":"correct","tenant":"a","taskID":"t","status":"success","filter":{"prefix":"x"}}`))
+	f.Add([]byte(`{"task":{"status":"no-such-status"}}`))
+	f.Add([]byte(`{"tasks":[null,{}],"partitions":[-1,9223372036854775807]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req rpcRequest
+		_ = json.Unmarshal(data, &req)
+		r, err := decodeReply(data)
+		if err != nil {
+			if r != nil {
+				t.Fatalf("an error (%v) and a reply", err)
+			}
+			return
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("a reply read from %q cannot be written: %v", data, err)
+		}
+		again, err := decodeReply(b)
+		if err != nil {
+			t.Fatalf("%s, read from %q, does not read back: %v", b, data, err)
+		}
+		if b2, _ := json.Marshal(again); string(b2) != string(b) {
+			t.Fatalf("read back differently:\n%s\n%s", b, b2)
+		}
+	})
 }
