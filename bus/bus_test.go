@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +271,56 @@ func TestInvalidUnwraps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A page's cursor comes back from the client: whatever it holds, List
+// answers a page or EINVALID, never panics, and a page after a cursor it
+// reads holds only the tenant's tasks listed after the cursor's key.
+func FuzzListCursor(f *testing.F) {
+	fx := newFixture(f, nil)
+	for i := range 300 { // more than two chunks of the tenant's list
+		e := ev(fmt.Sprintf("t%03d", i), 1, apollo.StatusRunning)
+		if i%7 == 0 {
+			e.Tenant = "other"
+		}
+		fx.clock.Advance(time.Duration(i%3) * time.Millisecond) // ties in createdAt
+		fx.publish(f, e)
+	}
+	page, next, err := fx.bus.List(apollo.TaskFilter{Limit: 50})
+	if err != nil || next == "" {
+		f.Fatalf("first page: %d tasks, next %q, %v", len(page), next, err)
+	}
+	f.Add(next)
+	f.Add(encodeCursor(listKey{at: math.MinInt64, id: ""}))
+	f.Add(encodeCursor(listKey{at: math.MaxInt64, id: "\xff\x00:"}))
+	f.Add(encodeCursor(listKey{at: -1, id: "t100"}))
+	f.Add("!!")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, cursor string) {
+		k, kerr := decodeCursor(cursor)
+		if kerr == nil {
+			if back, err := decodeCursor(encodeCursor(k)); err != nil || back != k {
+				t.Fatalf("cursor %q: key %+v reads back as %+v, %v", cursor, k, back, err)
+			}
+		}
+		page, _, err := fx.bus.List(apollo.TaskFilter{Limit: 100, Cursor: cursor})
+		if cursor != "" && (err != nil) != (kerr != nil) {
+			t.Fatalf("cursor %q: List says %v, the cursor reads with %v", cursor, err, kerr)
+		}
+		if err != nil {
+			if apollo.ErrorCode(err) != apollo.EINVALID {
+				t.Fatalf("cursor %q: %v, want EINVALID", cursor, err)
+			}
+			return
+		}
+		for i := range page {
+			tk := &page[i]
+			if tk.Tenant != "" {
+				t.Fatalf("cursor %q: a task of tenant %q in the default tenant's page", cursor, tk.Tenant)
+			}
+			if at := (listKey{at: tk.CreatedAt, id: tk.TaskID}); cursor != "" && !k.before(at) {
+				t.Fatalf("cursor %q (key %+v): task %s at %d is not listed after it", cursor, k, tk.TaskID, tk.CreatedAt)
+			}
+		}
+	})
 }
