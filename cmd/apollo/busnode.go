@@ -41,6 +41,10 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
+	tlsConfig, err := loadTLS(cfg)
+	if err != nil {
+		return err
+	}
 	applyCollectorSettings(cfg)
 	id := f.nodeID
 	if id == "" {
@@ -108,12 +112,12 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (choose another --listen)", cfg.Listen, err)
 	}
-	srv := apiHTTPServer(api, log)
+	srv := apiHTTPServer(api, tlsConfig, log)
 	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
 	defer dm.stop()
 	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(cfg), ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serveAPI(srv, ln, cfg) }()
+	go func() { serveErr <- serveAPI(srv, ln) }()
 	stopWarning, warned := make(chan struct{}), make(chan struct{})
 	go func() { defer close(warned); warnInsecure(cfg, log, apollo.SystemClock, stopWarning) }()
 	defer func() { close(stopWarning); <-warned }()

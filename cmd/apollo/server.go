@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,7 @@ type serverDeps struct {
 // server is the all-in-one process, assembled.
 type server struct {
 	cfg      config.Config
+	tls      *tls.Config // the certificate tls: names, read at start; nil without
 	log      *slog.Logger
 	clock    apollo.Clock
 	console  io.Writer // where console channels write
@@ -99,13 +101,28 @@ func applyCollectorSettings(cfg config.Config) {
 }
 
 // serveAPI serves srv on ln until it fails or is shut down: over TLS
-// when the configuration names a certificate. Every process with the
-// HTTP API serves it this way.
-func serveAPI(srv *http.Server, ln net.Listener, cfg config.Config) error {
-	if cfg.TLS.Cert != "" {
-		return srv.ServeTLS(ln, cfg.TLS.Cert, cfg.TLS.Key)
+// when srv has a certificate (loadTLS). Every process with the HTTP API
+// serves it this way.
+func serveAPI(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(ln, "", "")
 	}
 	return srv.Serve(ln)
+}
+
+// loadTLS reads the certificate and key that tls: names, at start: a
+// wrong path or key stops the start with what to fix, before the process
+// says it is up. It returns nil without tls:.
+func loadTLS(cfg config.Config) (*tls.Config, error) {
+	if cfg.TLS.Cert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: reading the certificate %s and its key %s: %w (fix tls.cert and tls.key in the configuration, or remove tls: and end TLS at a proxy, docs/deploy.md)",
+			cfg.TLS.Cert, cfg.TLS.Key, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}}, nil
 }
 
 // apiScheme is the scheme of the API's address: https with a certificate.
@@ -129,6 +146,10 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 		s.clock = apollo.SystemClock
 	}
 	if err := checkListen(cfg); err != nil {
+		return err
+	}
+	var err error
+	if s.tls, err = loadTLS(cfg); err != nil {
 		return err
 	}
 	applyCollectorSettings(cfg)
@@ -262,15 +283,16 @@ func (s *server) httpServer() *http.Server {
 	}
 	s.alerts.apiOptions(&opts)
 	s.api.Store(httpapi.New(opts))
-	return apiHTTPServer(s.api.Load(), s.log)
+	return apiHTTPServer(s.api.Load(), s.tls, s.log)
 }
 
 // apiHTTPServer is the HTTP server of the API, the same for apollo server
 // and a scale-out node: bounded headers, and deadlines that a slow or
 // stalled client cannot hold a connection past.
-func apiHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second, // the stream clears it for its connections
@@ -285,7 +307,7 @@ func apiHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	cfg := s.cfg
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serveAPI(s.http, ln, cfg) }()
+	go func() { serveErr <- serveAPI(s.http, ln) }()
 	s.wg.Go(func() { warnInsecure(cfg, s.log, s.clock, s.stop) })
 	snapDone := make(chan struct{})
 	snapStop := make(chan struct{})

@@ -181,6 +181,25 @@ func TestStartupFailures(t *testing.T) {
 			wants: []string{"alert", "DIR/data/alerts.json"},
 		},
 		{
+			// The certificate is read before the server says it is up: it
+			// once printed "is up" at https://, then failed.
+			name: "tls certificate",
+			brk: func(t *testing.T, st *startSetup) {
+				st.write(t, "apollo.yaml", "tls:\n  cert: "+st.path("cert.pem")+"\n  key: "+st.path("key.pem")+"\n")
+			},
+			fix: func(t *testing.T, st *startSetup) {
+				cert, key := writeSelfSigned(t)
+				for from, to := range map[string]string{cert: "cert.pem", key: "key.pem"} {
+					b, err := os.ReadFile(from)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st.write(t, to, string(b))
+				}
+			},
+			wants: []string{"tls: reading the certificate DIR/cert.pem and its key DIR/key.pem", "no such file or directory", "fix tls.cert and tls.key"},
+		},
+		{
 			name:  "jobs file missing",
 			brk:   func(t *testing.T, st *startSetup) { st.args = append(st.args, "--jobs", st.path("jobs.yaml")) },
 			fix:   func(t *testing.T, st *startSetup) { st.write(t, "jobs.yaml", "jobs: []\n") },
