@@ -319,6 +319,13 @@ func (c *Config) Validate() error {
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		bad("tls", "set both cert and key, or neither")
 	}
+	if c.ExternalURL != "" {
+		// Messages link to it and a server without tokens answers to its
+		// host: a value that is not an address would break both quietly.
+		if u, err := url.Parse(c.ExternalURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("external_url", "%q is not an http(s) address: write how people reach the dashboard, e.g. https://apollo.example.com", c.ExternalURL)
+		}
+	}
 	for name, d := range map[string]Duration{
 		"snapshot_every": c.SnapshotEvery, "alert.interval": c.Alert.Interval, "run_timeout": c.RunTimeout,
 		"retention.finished": c.Retention.Finished, "retention.buckets": c.Retention.Buckets,

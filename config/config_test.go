@@ -78,11 +78,12 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.Auth.AllowedHosts = []string{"ok.example", "[bad"}
 	c.Auth.AllowedOrigins = []string{""}
 	c.Alert.Heartbeat = 0
+	c.ExternalURL = "apollo.example.com"
 	c.Deadman = Deadman{URL: "ftp://h/x?key=s3cret", Every: Duration(time.Minute), Method: "PUT", Timeout: Duration(time.Minute)}
 	err := c.Validate()
 	for _, want := range []string{"listen:", "fsync:", "tls:", "auth.tokens[0].sha256", "auth.tokens[0].role", "channels.x.type", "memory_limit_mib:",
 		`auth.allowed_hosts[1]: "[bad" is not a name`, "auth.allowed_origins[0]",
-		"alert.heartbeat: must be positive", "deadman.url: not an http(s) URL", "deadman.method:", "deadman.timeout: 1m0s is not shorter than deadman.every"} {
+		"alert.heartbeat: must be positive", `external_url: "apollo.example.com" is not an http(s) address`, "deadman.url: not an http(s) URL", "deadman.method:", "deadman.timeout: 1m0s is not shorter than deadman.every"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}
