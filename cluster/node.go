@@ -202,22 +202,54 @@ func cmpOrNeg(v int64) int64 {
 }
 
 // checkPartitionCount refuses a node started with another partition count
-// than the one the events stream was created with.
+// than the cluster's. The first node to start records its count in the
+// settings bucket, created if need be (an atomic create: of two first
+// nodes started at once, one records and the other compares); every other
+// node compares. Clusters made before the bucket recorded the count in the
+// events stream's metadata, which NATS servers before 2.10 drop without a
+// word: that is read too, where it is.
 func (n *Node) checkPartitionCount(ctx context.Context) error {
-	s, err := n.js.Stream(ctx, EventsStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil // the first node: it creates the stream with its count
-	}
-	if err != nil {
-		return fmt.Errorf("cluster: the %s stream: %w", EventsStream, err)
-	}
 	want := strconv.Itoa(n.opts.Partitions)
-	if got, ok := s.CachedInfo().Config.Metadata[partitionsMeta]; ok && got != want {
-		return &apollo.Error{Code: apollo.EINVALID, Field: "cluster.Partitions",
-			Message: fmt.Sprintf("this node has %s partitions, the cluster %s", want, got),
-			Hint:    "start every node with the same --partitions; changing it needs a migration (docs/scale-out.md)"}
+	s, err := n.js.Stream(ctx, EventsStream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		return fmt.Errorf("cluster: the %s stream: %w", EventsStream, err)
+	default:
+		if got, ok := s.CachedInfo().Config.Metadata[partitionsMeta]; ok && got != want {
+			return partitionCountError(want, got)
+		}
+	}
+	kv, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: SettingsBucket, History: 1, Storage: jetstream.FileStorage, Replicas: n.opts.Replicas,
+		Description: "Apollo-11 cluster settings every node shares (partitions)",
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: the %s bucket: %w", SettingsBucket, err)
+	}
+	switch _, err = kv.Create(ctx, partitionsKey, []byte(want)); {
+	case err == nil:
+		return nil // the first node
+	case !errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("cluster: recording the partition count in %s: %w", SettingsBucket, err)
+	}
+	e, err := kv.Get(ctx, partitionsKey)
+	if err != nil {
+		return fmt.Errorf("cluster: reading the partition count in %s: %w", SettingsBucket, err)
+	}
+	if got := string(e.Value()); got != want {
+		return partitionCountError(want, got)
 	}
 	return nil
+}
+
+// partitionsKey is the settings bucket's key of the partition count.
+const partitionsKey = "partitions"
+
+func partitionCountError(want, got string) error {
+	return &apollo.Error{Code: apollo.EINVALID, Field: "cluster.Partitions",
+		Message: fmt.Sprintf("this node has %s partitions, the cluster %s", want, got),
+		Hint:    "start every node with the same --partitions; changing it needs a migration (docs/scale-out.md)"}
 }
 
 func (n *Node) metricsOptions() metrics.Options {

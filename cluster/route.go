@@ -17,6 +17,10 @@ const (
 	// LeaseBucket is the key-value bucket of partition leases and node
 	// heartbeats.
 	LeaseBucket = "APOLLO_PARTITIONS"
+	// SettingsBucket is the key-value bucket of the cluster's settings that
+	// every node must share: the partition count (key "partitions"),
+	// written once by the first node.
+	SettingsBucket = "APOLLO_CLUSTER"
 
 	eventsPrefix  = "apollo.events."
 	logPrefix     = "apollo.log."
