@@ -61,7 +61,9 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	defer nc.Close()
 	var rdb redis.UniversalClient
 	if cfg.Redis.URL != "" {
-		if rdb, err = redisstore.Open(cfg.Redis.URL); err != nil {
+		// Checked at start, as the three-process bus does: a wrong URL
+		// stops the start rather than leave the metrics unwritten.
+		if rdb, err = openRedis(ctx, cfg); err != nil {
 			return err
 		}
 		defer rdb.Close()

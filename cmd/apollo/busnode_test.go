@@ -159,3 +159,15 @@ func TestBusNodeWarnsWithoutAuth(t *testing.T) {
 		t.Errorf("no warning in the node's log:\n%s", p.out)
 	}
 }
+
+// A node given a Redis that does not answer stops at start with what to
+// do, as the three-process bus does, instead of serving with its metrics
+// going nowhere.
+func TestBusNodeChecksRedisAtStart(t *testing.T) {
+	t.Parallel()
+	code, stderr := runBinary(t, "bus", "--nats", startNATS(t).ClientURL(), "--partitions", "2", "--node-id", "no-redis",
+		"--listen", "127.0.0.1:0", "--redis", "redis://127.0.0.1:1/0")
+	if code != 1 || !strings.Contains(stderr, "redis at redis://127.0.0.1:1/0 does not answer") || !strings.Contains(stderr, "give the right --redis") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+}
