@@ -273,3 +273,35 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 	})
 }
+
+// A correction is a decision like any other: made through a node, it is
+// in the partition's log, and the node that takes the partition after its
+// owner died shows it. Two tenants hold a task of the same ID; only one is
+// corrected.
+func TestACorrectionSurvivesItsOwnersDeath(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 2, 3*time.Second)
+	a := c.start("a")
+	c.waitServed(nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	const id = "fix-1"
+	publishAll(t, a, []apollo.Event{
+		{TaskID: id, Name: "fix", Sequence: 1, Status: apollo.StatusRunning, Ts: now},
+		{Tenant: "blue", TaskID: id, Name: "fix", Sequence: 1, Status: apollo.StatusRunning, Ts: now},
+	})
+	waitChanges(t, cl, id, 1, 2) // both applied
+	if _, err := a.Correct(context.Background(), "blue", id, apollo.StatusFailed, "ops", "killed by hand"); err != nil {
+		t.Fatal(err)
+	}
+	a.kill()
+	b := c.start("b")
+	c.waitServed(map[string]bool{"a": true})
+	blue, err := b.Get("blue", id)
+	if err != nil || blue.Status != apollo.StatusFailed || !slices.ContainsFunc(blue.History, func(h apollo.Record) bool { return h.Reason == "killed by hand" }) {
+		t.Fatalf("the corrected task after its owner died: %+v, %v", blue, err)
+	}
+	if other, err := b.Get("", id); err != nil || other.Status != apollo.StatusRunning {
+		t.Fatalf("the other tenant's task of the same ID: %+v, %v", other, err)
+	}
+}
