@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -38,6 +40,21 @@ func exitFor(code string) int {
 	return exitServer
 }
 
+// unreachableHint says what to do about a server the CLI could not reach:
+// trust its certificate when that is what failed, else check the address.
+func unreachableHint(err error) string {
+	var ve *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	switch {
+	case errors.As(err, &he):
+		return "the server's certificate is for another name: use that name in --server or APOLLO_SERVER"
+	case errors.As(err, &ue), errors.As(err, &ve):
+		return "the server's certificate is not trusted here: give its CA with SSL_CERT_FILE=/path/to/ca.pem"
+	}
+	return "is the server running? check --server or APOLLO_SERVER"
+}
+
 // cliFailure gives an error of the API client its exit code: 1 for a
 // server that did not answer, or that lacks the route; else by the
 // answer's error code.
@@ -51,7 +68,7 @@ func cliFailure(err error) error {
 	case errors.As(err, &ee):
 		return err
 	case errors.As(err, &ue):
-		return &exitError{code: exitServer, err: fmt.Errorf("%w (is the server running? check --server or APOLLO_SERVER)", err)}
+		return &exitError{code: exitServer, err: fmt.Errorf("%w (%s)", err, unreachableHint(err))}
 	case errors.Is(err, apiclient.ErrNoRoute):
 		return &exitError{code: exitServer, err: err}
 	case errors.As(err, &ae):

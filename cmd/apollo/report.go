@@ -147,7 +147,7 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 		if ferr != nil {
 			why = ferr.Error() + "; " + why
 		}
-		return &exitError{code: exitServer, err: fmt.Errorf("could not report to %s: %s (is the server running? check --server or APOLLO_SERVER)", cf.server, why)}
+		return &exitError{code: exitServer, err: fmt.Errorf("could not report to %s: %s (%s)", cf.server, why, unreachableHint(ferr))}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -224,5 +225,38 @@ func TestTokenCreate(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"token", "create", "--role", "root"}, nil, &out, &out); code == 0 {
 		t.Error("unknown role accepted")
+	}
+}
+
+// The CLI against a server whose certificate it does not trust says what
+// to do (give the CA with SSL_CERT_FILE, or use the certificate's name),
+// and with SSL_CERT_FILE it connects.
+func TestCLIWithASelfSignedCertificate(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.TLS.Cert, cfg.TLS.Key = writeSelfSigned(t)
+	addr, _, stop := inProcess(t, cfg)
+	t.Cleanup(func() { stop() })
+	_, port, _ := net.SplitHostPort(addr)
+	run := func(server string, env ...string) (int, string) {
+		cmd := exec.Command(os.Args[0], "status", "--server", server)
+		cmd.Env = append(append(os.Environ(), "APOLLO_TEST_MAIN=1"), env...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(out)
+	}
+	if code, out := run("https://localhost:" + port); code != 1 || !strings.Contains(out, "give its CA with SSL_CERT_FILE") {
+		t.Errorf("untrusted certificate: exit %d:\n%s", code, out)
+	}
+	if code, out := run("https://127.0.0.1:"+port, "SSL_CERT_FILE="+cfg.TLS.Cert); code != 1 || !strings.Contains(out, "the server's certificate is for another name") {
+		t.Errorf("a certificate for another name: exit %d:\n%s", code, out)
+	}
+	if code, out := run("https://localhost:"+port, "SSL_CERT_FILE="+cfg.TLS.Cert); code != 0 || !strings.Contains(out, "ready") {
+		t.Errorf("with SSL_CERT_FILE: exit %d:\n%s", code, out)
 	}
 }
