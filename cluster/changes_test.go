@@ -88,11 +88,7 @@ func FuzzDecodeChanges(f *testing.F) {
 // from a snapshot), at most once a cutEvery; what is lost meanwhile is
 // owed and cut for by a later message. Two tenants' subjects.
 func TestLostChangesCutListeners(t *testing.T) {
-	s := runNATS(t)
-	nc, pub := connect(t, s), connect(t, s)
-	clock := apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
-	f := newFanIn(nc, clock, func(string, ...any) {})
-	t.Cleanup(f.close)
+	f, nc, pub, clock := newTestFanIn(t)
 	listen := func() *bus.Subscription { return listenFanIn(t, f, nc) }
 	send := func(tenant string, data []byte) {
 		if err := pub.Publish(changeSubject(tenant, 1), data); err != nil {
@@ -152,6 +148,17 @@ func TestLostChangesCutListeners(t *testing.T) {
 	}
 }
 
+// newTestFanIn is a fan-in on a NATS server of its own, on a fake
+// clock: nc is its connection, pub another to publish on.
+func newTestFanIn(t *testing.T) (f *fanIn, nc, pub *nats.Conn, clock *apollo.FakeClock) {
+	s := runNATS(t)
+	nc, pub = connect(t, s), connect(t, s)
+	clock = apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
+	f = newFanIn(nc, clock, func(string, ...any) {})
+	t.Cleanup(f.close)
+	return f, nc, pub, clock
+}
+
 // listenFanIn subscribes to f, once the NATS server has the interest of
 // its connection nc.
 func listenFanIn(t testing.TB, f *fanIn, nc *nats.Conn) *bus.Subscription {
@@ -174,11 +181,7 @@ func listenFanIn(t testing.TB, f *fanIn, nc *nats.Conn) *bus.Subscription {
 // cutEvery has passed with no message after it: a takeover's last marker,
 // or the last losses of a quiet cluster, do not wait for traffic.
 func TestResyncMarkerCutsListeners(t *testing.T) {
-	s := runNATS(t)
-	nc, pub := connect(t, s), connect(t, s)
-	clock := apollo.NewFakeClock(time.Unix(1_764_547_200, 0))
-	f := newFanIn(nc, clock, func(string, ...any) {})
-	t.Cleanup(f.close)
+	f, nc, pub, clock := newTestFanIn(t)
 	ended := func(sub *bus.Subscription) {
 		t.Helper()
 		select {

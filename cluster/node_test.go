@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/apollo-11/apollo"
@@ -19,8 +20,9 @@ import (
 // started at once with different counts, one is refused.
 func TestNodesAgreeOnThePartitionCount(t *testing.T) {
 	t.Parallel()
-	startNode := func(t *testing.T, c *testCluster, id string, parts int) error {
-		n, err := New(Options{Conn: connect(t, c.srv), NodeID: id, Partitions: parts, LeaseTTL: c.ttl, Logger: quiet})
+	// startNode may run on a goroutine of its own: nc is connected before.
+	startNode := func(t *testing.T, c *testCluster, nc *nats.Conn, id string, parts int) error {
+		n, err := New(Options{Conn: nc, NodeID: id, Partitions: parts, LeaseTTL: c.ttl, Logger: quiet})
 		if err != nil {
 			return err
 		}
@@ -37,7 +39,7 @@ func TestNodesAgreeOnThePartitionCount(t *testing.T) {
 	t.Run("one after the other, without stream metadata", func(t *testing.T) {
 		t.Parallel()
 		c := newTestCluster(t, 4, 3*time.Second)
-		if err := startNode(t, c, "a", 4); err != nil {
+		if err := startNode(t, c, connect(t, c.srv), "a", 4); err != nil {
 			t.Fatal(err)
 		}
 		js, err := jetstream.New(connect(t, c.srv))
@@ -53,10 +55,10 @@ func TestNodesAgreeOnThePartitionCount(t *testing.T) {
 		if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
-		if err := startNode(t, c, "b", 8); !refused(err, "8", "4") {
+		if err := startNode(t, c, connect(t, c.srv), "b", 8); !refused(err, "8", "4") {
 			t.Fatalf("a node with 8 partitions in a cluster of 4: %v", err)
 		}
-		if err := startNode(t, c, "c", 4); err != nil {
+		if err := startNode(t, c, connect(t, c.srv), "c", 4); err != nil {
 			t.Fatalf("a node with the cluster's count: %v", err)
 		}
 	})
@@ -66,7 +68,8 @@ func TestNodesAgreeOnThePartitionCount(t *testing.T) {
 		c := newTestCluster(t, 4, 3*time.Second)
 		errs := make(chan error, 2)
 		for i, parts := range []int{4, 8} {
-			go func() { errs <- startNode(t, c, string(rune('a'+i)), parts) }()
+			nc := connect(t, c.srv)
+			go func() { errs <- startNode(t, c, nc, string(rune('a'+i)), parts) }()
 		}
 		e1, e2 := <-errs, <-errs
 		if (e1 == nil) == (e2 == nil) {

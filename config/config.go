@@ -322,7 +322,7 @@ func (c *Config) Validate() error {
 	if c.ExternalURL != "" {
 		// Messages link to it and a server without tokens answers to its
 		// host: a value that is not an address would break both quietly.
-		if u, err := url.Parse(c.ExternalURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !isHTTPURL(c.ExternalURL) {
 			bad("external_url", "%q is not an http(s) address: write how people reach the dashboard, e.g. https://apollo.example.com", c.ExternalURL)
 		}
 	}
@@ -391,11 +391,16 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// isHTTPURL says whether s is an absolute http or https URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 func (c *Config) validateDeadman(bad func(key, format string, args ...any)) {
 	d := c.Deadman
 	if d.URL != "" {
-		u, err := url.Parse(strings.ReplaceAll(d.URL, "{process}", "server"))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !isHTTPURL(strings.ReplaceAll(d.URL, "{process}", "server")) {
 			// Not quoted back: a ping URL holds its key.
 			bad("deadman.url", "not an http(s) URL (write e.g. https://hc-ping.com/<uuid> or http://other-apollo:1969/ping/apollo_{process}?key=...)")
 		}

@@ -117,7 +117,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	srv := apiHTTPServer(api, tlsConfig, log)
 	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
 	defer dm.stop()
-	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(cfg), ln.Addr(), id, f.partitions, f.natsURL)
+	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(tlsConfig), ln.Addr(), id, f.partitions, f.natsURL)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serveAPI(srv, ln) }()
 	stopWarning, warned := make(chan struct{}), make(chan struct{})

@@ -125,9 +125,10 @@ func loadTLS(cfg config.Config) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}}, nil
 }
 
-// apiScheme is the scheme of the API's address: https with a certificate.
-func apiScheme(cfg config.Config) string {
-	if cfg.TLS.Cert != "" {
+// apiScheme is the scheme of the API's address: https when it is served
+// with the certificate loadTLS read.
+func apiScheme(tlsConfig *tls.Config) string {
+	if tlsConfig != nil {
 		return "https"
 	}
 	return "http"
@@ -164,7 +165,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	s.http = s.httpServer()
 	addr := ln.Addr().String()
 	if d.out != nil {
-		fmt.Fprintf(d.out, apiclient.ReadyPrefix+"%s://%s  (data in %s)\n", apiScheme(cfg), addr, cfg.Data)
+		fmt.Fprintf(d.out, apiclient.ReadyPrefix+"%s://%s  (data in %s)\n", apiScheme(s.tls), addr, cfg.Data)
 	}
 	s.log.Info("serving", "addr", addr, "data", cfg.Data, "fsync", cfg.Fsync)
 	if d.ready != nil {
