@@ -18,7 +18,9 @@
 // of the last segment that the file ends inside of, or that zeros or stale
 // bytes follow, is a write the crash cut short, never acknowledged, and is
 // cut off; "the end" is where the runway's fill begins, and a tail that is
-// all fill is the records' clean end. A last record that is whole but fails its checksum was damaged
+// all fill is the records' clean end. So is a bad record followed by fill
+// to a block's end and then records: blocks taken at different moments, by
+// a copy of the running log or by a crash's out-of-order writeback. A last record that is whole but fails its checksum was damaged
 // after it was written and may have been acknowledged: like damage
 // anywhere else, it stops Open with ErrCorrupt naming the file and offset (and
 // its LSN), and the hint says how to drop it. Snapshots ("<lsn>.snap") are written to a temporary file,

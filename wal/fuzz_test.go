@@ -79,6 +79,10 @@ func FuzzReplay(f *testing.F) {
 	f.Add(append(bytes.Clone(good[:len(good)-3]), fill...))
 	f.Add(append(bytes.Clone(lastFlipped), fill...))
 	f.Add(append(append(bytes.Clone(good[:len(good)-3]), 0, 0, 0), fill...))
+	// A copy of a running log: fill to a block's end, then records written
+	// after the copy read that block (torn, cut like a crash's tail).
+	torn := append(bytes.Clone(good), bytes.Repeat([]byte{fillByte}, fillBlock-(segHeaderSize+len(good))%fillBlock)...)
+	f.Add(append(torn, good...))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		dir := t.TempDir()
 		seg := append(encodeSegHeader(1), body...)

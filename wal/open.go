@@ -121,6 +121,7 @@ func (l *Log) setNext(next LSN) {
 // the end of the file: the records' clean end), and a bad record with
 // nothing valid after it, up to where the fill begins, is a torn write and
 // is cut off, unless it was written whole and damaged later (tailDamage);
+// so is one followed by fill to a block's end and then records (tornCopy);
 // anywhere else it is corruption.
 func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (count uint64, end, size int64, err error) {
 	mode := os.O_RDONLY
@@ -170,17 +171,28 @@ func (l *Log) scanSegment(rd *recordReader, s numbered, last bool) (count uint64
 			return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
 		}
 		if found {
-			return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
-				Reason: fmt.Sprintf("%s, and a valid record follows at offset %d", bad.reason, valid), Hint: hintCorrupt}
-		}
-		damage, err := tailDamage(f, bad.off, written)
-		if err != nil {
-			return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
-		}
-		if damage != "" {
-			return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
-				Reason: fmt.Sprintf("the last record, LSN %d, %s", s.lsn+LSN(count), damage),
-				Hint:   hintCorruptLast(s.path, bad.off)}
+			torn, err := tornCopy(f, bad.off, valid)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+			}
+			if !torn {
+				return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
+					Reason: fmt.Sprintf("%s, and a valid record follows at offset %d", bad.reason, valid), Hint: hintCorrupt}
+			}
+			bad = &badRecord{off: bad.off, reason: fmt.Sprintf(
+				"%s, then the runway's fill up to a block's end and records from offset %d: "+
+					"blocks taken at different moments (a copy made while the log was written, or pages a crash wrote out of order)",
+				bad.reason, valid)}
+		} else {
+			damage, err := tailDamage(f, bad.off, written)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("wal: read %s: %w", s.path, err)
+			}
+			if damage != "" {
+				return 0, 0, 0, &CorruptError{Path: s.path, Offset: bad.off,
+					Reason: fmt.Sprintf("the last record, LSN %d, %s", s.lsn+LSN(count), damage),
+					Hint:   hintCorruptLast(s.path, bad.off)}
+			}
 		}
 		if err := l.cutTail(f, s.path, bad, written); err != nil {
 			return 0, 0, 0, err
@@ -207,6 +219,50 @@ func writtenEnd(r io.ReaderAt, from, size int64) (int64, error) {
 		end = start
 	}
 	return from, nil
+}
+
+// fillBlock is the smallest unit in which a file's bytes reach a disk or
+// a copy: a sector. Pages (4 KiB) and the chunks cp and backup tools read
+// (4 KiB to 128 KiB) are multiples of it.
+const fillBlock = 512
+
+// minFillRun is how many bytes of fill must end a block for tornCopy. A
+// record can hold a few 0xFF bytes (a uvarint of a large number); eight in
+// a row before a block's end is not something damage leaves. A copy torn
+// within 8 bytes of a page's end is refused, as before, with its offset.
+const minFillRun = 8
+
+// tornCopy reports whether the bytes between a bad record at off and the
+// valid record at valid hold a run of the runway's fill that ends where a
+// block ends: the file's blocks come from different moments. A copy of the
+// running log (cp, dd, a backup tool) read the block before the record
+// was written into it and the later blocks after; or a machine that
+// crashed had written later pages to disk before this one, which no fsync
+// had covered yet. Either way the records from off on are not in the
+// file's consistent prefix: a torn tail, not damage.
+func tornCopy(r io.ReaderAt, off, valid int64) (bool, error) {
+	b := make([]byte, valid-off)
+	if _, err := r.ReadAt(b, off); err != nil {
+		return false, err
+	}
+	for end := (off/fillBlock + 1) * fillBlock; end <= valid; end += fillBlock {
+		if end-off < minFillRun {
+			continue
+		}
+		if allFill(b[end-off-minFillRun : end-off]) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func allFill(p []byte) bool {
+	for _, c := range p {
+		if c != fillByte {
+			return false
+		}
+	}
+	return true
 }
 
 // cutTail truncates a torn tail, whose written bytes end at written, and
