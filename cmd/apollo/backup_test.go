@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The running backup of docs/operations.md ("Backup and restore"), its
+// shell lines taken from the doc, run while two tenants report runs: a
+// server started on the copy holds every run acknowledged before the copy
+// began, and every write made through the API before it, per tenant
+// (rules, expectations, silences, a pause of the scheduler). Before, the
+// recipe copied the log, the archive, the audit log and alerts.json, and a
+// restore lost every rule and expectation set through the API and the
+// scheduler's pauses.
+func TestRunningBackupRestores(t *testing.T) {
+	jobs := "jobs:\n" +
+		"  - name: held\n    schedule: \"@every 1s\"\n    command: [\"true\"]\n"
+	h := newHook(t)
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	d := newDeployment(t, false, h, deployOptions{jobs: jobs})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+
+	rules, expects, silences := map[string]string{}, map[string]string{}, map[string]string{}
+	for _, tenant := range tenants {
+		rules[tenant] = fmt.Sprintf("RULE %s_failed task_prefix: %q ON: failed NOTIFY: hook\n", tenant, tenant+"_")
+		d.do(tenant, "PUT", "/api/v1/rules", rules[tenant], nil, 200)
+		expects[tenant] = fmt.Sprintf("expectations:\n  - job: %s_nightly\n    every: 24h\n", tenant)
+		d.putExpectations(tenant, expects[tenant])
+		silences[tenant] = d.silence(tenant, fmt.Sprintf(`"rule":"%s_failed"`, tenant))
+	}
+	d.do("", "POST", "/api/v1/jobs/held/pause", "", nil, 200)
+
+	// Runs reported before the copy begins, and more while it runs.
+	var before []string
+	for i := range 200 {
+		tenant := tenants[i%2]
+		d.fail(tenant, tenant+"_load")
+		before = append(before, fmt.Sprintf("%s_load-%d", tenant, d.seq.Load()))
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Off the test goroutine: no d.do, which fails the test.
+		for i := 0; !stop.Load(); i++ {
+			req, _ := http.NewRequest("POST", "http://"+d.api.addr+"/api/v1/events", strings.NewReader(fmt.Sprintf(
+				`{"taskID":"during-%d","sequence":1,"status":"running","ts":%d}`, i, time.Now().UnixMilli())))
+			req.Header.Set("Authorization", "Bearer "+d.tokens[tenants[i%2]])
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	backup := filepath.Join(d.dir, "backup")
+	script := "DATA=" + filepath.Join(d.dir, "data") + "\nBACKUP=" + backup + "\n" + runningBackupScript(t)
+	out, err := exec.Command("sh", "-e", "-c", script).CombinedOutput()
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("the backup commands of docs/operations.md failed: %v\n%s\n%s", err, script, out)
+	}
+
+	// Restore: a server of the same configuration on the copy.
+	d.api.kill()
+	d.args[slices.Index(d.args, "--data")+1] = backup
+	d.start()
+	for _, tenant := range tenants {
+		var r, x struct{ Source string }
+		d.do(tenant, "GET", "/api/v1/rules", "", &r, 200)
+		d.do(tenant, "GET", "/api/v1/expectations", "", &x, 200)
+		var s struct{ Silences []struct{ ID string } }
+		d.do(tenant, "GET", "/api/v1/silences", "", &s, 200)
+		if r.Source != rules[tenant] || x.Source != expects[tenant] || len(s.Silences) != 1 || s.Silences[0].ID != silences[tenant] {
+			t.Errorf("tenant %s after the restore: rules %q, expectations %q, silences %+v; want %q, %q and %s",
+				tenant, r.Source, x.Source, s.Silences, rules[tenant], expects[tenant], silences[tenant])
+		}
+	}
+	var l struct {
+		Jobs []struct {
+			Name   string
+			Paused bool
+		}
+	}
+	d.do("", "GET", "/api/v1/jobs", "", &l, 200)
+	if len(l.Jobs) != 1 || !l.Jobs[0].Paused {
+		t.Errorf("the scheduler's jobs after the restore: %+v, want held paused", l.Jobs)
+	}
+	for i, id := range before {
+		var tk struct{ Status string }
+		d.do(tenants[i%2], "GET", "/api/v1/tasks/"+id, "", &tk, 200)
+		if tk.Status != "failed" {
+			t.Fatalf("run %s after the restore: %q, want failed", id, tk.Status)
+		}
+	}
+}
+
+// runningBackupScript returns the shell lines docs/operations.md gives for
+// a backup of a running server, without the lines that set DATA and
+// BACKUP.
+func runningBackupScript(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open(exRepoFile(t, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	section, block := false, false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "**Running:"):
+			section = true
+		case section && line == "```sh":
+			block = true
+		case block && line == "```":
+			return strings.Join(lines, "\n")
+		case block && !strings.HasPrefix(line, "DATA=") && !strings.HasPrefix(line, "BACKUP="):
+			lines = append(lines, line)
+		}
+	}
+	t.Fatal(`docs/operations.md: no sh block after "**Running:"`)
+	return ""
+}
