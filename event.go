@@ -12,6 +12,9 @@ const (
 	MaxExtraBytes  = 4 << 10 // extra: at most 4 KiB of JSON
 	MaxTaskIDBytes = 256
 	MaxNameBytes   = 256
+	// MaxReasonBytes bounds the reason of a manual correction, which is
+	// kept in the task's history and the write-ahead log.
+	MaxReasonBytes = 1 << 10
 )
 
 // Ranges of the integer fields (docs/protocol.md). Every value inside them
@@ -208,6 +211,21 @@ func (k *Kind) UnmarshalText(b []byte) error {
 		}
 	}
 	return fmt.Errorf("apollo: unknown record kind %q", b)
+}
+
+// CheckReason checks the reason of a manual correction: it must be given
+// (it goes to the task's history and the audit log) and be short enough
+// to keep in both.
+func CheckReason(reason string) error {
+	switch {
+	case reason == "":
+		return &Error{Code: EINVALID, Field: "reason", Message: "a correction needs a reason",
+			Hint: "say why the status is changed by hand; it goes to the audit log"}
+	case len(reason) > MaxReasonBytes:
+		return &Error{Code: EINVALID, Field: "reason", Message: fmt.Sprintf("%d bytes, over the limit of %d", len(reason), MaxReasonBytes),
+			Hint: "say why in a few lines; for a log or a long story, give a link to it"}
+	}
+	return nil
 }
 
 // Record is one entry of a task's history and of the log: the event plus

@@ -514,8 +514,8 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 	if !to.Valid() {
 		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "status", Message: "missing or unknown status", Hint: "use one of pending, running, success, failed, timeout, manual_blocked"}
 	}
-	if reason == "" {
-		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "reason", Message: "a correction needs a reason", Hint: "say why the status is changed by hand; it goes to the audit log"}
+	if err := apollo.CheckReason(reason); err != nil {
+		return nil, err
 	}
 	k := key{tenant: tenant, id: taskID}
 	b.pause.RLock()

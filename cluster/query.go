@@ -92,6 +92,9 @@ func (n *Node) JobOf(tenant, taskID string) string {
 // Correct applies a manual correction on the task's owner, where it is
 // logged like every decision.
 func (n *Node) Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error) {
+	if err := apollo.CheckReason(reason); err != nil {
+		return nil, err // before the request, which may not carry a long one
+	}
 	p := Partition(taskID, n.opts.Partitions)
 	if pt := n.local(p); pt != nil {
 		return pt.bus.Correct(ctx, tenant, taskID, to, actor, reason)
