@@ -22,17 +22,24 @@ const (
 	MaxSilenceLength = 366 * 24 * time.Hour
 	maxCommentBytes  = 1024
 	maxSilenceLabels = 32
+	// A silence matches rule names, prefixes and label names, which are
+	// at most apollo.MaxNameBytes long; label values it holds to the
+	// comment's size.
+	maxLabelValueBytes = maxCommentBytes
 )
 
-// checkSilence fills StartsAt and reports the first thing wrong with s,
-// for the person who wrote it.
-func checkSilence(s *Silence, now time.Time) error {
+// CheckSilence fills StartsAt and reports the first thing wrong with s,
+// for the person who wrote it. AddSilence checks; a process that sends
+// silences to the engine elsewhere checks too, so that nothing it cannot
+// send or the engine cannot save leaves it.
+func CheckSilence(s *Silence, now time.Time) error {
 	bad := func(field, msg, hint string) error {
 		return &apollo.Error{Code: apollo.EINVALID, Field: field, Message: msg, Hint: hint}
 	}
 	if s.StartsAt.IsZero() {
 		s.StartsAt = now
 	}
+	longLabel := labelTooLong(s.Labels)
 	switch {
 	case s.ID != "" && !validID(s.ID):
 		return bad("id", fmt.Sprintf("%q is not an ID", s.ID), "leave it out: the server makes one")
@@ -42,6 +49,14 @@ func checkSilence(s *Silence, now time.Time) error {
 		return bad("labels", fmt.Sprintf("%d labels, over the limit of %d", len(s.Labels), maxSilenceLabels), "")
 	case slices.Contains(slices.Collect(maps.Keys(s.Labels)), ""):
 		return bad("labels", "a label has an empty name", "")
+	case len(s.Rule) > apollo.MaxNameBytes:
+		return bad("rule", fmt.Sprintf("%d bytes, over the limit of %d", len(s.Rule), apollo.MaxNameBytes), "no rule has a longer name")
+	case len(s.Prefix) > apollo.MaxNameBytes:
+		return bad("prefix", fmt.Sprintf("%d bytes, over the limit of %d", len(s.Prefix), apollo.MaxNameBytes), "no rule or job has a longer prefix")
+	case longLabel != "":
+		return bad("labels", longLabel, "")
+	case s.StartsAt.Sub(now) > MaxSilenceLength: // so its end is within two years, a time its saved form holds
+		return bad("startsAt", fmt.Sprintf("%s is more than a year ahead", s.StartsAt.UTC().Format(time.RFC3339)), "make the silence closer to its time")
 	case s.EndsAt.IsZero():
 		return bad("endsAt", "missing", "give endsAt, or a duration such as 2h")
 	case !s.EndsAt.After(s.StartsAt):
@@ -49,7 +64,9 @@ func checkSilence(s *Silence, now time.Time) error {
 	case !s.EndsAt.After(now):
 		return bad("endsAt", "the silence would already be over", "give a time in the future")
 	case s.EndsAt.Sub(s.StartsAt) > MaxSilenceLength:
-		return bad("endsAt", fmt.Sprintf("the silence lasts %v, over the limit of a year", s.EndsAt.Sub(s.StartsAt).Round(time.Hour)), "fix the rule instead of silencing it for ever")
+		// Not the length itself: past 292 years it is a saturated number.
+		return bad("endsAt", fmt.Sprintf("%s is more than a year after startsAt %s, the limit",
+			s.EndsAt.UTC().Format(time.RFC3339), s.StartsAt.UTC().Format(time.RFC3339)), "fix the rule instead of silencing it for ever")
 	case strings.TrimSpace(s.Comment) == "":
 		return bad("comment", "missing", "say why, for the people who see the alert later")
 	case len(s.Comment) > maxCommentBytes || !utf8.ValidString(s.Comment):
@@ -58,6 +75,19 @@ func checkSilence(s *Silence, now time.Time) error {
 		return bad("createdBy", "missing", "say who silences")
 	}
 	return nil
+}
+
+// labelTooLong says which label of a silence is too long, or "".
+func labelTooLong(labels map[string]string) string {
+	for k, v := range labels {
+		switch {
+		case len(k) > apollo.MaxNameBytes:
+			return fmt.Sprintf("a label name of %d bytes, over the limit of %d", len(k), apollo.MaxNameBytes)
+		case len(v) > maxLabelValueBytes:
+			return fmt.Sprintf("label %q: a value of %d bytes, over the limit of %d", k, len(v), maxLabelValueBytes)
+		}
+	}
+	return ""
 }
 
 // validID accepts what newID makes and what people type in fixtures: up to
@@ -96,7 +126,7 @@ func (e *Engine) AddSilence(tenant string, s Silence) (Silence, error) {
 	now := e.clock.Now()
 	s.Tenant = tenant
 	s.Labels = maps.Clone(s.Labels)
-	if err := checkSilence(&s, now); err != nil {
+	if err := CheckSilence(&s, now); err != nil {
 		return Silence{}, err
 	}
 	if s.ID == "" {

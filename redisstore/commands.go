@@ -100,7 +100,10 @@ func (cm *Commander) Do(ctx context.Context, cmd Command) (Reply, error) {
 		delete(cm.waiting, cmd.ID)
 		cm.mu.Unlock()
 	}()
-	data, _ := json.Marshal(cmd)
+	data, err := json.Marshal(cmd)
+	if err != nil { // published, it would be ignored, and the wait end as if no alert process ran
+		return Reply{}, fmt.Errorf("redisstore: encoding a command: %w", err)
+	}
 	n, err := cm.c.Publish(ctx, cm.prefix+":alert:commands", data).Result()
 	if err != nil {
 		return Reply{}, fmt.Errorf("redisstore: publishing a command: %w", err)

@@ -90,6 +90,9 @@ func (r *RemoteAlerts) Silences(tenant string) []alert.Silence {
 // AddSilence sends the silence, with an ID chosen here so that every alert
 // process holds it under the same one.
 func (r *RemoteAlerts) AddSilence(tenant string, s alert.Silence) (alert.Silence, error) {
+	if err := alert.CheckSilence(&s, time.Now()); err != nil {
+		return alert.Silence{}, err
+	}
 	if s.ID == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
