@@ -108,6 +108,46 @@ func TestOwnRecordsTheLogRefusedAreNotReported(t *testing.T) {
 	}
 }
 
+// A record the log refuses for its size is refused alone: the event or
+// the correction is answered with the log's reason, nothing changes, and
+// the log goes on taking the next ones, in every tenant. Before, the bus
+// took the refusal for a failed log and refused everything until a restart
+// (a 2 MiB correction reason stopped the server so, before reasons were
+// bounded).
+func TestARecordTheLogRefusesIsRefusedAlone(t *testing.T) {
+	t.Parallel()
+	failed := make(chan error, 1)
+	f := newFixture(t, func(o *Options) { o.OnLogFailed = func(err error) { failed <- err } })
+	f.log.limit = 200
+	for _, tenant := range []string{"", "acme"} {
+		e := ev("r1", 1, apollo.StatusRunning)
+		e.Tenant = tenant
+		big := ev("r2", 1, apollo.StatusRunning)
+		big.Tenant, big.Extra = tenant, []byte(`{"log":"`+strings.Repeat("x", 300)+`"}`)
+		out := f.publish(t, big, e)
+		if out[0].Result != Rejected || apollo.ErrorCode(out[0].Err) != apollo.ETOOLARGE || out[1].Result != Accepted {
+			t.Fatalf("tenant %q: outcomes %+v, %+v; want the large event rejected for its size, the next accepted", tenant, out[0], out[1])
+		}
+		if _, err := f.bus.Get(tenant, "r2"); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+			t.Fatalf("tenant %q: the refused event left a task: %v", tenant, err)
+		}
+		if _, err := f.bus.Correct(t.Context(), tenant, "r1", apollo.StatusFailed, "ops", strings.Repeat("y", 300)); apollo.ErrorCode(err) != apollo.ETOOLARGE {
+			t.Fatalf("tenant %q: a correction over the log's limit: %v, want its refusal", tenant, err)
+		}
+		if _, err := f.bus.Correct(t.Context(), tenant, "r1", apollo.StatusFailed, "ops", "stuck"); err != nil {
+			t.Fatalf("tenant %q: the correction after it: %v", tenant, err)
+		}
+		if got, err := f.bus.Get(tenant, "r1"); err != nil || got.Status != apollo.StatusFailed || len(got.History) != 2 {
+			t.Fatalf("tenant %q: after the refused correction and the next: %+v, %v; want failed with 2 records", tenant, got, err)
+		}
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("the log was taken for failed: %v", err)
+	default:
+	}
+}
+
 // A reporter cannot take a missed run's task ID: the event is refused with
 // the field and the reason, in every tenant, and the missed run of that
 // slot is still recorded, fresh. Before, the reporter's run took the ID,

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -13,12 +14,15 @@ import (
 )
 
 // memLog is an in-memory Log: every append is durable at once, unless
-// failWait is set; with failAppend set, appends fail (a full disk).
+// failWait is set; with failAppend set, appends fail (a full disk); with
+// limit set, a record longer is refused as the write-ahead log refuses one
+// over its limit.
 type memLog struct {
 	mu         sync.Mutex
 	recs       [][]byte
 	failWait   error
 	failAppend error
+	limit      int
 }
 
 func (l *memLog) Append(p []byte) (uint64, error) {
@@ -26,6 +30,9 @@ func (l *memLog) Append(p []byte) (uint64, error) {
 	defer l.mu.Unlock()
 	if l.failAppend != nil {
 		return 0, l.failAppend
+	}
+	if l.limit > 0 && len(p) > l.limit {
+		return 0, &apollo.Error{Code: apollo.ETOOLARGE, Field: "payload", Message: fmt.Sprintf("record is %d bytes", len(p))}
 	}
 	l.recs = append(l.recs, append([]byte(nil), p...))
 	return uint64(len(l.recs)), nil

@@ -306,6 +306,10 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
 				b.dropTask(s, h, t)
 			}
+			var refused *apollo.Error
+			if refusedRecord(err) && errors.As(err, &refused) {
+				return decision{Outcome: Outcome{Result: Rejected, Err: refused}}
+			}
 			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
 	}
@@ -339,6 +343,16 @@ func (b *Bus) checkOwner(t *task, r *apollo.Record) (decision, bool) {
 	return decision{Outcome: Outcome{Result: Rejected, Err: &apollo.Error{Code: apollo.ECONFLICT, Field: "name",
 		Message: fmt.Sprintf("task %q belongs to job %q, not %q", r.TaskID, t.name, r.Name),
 		Hint:    "a task belongs to the job its first event named; send that name or none, or report a run of another job under a new task ID"}}}, true
+}
+
+// refusedRecord reports whether the log refused one record for what it
+// is (too large, empty) and wrote nothing: the record is refused, the log
+// goes on. Every input is bounded so that no record reaches the log's
+// limit; this keeps a bound forgotten from stopping the process (a long
+// correction reason once did).
+func refusedRecord(err error) bool {
+	c := apollo.ErrorCode(err)
+	return c == apollo.ETOOLARGE || c == apollo.EINVALID
 }
 
 var errLogRefused = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the log refused the event", Hint: "resend later; the server log says why"}
@@ -395,7 +409,9 @@ func (b *Bus) append(r *apollo.Record, scratch *[]byte) (uint64, error) {
 	lsn, err := b.opts.Log.Append(*scratch)
 	if err != nil {
 		b.stats.logErrors.Add(1)
-		b.failLog(err)
+		if !refusedRecord(err) {
+			b.failLog(err)
+		}
 		return 0, err
 	}
 	for {
