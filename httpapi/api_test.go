@@ -239,3 +239,22 @@ func FuzzDecodeEvents(f *testing.F) {
 		}
 	})
 }
+
+// Every answer says X-Content-Type-Options: nosniff, so that no browser
+// reads a JSON answer holding a reporter's text (extra, a task ID) as a
+// page: answers, errors, a ping and the Prometheus text.
+func TestEveryAnswerIsNotSniffed(t *testing.T) {
+	t.Parallel()
+	srv, _ := newTestServer(t, nil)
+	post(t, srv.URL+"/api/v1/events", "application/json",
+		`{"taskID":"<script>alert(1)</script>","sequence":1,"status":"running","ts":1764400000000,"extra":{"html":"<img src=x onerror=alert(1)>"}}`)
+	for _, path := range []string{
+		"/api/v1/tasks/%3Cscript%3Ealert(1)%3C%2Fscript%3E", "/api/v1/tasks/nope", "/api/v1/nowhere",
+		"/ping/nightly", "/metrics", "/healthz",
+	} {
+		resp, _ := send(t, "GET", srv.URL+path, "", "")
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s (%d): X-Content-Type-Options %q, want nosniff", path, resp.StatusCode, got)
+		}
+	}
+}
