@@ -345,7 +345,12 @@ func (e *Engine) emit(out *eventOut) {
 }
 
 // runEvents delivers queued event notifications and ends group windows
-// when they are over. On stop it delivers what is still queued.
+// when they are over. On stop it delivers what is still queued. Once the
+// queue is empty it saves what changed: a storm's open group, with its
+// first message marked sent, is then on record within moments of the
+// message instead of at the next evaluation, so a process killed
+// mid-storm carries the storm on after its restart rather than telling it
+// again as a new one.
 func (e *Engine) runEvents(ctx context.Context) {
 	timer := e.clock.NewTimer(time.Hour)
 	timer.Stop()
@@ -359,6 +364,9 @@ func (e *Engine) runEvents(ctx context.Context) {
 		select {
 		case n := <-e.queue:
 			e.deliver([]apollo.Notification{n})
+			if len(e.queue) == 0 {
+				e.save(ctx)
+			}
 		case <-e.wake:
 			rearm = true
 		case <-timer.C():

@@ -18,8 +18,9 @@ import (
 
 // StateStore keeps what the engine must not forget across a restart:
 // alerts with their "notified" marks and acks, and silences. The engine
-// saves the whole State after each cycle that changed something, from one
-// goroutine at a time, and loads it once in Start. alerttest.RunStateStore
+// saves the whole State after each cycle that changed something and after
+// handing over event notifications, one save at a time, and loads it once
+// in Start. alerttest.RunStateStore
 // is the conformance suite.
 type StateStore interface {
 	// Load returns the last saved State; an empty State when nothing was

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,6 +73,9 @@ func (d *deployment) runAt() (start, end int64) {
 type deployOptions struct {
 	config string // appended to apollo.yaml
 	jobs   string // a jobs file for the scheduler in the server or the bus
+	// interval is alert.interval, how often the engine evaluates (and
+	// saves what changed); default 1s.
+	interval string
 }
 
 // eachMode runs test against an all-in-one server and against the three
@@ -104,7 +108,7 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 	d := &deployment{t: t, three: three, dir: t.TempDir(), tokens: map[string]string{}}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "channels:\n  hook:\n    type: webhook\n    url: %s\n    tenants: [\"*\"]\n", h.srv.URL)
-	cfg.WriteString("alert:\n  interval: 1s\n  heartbeat: 1s\n  dedup_window: 1s\n  repeat: 2s\n")
+	fmt.Fprintf(&cfg, "alert:\n  interval: %s\n  heartbeat: 1s\n  dedup_window: 1s\n  repeat: 2s\n", cmp.Or(opts.interval, "1s"))
 	cfg.WriteString("auth:\n  tokens:\n")
 	for _, tenant := range append([]string{""}, tenants...) {
 		secret, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
