@@ -82,7 +82,8 @@ func ErrCode(body []byte) (int, string, error) {
 
 // post posts body to rawURL as JSON, unless header sets another
 // Content-Type, and returns the answer's body. Transport failures, 429 and
-// 5xx are retryable; any other status outside 2xx is not. The error never
+// 5xx are retryable; any other status outside 2xx is not, a redirect
+// included: it is not followed (withoutRedirects). The error never
 // contains the URL's credentials. A 2xx answer is returned with a nil
 // error: robot APIs report their own failures inside a 200, and only the
 // channel knows how to read them.
@@ -98,14 +99,18 @@ func post(ctx context.Context, c *http.Client, rawURL string, body []byte, heade
 			req.Header.Add(k, v)
 		}
 	}
-	if c == nil {
-		c = http.DefaultClient
-	}
-	resp, err := c.Do(req)
+	resp, err := withoutRedirects(c).Do(req)
 	if err != nil {
 		return nil, true, redactTransportError(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		e := &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode}
+		if loc, err := resp.Location(); err == nil {
+			e.Location = RedactURL(loc.String())
+		}
+		return nil, false, e
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
 		return nil, true, fmt.Errorf("POST %s: read response: %w", RedactURL(rawURL), redactTransportError(err))
@@ -117,15 +122,41 @@ func post(ctx context.Context, c *http.Client, rawURL string, body []byte, heade
 	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data)}
 }
 
+// withoutRedirects is c (nil: http.DefaultClient) answering a redirect
+// with the redirect itself. Following it would be a lie: after a 301, 302
+// or 303 the POST comes back as a GET without its body, and an endpoint
+// behind a sign-in proxy answers that GET with its sign-in page and a 200,
+// which would count as sent; a 307 or 308 would carry the channel's
+// headers, its secrets among them, to whatever host the answer names.
+func withoutRedirects(c *http.Client) *http.Client {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	nc := *c
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &nc
+}
+
 // StatusError is a webhook's non-2xx answer.
 type StatusError struct {
 	URL    string // redacted
 	Status int
 	Body   string // the start of the body, redacted
+	// Location is where a redirect (3xx) pointed, redacted; channels do
+	// not follow redirects.
+	Location string
 }
 
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("POST %s: %d %s", e.URL, e.Status, http.StatusText(e.Status))
+	if e.Status/100 == 3 {
+		s += ": channels do not follow redirects (the message would not arrive as sent); " +
+			"set the channel's url to the address that takes the POST"
+		if e.Location != "" {
+			s += "; the answer pointed to " + e.Location
+		}
+		return s
+	}
 	if e.Body != "" {
 		s += ": " + e.Body
 	}

@@ -37,7 +37,9 @@ import (
 // Variables: APOLLO_SERVER, SERVER_ALIAS (the same server as
 // http://localhost:PORT), DEAD_SERVER (nothing listens there), EVIL (what
 // a terminal acts on: ESC ] title BEL, ESC [2J, ESC [31m, C1 CSI, a bidi
-// override, DEL).
+// override, DEL), MOVED (a web server that answers a POST with a redirect
+// to its sign-in page, which answers a GET with 200, as an endpoint behind
+// a single sign-on proxy does).
 //
 // Conditions: [alert] this build's server has the alert routes; [redis]
 // APOLLO_TEST_REDIS names a Redis, which scripts find in $REDIS.
@@ -54,11 +56,20 @@ func TestScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := freeAddr(t) // closed again: nothing listens there
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			http.Redirect(w, r, "/sign-in?next="+r.URL.Path, http.StatusFound)
+			return
+		}
+		fmt.Fprint(w, "<html>Sign in to continue</html>")
+	}))
+	t.Cleanup(moved.Close)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("DEAD_SERVER", "http://"+dead)
+			env.Setenv("MOVED", moved.URL)
 			env.Setenv("REDIS", os.Getenv("APOLLO_TEST_REDIS"))
 			env.Setenv("EVIL", "\x1b]0;pwned\a\x1b[2J\x1b[31m\u009b\u202e\x7f")
 			return startScriptServer(env)
