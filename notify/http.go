@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // maxResponse bounds how much of a response body a channel reads: robot
@@ -119,7 +121,48 @@ func post(ctx context.Context, c *http.Client, rawURL string, body []byte, heade
 		return data, false, nil
 	}
 	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data)}
+	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data),
+		RetryAfter: retryAfter(resp.Header)}
+}
+
+// maxRetryAfter bounds the wait a Retry-After header may ask for: past
+// it, or past the channel's give_up_after, the lane gives up.
+const maxRetryAfter = 7 * 24 * time.Hour
+
+// retryAfter reads a Retry-After header: whole seconds, or an HTTP date,
+// counted from the answer's own Date (so that neither clock's offset
+// matters; without a Date the date form is not used). 0 when there is
+// none or it cannot be read.
+func retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		return 0
+	}
+	return min(max(at.Sub(now), 0), maxRetryAfter)
+}
+
+// askedToWait is how long a failed attempt's endpoint asked to be left
+// alone before the next (a Retry-After header), 0 if it did not.
+func askedToWait(err error) time.Duration {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.RetryAfter
+	}
+	return 0
 }
 
 // withoutRedirects is c (nil: http.DefaultClient) answering a redirect
@@ -145,6 +188,9 @@ type StatusError struct {
 	// Location is where a redirect (3xx) pointed, redacted; channels do
 	// not follow redirects.
 	Location string
+	// RetryAfter is the wait the answer's Retry-After asked for (429,
+	// 503), 0 if none: the lane waits at least that long to retry.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {
@@ -156,6 +202,9 @@ func (e *StatusError) Error() string {
 			s += "; the answer pointed to " + e.Location
 		}
 		return s
+	}
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (Retry-After: %v)", e.RetryAfter)
 	}
 	if e.Body != "" {
 		s += ": " + e.Body

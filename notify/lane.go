@@ -149,7 +149,10 @@ func (l *lane) deliver(ctx context.Context, m *Message) {
 			case !r.retryable:
 				outcome = OutcomeFailed
 			default:
-				wait = backoff(try, l.d.randN)
+				// The endpoint's Retry-After, when longer than the backoff:
+				// retrying sooner would only be refused again, and a robot
+				// API may mute a sender that does not listen.
+				wait = max(backoff(try, l.d.randN), askedToWait(r.err))
 				outcome = OutcomeRetrying
 				if l.d.clock.Now().Add(wait).After(deadline) {
 					outcome = OutcomeGaveUp
