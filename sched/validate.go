@@ -19,6 +19,11 @@ const (
 	maxRetryBackoff     = time.Hour
 	maxRetries          = 100
 	maxNameBytes        = 200 // leaves room in a 256-byte task ID for "@<time>#<attempt>"
+	// maxSpan bounds every duration of a job, and a run's deadline
+	// (timeout + kill_grace), which its events carry as timeoutMs: the
+	// server refuses a duration over 366 days, and the job's expectation
+	// adds a second to the deadline.
+	maxSpan = 365 * 24 * time.Hour
 )
 
 // job is a checked job with every default applied: what the scheduler runs.
@@ -122,6 +127,10 @@ func (c *checker) job(i int, defLoc *time.Location) *job {
 	j.backoff = pick(s.RetryBackoff, d.RetryBackoff, defaultRetryBackoff)
 	j.lateAfter = pick(s.LateAfter, d.LateAfter, 0)
 	j.retries = pickInt(s.Retries, d.Retries)
+	if sum := j.timeout + j.killGrace; j.timeout <= maxSpan && j.killGrace <= maxSpan && j.timeout > 0 && sum > maxSpan {
+		c.add(name, i, "timeout", "shorten timeout or kill_grace: the server refuses a run's deadline that long",
+			"timeout plus kill_grace is %v, over 365 days", sum)
+	}
 	j.policy = Concurrency(first(string(s.Concurrency), string(d.Concurrency), string(ConcurrencyForbid)))
 	j.catchup = Catchup(first(string(s.Catchup), string(d.Catchup), string(CatchupOnce)))
 	keys := make([]string, 0, len(s.Env))
@@ -187,8 +196,12 @@ func (c *checker) location(name string, i int, tz string) *time.Location {
 
 func (c *checker) durations(name string, i int, ds map[string]*Duration) {
 	for _, field := range []string{"timeout", "kill_grace", "retry_backoff", "late_after"} {
-		if d := ds[field]; d != nil && *d < 0 {
+		switch d := ds[field]; {
+		case d == nil:
+		case *d < 0:
 			c.add(name, i, field, "use 0 or a positive duration", "negative (%v)", d.get())
+		case d.get() > maxSpan:
+			c.add(name, i, field, fmt.Sprintf("use at most %v (365 days)", maxSpan), "%v is too long", d.get())
 		}
 	}
 }

@@ -214,6 +214,27 @@ func TestStartupFailures(t *testing.T) {
 			fix:   func(t *testing.T, st *startSetup) { st.write(t, "jobs.yaml", "jobs: []\n") },
 			wants: []string{"DIR/jobs.yaml:2:5: nmae: unknown field", "start without --jobs"},
 		},
+		{
+			// A run's deadline (timeout + kill_grace) goes out as the
+			// events' timeoutMs, which ingest refuses past 366 days: such
+			// a file once loaded, and every run's pending and running
+			// events were refused (one that overflowed went negative).
+			name: "jobs file durations",
+			brk: func(t *testing.T, st *startSetup) {
+				st.args = append(st.args, "--jobs", st.path("jobs.yaml"))
+				st.write(t, "jobs.yaml", "defaults:\n  late_after: 9000h\njobs:\n"+
+					"  - name: long\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n    timeout: 9000h\n"+
+					"  - name: wraps\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n    timeout: 2562047h\n    kill_grace: 1h\n"+
+					"  - name: sum\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n    timeout: 8000h\n    kill_grace: 800h\n")
+			},
+			fix: func(t *testing.T, st *startSetup) { st.write(t, "jobs.yaml", "jobs: []\n") },
+			wants: []string{
+				"DIR/jobs.yaml:2:15: late_after: 9000h0m0s is too long (use at most 8760h0m0s (365 days))",
+				`DIR/jobs.yaml:7:14: job "long": timeout: 9000h0m0s is too long`,
+				`DIR/jobs.yaml:11:14: job "wraps": timeout: 2562047h0m0s is too long`,
+				`DIR/jobs.yaml:16:14: job "sum": timeout: timeout plus kill_grace is 8800h0m0s, over 365 days`,
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
