@@ -59,7 +59,7 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	}
 	outW.Close()
 	errW.Close()
-	p := &execProc{cmd: cmd, pgid: cmd.Process.Pid, doneC: make(chan struct{})}
+	p := &execProc{cmd: cmd, pgid: cmd.Process.Pid, leader: processIdentity(cmd.Process.Pid), doneC: make(chan struct{})}
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go drain(&readers, outR, teeTail(&p.out, spec.stdout))
@@ -104,6 +104,7 @@ func closeAll(files []*os.File) {
 type execProc struct {
 	cmd      *exec.Cmd
 	pgid     int
+	leader   string // processIdentity of the process that leads the group
 	out, err tail
 	doneC    chan struct{}
 	res      procResult
@@ -118,4 +119,5 @@ func (p *execProc) signal(sig syscall.Signal) error {
 }
 
 func (p *execProc) done() <-chan struct{} { return p.doneC }
+func (p *execProc) group() (int, string)  { return p.pgid, p.leader }
 func (p *execProc) result() procResult    { return p.res }

@@ -224,6 +224,7 @@ func (p *fakeProc) sigs() []syscall.Signal {
 }
 
 func (p *fakeProc) done() <-chan struct{} { return p.doneC }
+func (p *fakeProc) group() (int, string)  { return 0, "" }
 func (p *fakeProc) result() procResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -417,3 +417,70 @@ func TestPauseThatCannotBeSaved(t *testing.T) {
 		t.Fatal("a pause that was not saved holds")
 	}
 }
+
+// A scheduler that dies (kill -9) leaves its tasks in progress in the
+// state file; the next one settles each with the sequence of its last
+// event: failed and lost for a run whose process started, skipped for a
+// retry that was waiting. The state written while they ran is what a
+// kill -9 leaves, copied before the first scheduler stops.
+func TestLostRunsSettledAfterRestart(t *testing.T) {
+	t.Parallel()
+	dir, crashed := t.TempDir(), t.TempDir()
+	src := `
+jobs:
+  - name: a
+    schedule: "0 * * * *"
+    retries: 1
+    retry_backoff: 1m
+    command: [x]
+  - name: b
+    schedule: "0 * * * *"
+    command: [x]
+`
+	h := newHarness(t, src, t0, dir)
+	at := h.fire(0)
+	procs := map[string]*fakeProc{}
+	for range 2 {
+		p := h.run.next(t)
+		procs[p.task()] = p
+	}
+	h.rec.waitFor(t, sid("b", at, 1), apollo.StatusRunning)
+	procs[sid("a", at, 1)].exit(1)
+	h.rec.waitFor(t, sid("a", at, 2), apollo.StatusPending)
+	state, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(crashed, stateFileName), state, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := newRecorder()
+	s, err := newScheduler(mustParse(t, src), Options{Clock: apollo.NewFakeClock(at.Add(time.Minute)), Reporter: rec, Logger: quietLogger(), StateDir: crashed}, newFakeRunner(h.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.Stop(ctx)
+	}()
+	lost := rec.waitFor(t, sid("b", at, 1), apollo.StatusFailed)
+	if x := extra(t, lost); lost.Sequence != 3 || x["lost"] != true || x["attempt"] != 1.0 || lost.Name != "b" {
+		t.Errorf("lost run: sequence %d, extra %v; want sequence 3 (after pending and running), lost, attempt 1", lost.Sequence, x)
+	}
+	retry := rec.waitFor(t, sid("a", at, 2), apollo.StatusManualBlocked)
+	if x := extra(t, retry); retry.Sequence != 2 || x["skipped"] != "scheduler stopped" {
+		t.Errorf("lost retry: sequence %d, extra %v; want sequence 2 (after pending), skipped", retry.Sequence, x)
+	}
+	if n := len(rec.all()); n != 2 {
+		t.Errorf("%d events, want the two settling ones:\n%s", n, rec.dump())
+	}
+	b, err := os.ReadFile(filepath.Join(crashed, stateFileName))
+	if err != nil || strings.Contains(string(b), `"runs"`) {
+		t.Errorf("the settled runs are still in the state file: %s %v", b, err)
+	}
+}

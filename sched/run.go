@@ -50,6 +50,7 @@ func (s *Scheduler) execute(r *run, t *task, olds []*run) {
 	delete(s.active, r)
 	s.mu.Unlock()
 	s.emit(t, last)
+	s.untrack(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	close(r.doneC) // after the last event: a replacing run starts only now
@@ -62,6 +63,7 @@ func (s *Scheduler) execute(r *run, t *task, olds []*run) {
 // which is not sent yet.
 func (s *Scheduler) attempts(r *run, t *task, olds []*run) (string, *task, apollo.Event) {
 	failed, skipped := "upstream "+r.js.name+" failed", "upstream "+r.js.name+" skipped"
+	s.track(r, t, 1, nil)
 	s.emitPending(r, t, r.dueAt, 1)
 	for _, o := range olds {
 		<-o.doneC // replace: the old run was cancelled; it ends, then this one starts
@@ -79,6 +81,7 @@ func (s *Scheduler) attempts(r *run, t *task, olds []*run) (string, *task, apoll
 		s.emit(t, ev)
 		wait := retryBackoff(r.j.backoff, attempt)
 		t = &task{id: taskID(r.js.name, r.fl.key, attempt+1), js: r.js}
+		s.track(r, t, attempt+1, nil)
 		s.emitPending(r, t, s.clock.Now().Add(wait), attempt+1)
 		if !s.sleep(r, wait) {
 			if errors.Is(context.Cause(r.ctx), errReplaced) {
@@ -143,6 +146,7 @@ func (s *Scheduler) attempt(r *run, t *task, attempt int) (ending, apollo.Event)
 	if err != nil {
 		return endFailed, s.endEvent(t, apollo.StatusFailed, map[string]any{"attempt": attempt, "exitCode": -1, "error": err.Error()}, procResult{}, 0)
 	}
+	s.track(r, t, attempt, p)
 	startedAt := s.clock.Now()
 	ev := t.event(apollo.StatusRunning, startedAt)
 	ev.TimeoutMs = timeoutMs(r.j)

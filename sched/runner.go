@@ -34,6 +34,9 @@ type proc interface {
 	done() <-chan struct{}
 	// result is valid once done is closed.
 	result() procResult
+	// group is the process group, and processIdentity of its leader; 0
+	// and "" when there is none to kill after a restart.
+	group() (pgid int, leader string)
 }
 
 // procResult is how an attempt ended.

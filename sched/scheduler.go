@@ -59,6 +59,7 @@ type Scheduler struct {
 	jobs     map[string]*jobState
 	flows    map[string]*flow
 	active   map[*run]struct{} // every run in progress, of any job
+	live     map[*run]liveRun  // the task each run is on, for the state file (lost.go)
 	started  bool
 	stopping bool
 
@@ -71,6 +72,8 @@ type Scheduler struct {
 
 	stateLog *loglimit.Limiter
 	saveMu   sync.Mutex // serializes writes of the state file
+	saveGen  uint64     // persist calls so far; under mu
+	savedGen uint64     // the last of them the file holds; under saveMu
 
 	nRuns, nSkipped, nMissed, nStateErrors atomic.Int64
 }
@@ -116,6 +119,7 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 		runner:   r,
 		flows:    map[string]*flow{},
 		active:   map[*run]struct{}{},
+		live:     map[*run]liveRun{},
 		wake:     make(chan struct{}, 1),
 		stopC:    make(chan struct{}),
 		life:     lifecycle.Group{Name: "sched"},
@@ -163,8 +167,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.mu.Lock()
 		s.started = true
 		saved := s.loadState()
-		s.restorePauses(saved)
-		s.catchUp(saved, s.clock.Now())
+		s.restorePauses(saved.Jobs)
+		s.settleLostLocked(saved.Runs) // before catch-up starts new runs
+		s.catchUp(saved.Jobs, s.clock.Now())
 		s.mu.Unlock()
 		s.saveState()
 		s.life.Go(func(context.Context) error { s.loop(); return nil })

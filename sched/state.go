@@ -14,13 +14,20 @@ import (
 const stateFileName = "sched-state.json"
 
 // stateFile keeps the last handled tick of every scheduled job, so that a
-// restarted scheduler knows which schedules it missed, and the pauses
-// made with Pause and Resume, so that they outlive the process.
+// restarted scheduler knows which schedules it missed; the pauses made
+// with Pause and Resume, so that they outlive the process; and the runs in
+// progress, so that a scheduler that lost them (kill -9, a crash, a power
+// cut) settles them when it starts again.
 type stateFile struct{ dir string }
 
 type savedState struct {
 	Version int                 `json:"version"`
 	Jobs    map[string]savedJob `json:"jobs"`
+	// Runs are the tasks in progress, by task ID, written before each of a
+	// task's events but its last, so that the restarted scheduler's
+	// settling event takes the last one's sequence: if the real end
+	// reached the server, the settling event is a duplicate.
+	Runs map[string]savedRun `json:"runs,omitempty"`
 }
 
 type savedJob struct {
@@ -32,32 +39,49 @@ type savedJob struct {
 	FilePaused bool `json:"filePaused,omitempty"`
 }
 
+// savedRun is a task in progress: what it takes to settle it.
+type savedRun struct {
+	Job     string `json:"job"`
+	Attempt int    `json:"attempt"`
+	// Seq is the sequence of the task's last event: one past every event
+	// that may have been sent for it.
+	Seq int64 `json:"seq"`
+	// Started: its process started (and running may have been sent).
+	// Group is its process group, and Leader names the group's first
+	// process (processIdentity), so that a later scheduler kills the group
+	// only while that process is still the one with that ID.
+	Started bool   `json:"started,omitempty"`
+	Group   int    `json:"group,omitempty"`
+	Leader  string `json:"leader,omitempty"`
+}
+
 func (f *stateFile) path() string { return filepath.Join(f.dir, stateFileName) }
 
-// load returns the saved jobs; a missing file is a first start.
-func (f *stateFile) load() (map[string]savedJob, error) {
+// load returns the saved state; a missing file is a first start.
+func (f *stateFile) load() (savedState, error) {
 	b, err := os.ReadFile(f.path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return savedState{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sched: read state: %w", err)
+		return savedState{}, fmt.Errorf("sched: read state: %w", err)
 	}
 	var st savedState
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("sched: decode state %s: %w", f.path(), err)
+		return savedState{}, fmt.Errorf("sched: decode state %s: %w", f.path(), err)
 	}
 	if st.Version != 1 {
-		return nil, fmt.Errorf("sched: state %s has version %d, want 1", f.path(), st.Version)
+		return savedState{}, fmt.Errorf("sched: state %s has version %d, want 1", f.path(), st.Version)
 	}
-	return st.Jobs, nil
+	return st, nil
 }
 
 // save writes the jobs atomically: a temporary file in the same directory,
 // synced, then renamed over the old one, then the directory synced; a crash
 // leaves either the old state or the new one.
-func (f *stateFile) save(jobs map[string]savedJob) error {
-	b, err := json.MarshalIndent(savedState{Version: 1, Jobs: jobs}, "", "  ")
+func (f *stateFile) save(st savedState) error {
+	st.Version = 1
+	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("sched: encode state: %w", err)
 	}
@@ -97,20 +121,33 @@ func (f *stateFile) save(jobs map[string]savedJob) error {
 // loadState reads the state file; a broken one is logged and ignored, since
 // refusing to start every job over it would be worse than one missed
 // catch-up (or a pause to make again). s.mu is held.
-func (s *Scheduler) loadState() map[string]savedJob {
+func (s *Scheduler) loadState() savedState {
 	if s.state == nil {
-		return nil
+		return savedState{}
 	}
-	jobs, err := s.state.load()
+	st, err := s.state.load()
 	if err != nil {
 		s.nStateErrors.Add(1)
-		s.log.Error("sched: state file unusable; missed schedules are not caught up and pauses are lost", "err", err)
+		s.log.Error("sched: state file unusable; missed schedules are not caught up, pauses are lost, and runs lost by the last process are not settled", "err", err)
 	}
-	return jobs
+	return st
 }
 
-// stateLocked is what the state file keeps of every job now. s.mu is held.
-func (s *Scheduler) stateLocked() map[string]savedJob {
+// stateLocked is what the state file keeps now. s.mu is held.
+func (s *Scheduler) stateLocked() savedState {
+	st := savedState{Jobs: s.jobsStateLocked()}
+	if len(s.live) > 0 {
+		st.Runs = make(map[string]savedRun, len(s.live))
+		for _, lr := range s.live {
+			st.Runs[lr.task] = lr.savedRun
+		}
+	}
+	return st
+}
+
+// jobsStateLocked is what the state file keeps of every job now. s.mu is
+// held.
+func (s *Scheduler) jobsStateLocked() map[string]savedJob {
 	m := make(map[string]savedJob, len(s.jobs))
 	for name, js := range s.jobs {
 		sj := savedJob{Paused: js.paused, FilePaused: js.j.paused}
@@ -126,20 +163,30 @@ func (s *Scheduler) stateLocked() map[string]savedJob {
 
 // persist writes the state file with what the scheduler holds now. Writes
 // are serialized and each takes its copy under saveMu, so an older copy
-// never replaces a newer one.
+// never replaces a newer one. A call whose change a write that began after
+// it has already saved returns at once: runs that start together (each
+// saves twice) wait for one fsync, not one each.
 func (s *Scheduler) persist() error {
 	if s.state == nil {
 		return nil
 	}
+	s.mu.Lock()
+	s.saveGen++
+	want := s.saveGen
+	s.mu.Unlock()
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
+	if s.savedGen >= want {
+		return nil
+	}
 	s.mu.Lock()
-	jobs := s.stateLocked()
+	st, covers := s.stateLocked(), s.saveGen
 	s.mu.Unlock()
-	if err := s.state.save(jobs); err != nil {
+	if err := s.state.save(st); err != nil {
 		s.nStateErrors.Add(1)
 		return err
 	}
+	s.savedGen = covers
 	return nil
 }
 
