@@ -19,7 +19,7 @@ type Scheduler interface {
 func (s *Server) scheduler(p *Principal) (Scheduler, error) {
 	if s.opts.Scheduler == nil || p.Tenant != s.opts.SchedulerTenant {
 		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Message: "no scheduler runs in this process for this tenant",
-			Hint: "start the server with --jobs jobs.yaml, or ask the process that runs apollo sched"}
+			Hint: "start the server (or the bus) with --jobs jobs.yaml to run the jobs here; a separate apollo sched has no API: pause its jobs with paused: true in its jobs file and SIGHUP"}
 	}
 	return s.opts.Scheduler, nil
 }

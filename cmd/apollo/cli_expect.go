@@ -152,8 +152,21 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 // checkExpectFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
 func checkExpectFiles(out io.Writer, files []string) int {
-	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
+	return checkIssueFiles(out, files, func(file string, src []byte) (string, error) {
 		set, err := expect.Parse(file, src)
+		if err != nil {
+			return "", err
+		}
+		return plural(set.Len(), "expectation"), nil
+	})
+}
+
+// checkIssueFiles is checkFiles for the files whose parser reports every
+// problem at once as an *expect.FileError (expectations, jobs): parse
+// returns what the ok line says of a good file.
+func checkIssueFiles(out io.Writer, files []string, parse func(file string, src []byte) (string, error)) int {
+	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
+		ok, err := parse(file, src)
 		var fe *expect.FileError
 		if errors.As(err, &fe) {
 			problems := make([]string, len(fe.Issues))
@@ -162,9 +175,6 @@ func checkExpectFiles(out io.Writer, files []string) int {
 			}
 			return problems, "", nil
 		}
-		if err != nil {
-			return nil, "", err
-		}
-		return nil, plural(set.Len(), "expectation"), nil
+		return nil, ok, err
 	})
 }

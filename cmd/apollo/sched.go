@@ -142,7 +142,7 @@ func (s *server) applyJobExpectations() {
 }
 
 // fixJobs is what to do about a jobs file that does not load.
-const fixJobs = "(fix the file and start again, or start without --jobs; apollo sched --jobs FILE checks it)"
+const fixJobs = "(fix the file and start again, or start without --jobs; apollo sched check FILE lists every problem)"
 
 // applyLateness gives the bus the configured thresholds plus each
 // scheduled job's late_after.
@@ -322,6 +322,7 @@ every deadman.every.`,
 	fl.BoolVar(&drain, "drain", false, "at shutdown, let running jobs finish however long they take")
 	fl.StringVarP(&configFile, "config", "c", "", "configuration file: redis, alert.heartbeat and deadman are read")
 	fl.StringVar(&redisURL, "redis", "", "Redis of the three-process mode: write a heartbeat there")
+	cmd.AddCommand(newSchedCheckCmd())
 	return cmd
 }
 
@@ -368,4 +369,33 @@ func watchedSched(ctx context.Context, cfg config.Config, sc *sched.Scheduler, l
 		return nil, err
 	}
 	return func() { stopService(context.Background(), log, "the heartbeat", beat); c.Close(); dm.stop() }, nil
+}
+
+func newSchedCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check FILE...",
+		Short: "Check jobs files: every problem with its place, or ok and the count",
+		Long: `Check jobs files (docs/scheduler.md) the way apollo sched and apollo server
+--jobs will when they load them, and run nothing. Every problem is printed
+as FILE:LINE:COL: job "NAME": field: message (hint). With no problem it
+prints "ok: N jobs".
+
+Exit codes: 0 every file is good, 1 a problem, 2 a mistake in the command
+line.`,
+		Example: `  apollo sched check jobs.yaml`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			bad := checkIssueFiles(cmd.OutOrStdout(), files, func(file string, src []byte) (string, error) {
+				f, err := sched.Parse(file, src)
+				if err != nil {
+					return "", err
+				}
+				return plural(len(f.Jobs), "job"), nil
+			})
+			if bad > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d problem(s) found", bad)}
+			}
+			return nil
+		},
+	}
 }
