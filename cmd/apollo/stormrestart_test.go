@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/notify/webhook"
+	"github.com/apollo-11/apollo/redisstore"
 )
 
 // storm reports n runs of tenant's jobs <tenant>_batch_0..4 that start and
@@ -45,6 +48,15 @@ func TestStormGoesOnAcrossKill(t *testing.T) {
 			d.storm(tenant, 150)
 		}
 		awaitTenants(t, h, "firing", want)
+		// The storms are saved just after their messages leave (a message
+		// is never held back for a save): kill once both are on record.
+		// Without the fix that is the next evaluation, a minute away.
+		for saved := d.savedAlerts(); !saved["acme_storm"] || !saved["globex_storm"]; saved = d.savedAlerts() {
+			if time.Since(began) > window/2 {
+				t.Fatalf("%v after the storms began only %v are saved: a kill now would lose the others", time.Since(began), saved)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the saved state
+		}
 		d.crash()
 		for _, tenant := range tenants {
 			d.storm(tenant, 150)
@@ -68,4 +80,28 @@ func TestStormGoesOnAcrossKill(t *testing.T) {
 			}
 		}
 	})
+}
+
+// savedAlerts returns the rules of the alerts in the saved alert state:
+// what a restarted engine would load (alerts.json, or Redis).
+func (d *deployment) savedAlerts() map[string]bool {
+	d.t.Helper()
+	store := alert.StateStore(alert.NewFileState(filepath.Join(d.dir, "data", "alerts.json")))
+	if d.three {
+		c, err := redisstore.Open(redisURL(d.t))
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		defer c.Close()
+		store = redisstore.NewAlertState(c, d.prefix, nil)
+	}
+	st, err := store.Load(d.t.Context())
+	if err != nil {
+		d.t.Fatalf("loading the saved alert state: %v", err)
+	}
+	rules := map[string]bool{}
+	for _, a := range st.Alerts {
+		rules[a.Rule] = true
+	}
+	return rules
 }
