@@ -296,15 +296,25 @@ func (x *expectations) Apply(c *apollo.Change) {
 		return
 	}
 	run := expect.Run{Tenant: t.Tenant, Job: t.Name, TaskID: t.TaskID}
+	// A run's times are its reporter's, but never later than when the
+	// server received the report: a clock ahead (or a ts up to the year
+	// 2200) must not make the evaluator judge expected runs still to come,
+	// nor put the job's next expected run in the future.
+	at := func(ms int64) time.Time {
+		if rcv := c.Record.ReceivedAt; rcv > 0 && ms > rcv {
+			ms = rcv
+		}
+		return time.UnixMilli(ms)
+	}
 	var found []expect.Event
 	started := c.Prev.Status != apollo.StatusRunning && !c.Prev.Status.Final()
 	if (t.Status == apollo.StatusRunning || t.Status.Final()) && started {
-		run.At = time.UnixMilli(cmp.Or(t.StartedAt, t.FinishedAt, c.Record.Ts))
+		run.At = at(cmp.Or(t.StartedAt, t.FinishedAt, c.Record.Ts))
 		found = append(found, x.ev.Started(run)...)
 		x.learn.Started(run)
 	}
 	if t.Status.Final() && !c.Prev.Status.Final() {
-		run.At, run.Status = time.UnixMilli(cmp.Or(t.FinishedAt, c.Record.Ts)), t.Status
+		run.At, run.Status = at(cmp.Or(t.FinishedAt, c.Record.Ts)), t.Status
 		run.Duration = time.Duration(t.CostMs) * time.Millisecond
 		found = append(found, x.ev.Finished(run)...)
 		x.learn.Finished(run)

@@ -203,11 +203,13 @@ func isProblem(err error, pos string) bool {
 	return slices.ContainsFunc(ae.Problems, func(p apiclient.RuleProblem) bool { return p.Pos == pos })
 }
 
-// report posts events as the token's tenant; %[1]d in body is now in
-// Unix ms.
+// report posts events as the token's tenant; %[1]d in body, if there is
+// one, is now in Unix ms.
 func report(t *testing.T, addr, token, body string) {
 	t.Helper()
-	body = fmt.Sprintf(body, time.Now().UnixMilli())
+	if strings.Contains(body, "%[1]d") {
+		body = fmt.Sprintf(body, time.Now().UnixMilli())
+	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/events", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -218,5 +220,40 @@ func report(t *testing.T, addr, token, body string) {
 	defer resp.Body.Close()
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || bytes.Count(b, []byte(`"result":"accepted"`)) != strings.Count(body, `"taskID"`) {
 		t.Fatalf("reporting: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A reporter whose clock is ahead (or a hostile ts, up to the year 2200)
+// does not make the evaluator judge expected runs that have not come:
+// the run counts from when the server received it. Before, a running
+// event two days ahead made every expected run up to then "missed" at
+// once (one missed run recorded with its slot two days ahead, 86 400 of
+// them counted), and a ts in 2199 kept the server stepping the schedule
+// and its memo for minutes, growing by gigabytes.
+func TestARunAheadOfTheClockIsNotJudgedAhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the server for several seconds")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	srv := x.start(t)
+	ctx := testCtx(t, time.Minute)
+	acme := x.client(t, srv, "acme")
+	if _, err := acme.PutExpectations(ctx, []byte("expectations:\n  - job: skewed\n    schedule: \"*/2 * * * * *\"\n    grace: 1s\n")); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(48 * time.Hour).UnixMilli()
+	report(t, srv.addr, x.tokens["acme"], fmt.Sprintf(`{"taskID":"s1","name":"skewed","status":"running","sequence":1,"ts":%d}`, ahead))
+	var page apiclient.TaskPage
+	eventually(t, 30*time.Second, "a missed run of skewed", func() bool {
+		var err error
+		page, err = acme.Tasks(ctx, apiclient.TaskQuery{Prefix: "missed:skewed@"})
+		return err == nil && len(page.Tasks) > 0
+	})
+	now := time.Now().UnixMilli()
+	for _, m := range page.Tasks {
+		if m.ScheduledAt > now {
+			t.Errorf("a run expected at %s, still to come, is recorded missed: %+v", time.UnixMilli(m.ScheduledAt).UTC(), m)
+		}
 	}
 }
