@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"math"
@@ -151,13 +152,14 @@ func (b *Bus) armDeadlines(k key, t *task, lat Lateness) {
 		if timeout == 0 {
 			timeout = lat.Timeout.Milliseconds()
 		}
-		// Counted from the reported start, or from when the server learnt
-		// of it if that is later: a reporter whose clock is behind, or a
-		// running event sent late from a spool, must not time out at once
-		// (its end may be the next event). Every run has a deadline, so
-		// this matters for every run.
+		// Counted from when the server learnt of the start, not from the
+		// reported one: a reporter whose clock is behind, or a running
+		// event sent late from a spool, must not time out at once (its
+		// end may be the next event), and one whose clock is ahead (ts
+		// goes up to the year 2200) must not put the deadline off. Every
+		// run has a deadline, so this matters for every run.
 		if timeout > 0 && t.startedAt > 0 {
-			b.timers.push(deadline{at: later(max(t.startedAt, t.updatedAt), timeout), k: k, kind: dTimeout, seq: t.seq})
+			b.timers.push(deadline{at: later(cmp.Or(t.updatedAt, t.startedAt), timeout), k: k, kind: dTimeout, seq: t.seq})
 		}
 	case apollo.StatusPending:
 		if t.late {
