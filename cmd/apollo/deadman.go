@@ -51,7 +51,7 @@ func startDeadman(cfg config.Deadman, process string, clock apollo.Clock, log *s
 		return nil
 	}
 	d := &deadman{cfg: cfg, url: strings.ReplaceAll(cfg.URL, "{process}", process), clock: clock,
-		client: &http.Client{Timeout: cfg.Timeout.D()}, log: log.With("component", "deadman"),
+		client: &http.Client{Timeout: cfg.Timeout.D(), CheckRedirect: answerRedirects}, log: log.With("component", "deadman"),
 		life: lifecycle.Group{Name: "deadman"}}
 	if u, err := url.Parse(d.url); err == nil {
 		d.target = u.Scheme + "://" + u.Host
@@ -127,11 +127,25 @@ func (d *deadman) call() error {
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		where := ""
+		if loc, err := resp.Location(); err == nil {
+			where = "; it pointed to " + loc.Scheme + "://" + loc.Host // its path may hold a key too
+		}
+		return fmt.Errorf("%s answered %s: the heartbeat does not follow redirects (the watcher would not hear it); set deadman.url to the address that takes the call%s",
+			d.target, resp.Status, where)
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s answered %s", d.target, resp.Status)
 	}
 	return nil
 }
+
+// answerRedirects makes the client return a redirect as the answer.
+// Following it would count a call the watcher never got: a watcher behind
+// a sign-in proxy answers with its sign-in page and a 200, and a POST
+// comes back from a 302 as a GET without its body.
+func answerRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func unwrapURLError(err error) error {
 	var ue *url.Error

@@ -150,3 +150,40 @@ func TestWatchOneApolloWithAnother(t *testing.T) {
 		t.Errorf("fired with count %v, want 0", p.Alert.Value)
 	}
 }
+
+// A heartbeat URL that answers with a redirect (a watcher moved, or put
+// behind a sign-in proxy) is a failed call that says where it pointed,
+// not a success: the redirect is not followed. Before, the client
+// followed it to the sign-in page, whose 200 counted as sent, while the
+// watcher heard nothing and would page that this server is down.
+func TestDeadmanDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	login := newSink(t)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, login.srv.URL+"/sign-in?next="+r.URL.Path, http.StatusFound)
+	}))
+	t.Cleanup(proxy.Close)
+	cfg := testConfig(t)
+	cfg.Deadman.URL = proxy.URL + "/ping/s3cret-{process}"
+	addr, logs, _ := inProcessWith(t, cfg, apollo.NewFakeClock(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)))
+	var sys struct {
+		Deadman struct {
+			Sent, Failed int64
+			LastError    string
+		}
+	}
+	eventually(t, 30*time.Second, "the first heartbeat told", func() bool {
+		apiGet(t, addr, "/api/v1/system", &sys)
+		return sys.Deadman.Sent+sys.Deadman.Failed > 0
+	})
+	if sys.Deadman.Sent != 0 || sys.Deadman.Failed != 1 || !strings.Contains(sys.Deadman.LastError, "302 Found") ||
+		!strings.Contains(sys.Deadman.LastError, "it pointed to "+login.srv.URL) || strings.Contains(sys.Deadman.LastError, "s3cret") {
+		t.Errorf("deadman %+v: want one failed call that names where the redirect pointed, without the URL's path", sys.Deadman)
+	}
+	if n := len(login.C); n != 0 {
+		t.Errorf("the redirect was followed %d times", n)
+	}
+	if l := logs.String(); strings.Contains(l, "s3cret") {
+		t.Errorf("the URL's path is in the log: %s", l)
+	}
+}
