@@ -68,6 +68,7 @@ type expectations struct {
 	armed   bool                   // the evaluator has the sets (arm)
 	sets    map[string]*expect.Set // each tenant's expectations in force
 	srcs    map[string][]byte      // each tenant's expectations text, as set
+	own     map[string]int         // how many of them srcs gives (not the jobs file)
 	fromJob []expect.Expectation   // the default tenant's, from the scheduler's jobs file
 	found   []expect.Event         // found by Apply, acted on by the loop
 	seen    struct {
@@ -98,7 +99,7 @@ var (
 // start) and every tenant's expectations saved through the API.
 func newExpectations(path string, saved alert.RuleStore, every time.Duration, clock apollo.Clock, log *slog.Logger) (*expectations, error) {
 	x := &expectations{log: log.With("component", "expect"), clock: clock, every: cmp.Or(every, 10*time.Second), path: path, saved: saved,
-		ev: expect.NewEvaluator(), learn: expect.NewLearner(0), srcs: map[string][]byte{}, sets: map[string]*expect.Set{},
+		ev: expect.NewEvaluator(), learn: expect.NewLearner(0), srcs: map[string][]byte{}, sets: map[string]*expect.Set{}, own: map[string]int{},
 		wake: make(chan struct{}, 1), group: lifecycle.Group{Name: "expectations"}}
 	all, err := saved.Load(context.Background())
 	if err != nil {
@@ -136,6 +137,7 @@ func (x *expectations) set(tenant, name string, src []byte) error {
 }
 
 func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) error {
+	own := set.Len()
 	if tenant == "" && len(x.fromJob) > 0 {
 		exps := set.Expectations()
 		for _, e := range x.fromJob {
@@ -151,6 +153,7 @@ func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) err
 	}
 	x.srcs[tenant] = slices.Clone(src)
 	x.sets[tenant] = set
+	x.own[tenant] = own
 	if x.armed {
 		x.queueLocked(x.ev.Set(tenant, set, x.clock.Now()))
 	}
@@ -213,10 +216,29 @@ func (x *expectations) loadFile() error {
 	if err != nil {
 		return err
 	}
+	if err := x.refuseEmptyLocked("", set, src, "in the file"); err != nil {
+		return err
+	}
 	if err := x.putLocked("", set, src); err != nil {
 		return err
 	}
 	x.log.Info("expectations loaded", "file", x.path, "expectations", set.Len())
+	return nil
+}
+
+// refuseEmptyLocked refuses src, which parsed as set, when it has no
+// expectations and would remove the tenant's running ones, unless it says
+// it means it (rules.SaysEmpty: the line "# apollo: empty", or the JSON
+// form), as a rules file must: an editor that truncates the file before
+// it writes, or a client that sent nothing, looks just like it, and would
+// forget every expected run waiting for its grace and every job that is
+// down. x.mu is held.
+func (x *expectations) refuseEmptyLocked(tenant string, set *expect.Set, src []byte, where string) error {
+	if n := x.own[tenant]; set.Len() == 0 && n > 0 && !rules.SaysEmpty(src) {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "expectations",
+			Message: fmt.Sprintf("no expectations %s, while %d are in force; nothing was changed", where, n),
+			Hint:    "to remove every expectation on purpose, put the line " + rules.EmptyMarker + " " + where}
+	}
 	return nil
 }
 
@@ -263,6 +285,12 @@ func (x *expectations) setJobs(exps []expect.Expectation) error {
 // *expect.FileError.
 func (x *expectations) put(ctx context.Context, tenant string, src []byte) error {
 	set, err := expect.Parse("expectations", src)
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	err = x.refuseEmptyLocked(tenant, set, src, "in the body")
+	x.mu.Unlock()
 	if err != nil {
 		return err
 	}
