@@ -262,7 +262,9 @@ func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven map
 	d.mapping(n, i, job, "", expFields, func(key string, v *yaml.Node) {
 		given[key] = d.field(i, job, key, v, &e)
 	})
-	timed := given["schedule"] || given["every"]
+	// By value: every: 0 and an empty schedule set nothing to be late
+	// for, and a default grace would then be refused as written.
+	timed := given["schedule"] && e.Schedule != "" || given["every"] && e.Every != 0
 	if !given["timezone"] && e.Schedule != "" && defGiven["timezone"] {
 		e.Timezone = def.Timezone
 	}
