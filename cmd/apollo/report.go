@@ -49,7 +49,9 @@ when the server's reorder window (30 s) ends without it.`,
   apollo report --task etl-7 --name etl --status pending --scheduled-at 2026-11-29T02:00:00Z --timeout 30m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cf.resolve()
+			if err := cf.resolveCLI(); err != nil {
+				return err
+			}
 			st, err := apollo.ParseStatus(state)
 			if err != nil {
 				return &exitError{code: 2, err: err}

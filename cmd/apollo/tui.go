@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo/tui"
@@ -30,14 +31,21 @@ Colors follow NO_COLOR.`,
   NO_COLOR=1 apollo tui`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cf.resolve()
+			if err := cf.resolveCLI(); err != nil {
+				return err
+			}
 			return tui.Run(cmd.Context(), tui.Options{
 				Server:  cf.server,
 				Token:   cf.token,
 				NoColor: os.Getenv("NO_COLOR") != "",
-			})
+			}, tuiProgramOptions...)
 		},
 	}
 	cf.register(cmd)
 	return cmd
 }
+
+// tuiProgramOptions are passed to the dashboard's program: none in the
+// binary, which draws on the terminal; a test gives an input, an output
+// and a size to drive apollo tui without one.
+var tuiProgramOptions []tea.ProgramOption
