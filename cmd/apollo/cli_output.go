@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
+	"charm.land/lipgloss/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo/apiclient"
@@ -93,11 +92,18 @@ func printJSON(w io.Writer, raw []byte) error {
 	return err
 }
 
-// table prints aligned columns.
-type table struct{ tw *tabwriter.Writer }
+// table prints aligned columns, two spaces apart; the last column is not
+// padded. Widths are counted in terminal cells (lipgloss.Width), as a
+// terminal draws them: a CJK character or an emoji takes two, a combining
+// accent none. text/tabwriter counted characters, so one Chinese job name
+// shifted every column after it on its line.
+type table struct {
+	w    io.Writer
+	rows [][]string
+}
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
 	if len(header) > 0 {
 		t.row(toAny(header)...)
 	}
@@ -116,16 +122,38 @@ func toAny(ss []string) []any {
 // (components.Escape), so that one cell can neither break the columns
 // (tabs and newlines) nor give the terminal orders.
 func (t *table) row(cells ...any) {
+	r := make([]string, len(cells))
 	for i, c := range cells {
-		if i > 0 {
-			t.tw.Write([]byte{'\t'})
-		}
-		t.tw.Write([]byte(components.Escape(fmt.Sprint(c))))
+		r[i] = components.Escape(fmt.Sprint(c))
 	}
-	t.tw.Write([]byte{'\n'})
+	t.rows = append(t.rows, r)
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+// flush writes the rows.
+func (t *table) flush() error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r[:max(len(r)-1, 0)] {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], lipgloss.Width(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range t.rows {
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-lipgloss.Width(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	t.rows = nil
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
 
 // fmtMs prints a Unix-millisecond time in the local zone; "-" for zero.
 func fmtMs(ms int64) string {
@@ -167,13 +195,12 @@ func fmtRate(r float64) string {
 	return fmt.Sprintf("%.1f%%", 100*r)
 }
 
-// clip cuts s to n runes, marking the cut.
+// clip cuts s, escaped, to n terminal cells, marking the cut.
 func clip(s string, n int) string {
-	if n <= 0 || utf8.RuneCountInString(s) <= n {
+	if n <= 0 {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	return components.Truncate(components.Escape(s), n)
 }
 
 // orDash is s, or "-" when it is empty, so that a column never looks shifted.
