@@ -30,7 +30,8 @@ func newReportCmd() *cobra.Command {
 		Short: "Report one lifecycle event of a run, from a script",
 		Long: `Report one event for a run (a task) to the server, for scripts that do not
 use an SDK. Exit code 0 when the server stored it (or already had it), 2
-when it rejected it (the message says why), 1 when it could not be reached.
+when it rejected it (the message says why), 4 when it refused the token,
+1 when it could not be reached.
 
 --seq defaults to the step's place in a run: pending 1, running 2,
 manual_blocked 3, success, failed and timeout 4. The steps of one run,
@@ -143,7 +144,13 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 	case st.Duplicate == 1:
 		fmt.Fprintln(cmd.OutOrStdout(), "duplicate (the server already had it)")
 	case st.Rejected == 1:
-		return &exitError{code: 2, err: fmt.Errorf("rejected by the server: %v", rejected)}
+		// The answer's code says whose mistake it was, as for every
+		// command: the event's (2), or the token's (4).
+		code := exitUsage
+		if rejected != nil {
+			code = exitFor(cmp.Or(rejected.Code, apollo.EINVALID))
+		}
+		return &exitError{code: code, err: fmt.Errorf("rejected by the server: %v", rejected)}
 	default:
 		why := failure.String()
 		if ferr != nil {
