@@ -27,6 +27,8 @@ var (
 
 // spoolDirs holds the spool directories in use in this process: two
 // Clients on one directory would send and delete each other's files.
+// (Another process is kept out by the lock openSpool takes; this process's
+// own second lock of the directory would not be refused on every system.)
 var spoolDirs sync.Map
 
 // Client reports events to one Apollo-11 server. It is safe for concurrent

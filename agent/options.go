@@ -84,7 +84,8 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 
 // WithSpoolDir keeps events that cannot be sent or held in memory in dir,
 // and sends events left there by an earlier process first. One Client at a
-// time may use a directory.
+// time may use a directory: New refuses a second one with a conflict error,
+// in this process or (on Unix, by a lock on the directory) in another.
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
 
 // WithMaxRetryElapsed bounds how long one batch is retried before its events

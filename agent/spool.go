@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/apollo-11/apollo"
 )
 
 // The spool is a directory of append-only NDJSON files, one event per line,
@@ -66,8 +68,9 @@ func (f *spoolFile) old() bool { return f.firstSord == 0 && !f.held }
 
 type spool struct {
 	dir       string
-	limit     int64 // bytes on disk
-	fileBytes int64 // rotate the tail past this
+	lock      *os.File // held while the spool is open (lockSpoolDir)
+	limit     int64    // bytes on disk
+	fileBytes int64    // rotate the tail past this
 	files     []*spoolFile
 	tail      *spoolFile
 	bytes     int64
@@ -97,11 +100,21 @@ func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: spool: %w", err)
 	}
+	lock, locked, err := lockSpoolDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !locked {
+		return nil, &apollo.Error{Code: apollo.ECONFLICT, Field: "WithSpoolDir",
+			Message: fmt.Sprintf("%s is used by another process", dir),
+			Hint:    "give each process its own spool directory: two would send and delete each other's files"}
+	}
+	s := &spool{dir: dir, lock: lock, limit: limit, fileBytes: fileBytes, nextSord: 1, nextMajor: 1}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		s.close()
 		return nil, fmt.Errorf("agent: spool: %w", err)
 	}
-	s := &spool{dir: dir, limit: limit, fileBytes: fileBytes, nextSord: 1, nextMajor: 1}
 	for _, e := range entries {
 		major, minor, ok := parseSpoolName(e.Name())
 		if !ok || !e.Type().IsRegular() {
@@ -109,6 +122,7 @@ func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
 		}
 		info, err := e.Info()
 		if err != nil {
+			s.close()
 			return nil, fmt.Errorf("agent: spool: %w", err)
 		}
 		path := filepath.Join(dir, e.Name())
@@ -393,4 +407,8 @@ func (s *spool) close() {
 		}
 	}
 	s.tail = nil
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
 }

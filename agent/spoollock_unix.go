@@ -1,0 +1,30 @@
+//go:build unix
+
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockSpoolDir takes the lock that keeps one process at a time in a spool
+// directory: a flock of the directory itself, so that no file of ours
+// sits among the spool files. It is held until f is closed, and goes with
+// the process: one killed with kill -9 frees the directory for the next.
+// locked is false when another process holds it.
+func lockSpoolDir(dir string) (f *os.File, locked bool, err error) {
+	f, err = os.Open(dir)
+	if err != nil {
+		return nil, false, fmt.Errorf("agent: spool: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("agent: spool: locking %s: %w", dir, err)
+	}
+	return f, true, nil
+}
