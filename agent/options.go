@@ -85,7 +85,10 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 // WithSpoolDir keeps events that cannot be sent or held in memory in dir,
 // and sends events left there by an earlier process first. One Client at a
 // time may use a directory: New refuses a second one with a conflict error,
-// in this process or (on Unix, by a lock on the directory) in another.
+// in this process or (on Unix, by a lock on the directory) in another. A
+// job whose runs can overlap (a cron run that outlasts its interval) gives
+// each run a directory of its own, or runs under apollo exec, which takes
+// a free one of its spool slots.
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
 
 // WithMaxRetryElapsed bounds how long one batch is retried before its events
