@@ -315,7 +315,7 @@ every deadman.every.`,
 			return client.Close(closeCtx) // what is not delivered stays in the spool
 		},
 	}
-	cf.register(cmd)
+	cf.registerEnv(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&jobs, "jobs", "jobs.yaml", "the jobs file")
 	fl.StringVar(&stateDir, "state", "apollo-sched", "directory for the scheduler's state and its report spool")
