@@ -64,6 +64,12 @@ type expectations struct {
 	checked  atomic.Int64
 	restored time.Time // checked, read from the snapshot
 
+	// putMu makes each put whole, from its checks to its save and its
+	// putting in force, so that the set in force is the one saved last
+	// (invariant 9). Not mu: the bus's workers take mu, and wait for no
+	// save.
+	putMu sync.Mutex
+
 	mu      sync.Mutex
 	armed   bool                   // the evaluator has the sets (arm)
 	sets    map[string]*expect.Set // each tenant's expectations in force
@@ -288,6 +294,8 @@ func (x *expectations) put(ctx context.Context, tenant string, src []byte) error
 	if err != nil {
 		return err
 	}
+	x.putMu.Lock()
+	defer x.putMu.Unlock()
 	x.mu.Lock()
 	err = x.refuseEmptyLocked(tenant, set, src, "in the body")
 	x.mu.Unlock()
