@@ -16,6 +16,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/cluster"
 	"github.com/apollo-11/apollo/config"
@@ -82,6 +83,20 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 				BucketRetention: mo.BucketRetention, RollupRetention: mo.RollupRetention})
 		}
 	}
+	var alerting *redisAlerting
+	if rdb != nil {
+		// As the three-process bus: the owners of the partitions tell the
+		// alert processes of every live change (event rules), and the API
+		// and stream reach their alerts, rules, silences and acks.
+		alerting = newRedisAlerting(rdb, cfg, log, apollo.SystemClock)
+		opts.Bus.Live = append(opts.Bus.Live, alerting.changeFeed())
+		if err := alerting.Start(ctx); err != nil {
+			return err
+		}
+		// Stopped after the node (deferred first): the feed sends the
+		// changes of the partitions' last moments.
+		defer stopService(context.Background(), log, "alerting", alerting)
+	}
 	node, err := cluster.New(opts)
 	if err != nil {
 		return err
@@ -94,9 +109,13 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err != nil {
 		return err
 	}
+	auditLog := audit.NewMemory(1000, apollo.SystemClock)
 	hubOpts := stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log, AllowedOrigins: cfg.Auth.AllowedOrigins}
 	if store != nil {
 		hubOpts.Metrics = httpapi.StreamMetrics(store, apollo.SystemClock, 10*time.Second)
+	}
+	if alerting != nil {
+		alerting.hubOptions(&hubOpts, auditLog)
 	}
 	hub, err := stream.New(hubOpts)
 	if err != nil {
@@ -106,7 +125,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	defer stopService(context.Background(), log, "the stream", hub)
-	api, err := busNodeAPI(cfg, node, hub, store, log)
+	api, err := busNodeAPI(cfg, nodeParts{node, hub, store, alerting, auditLog}, log)
 	if err != nil {
 		return err
 	}
@@ -183,8 +202,6 @@ func (deadFeed) C() <-chan *apollo.Change { return nil }
 func (d deadFeed) Err() error             { return d.err }
 func (deadFeed) Close()                   {}
 
-// busNodeAPI is the HTTP API of a node: the same routes as the server,
-// over the cluster, with the live stream of every node's changes.
 // nodeMetrics is the metrics the node's API and stream read: every
 // partition's, in Redis; nil without Redis.
 func nodeMetrics(cfg config.Config, rdb redis.UniversalClient) (httpapi.MetricsStore, error) {
@@ -199,7 +216,21 @@ func nodeMetrics(cfg config.Config, rdb redis.UniversalClient) (httpapi.MetricsS
 	return st, nil
 }
 
-func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, store httpapi.MetricsStore, log *slog.Logger) (*httpapi.Server, error) {
+// nodeParts are what a node's API serves; alerting and store are nil
+// without Redis.
+type nodeParts struct {
+	node     *cluster.Node
+	hub      *stream.Hub
+	store    httpapi.MetricsStore
+	alerting *redisAlerting
+	audit    *audit.Log
+}
+
+// busNodeAPI is the HTTP API of a node: the same routes as the server,
+// over the cluster, with the live stream of every node's changes and the
+// alert processes' alerts.
+func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Server, error) {
+	node, hub := np.node, np.hub
 	auth := httpapi.Authenticator(httpapi.OpenAuth{})
 	if len(cfg.Auth.Tokens) > 0 {
 		toks, err := tokensFromConfig(cfg.Auth.Tokens)
@@ -210,10 +241,10 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, store ht
 	}
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", node.Stats), selfmetrics.Watch("stream", hub.Stats)}
 	opts := httpapi.Options{
-		Bus: node, Stream: hub, Auth: auth, Logger: log, Web: web.Handler(),
+		Bus: node, Stream: hub, Auth: auth, Audit: np.audit, Logger: log, Web: web.Handler(),
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
-		Metrics: store, System: parts.System(), Prometheus: parts.Handler(log),
+		Metrics: np.store, System: parts.System(), Prometheus: parts.Handler(log),
 		Ready: func() bool {
 			select {
 			case <-node.Ready():
@@ -224,5 +255,9 @@ func busNodeAPI(cfg config.Config, node *cluster.Node, hub *stream.Hub, store ht
 		},
 	}
 	opts.System["cluster"] = func() any { return node.NodeStats() }
+	if np.alerting != nil {
+		np.alerting.apiOptions(&opts)
+		np.alerting.system(opts.System)
+	}
 	return httpapi.New(opts), nil
 }

@@ -104,15 +104,26 @@ func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Obse
 	if err != nil {
 		panic(err) // options are ours and valid
 	}
+	return []bus.Observer{r.flusher}, []bus.Observer{r.changeFeed()}
+}
+
+// changeFeed makes the feed that tells the alert processes of every live
+// change, and the heartbeat they watch the bus by. A scale-out node, whose
+// metrics each partition flushes (busnode.go), has these without a flusher.
+func (r *redisAlerting) changeFeed() bus.Observer {
 	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log).WithClock(r.clock)
 	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every).WithClock(r.clock)
-	return []bus.Observer{r.flusher}, []bus.Observer{r.feed}
+	return r.feed
 }
 
 // services are its loops in the order they start: they stop in the
 // reverse order, the flusher last (a last flush).
 func (r *redisAlerting) services() []namedService {
-	return []namedService{{"the metrics flusher", r.flusher}, {"the change feed", r.feed}, {"the heartbeat", r.beat}}
+	var s []namedService
+	if r.flusher != nil {
+		s = append(s, namedService{"the metrics flusher", r.flusher})
+	}
+	return append(s, namedService{"the change feed", r.feed}, namedService{"the heartbeat", r.beat})
 }
 
 func (r *redisAlerting) Start(ctx context.Context) error {
@@ -169,6 +180,9 @@ func (r *redisAlerting) system(parts map[string]func() any) {
 }
 
 func (r *redisAlerting) parts() selfmetrics.Parts {
+	if r.flusher == nil {
+		return nil
+	}
 	return selfmetrics.Parts{selfmetrics.Watch("redis", r.flusher.Stats)}
 }
 
@@ -243,7 +257,8 @@ partitions it holds a lease on and takes over those of a node that stops.
 An event is answered "accepted" once JetStream has stored it; duplicates and
 illegal transitions are decided by the partition's owner and show in
 GET /api/v1/system. Start every node with the same --partitions; limits in
-the configuration are per node. See docs/scale-out.md.`,
+the configuration are per node. Alerting is apollo alert's, through the
+nodes' Redis, as in the three-process mode. See docs/scale-out.md.`,
 		Example: `  apollo bus --redis redis://127.0.0.1:6379/0 --data /var/lib/apollo
   apollo alert --redis redis://127.0.0.1:6379/0 --rules rules.txt --config apollo.yaml
   apollo bus --nats nats://127.0.0.1:4222 --partitions 16 --node-id bus-1 --redis redis://127.0.0.1:6379/0`,
