@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -108,6 +109,12 @@ func (n *Node) Correct(ctx context.Context, tenant, taskID string, to apollo.Sta
 
 // ask sends a request to partition p's owner.
 func (n *Node) ask(ctx context.Context, p int, req rpcRequest) (*rpcReply, error) {
+	if !utf8.ValidString(req.TaskID) {
+		// JSON would carry it as another ID (each bad byte U+FFFD), which
+		// may be a task of the same partition. No task has such an ID:
+		// ingest refuses it (apollo.Event.Validate).
+		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Field: "taskID", Message: fmt.Sprintf("no task %q", req.TaskID)}
+	}
 	data, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, n.opts.QueryTimeout)
 	defer cancel()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,5 +305,42 @@ func TestACorrectionSurvivesItsOwnersDeath(t *testing.T) {
 	}
 	if other, err := b.Get("", id); err != nil || other.Status != apollo.StatusRunning {
 		t.Fatalf("the other tenant's task of the same ID: %+v, %v", other, err)
+	}
+}
+
+// A query whose task ID is not UTF-8 names no task, on the owner as on
+// any other node. Before, the asking node sent it to the owner in JSON,
+// which changed the byte \xff into U+FFFD: with 4 partitions both IDs fall
+// in partition 2, so GET /api/v1/tasks/%FF through another node showed
+// task "\ufffd", and a correction of %FF corrected it.
+func TestNotUTF8TaskIDNamesNoTask(t *testing.T) {
+	c := newTestCluster(t, 4, 3*time.Second)
+	c.start("utf-1")
+	c.start("utf-2")
+	c.waitServed(nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	const id = "\ufffd"
+	if Partition(id, c.parts) != Partition("\xff", c.parts) {
+		t.Fatal("the test needs both IDs in one partition")
+	}
+	publishAll(t, c.nodes[0], []apollo.Event{{TaskID: id, Name: "utf", Sequence: 1, Status: apollo.StatusRunning, Ts: time.Now().UnixMilli()}})
+	waitChange(t, cl, id, 1, apollo.StatusRunning)
+	owner, other := c.ownerOf(Partition(id, c.parts))
+	for _, n := range []*testNode{owner, other} {
+		if task, status, err := getTask(n.http.URL, "%FF"); status != http.StatusNotFound {
+			t.Errorf("GET /api/v1/tasks/%%FF through %s: %d %+v %v, want 404", n.opts.NodeID, status, task, err)
+		}
+		resp, err := http.Post(n.http.URL+"/api/v1/tasks/%FF/status", "application/json",
+			strings.NewReader(`{"status":"failed","reason":"not this one"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("correcting %%FF through %s: %d, want 404", n.opts.NodeID, resp.StatusCode)
+		}
+	}
+	if task, _, err := getTask(other.http.URL, "%EF%BF%BD"); err != nil || task.Status != apollo.StatusRunning {
+		t.Errorf("task %q after the corrections of %%FF: %+v, %v; want it running", id, task, err)
 	}
 }
