@@ -181,6 +181,7 @@ func (n *Node) drop(ctx context.Context, l *lease, release bool) {
 	}
 	if pt != nil {
 		pt.stop(false)
+		n.uncount(pt)
 	}
 	if release {
 		n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(l.rev))
@@ -203,6 +204,7 @@ func (n *Node) release(ctx context.Context, l *lease) {
 		sub.Unsubscribe()
 	}
 	pt.stop(true)
+	n.uncount(pt)
 	n.mu.Lock()
 	delete(n.leases, l.p)
 	rev := l.rev
@@ -306,6 +308,7 @@ func (n *Node) open(ctx context.Context, l *lease) {
 	}
 	l.part, l.sub = pt, sub
 	n.owned[l.p] = pt
+	n.counted[l.p] = pt
 	n.mu.Unlock()
 	n.log.Info("partition taken", "partition", l.p, "handed_over", !pt.unclean)
 	if pt.unclean {

@@ -34,9 +34,16 @@ type Node struct {
 	fan    *fanIn
 	starts recentStarts // ping.go
 
-	mu      sync.Mutex
-	owned   map[int]*partition // serving
-	leases  map[int]*lease     // held, serving or being rebuilt
+	mu     sync.Mutex
+	owned  map[int]*partition // serving
+	leases map[int]*lease     // held, serving or being rebuilt
+	// counted are the partitions whose bus counters Stats adds to left's,
+	// the counters of those that stopped here: a partition leaves counted
+	// only when its bus has stopped, and its last counts go into left at
+	// once, so the node's counters never go down (the process's, as
+	// docs/monitoring.md says of every counter).
+	counted map[int]*partition
+	left    bus.Stats
 	rpcSubs []*nats.Subscription
 
 	queuesMu  sync.Mutex
@@ -80,6 +87,7 @@ func New(opts Options) (*Node, error) {
 	n := &Node{
 		opts: opts, log: opts.Logger.With("component", "cluster", "node", opts.NodeID), js: js,
 		owned:   map[int]*partition{},
+		counted: map[int]*partition{},
 		leases:  map[int]*lease{},
 		view:    map[string]time.Time{},
 		queues:  map[string]*subjectQueue{},

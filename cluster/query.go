@@ -316,25 +316,20 @@ func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 }
 
 // Stats sums the bus stats of the partitions this node serves (the shape
-// GET /api/v1/system shows for one bus).
+// GET /api/v1/system and /metrics show for one bus); its counters add
+// those of the partitions that left the node, so they count since the
+// process started and never go down at a handover.
 func (n *Node) Stats() bus.Stats {
-	var t bus.Stats
-	for _, ps := range n.NodeStats().Partitions {
-		s := ps.Bus
-		t.Accepted += s.Accepted
-		t.Duplicate += s.Duplicate
-		t.Illegal += s.Illegal
-		t.Invalid += s.Invalid
-		t.Held += s.Held
-		t.Refused += s.Refused
-		t.Parked += s.Parked
-		t.WaitEnded += s.WaitEnded
-		t.Timeouts += s.Timeouts
-		t.MissedStart += s.MissedStart
-		t.Corrections += s.Corrections
-		t.Evicted += s.Evicted
-		t.Replayed += s.Replayed
-		t.LogErrors += s.LogErrors
+	n.mu.Lock()
+	t := n.left
+	parts := make([]*partition, 0, len(n.counted))
+	for _, pt := range n.counted {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	for _, pt := range parts {
+		s := pt.bus.Stats()
+		addCounters(&t, s)
 		t.Tasks += s.Tasks
 		t.Queues += s.Queues
 		t.Queued += s.Queued
@@ -345,6 +340,35 @@ func (n *Node) Stats() bus.Stats {
 		t.Deadlines += s.Deadlines
 	}
 	return t
+}
+
+// addCounters adds the counters of s (not its gauges) to t.
+func addCounters(t *bus.Stats, s bus.Stats) {
+	t.Accepted += s.Accepted
+	t.Duplicate += s.Duplicate
+	t.Illegal += s.Illegal
+	t.Invalid += s.Invalid
+	t.Held += s.Held
+	t.Refused += s.Refused
+	t.Parked += s.Parked
+	t.WaitEnded += s.WaitEnded
+	t.Timeouts += s.Timeouts
+	t.MissedStart += s.MissedStart
+	t.Corrections += s.Corrections
+	t.Evicted += s.Evicted
+	t.Replayed += s.Replayed
+	t.LogErrors += s.LogErrors
+}
+
+// uncount moves a stopped partition's counters from counted to left.
+func (n *Node) uncount(pt *partition) {
+	s := pt.bus.Stats()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.counted[pt.id] == pt {
+		delete(n.counted, pt.id)
+		addCounters(&n.left, s)
+	}
 }
 
 // NodeStats describe the node and the partitions it serves.

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -277,5 +278,52 @@ func TestScaleOutWritesSurviveANode(t *testing.T) {
 	}
 	if a := d.firingAlert("acme", "acme_failed"); !slices.Equal(a.SilencedBy, []string{acme}) {
 		t.Errorf("acme's alert shown %+v, want silenced by %s", a, acme)
+	}
+}
+
+// A node's counters on /metrics count since the process started, as
+// docs/monitoring.md says of every process: they do not go down when the
+// node hands partitions to a node that joins. Before, a node summed the
+// partitions it served at the scrape, so its apollo_events_total fell by
+// the partitions it handed over, which Prometheus reads as a reset (rate
+// and increase count the whole remaining total again).
+func TestBusNodeCountersDoNotFallAtAHandover(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t).ClientURL()
+	node := func(id string) *proc {
+		return startApollo(t, "bus", "--nats", url, "--partitions", "4", "--node-id", id, "--listen", "127.0.0.1:0")
+	}
+	first := node("count-1")
+	eventually(t, testwait.Timeout(t), "the first node serving every partition", func() bool { return len(servedBy(t, first.addr)) == 4 })
+	var evs []string
+	now := time.Now().UnixMilli()
+	for i := range 40 {
+		evs = append(evs, fmt.Sprintf(`{"taskID":"count-%d","sequence":1,"status":"running","ts":%d}`, i, now))
+	}
+	resp, err := http.Post("http://"+first.addr+"/api/v1/events", "application/json", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	accepted := func(addr string) int {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, `apollo_events_total{result="accepted"} `); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return -1
+	}
+	eventually(t, testwait.Timeout(t), "40 events counted", func() bool { return accepted(first.addr) == 40 })
+	second := node("count-2")
+	eventually(t, testwait.Timeout(t), "two partitions handed over", func() bool { return len(servedBy(t, second.addr)) == 2 })
+	if n := accepted(first.addr); n != 40 {
+		t.Errorf("the first node counts %d accepted events after handing two partitions over, want the 40 it decided", n)
 	}
 }
