@@ -139,7 +139,10 @@ func (p *alertProcess) start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	p.onStop(cancel)
 
-	store, err := redisstore.NewStore(redisstore.Options{Client: p.c, Prefix: prefix, Logger: p.log})
+	// The retentions are the bus's: a window reads the buckets and
+	// rollups the bus wrote, which it keeps as long as they say.
+	store, err := redisstore.NewStore(redisstore.Options{Client: p.c, Prefix: prefix, Logger: p.log,
+		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
 	if err != nil {
 		return err
 	}
