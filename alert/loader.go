@@ -29,6 +29,10 @@ type LoaderOptions struct {
 	// KnownChannel checks NOTIFY names against the configured channels;
 	// nil accepts any name.
 	KnownChannel func(name string) bool
+	// MetricsKept is how long the metrics are kept (retention.rollups):
+	// a rule that reads further back is refused (rules.CheckReach); 0
+	// does not check.
+	MetricsKept time.Duration
 	// OnLoad receives every good version of the file, e.g.
 	// engine.SetRulesSource("", rs, src).
 	OnLoad func(rs []*rules.Rule, src []byte)
@@ -154,6 +158,11 @@ func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
 	}
 	if l.opts.KnownChannel != nil {
 		if err := rules.CheckChannels(rs, l.opts.KnownChannel); err != nil {
+			return nil, err
+		}
+	}
+	if l.opts.MetricsKept > 0 {
+		if err := rules.CheckReach(rs, l.opts.MetricsKept); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
@@ -33,6 +34,10 @@ type Book struct {
 	// channels that serve the tenant (notify.Dispatcher.Serves); nil
 	// accepts any name.
 	Known func(tenant, name string) bool
+	// MetricsKept is how long the metrics are kept (retention.rollups):
+	// rules that read further back are refused (rules.CheckReach); 0 does
+	// not check.
+	MetricsKept time.Duration
 	// Save writes an accepted file where the tenant's rules are kept
 	// (alert.Loader.Write, the rules store in Redis) before the rules run;
 	// nil keeps them in memory only. An error refuses the update.
@@ -68,6 +73,9 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.
 	rs, err := rules.Parse("", src)
 	if err == nil && b.Known != nil {
 		err = rules.CheckChannels(rs, func(name string) bool { return b.Known(tenant, name) })
+	}
+	if err == nil && b.MetricsKept > 0 {
+		err = rules.CheckReach(rs, b.MetricsKept)
 	}
 	if problems := Problems(err); problems != nil {
 		return apiclient.RuleSet{}, problems, nil

@@ -193,7 +193,7 @@ func (b *builder) duration(k key, s string, pos Pos) {
 	}
 	switch k {
 	case kWindow:
-		b.r.Window = d
+		b.r.Window, b.r.windowPos = d, pos
 	case kDuration:
 		b.r.Duration = d
 	case kKeep:

@@ -38,6 +38,7 @@ type Rule struct {
 	Pos Pos // where the rule starts
 
 	notifyPos []Pos // of each Notify entry, for CheckChannels
+	windowPos Pos   // of the WINDOW value, for CheckReach; unset when defaulted
 }
 
 // IsEvent reports whether r fires on events (ON) rather than on a rate.
@@ -191,6 +192,39 @@ func CheckChannels(rs []*Rule, known func(name string) bool) error {
 			e.add(&Error{Pos: pos, Msg: fmt.Sprintf("rule %s notifies unknown channel %q", r.Name, name),
 				Expected: "a channel from the configuration", Hint: "configure a channel with this name, or fix the spelling"})
 		}
+	}
+	return e.err()
+}
+
+// CheckReach reports every rate rule that reads further back than kept,
+// how long the metrics are kept (retention.rollups): a WINDOW longer than
+// it, or, with pct_change, a WINDOW and the window before it together.
+// Older data is gone and reads as no runs, so such a rule would decide on
+// part of its window: a pct_change over 18h with a day kept compares 18
+// hours with the 6 of the 18 before them that remain, and fires on steady
+// traffic; over 24h the window before is empty and it never fires.
+func CheckReach(rs []*Rule, kept time.Duration) error {
+	e := &errs{}
+	for _, r := range rs {
+		if r.IsEvent() {
+			continue
+		}
+		reach, limit, what := r.Window, kept, "WINDOW "+formatDuration(r.Window)
+		if r.Expr.UsesPrevious() {
+			reach *= 2
+			limit = kept / 2 / (10 * time.Second) * (10 * time.Second)
+			what += " with pct_change, which compares it with the " + formatDuration(r.Window) + " before it,"
+		}
+		if reach <= kept {
+			continue
+		}
+		pos := r.windowPos
+		if !pos.IsValid() {
+			pos = r.Pos
+		}
+		e.add(&Error{Pos: pos, Msg: fmt.Sprintf("rule %s: %s reads %s back, but the metrics are kept %s", r.Name, what, formatDuration(reach), formatDuration(kept)),
+			Expected: "a WINDOW of at most " + formatDuration(limit),
+			Hint:     "shorten the WINDOW, or keep the metrics longer (retention.rollups in the configuration)"})
 	}
 	return e.err()
 }

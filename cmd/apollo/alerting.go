@@ -123,7 +123,8 @@ func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, dis
 		return nil, nil
 	}
 	known := func(name string) bool { return disp.Serves("", name) }
-	loader, err := alert.NewLoader(alert.LoaderOptions{Path: cfg.Rules, Clock: clock, Logger: log, KnownChannel: known, OnLoad: onLoad})
+	loader, err := alert.NewLoader(alert.LoaderOptions{Path: cfg.Rules, Clock: clock, Logger: log, KnownChannel: known,
+		MetricsKept: cfg.Retention.Rollups.D(), OnLoad: onLoad})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func (l *localAlerting) Stop(ctx context.Context) error { return stopAll(ctx, l.
 
 func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	o.Alerts, o.Deliveries = l.engine, l.disp
-	o.Rules = rulebook.Book{Engine: l.engine, Known: l.disp.Serves,
+	o.Rules = rulebook.Book{Engine: l.engine, Known: l.disp.Serves, MetricsKept: l.cfg.Retention.Rollups.D(),
 		// Saved before the engine runs them: durable once the API answers.
 		Save: func(tenant string, src []byte) error {
 			if tenant == "" && l.loader != nil {

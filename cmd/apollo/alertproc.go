@@ -254,6 +254,9 @@ func (p *alertProcess) saveRules(tenant string, src []byte) error {
 	if err := rules.CheckChannels(rs, func(n string) bool { return p.disp.Serves(tenant, n) }); err != nil {
 		return err
 	}
+	if err := rules.CheckReach(rs, p.cfg.Retention.Rollups.D()); err != nil {
+		return err
+	}
 	p.rulesMu.Lock()
 	defer p.rulesMu.Unlock()
 	if tenant == "" && p.loader != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
 
@@ -90,5 +92,50 @@ func TestDayOverDayRuleInEveryMode(t *testing.T) {
 		bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 		startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", rules)
 		check(t, bus.addr, h)
+	})
+}
+
+// A rule that reads further back than the metrics are kept is refused
+// with its place, in both modes, and the rules before it keep running.
+// Before, PUT /api/v1/rules (and the rules file, and apollo rules check)
+// took a pct_change over 18h with the default day of metrics: it
+// compared 18 hours with the 6 of the 18 before them that remain, and
+// fired on steady traffic (+203% for a run every 10 minutes).
+func TestRulesReadingPastTheMetricsAreRefused(t *testing.T) {
+	const (
+		good = `RULE half_day task_prefix: "steady_" WINDOW: 12h THRESHOLD: pct_change(count) < -50%` + "\n"
+		bad  = "RULE long_day task_prefix: \"steady_\"\n  WINDOW: 18h THRESHOLD: pct_change(count) < -50%\n"
+	)
+	check := func(t *testing.T, addr string) {
+		t.Helper()
+		ctx := testCtx(t, 30*time.Second)
+		c, err := apiclient.New("http://" + addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutRules(ctx, []byte(good), apiclient.RulesText); err != nil {
+			t.Fatalf("a 12h pct_change with a day kept: %v", err)
+		}
+		_, err = c.PutRules(ctx, []byte(bad), apiclient.RulesText)
+		var ae *apiclient.Error
+		if !isProblem(err, "2:11") || !errors.As(err, &ae) ||
+			!strings.Contains(ae.Problems[0].Message, "reads 36h back, but the metrics are kept 24h (expected a WINDOW of at most 12h)") {
+			t.Fatalf("an 18h pct_change with a day kept: %v, want a problem at 2:11", err)
+		}
+		eventually(t, 30*time.Second, "the rules before the refused file", func() bool {
+			rs, err := c.Rules(ctx)
+			return err == nil && len(rs.Rules) == 1 && rs.Rules[0].Name == "half_day"
+		})
+	}
+	t.Run("server", func(t *testing.T) {
+		t.Parallel()
+		addr, _, _ := inProcess(t, testConfig(t))
+		check(t, addr)
+	})
+	t.Run("three processes", func(t *testing.T) {
+		_, dir, cfg := threeProcesses(t, "reach")
+		bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+		startProc(t, "apollo alert ", "alert", "--config", cfg)
+		check(t, bus.addr)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,17 +33,21 @@ file is good, 1 otherwise.
 
 NOTIFY names are checked against channel names when --channels or --config
 gives them; otherwise any name is accepted. --config reads the channel
-names of apollo.yaml without needing its secrets in the environment.`,
+names of apollo.yaml without needing its secrets in the environment.
+
+A rule may not read metrics older than the server keeps them
+(retention.rollups: 24h unless --config says otherwise): a WINDOW longer
+than that, or, with pct_change, a WINDOW longer than half of it.`,
 		Example: `  apollo rules check rules.txt
   apollo rules check --channels dingtalk,email rules.txt
   apollo rules check --config apollo.yaml rules/*.txt`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			known, err := knownChannels(channels, cfgPath)
+			known, kept, err := ruleContext(channels, cfgPath)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			if bad := checkRuleFiles(cmd.OutOrStdout(), files, known); bad > 0 {
+			if bad := checkRuleFiles(cmd.OutOrStdout(), files, known, kept); bad > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d problem(s) found", bad)}
 			}
 			return nil
@@ -54,11 +59,13 @@ names of apollo.yaml without needing its secrets in the environment.`,
 	return cmd
 }
 
-// knownChannels returns the check for NOTIFY names, or nil when neither
-// flag names any channels.
-func knownChannels(list []string, cfgPath string) (func(string) bool, error) {
+// ruleContext returns what rules are checked against: the check for
+// NOTIFY names (nil when neither flag names any channels) and how long
+// the metrics are kept (the configuration's, or the default).
+func ruleContext(list []string, cfgPath string) (known func(string) bool, kept time.Duration, err error) {
+	kept = config.Default().Retention.Rollups.D()
 	if len(list) == 0 && cfgPath == "" {
-		return nil, nil
+		return nil, kept, nil
 	}
 	names := slices.Clone(list)
 	if cfgPath != "" {
@@ -71,22 +78,26 @@ func knownChannels(list []string, cfgPath string) (func(string) bool, error) {
 			return "unset"
 		})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for name := range cfg.Channels {
 			names = append(names, name)
 		}
+		kept = cfg.Retention.Rollups.D()
 	}
-	return func(name string) bool { return slices.Contains(names, name) }, nil
+	return func(name string) bool { return slices.Contains(names, name) }, kept, nil
 }
 
 // checkRuleFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
-func checkRuleFiles(out io.Writer, files []string, known func(string) bool) int {
+func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept time.Duration) int {
 	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
 		rs, err := rules.Parse(file, src)
 		if err == nil && known != nil {
 			err = rules.CheckChannels(rs, known)
+		}
+		if err == nil {
+			err = rules.CheckReach(rs, kept)
 		}
 		var list rules.ErrorList
 		if errors.As(err, &list) {

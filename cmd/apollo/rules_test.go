@@ -27,6 +27,10 @@ RULE etl_failed task_prefix: "etl_" ON: failed, timeout NOTIFY: dingtalk
 RULE task_prefix: "batch_" ON: failed, timout
 `)
 	cfg := write("apollo.yaml", "channels:\n  dingtalk:\n    type: dingtalk\n    url: ${DING_URL_NOT_SET}\n")
+	// A day over the day before needs two days of metrics.
+	daily := write("daily.rules", `RULE daily task_prefix: "" WINDOW: 24h THRESHOLD: pct_change(count) < -50%
+`)
+	twoDays := write("two-days.yaml", "retention:\n  rollups: 48h\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -42,6 +46,9 @@ RULE task_prefix: "batch_" ON: failed, timout
 		{"unknown channel", []string{"--channels", "dingtalk", good}, 1,
 			good + ":1:100: rule rule_6423e71a notifies unknown channel \"email\" (expected a channel from the configuration); configure a channel with this name, or fix the spelling\n"},
 		{"config", []string{"--config", cfg, good}, 1, "unknown channel \"email\""},
+		{"reach", []string{daily}, 1, daily + ":1:36: rule daily: WINDOW 24h with pct_change, which compares it with the 24h before it, reads 48h back, " +
+			"but the metrics are kept 24h (expected a WINDOW of at most 12h); shorten the WINDOW, or keep the metrics longer (retention.rollups in the configuration)\n"},
+		{"reach kept", []string{"--config", twoDays, daily}, 0, "ok: 1 rule (1 rate, 0 event)\n"},
 		{"two files", []string{good, filepath.Join(dir, "missing")}, 1,
 			good + ": ok: 2 rules (1 rate, 1 event)\n" + filepath.Join(dir, "missing") + ": cannot read: no such file or directory\n"},
 	} {
