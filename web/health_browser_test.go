@@ -13,9 +13,20 @@ import (
 // report posts runs as an executor would, with the times given (so a run
 // can have happened before the page opened), and waits until the metrics
 // have them.
-func (d *dashboard) report(evs ...string) {
+func (d *dashboard) report(evs ...string) { d.t.Helper(); d.reportAs("", evs...) }
+
+// reportAs is report with a token ("": none).
+func (d *dashboard) reportAs(token string, evs ...string) {
 	d.t.Helper()
-	resp, err := http.Post(d.srv.URL+"/api/v1/events", "application/json", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+	req, err := http.NewRequest("POST", d.srv.URL+"/api/v1/events", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ let backoff = 500;
 let retry = null;
 let opened = false;
 const acks = new Map(); // alert ID -> resolve
+let seen = null; // {name, tenant} of the last hello: whose data the signals hold
+let alertsSinceHello = null; // alert ID -> alert, the changes since the last hello
 const taskListeners = new Set();
 
 function b64url(s) {
@@ -73,9 +75,12 @@ async function checkAuth() {
     const res = await fetch("/api/v1/system", { headers });
     if (res.status === 401) {
       clearTimeout(retry);
-      conn.value = "unauthorized";
-      connDetail.value = "needs a token";
-      needLogin.value = true;
+      batch(() => {
+        conn.value = "unauthorized";
+        connDetail.value = "needs a token";
+        principal.value = null; // the refused token's role no longer applies
+        needLogin.value = true;
+      });
     }
   } catch { /* the server is down: keep retrying */ }
 }
@@ -129,12 +134,32 @@ function prune(m) {
 
 function handle(m) {
   switch (m.type) {
-    case "hello":
-      principal.value = m.principal;
-      // The stream carries alert changes from now on; what is already
-      // firing comes from the API, on every (re)connect.
-      api("/api/v1/alerts").then((d) => seedAlerts(d.alerts || []), () => {});
+    case "hello": {
+      const p = m.principal || {};
+      batch(() => {
+        // Signed in again with another token (after a 401): nothing the
+        // last one was shown may stay on screen as this one's.
+        if (seen && (seen.name !== p.name || seen.tenant !== p.tenant)) {
+          tasks.value = new Map();
+          alerts.value = new Map();
+          metrics.value = null;
+        }
+        seen = { name: p.name, tenant: p.tenant };
+        principal.value = m.principal;
+      });
+      // The stream carries alert changes from now on; the alerts as they
+      // are come from the API, on every (re)connect, and replace what the
+      // page held (an alert may have resolved, or been forgotten, while
+      // the stream was down).
+      const since = alertsSinceHello = new Map();
+      api("/api/v1/alerts").then((d) => {
+        if (since !== alertsSinceHello) return; // a newer hello reads them again
+        const next = new Map((d.alerts || []).map((a) => [a.id, a]));
+        for (const [id, a] of since) next.set(id, a);
+        alerts.value = next;
+      }, () => {});
       break;
+    }
     case "snapshot": {
       cursor = m.cursor;
       const next = new Map();
@@ -160,6 +185,7 @@ function handle(m) {
       ws?.send(JSON.stringify({ type: "heartbeat" }));
       break;
     case "alert": {
+      alertsSinceHello?.set(m.alert.id, m.alert);
       const next = new Map(alerts.value);
       next.set(m.alert.id, m.alert);
       alerts.value = next;

@@ -1,0 +1,74 @@
+package web_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// revocable tokens: revoke takes one away, as deleting its line from
+// apollo.yaml and restarting does.
+type revocable struct {
+	mu sync.Mutex
+	m  tokens
+}
+
+func (r *revocable) Authenticate(req *http.Request) (*httpapi.Principal, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m.Authenticate(req)
+}
+
+func (r *revocable) revoke(tok string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, tok)
+}
+
+// signInAgain answers the login dialog of a page whose token was refused
+// with another token (the field still holds the refused one).
+func (b *browser) signInAgain(token string) {
+	b.t.Helper()
+	b.until("the login dialog", `document.querySelector("#login")?.open === true`)
+	b.do("sign in again", setValue("#token-input", token, "input"), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
+	b.until("the stream", `document.querySelector("#conn")?.dataset.state === "open"`)
+}
+
+// A token revoked while the page is open (the server restarted without
+// it): the page says it is not signed in and asks for a token; signed in
+// again with a token of another tenant, it shows that tenant's alerts and
+// tasks only, never what the first token saw.
+func TestSignInAgainAsAnotherTenantInBrowser(t *testing.T) {
+	auth := &revocable{m: tokens{
+		"admin-token": {Name: "root", Role: httpapi.RoleAdmin},
+		"b-token":     {Name: "bob", Tenant: "b", Role: httpapi.RoleOperator},
+	}}
+	d := newDashboard(t, auth)
+	b := newBrowser(t)
+	b.signIn(d.srv.URL+"/", "admin-token")
+	d.reportAs("admin-token", run("etl", "etl-secret", "failed", time.Now(), time.Second)...)
+	b.goTo("/alerts")
+	b.until("the default tenant's alert", `!!document.querySelector("tr[data-alert]") && `+text("main")+`.includes("etl-secret")`)
+
+	// The token is revoked and the server restarts: the stream is refused.
+	auth.revoke("admin-token")
+	d.hub.Stop(t.Context())
+	d.startStream()
+	b.until("not signed in", `document.querySelector("#conn")?.dataset.state === "unauthorized"`)
+	b.until("no principal shown for the refused token", `!document.querySelector("#who")`)
+	b.screenshot("revoked")
+
+	b.signInAgain("b-token")
+	b.until("the new principal", text("#who")+` === "bob (operator)"`)
+	b.until("no alert of the other tenant", `!document.querySelector("tr[data-alert]") && `+text("main")+`.includes("No firing alerts.")`)
+	b.goTo("/overview")
+	b.until("nothing firing for tenant b", `!!document.querySelector("#no-firing")`)
+	b.goTo("/tasks")
+	b.until("no task of the other tenant", `!document.querySelector('tr[data-task="etl-secret"]') && `+text("main")+`.includes("No task matches.")`)
+	b.screenshot("tenant-b")
+}
