@@ -18,7 +18,16 @@ func (d *dashboard) report(evs ...string) { d.t.Helper(); d.reportAs("", evs...)
 // reportAs is report with a token ("": none).
 func (d *dashboard) reportAs(token string, evs ...string) {
 	d.t.Helper()
-	req, err := http.NewRequest("POST", d.srv.URL+"/api/v1/events", strings.NewReader("["+strings.Join(evs, ",")+"]"))
+	d.post(token, "/api/v1/events", "["+strings.Join(evs, ",")+"]")
+	if err := d.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// post sends a JSON body to the API with a token ("": none) and wants 2xx.
+func (d *dashboard) post(token, path, body string) {
+	d.t.Helper()
+	req, err := http.NewRequest("POST", d.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -31,11 +40,8 @@ func (d *dashboard) reportAs(token string, evs ...string) {
 		d.t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		d.t.Fatalf("reporting: HTTP %d", resp.StatusCode)
-	}
-	if err := d.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
-		d.t.Fatal(err)
+	if resp.StatusCode/100 != 2 {
+		d.t.Fatalf("POST %s: HTTP %d", path, resp.StatusCode)
 	}
 }
 

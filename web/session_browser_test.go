@@ -72,3 +72,51 @@ func TestSignInAgainAsAnotherTenantInBrowser(t *testing.T) {
 	b.until("no task of the other tenant", `!document.querySelector('tr[data-task="etl-secret"]') && `+text("main")+`.includes("No task matches.")`)
 	b.screenshot("tenant-b")
 }
+
+// down makes the server unreachable, as a crash does: the stream closes
+// and every request is cut without an answer (the browser's fetch fails).
+// up brings it back with a new hub on the same address, as a restart.
+func (d *dashboard) down() {
+	d.hub.Stop(d.t.Context())
+	var cut http.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+	d.api.Store(&cut)
+}
+
+func (d *dashboard) up() { d.startStream() }
+
+// A page opened while the server is down says it could not load, not
+// that the feature is missing, and loads by itself once the server is
+// back: the rules, a task's timeline, the silences. The live table has
+// each task once, with what happened during the outage.
+func TestOutageInBrowser(t *testing.T) {
+	d := newDashboard(t, testTokens)
+	b := newBrowser(t)
+	b.signIn(d.srv.URL+"/tasks", "admin-token")
+	d.reportAs("admin-token", run("etl", "etl-1", "failed", time.Now(), time.Second)...)
+	d.post("admin-token", "/api/v1/silences", `{"rule":"etl_failures","duration":"1h","comment":"nightly maintenance"}`)
+	b.until("the task", `!!document.querySelector('tr[data-task="etl-1"]')`)
+
+	d.down()
+	b.until("the red indicator", `document.querySelector("#conn")?.dataset.state === "closed"`)
+	b.goTo("/rules")
+	b.until("rules: could not load", text("main")+`.includes("Could not load the rules.")`)
+	d.up()
+	b.until("rules: loaded once the server is back", text("#rules-table")+`.includes("etl_failures")`)
+
+	d.down()
+	b.until("the red indicator", `document.querySelector("#conn")?.dataset.state === "closed"`)
+	b.goTo("/tasks")
+	b.do("open the task", chromedp.Click(chromedp.CSS(`tr[data-task="etl-1"] a`)))
+	b.until("task: the server cannot be reached", text("main")+`.includes("the server cannot be reached")`)
+	b.screenshot("task-during-outage")
+	d.up()
+	b.until("task: the timeline once the server is back", `document.querySelectorAll("#timeline li").length === 2`)
+
+	d.down()
+	b.until("the red indicator", `document.querySelector("#conn")?.dataset.state === "closed"`)
+	b.goTo("/alerts")
+	b.until("silences: could not load", text("main")+`.includes("Could not load the silences.") && !`+text("main")+`.includes("not available")`)
+	d.up()
+	b.until("silences: loaded once the server is back", text("#silences")+`.includes("nightly maintenance")`)
+	b.screenshot("alerts-after-outage")
+}

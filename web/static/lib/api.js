@@ -32,10 +32,15 @@ export async function api(path, { method = "GET", body, type = "application/json
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
   if (body !== undefined) headers["Content-Type"] = type;
-  const res = await fetch(path, {
-    method, headers,
-    body: body === undefined ? undefined : type === "application/json" ? JSON.stringify(body) : body,
-  });
+  let res;
+  try {
+    res = await fetch(path, {
+      method, headers,
+      body: body === undefined ? undefined : type === "application/json" ? JSON.stringify(body) : body,
+    });
+  } catch { // the browser says only "Failed to fetch"
+    throw new APIError(0, { error: { message: "the server cannot be reached" } });
+  }
   let data = null;
   const text = await res.text();
   try { data = text ? JSON.parse(text) : null; } catch { data = text; }

@@ -5,7 +5,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
-import { onTasks } from "/lib/stream.js";
+import { onTasks, reconnected } from "/lib/stream.js";
 
 // RANGES are the ranges the picker offers: [name, window s, step s]. The
 // metrics keep 24 h (their longest window), so the picker stops there.
@@ -55,7 +55,7 @@ export function useSeries(path, range) {
     });
     const tick = setInterval(extend, Math.max(step, 10) * 1000);
     return () => { stop = true; off(); clearInterval(tick); clearTimeout(soon); };
-  }, [path, range]);
+  }, [path, range, reconnected.value]);
   return res;
 }
 

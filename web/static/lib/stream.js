@@ -12,6 +12,11 @@ export const alerts = signal(new Map()); // alert ID -> alert, from the stream
 export const metrics = signal(null); // the last metric message's summaries
 export const system = signal(null); // the last system message's stats
 export const lastSync = signal(0); // when the last snapshot arrived
+// reconnected counts the times the stream came back after it was down (a
+// server restart, a network cut, a new sign-in). A page that reads its
+// data once reads it in its effect's dependencies, so that what could not
+// load while the server was away loads when it is back.
+export const reconnected = signal(0);
 
 const MAX_TASKS = 5000;
 let ws = null;
@@ -20,6 +25,7 @@ let filter = {};
 let backoff = 500;
 let retry = null;
 let opened = false;
+let wasDown = false; // a connection closed since the last hello
 const acks = new Map(); // alert ID -> resolve
 let seen = null; // {name, tenant} of the last hello: whose data the signals hold
 let alertsSinceHello = null; // alert ID -> alert, the changes since the last hello
@@ -55,6 +61,7 @@ export function connect() {
   };
   ws.onclose = (e) => {
     ws = null;
+    wasDown = true;
     for (const done of acks.values()) done({ ok: false, error: "the connection closed" });
     acks.clear();
     if (!opened) { checkAuth(); }
@@ -146,6 +153,8 @@ function handle(m) {
         }
         seen = { name: p.name, tenant: p.tenant };
         principal.value = m.principal;
+        if (wasDown) reconnected.value++;
+        wasDown = false;
       });
       // The stream carries alert changes from now on; the alerts as they
       // are come from the API, on every (re)connect, and replace what the

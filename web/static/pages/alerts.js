@@ -3,7 +3,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtAgo, fmtTime, fmtMs, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
-import { alerts, seedAlerts, ack, principal } from "/lib/stream.js";
+import { alerts, seedAlerts, ack, principal, reconnected } from "/lib/stream.js";
 
 const TABS = [["firing", "firing"], ["pending", "pending"], ["resolved", "resolved"], ["rules", "by rule"]];
 
@@ -16,13 +16,13 @@ export function Alerts() {
   const [listed, setListed] = useState("loading"); // loading | ok | na
   const [silence, setSilence] = useState(null); // the alert being silenced
   const [open, setOpen] = useState(""); // the alert whose history shows
-  const [silences, setSilences] = useState(null); // null: not available
+  const [silences, setSilences] = useState(undefined); // undefined: loading; null: not available; false: could not load
   const [reload, setReload] = useState(0);
   useEffect(() => {
     api("/api/v1/alerts").then((d) => { seedAlerts(d.alerts || []); setListed("ok"); },
       (e) => setListed(e instanceof NotFound ? "na" : "error"));
-    api("/api/v1/silences").then((d) => setSilences(d.silences || []), () => setSilences(null));
-  }, [reload]);
+    api("/api/v1/silences").then((d) => setSilences(d.silences || []), (e) => setSilences(e instanceof NotFound ? null : false));
+  }, [reload, reconnected.value]);
   const canAct = principal.value && ["operator", "admin"].includes(principal.value.role);
   const all = [...alerts.value.values()];
   const count = (s) => all.filter((a) => a.state === s).length;
@@ -47,7 +47,8 @@ export function Alerts() {
       .sort((a, b) => since(b) - since(a))} rows=${rows} empty=${`No ${tab} alerts.`} />`}
     ${silence ? html`<${SilenceForm} alert=${silence} onDone=${() => { setSilence(null); setReload(reload + 1); }} />` : ""}
     <h2>Silences</h2>
-    ${silences === null ? html`<${NotAvailable} what="Silences" />` : silences.length === 0 ? html`<p class="muted">No silences.</p>` : html`
+    ${silences === undefined ? html`<p class="muted">Loading…</p>` : silences === null ? html`<${NotAvailable} what="Silences" />` : silences === false ? html`<p class="errors">Could not load the silences.</p>`
+      : silences.length === 0 ? html`<p class="muted">No silences.</p>` : html`
       <div class="table-wrap"><table id="silences" class="reflow"><thead><tr><th>Rule</th><th>Prefix</th><th>Until</th><th>By</th><th>Comment</th><th></th></tr></thead>
       <tbody>${silences.map((s) => html`<tr><td data-label="Rule">${s.rule || "any"}</td><td data-label="Prefix">${s.prefix || "any"}</td>
         <td data-label="Until">${fmtTime(Date.parse(s.endsAt))}</td>
@@ -91,11 +92,11 @@ function ByRule({ all, rows }) {
 // acknowledged, silenced and resolved, and every notification attempt of
 // the delivery log (GET /api/v1/notifications), in time order.
 export function AlertHistory({ alert, silences }) {
-  const [attempts, setAttempts] = useState(null); // null: loading; false: not available
+  const [attempts, setAttempts] = useState(null); // null: loading; false: not available; "error": could not load
   useEffect(() => {
     api(`/api/v1/notifications?alert=${encodeURIComponent(alert.id)}&limit=100`).then((d) => setAttempts(d.attempts || []),
-      () => setAttempts(false));
-  }, [alert.id, alert.state, alert.ackedBy]);
+      (e) => setAttempts(e instanceof NotFound ? false : "error"));
+  }, [alert.id, alert.state, alert.ackedBy, reconnected.value]);
   const at = (t) => (t ? Date.parse(t) : 0);
   const sil = silences.find((s) => s.id === alert.silenceID);
   const steps = [
@@ -106,7 +107,7 @@ export function AlertHistory({ alert, silences }) {
     [at(alert.silencedAt), `silenced${sil ? ` (${sil.comment}, by ${sil.createdBy}, until ${fmtTime(Date.parse(sil.endsAt))})` : alert.silenceID ? ` by silence ${alert.silenceID}` : ""}: notifications held back`, "silenced"],
     [at(alert.resolvedAt), "resolved", "resolved"],
   ].filter(([t]) => t > 0);
-  for (const x of attempts || []) {
+  for (const x of Array.isArray(attempts) ? attempts : []) {
     const where = `${x.kind} notification to ${x.channel}`;
     const what = x.outcome === "sent" ? `sent ${where}` : `${x.outcome.replace("_", " ")}: ${where}${x.error ? ` (${x.error})` : ""}`;
     const took = x.latency >= 1e6 ? ` in ${fmtMs(x.latency / 1e6)}` : ""; // ns
@@ -116,6 +117,7 @@ export function AlertHistory({ alert, silences }) {
   return html`<div class="history-of" aria-label=${`History of ${named(alert)}`}>
     <ol class="timeline">${steps.map(([t, text, kind]) => html`<li data-step=${kind}><span class="muted">${fmtTime(t)}</span> ${text}</li>`)}</ol>
     ${attempts === false ? html`<p class="na">The delivery log is not available on this server.</p>`
+      : attempts === "error" ? html`<p class="errors">Could not load the delivery log.</p>`
       : attempts?.length === 0 ? html`<p class="muted">No notification was sent for it${alert.channels?.length ? "" : " (its rule names no channel)"}.</p>` : ""}
   </div>`;
 }

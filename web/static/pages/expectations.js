@@ -4,7 +4,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
-import { principal } from "/lib/stream.js";
+import { principal, reconnected } from "/lib/stream.js";
 import { FileEditor, Problems, problemsOf } from "/lib/fileedit.js";
 
 export function Expectations() {
@@ -18,7 +18,7 @@ export function Expectations() {
     Promise.all([api("/api/v1/expectations"), api("/api/v1/expectations/suggestions")]).then(([d, s]) => {
       setData(d); setProposals(s.suggestions || []); setState("ok");
     }, (e) => setState(e instanceof NotFound || e?.body?.error?.code === "unavailable" ? "na" : "error"));
-  }, [reload]);
+  }, [reload, reconnected.value]);
   const operator = ["operator", "admin"].includes(principal.value?.role);
   const save = (text) => api("/api/v1/expectations", { method: "PUT", body: text, type: "application/yaml" });
   const done = (saved) => {

@@ -2,7 +2,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
-import { principal } from "/lib/stream.js";
+import { principal, reconnected } from "/lib/stream.js";
 import { FileEditor } from "/lib/fileedit.js";
 
 export function Rules() {
@@ -12,7 +12,7 @@ export function Rules() {
   const [reload, setReload] = useState(0);
   useEffect(() => {
     api("/api/v1/rules").then((d) => { setData(d); setState("ok"); }, (e) => setState(e instanceof NotFound ? "na" : "error"));
-  }, [reload]);
+  }, [reload, reconnected.value]);
   const admin = principal.value?.role === "admin";
   if (state === "na") return html`<h1>Rules</h1><${NotAvailable} what="Rules" />`;
   if (state !== "ok") return html`<h1>Rules</h1><p class="muted">${state === "error" ? "Could not load the rules." : "Loading…"}</p>`;

@@ -2,7 +2,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtTime, fmtMs } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
-import { tasks, setFilter, principal } from "/lib/stream.js";
+import { tasks, setFilter, principal, reconnected } from "/lib/stream.js";
 
 const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
 const SINCE = [["", "any time"], ["900000", "last 15 min"], ["3600000", "last hour"], ["86400000", "last 24 h"]];
@@ -61,7 +61,7 @@ export function TaskDetail({ id }) {
     api(`/api/v1/tasks/${encodeURIComponent(id)}`).then((t) => { if (!stop) { setTask(t); setErr(""); } },
       (e) => { if (!stop) setErr(e instanceof NotFound ? e.message : e.message); });
     return () => { stop = true; };
-  }, [id, liveKey]);
+  }, [id, liveKey, reconnected.value]);
   const canCorrect = principal.value && ["operator", "admin"].includes(principal.value.role);
   if (err) return html`<h1>Task ${id}</h1><p class="errors" role="alert">${err}</p><p><a href="/tasks">All tasks</a></p>`;
   if (!task) return html`<h1>Task ${id}</h1><p class="muted">Loading…</p>`;
