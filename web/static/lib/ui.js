@@ -2,7 +2,43 @@
 import { h } from "/vendor/preact.mjs";
 import htm from "/vendor/htm.mjs";
 
-export const html = htm.bind(h);
+// Text that others chose (task IDs, job names, extra, summaries, rule
+// names, comments) is always set as text, never as markup. Some
+// characters would still deceive the reader: a bidi override reverses
+// what follows it ("report\u202eexe.txt" reads "reporttxt.exe"), a
+// control character hides or breaks it. Every string the pages show, as
+// text or in a tooltip, is written with those characters as visible
+// escapes, as the CLI does (docs/cli.md): the C0 controls, DEL, the C1
+// controls, the bidi controls and the line and paragraph separators.
+// In <pre> and <textarea> newlines and tabs stay.
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g;
+const UNSAFE_IN_LINES = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g;
+const ESCAPES = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+const escapeChar = (c) => ESCAPES[c] || "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0");
+
+const visible = (s) => s.replace(UNSAFE, escapeChar);
+
+const TEXT_PROPS = ["title", "aria-label", "placeholder", "alt"];
+
+function visibleChild(c, lines) {
+  if (typeof c === "string") return c.replace(lines ? UNSAFE_IN_LINES : UNSAFE, escapeChar);
+  return Array.isArray(c) ? c.map((x) => visibleChild(x, lines)) : c;
+}
+
+function hVisible(type, props, ...children) {
+  if (typeof type === "string") {
+    const lines = type === "pre" || type === "textarea";
+    children = children.map((c) => visibleChild(c, lines));
+    for (const k of TEXT_PROPS) {
+      const v = props?.[k];
+      const shown = typeof v === "string" ? visible(v) : v;
+      if (shown !== v) props = { ...props, [k]: shown };
+    }
+  }
+  return h(type, props, ...children);
+}
+
+export const html = htm.bind(hVisible);
 
 export function fmtTime(ms) {
   if (!ms) return "—";
