@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +64,32 @@ func TestHostileTextInBrowser(t *testing.T) {
 func jsString(s string) string {
 	q, _ := json.Marshal(s)
 	return string(q)
+}
+
+// Names without spaces as long as the protocol allows keep every page
+// within the window: the name wraps, the other fields stay in their place.
+func TestLongNamesInBrowser(t *testing.T) {
+	d := newDashboard(t, testTokens)
+	b := newBrowser(t)
+	id, job := "etl-"+strings.Repeat("x", 250), "etl_"+strings.Repeat("y", 250)
+	d.reportAs("admin-token", run(job, id, "failed", time.Now(), time.Second)...)
+	d.post("admin-token", "/api/v1/silences", `{"rule":"etl_failures","duration":"1h","comment":"`+strings.Repeat("z", 500)+`"}`)
+	b.signIn(d.srv.URL+"/", "admin-token")
+	fits := `document.documentElement.scrollWidth <= innerWidth`
+	b.until("the board", `!!document.querySelector("#board tr[data-job]")`)
+	b.until("the board fits", fits)
+	b.goTo("/tasks")
+	b.until("the tasks", `!!document.querySelector("#tasks-table tbody tr")`)
+	b.until("the tasks fit", fits)
+	b.do("open the task", chromedp.Navigate(d.srv.URL+"/tasks/"+url.PathEscape(id)))
+	b.until("the task", `document.querySelectorAll("#timeline li").length === 2`)
+	b.screenshot("task")
+	b.until("the task fits", fits)
+	b.goTo("/alerts")
+	b.until("the alerts", `!!document.querySelector("tr[data-alert]") && !!document.querySelector("#silences")`)
+	b.until("the alerts fit", fits)
+	b.do("open the job", chromedp.Navigate(d.srv.URL+"/jobs/"+url.PathEscape(job)))
+	b.until("the job", `!!document.querySelector("#job-health")`)
+	b.screenshot("job")
+	b.until("the job fits", fits)
 }
