@@ -106,7 +106,10 @@ func Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		p := path.Clean("/" + r.URL.Path)
+		// The escaped path: a task ID or job name in a deep link may hold
+		// "../" (escaped as ..%2F), which is part of the name, not a step
+		// up; cleaning the unescaped path took /tasks/..%2Fx for /x (404).
+		p := path.Clean("/" + r.URL.EscapedPath())
 		f := files[p]
 		if f == nil {
 			first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")

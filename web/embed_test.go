@@ -29,6 +29,11 @@ func TestHandler(t *testing.T) {
 		{"/overview", 200, "text/html; charset=utf-8", index},
 		{"/tasks", 200, "text/html; charset=utf-8", index},
 		{"/tasks/a.b%2Fc", 200, "text/html; charset=utf-8", index},
+		// A deep link to a task or job whose name has ".." in it: the
+		// escaped slashes are the name's, not the path's.
+		{"/tasks/..%2F..%2Fnightly", 200, "text/html; charset=utf-8", index},
+		{"/tasks/..%2F..%2Fapp.js", 200, "text/html; charset=utf-8", index},
+		{"/jobs/..%2Freports", 200, "text/html; charset=utf-8", index},
 		{"/jobs/nightly_backup", 200, "text/html; charset=utf-8", index},
 		{"/alerts", 200, "text/html; charset=utf-8", index},
 		{"/rules", 200, "text/html; charset=utf-8", index},
