@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -63,6 +64,10 @@ func (b Book) Rules(tenant string) (apiclient.RuleSet, error) {
 	return apiclient.RuleSet{Rules: views, Source: string(b.Engine.RulesSource(tenant))}, nil
 }
 
+// putMu makes PutRules whole from its check of the rules in force to
+// putting the new ones in force.
+var putMu sync.Mutex
+
 // PutRules replaces the tenant's rules with src, a whole rules file as
 // text or in its JSON form. A file with problems changes nothing: they
 // are returned, each with its place, and the error is nil. A file without
@@ -83,6 +88,11 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.
 	if err != nil {
 		return apiclient.RuleSet{}, nil, err
 	}
+	// From here to the rules in force, one PUT at a time: the rules in
+	// force are then the ones saved last, which the next start loads
+	// (invariant 9). Rare calls, a save long: one lock for the process.
+	putMu.Lock()
+	defer putMu.Unlock()
 	if n := len(b.Engine.Rules(tenant)); len(rs) == 0 && n > 0 && !rules.SaysEmpty(src) {
 		return apiclient.RuleSet{}, nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules",
 			Message: fmt.Sprintf("the body has no rules, and %d run now; nothing was changed", n),
