@@ -3,10 +3,10 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"syscall"
+
+	"github.com/apollo-11/apollo/internal/flock"
 )
 
 // lockSpoolDir takes the lock that keeps one process at a time in a spool
@@ -19,12 +19,12 @@ func lockSpoolDir(dir string) (f *os.File, locked bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("agent: spool: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if locked, err = flock.TryLock(f); !locked {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil
+		if err != nil {
+			return nil, false, fmt.Errorf("agent: spool: locking %s: %w", dir, err)
 		}
-		return nil, false, fmt.Errorf("agent: spool: locking %s: %w", dir, err)
+		return nil, false, nil
 	}
 	return f, true, nil
 }

@@ -3,11 +3,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/apollo-11/apollo/internal/flock"
 )
 
 // spoolSlots is how many `apollo exec` processes may spool at once under
@@ -65,12 +65,12 @@ func tryLock(path string) (*os.File, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("spool: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if locked, err := flock.TryLock(f); !locked {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil
+		if err != nil {
+			return nil, false, fmt.Errorf("spool: locking %s: %w", path, err)
 		}
-		return nil, false, fmt.Errorf("spool: locking %s: %w", path, err)
+		return nil, false, nil
 	}
 	return f, true, nil
 }
