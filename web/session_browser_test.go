@@ -40,7 +40,8 @@ func (b *browser) signInAgain(token string) {
 }
 
 // A token revoked while the page is open (the server restarted without
-// it): the page says it is not signed in and asks for a token; signed in
+// it): the page says it is not signed in, forgets the refused secret and
+// asks for a token; signed in
 // again with a token of another tenant, it shows that tenant's alerts and
 // tasks only, never what the first token saw.
 func TestSignInAgainAsAnotherTenantInBrowser(t *testing.T) {
@@ -61,6 +62,8 @@ func TestSignInAgainAsAnotherTenantInBrowser(t *testing.T) {
 	d.startStream()
 	b.until("not signed in", `document.querySelector("#conn")?.dataset.state === "unauthorized"`)
 	b.until("no principal shown for the refused token", `!document.querySelector("#who")`)
+	b.until("the refused token forgotten: an empty login box, nothing stored",
+		`document.querySelector("#token-input")?.value === "" && !Object.values(localStorage).includes("admin-token")`)
 	b.screenshot("revoked")
 
 	b.signInAgain("b-token")

@@ -10,6 +10,13 @@ export function token() {
   try { return localStorage.getItem(KEY) || ""; } catch { return ""; }
 }
 
+// refused forgets a token the server refused (revoked, mistyped) and asks
+// for another: the secret is not kept, and the login box starts empty.
+export function refused() {
+  try { localStorage.removeItem(KEY); } catch { /* private mode */ }
+  needLogin.value = true;
+}
+
 export function setToken(t) {
   try { t ? localStorage.setItem(KEY, t) : localStorage.removeItem(KEY); } catch { /* private mode */ }
   needLogin.value = false;
@@ -45,7 +52,7 @@ export async function api(path, { method = "GET", body, type = "application/json
   const text = await res.text();
   try { data = text ? JSON.parse(text) : null; } catch { data = text; }
   if (res.status === 401) {
-    needLogin.value = true;
+    refused();
     throw new APIError(401, data);
   }
   // A 404 is a missing endpoint (an older server) or a missing thing (a

@@ -2,7 +2,7 @@
 // reconnecting with exponential backoff and resuming from the last cursor.
 // It keeps the state the pages read: tasks, alerts, metrics, system stats.
 import { signal, batch } from "/vendor/signals.mjs";
-import { api, token, needLogin } from "/lib/api.js";
+import { api, token, refused } from "/lib/api.js";
 
 export const conn = signal("connecting"); // connecting | open | closed | unauthorized
 export const connDetail = signal("");
@@ -86,7 +86,7 @@ async function checkAuth() {
         conn.value = "unauthorized";
         connDetail.value = "needs a token";
         principal.value = null; // the refused token's role no longer applies
-        needLogin.value = true;
+        refused();
       });
     }
   } catch { /* the server is down: keep retrying */ }
