@@ -65,10 +65,11 @@ type Engine struct {
 	silences *silenceRegistry
 	subs     *subscribers
 
-	queue  chan apollo.Notification // event notifications waiting for the lock
-	wake   chan struct{}            // a group opened: re-arm the group timer
-	dirty  atomic.Bool              // changed since the last save
-	saveMu sync.Mutex               // one save at a time
+	queue   chan apollo.Notification // event notifications waiting for the lock
+	wake    chan struct{}            // a group opened: re-arm the group timer
+	saveReq chan struct{}            // runEvents asks runSaves to save
+	dirty   atomic.Bool              // changed since the last save
+	saveMu  sync.Mutex               // one save at a time
 
 	life lifecycle.Group // the evaluation loop and the event deliverer
 
@@ -110,6 +111,7 @@ func New(opts Options) (*Engine, error) {
 		subs:     newSubscribers(),
 		queue:    make(chan apollo.Notification, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
+		saveReq:  make(chan struct{}, 1),
 		life:     lifecycle.Group{Name: "alert"},
 	}
 	if opts.Rules != nil {
@@ -129,6 +131,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		tick := e.clock.NewTicker(e.opts.Interval)
 		e.life.Go(func(ctx context.Context) error { e.runEvents(ctx); return nil })
+		e.life.Go(func(ctx context.Context) error { e.runSaves(ctx); return nil })
 		e.life.Go(func(ctx context.Context) error { e.runLoop(ctx, tick); return nil })
 		return nil
 	})

@@ -346,11 +346,11 @@ func (e *Engine) emit(out *eventOut) {
 
 // runEvents delivers queued event notifications and ends group windows
 // when they are over. On stop it delivers what is still queued. Once the
-// queue is empty it saves what changed: a storm's open group, with its
-// first message marked sent, is then on record within moments of the
-// message instead of at the next evaluation, so a process killed
-// mid-storm carries the storm on after its restart rather than telling it
-// again as a new one.
+// queue is empty it asks runSaves to save what changed: a storm's open
+// group, with its first message marked sent, is then on record within
+// moments of the message instead of at the next evaluation, so a process
+// killed mid-storm carries the storm on after its restart rather than
+// telling it again as a new one.
 func (e *Engine) runEvents(ctx context.Context) {
 	timer := e.clock.NewTimer(time.Hour)
 	timer.Stop()
@@ -365,7 +365,10 @@ func (e *Engine) runEvents(ctx context.Context) {
 		case n := <-e.queue:
 			e.deliver([]apollo.Notification{n})
 			if len(e.queue) == 0 {
-				e.save(ctx)
+				select {
+				case e.saveReq <- struct{}{}:
+				default: // a save is asked for already; it takes this change too
+				}
 			}
 		case <-e.wake:
 			rearm = true
@@ -375,6 +378,20 @@ func (e *Engine) runEvents(ctx context.Context) {
 		case <-ctx.Done():
 			e.drainQueue()
 			return
+		}
+	}
+}
+
+// runSaves saves what changed whenever runEvents asks: on a goroutine of
+// its own, so that the next message is never held behind a save (an
+// fsync, or a Redis that is away for go-redis's timeouts).
+func (e *Engine) runSaves(ctx context.Context) {
+	for {
+		select {
+		case <-e.saveReq:
+			e.save(ctx)
+		case <-ctx.Done():
+			return // Stop saves once more
 		}
 	}
 }

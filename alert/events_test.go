@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,5 +315,48 @@ func TestSelfAlertOnceAcrossEngines(t *testing.T) {
 	}
 	if len(got) != 1 {
 		t.Fatalf("%d self-alert notifications from two engines, want 1: %+v", len(got), got)
+	}
+}
+
+// gatedState is a StateStore whose saves wait until let is closed once
+// the first has begun: a slow disk, or a Redis that is away.
+type gatedState struct {
+	alert.StateStore
+	began chan struct{}
+	once  sync.Once
+	let   chan struct{}
+}
+
+func (g *gatedState) Save(ctx context.Context, s alert.State) error {
+	g.once.Do(func() { close(g.began) })
+	<-g.let
+	return g.StateStore.Save(ctx, s)
+}
+
+// The save after a storm's first message does not hold back the next
+// message: another tenant's storm is told while the first is being saved.
+// Before, the goroutine that delivers saved too, and the second tenant's
+// first message waited for the save (for go-redis's timeouts, with Redis
+// away).
+func TestASlowSaveHoldsNoMessageBack(t *testing.T) {
+	t.Parallel()
+	st := &gatedState{StateStore: alert.NewMemoryState(), began: make(chan struct{}), let: make(chan struct{})}
+	src := `RULE storm task_prefix: "batch_" ON: failed NOTIFY: dingtalk`
+	f := newFixture(t, src, newTable(), func(o *alert.Options) { o.State = st })
+	f.eng.SetRules("b", parse(t, src))
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	defer close(st.let)
+	c := finish(nil, "", "batch_a", "run-a", apollo.StatusFailed, f.clock.Now().UnixMilli(), 100)
+	f.eng.Apply(&c)
+	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Alert.Tenant != "" {
+		t.Fatalf("first message %+v", n)
+	}
+	<-st.began // its save waits
+	c = finish(nil, "b", "batch_b", "run-b", apollo.StatusFailed, f.clock.Now().UnixMilli(), 100)
+	f.eng.Apply(&c)
+	if n := f.sink.Wait(t, testwait.Timeout(t)); n.Alert.Tenant != "b" || n.Kind != firing {
+		t.Fatalf("tenant b's first message %+v", n)
 	}
 }
