@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apollo-11/apollo"
 )
@@ -53,7 +54,11 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 	if err != nil {
 		return err
 	}
-	timeout := d.Milliseconds()
+	if d > apollo.MaxDurationMs*time.Millisecond {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: fmt.Sprintf("%q is over the limit of 366 days", r.URL.Query().Get("timeout")),
+			Hint: "give the run's deadline, e.g. 30m or 2h"}
+	}
+	timeout := (d + time.Millisecond - 1).Milliseconds() // under a millisecond is one, not none
 	raw, _ := json.Marshal(extra)
 	ev, o, err := s.opts.Bus.Ping(r.Context(), apollo.Ping{Tenant: p.Tenant, Job: name, Status: status,
 		Ts: s.now().UnixMilli(), TimeoutMs: timeout, Extra: raw})

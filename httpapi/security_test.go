@@ -363,6 +363,7 @@ func TestPings(t *testing.T) {
 		"/ping/" + strings.Repeat("n", apollo.MaxNameBytes+1): "257 bytes, over the limit of 256",
 		"/ping/x/start?timeout=soon":                          `"soon" is not a duration`,
 		"/ping/x/start?timeout=-5m":                           `"-5m" is not above zero`,
+		"/ping/x/start?timeout=100000h":                       `"100000h" is over the limit of 366 days`,
 		"/ping//0":                                            "an empty or dot segment",
 		"/ping/./0":                                           "an empty or dot segment",
 		"/ping/backup/":                                       "an empty or dot segment",
