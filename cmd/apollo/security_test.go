@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -258,5 +259,52 @@ func TestCLIWithASelfSignedCertificate(t *testing.T) {
 	}
 	if code, out := run("https://localhost:"+port, "SSL_CERT_FILE="+cfg.TLS.Cert); code != 0 || !strings.Contains(out, "ready") {
 		t.Errorf("with SSL_CERT_FILE: exit %d:\n%s", code, out)
+	}
+}
+
+// The line apollo token create prints is the token it made, whatever its
+// name, tenant and job prefix hold: loaded as apollo.yaml it gives back
+// the same fields. Before, the name was printed bare, so a name such as
+// "ci, role: admin" wrote a line that read as another role (or did not
+// read), and a job prefix went into the ping URL unescaped.
+func TestTokenCreateLineIsTheToken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, tenant, prefix string }{
+		{"ci, role: admin", "data", ""},
+		{`a "quoted" name: x`, `t"1`, "backup: nightly"},
+		{"#hash {brace} [list]", "", "a b/c?d"},
+		{"夜间 tab\there", "租户", "备份"},
+	} {
+		var out bytes.Buffer
+		args := []string{"token", "create", "--name", tc.name, "--role", "agent", "--tenant", tc.tenant}
+		if tc.prefix != "" {
+			args = append(args, "--job-prefix", tc.prefix)
+		}
+		if code := run(context.Background(), args, nil, &out, &out); code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.name, code, out.String())
+		}
+		var line, ping string
+		for l := range strings.Lines(out.String()) {
+			switch {
+			case strings.HasPrefix(l, "  - {"):
+				line = l
+			case strings.HasPrefix(l, "Ping URL"):
+				ping = l
+			}
+		}
+		path := filepath.Join(t.TempDir(), "apollo.yaml")
+		if err := os.WriteFile(path, []byte("auth:\n  tokens:\n"+line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(path, func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("%q: the printed line does not load: %v\n%s", tc.name, err, line)
+		}
+		if got := cfg.Auth.Tokens; len(got) != 1 || got[0].Name != tc.name || got[0].Role != "agent" || got[0].Tenant != tc.tenant || got[0].JobPrefix != tc.prefix {
+			t.Fatalf("%q: the printed line reads as %+v\n%s", tc.name, got, line)
+		}
+		if tc.prefix != "" && !strings.Contains(ping, "/ping/"+url.PathEscape(tc.prefix)+"JOB?key=") {
+			t.Fatalf("%q: the ping URL does not escape the job prefix: %s", tc.name, ping)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -51,16 +52,18 @@ A token belongs to one tenant: it sees and changes only that tenant's data.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Secret (shown once; give it to the client as \"Authorization: Bearer <secret>\"):\n\n  %s\n\n", secret)
 			fmt.Fprintf(out, "Add to apollo.yaml under auth.tokens:\n\n")
-			line := fmt.Sprintf("  - {name: %s, role: %s, tenant: %q, sha256: %x", name, role, tenant, tok.Hash)
+			// Every string as a YAML double-quoted scalar (a JSON string is
+			// one): a name such as "ci, role: admin" must not read as a role.
+			line := fmt.Sprintf("  - {name: %s, role: %s, tenant: %s, sha256: %x", yamlString(name), role, yamlString(tenant), tok.Hash)
 			if jobPrefix != "" {
-				line += fmt.Sprintf(", job_prefix: %q", jobPrefix)
+				line += ", job_prefix: " + yamlString(jobPrefix)
 			}
 			if rate > 0 {
 				line += fmt.Sprintf(", rate: %d", rate)
 			}
 			fmt.Fprintln(out, line+"}")
 			if jobPrefix != "" {
-				fmt.Fprintf(out, "\nPing URL for cron: curl -fsS \"http://HOST:1969/ping/%sJOB?key=%s\"\n", jobPrefix, secret)
+				fmt.Fprintf(out, "\nPing URL for cron: curl -fsS \"http://HOST:1969/ping/%sJOB?key=%s\"\n", url.PathEscape(jobPrefix), secret)
 			}
 			return nil
 		},
@@ -104,4 +107,11 @@ func allowedHosts(cfg config.Config) []string {
 		hosts = append(hosts, u.Hostname())
 	}
 	return hosts
+}
+
+// yamlString writes s as a YAML double-quoted scalar: JSON's string form,
+// which YAML reads as the same string.
+func yamlString(s string) string {
+	b, _ := json.Marshal(s) // a string always encodes
+	return string(b)
 }
