@@ -290,12 +290,18 @@ func (x *expectations) setJobs(exps []expect.Expectation) error {
 // is one) and puts it in force. It returns the file's problems as an
 // *expect.FileError.
 func (x *expectations) put(ctx context.Context, tenant string, src []byte) error {
+	x.putMu.Lock()
+	defer x.putMu.Unlock()
+	return x.putHeld(ctx, tenant, src)
+}
+
+// putHeld is put for a caller that holds putMu (a read, change and write
+// back of a tenant's expectations, that no other put may come between).
+func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) error {
 	set, err := expect.Parse("expectations", src)
 	if err != nil {
 		return err
 	}
-	x.putMu.Lock()
-	defer x.putMu.Unlock()
 	x.mu.Lock()
 	err = x.refuseEmptyLocked(tenant, set, src, "in the body")
 	x.mu.Unlock()

@@ -140,6 +140,8 @@ func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string)
 	if !ok {
 		return false, nil
 	}
+	x.putMu.Lock() // from the read to the write back: no PUT between, lost
+	defer x.putMu.Unlock()
 	x.mu.Lock()
 	src := slices.Clone(x.srcs[tenant])
 	x.mu.Unlock()
@@ -165,5 +167,5 @@ func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string)
 	if err != nil {
 		return true, err
 	}
-	return true, x.put(ctx, tenant, set.Marshal())
+	return true, x.putHeld(ctx, tenant, set.Marshal())
 }
