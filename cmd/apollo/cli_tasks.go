@@ -57,7 +57,9 @@ may not read tasks.`,
 					return apiclient.TaskPage{}, usageError("--since %v: want a duration above zero, e.g. 1h (leave it out for every task)", since)
 				}
 				if since > 0 {
-					q.Since = time.Now().Add(-since).UnixMilli()
+					// Further back than 1970 is every task: the server takes
+					// no time before it.
+					q.Since = max(time.Now().Add(-since).UnixMilli(), 1)
 				}
 				want := limit
 				if all {
