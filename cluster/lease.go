@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -23,16 +21,6 @@ type lease struct {
 	until time.Time
 	part  *partition // nil while being rebuilt
 	sub   *nats.Subscription
-}
-
-// heartbeat registers the node: the live nodes are the node.* keys, each
-// expiring a lease TTL after its last write.
-func (n *Node) heartbeat(ctx context.Context) error {
-	v, _ := json.Marshal(map[string]any{"node": n.opts.NodeID, "at": n.opts.Clock.Now().UnixMilli()})
-	if _, err := n.kv.Put(ctx, nodeKey(n.opts.NodeID), v); err != nil {
-		return fmt.Errorf("cluster: registering the node: %w", err)
-	}
-	return nil
 }
 
 // keep renews, gives up and claims leases every RenewEvery until Stop.

@@ -22,8 +22,9 @@ import (
 // Node is one bus node of the scale-out mode. It is what httpapi calls
 // (Publish, Get, List, Correct): any node answers for every task.
 type Node struct {
-	opts Options
-	log  *slog.Logger
+	opts     Options
+	log      *slog.Logger
+	instance string // this process's, in its registration (register.go)
 
 	js     jetstream.JetStream
 	ejs    jetstream.JetStream // publishes events (ingest.go): its answers go to published
@@ -86,16 +87,17 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{
 		opts: opts, log: opts.Logger.With("component", "cluster", "node", opts.NodeID), js: js,
-		owned:   map[int]*partition{},
-		counted: map[int]*partition{},
-		leases:  map[int]*lease{},
-		view:    map[string]time.Time{},
-		queues:  map[string]*subjectQueue{},
-		flights: map[*nats.Msg]*flight{},
-		kickc:   make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		ready:   make(chan struct{}),
-		life:    lifecycle.Group{Name: "cluster"},
+		instance: newInstanceID(),
+		owned:    map[int]*partition{},
+		counted:  map[int]*partition{},
+		leases:   map[int]*lease{},
+		view:     map[string]time.Time{},
+		queues:   map[string]*subjectQueue{},
+		flights:  map[*nats.Msg]*flight{},
+		kickc:    make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		ready:    make(chan struct{}),
+		life:     lifecycle.Group{Name: "cluster"},
 	}
 	// Every message sent to the events stream is answered through these
 	// handlers, within PublishTimeout at most (the timeout, a lost
@@ -116,7 +118,10 @@ func New(opts Options) (*Node, error) {
 
 // Start creates or checks the streams and the lease bucket, registers the
 // node, and starts claiming partitions. It returns once the node is
-// registered; partitions are rebuilt in the background (Ready).
+// registered; partitions are rebuilt in the background (Ready). A live
+// registration of this node ID by another process is waited out, up to a
+// lease TTL (a restart after kill -9 finds its own); Start refuses if it
+// is renewed meanwhile (two processes with one ID).
 func (n *Node) Start(ctx context.Context) error {
 	return n.life.Start(ctx, func(context.Context) error { return n.start(ctx) })
 }
@@ -130,7 +135,7 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	n.rpcSubs = append(n.rpcSubs, sub)
-	if err := n.heartbeat(ctx); err != nil {
+	if err := n.register(ctx); err != nil {
 		return err
 	}
 	w, err := n.kv.WatchAll(n.ctx)

@@ -102,6 +102,9 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	if err := node.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for an old registration to expire
+		}
 		return err
 	}
 	defer stopService(context.Background(), log, "the cluster node", node)
