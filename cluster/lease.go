@@ -43,12 +43,16 @@ func (n *Node) keep(ctx context.Context) {
 		}
 		if round > 0 {
 			n.round(ctx, &opening)
+			n.checkReady()
 			continue
 		}
 		n.round(ctx, &first)
-		n.life.Go(func(context.Context) error { // Ready: once the first claims are rebuilt
+		n.life.Go(func(context.Context) error { // Ready: not before the first claims are rebuilt
 			first.Wait()
-			close(n.ready)
+			n.readyMu.Lock()
+			n.firstDone = true
+			n.readyMu.Unlock()
+			n.checkReady()
 			return nil
 		})
 	}
@@ -299,6 +303,7 @@ func (n *Node) open(ctx context.Context, l *lease) {
 	n.counted[l.p] = pt
 	n.mu.Unlock()
 	n.log.Info("partition taken", "partition", l.p, "handed_over", !pt.unclean)
+	n.checkReady()
 	if pt.unclean {
 		// Only now, with the partition answering: the snapshots the
 		// streams take list it.
@@ -341,7 +346,7 @@ func (n *Node) watch(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			n.viewMu.Lock()
 			if e.Operation() == jetstream.KeyValuePut {
-				n.view[e.Key()] = n.opts.Clock.Now()
+				n.view[e.Key()] = seen{at: n.opts.Clock.Now(), holder: string(e.Value())}
 			} else {
 				delete(n.view, e.Key())
 			}
@@ -360,17 +365,31 @@ func (n *Node) watch(ctx context.Context, w jetstream.KeyWatcher) {
 // (a NATS server before 2.11 sends none).
 func (n *Node) bucketView() (nodes int, taken map[string]bool) {
 	taken = map[string]bool{}
+	n.eachLive(func(k string, s seen) {
+		if strings.HasPrefix(k, "node.") {
+			nodes++
+		} else {
+			taken[k] = true
+		}
+	})
+	return nodes, taken
+}
+
+// seen is a lease-bucket key as this node's watcher last saw it written.
+type seen struct {
+	at     time.Time
+	holder string // a lease's value: the node ID that holds it
+}
+
+// eachLive calls f, under viewMu, for every key of the bucket written
+// less than a lease TTL ago.
+func (n *Node) eachLive(f func(key string, s seen)) {
 	stale := n.opts.Clock.Now().Add(-n.opts.LeaseTTL)
 	n.viewMu.Lock()
 	defer n.viewMu.Unlock()
-	for k, at := range n.view {
-		switch {
-		case at.Before(stale):
-		case strings.HasPrefix(k, "node."):
-			nodes++
-		default:
-			taken[k] = true
+	for k, s := range n.view {
+		if !s.at.Before(stale) {
+			f(k, s)
 		}
 	}
-	return nodes, taken
 }

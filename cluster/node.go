@@ -53,7 +53,7 @@ type Node struct {
 	flights   map[*nats.Msg]*flight // events messages sent and not answered
 
 	viewMu sync.Mutex
-	view   map[string]time.Time // lease-bucket keys, when last seen written (watch)
+	view   map[string]seen // lease-bucket keys, when last seen written and by whom (watch)
 
 	kickc chan struct{}
 	warns *loglimit.Limiter // one key: every warning of the node shares it
@@ -62,7 +62,10 @@ type Node struct {
 	ctx    context.Context // of queries; cancelled by Stop
 	cancel context.CancelFunc
 	stop   chan struct{} // closed when Stop begins: Publish refuses
-	ready  chan struct{} // closed after the first round of claims
+
+	readyMu   sync.Mutex    // taken before mu and viewMu, never under them
+	firstDone bool          // the first round's claims are rebuilt
+	ready     chan struct{} // closed by checkReady (ready.go)
 }
 
 var _ interface {
@@ -91,7 +94,7 @@ func New(opts Options) (*Node, error) {
 		owned:    map[int]*partition{},
 		counted:  map[int]*partition{},
 		leases:   map[int]*lease{},
-		view:     map[string]time.Time{},
+		view:     map[string]seen{},
 		queues:   map[string]*subjectQueue{},
 		flights:  map[*nats.Msg]*flight{},
 		kickc:    make(chan struct{}, 1),
@@ -270,10 +273,6 @@ func (n *Node) metricsOptions() metrics.Options {
 	mo.Clock, mo.Logger = n.opts.Clock, n.log
 	return mo
 }
-
-// Ready is closed once the node has made its first round of claims and
-// rebuilt what it claimed.
-func (n *Node) Ready() <-chan struct{} { return n.ready }
 
 // Stop hands every partition over (its decisions durable, a bookmark in
 // its log, its metrics flushed), gives up the leases and the registration,

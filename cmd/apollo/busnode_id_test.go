@@ -1,9 +1,14 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/apollo-11/apollo/cluster"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
 
@@ -42,9 +47,59 @@ func TestBusNodeRestartsAfterKill9(t *testing.T) {
 	eventually(t, testwait.Timeout(t), "the node serving both partitions", func() bool { return len(servedBy(t, first.addr)) == 2 })
 	first.kill()
 	again := startApollo(t, busNodeArgs(url, "phoenix")...)
-	eventually(t, testwait.Timeout(t), "the restarted node serving both partitions", func() bool { return len(servedBy(t, again.addr)) == 2 })
+	if n := servedWhenReady(t, again.addr); n != 2 {
+		t.Errorf("the restarted node said ready serving %d partitions, want 2", n)
+	}
 	again.kill() // its log is read once it is written
 	if !strings.Contains(again.out.String(), "waiting for it to expire") {
 		t.Errorf("the restarted node did not wait for its old registration:\n%s", again.out)
 	}
+}
+
+// A node is not ready while a lease of its ID that it does not hold is
+// live: what a node restarted after kill -9 finds of its previous process
+// (a NATS server before 2.11 sends no expiry markers, so the node counts
+// such a lease live for a TTL after it first sees it). Before, /readyz
+// answered ready as soon as the node had rebuilt the one free partition,
+// and for up to 10 s the other was served by nobody.
+func TestBusNodeNotReadyWithoutItsShare(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testwait.Context(t)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cluster.LeaseBucket, TTL: cluster.DefaultLeaseTTL,
+		History: 1, Storage: jetstream.FileStorage, LimitMarkerTTL: cluster.DefaultLeaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "p.0", []byte("reborn")); err != nil { // as the process before left it
+		t.Fatal(err)
+	}
+	p := startApollo(t, busNodeArgs(ns.ClientURL(), "reborn")...)
+	if n := servedWhenReady(t, p.addr); n != 2 {
+		t.Errorf("the node said ready serving %d of 2 partitions (the other under its old lease)", n)
+	}
+}
+
+// servedWhenReady waits for a node's GET /readyz to answer 200 and
+// returns how many partitions the node serves then.
+func servedWhenReady(t *testing.T, addr string) int {
+	t.Helper()
+	eventually(t, testwait.Timeout(t), "GET /readyz 200", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return len(servedBy(t, addr))
 }
