@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,16 +41,16 @@ type RuleBook interface {
 // alerting returns the engine, or the error that says there is none.
 func (s *Server) alerting() (AlertEngine, error) {
 	if s.opts.Alerts == nil {
-		return nil, noAlerting()
+		return nil, s.noAlerting()
 	}
 	return s.opts.Alerts, nil
 }
 
 // noAlerting is the answer of the alert and rules routes in a process
 // without alerting.
-func noAlerting() error {
+func (s *Server) noAlerting() error {
 	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "alerting is not running on this server",
-		Hint: "start apollo server (or apollo alert) with alerting"}
+		Hint: cmp.Or(s.opts.NoAlertingHint, "start apollo server (or apollo alert) with alerting")}
 }
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal) error {
@@ -235,7 +236,7 @@ func (s *Server) removeSilence(w http.ResponseWriter, r *http.Request, p *Princi
 // ruleBook returns the rules, or the error that says there are none.
 func (s *Server) ruleBook() (RuleBook, error) {
 	if s.opts.Rules == nil {
-		return nil, noAlerting()
+		return nil, s.noAlerting()
 	}
 	return s.opts.Rules, nil
 }

@@ -81,6 +81,10 @@ type Options struct {
 	// Rules serves GET and PUT /api/v1/rules (rulebook.Book); nil
 	// answers them with 503.
 	Rules RuleBook
+	// NoAlertingHint is what the 503 of those routes, without Alerts
+	// or Rules, tells to do; default: start apollo server (or apollo
+	// alert) with alerting. A scale-out node says how its mode alerts.
+	NoAlertingHint string
 	// Expectations serves the job expectations and the learner's
 	// proposals; nil answers those routes with 503.
 	Expectations Expectations

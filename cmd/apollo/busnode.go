@@ -261,6 +261,8 @@ func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Ser
 	if np.alerting != nil {
 		np.alerting.apiOptions(&opts)
 		np.alerting.system(opts.System)
+	} else {
+		opts.NoAlertingHint = "alerting in the scale-out mode is apollo alert's, through Redis: give the nodes --redis (or redis.url) and run apollo alert with the same Redis (docs/scale-out.md)"
 	}
 	return httpapi.New(opts), nil
 }

@@ -327,3 +327,24 @@ func TestBusNodeCountersDoNotFallAtAHandover(t *testing.T) {
 		t.Errorf("the first node counts %d accepted events after handing two partitions over, want the 40 it decided", n)
 	}
 }
+
+// A node without Redis answers the alerting routes 503 with what to do in
+// its mode: give the nodes Redis and run apollo alert. Before, it said
+// "start apollo server (or apollo alert)", which in this mode leads
+// nowhere (a node's alerting is apollo alert's, through Redis).
+func TestBusNodeWithoutRedisSaysHowToAlert(t *testing.T) {
+	t.Parallel()
+	p := startApollo(t, busNodeArgs(startNATS(t).ClientURL(), "no-alerts")...)
+	for _, path := range []string{"/api/v1/alerts", "/api/v1/rules", "/api/v1/silences"} {
+		resp, err := http.Get("http://" + p.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "give the nodes --redis") ||
+			!strings.Contains(string(b), "run apollo alert") || strings.Contains(string(b), "apollo server") {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+}
