@@ -231,6 +231,9 @@ func (c *client) ack(ctx context.Context, id string) {
 	switch {
 	case c.h.opts.Acker == nil:
 		res.Error = "acknowledging alerts is not available on this server"
+		if h := c.h.opts.NoAckHint; h != "" {
+			res.Error += " (" + h + ")"
+		}
 	case !c.who.MayAck:
 		res.Error = "acknowledging needs the operator role; the token has " + c.who.Role
 	default:

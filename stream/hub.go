@@ -70,7 +70,10 @@ type Options struct {
 	Changes func(buffer int) ChangeSubscription
 	Alerts  AlertSource   // nil: no alert messages
 	Metrics MetricsSource // nil: no metric messages
-	Acker   Acker         // nil: ack answers "not available"
+	Acker   Acker         // nil: ack answers "not available", and NoAckHint
+	// NoAckHint, without an Acker, says what would make acks work in this
+	// process (a scale-out node: give it Redis and run apollo alert).
+	NoAckHint string
 	// System returns Apollo-11's own health for the system message (the
 	// body of GET /api/v1/system); nil: no system messages.
 	System func() any

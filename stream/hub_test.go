@@ -606,3 +606,18 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 		t.Errorf("tenant b: %+v", m)
 	}
 }
+
+// Without an Acker an ack says it is not available here, and what would
+// make it so when the process knows (a scale-out node without Redis).
+func TestAckWithoutAckerSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	for _, hint := range []string{"", "give the nodes --redis and run apollo alert"} {
+		e := newStreamEnv(t, func(o *Options) { o.NoAckHint = hint })
+		c := e.dial("op-a")
+		c.send(sub{"type": "ack", "alert": "x"})
+		m := c.readType(apiclient.MsgAckResult)
+		if m.OK || !strings.Contains(m.Error, "not available on this server") || !strings.Contains(m.Error, hint) {
+			t.Errorf("hint %q: ack answered %+v", hint, m)
+		}
+	}
+}

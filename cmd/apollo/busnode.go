@@ -119,6 +119,8 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	}
 	if alerting != nil {
 		alerting.hubOptions(&hubOpts, auditLog)
+	} else {
+		hubOpts.NoAckHint = nodeNoAlertingHint
 	}
 	hub, err := stream.New(hubOpts)
 	if err != nil {
@@ -219,6 +221,10 @@ func nodeMetrics(cfg config.Config, rdb redis.UniversalClient) (httpapi.MetricsS
 	return st, nil
 }
 
+// nodeNoAlertingHint is what a node without Redis says where alerting
+// would answer: the API's alerting routes, and an ack over the stream.
+const nodeNoAlertingHint = "alerting in the scale-out mode is apollo alert's, through Redis: give the nodes --redis (or redis.url) and run apollo alert with the same Redis (docs/scale-out.md)"
+
 // nodeParts are what a node's API serves; alerting and store are nil
 // without Redis.
 type nodeParts struct {
@@ -262,7 +268,7 @@ func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Ser
 		np.alerting.apiOptions(&opts)
 		np.alerting.system(opts.System)
 	} else {
-		opts.NoAlertingHint = "alerting in the scale-out mode is apollo alert's, through Redis: give the nodes --redis (or redis.url) and run apollo alert with the same Redis (docs/scale-out.md)"
+		opts.NoAlertingHint = nodeNoAlertingHint
 	}
 	return httpapi.New(opts), nil
 }
