@@ -18,6 +18,10 @@ type Summary struct {
 	Started int64 // runs that went to running
 	Late    int64 // runs that became late (late starts and missed starts)
 	Missed  int64 // runs that never started within their grace period
+	// DueAgain counts the starts and missed marks of runs already counted
+	// in Started or Missed before (a missed run that then starts): Due
+	// subtracts it, so that each run is due once.
+	DueAgain int64
 
 	CostSum, CostN   int64 // ms; CostN counts finished runs with a known cost
 	CostMin, CostMax int64 // ms; both 0 when CostN == 0
@@ -36,9 +40,14 @@ func (s Summary) TimeoutRate() float64 { return ratio(s.Timeout, s.Count) }
 // SuccessRate is Success/Count, 0 when nothing finished.
 func (s Summary) SuccessRate() float64 { return ratio(s.Success, s.Count) }
 
-// LateRate is Late / (Started + Missed): the share of runs that were due and
-// did not start on time.
-func (s Summary) LateRate() float64 { return ratio(s.Late, s.Started+s.Missed) }
+// Due is the runs that were due in the window, each counted once: those
+// that started or were marked missed, less the ones counted twice (a
+// missed run that started later counts where it was first counted).
+func (s Summary) Due() int64 { return s.Started + s.Missed - s.DueAgain }
+
+// LateRate is Late / Due: the share of the runs that were due that did not
+// start on time (started late or missed), 0 when none was due.
+func (s Summary) LateRate() float64 { return ratio(s.Late, s.Due()) }
 
 // AvgCost is the mean cost in ms of the finished runs that reported one.
 func (s Summary) AvgCost() float64 { return ratio(s.CostSum, s.CostN) }
@@ -78,6 +87,7 @@ func (s *Summary) Add(o Summary) {
 	s.Started += o.Started
 	s.Late += o.Late
 	s.Missed += o.Missed
+	s.DueAgain += o.DueAgain
 	s.CostSum += o.CostSum
 	s.CostN += o.CostN
 	s.Backlog += o.Backlog

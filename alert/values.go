@@ -54,7 +54,7 @@ func metricValue(s *apollo.Summary, m rules.Metric, window time.Duration) float6
 	case rules.MetricSuccessRate:
 		return ratio(s.Success, s.Count)
 	case rules.MetricLateRate:
-		return ratio(s.Late, s.Started+s.Missed)
+		return ratio(s.Late, s.Due())
 	case rules.MetricAvgCost:
 		return ratio(s.CostSum, s.CostN)
 	case rules.MetricMaxCost:

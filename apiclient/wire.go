@@ -29,6 +29,7 @@ type JobRow struct {
 	Started     int64   `json:"started"`
 	Late        int64   `json:"late"`
 	Missed      int64   `json:"missed"`
+	Due         int64   `json:"due"` // runs that were due, each once: lateRate's denominator
 	FailedRate  float64 `json:"failedRate"`
 	TimeoutRate float64 `json:"timeoutRate"`
 	LateRate    float64 `json:"lateRate"`

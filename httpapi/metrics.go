@@ -26,7 +26,7 @@ type MetricsStore interface {
 func rowOf(name string, s apollo.Summary) apiclient.JobRow {
 	return apiclient.JobRow{
 		Name: name, Count: s.Count, Success: s.Success, Failed: s.Failed, Timeout: s.Timeout,
-		Started: s.Started, Late: s.Late, Missed: s.Missed,
+		Started: s.Started, Late: s.Late, Missed: s.Missed, Due: s.Due(),
 		FailedRate: s.FailedRate(), TimeoutRate: s.TimeoutRate(), LateRate: s.LateRate(),
 		AvgCostMs: s.AvgCost(), MinCostMs: s.CostMin, MaxCostMs: s.CostMax,
 		Backlog: s.Backlog, Running: s.Running, Throughput: s.Throughput(),

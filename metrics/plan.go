@@ -289,6 +289,11 @@ func planChange(c *apollo.Change, now, rollupRetention int64) plan {
 	if missed {
 		ev[fMissed] = 1
 	}
+	// A run is due once: a start or a missed mark of a run that had
+	// started or been marked missed (Late) before is counted again.
+	if (ev[fStarted] == 1 || missed) && (prev.StartedAt != 0 || prev.Late) {
+		ev[fDueAgain] = 1
+	}
 	p.counters(ci, ts, &ev, 0)
 
 	if prev.Status != cur.Status || pi != ci { // pi < 0 has prev.Status none

@@ -12,7 +12,7 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// The snapshot format, version 2. A frame:
+// The snapshot format, version 3. A frame:
 //
 //	magic "APMS" 0x01
 //	chunks: a uvarint length (1 to 1 MiB) and that many bytes; then 0
@@ -36,11 +36,13 @@ import (
 //	    the last ends by final status (3 varints)
 //
 // Version 1 had no health; it is still read, as jobs without runs.
+// Versions 1 and 2 had one value fewer (no fDueAgain, the last field); they
+// are still read, with DueAgain zero in every entry.
 // The frame lets a reader take exactly the snapshot's bytes from any
 // io.Reader and then parse from memory, without a call per byte.
 // Tenants and jobs are written in name order; the reader insists on it, so
 // a name cannot appear twice.
-var snapMagic = [5]byte{'A', 'P', 'M', 'S', 2}
+var snapMagic = [5]byte{'A', 'P', 'M', 'S', 3}
 
 // oldestSnapshot is the oldest version ReadSnapshot reads.
 const oldestSnapshot = 1
@@ -51,9 +53,6 @@ const (
 	// maxSnapString bounds a tenant or job name. Names are at most
 	// apollo.MaxNameBytes; the margin lets that limit change.
 	maxSnapString = 4096
-	// minEntryBytes is the least an entry takes: a key, nField values and
-	// min and max, one byte each.
-	minEntryBytes = 3 + nField
 )
 
 var levelStep = [2]int64{bucketMs, minuteMs}
@@ -187,7 +186,10 @@ func (a *Aggregator) ReadSnapshot(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("metrics: read snapshot at byte %d: %w", fr.off, err)
 	}
-	p := &snapParser{b: content, version: fr.version, recent: a.recent}
+	p := &snapParser{b: content, version: fr.version, fields: nField, recent: a.recent}
+	if fr.version < 3 {
+		p.fields = fDueAgain
+	}
 	tenants, c0, c1, err := p.decode()
 	if err != nil {
 		return fmt.Errorf("metrics: read snapshot content at byte %d: %w", p.off, err)
@@ -279,6 +281,7 @@ type snapParser struct {
 	off     int
 	scratch level // reused while reading a level, so each level is allocated once at its size
 	version byte  // of the snapshot
+	fields  int   // values per entry in this version: the first fields of vec
 	recent  int   // the reading aggregator's RecentRuns
 }
 
@@ -367,7 +370,7 @@ func (p *snapParser) decode() (*sync.Map, int64, int64, error) {
 }
 
 func (p *snapParser) tenant(tn string) (*tenant, error) {
-	n, err := p.count("job count", 1+2*(nField+1))
+	n, err := p.count("job count", 1+2*(p.fields+1))
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", tn, err)
 	}
@@ -400,13 +403,15 @@ func (p *snapParser) tenant(tn string) (*tenant, error) {
 }
 
 func (p *snapParser) level(l *level, step int64) error {
-	for f := range l.base {
+	for f := range p.fields {
 		var err error
 		if l.base[f], err = p.varint("base"); err != nil {
 			return err
 		}
 	}
-	n, err := p.count("entry count", minEntryBytes)
+	// The least an entry takes: a key, the values and min and max, one
+	// byte each.
+	n, err := p.count("entry count", 3+p.fields)
 	if err != nil || n == 0 {
 		return err
 	}
@@ -447,7 +452,7 @@ func (p *snapParser) entry(l *level, key int64, prev *vec, step int64, first boo
 		key += int64(gap) * step
 	}
 	cum := *prev
-	for f := range cum {
+	for f := range p.fields {
 		x, err := p.varint("value")
 		if err != nil {
 			return 0, err

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -117,6 +118,54 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		len(data), st.Names, st.Buckets, st.Rollups, float64(len(data))/float64(st.Buckets+st.Rollups))
 }
 
+// A data directory written by the release before DueAgain (snapshot
+// version 2, testdata/snapshot-v2.bin: fill(…, 200) on newIdle's clock)
+// is read: every counter as this build counts it, DueAgain zero (the old
+// release did not count it), so late_rate over those buckets reads
+// Late / (Started + Missed) as it did then.
+func TestSnapshotReadsVersion2(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/snapshot-v2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[4] != 2 {
+		t.Fatalf("testdata/snapshot-v2.bin is version %d", data[4])
+	}
+	a, clock := newIdle(t)
+	fill(t, a, clock, 200)
+	b, _ := metrics.New(metrics.Options{Clock: clock})
+	if err := b.ReadSnapshot(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	var again int64
+	for _, tn := range []string{"", "team-b"} {
+		q := metrics.Query{Tenant: tn, Window: 24 * time.Hour, Now: clock.Now()}
+		ta, _ := a.Table(context.Background(), q)
+		tb, _ := b.Table(context.Background(), q)
+		if !reflect.DeepEqual(ta.Names, tb.Names) || len(tb.Rows) == 0 {
+			t.Fatalf("tenant %q: jobs %v, want %v", tn, tb.Names, ta.Names)
+		}
+		for i := range ta.Rows {
+			want := ta.Rows[i]
+			again += want.DueAgain
+			want.DueAgain = 0
+			if tb.Rows[i] != want {
+				t.Errorf("tenant %q job %q: read %+v, want %+v", tn, ta.Names[i], tb.Rows[i], want)
+			}
+		}
+	}
+	if again == 0 {
+		t.Fatal("the workload has no missed run that started: the test shows nothing")
+	}
+	// What it reads it writes as version 3, and reads back alike.
+	c, _ := metrics.New(metrics.Options{Clock: clock})
+	if err := c.ReadSnapshot(bytes.NewReader(snapshot(t, b))); err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers(t, b, c, clock.Now())
+}
+
 // A snapshot inside a larger stream: ReadSnapshot reads exactly its bytes
 // from an io.ByteReader, and also works from a plain io.Reader.
 func TestSnapshotInStream(t *testing.T) {
@@ -154,11 +203,15 @@ func frame(version byte, content []byte) []byte {
 func handSnapshot(version byte, jobs ...string) []byte {
 	b := []byte{0, 0, 1, 0} // horizons, one tenant named ""
 	b = binary.AppendUvarint(b, uint64(len(jobs)))
+	base := 12
+	if version < 3 {
+		base = 11 // no DueAgain
+	}
 	for _, j := range jobs {
 		b = append(binary.AppendUvarint(b, uint64(len(j))), j...)
 		for range 2 {
-			b = append(b, make([]byte, 11)...) // base
-			b = append(b, 0)                   // no entries
+			b = append(b, make([]byte, base)...) // base
+			b = append(b, 0)                     // no entries
 		}
 	}
 	return frame(version, b)
@@ -176,7 +229,7 @@ func TestSnapshotErrors(t *testing.T) {
 	}{
 		{"empty", "", "bad magic"},
 		{"not ours", "hello world", "bad magic"},
-		{"newer version", string(handSnapshot(3)), "version 3"},
+		{"newer version", string(handSnapshot(4)), "version 4"},
 		{"older version", string(handSnapshot(0)), "version 0"},
 		{"damaged", string(flipped), "byte"},
 		{"truncated", string(valid[:len(valid)-1]), "checksum"},

@@ -19,6 +19,7 @@ const (
 	fCostN
 	fBacklog
 	fRunning
+	fDueAgain // last: snapshots before version 3 end at fRunning
 	nField
 )
 
@@ -52,6 +53,7 @@ func (v *vec) toSummary(s *apollo.Summary) {
 	s.Started, s.Late, s.Missed = v[fStarted], v[fLate], v[fMissed]
 	s.CostSum, s.CostN = costSum(v[fCostSum], v[fCostN]), v[fCostN]
 	s.Backlog, s.Running = v[fBacklog], v[fRunning]
+	s.DueAgain = v[fDueAgain]
 }
 
 // costSum reads the cost sum of a window or a total. Levels keep running
@@ -73,7 +75,7 @@ func (v *vec) fromSummary(s *apollo.Summary) {
 		fCount: s.Count, fSuccess: s.Success, fFailed: s.Failed, fTimeout: s.Timeout,
 		fStarted: s.Started, fLate: s.Late, fMissed: s.Missed,
 		fCostSum: s.CostSum, fCostN: s.CostN,
-		fBacklog: s.Backlog, fRunning: s.Running,
+		fBacklog: s.Backlog, fRunning: s.Running, fDueAgain: s.DueAgain,
 	}
 }
 

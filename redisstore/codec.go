@@ -18,6 +18,11 @@ import (
 // so redis-cli shows it; a few bytes per entry, as most counters are small.
 //
 //	b1893553200 = "0:3,3,0,0,3,0,0,4500,3,1500,1500;7:1,0,1,0,0,0,0,0,0,0,0,0,-1"
+//
+// DueAgain came last, in a later release: a field written before it has
+// at most 13 values and reads with DueAgain zero. A release before it
+// refuses an entry that has one (a missed run that started), so a bus of
+// this release needs apollo alert of this release too.
 const (
 	vCount = iota
 	vSuccess
@@ -32,6 +37,7 @@ const (
 	vCostMax
 	vBacklog // gauge moves in the bucket
 	vRunning
+	vDueAgain
 	nVals
 )
 
@@ -47,7 +53,7 @@ func (v *vals) fromEntry(e *metrics.Entry) {
 		vCount: s.Count, vSuccess: s.Success, vFailed: s.Failed, vTimeout: s.Timeout,
 		vStarted: s.Started, vLate: s.Late, vMissed: s.Missed,
 		vCostSum: s.CostSum, vCostN: s.CostN, vCostMin: s.CostMin, vCostMax: s.CostMax,
-		vBacklog: s.Backlog, vRunning: s.Running,
+		vBacklog: s.Backlog, vRunning: s.Running, vDueAgain: s.DueAgain,
 	}
 }
 
@@ -82,7 +88,7 @@ func appendVals(b []byte, v *vals, n int) []byte {
 	return b
 }
 
-var errValue = errors.New("not a list of at most 13 decimal integers")
+var errValue = errors.New("not a list of at most 14 decimal integers")
 
 // parseVals decodes a field's value into v (zeroing the rest) and accepts
 // at most n values. It takes nothing but what appendVals writes, give or

@@ -20,6 +20,7 @@ func TestValsRoundTrip(t *testing.T) {
 		{"zero", vals{}, ""},
 		{"one finish", vals{vCount: 1, vSuccess: 1, vStarted: 1, vCostSum: 1500, vCostN: 1, vCostMin: 1500, vCostMax: 1500}, "1,1,0,0,1,0,0,1500,1,1500,1500"},
 		{"gauge moves only", vals{vBacklog: -1, vRunning: 1}, "0,0,0,0,0,0,0,0,0,0,0,-1,1"},
+		{"missed run that started", vals{vStarted: 1, vLate: 1, vMissed: 1, vDueAgain: 1}, "0,0,0,0,1,1,1,0,0,0,0,0,0,1"},
 		{"extremes", vals{vCount: math.MaxInt64, vCostSum: -math.MaxInt64}, "9223372036854775807,0,0,0,0,0,0,-9223372036854775807"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,10 +36,27 @@ func TestValsRoundTrip(t *testing.T) {
 	}
 }
 
+// A block written by the release before DueAgain (13 values at most)
+// reads with DueAgain zero: Redis written by it keeps working.
+func TestParseBlockBeforeDueAgain(t *testing.T) {
+	t.Parallel()
+	got, err := parseBlock("0:3,3,0,0,3,1,1,4500,3,1500,1500;7:1,0,1,0,0,0,0,0,0,0,0,0,-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []slotVals{
+		{0, vals{vCount: 3, vSuccess: 3, vStarted: 3, vLate: 1, vMissed: 1, vCostSum: 4500, vCostN: 3, vCostMin: 1500, vCostMax: 1500}},
+		{7, vals{vCount: 1, vFailed: 1, vRunning: -1}},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("parsed %v, want %v", got, want)
+	}
+}
+
 func TestParseValsRejects(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{",", "1,", ",1", "1,,2", "a", "1 ", " 1", "-", "+1", "1.5", "9223372036854775808",
-		"99999999999999999999", strings.Repeat("1,", 13) + "1", "1\x00"} {
+		"99999999999999999999", strings.Repeat("1,", 14) + "1", "1\x00"} {
 		var v vals
 		if err := parseVals(in, &v, nVals); err == nil {
 			t.Errorf("parseVals(%q) = %v, want an error", in, v)

@@ -180,7 +180,7 @@ func (d *jobData) summarize(p *readPlan, a, b int64, out *apollo.Summary) {
 	}
 	*out = apollo.Summary{
 		Count: acc[vCount], Success: acc[vSuccess], Failed: acc[vFailed], Timeout: acc[vTimeout],
-		Started: acc[vStarted], Late: acc[vLate], Missed: acc[vMissed],
+		Started: acc[vStarted], Late: acc[vLate], Missed: acc[vMissed], DueAgain: acc[vDueAgain],
 		CostSum: acc[vCostSum], CostN: acc[vCostN], CostMin: acc[vCostMin], CostMax: acc[vCostMax],
 		// A level is never below zero, as in metrics: clocks that disagree
 		// can put a task's leaving pending before its entering.

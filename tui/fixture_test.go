@@ -52,14 +52,14 @@ func fixtureAlerts() []apollo.Alert {
 	}
 }
 
-const fixtureMetrics = `{"window":"5m0s","prefix":"","total":{"count":61,"success":55,"failed":5,"timeout":1,"started":62,"late":2,"missed":1,"failedRate":0.08196,"timeoutRate":0.01639,"lateRate":0.0317,"avgCostMs":2412.5,"minCostMs":3,"maxCostMs":181250,"backlog":1,"running":1,"throughput":12.2},
+const fixtureMetrics = `{"window":"5m0s","prefix":"","total":{"count":61,"success":55,"failed":5,"timeout":1,"started":62,"late":2,"missed":1,"due":63,"failedRate":0.08196,"timeoutRate":0.01639,"lateRate":0.0317,"avgCostMs":2412.5,"minCostMs":3,"maxCostMs":181250,"backlog":1,"running":1,"throughput":12.2},
 "jobs":[
-{"name":"batch_invoices","count":12,"success":8,"failed":4,"timeout":0,"started":12,"late":0,"missed":0,"failedRate":0.3333,"timeoutRate":0,"lateRate":0,"avgCostMs":505,"minCostMs":498,"maxCostMs":55000,"backlog":0,"running":0,"throughput":2.4},
-{"name":"batch_orders","count":30,"success":30,"failed":0,"timeout":0,"started":31,"late":0,"missed":0,"failedRate":0,"timeoutRate":0,"lateRate":0,"avgCostMs":301,"minCostMs":290,"maxCostMs":850,"backlog":0,"running":1,"throughput":6},
-{"name":"cleanup_tmp","count":14,"success":14,"failed":0,"timeout":0,"started":13,"late":1,"missed":1,"failedRate":0,"timeoutRate":0,"lateRate":0.0714,"avgCostMs":3,"minCostMs":3,"maxCostMs":9,"backlog":1,"running":0,"throughput":2.8},
-{"name":"etl_sales","count":1,"success":1,"failed":0,"timeout":0,"started":1,"late":0,"missed":0,"failedRate":0,"timeoutRate":0,"lateRate":0,"avgCostMs":181250,"minCostMs":181250,"maxCostMs":181250,"backlog":0,"running":0,"throughput":0.2},
-{"name":"report_daily","count":1,"success":0,"failed":0,"timeout":1,"started":1,"late":1,"missed":0,"failedRate":0,"timeoutRate":1,"lateRate":1,"avgCostMs":0,"minCostMs":0,"maxCostMs":0,"backlog":0,"running":0,"throughput":0.2},
-{"name":"sync_ledger_with_the_accounting_system_nightly","count":3,"success":2,"failed":1,"timeout":0,"started":4,"late":0,"missed":0,"failedRate":0.3333,"timeoutRate":0,"lateRate":0,"avgCostMs":12000,"minCostMs":9000,"maxCostMs":15000,"backlog":0,"running":0,"throughput":0.6}]}`
+{"name":"batch_invoices","count":12,"success":8,"failed":4,"timeout":0,"started":12,"late":0,"missed":0,"due":12,"failedRate":0.3333,"timeoutRate":0,"lateRate":0,"avgCostMs":505,"minCostMs":498,"maxCostMs":55000,"backlog":0,"running":0,"throughput":2.4},
+{"name":"batch_orders","count":30,"success":30,"failed":0,"timeout":0,"started":31,"late":0,"missed":0,"due":31,"failedRate":0,"timeoutRate":0,"lateRate":0,"avgCostMs":301,"minCostMs":290,"maxCostMs":850,"backlog":0,"running":1,"throughput":6},
+{"name":"cleanup_tmp","count":14,"success":14,"failed":0,"timeout":0,"started":13,"late":1,"missed":1,"due":14,"failedRate":0,"timeoutRate":0,"lateRate":0.0714,"avgCostMs":3,"minCostMs":3,"maxCostMs":9,"backlog":1,"running":0,"throughput":2.8},
+{"name":"etl_sales","count":1,"success":1,"failed":0,"timeout":0,"started":1,"late":0,"missed":0,"due":1,"failedRate":0,"timeoutRate":0,"lateRate":0,"avgCostMs":181250,"minCostMs":181250,"maxCostMs":181250,"backlog":0,"running":0,"throughput":0.2},
+{"name":"report_daily","count":1,"success":0,"failed":0,"timeout":1,"started":1,"late":1,"missed":0,"due":1,"failedRate":0,"timeoutRate":1,"lateRate":1,"avgCostMs":0,"minCostMs":0,"maxCostMs":0,"backlog":0,"running":0,"throughput":0.2},
+{"name":"sync_ledger_with_the_accounting_system_nightly","count":3,"success":2,"failed":1,"timeout":0,"started":4,"late":0,"missed":0,"due":4,"failedRate":0.3333,"timeoutRate":0,"lateRate":0,"avgCostMs":12000,"minCostMs":9000,"maxCostMs":15000,"backlog":0,"running":0,"throughput":0.6}]}`
 
 // fixtureSeries is a job's last hour: a run a minute, some failing,
 // nothing for the first ten minutes.

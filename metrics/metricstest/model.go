@@ -25,6 +25,7 @@ type fact struct {
 	bucket       int64
 	started      int64
 	late, missed int64
+	dueAgain     int64
 	backlog      int64
 	running      int64
 }
@@ -79,6 +80,9 @@ func (m *model) apply(c *apollo.Change, now int64) {
 		}
 		if c.Record.Kind == apollo.KindMissedStart {
 			f.missed = 1
+		}
+		if (f.started == 1 || f.missed == 1) && (prev.StartedAt != 0 || prev.Late) {
+			f.dueAgain = 1 // the run was due before: it counts once
 		}
 		m.facts = append(m.facts, f)
 	}
@@ -181,6 +185,7 @@ func (m *model) want(tenant, name string, v view) want {
 			w.Started += f.started
 			w.Late += f.late
 			w.Missed += f.missed
+			w.DueAgain += f.dueAgain
 		}
 	}
 	for _, f := range m.fins {

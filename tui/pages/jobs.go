@@ -99,7 +99,7 @@ func (p *Jobs) refilter() {
 	rows := make([][]string, len(p.shown))
 	for i, j := range p.shown {
 		rows[i] = []string{j.Name, components.Count(j.Count), rate(j.FailureRate(), j.Count),
-			rate(j.TimeoutRate, j.Count), rate(j.LateRate, j.Started+j.Missed),
+			rate(j.TimeoutRate, j.Count), rate(j.LateRate, j.Due),
 			components.Millis(j.AvgCostMs), components.Millis(float64(j.MaxCostMs)),
 			components.Number(j.Throughput), components.Count(j.Running), components.Count(j.Backlog)}
 	}
