@@ -165,18 +165,23 @@ func askedToWait(err error) time.Duration {
 	return 0
 }
 
-// withoutRedirects is c (nil: http.DefaultClient) answering a redirect
-// with the redirect itself. Following it would be a lie: after a 301, 302
-// or 303 the POST comes back as a GET without its body, and an endpoint
-// behind a sign-in proxy answers that GET with its sign-in page and a 200,
-// which would count as sent; a 307 or 308 would carry the channel's
-// headers, its secrets among them, to whatever host the answer names.
+// AnswerRedirects, as an http.Client's CheckRedirect, makes a redirect the
+// answer instead of following it. Following one would be a lie for a
+// call to a user's URL (a channel, the dead man's switch): after a 301,
+// 302 or 303 the POST comes back as a GET without its body, and an
+// endpoint behind a sign-in proxy answers that GET with its sign-in page
+// and a 200, which would count as sent; a 307 or 308 would carry the
+// call's headers, its secrets among them, to whatever host the answer
+// names.
+func AnswerRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// withoutRedirects is c (nil: http.DefaultClient) with AnswerRedirects.
 func withoutRedirects(c *http.Client) *http.Client {
 	if c == nil {
 		c = http.DefaultClient
 	}
 	nc := *c
-	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	nc.CheckRedirect = AnswerRedirects
 	return &nc
 }
 

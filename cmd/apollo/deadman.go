@@ -19,6 +19,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/notify"
 )
 
 // deadman is the outbound heartbeat (config.Deadman): it calls a URL now
@@ -51,7 +52,7 @@ func startDeadman(cfg config.Deadman, process string, clock apollo.Clock, log *s
 		return nil
 	}
 	d := &deadman{cfg: cfg, url: strings.ReplaceAll(cfg.URL, "{process}", process), clock: clock,
-		client: &http.Client{Timeout: cfg.Timeout.D(), CheckRedirect: answerRedirects}, log: log.With("component", "deadman"),
+		client: &http.Client{Timeout: cfg.Timeout.D(), CheckRedirect: notify.AnswerRedirects}, log: log.With("component", "deadman"),
 		life: lifecycle.Group{Name: "deadman"}}
 	if u, err := url.Parse(d.url); err == nil {
 		d.target = u.Scheme + "://" + u.Host
@@ -140,12 +141,6 @@ func (d *deadman) call() error {
 	}
 	return nil
 }
-
-// answerRedirects makes the client return a redirect as the answer.
-// Following it would count a call the watcher never got: a watcher behind
-// a sign-in proxy answers with its sign-in page and a 200, and a POST
-// comes back from a 302 as a GET without its body.
-func answerRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func unwrapURLError(err error) error {
 	var ue *url.Error
