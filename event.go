@@ -74,10 +74,14 @@ func (e *Event) Validate() error {
 		return &Error{Code: EINVALID, Field: "taskID", Message: fmt.Sprintf("%d bytes, over the limit of %d", len(e.TaskID), MaxTaskIDBytes)}
 	case !utf8.ValidString(e.TaskID):
 		return &Error{Code: EINVALID, Field: "taskID", Message: "not valid UTF-8"}
+	case dotSegment(e.TaskID):
+		return dotRefusal("taskID", e.TaskID)
 	case len(e.Name) > MaxNameBytes:
 		return &Error{Code: EINVALID, Field: "name", Message: fmt.Sprintf("%d bytes, over the limit of %d", len(e.Name), MaxNameBytes)}
 	case !utf8.ValidString(e.Name):
 		return &Error{Code: EINVALID, Field: "name", Message: "not valid UTF-8"}
+	case dotSegment(e.Name):
+		return dotRefusal("name", e.Name)
 	case e.Sequence < 1:
 		return &Error{Code: EINVALID, Field: "sequence", Message: fmt.Sprintf("%d is below 1", e.Sequence), Hint: "number each task's events 1, 2, 3, ..."}
 	case e.Sequence > MaxSequence:
@@ -105,6 +109,17 @@ func (e *Event) Validate() error {
 		return &Error{Code: EINVALID, Field: "extra", Message: fmt.Sprintf("%d bytes, over the limit of %d", len(e.Extra), MaxExtraBytes), Hint: "keep large output elsewhere and link to it"}
 	}
 	return nil
+}
+
+// dotSegment reports whether s is "." or "..": a URL cannot name it. A
+// browser (and any client that follows the URL standard) removes such a
+// path segment, escaped as %2E or not, before it sends the request, so the
+// dashboard's page of that task or job would be another page.
+func dotSegment(s string) bool { return s == "." || s == ".." }
+
+func dotRefusal(field, s string) error {
+	return &Error{Code: EINVALID, Field: field, Message: fmt.Sprintf("%q cannot be named in a URL", s),
+		Hint: "use a name with a letter or digit in it; the dashboard and the API open a run or a job by its name in the URL"}
 }
 
 // checkTime refuses a time outside [MinTs, MaxTs] and says which unit the

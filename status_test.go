@@ -104,6 +104,10 @@ func TestEventValidate(t *testing.T) {
 		{"cost a day past a year", func(e *apollo.Event) { e.CostMs = apollo.MaxDurationMs + 1 }, "costMs", nil},
 		{"extra too big", func(e *apollo.Event) { e.Extra = big }, "extra", nil},
 		{"bad utf8 name", func(e *apollo.Event) { e.Name = "\xff" }, "name", nil},
+		{"taskID .", func(e *apollo.Event) { e.TaskID = "." }, "taskID", []string{"URL"}},
+		{"taskID ..", func(e *apollo.Event) { e.TaskID = ".." }, "taskID", []string{"URL"}},
+		{"name ..", func(e *apollo.Event) { e.Name = ".." }, "name", []string{"URL"}},
+		{"dots inside", func(e *apollo.Event) { e.TaskID, e.Name = "../x", "a/./b" }, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

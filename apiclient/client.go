@@ -140,5 +140,15 @@ func (c *Client) send(ctx context.Context, method, path string, v, out any) erro
 	return c.do(ctx, r, out)
 }
 
-// segment escapes one path segment: a task ID may hold '/', '#' or '?'.
-func segment(s string) string { return url.PathEscape(s) }
+// segment escapes one path segment: a task ID may hold '/', '#' or '?',
+// and one stored before "." and ".." were refused is sent as %2E and
+// %2E%2E, which the server reads as the ID and no URL cleaning removes.
+func segment(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
+}
