@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // TestBusNode runs `apollo bus` against an embedded NATS server and the
@@ -31,7 +31,7 @@ import (
 func TestBusNode(t *testing.T) {
 	redis := redisURL(t)
 	cfg := filepath.Join(t.TempDir(), "apollo.yaml")
-	prefix := fmt.Sprintf("apollotest:busnode:%08x", rand.Uint32())
+	_, prefix := redistest.Client(t)
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("redis:\n  url: %s\n  prefix: %s\n", redis, prefix)), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/notify/notifytest"
 	"github.com/apollo-11/apollo/notify/webhook"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // tenantChannels is the configuration of the channel tests: a webhook
@@ -62,7 +62,8 @@ func TestChannelsBelongToTenantsThreeProcesses(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	cfg, hooks, secrets := tenantChannels(t)
-	cfg.Redis.URL, cfg.Redis.Prefix = redisURL(t), fmt.Sprintf("apollotest:tc:%08x", rand.Uint32())
+	_, prefix := redistest.Client(t)
+	cfg.Redis.URL, cfg.Redis.Prefix = redisURL(t), prefix
 	cfg.Alert.Heartbeat = config.Duration(time.Second)
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -119,7 +118,7 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 		fmt.Fprintf(&cfg, "    - {name: %s-admin, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
 	}
 	if three {
-		d.prefix = fmt.Sprintf("apollotest:durable:%08x", rand.Uint32())
+		_, d.prefix = redistest.Client(t) // its keys deleted when the test ends
 		fmt.Fprintf(&cfg, "redis:\n  url: %s\n  prefix: %s\n", redisURL(t), d.prefix)
 	}
 	cfg.WriteString(opts.config)

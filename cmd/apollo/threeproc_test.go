@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // redisURL returns the test Redis, or skips (fails with APOLLO_REQUIRE_REDIS=1).
@@ -235,7 +235,7 @@ func threeProcesses(t *testing.T, name string) (h *hook, dir, cfg string) {
 	}
 	t.Parallel()
 	redis := redisURL(t)
-	prefix := fmt.Sprintf("apollotest:%s:%08x", name, rand.Uint32())
+	_, prefix := redistest.Client(t)
 	h = newHook(t)
 	dir = writeScenario(t, h.srv.URL, redis, prefix)
 	return h, dir, filepath.Join(dir, "apollo.yaml")

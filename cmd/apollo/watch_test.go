@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 
 	"github.com/apollo-11/apollo/redisstore"
 )
@@ -73,7 +72,7 @@ type notified struct {
 func TestComponentWatch(t *testing.T) {
 	t.Parallel()
 	url := redisURL(t)
-	prefix := fmt.Sprintf("apollotest:watch:%08x", rand.Uint32())
+	_, prefix := redistest.Client(t)
 	ctx := context.Background()
 	const every = 300 * time.Millisecond
 	bus := beatLike(t, ctx, url, prefix, "bus", "b1", every)
