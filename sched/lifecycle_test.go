@@ -484,3 +484,45 @@ jobs:
 		t.Errorf("the settled runs are still in the state file: %s %v", b, err)
 	}
 }
+
+// flushingRecorder is a reporter that can say its events are delivered,
+// as the agent client does (Flush): at once.
+type flushingRecorder struct{ *recorder }
+
+func (flushingRecorder) Flush(context.Context) error { return nil }
+
+// With a reporter that says when its events are delivered, an ended run
+// leaves the state file once they are: at the latest at Stop, so that a
+// scheduler stopped gracefully leaves nothing for the next one to settle.
+func TestEndedRunsLeaveTheStateFileAtStop(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clock := apollo.NewFakeClock(t0)
+	rec, runner := newRecorder(), newFakeRunner(clock)
+	s, err := newScheduler(mustParse(t, `
+jobs:
+  - name: a
+    schedule: "0 * * * *"
+    command: [x]
+`), Options{Clock: clock, Reporter: flushingRecorder{rec}, Logger: quietLogger(), StateDir: dir}, runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !clock.BlockUntil(1, wait) {
+		t.Fatal("the loop armed no timer")
+	}
+	at := s.Jobs()[0].Next
+	clock.Set(at)
+	runner.next(t).exit(0)
+	rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	if err != nil || strings.Contains(string(b), `"runs"`) {
+		t.Errorf("a run that ended and was delivered is still in the state file after Stop: %s %v", b, err)
+	}
+}

@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	apollo "github.com/apollo-11/apollo"
 )
@@ -38,13 +40,69 @@ func (s *Scheduler) track(r *run, t *task, attempt int, p proc) {
 	s.saveState()
 }
 
-// untrack forgets r once its last event is sent.
+// untrack forgets r once its last event is delivered: sent is not enough,
+// since the reporter holds an event in memory until the server has it (a
+// batch waits up to its flush interval, a request may hang), and a kill -9
+// then would lose the run's end with nothing left to settle it. With a
+// reporter that can say when its events are delivered (the agent client's
+// Flush), the run leaves the state file at the next save after that; a
+// reporter that cannot say leaves it at once, as before.
+//
+// Waiting costs no save of its own: a run kept in the file a little long
+// is settled, after a kill -9, by an event with its last sequence, which
+// the server takes as a duplicate of the end it has.
 func (s *Scheduler) untrack(r *run) {
 	if s.state == nil {
 		return
 	}
+	f, ok := s.rep.to.(flusher)
+	if !ok {
+		s.mu.Lock()
+		delete(s.live, r)
+		s.mu.Unlock()
+		s.saveState()
+		return
+	}
+	s.flushes.Add(1)
+	go func() {
+		defer s.flushes.Done()
+		if f.Flush(s.stopCtx) == nil {
+			s.mu.Lock()
+			delete(s.live, r)
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// flusher is a Reporter that can wait until what it was sent is delivered.
+type flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// stopFlush bounds the wait at Stop for the last runs' events to be
+// delivered (or spooled), so that their runs leave the state file and the
+// next start does not settle them again.
+const stopFlush = 5 * time.Second
+
+// forgetEnded is the end of Stop: every run has ended; once the reporter
+// has delivered their events they leave the state file, which is saved.
+func (s *Scheduler) forgetEnded() {
+	if s.state == nil {
+		return
+	}
+	if f, ok := s.rep.to.(flusher); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), stopFlush)
+		err := f.Flush(ctx)
+		cancel()
+		s.flushes.Wait()
+		if err != nil {
+			s.log.Warn("sched: the last runs' events were not delivered at stop; the next start settles their runs", "err", err)
+			s.saveState()
+			return
+		}
+	}
 	s.mu.Lock()
-	delete(s.live, r)
+	clear(s.live)
 	s.mu.Unlock()
 	s.saveState()
 }

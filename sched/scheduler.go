@@ -68,7 +68,10 @@ type Scheduler struct {
 	life     lifecycle.Group // the loop
 	loopDone chan struct{}   // closed when the loop has ended (tests wait on it)
 	runs     sync.WaitGroup  // the runs, which Stop lets finish
-	killedBy error           // the end of the Stop context that had runs killed
+	flushes  sync.WaitGroup  // untrack's waits for delivery (lost.go)
+	stopCtx  context.Context // ends when Stop begins: untrack's waits end with it
+	stopNow  context.CancelFunc
+	killedBy error // the end of the Stop context that had runs killed
 
 	stateLog *loglimit.Limiter
 	saveMu   sync.Mutex // serializes writes of the state file
@@ -128,6 +131,7 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 	if opts.StateDir != "" {
 		s.state = &stateFile{dir: opts.StateDir}
 	}
+	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
 	s.install(set, time.Time{})
 	return s, nil
 }
@@ -221,8 +225,10 @@ func (s *Scheduler) stopRuns(halt func()) error {
 	s.stopping = true
 	s.mu.Unlock()
 	close(s.stopC)
+	s.stopNow()
 	halt()
 	s.runs.Wait()
+	s.forgetEnded()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.killedBy

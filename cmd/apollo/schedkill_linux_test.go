@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,4 +92,71 @@ func processAlive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// apollo sched is killed (-9) while the last event of a run that has ended
+// is still on its way (here the server's answer to it never comes; in
+// production a batch waits up to its flush interval): the run is settled
+// by the next scheduler instead of showing running on the server for
+// ever. The run left the state file when its end was sent, before.
+func TestSchedKilledWithALastEventUndelivered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "jobs.yaml"), []byte(`jobs:
+  - name: quick_job
+    schedule: "@every 1s"
+    shell: "sleep 1"
+`), 0o644)
+	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"))
+	target, _ := url.Parse("http://" + srv.addr)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	// The proxy passes everything but the first request that carries an
+	// end (success): that one it holds until the scheduler is gone.
+	held := make(chan string, 1)
+	var once sync.Once
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var evs []apollo.Event
+		json.Unmarshal(body, &evs)
+		for _, ev := range evs {
+			if ev.Status == apollo.StatusSuccess {
+				hold := false
+				once.Do(func() { hold = true; held <- ev.TaskID })
+				if hold {
+					<-r.Context().Done()
+					return
+				}
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	state := filepath.Join(dir, "sched")
+	first := startProc(t, "apollo sched: ", "sched", "--jobs", filepath.Join(dir, "jobs.yaml"), "--server", proxy.URL, "--state", state)
+	var task string
+	select {
+	case task = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no run ended within 30 s:\n%s", first.out)
+	}
+	var tk apollo.Task
+	eventually(t, 30*time.Second, "the run running on the server", func() bool {
+		apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(task), &tk)
+		return tk.Status == apollo.StatusRunning
+	})
+	first.kill()
+
+	second := startProc(t, "apollo sched: ", "sched", "--jobs", filepath.Join(dir, "jobs.yaml"), "--server", "http://"+srv.addr, "--state", state)
+	eventually(t, 30*time.Second, "the run whose end was lost settled", func() bool {
+		apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(task), &tk)
+		return tk.Status.Final()
+	})
+	if last := tk.History[len(tk.History)-1]; tk.Status != apollo.StatusFailed || !strings.Contains(string(last.Extra), `"lost":true`) {
+		t.Errorf("the run is %s with %s, want failed and lost", tk.Status, last.Extra)
+	}
+	second.term(t)
 }
