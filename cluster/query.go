@@ -201,13 +201,35 @@ func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	tasks = firstPage(tasks, limit+1)
+	tasks = firstPage(newest(tasks), limit+1)
 	next := ""
 	if len(tasks) > limit {
 		tasks = tasks[:limit]
 		next = bus.PageCursor(&tasks[limit-1])
 	}
 	return tasks, next, nil
+}
+
+// newest keeps one copy of each task: while a partition changes hands,
+// its old owner (whose lease is lost but whose local deadline has not
+// passed) and its new one may both answer, and a page would show the task
+// twice. The copy kept is the one changed last, the new owner's.
+func newest(tasks []apollo.Task) []apollo.Task {
+	type id struct{ tenant, task string }
+	at := make(map[id]int, len(tasks))
+	out := tasks[:0]
+	for _, tk := range tasks {
+		k := id{tk.Tenant, tk.TaskID}
+		i, dup := at[k]
+		switch {
+		case !dup:
+			at[k] = len(out)
+			out = append(out, tk)
+		case tk.Sequence > out[i].Sequence || tk.Sequence == out[i].Sequence && tk.UpdatedAt > out[i].UpdatedAt:
+			out[i] = tk
+		}
+	}
+	return out
 }
 
 // askAll sends req to every node on apollo.rpc.list and calls fn with each
