@@ -126,6 +126,11 @@ type Limits struct {
 	// one tenant cannot take the others' room; Tenants overrides it.
 	TenantTasks int                     `yaml:"tenant_tasks"`
 	Tenants     map[string]TenantLimits `yaml:"tenants"`
+	// StreamClients bounds the live streams (GET /api/v1/stream) open at
+	// once, and TenantStreamClients those of one tenant (0: all of
+	// StreamClients): each holds a file descriptor and memory.
+	StreamClients       int `yaml:"stream_clients"`
+	TenantStreamClients int `yaml:"tenant_stream_clients"`
 }
 
 // TenantLimits are the limits of one tenant.
@@ -202,6 +207,7 @@ func Default() Config {
 		Limits: Limits{
 			BodyBytes: 4 << 20, TaskQueue: 64, HoldingArea: 10_000, Queue: 1 << 18,
 			Tasks: 2_000_000, History: 64, IngestPerSec: 50_000,
+			StreamClients: 4_000, TenantStreamClients: 1_000,
 		},
 		Retention: Retention{
 			Finished: Duration(time.Hour), Idle: Duration(7 * 24 * time.Hour), Dedup: Duration(24 * time.Hour),
@@ -352,6 +358,12 @@ func (c *Config) Validate() error {
 		if tl.Tasks < 0 {
 			bad(fmt.Sprintf("limits.tenants[%q].tasks", tenant), "%d: use a number of tasks, or 0 for limits.tenant_tasks", tl.Tasks)
 		}
+	}
+	if c.Limits.StreamClients < 1 {
+		bad("limits.stream_clients", "%d: use a number of streams, at least 1", c.Limits.StreamClients)
+	}
+	if c.Limits.TenantStreamClients < 0 {
+		bad("limits.tenant_stream_clients", "%d: use a number of streams, or 0 for limits.stream_clients", c.Limits.TenantStreamClients)
 	}
 	if c.Limits.BodyBytes < 1024 {
 		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)

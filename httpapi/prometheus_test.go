@@ -240,7 +240,7 @@ func TestPrometheusScrapeAfterTraffic(t *testing.T) {
 		sample("apollo_out_of_order_waiting", 1),
 		sample("apollo_bus_subscribers", 1), // the hub
 		sample("apollo_stream_clients", 1),
-		expo("apollo_stream_connections_total", `{result="accepted"} 1`, `{result="refused"} 0`),
+		expo("apollo_stream_connections_total", `{result="accepted"} 1`, `{result="over_limit"} 0`, `{result="refused"} 0`),
 		sample("apollo_wal_appends_total", 7), // the 6 accepted and the waiting one; refused and dropped events are not logged
 		sample("apollo_wal_segments", 1),
 		sample("apollo_metrics_jobs", 2),

@@ -39,7 +39,7 @@ func fullParts() selfmetrics.Parts {
 			Tasks: 115, Queues: 116, Queued: 117, Holding: 118, HoldLimit: 119, Waiting: 120, Tombstones: 121, Deadlines: 122,
 			Subscribers: 123, SubscribersCut: 124, LastLSN: 125})),
 		selfmetrics.Watch("stream", fixed(stream.Stats{Changes: 901, Messages: 902, Resyncs: 903, Snapshots: 904, Resumes: 905,
-			Accepted: 906, Refused: 907, ClosedSlow: 908, ClosedNoPong: 909, ClosedShutdown: 910})),
+			Accepted: 906, Refused: 907, ClosedSlow: 908, ClosedNoPong: 909, ClosedShutdown: 910, OverLimit: 911})),
 		selfmetrics.Watch("wal", fixed(wal.Stats{Appends: 201, Bytes: 202, Syncs: 203, SyncLatencyLast: 204 * time.Millisecond,
 			SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210})),
 		selfmetrics.Watch("metrics", fixed(metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306})),

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -142,9 +143,15 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 		h.stats.refused.Add(1)
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the stream is shutting down", Hint: "reconnect in a moment"}
 	}
+	if err := h.admit(who.Tenant); err != nil {
+		h.mu.Unlock()
+		h.stats.overLimit.Add(1)
+		return err
+	}
 	h.clientsWG.Add(1)
 	h.mu.Unlock()
 	defer h.clientsWG.Done()
+	defer h.release(who.Tenant)
 
 	// The HTTP server's read and write timeouts are for requests; a stream
 	// lives for hours and keeps itself alive with heartbeats and pings.
@@ -188,6 +195,34 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	conn.CloseNow()
 	h.leave(c)
 	return nil
+}
+
+// admit counts a connection of tenant in, unless that would pass a
+// limit; h.mu is held.
+func (h *Hub) admit(tenant string) error {
+	if n := h.openByTenant[tenant]; n >= h.opts.TenantClients {
+		return &apollo.Error{Code: apollo.ETOOMANY, Message: fmt.Sprintf("tenant %q has %d streams open, its limit", tenant, n),
+			Hint: "close the dashboards and terminals it does not need; the server's limits.tenant_stream_clients sets the limit"}
+	}
+	if h.open >= h.opts.MaxClients {
+		return &apollo.Error{Code: apollo.ETOOMANY, Message: fmt.Sprintf("the server has %d streams open, its limit", h.open),
+			Hint: "close the dashboards and terminals nobody needs; the server's limits.stream_clients sets the limit"}
+	}
+	h.open++
+	h.openByTenant[tenant]++
+	return nil
+}
+
+// release counts out a connection that admit counted in, and tells the
+// tests waiting for progress that a place is free.
+func (h *Hub) release(tenant string) {
+	h.mu.Lock()
+	h.open--
+	if h.openByTenant[tenant]--; h.openByTenant[tenant] == 0 {
+		delete(h.openByTenant, tenant)
+	}
+	h.mu.Unlock()
+	h.progress.Broadcast()
 }
 
 // readLoop handles the client's messages until the connection ends.

@@ -19,7 +19,7 @@ var (
 	figResumes = &apollo.Family{Name: "apollo_stream_resumes_total", Kind: apollo.FigureCounter,
 		Help: "Subscriptions resumed from the stream's ring buffer without a snapshot."}
 	figConnections = &apollo.Family{Name: "apollo_stream_connections_total", Kind: apollo.FigureCounter, Labels: []string{"result"},
-		Help: "WebSocket connections, by result: accepted, or refused (shutting down, origin not allowed)."}
+		Help: "WebSocket connections, by result: accepted, refused (shutting down, origin not allowed), or over_limit (too many streams open)."}
 	figClosed = &apollo.Family{Name: "apollo_stream_closed_total", Kind: apollo.FigureCounter, Labels: []string{"reason"},
 		Help: "Stream clients closed by the server, by reason: too_slow (fell behind and were dropped), no_pong, shutdown."}
 )
@@ -35,6 +35,7 @@ func (s Stats) Figures(w apollo.FigureWriter) {
 	w.Add(figResumes, float64(s.Resumes))
 	w.Add(figConnections, float64(s.Accepted), "accepted")
 	w.Add(figConnections, float64(s.Refused), "refused")
+	w.Add(figConnections, float64(s.OverLimit), "over_limit")
 	w.Add(figClosed, float64(s.ClosedSlow), "too_slow")
 	w.Add(figClosed, float64(s.ClosedNoPong), "no_pong")
 	w.Add(figClosed, float64(s.ClosedShutdown), "shutdown")

@@ -98,6 +98,14 @@ type Options struct {
 	// PendingLimit bounds the changes waiting for one unthrottled client,
 	// or the tasks waiting for one coalescing group; default 10 000.
 	PendingLimit int
+	// MaxClients bounds the connections open at once, all tenants
+	// together, and TenantClients those of one tenant (0: MaxClients).
+	// Each costs a file descriptor and about 50 KB: without a bound one
+	// viewer could take every descriptor the process has, and no request
+	// of anyone would be accepted. Past either, Serve refuses with
+	// ETOOMANY before the upgrade. Defaults 4 000 and MaxClients.
+	MaxClients    int
+	TenantClients int
 
 	FlushInterval     time.Duration // coalesced updates; default 100ms
 	HeartbeatInterval time.Duration // business-level heartbeat; default 15s, negative: off
@@ -134,6 +142,8 @@ func (o *Options) setDefaults() {
 	o.SendQueue = cmp.Or(o.SendQueue, 256)
 	o.SendQueueBytes = cmp.Or(o.SendQueueBytes, 16<<20)
 	o.PendingLimit = cmp.Or(o.PendingLimit, 10_000)
+	o.MaxClients = cmp.Or(o.MaxClients, 4_000)
+	o.TenantClients = cmp.Or(o.TenantClients, o.MaxClients)
 	o.FlushInterval = cmp.Or(o.FlushInterval, 100*time.Millisecond)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, 15*time.Second)
 	o.PingInterval = cmp.Or(o.PingInterval, 10*time.Second)
@@ -150,7 +160,8 @@ func (o *Options) validate() error {
 		return errors.New("stream hub: Options.Bus is nil; pass the *bus.Bus")
 	case o.Changes == nil:
 		return errors.New("stream hub: Options.Changes is nil: nothing to stream; pass the bus's Subscribe")
-	case o.BusBuffer < 0, o.RingSize < 0, o.SendQueue < 0, o.SendQueueBytes < 0, o.PendingLimit < 0, o.MissedPongs < 0:
+	case o.BusBuffer < 0, o.RingSize < 0, o.SendQueue < 0, o.SendQueueBytes < 0, o.PendingLimit < 0, o.MissedPongs < 0,
+		o.MaxClients < 0, o.TenantClients < 0:
 		return errors.New("stream hub: a negative limit in Options; use 0 for the default")
 	case o.SnapshotSize < 0 || o.SnapshotSize > 1000:
 		return fmt.Errorf("stream hub: SnapshotSize %d is outside 1..1000 (the task listing's page limit)", o.SnapshotSize)
@@ -183,8 +194,13 @@ type Hub struct {
 	groups  map[string]*group
 	tasks   map[string]*taskIndex // groups that want tasks, by tenant, for the dispatcher
 	clients map[*client]struct{}
-	closed  bool
-	due     []*group // coalescing groups with pending changes, in due order
+	// open counts the connections Serve has admitted and not yet ended,
+	// upgraded or not, in all and by tenant: what MaxClients and
+	// TenantClients bound.
+	open         int
+	openByTenant map[string]int
+	closed       bool
+	due          []*group // coalescing groups with pending changes, in due order
 	// flushT fires when the first of due is due; flushArmed says it is
 	// set. Only the dispatcher and the ticking goroutine touch it, under mu.
 	flushT     apollo.Timer
@@ -204,7 +220,7 @@ type Hub struct {
 type hubCounters struct {
 	changes, messages, resyncs, snapshots, resumes atomic.Uint64
 	closedSlow, closedNoPong, closedShutdown       atomic.Uint64
-	accepted, refused                              atomic.Uint64
+	accepted, refused, overLimit                   atomic.Uint64
 }
 
 // Stats are the hub's counters and gauges, for GET /api/v1/system and
@@ -219,7 +235,8 @@ type Stats struct {
 	Snapshots      uint64 `json:"snapshots"`
 	Resumes        uint64 `json:"resumes"` // subscribes served from the ring
 	Accepted       uint64 `json:"accepted"`
-	Refused        uint64 `json:"refused"` // connections refused: stopped or bad origin
+	Refused        uint64 `json:"refused"`   // connections refused: stopped or bad origin
+	OverLimit      uint64 `json:"overLimit"` // connections refused: MaxClients or TenantClients open
 	ClosedSlow     uint64 `json:"closedSlow"`
 	ClosedNoPong   uint64 `json:"closedNoPong"`
 	ClosedShutdown uint64 `json:"closedShutdown"`
@@ -234,14 +251,15 @@ func New(opts Options) (*Hub, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Hub{
-		opts:    opts,
-		log:     opts.Logger.With("component", "stream"),
-		epoch:   hex.EncodeToString(b[:]),
-		ring:    newRing(opts.RingSize),
-		groups:  map[string]*group{},
-		tasks:   map[string]*taskIndex{},
-		clients: map[*client]struct{}{},
-		life:    lifecycle.Group{Name: "stream"},
+		opts:         opts,
+		log:          opts.Logger.With("component", "stream"),
+		epoch:        hex.EncodeToString(b[:]),
+		ring:         newRing(opts.RingSize),
+		groups:       map[string]*group{},
+		tasks:        map[string]*taskIndex{},
+		clients:      map[*client]struct{}{},
+		openByTenant: map[string]int{},
+		life:         lifecycle.Group{Name: "stream"},
 	}, nil
 }
 
@@ -304,7 +322,7 @@ func (h *Hub) Stats() Stats {
 		Clients: clients, Groups: groups, Cursor: cursor,
 		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(),
 		Snapshots: s.snapshots.Load(), Resumes: s.resumes.Load(),
-		Accepted: s.accepted.Load(), Refused: s.refused.Load(),
+		Accepted: s.accepted.Load(), Refused: s.refused.Load(), OverLimit: s.overLimit.Load(),
 		ClosedSlow: s.closedSlow.Load(), ClosedNoPong: s.closedNoPong.Load(), ClosedShutdown: s.closedShutdown.Load(),
 	}
 }

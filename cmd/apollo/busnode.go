@@ -113,7 +113,8 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	auditLog := audit.NewMemory(1000, apollo.SystemClock)
-	hubOpts := stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log, AllowedOrigins: cfg.Auth.AllowedOrigins}
+	hubOpts := stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log, AllowedOrigins: cfg.Auth.AllowedOrigins,
+		MaxClients: cfg.Limits.StreamClients, TenantClients: cfg.Limits.TenantStreamClients}
 	if store != nil {
 		hubOpts.Metrics = httpapi.StreamMetrics(store, apollo.SystemClock, 10*time.Second)
 	}

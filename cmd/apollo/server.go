@@ -237,7 +237,8 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	// The hub starts after recovery, so replay does not flood it.
 	hubOpts := stream.Options{Bus: b, Changes: func(n int) stream.ChangeSubscription { return b.Subscribe(n) },
 		Metrics: httpapi.StreamMetrics(agg, s.clock, 10*time.Second),
-		Clock:   s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats}
+		Clock:   s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats,
+		MaxClients: s.cfg.Limits.StreamClients, TenantClients: s.cfg.Limits.TenantStreamClients}
 	s.alerts.hubOptions(&hubOpts, s.audit)
 	hub, err := stream.New(hubOpts)
 	if err != nil {
