@@ -2,8 +2,10 @@ package audit
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +117,8 @@ type Log struct {
 	tenants map[string]*ring
 	server  *ring // entries with a Count: see Entry
 	fails   failures
-	file    *file // nil: memory only
+	file    *file // the tenants' entries; nil: memory only
+	sfile   *file // the server's own entries (failures); nil: memory only
 	stop    chan struct{}
 	done    chan struct{}
 	closed  bool
@@ -137,11 +140,25 @@ func Open(opts Options) (*Log, error) {
 	l := &Log{opts: opts, log: opts.Logger.With("component", "audit"), tenants: map[string]*ring{},
 		server: newRing(opts.Entries), fails: newFailures(opts)}
 	if opts.Dir != "" {
-		f, err := openFile(opts, l.log, l.keep)
+		// Both sets of files are read before any entry is kept, so that
+		// each ring gets its entries in time order (the server's ring
+		// holds the failures of its file and the gaps of both).
+		var read []*Entry
+		collect := func(e *Entry) { read = append(read, e) }
+		f, err := openFile(opts, fileName, l.log, collect)
 		if err != nil {
 			return nil, err
 		}
-		l.file = f
+		sf, err := openFile(opts, serverFileName, l.log, collect)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		slices.SortStableFunc(read, func(a, b *Entry) int { return a.At.Compare(b.At) })
+		for _, e := range read {
+			l.keep(e)
+		}
+		l.file, l.sfile = f, sf
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
 		go l.flushLoop()
 	}
@@ -204,12 +221,17 @@ func (l *Log) endInterval(now time.Time) {
 	}
 }
 
+// write appends e to its file: the tenants' or, for an entry with a
+// Count, the server's. Called with mu held.
 func (l *Log) write(e *Entry) {
-	if l.file == nil {
+	f := l.file
+	if e.Count > 0 {
+		f = l.sfile
+	}
+	if f == nil {
 		return
 	}
-	now := l.opts.Clock.Now()
-	if gap := l.file.write(e, now); gap != nil {
+	if gap := f.write(e, l.opts.Clock.Now()); gap != nil {
 		l.server.add(gap)
 	}
 }
@@ -273,7 +295,7 @@ func (l *Log) Close() error {
 	if l.file == nil {
 		return nil
 	}
-	err := l.file.close()
-	l.file = nil
+	err := errors.Join(l.file.close(), l.sfile.close())
+	l.file, l.sfile = nil, nil
 	return err
 }

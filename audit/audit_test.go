@@ -32,12 +32,24 @@ func openT(t *testing.T, o Options) *Log {
 	return l
 }
 
-// fileEntries reads every entry of the audit files in dir, oldest file first.
+// fileEntries reads every entry of the tenants' audit files in dir, oldest
+// file first.
 func fileEntries(t *testing.T, dir string) []Entry {
+	t.Helper()
+	return entriesOf(t, dir, fileName)
+}
+
+// serverEntries reads every entry of the server's own audit files in dir.
+func serverEntries(t *testing.T, dir string) []Entry {
+	t.Helper()
+	return entriesOf(t, dir, serverFileName)
+}
+
+func entriesOf(t *testing.T, dir, name string) []Entry {
 	t.Helper()
 	var out []Entry
 	for i := 10; i >= 0; i-- {
-		f, err := os.Open(pathOf(dir, i))
+		f, err := os.Open(filePath(dir, name, i))
 		if os.IsNotExist(err) {
 			continue
 		}
@@ -156,7 +168,7 @@ func TestFailuresPerSourcePerInterval(t *testing.T) {
 	fail("[::1]:3")
 	fail("10.0.0.9:4") // past FailureSources: counted with the other sources
 	fail("10.0.0.8:4")
-	if n := len(fileEntries(t, dir)); n != 0 {
+	if n := len(serverEntries(t, dir)); n != 0 {
 		t.Fatalf("%d entries written before the interval ended", n)
 	}
 	if got := l.List("", 10); len(got) != 3 {
@@ -168,7 +180,7 @@ func TestFailuresPerSourcePerInterval(t *testing.T) {
 		remote string
 		count  int
 	}{{"10.0.0.1", 2}, {"::1", 1}, {otherSources, 2}}
-	got := fileEntries(t, dir)
+	got := serverEntries(t, dir)
 	if len(got) != len(want) {
 		t.Fatalf("file holds %+v, want %v", got, want)
 	}
@@ -184,7 +196,7 @@ func TestFailuresPerSourcePerInterval(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := fileEntries(t, dir); len(got) != 4 || got[3].Count != 1 {
+	if got := serverEntries(t, dir); len(got) != 4 || got[3].Count != 1 {
 		t.Errorf("after Close the file holds %+v", got)
 	}
 }
@@ -206,7 +218,7 @@ func TestFailuresWrittenOnTime(t *testing.T) {
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the flush loop did not tick within 10 s")
 	}
-	if got := fileEntries(t, dir); len(got) != 1 || got[0].Remote != "10.1.1.1" || got[0].Count != 1 {
+	if got := serverEntries(t, dir); len(got) != 1 || got[0].Remote != "10.1.1.1" || got[0].Count != 1 {
 		t.Fatalf("after the interval's end the file holds %+v", got)
 	}
 }

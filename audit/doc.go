@@ -1,8 +1,9 @@
 // Package audit records who changed what: manual corrections, acks,
 // silences, rule changes, job actions and failed authentications.
 //
-// Entries go to a JSON lines file in the data directory, rotated by size
-// (audit.jsonl, .1, .2, .3), and to bounded rings in memory, one per
+// Entries go to JSON lines files in the data directory, rotated by size
+// (audit.jsonl, .1, .2, .3 for the tenants' entries; server.jsonl and its
+// own rotations for the server's), and to bounded rings in memory, one per
 // tenant, that GET /api/v1/audit reads, newest first, for admins. Failed
 // authentications by unknown callers are aggregated per source and
 // interval, fields are cut to a limit, and the file is not written while

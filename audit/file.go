@@ -13,7 +13,15 @@ import (
 	"time"
 )
 
-const fileName = "audit.jsonl"
+// The tenants' entries go to fileName; the server's own (failures of
+// unknown callers, counted per source and minute) to serverFileName. Were
+// they one file, a caller with no token could rotate the tenants' entries
+// off the disk, and out of the list after a restart, by failing once a
+// minute with a long path.
+const (
+	fileName       = "audit.jsonl"
+	serverFileName = "server.jsonl"
+)
 
 // reserveFor is the free space the audit file leaves to the write-ahead
 // log on a filesystem of size bytes: a tenth of it, at most 64 MiB. The
@@ -25,8 +33,9 @@ func reserveFor(size uint64) uint64 { return min(size/10, 64<<20) }
 // write counted until it can again.
 type file struct {
 	dir     string
-	limit   int64 // rotate past this size
-	keep    int   // rotated files kept
+	name    string // fileName or serverFileName
+	limit   int64  // rotate past this size
+	keep    int    // rotated files kept
 	f       *os.File
 	size    int64
 	space   func(dir string) (avail, size uint64, err error)
@@ -35,37 +44,40 @@ type file struct {
 	why     string // why the last of them was not
 }
 
-func pathOf(dir string, i int) string {
+// pathOf is the path of the tenants' file i (0: the one written now).
+func pathOf(dir string, i int) string { return filePath(dir, fileName, i) }
+
+func filePath(dir, name string, i int) string {
 	if i == 0 {
-		return filepath.Join(dir, fileName)
+		return filepath.Join(dir, name)
 	}
-	return filepath.Join(dir, fileName+"."+strconv.Itoa(i))
+	return filepath.Join(dir, name+"."+strconv.Itoa(i))
 }
 
-// openFile opens dir's audit file for appending and gives keep the
+// openFile opens dir's audit file name for appending and gives keep the
 // entries of the previous file and of this one, oldest first. A last line
 // cut short by a crash is removed, so the next entry starts a line.
-func openFile(o Options, log *slog.Logger, keep func(*Entry)) (*file, error) {
+func openFile(o Options, name string, log *slog.Logger, keep func(*Entry)) (*file, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	bad := 0
 	for _, i := range []int{1, 0} {
-		whole, n, err := load(pathOf(o.Dir, i), keep)
+		whole, n, err := load(filePath(o.Dir, name, i), keep)
 		if err != nil {
 			return nil, err
 		}
 		bad += n
 		if i == 0 && whole >= 0 {
-			if err := os.Truncate(pathOf(o.Dir, 0), whole); err != nil {
+			if err := os.Truncate(filePath(o.Dir, name, 0), whole); err != nil {
 				return nil, fmt.Errorf("audit: %w", err)
 			}
 		}
 	}
 	if bad > 0 {
-		log.Warn("audit: lines of the audit file that do not read as entries were skipped", "lines", bad, "dir", o.Dir)
+		log.Warn("audit: lines of the audit file that do not read as entries were skipped", "lines", bad, "file", filepath.Join(o.Dir, name))
 	}
-	f, err := os.OpenFile(pathOf(o.Dir, 0), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(filePath(o.Dir, name, 0), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -74,7 +86,7 @@ func openFile(o Options, log *slog.Logger, keep func(*Entry)) (*file, error) {
 		f.Close()
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	return &file{dir: o.Dir, limit: o.FileBytes, keep: o.Files, f: f, size: st.Size(), space: diskSpace, log: log}, nil
+	return &file{dir: o.Dir, name: name, limit: o.FileBytes, keep: o.Files, f: f, size: st.Size(), space: diskSpace, log: log}, nil
 }
 
 // load gives keep every entry of the file at path and returns the length
@@ -168,13 +180,13 @@ func (f *file) rotate() error {
 	f.f.Close()
 	var err error
 	for i := f.keep; i >= 1 && err == nil; i-- {
-		if err = os.Rename(pathOf(f.dir, i-1), pathOf(f.dir, i)); errors.Is(err, fs.ErrNotExist) {
+		if err = os.Rename(filePath(f.dir, f.name, i-1), filePath(f.dir, f.name, i)); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
 	}
 	// Whatever happened, append to whatever audit.jsonl now is: a failed
 	// rename leaves the old file in place, to be rotated next time.
-	nf, oerr := os.OpenFile(pathOf(f.dir, 0), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	nf, oerr := os.OpenFile(filePath(f.dir, f.name, 0), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if oerr == nil {
 		st, serr := nf.Stat()
 		if serr != nil {
