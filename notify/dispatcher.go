@@ -38,6 +38,10 @@ type Options struct {
 	// tenant, the default one as "default". Without it only the messages of
 	// other tenants than the default name theirs.
 	Tenants bool
+	// Outbox keeps what the lanes owe across a stop or a crash; Start
+	// queues again what it holds. Nil: the queues live in memory only.
+	// The dispatcher does not close it.
+	Outbox Outbox
 }
 
 func (o Options) withDefaults() Options {
@@ -122,6 +126,7 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 // Stop (docs/architecture.md, "Lifecycle").
 func (d *Dispatcher) Start(ctx context.Context) error {
 	return d.life.Start(ctx, func(context.Context) error {
+		d.requeue()
 		for _, name := range d.order {
 			l := d.lanes[name]
 			d.life.Go(func(ctx context.Context) error { l.run(ctx); return nil })
@@ -140,7 +145,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		d.mu.Unlock()
 		halt()
 		for _, name := range d.order { // never started: the lanes did not drain
-			d.lanes[name].dropQueued("dispatcher stopped")
+			d.lanes[name].dropQueued()
 		}
 		return nil
 	})
@@ -163,26 +168,104 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 		l := d.lanes[name]
 		switch {
 		case l == nil:
-			d.unk.Add(1)
-			d.opts.Log.Record(Attempt{ID: d.newID(), Tenant: n.Alert.Tenant, Channel: name, AlertID: n.Alert.ID, Kind: n.Kind,
-				DedupKey: n.DedupKey, At: at, Outcome: OutcomeDropped, Error: "unknown channel"})
-			d.logLimited(slog.LevelWarn, "unknown", "notify: notification names an unknown channel",
-				slog.String("channel", name), slog.String("rule", n.Alert.Rule))
+			d.dropUnknown(name, n, at)
 		case !l.ch.Serves(n.Alert.Tenant):
 			// Rules are checked against their tenant's channels when they
 			// are set; this catches rules set before a channel changed hands.
 			l.recordItem(item{n: n, at: at}, OutcomeDropped, fmt.Sprintf("the channel does not serve tenant %q", n.Alert.Tenant))
 		case stopped:
-			l.recordItem(item{n: n, at: at}, OutcomeDropped, "dispatcher stopped")
+			// What the engine tells while the process stops is owed to the
+			// next one, like what was still queued.
+			it := item{n: n, at: at, owed: d.owe(name, at, n)}
+			l.recordItem(it, OutcomeDropped, stoppedReason(it, "dispatcher stopped"))
 		default:
+			it := item{n: n, at: at, owed: d.owe(name, at, n)}
 			select {
-			case l.queue <- item{n: n, at: at}:
+			case l.queue <- it:
 				l.stats.queued.Add(1)
 			default:
-				l.recordItem(item{n: n, at: at}, OutcomeDropped, "queue full")
+				l.recordItem(it, OutcomeDropped, "queue full")
+				d.settle(it.owed)
 			}
 		}
 	}
+}
+
+func (d *Dispatcher) dropUnknown(name string, n apollo.Notification, at time.Time) {
+	d.unk.Add(1)
+	d.opts.Log.Record(Attempt{ID: d.newID(), Tenant: n.Alert.Tenant, Channel: name, AlertID: n.Alert.ID, Kind: n.Kind,
+		DedupKey: n.DedupKey, At: at, Outcome: OutcomeDropped, Error: "unknown channel"})
+	d.logLimited(slog.LevelWarn, "unknown", "notify: notification names an unknown channel",
+		slog.String("channel", name), slog.String("rule", n.Alert.Rule))
+}
+
+// owe records in the outbox that channel owes n, before it is queued, and
+// returns the entry's ID (0 without an outbox). A notification the outbox
+// could not take is still sent; only a crash before it leaves loses it.
+func (d *Dispatcher) owe(channel string, at time.Time, n apollo.Notification) uint64 {
+	if d.opts.Outbox == nil {
+		return 0
+	}
+	id, err := d.opts.Outbox.Owe(channel, at, n)
+	if err != nil {
+		d.logLimited(slog.LevelError, "outbox", "notify: the outbox did not take a notification; a crash before it leaves would lose it",
+			slog.String("channel", channel), slog.String("error", err.Error()))
+	}
+	return id
+}
+
+// settle records in the outbox that the entries are no longer owed.
+func (d *Dispatcher) settle(ids ...uint64) {
+	ids = slices.DeleteFunc(ids, func(id uint64) bool { return id == 0 })
+	if d.opts.Outbox == nil || len(ids) == 0 {
+		return
+	}
+	if err := d.opts.Outbox.Settle(ids...); err != nil {
+		d.logLimited(slog.LevelError, "outbox", "notify: the outbox did not record a delivery; a restart may send it again",
+			slog.String("error", err.Error()))
+	}
+}
+
+// requeue queues again what the outbox says the last process owed: a
+// notification is owed from Send until its delivery ends, so these were
+// queued, or under way, when that process stopped or died. One whose
+// channel no longer serves it is dropped, and one taken longer ago than
+// its channel's give_up_after is given up, as its lane would have.
+func (d *Dispatcher) requeue() {
+	if d.opts.Outbox == nil {
+		return
+	}
+	owed := d.opts.Outbox.Owed()
+	if len(owed) == 0 {
+		return
+	}
+	now := d.clock.Now()
+	var queued int
+	for _, e := range owed {
+		n, l := e.Notification, d.lanes[e.Channel]
+		it := item{n: n, at: e.At, owed: e.ID}
+		switch {
+		case l == nil:
+			d.dropUnknown(e.Channel, n, now)
+		case !l.ch.Serves(n.Alert.Tenant):
+			l.recordItem(it, OutcomeDropped, fmt.Sprintf("the channel does not serve tenant %q", n.Alert.Tenant))
+		case now.Sub(e.At) > l.ch.GiveUpAfter:
+			l.recordItem(it, OutcomeGaveUp, fmt.Sprintf("owed since %s, before a restart: past give_up_after (%s)",
+				e.At.UTC().Format(time.RFC3339), l.ch.GiveUpAfter))
+		default:
+			select {
+			case l.queue <- it:
+				l.stats.queued.Add(1)
+				queued++
+				continue
+			default:
+				l.recordItem(it, OutcomeDropped, "queue full")
+			}
+		}
+		d.settle(e.ID)
+	}
+	d.opts.Logger.Info("notify: notifications owed before the restart are sent again",
+		slog.Int("owed", len(owed)), slog.Int("queued", queued))
 }
 
 // Test sends one test message to channel now, without queue, rate limit

@@ -16,8 +16,17 @@ var errAttemptTimeout = errors.New("attempt timed out")
 
 // item is a notification in a lane's queue.
 type item struct {
-	n  apollo.Notification
-	at time.Time // when Send took it
+	n    apollo.Notification
+	at   time.Time // when Send took it
+	owed uint64    // its outbox entry; 0: none
+}
+
+// stoppedReason is why an item was not delivered when the lane stopped.
+func stoppedReason(it item, why string) string {
+	if it.owed != 0 {
+		return why + "; kept in the outbox: sent after the restart"
+	}
+	return why
 }
 
 // lane delivers to one channel. Its goroutine reads the queue and, for
@@ -42,7 +51,7 @@ func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
 }
 
 func (l *lane) run(ctx context.Context) {
-	defer l.dropQueued("dispatcher stopped")
+	defer l.dropQueued()
 	for {
 		var it item
 		select {
@@ -53,11 +62,18 @@ func (l *lane) run(ctx context.Context) {
 		batch, ok := l.waitTurn(ctx, []item{it}, true)
 		if !ok {
 			for _, it := range batch {
-				l.recordItem(it, OutcomeDropped, "dispatcher stopped")
+				l.recordItem(it, OutcomeDropped, stoppedReason(it, "dispatcher stopped"))
 			}
 			return
 		}
-		l.deliver(ctx, l.compose(batch))
+		m := l.compose(batch)
+		if l.deliver(ctx, m) {
+			owed := make([]uint64, len(batch))
+			for i, it := range batch {
+				owed[i] = it.owed
+			}
+			l.d.settle(owed...)
+		}
 	}
 }
 
@@ -129,13 +145,15 @@ func (l *lane) render(n apollo.Notification, items []*Message) *Message {
 // deliver is the retry stage: it tries m until it is sent, fails for good,
 // or the next try would start after GiveUpAfter. Every try and every
 // retryable failure takes a rate-limit token too: they reach the server.
-func (l *lane) deliver(ctx context.Context, m *Message) {
+// It reports whether the delivery ended (false: the lane stopped first,
+// and what m stands for is still owed).
+func (l *lane) deliver(ctx context.Context, m *Message) bool {
 	deadline := l.d.clock.Now().Add(l.ch.GiveUpAfter)
 	for try := 1; ; try++ {
 		if try > 1 {
 			if _, ok := l.waitTurn(ctx, nil, false); !ok {
-				l.record(m, try, OutcomeDropped, "dispatcher stopped while retrying", l.d.clock.Now(), 0)
-				return
+				l.record(m, try, OutcomeDropped, l.stopped("dispatcher stopped while retrying"), l.d.clock.Now(), 0)
+				return false
 			}
 		}
 		r := l.attempt(ctx, m)
@@ -145,7 +163,7 @@ func (l *lane) deliver(ctx context.Context, m *Message) {
 			msg = r.err.Error()
 			switch {
 			case ctx.Err() != nil:
-				outcome, msg = OutcomeDropped, "dispatcher stopped: "+msg
+				outcome, msg = OutcomeDropped, l.stopped("dispatcher stopped: "+msg)
 			case !r.retryable:
 				outcome = OutcomeFailed
 			default:
@@ -161,11 +179,11 @@ func (l *lane) deliver(ctx context.Context, m *Message) {
 		}
 		l.record(m, try, outcome, msg, r.start, r.latency)
 		if outcome != OutcomeRetrying {
-			return
+			return outcome != OutcomeDropped
 		}
 		if !l.sleep(ctx, wait) {
-			l.record(m, try+1, OutcomeDropped, "dispatcher stopped while retrying", l.d.clock.Now(), 0)
-			return
+			l.record(m, try+1, OutcomeDropped, l.stopped("dispatcher stopped while retrying"), l.d.clock.Now(), 0)
+			return false
 		}
 	}
 }
@@ -218,12 +236,21 @@ func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// stopped is why a message was not delivered when the lane stopped,
+// saying whether the outbox keeps it.
+func (l *lane) stopped(why string) string {
+	if l.d.opts.Outbox != nil {
+		return why + "; kept in the outbox: sent after the restart"
+	}
+	return why
+}
+
 // dropQueued records what is left in the queue when the lane stops.
-func (l *lane) dropQueued(reason string) {
+func (l *lane) dropQueued() {
 	for {
 		select {
 		case it := <-l.queue:
-			l.recordItem(it, OutcomeDropped, reason)
+			l.recordItem(it, OutcomeDropped, stoppedReason(it, "dispatcher stopped"))
 		default:
 			return
 		}

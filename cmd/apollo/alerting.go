@@ -62,18 +62,30 @@ type localAlerting struct {
 	log    *slog.Logger
 	clock  apollo.Clock
 	disp   *notify.Dispatcher
+	outbox *notify.FileOutbox // what the lanes owe, across a restart
 	engine *alert.Engine
 	loader *alert.Loader // nil without a rules file
 	rules  *alert.FileRules
 }
 
+// outboxFile, in the data directory, holds the notifications the lanes
+// owe: a kill -9 or a restart while a channel is down does not lose them.
+const outboxFile = "outbox.jsonl"
+
 // newLocalAlerting builds the dispatcher for the configured channels, the
 // engine over the metrics with its state in the data directory, and the
 // loader of the rules file.
-func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer, holder alert.Holder) (*localAlerting, error) {
+func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, agg metrics.Store, console io.Writer, holder alert.Holder) (_ *localAlerting, err error) {
 	l := &localAlerting{cfg: cfg, log: log, clock: clock}
-	var err error
-	if l.disp, err = buildDispatcher(cfg, clock, log, console); err != nil {
+	if l.outbox, err = notify.OpenFileOutbox(filepath.Join(cfg.Data, outboxFile)); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.closeOutbox()
+		}
+	}()
+	if l.disp, err = buildDispatcher(cfg, clock, log, console, l.outbox); err != nil {
 		return nil, err
 	}
 	l.engine, err = alert.New(alert.Options{
@@ -158,8 +170,19 @@ func (l *localAlerting) services() []namedService {
 
 func (l *localAlerting) Start(ctx context.Context) error { return startAll(ctx, l.log, l.services()) }
 
-// Stop runs after the bus has stopped: the engine has seen its last changes.
-func (l *localAlerting) Stop(ctx context.Context) error { return stopAll(ctx, l.log, l.services()) }
+// Stop runs after the bus has stopped: the engine has seen its last
+// changes. The outbox closes last, keeping what the lanes did not deliver.
+func (l *localAlerting) Stop(ctx context.Context) error {
+	err := stopAll(ctx, l.log, l.services())
+	l.closeOutbox()
+	return err
+}
+
+func (l *localAlerting) closeOutbox() {
+	if err := l.outbox.Close(); err != nil {
+		l.log.Warn("closing the notification outbox", "err", err)
+	}
+}
 
 func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	o.Alerts, o.Deliveries = l.engine, l.disp

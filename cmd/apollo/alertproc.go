@@ -146,7 +146,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout)
+	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout, nil)
 	if err != nil {
 		return err
 	}

@@ -385,9 +385,12 @@ func (s *server) open(undo *undoList) error {
 		return err
 	}
 	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
-		if s.alerts, err = newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console, s.expect); err != nil {
+		local, err := newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console, s.expect)
+		if err != nil {
 			return err
 		}
+		undo.add(local.closeOutbox)
+		s.alerts = local
 	}
 	s.snaps = newSnapCadence(cfg.SnapshotEvents)
 	all, live := s.alerts.observers(s.agg)

@@ -1,0 +1,239 @@
+package notify
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+)
+
+// Outbox keeps what a dispatcher owes its channels where the next process
+// finds it. The lanes' queues live in memory: without an outbox, a process
+// that dies (kill -9, a crash, or a restart while a channel was down) takes
+// the notifications it had not delivered with it, after the alert engine
+// has saved its alerts as told, and nobody hears of them.
+type Outbox interface {
+	// Owe records that channel owes n, taken at at; it returns the
+	// entry's ID for Settle. Send calls it before queueing n.
+	Owe(channel string, at time.Time, n apollo.Notification) (uint64, error)
+	// Settle records that the entries are no longer owed: sent, failed
+	// for good, given up or dropped.
+	Settle(ids ...uint64) error
+	// Owed lists what was owed when the last process stopped, oldest
+	// first. Start reads it once and queues it again.
+	Owed() []OwedNotification
+}
+
+// OwedNotification is an entry of an Outbox.
+type OwedNotification struct {
+	ID           uint64              `json:"id"`
+	Channel      string              `json:"channel"`
+	At           time.Time           `json:"at"`
+	Notification apollo.Notification `json:"n"`
+}
+
+// outboxLine is one record of the outbox's journal: an entry owed, or
+// entries settled.
+type outboxLine struct {
+	Owe    *OwedNotification `json:"owe,omitempty"`
+	Settle []uint64          `json:"settle,omitempty"`
+}
+
+// FileOutbox is an Outbox in one append-only file: a line for each
+// notification owed, written and synced before Send queues it, and a line
+// for each delivery that settled some. Opening it reads what is still owed
+// and rewrites the file with that alone; so does an append once the file
+// holds many more lines than entries owed. A settle line is not synced: a
+// power cut may cost one, and the message goes out twice rather than never.
+type FileOutbox struct {
+	path string
+
+	mu    sync.Mutex
+	f     *os.File
+	owed  map[uint64]OwedNotification
+	first []OwedNotification // what was owed at open
+	next  uint64
+	lines int // in the file
+}
+
+var _ Outbox = (*FileOutbox)(nil)
+
+// compactAfter is the least number of lines that makes an append rewrite
+// the file; past it, the file is rewritten once it holds four times as
+// many lines as entries owed.
+const compactAfter = 1024
+
+// OpenFileOutbox opens (or creates) the outbox at path. A torn last line,
+// what a crash leaves mid-append, is dropped; any other line that does not
+// read is an error that names the file.
+func OpenFileOutbox(path string) (*FileOutbox, error) {
+	o := &FileOutbox{path: path, owed: map[uint64]OwedNotification{}, next: 1}
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("notify: outbox: %w", err)
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	for i, raw := range lines {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		var l outboxLine
+		if err := json.Unmarshal(raw, &l); err != nil {
+			if i == len(lines)-1 {
+				break // torn by a crash mid-append: that entry was never queued
+			}
+			return nil, fmt.Errorf("notify: outbox %s: line %d: %w (move the file away to start without the notifications it owes)", path, i+1, err)
+		}
+		if l.Owe != nil {
+			o.owed[l.Owe.ID] = *l.Owe
+			o.next = max(o.next, l.Owe.ID+1)
+		}
+		for _, id := range l.Settle {
+			delete(o.owed, id)
+		}
+	}
+	for _, e := range o.owed {
+		o.first = append(o.first, e)
+	}
+	sortByID(o.first)
+	if err := o.rewrite(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func sortByID(es []OwedNotification) {
+	slices.SortFunc(es, func(a, b OwedNotification) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// Owed implements Outbox.
+func (o *FileOutbox) Owed() []OwedNotification { return o.first }
+
+// Owe implements Outbox: the entry is on disk when it returns.
+func (o *FileOutbox) Owe(channel string, at time.Time, n apollo.Notification) (uint64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		return 0, errors.New("notify: outbox is closed")
+	}
+	e := OwedNotification{ID: o.next, Channel: channel, At: at, Notification: n}
+	if err := o.append(outboxLine{Owe: &e}, true); err != nil {
+		return 0, err
+	}
+	o.next++
+	o.owed[e.ID] = e
+	return e.ID, nil
+}
+
+// Settle implements Outbox.
+func (o *FileOutbox) Settle(ids ...uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		return errors.New("notify: outbox is closed")
+	}
+	for _, id := range ids {
+		delete(o.owed, id)
+	}
+	if o.lines >= compactAfter && o.lines >= 4*len(o.owed) {
+		return o.rewrite()
+	}
+	return o.append(outboxLine{Settle: ids}, false)
+}
+
+// Close closes the file; what is owed stays in it for the next open.
+func (o *FileOutbox) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		return nil
+	}
+	err := o.f.Close()
+	o.f = nil
+	return err
+}
+
+func (o *FileOutbox) append(l outboxLine, sync bool) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("notify: outbox: encode: %w", err)
+	}
+	if _, err := o.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
+	}
+	o.lines++
+	if sync {
+		if err := o.f.Sync(); err != nil {
+			return fmt.Errorf("notify: outbox %s: %w", o.path, err)
+		}
+	}
+	return nil
+}
+
+// rewrite replaces the file with the entries owed, so that a crash leaves
+// the old file or the new one, and reopens it for appending.
+func (o *FileOutbox) rewrite() error {
+	var buf bytes.Buffer
+	es := make([]OwedNotification, 0, len(o.owed))
+	for _, e := range o.owed {
+		es = append(es, e)
+	}
+	sortByID(es)
+	for i := range es {
+		b, err := json.Marshal(outboxLine{Owe: &es[i]})
+		if err != nil {
+			return fmt.Errorf("notify: outbox: encode: %w", err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	if o.f != nil {
+		o.f.Close()
+		o.f = nil
+	}
+	if err := replaceFile(o.path, buf.Bytes()); err != nil {
+		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
+	}
+	f, err := os.OpenFile(o.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
+	}
+	o.f, o.lines = f, len(es)
+	return nil
+}
+
+// replaceFile writes data to a temporary file beside path, syncs it,
+// renames it over path and syncs the directory.
+func replaceFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	err = errors.Join(err, tmp.Sync(), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
