@@ -258,6 +258,17 @@ func Truncate(s string, n int) string {
 	return s[:cut] + mark
 }
 
+// TruncateWithTail is Truncate(s, n) followed by tail, keeping the result
+// within n bytes: tail (a robot's mentions, which ping people only when the
+// text names them) survives a cut of a long s. A tail longer than n is cut
+// with the rest.
+func TruncateWithTail(s, tail string, n int) string {
+	if len(tail) > n {
+		return Truncate(s+tail, n)
+	}
+	return Truncate(s, n-len(tail)) + tail
+}
+
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // EncodeJSON encodes v without escaping <, > and &: robot APIs take them

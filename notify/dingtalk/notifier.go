@@ -68,14 +68,15 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 }
 
 func (n *Notifier) payload(m *notify.Message) payload {
-	text := m.Markdown
-	// DingTalk notifies a mentioned member only if the text names them.
+	// DingTalk notifies a mentioned member only if the text names them,
+	// so a long message is cut before the mentions.
+	var mentions string
 	if len(n.cfg.AtMobiles) > 0 {
-		text += "\n\n@" + strings.Join(n.cfg.AtMobiles, " @")
+		mentions = "\n\n@" + strings.Join(n.cfg.AtMobiles, " @")
 	}
 	return payload{
 		MsgType:  "markdown",
-		Markdown: markdown{Title: m.Title, Text: notify.Truncate(text, maxText)},
+		Markdown: markdown{Title: m.Title, Text: notify.TruncateWithTail(m.Markdown, mentions, maxText)},
 		At:       at{AtMobiles: n.cfg.AtMobiles, IsAtAll: n.cfg.AtAll},
 	}
 }

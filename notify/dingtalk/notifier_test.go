@@ -117,3 +117,22 @@ func TestPayloadIsJSON(t *testing.T) {
 		t.Fatalf("%v %d", err, len(b))
 	}
 }
+
+// A message too long for DingTalk is cut before the mentions, not through
+// them: DingTalk pings a member of at_mobiles only when the text names
+// them, and a storm's digest is when the people on call must be pinged.
+func TestMentionsSurviveTheCut(t *testing.T) {
+	t.Parallel()
+	mobiles := []string{"13800000000", "13900000000"}
+	n, err := New(Config{URL: "https://oapi.dingtalk.com/robot/send?access_token=x", AtMobiles: mobiles}, notify.NotifierOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := n.payload(&notify.Message{Title: "25 notifications", Markdown: strings.Repeat("- [FIRING critical] 告警 batch_\n", 2000)})
+	if len(p.Markdown.Text) > maxText || !strings.Contains(p.Markdown.Text, "…") {
+		t.Fatalf("%d bytes, over %d or not marked as cut", len(p.Markdown.Text), maxText)
+	}
+	if !strings.HasSuffix(p.Markdown.Text, "@13800000000 @13900000000") {
+		t.Fatalf("the mentions were cut off: …%s", p.Markdown.Text[len(p.Markdown.Text)-80:])
+	}
+}

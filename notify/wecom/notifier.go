@@ -62,12 +62,14 @@ func (n *Notifier) payload(m *notify.Message) payload {
 			MentionedList: n.cfg.MentionedList, MentionedMobileList: n.cfg.MentionedMobileList,
 		}}
 	}
-	content := m.Markdown
-	// Markdown mentions are written in the content, by user ID.
+	// Markdown mentions are written in the content, by user ID; a long
+	// message is cut before them.
+	var mentions strings.Builder
 	for _, id := range n.cfg.MentionedList {
 		if id != "@all" {
-			content += " <@" + id + ">"
+			mentions.WriteString(" <@" + id + ">")
 		}
 	}
-	return payload{MsgType: MsgMarkdown, Markdown: &markdown{Content: notify.Truncate(strings.TrimSpace(content), maxMarkdown)}}
+	return payload{MsgType: MsgMarkdown, Markdown: &markdown{
+		Content: notify.TruncateWithTail(strings.TrimSpace(m.Markdown), mentions.String(), maxMarkdown)}}
 }

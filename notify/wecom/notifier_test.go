@@ -80,3 +80,18 @@ func TestLongMarkdownIsCut(t *testing.T) {
 		t.Fatalf("%d bytes", len(p.Markdown.Content))
 	}
 }
+
+// A markdown message too long for WeCom (4096 bytes: a digest of twenty
+// long job names) is cut before the mentions, not through them: the people
+// on call are pinged in a storm too.
+func TestMentionsSurviveTheCut(t *testing.T) {
+	t.Parallel()
+	n, err := New(Config{URL: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=x", MentionedList: []string{"zhangsan", "lisi"}}, notify.NotifierOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := n.payload(&notify.Message{Markdown: strings.Repeat("- [FIRING critical] 告警 batch_\n", 300)})
+	if c := p.Markdown.Content; len(c) > maxMarkdown || !strings.Contains(c, "…") || !strings.HasSuffix(c, " <@zhangsan> <@lisi>") {
+		t.Fatalf("%d bytes (limit %d), ending …%s", len(c), maxMarkdown, c[max(0, len(c)-60):])
+	}
+}
