@@ -2,6 +2,7 @@ package wecom
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/apollo-11/apollo/notify"
 )
@@ -42,6 +43,12 @@ func (c Config) Validate() error {
 			errs = append(errs, notify.Invalid("mentioned_mobile_list",
 				"WeCom markdown messages cannot mention by phone number",
 				"set msgtype: text, or mention user IDs with mentioned_list"))
+		}
+		if slices.Contains(c.MentionedList, "@all") {
+			// It used to be skipped without a word: nobody was pinged.
+			errs = append(errs, notify.Invalid("mentioned_list",
+				`WeCom markdown messages cannot mention everyone ("@all")`,
+				`set msgtype: text to mention @all, or list user IDs`))
 		}
 	case MsgText:
 	default:

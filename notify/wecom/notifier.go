@@ -65,10 +65,8 @@ func (n *Notifier) payload(m *notify.Message) payload {
 	// Markdown mentions are written in the content, by user ID; a long
 	// message is cut before them.
 	var mentions strings.Builder
-	for _, id := range n.cfg.MentionedList {
-		if id != "@all" {
-			mentions.WriteString(" <@" + id + ">")
-		}
+	for _, id := range n.cfg.MentionedList { // "@all" is refused by Validate
+		mentions.WriteString(" <@" + id + ">")
 	}
 	return payload{MsgType: MsgMarkdown, Markdown: &markdown{
 		Content: notify.TruncateWithTail(strings.TrimSpace(m.Markdown), mentions.String(), maxMarkdown)}}

@@ -63,6 +63,7 @@ func TestValidate(t *testing.T) {
 		{"no url", Config{}, "url: missing"},
 		{"mobiles in markdown", Config{URL: u, MentionedMobileList: []string{"1"}}, "mentioned_mobile_list: WeCom markdown messages cannot mention by phone number (set msgtype: text"},
 		{"msgtype", Config{URL: u, MsgType: "news"}, "msgtype: unknown message type news"},
+		{"@all in markdown", Config{URL: u, MentionedList: []string{"zhangsan", "@all"}}, `mentioned_list: WeCom markdown messages cannot mention everyone ("@all") (set msgtype: text`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := New(tc.cfg, notify.NotifierOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
