@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,8 +236,9 @@ func startBusWatch(ctx context.Context, c redis.UniversalClient, cfg config.Conf
 	return w
 }
 
-// selfNotifier sends a notice about Apollo-11 itself to every configured
-// channel, as the alert engine's self-alerts do, without an engine.
+// selfNotifier sends a notice about Apollo-11 itself to the default
+// tenant's channels, as the alert engine's self-alerts do, without an
+// engine.
 type selfNotifier struct {
 	disp     *notify.Dispatcher
 	channels []string
@@ -250,7 +250,7 @@ func newSelfNotifier(cfg config.Config, log *slog.Logger) (*selfNotifier, error)
 	if err != nil {
 		return nil, err
 	}
-	return &selfNotifier{disp: disp, channels: slices.Sorted(maps.Keys(cfg.Channels)), clock: apollo.SystemClock}, nil
+	return &selfNotifier{disp: disp, channels: disp.ChannelsFor(""), clock: apollo.SystemClock}, nil
 }
 
 // send tells that a component is down: the rule name is the one the
