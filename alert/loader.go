@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/atomicfile"
 	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -180,7 +181,7 @@ func (l *Loader) Write(src []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(l.opts.Path, src, 0o644); err != nil {
+	if err := atomicfile.Write(l.opts.Path, src, 0o644); err != nil {
 		return fmt.Errorf("alert: write rules: %w", err)
 	}
 	l.applied, l.nRules = bytes.Clone(src), len(rs)

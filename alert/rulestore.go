@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/apollo-11/apollo/internal/atomicfile"
 )
 
 // FileRules keeps the rules text of every tenant set through the API, in
 // one file of the data directory. Each Save replaces the file atomically
-// (WriteFileAtomic: fsync, rename, fsync of the directory), so the API
+// (atomicfile.Write: fsync, rename, fsync of the directory), so the API
 // answers only once the rules are on disk, and a crash leaves the old
 // version or the new. The write-ahead log is for events; rules change
 // rarely, are read whole at start and are small, so a file of their own
@@ -66,7 +68,7 @@ func (f *FileRules) Save(ctx context.Context, tenant string, src []byte) error {
 	if err != nil {
 		return fmt.Errorf("alert: encode rules: %w", err)
 	}
-	if err := WriteFileAtomic(f.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(f.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("alert: save rules: %w", err)
 	}
 	return nil

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/atomicfile"
 )
 
 // Outbox keeps what a dispatcher owes its channels where the next process
@@ -203,7 +203,7 @@ func (o *FileOutbox) rewrite() error {
 		o.f.Close()
 		o.f = nil
 	}
-	if err := replaceFile(o.path, buf.Bytes()); err != nil {
+	if err := atomicfile.Write(o.path, buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
 	}
 	f, err := os.OpenFile(o.path, os.O_WRONLY|os.O_APPEND, 0)
@@ -212,28 +212,4 @@ func (o *FileOutbox) rewrite() error {
 	}
 	o.f, o.lines = f, len(es)
 	return nil
-}
-
-// replaceFile writes data to a temporary file beside path, syncs it,
-// renames it over path and syncs the directory.
-func replaceFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	err = errors.Join(err, tmp.Sync(), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/atomicfile"
 )
 
 // stateFileName is the scheduler's file in Options.StateDir.
@@ -88,32 +90,8 @@ func (f *stateFile) save(st savedState) error {
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return fmt.Errorf("sched: state dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(f.dir, stateFileName+".*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(f.path(), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("sched: write state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sched: write state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sched: sync state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("sched: write state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), f.path()); err != nil {
-		return fmt.Errorf("sched: replace state: %w", err)
-	}
-	d, err := os.Open(f.dir)
-	if err != nil {
-		return fmt.Errorf("sched: sync state dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sched: sync state dir: %w", err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/expect"
+	"github.com/apollo-11/apollo/internal/atomicfile"
 	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
@@ -309,7 +310,7 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) e
 		return err
 	}
 	if tenant == "" && x.path != "" {
-		if err := alert.WriteFileAtomic(x.path, src, 0o644); err != nil {
+		if err := atomicfile.Write(x.path, src, 0o644); err != nil {
 			return fmt.Errorf("writing the expectations file: %w", err)
 		}
 	} else if err := x.saved.Save(ctx, tenant, src); err != nil {
