@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -108,9 +109,14 @@ type Options struct {
 }
 
 // Lateness holds the lateness and timeout thresholds for jobs whose name
-// starts with Prefix.
+// starts with Prefix, in every tenant; or, when Job is set, for the job
+// named Job in Tenant alone, ahead of every prefix (the scheduler's own
+// late_after: its job, not every job whose name begins with it, nor
+// another tenant's job of the same name).
 type Lateness struct {
 	Prefix string `json:"prefix" yaml:"prefix"`
+	Job    string `json:"job,omitempty" yaml:"-"`
+	Tenant string `json:"tenant,omitempty" yaml:"-"`
 	// StartAfter: a run whose running event comes later than this after
 	// its scheduledAt is late. Default 1m.
 	StartAfter time.Duration `json:"startAfter" yaml:"start_after"`
@@ -357,16 +363,23 @@ func hashParts[S string | []byte](tenant, id S) uint64 {
 // nowMs is the server's time in Unix milliseconds.
 func (b *Bus) nowMs() int64 { return b.opts.Clock.Now().UnixMilli() }
 
-// lateness returns the thresholds for a job name: for each, the longest
-// matching prefix that sets it, else the default.
-func (b *Bus) lateness(name string) Lateness {
+// lateness returns the thresholds for a job of a tenant: for each, the
+// job's own entry that sets it, else the longest matching prefix that
+// does, else the default.
+func (b *Bus) lateness(tenant, name string) Lateness {
 	best := Lateness{StartAfter: time.Minute, MissedAfter: 5 * time.Minute, Timeout: b.opts.DefaultTimeout}
 	var lens [3]int // prefix length of the entry each threshold came from, +1
 	for _, l := range b.opts.Lateness {
-		if len(name) < len(l.Prefix) || name[:len(l.Prefix)] != l.Prefix {
+		n := len(l.Prefix) + 1
+		switch {
+		case l.Job != "":
+			if l.Job != name || l.Tenant != tenant {
+				continue
+			}
+			n = math.MaxInt
+		case len(name) < len(l.Prefix) || name[:len(l.Prefix)] != l.Prefix:
 			continue
 		}
-		n := len(l.Prefix) + 1
 		for i, f := range [...]struct {
 			v   time.Duration
 			dst *time.Duration

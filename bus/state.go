@@ -417,7 +417,7 @@ func (b *Bus) placeTask(t *task, listed map[*tenantState]*loading) {
 	l.tasks, l.last = append(l.tasks, t), t.listKey()
 	b.pings.track(t)
 	b.parked.Add(int64(len(t.parked)))
-	b.armDeadlines(k, t, b.lateness(t.name))
+	b.armDeadlines(k, t, b.lateness(k.tenant, t.name))
 	s.mu.Unlock()
 }
 

@@ -121,6 +121,26 @@ func LoadFile(path string) (*File, error) {
 	return Parse(path, src)
 }
 
+// Thresholds returns late_after per job name, for the jobs that set one
+// (directly or through defaults): a run of that job that starts later
+// than this after its scheduledAt is late. It is read from the file, not
+// from a running scheduler, so that a server can judge the runs it
+// replays at start by it, before its scheduler starts. A file with
+// problems gives none.
+func (f *File) Thresholds() map[string]time.Duration {
+	set, issues := f.compile()
+	m := map[string]time.Duration{}
+	if len(issues) > 0 {
+		return m
+	}
+	for _, j := range set.jobs {
+		if j.lateAfter > 0 {
+			m[j.name] = j.lateAfter
+		}
+	}
+	return m
+}
+
 // Parse decodes and checks a jobs file. On any problem it returns a
 // *FileError with every problem found, each with its line and column.
 func Parse(filename string, src []byte) (*File, error) {

@@ -208,7 +208,7 @@ jobs:
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "minute field") {
 		t.Fatalf("bad reload: %v", err)
 	}
-	if len(h.s.Jobs()) != 2 || h.s.Thresholds()["a"] != time.Minute {
+	if len(h.s.Jobs()) != 2 || h.s.Expectations()[0].Grace != time.Minute {
 		t.Fatalf("a bad reload changed the jobs: %+v", h.s.Jobs())
 	}
 
@@ -225,8 +225,8 @@ jobs:
 	if err := h.s.Reload(good); err != nil {
 		t.Fatal(err)
 	}
-	if th := h.s.Thresholds(); len(th) != 1 || th["c"] != 5*time.Minute {
-		t.Errorf("thresholds %v", th)
+	if exps := h.s.Expectations(); len(exps) != 2 || exps[1].Job != "c" || exps[1].Grace != 5*time.Minute {
+		t.Errorf("expectations after the reload: %+v", exps)
 	}
 	// Runs in progress finish and are reported, even of a removed job.
 	p1.exit(0)

@@ -353,21 +353,6 @@ func (s *Scheduler) Jobs() []JobStatus {
 	return out
 }
 
-// Thresholds returns late_after per job name, for the jobs that set one
-// (directly or through defaults): a run that starts later than this after
-// its scheduledAt is late.
-func (s *Scheduler) Thresholds() map[string]time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := map[string]time.Duration{}
-	for _, j := range s.set.jobs {
-		if j.lateAfter > 0 {
-			m[j.name] = j.lateAfter
-		}
-	}
-	return m
-}
-
 // Stats are the scheduler's counters since New.
 type Stats struct {
 	Runs         int64 `json:"runs"`         // attempts started

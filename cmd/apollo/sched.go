@@ -127,7 +127,6 @@ func (s *server) startScheduler(ctx context.Context, addr string, undo *undoList
 	}
 	undo.add(func() { stopRuns(sc, s.log) })
 	s.reporter, s.sched = rep, sc
-	s.applyLateness()
 	s.applyJobExpectations()
 	return nil
 }
@@ -144,16 +143,19 @@ func (s *server) applyJobExpectations() {
 // fixJobs is what to do about a jobs file that does not load.
 const fixJobs = "(fix the file and start again, or start without --jobs; apollo sched check FILE lists every problem)"
 
-// applyLateness gives the bus the configured thresholds plus each
-// scheduled job's late_after.
-func (s *server) applyLateness() {
+// lateness is the configured thresholds plus each scheduled job's
+// late_after, for that job of the scheduler's tenant (the default one)
+// alone. It is read from the jobs file, so that the bus judges the runs
+// it replays at start as it judged them live, before the scheduler
+// starts.
+func (s *server) lateness() []bus.Lateness {
 	lat := latenessFromConfig(s.cfg)
-	if s.sched != nil {
-		for name, d := range s.sched.Thresholds() {
-			lat = append(lat, bus.Lateness{Prefix: name, StartAfter: d})
+	if s.jobs != nil {
+		for name, d := range s.jobs.Thresholds() {
+			lat = append(lat, bus.Lateness{Job: name, Tenant: "", StartAfter: d})
 		}
 	}
-	s.bus.SetLateness(lat)
+	return lat
 }
 
 // reloadJobs re-reads the jobs file; a bad file leaves the old jobs running.
@@ -169,7 +171,8 @@ func (s *server) reloadJobs() {
 		s.log.Error("jobs file not reloaded; the old jobs keep running", "file", s.cfg.Jobs, "err", err)
 		return
 	}
-	s.applyLateness()
+	s.jobs = f
+	s.bus.SetLateness(s.lateness())
 	s.applyJobExpectations()
 	s.log.Info("jobs file reloaded", "file", s.cfg.Jobs)
 }

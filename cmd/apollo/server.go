@@ -409,7 +409,7 @@ func (s *server) open(undo *undoList) error {
 		TenantMaxTasks: cfg.Limits.TenantTasks, TenantTasks: cfg.Limits.TenantTaskLimits(),
 		Retention: cfg.Retention.Finished.D(), IdleRetention: cfg.Retention.Idle.D(),
 		DedupRetention: cfg.Retention.Dedup.D(), ReorderWindow: cfg.Retention.Reorder.D(),
-		Lateness: latenessFromConfig(cfg), DefaultTimeout: cfg.RunTimeout.D(),
+		Lateness: s.lateness(), DefaultTimeout: cfg.RunTimeout.D(),
 	})
 	return err
 }
