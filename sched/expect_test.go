@@ -44,3 +44,29 @@ jobs:
 		t.Fatalf("the expectations do not check: %v", err)
 	}
 }
+
+// A job paused at run time is expected to run no more until it is
+// resumed, as a job paused in the file.
+func TestPausedJobIsNotExpected(t *testing.T) {
+	t.Parallel()
+	f, err := Parse("jobs.yaml", []byte("jobs:\n  - {name: a, schedule: \"@hourly\", command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(f, Options{StateDir: t.TempDir(), Reporter: newRecorder(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause("a"); err != nil {
+		t.Fatal(err)
+	}
+	if e := s.Expectations()[0]; e.Schedule != "" || e.Grace != 0 {
+		t.Errorf("paused: %+v", e)
+	}
+	if err := s.Resume("a"); err != nil {
+		t.Fatal(err)
+	}
+	if e := s.Expectations()[0]; e.Schedule != "@hourly" || e.Grace != expect.DefaultGrace {
+		t.Errorf("resumed: %+v", e)
+	}
+}

@@ -133,8 +133,11 @@ func (s *server) startScheduler(ctx context.Context, addr string, undo *undoList
 
 // applyJobExpectations makes the scheduler's jobs expected of the default
 // tenant (schedule, timeout, after), under what the expectations file or
-// the API says of the same jobs.
+// the API says of the same jobs: again after every reload, pause and
+// resume, since a paused job is expected to run no more.
 func (s *server) applyJobExpectations() {
+	s.jobsExpectMu.Lock()
+	defer s.jobsExpectMu.Unlock()
 	if err := s.expect.setJobs(s.sched.Expectations()); err != nil {
 		s.log.Error("the scheduler's jobs do not make expectations; the ones before keep running", "err", err)
 	}
@@ -207,12 +210,24 @@ func stopRuns(sc *sched.Scheduler, log *slog.Logger) {
 }
 
 // schedAPI adapts the scheduler to the routes httpapi serves for it.
-type schedAPI struct{ s *sched.Scheduler }
+// changed is called after a pause or a resume: what is expected of the
+// job changes with it.
+type schedAPI struct {
+	s       *sched.Scheduler
+	changed func()
+}
 
 func (a schedAPI) JobList() []apollo.ScheduledJob      { return a.s.Jobs() }
 func (a schedAPI) Trigger(name string) (string, error) { return a.s.Trigger(name) }
-func (a schedAPI) Pause(name string) error             { return a.s.Pause(name) }
-func (a schedAPI) Resume(name string) error            { return a.s.Resume(name) }
+func (a schedAPI) Pause(name string) error             { return a.paused(a.s.Pause(name)) }
+func (a schedAPI) Resume(name string) error            { return a.paused(a.s.Resume(name)) }
+
+func (a schedAPI) paused(err error) error {
+	if err == nil {
+		a.changed()
+	}
+	return err
+}
 
 // NextRuns tells the job health board when each job runs next; a paused
 // job has no next run.

@@ -82,6 +82,11 @@ type server struct {
 	fatal      chan error    // the log failed: shut down and exit non-zero
 	wg         sync.WaitGroup
 
+	// jobsExpectMu makes each reading of the scheduler's expectations and
+	// their putting in force one step, so that of a pause and a resume
+	// at once the view put in force last is the newest.
+	jobsExpectMu sync.Mutex
+
 	// api is built after the hub starts, whose system messages read it
 	// from another goroutine.
 	api atomic.Pointer[httpapi.Server]
@@ -265,7 +270,7 @@ func (s *server) systemStats() any {
 func (s *server) httpServer() *http.Server {
 	var scheduler httpapi.Scheduler
 	if s.sched != nil {
-		scheduler = schedAPI{s.sched}
+		scheduler = schedAPI{s: s.sched, changed: s.applyJobExpectations}
 	}
 	cfg := s.cfg
 	parts := s.parts()
