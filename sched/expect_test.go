@@ -53,7 +53,8 @@ func TestPausedJobIsNotExpected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(f, Options{StateDir: t.TempDir(), Reporter: newRecorder(), Logger: quietLogger()})
+	dir := t.TempDir()
+	s, err := New(f, Options{StateDir: dir, Reporter: newRecorder(), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +63,15 @@ func TestPausedJobIsNotExpected(t *testing.T) {
 	}
 	if e := s.Expectations()[0]; e.Schedule != "" || e.Grace != 0 {
 		t.Errorf("paused: %+v", e)
+	}
+	// A scheduler made on the same state directory knows of the pause
+	// before it starts: a server puts its expectations in force then.
+	again, err := New(f, Options{StateDir: dir, Reporter: newRecorder(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := again.Expectations()[0]; e.Schedule != "" {
+		t.Errorf("paused, after a restart: %+v", e)
 	}
 	if err := s.Resume("a"); err != nil {
 		t.Fatal(err)

@@ -133,6 +133,16 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 	}
 	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
 	s.install(set, time.Time{})
+	if s.state != nil {
+		// The pauses made at run time hold from New, so that what the
+		// scheduler says of its jobs before Start (Expectations, which a
+		// server puts in force before it replays its log) is what Start
+		// will do. Start reads the file again, and says what is wrong
+		// with it.
+		if saved, err := s.state.load(); err == nil {
+			s.restorePauses(saved.Jobs)
+		}
+	}
 	return s, nil
 }
 

@@ -106,9 +106,12 @@ func (s *server) loadJobs() error {
 	return nil
 }
 
-// startScheduler starts the in-process scheduler on the loaded jobs.
-// undo stops what it started if a later start-up step fails.
-func (s *server) startScheduler(ctx context.Context, addr string, undo *undoList) error {
+// newScheduler makes the in-process scheduler on the loaded jobs, and
+// puts their expectations in force, before the log is replayed: the
+// replayed runs then count for them, and the runs expected while the
+// server was down are judged, as those of the expectations file are.
+// undo closes its reporter if a later start-up step fails.
+func (s *server) newScheduler(addr string, undo *undoList) error {
 	if s.jobs == nil {
 		return nil
 	}
@@ -122,12 +125,22 @@ func (s *server) startScheduler(ctx context.Context, addr string, undo *undoList
 	if err != nil {
 		return fmt.Errorf("jobs file: %w\n%s", err, fixJobs)
 	}
+	s.reporter, s.sched = rep, sc
+	s.applyJobExpectations()
+	return nil
+}
+
+// startScheduler starts the scheduler newScheduler made. undo stops it if
+// a later start-up step fails.
+func (s *server) startScheduler(ctx context.Context, undo *undoList) error {
+	if s.sched == nil {
+		return nil
+	}
+	sc := s.sched
 	if err := sc.Start(ctx); err != nil {
 		return fmt.Errorf("starting the scheduler: %w", err)
 	}
 	undo.add(func() { stopRuns(sc, s.log) })
-	s.reporter, s.sched = rep, sc
-	s.applyJobExpectations()
 	return nil
 }
 

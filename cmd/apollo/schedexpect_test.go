@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,4 +111,63 @@ func TestAPausedJobIsNotExpected(t *testing.T) {
 	srv.kill()
 	srv = start()
 	check(x.client(t, srv, ""), x.client(t, srv, "acme"), time.Now(), "after kill -9")
+}
+
+// The expected runs of the server's scheduler's jobs that fell while the
+// server was down are judged at the restart, as those of the
+// expectations file are (docs/expectations.md: runs are expected from
+// the time expectations were last judged). Before, the jobs file's
+// expectations were put in force only once the scheduler started, after
+// the replay, and expected runs from then on: a daily job whose run the
+// downtime swallowed (catchup: skip) never showed as missed, while a job
+// of the expectations file on the same schedule did.
+func TestJobsMissedWhileDownAreFound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the server for several seconds")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	jobs := filepath.Join(x.dir, "jobs.yaml")
+	// On the schedule of the file's etl_extract, which never runs.
+	if err := os.WriteFile(jobs, []byte("jobs:\n  - {name: nightly, schedule: \"*/2 * * * * *\", command: [\"true\"], late_after: 1s, catchup: skip}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func() *proc {
+		return startApollo(t, "server", "--config", x.cfg, "--listen", "127.0.0.1:0", "--jobs", jobs)
+	}
+	srv := start()
+	ctx := testCtx(t, 2*time.Minute)
+	def := x.client(t, srv, "")
+	eventually(t, time.Minute, "a run of nightly", func() bool {
+		page, err := def.Tasks(ctx, apiclient.TaskQuery{Prefix: "nightly@", Status: apollo.StatusSuccess})
+		return err == nil && len(page.Tasks) > 0
+	})
+	srv.term(t) // a clean stop: the snapshot keeps up to when runs were judged
+	down := time.Now()
+	// The scenario is a scheduled run inside the downtime: the next even
+	// second, and its second of grace, pass before the restart. What is
+	// waited for is the clock itself; no signal says it.
+	slot := down.Truncate(2 * time.Second).Add(2 * time.Second)
+	<-time.After(time.Until(slot.Add(1100 * time.Millisecond)))
+	srv = start()
+	up := time.Now()
+	def = x.client(t, srv, "")
+	missedAfter(t, ctx, def, def, "etl_extract", up)
+	inDowntime := func(job string) []time.Time {
+		var out []time.Time
+		for _, s := range missedSlots(t, ctx, def, job) {
+			if s.After(down) && s.Before(up.Add(-time.Second)) {
+				out = append(out, s)
+			}
+		}
+		slices.SortFunc(out, time.Time.Compare)
+		return out
+	}
+	file, sched := inDowntime("etl_extract"), inDowntime("nightly")
+	if len(file) == 0 {
+		t.Fatalf("no missed run of etl_extract between %v and %v", down, up)
+	}
+	if !slices.Equal(sched, file) {
+		t.Errorf("missed runs expected while the server was down: the jobs file's nightly %v, the expectations file's etl_extract %v (the same schedule)", sched, file)
+	}
 }

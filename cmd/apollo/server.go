@@ -218,6 +218,9 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, fmt.Errorf("listening on %s: %w (is another apollo running? choose another --listen)", s.cfg.Listen, err)
 	}
 	undo.add(func() { ln.Close() })
+	if err := s.newScheduler(ln.Addr().String(), undo); err != nil {
+		return nil, err
+	}
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
@@ -236,7 +239,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 		return nil, err
 	}
 	undo.add(s.expect.stopLoop)
-	if err := s.startScheduler(ctx, ln.Addr().String(), undo); err != nil {
+	if err := s.startScheduler(ctx, undo); err != nil {
 		return nil, err
 	}
 	// The hub starts after recovery, so replay does not flood it.
