@@ -22,7 +22,8 @@ type deadline struct {
 	kind  deadlineKind
 	job   *jobState
 	task  string    // dRun: the run
-	start time.Time // dRun: when it started
+	start time.Time // dRun: when it started, by its reporter
+	from  time.Time // dRun: when max_runtime counts from (Run.Received)
 	index int       // in the heap; -1 when not in it
 }
 

@@ -184,7 +184,7 @@ func (e *Evaluator) install(j *jobState, sp *spec, since time.Time, out []Event)
 				delete(j.runs, task)
 				continue
 			}
-			e.due.set(d, d.start.Add(now.MaxRuntime))
+			e.due.set(d, d.from.Add(now.MaxRuntime))
 		}
 	}
 	if was.MaxRuns != now.MaxRuns || was.RunsWindow != now.RunsWindow || len(j.starts.t) != now.MaxRuns {
@@ -311,9 +311,9 @@ func (e *Evaluator) Started(r Run) []Event {
 		return out
 	}
 	if sp.MaxRuntime > 0 && j.runs[r.TaskID] == nil {
-		d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.At, index: -1}
+		d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.At, from: later(r.At, r.Received), index: -1}
 		j.runs[r.TaskID] = d
-		e.due.set(d, r.At.Add(sp.MaxRuntime))
+		e.due.set(d, d.from.Add(sp.MaxRuntime))
 	}
 	if sp.MaxRuns > 0 {
 		if j.starts.within(r.At, sp.RunsWindow) {

@@ -301,6 +301,32 @@ func TestTooLong(t *testing.T) {
 	}
 }
 
+// max_runtime counts from when the start was received: a start whose
+// reporter's clock is an hour behind is not too long at once, and a later
+// max_runtime counts from the receipt too. The event still names the
+// start the reporter gave.
+func TestTooLongCountsFromReceipt(t *testing.T) {
+	t.Parallel()
+	t0 := utc(2026, 5, 1, 1, 0)
+	src := "expectations:\n  - {job: etl, max_runtime: 1m}\n"
+	ev := NewEvaluator()
+	for _, tenant := range []string{"a", "b"} {
+		ev.Set(tenant, mustParse(t, src), t0)
+		ev.Started(Run{Tenant: tenant, Job: "etl", TaskID: "r1", At: t0.Add(-time.Hour), Received: t0})
+	}
+	if got := ev.Tick(t0.Add(59 * time.Second)); len(got) > 0 {
+		t.Fatalf("a run received 59s ago, with max_runtime 1m, is too long: %v", got)
+	}
+	ev.Set("b", mustParse(t, "expectations:\n  - {job: etl, max_runtime: 2m}\n"), t0.Add(59*time.Second))
+	got := ev.Tick(t0.Add(time.Minute))
+	if len(got) != 1 || got[0].Tenant != "a" || got[0].Kind != KindTooLong || !got[0].Slot.Equal(t0.Add(-time.Hour)) || !got[0].At.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("at 1m: %+v", got)
+	}
+	if got := ev.Tick(t0.Add(2 * time.Minute)); len(got) != 1 || got[0].Tenant != "b" {
+		t.Fatalf("at 2m, the changed max_runtime: %+v", got)
+	}
+}
+
 func TestTooShort(t *testing.T) {
 	t.Parallel()
 	t0 := utc(2026, 5, 1, 0, 0)

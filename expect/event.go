@@ -15,6 +15,11 @@ type Run struct {
 	TaskID string
 	// At is when the run started (Started) or finished (Finished).
 	At time.Time
+	// Received, for Started, is when the caller learnt of the start (the
+	// server's clock); zero: At. max_runtime counts from it, as a
+	// timeoutMs does in the bus: a reporter's clock that is behind, or a
+	// start delivered late, must not make a run too long at once.
+	Received time.Time
 	// Status and Duration are set on finished runs: success, failed or
 	// timeout, and how long the run took.
 	Status   apollo.Status

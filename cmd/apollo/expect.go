@@ -353,8 +353,12 @@ func (x *expectations) Apply(c *apollo.Change) {
 	started := c.Prev.Status != apollo.StatusRunning && !c.Prev.Status.Final()
 	if (t.Status == apollo.StatusRunning || t.Status.Final()) && started {
 		run.At = at(cmp.Or(t.StartedAt, t.FinishedAt, c.Record.Ts))
+		if rcv := c.Record.ReceivedAt; rcv > 0 {
+			run.Received = time.UnixMilli(rcv)
+		}
 		found = append(found, x.ev.Started(run)...)
 		x.learn.Started(run)
+		run.Received = time.Time{}
 	}
 	if t.Status.Final() && !c.Prev.Status.Final() {
 		run.At, run.Status = at(cmp.Or(t.FinishedAt, c.Record.Ts)), t.Status
