@@ -67,6 +67,7 @@ type jobState struct {
 
 type flushStats struct {
 	flushes, failures, fullCopies atomic.Int64
+	refills                       atomic.Int64
 	jobs, fields, commands        atomic.Int64
 	lastFlush                     atomic.Int64 // Unix ms of the last good flush
 	lastErr                       atomic.Pointer[string]
@@ -160,7 +161,13 @@ func (f *Flusher) Flush(ctx context.Context) error {
 		f.stats.fullCopies.Add(1)
 		jobs = f.everything(now)
 	}
-	err := f.writeJobs(ctx, now, jobs, full)
+	lost, err := f.probe(ctx, jobs, full)
+	if err == nil && !lost {
+		lost, err = f.writeJobs(ctx, now, jobs, full)
+	}
+	if err == nil && lost {
+		err = f.refill(ctx, now)
+	}
 	if err == nil {
 		err = f.maintain(ctx, now)
 	}
@@ -189,8 +196,9 @@ func (f *Flusher) everything(now time.Time) []dirtyJob {
 }
 
 // writeJobs writes jobs in pipelines of flushChunk. On an error it puts
-// the unwritten jobs back (or, for a full copy, asks for another).
-func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob, full bool) error {
+// the unwritten jobs back (or, for a full copy, asks for another). lost
+// reports that a job written before found its key gone (see refill.go).
+func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob, full bool) (lost bool, err error) {
 	ms := now.UnixMilli()
 	first := true
 	for len(jobs) > 0 {
@@ -199,19 +207,22 @@ func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob,
 		if first && ms-f.writersAt >= f.opts.MaintainEvery.Milliseconds()/4 {
 			// Readers sum the writers they know: announce this one before
 			// its first field, and often enough that no trim drops it.
-			pipe.ZAddArgs(ctx, f.keys.writers(), redis.ZAddArgs{GT: true, Members: []redis.Z{{Score: float64(ms), Member: f.opts.Writer}}})
-			pipe.PExpire(ctx, f.keys.writers(), f.opts.keyTTL())
+			f.queueAnnounce(ctx, pipe, ms)
 		}
 		var written []*jobState
 		var fresh []jobRef
+		var known []sentFields
 		for _, j := range chunk {
-			if !f.queueJob(ctx, pipe, j) {
+			hset, n := f.queueJob(ctx, pipe, j)
+			if hset == nil {
 				continue
 			}
 			st := f.jobs[j.jobRef]
 			if st == nil {
 				fresh = append(fresh, j.jobRef)
 				pipe.PExpire(ctx, f.keys.window(j.tenant, j.name), f.opts.keyTTL())
+			} else {
+				known = append(known, sentFields{hset, n})
 			}
 			written = append(written, st)
 		}
@@ -223,9 +234,10 @@ func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob,
 			} else {
 				f.dirty.putBack(jobs)
 			}
-			return err
+			return false, err
 		}
 		f.stats.commands.Add(n)
+		lost = lost || keyWasGone(known)
 		if first {
 			f.writersAt = ms
 			first = false
@@ -241,16 +253,17 @@ func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob,
 		f.stats.jobs.Add(int64(len(written)))
 		jobs = jobs[len(chunk):]
 	}
-	return nil
+	return lost, nil
 }
 
-// queueJob adds one job's HSET to pipe, and reports whether the job had
-// anything to write. Every block from the one holding j.from on is written
-// whole, so the write does not depend on what Redis held before.
-func (f *Flusher) queueJob(ctx context.Context, pipe redis.Pipeliner, j dirtyJob) bool {
+// queueJob adds one job's HSET to pipe and returns it with the number of
+// fields it sets; nil if the job had nothing to write. Every block from
+// the one holding j.from on is written whole, so the write does not
+// depend on what Redis held before.
+func (f *Flusher) queueJob(ctx context.Context, pipe redis.Pipeliner, j dirtyJob) (*redis.IntCmd, int) {
 	ex := &f.ex
 	if !f.agg.ExportJob(j.tenant, j.name, blockOf(kindBucket, j.from), blockOf(kindRollup, j.from), ex) {
-		return false // compacted away: nothing left in any window
+		return nil, 0 // compacted away: nothing left in any window
 	}
 	args := make([]any, 0, 8)
 	args = f.appendBlocks(args, kindBucket, ex.Buckets)
@@ -258,9 +271,9 @@ func (f *Flusher) queueJob(ctx context.Context, pipe redis.Pipeliner, j dirtyJob
 	v := vals{ex.Backlog, ex.Running}
 	f.buf = appendVals(f.buf[:0], &v, nGauge)
 	args = append(args, fieldName(kindGauge, 0, f.opts.Writer), string(f.buf))
-	pipe.HSet(ctx, f.keys.window(j.tenant, j.name), args...)
+	hset := pipe.HSet(ctx, f.keys.window(j.tenant, j.name), args...)
 	f.stats.fields.Add(int64(len(args) / 2))
-	return true
+	return hset, len(args) / 2
 }
 
 // appendBlocks appends a field and value per block of the entries es.
@@ -276,6 +289,12 @@ func (f *Flusher) appendBlocks(args []any, kind byte, es []metrics.Entry) []any 
 		es = es[n:]
 	}
 	return args
+}
+
+// queueAnnounce adds or renews the writer in the writers set.
+func (f *Flusher) queueAnnounce(ctx context.Context, pipe redis.Pipeliner, ms int64) {
+	pipe.ZAddArgs(ctx, f.keys.writers(), redis.ZAddArgs{GT: true, Members: []redis.Z{{Score: float64(ms), Member: f.opts.Writer}}})
+	pipe.PExpire(ctx, f.keys.writers(), f.opts.keyTTL())
 }
 
 // queueNames adds jobs to their tenants' name indexes, scored now.
@@ -330,7 +349,8 @@ func (f *Flusher) noteResult(now time.Time, err error) {
 type Stats struct {
 	Flushes    int64     // flushes made, good or not
 	Failures   int64     // flushes that failed
-	FullCopies int64     // flushes that copied every job: at start, and after the dirty set overflowed
+	FullCopies int64     // flushes that copied every job: at start, after the dirty set overflowed, and at a refill
+	Refills    int64     // times Redis was found to have lost what the flusher wrote (restarted empty, flushed)
 	Jobs       int64     // job writes
 	Fields     int64     // hash fields written
 	Commands   int64     // Redis commands sent by good flushes
@@ -344,7 +364,7 @@ type Stats struct {
 func (f *Flusher) Stats() Stats {
 	s := Stats{
 		Flushes: f.stats.flushes.Load(), Failures: f.stats.failures.Load(), FullCopies: f.stats.fullCopies.Load(),
-		Jobs: f.stats.jobs.Load(), Fields: f.stats.fields.Load(), Commands: f.stats.commands.Load(),
+		Refills: f.stats.refills.Load(), Jobs: f.stats.jobs.Load(), Fields: f.stats.fields.Load(), Commands: f.stats.commands.Load(),
 		Dirty: f.dirty.len(), CopyAll: f.dirty.overflow.Load(),
 	}
 	if ms := f.stats.lastFlush.Load(); ms != 0 {

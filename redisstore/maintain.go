@@ -81,7 +81,7 @@ func (f *Flusher) maintain(ctx context.Context, now time.Time) error {
 		}
 	}
 	if trim {
-		f.trimmedAt = ms
+		f.trimmedAt, f.writersAt = ms, ms
 	}
 	return nil
 }
@@ -96,8 +96,11 @@ func (f *Flusher) alive(st *jobState, ms int64) bool {
 }
 
 // queueTrim drops names and writers not written for longer than a key
-// lives: their keys are gone.
+// lives: their keys are gone. It renews this writer's entry first: a
+// writer idle for that long still has its gauge levels to be read, and
+// its entry is what tells it that Redis lost its data (refill.go).
 func (f *Flusher) queueTrim(ctx context.Context, pipe redis.Pipeliner, ms int64) {
+	f.queueAnnounce(ctx, pipe, ms)
 	cut := "(" + fmt.Sprint(ms-f.opts.keyTTL().Milliseconds())
 	tenants := map[string]bool{}
 	for r := range f.jobs {

@@ -22,7 +22,7 @@ const (
 )
 
 // Options configure a Flusher and a Store. A Store reads only Client,
-// Prefix, the retentions and Clock.
+// Prefix, the retentions, RequireWriters and Clock.
 type Options struct {
 	// Client is a single node, Sentinel or Cluster client (see Open).
 	Client redis.UniversalClient
@@ -50,6 +50,12 @@ type Options struct {
 	// forgets them and copies every job instead once Redis answers.
 	// Default 100 000.
 	MaxDirty int
+	// RequireWriters makes a Store refuse to answer (apollo.EUNAVAILABLE)
+	// while no writer is announced in the prefix: no bus has flushed yet,
+	// or Redis lost the metrics and the bus has not copied them again.
+	// The alert processes set it, so that their rules keep their alerts
+	// instead of resolving them on windows that read empty.
+	RequireWriters bool
 	// Clock must be the aggregator's; default apollo.SystemClock.
 	Clock  apollo.Clock
 	Logger *slog.Logger // default slog.Default()

@@ -25,10 +25,11 @@ const readChunk = 1000
 // of processes that do not hold the aggregator. It answers exactly as the
 // Aggregator would (metricstest.Run proves it), summing every writer.
 type Store struct {
-	c      redis.UniversalClient
-	keys   keyspace
-	clock  apollo.Clock
-	br, rr time.Duration
+	c       redis.UniversalClient
+	keys    keyspace
+	clock   apollo.Clock
+	br, rr  time.Duration
+	require bool // Options.RequireWriters
 }
 
 var _ metrics.Store = (*Store)(nil)
@@ -41,7 +42,18 @@ func NewStore(opts Options) (*Store, error) {
 		return nil, err
 	}
 	return &Store{c: opts.Client, keys: keyspace{opts.Prefix}, clock: opts.Clock,
-		br: opts.BucketRetention, rr: opts.RollupRetention}, nil
+		br: opts.BucketRetention, rr: opts.RollupRetention, require: opts.RequireWriters}, nil
+}
+
+// checkWriters refuses to read with no writer announced, when the Store
+// requires one (Options.RequireWriters).
+func (s *Store) checkWriters(writers []string) error {
+	if !s.require || len(writers) > 0 {
+		return nil
+	}
+	return &apollo.Error{Code: apollo.EUNAVAILABLE, Field: s.keys.writers(),
+		Message: "no bus has written metrics to Redis under this prefix: none has started yet, or Redis lost its data and the bus has not copied it again",
+		Hint:    "start apollo bus with the same redis.url and redis.prefix; a running bus copies everything again within a second of Redis coming back"}
 }
 
 // Table returns every job of q.Tenant with its Summary over the window.
@@ -61,6 +73,9 @@ func (s *Store) Table(ctx context.Context, q metrics.Query) (*metrics.Table, err
 	writersCmd := pipe.ZRange(ctx, s.keys.writers(), 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("redisstore: table for tenant %q: names: %w", q.Tenant, err)
+	}
+	if err := s.checkWriters(writersCmd.Val()); err != nil {
+		return nil, err
 	}
 	names := namesCmd.Val()
 	slices.Sort(names)
@@ -99,6 +114,9 @@ func (s *Store) Series(ctx context.Context, tenant, name string, window, step ti
 	writers, err := s.c.ZRange(ctx, s.keys.writers(), 0, -1).Result()
 	if err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("redisstore: series of %q: writers: %w", name, err)
+	}
+	if err := s.checkWriters(writers); err != nil {
+		return nil, err
 	}
 	stepMs := step.Milliseconds()
 	pts := make([]apollo.Point, window/step)

@@ -49,7 +49,7 @@ func fullParts() selfmetrics.Parts {
 			EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
 			Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513})),
 		selfmetrics.Watch("scheduler", fixed(sched.Stats{Runs: 601, Skipped: 602, Missed: 603, ReportErrors: 604, StateErrors: 605})),
-		selfmetrics.Watch("redis", fixed(redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Jobs: 704, Fields: 705,
+		selfmetrics.Watch("redis", fixed(redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Refills: 708, Jobs: 704, Fields: 705,
 			Commands: 706, Dirty: 707, LastFlush: at.Add(time.Second)})),
 		selfmetrics.Watch("recovery", fixed(selfmetrics.Recovery{Duration: 801 * time.Millisecond, Events: 802})),
 		selfmetrics.Watch("checkpoint", fixed(selfmetrics.Checkpoint{Taken: 811, Pause: 812 * time.Millisecond, Write: 813 * time.Millisecond,

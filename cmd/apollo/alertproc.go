@@ -140,9 +140,11 @@ func (p *alertProcess) start(ctx context.Context) error {
 	p.onStop(cancel)
 
 	// The retentions are the bus's: a window reads the buckets and
-	// rollups the bus wrote, which it keeps as long as they say.
+	// rollups the bus wrote, which it keeps as long as they say. With no
+	// bus's writes in Redis (it lost them) the rules keep their alerts
+	// rather than resolve them on empty windows.
 	store, err := redisstore.NewStore(redisstore.Options{Client: p.c, Prefix: prefix, Logger: p.log,
-		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()})
+		BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D(), RequireWriters: true})
 	if err != nil {
 		return err
 	}
