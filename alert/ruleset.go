@@ -141,6 +141,16 @@ func (e *Engine) RulesSource(tenant string) []byte {
 	return []byte(b.String())
 }
 
+// RulesSources returns the text of every tenant's rules, as RulesSource.
+func (e *Engine) RulesSources() map[string][]byte {
+	all := e.sets.all()
+	out := make(map[string][]byte, len(all))
+	for tenant := range all {
+		out[tenant] = e.RulesSource(tenant)
+	}
+	return out
+}
+
 // eventRulesFor returns the event rules of tenant watching st.
 func (e *Engine) eventRulesFor(tenant string, st apollo.Status) []*rules.Rule {
 	if int(st) >= statusSlots {

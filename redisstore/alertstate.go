@@ -134,6 +134,8 @@ type AlertState struct {
 	// led: written when this one takes the lease, since the engine saves
 	// again only after its next change.
 	pending []byte
+	// last is the alerts as last loaded or saved, for Refill.
+	last []byte
 }
 
 var _ alert.StateStore = (*AlertState)(nil)
@@ -167,6 +169,9 @@ func (s *AlertState) Load(ctx context.Context) (alert.State, error) {
 		if err := json.Unmarshal(data, &st); err != nil {
 			return st, fmt.Errorf("redisstore: alert state at %s is damaged (%v); delete the key to start over", s.key, err)
 		}
+		s.mu.Lock()
+		s.last = data
+		s.mu.Unlock()
 	}
 	var err error
 	if st.Silences, err = s.loadSilences(st.Silences, s.silences.took(sils.Val())); err != nil {
@@ -208,9 +213,36 @@ func (s *AlertState) Save(ctx context.Context, st alert.State) error {
 	}
 	doneS()
 	doneA()
-	s.pending = nil
+	s.pending, s.last = nil, data
 	if !leads {
 		s.pending = data
+	}
+	return nil
+}
+
+// Refill writes back what this process last loaded or saved where Redis
+// no longer has it, after Redis lost its data (Keeper): the silences and
+// acks field by field, the alerts if this process leads (or else when it
+// takes the lease). Nothing another process wrote meanwhile is
+// overwritten.
+func (s *AlertState) Refill(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pipe := s.c.Pipeline()
+	s.silences.queueRefill(ctx, pipe)
+	s.acks.queueRefill(ctx, pipe)
+	if s.last != nil {
+		if s.lease == nil || s.lease.Held() {
+			pipe.SetNX(ctx, s.key, s.last, stateTTL)
+		} else if s.pending == nil {
+			s.pending = s.last
+		}
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisstore: writing the alert state back: %w", err)
 	}
 	return nil
 }

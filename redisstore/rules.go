@@ -50,6 +50,23 @@ func (r *Rules) Save(ctx context.Context, tenant string, src []byte) error {
 	return nil
 }
 
+// Refill writes back the rules text of every tenant in srcs that the hash
+// lacks, after Redis lost its data (Keeper); a tenant's text another
+// process wrote meanwhile is left alone.
+func (r *Rules) Refill(ctx context.Context, srcs map[string][]byte) error {
+	if len(srcs) == 0 {
+		return nil
+	}
+	pipe := r.c.Pipeline()
+	for tenant, src := range srcs {
+		pipe.HSetNX(ctx, r.key, tenantField(tenant), src)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisstore: writing the rules back: %w", err)
+	}
+	return nil
+}
+
 // Load returns every tenant's rules text.
 func (r *Rules) Load(ctx context.Context) (map[string][]byte, error) {
 	m, err := r.c.HGetAll(ctx, r.key).Result()

@@ -59,3 +59,14 @@ func (h *syncedHash) queue(ctx context.Context, pipe redis.Pipeliner, want map[s
 		h.mu.Unlock()
 	}
 }
+
+// queueRefill adds to pipe what writes back every field this process
+// holds that the hash lacks, leaving the fields it has alone: after Redis
+// lost the hash, another process may have written it back first.
+func (h *syncedHash) queueRefill(ctx context.Context, pipe redis.Pipeliner) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for f, v := range h.last {
+		pipe.HSetNX(ctx, h.key, f, v)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -166,10 +167,11 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return fmt.Errorf("reading the jobs held by job expectations: %w", err)
 	}
 	p.onStop(stopHeld)
+	state := redisstore.NewAlertState(p.c, prefix, p.lease)
 	p.engine, err = alert.New(alert.Options{
 		Store: store, Sender: disp, Clock: p.clock, Logger: p.log, Holder: holder,
 		Locker:         redisstore.NewLocker(p.c, lockPrefix),
-		State:          redisstore.NewAlertState(p.c, prefix, p.lease),
+		State:          state,
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
 		RepeatInterval: cfg.Alert.Repeat.D(),
@@ -207,6 +209,14 @@ func (p *alertProcess) start(ctx context.Context) error {
 		}
 	}
 	p.onStop(p.rules.Follow(ctx, cfg.Alert.Interval.D(), p.catchUpRules))
+	// Redis that lost its data while this process runs gets back what
+	// this process holds (docs/redis.md, "When Redis loses its data").
+	keeper := redisstore.NewKeeper(p.c, prefix, p.id, cfg.Alert.Interval.D(), p.log, func(ctx context.Context) error {
+		return errors.Join(state.Refill(ctx), p.rules.Refill(ctx, p.engine.RulesSources()))
+	}).WithClock(p.clock)
+	if err := p.startService(ctx, "the keeper of what Redis holds", keeper); err != nil {
+		return err
+	}
 	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, marksFromFeed(p.engine.Occur, p.engine.Apply))
 	if err != nil {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +17,116 @@ import (
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
+
+// Redis restarts without persistence, or is flushed, while the three
+// processes run: everything under the prefix is gone at once. The
+// processes still hold it all — the bus its metrics, the alert process
+// its rules, alerts, acks and silences — and write it back: the API shows
+// every tenant's rules, alerts, ack and silence again, the rate rules
+// keep their alerts (no "resolved", no second "firing"), and an alert
+// process killed afterwards and started again finds what it needs in
+// Redis: the acknowledged alert stays quiet, the silence holds, the
+// rules act. Before, the alert processes read empty windows and resolved
+// every rate alert, the bus showed no rules, alerts or silences, and a
+// restarted alert process evaluated no API rules, forgot the silence and
+// the ack, and notified every alert again.
+func TestRedisEmptiedWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+
+	src := map[string]string{}
+	for _, tenant := range tenants {
+		src[tenant] = fmt.Sprintf("RULE %s_rate task_prefix: %q WINDOW: 1h THRESHOLD: failed >= 1 NOTIFY: hook\n"+
+			"RULE %[1]s_ev task_prefix: %[3]q ON: failed NOTIFY: hook\n", tenant, tenant+"_load", tenant+"_ev_")
+		d.do(tenant, "PUT", "/api/v1/rules", src[tenant], nil, 200)
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_rate", "globex": "globex_rate"})
+	acked := d.firingAlert("acme", "acme_rate")
+	d.do("acme", "POST", "/api/v1/alerts/"+acked.ID+"/ack", "", nil, 200)
+	quiet := d.silence("globex", `"rule":"globex_ev"`)
+	eventually(t, 30*time.Second, "the ack shown", func() bool { return d.firingAlert("acme", "acme_rate").AckedBy != "" })
+
+	opts, err := redis.ParseURL(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	lost := time.Now()
+	if err := redistest.Delete(context.Background(), rdb, d.prefix); err != nil {
+		t.Fatal(err)
+	}
+
+	// shown says whether the API shows, for both tenants, what was
+	// written before the loss.
+	shown := func() bool {
+		for _, tenant := range tenants {
+			var rs struct{ Source string }
+			d.do(tenant, "GET", "/api/v1/rules", "", &rs, 200)
+			var al struct{ Alerts []shownAlert }
+			d.do(tenant, "GET", "/api/v1/alerts?state=firing", "", &al, 200)
+			var sl struct{ Silences []struct{ ID string } }
+			d.do(tenant, "GET", "/api/v1/silences", "", &sl, 200)
+			if rs.Source != src[tenant] || len(al.Alerts) != 1 || al.Alerts[0].Rule != tenant+"_rate" ||
+				(al.Alerts[0].AckedBy != "") != (tenant == "acme") ||
+				(len(sl.Silences) == 1 && sl.Silences[0].ID == quiet) != (tenant == "globex") {
+				return false
+			}
+		}
+		var sys struct{ Redis struct{ Refills int } }
+		d.do("", "GET", "/api/v1/system", "", &sys, 200)
+		return sys.Redis.Refills >= 1
+	}
+	// onlyRepeats fails on any notification since the loss but globex's
+	// repeats (and what also allows), and returns once n repeats came
+	// and also is done: the alert process has evaluated its rules over
+	// the refilled Redis meanwhile.
+	onlyRepeats := func(what string, n int, also func(webhook.ApolloPayload) (ok, done bool)) {
+		t.Helper()
+		done := also == nil
+		for repeats := 0; repeats < n || !done; {
+			p := h.await(t, 30*time.Second, "globex's repeats "+what, func(p webhook.ApolloPayload) bool { return p.At.After(lost) })
+			ok := false
+			if also != nil {
+				var d bool
+				if ok, d = also(p); d {
+					done = true
+				}
+			}
+			switch {
+			case p.Alert.Tenant == "globex" && p.Alert.Rule == "globex_rate" && p.Kind == "repeat":
+				repeats++
+			case ok:
+			default:
+				t.Fatalf("%s: a %s notification of tenant %q, rule %q (%s)", what, p.Kind, p.Alert.Tenant, p.Alert.Rule, p.Alert.Summary)
+			}
+		}
+	}
+	eventually(t, 30*time.Second, "rules, alerts, the ack and the silence shown again", shown)
+	onlyRepeats("after Redis lost its data", 2, nil)
+
+	d.alert.kill()
+	d.alert = startProc(t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_ev_x")
+	}
+	// acme's event rule fires: the restarted process read the rules
+	// back; globex's is silenced. The killed process is told, rightly.
+	onlyRepeats("after the alert process's restart", 3, func(p webhook.ApolloPayload) (bool, bool) {
+		ev := p.Alert.Tenant == "acme" && p.Alert.Rule == "acme_ev" && p.Kind == "firing"
+		return ev || p.Alert.Rule == "apollo:apollo_component_down:alert", ev
+	})
+	if !shown() {
+		t.Fatal("after the alert process's restart the API no longer shows what was written")
+	}
+}
 
 // While Redis is empty and the bus has not copied the metrics back yet
 // (here: the bus is stopped with SIGSTOP, so it cannot), the alert

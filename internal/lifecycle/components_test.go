@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,6 +115,10 @@ func components(t *testing.T) []component {
 		{"redisstore heartbeat", mod + "redisstore", false, func(t *testing.T, c *apollo.FakeClock) service {
 			rc, prefix := redistest.Client(t)
 			return redisstore.NewHeartbeat(rc, prefix, "bus", "me", time.Minute).WithClock(c)
+		}},
+		{"redisstore keeper", mod + "redisstore", false, func(t *testing.T, c *apollo.FakeClock) service {
+			rc, prefix := redistest.Client(t)
+			return redisstore.NewKeeper(rc, prefix, "me", time.Minute, slog.New(slog.DiscardHandler), func(context.Context) error { return nil }).WithClock(c)
 		}},
 		{"redisstore change feed", mod + "redisstore", false, func(t *testing.T, c *apollo.FakeClock) service {
 			rc, prefix := redistest.Client(t)
