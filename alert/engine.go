@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/keypart"
 	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 )
@@ -241,7 +242,7 @@ func (e *Engine) lock(n *apollo.Notification) bool {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
-	ok, err := e.opts.Locker.Acquire(ctx, LockKeyPrefix+n.Alert.Tenant+":"+n.DedupKey, e.opts.DedupWindow)
+	ok, err := e.opts.Locker.Acquire(ctx, LockKeyPrefix+keypart.Escape(n.Alert.Tenant)+":"+n.DedupKey, e.opts.DedupWindow)
 	cancel()
 	if err == nil {
 		return ok

@@ -22,7 +22,9 @@ type Locker interface {
 }
 
 // LockKeyPrefix starts every dedup lock key:
-// LockKeyPrefix + tenant + ":" + Notification.DedupKey.
+// LockKeyPrefix + tenant + ":" + Notification.DedupKey, the tenant
+// escaped (internal/keypart) so that a tenant named "a:b" never takes the
+// locks of tenant "a".
 const LockKeyPrefix = "apollo:alert:dedup:"
 
 // MemoryLocker is the Locker of a single process, or of engines in one

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/keypart"
 	"github.com/apollo-11/apollo/metrics"
 )
 
@@ -35,7 +36,7 @@ func (k keyspace) ns(tenant string) string {
 	if tenant == "" {
 		return k.prefix
 	}
-	return k.prefix + ":" + escapeTenant(tenant)
+	return k.prefix + ":" + keypart.Escape(tenant)
 }
 
 func (k keyspace) window(tenant, name string) string {
@@ -45,30 +46,6 @@ func (k keyspace) window(tenant, name string) string {
 func (k keyspace) names(tenant string) string { return k.ns(tenant) + ":metric:names" }
 
 func (k keyspace) writers() string { return k.prefix + ":metric:writers" }
-
-// escapeTenant percent-escapes the bytes that delimit keys (':', '{', '}'),
-// '%' itself, and control bytes.
-func escapeTenant(t string) string {
-	if !strings.ContainsFunc(t, needsEscape) {
-		return t
-	}
-	var b strings.Builder
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if needsEscape(rune(c)) {
-			b.WriteByte('%')
-			b.WriteByte("0123456789ABCDEF"[c>>4])
-			b.WriteByte("0123456789ABCDEF"[c&15])
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-func needsEscape(r rune) bool {
-	return r == ':' || r == '{' || r == '}' || r == '%' || r < 0x20 || r == 0x7f
-}
 
 // Field kinds of the window hash.
 const (
