@@ -39,7 +39,7 @@ func TestSchedKilledMidRunSettlesTheRun(t *testing.T) {
     schedule: "@every 1s"
     shell: "mkdir `+filepath.Join(dir, "lock")+` 2>/dev/null || exit 0; echo $APOLLO_TASK_ID $$ > `+runs+`; exec sleep 600"
 `), 0o644)
-	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"))
+	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	args := []string{"sched", "--jobs", filepath.Join(dir, "jobs.yaml"), "--server", "http://" + srv.addr, "--state", filepath.Join(dir, "sched")}
 	first := startProc(t, "apollo sched: ", args...)
 	var task string
@@ -110,7 +110,7 @@ func TestSchedKilledWithALastEventUndelivered(t *testing.T) {
     schedule: "@every 1s"
     shell: "sleep 1"
 `), 0o644)
-	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"))
+	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	target, _ := url.Parse("http://" + srv.addr)
 	forward := httputil.NewSingleHostReverseProxy(target)
 	// The proxy passes everything but the first request that carries an
