@@ -82,3 +82,13 @@ func PrincipalFrom(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
 	return p
 }
+
+// TenantOf is the tenant of the principal r was authenticated as; "" (the
+// default tenant) for a route that needs none. Handlers mounted from
+// other packages (GET /metrics) ask it.
+func TenantOf(r *http.Request) string {
+	if p := PrincipalFrom(r.Context()); p != nil {
+		return p.Tenant
+	}
+	return ""
+}

@@ -24,24 +24,27 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *Principal) er
 }
 
 // SystemStats is the body of GET /api/v1/system: every part in
-// Options.System (bus, stream, wal, alert, redis, ...), read now.
-func (s *Server) SystemStats() map[string]any {
+// Options.System (bus, stream, wal, alert, redis, ...), read now, as
+// tenant may see it (docs/security.md: counts of every tenant, names of
+// its own).
+func (s *Server) SystemStats(tenant string) map[string]any {
 	out := make(map[string]any, len(s.opts.System))
 	for name, f := range s.opts.System {
-		out[name] = f()
+		out[name] = f(tenant)
 	}
 	return out
 }
 
-func (s *Server) system(w http.ResponseWriter, _ *http.Request, _ *Principal) error {
-	writeJSON(w, http.StatusOK, s.SystemStats())
+func (s *Server) system(w http.ResponseWriter, _ *http.Request, p *Principal) error {
+	writeJSON(w, http.StatusOK, s.SystemStats(p.Tenant))
 	return nil
 }
 
 // prometheus serves GET /metrics: Apollo-11's own figures in the
 // Prometheus format (package selfmetrics, docs/monitoring.md). Viewers may
 // scrape: the numbers are totals over every tenant and carry no job, task
-// or tenant name.
+// or tenant name; of the channels, the handler shows those that serve the
+// caller's tenant (PrincipalFrom), every one to the default tenant's.
 func (s *Server) prometheus(w http.ResponseWriter, r *http.Request, _ *Principal) error {
 	if s.opts.Prometheus == nil {
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process does not export its figures"}

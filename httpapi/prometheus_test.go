@@ -127,7 +127,7 @@ func newPromEnv(t *testing.T) *promEnv {
 		selfmetrics.Watch("notifications", e.disp.Stats), selfmetrics.Watch("alert", e.engine.Stats),
 		selfmetrics.Watch("recovery", func() selfmetrics.Recovery { return selfmetrics.Recovery{Duration: 1250 * time.Millisecond, Events: 7} })}
 	api := New(Options{Bus: e.bus, Stream: e.hub, Auth: promTokens, Clock: e.clock, Logger: discardLogger,
-		Prometheus: parts.Handler(discardLogger)})
+		Prometheus: parts.Handler(discardLogger, TenantOf)})
 	e.srv = httptest.NewServer(api)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -117,7 +117,7 @@ func newSecured(t *testing.T, rate int) *secured {
 	hub := newHub(t, b, nil)
 	sec.alerts = securedAlerts(t)
 	sec.api = New(Options{Bus: b, Alerts: sec.alerts, Rules: rulebook.Book{Engine: sec.alerts}, Metrics: agg, Deliveries: disp, Stream: hub, Scheduler: testScheduler{sc}, SchedulerTenant: "a", Expectations: newMemExpectations(), Auth: auth, Audit: sec.audit, IngestRate: rate, Logger: discardLogger,
-		Prometheus: selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats)}.Handler(discardLogger)})
+		Prometheus: selfmetrics.Parts{selfmetrics.Watch("bus", b.Stats)}.Handler(discardLogger, TenantOf)})
 	sec.srv = httptest.NewServer(sec.api)
 	t.Cleanup(sec.srv.Close)
 	return sec

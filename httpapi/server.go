@@ -70,10 +70,12 @@ type Options struct {
 	// Web serves the dashboard at "/" (web.Handler()); nil: 404.
 	Web http.Handler
 	// System are the named parts of GET /api/v1/system (bus, stream, wal,
-	// alert, redis, ...), each read at every request; cmd/apollo lists
-	// them with the parts of Prometheus (selfmetrics.Parts).
-	System map[string]func() any
-	// Prometheus serves GET /metrics (selfmetrics.Parts.Handler); nil: 404.
+	// alert, redis, ...), each read at every request as the caller's
+	// tenant may see it; cmd/apollo lists them with the parts of
+	// Prometheus (selfmetrics.Parts).
+	System map[string]func(tenant string) any
+	// Prometheus serves GET /metrics (selfmetrics.Parts.Handler); nil:
+	// 404. It finds the caller's tenant with PrincipalFrom.
 	Prometheus http.Handler
 	// Alerts serves alerts and silences (alert.Engine); nil answers
 	// those routes with 503.

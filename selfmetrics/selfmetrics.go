@@ -24,38 +24,65 @@ type Figurer interface {
 type Part struct {
 	// Name is the part's key in GET /api/v1/system: "bus", "wal", ...
 	Name string
-	read func() Figurer
+	read func(tenant string) Figurer
 }
 
 // Watch makes a part of a component whose stats read returns. read is
 // called at every scrape and every GET /api/v1/system: the component's
 // counters are the only ones, so the two can never disagree. The caller
-// watches only the components it runs.
+// watches only the components it runs. Every tenant sees the same stats:
+// they must be counts over every tenant that name nothing of a tenant's.
 func Watch[S Figurer](name string, read func() S) Part {
-	return Part{Name: name, read: func() Figurer { return read() }}
+	return Part{Name: name, read: func(string) Figurer { return read() }}
 }
 
-// Stats reads the part's stats, for GET /api/v1/system.
-func (p Part) Stats() any { return p.read() }
+// WatchFor is Watch for a component whose stats name things that belong
+// to tenants (notification channels): read returns what the caller's
+// tenant may see of them. Tenant "" is the default tenant, the
+// operators' (docs/security.md).
+func WatchFor[S Figurer](name string, read func(tenant string) S) Part {
+	return Part{Name: name, read: func(tenant string) Figurer { return read(tenant) }}
+}
+
+// Stats reads the part's stats as tenant may see them, for
+// GET /api/v1/system.
+func (p Part) Stats(tenant string) any { return p.read(tenant) }
 
 // Parts are the components of one process, in no particular order.
 type Parts []Part
 
 // System are the parts by name, for GET /api/v1/system: each reads its
-// stats when called.
-func (ps Parts) System() map[string]func() any {
-	m := make(map[string]func() any, len(ps))
+// stats, as the tenant may see them, when called.
+func (ps Parts) System() map[string]func(tenant string) any {
+	m := make(map[string]func(string) any, len(ps))
 	for _, p := range ps {
 		m[p.Name] = p.Stats
 	}
 	return m
 }
 
-// Handler serves GET /metrics: every part's figures, and the Go runtime's
-// and the process's collectors. A failed write to the scraper goes to log.
-func (ps Parts) Handler(log *slog.Logger) http.Handler {
+// Handler serves GET /metrics: every part's figures as the tenant that
+// tenantOf finds behind the request may see them (nil: every request is
+// the default tenant's), and the Go runtime's and the process's
+// collectors. A failed write to the scraper goes to log.
+func (ps Parts) Handler(log *slog.Logger, tenantOf func(*http.Request) string) http.Handler {
+	var handlers sync.Map // tenant -> http.Handler; tenants are the configured tokens', a few
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := ""
+		if tenantOf != nil {
+			tenant = tenantOf(r)
+		}
+		h, ok := handlers.Load(tenant)
+		if !ok {
+			h, _ = handlers.LoadOrStore(tenant, ps.handlerFor(log, tenant))
+		}
+		h.(http.Handler).ServeHTTP(w, r)
+	})
+}
+
+func (ps Parts) handlerFor(log *slog.Logger, tenant string) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(ps.Collector())
+	reg.MustRegister(&collector{parts: ps, tenant: tenant})
 	return promhttp.HandlerFor(prometheus.Gatherers{runtimeRegistry(), reg}, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{log},
 		ErrorHandling: promhttp.ContinueOnError, // a partial scrape beats none
@@ -76,31 +103,34 @@ type promLogger struct{ log *slog.Logger }
 
 func (l promLogger) Println(v ...any) { l.log.Warn("metrics scrape", "err", fmt.Sprint(v...)) }
 
-// Collector is a prometheus.Collector of the parts' figures. It is
-// unchecked (it describes nothing ahead): which series a family has,
-// such as one per notification channel, is known only from the stats.
-func (ps Parts) Collector() prometheus.Collector { return &collector{parts: ps} }
-
+// collector is a prometheus.Collector of the parts' figures, as tenant
+// may see them. It is unchecked (it describes nothing ahead): which
+// series a family has, such as one per notification channel, is known
+// only from the stats.
 type collector struct {
-	parts Parts
-	descs sync.Map // *apollo.Family -> *prometheus.Desc
+	parts  Parts
+	tenant string
 }
+
+// descs are the families' descriptors, made once: a family is a package
+// variable of its component, the same for every collector.
+var descs sync.Map // *apollo.Family -> *prometheus.Desc
 
 func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	w := writer{c: c, ch: ch}
 	for _, p := range c.parts {
-		p.read().Figures(&w)
+		p.read(c.tenant).Figures(&w)
 	}
 }
 
 // desc is the family's descriptor, made once.
 func (c *collector) desc(f *apollo.Family) *prometheus.Desc {
-	if d, ok := c.descs.Load(f); ok {
+	if d, ok := descs.Load(f); ok {
 		return d.(*prometheus.Desc)
 	}
-	d, _ := c.descs.LoadOrStore(f, prometheus.NewDesc(f.Name, f.Help, f.Labels, nil))
+	d, _ := descs.LoadOrStore(f, prometheus.NewDesc(f.Name, f.Help, f.Labels, nil))
 	return d.(*prometheus.Desc)
 }
 

@@ -61,7 +61,7 @@ func fullParts() selfmetrics.Parts {
 func scrape(t testing.TB, ps selfmetrics.Parts) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	ps.Handler(discardLogger).ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
+	ps.Handler(discardLogger, nil).ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
@@ -146,7 +146,7 @@ func TestPartStats(t *testing.T) {
 		{selfmetrics.Watch("scheduler", fixed(sched.Stats{Runs: 2})), `"runs":2`},
 		{selfmetrics.Watch("checkpoint", fixed(selfmetrics.Checkpoint{Taken: 3, Pause: 250 * time.Millisecond, Bytes: 9})), `{"taken":3,"pauseSeconds":0.25,"writeSeconds":0,"bytes":9,`},
 	} {
-		b, err := json.Marshal(tt.part.Stats())
+		b, err := json.Marshal(tt.part.Stats(""))
 		if err != nil || !strings.Contains(string(b), tt.want) {
 			t.Errorf("%s: %s %v, want %s", tt.part.Name, b, err, tt.want)
 		}
@@ -179,7 +179,7 @@ func TestMonitoringDocCoversEveryMetric(t *testing.T) {
 
 // BenchmarkScrape is one GET /metrics of every part.
 func BenchmarkScrape(b *testing.B) {
-	h := fullParts().Handler(discardLogger)
+	h := fullParts().Handler(discardLogger, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()

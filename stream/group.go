@@ -234,12 +234,23 @@ func (h *Hub) membersWanting(bit uint8, tenant string, all bool) []*group {
 	return out
 }
 
-func (h *Hub) sendSystem(stats any) {
-	data := mustJSON(apiclient.System{Type: apiclient.MsgSystem, Stats: mustJSON(stats)})
+// sendSystem asks the system source once per tenant that some client
+// wants it for, without holding the hub lock: a tenant sees only its own
+// channels in it.
+func (h *Hub) sendSystem() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	clients := map[string][]*client{}
 	for _, g := range h.membersWanting(wantSystem, "", true) {
-		g.send(queued{data: data})
+		for c := range g.members {
+			clients[g.tenant] = append(clients[g.tenant], c)
+		}
+	}
+	h.mu.Unlock()
+	for tenant, cs := range clients {
+		data := mustJSON(apiclient.System{Type: apiclient.MsgSystem, Stats: mustJSON(h.opts.System(tenant))})
+		for _, c := range cs {
+			c.enqueue(queued{data: data})
+		}
 	}
 }
 

@@ -74,9 +74,10 @@ type Options struct {
 	// NoAckHint, without an Acker, says what would make acks work in this
 	// process (a scale-out node: give it Redis and run apollo alert).
 	NoAckHint string
-	// System returns Apollo-11's own health for the system message (the
-	// body of GET /api/v1/system); nil: no system messages.
-	System func() any
+	// System returns Apollo-11's own health for the system message, as
+	// the tenant may see it (the body of GET /api/v1/system); nil: no
+	// system messages.
+	System func(tenant string) any
 	Clock  apollo.Clock
 	Logger *slog.Logger
 
@@ -412,7 +413,7 @@ func (h *Hub) report(ctx context.Context, sys, met apollo.Ticker) {
 		select {
 		case <-sys.C():
 			if h.opts.System != nil {
-				h.sendSystem(h.opts.System())
+				h.sendSystem()
 			}
 		case <-met.C():
 			if h.opts.Metrics != nil {

@@ -566,7 +566,7 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	e := newStreamEnv(t, func(o *Options) {
 		o.Clock, o.HeartbeatInterval, o.PingInterval = clock, -1, time.Hour
 		o.Metrics, o.Alerts = fakeMetrics{}, alerts
-		o.System = func() any { return map[string]int{"answer": 42} }
+		o.System = func(tenant string) any { return map[string]any{"answer": 42, "tenant": tenant} }
 	})
 	a := e.dial("view-a")
 	a.subscribe(sub{"type": "subscribe", "filter": map[string]any{"prefix": "etl"}})
@@ -576,7 +576,7 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	b.subscribeQuiet(sub{"type": "subscribe", "filter": map[string]any{"types": []string{"alert"}}})
 
 	clock.Advance(5 * time.Second) // system
-	if m := a.read(); m.Type != apiclient.MsgSystem || string(m.Stats) != `{"answer":42}` {
+	if m := a.read(); m.Type != apiclient.MsgSystem || string(m.Stats) != `{"answer":42,"tenant":"a"}` {
 		t.Fatalf("system: %+v", m)
 	}
 	clock.Advance(5 * time.Second) // system and metric, in either order

@@ -118,7 +118,7 @@ func (ls *liveServer) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: ls.bus, Changes: func(n int) stream.ChangeSubscription { return ls.bus.Subscribe(n) },
 		Alerts: ls.alerts, Acker: ls.alerts,
-		System: func() any { return api.SystemStats() }, SystemInterval: time.Second})
+		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second})
 	if err != nil {
 		ls.t.Fatal(err)
 	}

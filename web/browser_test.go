@@ -133,14 +133,14 @@ func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
 		Alerts: engineStream{d.alerts}, Acker: d.alerts, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
-		System: func() any { return api.SystemStats() }, SystemInterval: time.Second})
+		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second})
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", d.bus.Stats), selfmetrics.Watch("stream", hub.Stats),
 		selfmetrics.Watch("metrics", d.agg.Stats), selfmetrics.Watch("alert", d.alerts.Stats), selfmetrics.Watch("notifications", d.disp.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
-		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler)),
+		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler), httpapi.TenantOf),
 		Rules: rulebook.Book{Engine: d.alerts, Known: func(_, n string) bool { return n == "console" }}, Expectations: d.expect})
 	hub.Start(context.Background())
 	var h http.Handler = api

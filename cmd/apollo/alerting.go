@@ -42,7 +42,7 @@ type alertSide interface {
 	// from the stream are audited in auditLog.
 	hubOptions(o *stream.Options, auditLog *audit.Log)
 	// system adds what it says of itself to GET /api/v1/system.
-	system(parts map[string]func() any)
+	system(parts map[string]func(tenant string) any)
 	// parts are its components, for GET /metrics and GET /api/v1/system.
 	parts() selfmetrics.Parts
 	// onRefused reports events the bus could not take: never silently (invariant 4).
@@ -200,10 +200,10 @@ func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
 	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
-func (l *localAlerting) system(map[string]func() any) {}
+func (l *localAlerting) system(map[string]func(string) any) {}
 
 func (l *localAlerting) parts() selfmetrics.Parts {
-	return selfmetrics.Parts{selfmetrics.Watch("notifications", l.disp.Stats), selfmetrics.Watch("alert", l.engine.Stats)}
+	return selfmetrics.Parts{selfmetrics.WatchFor("notifications", func(tenant string) notify.Stats { return channelStatsFor(l.disp, tenant) }), selfmetrics.Watch("alert", l.engine.Stats)}
 }
 
 func (l *localAlerting) onRefused(r bus.Refusal) {

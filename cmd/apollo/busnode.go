@@ -254,7 +254,7 @@ func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Ser
 		Bus: node, Stream: hub, Auth: auth, Audit: np.audit, Logger: log, Web: web.Handler(),
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
-		Metrics: np.store, System: parts.System(), Prometheus: parts.Handler(log),
+		Metrics: np.store, System: parts.System(), Prometheus: parts.Handler(log, httpapi.TenantOf),
 		Ready: func() bool {
 			select {
 			case <-node.Ready():
@@ -264,7 +264,7 @@ func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Ser
 			}
 		},
 	}
-	opts.System["cluster"] = func() any { return node.NodeStats() }
+	opts.System["cluster"] = everyTenant(func() any { return node.NodeStats() })
 	if np.alerting != nil {
 		np.alerting.apiOptions(&opts)
 		np.alerting.system(opts.System)

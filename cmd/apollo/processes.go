@@ -88,7 +88,8 @@ type redisAlerting struct {
 	cfg     config.Config
 	beat    *redisstore.Heartbeat
 	watch   *componentWatch
-	telling atomic.Bool // a self-alert is being published
+	serves  func(tenant, channel string) bool // the channels of this process's configuration
+	telling atomic.Bool                       // a self-alert is being published
 	tellers sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -144,6 +145,7 @@ func (r *redisAlerting) Start(ctx context.Context) error {
 		return err
 	}
 	r.watch = startBusWatch(r.ctx, r.c, r.cfg, notices, r.log)
+	r.serves = notices.disp.Serves
 	return nil
 }
 
@@ -174,9 +176,9 @@ func (a remoteAcker) Ack(ctx context.Context, tenant, id, by string) error {
 	return a.r.remote.Ack(ctx, tenant, id, by)
 }
 
-func (r *redisAlerting) system(parts map[string]func() any) {
-	parts["changeFeed"] = func() any { return r.feed.Stats() }
-	parts["components"] = func() any { return r.watch.status() }
+func (r *redisAlerting) system(parts map[string]func(string) any) {
+	parts["changeFeed"] = func(string) any { return r.feed.Stats() }
+	parts["components"] = func(tenant string) any { return r.watch.status(tenant, r.serves) }
 }
 
 func (r *redisAlerting) parts() selfmetrics.Parts {

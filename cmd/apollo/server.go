@@ -260,11 +260,11 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	return ln, nil
 }
 
-// systemStats is the body of the stream's system message: nil until the
-// API is built.
-func (s *server) systemStats() any {
+// systemStats is the body of the stream's system message, as tenant may
+// see it: nil until the API is built.
+func (s *server) systemStats(tenant string) any {
 	if api := s.api.Load(); api != nil {
-		return api.SystemStats()
+		return api.SystemStats(tenant)
 	}
 	return nil
 }
@@ -278,7 +278,7 @@ func (s *server) httpServer() *http.Server {
 	cfg := s.cfg
 	parts := s.parts()
 	opts := httpapi.Options{
-		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(parts), Prometheus: parts.Handler(s.log),
+		Bus: s.bus, Metrics: s.agg, Stream: s.hub, Web: web.Handler(), System: s.systemParts(parts), Prometheus: parts.Handler(s.log, httpapi.TenantOf),
 		Scheduler: scheduler, Expectations: s.expect, Auth: s.auth, Audit: s.audit, Clock: s.clock, Logger: s.log,
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,
 		MaxBodyBytes: cfg.Limits.BodyBytes, IngestRate: cfg.Limits.IngestPerSec,
@@ -512,11 +512,11 @@ func (s *server) parts() selfmetrics.Parts {
 
 // systemParts are the parts of GET /api/v1/system: the components, and
 // what this process says of itself.
-func (s *server) systemParts(ps selfmetrics.Parts) map[string]func() any {
+func (s *server) systemParts(ps selfmetrics.Parts) map[string]func(string) any {
 	parts := ps.System()
-	parts["process"] = func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} }
+	parts["process"] = everyTenant(func() any { return map[string]any{"mode": s.mode(), "listen": s.cfg.Listen, "data": s.cfg.Data} })
 	if s.deadman != nil {
-		parts["deadman"] = s.deadman.stats
+		parts["deadman"] = everyTenant(s.deadman.stats)
 	}
 	s.alerts.system(parts)
 	return parts

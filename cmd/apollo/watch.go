@@ -209,12 +209,12 @@ func describeLost(lost []redisstore.Beat) string {
 
 // status is what /api/v1/system shows under components: each kind's
 // running processes, with what they report, and since when none runs.
-func (w *componentWatch) status() any {
+func (w *componentWatch) status(tenant string, serves func(tenant, channel string) bool) any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]any{}
 	for _, kind := range componentKinds {
-		out[kind] = map[string]any{"alive": len(w.alive[kind]), "processes": w.alive[kind], "downSince": w.empty[kind]}
+		out[kind] = map[string]any{"alive": len(w.alive[kind]), "processes": beatsFor(w.alive[kind], tenant, serves), "downSince": w.empty[kind]}
 	}
 	return out
 }

@@ -102,7 +102,7 @@ func TestComponentWatch(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "the watch sees every process", func() bool {
-		st := w.status().(map[string]any)
+		st := w.status("", nil).(map[string]any)
 		return st["alert"].(map[string]any)["alive"] == 2 && st["sched"].(map[string]any)["alive"] == 1
 	})
 
@@ -125,7 +125,7 @@ func TestComponentWatch(t *testing.T) {
 	if n.kind != "bus" || !strings.HasPrefix(n.summary, "no bus process is running: the bus process b1 ") {
 		t.Errorf("no bus left: %+v", n)
 	}
-	st := w.status().(map[string]any)["bus"].(map[string]any)
+	st := w.status("", nil).(map[string]any)["bus"].(map[string]any)
 	if st["alive"] != 0 || st["downSince"].(time.Time).IsZero() {
 		t.Errorf("status of the bus: %v", st)
 	}
