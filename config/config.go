@@ -131,6 +131,10 @@ type Limits struct {
 	// StreamClients): each holds a file descriptor and memory.
 	StreamClients       int `yaml:"stream_clients"`
 	TenantStreamClients int `yaml:"tenant_stream_clients"`
+	// Connections bounds the HTTP connections open at once, streams
+	// included: each holds a file descriptor from its accept, before
+	// anyone knows who opened it (docs/operations.md).
+	Connections int `yaml:"connections"`
 }
 
 // TenantLimits are the limits of one tenant.
@@ -207,7 +211,7 @@ func Default() Config {
 		Limits: Limits{
 			BodyBytes: 4 << 20, TaskQueue: 64, HoldingArea: 10_000, Queue: 1 << 18,
 			Tasks: 2_000_000, History: 64, IngestPerSec: 50_000,
-			StreamClients: 4_000, TenantStreamClients: 1_000,
+			StreamClients: 4_000, TenantStreamClients: 1_000, Connections: 10_000,
 		},
 		Retention: Retention{
 			Finished: Duration(time.Hour), Idle: Duration(7 * 24 * time.Hour), Dedup: Duration(24 * time.Hour),
@@ -361,6 +365,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.StreamClients < 1 {
 		bad("limits.stream_clients", "%d: use a number of streams, at least 1", c.Limits.StreamClients)
+	}
+	if c.Limits.Connections < 16 {
+		bad("limits.connections", "%d: use a number of connections, at least 16", c.Limits.Connections)
 	}
 	if c.Limits.TenantStreamClients < 0 {
 		bad("limits.tenant_stream_clients", "%d: use a number of streams, or 0 for limits.stream_clients", c.Limits.TenantStreamClients)

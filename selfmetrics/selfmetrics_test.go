@@ -15,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
@@ -40,6 +41,7 @@ func fullParts() selfmetrics.Parts {
 			Subscribers: 123, SubscribersCut: 124, LastLSN: 125})),
 		selfmetrics.Watch("stream", fixed(stream.Stats{Changes: 901, Messages: 902, Resyncs: 903, Snapshots: 904, Resumes: 905,
 			Accepted: 906, Refused: 907, ClosedSlow: 908, ClosedNoPong: 909, ClosedShutdown: 910, OverLimit: 911})),
+		selfmetrics.Watch("connections", fixed(httpapi.ConnStats{Open: 951, Limit: 952, Waiting: 953, Accepted: 954, Evicted: 955, Refused: 956})),
 		selfmetrics.Watch("wal", fixed(wal.Stats{Appends: 201, Bytes: 202, Syncs: 203, SyncLatencyLast: 204 * time.Millisecond,
 			SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210})),
 		selfmetrics.Watch("metrics", fixed(metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306})),

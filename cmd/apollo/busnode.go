@@ -113,8 +113,15 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	auditLog := audit.NewMemory(1000, apollo.SystemClock)
+	tcp, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (choose another --listen)", cfg.Listen, err)
+	}
+	defer tcp.Close() // the HTTP server's shutdown closes it, unless a step before it fails
+	limits := connectionLimits(cfg.Limits, fileLimit(), log)
+	ln := httpapi.LimitConnections(tcp, limits.conns, log, nil)
 	hubOpts := stream.Options{Bus: node, Changes: nodeChanges(node, log), Logger: log, AllowedOrigins: cfg.Auth.AllowedOrigins,
-		MaxClients: cfg.Limits.StreamClients, TenantClients: cfg.Limits.TenantStreamClients}
+		MaxClients: limits.streams, TenantClients: limits.tenantStreams}
 	if store != nil {
 		hubOpts.Metrics = httpapi.StreamMetrics(store, apollo.SystemClock, 10*time.Second)
 	}
@@ -131,15 +138,11 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	defer stopService(context.Background(), log, "the stream", hub)
-	api, err := busNodeAPI(cfg, nodeParts{node, hub, store, alerting, auditLog}, log)
+	api, err := busNodeAPI(cfg, nodeParts{node, hub, store, alerting, auditLog, ln}, log)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w (choose another --listen)", cfg.Listen, err)
-	}
-	srv := apiHTTPServer(api, tlsConfig, log)
+	srv := apiHTTPServer(api, tlsConfig, log, ln)
 	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
 	defer dm.stop()
 	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(tlsConfig), ln.Addr(), id, f.partitions, f.natsURL)
@@ -234,6 +237,7 @@ type nodeParts struct {
 	store    httpapi.MetricsStore
 	alerting *redisAlerting
 	audit    *audit.Log
+	conns    *httpapi.ConnLimit
 }
 
 // busNodeAPI is the HTTP API of a node: the same routes as the server,
@@ -249,7 +253,8 @@ func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Ser
 		}
 		auth = httpapi.NewTokenAuth(toks)
 	}
-	parts := selfmetrics.Parts{selfmetrics.Watch("bus", node.Stats), selfmetrics.Watch("stream", hub.Stats)}
+	parts := selfmetrics.Parts{selfmetrics.Watch("bus", node.Stats), selfmetrics.Watch("stream", hub.Stats),
+		selfmetrics.Watch("connections", np.conns.Stats)}
 	opts := httpapi.Options{
 		Bus: node, Stream: hub, Auth: auth, Audit: np.audit, Logger: log, Web: web.Handler(),
 		AllowedHosts: allowedHosts(cfg), AllowedOrigins: cfg.Auth.AllowedOrigins,

@@ -58,6 +58,7 @@ type server struct {
 	snapBuf  snapshotBuffer
 	lastCkpt atomic.Pointer[selfmetrics.Checkpoint] // nil until the first
 	bus      *bus.Bus
+	conns    *httpapi.ConnLimit // the API's listener
 	agg      *metrics.Aggregator
 	hub      *stream.Hub
 	alerts   alertSide
@@ -221,6 +222,8 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	if err := s.newScheduler(ln.Addr().String(), undo); err != nil {
 		return nil, err
 	}
+	limits := connectionLimits(s.cfg.Limits, fileLimit(), s.log)
+	s.conns = httpapi.LimitConnections(ln, limits.conns, s.log, s.clock)
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
@@ -246,7 +249,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	hubOpts := stream.Options{Bus: b, Changes: func(n int) stream.ChangeSubscription { return b.Subscribe(n) },
 		Metrics: httpapi.StreamMetrics(agg, s.clock, 10*time.Second),
 		Clock:   s.clock, Logger: s.log, AllowedOrigins: s.cfg.Auth.AllowedOrigins, System: s.systemStats,
-		MaxClients: s.cfg.Limits.StreamClients, TenantClients: s.cfg.Limits.TenantStreamClients}
+		MaxClients: limits.streams, TenantClients: limits.tenantStreams}
 	s.alerts.hubOptions(&hubOpts, s.audit)
 	hub, err := stream.New(hubOpts)
 	if err != nil {
@@ -257,7 +260,7 @@ func (s *server) startSteps(ctx context.Context, undo *undoList) (net.Listener, 
 	}
 	s.hub = hub
 	close(s.ready)
-	return ln, nil
+	return s.conns, nil
 }
 
 // systemStats is the body of the stream's system message, as tenant may
@@ -293,14 +296,15 @@ func (s *server) httpServer() *http.Server {
 	}
 	s.alerts.apiOptions(&opts)
 	s.api.Store(httpapi.New(opts))
-	return apiHTTPServer(s.api.Load(), s.tls, s.log)
+	return apiHTTPServer(s.api.Load(), s.tls, s.log, s.conns)
 }
 
 // apiHTTPServer is the HTTP server of the API, the same for apollo server
-// and a scale-out node: bounded headers, and deadlines that a slow or
-// stalled client cannot hold a connection past.
-func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
-	return &http.Server{
+// and a scale-out node: bounded headers, deadlines that a slow or stalled
+// client cannot hold a connection past, and at most limits.connections
+// connections (conns, the listener it serves).
+func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger, conns *httpapi.ConnLimit) *http.Server {
+	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -310,6 +314,8 @@ func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *htt
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	conns.Watch(srv)
+	return srv
 }
 
 // serve runs until ctx is done or the HTTP server fails, reloading on
@@ -494,6 +500,7 @@ func (s *server) parts() selfmetrics.Parts {
 	ps := selfmetrics.Parts{
 		selfmetrics.Watch("bus", s.bus.Stats),
 		selfmetrics.Watch("stream", s.hub.Stats),
+		selfmetrics.Watch("connections", s.conns.Stats),
 		selfmetrics.Watch("wal", s.wal.Stats),
 		selfmetrics.Watch("metrics", s.agg.Stats),
 		selfmetrics.Watch("recovery", func() selfmetrics.Recovery { return s.recovery }),
