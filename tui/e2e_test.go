@@ -91,9 +91,15 @@ type liveServer struct {
 	srv    *httptest.Server
 	api    atomic.Pointer[http.Handler]
 	hub    *stream.Hub
+	// hubOpts changes the hub's options at every start; nil: none.
+	hubOpts func(*stream.Options)
 }
 
-func newLiveServer(t *testing.T) *liveServer {
+func newLiveServer(t *testing.T) *liveServer { return newLiveServerWith(t, nil) }
+
+// newLiveServerWith is newLiveServer with the hub's options changed by
+// hubOpts (nil: as they are).
+func newLiveServerWith(t *testing.T, hubOpts func(*stream.Options)) *liveServer {
 	agg, err := metrics.New(metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +112,7 @@ func newLiveServer(t *testing.T) *liveServer {
 	}
 	b.Start(context.Background())
 	t.Cleanup(func() { b.Stop(context.Background()) })
-	ls := &liveServer{t: t, bus: b, agg: agg, alerts: &alertBoard{subs: map[chan apollo.Alert]bool{}, alerts: map[string]apollo.Alert{}, acked: make(chan string, 4)}}
+	ls := &liveServer{t: t, bus: b, agg: agg, hubOpts: hubOpts, alerts: &alertBoard{subs: map[chan apollo.Alert]bool{}, alerts: map[string]apollo.Alert{}, acked: make(chan string, 4)}}
 	ls.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*ls.api.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(ls.srv.Close)
 	ls.startStream()
@@ -116,15 +122,20 @@ func newLiveServer(t *testing.T) *liveServer {
 
 func (ls *liveServer) startStream() {
 	var api *httpapi.Server
-	hub, err := stream.New(stream.Options{Bus: ls.bus, Changes: func(n int) stream.ChangeSubscription { return ls.bus.Subscribe(n) },
+	opts := stream.Options{Bus: ls.bus, Changes: func(n int) stream.ChangeSubscription { return ls.bus.Subscribe(n) },
 		Alerts: ls.alerts, Acker: ls.alerts,
-		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second})
+		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second}
+	if ls.hubOpts != nil {
+		ls.hubOpts(&opts)
+	}
+	hub, err := stream.New(opts)
 	if err != nil {
 		ls.t.Fatal(err)
 	}
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", ls.bus.Stats), selfmetrics.Watch("stream", hub.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub, System: parts.System(),
-		Auth: e2eTokens{"op-token": {Name: "oscar", Role: httpapi.RoleOperator}, "agent-token": {Name: "runner", Role: httpapi.RoleAgent}}})
+		Auth: e2eTokens{"op-token": {Name: "oscar", Role: httpapi.RoleOperator}, "agent-token": {Name: "runner", Role: httpapi.RoleAgent},
+			"acme-view": {Name: "ann", Role: httpapi.RoleViewer, Tenant: "acme"}, "globex-view": {Name: "gus", Role: httpapi.RoleViewer, Tenant: "globex"}}})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	ls.api.Store(&h)

@@ -1,11 +1,15 @@
 package tui
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -44,12 +48,36 @@ func dialStream(ctx context.Context, url, token string, hc *http.Client) (*wsCon
 			case http.StatusForbidden:
 				return nil, &apollo.Error{Code: apollo.EFORBIDDEN, Message: "the server refused the stream (403)", Hint: "check the token's role and the server's allowed origins"}
 			}
+			if e := refusal(resp); e != nil {
+				return nil, e
+			}
 			return nil, fmt.Errorf("opening the stream: the server answered %s", resp.Status)
 		}
 		return nil, unreachable(err)
 	}
 	c.SetReadLimit(maxFrame)
 	return &wsConn{c: c}, nil
+}
+
+// refusal is the API's reason for not opening the stream, from the body
+// of its answer (the dial keeps its first KiB): a 429 says which limit
+// was reached and what to do, which the status alone does not. nil when
+// the body is not the API's error.
+func refusal(resp *http.Response) *apollo.Error {
+	if resp.Body == nil {
+		return nil
+	}
+	var body struct {
+		Error *apollo.Error `json:"error"`
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if json.Unmarshal(raw, &body) != nil || body.Error == nil || body.Error.Message == "" {
+		return nil
+	}
+	e := *body.Error
+	e.Code = cmp.Or(e.Code, apiclient.CodeOf(resp.StatusCode))
+	e.Message = "the server refused the stream (" + strconv.Itoa(resp.StatusCode) + "): " + e.Message
+	return &e
 }
 
 // errIdle says the server went quiet for longer than its heartbeats allow.
