@@ -193,3 +193,28 @@ func BenchmarkTaskListInsert(b *testing.B) {
 		l.insert(ts[i%n])
 	}
 }
+
+// BenchmarkLateness measures the thresholds' lookup that every applied
+// event makes, with a scheduler's jobs file of 0, 100 and 1 000 jobs (each
+// job's late_after is an entry of its own) beside 10 prefixes.
+func BenchmarkLateness(b *testing.B) {
+	for _, jobs := range []int{0, 100, 1000} {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
+			var ls []Lateness
+			for i := range 10 {
+				ls = append(ls, Lateness{Prefix: fmt.Sprintf("team%d_", i), StartAfter: time.Minute})
+			}
+			for i := range jobs {
+				ls = append(ls, Lateness{Job: fmt.Sprintf("job_%d", i), Tenant: "acme", StartAfter: time.Hour})
+			}
+			bus, _ := New(Options{Lateness: ls})
+			names := []string{"team3_etl", "job_7", "other"}
+			b.ResetTimer()
+			for i := range b.N {
+				if l := bus.lateness("acme", names[i%3]); l.StartAfter == 0 {
+					b.Fatal("no threshold")
+				}
+			}
+		})
+	}
+}

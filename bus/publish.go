@@ -427,10 +427,11 @@ func (b *Bus) append(r *apollo.Record, scratch *[]byte) (uint64, error) {
 // into c (nil: a new one). It also arms the task's deadlines.
 func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.Change) Result {
 	late := false
-	lat := b.lateness(k.tenant, r.JobName())
-	if t.name != "" {
-		lat = b.lateness(k.tenant, t.name)
+	name := t.name
+	if name == "" {
+		name = r.JobName()
 	}
+	lat := b.lateness(k.tenant, name)
 	if r.Kind.Reported() && r.Status == apollo.StatusRunning && t.status != apollo.StatusRunning && !t.late {
 		sched := r.ScheduledAt
 		if sched == 0 {
