@@ -17,7 +17,7 @@ import (
 const (
 	BucketWidth = 10 * time.Second // the resolution of every window
 	RollupWidth = time.Minute      // the resolution of data older than BucketRetention
-	MaxSkew     = time.Minute      // how far ahead of now an event may be
+	MaxSkew     = time.Minute      // how far ahead of its receipt an event may be
 	MaxWindow   = 24 * time.Hour   // the longest window, and the longest offset
 )
 
@@ -220,7 +220,7 @@ type Stats struct {
 	Buckets int64 // 10-second buckets held
 	Rollups int64 // 1-minute rollups held
 	TooOld  int64 // changes with a timestamp older than the rollup retention
-	TooNew  int64 // changes with a timestamp more than MaxSkew ahead
+	TooNew  int64 // changes with a timestamp more than MaxSkew after their receipt
 	Bytes   int64 // estimated memory held
 }
 

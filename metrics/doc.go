@@ -29,11 +29,15 @@
 // 2 and 5 in docs/architecture.md).
 //
 // Timestamps older than the rollup retention, or more than MaxSkew (1 min)
-// ahead of the store's clock, are not counted and show in Stats.TooOld and
-// Stats.TooNew: a far-future bucket would sit outside every window until
-// its time came, and a wrong clock at one reporter should not fill it.
-// Their gauge moves are clamped into the accepted range rather than
-// dropped, or a task would stay in the backlog for ever.
+// ahead of when the server received their record (Record.ReceivedAt), are
+// not counted and show in Stats.TooOld and Stats.TooNew: a far-future
+// bucket would sit outside every window until its time came, and a wrong
+// clock at one reporter should not fill it. Too new is judged against the
+// receipt, which the log keeps, not against the clock when the change is
+// applied: a replay after a restart, or a node taking a partition over,
+// then drops and counts what the first application did. Their gauge moves
+// are clamped into the accepted range rather than dropped, or a task would
+// stay in the backlog for ever.
 //
 // A window of W ending at now is the buckets whose start lies in
 // (floor10(now) - W, floor10(now)]: the current, partial bucket and the
@@ -53,7 +57,7 @@
 // Each job keeps cumulative sums at its non-empty buckets only, so memory
 // follows activity and a window is the difference of two binary searches.
 // Rolling needs no ring of accumulators, one per minute slot: events are at most
-// MaxSkew ahead, so the last minute lies among a job's newest few buckets
+// MaxSkew ahead of their receipt, so the last minute lies among a job's newest few buckets
 // and is found by a short walk from the end.
 //
 // Each job also keeps a health record (runs.go): its newest RecentRuns

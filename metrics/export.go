@@ -94,8 +94,9 @@ func (a *Aggregator) Jobs(fn func(tenant, name string) bool) {
 // Touched calls fn for each job that applying c can change (one, or two
 // when the change moves a task between jobs), with the start of the
 // earliest bucket it can write to. Read now from the Aggregator's clock
-// before calling Apply: the range of accepted timestamps only grows as
-// time passes, so the bucket reported is never after one Apply writes.
+// before calling Apply: the newest accepted timestamp is fixed by the
+// record's receipt and the oldest only rises as time passes, so the bucket
+// reported is never after one Apply writes.
 // It may be earlier (a timestamp too old to count still reports its
 // bucket); a store that copies from there copies a little more, never less.
 func Touched(c *apollo.Change, now time.Time, fn func(tenant, name string, from int64)) {
@@ -106,8 +107,9 @@ func Touched(c *apollo.Change, now time.Time, fn func(tenant, name string, from 
 	if c.Task.Status.Final() {
 		at = min(at, finishedAt(&c.Task, c.Record.Ts))
 	}
-	// A gauge move beyond MaxSkew is clamped down to now+MaxSkew.
-	from := floorTo(min(at, now.UnixMilli()+maxSkewMs), bucketMs)
+	// A gauge move beyond MaxSkew is clamped down to the newest accepted
+	// time, or up to a horizon above it.
+	from := floorTo(min(at, newestAccepted(c, now.UnixMilli())), bucketMs)
 	// The plan's references are the jobs; its parts are not needed.
 	p := planChange(c, now.UnixMilli(), int64(MaxWindow/time.Millisecond))
 	for _, r := range p.refs[:p.nref] {

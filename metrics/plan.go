@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -47,7 +48,8 @@ type Part struct {
 // Plan is everything one Change contributes to the metrics.
 type Plan struct {
 	// TooOld and TooNew report that a timestamp of the change was older
-	// than the rollup retention or more than MaxSkew ahead of now: its
+	// than the rollup retention or more than MaxSkew ahead of when its
+	// record was received: its
 	// counters were left out and its gauge moves clamped into the range.
 	TooOld, TooNew bool
 
@@ -66,7 +68,9 @@ func (pl *Plan) Parts() []Part {
 }
 
 // PlanChange says what c contributes at now, for a store whose rollups are
-// kept rollupRetention. It is where the counting rules of this package live
+// kept rollupRetention. Whether a timestamp is too new is judged against
+// c.Record.ReceivedAt, so that applying c again later (a replay) plans the
+// same; now judges only what the retention has already let go. It is where the counting rules of this package live
 // (see the package documentation).
 func PlanChange(c *apollo.Change, now time.Time, rollupRetention time.Duration) Plan {
 	p := planChange(c, now.UnixMilli(), rollupRetention.Milliseconds())
@@ -262,8 +266,23 @@ func finishedAt(t *apollo.Task, fallback int64) int64 {
 	return fallback
 }
 
+// newestAccepted is the latest timestamp c may carry and be counted:
+// MaxSkew after the server received its record. Receipt, not now: a replay
+// after a restart, or a node taking a partition over, applies the record
+// later, and must drop or count it as the first application did, or
+// recovery would not rebuild the metrics that were shown (invariant 1). A
+// record without a receipt time (written by hand, in tests) is judged at
+// now.
+func newestAccepted(c *apollo.Change, now int64) int64 {
+	return cmp.Or(c.Record.ReceivedAt, now) + maxSkewMs
+}
+
 func planChange(c *apollo.Change, now, rollupRetention int64) plan {
-	p := plan{lo: horizon(now, rollupRetention), hi: now + maxSkewMs}
+	// A record received before the retention began is too old whatever its
+	// time; hi stays at or above lo, so a clamped gauge move never lands
+	// below what compaction keeps.
+	lo := horizon(now, rollupRetention)
+	p := plan{lo: lo, hi: max(newestAccepted(c, now), lo)}
 	cur, prev := &c.Task, &c.Prev
 	curRef := jobRef(cur)
 	if curRef.name == "" {

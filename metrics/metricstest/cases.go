@@ -325,6 +325,30 @@ func (s *suite) tooOldTooNew(t *testing.T) {
 	c.series(tn, "job", now, 10*time.Minute, 10*time.Second)
 }
 
+// tooNewAtReceipt: whether a time is too new is judged against when its
+// record was received, not when it is applied, so a replay after a restart
+// (the store's clock later) counts what the first application counted and
+// drops what it dropped.
+func (s *suite) tooNewAtReceipt(t *testing.T) {
+	now := s.alignClock(0)
+	n := now.UnixMilli()
+	tn := s.tenant("receipt")
+	m := newModel()
+	rcv := n - sec(30) // received half a minute ago, applied now
+	over, under := newSim(tn, "job", "over"), newSim(tn, "job", "under")
+	s.applyAll(t, m, []apollo.Change{
+		over.apply(step{status: success, ts: rcv + sec(60) + 1, received: rcv}),
+		under.apply(step{status: success, ts: rcv + sec(60), received: rcv}),
+	})
+	s.h.Clock.Advance(3 * time.Minute)
+	now = s.h.Clock.Now()
+	if got := row(s.table(t, tn, time.Hour, 0, now), "job"); got.Count != 1 {
+		t.Errorf("1h window: %+v; want the run a minute after its receipt counted, not the one a millisecond later", got)
+	}
+	c := &checker{t: t, m: m, s: s}
+	c.table(tn, now, time.Hour, 0, nil)
+}
+
 // series: points are aligned, cover the window without overlap and agree
 // with Table.
 func (s *suite) series(t *testing.T) {

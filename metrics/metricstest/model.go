@@ -1,6 +1,7 @@
 package metricstest
 
 import (
+	"cmp"
 	"math"
 	"time"
 
@@ -62,9 +63,11 @@ func floor(t, step int64) int64 {
 // keptFrom is the oldest minute a retention keeps at now.
 func keptFrom(now, ret int64) int64 { return floor(floor(now, tenS)+tenS-ret, minS) }
 
-// apply records what c contributes when applied at now (Unix ms).
+// apply records what c contributes when applied at now (Unix ms): a time
+// is too new by when its record was received, too old by now.
 func (m *model) apply(c *apollo.Change, now int64) {
-	lo, hi := keptFrom(now, m.rr), now+metrics.MaxSkew.Milliseconds()
+	lo := keptFrom(now, m.rr)
+	hi := max(cmp.Or(c.Record.ReceivedAt, now)+metrics.MaxSkew.Milliseconds(), lo)
 	inRange := func(t int64) bool { return t >= lo && t <= hi }
 	prev, cur := c.Prev, c.Task
 	ts := c.Record.Ts

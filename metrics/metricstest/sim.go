@@ -29,6 +29,10 @@ type step struct {
 	finishedAt int64
 	cost       int64 // the event's costMs; 0 derives it from the start
 	late       bool  // the record makes the task late
+	// received is when the server took the record; 0 leaves it to the
+	// suite, which stamps the clock's now when it applies the change, as
+	// the bus does.
+	received int64
 }
 
 func (s *sim) apply(st step) apollo.Change {
@@ -69,7 +73,7 @@ func (s *sim) apply(st step) apollo.Change {
 				Sequence: next.Sequence, Status: next.Status, Ts: st.ts,
 			},
 			Kind:       st.kind,
-			ReceivedAt: st.ts,
+			ReceivedAt: st.received,
 		},
 		Prev:       prev,
 		Task:       next,
@@ -170,5 +174,11 @@ func Workload(seed uint64, tenant string, names []string, n int, now time.Time, 
 		s := newSim(tenant, names[rng.IntN(len(names))], "w"+strconv.Itoa(i))
 		tasks[i] = lifecycle(rng, s, ms-rng.Int64N(max(maxAge.Milliseconds(), 1)), ms+sec(50), corrections)
 	}
-	return interleave(rng, tasks)
+	cs := interleave(rng, tasks)
+	// Reported as they happened, and by a clock ahead of now at most to
+	// now.
+	for i := range cs {
+		cs[i].Record.ReceivedAt = min(cs[i].Record.Ts, ms)
+	}
+	return cs
 }

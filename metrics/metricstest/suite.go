@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"Rollups", s.rollups},
 		{"Retention", s.retention},
 		{"TooOldTooNew", s.tooOldTooNew},
+		{"TooNewAtReceipt", s.tooNewAtReceipt},
 		{"SkewedClocks", s.skewedClocks},
 		{"HugeCosts", s.hugeCosts},
 		{"Series", s.series},
@@ -81,10 +82,21 @@ func (s *suite) alignClock(off time.Duration) time.Time {
 
 func (s *suite) apply(t *testing.T, cs ...apollo.Change) {
 	t.Helper()
+	received(cs, s.h.Clock.Now().UnixMilli())
 	for i := range cs {
 		s.h.Apply(&cs[i])
 	}
 	s.sync(t)
+}
+
+// received stamps the changes that have no receipt time with now, as the
+// bus stamps a record when it takes it.
+func received(cs []apollo.Change, now int64) {
+	for i := range cs {
+		if cs[i].Record.ReceivedAt == 0 {
+			cs[i].Record.ReceivedAt = now
+		}
+	}
 }
 
 func (s *suite) sync(t *testing.T) {
@@ -220,6 +232,7 @@ func (c *checker) series(tenant, name string, now time.Time, w, step time.Durati
 func (s *suite) applyAll(t *testing.T, m *model, cs []apollo.Change) {
 	t.Helper()
 	now := s.h.Clock.Now().UnixMilli()
+	received(cs, now)
 	for i := range cs {
 		m.apply(&cs[i], now)
 		s.h.Apply(&cs[i])
@@ -233,6 +246,7 @@ func (s *suite) applyConcurrently(t *testing.T, m *model, tasks [][]apollo.Chang
 	t.Helper()
 	now := s.h.Clock.Now().UnixMilli()
 	for _, cs := range tasks {
+		received(cs, now)
 		for i := range cs {
 			m.apply(&cs[i], now)
 		}
