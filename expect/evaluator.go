@@ -40,6 +40,9 @@ type jobState struct {
 	spec         *spec // nil: watched only as another job's upstream
 
 	lastStart time.Time
+	// lastSkip is the latest run skipped on purpose (Skipped): it counts
+	// for expected runs as a start does, and for nothing else.
+	lastSkip time.Time
 	// slot is the expected start being waited for; wait passes at slot +
 	// grace. prev is the slot before, which bounds how early a run may
 	// start and still count for slot. hit: a run started in slot's window.
@@ -205,7 +208,7 @@ func (e *Evaluator) arm(j *jobState, since time.Time) {
 	case sp != nil && sp.sched != nil:
 		j.slot = e.next(sp, since)
 	case sp != nil && sp.Every > 0:
-		j.slot = later(j.lastStart, since).Add(sp.Every)
+		j.slot = later(later(j.lastStart, j.lastSkip), since).Add(sp.Every)
 	default:
 		j.slot = time.Time{}
 	}
@@ -213,7 +216,7 @@ func (e *Evaluator) arm(j *jobState, since time.Time) {
 		e.due.remove(j.wait)
 		return
 	}
-	j.hit = j.counts(j.lastStart)
+	j.hit = j.countsLatest()
 	if j.wait == nil {
 		j.wait = &deadline{kind: dSlot, job: j, index: -1}
 	}
@@ -231,6 +234,10 @@ func (j *jobState) counts(t time.Time) bool {
 	}
 	return !t.IsZero() && !t.Before(j.slot.Add(-lead)) && !t.After(j.slot.Add(grace))
 }
+
+// countsLatest reports whether the latest start or skip counts for the
+// expected run at j.slot.
+func (j *jobState) countsLatest() bool { return j.counts(j.lastStart) || j.counts(j.lastSkip) }
 
 // drop forgets j: its deadlines leave the heap.
 func (e *Evaluator) drop(j *jobState, at time.Time, why string, out []Event) []Event {
@@ -289,21 +296,7 @@ func (e *Evaluator) Started(r Run) []Event {
 		return nil
 	}
 	sp := j.spec
-	var out []Event
-	if sp != nil && j.wait != nil && j.wait.index >= 0 {
-		// Expected runs whose grace ended before this start are judged
-		// first, whether or not Tick came by since: a late run is not
-		// theirs.
-		out = e.slotsDue(j.wait, r.At.Add(-1), out)
-		switch {
-		case sp.Every > 0 && !r.At.Before(j.lastStart):
-			// A period counts from the latest start.
-			j.slot = r.At.Add(sp.Every)
-			e.due.set(j.wait, j.slot.Add(sp.Grace))
-		case sp.sched != nil && j.counts(r.At):
-			j.hit = true
-		}
-	}
+	out := e.settle(j, r.At, nil)
 	if r.At.After(j.lastStart) {
 		j.lastStart = r.At
 	}
@@ -321,6 +314,50 @@ func (e *Evaluator) Started(r Run) []Event {
 				Detail: fmt.Sprintf("%d runs started within %s (max_runs %d)", sp.MaxRuns+1, formatDuration(sp.RunsWindow), sp.MaxRuns)})
 		}
 		j.starts.push(r.At)
+	}
+	return out
+}
+
+// Skipped tells the evaluator that a run due at r.At was not started on
+// purpose: a scheduler skipped it (its previous run still running, the
+// job's upstream failed) and said so (manual_blocked). The skip settles
+// the expected run it falls in as a start would, so that it is told once,
+// as the scheduler's skip, and not a second time as a missed run. It is
+// no start otherwise: no runtime is watched, too_often does not count it,
+// and a job that is down stays down. It returns the missed runs whose
+// grace ended before it.
+func (e *Evaluator) Skipped(r Run) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.job(r.Tenant, r.Job)
+	if j == nil {
+		return nil
+	}
+	out := e.settle(j, r.At, nil)
+	if r.At.After(j.lastSkip) {
+		j.lastSkip = r.At
+	}
+	return out
+}
+
+// settle counts a start or a skip at at for j's expected runs: those whose
+// grace ended before it are judged first, whether or not Tick came by
+// since (a late run is not theirs); then it counts for the one it falls
+// in, or, with every, the next period counts from it. The caller records
+// at as the latest start or skip afterwards: with a grace longer than
+// half the time between expected runs, it may count for the next too.
+func (e *Evaluator) settle(j *jobState, at time.Time, out []Event) []Event {
+	sp := j.spec
+	if sp == nil || j.wait == nil || j.wait.index < 0 {
+		return out
+	}
+	out = e.slotsDue(j.wait, at.Add(-1), out)
+	switch {
+	case sp.Every > 0 && !at.Before(later(j.lastStart, j.lastSkip)):
+		j.slot = at.Add(sp.Every)
+		e.due.set(j.wait, j.slot.Add(sp.Grace))
+	case sp.sched != nil && j.counts(at):
+		j.hit = true
 	}
 	return out
 }
@@ -478,7 +515,7 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 			j.prev, j.slot = j.slot, e.next(sp, j.slot)
 			// The latest start may count for the next one too, when
 			// grace is longer than half the time between them.
-			j.hit = !j.slot.IsZero() && j.counts(j.lastStart)
+			j.hit = !j.slot.IsZero() && j.countsLatest()
 		}
 	}
 	if j.slot.IsZero() {

@@ -21,8 +21,8 @@ type sim struct {
 }
 
 type feedItem struct {
-	end bool
-	run Run
+	end, skip bool
+	run       Run
 }
 
 func newSim(t *testing.T, start time.Time, sets map[string]string) *sim {
@@ -46,6 +46,11 @@ func (s *sim) finish(tenant, job, task string, at time.Time, st apollo.Status, d
 	s.queue(feedItem{end: true, run: Run{Tenant: tenant, Job: job, TaskID: task, At: at, Status: st, Duration: d}})
 }
 
+// skip queues a run skipped on purpose (manual_blocked) at at.
+func (s *sim) skip(tenant, job, task string, at time.Time) {
+	s.queue(feedItem{skip: true, run: Run{Tenant: tenant, Job: job, TaskID: task, At: at}})
+}
+
 func (s *sim) queue(f feedItem) {
 	i, _ := slices.BinarySearchFunc(s.feed, f.run.At, func(x feedItem, at time.Time) int {
 		if x.run.At.After(at) {
@@ -64,9 +69,12 @@ func (s *sim) until(end time.Time, step time.Duration) {
 		for len(s.feed) > 0 && !s.feed[0].run.At.After(now) {
 			f := s.feed[0]
 			s.feed = s.feed[1:]
-			if f.end {
+			switch {
+			case f.end:
 				s.got = append(s.got, s.ev.Finished(f.run)...)
-			} else {
+			case f.skip:
+				s.got = append(s.got, s.ev.Skipped(f.run)...)
+			default:
 				s.got = append(s.got, s.ev.Started(f.run)...)
 			}
 		}

@@ -330,7 +330,8 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) e
 }
 
 // Apply implements bus.Observer: the start and the end of each run go to
-// the evaluator and the learner. A run that ends without having been
+// the evaluator and the learner, and a run skipped when it was due (first
+// reported manual_blocked) to the evaluator. A run that ends without having been
 // seen running (a ping of success) starts and ends at once. What the
 // evaluator finds is acted on by the loop, not on the bus's worker.
 func (x *expectations) Apply(c *apollo.Change) {
@@ -359,6 +360,14 @@ func (x *expectations) Apply(c *apollo.Change) {
 		found = append(found, x.ev.Started(run)...)
 		x.learn.Started(run)
 		run.Received = time.Time{}
+	}
+	if t.Status == apollo.StatusManualBlocked && c.Prev.Status == apollo.StatusNone {
+		// Not run, on purpose, when it was due: the skip settles its
+		// expected run. Only a first report: a run that waited (a retry
+		// in its backoff) and was blocked later, when its scheduler
+		// stopped, was not the run due then.
+		run.At = at(c.Record.Ts)
+		found = append(found, x.ev.Skipped(run)...)
 	}
 	if t.Status.Final() && !c.Prev.Status.Final() {
 		run.At, run.Status = at(cmp.Or(t.FinishedAt, c.Record.Ts)), t.Status
