@@ -14,7 +14,7 @@ var (
 	figBytes = &apollo.Family{Name: "apollo_metrics_memory_bytes", Kind: apollo.FigureGauge,
 		Help: "Estimated memory held by the metrics aggregator."}
 	figDropped = &apollo.Family{Name: "apollo_metrics_changes_dropped_total", Kind: apollo.FigureCounter, Labels: []string{"reason"},
-		Help: "Changes not counted in metrics, by reason: too_old (before the rollup retention), too_new (over a minute ahead of the clock)."}
+		Help: "Changes not counted in metrics, by reason: too_old (before the rollup retention), too_new (over a minute ahead of when the server received it)."}
 )
 
 // Figures writes the aggregator's counters and gauges (GET /metrics).
