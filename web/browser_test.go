@@ -33,7 +33,7 @@ import (
 )
 
 // chromium finds the browser, or skips (fails with APOLLO_REQUIRE_BROWSER=1).
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	for _, p := range []string{os.Getenv("APOLLO_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
 		if p == "" {
 			continue
@@ -69,7 +69,7 @@ func (a tokens) Authenticate(r *http.Request) (*httpapi.Principal, error) {
 // dashboard is a real bus, stream hub, API and web UI on 127.0.0.1:0. The
 // API can be replaced (a restart of the stream) while the listener stays.
 type dashboard struct {
-	t      *testing.T
+	t      testing.TB
 	bus    *bus.Bus
 	agg    *metrics.Aggregator
 	alerts *alert.Engine
@@ -91,7 +91,7 @@ var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
 // failure of an etl run fires etl_failures at once.
 const dashboardRules = "RULE etl_failures task_prefix: \"etl\" ON: failed SEVERITY: critical NOTIFY: console\n"
 
-func newDashboard(t *testing.T, auth httpapi.Authenticator) *dashboard {
+func newDashboard(t testing.TB, auth httpapi.Authenticator) *dashboard {
 	agg, err := metrics.New(metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -150,13 +150,13 @@ func (d *dashboard) startStream() {
 
 // browser drives one headless Chromium with a fresh profile.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	shot string // screenshot folder
 	errs chan string
 }
 
-func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) *browser {
 	path := chromium(t)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -190,7 +190,7 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 
 // artifacts is where a test's screenshots go: $APOLLO_ARTIFACTS/<test>
 // when set (CI keeps that folder), else a temporary folder of the test.
-func artifacts(t *testing.T) string {
+func artifacts(t testing.TB) string {
 	dir := os.Getenv("APOLLO_ARTIFACTS")
 	if dir == "" {
 		return t.TempDir()
