@@ -40,12 +40,16 @@ function hVisible(type, props, ...children) {
 
 export const html = htm.bind(hVisible);
 
+// fmtTime is a time of today, or a date and time; a row that keeps what
+// it drew while nothing changed (the board's runs, the tasks) draws again
+// when today() changes.
 export function fmtTime(ms) {
   if (!ms) return "—";
   const d = new Date(ms);
-  const today = new Date().toDateString() === d.toDateString();
-  return today ? d.toLocaleTimeString() : d.toLocaleString();
+  return today() === d.toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
 }
+
+export const today = () => new Date().toDateString();
 
 // fmtSpan is a length of time in one unit, rounded: "45s", "4m", "3h", "2d".
 export function fmtSpan(ms) {
@@ -91,7 +95,10 @@ export function fmtBytes(n) {
 export const plural = (n, one, many = one + "s") => `${fmtNum(n)} ${n === 1 ? one : many}`;
 
 export const fmtPct = (x) => (x == null || Number.isNaN(x) ? "—" : `${(x * 100).toFixed(1)}%`);
-export const fmtNum = (x) => (x == null ? "—" : Number(x).toLocaleString());
+// One formatter for every number: Number.toLocaleString builds its own at
+// each call, a measurable part of drawing the board under a storm.
+const numbers = new Intl.NumberFormat();
+export const fmtNum = (x) => (x == null ? "—" : numbers.format(Number(x)));
 
 export function Status({ s }) {
   return html`<span class=${"st st-" + s}>${(s || "none").replace("_", " ")}</span>`;
