@@ -66,6 +66,7 @@ type Dispatcher struct {
 	order  []string
 	randN  func(int64) int64
 	unk    atomic.Int64
+	obErrs atomic.Int64 // outbox writes that failed
 	idBase string
 	idSeq  atomic.Uint64
 	logs   *loglimit.Limiter
@@ -126,7 +127,9 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 // Stop (docs/architecture.md, "Lifecycle").
 func (d *Dispatcher) Start(ctx context.Context) error {
 	return d.life.Start(ctx, func(context.Context) error {
-		d.requeue()
+		if d.opts.Outbox != nil {
+			d.Requeue(d.opts.Outbox.Owed())
+		}
 		for _, name := range d.order {
 			l := d.lanes[name]
 			d.life.Go(func(ctx context.Context) error { l.run(ctx); return nil })
@@ -208,6 +211,7 @@ func (d *Dispatcher) owe(channel string, at time.Time, n apollo.Notification) ui
 	}
 	id, err := d.opts.Outbox.Owe(channel, at, n)
 	if err != nil {
+		d.obErrs.Add(1)
 		d.logLimited(slog.LevelError, "outbox", "notify: the outbox did not take a notification; a crash before it leaves would lose it",
 			slog.String("channel", channel), slog.String("error", err.Error()))
 	}
@@ -221,22 +225,29 @@ func (d *Dispatcher) settle(ids ...uint64) {
 		return
 	}
 	if err := d.opts.Outbox.Settle(ids...); err != nil {
+		d.obErrs.Add(1)
 		d.logLimited(slog.LevelError, "outbox", "notify: the outbox did not record a delivery; a restart may send it again",
 			slog.String("error", err.Error()))
 	}
 }
 
-// requeue queues again what the outbox says the last process owed: a
-// notification is owed from Send until its delivery ends, so these were
-// queued, or under way, when that process stopped or died. One whose
-// channel no longer serves it is dropped, and one taken longer ago than
-// its channel's give_up_after is given up, as its lane would have.
-func (d *Dispatcher) requeue() {
-	if d.opts.Outbox == nil {
+// Requeue queues again what an outbox says was owed: by the process that
+// ran before this one (Start passes Outbox.Owed), or by another process
+// that shared the outbox and died (an outbox shared by several processes
+// hands those over as it takes them). The entries must be the outbox's
+// own: each is settled through it when its delivery ends. A notification
+// is owed from Send until its delivery ends, so these were queued, or
+// under way, when that process stopped or died. One whose channel no
+// longer serves it is dropped, and one taken longer ago than its
+// channel's give_up_after is given up, as its lane would have. A stopped
+// dispatcher leaves them owed, for whoever runs next.
+func (d *Dispatcher) Requeue(owed []OwedNotification) {
+	if d.opts.Outbox == nil || len(owed) == 0 {
 		return
 	}
-	owed := d.opts.Outbox.Owed()
-	if len(owed) == 0 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.stopped {
 		return
 	}
 	now := d.clock.Now()
@@ -250,7 +261,7 @@ func (d *Dispatcher) requeue() {
 		case !l.ch.Serves(n.Alert.Tenant):
 			l.recordItem(it, OutcomeDropped, fmt.Sprintf("the channel does not serve tenant %q", n.Alert.Tenant))
 		case now.Sub(e.At) > l.ch.GiveUpAfter:
-			l.recordItem(it, OutcomeGaveUp, fmt.Sprintf("owed since %s, before a restart: past give_up_after (%s)",
+			l.recordItem(it, OutcomeGaveUp, fmt.Sprintf("owed since %s by a process that stopped: past give_up_after (%s)",
 				e.At.UTC().Format(time.RFC3339), l.ch.GiveUpAfter))
 		default:
 			select {
@@ -264,7 +275,7 @@ func (d *Dispatcher) requeue() {
 		}
 		d.settle(e.ID)
 	}
-	d.opts.Logger.Info("notify: notifications owed before the restart are sent again",
+	d.opts.Logger.Info("notify: notifications owed by a process that stopped are sent again",
 		slog.Int("owed", len(owed)), slog.Int("queued", queued))
 }
 
@@ -345,7 +356,7 @@ func (d *Dispatcher) ChannelsFor(tenant string) []string {
 
 // Stats returns every channel's counters.
 func (d *Dispatcher) Stats() Stats {
-	s := Stats{Channels: make(map[string]ChannelStats, len(d.lanes)), UnknownChannel: d.unk.Load()}
+	s := Stats{Channels: make(map[string]ChannelStats, len(d.lanes)), UnknownChannel: d.unk.Load(), OutboxFailures: d.obErrs.Load()}
 	for name, l := range d.lanes {
 		cs := l.stats.snapshot()
 		cs.QueueLen = len(l.queue)

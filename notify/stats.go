@@ -23,6 +23,10 @@ type Stats struct {
 	// UnknownChannel counts notifications dropped because they named a
 	// channel that is not configured.
 	UnknownChannel int64 `json:"unknownChannel"`
+	// OutboxFailures counts the outbox's refusals: notifications sent
+	// without being recorded first (a crash before they leave loses
+	// them), and deliveries not recorded (a restart may send them again).
+	OutboxFailures int64 `json:"outboxFailures"`
 }
 
 type counters struct {

@@ -9,7 +9,9 @@
 // absolute values in one pipeline, so a retried flush, a replayed log or a
 // restarted bus never counts twice. A Store answers metrics.Store from
 // Redis with the Aggregator's window rules; both pass metricstest.Run.
-// Locker is SET NX PX.
+// Locker is SET NX PX. Outbox is the alert processes' notify.Outbox: each
+// process owns its entries under a lease, and another takes them over
+// only once that lease is gone; both outboxes pass outboxtest.Run.
 //
 //	agg, _ := metrics.New(metrics.Options{Clock: clock})
 //	fl, _ := redisstore.NewFlusher(agg, redisstore.Options{Client: rdb, Clock: clock})

@@ -92,7 +92,7 @@ func (k *Keeper) Check(ctx context.Context) {
 		return
 	}
 	if lost {
-		k.log.Warn("redisstore: Redis lost what the alert processes keep there (restarted empty, flushed, or failed over); writing back this process's rules, alerts, acks and silences")
+		k.log.Warn("redisstore: Redis lost what the alert processes keep there (restarted empty, flushed, or failed over); writing back this process's rules, alerts, acks, silences and owed notifications")
 	}
 	err = k.refill(ctx)
 	if k.retry = err != nil; k.retry {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -85,6 +88,7 @@ type alertProcess struct {
 	lease  *redisstore.Lease
 	engine *alert.Engine
 	disp   *notify.Dispatcher
+	outbox *redisstore.Outbox
 	loader *alert.Loader
 	rules  *redisstore.Rules
 	// rulesMu orders a rules change from the bus (saved, then set) and a
@@ -149,11 +153,22 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout, nil)
+	// What the lanes owe is kept in Redis, owned by this run of the
+	// process (its ID is new at every start, so a restarted process never
+	// takes the entries of its last run for its own): another alert
+	// process, or the next one, takes them over once this one stopped or
+	// its lease ran out (docs/notifications.md, "Across a restart or a crash").
+	p.outbox, err = redisstore.NewOutbox(redisstore.OutboxOptions{Client: p.c, Prefix: prefix, ID: outboxOwner(p.id),
+		Clock: p.clock, Logger: p.log})
+	if err != nil {
+		return err
+	}
+	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout, p.outbox)
 	if err != nil {
 		return err
 	}
 	p.disp = disp
+	p.outbox.OnAdopt(disp.Requeue)
 	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second).WithClock(p.clock)
 	lockPrefix := ""
 	if prefix != "apollo" {
@@ -197,6 +212,12 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err := p.startService(ctx, "the leader lease", p.lease); err != nil {
 		return err
 	}
+	// Before the lanes, which queue what it took over at its start; it
+	// stops after them, and gives its lease up then, with what they still
+	// owe in it.
+	if err := p.startService(ctx, "the notification outbox", p.outbox); err != nil {
+		return err
+	}
 	if err := p.startService(ctx, "the notification lanes", disp); err != nil {
 		return err
 	}
@@ -212,7 +233,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	// Redis that lost its data while this process runs gets back what
 	// this process holds (docs/redis.md, "When Redis loses its data").
 	keeper := redisstore.NewKeeper(p.c, prefix, p.id, cfg.Alert.Interval.D(), p.log, func(ctx context.Context) error {
-		return errors.Join(state.Refill(ctx), p.rules.Refill(ctx, p.engine.RulesSources()))
+		return errors.Join(state.Refill(ctx), p.rules.Refill(ctx, p.engine.RulesSources()), p.outbox.Refill(ctx))
 	}).WithClock(p.clock)
 	if err := p.startService(ctx, "the keeper of what Redis holds", keeper); err != nil {
 		return err
@@ -239,7 +260,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	}
 	p.onStop(stopCommands)
 	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D()).WithClock(p.clock).WithStats(func() any {
-		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats()}
+		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats(), "outbox": p.outbox.Stats()}
 	})
 	if err := p.startService(ctx, "the heartbeat", beat); err != nil {
 		return err
@@ -251,6 +272,23 @@ func (p *alertProcess) start(ctx context.Context) error {
 	dm := startDeadman(cfg.Deadman, "alert", p.clock, p.log)
 	p.onStop(dm.stop)
 	return nil
+}
+
+// outboxOwner names this run of the process in the notification outbox:
+// its process ID, reduced to the characters a Redis key part of the
+// outbox may hold (a host name may have others), and a random suffix, so
+// that a restart that gets the same host name and PID (PID 1 in a
+// container) is still a new owner.
+func outboxOwner(id string) string {
+	id = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, id)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return id[:min(len(id), 100)] + "." + hex.EncodeToString(b[:])
 }
 
 // saveRules checks rules sent through the bus's API against this

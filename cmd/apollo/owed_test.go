@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,55 @@ import (
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
+
+// downHook is a webhook receiver that answers 503 while down is set,
+// handing the tenant of each refused notification to refused.
+func downHook(t *testing.T) (h *hook, down *atomic.Bool, refused chan string) {
+	down, refused = new(atomic.Bool), make(chan string, 100)
+	down.Store(true)
+	h = &hook{C: make(chan webhook.ApolloPayload, 100)}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p webhook.ApolloPayload
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if down.Load() {
+			select {
+			case refused <- p.Alert.Tenant:
+			default:
+			}
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		h.C <- p
+	}))
+	t.Cleanup(h.srv.Close)
+	return h, down, refused
+}
+
+// owedWhileDown sets an event rule for each tenant, fails a run of each
+// while the webhook is down, and returns once the webhook refused one and
+// the channel took both (queued says how many it took): both are owed.
+func owedWhileDown(t *testing.T, d *deployment, refused chan string, queued func() int64) map[string]string {
+	t.Helper()
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %[1]s_failed task_prefix: \"%[1]s_\" ON: failed NOTIFY: hook\n", tenant), nil, 200)
+		d.fail(tenant, tenant+"_load")
+		want[tenant] = tenant + "_failed"
+	}
+	// The lane retries the first refused message while the other waits in
+	// its queue.
+	select {
+	case <-refused:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the webhook was never called")
+	}
+	eventually(t, time.Minute, "both notifications handed to the channel", func() bool { return queued() >= 2 })
+	return want
+}
 
 // A notification the server owed when it died is sent after the restart:
 // each tenant's failure is told while the webhook is down (the lane
@@ -26,51 +76,19 @@ func TestOwedNotificationsSurviveKill(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	t.Parallel()
-	var down atomic.Bool
-	down.Store(true)
-	refused := make(chan string, 100) // the tenant of each refused notification
-	h := &hook{C: make(chan webhook.ApolloPayload, 100)}
-	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p webhook.ApolloPayload
-		b, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(b, &p); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if down.Load() {
-			refused <- p.Alert.Tenant
-			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
-			return
-		}
-		h.C <- p
-	}))
-	t.Cleanup(h.srv.Close)
+	h, down, refused := downHook(t)
 	d := newDeployment(t, false, h, deployOptions{})
 	d.start()
 	t.Cleanup(d.logOnFailure)
 
-	want := map[string]string{}
-	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %[1]s_failed task_prefix: \"%[1]s_\" ON: failed NOTIFY: hook\n", tenant), nil, 200)
-		d.fail(tenant, tenant+"_load")
-		want[tenant] = tenant + "_failed"
-	}
-	// The lane retries the first refused message while the other waits in
-	// its queue: both are owed once the webhook refused one and the
-	// channel took two.
-	select {
-	case <-refused:
-	case <-time.After(testwait.Timeout(t)):
-		t.Fatal("the webhook was never called")
-	}
-	eventually(t, time.Minute, "both notifications handed to the channel", func() bool {
+	want := owedWhileDown(t, d, refused, func() int64 {
 		var sys struct {
 			Notifications struct {
-				Channels map[string]struct{ Queued int }
+				Channels map[string]struct{ Queued int64 }
 			}
 		}
 		d.do("", "GET", "/api/v1/system", "", &sys, 200)
-		return sys.Notifications.Channels["hook"].Queued >= 2
+		return sys.Notifications.Channels["hook"].Queued
 	})
 	d.api.kill()
 	down.Store(false)
@@ -83,4 +101,136 @@ func TestOwedNotificationsSurviveKill(t *testing.T) {
 			t.Errorf("tenant %s: the delivery record after the restart: %+v", tenant, l.Attempts)
 		}
 	}
+}
+
+// alertQueued is how many notifications the alert processes' channel
+// hook took, as their heartbeats tell the bus.
+func (d *deployment) alertQueued() int64 {
+	var sys struct {
+		Components struct {
+			Alert struct {
+				Processes []struct {
+					Stats struct {
+						Notifications struct {
+							Channels map[string]struct{ Queued int64 }
+						}
+					}
+				}
+			}
+		}
+	}
+	d.do("", "GET", "/api/v1/system", "", &sys, 200)
+	var n int64
+	for _, p := range sys.Components.Alert.Processes {
+		n += p.Stats.Notifications.Channels["hook"].Queued
+	}
+	return n
+}
+
+// The same in the three-process mode: an alert process owes each tenant's
+// notification while the webhook is down, is killed with SIGKILL, the
+// webhook comes back and a new alert process starts: it sends both, once
+// the dead process's hold on them has expired. Before, the alert
+// processes kept the lanes' queues in memory only: the engine had saved
+// the alerts as told in Redis, so the new process never sent them, and
+// nothing recorded that they were lost.
+func TestOwedNotificationsSurviveAlertKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h, down, refused := downHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	t.Cleanup(d.logOnFailure)
+
+	want := owedWhileDown(t, d, refused, d.alertQueued)
+	d.alert.kill()
+	down.Store(false)
+	d.alert = startProc(t, "apollo alert ", "alert", "--config", d.dir+"/apollo.yaml")
+	awaitOwed(t, h, want, "the new alert process")
+}
+
+// awaitOwed waits for each tenant's firing notification of want after an
+// alert process was killed; the self-alerts telling that it died are
+// not the tenants' and are let by.
+func awaitOwed(t *testing.T, h *hook, want map[string]string, who string) {
+	t.Helper()
+	got := map[string]int{}
+	deadline := time.After(testwait.Timeout(t))
+	for len(got) < len(want) {
+		select {
+		case p := <-h.C:
+			if !slices.Contains(tenants, p.Alert.Tenant) {
+				continue
+			}
+			if want[p.Alert.Tenant] != p.Alert.Rule || p.Kind != apollo.NotifyFiring {
+				t.Fatalf("a %s notification of tenant %q, rule %q: want only firing of %v", p.Kind, p.Alert.Tenant, p.Alert.Rule, want)
+			}
+			got[p.Alert.Tenant]++
+		case <-deadline:
+			t.Fatalf("after the kill, %s sent %v of %v", who, got, want)
+		}
+	}
+}
+
+// alertOwing returns the PIDs of the alert processes whose channel hook
+// took a notification, as their heartbeats tell the bus.
+func (d *deployment) alertOwing() (pids []int, queued int64) {
+	var sys struct {
+		Components struct {
+			Alert struct {
+				Processes []struct {
+					PID   int
+					Stats struct {
+						Notifications struct {
+							Channels map[string]struct{ Queued int64 }
+						}
+					}
+				}
+			}
+		}
+	}
+	d.do("", "GET", "/api/v1/system", "", &sys, 200)
+	for _, p := range sys.Components.Alert.Processes {
+		if q := p.Stats.Notifications.Channels["hook"].Queued; q > 0 {
+			pids = append(pids, p.PID)
+			queued += q
+		}
+	}
+	return pids, queued
+}
+
+// With two alert processes for high availability, the one that owes
+// notifications while the webhook is down is killed with SIGKILL and
+// nobody restarts it: the other one, running all along, takes over what
+// it owed once its lease has expired, and each tenant's notification
+// arrives. Before, what the killed process owed was lost.
+func TestOwedNotificationsTakenOverInHA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h, down, refused := downHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	t.Cleanup(d.logOnFailure)
+	other := startProc(t, "apollo alert ", "alert", "--config", d.dir+"/apollo.yaml")
+	t.Cleanup(other.kill)
+
+	want := owedWhileDown(t, d, refused, func() int64 { _, n := d.alertOwing(); return n })
+	pids, _ := d.alertOwing()
+	victim, survivor := d.alert, other
+	if pids[0] == other.cmd.Process.Pid {
+		victim, survivor = other, d.alert
+	}
+	victim.kill()
+	down.Store(false)
+	t.Cleanup(func() {
+		if t.Failed() {
+			survivor.kill()
+			t.Logf("the surviving alert process's log:\n%s", survivor.out.String())
+		}
+	})
+	awaitOwed(t, h, want, "the surviving alert process")
 }

@@ -1,0 +1,186 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo/notify"
+)
+
+// adoptScript moves up to ARGV[3] entries of the owner ARGV[1] into this
+// process's hash, oldest first, renumbered from ARGV[2], if and only if
+// the owner's lease is gone: the check and the move are one step, so two
+// processes never both take an entry. It returns the values moved; the
+// owner leaves the owners' set once its hash is empty.
+//
+// KEYS: the owner's lease, the owner's hash, the owners' set, this
+// process's hash.
+var adoptScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[1]) == 1 then return {} end
+local all = redis.call("HGETALL", KEYS[2])
+local es = {}
+for i = 1, #all, 2 do es[#es + 1] = {tonumber(all[i]) or 0, all[i], all[i + 1]} end
+table.sort(es, function(a, b) return a[1] < b[1] end)
+local n = math.min(#es, tonumber(ARGV[3]))
+local out = {}
+for i = 1, n do
+  redis.call("HSET", KEYS[4], string.format("%d", tonumber(ARGV[2]) + i - 1), es[i][3])
+  redis.call("HDEL", KEYS[2], es[i][2])
+  out[i] = es[i][3]
+end
+if n == #es then redis.call("SREM", KEYS[3], ARGV[1]) end
+return out
+`)
+
+// tick is the renewal loop's step: renew the lease, settle what waited
+// for Redis, take over what stopped or dead processes owed.
+func (o *Outbox) tick(ctx context.Context) {
+	if !o.renew(ctx) {
+		return
+	}
+	if es := o.adopt(ctx); len(es) > 0 && o.onAdopt != nil {
+		o.onAdopt(es)
+	}
+}
+
+// renew rewrites the lease and the registration, pushes back the keys'
+// expiry and settles what waited; it reports whether Redis answered.
+func (o *Outbox) renew(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, o.opts.Lease/3)
+	defer cancel()
+	_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, o.alive, "1", o.opts.Lease)
+		p.SAdd(ctx, o.owners, o.opts.ID)
+		p.Expire(ctx, o.owners, outboxKeyTTL)
+		p.Expire(ctx, o.owed, outboxKeyTTL)
+		return nil
+	})
+	if err != nil {
+		o.markDown("renew", err)
+		return false
+	}
+	o.mu.Lock()
+	ids := slices.Collect(maps.Keys(o.unsettled))
+	o.mu.Unlock()
+	if len(ids) > 0 {
+		if err := o.opts.Client.HDel(ctx, o.owed, fields(ids)...).Err(); err != nil {
+			return false
+		}
+		o.mu.Lock()
+		for _, id := range ids {
+			delete(o.unsettled, id)
+		}
+		o.mu.Unlock()
+	}
+	if o.down.Swap(false) {
+		o.opts.Logger.Info("redisstore: outbox: Redis answers again; notifications are recorded before they are queued", "settled", len(ids))
+	}
+	return true
+}
+
+// adopt takes over the entries of every process whose lease is gone, at
+// most adoptBatch from each per call, and returns them renumbered as this
+// process's, oldest first. An entry that does not read is dropped with a
+// log line: it cannot be sent, and kept it would come back at every
+// round.
+func (o *Outbox) adopt(ctx context.Context) []notify.OwedNotification {
+	owners, err := o.opts.Client.SMembers(ctx, o.owners).Result()
+	if err != nil {
+		return nil
+	}
+	owners = slices.DeleteFunc(owners, func(owner string) bool {
+		return owner == o.opts.ID || !outboxID.MatchString(owner) // not a name this package writes: never a key to touch
+	})
+	// The live owners' leases, in one round trip: the script runs only
+	// for those whose lease looks gone (and checks again).
+	leases := make([]*redis.IntCmd, len(owners))
+	if _, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, owner := range owners {
+			leases[i] = p.Exists(ctx, o.keyAlive(owner))
+		}
+		return nil
+	}); err != nil {
+		return nil
+	}
+	var got []notify.OwedNotification
+	for i, owner := range owners {
+		if leases[i].Val() != 0 {
+			continue
+		}
+		o.mu.Lock()
+		start := o.next
+		o.next += adoptBatch // reserved, so that Owe meanwhile takes no ID of these
+		o.mu.Unlock()
+		vals, err := adoptScript.Run(ctx, o.opts.Client,
+			[]string{o.keyAlive(owner), o.keyOwed(owner), o.owners, o.owed}, owner, start, adoptBatch).StringSlice()
+		if err != nil {
+			o.opts.Logger.Warn("redisstore: outbox: taking over what a stopped alert process owed failed; trying again at the next renewal",
+				"owner", owner, "err", err)
+			continue
+		}
+		var bad []string
+		for i, v := range vals {
+			id := start + uint64(i)
+			var e notify.OwedNotification
+			if err := json.Unmarshal([]byte(v), &e); err != nil {
+				bad = append(bad, strconv.FormatUint(id, 10))
+				o.opts.Logger.Error("redisstore: outbox: an entry of a stopped alert process does not read; dropped",
+					"owner", owner, "err", err)
+				continue
+			}
+			e.ID = id
+			got = append(got, e)
+		}
+		if len(bad) > 0 {
+			o.opts.Client.HDel(ctx, o.owed, bad...)
+		}
+		if len(vals) > 0 {
+			o.opts.Logger.Warn("redisstore: outbox: took over the notifications an alert process that stopped or died owed",
+				"owner", owner, "entries", len(vals))
+		}
+	}
+	slices.SortStableFunc(got, func(a, b notify.OwedNotification) int { return a.At.Compare(b.At) })
+	o.mu.Lock()
+	for _, e := range got {
+		o.mine[e.ID] = e
+	}
+	o.mu.Unlock()
+	o.adopted.Add(int64(len(got)))
+	return got
+}
+
+// Refill writes back what this process owes, after Redis lost its data
+// (the Keeper calls it): without it, a crash of this process would lose
+// what its queues hold.
+func (o *Outbox) Refill(ctx context.Context) error {
+	o.mu.Lock()
+	es := slices.Collect(maps.Values(o.mine))
+	o.mu.Unlock()
+	slices.SortFunc(es, func(a, b notify.OwedNotification) int { return cmp.Compare(a.ID, b.ID) })
+	_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, o.alive, "1", o.opts.Lease)
+		for _, e := range es {
+			b, err := json.Marshal(e)
+			if err != nil {
+				continue // Owe encoded it once already
+			}
+			p.HSet(ctx, o.owed, strconv.FormatUint(e.ID, 10), b)
+		}
+		p.Expire(ctx, o.owed, outboxKeyTTL)
+		p.SAdd(ctx, o.owners, o.opts.ID)
+		p.Expire(ctx, o.owners, outboxKeyTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: outbox: writing back %d owed notifications: %w", len(es), err)
+	}
+	o.fills.Add(1)
+	return nil
+}
