@@ -20,6 +20,11 @@ type Task struct {
 	UpdatedAt int64 `json:"updatedAt"`
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	CostMs    int64 `json:"costMs,omitempty"`
+	// FinishReceivedAt is server time when the record that set FinishedAt
+	// was received, Unix ms; 0 when unknown or not finished. The metrics
+	// judge a finish against it whenever they count it in or out, so that
+	// a correction takes out only what was counted in.
+	FinishReceivedAt int64 `json:"-"`
 	// Late is set when the run started later than its lateness threshold
 	// after ScheduledAt, or was not started within its grace period.
 	Late bool `json:"late,omitempty"`

@@ -68,8 +68,13 @@ func (t *task) view(k key) apollo.Task {
 // run that starts running without a timeout of its own gets timeout, its
 // job's default, so that the deadline every run has is shown with it.
 func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool, timeout int64) {
+	var finishRcv int64 // when the finish t has was received, if it has one
 	if c != nil {
 		*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
+		if t.status.Final() {
+			finishRcv = t.finishReceivedAt()
+			c.Prev.FinishReceivedAt = finishRcv
+		}
 	}
 	if r.Kind.Reported() || r.Kind == apollo.KindCorrection {
 		if r.Sequence > t.seq {
@@ -110,7 +115,41 @@ func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool,
 	if c != nil {
 		c.Task = t.view(k)
 		c.Record.Name = t.name
+		if t.status.Final() {
+			// A correction between final states keeps the finish, and with
+			// it when the finish was received.
+			if t.finishedAt != c.Prev.FinishedAt || !c.Prev.Status.Final() {
+				finishRcv = r.ReceivedAt
+			}
+			c.Task.FinishReceivedAt = finishRcv
+		}
 	}
+}
+
+// finishReceivedAt is when the record that set t's finish was received: the
+// newest in its history, other than a mark, that ended the run at
+// finishedAt. It is derived, not kept, to keep the task at 192 bytes
+// (TestTaskRecordSize); replay rebuilds the same history and so finds the
+// same. 0 when the history no longer holds it (HistoryLimit records since).
+func (t *task) finishReceivedAt() int64 {
+	var at int64
+	b := t.history
+	for len(b) > 0 {
+		var r apollo.Record
+		rest, err := decodeRecord(b, &r)
+		if err != nil {
+			break
+		}
+		switch r.Kind {
+		case apollo.KindMissedStart, apollo.KindTooShort, apollo.KindTooOften:
+		default:
+			if r.Status.Final() && r.Ts == t.finishedAt {
+				at = r.ReceivedAt
+			}
+		}
+		b = rest
+	}
+	return at
 }
 
 // correct applies an operator's correction: it changes the status and

@@ -172,11 +172,18 @@ type finishMove struct {
 }
 
 // countFinish counts t's finish at at with sign, and records the move when it
-// was counted.
+// was counted. A finish is too new when it is more than MaxSkew ahead of
+// when its own record was received (t.FinishReceivedAt), not this change's:
+// a correction long after a run was reported ahead would otherwise take
+// out a finish that was never counted in, and counts would go negative.
 func (p *plan) countFinish(ref int, t *apollo.Task, at, sign int64) {
 	var d vec
 	finish(&d, t, sign)
 	cost := runCost(t)
+	if t.FinishReceivedAt != 0 && at > max(t.FinishReceivedAt+maxSkewMs, p.lo) {
+		p.tooNew = true
+		return
+	}
 	if !p.counters(ref, at, &d, max(sign, 0)*cost) {
 		return
 	}
