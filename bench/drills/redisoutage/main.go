@@ -39,6 +39,7 @@ import (
 	"github.com/apollo-11/apollo/bench/internal/harness"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 type params struct {
@@ -126,6 +127,7 @@ func run(p params) (*result, error) {
 	q.Set("dial_timeout", "1s")
 	pu.RawQuery = q.Encode()
 	prefix := fmt.Sprintf("drill%d", time.Now().UnixNano()%1e6)
+	defer redistest.Delete(context.Background(), direct, prefix) // the drill leaves nothing in the database
 
 	tmp, err := os.MkdirTemp("", "apollo-redisoutage-")
 	if err != nil {
