@@ -40,7 +40,15 @@ A token belongs to one tenant: it sees and changes only that tenant's data.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := httpapi.ParseRole(role)
 			if err != nil {
-				return err
+				return usageError("%v", err)
+			}
+			if rate < 0 {
+				return usageError("--rate %d: use a number of events per second, or 0 for limits.ingest_per_second", rate)
+			}
+			// A prefix narrows only what a token reports: on any other role
+			// it would print a line that looks limited and is not.
+			if jobPrefix != "" && r != httpapi.RoleAgent {
+				return usageError("--job-prefix limits what an agent token reports; a token of role %s would still do all that role allows (use --role agent, or leave out --job-prefix)", role)
 			}
 			if name == "" {
 				name = role
