@@ -273,9 +273,13 @@ nodes' Redis, as in the three-process mode. See docs/scale-out.md.`,
 			if cmd.Flags().Changed("redis") {
 				cfg.Redis.URL = redisURL
 			}
-			if cfg.Rules != "" {
+			// The rules of a shared apollo.yaml (or apollo.env) are the alert
+			// processes' (docs/deploy.md): the bus leaves them alone. Only
+			// --rules on its own command line is a mistake worth stopping for.
+			if cmd.Flags().Changed("rules") {
 				return &exitError{code: 2, err: fmt.Errorf("the bus does not evaluate rules: give --rules %s to apollo alert instead", cfg.Rules)}
 			}
+			cfg.Rules = ""
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "bus")
 			if nf.natsURL != "" {
 				if nf.partitions < 1 {
