@@ -74,7 +74,7 @@ func TestStormGoesOnAcrossKill(t *testing.T) {
 		for len(got) < len(tenants) {
 			p := h.await(t, 2*window, "the storms' follow-ups", func(p webhook.ApolloPayload) bool { return !strings.HasPrefix(p.Alert.Rule, "apollo:") })
 			if want[p.Alert.Tenant] != p.Alert.Rule || p.Kind != "storm" {
-				t.Fatalf("a %s notification of tenant %q, rule %q after the restart: want only one follow-up of each tenant's storm", p.Kind, p.Alert.Tenant, p.Alert.Rule)
+				t.Fatalf("a %s notification of tenant %q, rule %q after the restart: want only one follow-up of each tenant's storm\n%+v", p.Kind, p.Alert.Tenant, p.Alert.Rule, p)
 			}
 			got[p.Alert.Tenant] = p
 		}
