@@ -16,12 +16,14 @@ import (
 // by their wire names, which outlive a renumbering. A record's tenant is
 // not written: it is its task's, as in the JSON form. A reader that meets
 // a version it does not know refuses the whole message (decodeChanges).
-// Version 3 adds a task's FinishReceivedAt after Late; a version 2 batch
-// still reads (changesBinMagicV2), without it.
-const (
-	changesBinMagic   = "\x00AC3"
-	changesBinMagicV2 = "\x00AC2"
-)
+//
+// A task's FinishReceivedAt is not written and arrives as 0: no listener
+// needs it (a stream shows a task as JSON, where it is "-"), and a new
+// version for it would cut, in a rolling upgrade, the stream clients of
+// every node not yet upgraded to a snapshot a second (fanIn.deliver) for
+// as long as the upgrade lasts. Builds between two releases published it
+// as "\x00AC3", which is therefore taken: a new layout is "\x00AC4".
+const changesBinMagic = "\x00AC2"
 
 // errChangeInvalid: a change whose status or kind has no wire name is
 // not published, as json.Marshal refused it before.
@@ -108,7 +110,6 @@ func (e *changeEncoder) task(t *apollo.Task) {
 	e.int(t.TimeoutMs)
 	e.int(t.CostMs)
 	e.bool(t.Late)
-	e.int(t.FinishReceivedAt)
 	e.b = binary.AppendUvarint(e.b, uint64(len(t.History)))
 	for i := range t.History {
 		e.record(&t.History[i])
@@ -120,8 +121,8 @@ func (e *changeEncoder) task(t *apollo.Task) {
 // it: every length is checked, and a count is never trusted for an
 // allocation. It stops at the first damage; the changes before it have
 // gone to fn.
-func decodeBinChanges(data []byte, v2 bool, fn func(*apollo.Change)) error {
-	d := changeDecoder{batchReader: batchReader{what: "change batch", data: data, size: len(data) + len(changesBinMagic)}, v2: v2}
+func decodeBinChanges(data []byte, fn func(*apollo.Change)) error {
+	d := changeDecoder{batchReader: batchReader{what: "change batch", data: data, size: len(data) + len(changesBinMagic)}}
 	for len(d.data) > 0 {
 		c := new(apollo.Change)
 		d.record(&c.Record)
@@ -144,7 +145,6 @@ func decodeBinChanges(data []byte, v2 bool, fn func(*apollo.Change)) error {
 type changeDecoder struct {
 	batchReader
 	id, name, tenant string
-	v2               bool // a version 2 batch: tasks without FinishReceivedAt
 }
 
 // shared reads a string, the same as one of the recent ones when it can.
@@ -227,9 +227,6 @@ func (d *changeDecoder) task(t *apollo.Task) {
 	t.TimeoutMs = d.int()
 	t.CostMs = d.int()
 	t.Late = d.bool()
-	if !d.v2 {
-		t.FinishReceivedAt = d.int()
-	}
 	n, k := binary.Uvarint(d.data)
 	// A record takes at least a byte per field: a count beyond what is
 	// left is damage, not a reason to allocate.

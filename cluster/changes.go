@@ -181,9 +181,7 @@ func (n *Node) resync(p int) {
 func decodeChanges(data []byte, fn func(*apollo.Change)) error {
 	switch {
 	case hasMagic(data, changesBinMagic):
-		return decodeBinChanges(data[len(changesBinMagic):], false, fn)
-	case hasMagic(data, changesBinMagicV2):
-		return decodeBinChanges(data[len(changesBinMagicV2):], true, fn)
+		return decodeBinChanges(data[len(changesBinMagic):], fn)
 	case hasMagic(data, changesMagic):
 		return splitBatch(data[len(changesMagic):], func(rec []byte) error {
 			c, err := decodeChange(rec)
