@@ -67,12 +67,12 @@ func previousBinary(t *testing.T) string {
 	return oldBin
 }
 
-// startWith starts the deployment's server (all-in-one) with the given
+// startWith starts the deployment's server or bus, alone, with the given
 // binary: the previous release's, or this test binary's when bin is "".
 func (d *deployment) startWith(bin string) {
 	d.t.Helper()
 	if bin == "" {
-		d.start()
+		d.api = startApollo(d.t, d.args...)
 		return
 	}
 	d.api = startCmd(d.t, exec.Command(bin, d.args...), apiclient.ReadyPrefix)
