@@ -18,7 +18,8 @@ import (
 
 // Command is a change the bus asks of the alert processes: every alert
 // process applies it (they all hold the same alerts), and the bus answers
-// its client with the first reply.
+// its client with the first success, or an error once every process that
+// got the command refused it (Commander.Do).
 type Command struct {
 	ID     string `json:"id"`
 	Op     string `json:"op"` // ack, silence.add, silence.remove, rules.set, self
@@ -49,7 +50,7 @@ type Reply struct {
 var ErrNoAlertProcess = &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "no alert process answered",
 	Hint: "check that `apollo alert` runs against the same Redis (apollo status)"}
 
-// Commander sends commands from the bus and waits for the first reply.
+// Commander sends commands from the bus and waits for the replies.
 type Commander struct {
 	c       redis.UniversalClient
 	prefix  string
@@ -70,10 +71,10 @@ func NewCommander(ctx context.Context, c redis.UniversalClient, prefix string) (
 		}
 		cm.mu.Lock()
 		ch := cm.waiting[r.ID]
-		delete(cm.waiting, r.ID) // the first reply wins
 		cm.mu.Unlock()
-		if ch != nil {
-			ch <- r
+		select {
+		case ch <- r: // nil (Do returned): nobody waits
+		default: // more replies than processes counted: Do has what it needs
 		}
 	})
 	if err != nil {
@@ -86,12 +87,18 @@ func NewCommander(ctx context.Context, c redis.UniversalClient, prefix string) (
 // Close stops listening for replies.
 func (cm *Commander) Close() { cm.stop() }
 
-// Do publishes cmd and returns the first reply, or ErrNoAlertProcess.
+// Do publishes cmd and returns the first reply that is a success. An
+// error reply waits for the other processes that got the command: in a
+// rolling upgrade of the alert processes, or a moment after the leader
+// fired an alert, one of them may not hold the alert an ack names yet,
+// and its "not found" must not hide the ack the others did. Once every
+// process answered an error, or the wait is over, the first error is
+// returned; with no reply at all, ErrNoAlertProcess.
 func (cm *Commander) Do(ctx context.Context, cmd Command) (Reply, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	cmd.ID = hex.EncodeToString(b[:])
-	ch := make(chan Reply, 1)
+	ch := make(chan Reply, maxRepliers)
 	cm.mu.Lock()
 	cm.waiting[cmd.ID] = ch
 	cm.mu.Unlock()
@@ -113,18 +120,33 @@ func (cm *Commander) Do(ctx context.Context, cmd Command) (Reply, error) {
 	}
 	t := time.NewTimer(cm.timeout)
 	defer t.Stop()
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return r, r.Err
+	var refused *Reply
+wait:
+	for range min(n, maxRepliers) {
+		select {
+		case r := <-ch:
+			if r.Err == nil {
+				return r, nil
+			}
+			if refused == nil {
+				refused = &r
+			}
+		case <-t.C:
+			break wait
+		case <-ctx.Done():
+			return Reply{}, ctx.Err()
 		}
-		return r, nil
-	case <-t.C:
-		return Reply{}, ErrNoAlertProcess
-	case <-ctx.Done():
-		return Reply{}, ctx.Err()
 	}
+	if refused != nil {
+		return *refused, refused.Err
+	}
+	return Reply{}, ErrNoAlertProcess
 }
+
+// maxRepliers bounds the replies Do waits for, however many subscribers
+// Redis counted (the bus's own tools may subscribe too): a handful of
+// alert processes is the design.
+const maxRepliers = 16
 
 // Tell publishes cmd without waiting for a reply: for self-alerts, which
 // every alert process raises and the dedup lock sends once.
