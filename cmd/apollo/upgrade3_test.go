@@ -88,12 +88,17 @@ func TestUpgradeThreeProcesses(t *testing.T) {
 }
 
 // awaitOnly waits for a firing notification of each want[tenant] rule and
-// fails on any other notification: a resolution, or an alert told again.
+// fails on any other notification: a resolution, or an alert told again,
+// but for the reminders of the <tenant>_after alerts, which nobody
+// acknowledged (repeat: 2s).
 func awaitOnly(t *testing.T, h *hook, when string, want map[string]string) {
 	t.Helper()
 	got := map[string]bool{}
 	for len(got) < len(want) {
 		p := h.await(t, 30*time.Second, when, func(webhook.ApolloPayload) bool { return true })
+		if p.Kind == "repeat" && p.Alert.Rule == p.Alert.Tenant+"_after" {
+			continue
+		}
 		if want[p.Alert.Tenant] != p.Alert.Rule || p.Kind != "firing" {
 			t.Errorf("%s: %s of %s's %s; want only the firing of %v", when, p.Kind, p.Alert.Tenant, p.Alert.Rule, want)
 			continue
