@@ -23,14 +23,20 @@ var (
 )
 
 // previousBinary builds the previous release from a worktree of its
-// commit, once per test run. It skips when the history is not there (a
-// shallow clone, a source archive) rather than fail.
+// commit, once: the binary is kept in the temporary directory under the
+// commit's name and used by later runs. It skips when the history is not
+// there (a shallow clone, a source archive) rather than fail.
 func previousBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("upgrade test: builds the previous release; skipped with -short")
 	}
 	oldBinOnce.Do(func() {
+		kept := filepath.Join(os.TempDir(), "apollo-upgradetest-"+previousRelease)
+		if fi, err := os.Stat(kept); err == nil && fi.Mode().IsRegular() {
+			oldBin = kept
+			return
+		}
 		root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 		if err != nil {
 			oldBinErr = "not in a git checkout: " + err.Error()
@@ -46,6 +52,7 @@ func previousBinary(t *testing.T) string {
 			oldBinErr = err.Error()
 			return
 		}
+		defer os.RemoveAll(dir)
 		wt := filepath.Join(dir, "src")
 		if out, err := exec.Command("git", "-C", repo, "worktree", "add", "--detach", wt, previousRelease).CombinedOutput(); err != nil {
 			oldBinErr = "git worktree add: " + string(out)
@@ -59,7 +66,13 @@ func previousBinary(t *testing.T) string {
 			oldBinErr = "go build of " + previousRelease + ": " + string(out)
 			return
 		}
-		oldBin = bin
+		// A rename, so that two test runs building at once each leave a
+		// whole binary.
+		if err := os.Rename(bin, kept); err != nil {
+			oldBinErr = err.Error()
+			return
+		}
+		oldBin = kept
 	})
 	if oldBin == "" {
 		t.Skip("upgrade test: no binary of the previous release: " + oldBinErr)
