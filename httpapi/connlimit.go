@@ -86,15 +86,17 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 			l.unwait(victim)
 		}
 		l.mu.Unlock()
+		// Counted before closing: whoever sees the close may read the
+		// counts next.
 		if full && victim == nil {
-			c.Close()
 			l.refused.Add(1)
+			c.Close()
 			l.warn("refused a connection: every connection is serving a request", c.RemoteAddr())
 			continue
 		}
 		if victim != nil {
-			victim.Close()
 			l.evicted.Add(1)
+			victim.Close()
 			l.warn("closed the connection that waited longest for a request", victim.RemoteAddr())
 		}
 		lc := &limitedConn{Conn: c, l: l}
