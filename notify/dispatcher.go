@@ -180,7 +180,7 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 			// What the engine tells while the process stops is owed to the
 			// next one, like what was still queued.
 			it := item{n: n, at: at, owed: d.owe(name, at, n)}
-			l.recordItem(it, OutcomeDropped, stoppedReason(it, "dispatcher stopped"))
+			l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
 		default:
 			it := item{n: n, at: at, owed: d.owe(name, at, n)}
 			select {

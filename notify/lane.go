@@ -21,9 +21,10 @@ type item struct {
 	owed uint64    // its outbox entry; 0: none
 }
 
-// stoppedReason is why an item was not delivered when the lane stopped.
-func stoppedReason(it item, why string) string {
-	if it.owed != 0 {
+// stoppedReason is why something was not delivered when the lane
+// stopped, saying whether the outbox keeps it for the next process.
+func stoppedReason(why string, kept bool) string {
+	if kept {
 		return why + "; kept in the outbox: sent after the restart"
 	}
 	return why
@@ -62,7 +63,7 @@ func (l *lane) run(ctx context.Context) {
 		batch, ok := l.waitTurn(ctx, []item{it}, true)
 		if !ok {
 			for _, it := range batch {
-				l.recordItem(it, OutcomeDropped, stoppedReason(it, "dispatcher stopped"))
+				l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
 			}
 			return
 		}
@@ -152,7 +153,7 @@ func (l *lane) deliver(ctx context.Context, m *Message) bool {
 	for try := 1; ; try++ {
 		if try > 1 {
 			if _, ok := l.waitTurn(ctx, nil, false); !ok {
-				l.record(m, try, OutcomeDropped, l.stopped("dispatcher stopped while retrying"), l.d.clock.Now(), 0)
+				l.record(m, try, OutcomeDropped, stoppedReason("dispatcher stopped while retrying", l.d.opts.Outbox != nil), l.d.clock.Now(), 0)
 				return false
 			}
 		}
@@ -163,7 +164,7 @@ func (l *lane) deliver(ctx context.Context, m *Message) bool {
 			msg = r.err.Error()
 			switch {
 			case ctx.Err() != nil:
-				outcome, msg = OutcomeDropped, l.stopped("dispatcher stopped: "+msg)
+				outcome, msg = OutcomeDropped, stoppedReason("dispatcher stopped: "+msg, l.d.opts.Outbox != nil)
 			case !r.retryable:
 				outcome = OutcomeFailed
 			default:
@@ -182,7 +183,7 @@ func (l *lane) deliver(ctx context.Context, m *Message) bool {
 			return outcome != OutcomeDropped
 		}
 		if !l.sleep(ctx, wait) {
-			l.record(m, try+1, OutcomeDropped, l.stopped("dispatcher stopped while retrying"), l.d.clock.Now(), 0)
+			l.record(m, try+1, OutcomeDropped, stoppedReason("dispatcher stopped while retrying", l.d.opts.Outbox != nil), l.d.clock.Now(), 0)
 			return false
 		}
 	}
@@ -236,21 +237,12 @@ func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// stopped is why a message was not delivered when the lane stopped,
-// saying whether the outbox keeps it.
-func (l *lane) stopped(why string) string {
-	if l.d.opts.Outbox != nil {
-		return why + "; kept in the outbox: sent after the restart"
-	}
-	return why
-}
-
 // dropQueued records what is left in the queue when the lane stops.
 func (l *lane) dropQueued() {
 	for {
 		select {
 		case it := <-l.queue:
-			l.recordItem(it, OutcomeDropped, stoppedReason(it, "dispatcher stopped"))
+			l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
 		default:
 			return
 		}
