@@ -680,3 +680,22 @@ func FuzzEvaluator(f *testing.F) {
 		}
 	})
 }
+
+// TestHourlyAcrossTheSpringGap: an hourly job (hour field "*") runs every
+// hour of real time, as classic cron runs it: on the night Berlin jumps
+// from 02:00 to 03:00 there is no 02:30, and the job that ran at 01:30 CET
+// runs next at 03:30 CEST, one hour later. Nothing is missed, and no run
+// is expected at 03:00, the instant of the change (a fixed-hour job's
+// rule). Tenant b's job never runs: it misses exactly the hours a's ran.
+func TestHourlyAcrossTheSpringGap(t *testing.T) {
+	t.Parallel()
+	const hourly = "expectations:\n  - {job: sync, schedule: \"30 * * * *\", timezone: Europe/Berlin, grace: 10m}\n"
+	s := newSim(t, utc(2026, 3, 28, 23, 0), map[string]string{"a": hourly, "b": hourly})
+	var want []string
+	for at := utc(2026, 3, 28, 23, 30); at.Before(utc(2026, 3, 29, 3, 0)); at = at.Add(time.Hour) {
+		s.start("a", "sync", at.Format("1504"), at)
+		want = append(want, fmt.Sprintf("missed b/sync slot=%s at=%s", at.Format("01-02T15:04:05Z"), at.Add(10*time.Minute).Format("01-02T15:04:05Z")))
+	}
+	s.until(utc(2026, 3, 29, 3, 0), time.Minute)
+	expectLines(t, s.take(), want...)
+}

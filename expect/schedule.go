@@ -221,8 +221,10 @@ func nextEvery(d time.Duration, t time.Time) time.Time {
 //   - A wall time that a spring-forward gap skips (02:30 on the night the
 //     clocks go from 02:00 to 03:00) runs once, at the instant of the change.
 //   - A wall time that a fall-back fold repeats runs once, at its first
-//     occurrence, unless the hour field is "*": a job that runs every hour
-//     (or more often) keeps running through both passes of the hour.
+//     occurrence.
+//   - Except when the hour field is "*": a job that runs every hour (or
+//     more often) runs in real time, as classic cron runs it: through both
+//     passes of a repeated hour, and not at all in the hour a gap skips.
 func (s *Schedule) nextCron(after time.Time) time.Time {
 	from, incl := after.In(s.loc), false
 	// Each pass either returns or moves from past a zone change, or past a
@@ -243,8 +245,10 @@ func (s *Schedule) nextCron(after time.Time) time.Time {
 			continue
 		}
 		// The tick lies past this zone period. If the next period starts
-		// with a gap and the tick's wall time is inside it, run at the change.
-		if _, newOff := end.Zone(); newOff > off && w.Unix() < end.Unix()+int64(newOff) {
+		// with a gap and the tick's wall time is inside it, a fixed-hour
+		// job runs at the change; an hourly one runs in real time, so the
+		// hour the gap skips is not run again at the change.
+		if _, newOff := end.Zone(); !s.hourWild && newOff > off && w.Unix() < end.Unix()+int64(newOff) {
 			return end
 		}
 		from, incl = end, true

@@ -100,8 +100,14 @@ func TestScheduleNext(t *testing.T) {
 			[]string{"2026-10-25 02:00:00 CEST", "2026-10-25 02:20:00 CEST", "2026-10-25 02:40:00 CEST", "2026-10-26 02:00:00 CET"}},
 		{"DST fold, hourly runs in both passes", "30 * * * *", berlin, time.Date(2026, 10, 24, 23, 45, 0, 0, utc),
 			[]string{"2026-10-25 02:30:00 CEST", "2026-10-25 02:30:00 CET", "2026-10-25 03:30:00 CET"}},
-		{"DST gap, hourly runs the missing hour at the change", "30 * * * *", berlin, time.Date(2026, 3, 29, 0, 45, 0, 0, utc),
-			[]string{"2026-03-29 03:00:00 CEST", "2026-03-29 03:30:00 CEST"}},
+		// Hourly jobs run in real time, as classic cron runs them: the hour
+		// the gap skips is not run at the change (01:30 CET, then 03:30 CEST).
+		{"DST gap, hourly skips the missing hour", "30 * * * *", berlin, time.Date(2026, 3, 29, 0, 15, 0, 0, utc),
+			[]string{"2026-03-29 01:30:00 CET", "2026-03-29 03:30:00 CEST", "2026-03-29 04:30:00 CEST"}},
+		{"DST gap, on the hour", "0 * * * *", berlin, time.Date(2026, 3, 28, 23, 30, 0, 0, utc),
+			[]string{"2026-03-29 01:00:00 CET", "2026-03-29 03:00:00 CEST", "2026-03-29 04:00:00 CEST"}},
+		{"DST gap, every 20 min", "*/20 * * * *", berlin, time.Date(2026, 3, 29, 0, 30, 0, 0, utc),
+			[]string{"2026-03-29 01:40:00 CET", "2026-03-29 03:00:00 CEST", "2026-03-29 03:20:00 CEST"}},
 		{"Berlin monthly across the spring change", "0 12 1 * *", berlin, time.Date(2026, 2, 1, 12, 0, 0, 0, berlin),
 			[]string{"2026-03-01 12:00:00 CET", "2026-04-01 12:00:00 CEST", "2026-05-01 12:00:00 CEST"}},
 	}

@@ -92,6 +92,10 @@ func TestScheduleKinds(t *testing.T) {
 		// 02:30 does not exist on 2026-03-29: that run is at 03:00 CEST (01:00Z).
 		{"Berlin spring forward", "30 2 * * *", "Europe/Berlin", time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC),
 			[]string{"j@20260328T013000Z#1", "j@20260329T010000Z#1", "j@20260330T003000Z#1"}},
+		// An hourly job runs in real time: no run at the change for the
+		// 02:30 that does not exist, an hour between 01:30 CET and 03:30 CEST.
+		{"Berlin spring forward, hourly", "30 * * * *", "Europe/Berlin", time.Date(2026, 3, 29, 0, 15, 0, 0, time.UTC),
+			[]string{"j@20260329T003000Z#1", "j@20260329T013000Z#1"}},
 		// 02:30 happens twice on 2026-10-25: it runs once, at the first.
 		{"Berlin fall back", "30 2 * * *", "Europe/Berlin", time.Date(2026, 10, 24, 12, 0, 0, 0, time.UTC),
 			[]string{"j@20261025T003000Z#1", "j@20261026T013000Z#1"}},
