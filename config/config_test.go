@@ -113,3 +113,32 @@ func FuzzParse(f *testing.F) {
 		_ = c.parse("f.yaml", src, func(string) string { return "v" })
 	})
 }
+
+// A tenant's name is read in messages, logs and the dashboard: a control
+// character or a space at an end is refused wherever the configuration
+// names a tenant, with the key.
+func TestTenantNamesChecked(t *testing.T) {
+	t.Parallel()
+	hash := strings.Repeat("ab", 32)
+	for _, tc := range []struct{ yaml, want string }{
+		{"auth:\n  tokens:\n    - {role: admin, tenant: \"a\\nb\", sha256: " + hash + "}\n", `auth.tokens[0].tenant: "a\nb" holds a control character`},
+		{"auth:\n  tokens:\n    - {role: admin, tenant: \"ops \", sha256: " + hash + "}\n", `auth.tokens[0].tenant: "ops " begins or ends with a space`},
+		{"limits:\n  tenants:\n    \"x\\u001b[31m\": {tasks: 1}\n", `limits.tenants["x\x1b[31m"]: "x\x1b[31m" holds a control character`},
+		{"channels:\n  c: {type: console, tenants: [\"t\\r\"]}\n", `channels.c.tenants: "t\r" holds a control character`},
+		{"auth:\n  tokens:\n    - {role: admin, tenant: " + strings.Repeat("t", 129) + ", sha256: " + hash + "}\n", `auth.tokens[0].tenant: 129 bytes long: use at most 128`},
+	} {
+		c := Default()
+		if err := c.parse("apollo.yaml", []byte(tc.yaml), func(string) string { return "" }); err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want %s", tc.yaml, err, tc.want)
+		}
+	}
+	c := Default()
+	c.Auth.Tokens = []Token{{Role: "admin", Tenant: "data-team · 数据", SHA256: hash}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("a tenant of letters, digits and punctuation: %v", err)
+	}
+}

@@ -101,6 +101,7 @@ type alertProcess struct {
 // runAlertProcess runs until ctx ends.
 func runAlertProcess(ctx context.Context, cfg config.Config, c redis.UniversalClient, log *slog.Logger, out interface{ Write([]byte) (int, error) }) error {
 	p := &alertProcess{cfg: cfg, c: c, log: log, clock: apollo.SystemClock, id: processID()}
+	warnConfig(cfg, log)
 	defer p.stop()
 	if err := p.start(ctx); err != nil {
 		return err

@@ -47,6 +47,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		return err
 	}
 	applyCollectorSettings(cfg)
+	warnConfig(cfg, log)
 	id := f.nodeID
 	if id == "" {
 		host, err := os.Hostname()

@@ -144,3 +144,41 @@ func TestGCSettingsApplied(t *testing.T) {
 		})
 	}
 }
+
+// A channel or a limit for a tenant that no token has serves or limits
+// nobody: the server says so at start, naming the key and the tenants the
+// tokens have, and still starts (the rest of the configuration is good).
+func TestConfigNamesATenantNoTokenHas(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "apollo.yaml")
+	hash := strings.Repeat("ab", 32)
+	if err := os.WriteFile(cfg, []byte(`auth:
+  tokens:
+    - {name: a, role: admin, tenant: data-team, sha256: `+hash+`}
+    - {name: b, role: admin, tenant: web, sha256: `+strings.Repeat("cd", 32)+`}
+channels:
+  team: {type: console, tenants: [data_team]}
+  webs: {type: console, tenants: [web]}
+limits:
+  tenants:
+    datateam: {tasks: 10}
+    web: {tasks: 10}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startApollo(t, "server", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	p.kill()
+	out := p.out.String()
+	for _, want := range []string{
+		`channels.team.tenants names tenant \"data_team\", which no token in auth.tokens has, so it applies to nobody (the tokens' tenants: \"data-team\", \"web\")`,
+		`limits.tenants[\"datateam\"] names tenant \"datateam\"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the server's log has no %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "which no token"); n != 2 {
+		t.Errorf("%d warnings about tenants, want 2:\n%s", n, out)
+	}
+}

@@ -93,6 +93,14 @@ type server struct {
 	api atomic.Pointer[httpapi.Server]
 }
 
+// warnConfig logs what in a valid configuration is most likely a mistake
+// (config.Warnings), once at the start of every process that reads it.
+func warnConfig(cfg config.Config, log *slog.Logger) {
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: " + w)
+	}
+}
+
 // applyCollectorSettings gives the Go collector the configuration's target
 // (gc_percent) and soft memory limit (memory_limit_mib), unless GOGC or
 // GOMEMLIMIT is set: the environment wins. Every process that keeps the
@@ -160,6 +168,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 		return err
 	}
 	applyCollectorSettings(cfg)
+	warnConfig(cfg, s.log)
 	if d.redis != nil {
 		s.alerts = newRedisAlerting(d.redis, cfg, s.log, s.clock)
 	}

@@ -42,6 +42,9 @@ A token belongs to one tenant: it sees and changes only that tenant's data.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
+			if err := config.CheckTenant(tenant); err != nil {
+				return usageError("--tenant: %v", err)
+			}
 			if rate < 0 {
 				return usageError("--rate %d: use a number of events per second, or 0 for limits.ingest_per_second", rate)
 			}
