@@ -2,6 +2,7 @@ package expect
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -46,8 +47,12 @@ func ParseSchedule(expr string, loc *time.Location) (*Schedule, error) {
 	}
 	text := strings.TrimSpace(expr)
 	if rest, ok := strings.CutPrefix(text, "@every"); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(rest))
-		if err != nil || d < time.Second {
+		arg := strings.TrimSpace(rest)
+		d, err := time.ParseDuration(arg)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%q: @every takes a duration like @every 30s or @every 1h; %q is not one (at most %s)", expr, arg, time.Duration(math.MaxInt64).Truncate(time.Hour))
+		case d < time.Second:
 			return nil, fmt.Errorf("%q: @every takes a duration of at least 1s, like @every 30s or @every 1h", expr)
 		}
 		return &Schedule{text: expr, every: d, loc: time.UTC}, nil

@@ -189,7 +189,9 @@ func TestParseScheduleErrors(t *testing.T) {
 		{"L * * * *", `minute field "L"`},
 		{"0 0 30 2 *", "never fires"},
 		{"@every 500ms", "at least 1s"},
-		{"@every soon", "@every takes a duration"},
+		{"@every soon", `@every takes a duration like @every 30s or @every 1h; "soon" is not one`},
+		{"@every 9999999h", `"9999999h" is not one (at most 2562047h0m0s)`},
+		{"@every -5s", "at least 1s"},
 		{"@fortnightly", "unknown descriptor"},
 		{"60 * * * * *", `second field "60"`},
 	}
