@@ -69,8 +69,8 @@ func (fl *flow) ready(name string) (skip string, ok bool) {
 // startLocked starts a run of name in fl, unless the scheduler is stopping,
 // the job is paused (a manual trigger runs a paused job all the same) or
 // its concurrency policy says no; then it reports the run skipped. It
-// returns the run's task ID.
-func (s *Scheduler) startLocked(fl *flow, name string, due time.Time, manual bool) string {
+// returns the run's task ID, and the run when one started.
+func (s *Scheduler) startLocked(fl *flow, name string, due time.Time, manual bool) (string, *run) {
 	fl.started[name] = true
 	t := &task{id: taskID(name, fl.key, 1), js: s.jobs[name]}
 	own := "upstream " + name + " skipped"
@@ -93,13 +93,14 @@ func (s *Scheduler) startLocked(fl *flow, name string, due time.Time, manual boo
 			}
 		}
 		ctx, cancel := context.WithCancelCause(context.Background())
-		r := &run{js: js, j: js.j, fl: fl, dueAt: due, ctx: ctx, cancel: cancel, doneC: make(chan struct{})}
+		r := &run{js: js, j: js.j, fl: fl, dueAt: due, ctx: ctx, cancel: cancel, doneC: make(chan struct{}), tracked: make(chan struct{})}
 		js.active[r] = struct{}{}
 		s.active[r] = struct{}{}
 		s.runs.Add(1)
 		go s.execute(r, t, olds)
+		return t.id, r
 	}
-	return t.id
+	return t.id, nil
 }
 
 // skipLocked reports t as manual_blocked with {"skipped": reason} and

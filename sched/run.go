@@ -26,6 +26,9 @@ type run struct {
 	ctx    context.Context // cancelled with errReplaced or errShutdown
 	cancel context.CancelCauseFunc
 	doneC  chan struct{} // closed when the run is reported and over
+	// tracked is closed once the run is in the state file: from then on a
+	// scheduler killed before the run ends settles it at its next start.
+	tracked chan struct{}
 }
 
 // ending is how one attempt ended, as far as retries are concerned.
@@ -64,6 +67,7 @@ func (s *Scheduler) execute(r *run, t *task, olds []*run) {
 func (s *Scheduler) attempts(r *run, t *task, olds []*run) (string, *task, apollo.Event) {
 	failed, skipped := "upstream "+r.js.name+" failed", "upstream "+r.js.name+" skipped"
 	s.track(r, t, 1, nil)
+	close(r.tracked)
 	s.emitPending(r, t, r.dueAt, 1)
 	for _, o := range olds {
 		<-o.doneC // replace: the old run was cancelled; it ends, then this one starts

@@ -284,16 +284,27 @@ func notFound(name string) error {
 // it is paused; its downstream jobs follow as after a scheduled run. It
 // returns the new run's task ID.
 func (s *Scheduler) Trigger(name string) (string, error) {
+	id, r, err := s.trigger(name)
+	if r != nil {
+		// Answer once the run is in the state file: a scheduler killed
+		// after this answer settles the run at its next start, where one
+		// killed before the save would leave a task ID nobody ever sees.
+		<-r.tracked
+	}
+	return id, err
+}
+
+func (s *Scheduler) trigger(name string) (string, *run, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	js := s.jobs[name]
 	switch {
 	case js == nil:
-		return "", notFound(name)
+		return "", nil, notFound(name)
 	case !s.started || s.stopping:
-		return "", &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the scheduler is not running", Hint: "try again once it has started"}
+		return "", nil, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the scheduler is not running", Hint: "try again once it has started"}
 	case js.j.policy == ConcurrencyForbid && len(js.active) > 0:
-		return "", &apollo.Error{Code: apollo.ECONFLICT, Field: "name", Message: fmt.Sprintf("job %q is running and its concurrency is forbid", name),
+		return "", nil, &apollo.Error{Code: apollo.ECONFLICT, Field: "name", Message: fmt.Sprintf("job %q is running and its concurrency is forbid", name),
 			Hint: "wait for the run to finish, or set concurrency: allow or replace"}
 	}
 	now := s.clock.Now()
@@ -302,7 +313,8 @@ func (s *Scheduler) Trigger(name string) (string, error) {
 		ms++ // two triggers in one millisecond still get their own task IDs
 	}
 	fl := s.newFlowLocked(manualKey(ms), now, []string{name})
-	return s.startLocked(fl, name, now, true), nil
+	id, r := s.startLocked(fl, name, now, true)
+	return id, r, nil
 }
 
 // Pause stops the job's scheduled runs until Resume; a run in progress goes
