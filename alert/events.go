@@ -221,6 +221,10 @@ func (s *groupStep) endWindow(k groupKey, en *entry) bool {
 		return false
 	}
 	en.Told = en.Count
+	r := s.e.eventRule(k)
+	if r != nil {
+		en.follow(r)
+	}
 	if !s.e.inhibited(&en.Alert) && !s.e.silencedNow(&en.Alert, now) {
 		note := en.Alert
 		note.Count = more
@@ -235,7 +239,13 @@ func (s *groupStep) endWindow(k groupKey, en *entry) bool {
 		tmp := entry{StoredAlert: StoredAlert{Alert: note, FirstTs: en.FirstTs}}
 		s.out.notes = appendNote(s.out.notes, &tmp, kind, tag, now)
 	}
-	window := s.e.groupWindow(k)
+	var window time.Duration
+	switch {
+	case isSelf(k.rule):
+		window = SelfGroupWindow
+	case r != nil:
+		window = r.GroupWindow
+	}
 	if window > 0 {
 		en.GroupEnds = en.GroupEnds.Add(window)
 	}
@@ -261,20 +271,13 @@ func (s *groupStep) resolveGroup(k groupKey, en *entry) {
 	s.e.resolved.remember(en.Alert)
 }
 
-// groupWindow is the GROUP_WINDOW of a group's rule now; 0 if the rule is
-// gone.
-func (e *Engine) groupWindow(k groupKey) time.Duration {
-	if isSelf(k.rule) {
-		return SelfGroupWindow
-	}
+// eventRule is the tenant's event rule of a group now; nil if the rule
+// is gone, or no longer an event rule.
+func (e *Engine) eventRule(k groupKey) *rules.Rule {
 	if set := e.sets.get(k.tenant); set != nil {
-		for _, r := range set.rules {
-			if r.Name == k.rule && r.IsEvent() {
-				return r.GroupWindow
-			}
-		}
+		return set.eventRule(k.rule)
 	}
-	return 0
+	return nil
 }
 
 // appendNote adds a notification of an event group. The key carries the

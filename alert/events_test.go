@@ -360,3 +360,47 @@ func TestASlowSaveHoldsNoMessageBack(t *testing.T) {
 		t.Fatalf("tenant b's first message %+v", n)
 	}
 }
+
+// An event rule edited under its name while its storm goes on takes the
+// storm along, as a rate rule takes its alerts: the open group shows the
+// rule's new severity at once, and the follow-up goes to the channels the
+// rule names now. The other tenant's rule of the same name, not edited,
+// keeps its channels.
+func TestEditedEventRuleTakesItsStormAlong(t *testing.T) {
+	t.Parallel()
+	const src = `RULE storm task_prefix: "batch_" ON: failed GROUP_WINDOW: 1m NOTIFY: dingtalk, email`
+	f := newFixture(t, src, newTable(), nil)
+	f.eng.SetRules("globex", parse(t, src))
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		for _, tenant := range []string{"", "globex"} {
+			c := finish(nil, tenant, "batch_x", fmt.Sprintf("run-%d", i), apollo.StatusFailed, f.clock.Now().UnixMilli(), 100)
+			f.eng.Apply(&c)
+		}
+		if i == 0 {
+			f.sink.Wait(t, testwait.Timeout(t))
+			f.sink.Wait(t, testwait.Timeout(t))
+		}
+	}
+	f.eng.SetRules("", parse(t, `RULE storm task_prefix: "batch_" ON: failed GROUP_WINDOW: 1m SEVERITY: critical NOTIFY: wecom`))
+	if a := f.only("", apollo.AlertFiring); a.Severity != apollo.SeverityCritical || !slices.Equal(a.Channels, []string{"wecom"}) {
+		t.Fatalf("the open group after the edit: severity %s, channels %v; want critical, [wecom]", a.Severity, a.Channels)
+	}
+	if !f.clock.BlockUntil(2, testwait.Timeout(t)) {
+		t.Fatal("the group timer was not armed")
+	}
+	f.clock.Advance(time.Minute)
+	got := map[string]apollo.Notification{}
+	for len(got) < 2 {
+		n := f.sink.Wait(t, testwait.Timeout(t))
+		got[n.Alert.Tenant] = n
+	}
+	if n := got[""]; n.Kind != storm || n.Alert.Count != 3 || n.Alert.Severity != apollo.SeverityCritical || !slices.Equal(n.Channels, []string{"wecom"}) {
+		t.Errorf("the edited rule's follow-up: %s of %d, severity %s, to %v; want storm of 3, critical, to [wecom]", n.Kind, n.Alert.Count, n.Alert.Severity, n.Channels)
+	}
+	if n := got["globex"]; n.Kind != storm || n.Alert.Severity != apollo.SeverityWarning || !slices.Equal(n.Channels, []string{"dingtalk", "email"}) {
+		t.Errorf("globex's follow-up: %s, severity %s, to %v; want storm, warning, to [dingtalk email]", n.Kind, n.Alert.Severity, n.Channels)
+	}
+}

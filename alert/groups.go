@@ -47,6 +47,29 @@ func (g *eventGroups) load(a StoredAlert) {
 	}
 }
 
+// follow puts what set's event rules say now on their open groups: an
+// event rule edited under its name takes its storm along, as a rate rule
+// takes its alerts (cycle.step).
+func (g *eventGroups) follow(set *ruleSet) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, en := range g.open {
+		if k.tenant != set.tenant {
+			continue
+		}
+		if r := set.eventRule(k.rule); r != nil {
+			en.follow(r)
+		}
+	}
+}
+
+// follow puts what r says now on its alert: severity, labels and
+// channels. A rule edited under the same name takes its alerts along; the
+// next message goes where the rule says, saying what it says.
+func (en *entry) follow(r *rules.Rule) {
+	en.Severity, en.Labels, en.Channels = r.Severity, r.Labels, r.Notify
+}
+
 // appendStored appends a copy of every open group, for a snapshot.
 func (g *eventGroups) appendStored(out []StoredAlert) []StoredAlert {
 	g.mu.Lock()

@@ -35,8 +35,7 @@ func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, 
 	}
 	gap := !en.LastEval.IsZero() && c.now.Sub(en.LastEval) > missedEvaluations*c.e.opts.Interval
 	en.LastEval, en.seen = c.now, c.n
-	// A rule edited under the same name takes its alerts along.
-	en.Severity, en.Labels, en.Channels = rr.Severity, rr.Labels, rr.Notify
+	en.follow(rr.Rule)
 	if cond {
 		// The summary follows the value; formatting it only when the
 		// value moved keeps a cycle over thousands of firing alerts cheap.

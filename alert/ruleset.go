@@ -36,6 +36,16 @@ type ruleSet struct {
 	inhibitTargets []*rules.Rule
 }
 
+// eventRule returns the set's event rule named name, nil if it has none.
+func (set *ruleSet) eventRule(name string) *rules.Rule {
+	for _, r := range set.rules {
+		if r.Name == name && r.IsEvent() {
+			return r
+		}
+	}
+	return nil
+}
+
 // statusSlots bounds apollo.Status values used as indexes; larger ones
 // are never watched.
 const statusSlots = 8
@@ -112,6 +122,7 @@ func (e *Engine) SetRulesSource(tenant string, rs []*rules.Rule, src []byte) {
 	sourcesFirst(set)
 	set.inhibitTargets = inhibitTargets(set)
 	e.sets.put(set)
+	e.groups.follow(set)
 	e.log.Info("alert: rules set", "tenant", tenant, "rate", len(set.rate), "event", set.nEvent, "inhibit", len(set.inhibits))
 }
 
