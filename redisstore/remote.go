@@ -61,11 +61,18 @@ func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
 	cmd := Command{Op: "ack", Tenant: tenant, By: by, AlertID: id}
 	for _, a := range r.load().Alerts {
 		if a.Tenant == tenant && a.ID == id {
+			if a.State == apollo.AlertResolved {
+				// As the engine answers: the alert processes would find
+				// the rule and group's next episode, one nobody has seen.
+				return &apollo.Error{Code: apollo.ECONFLICT, Field: "id", Message: "alert " + id + " is resolved",
+					Hint: "there is nothing left to acknowledge"}
+			}
 			cmd.Rule, cmd.Group = a.Rule, a.Group
 		}
 	}
 	if cmd.Rule == "" {
-		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "id", Message: "no alert " + id}
+		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "id", Message: "no alert " + id,
+			Hint: "list the alerts with GET /api/v1/alerts"}
 	}
 	_, err := r.cmd.Do(ctx, cmd)
 	return err
@@ -162,9 +169,15 @@ func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 	switch cmd.Op {
 	case "ack":
 		id := cmd.AlertID
-		for _, a := range e.Alerts(cmd.Tenant, "") {
-			if a.State != apollo.AlertResolved && a.Rule == cmd.Rule && a.Group == cmd.Group {
-				id = a.ID // this process's episode of the same rule and group
+		all := e.Alerts(cmd.Tenant, "")
+		if !slices.ContainsFunc(all, func(a apollo.Alert) bool { return a.ID == cmd.AlertID }) {
+			// Not an episode of this process (the other one of an HA pair
+			// fired it): its own episode of the same rule and group. One
+			// of its own, resolved, is answered as resolved.
+			for _, a := range all {
+				if a.State != apollo.AlertResolved && a.Rule == cmd.Rule && a.Group == cmd.Group {
+					id = a.ID
+				}
 			}
 		}
 		return Reply{Err: asAPIError(e.Ack(ctx, cmd.Tenant, id, cmd.By))}

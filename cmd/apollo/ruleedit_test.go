@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,41 @@ func TestEditedEventRuleTakesItsStormAlong(t *testing.T) {
 		}
 		if a := got["globex"].Alert; a.Severity != "warning" || len(a.Labels) != 0 || a.Count != 1 {
 			t.Errorf("globex's follow-up: severity %q, labels %v, count %d; want warning, no labels, 1", a.Severity, a.Labels, a.Count)
+		}
+	})
+}
+
+// An ack of an alert that has resolved is refused (409), in every mode,
+// also when its rule and group fire again as a new alert: the new alert,
+// which nobody has seen, stays unacknowledged and keeps its repeats. And
+// another tenant cannot ack it by its ID (404). Before, the three
+// processes acked whichever episode of the same rule and group was open,
+// and answered 200 for the one the user named.
+func TestAckOfAResolvedAlertIsRefused(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		for _, tenant := range tenants {
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %[1]s_failed task_prefix: \"%[1]s_\" ON: failed GROUP_WINDOW: 1s NOTIFY: hook\n", tenant), nil, 200)
+		}
+		d.fail("acme", "acme_load")
+		old := d.firingAlert("acme", "acme_failed")
+		eventually(t, 30*time.Second, "acme's first alert resolved", func() bool {
+			var l struct{ Alerts []shownAlert }
+			d.do("acme", "GET", "/api/v1/alerts?state=resolved", "", &l, 200)
+			return slices.ContainsFunc(l.Alerts, func(a shownAlert) bool { return a.ID == old.ID })
+		})
+		d.fail("acme", "acme_load")
+		cur := d.firingAlert("acme", "acme_failed")
+		if cur.ID == old.ID {
+			t.Fatalf("the second failure after the group resolved is shown as the same alert %s", cur.ID)
+		}
+		d.do("globex", "POST", "/api/v1/alerts/"+cur.ID+"/ack", "", nil, 404)
+		d.do("acme", "POST", "/api/v1/alerts/"+old.ID+"/ack", "", nil, 409)
+		var l struct{ Alerts []shownAlert }
+		d.do("acme", "GET", "/api/v1/alerts", "", &l, 200)
+		for _, a := range l.Alerts {
+			if a.AckedBy != "" {
+				t.Errorf("alert %s (the resolved one %s, the open one %s) is shown acknowledged by %s", a.ID, old.ID, cur.ID, a.AckedBy)
+			}
 		}
 	})
 }
