@@ -57,7 +57,9 @@ rules.`,
 				}
 				t := newTable(w, "NAME", "KIND", "RULE")
 				for _, r := range ans.Rules {
-					t.row(r.Name, orDash(r.Kind), strings.Join(strings.Fields(r.Text), " "))
+					// The canonical text is one line; spaces in its strings
+					// are part of the rule.
+					t.row(r.Name, orDash(r.Kind), r.Text)
 				}
 				return t.flush()
 			})
