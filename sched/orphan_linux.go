@@ -35,7 +35,9 @@ func processIdentity(pid int) string {
 // group whose leader has exited is left alone: its ID may since be
 // another's.
 func killLostGroup(pgid int, leader string) bool {
-	if leader == "" || processIdentity(pgid) != leader {
+	// A run's group is never init's (1), and -1 would signal every
+	// process there is: only a damaged state file could name either.
+	if pgid <= 1 || leader == "" || processIdentity(pgid) != leader {
 		return false
 	}
 	return syscall.Kill(-pgid, syscall.SIGKILL) == nil
