@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/textproto"
+	"strings"
 	"sync"
 
 	apollo "github.com/apollo-11/apollo"
@@ -58,9 +59,21 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		if ctx.Err() != nil {
 			err = errors.Join(ctx.Err(), err)
 		}
+		if noSTARTTLS(err) {
+			return false, fmt.Errorf("email: %s:%d: %w (the server offers no STARTTLS: set tls: implicit for a server that speaks TLS from the start, or tls: none for a relay on a trusted network)",
+				n.cfg.Host, n.cfg.port(), err)
+		}
 		return retryable(err), fmt.Errorf("email: %s:%d: %w", n.cfg.Host, n.cfg.port(), err)
 	}
 	return false, nil
+}
+
+// noSTARTTLS reports whether err is go-mail refusing to go on because the
+// server's EHLO lacks STARTTLS, which the channel requires. go-mail says
+// so in text only (a plain fmt.Errorf, in v0.8.1);
+// TestServerWithoutSTARTTLSFailsOnce fails if that text changes.
+func noSTARTTLS(err error) bool {
+	return strings.Contains(err.Error(), "does not support STARTTLS")
 }
 
 func (n *Notifier) message(m *notify.Message) (*mail.Msg, error) {

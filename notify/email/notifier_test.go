@@ -345,3 +345,36 @@ func TestHostileTextIsInert(t *testing.T) {
 		notifytest.CheckInert(t, tenant, parts["text/html"])
 	}
 }
+
+// A server that does not offer STARTTLS will not offer it at the next
+// try either: the channel asked for it (the default), so the message fails
+// at once and says why, rather than holding the lane in retries for
+// give_up_after while every later notification waits behind it.
+func TestServerWithoutSTARTTLSFailsOnce(t *testing.T) {
+	t.Parallel()
+	box := &mailbox{got: make(chan delivery, 1)}
+	s := smtp.NewServer(box)
+	s.Domain, s.AllowInsecureAuth = "localhost", true // no TLSConfig: no STARTTLS in EHLO
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(l) }()
+	t.Cleanup(func() { s.Close(); <-done })
+	cfg := config(l.Addr().(*net.TCPAddr).Port)
+	cfg.Username, cfg.Password = "", ""
+	n, err := New(cfg, notify.NotifierOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry, err := n.Notify(context.Background(), &notify.Message{Title: "x", Text: "y"})
+	if err == nil || retry || !strings.Contains(err.Error(), "STARTTLS") {
+		t.Fatalf("retryable %v, err %v; want a failure for good that names STARTTLS", retry, err)
+	}
+	select {
+	case d := <-box.got:
+		t.Fatalf("sent in clear text: %+v", d)
+	default:
+	}
+}
