@@ -29,6 +29,10 @@ const (
 	// DefaultRobotRate is the rate for DingTalk and WeCom robots: both
 	// allow 20 messages a minute and mute a robot that sends more.
 	DefaultRobotRate = 20
+	// MaxQueueSize bounds QueueSize: a lane's queue is allocated whole
+	// when the dispatcher is made (about 500 bytes a slot), and scanned by
+	// every garbage collection, so the largest takes 50 MB.
+	MaxQueueSize = 100000
 )
 
 // AllTenants in a Channel's Tenants shares the channel with every tenant.
@@ -87,8 +91,12 @@ func (c Channel) validate() error {
 	if c.GiveUpAfter < 0 {
 		bad("give_up_after", "give_up_after is negative", "use a positive duration such as 1h")
 	}
-	if c.QueueSize < 0 {
+	switch {
+	case c.QueueSize < 0:
 		bad("queue_size", "queue size is negative", "use a positive size such as 1000")
+	case c.QueueSize > MaxQueueSize:
+		bad("queue_size", fmt.Sprintf("queue size %d is over the most a channel may hold (%d)", c.QueueSize, MaxQueueSize),
+			"a channel that is down keeps its queue full anyway; give_up_after says how long a message waits")
 	}
 	switch {
 	case c.Tenants != nil && len(c.Tenants) == 0:
