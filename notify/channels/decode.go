@@ -67,7 +67,9 @@ func decodeValue(field string, val any, ptr any) error {
 	return nil
 }
 
-// decodeDuration takes "90s", "10m", "1h30m", or a number of seconds.
+// decodeDuration takes "90s", "10m", "1h30m", or a number of seconds. A
+// number too large for a time.Duration is refused: multiplied, it would
+// wrap around to a negative or a tiny duration.
 func decodeDuration(field string, val any) (time.Duration, error) {
 	switch v := val.(type) {
 	case string:
@@ -76,9 +78,9 @@ func decodeDuration(field string, val any) (time.Duration, error) {
 			return d, nil
 		}
 	case int:
-		return time.Duration(v) * time.Second, nil
+		return secondsDuration(field, int64(v))
 	case int64:
-		return time.Duration(v) * time.Second, nil
+		return secondsDuration(field, v)
 	case float64:
 		if v >= 0 && v < math.MaxInt64/float64(time.Second) {
 			return time.Duration(v * float64(time.Second)), nil
@@ -127,4 +129,13 @@ func describeValue(v any) string {
 		return "a map"
 	}
 	return fmt.Sprintf("a %T", v)
+}
+
+// secondsDuration is a whole number of seconds as a duration, refused
+// when negative or too large for a time.Duration (about 292 years).
+func secondsDuration(field string, secs int64) (time.Duration, error) {
+	if secs < 0 || secs > math.MaxInt64/int64(time.Second) {
+		return 0, notify.Invalid(field, fmt.Sprintf("%d seconds is out of range", secs), `write it like "30s", "10m" or "1h"`)
+	}
+	return time.Duration(secs) * time.Second, nil
 }
