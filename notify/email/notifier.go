@@ -55,7 +55,7 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("email: %w", err)
 	}
-	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+	if retry, err := send(ctx, c, msg); err != nil {
 		if ctx.Err() != nil {
 			err = errors.Join(ctx.Err(), err)
 		}
@@ -63,10 +63,93 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			return false, fmt.Errorf("email: %s:%d: %w (the server offers no STARTTLS: set tls: implicit for a server that speaks TLS from the start, or tls: none for a relay on a trusted network)",
 				n.cfg.Host, n.cfg.port(), err)
 		}
-		return retryable(err), fmt.Errorf("email: %s:%d: %w", n.cfg.Host, n.cfg.port(), err)
+		return retry, fmt.Errorf("email: %s:%d: %w", n.cfg.Host, n.cfg.port(), err)
 	}
 	return false, nil
 }
+
+// send sends msg over one connection to every recipient the server takes.
+// go-mail's own Send gives up on the message when the server refuses any
+// one recipient, so one address in "to" that no longer exists (550 at
+// RCPT TO) would keep every alert from everyone else on the list; here
+// the others still get it, and the refusals come back as a partialError,
+// not retryable: a retry would send it to them again. Only when the
+// server takes no recipient is a refusal retried, if one was temporary.
+func send(ctx context.Context, c *mail.Client, msg *mail.Msg) (bool, error) {
+	sc, err := c.DialToSMTPClientWithContext(ctx)
+	if err != nil {
+		return retryable(err), fmt.Errorf("dial failed: %w", err)
+	}
+	defer func() { _ = c.CloseWithSMTPClient(sc) }()
+	from, err := msg.GetSender(false)
+	if err != nil {
+		return false, err
+	}
+	rcpts, err := msg.GetRecipients()
+	if err != nil {
+		return false, err
+	}
+	if err := sc.Mail(from); err != nil {
+		return retryable(err), fmt.Errorf("MAIL FROM: %w", err)
+	}
+	pe := &partialError{total: len(rcpts)}
+	for _, to := range rcpts {
+		if err := sc.Rcpt(to); err != nil {
+			pe.refused = append(pe.refused, fmt.Errorf("%s: %w", to, err))
+			pe.temp = pe.temp || retryable(err)
+		}
+	}
+	if len(pe.refused) == len(rcpts) {
+		return pe.temp, fmt.Errorf("RCPT TO: every recipient refused: %w", refusals(pe.refused))
+	}
+	w, err := sc.Data()
+	if err != nil {
+		return retryable(err), fmt.Errorf("DATA: %w", err)
+	}
+	if _, err := msg.WriteTo(w); err != nil {
+		_ = w.Close()
+		return retryable(err), fmt.Errorf("DATA: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return retryable(err), fmt.Errorf("DATA: %w", err)
+	}
+	if len(pe.refused) > 0 {
+		return false, pe
+	}
+	return false, nil
+}
+
+// partialError is a message the server took for some recipients and
+// refused for the others.
+type partialError struct {
+	total   int
+	refused []error
+	temp    bool // a refusal was temporary (4xx)
+}
+
+func (e *partialError) Error() string {
+	s := fmt.Sprintf("sent to %d of %d recipients; refused: %v", e.total-len(e.refused), e.total, refusals(e.refused))
+	if e.temp {
+		s += " (not retried: the others have it)"
+	}
+	return s
+}
+
+func (e *partialError) Unwrap() []error { return e.refused }
+
+// refusals joins the server's refusals on one line, for the attempt
+// record and the log.
+type refusals []error
+
+func (r refusals) Error() string {
+	s := make([]string, len(r))
+	for i, err := range r {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (r refusals) Unwrap() []error { return r }
 
 // noSTARTTLS reports whether err is go-mail refusing to go on because the
 // server's EHLO lacks STARTTLS, which the channel requires. go-mail says

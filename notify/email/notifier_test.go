@@ -61,6 +61,8 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 type mailbox struct {
 	user, pass string
 	got        chan delivery
+	// refuse answers RCPT TO for these addresses with this reply.
+	refuse map[string]*smtp.SMTPError
 }
 
 type delivery struct {
@@ -102,6 +104,9 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if e := s.box.refuse[to]; e != nil {
+		return e
+	}
 	s.d.to = append(s.d.to, to)
 	return nil
 }
@@ -376,5 +381,65 @@ func TestServerWithoutSTARTTLSFailsOnce(t *testing.T) {
 	case d := <-box.got:
 		t.Fatalf("sent in clear text: %+v", d)
 	default:
+	}
+}
+
+// One address the server refuses (a colleague who left: 550 at RCPT TO)
+// must not keep the alert from everyone else on the list. The message goes
+// to every recipient the server takes, and the attempt fails for good
+// naming the refused one, not retried: the others already have it. Only
+// when the server takes nobody does a 4xx make the attempt retryable.
+func TestRefusedRecipientDoesNotSilenceTheOthers(t *testing.T) {
+	t.Parallel()
+	gone := &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such mailbox"}
+	busy := &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy"}
+	for _, tc := range []struct {
+		name      string
+		refuse    map[string]*smtp.SMTPError
+		got       []string // who receives it
+		retryable bool
+		errParts  []string
+	}{
+		{"one of two gone", map[string]*smtp.SMTPError{"oncall@example.com": gone},
+			[]string{"lilei@example.com"}, false, []string{"sent to 1 of 2 recipients", "oncall@example.com", "550", "no such mailbox"}},
+		{"one gone one busy", map[string]*smtp.SMTPError{"oncall@example.com": gone, "lilei@example.com": busy},
+			nil, true, []string{"oncall@example.com", "550", "lilei@example.com", "450"}},
+		{"both gone", map[string]*smtp.SMTPError{"oncall@example.com": gone, "lilei@example.com": gone},
+			nil, false, []string{"oncall@example.com", "lilei@example.com", "550"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			box := &mailbox{user: "apollo", pass: "pa55-w0rd", got: make(chan delivery, 1), refuse: tc.refuse}
+			port, roots := startSMTP(t, box, false)
+			n, err := New(config(port), notify.NotifierOptions{TLSConfig: &tls.Config{RootCAs: roots}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			retry, err := n.Notify(context.Background(), &notify.Message{Title: "x", Text: "y"})
+			if err == nil || retry != tc.retryable {
+				t.Fatalf("retryable %v, err %v; want retryable %v and an error", retry, err, tc.retryable)
+			}
+			for _, part := range tc.errParts {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("error %q does not say %q", err, part)
+				}
+			}
+			var got []string
+			select {
+			case d := <-box.got:
+				got = d.to
+				msg, err := netmail.ReadMessage(strings.NewReader(d.data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if to := msg.Header.Get("To"); !strings.Contains(to, "oncall@example.com") || !strings.Contains(to, "lilei@example.com") {
+					t.Errorf("To: %q; want every configured recipient listed", to)
+				}
+			default:
+			}
+			if strings.Join(got, ",") != strings.Join(tc.got, ",") {
+				t.Fatalf("delivered to %q, want %q", got, tc.got)
+			}
+		})
 	}
 }
