@@ -62,7 +62,11 @@ type FileOutbox struct {
 	owed  map[uint64]OwedNotification
 	first []OwedNotification // what was owed at open
 	next  uint64
-	lines int // in the file
+	lines int   // in the file
+	size  int64 // of the file, up to its last whole line
+	// torn says a failed append left part of a line at the end of the
+	// file that could not be cut off: the next write rewrites the file.
+	torn bool
 }
 
 var _ Outbox = (*FileOutbox)(nil)
@@ -170,9 +174,22 @@ func (o *FileOutbox) append(l outboxLine, sync bool) error {
 	if err != nil {
 		return fmt.Errorf("notify: outbox: encode: %w", err)
 	}
-	if _, err := o.f.Write(append(b, '\n')); err != nil {
+	if o.torn {
+		if err := o.rewrite(); err != nil {
+			return err
+		}
+	}
+	n, err := o.f.Write(append(b, '\n'))
+	if err != nil {
+		// A full disk writes what fits and fails. Left there, the part
+		// would run into the next line, and the next open would refuse
+		// the file for a bad line in its middle.
+		if n > 0 && o.f.Truncate(o.size) != nil {
+			o.torn = true
+		}
 		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
 	}
+	o.size += int64(n)
 	o.lines++
 	if sync {
 		if err := o.f.Sync(); err != nil {
@@ -210,6 +227,6 @@ func (o *FileOutbox) rewrite() error {
 	if err != nil {
 		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
 	}
-	o.f, o.lines = f, len(es)
+	o.f, o.lines, o.size, o.torn = f, len(es), int64(buf.Len()), false
 	return nil
 }
