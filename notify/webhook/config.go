@@ -2,7 +2,9 @@ package webhook
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -46,9 +48,17 @@ func (c Config) Validate() error {
 		errs = append(errs, notify.Invalid("template", "template and format both say what the body is",
 			"keep one: template for a custom body, format for a standard one"))
 	}
-	for k := range c.Headers {
+	for _, k := range slices.Sorted(maps.Keys(c.Headers)) {
 		if k == "" || strings.ContainsAny(k, " :\r\n") || http.CanonicalHeaderKey(k) == "Host" {
 			errs = append(errs, notify.Invalid("headers", "bad header name "+k, "use names such as Authorization or X-Token"))
+			continue
+		}
+		// Go's HTTP client refuses such a value at every request, so every
+		// message would be retried until give_up_after and then lost. The
+		// value is a secret: the message names the header only.
+		if strings.ContainsFunc(string(c.Headers[k]), func(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }) {
+			errs = append(errs, notify.Invalid("headers", "the value of "+k+" has a line break or another control character",
+				"a token read from a file keeps its trailing newline: strip it where the environment variable is set"))
 		}
 	}
 	if c.Template != "" {
