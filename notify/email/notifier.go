@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"net"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify"
 	mail "github.com/wneessen/go-mail"
+	"github.com/wneessen/go-mail/smtp"
 )
 
 // Notifier sends each message as one email over a new SMTP connection:
@@ -71,10 +73,13 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 // send sends msg over one connection to every recipient the server takes.
 // go-mail's own Send gives up on the message when the server refuses any
 // one recipient, so one address in "to" that no longer exists (550 at
-// RCPT TO) would keep every alert from everyone else on the list; here
-// the others still get it, and the refusals come back as a partialError,
-// not retryable: a retry would send it to them again. Only when the
-// server takes no recipient is a refusal retried, if one was temporary.
+// RCPT TO) would keep every alert from everyone else on the list. Here
+// the others still get it. Recipients refused for the moment (452 "too
+// many recipients" above all) go in another message on the same
+// connection, for as long as each message reaches someone. What is
+// refused in the end comes back as a partialError, not retryable: a retry
+// would send the message again to those who have it. Only when nobody got
+// it is a refusal retried, if one was temporary.
 func send(ctx context.Context, c *mail.Client, msg *mail.Msg) (bool, error) {
 	sc, err := c.DialToSMTPClientWithContext(ctx)
 	if err != nil {
@@ -85,71 +90,125 @@ func send(ctx context.Context, c *mail.Client, msg *mail.Msg) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rcpts, err := msg.GetRecipients()
+	pending, err := msg.GetRecipients()
 	if err != nil {
 		return false, err
 	}
-	if err := sc.Mail(from); err != nil {
-		return retryable(err), fmt.Errorf("MAIL FROM: %w", err)
+	total, sent := len(pending), 0
+	var gone, left []refusal // refused for good; refused in the last message
+	for len(pending) > 0 {
+		if sent > 0 {
+			if err = sc.Reset(); err != nil {
+				break
+			}
+		}
+		var took int
+		if took, left, err = transaction(sc, from, pending, msg); err != nil || took == 0 {
+			break
+		}
+		sent += took
+		pending = pending[:0:0]
+		for _, r := range left {
+			if r.temp {
+				pending = append(pending, r.to)
+			} else {
+				gone = append(gone, r)
+			}
+		}
+		left = nil
 	}
-	pe := &partialError{total: len(rcpts)}
-	for _, to := range rcpts {
-		if err := sc.Rcpt(to); err != nil {
-			pe.refused = append(pe.refused, fmt.Errorf("%s: %w", to, err))
-			pe.temp = pe.temp || retryable(err)
+	if err != nil {
+		if sent == 0 {
+			return retryable(err), err
+		}
+		left = left[:0]
+		for _, to := range pending {
+			left = append(left, refusal{to: to, err: err, temp: true})
 		}
 	}
-	if len(pe.refused) == len(rcpts) {
-		return pe.temp, fmt.Errorf("RCPT TO: every recipient refused: %w", refusals(pe.refused))
+	left = append(gone, left...)
+	if sent == 0 {
+		return slices.ContainsFunc(left, func(r refusal) bool { return r.temp }),
+			fmt.Errorf("RCPT TO: every recipient refused: %w", refusals(left))
+	}
+	if len(left) > 0 {
+		return false, &partialError{sent: sent, total: total, refused: left}
+	}
+	return false, nil
+}
+
+// transaction sends msg to the recipients of to that the server takes,
+// and returns how many took it and who was refused. With nobody taken it
+// sends nothing.
+func transaction(sc *smtp.Client, from string, to []string, msg *mail.Msg) (int, []refusal, error) {
+	if err := sc.Mail(from); err != nil {
+		return 0, nil, fmt.Errorf("MAIL FROM: %w", err)
+	}
+	var refused []refusal
+	for _, addr := range to {
+		if err := sc.Rcpt(addr); err != nil {
+			refused = append(refused, refusal{to: addr, err: err, temp: retryable(err)})
+		}
+	}
+	if len(refused) == len(to) {
+		return 0, refused, nil
 	}
 	w, err := sc.Data()
 	if err != nil {
-		return retryable(err), fmt.Errorf("DATA: %w", err)
+		return 0, nil, fmt.Errorf("DATA: %w", err)
 	}
 	if _, err := msg.WriteTo(w); err != nil {
 		_ = w.Close()
-		return retryable(err), fmt.Errorf("DATA: %w", err)
+		return 0, nil, fmt.Errorf("DATA: %w", err)
 	}
 	if err := w.Close(); err != nil {
-		return retryable(err), fmt.Errorf("DATA: %w", err)
+		return 0, nil, fmt.Errorf("DATA: %w", err)
 	}
-	if len(pe.refused) > 0 {
-		return false, pe
+	return len(to) - len(refused), refused, nil
+}
+
+// refusal is a recipient the server did not take, and its answer.
+type refusal struct {
+	to   string
+	err  error
+	temp bool // a 4xx, or the connection failed
+}
+
+// refusals lists them on one line, for the attempt record and the log.
+type refusals []refusal
+
+func (rs refusals) Error() string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.to + ": " + r.err.Error()
 	}
-	return false, nil
+	return strings.Join(s, "; ")
+}
+
+func (rs refusals) Unwrap() []error {
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		errs[i] = r.err
+	}
+	return errs
 }
 
 // partialError is a message the server took for some recipients and
 // refused for the others.
 type partialError struct {
-	total   int
-	refused []error
-	temp    bool // a refusal was temporary (4xx)
+	sent, total int
+	refused     refusals
 }
 
 func (e *partialError) Error() string {
-	s := fmt.Sprintf("sent to %d of %d recipients; refused: %v", e.total-len(e.refused), e.total, refusals(e.refused))
-	if e.temp {
+	s := fmt.Sprintf("sent to %d of %d recipients; refused: %v", e.sent, e.total, e.refused)
+	if slices.ContainsFunc(e.refused, func(r refusal) bool { return r.temp }) {
 		s += " (not retried: the others have it)"
 	}
 	return s
 }
 
-func (e *partialError) Unwrap() []error { return e.refused }
-
-// refusals joins the server's refusals on one line, for the attempt
-// record and the log.
-type refusals []error
-
-func (r refusals) Error() string {
-	s := make([]string, len(r))
-	for i, err := range r {
-		s[i] = err.Error()
-	}
-	return strings.Join(s, "; ")
-}
-
-func (r refusals) Unwrap() []error { return r }
+func (e *partialError) Unwrap() error { return e.refused }
 
 // noSTARTTLS reports whether err is go-mail refusing to go on because the
 // server's EHLO lacks STARTTLS, which the channel requires. go-mail says

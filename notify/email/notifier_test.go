@@ -63,6 +63,9 @@ type mailbox struct {
 	got        chan delivery
 	// refuse answers RCPT TO for these addresses with this reply.
 	refuse map[string]*smtp.SMTPError
+	// maxRcpt > 0 takes at most this many recipients per message and
+	// answers 452 for the others, as many servers do.
+	maxRcpt int
 }
 
 type delivery struct {
@@ -122,7 +125,7 @@ func (s *session) Data(r io.Reader) error {
 	return nil
 }
 
-func (s *session) Reset()        {}
+func (s *session) Reset()        { s.d = delivery{} } // after each message, and at RSET
 func (s *session) Logout() error { return nil }
 
 // startSMTP runs a server on a random port until the test ends. With
@@ -133,7 +136,7 @@ func startSMTP(t *testing.T, box *mailbox, implicit bool) (port int, roots *x509
 	cert, roots := selfSigned(t)
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}}
 	s := smtp.NewServer(box)
-	s.Domain, s.TLSConfig = "localhost", tc
+	s.Domain, s.TLSConfig, s.MaxRecipients = "localhost", tc, box.maxRcpt
 	var l net.Listener
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -441,5 +444,30 @@ func TestRefusedRecipientDoesNotSilenceTheOthers(t *testing.T) {
 				t.Fatalf("delivered to %q, want %q", got, tc.got)
 			}
 		})
+	}
+}
+
+// A server that takes only so many recipients per message answers 452
+// "too many recipients" for the rest and expects them in another
+// message: every recipient gets the alert, once.
+func TestRecipientLimitSendsTheRestInAnotherMessage(t *testing.T) {
+	t.Parallel()
+	box := &mailbox{user: "apollo", pass: "pa55-w0rd", got: make(chan delivery, 3), maxRcpt: 1}
+	port, roots := startSMTP(t, box, false)
+	cfg := config(port)
+	cfg.To = append(cfg.To, "dba@example.com")
+	n, err := New(cfg, notify.NotifierOptions{TLSConfig: &tls.Config{RootCAs: roots}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry, err := n.Notify(context.Background(), &notify.Message{Title: "x", Text: "y"}); err != nil {
+		t.Fatalf("retryable %v, err %v", retry, err)
+	}
+	var got []string
+	for len(box.got) > 0 {
+		got = append(got, (<-box.got).to...)
+	}
+	if want := "oncall@example.com,lilei@example.com,dba@example.com"; strings.Join(got, ",") != want {
+		t.Fatalf("delivered to %q, want each of %s once", got, want)
 	}
 }
