@@ -605,3 +605,67 @@ func TestRetriesKeepThePace(t *testing.T) {
 		}
 	}
 }
+
+// A digest's outcome belongs to the tenants whose notifications it
+// carries. A rate-limited channel of team-a folds team-a's notifications
+// into a digest: team-a's delivery record must say whether it was sent,
+// and the default tenant's must not show team-a's channel at all. A
+// shared channel's digest of team-a's and team-b's is in both records.
+func TestDigestOutcomeIsRecordedForItsTenants(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	d := startDispatcher(t, clk, NewMemoryLog(1000),
+		Channel{Name: "a-ding", Notifier: s, RatePerMinute: 20, Tenants: []string{"team-a"}},
+		Channel{Name: "shared", Notifier: s, RatePerMinute: 20, Tenants: []string{AllTenants}})
+	for _, ch := range []struct{ name, first string }{{"a-ding", "team-a"}, {"shared", "team-b"}} {
+		d.Send(chNote("first-"+ch.name, ch.first, ch.name))
+		if m := s.next(t).m; len(m.Digest) != 0 {
+			t.Fatalf("first message on %s is a digest", ch.name)
+		}
+	}
+	d.Send(chNote("a1", "team-a", "a-ding"))
+	d.Send(chNote("a2", "team-a", "a-ding"))
+	d.Send(chNote("a3", "team-a", "shared"))
+	d.Send(chNote("b1", "team-b", "shared"))
+	waitQueueEmpty(t, d.lanes["a-ding"])
+	waitQueueEmpty(t, d.lanes["shared"])
+	clk.Advance(time.Minute)
+	for range 2 {
+		if m := s.next(t).m; len(m.Digest) != 2 {
+			t.Fatalf("a message of %d notifications, want a digest of 2", len(m.Digest))
+		}
+	}
+	d.Stop(context.Background())
+
+	digests := func(tenant string) map[string]string {
+		got := map[string]string{}
+		for _, a := range d.Attempts(AttemptFilter{Tenant: tenant}) {
+			if a.Kind == KindDigest {
+				got[a.Channel] = a.Outcome
+			}
+		}
+		return got
+	}
+	for tenant, want := range map[string]string{"team-a": "a-ding:sent shared:sent", "team-b": "shared:sent", "": ""} {
+		got := digests(tenant)
+		var s []string
+		for _, ch := range []string{"a-ding", "shared"} {
+			if o, ok := got[ch]; ok {
+				s = append(s, ch+":"+o)
+			}
+		}
+		if strings.Join(s, " ") != want {
+			t.Errorf("tenant %q's record of digests: %q, want %q", tenant, strings.Join(s, " "), want)
+		}
+	}
+	if st := d.Stats().Channels["shared"]; st.Sent != 2 {
+		t.Errorf("shared counts %d sent, want 2 (the first message and one digest)", st.Sent)
+	}
+}
+
+func chNote(id, tenant, channel string) apollo.Notification {
+	n := note(id, "k-"+id, channel)
+	n.Alert.Tenant = tenant
+	return n
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
@@ -254,8 +255,32 @@ func (l *lane) recordItem(it item, outcome, msg string) {
 		At: l.d.clock.Now(), Outcome: outcome, Error: msg})
 }
 
+// record records a try of m. A digest is nobody's alert: its try is
+// recorded for each tenant whose notifications it carries, in that
+// tenant's delivery record (the first one counts it), so that a tenant
+// learns whether what was folded into it went out, and no other tenant
+// sees its channel's tries.
 func (l *lane) record(m *Message, try int, outcome, msg string, at time.Time, latency time.Duration) {
 	n := m.Notification
-	l.d.record(l, Attempt{Tenant: n.Alert.Tenant, AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey,
-		At: at, Try: try, Outcome: outcome, Error: msg, Latency: latency})
+	a := Attempt{Tenant: n.Alert.Tenant, AlertID: n.Alert.ID, Kind: n.Kind, DedupKey: n.DedupKey,
+		At: at, Try: try, Outcome: outcome, Error: msg, Latency: latency}
+	if len(m.Digest) == 0 {
+		l.d.record(l, a)
+		return
+	}
+	var tenants []string
+	for _, it := range m.Digest {
+		if t := it.Notification.Alert.Tenant; !slices.Contains(tenants, t) {
+			tenants = append(tenants, t)
+		}
+	}
+	for i, t := range tenants {
+		a.Tenant = t
+		if i == 0 {
+			a = l.d.record(l, a)
+			continue
+		}
+		a.ID = l.d.newID()
+		l.d.opts.Log.Record(a)
+	}
 }
