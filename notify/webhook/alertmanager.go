@@ -63,8 +63,10 @@ func alertmanagerPayload(m *notify.Message, receiver, externalURL string) AMPayl
 		}
 		p.Alerts = append(p.Alerts, a)
 	}
+	// The tenant groups too: receivers key incidents on groupKey, and two
+	// tenants' rules may share a name and a group.
 	p.GroupLabels = map[string]string{}
-	for _, k := range []string{"alertname", "group"} {
+	for _, k := range []string{"alertname", "group", "tenant"} {
 		if v, ok := p.CommonLabels[k]; ok {
 			p.GroupLabels[k] = v
 		}

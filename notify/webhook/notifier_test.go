@@ -149,3 +149,31 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// Two tenants whose rules share a name and a group, on a shared
+// Alertmanager-format channel: receivers key incidents on groupKey (and
+// group on groupLabels), so team-a's resolved message must never close
+// team-b's incident. The tenant is a group label when the alerts have one.
+func TestAlertmanagerGroupKeyNamesTheTenant(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{}
+	for _, tenant := range []string{"team-a", "team-b", ""} {
+		m := message(apollo.NotifyResolved, "id-"+tenant, "batch_")
+		m.Notification.Alert.Tenant = tenant
+		p := alertmanagerPayload(m, "am", "")
+		if other, dup := keys[p.GroupKey]; dup {
+			t.Fatalf("tenants %q and %q share the group key %s", other, tenant, p.GroupKey)
+		}
+		keys[p.GroupKey] = tenant
+		if p.GroupLabels["tenant"] != tenant {
+			t.Errorf("tenant %q: group labels %v", tenant, p.GroupLabels)
+		}
+	}
+	// A digest of two tenants' alerts has no common tenant to group by.
+	a, b := message(apollo.NotifyFiring, "a1", "batch_"), message(apollo.NotifyFiring, "b1", "batch_")
+	a.Notification.Alert.Tenant, b.Notification.Alert.Tenant = "team-a", "team-b"
+	p := alertmanagerPayload(&notify.Message{Notification: apollo.Notification{Kind: notify.KindDigest}, Digest: []*notify.Message{a, b}}, "am", "")
+	if _, ok := p.GroupLabels["tenant"]; ok || p.Alerts[0].Labels["tenant"] != "team-a" || p.Alerts[1].Labels["tenant"] != "team-b" {
+		t.Fatalf("digest of two tenants: group labels %v, alerts %+v", p.GroupLabels, p.Alerts)
+	}
+}
