@@ -152,7 +152,12 @@ func (o *FileOutbox) Settle(ids ...uint64) error {
 		delete(o.owed, id)
 	}
 	if o.lines >= compactAfter && o.lines >= 4*len(o.owed) {
-		return o.rewrite()
+		err := o.rewrite()
+		if err == nil {
+			return nil
+		}
+		// The old file is still there: it gets the settle line.
+		return errors.Join(err, o.append(outboxLine{Settle: ids}, false))
 	}
 	return o.append(outboxLine{Settle: ids}, false)
 }
@@ -216,17 +221,34 @@ func (o *FileOutbox) rewrite() error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if o.f != nil {
-		o.f.Close()
-		o.f = nil
-	}
-	if err := atomicfile.Write(o.path, buf.Bytes(), 0o600); err != nil {
+	if err := atomicfile.Write(o.path, buf.Bytes(), 0o600); err != nil && o.stillOld() {
+		// Nothing changed (a full disk, most likely): the old file stays
+		// open for appending, and the outbox keeps working once there is
+		// room again.
 		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
 	}
 	f, err := os.OpenFile(o.path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("notify: outbox %s: %w", o.path, err)
 	}
+	if o.f != nil {
+		o.f.Close()
+	}
 	o.f, o.lines, o.size, o.torn = f, len(es), int64(buf.Len()), false
 	return nil
+}
+
+// stillOld reports whether the open file is still the one at the path: a
+// rewrite that failed before its rename left it there. (One that failed
+// after, syncing the directory, put the new file in place.)
+func (o *FileOutbox) stillOld() bool {
+	if o.f == nil {
+		return true
+	}
+	open, err := o.f.Stat()
+	if err != nil {
+		return true
+	}
+	now, err := os.Stat(o.path)
+	return err != nil || os.SameFile(open, now)
 }

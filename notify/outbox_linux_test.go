@@ -65,3 +65,68 @@ func TestOutboxAppendTornByAFullDisk(t *testing.T) {
 		t.Fatalf("owed after a torn append: %+v; want %d (team-a) and %d (team-b)", owed, kept, after)
 	}
 }
+
+// The outbox rewrites its file once it holds many more lines than
+// entries owed. A rewrite that fails (a full disk) must leave the outbox
+// working: appends go on to the file there is, and once the disk has room
+// again notifications are recorded as before. The file was closed before
+// the rewrite was tried, so every later Owe and Settle failed with "the
+// outbox is closed" until the process restarted: what was owed meanwhile
+// was lost to a crash.
+//
+// Not parallel: the file size limit holds for the whole process.
+func TestOutboxRewriteFailureKeepsTheOutbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.jsonl")
+	ob := openOutbox(t, path)
+	big := tenantNote("kept", "team-a")
+	big.Alert.Summary = strings.Repeat("s", 4096)
+	kept, err := ob.Owe("hook", t0, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ob.lines < compactAfter-1 {
+		id, err := ob.Owe("hook", t0, tenantNote("x", "team-b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Settle(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, err := ob.Owe("hook", t0, tenantNote("last", "team-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var was syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	full := was
+	full.Cur = 1024 // less than the entry kept: the rewrite cannot write it
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
+		t.Skipf("setrlimit: %v", err)
+	}
+	settleErr := ob.Settle(last) // past compactAfter lines: a rewrite
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(settleErr, syscall.EFBIG) {
+		t.Fatalf("settling with the disk full: %v, want the limit's EFBIG", settleErr)
+	}
+	after, err := ob.Owe("hook", t0, tenantNote("after", "team-b"))
+	if err != nil {
+		t.Fatalf("an Owe once the disk has room again: %v", err)
+	}
+	ob.Close()
+
+	ob = openOutbox(t, path)
+	var ids []uint64
+	for _, e := range ob.Owed() {
+		ids = append(ids, e.ID)
+	}
+	// The settle of last could not be written either while the disk was
+	// full: it is owed again, and goes out twice rather than never.
+	if len(ids) != 3 || ids[0] != kept || ids[1] != last || ids[2] != after {
+		t.Fatalf("owed after a failed rewrite: %v; want %d (team-a), %d and %d (team-b)", ids, kept, last, after)
+	}
+}
