@@ -94,6 +94,12 @@ func (c Config) Validate() error {
 	default:
 		bad("auth", "unknown authentication "+c.Auth, "use plain, login or none")
 	}
+	if c.tlsMode() == TLSNone && c.auth() != AuthNone && !localhost(c.Host) {
+		// go-mail refuses, at every message: it would be retried until
+		// give_up_after and never sent.
+		bad("tls", fmt.Sprintf("tls: none would send the password for %s in clear text", c.Host),
+			"use tls: starttls or implicit, or auth: none for a relay on a trusted network that needs no login")
+	}
 	if _, err := mail.ParseAddress(c.From); err != nil {
 		bad("from", fmt.Sprintf("%q is not an address", c.From), `e.g. "Apollo-11 <alerts@example.com>"`)
 	}
@@ -106,4 +112,10 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// localhost reports whether host names this machine as go-mail (v0.8.1)
+// reads it: the one server it sends credentials to without TLS.
+func localhost(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }

@@ -315,7 +315,8 @@ func retryable(err error) bool {
 	var ue x509.UnknownAuthorityError
 	var he x509.HostnameError
 	if errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &he) ||
-		errors.Is(err, mail.ErrPlainAuthNotSupported) || errors.Is(err, mail.ErrLoginAuthNotSupported) {
+		errors.Is(err, mail.ErrPlainAuthNotSupported) || errors.Is(err, mail.ErrLoginAuthNotSupported) ||
+		errors.Is(err, smtp.ErrUnencrypted) {
 		return false
 	}
 	return true

@@ -306,6 +306,8 @@ func TestValidate(t *testing.T) {
 		{"modes", Config{Host: "h", TLS: "ssl", Auth: "cram", From: "a@b.c", To: []string{"x"}},
 			[]string{"tls: unknown TLS mode ssl", "auth: unknown authentication cram", `to: "x" is not an address`}},
 		{"auth without password", Config{Host: "h", Username: "u", From: "a@b.c", To: []string{"d@e.f"}}, []string{"auth: plain authentication needs username and password"}},
+		{"login in clear text", Config{Host: "smtp.example.com", TLS: TLSNone, Username: "u", Password: "p", From: "a@b.c", To: []string{"d@e.f"}},
+			[]string{"tls: tls: none would send the password for smtp.example.com in clear text"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
