@@ -279,9 +279,10 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 		slog.Int("owed", len(owed)), slog.Int("queued", queued))
 }
 
-// Test sends one test message to channel now, without queue, rate limit
-// or retries, and returns its Attempt. The lane's pace still counts
-// it, so the queued messages after it keep the channel within its limit.
+// Test sends one test message to channel, without queue or retries, and
+// returns its Attempt. It waits for its turn under the channel's rate
+// limit (until ctx ends: an ETOOMANY error), and the queued messages after
+// it wait for theirs, so the channel stays within its limit.
 // Test is for whoever holds the configuration (apollo notify test
 // --config); TestFor is the API's.
 func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) {
@@ -315,6 +316,16 @@ func noChannel(channel, which string, known []string) error {
 
 func (d *Dispatcher) test(ctx context.Context, l *lane, tenant string) (Attempt, error) {
 	channel := l.ch.Name
+	// The test takes its turn under the rate limit: a robot API mutes a
+	// sender past it (DingTalk, for ten minutes), and on a shared channel
+	// that would silence every tenant's alerts.
+	l.tests.Lock()
+	defer l.tests.Unlock()
+	if _, ok := l.waitTurn(ctx, nil, false); !ok {
+		return Attempt{}, &apollo.Error{Code: apollo.ETOOMANY, Field: "channel",
+			Message: fmt.Sprintf("channel %s allows %d messages a minute and had no turn before the request ended", channel, l.ch.RatePerMinute),
+			Hint:    "try again in a minute"}
+	}
 	now := d.clock.Now()
 	n := apollo.Notification{Kind: apollo.NotifyTest, Channels: []string{channel}, At: now,
 		DedupKey: "test:" + channel,

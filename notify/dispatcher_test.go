@@ -669,3 +669,64 @@ func chNote(id, tenant, channel string) apollo.Notification {
 	n.Alert.Tenant = tenant
 	return n
 }
+
+// A test message takes its turn under the channel's rate limit, as the
+// documentation says. It used to go out at once however many came before
+// it, so that an operator of one tenant testing a shared DingTalk robot a
+// few times in a row pushed it past 20 a minute, and DingTalk mutes a
+// robot for ten minutes past that: every tenant's alerts on it with it.
+func TestTestKeepsTheRateLimit(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	d := startDispatcher(t, clk, NewMemoryLog(100),
+		Channel{Name: "ding", Notifier: s, RatePerMinute: 1, Tenants: []string{AllTenants}})
+	if a, err := d.TestFor(context.Background(), "team-a", "ding"); err != nil || a.Outcome != OutcomeSent {
+		t.Fatalf("first test: %+v %v", a, err)
+	}
+	first := s.next(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.TestFor(context.Background(), "team-b", "ding")
+		done <- err
+	}()
+	waitWaiting := func(which string) {
+		t.Helper()
+		deadline := time.Now().Add(testwait.Timeout(t))
+		for !clk.BlockUntil(1, 10*time.Millisecond) {
+			select {
+			case err := <-done:
+				t.Fatalf("the %s test did not wait for the rate limit (err %v)", which, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the %s test neither waited on the clock nor returned", which)
+			}
+		}
+	}
+	waitWaiting("second")
+	if n := len(s.all()); n != 1 {
+		t.Fatalf("%d messages before the turn came", n)
+	}
+	clk.Advance(time.Minute)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if second := s.next(t); second.at.Sub(first.at) < time.Minute {
+		t.Fatalf("two tests %v apart on a channel of 1 a minute", second.at.Sub(first.at))
+	}
+	// A test whose caller gives up while it waits is not sent.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := d.TestFor(ctx, "team-a", "ding")
+		done <- err
+	}()
+	waitWaiting("third")
+	cancel()
+	if err := <-done; apollo.ErrorCode(err) != apollo.ETOOMANY {
+		t.Fatalf("a test given up while waiting: %v, want %s", err, apollo.ETOOMANY)
+	}
+	if n := len(s.all()); n != 2 {
+		t.Fatalf("%d messages, want 2", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
@@ -45,6 +46,9 @@ type lane struct {
 	queue chan item
 	pace  *pacer // nil: unlimited
 	stats counters
+	// tests makes test messages (Dispatcher.Test) wait for their turn
+	// one at a time.
+	tests sync.Mutex
 }
 
 func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
