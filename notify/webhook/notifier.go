@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/keypart"
 	"github.com/apollo-11/apollo/notify"
 )
 
@@ -94,9 +95,20 @@ type ApolloPayload struct {
 }
 
 func apolloPayload(m *notify.Message) ApolloPayload {
-	p := ApolloPayload{Notification: m.Notification, Title: m.Title, Text: m.Text}
+	p := ApolloPayload{Notification: tenantKeyed(m.Notification), Title: m.Title, Text: m.Text}
 	for _, d := range m.Digest {
-		p.Notifications = append(p.Notifications, d.Notification)
+		p.Notifications = append(p.Notifications, tenantKeyed(d.Notification))
 	}
 	return p
+}
+
+// tenantKeyed is n with a dedupKey that names its tenant: inside
+// Apollo-11 the key is the rule's, kind and group (the dedup lock adds the
+// tenant), and a receiver that keys incidents on it alone would merge two
+// tenants' rules of the same name. The default tenant's is as it was.
+func tenantKeyed(n apollo.Notification) apollo.Notification {
+	if t := n.Alert.Tenant; t != "" && n.DedupKey != "" {
+		n.DedupKey = keypart.Escape(t) + ":" + n.DedupKey
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,46 @@ func TestAlertmanagerGroupKeyNamesTheTenant(t *testing.T) {
 	p := alertmanagerPayload(&notify.Message{Notification: apollo.Notification{Kind: notify.KindDigest}, Digest: []*notify.Message{a, b}}, "am", "")
 	if _, ok := p.GroupLabels["tenant"]; ok || p.Alerts[0].Labels["tenant"] != "team-a" || p.Alerts[1].Labels["tenant"] != "team-b" {
 		t.Fatalf("digest of two tenants: group labels %v, alerts %+v", p.GroupLabels, p.Alerts)
+	}
+}
+
+// A receiver that keys incidents on dedupKey (a bridge to a pager's
+// dedup_key, say) keeps tenants apart: two tenants' rules of the same name
+// and group have the same key inside Apollo-11 (the dedup lock adds the
+// tenant), and the body's key names the tenant; the default tenant's key
+// is as it was. A digest's notifications carry theirs likewise.
+func TestDedupKeyNamesTheTenant(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{}
+	for _, tenant := range []string{"team-a", "team-b", ""} {
+		m := message(apollo.NotifyFiring, "a1", "batch_")
+		m.Notification.Alert.Tenant = tenant
+		var body struct {
+			DedupKey string `json:"dedupKey"`
+		}
+		if err := json.Unmarshal([]byte(send(t, Config{}, notify.NotifierOptions{}, m).Body), &body); err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := keys[body.DedupKey]; dup {
+			t.Fatalf("tenants %q and %q share the dedupKey %q", other, tenant, body.DedupKey)
+		}
+		keys[body.DedupKey] = tenant
+		if tenant == "" && body.DedupKey != "a1:firing" {
+			t.Errorf("the default tenant's dedupKey %q, want a1:firing", body.DedupKey)
+		}
+	}
+	a, b := message(apollo.NotifyFiring, "a1", "batch_"), message(apollo.NotifyFiring, "a1", "batch_")
+	a.Notification.Alert.Tenant, b.Notification.Alert.Tenant = "team-a", "team-b"
+	d := &notify.Message{Notification: apollo.Notification{Kind: notify.KindDigest, Channels: []string{"hook"}, At: t0}, Digest: []*notify.Message{a, b}}
+	var body struct {
+		Notifications []struct {
+			DedupKey string `json:"dedupKey"`
+		} `json:"notifications"`
+	}
+	if err := json.Unmarshal([]byte(send(t, Config{}, notify.NotifierOptions{}, d).Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.Notifications) != 2 || body.Notifications[0].DedupKey == body.Notifications[1].DedupKey {
+		t.Fatalf("a digest of two tenants' notifications: %+v", body.Notifications)
 	}
 }
