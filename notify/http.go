@@ -50,7 +50,7 @@ func (e Endpoint) PostJSON(ctx context.Context, rawURL string, payload any) (boo
 }
 
 // Post posts body to rawURL and answers as a Notifier does. Transport
-// failures, 429 and 5xx are retryable, any other status outside 2xx is
+// failures, 408, 429 and 5xx are retryable, any other status outside 2xx is
 // not; an answer Verdict cannot read is retryable, and a vendor's code is
 // as Retryable says. No error contains the URL's credentials.
 func (e Endpoint) Post(ctx context.Context, rawURL string, body []byte) (bool, error) {
@@ -83,8 +83,8 @@ func ErrCode(body []byte) (int, string, error) {
 }
 
 // post posts body to rawURL as JSON, unless header sets another
-// Content-Type, and returns the answer's body. Transport failures, 429 and
-// 5xx are retryable; any other status outside 2xx is not, a redirect
+// Content-Type, and returns the answer's body. Transport failures, 408,
+// 429 and 5xx are retryable; any other status outside 2xx is not, a redirect
 // included: it is not followed (withoutRedirects). The error never
 // contains the URL's credentials. A 2xx answer is returned with a nil
 // error: robot APIs report their own failures inside a 200, and only the
@@ -120,7 +120,9 @@ func post(ctx context.Context, c *http.Client, rawURL string, body []byte, heade
 	if resp.StatusCode/100 == 2 {
 		return data, false, nil
 	}
-	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+	// 408: the server (or a proxy before it) timed the request out, as a
+	// network failure would; it asks for the request again.
+	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500
 	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data),
 		RetryAfter: retryAfter(resp.Header)}
 }

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -41,5 +42,19 @@ func TestRetryAfter(t *testing.T) {
 				t.Errorf("Retry-After %q, Date %q: %v, want %v", c.value, c.date, got, c.want)
 			}
 		})
+	}
+}
+
+// Which answers a post retries: the server asking again (408, 429, 5xx)
+// is retried, every other failure would fail the same way next time.
+func TestPostRetries(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[int]bool{400: false, 401: false, 404: false, 408: true, 413: false, 429: true, 500: true, 502: true, 503: true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
+		retry, err := Endpoint{Channel: "webhook"}.Post(t.Context(), srv.URL, []byte(`{}`))
+		srv.Close()
+		if err == nil || retry != want {
+			t.Errorf("HTTP %d: retry %v (%v), want %v", code, retry, err, want)
+		}
 	}
 }
