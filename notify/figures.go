@@ -13,6 +13,8 @@ var (
 		Help: "Notifications waiting in a channel's queue now."}
 	figUnknownChannel = &apollo.Family{Name: "apollo_notifications_unknown_channel_total", Kind: apollo.FigureCounter,
 		Help: "Notifications dropped because they named a channel that is not configured."}
+	figOutboxFailures = &apollo.Family{Name: "apollo_notifications_outbox_failures_total", Kind: apollo.FigureCounter,
+		Help: "Outbox writes that failed: notifications sent without being recorded first (a crash before they leave loses them), and deliveries not recorded (a restart may send them again)."}
 )
 
 // Figures writes the dispatcher's counters and gauges, per channel
@@ -29,4 +31,5 @@ func (s Stats) Figures(w apollo.FigureWriter) {
 		w.Add(figWaiting, float64(c.QueueLen), name)
 	}
 	w.Add(figUnknownChannel, float64(s.UnknownChannel))
+	w.Add(figOutboxFailures, float64(s.OutboxFailures))
 }

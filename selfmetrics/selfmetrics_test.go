@@ -45,7 +45,7 @@ func fullParts() selfmetrics.Parts {
 		selfmetrics.Watch("wal", fixed(wal.Stats{Appends: 201, Bytes: 202, Syncs: 203, SyncLatencyLast: 204 * time.Millisecond,
 			SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210})),
 		selfmetrics.Watch("metrics", fixed(metrics.Stats{Names: 301, Buckets: 302, Rollups: 303, TooOld: 304, TooNew: 305, Bytes: 306})),
-		selfmetrics.Watch("notifications", fixed(notify.Stats{UnknownChannel: 401, Channels: map[string]notify.ChannelStats{
+		selfmetrics.Watch("notifications", fixed(notify.Stats{UnknownChannel: 401, OutboxFailures: 409, Channels: map[string]notify.ChannelStats{
 			"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, QueueLen: 410}}})),
 		selfmetrics.Watch("alert", fixed(alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
 			EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
