@@ -24,6 +24,7 @@ type execReporter struct {
 	drainers []*agent.Client // send what earlier processes left in other slots
 	lease    *spoolLease
 	task     *agent.Task
+	taskID   string
 	stderr   io.Writer
 }
 
@@ -58,7 +59,7 @@ func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.
 		r.lease = nil
 		return r
 	}
-	r.client, r.task = c, c.Task(taskID, name)
+	r.client, r.task, r.taskID = c, c.Task(taskID, name), taskID
 	for _, d := range r.orphans() {
 		if dc, err := agent.New(cf.server, append(opts, agent.WithSpoolDir(d))...); err == nil {
 			r.drainers = append(r.drainers, dc)
@@ -122,9 +123,33 @@ func (r *execReporter) close(wait time.Duration) {
 	if err := errors.Join(errs...); err != nil {
 		r.warnf("%v", err)
 	}
+	r.warnDuplicate()
 	if r.lease != nil && hasFiles(r.lease.dir) {
 		r.warnf("the server did not take every event in time; the rest wait in %s for the next apollo exec", r.lease.dir)
 	}
+}
+
+// warnDuplicate says when the server already had this run: a task ID
+// given again with --task (a re-run, a retry) makes every event of the
+// new run a duplicate, and the server keeps the first run's state while
+// the command's own exit code says otherwise. It speaks only when the
+// answers are about this run alone: the client carried no older events
+// (leaseSpool) and resent none (a resend after a lost answer is a
+// duplicate too).
+func (r *execReporter) warnDuplicate() {
+	if r.lease != nil && r.lease.inherited {
+		return
+	}
+	st := r.client.Stats()
+	if st.Duplicate == 0 || st.Retries > 0 {
+		return
+	}
+	were := "were"
+	if st.Duplicate == 1 {
+		were = "was"
+	}
+	r.warnf(`the server already had the run "%s": %d of this run's events %s answered duplicate and not recorded; give each run its own --task (a retry is a new run)`,
+		r.taskID, st.Duplicate, were)
 }
 
 func hasFiles(dir string) bool {

@@ -7,8 +7,9 @@ import "errors"
 // spoolLease: see cli_spool_unix.go. Without flock two processes could
 // share a spool directory, which the agent forbids, so there is no spool.
 type spoolLease struct {
-	dir     string
-	orphans []string
+	dir       string
+	orphans   []string
+	inherited bool
 }
 
 func leaseSpool(string) (*spoolLease, error) {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,8 +24,8 @@ func TestLeaseSpool(t *testing.T) {
 		t.Fatalf("two processes share %s", a.dir)
 	}
 	// b leaves events behind and ends; a still runs. The next process
-	// takes b's slot, whose files make it no orphan of anyone else, and a's
-	// slot stays a's.
+	// takes an empty slot for its own events, so that its client carries
+	// only them, and sends b's through another; a's slot stays a's.
 	os.MkdirAll(b.dir, 0o700)
 	os.WriteFile(filepath.Join(b.dir, "0000000000000001-0000.ndjson"), []byte("{}\n"), 0o600)
 	b.release()
@@ -32,8 +33,8 @@ func TestLeaseSpool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.dir != b.dir || len(c.orphans) != 0 {
-		t.Errorf("got slot %s and orphans %v, want b's slot %s and none", c.dir, c.orphans, b.dir)
+	if c.dir == a.dir || c.dir == b.dir || c.inherited || len(c.orphans) != 1 || c.orphans[0] != b.dir {
+		t.Errorf("got slot %s (inherited %v) and orphans %v, want a third, empty one and [%s]", c.dir, c.inherited, c.orphans, b.dir)
 	}
 	// Once a has ended too, the next process takes the first slot, and
 	// sends what b left in the other, free one.
@@ -43,10 +44,27 @@ func TestLeaseSpool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.dir != a.dir || len(d.orphans) != 1 || d.orphans[0] != b.dir {
-		t.Errorf("got slot %s and orphans %v, want %s and [%s]", d.dir, d.orphans, a.dir, b.dir)
+	if d.dir != a.dir || d.inherited || len(d.orphans) != 1 || d.orphans[0] != b.dir {
+		t.Errorf("got slot %s (inherited %v) and orphans %v, want %s and [%s]", d.dir, d.inherited, d.orphans, a.dir, b.dir)
 	}
 	d.release()
+
+	// Every free slot holds files: the first is the run's own, inherited,
+	// and the others are orphans.
+	root = t.TempDir()
+	for i := range spoolSlots {
+		dir := filepath.Join(root, fmt.Sprintf("slot-%02d", i))
+		os.MkdirAll(dir, 0o700)
+		os.WriteFile(filepath.Join(dir, "0000000000000001-0000.ndjson"), []byte("{}\n"), 0o600)
+	}
+	e, err := leaseSpool(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(root, "slot-00"); e.dir != want || !e.inherited || len(e.orphans) != spoolSlots-1 {
+		t.Errorf("got slot %s (inherited %v) and %d orphans, want %s inherited and %d", e.dir, e.inherited, len(e.orphans), want, spoolSlots-1)
+	}
+	e.release()
 
 	// Every slot busy: no spool, said plainly.
 	root = t.TempDir()

@@ -23,10 +23,16 @@ type spoolLease struct {
 	dir     string
 	orphans []string
 	locks   []*os.File
+	// inherited: dir held an earlier process's events, which this run's
+	// client sends with its own (every free slot had some).
+	inherited bool
 }
 
-// leaseSpool takes the first free slot under root, and every other free
-// slot that holds files.
+// leaseSpool takes a free slot under root for this run, one that holds no
+// files when there is one, and every other free slot that holds files.
+// The run's own client then carries only the run's events, so that what
+// the server answers it (a duplicate) is about this run and not about an
+// older one's leftovers; those go through clients of their own.
 func leaseSpool(root string) (*spoolLease, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
@@ -34,7 +40,8 @@ func leaseSpool(root string) (*spoolLease, error) {
 	l := &spoolLease{}
 	for i := range spoolSlots {
 		dir := filepath.Join(root, fmt.Sprintf("slot-%02d", i))
-		if l.dir != "" && !hasFiles(dir) {
+		files := hasFiles(dir)
+		if l.dir != "" && !l.inherited && !files {
 			continue // nothing left there to send
 		}
 		f, ok, err := tryLock(dir + ".lock")
@@ -45,12 +52,18 @@ func leaseSpool(root string) (*spoolLease, error) {
 		if !ok {
 			continue // another apollo exec holds it
 		}
-		if l.dir == "" {
-			l.dir = dir
-		} else {
+		l.locks = append(l.locks, f)
+		switch {
+		case l.dir == "":
+			l.dir, l.inherited = dir, files
+		case l.inherited && !files:
+			// An empty slot at last: the run's own, and the slot taken
+			// first is drained like the others.
+			l.orphans = append(l.orphans, l.dir)
+			l.dir, l.inherited = dir, false
+		default: // it holds files: an orphan
 			l.orphans = append(l.orphans, dir)
 		}
-		l.locks = append(l.locks, f)
 	}
 	if l.dir == "" {
 		return nil, fmt.Errorf("spool: all %d slots under %s are in use", spoolSlots, root)

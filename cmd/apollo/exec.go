@@ -107,7 +107,7 @@ timed out; 126 when it could not be started, 127 when it was not found;
 	fl.SetInterspersed(false) // everything after COMMAND is the command's
 	cf.register(cmd)
 	fl.StringVar(&name, "name", "", "the job this run belongs to (required)")
-	fl.StringVar(&task, "task", "", "the run's task ID (default NAME@exec-<unix ms>-<pid>)")
+	fl.StringVar(&task, "task", "", "the run's task ID, new for every run (default NAME@exec-<unix ms>-<pid>)")
 	fl.DurationVar(&timeout, "timeout", 0, "stop the command after this long and report timeout (0: never)")
 	fl.DurationVar(&grace, "kill-grace", 10*time.Second, "after SIGTERM, wait this long before SIGKILL")
 	fl.StringVar(&spool, "spool", defaultSpoolDir(), `keep unsent events here for the next apollo exec ("" for none)`)
