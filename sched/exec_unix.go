@@ -90,9 +90,13 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	return p, nil
 }
 
-func drain(wg *sync.WaitGroup, r io.Reader, t io.Writer) {
+func drain(wg *sync.WaitGroup, r *os.File, t io.Writer) {
 	defer wg.Done()
-	_, _ = io.Copy(t, r) // ends at EOF, or at the read deadline
+	// It ends at EOF, at the read deadline, or when the output's reader
+	// went away: then the process's next write breaks its pipe too.
+	if _, err := io.Copy(t, r); errors.Is(err, errBrokenPipe) {
+		r.Close()
+	}
 }
 
 func closeAll(files []*os.File) {

@@ -88,18 +88,27 @@ func teeTail(t *tail, w io.Writer) io.Writer {
 // passThrough keeps the tail and passes the output on. A failing pass-on
 // writer (a closed terminal, a full disk) is given up on rather than
 // stopping the reading, which would leave the process blocked on a full
-// pipe.
+// pipe. A pipe whose reader went away (apollo exec ... | head) is the
+// exception: Write returns errBrokenPipe and the stream is closed
+// (drain), so that the process meets the broken pipe as it would with
+// nothing between it and its reader, instead of being drained forever.
 type passThrough struct {
 	t      *tail
 	w      io.Writer
 	failed bool // only the one goroutine draining the stream writes
 }
 
+// errBrokenPipe: the reader of the passed-on output is gone.
+var errBrokenPipe = errors.New("the reader of the output went away")
+
 func (p *passThrough) Write(b []byte) (int, error) {
 	p.t.Write(b)
 	if !p.failed {
 		if _, err := p.w.Write(b); err != nil {
 			p.failed = true
+			if errors.Is(err, syscall.EPIPE) {
+				return len(b), errBrokenPipe
+			}
 		}
 	}
 	return len(b), nil

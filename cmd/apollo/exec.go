@@ -91,6 +91,16 @@ timed out; 126 when it could not be started, 127 when it was not found;
 			sigs := make(chan os.Signal, 8)
 			signal.Notify(sigs, forwarded...)
 			defer signal.Stop(sigs)
+			// A reader of the output that went away (| head) must not kill
+			// apollo exec before it reports: Go ends a program on SIGPIPE
+			// from a write to its stdout or stderr unless it is notified of
+			// it; then the write fails with EPIPE, and the pass-through
+			// closes the command's pipe, which breaks for the command as it
+			// would without apollo exec. (Notify, not Ignore: an ignored
+			// signal stays ignored in the command.)
+			pipes := make(chan os.Signal, 1)
+			signal.Notify(pipes, syscall.SIGPIPE)
+			defer signal.Stop(pipes)
 
 			rep := openExecReporter(cf, spool, task, name, stderr)
 			r := &execRun{argv: args, taskID: task, name: name, timeout: timeout, grace: grace, clock: apollo.SystemClock,
@@ -260,6 +270,8 @@ func signalName(s syscall.Signal) string {
 		return "SIGQUIT"
 	case syscall.SIGKILL:
 		return "SIGKILL"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
 	}
 	return fmt.Sprintf("signal %d (%v)", int(s), s)
 }
