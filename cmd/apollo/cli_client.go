@@ -126,8 +126,27 @@ func readCLIConfig(path string) (cliConfig, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		return c, usageError("%s: %v (write server: URL and token: SECRET)", path, err)
+	const want = "write server: URL and token: SECRET"
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return c, usageError("%s: %v (%s)", path, err, want)
+	}
+	// An unknown key is an error, as in apollo.yaml: a misspelled server:
+	// read as none sent the commands to the default address, and the
+	// error that followed named anything but this file.
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		m := doc.Content[0].Content
+		for i := 0; i+1 < len(m); i += 2 {
+			if k := m[i]; k.Value != "server" && k.Value != "token" {
+				return c, usageError("%s:%d:%d: unknown key %q (%s)", path, k.Line, k.Column, k.Value, want)
+			}
+		}
+	}
+	if doc.Kind == 0 {
+		return c, nil // an empty file, or comments only
+	}
+	if err := doc.Decode(&c); err != nil {
+		return c, usageError("%s: %v (%s)", path, err, want)
 	}
 	return c, nil
 }

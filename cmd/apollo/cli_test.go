@@ -278,3 +278,37 @@ func TestExitFor(t *testing.T) {
 		}
 	}
 }
+
+func TestReadCLIConfigForms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, text string
+		want       cliConfig
+		wantErr    string // "" for none
+	}{
+		{"empty", "", cliConfig{}, ""},
+		{"comments only", "# nothing yet\n", cliConfig{}, ""},
+		{"both keys", "server: http://s:1\ntoken: t\n", cliConfig{Server: "http://s:1", Token: "t"}, ""},
+		{"misspelled server", "sever: http://s:1\ntoken: t\n", cliConfig{}, `cli.yaml:1:1: unknown key "sever"`},
+		{"misspelled token", "server: http://s:1\n  \ntokn: t\n", cliConfig{}, `cli.yaml:3:1: unknown key "tokn"`},
+		{"not a mapping", "- server\n", cliConfig{}, "cli.yaml: yaml: unmarshal errors"},
+		{"not YAML", "server: [x\n", cliConfig{}, "cli.yaml: yaml: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cli.yaml")
+			os.WriteFile(path, []byte(tc.text), 0o600)
+			got, err := readCLIConfig(path)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), "(write server: URL and token: SECRET)"):
+				t.Errorf("error %v says not what to write", err)
+			case got != tc.want:
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
