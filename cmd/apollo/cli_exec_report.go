@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -41,7 +44,7 @@ func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.
 	}))
 	opts := []agent.Option{agent.WithToken(cf.token), agent.WithLogger(log)}
 	if spoolRoot != "" {
-		lease, err := leaseSpool(spoolRoot)
+		lease, err := leaseSpool(filepath.Join(spoolRoot, spoolPartition(cf.token)))
 		if err != nil {
 			r.warnf("%v; reporting without a spool", err)
 		} else {
@@ -68,6 +71,19 @@ func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.
 		}
 	}
 	return r
+}
+
+// spoolPartition is the directory under the spool root for the events
+// reported with token: a run sends only what runs with its own token left,
+// with that token. Shared slots sent tenant a's runs with the token of
+// whichever run came next, into its tenant. The name holds a short hash,
+// never the token.
+func spoolPartition(token string) string {
+	if token == "" {
+		return "no-token"
+	}
+	sum := sha256.Sum256([]byte("apollo exec spool\x00" + token))
+	return "token-" + hex.EncodeToString(sum[:8])
 }
 
 func (r *execReporter) orphans() []string {

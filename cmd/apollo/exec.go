@@ -58,7 +58,7 @@ Reporting never stops the job: if the server cannot be reached or refuses,
 apollo exec says so on stderr (lines starting "apollo exec:") and the
 command runs all the same. Events the server did not take within a few
 seconds after the command wait in the spool directory, and the next apollo
-exec sends them first.
+exec with the same token sends them first.
 
 The command sees APOLLO_TASK_ID and APOLLO_JOB_NAME in its environment.
 
