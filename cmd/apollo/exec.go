@@ -29,6 +29,9 @@ const (
 // forwarded are the signals apollo exec passes on to the command's group.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
+// maxDeadline is the longest deadline an event may carry (timeoutMs).
+const maxDeadline = apollo.MaxDurationMs * time.Millisecond
+
 // reportWait bounds how long apollo exec waits, after the command, for the
 // server to take its events: past it they go to the spool.
 const reportWait = 3 * time.Second
@@ -82,6 +85,10 @@ timed out; 126 when it could not be started, 127 when it was not found;
 				return &exitError{code: exitUsage, err: err}
 			case timeout < 0 || grace < 0:
 				return usageError("--timeout and --kill-grace cannot be negative")
+			case timeout > 0 && (timeout > maxDeadline || grace > maxDeadline-timeout):
+				// The running event carries both: the server refused it, and
+				// the run stayed pending for ever while the command succeeded.
+				return usageError("--timeout %v plus --kill-grace %v is over the limit of 366 days (leave --timeout out for no deadline)", timeout, grace)
 			}
 			stderr := cmd.ErrOrStderr()
 			if err := cf.resolveCLI(); err != nil {
