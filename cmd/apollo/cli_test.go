@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 )
 
@@ -310,5 +311,24 @@ func TestReadCLIConfigForms(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDefaultTaskIDFits(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"nightly", strings.Repeat("j", apollo.MaxNameBytes), strings.Repeat("作", 85), strings.Repeat("é", 128)} {
+		for _, pid := range []int{1, 12345, 4194304} {
+			id := defaultTaskID(name, 1796327479581, pid)
+			ev := apollo.Event{TaskID: id, Name: name, Sequence: 1, Status: apollo.StatusPending, Ts: apollo.MinTs}
+			if err := ev.Validate(); err != nil {
+				t.Errorf("name of %d bytes, pid %d: %v", len(name), pid, err)
+			}
+			if prefix, _, _ := strings.Cut(id, "@exec-"); !strings.HasPrefix(name, prefix) || len(prefix) < len(name)-len("@exec-1796327479581-4194304")-2 {
+				t.Errorf("name of %d bytes, pid %d: task ID %q does not start with as much of the name as fits", len(name), pid, id)
+			}
+		}
+	}
+	if got := defaultTaskID("nightly", 5, 7); got != "nightly@exec-5-7" {
+		t.Errorf("short name: %q", got)
 	}
 }

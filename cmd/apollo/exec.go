@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -75,7 +76,7 @@ timed out; 126 when it could not be started, 127 when it was not found;
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if task == "" {
-				task = fmt.Sprintf("%s@exec-%d-%d", name, time.Now().UnixMilli(), os.Getpid())
+				task = defaultTaskID(name, time.Now().UnixMilli(), os.Getpid())
 			}
 			probe := apollo.Event{TaskID: task, Name: name, Sequence: 1, Status: apollo.StatusPending, Ts: apollo.MinTs} // only the IDs are checked here
 			switch err := probe.Validate(); {
@@ -129,6 +130,21 @@ timed out; 126 when it could not be started, 127 when it was not found;
 	fl.DurationVar(&grace, "kill-grace", 10*time.Second, "after SIGTERM, wait this long before SIGKILL")
 	fl.StringVar(&spool, "spool", defaultSpoolDir(), `keep unsent events here for the next apollo exec ("" for none)`)
 	return cmd
+}
+
+// defaultTaskID is NAME@exec-<unix ms>-<pid>, with NAME cut (at a
+// character) so that the ID fits the limit: a job name near its own limit
+// made an ID over it, and apollo exec refused to run with an error about a
+// --task nobody gave.
+func defaultTaskID(name string, ms int64, pid int) string {
+	suffix := fmt.Sprintf("@exec-%d-%d", ms, pid)
+	if n := apollo.MaxTaskIDBytes - len(suffix); len(name) > n {
+		for n > 0 && !utf8.RuneStart(name[n]) {
+			n--
+		}
+		name = name[:n]
+	}
+	return name + suffix
 }
 
 // defaultSpoolDir is $XDG_CACHE_HOME/apollo/spool, else ~/.cache/apollo/spool.
