@@ -14,6 +14,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/agent"
+	"github.com/apollo-11/apollo/tui/components"
 )
 
 func newReportCmd() *cobra.Command {
@@ -143,6 +144,13 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 		fmt.Fprintln(cmd.OutOrStdout(), "waiting (stored; an earlier event of this run has not arrived: it applies when that does, or when the reorder window ends)")
 	case st.Duplicate == 1:
 		fmt.Fprintln(cmd.OutOrStdout(), "duplicate (the server already had it)")
+		if ev.Status == apollo.StatusPending && !cmd.Flags().Changed("seq") {
+			// The one step a run takes again: pending after manual_blocked
+			// (apollo task block says its executor releases it so). By the
+			// default sequence it is a duplicate and the run stays blocked.
+			fmt.Fprintf(cmd.ErrOrStderr(), "apollo: nothing changed: the server has sequence %d or a later one of run %s; a run released from manual_blocked goes back to pending with --seq above its last (apollo task %s shows it)\n",
+				ev.Sequence, components.Escape(ev.TaskID), components.Escape(ev.TaskID))
+		}
 	case st.Rejected == 1:
 		// The answer's code says whose mistake it was, as for every
 		// command: the event's (2), or the token's (4).
