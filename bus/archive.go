@@ -25,10 +25,11 @@ type FileArchive struct {
 	retention time.Duration
 	clock     apollo.Clock
 
-	mu  sync.Mutex
-	day string
-	f   *os.File
-	w   *bufio.Writer
+	mu      sync.Mutex
+	day     string
+	f       *os.File
+	w       *bufio.Writer
+	created bool // f is new since the last Sync: the directory needs a sync too
 }
 
 // OpenFileArchive creates dir if needed. Files older than retention are
@@ -45,7 +46,8 @@ func OpenFileArchive(dir string, retention time.Duration, clock apollo.Clock) (*
 
 var _ Archive = (*FileArchive)(nil)
 
-// Put appends t to today's file. Writes are buffered; Get and Close flush.
+// Put appends t to today's file. Writes are buffered; Get, Sync and Close
+// flush.
 func (a *FileArchive) Put(t *apollo.Task) error {
 	line, err := json.Marshal(t)
 	if err != nil {
@@ -63,7 +65,7 @@ func (a *FileArchive) Put(t *apollo.Task) error {
 		if err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
-		a.day, a.f, a.w = day, f, bufio.NewWriterSize(f, 64<<10)
+		a.day, a.f, a.w, a.created = day, f, bufio.NewWriterSize(f, 64<<10), true
 		a.pruneLocked(now)
 	}
 	a.w.Write(line)
@@ -116,6 +118,38 @@ func scanArchive(name string, needle []byte, tenant, taskID string) (*apollo.Tas
 		}
 	}
 	return found, sc.Err()
+}
+
+// Sync writes what Put buffered and makes it durable. A task Put is gone
+// from the bus's memory, so from its next snapshot too: the checkpoint
+// calls Sync before it writes that snapshot, or a kill -9 after it would
+// lose every run archived since the last flush (the log that held them
+// is replayed from the snapshot on).
+func (a *FileArchive) Sync() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.f == nil {
+		return nil
+	}
+	if err := a.w.Flush(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := a.f.Sync(); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if a.created {
+		d, err := os.Open(a.dir)
+		if err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		a.created = false
+	}
+	return nil
 }
 
 // Close flushes and closes the current file.

@@ -279,6 +279,11 @@ func (s *server) checkpoint() error {
 	if err := s.wal.Wait(context.Background(), wal.LSN(at)); err != nil {
 		return err
 	}
+	// The tasks the bus archived before the copy are in neither the copy
+	// nor the log after it: on disk before the snapshot is.
+	if err := s.arch.Sync(); err != nil {
+		return fmt.Errorf("the archive of finished runs: %w", err)
+	}
 	err = s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
 		_, err := buf.WriteTo(w)
 		return err
