@@ -189,11 +189,33 @@ func (l *localAlerting) apiOptions(o *httpapi.Options) {
 	o.Rules = rulebook.Book{Engine: l.engine, Known: l.disp.Serves, MetricsKept: l.cfg.Retention.Rollups.D(),
 		// Saved before the engine runs them: durable once the API answers.
 		Save: func(tenant string, src []byte) error {
+			var err error
 			if tenant == "" && l.loader != nil {
-				return l.loader.Write(src)
+				err = l.loader.Write(src)
+			} else {
+				err = l.rules.Save(context.Background(), tenant, src)
 			}
-			return l.rules.Save(context.Background(), tenant, src)
+			return notSaved(l.log, "rules", tenant, err)
 		}}
+}
+
+// notSaved answers a write through the API that could not be saved (a
+// full disk, Redis away) as the alert engine and the scheduler answer
+// theirs: unavailable, nothing changed, try again, with the cause in the
+// log and not in the answer. Before, rules and expectations that could not
+// be saved were answered 500 "internal error", which said neither whether
+// anything had changed nor what to do. An *apollo.Error (an answer the
+// cause already gave the caller) passes through.
+func notSaved(log *slog.Logger, what, tenant string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*apollo.Error](err); ok {
+		return err
+	}
+	log.Error("the "+what+" could not be saved, so they were not changed", "tenant", tenant, "err", err)
+	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the " + what + " could not be saved, so they were not changed",
+		Hint: "nothing changed; the server log says why (the data directory or Redis); try again"}
 }
 
 func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {

@@ -141,3 +141,79 @@ func TestFullDiskStopsAuditBeforeTheLog(t *testing.T) {
 		}
 	}
 }
+
+// Rules and expectations that cannot be saved (here: the data disk is
+// full) are refused as unavailable, saying that nothing changed and to try
+// again, as a silence, an ack or a pause that cannot be saved is; what was
+// in force before stays in force and shown, per tenant, and the server
+// keeps answering. They were answered 500 "internal error", which said
+// neither whether the rules had changed nor what to do.
+func TestSavesOnAFullDiskAreRefusedAsUnavailable(t *testing.T) {
+	t.Parallel()
+	tokens := map[string]string{}
+	var cfg strings.Builder
+	cfg.WriteString("channels:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/\n    tenants: [\"*\"]\nauth:\n  tokens:\n")
+	for _, tenant := range tenants {
+		secret, tok, err := httpapi.NewToken(tenant, httpapi.RoleAdmin, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[tenant] = secret
+		fmt.Fprintf(&cfg, "    - {name: %s, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "apollo.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// 8 MiB with 1.4 MiB free: a file with 3 MiB of comments cannot be
+	// written, one of a few lines can.
+	cmd, data := smallDisk(t, 8<<10, 1400, "server", "--config", cfgFile, "--listen", "127.0.0.1:0")
+	cmd.Args = append(cmd.Args, "--data", data)
+	srv := startCmd(t, cmd, apiclient.ReadyPrefix)
+	t.Cleanup(srv.kill)
+	do := func(tenant, method, path, ctype, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+srv.addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tokens[tenant])
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s as %s: %v", method, path, tenant, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	padding := strings.Repeat("# "+strings.Repeat("p", 62)+"\n", 3<<14) // 3 MiB
+	files := []struct{ path, ctype, small string }{
+		{"/api/v1/rules", "text/plain", "RULE %s_failed task_prefix: %q ON: failed NOTIFY: hook\n"},
+		{"/api/v1/expectations", "application/yaml", "expectations:\n  - job: %s_nightly\n    every: 24h\n# %s\n"},
+	}
+	for _, f := range files {
+		for _, tenant := range tenants {
+			src := fmt.Sprintf(f.small, tenant, tenant+"_")
+			if st, body := do(tenant, "PUT", f.path, f.ctype, src); st != http.StatusOK {
+				t.Fatalf("PUT %s as %s: %d %s", f.path, tenant, st, body)
+			}
+			st, body := do(tenant, "PUT", f.path, f.ctype, padding+src)
+			var e apiclient.ErrorBody
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error == nil {
+				t.Fatalf("PUT %s of 3 MiB as %s on a full disk: %d %.300s", f.path, tenant, st, body)
+			}
+			if st != http.StatusServiceUnavailable || e.Error.Code != "unavailable" ||
+				!strings.Contains(e.Error.Message, "could not be saved") || !strings.Contains(e.Error.Hint, "nothing changed") {
+				t.Errorf("PUT %s of 3 MiB as %s on a full disk: %d %.300s, want 503 unavailable: could not be saved, nothing changed", f.path, tenant, st, body)
+			}
+			var got struct{ Source string }
+			st, body = do(tenant, "GET", f.path, "", "")
+			if err := json.Unmarshal([]byte(body), &got); err != nil || st != http.StatusOK || got.Source != src {
+				t.Errorf("GET %s as %s after the refused PUT: %d %.300s, want the source %q", f.path, tenant, st, body, src)
+			}
+		}
+	}
+	if !strings.Contains(srv.out.String(), "no space left on device") {
+		t.Errorf("the server log does not say why:\n%s", srv.out)
+	}
+}

@@ -311,10 +311,10 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) e
 	}
 	if tenant == "" && x.path != "" {
 		if err := atomicfile.Write(x.path, src, 0o644); err != nil {
-			return fmt.Errorf("writing the expectations file: %w", err)
+			return notSaved(x.log, "expectations", tenant, fmt.Errorf("writing the expectations file: %w", err))
 		}
 	} else if err := x.saved.Save(ctx, tenant, src); err != nil {
-		return err
+		return notSaved(x.log, "expectations", tenant, err)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -161,7 +161,10 @@ func (r *redisAlerting) Stop(ctx context.Context) error {
 func (r *redisAlerting) apiOptions(o *httpapi.Options) {
 	// The channels are the alert processes': this process cannot check
 	// the NOTIFY names against them (Known stays nil).
-	o.Alerts, o.Rules = r.remote, rulebook.Book{Engine: r.remote, Save: r.remote.SaveRules, MetricsKept: r.cfg.Retention.Rollups.D()}
+	o.Alerts, o.Rules = r.remote, rulebook.Book{Engine: r.remote, MetricsKept: r.cfg.Retention.Rollups.D(),
+		Save: func(tenant string, src []byte) error {
+			return notSaved(r.log, "rules", tenant, r.remote.SaveRules(tenant, src))
+		}}
 }
 
 func (r *redisAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
