@@ -32,8 +32,11 @@ type FileArchive struct {
 	created bool // f is new since the last Sync: the directory needs a sync too
 }
 
-// OpenFileArchive creates dir if needed. Files older than retention are
-// removed by Prune.
+// OpenFileArchive creates dir if needed and opens today's file, so that
+// a directory this process cannot write in (a restore made as another
+// user) stops the start: found at the first Put instead, each task it
+// archived would be gone from memory and from the next snapshot, and
+// nowhere else. Files older than retention are removed as days pass.
 func OpenFileArchive(dir string, retention time.Duration, clock apollo.Clock) (*FileArchive, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
@@ -41,7 +44,13 @@ func OpenFileArchive(dir string, retention time.Duration, clock apollo.Clock) (*
 	if clock == nil {
 		clock = apollo.SystemClock
 	}
-	return &FileArchive{dir: dir, retention: retention, clock: clock}, nil
+	a := &FileArchive{dir: dir, retention: retention, clock: clock}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.openDayLocked(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 var _ Archive = (*FileArchive)(nil)
@@ -55,21 +64,31 @@ func (a *FileArchive) Put(t *apollo.Task) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.clock.Now().UTC()
-	day := now.Format("20060102")
-	if day != a.day {
-		if err := a.closeLocked(); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return fmt.Errorf("archive: %w", err)
-		}
-		a.day, a.f, a.w, a.created = day, f, bufio.NewWriterSize(f, 64<<10), true
-		a.pruneLocked(now)
+	if err := a.openDayLocked(); err != nil {
+		return err
 	}
 	a.w.Write(line)
 	return a.w.WriteByte('\n')
+}
+
+// openDayLocked makes today's file the one written, and prunes the
+// files past the retention when the day changes.
+func (a *FileArchive) openDayLocked() error {
+	now := a.clock.Now().UTC()
+	day := now.Format("20060102")
+	if day == a.day {
+		return nil
+	}
+	if err := a.closeLocked(); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	a.day, a.f, a.w, a.created = day, f, bufio.NewWriterSize(f, 64<<10), true
+	a.pruneLocked(now)
+	return nil
 }
 
 // Get finds the newest archived copy of a task.

@@ -128,6 +128,23 @@ func TestStartupFailures(t *testing.T) {
 			wants: []string{"opening the archive", "DIR/data/archive", "not a directory", "move it away"},
 		},
 		{
+			// A directory the server can create but not write in (a
+			// restore made as another user): it used to start, and each
+			// finished run that left memory was lost, logged as "no
+			// longer queryable". Today's and tomorrow's files: a day
+			// may begin between the test's clock and the server's.
+			name: "archive file",
+			brk: func(t *testing.T, st *startSetup) {
+				for _, d := range []time.Time{time.Now(), time.Now().Add(24 * time.Hour)} {
+					if err := os.MkdirAll(st.path("data/archive/tasks-"+d.UTC().Format("20060102")+".jsonl"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			fix:   func(t *testing.T, st *startSetup) { st.remove(t, "data/archive") },
+			wants: []string{"opening the archive of finished runs", "DIR/data/archive/tasks-", "is a directory", "must be a directory this user can write"},
+		},
+		{
 			name:  "audit log",
 			brk:   func(t *testing.T, st *startSetup) { st.write(t, "data/audit", "a file") },
 			fix:   func(t *testing.T, st *startSetup) { st.remove(t, "data/audit") },
