@@ -45,7 +45,8 @@ func encodeSnapHeader(lsn LSN, bodyLen int64, bodyCRC uint32) []byte {
 // goes to a temporary file that is fsynced and renamed into place, and the
 // directory fsynced. Then snapshots beyond the newest two are removed, and
 // so is every segment whose records are all covered by the older of the two,
-// so recovery can start from either.
+// so recovery can start from either (after the first snapshot, no segment
+// is removed: recovery can start from it or from the log's start).
 func (l *Log) WriteSnapshot(lsn LSN, write func(w io.Writer) error) error {
 	if lsn == 0 {
 		return invalid("snapshot", "snapshot at LSN 0", "snapshot after at least one record; LSN 0 is the empty state")
@@ -102,10 +103,13 @@ func writeSnapshotFile(f *os.File, lsn LSN, write func(io.Writer) error) error {
 }
 
 // prune keeps the newest snapKeep snapshots and removes the segments whose
-// records the older of them covers. The active segment always stays.
+// records the oldest of them covers. The active segment always stays, and
+// so does every segment until there are snapKeep snapshots: a damaged
+// snapshot is skipped for the one before it, and before the first there
+// is only the log from its start.
 func (l *Log) prune() error {
 	snaps, err := listFiles(l.opts.Dir, snapSuffix)
-	if err != nil || len(snaps) == 0 {
+	if err != nil || len(snaps) < snapKeep {
 		return err
 	}
 	keepFrom := max(0, len(snaps)-snapKeep)

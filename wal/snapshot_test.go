@@ -229,3 +229,37 @@ func TestOpenRemovesLeftoverTempFiles(t *testing.T) {
 		t.Fatalf("Open removed a file it does not own: %v", err)
 	}
 }
+
+// The first snapshot removes no segment: while it is the only one, a
+// damaged copy of it (skipped by LatestSnapshot) leaves the whole log to
+// replay from the start. It used to remove every segment it covered, and
+// recovery then had neither the snapshot nor the records before it: the
+// start failed with ErrGap and the state before the snapshot was lost.
+func TestOnlySnapshotDamagedReplaysTheWholeLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	opts := Options{Dir: dir, SegmentSize: 4096}
+	l := openT(t, opts)
+	appendRange(t, l, 0, 100)
+	writeSnap(t, l, 90, stateAt(90, 5000))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if segs := segFiles(t, dir); len(segs) < 3 || segs[0].lsn != 1 {
+		t.Fatalf("segments after the first snapshot start at %v, want several, the first holding LSN 1", segs)
+	}
+	flipBit(t, filepath.Join(dir, snapshotName(90)), snapHeaderSize+100, 3)
+	l = openT(t, opts)
+	if lsn, body := readLatest(t, l); lsn != 0 || body != nil {
+		t.Fatalf("LatestSnapshot = %d, %d bytes; want none: the only snapshot is damaged", lsn, len(body))
+	}
+	checkRecords(t, replayAll(t, l, 0), 0, 100)
+
+	// From the second snapshot on, the segments the older one covers go.
+	appendRange(t, l, 100, 200)
+	writeSnap(t, l, 150, stateAt(150, 5000))
+	writeSnap(t, l, 190, stateAt(190, 5000))
+	if segs := segFiles(t, dir); segs[0].lsn > 151 || segs[0].lsn == 1 {
+		t.Fatalf("segments start at %v, want the first to hold LSN 151, and records before gone", segs)
+	}
+}
