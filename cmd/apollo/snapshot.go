@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -125,7 +126,14 @@ func (s *server) recover() error {
 		// failed at afterwards: its error wins.
 		err = cmp.Or(rp.Finish(), err)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, wal.ErrGap):
+		// No snapshot read (each damaged one was logged and skipped), and
+		// the log no longer starts at its first record: no version of the
+		// binary can replay it.
+		return fmt.Errorf("replaying the log: %w (the snapshots that cover the log's first records are damaged or missing: "+
+			"restore the data directory from a backup: docs/operations.md#backup-and-restore)", err)
+	case err != nil:
 		return fmt.Errorf("replaying the log: %w (this binary cannot apply that record: start the apollo version that wrote the log, or restore the data directory from a backup: docs/operations.md#backup-and-restore)", err)
 	}
 	el := time.Since(start)

@@ -89,6 +89,46 @@ func (st *startSetup) writeLog(t *testing.T, snap bool) {
 	}
 }
 
+// damagedSnapshots writes a log of small segments with two snapshots,
+// which removes the segments the older one covers, and damages both.
+func (st *startSetup) damagedSnapshots(t *testing.T) {
+	t.Helper()
+	dir := filepath.Join(st.data, "wal")
+	l, err := wal.Open(wal.Options{Dir: dir, SegmentSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var lsn wal.LSN
+	for i := range 100 {
+		if lsn, err = l.Append(bytes.Repeat([]byte{byte(i)}, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 49 || i == 99 {
+			if err := l.Wait(context.Background(), lsn); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WriteSnapshot(lsn, func(w io.Writer) error { _, err := w.Write(make([]byte, 64)); return err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+	if len(snaps) != 2 {
+		t.Fatalf("snapshots %v, want 2", snaps)
+	}
+	for _, p := range snaps {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{0xee}, 40); err != nil { // in the body
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
 // Every step of start-up that can fail prints the step's error and what
 // to do, exits 1 without a stack trace, and closes what the steps before
 // it opened: once the cause is repaired, the same process starts on the
@@ -190,6 +230,17 @@ func TestStartupFailures(t *testing.T) {
 			brk:   func(t *testing.T, st *startSetup) { st.writeLog(t, false) },
 			fix:   func(t *testing.T, st *startSetup) { st.remove(t, "data/wal") },
 			wants: []string{"replaying the log: bus: replaying record 1:", "restore the data directory from a backup"},
+		},
+		{
+			// Both snapshots damaged, and the segments the older one
+			// covered already removed: the log cannot be replayed from
+			// its start. It said "this binary cannot apply that record:
+			// start the apollo version that wrote the log", which no
+			// version could.
+			name:  "damaged snapshots",
+			brk:   func(t *testing.T, st *startSetup) { st.damagedSnapshots(t) },
+			fix:   func(t *testing.T, st *startSetup) { st.remove(t, "data/wal") },
+			wants: []string{"skipping a corrupt snapshot", "replaying the log: ", "is no longer in the log", "the snapshots that cover the log's first records are damaged or missing", "restore the data directory from a backup"},
 		},
 		{
 			name:  "alert state",
