@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/apollo-11/apollo/alert"
 )
 
 // makeDataDir creates the data directory and returns the outermost
@@ -68,4 +73,42 @@ func removeUnusedDataDir(created string, logEmpty bool) error {
 		return err
 	}
 	return os.RemoveAll(created)
+}
+
+// warnServerFiles tells a bus started on the data directory of an
+// all-in-one server (the way from one process to three, docs/deploy.md)
+// about the writes made through that server's API that it does not read:
+// the alert processes keep rules, silences and acknowledgements in Redis,
+// and the server's files are left as they are. Without it the tenants'
+// rules and silences were gone without a word.
+func warnServerFiles(dir string, log *slog.Logger) {
+	ctx := context.Background()
+	rulesPath := filepath.Join(dir, "rules.json")
+	if saved, err := alert.NewFileRules(rulesPath).Load(ctx); err == nil {
+		n := 0
+		for _, src := range saved {
+			if len(strings.TrimSpace(string(src))) > 0 {
+				n++
+			}
+		}
+		if n > 0 {
+			log.Warn(fmt.Sprintf("%s holds the rules of %d tenants set through the API of an all-in-one server; "+
+				"apollo bus does not read it, and the alert processes run none of them: apply each tenant's with "+
+				"apollo rules apply FILE (with a token of that tenant), then move the file away", rulesPath, n))
+		}
+	}
+	statePath := filepath.Join(dir, "alerts.json")
+	if st, err := alert.NewFileState(statePath).Load(ctx); err == nil {
+		acked := 0
+		for _, a := range st.Alerts {
+			if a.AckedBy != "" {
+				acked++
+			}
+		}
+		if len(st.Silences) > 0 || acked > 0 {
+			log.Warn(fmt.Sprintf("%s holds %d silences and %d acknowledged alerts of an all-in-one server; "+
+				"apollo bus does not read it, and the alert processes do not know them: make the silences again "+
+				"with apollo silence add, acknowledge the alerts again when they fire, then move the file away", statePath, len(st.Silences), acked))
+		}
+	}
 }

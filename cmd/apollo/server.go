@@ -407,7 +407,9 @@ func (s *server) open(undo *undoList) error {
 	if err != nil {
 		return err
 	}
-	if s.alerts == nil { // apollo bus brings its own (Redis); apollo server has it here
+	if s.alerts != nil { // apollo bus brings its own (Redis)
+		warnServerFiles(cfg.Data, s.log)
+	} else { // apollo server has it here
 		local, err := newLocalAlerting(cfg, s.log, s.clock, s.agg, s.console, s.expect)
 		if err != nil {
 			return err
