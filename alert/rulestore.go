@@ -84,7 +84,7 @@ func (f *FileRules) read() (map[string]string, error) {
 	}
 	m, err := decodeRules(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w (file %s: restore it from a backup, or move it away to start with no rules set through the API)", err, f.path)
+		return nil, fmt.Errorf("%w (file %s: restore it from a backup, or move it away to start without what the API saved in it)", err, f.path)
 	}
 	return m, nil
 }

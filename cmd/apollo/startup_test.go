@@ -243,6 +243,14 @@ func TestStartupFailures(t *testing.T) {
 			wants: []string{"skipping a corrupt snapshot", "replaying the log: ", "is no longer in the log", "the snapshots that cover the log's first records are damaged or missing", "restore the data directory from a backup"},
 		},
 		{
+			// The file of expectations set through the API shares the
+			// rules' format; its hint spoke of rules.
+			name:  "expectations saved",
+			brk:   func(t *testing.T, st *startSetup) { st.write(t, "data/expectations.json", "{") },
+			fix:   func(t *testing.T, st *startSetup) { st.remove(t, "data/expectations.json") },
+			wants: []string{"expectations saved through the API", "DIR/data/expectations.json", "move it away to start without what the API saved in it"},
+		},
+		{
 			name:  "alert state",
 			brk:   func(t *testing.T, st *startSetup) { st.write(t, "data/alerts.json", "{") },
 			fix:   func(t *testing.T, st *startSetup) { st.remove(t, "data/alerts.json") },
