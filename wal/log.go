@@ -54,6 +54,10 @@ type Log struct {
 	repaired int64
 	unlock   func() error
 	stats    syncStats
+
+	// What Open found at Dir and Dir/LOCK (nil where it found none), for
+	// checkDir.
+	dirInfo, lockInfo os.FileInfo
 }
 
 // failure boxes the error that failed the log, for atomic.Pointer.

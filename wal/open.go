@@ -37,6 +37,12 @@ func Open(opts Options) (*Log, error) {
 		done:    make(chan struct{}),
 	}
 	l.space.L = &l.mu
+	if fi, err := os.Stat(opts.Dir); err == nil {
+		l.dirInfo = fi
+	}
+	if fi, err := os.Stat(filepath.Join(opts.Dir, "LOCK")); err == nil {
+		l.lockInfo = fi
+	}
 	ch := make(chan struct{})
 	l.notify.Store(&ch)
 	l.w = &segmentWriter{
@@ -377,6 +383,26 @@ func removeTemps(dir string) error {
 				return fmt.Errorf("wal: open: remove leftover %s: %w", name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkDir returns an error wrapping ErrMoved when Dir or Dir/LOCK is no
+// longer the file Open found there.
+func (l *Log) checkDir() error {
+	for _, f := range [...]struct {
+		path string
+		was  os.FileInfo
+	}{{l.opts.Dir, l.dirInfo}, {filepath.Join(l.opts.Dir, "LOCK"), l.lockInfo}} {
+		if f.was == nil {
+			continue
+		}
+		if now, err := os.Stat(f.path); err == nil && os.SameFile(f.was, now) {
+			continue
+		}
+		return fmt.Errorf("%w: %s is no longer the directory this log opened (moved, replaced or removed while it was open: "+
+			"a restore over a running server?); nothing more is written there: stop this process, and start it on what is there now",
+			ErrMoved, l.opts.Dir)
 	}
 	return nil
 }

@@ -127,6 +127,12 @@ var (
 	// ErrGap means Replay was asked for records that were already removed
 	// after a snapshot.
 	ErrGap = errors.New("wal: gap")
+	// ErrMoved is returned by WriteSnapshot when the log's directory is no
+	// longer the one Open locked: moved, replaced or removed while the log
+	// was open (a restore over a running server). The log's open files
+	// are no longer there; a snapshot written by name would land in what
+	// replaced them.
+	ErrMoved = errors.New("wal: directory replaced")
 	// ErrTooLarge is returned by Append for a payload over MaxRecordSize.
 	ErrTooLarge = errors.New("wal: record too large")
 )

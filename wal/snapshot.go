@@ -46,7 +46,8 @@ func encodeSnapHeader(lsn LSN, bodyLen int64, bodyCRC uint32) []byte {
 // directory fsynced. Then snapshots beyond the newest two are removed, and
 // so is every segment whose records are all covered by the older of the two,
 // so recovery can start from either (after the first snapshot, no segment
-// is removed: recovery can start from it or from the log's start).
+// is removed: recovery can start from it or from the log's start). A
+// directory that is no longer the one Open locked gets nothing (ErrMoved).
 func (l *Log) WriteSnapshot(lsn LSN, write func(w io.Writer) error) error {
 	if lsn == 0 {
 		return invalid("snapshot", "snapshot at LSN 0", "snapshot after at least one record; LSN 0 is the empty state")
@@ -58,6 +59,9 @@ func (l *Log) WriteSnapshot(lsn LSN, write func(w io.Writer) error) error {
 	}
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
+	if err := l.checkDir(); err != nil {
+		return err
+	}
 	if err := l.Sync(); err != nil {
 		return fmt.Errorf("wal: snapshot: %w", err)
 	}

@@ -263,3 +263,26 @@ func TestOnlySnapshotDamagedReplaysTheWholeLog(t *testing.T) {
 		t.Fatalf("segments start at %v, want the first to hold LSN 151, and records before gone", segs)
 	}
 }
+
+// A log whose directory was moved away and replaced by another (a restore
+// over a running server) writes no snapshot into the new one.
+func TestWriteSnapshotRefusesAReplacedDirectory(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "wal")
+	l := openT(t, Options{Dir: dir})
+	appendRange(t, l, 0, 10)
+	if err := os.Rename(dir, filepath.Join(root, "wal.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := l.WriteSnapshot(10, func(w io.Writer) error { _, err := w.Write([]byte("state")); return err })
+	if !errors.Is(err, ErrMoved) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("WriteSnapshot after the directory was replaced: %v, want ErrMoved naming %s", err, dir)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("the new directory holds %v, want nothing", ents)
+	}
+}

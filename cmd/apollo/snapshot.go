@@ -192,7 +192,18 @@ func (s *server) checkpointLoop(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		}
-		if err := s.checkpoint(); err != nil {
+		err := s.checkpoint()
+		switch {
+		case errors.Is(err, wal.ErrMoved):
+			// The log writes into files that are no longer in the data
+			// directory: whatever is accepted now is lost at the exit,
+			// and every later write by name lands in what replaced it.
+			select {
+			case s.fatal <- err:
+			default:
+			}
+			return
+		case err != nil:
 			s.log.Error("snapshot failed; the log keeps growing until one succeeds", "err", err)
 		}
 	}
