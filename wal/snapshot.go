@@ -146,7 +146,8 @@ func (l *Log) prune() error {
 
 // LatestSnapshot opens the newest valid snapshot and returns its LSN and
 // body, which yields exactly the bytes the write callback wrote. A corrupt
-// snapshot is logged and skipped for the next older one. With no valid
+// snapshot is logged, renamed to NAME.snap.corrupt and skipped for the
+// next older one. With no valid
 // snapshot it returns 0 and a nil body. The caller closes the body. The
 // body also has a method Size() int64: its length in bytes, for a caller
 // that sizes what it restores before reading.
@@ -163,9 +164,25 @@ func (l *Log) LatestSnapshot() (LSN, io.ReadCloser, error) {
 		if !errors.Is(err, ErrCorrupt) {
 			return 0, nil, err
 		}
-		l.log.Warn("wal: skipping a corrupt snapshot; trying an older one", "path", s.path, "err", err)
+		l.log.Warn("wal: skipping a corrupt snapshot; trying an older one", "path", s.path, "err", err,
+			"set_aside_as", l.setAside(s.path))
 	}
 	return 0, nil, nil
+}
+
+// setAside renames a corrupt snapshot to path.corrupt, kept for a look
+// but no longer one of the snapshots the log keeps: counted as one, it
+// would make the next snapshot remove the good one recovery used, and the
+// segments after that one. It returns the new name, or what went wrong.
+func (l *Log) setAside(path string) string {
+	to := path + ".corrupt"
+	if err := os.Rename(path, to); err != nil {
+		return fmt.Sprintf("(not set aside: %v)", err)
+	}
+	if err := syncDir(l.opts.Dir); err != nil {
+		return fmt.Sprintf("%s (the directory not synced: %v)", to, err)
+	}
+	return to
 }
 
 // openSnapshot verifies a snapshot file end to end and returns its body.

@@ -286,3 +286,44 @@ func TestWriteSnapshotRefusesAReplacedDirectory(t *testing.T) {
 		t.Fatalf("the new directory holds %v, want nothing", ents)
 	}
 }
+
+// A damaged snapshot that recovery skipped no longer counts as one of the
+// two kept: the next snapshot keeps the good one recovery used, and the
+// segments after it, so a damage of the new one can still fall back. The
+// damaged one was kept as the older of the two, the good one removed, and
+// the segments it needed with it: a damage of the new snapshot then left
+// nothing to recover from (ErrGap).
+func TestSkippedSnapshotIsSetAside(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var logged bytes.Buffer
+	opts := Options{Dir: dir, SegmentSize: 4096, Logger: slogTo(&logged)}
+	l := openT(t, opts)
+	appendRange(t, l, 0, 100)
+	writeSnap(t, l, 50, stateAt(50, 5000))
+	writeSnap(t, l, 90, stateAt(90, 5000))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(dir, snapshotName(90))
+	flipBit(t, damaged, snapHeaderSize+100, 1)
+	l = openT(t, opts)
+	if lsn, _ := readLatest(t, l); lsn != 50 {
+		t.Fatalf("LatestSnapshot = %d, want 50", lsn)
+	}
+	if _, err := os.Stat(damaged + ".corrupt"); err != nil || !strings.Contains(logged.String(), damaged+".corrupt") {
+		t.Fatalf("the damaged snapshot is not set aside as %s.corrupt (%v), log: %s", damaged, err, logged.String())
+	}
+	appendRange(t, l, 100, 150)
+	writeSnap(t, l, 140, stateAt(140, 5000))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	flipBit(t, filepath.Join(dir, snapshotName(140)), snapHeaderSize+100, 1)
+	l = openT(t, opts)
+	lsn, body := readLatest(t, l)
+	if lsn != 50 || !bytes.Equal(body, stateAt(50, 5000)) {
+		t.Fatalf("LatestSnapshot = %d, want the good snapshot 50", lsn)
+	}
+	checkRecords(t, replayAll(t, l, 50), 50, 150)
+}
