@@ -81,9 +81,40 @@ const compactAfter = 1024
 // read is an error that names the file.
 func OpenFileOutbox(path string) (*FileOutbox, error) {
 	o := &FileOutbox{path: path, owed: map[uint64]OwedNotification{}, next: 1}
-	b, err := os.ReadFile(path)
+	if err := o.read(); err != nil {
+		return nil, err
+	}
+	for _, e := range o.owed {
+		o.first = append(o.first, e)
+	}
+	sortByID(o.first)
+	if err := o.rewrite(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// OwedIn reads what the outbox at path owes, without opening it for
+// writing: for a process that does not send what it holds (apollo bus on
+// an all-in-one server's data directory), to say so.
+func OwedIn(path string) ([]OwedNotification, error) {
+	o := &FileOutbox{path: path, owed: map[uint64]OwedNotification{}, next: 1}
+	if err := o.read(); err != nil {
+		return nil, err
+	}
+	var es []OwedNotification
+	for _, e := range o.owed {
+		es = append(es, e)
+	}
+	sortByID(es)
+	return es, nil
+}
+
+// read loads the file's journal into owed and next.
+func (o *FileOutbox) read() error {
+	b, err := os.ReadFile(o.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("notify: outbox: %w", err)
+		return fmt.Errorf("notify: outbox: %w", err)
 	}
 	lines := bytes.Split(b, []byte("\n"))
 	for i, raw := range lines {
@@ -95,7 +126,7 @@ func OpenFileOutbox(path string) (*FileOutbox, error) {
 			if i == len(lines)-1 {
 				break // torn by a crash mid-append: that entry was never queued
 			}
-			return nil, fmt.Errorf("notify: outbox %s: line %d: %w (move the file away to start without the notifications it owes)", path, i+1, err)
+			return fmt.Errorf("notify: outbox %s: line %d: %w (move the file away to start without the notifications it owes)", o.path, i+1, err)
 		}
 		if l.Owe != nil {
 			o.owed[l.Owe.ID] = *l.Owe
@@ -105,14 +136,7 @@ func OpenFileOutbox(path string) (*FileOutbox, error) {
 			delete(o.owed, id)
 		}
 	}
-	for _, e := range o.owed {
-		o.first = append(o.first, e)
-	}
-	sortByID(o.first)
-	if err := o.rewrite(); err != nil {
-		return nil, err
-	}
-	return o, nil
+	return nil
 }
 
 func sortByID(es []OwedNotification) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/notify"
 )
 
 // makeDataDir creates the data directory and returns the outermost
@@ -78,8 +79,8 @@ func removeUnusedDataDir(created string, logEmpty bool) error {
 // warnServerFiles tells a bus started on the data directory of an
 // all-in-one server (the way from one process to three, docs/deploy.md)
 // about the writes made through that server's API that it does not read:
-// the alert processes keep rules, silences and acknowledgements in Redis,
-// and the server's files are left as they are. Without it the tenants'
+// the alert processes keep rules, silences, acknowledgements and owed
+// notifications in Redis, and the server's files are left as they are. Without it the tenants'
 // rules and silences were gone without a word.
 func warnServerFiles(dir string, log *slog.Logger) {
 	ctx := context.Background()
@@ -96,6 +97,12 @@ func warnServerFiles(dir string, log *slog.Logger) {
 				"apollo bus does not read it, and the alert processes run none of them: apply each tenant's with "+
 				"apollo rules apply FILE (with a token of that tenant), then move the file away", rulesPath, n))
 		}
+	}
+	outboxPath := filepath.Join(dir, outboxFile)
+	if owed, err := notify.OwedIn(outboxPath); err == nil && len(owed) > 0 {
+		log.Warn(fmt.Sprintf("%s holds %d notifications an all-in-one server still owed its channels; "+
+			"apollo bus does not send them, and the alert processes do not know them: read them there "+
+			"(one JSON line each), tell whom they were for, then move the file away", outboxPath, len(owed)))
 	}
 	statePath := filepath.Join(dir, "alerts.json")
 	if st, err := alert.NewFileState(statePath).Load(ctx); err == nil {
