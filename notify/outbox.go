@@ -84,10 +84,7 @@ func OpenFileOutbox(path string) (*FileOutbox, error) {
 	if err := o.read(); err != nil {
 		return nil, err
 	}
-	for _, e := range o.owed {
-		o.first = append(o.first, e)
-	}
-	sortByID(o.first)
+	o.first = o.sorted()
 	if err := o.rewrite(); err != nil {
 		return nil, err
 	}
@@ -102,12 +99,17 @@ func OwedIn(path string) ([]OwedNotification, error) {
 	if err := o.read(); err != nil {
 		return nil, err
 	}
+	return o.sorted(), nil
+}
+
+// sorted returns the entries owed in the order they were owed.
+func (o *FileOutbox) sorted() []OwedNotification {
 	var es []OwedNotification
 	for _, e := range o.owed {
 		es = append(es, e)
 	}
 	sortByID(es)
-	return es, nil
+	return es
 }
 
 // read loads the file's journal into owed and next.
