@@ -25,12 +25,19 @@ type FileArchive struct {
 	retention time.Duration
 	clock     apollo.Clock
 
-	mu      sync.Mutex
-	day     string
-	f       *os.File
-	w       *bufio.Writer
+	mu  sync.Mutex
+	day string
+	f   *os.File
+	// buf holds the lines Put and not yet written to f. A write that
+	// fails (a full disk) leaves what it did not write here, to be
+	// written after what it did (f appends): the line goes on where it
+	// stopped, and nothing Put is lost while the disk is full.
+	buf     []byte
 	created bool // f is new since the last Sync: the directory needs a sync too
 }
+
+// archiveBuffer is how much Put buffers before it writes.
+const archiveBuffer = 64 << 10
 
 // OpenFileArchive creates dir if needed and opens today's file, so that
 // a directory this process cannot write in (a restore made as another
@@ -56,7 +63,8 @@ func OpenFileArchive(dir string, retention time.Duration, clock apollo.Clock) (*
 var _ Archive = (*FileArchive)(nil)
 
 // Put appends t to today's file. Writes are buffered; Get, Sync and Close
-// flush.
+// write what is buffered. A write that fails is tried again by the next;
+// the error reaches Sync (the checkpoint waits for the archive) and Get.
 func (a *FileArchive) Put(t *apollo.Task) error {
 	line, err := json.Marshal(t)
 	if err != nil {
@@ -67,8 +75,25 @@ func (a *FileArchive) Put(t *apollo.Task) error {
 	if err := a.openDayLocked(); err != nil {
 		return err
 	}
-	a.w.Write(line)
-	return a.w.WriteByte('\n')
+	a.buf = append(append(a.buf, line...), '\n')
+	if len(a.buf) >= archiveBuffer {
+		_ = a.writeLocked() // kept for the next write; Sync says why
+	}
+	return nil
+}
+
+// writeLocked writes the buffered lines to f; what a failed write left
+// stays buffered.
+func (a *FileArchive) writeLocked() error {
+	if len(a.buf) == 0 {
+		return nil
+	}
+	n, err := a.f.Write(a.buf)
+	a.buf = a.buf[:copy(a.buf, a.buf[n:])]
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	return nil
 }
 
 // openDayLocked makes today's file the one written, and prunes the
@@ -80,13 +105,13 @@ func (a *FileArchive) openDayLocked() error {
 		return nil
 	}
 	if err := a.closeLocked(); err != nil {
-		return err
+		return err // the old day's file stays, with what it could not take
 	}
 	f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
-	a.day, a.f, a.w, a.created = day, f, bufio.NewWriterSize(f, 64<<10), true
+	a.day, a.f, a.created = day, f, true
 	a.pruneLocked(now)
 	return nil
 }
@@ -94,10 +119,10 @@ func (a *FileArchive) openDayLocked() error {
 // Get finds the newest archived copy of a task.
 func (a *FileArchive) Get(tenant, taskID string) (*apollo.Task, error) {
 	a.mu.Lock()
-	if a.w != nil {
-		if err := a.w.Flush(); err != nil {
+	if a.f != nil {
+		if err := a.writeLocked(); err != nil {
 			a.mu.Unlock()
-			return nil, fmt.Errorf("archive: %w", err)
+			return nil, err
 		}
 	}
 	a.mu.Unlock()
@@ -150,8 +175,8 @@ func (a *FileArchive) Sync() error {
 	if a.f == nil {
 		return nil
 	}
-	if err := a.w.Flush(); err != nil {
-		return fmt.Errorf("archive: %w", err)
+	if err := a.writeLocked(); err != nil {
+		return err
 	}
 	if err := a.f.Sync(); err != nil {
 		return fmt.Errorf("archive: %w", err)
@@ -182,11 +207,11 @@ func (a *FileArchive) closeLocked() error {
 	if a.f == nil {
 		return nil
 	}
-	err := a.w.Flush()
-	if cerr := a.f.Close(); err == nil {
-		err = cerr
+	if err := a.writeLocked(); err != nil {
+		return err
 	}
-	a.f, a.w, a.day = nil, nil, ""
+	err := a.f.Close()
+	a.f, a.day = nil, ""
 	return err
 }
 
