@@ -1,8 +1,13 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -64,4 +69,22 @@ func TestRemoveUnusedDataDir(t *testing.T) {
 			t.Errorf("an existing data directory was removed: %v", err)
 		}
 	})
+}
+
+// A start that a file's permissions stopped (a data directory restored
+// as root, a server run as apollo) says what to do; other errors pass as
+// they are.
+func TestPermissionHint(t *testing.T) {
+	t.Parallel()
+	denied := fmt.Errorf("opening the log: %w", &fs.PathError{Op: "open", Path: "/var/lib/apollo/wal/LOCK", Err: syscall.EACCES})
+	got := permissionHint(denied, "/var/lib/apollo").Error()
+	for _, want := range []string{"opening the log: open /var/lib/apollo/wal/LOCK: permission denied", "the data directory /var/lib/apollo", "chown -R"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	other := errors.New("opening the log: no space left on device")
+	if got := permissionHint(other, "/d"); got != other {
+		t.Errorf("another error became %v", got)
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
@@ -91,6 +93,20 @@ type server struct {
 	// api is built after the hub starts, whose system messages read it
 	// from another goroutine.
 	api atomic.Pointer[httpapi.Server]
+}
+
+// permissionHint adds what to do to a start that a file's permissions
+// stopped: most often a data directory restored or made by another user
+// (root) than the one the server runs as.
+func permissionHint(err error, data string) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	who := "this user"
+	if u, uerr := user.Current(); uerr == nil {
+		who = "user " + u.Username
+	}
+	return fmt.Errorf("%w (%s cannot use a file in the data directory %s: it belongs to another user, a restore made as root perhaps; chown -R it to the user apollo runs as, or run apollo as its owner)", err, who, data)
 }
 
 // warnConfig logs what in a valid configuration is most likely a mistake
@@ -174,7 +190,7 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	}
 	ln, err := s.start(ctx)
 	if err != nil {
-		return err
+		return permissionHint(err, cfg.Data)
 	}
 	s.deadman = startDeadman(cfg.Deadman, s.mode(), s.clock, s.log)
 	s.http = s.httpServer()
