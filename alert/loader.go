@@ -173,7 +173,9 @@ func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
 // Write checks src and replaces the file with it atomically, as the API
 // does after an accepted PUT of the rules. The caller has applied the
 // rules already, so OnLoad is not called, and the next poll does not load
-// the file again.
+// the file again. A link is written through (atomicfile.Write); a file the
+// server may not write is refused with an *apollo.Error (ECONFLICT), as
+// the rules belong to whoever provides the file.
 func (l *Loader) Write(src []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -182,6 +184,14 @@ func (l *Loader) Write(src []byte) error {
 		return err
 	}
 	if err := atomicfile.Write(l.opts.Path, src, 0o644); err != nil {
+		if atomicfile.NotWritable(err) {
+			if cause := errors.Unwrap(err); cause != nil {
+				err = cause // the errno, not the temporary file's name
+			}
+			return &apollo.Error{Code: apollo.ECONFLICT, Field: "rules",
+				Message: fmt.Sprintf("the rules come from the file %s, which the server may not write (%v); nothing was changed", l.opts.Path, err),
+				Hint:    "change the rules where the file comes from (a ConfigMap, a read-only mount); it is reloaded within seconds of a change"}
+		}
 		return fmt.Errorf("alert: write rules: %w", err)
 	}
 	l.applied, l.nRules = bytes.Clone(src), len(rs)

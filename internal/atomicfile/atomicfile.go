@@ -3,16 +3,27 @@
 package atomicfile
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Write replaces path with data so that a reader or a crash sees
 // the old content or the new, never a part: it writes a temporary file in
 // the same directory, syncs it, renames it over path and syncs the
 // directory. An existing file keeps its permissions; a new one gets perm.
+//
+// A symbolic link is followed: the file it points to is replaced, in that
+// file's directory, and the link stays. Replacing the link itself would
+// cut the file off from whoever owns it: a Kubernetes ConfigMap mounts
+// each key as a link through ..data, and an update swaps ..data, which a
+// regular file in the link's place no longer sees.
 func Write(path string, data []byte, perm fs.FileMode) error {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	if fi, err := os.Stat(path); err == nil {
 		perm = fi.Mode().Perm()
 	}
@@ -52,4 +63,11 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// NotWritable reports whether err says the file or its directory may not
+// be written by this process (permissions, or a read-only mount): a
+// condition for the one who owns the file, not a failure of the server.
+func NotWritable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
