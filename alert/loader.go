@@ -50,7 +50,7 @@ type Loader struct {
 	mu      sync.Mutex // serializes loads and writes
 	seen    fileStamp  // the version last looked at, good or bad
 	applied []byte     // the text last handed to OnLoad
-	nRules  int        // how many rules that text had
+	nRules  int        // how many rules and inhibit rules that text had
 
 	life lifecycle.Group // the poll loop
 }
@@ -125,7 +125,7 @@ func (l *Loader) loadLocked() error {
 		}
 		return l.fileError(err)
 	}
-	rs, err := l.check(src)
+	rs, n, err := l.check(src)
 	if err != nil {
 		if loaded {
 			l.log.Error("alert: rules file refused; the old rules keep running", "problems", err.Error())
@@ -135,14 +135,14 @@ func (l *Loader) loadLocked() error {
 	if l.applied != nil && bytes.Equal(src, l.applied) {
 		return nil
 	}
-	if len(rs) == 0 && l.nRules > 0 && !rules.SaysEmpty(src) {
+	if n == 0 && l.nRules > 0 && !rules.SaysEmpty(src) {
 		l.log.Error("alert: the rules file has no rules; refused, the old rules keep running (an editor may be half-way through saving it)",
 			"rules", l.nRules, "hint", "to remove every rule on purpose, put the line "+EmptyMarker+" in the file")
 		return &apollo.Error{Code: apollo.EINVALID, Field: "rules",
 			Message: fmt.Sprintf("%s has no rules, and %d run now", l.opts.Path, l.nRules),
 			Hint:    "to remove every rule on purpose, put the line " + EmptyMarker + " in the file"}
 	}
-	l.applied, l.nRules = src, len(rs)
+	l.applied, l.nRules = src, n
 	l.opts.OnLoad(rs, src)
 	l.log.Info("alert: rules loaded", "rules", len(rs))
 	return nil
@@ -152,22 +152,25 @@ func (l *Loader) loadLocked() error {
 // without rules is meant to be so (docs/rules.md).
 const EmptyMarker = rules.EmptyMarker
 
-func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
-	rs, err := rules.Parse(l.opts.Path, src)
+// check returns the file's rules and how many rules and inhibit rules
+// it has (what a reload to no rules at all would lose).
+func (l *Loader) check(src []byte) ([]*rules.Rule, int, error) {
+	f, err := rules.ParseFile(l.opts.Path, src)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	rs := f.Rules
 	if l.opts.KnownChannel != nil {
 		if err := rules.CheckChannels(rs, l.opts.KnownChannel); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if l.opts.MetricsKept > 0 {
 		if err := rules.CheckReach(rs, l.opts.MetricsKept); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return rs, nil
+	return rs, len(rs) + len(f.Inhibits), nil
 }
 
 // Write checks src and replaces the file with it atomically, as the API
@@ -179,7 +182,7 @@ func (l *Loader) check(src []byte) ([]*rules.Rule, error) {
 func (l *Loader) Write(src []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rs, err := l.check(src)
+	_, n, err := l.check(src)
 	if err != nil {
 		return err
 	}
@@ -194,7 +197,7 @@ func (l *Loader) Write(src []byte) error {
 		}
 		return fmt.Errorf("alert: write rules: %w", err)
 	}
-	l.applied, l.nRules = bytes.Clone(src), len(rs)
+	l.applied, l.nRules = bytes.Clone(src), n
 	if st, err := stamp(l.opts.Path); err == nil {
 		l.seen = st
 	}

@@ -237,6 +237,33 @@ func TestLoaderRefusesAnAccidentallyEmptyFile(t *testing.T) {
 	}
 }
 
+// A file whose only rules are inhibit rules is no less a file with
+// rules: emptied by an editor, it is refused as one with RULEs is (before,
+// the reload counted RULEs only and dropped the inhibit rules silently).
+func TestLoaderRefusesEmptyingAFileOfInhibitRules(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.txt")
+	if err := os.WriteFile(path, []byte("INHIBIT quiet SOURCE: rule=down TARGET: task_prefix=\"report_\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loads := 0
+	l, err := alert.NewLoader(alert.LoaderOptions{Path: path, Clock: apollo.NewFakeClock(t0), Logger: slog.New(make(logs, 100)),
+		OnLoad: func([]*rules.Rule, []byte) { loads++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(); err != nil || loads != 1 {
+		t.Fatalf("first load: %v, %d loads", err, loads)
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(path, t0.Add(time.Minute), t0.Add(time.Minute))
+	if err := l.Load(); apollo.ErrorCode(err) != apollo.EINVALID || !strings.Contains(err.Error(), "1 run now") || loads != 1 {
+		t.Errorf("emptied: Load = %v after %d loads; want the refusal counting the inhibit rule, and no load", err, loads)
+	}
+}
+
 // A file that starts empty is no loss: the first load takes it.
 func TestLoaderStartsFromAnEmptyFile(t *testing.T) {
 	t.Parallel()

@@ -143,16 +143,17 @@ type Removed struct {
 // JSON form.
 type Rule struct {
 	Name string          `json:"name"`
-	Kind string          `json:"kind"` // rate or event
+	Kind string          `json:"kind"` // rate, event or inhibit
 	Text string          `json:"text"`
 	JSON json.RawMessage `json:"json"`
 }
 
-// RuleSet is GET and PUT /api/v1/rules: the rules, and the file they came
-// from as the server holds it.
+// RuleSet is GET and PUT /api/v1/rules: the rules, the inhibit rules (kind
+// inhibit), and the file they came from as the server holds it.
 type RuleSet struct {
-	Rules  []Rule `json:"rules"`
-	Source string `json:"source"`
+	Rules    []Rule `json:"rules"`
+	Inhibits []Rule `json:"inhibits"`
+	Source   string `json:"source"`
 }
 
 // RuleProblem is one problem of a refused rules file, with its place.

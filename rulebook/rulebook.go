@@ -45,11 +45,13 @@ type Book struct {
 	Save func(tenant string, src []byte) error
 }
 
-// Rules are the tenant's rules, each as its canonical text and its JSON
-// form, and the file they came from as the engine holds it.
+// Rules are the tenant's rules and inhibit rules, each as its canonical
+// text and its JSON form, and the file they came from as the engine holds
+// it.
 func (b Book) Rules(tenant string) (apiclient.RuleSet, error) {
 	rs := b.Engine.Rules(tenant)
-	views := make([]apiclient.Rule, len(rs))
+	src := b.Engine.RulesSource(tenant)
+	set := apiclient.RuleSet{Rules: make([]apiclient.Rule, len(rs)), Inhibits: []apiclient.Rule{}, Source: string(src)}
 	for i, r := range rs {
 		j, err := r.MarshalJSON()
 		if err != nil {
@@ -59,9 +61,30 @@ func (b Book) Rules(tenant string) (apiclient.RuleSet, error) {
 		if r.IsEvent() {
 			kind = "event"
 		}
-		views[i] = apiclient.Rule{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
+		set.Rules[i] = apiclient.Rule{Name: r.Name, Kind: kind, Text: r.String(), JSON: j}
 	}
-	return apiclient.RuleSet{Rules: views, Source: string(b.Engine.RulesSource(tenant))}, nil
+	for _, in := range inhibitsOf(src) {
+		j, err := in.MarshalJSON()
+		if err != nil {
+			return apiclient.RuleSet{}, fmt.Errorf("inhibit rule %q as JSON: %w", in.Name, err)
+		}
+		set.Inhibits = append(set.Inhibits, apiclient.Rule{Name: in.Name, Kind: "inhibit", Text: in.String(), JSON: j})
+	}
+	return set, nil
+}
+
+// inhibitsOf are the inhibit rules of a tenant's rules file as the engine
+// holds it: the engine reads them from the same text (a file it holds was
+// accepted, so it parses).
+func inhibitsOf(src []byte) []*rules.Inhibit {
+	if len(src) == 0 {
+		return nil
+	}
+	f, err := rules.ParseFile("", src)
+	if err != nil {
+		return nil
+	}
+	return f.Inhibits
 }
 
 // putMu makes PutRules whole from its check of the rules in force to
@@ -75,7 +98,11 @@ var putMu sync.Mutex
 // unless it says so (rules.EmptyMarker), as a rules file must on reload:
 // a client that sent nothing by mistake looks just like one that means it.
 func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.RuleSet, []apiclient.RuleProblem, error) {
-	rs, err := rules.Parse("", src)
+	f, err := rules.ParseFile("", src)
+	var rs []*rules.Rule
+	if f != nil {
+		rs = f.Rules
+	}
 	if err == nil && b.Known != nil {
 		err = rules.CheckChannels(rs, func(name string) bool { return b.Known(tenant, name) })
 	}
@@ -93,10 +120,14 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.
 	// (invariant 9). Rare calls, a save long: one lock for the process.
 	putMu.Lock()
 	defer putMu.Unlock()
-	if n := len(b.Engine.Rules(tenant)); len(rs) == 0 && n > 0 && !rules.SaysEmpty(src) {
-		return apiclient.RuleSet{}, nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules",
-			Message: fmt.Sprintf("the body has no rules, and %d run now; nothing was changed", n),
-			Hint:    "to remove every rule on purpose, send a body with the line " + rules.EmptyMarker + ` (or the JSON form {"rules": []})`}
+	// Inhibit rules count: a tenant whose only rules are inhibit rules
+	// would lose them to an empty body as surely.
+	if len(rs) == 0 && len(f.Inhibits) == 0 && !rules.SaysEmpty(src) {
+		if n := len(b.Engine.Rules(tenant)) + len(inhibitsOf(b.Engine.RulesSource(tenant))); n > 0 {
+			return apiclient.RuleSet{}, nil, &apollo.Error{Code: apollo.EINVALID, Field: "rules",
+				Message: fmt.Sprintf("the body has no rules, and %d run now; nothing was changed", n),
+				Hint:    "to remove every rule on purpose, send a body with the line " + rules.EmptyMarker + ` (or the JSON form {"rules": []})`}
+		}
 	}
 	// Saved before it is applied: rules that run but vanish at the next
 	// restart would be a surprise.

@@ -56,7 +56,7 @@ rules.`,
 					return err
 				}
 				t := newTable(w, "NAME", "KIND", "RULE")
-				for _, r := range ans.Rules {
+				for _, r := range append(ans.Rules, ans.Inhibits...) {
 					// The canonical text is one line; spaces in its strings
 					// are part of the rule.
 					t.row(r.Name, orDash(r.Kind), r.Text)
@@ -98,12 +98,23 @@ errors, 4 the token lacks the admin role.`,
 				ans, err := c.PutRules(ctx, src, ct)
 				return ans, ruleErrors(name, err)
 			}, func(w io.Writer, ans apiclient.RuleSet) error {
-				return say(w, "applied %s: %s\n", components.Escape(name), plural(len(ans.Rules), "rule"))
+				return say(w, "applied %s: %s\n", components.Escape(name), countRules(len(ans.Rules), len(ans.Inhibits), ""))
 			})
 		},
 	}
 	a.register(cmd)
 	return cmd
+}
+
+// countRules says how many rules and inhibit rules a file has: "2 rules",
+// "2 rules (1 rate, 1 event), 1 inhibit rule" (kinds, when given, after
+// the rules).
+func countRules(n, inhibits int, kinds string) string {
+	s := plural(n, "rule") + kinds
+	if inhibits > 0 {
+		s += ", " + plural(inhibits, "inhibit rule")
+	}
+	return s
 }
 
 // where is "LINE:COL" of a problem, from whichever form the server gave.

@@ -28,7 +28,8 @@ func newRulesCmd() *cobra.Command {
 		Short: "Check rule files: every problem with its place, or ok and the rule count",
 		Long: `Check alert rule files (docs/rules.md) the way the server will when it loads
 them. Every problem is printed as FILE:LINE:COL: message; hint. With no
-problem it prints "ok: N rules (M rate, K event)". Exit code 0 when every
+problem it prints "ok: N rules (M rate, K event), J inhibit rules" (without
+the inhibit rules when there are none). Exit code 0 when every
 file is good, 1 otherwise.
 
 NOTIFY names are checked against channel names when --channels or --config
@@ -92,7 +93,11 @@ func ruleContext(list []string, cfgPath string) (known func(string) bool, kept t
 // good file, and returns the number of problems.
 func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept time.Duration) int {
 	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
-		rs, err := rules.Parse(file, src)
+		f, err := rules.ParseFile(file, src)
+		var rs []*rules.Rule
+		if f != nil {
+			rs = f.Rules
+		}
 		if err == nil && known != nil {
 			err = rules.CheckChannels(rs, known)
 		}
@@ -116,7 +121,7 @@ func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept
 				event++
 			}
 		}
-		return nil, fmt.Sprintf("%s (%d rate, %d event)", plural(len(rs), "rule"), len(rs)-event, event), nil
+		return nil, countRules(len(rs), len(f.Inhibits), fmt.Sprintf(" (%d rate, %d event)", len(rs)-event, event)), nil
 	})
 }
 

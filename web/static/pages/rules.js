@@ -28,5 +28,5 @@ export function Rules() {
     ${admin ? html`<p><button type="button" id="edit-rules" onClick=${() => setEditing(true)}>Edit rules</button></p>`
       : html`<p class="muted">Editing needs the admin role.</p>`}
     <div class="table-wrap"><table id="rules-table" class="reflow"><thead><tr><th>Name</th><th>Rule</th></tr></thead>
-      <tbody>${(data.rules || []).map((r) => html`<tr><td data-label="Name">${r.name}</td><td data-label="Rule"><pre>${r.text}</pre></td></tr>`)}</tbody></table></div>`}`;
+      <tbody>${[...(data.rules || []), ...(data.inhibits || [])].map((r) => html`<tr><td data-label="Name">${r.name}</td><td data-label="Rule"><pre>${r.text}</pre></td></tr>`)}</tbody></table></div>`}`;
 }
