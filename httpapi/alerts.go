@@ -187,7 +187,7 @@ func (s *Server) addSilence(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(w, r)
+	body, err := s.readBody(w, r, hintSilence)
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 				Hint: "send the rules file as text/plain, or its JSON form as application/json"}
 		}
 	}
-	body, err := s.readBody(w, r)
+	body, err := s.readBody(w, r, hintRulesFile)
 	if err != nil {
 		return err
 	}

@@ -34,9 +34,21 @@ type ingestAnswer struct {
 	SlowDown   bool          `json:"slowDown,omitempty"`
 }
 
-// readBody reads a request body up to the server's limit.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return s.readBodyInto(w, r, nil)
+// Hints for a body over the limit, one per kind of body: what the
+// sender can do differs (a batch splits, a file does not).
+const (
+	hintEvents     = "send fewer events per request"
+	hintFile       = "the whole file must fit in one request: shorten it, or raise limits.body_bytes in apollo.yaml"
+	hintRulesFile  = "the rules file " + hintFile
+	hintExpectFile = "the expectations file " + hintFile
+	hintSilence    = "a silence is a few matchers and a short comment: send one with a shorter comment"
+	hintCorrection = "a correction is a status and a short reason: shorten the reason"
+)
+
+// readBody reads a request body up to the server's limit; hint says what
+// to do when it is over (one of the hint constants).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) ([]byte, error) {
+	return s.readBodyInto(w, r, nil, hint)
 }
 
 // readBodyInto reads the body into buf (grown as needed, sized from
@@ -44,7 +56,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // with Content-Encoding: gzip is inflated, and the limit holds for both
 // the compressed and the inflated bytes, so a small bomb cannot grow past
 // it.
-func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
+func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte, hint string) ([]byte, error) {
 	limit, gz := s.opts.MaxBodyBytes, false
 	src := io.Reader(http.MaxBytesReader(w, r.Body, limit))
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
@@ -58,7 +70,7 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(src)
 		if err != nil {
-			return nil, bodyError(err, true)
+			return nil, bodyError(err, true, hint)
 		}
 		defer zr.Close()
 		src, gz = io.LimitReader(zr, limit+1), true
@@ -68,20 +80,20 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte
 	}
 	bb := bytes.NewBuffer(buf[:0])
 	if _, err := bb.ReadFrom(src); err != nil {
-		return nil, bodyError(err, gz)
+		return nil, bodyError(err, gz, hint)
 	}
 	if int64(bb.Len()) > limit {
-		return nil, tooLarge("the body inflates to more than " + strconv.FormatInt(limit, 10) + " bytes")
+		return nil, tooLarge("the body inflates to more than "+strconv.FormatInt(limit, 10)+" bytes", hint)
 	}
 	return bb.Bytes(), nil
 }
 
 // bodyError says what went wrong reading a body, gzip-compressed or not.
-func bodyError(err error, gz bool) error {
+func bodyError(err error, gz bool, hint string) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return tooLarge("the body is over " + strconv.FormatInt(mbe.Limit, 10) + " bytes")
+		return tooLarge("the body is over "+strconv.FormatInt(mbe.Limit, 10)+" bytes", hint)
 	case gz:
 		return &apollo.Error{Code: apollo.EINVALID, Field: "Content-Encoding", Message: "the body is not valid gzip: " + err.Error(),
 			Hint: "send Content-Encoding: gzip only with a gzip-compressed body"}
@@ -89,8 +101,8 @@ func bodyError(err error, gz bool) error {
 	return &apollo.Error{Code: apollo.EINVALID, Message: "reading the body: " + err.Error()}
 }
 
-func tooLarge(msg string) error {
-	return &apollo.Error{Code: apollo.ETOOLARGE, Message: msg, Hint: "send fewer events per request"}
+func tooLarge(msg, hint string) error {
+	return &apollo.Error{Code: apollo.ETOOLARGE, Message: msg, Hint: hint}
 }
 
 // ingestBufs are the buffers of one ingest request, recycled through
@@ -244,7 +256,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	ib := ingestPool.Get().(*ingestBufs)
 	defer ib.release()
-	body, err := s.readBodyInto(w, r, ib.body)
+	body, err := s.readBodyInto(w, r, ib.body, hintEvents)
 	if err != nil {
 		return err
 	}

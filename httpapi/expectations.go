@@ -59,7 +59,7 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 				Hint: "send the expectations file (YAML) as text/plain or application/yaml"}
 		}
 	}
-	body, err := s.readBody(w, r)
+	body, err := s.readBody(w, r, hintExpectFile)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ import (
 // maxPingBody bounds what a POSTed ping body may put into extra.
 const maxPingBody = 2 << 10
 
+// hintPingOutput is the hint for a ping body over the server's limit.
+var hintPingOutput = fmt.Sprintf("send only the end of the job's output (a ping keeps at most its first %d bytes)", maxPingBody)
+
 func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	name := r.PathValue("name")
 	action := r.PathValue("action")
@@ -39,7 +42,7 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 		return err
 	}
 	if r.Method == http.MethodPost {
-		body, err := s.readBody(w, r)
+		body, err := s.readBody(w, r, hintPingOutput)
 		if err != nil {
 			return err
 		}

@@ -59,7 +59,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, p *Principal) e
 }
 
 func (s *Server) correctTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	body, err := s.readBody(w, r)
+	body, err := s.readBody(w, r, hintCorrection)
 	if err != nil {
 		return err
 	}
