@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,16 +101,8 @@ func TestRulesFileFromAConfigMap(t *testing.T) {
 
 		// A read-only mount, as a ConfigMap is.
 		current := filepath.Join(cm, fmt.Sprintf("..2026_%02d", version))
-		for _, dir := range []string{current, cm} {
-			if err := os.Chmod(dir, 0o555); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.Chmod(dir, 0o755) })
-		}
-		if f, err := os.CreateTemp(current, "probe"); err == nil {
-			f.Close()
-			os.Remove(f.Name())
-			t.Log("a directory without write permission is written here (root): the read-only part is not tried")
+		if !readOnly(t, current) {
+			t.Log("no way to make a directory read-only here: the read-only part is not tried")
 			return
 		}
 		var body json.RawMessage
@@ -122,4 +115,39 @@ func TestRulesFileFromAConfigMap(t *testing.T) {
 		}
 		d.do("globex", "PUT", "/api/v1/rules", "RULE globex_failed task_prefix: \"globex_\" ON: failed NOTIFY: hook\n", nil, 200)
 	})
+}
+
+// readOnly makes dir unwritable for this process, as a read-only mount
+// is: without write permission, or, for root (whom permissions do not
+// stop), immutable (chattr +i, which needs CAP_LINUX_IMMUTABLE and a file
+// system that has the attribute). It reports whether a file can no longer
+// be made in dir; the test's end makes dir writable again.
+func readOnly(t *testing.T, dir string) bool {
+	t.Helper()
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	if !canWrite(dir) {
+		return true
+	}
+	if exec.Command("chattr", "+i", dir).Run() != nil {
+		return false
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("chattr", "-i", dir).CombinedOutput(); err != nil {
+			t.Errorf("chattr -i %s: %v %s", dir, err, out)
+		}
+	})
+	return !canWrite(dir)
+}
+
+func canWrite(dir string) bool {
+	f, err := os.CreateTemp(dir, "probe")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
 }
