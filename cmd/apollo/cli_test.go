@@ -77,7 +77,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "DELETE /api/v1/silences/zz":
 		answer(404, notFound)
 	case "GET /api/v1/rules":
-		answer(200, `{"rules":[{"name":"batch_failures","kind":"rate","text":"RULE batch_failures task_prefix: \"batch_\"\n  WINDOW: 5m","json":{}}],"source":"# ours\nRULE batch_failures task_prefix: \"batch_\" WINDOW: 5m\n"}`)
+		answer(200, `{"rules":[{"name":"batch_failures","kind":"rate","text":"RULE batch_failures task_prefix: \"batch_\" WINDOW: 5m","json":{}}],"source":"# ours\nRULE batch_failures task_prefix: \"batch_\" WINDOW: 5m\n"}`)
 	case "PUT /api/v1/rules":
 		if bytes.Contains(body, []byte("bad")) {
 			answer(400, `{"error":{"code":"invalid","message":"the rules have 2 problem(s); nothing was changed"},
