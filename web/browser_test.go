@@ -88,8 +88,10 @@ type dashboard struct {
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
 
 // dashboardRules are the rules the page shows and the engine runs: a
-// failure of an etl run fires etl_failures at once.
-const dashboardRules = "RULE etl_failures task_prefix: \"etl\" ON: failed SEVERITY: critical NOTIFY: console\n"
+// failure of an etl run fires etl_failures at once; the inhibit rule holds
+// only report jobs' alerts (the rules page lists it).
+const dashboardRules = "RULE etl_failures task_prefix: \"etl\" ON: failed SEVERITY: critical NOTIFY: console\n" +
+	"INHIBIT quiet_reports SOURCE: rule=etl_failures TARGET: task_prefix=\"report_\"\n"
 
 func newDashboard(t testing.TB, auth httpapi.Authenticator) *dashboard {
 	agg, err := metrics.New(metrics.Options{})
@@ -377,6 +379,7 @@ func checkOtherPages(b *browser) {
 	b.screenshot("jobs")
 	b.goTo("/rules")
 	b.until("rules: the rules text", text("main")+`.includes("etl_failures")`)
+	b.until("rules: the inhibit rule in the table", text("#rules-table")+`.includes("quiet_reports")`)
 	b.screenshot("rules")
 	b.goTo("/system")
 	b.until("system stats", text("#sys-stream")+`.includes("clients")`)
