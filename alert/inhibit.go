@@ -17,7 +17,7 @@ import (
 // rules, the alert process's feed), so this only reads what was accepted;
 // text that does not parse gives none, and is logged.
 func (e *Engine) inhibitsOf(tenant string, src []byte) []*rules.Inhibit {
-	if len(src) == 0 {
+	if !rules.MayHaveInhibits(src) {
 		return nil
 	}
 	f, err := rules.ParseFile("rules", src)

@@ -2,10 +2,14 @@ package rulebook
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -49,5 +53,32 @@ func TestPutRulesAllocatesLittleMoreThanItsRules(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 60*uint64(len(src)) {
 		t.Errorf("a PUT of %d bytes allocated %d bytes (%d×), want at most 60×", len(src), n, n/uint64(len(src)))
+	}
+}
+
+type discardSender struct{}
+
+func (discardSender) Send(apollo.Notification) {}
+
+// BenchmarkPutRulesEngine is BenchmarkPutRules into the alert engine, as
+// the all-in-one server's API puts rules in force.
+func BenchmarkPutRulesEngine(b *testing.B) {
+	src := bigRulesFile(40_000)
+	log := slog.New(slog.DiscardHandler)
+	agg, err := metrics.New(metrics.Options{Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := alert.New(alert.Options{Store: agg, Sender: discardSender{}, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	book := Book{Engine: eng, Known: func(_, name string) bool { return name == "ops" }}
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, problems, err := book.PutRules(b.Context(), "acme", src); err != nil || problems != nil {
+			b.Fatal(err, problems)
+		}
 	}
 }

@@ -8,7 +8,6 @@
 package rulebook
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,10 +79,10 @@ func view(rs []*rules.Rule, ins []*rules.Inhibit, src []byte) (apiclient.RuleSet
 
 // inhibitsOf are the inhibit rules of a tenant's rules file as the engine
 // holds it: the engine reads them from the same text (a file it holds was
-// accepted, so it parses). A file that never says INHIBIT, in any case,
-// has none and is not parsed again.
+// accepted, so it parses). A file that cannot have any is not parsed
+// again.
 func inhibitsOf(src []byte) []*rules.Inhibit {
-	if !containsFold(src, "inhibit") {
+	if !rules.MayHaveInhibits(src) {
 		return nil
 	}
 	f, err := rules.ParseFile("", src)
@@ -91,17 +90,6 @@ func inhibitsOf(src []byte) []*rules.Inhibit {
 		return nil
 	}
 	return f.Inhibits
-}
-
-// containsFold reports whether src holds word (lower case) in any case.
-func containsFold(src []byte, word string) bool {
-	w := []byte(word)
-	for i := 0; i+len(w) <= len(src); i++ {
-		if bytes.EqualFold(src[i:i+len(w)], w) {
-			return true
-		}
-	}
-	return false
 }
 
 // putMu makes PutRules one at a time, from parsing the body to putting

@@ -271,3 +271,22 @@ func (b *builder) finishInhibit() *Inhibit {
 // Targets reports whether target matches the rule's TARGET: whether some
 // firing alert could hold it under this rule.
 func (in *Inhibit) Targets(target *apollo.Alert) bool { return matchAll(in.Target, target) }
+
+// MayHaveInhibits reports whether src may hold inhibit rules: false when
+// the word inhibit appears nowhere in it, in any case (neither the INHIBIT
+// keyword nor the JSON form's "inhibits"), and no \u escape could spell
+// the JSON key otherwise. A caller that needs only the inhibit rules of a
+// file already accepted skips parsing it again, which for a large file
+// costs many times its size.
+func MayHaveInhibits(src []byte) bool {
+	const word = "inhibit"
+	if bytes.Contains(src, []byte(`\u`)) {
+		return true
+	}
+	for i := 0; i+len(word) <= len(src); i++ {
+		if c := src[i]; (c == 'i' || c == 'I') && bytes.EqualFold(src[i:i+len(word)], []byte(word)) {
+			return true
+		}
+	}
+	return false
+}

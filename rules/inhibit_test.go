@@ -364,3 +364,28 @@ func TestInhibitRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// MayHaveInhibits is false only for a file that cannot hold inhibit rules:
+// every file that has one, in either form and any case, says so.
+func TestMayHaveInhibits(t *testing.T) {
+	for _, src := range []string{
+		"INHIBIT a SOURCE: rule=x TARGET: rule=y\n",
+		"RULE x task_prefix: \"x\" ON: failed\ninhibit a SOURCE: rule=x TARGET: rule=y\n",
+		"iNhIbIt a SOURCE: rule=x TARGET: rule=y",
+		`{"rules": [], "inhibits": [{"name": "a", "source": ["rule=x"], "target": ["rule=y"]}]}`,
+		`{"rules": [], "\u0069nhibits": [{"name": "a", "source": ["rule=x"], "target": ["rule=y"]}]}`,
+	} {
+		f, err := ParseFile("", []byte(src))
+		if err != nil || len(f.Inhibits) != 1 {
+			t.Fatalf("%q: %v, %+v", src, err, f)
+		}
+		if !MayHaveInhibits([]byte(src)) {
+			t.Errorf("%q: MayHaveInhibits = false for a file with an inhibit rule", src)
+		}
+	}
+	for _, src := range []string{"", "RULE x task_prefix: \"x\" ON: failed\n", "inhibi", `{"rules": []}`} {
+		if MayHaveInhibits([]byte(src)) {
+			t.Errorf("%q: MayHaveInhibits = true", src)
+		}
+	}
+}
