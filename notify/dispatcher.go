@@ -252,6 +252,7 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 	}
 	now := d.clock.Now()
 	var queued int
+	requeued := map[*lane][]item{}
 	for _, e := range owed {
 		n, l := e.Notification, d.lanes[e.Channel]
 		it := item{n: n, at: e.At, owed: e.ID}
@@ -264,16 +265,19 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 			l.recordItem(it, OutcomeGaveUp, fmt.Sprintf("owed since %s by a process that stopped: past give_up_after (%s)",
 				e.At.UTC().Format(time.RFC3339), l.ch.GiveUpAfter))
 		default:
-			select {
-			case l.queue <- it:
-				l.stats.queued.Add(1)
-				queued++
-				continue
-			default:
-				l.recordItem(it, OutcomeDropped, "queue full")
-			}
+			// Not through the queue: a lane owes up to twice queue_size
+			// (a digest batch and a full queue) when its process dies,
+			// and this process's own queue may be full too. What was
+			// promised at least once is not dropped for want of room.
+			requeued[l] = append(requeued[l], it)
+			l.stats.queued.Add(1)
+			queued++
+			continue
 		}
 		d.settle(e.ID)
+	}
+	for l, its := range requeued {
+		l.requeue(its)
 	}
 	d.opts.Logger.Info("notify: notifications owed by a process that stopped are sent again",
 		slog.Int("owed", len(owed)), slog.Int("queued", queued))
@@ -370,7 +374,7 @@ func (d *Dispatcher) Stats() Stats {
 	s := Stats{Channels: make(map[string]ChannelStats, len(d.lanes)), UnknownChannel: d.unk.Load(), OutboxFailures: d.obErrs.Load()}
 	for name, l := range d.lanes {
 		cs := l.stats.snapshot()
-		cs.QueueLen = len(l.queue)
+		cs.QueueLen = len(l.queue) + l.owedLen()
 		s.Channels[name] = cs
 	}
 	return s

@@ -49,21 +49,71 @@ type lane struct {
 	// tests makes test messages (Dispatcher.Test) wait for their turn
 	// one at a time.
 	tests sync.Mutex
+
+	// owedMu guards owed: what Requeue handed over, read before the
+	// queue. It is not bounded by queue_size: a lane may owe twice that
+	// (a digest batch and a full queue) when its process dies, and the
+	// outbox that held it bounds it. wake tells the lane it grew.
+	owedMu sync.Mutex
+	owed   []item
+	wake   chan struct{}
 }
 
 func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
 	return &lane{d: d, ch: ch, r: r, queue: make(chan item, ch.QueueSize),
-		pace: newPacer(ch.RatePerMinute)}
+		pace: newPacer(ch.RatePerMinute), wake: make(chan struct{}, 1)}
+}
+
+// requeue adds what another process (or this one's last run) owed, to
+// be sent before the queue.
+func (l *lane) requeue(its []item) {
+	l.owedMu.Lock()
+	l.owed = append(l.owed, its...)
+	l.owedMu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeOwed takes up to n of what requeue handed over, oldest first.
+func (l *lane) takeOwed(n int) []item {
+	l.owedMu.Lock()
+	defer l.owedMu.Unlock()
+	n = min(n, len(l.owed))
+	its := slices.Clone(l.owed[:n])
+	l.owed = slices.Delete(l.owed, 0, n)
+	return its
+}
+
+func (l *lane) owedLen() int {
+	l.owedMu.Lock()
+	defer l.owedMu.Unlock()
+	return len(l.owed)
+}
+
+// next waits for the next notification: one requeued, else one queued.
+func (l *lane) next(ctx context.Context) (item, bool) {
+	for {
+		if its := l.takeOwed(1); len(its) == 1 {
+			return its[0], true
+		}
+		select {
+		case <-ctx.Done():
+			return item{}, false
+		case it := <-l.queue:
+			return it, true
+		case <-l.wake:
+		}
+	}
 }
 
 func (l *lane) run(ctx context.Context) {
 	defer l.dropQueued()
 	for {
-		var it item
-		select {
-		case <-ctx.Done():
+		it, ok := l.next(ctx)
+		if !ok {
 			return
-		case it = <-l.queue:
 		}
 		batch, ok := l.waitTurn(ctx, []item{it}, true)
 		if !ok {
@@ -107,8 +157,12 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 	defer t.Stop()
 	for {
 		var q <-chan item
+		var wake <-chan struct{}
 		if collect && len(batch) < l.ch.QueueSize {
-			q = l.queue
+			batch = append(batch, l.takeOwed(l.ch.QueueSize-len(batch))...)
+		}
+		if collect && len(batch) < l.ch.QueueSize {
+			q, wake = l.queue, l.wake
 		}
 		select {
 		case <-ctx.Done():
@@ -117,6 +171,7 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 			return batch, true
 		case it := <-q:
 			batch = append(batch, it)
+		case <-wake:
 		}
 	}
 }
@@ -244,6 +299,9 @@ func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
 
 // dropQueued records what is left in the queue when the lane stops.
 func (l *lane) dropQueued() {
+	for _, it := range l.takeOwed(l.owedLen()) {
+		l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
+	}
 	for {
 		select {
 		case it := <-l.queue:

@@ -238,3 +238,74 @@ func TestOutboxFile(t *testing.T) {
 		t.Fatalf("a bad line: %v", err)
 	}
 }
+
+// gate is a Notifier that holds every message until open is closed,
+// signalling each on held, then records it in sink.
+type gate struct {
+	held chan *Message
+	open chan struct{}
+	sink *sink
+}
+
+func (g gate) Notify(ctx context.Context, m *Message) (bool, error) {
+	g.held <- m
+	<-g.open
+	return g.sink.Notify(ctx, m)
+}
+
+// What another process owed is taken over by a lane whose queue is full
+// (the HA takeover: the survivor's own channel is busy): every entry is
+// sent once the channel frees, none dropped for want of room. Before,
+// Requeue put them through the queue and dropped the excess as "queue
+// full", settling it: notifications owed at least once were lost.
+func TestRequeueBeyondAFullQueue(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "outbox.jsonl")
+	clk := apollo.NewFakeClock(t0)
+	ob := openOutbox(t, path)
+	g := gate{held: make(chan *Message, 10), open: make(chan struct{}), sink: newSink(clk)}
+	log := newWatchLog()
+	d, err := NewDispatcher([]Channel{{Name: "hook", Notifier: g, QueueSize: 2, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: log, Location: time.UTC, Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(context.Background())
+	defer d.Stop(context.Background())
+	d.Send(tenantNote("live1", "team-a"))
+	<-g.held // in flight; the next two fill the queue
+	d.Send(tenantNote("live2", "team-b"))
+	d.Send(tenantNote("live3", "team-a"))
+	var taken []OwedNotification
+	for _, id := range []string{"dead1", "dead2", "dead3"} {
+		n := tenantNote(id, map[bool]string{true: "team-a", false: "team-b"}[id != "dead2"])
+		oid, err := ob.Owe("hook", clk.Now(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken = append(taken, OwedNotification{ID: oid, Channel: "hook", At: clk.Now(), Notification: n})
+	}
+	d.Requeue(taken)
+	close(g.open)
+	got := map[string]bool{}
+	for range 6 {
+		got[g.sink.next(t).m.Notification.Alert.ID] = true
+	}
+	if len(got) != 6 {
+		t.Fatalf("delivered %v, want the three live and the three taken over", got)
+	}
+	for sent := 0; sent < 6; {
+		switch a := log.next(t); a.Outcome {
+		case OutcomeSent:
+			sent++
+		case OutcomeDropped:
+			t.Fatalf("dropped: %+v", a)
+		}
+	}
+	d.Stop(context.Background()) // waits for the lane, which settles after it records
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	if len(ob.owed) != 0 {
+		t.Fatalf("still owed after delivery: %+v", ob.owed)
+	}
+}

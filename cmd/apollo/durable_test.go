@@ -71,6 +71,7 @@ func (d *deployment) runAt() (start, end int64) {
 // deployOptions add to what every deployment runs with.
 type deployOptions struct {
 	config string // appended to apollo.yaml
+	hook   string // more settings of the channel hook, each "    key: value\n"
 	jobs   string // a jobs file for the scheduler in the server or the bus
 	// interval is alert.interval, how often the engine evaluates (and
 	// saves what changed); default 1s.
@@ -107,6 +108,7 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 	d := &deployment{t: t, three: three, dir: t.TempDir(), tokens: map[string]string{}}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "channels:\n  hook:\n    type: webhook\n    url: %s\n    tenants: [\"*\"]\n", h.srv.URL)
+	cfg.WriteString(opts.hook)
 	fmt.Fprintf(&cfg, "alert:\n  interval: %s\n  heartbeat: 1s\n  dedup_window: 1s\n  repeat: 2s\n", cmp.Or(opts.interval, "1s"))
 	cfg.WriteString("auth:\n  tokens:\n")
 	for _, tenant := range append([]string{""}, tenants...) {

@@ -291,3 +291,72 @@ func (d *deployment) owedNow() int {
 	}
 	return len(owed)
 }
+
+// A lane owes more than its queue holds: the notification it retries
+// besides a full queue (and, under a rate limit, a digest batch of up to
+// queue_size besides the queue). With queue_size 2 and the webhook down,
+// two rules of each tenant fail: the lane retries one, two wait, the
+// fourth finds the queue full. The server is killed with SIGKILL, the
+// webhook comes back, and the restarted server sends all three it owed.
+// Before, the restart queued them again into a queue of two and dropped
+// the third as "queue full": a notification promised at least once was
+// lost across the restart.
+func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h, down, refused := downHook(t)
+	d := newDeployment(t, false, h, deployOptions{hook: "    queue_size: 2\n"})
+	d.start()
+	t.Cleanup(d.logOnFailure)
+
+	type hookStats struct{ Queued, Dropped int64 }
+	stats := func() hookStats {
+		var sys struct {
+			Notifications struct{ Channels map[string]hookStats }
+		}
+		d.do("", "GET", "/api/v1/system", "", &sys, 200)
+		return sys.Notifications.Channels["hook"]
+	}
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %[1]s_a task_prefix: \"%[1]s_a\" ON: failed NOTIFY: hook\n"+
+			"RULE %[1]s_b task_prefix: \"%[1]s_b\" ON: failed NOTIFY: hook\n", tenant), nil, 200)
+	}
+	d.fail(tenants[0], tenants[0]+"_a")
+	select { // the lane retries it from now on
+	case <-refused:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the webhook was never called")
+	}
+	d.fail(tenants[0], tenants[0]+"_b")
+	for _, tenant := range tenants[1:] {
+		d.fail(tenant, tenant+"_a")
+		d.fail(tenant, tenant+"_b")
+	}
+	eventually(t, time.Minute, "four notifications handed to the channel, one dropped", func() bool {
+		s := stats()
+		return s.Queued == 3 && s.Dropped == 1
+	})
+	owed := d.owedNow()
+	if owed != 3 {
+		t.Fatalf("the outbox owes %d notifications, want 3: the one retried and the two queued", owed)
+	}
+	d.api.kill()
+	down.Store(false)
+	d.start()
+	got := map[string]int{}
+	for range owed {
+		p := h.await(t, 30*time.Second, "the owed notifications", func(webhook.ApolloPayload) bool { return true })
+		got[p.Alert.Tenant+"/"+p.Alert.Rule]++
+	}
+	for k, n := range got {
+		if n != 1 || !strings.HasPrefix(k, strings.SplitN(k, "/", 2)[0]+"/"+strings.SplitN(k, "/", 2)[0]+"_") {
+			t.Errorf("after the restart: %v, want three different rules, each its tenant's, once each", got)
+		}
+	}
+	eventually(t, time.Minute, "the outbox emptied", func() bool { return d.owedNow() == 0 })
+	if s := stats(); s.Dropped != 0 {
+		t.Errorf("the restarted server dropped %d notifications it owed", s.Dropped)
+	}
+}
