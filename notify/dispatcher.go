@@ -255,7 +255,7 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 	requeued := map[*lane][]item{}
 	for _, e := range owed {
 		n, l := e.Notification, d.lanes[e.Channel]
-		it := item{n: n, at: e.At, owed: e.ID}
+		it := item{n: n, at: e.At, owed: e.ID, requeued: true}
 		switch {
 		case l == nil:
 			d.dropUnknown(e.Channel, n, now)

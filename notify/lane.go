@@ -21,6 +21,9 @@ type item struct {
 	n    apollo.Notification
 	at   time.Time // when Send took it
 	owed uint64    // its outbox entry; 0: none
+	// requeued says a process that stopped owed it since at: its
+	// give_up_after counts from then, not from this process's first try.
+	requeued bool
 }
 
 // stoppedReason is why something was not delivered when the lane
@@ -123,7 +126,7 @@ func (l *lane) run(ctx context.Context) {
 			return
 		}
 		m := l.compose(batch)
-		if l.deliver(ctx, m) {
+		if l.deliver(ctx, m, l.giveUpAt(batch)) {
 			owed := make([]uint64, len(batch))
 			for i, it := range batch {
 				owed[i] = it.owed
@@ -203,13 +206,31 @@ func (l *lane) render(n apollo.Notification, items []*Message) *Message {
 	return m
 }
 
+// giveUpAt is when retrying batch stops: give_up_after from the first
+// try, or, for a notification a stopped process owed, from when it was
+// first owed, so that restarts do not stretch it. A digest gives up once
+// every notification in it would have.
+func (l *lane) giveUpAt(batch []item) time.Time {
+	var last time.Time
+	now := l.d.clock.Now()
+	for _, it := range batch {
+		from := now
+		if it.requeued {
+			from = it.at
+		}
+		if end := from.Add(l.ch.GiveUpAfter); end.After(last) {
+			last = end
+		}
+	}
+	return last
+}
+
 // deliver is the retry stage: it tries m until it is sent, fails for good,
-// or the next try would start after GiveUpAfter. Every try and every
+// or the next try would start after deadline. Every try and every
 // retryable failure takes a rate-limit token too: they reach the server.
 // It reports whether the delivery ended (false: the lane stopped first,
 // and what m stands for is still owed).
-func (l *lane) deliver(ctx context.Context, m *Message) bool {
-	deadline := l.d.clock.Now().Add(l.ch.GiveUpAfter)
+func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) bool {
 	for try := 1; ; try++ {
 		if try > 1 {
 			if _, ok := l.waitTurn(ctx, nil, false); !ok {

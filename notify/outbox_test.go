@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // down is a Notifier that refuses every message, retryably, and signals
@@ -308,4 +309,64 @@ func TestRequeueBeyondAFullQueue(t *testing.T) {
 	if len(ob.owed) != 0 {
 		t.Fatalf("still owed after delivery: %+v", ob.owed)
 	}
+}
+
+// A notification a stopped process owed keeps its give_up_after from when
+// it was first owed: owed 30s before the restart on a channel that gives
+// up after a minute, it is retried for the 30s left (tries at 0, 1, 3, 7
+// and 15s; the next wait would end past 30s), not for a fresh minute. A
+// notification of another tenant sent after the restart still gets its
+// full minute from its first try. Before, every restart gave a requeued
+// notification a fresh give_up_after, so a channel down across restarts
+// was retried far longer than configured.
+func TestRequeuedKeepsItsGiveUpDeadline(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "outbox.jsonl")
+	clk := apollo.NewFakeClock(t0)
+	ob := openOutbox(t, path)
+	n := tenantNote("old", "team-a")
+	id, err := ob.Owe("hook", t0.Add(-30*time.Second), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	ob = openOutbox(t, path)
+	log := newWatchLog()
+	failing := NotifierFunc(func(context.Context, *Message) (bool, error) { return true, errors.New("503 down") })
+	d, err := NewDispatcher([]Channel{{Name: "hook", Notifier: failing, GiveUpAfter: time.Minute, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: log, Location: time.UTC, Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.randN = func(n int64) int64 { return n - 1 } // always the longest wait
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	if owed := ob.Owed(); len(owed) != 1 || owed[0].ID != id {
+		t.Fatalf("owed at start: %+v", owed)
+	}
+	tries := func(alert string, from time.Time, wantAt []time.Duration) {
+		t.Helper()
+		for i, w := range wantAt {
+			a := log.next(t)
+			want := OutcomeRetrying
+			if i == len(wantAt)-1 {
+				want = OutcomeGaveUp
+			}
+			if a.AlertID != alert || a.Outcome != want || a.Try != i+1 || a.At.Sub(from) != w*time.Second {
+				t.Fatalf("%s attempt %d: %s of %s try %d at %s, want %s at %ds", alert, i+1, a.Outcome, a.AlertID, a.Try, a.At.Sub(from), want, w)
+			}
+			if want == OutcomeRetrying {
+				if !clk.BlockUntil(1, testwait.Timeout(t)) {
+					t.Fatal("no backoff timer armed")
+				}
+				clk.Advance(backoff(i+1, d.randN))
+			}
+		}
+	}
+	tries("old", t0, []time.Duration{0, 1, 3, 7, 15})
+	from := clk.Now()
+	d.Send(tenantNote("new", "team-b"))
+	tries("new", from, []time.Duration{0, 1, 3, 7, 15, 31})
 }
