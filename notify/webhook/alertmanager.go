@@ -43,18 +43,24 @@ type AMAlert struct {
 // alertmanagerPayload maps a message, or each message of a digest, to
 // Alertmanager alerts: the rule is alertname, the group and severity are
 // labels next to the alert's own, the summary and rendered text are
-// annotations.
+// annotations. A digest lists its first messages only (see listed) and
+// counts the rest in truncatedAlerts, as Alertmanager does past a
+// receiver's max_alerts; the status is firing if any of them all is.
 func alertmanagerPayload(m *notify.Message, receiver, externalURL string) AMPayload {
 	msgs := []*notify.Message{m}
 	if len(m.Digest) > 0 {
 		msgs = m.Digest
 	}
 	p := AMPayload{Version: "4", Status: "resolved", Receiver: receiver, ExternalURL: externalURL}
-	for i, d := range msgs {
-		a := amAlert(d, externalURL)
-		if a.Status == "firing" {
+	for _, d := range msgs {
+		if !resolved(d.Notification) {
 			p.Status = "firing"
+			break
 		}
+	}
+	alerts := listed(msgs, func(d *notify.Message) AMAlert { return amAlert(d, externalURL) })
+	p.TruncatedAlerts = len(msgs) - len(alerts)
+	for i, a := range alerts {
 		if i == 0 {
 			p.CommonLabels, p.CommonAnnotations = maps.Clone(a.Labels), maps.Clone(a.Annotations)
 		} else {
@@ -101,13 +107,17 @@ func amAlert(m *notify.Message, externalURL string) AMAlert {
 	if a.StartsAt.IsZero() {
 		a.StartsAt = al.StartedAt
 	}
-	if n.Kind == apollo.NotifyResolved || al.State == apollo.AlertResolved {
+	if resolved(n) {
 		a.Status, a.EndsAt = "resolved", al.ResolvedAt
 	}
 	if externalURL != "" && al.ID != "" {
 		a.GeneratorURL = strings.TrimRight(externalURL, "/") + "/alerts/" + url.PathEscape(al.ID)
 	}
 	return a
+}
+
+func resolved(n apollo.Notification) bool {
+	return n.Kind == apollo.NotifyResolved || n.Alert.State == apollo.AlertResolved
 }
 
 // keepCommon deletes from common what other does not have the same.

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"text/template"
@@ -86,20 +87,50 @@ func (n *Notifier) render(m *notify.Message) ([]byte, error) {
 
 // ApolloPayload is the default body: the notification as the alert engine
 // made it, with the rendered title and text, and for a digest the
-// notifications it stands for.
+// notifications it stands for: Total of them, the first listed in
+// Notifications and the Omitted rest only counted (see listed).
 type ApolloPayload struct {
 	apollo.Notification
 	Title         string                `json:"title"`
 	Text          string                `json:"text"`
 	Notifications []apollo.Notification `json:"notifications,omitempty"`
+	Total         int                   `json:"total,omitempty"`
+	Omitted       int                   `json:"omitted,omitempty"`
 }
 
 func apolloPayload(m *notify.Message) ApolloPayload {
 	p := ApolloPayload{Notification: tenantKeyed(m.Notification), Title: m.Title, Text: m.Text}
-	for _, d := range m.Digest {
-		p.Notifications = append(p.Notifications, tenantKeyed(d.Notification))
+	if len(m.Digest) > 0 {
+		p.Notifications = listed(m.Digest, func(d *notify.Message) apollo.Notification { return tenantKeyed(d.Notification) })
+		p.Total, p.Omitted = len(m.Digest), len(m.Digest)-len(p.Notifications)
 	}
 	return p
+}
+
+// A digest's body lists at most digestListed of the notifications it
+// stands for, and stops before the listed ones pass digestListBytes: a
+// storm folds a thousand or more (up to queue_size), and a receiver behind
+// nginx refuses a body over 1 MiB (its default client_max_body_size) with
+// 413, which would fail the whole digest. The rest are counted.
+const (
+	digestListed    = 100
+	digestListBytes = 256 << 10
+)
+
+// listed maps the first of msgs that a digest's body lists, always at
+// least one.
+func listed[T any](msgs []*notify.Message, each func(*notify.Message) T) []T {
+	var out []T
+	size := 0
+	for _, m := range msgs[:min(len(msgs), digestListed)] {
+		v := each(m)
+		b, _ := json.Marshal(v)
+		if size += len(b); size > digestListBytes && len(out) > 0 {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // tenantKeyed is n with a dedupKey that names its tenant: inside

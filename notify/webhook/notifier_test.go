@@ -1,12 +1,19 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/notify/notifytest"
 )
@@ -217,5 +224,104 @@ func TestDedupKeyNamesTheTenant(t *testing.T) {
 	}
 	if len(body.Notifications) != 2 || body.Notifications[0].DedupKey == body.Notifications[1].DedupKey {
 		t.Fatalf("a digest of two tenants' notifications: %+v", body.Notifications)
+	}
+}
+
+// A storm folded into one digest under a rate limit reaches a receiver
+// behind nginx, whose default client_max_body_size is 1 MiB: 1000 storm
+// notifications of two tenants, each naming its ten worst jobs, go out as
+// one digest that lists the first ones in full and counts the rest. Before,
+// the body listed all 1000 (over 1 MiB), the receiver answered 413, and
+// the digest, with every notification in it, was recorded as failed.
+func TestDigestOfAStormFitsAReceiverLimit(t *testing.T) {
+	t.Parallel()
+	const storm, limit = 1000, 1 << 20
+	got, refused := make(chan []byte, 10), make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
+			refused <- struct{}{}
+			return
+		}
+		got <- b
+	}))
+	t.Cleanup(srv.Close)
+	for _, format := range []string{FormatApollo, FormatAlertmanager} {
+		t.Run(format, func(t *testing.T) {
+			clk := apollo.NewFakeClock(t0)
+			hook, err := New(Config{URL: notify.SecretURL(srv.URL), Format: format}, notify.NotifierOptions{Name: "hook"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := notify.NewMemoryLog(10 * storm)
+			d, err := notify.NewDispatcher([]notify.Channel{{Name: "hook", Notifier: hook, RatePerMinute: 1, QueueSize: storm, Tenants: []string{notify.AllTenants}}},
+				notify.Options{Clock: clk, Log: log, Location: time.UTC})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Start(t.Context())
+			defer d.Stop(context.Background())
+			names := make([]string, 10)
+			for i := range names {
+				names[i] = fmt.Sprintf("nightly_warehouse_reload_%02d_partition_shard_with_a_long_descriptive_name", i)
+			}
+			note := func(i int) apollo.Notification {
+				m := message(apollo.NotifyStorm, fmt.Sprintf("storm-%04d", i), fmt.Sprintf("batch_%04d_", i)).Notification
+				m.Alert.Tenant = []string{"acme", "globex"}[i%2]
+				m.Alert.TopNames, m.Alert.Count = names, 300
+				m.Alert.Summary = fmt.Sprintf("%d runs of batch_%04d_* failed within a minute", 300, i)
+				return m
+			}
+			d.Send(note(0)) // takes the minute's turn
+			<-got
+			for i := 1; i <= storm; i++ {
+				d.Send(note(i)) // folded while the lane waits for its turn
+			}
+			// Every one is in the lane's batch, and the lane waits for its turn.
+			deadline := time.Now().Add(testwait.Timeout(t))
+			for d.Stats().Channels["hook"].QueueLen > 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the lane never took the storm into its batch")
+				}
+				runtime.Gosched()
+			}
+			if !clk.BlockUntil(1, testwait.Timeout(t)) {
+				t.Fatal("the lane does not wait for its turn")
+			}
+			clk.Advance(time.Minute)
+			var body []byte
+			select {
+			case body = <-got:
+			case <-refused:
+				t.Fatal("the receiver refused the digest: over 1 MiB")
+			case <-time.After(testwait.Timeout(t)):
+				t.Fatalf("the digest never arrived: %+v", log.List(notify.AttemptFilter{}))
+			}
+			var shown, total, omitted int
+			var first string
+			if format == FormatAlertmanager {
+				var p AMPayload
+				if err := json.Unmarshal(body, &p); err != nil {
+					t.Fatal(err)
+				}
+				shown, omitted, total = len(p.Alerts), p.TruncatedAlerts, len(p.Alerts)+p.TruncatedAlerts
+				if shown > 0 {
+					first = p.Alerts[0].Labels["group"]
+				}
+			} else {
+				var p ApolloPayload
+				if err := json.Unmarshal(body, &p); err != nil {
+					t.Fatal(err)
+				}
+				shown, total, omitted = len(p.Notifications), p.Total, p.Omitted
+				if shown > 0 {
+					first = p.Notifications[0].Alert.Group
+				}
+			}
+			if total != storm || shown+omitted != storm || shown == 0 || omitted == 0 || first != "batch_0001_" {
+				t.Fatalf("a digest of %d (%d bytes): %d listed from %q, %d omitted, total %d", storm, len(body), shown, first, omitted, total)
+			}
+		})
 	}
 }
