@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -369,4 +370,56 @@ func TestRequeuedKeepsItsGiveUpDeadline(t *testing.T) {
 	from := clk.Now()
 	d.Send(tenantNote("new", "team-b"))
 	tries("new", from, []time.Duration{0, 1, 3, 7, 15, 31})
+}
+
+// Under a rate limit, what a stopped process owed (up to a digest batch
+// and a full queue: twice queue_size) goes out in the channel's turns,
+// folded into digests of up to queue_size like anything that waits for
+// a turn, none dropped.
+func TestRequeueUnderARateLimitFoldsIntoDigests(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "outbox.jsonl")
+	clk := apollo.NewFakeClock(t0)
+	ob := openOutbox(t, path)
+	for i := range 5 {
+		if _, err := ob.Owe("hook", t0, tenantNote(fmt.Sprintf("owed%d", i), []string{"team-a", "team-b"}[i%2])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ob.Close()
+	ob = openOutbox(t, path)
+	s, log := newSink(clk), newWatchLog()
+	d, err := NewDispatcher([]Channel{{Name: "hook", Notifier: s, QueueSize: 2, RatePerMinute: 1, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: log, Location: time.UTC, Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(context.Background())
+	defer d.Stop(context.Background())
+	var got []string
+	for _, want := range []int{1, 2, 2} { // the first turn is free; then a digest of queue_size a minute
+		r := s.next(t)
+		ids := []string{r.m.Notification.Alert.ID}
+		if len(r.m.Digest) > 0 {
+			ids = ids[:0]
+			for _, it := range r.m.Digest {
+				ids = append(ids, it.Notification.Alert.ID)
+			}
+		}
+		if len(ids) != want {
+			t.Fatalf("a message of %v, want %d notifications", ids, want)
+		}
+		got = append(got, ids...)
+		for log.next(t).Outcome != OutcomeSent { // the attempt is over: its timer with it
+		}
+		if len(got) < 5 {
+			if !clk.BlockUntil(1, testwait.Timeout(t)) {
+				t.Fatal("the lane does not wait for its turn")
+			}
+			clk.Advance(time.Minute)
+		}
+	}
+	if fmt.Sprint(got) != "[owed0 owed1 owed2 owed3 owed4]" {
+		t.Fatalf("sent %v, want every owed one once, oldest first", got)
+	}
 }
