@@ -50,8 +50,12 @@ type rpcReply struct {
 	Tasks      []apollo.Task   `json:"tasks,omitempty"`
 	Partitions []int           `json:"partitions,omitempty"`
 	Open       *apollo.OpenRun `json:"open,omitempty"` // openping: the newest of the node's partitions
-	Err        *apollo.Error   `json:"err,omitempty"`
-	Internal   string          `json:"internal,omitempty"` // an internal error, logged where it happened
+	// More says that a partition has tasks after those in Tasks: a
+	// partition's bus lists at most 1 000 tasks at a time, one fewer than
+	// the limit+1 a page of 1 000 asks for.
+	More     bool          `json:"more,omitempty"`
+	Err      *apollo.Error `json:"err,omitempty"`
+	Internal string        `json:"internal,omitempty"` // an internal error, logged where it happened
 }
 
 // local returns the partition if this node serves it.
@@ -184,7 +188,7 @@ func (n *Node) reply(m *nats.Msg, r *rpcReply, err error) {
 // bus's own.
 func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	limit := f.Limit
-	if limit <= 0 || limit > 1000 {
+	if limit <= 0 || limit > maxListPage {
 		limit = 100
 	}
 	f.Limit = limit
@@ -194,16 +198,18 @@ func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 		}
 	}
 	var tasks []apollo.Task
+	more := false
 	err := n.askAll(rpcRequest{Op: "list", Filter: &listFilter{Tenant: f.Tenant, Prefix: f.Prefix, Status: f.Status,
 		Since: f.Since, Until: f.Until, Limit: limit + 1, Cursor: f.Cursor}}, func(r *rpcReply) {
 		tasks = append(tasks, r.Tasks...)
+		more = more || r.More
 	})
 	if err != nil {
 		return nil, "", err
 	}
 	tasks = firstPage(newest(tasks), limit+1)
 	next := ""
-	if len(tasks) > limit {
+	if len(tasks) > limit || more && len(tasks) == limit {
 		tasks = tasks[:limit]
 		next = bus.PageCursor(&tasks[limit-1])
 	}
@@ -310,17 +316,26 @@ func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
 		return errors.New("a listing without a filter")
 	}
 	f := apollo.TaskFilter{Tenant: lf.Tenant, Prefix: lf.Prefix, Status: lf.Status, Since: lf.Since, Until: lf.Until, Limit: lf.Limit, Cursor: lf.Cursor}
+	// The asker wants limit+1 tasks of each partition to know whether a
+	// next page exists; a bus lists at most maxListPage, and says with
+	// its cursor whether it has more.
+	f.Limit = min(f.Limit, maxListPage)
 	for _, pt := range parts {
-		page, _, err := pt.bus.List(f)
+		page, next, err := pt.bus.List(f)
 		if err != nil {
 			return err
 		}
+		r.More = r.More || next != ""
 		r.Tasks = append(r.Tasks, page...)
 		r.Partitions = append(r.Partitions, pt.id)
 	}
 	r.Tasks = firstPage(r.Tasks, f.Limit)
 	return nil
 }
+
+// maxListPage is the largest page bus.Bus.List gives, and the largest
+// limit of a listing (httpapi refuses more).
+const maxListPage = 1000
 
 // firstPage sorts tasks in listing order (first reported newest first,
 // then by task ID, descending like the bus) and keeps the first limit.

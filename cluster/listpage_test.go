@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// pageOfAThousand reports 1 001 running tasks of tenant acme, their IDs
+// id(i) and their name name, and one of globex, through the first of two
+// nodes; then it pages through acme's, 1 000 at a time, and globex's from
+// each node.
+func pageOfAThousand(t *testing.T, id func(i int) string, name string) *testCluster {
+	t.Helper()
+	c := newTestCluster(t, 2, 3*time.Second)
+	a, b := c.start("page-1"), c.start("page-2")
+	c.waitServed(nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	const tasks = 1001
+	var evs []apollo.Event
+	for i := range tasks {
+		evs = append(evs, apollo.Event{TaskID: id(i), Name: name, Sequence: 1, Status: apollo.StatusRunning, Ts: now, Tenant: "acme"})
+	}
+	evs = append(evs, apollo.Event{TaskID: "globex-1", Name: "small", Sequence: 1, Status: apollo.StatusRunning, Ts: now, Tenant: "globex"})
+	for i := 0; i < len(evs); i += 200 {
+		publishAll(t, a, evs[i:min(i+200, len(evs))])
+	}
+	for _, ev := range evs {
+		waitChange(t, cl, ev.TaskID, 1, apollo.StatusRunning)
+	}
+	for _, n := range []*testNode{a, b} {
+		seen := map[string]bool{}
+		page, next, err := n.List(apollo.TaskFilter{Tenant: "acme", Limit: 1000})
+		if err != nil || len(page) != 1000 || next == "" {
+			t.Fatalf("node %s: a page of 1000 of acme's %d tasks: %d tasks, cursor %q, %v", n.id, tasks, len(page), next, err)
+		}
+		rest, next, err := n.List(apollo.TaskFilter{Tenant: "acme", Limit: 1000, Cursor: next})
+		if err != nil || len(rest) != 1 || next != "" {
+			t.Fatalf("node %s: the page after: %d tasks, cursor %q, %v", n.id, len(rest), next, err)
+		}
+		for _, tk := range append(page, rest...) {
+			if tk.Name != name || tk.Tenant != "acme" {
+				t.Fatalf("node %s: task %q of %q named %q", n.id, tk.TaskID, tk.Tenant, tk.Name)
+			}
+			seen[tk.TaskID] = true
+		}
+		if len(seen) != tasks {
+			t.Errorf("node %s: the two pages hold %d distinct tasks of %d", n.id, len(seen), tasks)
+		}
+		g, _, err := n.List(apollo.TaskFilter{Tenant: "globex", Limit: 1000})
+		if err != nil || len(g) != 1 || g[0].TaskID != "globex-1" {
+			t.Fatalf("node %s: globex's tasks: %+v, %v", n.id, g, err)
+		}
+	}
+	return c
+}
+
+// A page of 1 000 tasks (the largest GET /api/v1/tasks allows) through a
+// node holds 1 000 tasks and a cursor to the rest. Before, the node asked
+// each partition for 1 001 tasks to learn whether more followed, a
+// partition's bus answered 100 for a limit over 1 000, and the page held
+// 100 tasks per partition: with few partitions, no cursor (the rest never
+// shown); with many, a cursor past tasks never sent (skipped).
+func TestAPageOfAThousandFromANode(t *testing.T) {
+	pageOfAThousand(t, func(i int) string { return fmt.Sprintf("page-%04d", i) }, "page")
+}
