@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +14,10 @@ import (
 // id(i) and their name name, and one of globex, through the first of two
 // nodes; then it pages through acme's, 1 000 at a time, and globex's from
 // each node.
-func pageOfAThousand(t *testing.T, id func(i int) string, name string) *testCluster {
+func pageOfAThousand(t *testing.T, id func(i int) string, name string, history int) *testCluster {
 	t.Helper()
 	c := newTestCluster(t, 2, 3*time.Second)
+	c.bus.HistoryLimit = history
 	a, b := c.start("page-1"), c.start("page-2")
 	c.waitServed(nil)
 	cl := recordChanges(t, connect(t, c.srv))
@@ -65,5 +68,51 @@ func pageOfAThousand(t *testing.T, id func(i int) string, name string) *testClus
 // 100 tasks per partition: with few partitions, no cursor (the rest never
 // shown); with many, a cursor past tasks never sent (skipped).
 func TestAPageOfAThousandFromANode(t *testing.T) {
-	pageOfAThousand(t, func(i int) string { return fmt.Sprintf("page-%04d", i) }, "page")
+	pageOfAThousand(t, func(i int) string { return fmt.Sprintf("page-%04d", i) }, "page", 0)
+}
+
+// Answers between nodes that outgrow one NATS message (max_payload, 1 MiB
+// by default) still arrive: a page of 1 000 tasks whose IDs and names are
+// control characters (each six bytes in JSON), and a task of 200 records
+// (limits.history: 200) with 4 KiB of extra each, asked of a node that
+// does not own it. Before, the owner's answer could not be
+// sent, and the asker said that the partitions had no owner answering
+// (503) for as long as the tasks lived.
+func TestAnswersLargerThanOneMessage(t *testing.T) {
+	name := strings.Repeat("\x02", apollo.MaxNameBytes)
+	c := pageOfAThousand(t, func(i int) string {
+		return fmt.Sprintf("%04d", i) + strings.Repeat("\x01", apollo.MaxTaskIDBytes-4)
+	}, name, 200)
+	cl := recordChanges(t, connect(t, c.srv))
+	id := "fat" + strings.Repeat("\x03", apollo.MaxTaskIDBytes-3)
+	extra := `{"x":"` + strings.Repeat(`\u0001`, (apollo.MaxExtraBytes-8)/6) + `"}`
+	var evs []apollo.Event
+	now := time.Now().UnixMilli()
+	for seq := int64(1); seq <= 210; seq++ {
+		st := apollo.StatusPending
+		if seq%2 == 0 {
+			st = apollo.StatusManualBlocked
+		}
+		evs = append(evs, apollo.Event{TaskID: id, Name: name, Sequence: seq, Status: st, Ts: now + seq, Extra: []byte(extra), Tenant: "acme"})
+	}
+	owner, other := c.ownerOf(Partition(id, c.parts))
+	publishAll(t, owner, evs)
+	waitChange(t, cl, id, 210, apollo.StatusManualBlocked)
+	task, err := other.Get("acme", id)
+	if err != nil {
+		t.Fatalf("the task from a node that does not own it: %v", err)
+	}
+	if task.Sequence != 210 || len(task.History) != 200 || string(task.History[199].Extra) != extra || task.History[0].Sequence != 11 {
+		t.Fatalf("the task from a node that does not own it: sequence %d, %d records, first %d, extra %.40q", task.Sequence, len(task.History), task.History[0].Sequence, task.History[len(task.History)-1].Extra)
+	}
+	if fixed, err := other.Correct(context.Background(), "acme", id, apollo.StatusFailed, "ops", "stuck"); err != nil ||
+		fixed.Status != apollo.StatusFailed {
+		t.Fatalf("a correction through a node that does not own the task: %+v, %v", fixed, err)
+	}
+	if fixed, _ := other.Get("acme", id); fixed.Status != apollo.StatusFailed {
+		t.Fatalf("after the correction: %s", fixed.Status)
+	}
+	if _, err := other.Get("globex", id); apollo.ErrorCode(err) != apollo.ENOTFOUND {
+		t.Errorf("the task as globex: %v, want not found", err)
+	}
 }

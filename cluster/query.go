@@ -53,7 +53,10 @@ type rpcReply struct {
 	// More says that a partition has tasks after those in Tasks: a
 	// partition's bus lists at most 1 000 tasks at a time, one fewer than
 	// the limit+1 a page of 1 000 asks for.
-	More     bool          `json:"more,omitempty"`
+	More bool `json:"more,omitempty"`
+	// Pieces says that the answer does not fit one message: ask again,
+	// taking it in pieces (pieces.go).
+	Pieces   bool          `json:"pieces,omitempty"`
 	Err      *apollo.Error `json:"err,omitempty"`
 	Internal string        `json:"internal,omitempty"` // an internal error, logged where it happened
 }
@@ -124,13 +127,55 @@ func (n *Node) ask(ctx context.Context, p int, req rpcRequest) (*rpcReply, error
 	defer cancel()
 	m, err := n.opts.Conn.RequestWithContext(ctx, rpcSubject(p), data)
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("partition %d has no owner answering right now", p),
-				Hint: "it is being taken over by another node; retry in a few seconds"}
-		}
+		return nil, askError(p, err)
+	}
+	r, err := decodeReply(m.Data)
+	if err != nil || !r.Pieces {
+		return r, err
+	}
+	return n.askInPieces(ctx, p, data)
+}
+
+// askInPieces asks partition p's owner again, on an inbox of its own, for
+// an answer too large for one message (pieces.go).
+func (n *Node) askInPieces(ctx context.Context, p int, data []byte) (*rpcReply, error) {
+	nc := n.opts.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
 		return nil, fmt.Errorf("cluster: asking partition %d: %w", p, err)
 	}
-	return decodeReply(m.Data)
+	defer sub.Unsubscribe()
+	req := &nats.Msg{Subject: rpcSubject(p), Reply: inbox, Data: data, Header: nats.Header{}}
+	req.Header.Set(acceptsPieces, "1")
+	if err := nc.PublishMsg(req); err != nil {
+		return nil, fmt.Errorf("cluster: asking partition %d: %w", p, err)
+	}
+	var j joiner
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, askError(p, err)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			return nil, askError(p, nats.ErrNoResponders)
+		}
+		whole, ok, err := j.add(m)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return decodeReply(whole)
+		}
+	}
+}
+
+func askError(p int, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("partition %d has no owner answering right now", p),
+			Hint: "it is being taken over by another node; retry in a few seconds"}
+	}
+	return fmt.Errorf("cluster: asking partition %d: %w", p, err)
 }
 
 func decodeReply(data []byte) (*rpcReply, error) {
@@ -180,7 +225,10 @@ func (n *Node) reply(m *nats.Msg, r *rpcReply, err error) {
 		}
 	}
 	data, _ := json.Marshal(r)
-	m.Respond(data)
+	if !n.respond(m, data) {
+		data, _ = json.Marshal(rpcReply{Pieces: true})
+		n.respond(m, data)
+	}
 }
 
 // List returns the tasks in memory on every node that match f, in the
@@ -249,9 +297,12 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(rpcList, inbox, data); err != nil {
+	ask := &nats.Msg{Subject: rpcList, Reply: inbox, Data: data, Header: nats.Header{}}
+	ask.Header.Set(acceptsPieces, "1") // several answer: each may come in pieces (pieces.go)
+	if err := nc.PublishMsg(ask); err != nil {
 		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
 	}
+	var j joiner
 	covered := make([]bool, n.opts.Partitions)
 	left := n.opts.Partitions
 	deadline := time.Now().Add(n.opts.QueryTimeout)
@@ -261,7 +312,14 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 			return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("%d of %d partitions did not answer", left, n.opts.Partitions),
 				Hint: "some are being taken over by another node; retry in a few seconds"}
 		}
-		r, err := decodeReply(m.Data)
+		whole, ok, err := j.add(m)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		r, err := decodeReply(whole)
 		if err != nil {
 			return err
 		}
