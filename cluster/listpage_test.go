@@ -116,3 +116,38 @@ func TestAnswersLargerThanOneMessage(t *testing.T) {
 		t.Errorf("the task as globex: %v, want not found", err)
 	}
 }
+
+// A task's extra read through a node that does not own it is the bytes
+// reported, as read through its owner (and as the single server shows
+// it). Before, the owner's answer went through Go's JSON, which writes
+// '<', '>' and '&' in strings as \u003c, \u003e and \u0026, and a
+// json.RawMessage keeps those bytes: the extra read through another node
+// differed, and took six times the room.
+func TestExtraReadThroughAnotherNodeIsTheBytesReported(t *testing.T) {
+	c := newTestCluster(t, 2, 3*time.Second)
+	c.start("bytes-1")
+	c.start("bytes-2")
+	c.waitServed(nil)
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	extras := map[string]string{"acme": `{"html":"<b>a & b</b>","arrow":"->"}`, "globex": `{"q":"x<y>&z","u":"\u2028"}`}
+	for tenant, extra := range extras {
+		id := tenant + "-run"
+		owner, _ := c.ownerOf(Partition(id, c.parts))
+		publishAll(t, owner, []apollo.Event{{TaskID: id, Name: "bytes", Sequence: 1, Status: apollo.StatusRunning, Ts: now, Tenant: tenant, Extra: []byte(extra)}})
+		waitChange(t, cl, id, 1, apollo.StatusRunning)
+	}
+	for tenant, extra := range extras {
+		id := tenant + "-run"
+		owner, other := c.ownerOf(Partition(id, c.parts))
+		for _, n := range []*testNode{owner, other} {
+			task, err := n.Get(tenant, id)
+			if err != nil {
+				t.Fatalf("node %s: %v", n.id, err)
+			}
+			if len(task.History) != 1 || string(task.History[0].Extra) != extra {
+				t.Errorf("node %s (owner %s): %s's extra %q, %v; want %q", n.id, owner.id, tenant, task.History[0].Extra, err, extra)
+			}
+		}
+	}
+}

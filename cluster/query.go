@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -224,7 +225,7 @@ func (n *Node) reply(m *nats.Msg, r *rpcReply, err error) {
 			r.Internal = "see the log of node " + n.opts.NodeID
 		}
 	}
-	data, _ := json.Marshal(r)
+	data := marshalReply(r)
 	if !n.respond(m, data) {
 		data, _ = json.Marshal(rpcReply{Pieces: true})
 		n.respond(m, data)
@@ -408,6 +409,19 @@ func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 		return strings.Compare(b.TaskID, a.TaskID)
 	})
 	return tasks[:min(len(tasks), limit)]
+}
+
+// marshalReply is an answer's JSON as the API writes it (httpapi's
+// writeJSON): '<', '>' and '&' as they are. json.Marshal would write them
+// as \u003c, \u003e and \u0026, which a task's extra (a
+// json.RawMessage) keeps, so an extra read through another node than its
+// owner would not be the bytes reported.
+func marshalReply(r *rpcReply) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(r)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // Stats sums the bus stats of the partitions this node serves (the shape
