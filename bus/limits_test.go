@@ -39,6 +39,10 @@ func TestTaskLimitsPerTenant(t *testing.T) {
 	}
 	if n, err := create("greedy", 10); n != 4 || err == nil || err.Message != `not stored: tenant "greedy" has 4 tasks in memory, its limit` {
 		t.Fatalf("greedy: %d accepted, %v", n, err)
+	} else if !OverTenantLimit(Outcome{Result: RetryLater, Err: err}) {
+		// The cluster's owners tell it from the other refusals for room
+		// (cluster.partition.publish): only it is not worth trying soon.
+		t.Fatalf("greedy's refusal %+v is not told as over the tenant's limit", err)
 	}
 	if n, err := create("acme", 3); n != 3 || err != nil {
 		t.Fatalf("acme after greedy filled its share: %d accepted, %v", n, err)
@@ -49,9 +53,10 @@ func TestTaskLimitsPerTenant(t *testing.T) {
 	// 4 + 3 + 2 = 9, the ceiling: acme has room of its own, but not the server.
 	e := ev("t9", 1, apollo.StatusRunning)
 	e.Tenant = "acme"
-	if o := f.publish(t, e)[0]; o.Result != RetryLater || o.Err.Message != "not stored: 9 tasks in memory, the limit" {
-		t.Fatalf("over the ceiling: %v %+v", o.Result, o.Err)
+	if o := f.publish(t, e)[0]; o.Result != RetryLater || o.Err.Message != "not stored: 9 tasks in memory, the limit" || OverTenantLimit(o) {
+		t.Fatalf("over the ceiling: %v %+v (over the tenant's limit: %v)", o.Result, o.Err, OverTenantLimit(o))
 	}
+
 	// An event of a task in memory is never refused for the limit.
 	e = ev(fmt.Sprintf("t0-%d", f.clock.Now().Unix()), 2, apollo.StatusSuccess)
 	e.Tenant = "greedy"

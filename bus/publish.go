@@ -365,7 +365,7 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 	case t == nil && b.ntasks.Load() >= int64(b.opts.MaxTasks):
 		reason = fmt.Sprintf("%d tasks in memory, the limit", b.opts.MaxTasks)
 	case t == nil && b.tenantTasks(r.Tenant).Load() >= int64(b.tenantLimit(r.Tenant)):
-		reason = fmt.Sprintf("tenant %q has %d tasks in memory, its limit", r.Tenant, b.tenantLimit(r.Tenant))
+		reason = fmt.Sprintf("tenant %q has %d", r.Tenant, b.tenantLimit(r.Tenant)) + tenantLimitReason
 	case b.queued.Load() >= int64(b.opts.QueueLimit):
 		reason = fmt.Sprintf("%d changes queued, the limit", b.opts.QueueLimit)
 	case t != nil && len(t.q) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):
@@ -381,6 +381,19 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 		Outcome: Outcome{Result: RetryLater, Err: &apollo.Error{Code: apollo.ETOOMANY, Message: "not stored: " + reason, Hint: "slow down and resend this event"}},
 		refusal: &Refusal{Tenant: r.Tenant, TaskID: r.TaskID, Reason: reason},
 	}, true
+}
+
+// tenantLimitReason ends the reason of a refusal for the tenant's task
+// limit (checkCapacity).
+const tenantLimitReason = " tasks in memory, its limit"
+
+// OverTenantLimit reports whether o refused an event because its tenant
+// has as many tasks in memory as its limit allows (TenantMaxTasks,
+// TenantTasks). Unlike the other refusals for room, resending soon does
+// not help: room comes as the tenant's tasks leave memory.
+func OverTenantLimit(o Outcome) bool {
+	return o.Result == RetryLater && o.Err != nil && o.Err.Code == apollo.ETOOMANY &&
+		strings.HasPrefix(o.Err.Message, "not stored: tenant ") && strings.HasSuffix(o.Err.Message, tenantLimitReason)
 }
 
 func (b *Bus) illegal(r *apollo.Record, from apollo.Status, why string) decision {

@@ -251,6 +251,14 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 // publish hands events to the bus until none is refused for room: a
 // refused event is tried again (with the later events of its task, which
 // the bus refuses with it), so that the stream's order per task holds.
+//
+// An event refused for its tenant's task limit is dropped (the bus counts
+// it refused), as the single server refuses it: room for the tenant comes
+// only as its tasks leave memory, which can take up to retention.idle,
+// and until then trying it again would hold back every event of the
+// partition, every tenant's (TestATenantOverItsLimitDoesNotStopTheOthers).
+// The later events of its task are tried again: they are refused too
+// while the tenant is at its limit.
 func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error {
 	wait := 10 * time.Millisecond
 	for len(evs) > 0 {
@@ -259,7 +267,11 @@ func (pt *partition) publish(ctx context.Context, evs []apollo.Event, out []bus.
 		}
 		var retry []apollo.Event
 		for i := range evs {
-			if out[i].Result == bus.RetryLater {
+			switch {
+			case bus.OverTenantLimit(out[i]):
+				pt.n.warn("event dropped: its tenant is at its task limit (limits.tenant_tasks, limits.tenants; per partition: the limit / partitions)",
+					"partition", pt.id, "tenant", evs[i].Tenant, "task", evs[i].TaskID, "sequence", evs[i].Sequence)
+			case out[i].Result == bus.RetryLater:
 				retry = append(retry, evs[i])
 			}
 		}
