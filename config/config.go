@@ -355,6 +355,12 @@ func (c *Config) Validate() error {
 	if c.GCPercent < 0 {
 		bad("gc_percent", "%d: use a positive percentage (Go's default is 100)", c.GCPercent)
 	}
+	for key, v := range map[string]int{"limits.tasks": c.Limits.Tasks, "limits.queue": c.Limits.Queue,
+		"limits.holding_area": c.Limits.HoldingArea, "limits.task_queue": c.Limits.TaskQueue, "limits.history": c.Limits.History} {
+		if v < 0 {
+			bad(key, "%d: use a number, or leave it out for the default", v)
+		}
+	}
 	if c.Limits.TenantTasks < 0 {
 		bad("limits.tenant_tasks", "%d: use a number of tasks, or 0 for limits.tasks", c.Limits.TenantTasks)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,9 +171,15 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 
 // partitionBusOptions are the limits of one partition's bus: the
 // configured (per node) limits divided among the partitions, so a node
-// that holds them all stays within them.
+// that holds them all stays within them. A limit of 0 is the default, as
+// apollo server reads it (its bus takes 0 for its default): dividing the
+// 0 itself left each partition room for one.
 func partitionBusOptions(cfg config.Config, partitions int) bus.Options {
+	def := config.Default().Limits
 	share := func(v int) int { return max(v/partitions, 1) }
+	cfg.Limits.Tasks = cmp.Or(cfg.Limits.Tasks, def.Tasks)
+	cfg.Limits.Queue = cmp.Or(cfg.Limits.Queue, def.Queue)
+	cfg.Limits.HoldingArea = cmp.Or(cfg.Limits.HoldingArea, def.HoldingArea)
 	tenants := cfg.Limits.TenantTaskLimits()
 	for tenant, n := range tenants {
 		tenants[tenant] = share(n)
