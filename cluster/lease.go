@@ -68,11 +68,24 @@ func (n *Node) round(ctx context.Context, opening *sync.WaitGroup) {
 		defer cancel()
 		f(sctx)
 	}
+	select {
+	case <-n.evicted:
+		return // gave way to another process of this ID
+	default:
+	}
+	gaveWay := false
 	step(func(ctx context.Context) {
-		if err := n.heartbeat(ctx); err != nil {
+		switch err := n.heartbeat(ctx); {
+		case errors.Is(err, errAnotherInstance):
+			n.giveWay(ctx)
+			gaveWay = true
+		case err != nil:
 			n.warn("heartbeat failed", "err", err)
 		}
 	})
+	if gaveWay {
+		return
+	}
 	step(n.renew)
 	if !n.opts.testNoClaim {
 		step(func(sctx context.Context) { n.balance(sctx, ctx, opening) })
@@ -207,6 +220,31 @@ func (n *Node) release(ctx context.Context, l *lease) {
 	n.log.Info("partition handed over", "partition", l.p)
 	n.hook("released", l.p)
 }
+
+// giveWay stops every partition of this node where it is, without giving
+// the leases up (they may be the other process's now, under the same ID)
+// and stops taking any: another process registered this node's ID while
+// this one could not renew (paused, cut off). Its partitions' logs are
+// fenced by the other's takeovers, so nothing it decided is lost; the
+// process is told through Evicted, and should exit.
+func (n *Node) giveWay(ctx context.Context) {
+	n.log.Error("another process registered this node ID while this one could not renew it: this one gives its partitions up and serves none",
+		"instance", n.instance, "hint", "give each node its own --node-id; stop this process")
+	n.mu.Lock()
+	var all []*lease
+	for _, l := range n.leases {
+		all = append(all, l)
+	}
+	n.mu.Unlock()
+	for _, l := range all {
+		n.drop(ctx, l, false)
+	}
+	n.evictOnce.Do(func() { close(n.evicted) })
+}
+
+// Evicted is closed when the node gave way to another process of its ID
+// (giveWay): it serves no partition any more, and its process should exit.
+func (n *Node) Evicted() <-chan struct{} { return n.evicted }
 
 // releaseAll hands every partition over (Stop).
 func (n *Node) releaseAll(ctx context.Context) {

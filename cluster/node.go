@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,10 @@ type Node struct {
 	viewMu sync.Mutex
 	view   map[string]seen // lease-bucket keys, when last seen written and by whom (watch)
 
+	regRev    uint64        // the revision of this node's last registration; the keeper's
+	evicted   chan struct{} // closed by giveWay
+	evictOnce sync.Once
+
 	kickc chan struct{}
 	warns *loglimit.Limiter // one key: every warning of the node shares it
 
@@ -98,6 +103,7 @@ func New(opts Options) (*Node, error) {
 		queues:   map[string]*subjectQueue{},
 		flights:  map[*nats.Msg]*flight{},
 		kickc:    make(chan struct{}, 1),
+		evicted:  make(chan struct{}),
 		stop:     make(chan struct{}),
 		ready:    make(chan struct{}),
 		life:     lifecycle.Group{Name: "cluster"},
@@ -297,11 +303,40 @@ func (n *Node) Stop(ctx context.Context) error {
 			return nil // never started
 		}
 		n.releaseAll(ctx)
-		if err := n.kv.Delete(ctx, nodeKey(n.opts.NodeID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		select {
+		case <-n.evicted:
+			return nil // the registration is the other process's
+		default:
+		}
+		if err := n.unregister(ctx); err != nil {
 			return fmt.Errorf("cluster: giving up the registration of node %s: %w", n.opts.NodeID, err)
 		}
 		return nil
 	})
+}
+
+// unregister deletes this process's registration, and never another's of
+// its ID.
+func (n *Node) unregister(ctx context.Context) error {
+	key := nodeKey(n.opts.NodeID)
+	err := n.kv.Delete(ctx, key, jetstream.LastRevision(n.regRev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		// A renewal whose answer was lost wrote a later revision.
+		e, gerr := n.kv.Get(ctx, key)
+		if gerr != nil {
+			return nil // gone
+		}
+		var r registration
+		json.Unmarshal(e.Value(), &r)
+		if r.Instance != n.instance {
+			return nil
+		}
+		err = n.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	}
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
 }
 
 // SubscribeChanges returns a subscription to the changes applied on every

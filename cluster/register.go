@@ -39,13 +39,44 @@ func (n *Node) registration() []byte {
 }
 
 // heartbeat renews the node's registration: the live nodes are the
-// node.* keys, each expiring a lease TTL after its last write.
+// node.* keys, each expiring a lease TTL after its last write. It writes
+// over its own last write only: a registration of another process of
+// this ID, written while this one was paused or cut off for longer than
+// a TTL (a replacement started under the same --node-id), is
+// errAnotherInstance, and this process gives way (Node.giveWay).
 func (n *Node) heartbeat(ctx context.Context) error {
-	if _, err := n.kv.Put(ctx, nodeKey(n.opts.NodeID), n.registration()); err != nil {
+	key := nodeKey(n.opts.NodeID)
+	rev, err := n.kv.Update(ctx, key, n.registration(), n.regRev)
+	if err == nil {
+		n.regRev = rev
+		return nil
+	}
+	e, gerr := n.kv.Get(ctx, key)
+	switch {
+	case gerr == nil:
+		var r registration
+		json.Unmarshal(e.Value(), &r)
+		if r.Instance != n.instance {
+			return errAnotherInstance
+		}
+		// Ours: a renewal whose answer was lost did write it.
+		rev, err = n.kv.Update(ctx, key, n.registration(), e.Revision())
+	case errors.Is(gerr, jetstream.ErrKeyNotFound), errors.Is(gerr, jetstream.ErrKeyDeleted):
+		// Expired while this process was away, and nobody took it.
+		rev, err = n.kv.Create(ctx, key, n.registration())
+	default:
+		err = gerr
+	}
+	if err != nil {
 		return fmt.Errorf("cluster: registering the node: %w", err)
 	}
+	n.regRev = rev
 	return nil
 }
+
+// errAnotherInstance is what heartbeat finds when another process has
+// registered this node's ID.
+var errAnotherInstance = errors.New("cluster: another process registered this node ID")
 
 // register writes the node's first registration, with Create so that of
 // two processes of one ID starting at once only one gets it. A
@@ -56,8 +87,9 @@ func (n *Node) heartbeat(ctx context.Context) error {
 func (n *Node) register(ctx context.Context) error {
 	key := nodeKey(n.opts.NodeID)
 	for {
-		_, err := n.kv.Create(ctx, key, n.registration())
+		rev, err := n.kv.Create(ctx, key, n.registration())
 		if err == nil {
+			n.regRev = rev
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {

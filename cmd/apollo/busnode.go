@@ -157,6 +157,10 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	case <-ctx.Done():
 	case err = <-serveErr:
 		log.Error("HTTP server stopped", "err", err)
+	case <-node.Evicted():
+		// Another process took this node ID while this one could not
+		// renew it (paused, cut off): the node serves nothing any more.
+		err = fmt.Errorf("another process runs as node %q: it registered the ID while this one could not renew it; this one stops (give each node its own --node-id)", id)
 	}
 	// Shutdown order: stop taking requests, then hand the partitions over
 	// (deferred node.Stop), then close Redis and NATS.

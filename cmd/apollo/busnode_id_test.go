@@ -103,3 +103,45 @@ func servedWhenReady(t *testing.T, addr string) int {
 	})
 	return len(servedBy(t, addr))
 }
+
+// A node whose ID another process registered while it could not renew
+// it (paused or cut off for longer than a lease TTL, and a replacement
+// started under the same --node-id) gives its partitions up and exits 1,
+// saying why, and leaves the other's registration. Before, it wrote over
+// the other's registration and took back every lease of their common ID,
+// and both served the partitions by turns.
+func TestBusNodeExitsWhenAnotherProcessTakesItsID(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	p := startApollo(t, busNodeArgs(ns.ClientURL(), "paused")...)
+	eventually(t, testwait.Timeout(t), "the node serving both partitions", func() bool { return len(servedBy(t, p.addr)) == 2 })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testwait.Context(t)
+	kv, err := js.KeyValue(ctx, cluster.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := `{"node":"paused","instance":"the-replacement","at":1}`
+	if _, err := kv.Put(ctx, "node.paused", []byte(other)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		t.Fatalf("the node still runs after another process registered its ID\n%s", p.out)
+	}
+	if p.waitErr == nil || !strings.Contains(p.out.String(), `another process runs as node "paused"`) {
+		t.Errorf("exit %v:\n%s", p.waitErr, p.out)
+	}
+	if e, err := kv.Get(ctx, "node.paused"); err != nil || string(e.Value()) != other {
+		t.Errorf("the other process's registration after the node exited: %v", err)
+	}
+}
