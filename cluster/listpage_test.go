@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // pageOfAThousand reports 1 001 running tasks of tenant acme, their IDs
@@ -114,6 +116,20 @@ func TestAnswersLargerThanOneMessage(t *testing.T) {
 	}
 	if _, err := other.Get("globex", id); apollo.ErrorCode(err) != apollo.ENOTFOUND {
 		t.Errorf("the task as globex: %v, want not found", err)
+	}
+	// A node of a version before pieces asks without the header: it gets
+	// an error it reads (it reads no Pieces), not an answer without a task.
+	q, _ := json.Marshal(rpcRequest{Op: "get", Tenant: "acme", TaskID: id})
+	m, err := connect(t, c.srv).Request(rpcSubject(Partition(id, c.parts)), q, testwait.Timeout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old struct {
+		Task *apollo.Task  `json:"task"`
+		Err  *apollo.Error `json:"err"`
+	}
+	if err := json.Unmarshal(m.Data, &old); err != nil || old.Task != nil || old.Err == nil || old.Err.Code != apollo.EUNAVAILABLE {
+		t.Errorf("the answer to an asker before pieces: %.200s, %v", m.Data, err)
 	}
 }
 

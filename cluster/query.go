@@ -184,6 +184,9 @@ func decodeReply(data []byte) (*rpcReply, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("cluster: a node's answer: %w", err)
 	}
+	if r.Pieces {
+		return &r, nil // its Err is for askers before pieces
+	}
 	if r.Err != nil {
 		return nil, r.Err
 	}
@@ -227,7 +230,11 @@ func (n *Node) reply(m *nats.Msg, r *rpcReply, err error) {
 	}
 	data := marshalReply(r)
 	if !n.respond(m, data) {
-		data, _ = json.Marshal(rpcReply{Pieces: true})
+		// Err tells an asker of a version before pieces, which reads no
+		// Pieces, why it has no answer.
+		data, _ = json.Marshal(rpcReply{Pieces: true, Err: &apollo.Error{Code: apollo.EUNAVAILABLE,
+			Message: fmt.Sprintf("the answer (%d bytes) is larger than one NATS message", len(data)),
+			Hint:    "ask a node of the same version as the owner, or raise the NATS server's max_payload"}})
 		n.respond(m, data)
 	}
 }
