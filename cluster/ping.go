@@ -73,7 +73,15 @@ func (n *Node) Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outco
 	var open apollo.OpenRun
 	ok := false
 	if p.Status != apollo.StatusRunning {
-		open, ok = n.openPing(ctx, p.Tenant, p.Job)
+		var err error
+		if open, ok, err = n.openPing(ctx, p.Tenant, p.Job); err != nil {
+			// Some owner did not answer (a takeover): its partitions may
+			// hold the open run. Taken as a run of its own, the end would
+			// leave that run running until its timeout told of it.
+			return p.Event(open, false), bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE,
+				Message: "the job's open run cannot be looked for now: " + err.Error(),
+				Hint:    "a partition is being taken over by another node; resend the ping in a few seconds"}}, nil
+		}
 	}
 	ev := p.Event(open, ok)
 	var out [1]bus.Outcome
@@ -91,17 +99,17 @@ func (n *Node) Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outco
 
 // openPing finds the open run of a job: the last start this node sent if
 // it is still open or not yet applied, else the newest open run any owner
-// has. An owner that does not answer counts as having none: the end is
-// then a run reported only by its end.
-func (n *Node) openPing(ctx context.Context, tenant, job string) (apollo.OpenRun, bool) {
+// has. An owner that does not answer is an error: the caller cannot tell
+// whether the job has an open run.
+func (n *Node) openPing(ctx context.Context, tenant, job string) (apollo.OpenRun, bool, error) {
 	k := [2]string{tenant, job}
 	if s, ok := n.starts.get(k); ok {
 		t, err := n.Get(tenant, s.taskID)
 		switch {
 		case err == nil && t.Status == apollo.StatusRunning:
-			return apollo.OpenRun{TaskID: t.TaskID, Sequence: t.Sequence, CreatedAt: t.CreatedAt}, true
+			return apollo.OpenRun{TaskID: t.TaskID, Sequence: t.Sequence, CreatedAt: t.CreatedAt}, true, nil
 		case apollo.ErrorCode(err) == apollo.ENOTFOUND && n.opts.Clock.Now().Sub(s.sent) < startTrust:
-			return apollo.OpenRun{TaskID: s.taskID, Sequence: 1}, true // on its way to its owner
+			return apollo.OpenRun{TaskID: s.taskID, Sequence: 1}, true, nil // on its way to its owner
 		case err == nil || apollo.ErrorCode(err) == apollo.ENOTFOUND:
 			n.starts.forget(k, s.taskID) // closed, or lost
 		}
@@ -112,11 +120,12 @@ func (n *Node) openPing(ctx context.Context, tenant, job string) (apollo.OpenRun
 			best = r.Open
 		}
 	})
-	if err != nil || best == nil {
-		if err != nil {
-			n.warn("finding the open run of a ping failed; the end counts as a run of its own", "job", job, "err", err)
-		}
-		return apollo.OpenRun{}, false
+	if err != nil {
+		n.warn("finding the open run of a ping failed; the ping is answered retry_later", "job", job, "err", err)
+		return apollo.OpenRun{}, false, err
 	}
-	return *best, true
+	if best == nil {
+		return apollo.OpenRun{}, false, nil
+	}
+	return *best, true, nil
 }

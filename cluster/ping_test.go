@@ -59,3 +59,44 @@ func TestPingsAcrossNodes(t *testing.T) {
 		t.Errorf("an end paired with a run that had ended")
 	}
 }
+
+// A ping's end that comes while a partition has no owner answering (its
+// node died, the lease not yet expired) is answered retry_later, and
+// pairs with its start when resent after the takeover. Before, the end
+// was taken as a run of its own (accepted): the start stayed running
+// until its timeout, which then told of a run that had succeeded.
+func TestPingEndDuringATakeoverIsResent(t *testing.T) {
+	c := newTestCluster(t, 2, 3*time.Second)
+	a := c.start("pt-1")
+	b := c.start("pt-2")
+	c.waitBalanced()
+	cl := recordChanges(t, connect(t, c.srv))
+	now := time.Now().UnixMilli()
+	starts := map[string]string{}
+	for _, tenant := range []string{"x", "y"} {
+		now++
+		ev, o, err := a.Ping(context.Background(), apollo.Ping{Tenant: tenant, Job: "backup", Status: apollo.StatusRunning, Ts: now})
+		if err != nil || o.Result != bus.Accepted {
+			t.Fatalf("tenant %s: the start: %v %v %v", tenant, o.Result, o.Err, err)
+		}
+		waitChange(t, cl, ev.TaskID, 1, apollo.StatusRunning)
+		starts[tenant] = ev.TaskID
+	}
+	a.kill()
+	for tenant := range starts {
+		now++
+		ev, o, err := b.Ping(context.Background(), apollo.Ping{Tenant: tenant, Job: "backup", Status: apollo.StatusSuccess, Ts: now})
+		if err != nil || o.Result != bus.RetryLater || apollo.ErrorCode(o.Err) != apollo.EUNAVAILABLE {
+			t.Fatalf("tenant %s: the end while the dead node's partition has no owner: %v %v %v (task %s)", tenant, o.Result, o.Err, err, ev.TaskID)
+		}
+	}
+	c.waitServed(map[string]bool{a.id: true})
+	for tenant, start := range starts {
+		now++
+		ev, o, err := b.Ping(context.Background(), apollo.Ping{Tenant: tenant, Job: "backup", Status: apollo.StatusSuccess, Ts: now})
+		if err != nil || o.Result != bus.Accepted || ev.TaskID != start {
+			t.Fatalf("tenant %s: the end resent after the takeover: %v %v %v, paired with %s, want %s", tenant, o.Result, o.Err, err, ev.TaskID, start)
+		}
+		waitChange(t, cl, start, 2, apollo.StatusSuccess)
+	}
+}
