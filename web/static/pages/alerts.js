@@ -127,12 +127,13 @@ function SilenceForm({ alert, onDone }) {
   const submit = async (e) => {
     e.preventDefault();
     const f = new FormData(e.target);
-    const start = new Date();
     try {
+      // From now for so long by the server's clock: the browser's may be
+      // wrong, and a silence made from it would start hours later, or be
+      // over already.
       await api("/api/v1/silences", { method: "POST", body: {
         rule: alert.rule, prefix: alert.group, labels: alert.labels || {},
-        startsAt: start.toISOString(), endsAt: new Date(start.getTime() + Number(f.get("hours")) * 3600_000).toISOString(),
-        comment: f.get("comment"),
+        duration: `${Number(f.get("hours"))}h`, comment: f.get("comment"),
       } });
       toast.value = `Silenced ${alert.rule} for ${f.get("hours")} h.`;
       onDone();
