@@ -86,3 +86,30 @@ func TestSilenceFromABrowserWithAWrongClockInBrowser(t *testing.T) {
 		})
 	}
 }
+
+// The times the server sends are measured against the server's clock,
+// not the browser's: from a browser two hours ahead or behind, an alert
+// that has just fired fired seconds ago (it read "2h ago", on the Alerts
+// page and the Overview), and the task just reported was updated in the
+// last 15 minutes (the Tasks filter hid it).
+func TestTimesAgainstTheServersClockInBrowser(t *testing.T) {
+	for _, skew := range []time.Duration{2 * time.Hour, -2 * time.Hour} {
+		t.Run(fmt.Sprintf("skew=%s", skew), func(t *testing.T) {
+			d := newDashboard(t, testTokens)
+			b := newBrowser(t)
+			b.skewClock(skew)
+			d.reportAs("admin-token", run("etl", "etl-1", "failed", time.Now(), time.Second)...)
+			b.signIn(d.srv.URL+"/alerts", "admin-token")
+			b.until("the browser's clock is off", fmt.Sprintf(`Math.abs(Date.now() - %d - %d) < 60000`, time.Now().UnixMilli(), skew.Milliseconds()))
+			secondsAgo := func(sel string) string {
+				return fmt.Sprintf(`/^\d+s ago$/.test(document.querySelector(%q)?.textContent ?? "")`, sel)
+			}
+			b.until("the alert fired seconds ago", secondsAgo(`tr[data-alert] td[data-label="Since"]`))
+			b.goTo("/overview")
+			b.until("on the overview too", secondsAgo(`#firing td[data-label="Since"]`))
+			b.do("tasks of the last 15 minutes", chromedp.Navigate(d.srv.URL+"/tasks?since=900000"))
+			b.until("the task just reported", `!!document.querySelector('tr[data-task="etl-1"]')`)
+			b.screenshot("tasks")
+		})
+	}
+}

@@ -3,6 +3,7 @@
 // It keeps the state the pages read: tasks, alerts, metrics, system stats.
 import { signal, batch } from "/vendor/signals.mjs";
 import { api, token, refused } from "/lib/api.js";
+import { setServerTime } from "/lib/clock.js";
 
 export const conn = signal("connecting"); // connecting | open | closed | unauthorized
 export const connDetail = signal("");
@@ -202,6 +203,7 @@ function handle(m) {
   switch (m.type) {
     case "hello": {
       const p = m.principal || {};
+      setServerTime(m.serverTime);
       batch(() => {
         // Signed in again with another token (after a 401): nothing the
         // last one was shown may stay on screen as this one's.

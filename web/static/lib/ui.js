@@ -1,6 +1,7 @@
 // Shared view helpers: the html tag, formatting, small components.
 import { h } from "/vendor/preact.mjs";
 import htm from "/vendor/htm.mjs";
+import { serverNow } from "/lib/clock.js";
 
 // Text that others chose (task IDs, job names, extra, summaries, rule
 // names, comments) is always set as text, never as markup. Some
@@ -60,12 +61,12 @@ export function fmtSpan(ms) {
   return `${Math.round(s / 86400)}d`;
 }
 
-export function fmtAgo(ms, now = Date.now()) {
+export function fmtAgo(ms, now = serverNow()) {
   return ms ? `${fmtSpan(now - ms)} ago` : "—";
 }
 
 // fmtIn says how far ahead a time is ("in 4m"), or how long it is overdue.
-export function fmtIn(ms, now = Date.now()) {
+export function fmtIn(ms, now = serverNow()) {
   if (!ms) return "—";
   return ms >= now ? `in ${fmtSpan(ms - now)}` : `${fmtSpan(now - ms)} overdue`;
 }

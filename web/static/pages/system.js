@@ -6,6 +6,7 @@ import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Card, fmtNum, fmtAgo, fmtNs, fmtBytes, fmtTime, plural, NotAvailable } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
 import { system } from "/lib/stream.js";
+import { serverNow } from "/lib/clock.js";
 
 // A component's verdict: ok; attention (something went wrong since the
 // process started: worth a look); problem (wrong now).
@@ -214,7 +215,7 @@ export function System() {
   if (state === "na") return html`<h1>System</h1><${NotAvailable} what="System health" />`;
   if (state !== "ok") return html`<h1>System</h1><p class="muted">${state === "error" ? "Could not load the system health." : "Loading…"}</p>`;
   const d = system.value || polled;
-  const ctx = { rate, now: Date.now() };
+  const ctx = { rate, now: serverNow() };
   const keys = [...ORDER.filter((k) => d[k] != null), ...Object.keys(d).filter((k) => !ORDER.includes(k)).sort()];
   const parts = keys.map((k) => ({ key: k, ...describe(k, d[k], ctx) }));
   const lastEval = at(d.alert?.lastEvaluation);

@@ -3,6 +3,7 @@ import { Component } from "/vendor/preact.mjs";
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtTime, fmtMs, today } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
+import { serverNow } from "/lib/clock.js";
 import { tasks, setFilter, principal, reconnected } from "/lib/stream.js";
 
 const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
@@ -24,7 +25,7 @@ export function Tasks() {
     history.replaceState(null, "", "/tasks" + (p.size ? "?" + p : ""));
     return () => clearTimeout(t);
   }, [prefix, status, since]);
-  const from = since ? Date.now() - Number(since) : 0;
+  const from = since ? serverNow() - Number(since) : 0;
   const rows = [...tasks.value.values()]
     .filter((t) => (!prefix || t.name.startsWith(prefix) || t.taskID.startsWith(prefix)) &&
       (!status || t.status === status) && t.updatedAt >= from)
