@@ -83,6 +83,9 @@ type dashboard struct {
 	metrics stream.MetricsSource
 	// expect, when set before startStream, serves the expectations.
 	expect httpapi.Expectations
+	// tenantStreams, when set before startStream, is the streams a
+	// tenant may hold open (stream.Options.TenantClients).
+	tenantStreams int
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -135,7 +138,7 @@ func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
 		Alerts: engineStream{d.alerts}, Acker: d.alerts, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
-		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second})
+		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second, TenantClients: d.tenantStreams})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -123,3 +123,32 @@ func TestOutageInBrowser(t *testing.T) {
 	b.until("silences: loaded once the server is back", text("#silences")+`.includes("nightly maintenance")`)
 	b.screenshot("alerts-after-outage")
 }
+
+// A page refused a stream because its tenant holds as many as it may (a
+// 429 before the upgrade, which a browser's WebSocket does not show) says
+// why, in the indicator, and goes live by itself once a stream is closed
+// elsewhere. It said only "Disconnected — reconnecting in 4 s", again and
+// again, with the server's reason and hint unread.
+func TestStreamLimitInBrowser(t *testing.T) {
+	d := newDashboard(t, testTokens)
+	d.tenantStreams = 1
+	d.hub.Stop(t.Context())
+	d.startStream()
+	first := newBrowser(t)
+	first.signIn(d.srv.URL+"/", "admin-token")
+
+	second := newBrowser(t)
+	second.do("load", chromedp.Navigate(d.srv.URL+"/tasks"))
+	second.until("the login dialog", `document.querySelector("#login")?.open === true`)
+	second.do("sign in", chromedp.SendKeys(chromedp.CSS("#token-input"), "admin-token"), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
+	second.until("the reason in the indicator", `document.querySelector("#conn")?.dataset.state === "closed" && `+
+		text("#conn")+`.includes("1 streams open, its limit") && document.querySelector("#conn").title.includes("close the dashboards")`)
+	second.screenshot("refused")
+
+	if err := chromedp.Cancel(first.ctx); err != nil { // closes its tab
+		t.Fatal(err)
+	}
+	second.until("live once a stream is free", `document.querySelector("#conn")?.dataset.state === "open" && !`+text("#conn")+`.includes("limit")`)
+	d.reportAs("admin-token", run("etl", "etl-1", "success", time.Now(), time.Second)...)
+	second.until("the stream's tasks", `!!document.querySelector('tr[data-task="etl-1"]')`)
+}

@@ -4,7 +4,7 @@ import { useEffect, useRef } from "/vendor/preact-hooks.mjs";
 import { signal } from "/vendor/signals.mjs";
 import { html } from "/lib/ui.js";
 import { needLogin, setToken, token, toast } from "/lib/api.js";
-import { connect, conn, connDetail, principal } from "/lib/stream.js";
+import { connect, conn, connDetail, connHint, principal } from "/lib/stream.js";
 import { Board } from "/pages/board.js";
 import { Overview } from "/pages/overview.js";
 import { Tasks, TaskDetail } from "/pages/tasks.js";
@@ -54,7 +54,7 @@ function page(path) {
 function Connection() {
   const label = { open: "Live", connecting: "Connecting", closed: "Disconnected", unauthorized: "Not signed in" }[conn.value];
   return html`<span class="conn" id="conn" data-state=${conn.value} role="status" aria-live="polite"
-    title=${connDetail.value}>${label}${connDetail.value ? html`<span class="muted hide-narrow"> — ${connDetail.value}</span>` : ""}</span>`;
+    title=${[connDetail.value, connHint.value].filter(Boolean).join(": ")}>${label}${connDetail.value ? html`<span class="muted hide-narrow"> — ${connDetail.value}</span>` : ""}</span>`;
 }
 
 function Login() {

@@ -7,6 +7,7 @@ import { setServerTime } from "/lib/clock.js";
 
 export const conn = signal("connecting"); // connecting | open | closed | unauthorized
 export const connDetail = signal("");
+export const connHint = signal(""); // what to do about it, from the server: the indicator's tooltip
 export const principal = signal(null); // {name, role, tenant} from hello
 export const tasks = signal(new Map()); // taskID -> task, the newest MAX_TASKS
 export const alerts = signal(new Map()); // alert ID -> alert, from the stream
@@ -25,6 +26,7 @@ let cursor = "";
 let filter = {};
 let backoff = 500;
 let retry = null;
+let retryAt = 0; // Date.now() when retry fires
 let opened = false;
 let wasDown = false; // a connection closed since the last hello
 const acks = new Map(); // alert ID -> resolve
@@ -52,7 +54,7 @@ export function connect() {
   ws.onopen = () => {
     opened = true;
     backoff = 500;
-    batch(() => { conn.value = "open"; connDetail.value = ""; });
+    batch(() => { conn.value = "open"; connDetail.value = ""; connHint.value = ""; });
     subscribe(true);
   };
   ws.onmessage = (e) => {
@@ -71,16 +73,23 @@ export function connect() {
     batch(() => {
       conn.value = "closed";
       connDetail.value = `${e.reason ? e.reason + "; " : ""}reconnecting in ${Math.ceil(wait / 1000)} s`;
+      connHint.value = "";
     });
     retry = setTimeout(connect, wait);
+    retryAt = Date.now() + wait;
   };
 }
 
-// A WebSocket that fails to open says nothing about why: ask the API.
+// A WebSocket that fails to open says nothing about why: ask the stream's
+// address again, without the upgrade. The server checks the token and the
+// stream limits before the upgrade, so the answer is the one the WebSocket
+// got: 401, 429 (the tenant or the server holds as many streams as it
+// may) or 503 (stopping), with the reason; or 426 (not a WebSocket) when
+// nothing stands in the way.
 async function checkAuth() {
   try {
     const headers = token() ? { Authorization: `Bearer ${token()}` } : {};
-    const res = await fetch("/api/v1/system", { headers });
+    const res = await fetch("/api/v1/stream", { headers, cache: "no-store" });
     if (res.status === 401) {
       clearTimeout(retry);
       batch(() => {
@@ -89,7 +98,23 @@ async function checkAuth() {
         principal.value = null; // the refused token's role no longer applies
         refused();
       });
+      return;
     }
+    if (ws || (res.status !== 429 && res.status !== 503)) return; // connecting again already
+    let body = null;
+    try { body = await res.json(); } catch { /* no JSON: the status says enough */ }
+    if (ws) return;
+    const e = body?.error || {};
+    const why = e.message || (res.status === 429 ? "too many streams open" : "the server is stopping");
+    const wait = Math.max(retryAt - Date.now(), Number(res.headers.get("Retry-After")) * 1000 || 0);
+    clearTimeout(retry);
+    retry = setTimeout(connect, wait);
+    retryAt = Date.now() + wait;
+    batch(() => {
+      conn.value = "closed";
+      connDetail.value = `${why}; reconnecting in ${Math.ceil(wait / 1000)} s`;
+      connHint.value = e.hint || "";
+    });
   } catch { /* the server is down: keep retrying */ }
 }
 
