@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -151,4 +152,55 @@ func TestStreamLimitInBrowser(t *testing.T) {
 	second.until("live once a stream is free", `document.querySelector("#conn")?.dataset.state === "open" && !`+text("#conn")+`.includes("limit")`)
 	d.reportAs("admin-token", run("etl", "etl-1", "success", time.Now(), time.Second)...)
 	second.until("the stream's tasks", `!!document.querySelector('tr[data-task="etl-1"]')`)
+}
+
+// A dashboard the user left for another page, which the browser keeps to
+// go back to (the back-forward cache), closes its stream: it kept it, and
+// its place on the tenant's limit, while nobody saw it, so that with the
+// limit reached the page the user opened next was refused. Back on it,
+// the stream goes live again and shows what was reported meanwhile.
+func TestLeftPageClosesItsStreamInBrowser(t *testing.T) {
+	d := newDashboard(t, testTokens)
+	d.tenantStreams = 1
+	d.hub.Stop(t.Context())
+	d.startStream()
+	first := newBrowser(t)
+	first.signIn(d.srv.URL+"/tasks", "admin-token")
+	first.do("leave", chromedp.Navigate("about:blank"))
+
+	second := newBrowser(t)
+	second.signIn(d.srv.URL+"/", "admin-token") // waits for the stream
+	if err := chromedp.Cancel(second.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	d.reportAs("admin-token", run("etl", "etl-meanwhile", "success", time.Now(), time.Second)...)
+	first.do("back", chromedp.Evaluate[chromedp.Void](`setTimeout(() => history.back(), 0)`))
+	// The page comes back from the browser's cache: each wait evaluates
+	// afresh in it (until's poll would stay in the context it started in).
+	first.untilAcross("the page kept by the browser, with the task reported meanwhile", `location.pathname === "/tasks" && `+
+		`document.querySelector("#conn")?.dataset.state === "open" && !!document.querySelector('tr[data-task="etl-meanwhile"]')`)
+	d.reportAs("admin-token", run("etl", "etl-after", "success", time.Now(), time.Second)...)
+	first.untilAcross("live again", `!!document.querySelector('tr[data-task="etl-after"]')`)
+}
+
+// untilAcross is until for a condition that holds once a navigation
+// ends: the page's context changes under the poll, which until takes for
+// a failure, so each try is a new evaluation.
+func (b *browser) untilAcross(what, expr string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.t.Fatalf("waiting for %s (%s): %v", what, expr, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

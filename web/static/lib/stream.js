@@ -80,6 +80,19 @@ export function connect() {
   };
 }
 
+// A page the browser keeps after the user left it (the back-forward
+// cache) would keep its stream, and the tenant's place on the server's
+// limit, for as long as the browser keeps the page. It closes the stream
+// when hidden that way, and connects again if the user comes back.
+addEventListener("pagehide", (e) => {
+  if (!e.persisted) return;
+  clearTimeout(retry);
+  if (ws) { ws.onclose = null; ws.close(1000, "page left"); ws = null; }
+  wasDown = true;
+  conn.value = "closed";
+});
+addEventListener("pageshow", (e) => { if (e.persisted) connect(); });
+
 // A WebSocket that fails to open says nothing about why: ask the stream's
 // address again, without the upgrade. The server checks the token and the
 // stream limits before the upgrade, so the answer is the one the WebSocket
