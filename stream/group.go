@@ -120,7 +120,7 @@ func (g *group) send(q queued) {
 func (h *Hub) fanOut(batch []*apollo.Change) {
 	entries := make([]entry, len(batch))
 	for i, c := range batch {
-		entries[i] = entry{tenant: c.Task.Tenant, taskID: c.Task.TaskID, name: c.Task.Name, status: c.Task.Status, task: &c.Task}
+		entries[i] = entry{tenant: c.Task.Tenant, taskID: c.Task.TaskID, name: c.Task.Name, status: statusBits(c), task: &c.Task}
 	}
 	now := h.opts.Clock.Now()
 	h.mu.Lock()

@@ -621,3 +621,36 @@ func TestAckWithoutAckerSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// A client that keeps some statuses hears of a task that leaves them, in
+// its new state, live and on a resume; a task that never had one of them
+// stays away. It heard only of changes into its statuses, so a run it
+// showed as running stayed running for it once finished.
+func TestStreamTaskLeavesTheStatusFilter(t *testing.T) {
+	t.Parallel()
+	e := newStreamEnv(t, nil)
+	c := e.dial("view-a")
+	c.subscribe(sub{"type": "subscribe", "coalesce": false, "filter": map[string]any{"status": []string{"running"}}})
+	e.publish(ev("a", "r1", "r", 1, running))
+	if m := c.readType(apiclient.MsgTasks); taskIDs(m.Tasks) != "r1=running" {
+		t.Fatalf("into the filter: %q", taskIDs(m.Tasks))
+	}
+	e.publish(ev("a", "p1", "p", 1, pending), ev("b", "r9", "r", 1, running))
+	e.publish(ev("a", "r1", "r", 2, failed))
+	m := c.readType(apiclient.MsgTasks)
+	if taskIDs(m.Tasks) != "r1=failed" {
+		t.Fatalf("out of the filter: %q", taskIDs(m.Tasks))
+	}
+	cursor := m.Cursor
+	c.conn.Close(websocket.StatusNormalClosure, "")
+
+	e.publish(ev("a", "r2", "r", 1, running), ev("a", "p1", "p", 2, running))
+	e.publish(ev("a", "r2", "r", 2, success), ev("a", "p2", "p", 1, pending))
+	e.waitCursor(8)
+	c = e.dial("view-a")
+	m = c.subscribe(sub{"type": "subscribe", "coalesce": false, "cursor": cursor, "filter": map[string]any{"status": []string{"running"}}})
+	slices.SortFunc(m.Tasks, func(a, b apollo.Task) int { return strings.Compare(a.TaskID, b.TaskID) })
+	if !m.Resumed || taskIDs(m.Tasks) != "p1=running,r2=success" {
+		t.Fatalf("resume: resumed=%v %q", m.Resumed, taskIDs(m.Tasks))
+	}
+}

@@ -2,8 +2,6 @@ package stream
 
 import (
 	"slices"
-
-	"github.com/apollo-11/apollo"
 )
 
 // taskIndex finds the groups of one tenant that want a task change without
@@ -60,18 +58,18 @@ func (x *taskIndex) remove(g *group) bool {
 
 // match appends to dst every group whose filter selects the change: its
 // prefix starts the name or the task ID, and its statuses (if any)
-// include st. Each group is appended once: a group has one prefix, so it
+// include one of sts (statusBits: the task's status now and before). Each group is appended once: a group has one prefix, so it
 // is found under name[:n] or taskID[:n], and the second lookup is skipped
 // when both cuts are the same string.
-func (x *taskIndex) match(dst []*group, name, taskID string, st apollo.Status) []*group {
+func (x *taskIndex) match(dst []*group, name, taskID string, sts uint8) []*group {
 	for _, l := range x.lens {
 		n := l.n
 		inName, inID := n <= len(name), n <= len(taskID)
 		if inName {
-			dst = appendWanting(dst, x.byPrefix[name[:n]], st)
+			dst = appendWanting(dst, x.byPrefix[name[:n]], sts)
 		}
 		if inID && !(inName && name[:n] == taskID[:n]) {
-			dst = appendWanting(dst, x.byPrefix[taskID[:n]], st)
+			dst = appendWanting(dst, x.byPrefix[taskID[:n]], sts)
 		}
 		if !inName && !inID {
 			break // lens ascend: no longer prefix fits either
@@ -80,9 +78,9 @@ func (x *taskIndex) match(dst []*group, name, taskID string, st apollo.Status) [
 	return dst
 }
 
-func appendWanting(dst, gs []*group, st apollo.Status) []*group {
+func appendWanting(dst, gs []*group, sts uint8) []*group {
 	for _, g := range gs {
-		if g.f.statuses == 0 || g.f.statuses&(1<<st) != 0 {
+		if g.f.statuses == 0 || g.f.statuses&sts != 0 {
 			dst = append(dst, g)
 		}
 	}

@@ -26,7 +26,7 @@ func indexGroups(specs []string) []*group {
 func bruteMatch(gs []*group, name, id string, st apollo.Status) []string {
 	var out []string
 	for _, g := range gs {
-		if g.f.matchTask(name, id, st) {
+		if g.f.matchTask(name, id, 1<<st) {
 			out = append(out, g.key)
 		}
 	}
@@ -36,7 +36,7 @@ func bruteMatch(gs []*group, name, id string, st apollo.Status) []string {
 
 func indexMatch(x *taskIndex, name, id string, st apollo.Status) []string {
 	var out []string
-	for _, g := range x.match(nil, name, id, st) {
+	for _, g := range x.match(nil, name, id, 1<<st) {
 		out = append(out, g.key)
 	}
 	slices.Sort(out)

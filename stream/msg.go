@@ -40,8 +40,14 @@ type streamFilter struct {
 	types    uint8 // want* bits; never 0 after parsing
 }
 
-func (f *streamFilter) matchTask(name, taskID string, st apollo.Status) bool {
-	if f.statuses != 0 && f.statuses&(1<<st) == 0 {
+// matchTask reports whether f selects a change of a task; sts has the bit
+// of the task's status and of the status it had before the change: a
+// client that keeps failed tasks hears of one that is failed no longer (a
+// correction), and a client that keeps running tasks of one that
+// finished, in its new state. Without it such a task stayed in the
+// client's view as it was, for ever.
+func (f *streamFilter) matchTask(name, taskID string, sts uint8) bool {
+	if f.statuses != 0 && f.statuses&sts == 0 {
 		return false
 	}
 	return f.prefix == "" || strings.HasPrefix(name, f.prefix) || strings.HasPrefix(taskID, f.prefix)
@@ -179,4 +185,14 @@ func appendTasksHead(dst []byte, typ, cursor, extra string) ([]byte, int) {
 	}
 	dst = append(dst, `,"tasks":[`...)
 	return dst, len(dst)
+}
+
+// statusBits has the bit of the task's status after the change and of
+// its status before (none for a new task), as streamFilter.statuses.
+func statusBits(c *apollo.Change) uint8 {
+	b := uint8(1) << c.Task.Status
+	if c.Prev.Status != apollo.StatusNone {
+		b |= 1 << c.Prev.Status
+	}
+	return b
 }

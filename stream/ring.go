@@ -15,7 +15,7 @@ type entry struct {
 	tenant string
 	taskID string
 	name   string
-	status apollo.Status
+	status uint8        // statusBits of the change
 	task   *apollo.Task // nil marks a gap: changes the hub never saw
 	json   []byte       // the task's JSON, encoded when first sent
 }
