@@ -204,3 +204,23 @@ func (b *browser) untilAcross(what, expr string) {
 		}
 	}
 }
+
+// A token pasted with a character no token holds (a zero-width space
+// picked up from a chat message) is refused in the login box, which says
+// which character and where. The page sent it: the browser would not put
+// it in a request header, so every request failed before it left, and
+// the page said "the server cannot be reached" and tried again for ever.
+func TestTokenWithAStrayCharacterInBrowser(t *testing.T) {
+	d := newDashboard(t, testTokens)
+	b := newBrowser(t)
+	b.do("load", chromedp.Navigate(d.srv.URL+"/rules"))
+	b.until("the login dialog", `document.querySelector("#login")?.open === true`)
+	b.do("sign in with a stray character", setValue("#token-input", "admin-token\u200b", "input"),
+		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
+	b.until("the login box says why", `document.querySelector("#login")?.open === true && `+
+		text("#login-error")+`.includes("U+200B") && `+text("#login-error")+`.includes("12")`)
+	b.screenshot("stray-character")
+	b.signInAgain("admin-token")
+	b.until("the rules", text("main")+`.includes("etl_failures")`)
+	b.until("no error left", `!document.querySelector("#login-error")`)
+}

@@ -1,6 +1,6 @@
 // Apollo-11 dashboard: layout, routing, login, keyboard shortcuts.
 import { render } from "/vendor/preact.mjs";
-import { useEffect, useRef } from "/vendor/preact-hooks.mjs";
+import { useEffect, useRef, useState } from "/vendor/preact-hooks.mjs";
 import { signal } from "/vendor/signals.mjs";
 import { html } from "/lib/ui.js";
 import { needLogin, setToken, token, toast } from "/lib/api.js";
@@ -57,8 +57,22 @@ function Connection() {
     title=${[connDetail.value, connHint.value].filter(Boolean).join(": ")}>${label}${connDetail.value ? html`<span class="muted hide-narrow"> — ${connDetail.value}</span>` : ""}</span>`;
 }
 
+// strayChar finds the first character of a pasted token that no token
+// holds: a token goes in an HTTP header, which a browser refuses to send
+// with anything but Latin-1 in it (so every request failed before it left,
+// and the page said the server could not be reached), and tokens are
+// printable ASCII. A zero-width space or a typographic quote comes along
+// when a token is copied from a chat message or a document.
+function strayChar(t) {
+  const i = t.search(/[^\x21-\x7e]/);
+  if (i < 0) return "";
+  const code = t.codePointAt(i).toString(16).toUpperCase().padStart(4, "0");
+  return `The token holds U+${code}, which no token holds, at character ${i + 1}: paste it again, or type it.`;
+}
+
 function Login() {
   const dlg = useRef(null);
+  const [err, setErr] = useState("");
   const open = needLogin.value; // read while rendering: the dialog follows the signal
   useEffect(() => {
     const d = dlg.current;
@@ -67,7 +81,11 @@ function Login() {
   }, [open]);
   const submit = (e) => {
     e.preventDefault();
-    setToken(new FormData(e.target).get("token").trim());
+    const t = new FormData(e.target).get("token").trim();
+    const stray = strayChar(t);
+    setErr(stray);
+    if (stray) return;
+    setToken(t);
     connect();
     route.value = location.pathname + " "; // re-render pages so they fetch again
     queueMicrotask(() => { route.value = location.pathname; });
@@ -77,7 +95,9 @@ function Login() {
       <h2 id="login-title">Sign in</h2>
       <p class="muted">This server needs an API token (viewer, operator or admin). It is kept in this browser's local storage.</p>
       <label for="token-input">API token</label>
-      <input id="token-input" name="token" type="password" autocomplete="current-password" required value=${token()} />
+      <input id="token-input" name="token" type="password" autocomplete="current-password" required value=${token()}
+        aria-describedby=${err ? "login-error" : undefined} aria-invalid=${err ? "true" : undefined} />
+      ${err ? html`<p class="errors" id="login-error" role="alert">${err}</p>` : ""}
       <div class="row"><button class="primary" type="submit">Sign in</button></div>
     </form>
   </dialog>`;
