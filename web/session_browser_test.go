@@ -224,3 +224,42 @@ func TestTokenWithAStrayCharacterInBrowser(t *testing.T) {
 	b.until("the rules", text("main")+`.includes("etl_failures")`)
 	b.until("no error left", `!document.querySelector("#login-error")`)
 }
+
+// Signed in as another tenant in a second tab (the token is the
+// browser's, one for the site), the first tab follows: it shows the new
+// principal and that tenant's tasks, all of them, and none of the first
+// tenant's. It kept showing the first tenant's identity and data while its
+// requests (a rules file saved, an alert acknowledged) went out with the
+// new token; and its stream, once reconnected, resumed from the first
+// tenant's cursor, so the new tenant's earlier tasks were missing.
+func TestSignInInAnotherTabInBrowser(t *testing.T) {
+	auth := tokens{
+		"admin-token": {Name: "root", Role: httpapi.RoleAdmin},
+		"b-token":     {Name: "bob", Tenant: "b", Role: httpapi.RoleAdmin},
+	}
+	d := newDashboard(t, auth)
+	d.reportAs("b-token", run("etl", "etl-b-early", "success", time.Now(), time.Second)...)
+	first := newBrowser(t)
+	first.signIn(d.srv.URL+"/tasks", "admin-token")
+	d.reportAs("admin-token", run("etl", "etl-a", "failed", time.Now(), time.Second)...)
+	first.until("the first tenant's task", `!!document.querySelector('tr[data-task="etl-a"]') && !document.querySelector('tr[data-task="etl-b-early"]')`)
+
+	ctx, cancel := chromedp.NewContext(first.ctx) // a second tab of the same browser
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // opens the tab, for as long as ctx lasts
+		t.Fatal(err)
+	}
+	second := &browser{t: t, ctx: ctx, shot: first.shot, errs: make(chan string, 1)}
+	second.do("open the site in a second tab", chromedp.Navigate(d.srv.URL+"/"))
+	second.until("signed in with the browser's token", `document.querySelector("#conn")?.dataset.state === "open"`)
+	second.do("forget the token", chromedp.Evaluate[chromedp.Void](`localStorage.clear()`), chromedp.Reload())
+	second.until("the login dialog", `document.querySelector("#login")?.open === true`)
+	second.signInAgain("b-token")
+
+	first.until("the first tab follows", text("#who")+` === "bob (admin)" && document.querySelector("#conn")?.dataset.state === "open"`)
+	first.until("the new tenant's tasks, the early one too, and none of the other's",
+		`!!document.querySelector('tr[data-task="etl-b-early"]') && !document.querySelector('tr[data-task="etl-a"]')`)
+	d.reportAs("b-token", run("etl", "etl-b-late", "success", time.Now(), time.Second)...)
+	first.until("live for the new tenant", `!!document.querySelector('tr[data-task="etl-b-late"]')`)
+	first.screenshot("first-tab")
+}

@@ -70,6 +70,23 @@ function strayChar(t) {
   return `The token holds U+${code}, which no token holds, at character ${i + 1}: paste it again, or type it.`;
 }
 
+// signedIn starts over with the token now stored: the stream, and the
+// pages, which read their data again.
+function signedIn() {
+  connect();
+  route.value = location.pathname + " "; // re-render pages so they fetch again
+  queueMicrotask(() => { route.value = location.pathname; });
+}
+
+// The token is the browser's, one for the site: signed in (or out) in
+// another tab, this one follows, rather than showing one principal's
+// identity and data while its requests go out with another's token.
+window.addEventListener("storage", (e) => {
+  if (e.storageArea !== localStorage || (e.key !== null && e.key !== "apollo.token")) return;
+  needLogin.value = false;
+  signedIn();
+});
+
 function Login() {
   const dlg = useRef(null);
   const [err, setErr] = useState("");
@@ -86,9 +103,7 @@ function Login() {
     setErr(stray);
     if (stray) return;
     setToken(t);
-    connect();
-    route.value = location.pathname + " "; // re-render pages so they fetch again
-    queueMicrotask(() => { route.value = location.pathname; });
+    signedIn();
   };
   return html`<dialog ref=${dlg} id="login" aria-labelledby="login-title" onCancel=${(e) => e.preventDefault()}>
     <form onSubmit=${submit}>

@@ -23,6 +23,7 @@ export const reconnected = signal(0);
 const MAX_TASKS = 5000;
 let ws = null;
 let cursor = "";
+let cursorToken = null; // the token whose stream the cursor is of
 let filter = {};
 let backoff = 500;
 let retry = null;
@@ -46,6 +47,10 @@ export function connect() {
   if (ws) { ws.onclose = null; ws.close(); }
   const protos = ["apollo.v1"];
   const t = token();
+  // A cursor is a position in one principal's stream: another token (a
+  // sign-in here or in another tab) starts from a snapshot of its own.
+  if (t !== cursorToken) cursor = "";
+  cursorToken = t;
   if (t) protos.push("bearer." + b64url(t));
   const url = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/api/v1/stream`;
   conn.value = "connecting";
