@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -230,16 +231,17 @@ func (n *Node) release(ctx context.Context, l *lease) {
 func (n *Node) giveWay(ctx context.Context) {
 	n.log.Error("another process registered this node ID while this one could not renew it: this one gives its partitions up and serves none",
 		"instance", n.instance, "hint", "give each node its own --node-id; stop this process")
-	n.mu.Lock()
-	var all []*lease
-	for _, l := range n.leases {
-		all = append(all, l)
-	}
-	n.mu.Unlock()
-	for _, l := range all {
+	for _, l := range n.heldLeases() {
 		n.drop(ctx, l, false)
 	}
 	n.evictOnce.Do(func() { close(n.evicted) })
+}
+
+// heldLeases returns the node's leases now, to act on outside its lock.
+func (n *Node) heldLeases() []*lease {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Collect(maps.Values(n.leases))
 }
 
 // Evicted is closed when the node gave way to another process of its ID
@@ -248,13 +250,7 @@ func (n *Node) Evicted() <-chan struct{} { return n.evicted }
 
 // releaseAll hands every partition over (Stop).
 func (n *Node) releaseAll(ctx context.Context) {
-	n.mu.Lock()
-	var all []*lease
-	for _, l := range n.leases {
-		all = append(all, l)
-	}
-	n.mu.Unlock()
-	for _, l := range all {
+	for _, l := range n.heldLeases() {
 		if l.part != nil {
 			n.release(ctx, l)
 		} else {
