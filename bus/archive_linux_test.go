@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/fullfile"
+
 	"github.com/apollo-11/apollo"
 )
 
@@ -49,22 +51,13 @@ func TestArchiveWritesOnAfterAFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var was syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-		t.Skipf("getrlimit: %v", err)
-	}
-	full := was
-	full.Cur = uint64(fi.Size()) + 100 // room for part of the next line
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
-		t.Skipf("setrlimit: %v", err)
-	}
-	for i := range 3 {
-		put(fmt.Sprint("during-", i), "team-b")
-	}
-	syncErr := a.Sync()
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-		t.Fatal(err)
-	}
+	var syncErr error
+	fullfile.Limit(t, uint64(fi.Size())+100, func() { // room for part of the next line
+		for i := range 3 {
+			put(fmt.Sprint("during-", i), "team-b")
+		}
+		syncErr = a.Sync()
+	})
 	if !errors.Is(syncErr, syscall.EFBIG) {
 		t.Fatalf("a Sync past the limit: %v, want the limit's EFBIG", syncErr)
 	}

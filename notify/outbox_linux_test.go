@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/apollo-11/apollo/internal/fullfile"
 )
 
 // A full disk tears an append in the middle of the file: the write puts
@@ -31,21 +33,12 @@ func TestOutboxAppendTornByAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := fi.Size()
-	var was syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-		t.Skipf("getrlimit: %v", err)
-	}
-	full := was
-	full.Cur = uint64(fi.Size()) + 40 // room for part of the next line
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
-		t.Skipf("setrlimit: %v", err)
-	}
 	big := tenantNote("torn", "team-b")
 	big.Alert.Summary = strings.Repeat("s", 4096)
-	_, tornErr := ob.Owe("hook", t0, big)
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-		t.Fatal(err)
-	}
+	var tornErr error
+	fullfile.Limit(t, uint64(fi.Size())+40, func() { // room for part of the next line
+		_, tornErr = ob.Owe("hook", t0, big)
+	})
 	if !errors.Is(tornErr, syscall.EFBIG) {
 		t.Fatalf("an append past the limit: %v, want the limit's EFBIG", tornErr)
 	}
@@ -97,19 +90,10 @@ func TestOutboxRewriteFailureKeepsTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var was syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-		t.Skipf("getrlimit: %v", err)
-	}
-	full := was
-	full.Cur = 1024 // less than the entry kept: the rewrite cannot write it
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
-		t.Skipf("setrlimit: %v", err)
-	}
-	settleErr := ob.Settle(last) // past compactAfter lines: a rewrite
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-		t.Fatal(err)
-	}
+	var settleErr error
+	fullfile.Limit(t, 1024, func() { // less than the entry kept: the rewrite cannot write it
+		settleErr = ob.Settle(last) // past compactAfter lines: a rewrite
+	})
 	if !errors.Is(settleErr, syscall.EFBIG) {
 		t.Fatalf("settling with the disk full: %v, want the limit's EFBIG", settleErr)
 	}
