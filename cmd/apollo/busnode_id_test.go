@@ -65,15 +65,7 @@ func TestBusNodeRestartsAfterKill9(t *testing.T) {
 func TestBusNodeNotReadyWithoutItsShare(t *testing.T) {
 	t.Parallel()
 	ns := startNATS(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, ns.ClientURL())
 	ctx := testwait.Context(t)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cluster.LeaseBucket, TTL: cluster.DefaultLeaseTTL,
 		History: 1, Storage: jetstream.FileStorage, LimitMarkerTTL: cluster.DefaultLeaseTTL})
@@ -87,6 +79,21 @@ func TestBusNodeNotReadyWithoutItsShare(t *testing.T) {
 	if n := servedWhenReady(t, p.addr); n != 2 {
 		t.Errorf("the node said ready serving %d of 2 partitions (the other under its old lease)", n)
 	}
+}
+
+// jetStreamOf connects to the NATS server at url for the rest of the test.
+func jetStreamOf(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // servedWhenReady waits for a node's GET /readyz to answer 200 and
@@ -115,15 +122,7 @@ func TestBusNodeExitsWhenAnotherProcessTakesItsID(t *testing.T) {
 	ns := startNATS(t)
 	p := startApollo(t, busNodeArgs(ns.ClientURL(), "paused")...)
 	eventually(t, testwait.Timeout(t), "the node serving both partitions", func() bool { return len(servedBy(t, p.addr)) == 2 })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, ns.ClientURL())
 	ctx := testwait.Context(t)
 	kv, err := js.KeyValue(ctx, cluster.LeaseBucket)
 	if err != nil {
