@@ -217,3 +217,82 @@ func TestSavesOnAFullDiskAreRefusedAsUnavailable(t *testing.T) {
 		t.Errorf("the server log does not say why:\n%s", srv.out)
 	}
 }
+
+// stopOnSmallDiskScript is smallDiskScript for a server that is stopped
+// with SIGTERM (sent on to it) and whose data directory is wanted after:
+// once it has exited, the shell copies the directory (without the
+// ballast) to $4 before the tmpfs goes, and exits with its exit code.
+const stopOnSmallDiskScript = `mount -t tmpfs -o size="$2"k tmpfs "$1" || exit 99
+head -c $(( ($2 - $3) * 1024 )) /dev/zero > "$1/ballast"
+dir=$1
+out=$4
+shift 4
+"$@" &
+pid=$!
+trap 'kill -TERM $pid' TERM
+wait $pid
+code=$?
+while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done
+rm -f "$dir/ballast" "$dir/filler"
+cp -a "$dir"/. "$out"/ || exit 98
+exit $code`
+
+// A final snapshot that a full disk refuses loses nothing (the log holds
+// every accepted event and the next start replays it), so the stop is
+// still clean: exit 0, as `apollo server --help` and docs/operations.md
+// say. It exited 1, which a supervisor reads as a crash.
+func TestFinalSnapshotOnAFullDiskStopsCleanly(t *testing.T) {
+	t.Parallel()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare(1) to mount a small filesystem")
+	}
+	mnt, kept := t.TempDir(), t.TempDir()
+	probe := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", `mount -t tmpfs -o size=64k tmpfs "$1"`, "sh", mnt)
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs in a mount namespace here (%v: %s)", err, out)
+	}
+	cmd := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", stopOnSmallDiskScript, "sh",
+		mnt, fmt.Sprint(8<<10), "2048", kept,
+		os.Args[0], "server", "--data", mnt, "--listen", "127.0.0.1:0")
+	srv := startCmd(t, cmd, apiclient.ReadyPrefix)
+	now := time.Now().UnixMilli()
+	var body strings.Builder
+	body.WriteByte('[')
+	for i := range 50 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"taskID":"t%d","sequence":1,"status":"running","ts":%d}`, i, now)
+	}
+	body.WriteByte(']')
+	for _, r := range postEvents(t, srv.addr, body.String()).Results {
+		if r.Result != "accepted" {
+			t.Fatalf("event not accepted: %+v", r)
+		}
+	}
+	// Take the rest of the disk through the shell's view of its mount
+	// namespace: the final snapshot finds no room.
+	f, err := os.Create(fmt.Sprintf("/proc/%d/root%s/filler", srv.cmd.Process.Pid, mnt))
+	if err != nil {
+		t.Skipf("cannot reach the small disk from outside its mount namespace: %v", err)
+	}
+	zeros := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(zeros); err != nil {
+			break
+		}
+	}
+	f.Close()
+	srv.term(t)
+	if !strings.Contains(srv.out.String(), "final snapshot failed") {
+		t.Fatalf("the final snapshot did not fail, the test proves nothing:\n%s", srv.out)
+	}
+	again := startApollo(t, "server", "--data", kept, "--listen", "127.0.0.1:0")
+	var page struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if code := getJSON(t, "http://"+again.addr+"/api/v1/tasks?limit=100", &page); code != 200 || len(page.Tasks) != 50 {
+		t.Fatalf("after the restart: HTTP %d, %d tasks, want the 50 accepted\n%s", code, len(page.Tasks), again.out)
+	}
+}

@@ -476,9 +476,16 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	stopService(bg, s.log, "the bus", s.bus)
 	stopService(bg, s.log, "alerting", s.alerts) // after the bus: it observes the bus's last changes
 	stopService(bg, s.log, "the metrics", s.agg)
+	// A final snapshot that cannot be written (a full disk) loses nothing:
+	// every accepted event is in the log, which the next start replays, so
+	// the stop is still clean (exit 0). Not so when the directory was
+	// replaced: the log's files are no longer where the next start looks.
 	err := s.checkpoint()
 	if err != nil {
 		s.log.Error("final snapshot failed; the next start replays the log instead", "err", err)
+		if !errors.Is(err, wal.ErrMoved) {
+			err = nil
+		}
 	}
 	if cerr := s.closeStores(); cerr != nil && err == nil {
 		err = cerr
