@@ -44,11 +44,11 @@ func TestTaskBelongsToItsJob(t *testing.T) {
 	if got := f.get(t, "payroll-1"); got.Status != apollo.StatusFailed || got.Name != "payroll" {
 		t.Errorf("task %+v", got)
 	}
-	if j := f.bus.JobOf("", "payroll-1"); j != "payroll" {
-		t.Errorf("JobOf = %q", j)
+	if j, err := f.bus.JobOf("", "payroll-1"); j != "payroll" || err != nil {
+		t.Errorf("JobOf = %q, %v", j, err)
 	}
-	if j := f.bus.JobOf("other", "payroll-1"); j != "" {
-		t.Errorf("JobOf in another tenant = %q", j)
+	if j, err := f.bus.JobOf("other", "payroll-1"); j != "" || err != nil {
+		t.Errorf("JobOf in another tenant = %q, %v", j, err)
 	}
 
 	// A task ID claimed first by another job: the real reporter is told,

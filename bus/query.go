@@ -37,16 +37,17 @@ func (b *Bus) Get(tenant, taskID string) (*apollo.Task, error) {
 
 // JobOf returns the job a task in memory belongs to, or "" when there is
 // no such task. It never reads the archive: a task that left memory is
-// final, and takes no event whatever its job.
-func (b *Bus) JobOf(tenant, taskID string) string {
+// final, and takes no event whatever its job. It never fails: the error
+// is for a bus whose tasks are elsewhere (a cluster node's).
+func (b *Bus) JobOf(tenant, taskID string) (string, error) {
 	k := key{tenant: tenant, id: taskID}
 	s, h := b.locate(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.get(h, k); t != nil {
-		return t.name
+		return t.name, nil
 	}
-	return ""
+	return "", nil
 }
 
 // PageCursor is the cursor of the page that follows t: the listing

@@ -76,7 +76,7 @@ type Node struct {
 var _ interface {
 	Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcome) error
 	Get(tenant, taskID string) (*apollo.Task, error)
-	JobOf(tenant, taskID string) string
+	JobOf(tenant, taskID string) (string, error)
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outcome, error)
 	Correct(ctx context.Context, tenant, taskID string, to apollo.Status, actor, reason string) (*apollo.Task, error)

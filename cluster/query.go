@@ -83,19 +83,22 @@ func (n *Node) Get(tenant, taskID string) (*apollo.Task, error) {
 }
 
 // JobOf returns the job of a task in memory on its owner, "" when there
-// is none or the owner does not answer: the owner's bus refuses an event
-// that names another job than its task's, so a wrong "" can only get an
-// event refused there.
-func (n *Node) JobOf(tenant, taskID string) string {
+// is none. When the owner does not answer (a takeover) it fails with
+// EUNAVAILABLE: a guess would be accepted here and refused by the owner
+// for naming another job than its task's, an accepted event lost.
+func (n *Node) JobOf(tenant, taskID string) (string, error) {
 	p := Partition(taskID, n.opts.Partitions)
 	if pt := n.local(p); pt != nil {
 		return pt.bus.JobOf(tenant, taskID)
 	}
 	r, err := n.ask(context.Background(), p, rpcRequest{Op: "job", Tenant: tenant, TaskID: taskID})
 	if err != nil {
-		return ""
+		n.warn("finding the job of a nameless event failed; it is answered retry_later", "task", taskID, "err", err)
+		return "", &apollo.Error{Code: apollo.EUNAVAILABLE, Field: "name",
+			Message: "the task's job cannot be looked up now (its partition is changing owner)",
+			Hint:    "resend the event in a few seconds, or send it with its job's name"}
 	}
-	return r.Job
+	return r.Job, nil
 }
 
 // Correct applies a manual correction on the task's owner, where it is
@@ -206,7 +209,7 @@ func (n *Node) serveTask(pt *partition, m *nats.Msg) {
 		case "get":
 			r.Task, err = pt.bus.Get(req.Tenant, req.TaskID)
 		case "job":
-			r.Job = pt.bus.JobOf(req.Tenant, req.TaskID)
+			r.Job, _ = pt.bus.JobOf(req.Tenant, req.TaskID)
 		case "correct":
 			ctx, cancel := context.WithTimeout(n.ctx, n.opts.PublishTimeout)
 			r.Task, err = pt.bus.Correct(ctx, req.Tenant, req.TaskID, req.Status, req.Actor, req.Reason)

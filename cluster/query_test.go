@@ -95,8 +95,10 @@ func TestQueriesFromAnyNode(t *testing.T) {
 	if _, status, _ := getTask(other.http.URL, "no-such-task"); status != 404 {
 		t.Errorf("GET of an unknown task from another node: %d, want 404", status)
 	}
-	if j, j2 := other.JobOf("", id), other.JobOf("", "no-such-task"); j != "query" || j2 != "" {
-		t.Errorf("JobOf from a node that does not own the task: %q, and %q for an unknown one", j, j2)
+	j, err := other.JobOf("", id)
+	j2, err2 := other.JobOf("", "no-such-task")
+	if j != "query" || j2 != "" || err != nil || err2 != nil {
+		t.Errorf("JobOf from a node that does not own the task: %q (%v), and %q (%v) for an unknown one", j, err, j2, err2)
 	}
 	fixed, err := other.Correct(context.Background(), "", id, apollo.StatusFailed, "ops", "killed by hand")
 	if err != nil || fixed.Status != apollo.StatusFailed {

@@ -289,7 +289,11 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	good := evs[:0]
 	for i := range evs {
 		if bad[i] == nil {
-			if err := p.mayReport(s.jobOf(p, &evs[i])); err != nil {
+			job, err := s.jobOf(p, &evs[i])
+			if err == nil {
+				err = p.mayReport(job)
+			}
+			if err != nil {
 				bad[i] = apiError(err)
 				continue
 			}
@@ -310,6 +314,9 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 		var o apollo.Outcome
 		if bad[i] != nil {
 			o = apollo.Outcome{Result: apollo.ResultRejected, Err: bad[i]}
+			if bad[i].Code == apollo.EUNAVAILABLE { // its job could not be looked up
+				o.Result = apollo.ResultRetryLater
+			}
 		} else {
 			o = outs[j]
 			j++
@@ -369,12 +376,18 @@ func (a *ingestAnswer) size() int {
 // with that job, so that the bus holds the check under its lock: it
 // refuses an event naming another job than its task's, should the task
 // have been created meanwhile by another reporter (issue 16.5).
-func (s *Server) jobOf(p *Principal, ev *apollo.Event) string {
+// It fails when the bus cannot tell the task's job now (a cluster node
+// whose owner is changing): the event is then answered retry_later.
+func (s *Server) jobOf(p *Principal, ev *apollo.Event) (string, error) {
 	if ev.Name != "" || p.JobPrefix == "" {
-		return ev.JobName()
+		return ev.JobName(), nil
 	}
-	ev.Name = cmp.Or(s.opts.Bus.JobOf(p.Tenant, ev.TaskID), ev.TaskID)
-	return ev.Name
+	job, err := s.opts.Bus.JobOf(p.Tenant, ev.TaskID)
+	if err != nil {
+		return "", err
+	}
+	ev.Name = cmp.Or(job, ev.TaskID)
+	return ev.Name, nil
 }
 
 // appendJSON appends the answer as writeJSON would encode it, byte for

@@ -16,8 +16,9 @@ type Bus interface {
 	Publish(ctx context.Context, evs []apollo.Event, out []apollo.Outcome) error
 	// JobOf is the job of a task in memory, "" for none; the bus refuses
 	// an event naming another job than its task's, so a stale answer can
-	// only refuse an event, never let one through.
-	JobOf(tenant, taskID string) string
+	// only refuse an event, never let one through. It fails (EUNAVAILABLE)
+	// when it cannot tell now: the event is answered retry_later.
+	JobOf(tenant, taskID string) (string, error)
 	Get(tenant, taskID string) (*apollo.Task, error)
 	List(f apollo.TaskFilter) ([]apollo.Task, string, error)
 	// Ping decides the event of one ping URL request, paired with the
