@@ -50,6 +50,7 @@ type decisionLog struct {
 	subject string
 	node    string
 	timeout time.Duration
+	hook    func() // Options.testLogHook; set before the first publish
 
 	// pubMu makes publishing one at a time: each message expects the
 	// sequence the one before it got.
@@ -219,6 +220,9 @@ func (l *decisionLog) publish(data []byte, extra nats.Header) error {
 	l.mu.Lock()
 	input, lastSeq := l.input, l.lastSeq
 	l.mu.Unlock()
+	if l.hook != nil {
+		l.hook()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	m := &nats.Msg{Subject: l.subject, Data: data, Header: nats.Header{}}

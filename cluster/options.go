@@ -96,6 +96,9 @@ type Options struct {
 	// testQueuedHook, set by tests, hears that a request's events for a
 	// subject wait for the message in flight (ingest.go).
 	testQueuedHook func()
+	// testLogHook, set by tests, runs before each message of a partition's
+	// decision log is published; it may block to make the log slow.
+	testLogHook func()
 }
 
 func (o *Options) setDefaults() {

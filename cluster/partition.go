@@ -170,6 +170,7 @@ func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
 		last = max(last, end)
 		pt.input = max(pt.input, input)
 		dl := newDecisionLog(pt.n.js, pt.id, pt.n.opts.NodeID, last, uint64(pt.replayed), pt.input, pt.n.opts.PublishTimeout)
+		dl.hook = pt.n.opts.testLogHook // its loop publishes only once woken, after this
 		err = dl.mark(nil)
 		if err == nil {
 			pt.dlog = dl

@@ -111,15 +111,24 @@ func (n *Node) Correct(ctx context.Context, tenant, taskID string, to apollo.Sta
 	if pt := n.local(p); pt != nil {
 		return pt.bus.Correct(ctx, tenant, taskID, to, actor, reason)
 	}
-	r, err := n.ask(ctx, p, rpcRequest{Op: "correct", Tenant: tenant, TaskID: taskID, Status: to, Actor: actor, Reason: reason})
+	// The owner answers once the correction is in its decision log, which
+	// may take up to PublishTimeout: giving up sooner would answer 503 for
+	// a correction the owner goes on to make.
+	r, err := n.askWithin(ctx, p, rpcRequest{Op: "correct", Tenant: tenant, TaskID: taskID, Status: to, Actor: actor, Reason: reason},
+		n.opts.QueryTimeout+n.opts.PublishTimeout)
 	if err != nil {
 		return nil, err
 	}
 	return r.Task, nil
 }
 
-// ask sends a request to partition p's owner.
+// ask sends a request to partition p's owner, waiting QueryTimeout.
 func (n *Node) ask(ctx context.Context, p int, req rpcRequest) (*rpcReply, error) {
+	return n.askWithin(ctx, p, req, n.opts.QueryTimeout)
+}
+
+// askWithin is ask, waiting at most d for the answer.
+func (n *Node) askWithin(ctx context.Context, p int, req rpcRequest, d time.Duration) (*rpcReply, error) {
 	if !utf8.ValidString(req.TaskID) {
 		// JSON would carry it as another ID (each bad byte U+FFFD), which
 		// may be a task of the same partition. No task has such an ID:
@@ -127,7 +136,7 @@ func (n *Node) ask(ctx context.Context, p int, req rpcRequest) (*rpcReply, error
 		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Field: "taskID", Message: fmt.Sprintf("no task %q", req.TaskID)}
 	}
 	data, _ := json.Marshal(req)
-	ctx, cancel := context.WithTimeout(ctx, n.opts.QueryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	m, err := n.opts.Conn.RequestWithContext(ctx, rpcSubject(p), data)
 	if err != nil {
