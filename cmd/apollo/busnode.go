@@ -92,6 +92,9 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		// and stream reach their alerts, rules, silences and acks.
 		alerting = newRedisAlerting(rdb, cfg, log, apollo.SystemClock)
 		opts.Bus.Live = append(opts.Bus.Live, alerting.changeFeed())
+		// Events an owner refuses were answered accepted by some node:
+		// the critical self-alert tells of them (invariant 4).
+		opts.Bus.OnRefused = alerting.onRefused
 		if err := alerting.Start(ctx); err != nil {
 			return err
 		}

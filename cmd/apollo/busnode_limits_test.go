@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/notify/webhook"
 )
 
 // A node reads limits of 0 as apollo server does: the default (as if the
@@ -63,4 +65,28 @@ func TestBusNodeRefusesNegativeLimits(t *testing.T) {
 			t.Errorf("limits.%s: -1: exit %d:\n%s", key, code, stderr)
 		}
 	}
+}
+
+// Events a partition's owner refuses after its node accepted them (here:
+// past limits.tasks) raise the critical self-alert through the alert
+// processes, as they do in the three-process mode. Nodes did not pass
+// their refusals on: the events were counted and logged, and nobody was
+// told.
+func TestBusNodeRefusalsRaiseSelfAlert(t *testing.T) {
+	h, dir, cfg := threeProcesses(t, "noderefuse")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, append(b, "limits:\n  tasks: 1\n"...), 0o644)
+	url := startNATS(t).ClientURL()
+	node := startApollo(t, "bus", "--config", cfg, "--nats", url, "--partitions", "1", "--node-id", "r-1", "--listen", "127.0.0.1:0")
+	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
+	eventually(t, 30*time.Second, "the node serving its partition", func() bool { return len(servedBy(t, node.addr)) == 1 })
+	resp, err := http.Post("http://"+node.addr+"/api/v1/events", "application/json",
+		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1764400000001},{"taskID":"b","sequence":1,"status":"running","ts":1764400000001}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h.await(t, 30*time.Second, "events refused", func(p webhook.ApolloPayload) bool {
+		return strings.Contains(p.Alert.Rule, "apollo_events_refused") && p.Alert.Severity == apollo.SeverityCritical
+	})
 }
