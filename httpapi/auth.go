@@ -58,6 +58,10 @@ type Principal struct {
 	Rate   int // events per second it may ingest; 0 = the server default
 	// JobPrefix, when set, limits the jobs it may report (ping keys).
 	JobPrefix string
+	// credential tells one token from another (its hash): two tokens
+	// may share a name and a tenant, and each has its own ingest bucket.
+	// Empty for a principal not made from a token.
+	credential string
 }
 
 // Authenticator finds the principal behind a request. It returns nil and

@@ -13,7 +13,9 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// rateLimits holds one token bucket per credential, for ingest.
+// rateLimits holds one token bucket per credential, for ingest: per
+// token, not per name, since tokens may share a name (apollo token create
+// names a token after its role) and each has its own rate.
 type rateLimits struct {
 	mu sync.Mutex
 	m  map[string]*rate.Limiter
@@ -34,7 +36,10 @@ func (s *Server) limiter(p *Principal) (*rate.Limiter, int) {
 	if s.limits.m == nil {
 		s.limits.m = map[string]*rate.Limiter{}
 	}
-	key := p.Tenant + "\x00" + p.Name
+	key := "token\x00" + p.credential
+	if p.credential == "" {
+		key = "name\x00" + p.Tenant + "\x00" + p.Name
+	}
 	l := s.limits.m[key]
 	if l == nil {
 		l = rate.NewLimiter(rate.Limit(perSec), perSec) // a second's worth of burst

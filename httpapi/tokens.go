@@ -92,7 +92,8 @@ func (a *TokenAuth) check(secret string) (*Principal, error) {
 	if found == nil {
 		return nil, &authFailure{"unknown token"}
 	}
-	return &Principal{Name: found.Name, Tenant: found.Tenant, Role: found.Role, Rate: found.Rate, JobPrefix: found.JobPrefix}, nil
+	return &Principal{Name: found.Name, Tenant: found.Tenant, Role: found.Role, Rate: found.Rate, JobPrefix: found.JobPrefix,
+		credential: string(found.Hash[:])}, nil
 }
 
 // authFailure is errUnauthorized, with the reason the audit log records
