@@ -391,6 +391,15 @@ func (c *Config) Validate() error {
 		default:
 			bad(key+".role", "%q: use agent, viewer, operator or admin", t.Role)
 		}
+		// What apollo token create refuses in its flags (cmd/apollo/token.go),
+		// refused in a line written by hand: a negative rate reads as no
+		// limit at all, and a prefix narrows only what an agent reports.
+		if t.RateMax < 0 {
+			bad(key+".rate", "%d: use a number of events per second, or 0 for limits.ingest_per_second", t.RateMax)
+		}
+		if t.JobPrefix != "" && t.Role != "agent" {
+			bad(key+".job_prefix", "limits what an agent token reports; a token of role %s would still do all that role allows (use role: agent, or leave out job_prefix)", t.Role)
+		}
 	}
 	for _, list := range []struct {
 		key      string

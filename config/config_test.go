@@ -117,6 +117,38 @@ func FuzzParse(f *testing.F) {
 // A tenant's name is read in messages, logs and the dashboard: a control
 // character or a space at an end is refused wherever the configuration
 // names a tenant, with the key.
+// A line of auth.tokens written by hand is refused where apollo token
+// create refuses its flags: a negative rate was read as no limit at all,
+// and a job prefix on a role other than agent looked limited and was not.
+func TestTokensCheckedAsTokenCreateChecks(t *testing.T) {
+	t.Parallel()
+	hash := strings.Repeat("ab", 32)
+	for _, tc := range []struct{ yaml, want string }{
+		{"auth:\n  tokens:\n    - {role: agent, tenant: a, rate: -1, sha256: " + hash + "}\n",
+			"auth.tokens[0].rate: -1: use a number of events per second, or 0 for limits.ingest_per_second"},
+		{"auth:\n  tokens:\n    - {role: agent, tenant: a, sha256: " + hash + "}\n    - {role: agent, tenant: b, rate: -9223372036854775808, sha256: " + hash + "}\n",
+			"auth.tokens[1].rate: -9223372036854775808: use a number of events per second"},
+		{"auth:\n  tokens:\n    - {role: viewer, tenant: b, job_prefix: backup, sha256: " + hash + "}\n",
+			"auth.tokens[0].job_prefix: limits what an agent token reports; a token of role viewer would still do all that role allows (use role: agent, or leave out job_prefix)"},
+		{"auth:\n  tokens:\n    - {role: admin, job_prefix: backup, sha256: " + hash + "}\n",
+			"auth.tokens[0].job_prefix: limits what an agent token reports; a token of role admin would"},
+	} {
+		c := Default()
+		if err := c.parse("apollo.yaml", []byte(tc.yaml), func(string) string { return "" }); err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want %s", tc.yaml, err, tc.want)
+		}
+	}
+	c := Default()
+	c.Auth.Tokens = []Token{{Role: "agent", Tenant: "a", JobPrefix: "backup", RateMax: 5, SHA256: hash}, {Role: "agent", Tenant: "b", SHA256: hash}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("agent tokens with a prefix and a rate, or neither: %v", err)
+	}
+}
+
 func TestTenantNamesChecked(t *testing.T) {
 	t.Parallel()
 	hash := strings.Repeat("ab", 32)
