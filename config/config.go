@@ -381,10 +381,16 @@ func (c *Config) Validate() error {
 	if c.Limits.BodyBytes < 1024 {
 		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)
 	}
+	firstOf := map[string]int{} // a token's hash -> its first line
 	for i, t := range c.Auth.Tokens {
 		key := fmt.Sprintf("auth.tokens[%d]", i)
 		if len(t.SHA256) != 64 {
 			bad(key+".sha256", "must be the 64 hex digits that `apollo token create` prints")
+		} else if j, ok := firstOf[strings.ToLower(t.SHA256)]; ok {
+			// The server would take the secret for one of the lines only.
+			bad(key+".sha256", "the secret of auth.tokens[%d] (%s) too: one secret would be two tokens; give each line its own token (apollo token create)", j, c.Auth.Tokens[j].Name)
+		} else {
+			firstOf[strings.ToLower(t.SHA256)] = i
 		}
 		switch t.Role {
 		case "agent", "viewer", "operator", "admin":

@@ -132,6 +132,11 @@ func TestTokensCheckedAsTokenCreateChecks(t *testing.T) {
 			"auth.tokens[0].job_prefix: limits what an agent token reports; a token of role viewer would still do all that role allows (use role: agent, or leave out job_prefix)"},
 		{"auth:\n  tokens:\n    - {role: admin, job_prefix: backup, sha256: " + hash + "}\n",
 			"auth.tokens[0].job_prefix: limits what an agent token reports; a token of role admin would"},
+		// One secret on two lines was the token of the last one, silently:
+		// a token copied to another tenant acted there, wherever the first
+		// line said it belonged.
+		{"auth:\n  tokens:\n    - {name: ci, role: agent, tenant: a, sha256: " + hash + "}\n    - {name: x, role: viewer, sha256: " + strings.Repeat("cd", 32) + "}\n    - {name: ci, role: admin, tenant: b, sha256: " + strings.ToUpper(hash) + "}\n",
+			"auth.tokens[2].sha256: the secret of auth.tokens[0] (ci) too: one secret would be two tokens; give each line its own token (apollo token create)"},
 	} {
 		c := Default()
 		if err := c.parse("apollo.yaml", []byte(tc.yaml), func(string) string { return "" }); err != nil {
@@ -143,7 +148,7 @@ func TestTokensCheckedAsTokenCreateChecks(t *testing.T) {
 		}
 	}
 	c := Default()
-	c.Auth.Tokens = []Token{{Role: "agent", Tenant: "a", JobPrefix: "backup", RateMax: 5, SHA256: hash}, {Role: "agent", Tenant: "b", SHA256: hash}}
+	c.Auth.Tokens = []Token{{Role: "agent", Tenant: "a", JobPrefix: "backup", RateMax: 5, SHA256: hash}, {Role: "agent", Tenant: "b", SHA256: strings.Repeat("cd", 32)}}
 	if err := c.Validate(); err != nil {
 		t.Errorf("agent tokens with a prefix and a rate, or neither: %v", err)
 	}
