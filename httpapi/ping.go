@@ -41,6 +41,21 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 	if err != nil {
 		return err
 	}
+	d, err := duration(r, "timeout", 0)
+	if err != nil {
+		return err
+	}
+	if d > apollo.MaxDurationMs*time.Millisecond {
+		return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: fmt.Sprintf("%q is over the limit of 366 days", r.URL.Query().Get("timeout")),
+			Hint: "give the run's deadline, e.g. 30m or 2h"}
+	}
+	timeout := (d + time.Millisecond - 1).Milliseconds() // under a millisecond is one, not none
+	// A ping is an event: it counts against the token's rate as one sent
+	// to POST /api/v1/events, before its body is read.
+	if wait, err := s.allowIngest(p, 1); err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		return err
+	}
 	if r.Method == http.MethodPost {
 		body, err := s.readBody(w, r, hintPingOutput)
 		if err != nil {
@@ -53,15 +68,6 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 			extra["body"] = strings.ToValidUTF8(string(body), "?")
 		}
 	}
-	d, err := duration(r, "timeout", 0)
-	if err != nil {
-		return err
-	}
-	if d > apollo.MaxDurationMs*time.Millisecond {
-		return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: fmt.Sprintf("%q is over the limit of 366 days", r.URL.Query().Get("timeout")),
-			Hint: "give the run's deadline, e.g. 30m or 2h"}
-	}
-	timeout := (d + time.Millisecond - 1).Milliseconds() // under a millisecond is one, not none
 	raw, _ := json.Marshal(extra)
 	ev, o, err := s.opts.Bus.Ping(r.Context(), apollo.Ping{Tenant: p.Tenant, Job: name, Status: status,
 		Ts: s.now().UnixMilli(), TimeoutMs: timeout, Extra: raw})

@@ -74,3 +74,41 @@ func TestTokensOfOneNameHaveTheirOwnRate(t *testing.T) {
 	narrow("b")
 	wide("b")
 }
+
+// A ping is an event: it counts against its token's rate like one sent to
+// POST /api/v1/events. A ping key (which travels in URLs, where proxies
+// log it) reported without limit, each ping a new run written to the log.
+func TestPingsCountAgainstTheTokensRate(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	secrets := map[string]string{}
+	for _, tenant := range []string{"a", "b"} {
+		secret, tok, err := httpapi.NewToken("backup-ping", httpapi.RoleAgent, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[tenant] = secret
+		cfg.Auth.Tokens = append(cfg.Auth.Tokens, config.Token{Name: "backup-ping", Role: "agent", Tenant: tenant, RateMax: 2, JobPrefix: "backup", SHA256: fmt.Sprintf("%x", tok.Hash)})
+	}
+	addr, _, _ := inProcessWith(t, cfg, apollo.NewFakeClock(time.UnixMilli(1764400000000)))
+	ping := func(tenant, path string) (int, string, string) {
+		resp, err := http.Post("http://"+addr+path+"?key="+secrets[tenant], "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+	}
+	for _, tenant := range []string{"a", "b"} {
+		for i, path := range []string{"/ping/backup_db/start", "/ping/backup_db"} {
+			if st, _, body := ping(tenant, path); st != 200 {
+				t.Fatalf("tenant %s, ping %d of 2 in a second: %d %s", tenant, i+1, st, body)
+			}
+		}
+		st, retry, body := ping(tenant, "/ping/backup_db/fail")
+		if st != 429 || retry != "1" || !strings.Contains(body, "over this token's limit of 2 events per second") {
+			t.Errorf("tenant %s, a third ping in the same second: %d, Retry-After %q, %s; want 429", tenant, st, retry, body)
+		}
+	}
+}
