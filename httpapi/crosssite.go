@@ -61,8 +61,15 @@ func (s *Server) checkHost(r *http.Request) error {
 // comes from a page on another origin. Browsers say where a request comes
 // from (Sec-Fetch-Site, and Origin on most requests); other clients (curl,
 // the SDKs, the CLI) send neither and are not browsers a page can steer.
+// A Bearer token is not a page's: only a script sets one, and never on
+// another site without a preflight. Any other Authorization may be: a
+// browser attaches the Basic credentials a proxy asked for to every
+// request to that origin, another site's form included.
 func (s *Server) checkSite(r *http.Request, e effect) error {
-	if e == reads || r.Header.Get("Authorization") != "" {
+	if e == reads {
+		return nil
+	}
+	if scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(scheme, "Bearer") {
 		return nil
 	}
 	site, origin := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
