@@ -375,6 +375,9 @@ func (c *Config) Validate() error {
 	if c.Limits.Connections < 16 {
 		bad("limits.connections", "%d: use a number of connections, at least 16", c.Limits.Connections)
 	}
+	if c.Limits.IngestPerSec < 0 { // read as no limit, as 0 is
+		bad("limits.ingest_per_second", "%d: use a number of events per second per token, or 0 for no limit", c.Limits.IngestPerSec)
+	}
 	if c.Limits.TenantStreamClients < 0 {
 		bad("limits.tenant_stream_clients", "%d: use a number of streams, or 0 for limits.stream_clients", c.Limits.TenantStreamClients)
 	}

@@ -128,6 +128,8 @@ func TestTokensCheckedAsTokenCreateChecks(t *testing.T) {
 			"auth.tokens[0].rate: -1: use a number of events per second, or 0 for limits.ingest_per_second"},
 		{"auth:\n  tokens:\n    - {role: agent, tenant: a, sha256: " + hash + "}\n    - {role: agent, tenant: b, rate: -9223372036854775808, sha256: " + hash + "}\n",
 			"auth.tokens[1].rate: -9223372036854775808: use a number of events per second"},
+		{"limits:\n  ingest_per_second: -50000\n",
+			"limits.ingest_per_second: -50000: use a number of events per second per token, or 0 for no limit"},
 		{"auth:\n  tokens:\n    - {role: viewer, tenant: b, job_prefix: backup, sha256: " + hash + "}\n",
 			"auth.tokens[0].job_prefix: limits what an agent token reports; a token of role viewer would still do all that role allows (use role: agent, or leave out job_prefix)"},
 		{"auth:\n  tokens:\n    - {role: admin, job_prefix: backup, sha256: " + hash + "}\n",
