@@ -319,6 +319,9 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 			}
 		} else {
 			o = outs[j]
+			if p.JobPrefix != "" {
+				o.Err = hideOtherJob(o.Err, &good[j])
+			}
 			j++
 		}
 		ans.Results[i] = eventResult{Result: o.Result.String(), Error: o.Err}
@@ -388,6 +391,19 @@ func (s *Server) jobOf(p *Principal, ev *apollo.Event) (string, error) {
 	}
 	ev.Name = cmp.Or(job, ev.TaskID)
 	return ev.Name, nil
+}
+
+// hideOtherJob words the bus's refusal of an event for a task of another
+// job (a conflict on "name", bus.checkOwner) without naming that job, for
+// a token limited to a job prefix: it may read nothing of the other jobs,
+// and trying task IDs would otherwise list their names.
+func hideOtherJob(e *apollo.Error, ev *apollo.Event) *apollo.Error {
+	if e == nil || e.Code != apollo.ECONFLICT || e.Field != "name" {
+		return e
+	}
+	return &apollo.Error{Code: e.Code, Field: e.Field,
+		Message: fmt.Sprintf("task %q belongs to another job, not %q", ev.TaskID, ev.Name),
+		Hint:    "a task belongs to the job its first event named; report this job's run under a new task ID"}
 }
 
 // appendJSON appends the answer as writeJSON would encode it, byte for
