@@ -147,7 +147,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err != nil {
 		return err
 	}
-	srv := apiHTTPServer(api, tlsConfig, log, ln)
+	srv := apiHTTPServer(api, tlsConfig, log, apollo.SystemClock, ln)
 	dm := startDeadman(cfg.Deadman, "bus", apollo.SystemClock, log)
 	defer dm.stop()
 	fmt.Fprintf(out, apiclient.ReadyPrefix+"%s://%s  (bus node %s, %d partitions, NATS %s)\n", apiScheme(tlsConfig), ln.Addr(), id, f.partitions, f.natsURL)

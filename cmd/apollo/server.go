@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,6 +32,7 @@ import (
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/sched"
 	"github.com/apollo-11/apollo/selfmetrics"
@@ -321,14 +324,14 @@ func (s *server) httpServer() *http.Server {
 	}
 	s.alerts.apiOptions(&opts)
 	s.api.Store(httpapi.New(opts))
-	return apiHTTPServer(s.api.Load(), s.tls, s.log, s.conns)
+	return apiHTTPServer(s.api.Load(), s.tls, s.log, s.clock, s.conns)
 }
 
 // apiHTTPServer is the HTTP server of the API, the same for apollo server
 // and a scale-out node: bounded headers, deadlines that a slow or stalled
 // client cannot hold a connection past, and at most limits.connections
 // connections (conns, the listener it serves).
-func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger, conns *httpapi.ConnLimit) *http.Server {
+func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger, clock apollo.Clock, conns *httpapi.ConnLimit) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConfig,
@@ -337,10 +340,33 @@ func apiHTTPServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger, conn
 		WriteTimeout:      60 * time.Second, // the stream clears it for its connections
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          stdlog.New(&httpErrorLog{log: log, clock: clock, limit: loglimit.New(time.Minute)}, "", 0),
 	}
 	conns.Watch(srv)
 	return srv
+}
+
+// httpErrorLog is the HTTP server's own error log. net/http writes a line
+// for every failed TLS handshake, and anyone who can reach the port can
+// fail one (a scanner, plain HTTP on the TLS port, a flood): those go
+// through a limiter, one line a minute with the count held back; the
+// rest (a handler's panic) are written as they come.
+type httpErrorLog struct {
+	log   *slog.Logger
+	clock apollo.Clock
+	limit *loglimit.Limiter
+}
+
+func (e *httpErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	if !strings.HasPrefix(msg, "http: TLS handshake error") {
+		e.log.Warn(msg)
+		return len(p), nil
+	}
+	if ok, held := e.limit.Allow("", e.clock.Now()); ok {
+		e.log.Warn(msg, "suppressed", held)
+	}
+	return len(p), nil
 }
 
 // serve runs until ctx is done or the HTTP server fails, reloading on
