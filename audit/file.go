@@ -58,7 +58,7 @@ func filePath(dir, name string, i int) string {
 // entries of the previous file and of this one, oldest first. A last line
 // cut short by a crash is removed, so the next entry starts a line.
 func openFile(o Options, name string, log *slog.Logger, keep func(*Entry)) (*file, error) {
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	bad := 0

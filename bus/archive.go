@@ -45,7 +45,7 @@ const archiveBuffer = 64 << 10
 // archived would be gone from memory and from the next snapshot, and
 // nowhere else. Files older than retention are removed as days pass.
 func OpenFileArchive(dir string, retention time.Duration, clock apollo.Clock) (*FileArchive, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
 	if clock == nil {
@@ -107,7 +107,7 @@ func (a *FileArchive) openDayLocked() error {
 	if err := a.closeLocked(); err != nil {
 		return err // the old day's file stays, with what it could not take
 	}
-	f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}

@@ -87,7 +87,7 @@ func (f *stateFile) save(st savedState) error {
 	if err != nil {
 		return fmt.Errorf("sched: encode state: %w", err)
 	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return fmt.Errorf("sched: state dir: %w", err)
 	}
 	if err := atomicfile.Write(f.path(), append(b, '\n'), 0o600); err != nil {

@@ -272,7 +272,7 @@ func createSegment(dir string, first LSN) (*os.File, error) {
 		return nil, fmt.Errorf("wal: create segment %s: it already exists", path)
 	}
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("wal: create segment: %w", err)
 	}

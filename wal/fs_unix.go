@@ -15,7 +15,7 @@ import (
 // lock when the process dies, so a crash never leaves it stale.
 func lockDir(dir string) (unlock func() error, err error) {
 	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("wal: lock: %w", err)
 	}

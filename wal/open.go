@@ -19,7 +19,7 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
 	unlock, err := lockDir(opts.Dir)

@@ -67,7 +67,7 @@ func (l *Log) WriteSnapshot(lsn LSN, write func(w io.Writer) error) error {
 	}
 	path := filepath.Join(l.opts.Dir, snapshotName(lsn))
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("wal: snapshot: %w", err)
 	}

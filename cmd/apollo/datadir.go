@@ -32,7 +32,7 @@ func makeDataDir(dir string) (created string, err error) {
 		}
 		p = parent
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	return created, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A failed start removes the data directory only if it made it and
@@ -86,5 +87,60 @@ func TestPermissionHint(t *testing.T) {
 	other := errors.New("opening the log: no space left on device")
 	if got := permissionHint(other, "/d"); got != other {
 		t.Errorf("another error became %v", got)
+	}
+}
+
+// What the server keeps is readable by its own user only: task data
+// (reports' extras and output, error messages), the archive, the audit
+// log, rules, silences and the notifications owed. The data directory and
+// its subdirectories were made 0755 and the log, snapshots and archive
+// 0644, so every local user could read every tenant's runs. A fresh data
+// directory now has nothing for group or others, under the usual umask.
+func TestDataDirectoryIsPrivate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, false, h, deployOptions{config: "retention:\n  finished: 1s\nsnapshot_every: 1s\n"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.setEventRules()
+	for _, tenant := range tenants {
+		d.silence(tenant, `"rule":"`+tenant+`_quiet"`)
+		d.putExpectations(tenant, "expectations:\n  - job: "+tenant+"_nightly\n    schedule: \"0 3 * * *\"\n")
+		d.fail(tenant, tenant+"_load")
+	}
+	eventually(t, 30*time.Second, "the runs archived", func() bool {
+		return d.figure("apollo_tasks_evicted_total") >= float64(len(tenants))
+	})
+	taken := d.figure("apollo_checkpoints_total")
+	eventually(t, 30*time.Second, "a checkpoint after the eviction", func() bool {
+		return d.figure("apollo_checkpoints_total") > taken
+	})
+	d.api.term(t)
+	kinds := map[string]bool{}
+	err := filepath.WalkDir(filepath.Join(d.dir, "data"), func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s is %v: readable beyond the server's user", path, fi.Mode().Perm())
+		}
+		rel, _ := filepath.Rel(d.dir, path)
+		kinds[strings.SplitN(rel, string(filepath.Separator), 3)[min(1, strings.Count(rel, string(filepath.Separator)))]] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"wal", "archive", "audit"} {
+		if !kinds[want] {
+			t.Errorf("no %s in the data directory (%v): the test looked at less than it says", want, kinds)
+		}
 	}
 }

@@ -291,7 +291,7 @@ every deadman.every.`,
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(stateDir, 0o755); err != nil {
+			if err := os.MkdirAll(stateDir, 0o700); err != nil {
 				return err
 			}
 			client, err := agent.New(cf.server, agent.WithToken(cf.token), agent.WithLogger(log),
