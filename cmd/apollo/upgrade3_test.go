@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
 
@@ -90,13 +91,20 @@ func TestUpgradeThreeProcesses(t *testing.T) {
 // awaitOnly waits for a firing notification of each want[tenant] rule and
 // fails on any other notification: a resolution, or an alert told again,
 // but for the reminders of the <tenant>_after alerts, which nobody
-// acknowledged (repeat: 2s).
+// acknowledged (repeat: 2s), and the self-alerts of the process a step
+// stopped.
 func awaitOnly(t *testing.T, h *hook, when string, want map[string]string) {
 	t.Helper()
 	got := map[string]bool{}
 	for len(got) < len(want) {
 		p := h.await(t, 30*time.Second, when, func(webhook.ApolloPayload) bool { return true })
 		if p.Kind == "repeat" && p.Alert.Rule == p.Alert.Tenant+"_after" {
+			continue
+		}
+		if p.Kind == apollo.NotifySelf && (p.Alert.Rule == "apollo:"+componentDown("bus") || p.Alert.Rule == "apollo:"+componentDown("alert")) {
+			// The step stopped the only process of its kind: when its
+			// successor takes longer than a heartbeat (1s) to start, as
+			// on a loaded machine, that is told, truly. Not a tenant's.
 			continue
 		}
 		if want[p.Alert.Tenant] != p.Alert.Rule || p.Kind != "firing" {
