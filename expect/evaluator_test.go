@@ -699,3 +699,24 @@ func TestHourlyAcrossTheSpringGap(t *testing.T) {
 	s.until(utc(2026, 3, 29, 3, 0), time.Minute)
 	expectLines(t, s.take(), want...)
 }
+
+// An hour field of a step over every hour ("*/2") is every hour's as
+// well, as classic cron reads any hour field that starts with "*": such a
+// job runs in real time across a DST change, not once at a spring-forward
+// change for the hour the gap skips. `0 */2 * * *` in Europe/Berlin on
+// 2026-03-29 runs at 00:00 CET (23:00Z), not at 02:00, which does not
+// exist, and next at 04:00 CEST (02:00Z). It was expected at the change
+// (01:00Z) too: every cron daemon's two-hourly job got a false missed run
+// each spring. Two tenants: a reports the runs cron makes, b none.
+func TestTwoHourlyAcrossTheSpringGap(t *testing.T) {
+	t.Parallel()
+	const twoHourly = "expectations:\n  - {job: sync, schedule: \"0 */2 * * *\", timezone: Europe/Berlin, grace: 10m}\n"
+	s := newSim(t, utc(2026, 3, 28, 22, 30), map[string]string{"a": twoHourly, "b": twoHourly})
+	var want []string
+	for _, at := range []time.Time{utc(2026, 3, 28, 23, 0), utc(2026, 3, 29, 2, 0), utc(2026, 3, 29, 4, 0)} {
+		s.start("a", "sync", at.Format("1504"), at)
+		want = append(want, fmt.Sprintf("missed b/sync slot=%s at=%s", at.Format("01-02T15:04:05Z"), at.Add(10*time.Minute).Format("01-02T15:04:05Z")))
+	}
+	s.until(utc(2026, 3, 29, 5, 0), time.Minute)
+	expectLines(t, s.take(), want...)
+}

@@ -82,7 +82,9 @@ func ParseSchedule(expr string, loc *time.Location) (*Schedule, error) {
 	if !gronx.IsValid(norm) {
 		return nil, fmt.Errorf("%q is not a valid cron expression", expr)
 	}
-	c := &Schedule{text: expr, expr: norm, loc: loc, hourWild: fields[len(fields)-4] == "*"}
+	// An hour field that starts with "*" ("*", "*/2") is every hour's, as
+	// classic cron reads it for DST: such a job runs in real time.
+	c := &Schedule{text: expr, expr: norm, loc: loc, hourWild: strings.HasPrefix(fields[len(fields)-4], "*")}
 	if _, err := gronx.NextTickAfter(norm, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), false); err != nil {
 		return nil, fmt.Errorf("%q never fires (a day that no month has?)", expr)
 	}
@@ -227,9 +229,9 @@ func nextEvery(d time.Duration, t time.Time) time.Time {
 //     clocks go from 02:00 to 03:00) runs once, at the instant of the change.
 //   - A wall time that a fall-back fold repeats runs once, at its first
 //     occurrence.
-//   - Except when the hour field is "*": a job that runs every hour (or
-//     more often) runs in real time, as classic cron runs it: through both
-//     passes of a repeated hour, and not at all in the hour a gap skips.
+//   - Except when the hour field starts with "*" ("*", "*/2"): such a job
+//     runs in real time, as classic cron runs it: through both passes of
+//     a repeated hour, and not at all in the hour a gap skips.
 func (s *Schedule) nextCron(after time.Time) time.Time {
 	from, incl := after.In(s.loc), false
 	// Each pass either returns or moves from past a zone change, or past a
