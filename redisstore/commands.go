@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -168,16 +167,4 @@ func ServeCommands(ctx context.Context, c redis.UniversalClient, prefix string, 
 		data, _ := json.Marshal(r)
 		_ = c.Publish(ctx, prefix+":alert:replies", data).Err()
 	})
-}
-
-// asAPIError keeps an *apollo.Error for the reply and hides anything else.
-func asAPIError(err error) *apollo.Error {
-	if err == nil {
-		return nil
-	}
-	var e *apollo.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &apollo.Error{Code: apollo.EINTERNAL, Message: "the alert process failed: " + err.Error()}
 }

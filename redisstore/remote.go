@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -164,8 +165,23 @@ type Engine interface {
 
 // HandleCommand applies a command from the bus to an alert process's
 // engine. saveRules (may be nil) persists accepted rules (the loader's
-// file for the default tenant).
-func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, src []byte) error) Reply {
+// file for the default tenant). An error that is not an *apollo.Error is
+// logged here and answered as internal, without its text: it may name the
+// alert process's files, which are no business of the bus's client.
+func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, src []byte) error, log *slog.Logger) Reply {
+	rep, err := handleCommand(ctx, e, cmd, saveRules)
+	if err == nil {
+		return rep
+	}
+	var ae *apollo.Error
+	if !errors.As(err, &ae) {
+		log.Error("a command from the bus failed", "op", cmd.Op, "tenant", cmd.Tenant, "err", err)
+		ae = &apollo.Error{Code: apollo.EINTERNAL, Message: "internal error", Hint: "the alert process's log has the details"}
+	}
+	return Reply{Err: ae}
+}
+
+func handleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, src []byte) error) (Reply, error) {
 	switch cmd.Op {
 	case "ack":
 		id := cmd.AlertID
@@ -180,33 +196,33 @@ func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 				}
 			}
 		}
-		return Reply{Err: asAPIError(e.Ack(ctx, cmd.Tenant, id, cmd.By))}
+		return Reply{}, e.Ack(ctx, cmd.Tenant, id, cmd.By)
 	case "silence.add":
 		if cmd.Silence == nil {
-			return Reply{Err: &apollo.Error{Code: apollo.EINVALID, Message: "silence.add without a silence"}}
+			return Reply{}, &apollo.Error{Code: apollo.EINVALID, Message: "silence.add without a silence"}
 		}
 		s, err := e.AddSilence(cmd.Tenant, *cmd.Silence)
 		if err != nil {
-			return Reply{Err: asAPIError(err)}
+			return Reply{}, err
 		}
-		return Reply{Silence: &s}
+		return Reply{Silence: &s}, nil
 	case "silence.remove":
-		return Reply{Err: asAPIError(e.RemoveSilence(cmd.Tenant, cmd.SilenceID))}
+		return Reply{}, e.RemoveSilence(cmd.Tenant, cmd.SilenceID)
 	case "rules.set":
 		rs, err := rules.Parse("rules", []byte(cmd.Rules))
 		if err != nil {
-			return Reply{Err: asAPIError(err)}
+			return Reply{}, err
 		}
 		if saveRules != nil {
 			if err := saveRules(cmd.Tenant, []byte(cmd.Rules)); err != nil {
-				return Reply{Err: asAPIError(err)}
+				return Reply{}, err
 			}
 		}
 		e.SetRulesSource(cmd.Tenant, rs, []byte(cmd.Rules))
-		return Reply{}
+		return Reply{}, nil
 	case "self":
 		e.SelfAlert(cmd.Name, apollo.SeverityCritical, cmd.Summary)
-		return Reply{}
+		return Reply{}, nil
 	}
-	return Reply{Err: &apollo.Error{Code: apollo.EINVALID, Message: "unknown command " + cmd.Op}}
+	return Reply{}, &apollo.Error{Code: apollo.EINVALID, Message: "unknown command " + cmd.Op}
 }

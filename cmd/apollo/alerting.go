@@ -207,6 +207,12 @@ func (l *localAlerting) apiOptions(o *httpapi.Options) {
 // anything had changed nor what to do. An *apollo.Error (an answer the
 // cause already gave the caller) passes through.
 func notSaved(log *slog.Logger, what, tenant string, err error) error {
+	return notSavedIn("the server log", log, what, tenant, err)
+}
+
+// notSavedIn is notSaved for a process whose log is not the server's
+// (an alert process's, which its hint names).
+func notSavedIn(where string, log *slog.Logger, what, tenant string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -215,7 +221,7 @@ func notSaved(log *slog.Logger, what, tenant string, err error) error {
 	}
 	log.Error("the "+what+" could not be saved, so they were not changed", "tenant", tenant, "err", err)
 	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the " + what + " could not be saved, so they were not changed",
-		Hint: "nothing changed; the server log says why (the data directory or Redis); try again"}
+		Hint: "nothing changed; " + where + " says why (the data directory or Redis); try again"}
 }
 
 func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {

@@ -254,7 +254,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	go func() { defer close(done); redisstore.PublishAlerts(ctx, p.c, prefix, alerts) }()
 	p.onStop(func() { unsubscribe(); <-done })
 	stopCommands, err := redisstore.ServeCommands(ctx, p.c, prefix, func(ctx context.Context, cmd redisstore.Command) redisstore.Reply {
-		return redisstore.HandleCommand(ctx, p.engine, cmd, p.saveRules)
+		return redisstore.HandleCommand(ctx, p.engine, cmd, p.saveRules, p.log)
 	})
 	if err != nil {
 		return fmt.Errorf("subscribing to commands: %w", err)
@@ -312,12 +312,12 @@ func (p *alertProcess) saveRules(tenant string, src []byte) error {
 	defer p.rulesMu.Unlock()
 	if tenant == "" && p.loader != nil {
 		if err := p.loader.Write(src); err != nil {
-			return err
+			return notSavedIn("the alert process's log", p.log, "rules", tenant, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return p.rules.Save(ctx, tenant, src)
+	return notSavedIn("the alert process's log", p.log, "rules", tenant, p.rules.Save(ctx, tenant, src))
 }
 
 // catchUpRules sets the rules saved in Redis that differ from the ones
