@@ -187,13 +187,8 @@ func (l *Loader) Write(src []byte) error {
 		return err
 	}
 	if err := atomicfile.Write(l.opts.Path, src, 0o644); err != nil {
-		if atomicfile.NotWritable(err) {
-			if cause := errors.Unwrap(err); cause != nil {
-				err = cause // the errno, not the temporary file's name
-			}
-			return &apollo.Error{Code: apollo.ECONFLICT, Field: "rules",
-				Message: fmt.Sprintf("the rules come from the file %s, which the server may not write (%v); nothing was changed", l.opts.Path, err),
-				Hint:    "change the rules where the file comes from (a ConfigMap, a read-only mount); it is reloaded within seconds of a change"}
+		if refused := atomicfile.Refusal("rules", l.opts.Path, err); refused != nil {
+			return refused
 		}
 		return fmt.Errorf("alert: write rules: %w", err)
 	}

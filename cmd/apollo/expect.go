@@ -311,6 +311,9 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) e
 	}
 	if tenant == "" && x.path != "" {
 		if err := atomicfile.Write(x.path, src, 0o644); err != nil {
+			if refused := atomicfile.Refusal("expectations", x.path, err); refused != nil {
+				return refused
+			}
 			return notSaved(x.log, "expectations", tenant, fmt.Errorf("writing the expectations file: %w", err))
 		}
 	} else if err := x.saved.Save(ctx, tenant, src); err != nil {

@@ -68,3 +68,53 @@ func TestUnsavedRulesFileSaysNoPath(t *testing.T) {
 		}
 	})
 }
+
+// expectationsOf is the expectations text tenant's GET
+// /api/v1/expectations answers.
+func (d *deployment) expectationsOf(tenant string) string {
+	d.t.Helper()
+	var got struct{ Source string }
+	d.do(tenant, "GET", "/api/v1/expectations", "", &got, 200)
+	return got.Source
+}
+
+// An expectations file the server may not write (a read-only mount, a
+// ConfigMap) refuses a PUT of the default tenant's expectations with 409
+// and a message naming the file, as the rules file does, in both modes:
+// the expectations belong to whoever provides the file. Before, it was
+// answered 503 "could not be saved", as if the server had failed and a
+// retry could help. Other tenants' PUTs, saved elsewhere, go on, and
+// after kill -9 every tenant has what it was answered.
+func TestReadOnlyExpectationsFileIsAConflict(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "expectations.yaml")
+	const first = "expectations:\n  - job: nightly\n    every: 1h\n"
+	if err := os.WriteFile(path, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !readOnly(t, dir) {
+		t.Skip("no way to make a directory read-only here")
+	}
+	eachMode(t, deployOptions{config: "expectations: " + path + "\n"}, func(t *testing.T, d *deployment, h *hook) {
+		if got := d.expectationsOf(""); got != first {
+			t.Fatalf("default tenant's expectations %q, want the file's %q", got, first)
+		}
+		var body struct{ Error map[string]any }
+		d.do("", "PUT", "/api/v1/expectations", "expectations:\n  - job: nightly\n    every: 2h\n", &body, http.StatusConflict)
+		msg, _ := body.Error["message"].(string)
+		if body.Error["code"] != "conflict" || !strings.Contains(msg, path) || !strings.Contains(msg, "may not write") {
+			t.Errorf("the refusal is %v; want conflict, the file's path and that the server may not write it", body.Error)
+		}
+		want := map[string]string{"": first}
+		for _, tenant := range tenants {
+			want[tenant] = "expectations:\n  - job: " + tenant + "_job\n    every: 30m\n"
+			d.do(tenant, "PUT", "/api/v1/expectations", want[tenant], nil, 200)
+		}
+		d.crash()
+		for tenant, src := range want {
+			if got := d.expectationsOf(tenant); got != src {
+				t.Errorf("tenant %q's expectations after kill -9: %q, want %q", tenant, got, src)
+			}
+		}
+	})
+}

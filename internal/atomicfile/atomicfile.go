@@ -4,10 +4,13 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/apollo-11/apollo"
 )
 
 // Write replaces path with data so that a reader or a crash sees
@@ -70,4 +73,21 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 // condition for the one who owns the file, not a failure of the server.
 func NotWritable(err error) bool {
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
+}
+
+// Refusal is the answer to a write through the API of what ("rules",
+// "expectations") held in the file at path, when Write failed because
+// the file may not be written (NotWritable): 409 conflict, naming the
+// file, since what it holds belongs to whoever provides it (a ConfigMap,
+// a read-only mount). It returns nil for any other error.
+func Refusal(what, path string, err error) error {
+	if !NotWritable(err) {
+		return nil
+	}
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause // the errno, not the temporary file's name
+	}
+	return &apollo.Error{Code: apollo.ECONFLICT, Field: what,
+		Message: fmt.Sprintf("the %s come from the file %s, which the server may not write (%v); nothing was changed", what, path, err),
+		Hint:    "change the " + what + " where the file comes from (a ConfigMap, a read-only mount); it is reloaded within seconds of a change"}
 }
