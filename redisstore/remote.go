@@ -164,11 +164,12 @@ type Engine interface {
 }
 
 // HandleCommand applies a command from the bus to an alert process's
-// engine. saveRules (may be nil) persists accepted rules (the loader's
-// file for the default tenant). An error that is not an *apollo.Error is
+// engine. saveRules (may be nil) checks and persists the rules of a
+// rules command, parsed here once (the loader's file for the default
+// tenant). An error that is not an *apollo.Error is
 // logged here and answered as internal, without its text: it may name the
 // alert process's files, which are no business of the bus's client.
-func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, src []byte) error, log *slog.Logger) Reply {
+func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, rs []*rules.Rule, src []byte) error, log *slog.Logger) Reply {
 	rep, err := handleCommand(ctx, e, cmd, saveRules)
 	if err == nil {
 		return rep
@@ -181,7 +182,7 @@ func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 	return Reply{Err: ae}
 }
 
-func handleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, src []byte) error) (Reply, error) {
+func handleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, rs []*rules.Rule, src []byte) error) (Reply, error) {
 	switch cmd.Op {
 	case "ack":
 		id := cmd.AlertID
@@ -214,7 +215,7 @@ func handleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 			return Reply{}, err
 		}
 		if saveRules != nil {
-			if err := saveRules(cmd.Tenant, []byte(cmd.Rules)); err != nil {
+			if err := saveRules(cmd.Tenant, rs, []byte(cmd.Rules)); err != nil {
 				return Reply{}, err
 			}
 		}

@@ -292,16 +292,12 @@ func outboxOwner(id string) string {
 	return id[:min(len(id), 100)] + "." + hex.EncodeToString(b[:])
 }
 
-// saveRules checks rules sent through the bus's API against this
-// process's channels that serve the tenant, and saves them before
-// HandleCommand sets them: in Redis, where every alert process reads them
-// at start and the bus shows them, and the default tenant's in the rules
-// file too, when there is one.
-func (p *alertProcess) saveRules(tenant string, src []byte) error {
-	rs, err := rules.Parse("rules", src)
-	if err != nil {
-		return err
-	}
+// saveRules checks rules sent through the bus's API (rs, parsed from src
+// by HandleCommand) against this process's channels that serve the
+// tenant, and saves them before HandleCommand sets them: in Redis, where
+// every alert process reads them at start and the bus shows them, and the
+// default tenant's in the rules file too, when there is one.
+func (p *alertProcess) saveRules(tenant string, rs []*rules.Rule, src []byte) error {
 	if err := rules.CheckChannels(rs, func(n string) bool { return p.disp.Serves(tenant, n) }); err != nil {
 		return err
 	}
