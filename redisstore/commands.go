@@ -13,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/rules"
 )
 
 // Command is a change the bus asks of the alert processes: every alert
@@ -43,6 +44,10 @@ type Reply struct {
 	ID      string         `json:"id"`
 	Err     *apollo.Error  `json:"error,omitempty"`
 	Silence *alert.Silence `json:"silence,omitempty"`
+	// Problems are the places in a rules file that the alert process
+	// refused (an unknown channel, a window past what is kept), with Err
+	// the first of them: the bus answers them as its own check's.
+	Problems rules.ErrorList `json:"problems,omitempty"`
 }
 
 // ErrNoAlertProcess is returned when no alert process answered in time.

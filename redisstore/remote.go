@@ -145,11 +145,15 @@ func (r *RemoteAlerts) RulesSource(tenant string) []byte {
 // alert processes (httpapi calls SaveRules first and stops if it fails).
 func (r *RemoteAlerts) SetRulesSource(string, []*rules.Rule, []byte) {}
 
-// SaveRules sends a validated rules file to the alert processes.
+// SaveRules sends a validated rules file to the alert processes. Their
+// refusal of its rules (an unknown channel) is a rules.ErrorList.
 func (r *RemoteAlerts) SaveRules(tenant string, src []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := r.cmd.Do(ctx, Command{Op: "rules.set", Tenant: tenant, Rules: string(src)})
+	rep, err := r.cmd.Do(ctx, Command{Op: "rules.set", Tenant: tenant, Rules: string(src)})
+	if len(rep.Problems) > 0 {
+		return rep.Problems
+	}
 	return err
 }
 
@@ -174,12 +178,13 @@ func HandleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 	if err == nil {
 		return rep
 	}
+	errors.As(err, &rep.Problems)
 	var ae *apollo.Error
 	if !errors.As(err, &ae) {
 		log.Error("a command from the bus failed", "op", cmd.Op, "tenant", cmd.Tenant, "err", err)
 		ae = &apollo.Error{Code: apollo.EINTERNAL, Message: "internal error", Hint: "the alert process's log has the details"}
 	}
-	return Reply{Err: ae}
+	return Reply{Err: ae, Problems: rep.Problems}
 }
 
 func handleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(tenant string, rs []*rules.Rule, src []byte) error) (Reply, error) {
@@ -210,7 +215,7 @@ func handleCommand(ctx context.Context, e Engine, cmd Command, saveRules func(te
 	case "silence.remove":
 		return Reply{}, e.RemoveSilence(cmd.Tenant, cmd.SilenceID)
 	case "rules.set":
-		rs, err := rules.Parse("rules", []byte(cmd.Rules))
+		rs, err := rules.Parse("", []byte(cmd.Rules)) // places as the bus's API gives them
 		if err != nil {
 			return Reply{}, err
 		}

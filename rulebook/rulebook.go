@@ -139,6 +139,9 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.
 	// restart would be a surprise.
 	if b.Save != nil {
 		if err := b.Save(tenant, src); err != nil {
+			if problems := Problems(err); problems != nil { // the alert processes' own checks
+				return apiclient.RuleSet{}, problems, nil
+			}
 			return apiclient.RuleSet{}, nil, fmt.Errorf("saving the rules of tenant %q: %w", tenant, err)
 		}
 	}
