@@ -38,6 +38,23 @@ type RuleBook interface {
 	PutRules(ctx context.Context, tenant string, src []byte) (apiclient.RuleSet, []apiclient.RuleProblem, error)
 }
 
+// alertReader is an AlertEngine whose alerts and silences live
+// elsewhere (redisstore.RemoteAlerts: in Redis, for the bus of the three
+// processes) and may not be readable now: a list it cannot read is
+// answered with its error, not as an empty list.
+type alertReader interface {
+	ReadAlerts(tenant string, state apollo.AlertState) ([]apollo.Alert, []apollo.Silence, error)
+}
+
+// readAlerts are a tenant's alerts in a state ("" = all) and its
+// silences.
+func readAlerts(eng AlertEngine, tenant string, state apollo.AlertState) ([]apollo.Alert, []apollo.Silence, error) {
+	if r, ok := eng.(alertReader); ok {
+		return r.ReadAlerts(tenant, state)
+	}
+	return eng.Alerts(tenant, state), eng.Silences(tenant), nil
+}
+
 // alerting returns the engine, or the error that says there is none.
 func (s *Server) alerting() (AlertEngine, error) {
 	if s.opts.Alerts == nil {
@@ -65,15 +82,18 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal
 		return &apollo.Error{Code: apollo.EINVALID, Field: "state", Message: fmt.Sprintf("unknown state %q", quoteShort(string(state))),
 			Hint: "use pending, firing or resolved, or leave it out for all"}
 	}
-	writeJSON(w, http.StatusOK, apiclient.AlertList{Alerts: s.views(eng, p.Tenant, eng.Alerts(p.Tenant, state))})
+	as, sils, err := readAlerts(eng, p.Tenant, state)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiclient.AlertList{Alerts: s.views(sils, as)})
 	return nil
 }
 
-// views are alerts as the API shows them: with the silences that hold
-// their notifications back.
-func (s *Server) views(eng AlertEngine, tenant string, as []apollo.Alert) []apiclient.Alert {
+// views are alerts as the API shows them: with the silences (of their
+// tenant) that hold their notifications back.
+func (s *Server) views(sils []apollo.Silence, as []apollo.Alert) []apiclient.Alert {
 	now := s.now()
-	sils := eng.Silences(tenant)
 	out := make([]apiclient.Alert, len(as))
 	for i := range as {
 		out[i].Alert = as[i]
@@ -99,9 +119,13 @@ func (s *Server) ackAlert(w http.ResponseWriter, r *http.Request, p *Principal) 
 		return err
 	}
 	s.audit(r, p, "alert.ack", id, "")
-	for _, a := range eng.Alerts(p.Tenant, "") {
+	as, sils, err := readAlerts(eng, p.Tenant, "")
+	if err != nil { // acknowledged: the answer says so without the alert
+		s.log.Warn("reading the alert just acknowledged", "tenant", p.Tenant, "id", id, "err", err)
+	}
+	for _, a := range as {
 		if a.ID == id {
-			writeJSON(w, http.StatusOK, apiclient.AckAnswer{Alert: s.views(eng, p.Tenant, []apollo.Alert{a})[0]})
+			writeJSON(w, http.StatusOK, apiclient.AckAnswer{Alert: s.views(sils, []apollo.Alert{a})[0]})
 			return nil
 		}
 	}
@@ -114,7 +138,14 @@ func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, p *Princip
 	if err != nil {
 		return err
 	}
-	sils := eng.Silences(p.Tenant)
+	var sils []apollo.Silence
+	if r, ok := eng.(alertReader); ok {
+		if _, sils, err = r.ReadAlerts(p.Tenant, apollo.AlertInactive); err != nil {
+			return err
+		}
+	} else {
+		sils = eng.Silences(p.Tenant)
+	}
 	if sils == nil {
 		sils = []apollo.Silence{}
 	}

@@ -274,8 +274,8 @@ func TestOutageAndRecovery(t *testing.T) {
 		t.Run(map[bool]string{true: "kept", false: "overflowed"}[maxDirty > 2], func(t *testing.T) {
 			t.Parallel()
 			direct, prefix := redistest.Client(t)
-			p := newProxy(t, direct.Options().Addr)
-			viaProxy := redis.NewClient(&redis.Options{Addr: p.addr(), DB: direct.Options().DB,
+			p := redistest.NewProxy(t, direct.Options().Addr)
+			viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: direct.Options().DB,
 				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 			t.Cleanup(func() { viaProxy.Close() })
 			clock := apollo.NewFakeClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -310,7 +310,7 @@ func TestOutageAndRecovery(t *testing.T) {
 			}
 			checkSame(t, w.agg, r.st, "t", clock.Now())
 
-			p.setBroken(true)
+			p.SetBroken(true)
 			for i := range cs[third : 2*third] {
 				w.fl.Apply(&cs[third+i])
 			}
@@ -331,7 +331,7 @@ func TestOutageAndRecovery(t *testing.T) {
 				t.Fatalf("the dirty set grew past its bound: %+v", st)
 			}
 
-			p.setBroken(false)
+			p.SetBroken(false)
 			if err := next(); err != nil {
 				t.Fatalf("the first flush after the outage: %v", err)
 			}

@@ -106,13 +106,13 @@ func TestOutboxTakenOverByALiveDispatcher(t *testing.T) {
 func TestOutboxDownStillSends(t *testing.T) {
 	t.Parallel()
 	c, prefix := redistest.Client(t)
-	p := newProxy(t, c.Options().Addr)
+	p := redistest.NewProxy(t, c.Options().Addr)
 	cut := newCutClient(t, p, c.Options().DB)
 	o := newOutbox(t, cut, prefix, nil)
 	sent := make(chan string, 10)
 	d := newDispatcher(t, o, sink(sent, nil))
 	start(t, d)
-	p.setBroken(true)
+	p.SetBroken(true)
 	d.Send(owedNote("acme", "a1"))
 	d.Send(owedNote("globex", "g1"))
 	got := []string{next(t, sent), next(t, sent)}

@@ -40,8 +40,8 @@ func newOutbox(t *testing.T, c redis.UniversalClient, prefix string, change func
 }
 
 // newCutClient is a client of Redis through p, quick to give up.
-func newCutClient(t *testing.T, p *proxy, db int) *redis.Client {
-	cut := redis.NewClient(&redis.Options{Addr: p.addr(), DB: db, MaxRetries: -1,
+func newCutClient(t *testing.T, p *redistest.Proxy, db int) *redis.Client {
+	cut := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: db, MaxRetries: -1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { cut.Close() })
 	return cut
@@ -252,14 +252,14 @@ func TestOutboxHostileData(t *testing.T) {
 func TestOutboxRedisDown(t *testing.T) {
 	t.Parallel()
 	c, prefix := redistest.Client(t)
-	p := newProxy(t, c.Options().Addr)
+	p := redistest.NewProxy(t, c.Options().Addr)
 	cut := newCutClient(t, p, c.Options().DB)
 	clock := apollo.NewFakeClock(time.Now())
 	o := newOutbox(t, cut, prefix, func(o *OutboxOptions) { o.Clock = clock })
 	kept := mustOwe(t, o, "acme", "kept")
 	done := mustOwe(t, o, "globex", "done")
 
-	p.setBroken(true)
+	p.SetBroken(true)
 	if err := o.Settle(done); err == nil {
 		t.Fatal("Settle succeeded with Redis cut off")
 	}
@@ -271,7 +271,7 @@ func TestOutboxRedisDown(t *testing.T) {
 	if s := o.Stats(); !s.Down || s.Unsettled != 1 || s.Failures != 3 {
 		t.Fatalf("stats while Redis is cut off: %+v", s)
 	}
-	p.setBroken(false)
+	p.SetBroken(false)
 	clock.BlockUntil(1, time.Minute)
 	clock.Advance(DefaultOutboxLease / 3)
 	deadline := time.Now().Add(time.Minute)

@@ -36,24 +36,53 @@ func NewRemoteAlerts(c redis.UniversalClient, prefix string, cmd *Commander, log
 }
 
 func (r *RemoteAlerts) load() alert.State {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := r.state.Load(ctx)
+	st, err := r.read()
 	if err != nil {
 		r.log.Warn("reading the alert state from Redis", "err", err)
 	}
 	return st
 }
 
+// read is the alert state the leader saved.
+func (r *RemoteAlerts) read() (alert.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return r.state.Load(ctx)
+}
+
+// unreadable answers a read of what the alert processes keep in Redis
+// that Redis did not answer: 503, the cause in the bus's log. An empty
+// list would tell the dashboard there is nothing, and a client that
+// reads the rules, edits them and puts them back would put back nothing.
+func (r *RemoteAlerts) unreadable(what, tenant string, err error) error {
+	r.log.Error("reading the "+what+" from Redis", "tenant", tenant, "err", err)
+	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the " + what + " could not be read from Redis",
+		Hint: "the bus's log says why; try again"}
+}
+
 // Alerts returns the leader's alerts of a tenant, in a state ("" = all).
 func (r *RemoteAlerts) Alerts(tenant string, state apollo.AlertState) []apollo.Alert {
+	return alertsOf(r.load(), tenant, state)
+}
+
+func alertsOf(st alert.State, tenant string, state apollo.AlertState) []apollo.Alert {
 	var out []apollo.Alert
-	for _, a := range r.load().Alerts {
+	for _, a := range st.Alerts {
 		if a.Tenant == tenant && (state == "" || a.State == state) {
 			out = append(out, a.Alert)
 		}
 	}
 	return out
+}
+
+// ReadAlerts is Alerts and Silences from one read, with the error when
+// Redis does not answer.
+func (r *RemoteAlerts) ReadAlerts(tenant string, state apollo.AlertState) ([]apollo.Alert, []alert.Silence, error) {
+	st, err := r.read()
+	if err != nil {
+		return nil, nil, r.unreadable("alerts", tenant, err)
+	}
+	return alertsOf(st, tenant, state), silencesOf(st, tenant), nil
 }
 
 // Ack asks the alert processes to acknowledge the alert (by its rule and
@@ -82,9 +111,13 @@ func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
 // Silences returns a tenant's silences that have not ended, as the alert
 // processes saved them, soonest end first (as alert.Engine.Silences).
 func (r *RemoteAlerts) Silences(tenant string) []alert.Silence {
+	return silencesOf(r.load(), tenant)
+}
+
+func silencesOf(st alert.State, tenant string) []alert.Silence {
 	now := time.Now()
 	var out []alert.Silence
-	for _, s := range r.load().Silences {
+	for _, s := range st.Silences {
 		if s.Tenant == tenant && now.Before(s.EndsAt) {
 			out = append(out, s)
 		}
@@ -132,13 +165,23 @@ func (r *RemoteAlerts) Rules(tenant string) []*rules.Rule {
 // RulesSource returns the rules text the alert processes saved: the text
 // they run.
 func (r *RemoteAlerts) RulesSource(tenant string) []byte {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	src, err := r.rules.Source(ctx, tenant)
+	src, err := r.ReadRulesSource(tenant)
 	if err != nil {
 		r.log.Warn("reading the rules from Redis", "err", err)
 	}
 	return src
+}
+
+// ReadRulesSource is RulesSource with the error when Redis does not
+// answer.
+func (r *RemoteAlerts) ReadRulesSource(tenant string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	src, err := r.rules.Source(ctx, tenant)
+	if err != nil {
+		return nil, r.unreadable("rules", tenant, err)
+	}
+	return src, nil
 }
 
 // SetRulesSource does nothing: SaveRules already sent the rules to the

@@ -49,8 +49,28 @@ type Book struct {
 // text and its JSON form, and the file they came from as the engine holds
 // it.
 func (b Book) Rules(tenant string) (apiclient.RuleSet, error) {
-	src := b.Engine.RulesSource(tenant)
-	return view(b.Engine.Rules(tenant), inhibitsOf(src), src)
+	r, ok := b.Engine.(sourceReader)
+	if !ok {
+		src := b.Engine.RulesSource(tenant)
+		return view(b.Engine.Rules(tenant), inhibitsOf(src), src)
+	}
+	src, err := r.ReadRulesSource(tenant)
+	if err != nil {
+		return apiclient.RuleSet{}, err
+	}
+	f, err := rules.ParseFile("", src)
+	if err != nil { // saved by an alert process, which checked it
+		return apiclient.RuleSet{}, fmt.Errorf("the saved rules of tenant %q: %v", tenant, err)
+	}
+	return view(f.Rules, f.Inhibits, src)
+}
+
+// sourceReader is an Engine whose rules are kept elsewhere
+// (redisstore.RemoteAlerts: in Redis) and may not be readable now: Rules
+// answers its error rather than no rules, which a client that reads,
+// edits and puts back the rules would put back.
+type sourceReader interface {
+	ReadRulesSource(tenant string) ([]byte, error)
 }
 
 // view is a rules file as the API shows it.
