@@ -128,4 +128,3 @@ func dump(t testing.TB, c redis.UniversalClient, prefix string) map[string]map[s
 	}
 	return out
 }
-

@@ -89,7 +89,11 @@ func (r *RemoteAlerts) ReadAlerts(tenant string, state apollo.AlertState) ([]apo
 // group, since each names its episodes itself).
 func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
 	cmd := Command{Op: "ack", Tenant: tenant, By: by, AlertID: id}
-	for _, a := range r.load().Alerts {
+	st, err := r.read()
+	if err != nil { // not "no alert": the alert may well be there
+		return r.unreadable("alerts", tenant, err)
+	}
+	for _, a := range st.Alerts {
 		if a.Tenant == tenant && a.ID == id {
 			if a.State == apollo.AlertResolved {
 				// As the engine answers: the alert processes would find
@@ -104,8 +108,21 @@ func (r *RemoteAlerts) Ack(ctx context.Context, tenant, id, by string) error {
 		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "id", Message: "no alert " + id,
 			Hint: "list the alerts with GET /api/v1/alerts"}
 	}
-	_, err := r.cmd.Do(ctx, cmd)
+	_, err = r.do(ctx, cmd)
 	return err
+}
+
+// do sends cmd to the alert processes. A failure to reach them through
+// Redis is answered 503, the cause in the bus's log; their own answers,
+// and that none answered, pass as they are.
+func (r *RemoteAlerts) do(ctx context.Context, cmd Command) (Reply, error) {
+	rep, err := r.cmd.Do(ctx, cmd)
+	if _, ok := errors.AsType[*apollo.Error](err); err == nil || ok {
+		return rep, err
+	}
+	r.log.Error("sending a command to the alert processes through Redis", "op", cmd.Op, "tenant", cmd.Tenant, "err", err)
+	return rep, &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the alert processes could not be reached through Redis, so nothing was changed",
+		Hint: "the bus's log says why; try again"}
 }
 
 // Silences returns a tenant's silences that have not ended, as the alert
@@ -141,7 +158,7 @@ func (r *RemoteAlerts) AddSilence(tenant string, s alert.Silence) (alert.Silence
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rep, err := r.cmd.Do(ctx, Command{Op: "silence.add", Tenant: tenant, Silence: &s})
+	rep, err := r.do(ctx, Command{Op: "silence.add", Tenant: tenant, Silence: &s})
 	if err != nil {
 		return alert.Silence{}, err
 	}
@@ -152,7 +169,7 @@ func (r *RemoteAlerts) AddSilence(tenant string, s alert.Silence) (alert.Silence
 func (r *RemoteAlerts) RemoveSilence(tenant, id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := r.cmd.Do(ctx, Command{Op: "silence.remove", Tenant: tenant, SilenceID: id})
+	_, err := r.do(ctx, Command{Op: "silence.remove", Tenant: tenant, SilenceID: id})
 	return err
 }
 
@@ -193,7 +210,7 @@ func (r *RemoteAlerts) SetRulesSource(string, []*rules.Rule, []byte) {}
 func (r *RemoteAlerts) SaveRules(tenant string, src []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rep, err := r.cmd.Do(ctx, Command{Op: "rules.set", Tenant: tenant, Rules: string(src)})
+	rep, err := r.do(ctx, Command{Op: "rules.set", Tenant: tenant, Rules: string(src)})
 	if len(rep.Problems) > 0 {
 		return rep.Problems
 	}
