@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
@@ -95,12 +96,15 @@ type alertProcess struct {
 	// catch-up read of the saved rules, so the read cannot set rules
 	// older than the change.
 	rulesMu sync.Mutex
-	stops   []func() // in reverse order at shutdown
+	// unread keeps a Redis outage from logging every alert.interval that
+	// the saved rules cannot be read (catchUpRules).
+	unread *loglimit.Limiter
+	stops  []func() // in reverse order at shutdown
 }
 
 // runAlertProcess runs until ctx ends.
 func runAlertProcess(ctx context.Context, cfg config.Config, c redis.UniversalClient, log *slog.Logger, out interface{ Write([]byte) (int, error) }) error {
-	p := &alertProcess{cfg: cfg, c: c, log: log, clock: apollo.SystemClock, id: processID()}
+	p := newAlertProcess(cfg, c, log, apollo.SystemClock)
 	warnConfig(cfg, log)
 	defer p.stop()
 	if err := p.start(ctx); err != nil {
@@ -120,6 +124,10 @@ func runAlertProcess(ctx context.Context, cfg config.Config, c redis.UniversalCl
 			return nil
 		}
 	}
+}
+
+func newAlertProcess(cfg config.Config, c redis.UniversalClient, log *slog.Logger, clock apollo.Clock) *alertProcess {
+	return &alertProcess{cfg: cfg, c: c, log: log, clock: clock, id: processID(), unread: loglimit.New(time.Minute)}
 }
 
 func (p *alertProcess) onStop(f func()) { p.stops = append(p.stops, f) }
@@ -320,7 +328,9 @@ func (p *alertProcess) saveRules(tenant string, rs []*rules.Rule, src []byte) er
 // this process runs: a change it missed while it was reconnecting.
 func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 	if err != nil {
-		p.log.Warn("reading the saved rules from Redis; the rules in force keep running", "err", err)
+		if ok, held := p.unread.Allow("", p.clock.Now()); ok {
+			p.log.Warn("reading the saved rules from Redis; the rules in force keep running", "err", err, "suppressed", held)
+		}
 		return
 	}
 	p.rulesMu.Lock()

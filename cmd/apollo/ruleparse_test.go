@@ -57,7 +57,8 @@ func TestARulesCommandIsParsedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &alertProcess{cfg: cfg, c: c, log: slog.New(slog.DiscardHandler), disp: disp, rules: redisstore.NewRules(c, prefix)}
+	p := newAlertProcess(cfg, c, slog.New(slog.DiscardHandler), apollo.SystemClock)
+	p.disp, p.rules = disp, redisstore.NewRules(c, prefix)
 	eng := setOnlyEngine{set: map[string]int{}}
 	for _, tenant := range tenants {
 		var b strings.Builder
