@@ -1,12 +1,16 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Open returns a client for a Redis URL:
@@ -92,4 +96,26 @@ func userinfo(raw string) string {
 		return ""
 	}
 	return rest[:at]
+}
+
+// LogTo sends what the Redis client itself reports (a connection pool
+// that cannot dial, a subscription that reconnects) to log, one line a
+// minute with how many it held back: go-redis otherwise writes its own
+// lines to stderr, which a log pipeline reading the structured log cannot
+// parse, a dozen a second while Redis refuses connections. go-redis has
+// one logger for the process: the last call wins.
+func LogTo(log *slog.Logger, clock apollo.Clock) {
+	redis.SetLogger(clientLog{log: log, clock: clock, limit: loglimit.New(time.Minute)})
+}
+
+type clientLog struct {
+	log   *slog.Logger
+	clock apollo.Clock
+	limit *loglimit.Limiter
+}
+
+func (c clientLog) Printf(_ context.Context, format string, v ...any) {
+	if ok, held := c.limit.Allow("", c.clock.Now()); ok {
+		c.log.Warn("redisstore: the Redis client says: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "suppressed", held)
+	}
 }

@@ -64,7 +64,7 @@ it raises apollo_component_down. SIGHUP reloads the rules file.`,
 				return fmt.Errorf("configuration:\n%w", err)
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("process", "alert")
-			c, err := openRedis(cmd.Context(), cfg)
+			c, err := openRedis(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
 			}

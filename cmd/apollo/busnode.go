@@ -66,7 +66,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if cfg.Redis.URL != "" {
 		// Checked at start, as the three-process bus does: a wrong URL
 		// stops the start rather than leave the metrics unwritten.
-		if rdb, err = openRedis(ctx, cfg); err != nil {
+		if rdb, err = openRedis(ctx, cfg, log); err != nil {
 			return err
 		}
 		defer rdb.Close()

@@ -33,11 +33,13 @@ import (
 // `apollo sched` runs jobs. They meet in Redis: metrics, alert state,
 // dedup locks, pub/sub for changes, alerts and commands, and heartbeats.
 
-// redisConfig opens the configured Redis and checks it answers.
-func openRedis(ctx context.Context, cfg config.Config) (redis.UniversalClient, error) {
+// openRedis opens the configured Redis and checks it answers. What the
+// Redis client itself reports goes to log.
+func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.UniversalClient, error) {
 	if cfg.Redis.URL == "" {
 		return nil, fmt.Errorf("this mode needs Redis: pass --redis redis://host:6379/0 (or redis.url in apollo.yaml)")
 	}
+	redisstore.LogTo(log, apollo.SystemClock)
 	c, err := redisstore.Open(cfg.Redis.URL)
 	if err != nil {
 		return nil, err
@@ -298,7 +300,7 @@ nodes' Redis, as in the three-process mode. See docs/scale-out.md.`,
 				}
 				return runBusNode(cmd.Context(), cfg, nf, log, cmd.OutOrStdout())
 			}
-			c, err := openRedis(cmd.Context(), cfg)
+			c, err := openRedis(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
 			}

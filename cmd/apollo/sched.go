@@ -387,7 +387,7 @@ func watchedSched(ctx context.Context, cfg config.Config, sc *sched.Scheduler, l
 	if cfg.Redis.URL == "" {
 		return dm.stop, nil
 	}
-	c, err := openRedis(ctx, cfg)
+	c, err := openRedis(ctx, cfg, log)
 	if err != nil {
 		dm.stop()
 		return nil, err

@@ -89,3 +89,10 @@ func (p *Proxy) breakAll() {
 	}
 	clear(p.conns)
 }
+
+// Close stops the proxy: its connections are cut and new ones refused,
+// as by a Redis that is not running.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.SetBroken(true)
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/redisstore/redistest"
+)
+
+// What the Redis client says of a Redis that refuses connections goes to
+// the process's structured log, like every other line: before, go-redis
+// wrote its own lines to stderr ("redis: 2026/12/03 22:44:30 pool.go:770:
+// redis: connection pool: failed to dial after 5 attempts: ..."), a
+// dozen in the first seconds of an outage, which a log pipeline that
+// reads logfmt could not parse.
+func TestRedisClientLogsAreStructured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	u, err := url.Parse(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := redistest.NewProxy(t, u.Host)
+	d.args = append(d.args, "--redis", "redis://"+p.Addr()+u.Path)
+	d.start()
+	t.Cleanup(d.logOnFailure)
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_load")
+	}
+	p.Close()
+	eventually(t, 20*time.Second, "the bus's flushes failing", func() bool {
+		var sys struct{ Redis struct{ Failures int } }
+		d.do("acme", "GET", "/api/v1/system", "", &sys, 200)
+		return sys.Redis.Failures >= 2
+	})
+	d.api.kill()
+	said := false
+	for line := range strings.Lines(d.api.out.String()) {
+		if !strings.HasPrefix(line, "time=") {
+			t.Errorf("a line of the bus's log is not structured: %q", line)
+		}
+		said = said || strings.Contains(line, "failed to dial")
+	}
+	if !said {
+		t.Errorf("the bus's log does not say that Redis refused it:\n%s", d.api.out)
+	}
+}
