@@ -176,6 +176,7 @@ func (s *server) sections() []section {
 		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
 		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
 		{name: "expect", write: s.expect.writeState, read: s.expect.readState},
+		{name: "learn", write: s.expect.learn.WriteState, read: s.expect.learn.ReadState},
 	}
 }
 

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/apiclient"
+)
+
+// What the learner saw of a job survives a restart, clean or kill -9:
+// two tenants run a job hourly, each at its own minute; the proposals
+// are the same after the restarts as before, each tenant's its own, and
+// one accepted after a kill -9 holds what was learned. Before, the
+// learner lived only in memory and was fed by the log's replay: a
+// snapshot (every 5 m, and at every clean stop) covered the runs, so
+// after any restart `apollo expect suggest` had nothing to propose
+// until ten more runs came.
+func TestLearnedRunsSurviveARestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts the server")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	srv := x.start(t)
+	ctx := testCtx(t, time.Minute)
+
+	minute := map[string]int{"": 7, "acme": 23}
+	base := time.Now().Add(-14 * time.Hour).Truncate(time.Hour)
+	for tenant, mm := range minute {
+		var b strings.Builder
+		b.WriteByte('[')
+		for i := range 12 {
+			at := base.Add(time.Duration(i)*time.Hour + time.Duration(mm)*time.Minute + time.Duration(i%4)*time.Second).UnixMilli()
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"taskID":"nightly-%d","name":"nightly","status":"running","sequence":1,"ts":%d},`, i, at)
+			fmt.Fprintf(&b, `{"taskID":"nightly-%d","name":"nightly","status":"success","sequence":2,"ts":%d,"costMs":%d}`, i, at+90_000, 90_000)
+		}
+		b.WriteByte(']')
+		report(t, srv.addr, x.tokens[tenant], b.String())
+	}
+	suggested := func(srv *proc, tenant string) apiclient.Suggestion {
+		t.Helper()
+		list, err := x.client(t, srv, tenant).Suggestions(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []apiclient.Suggestion
+		for _, s := range list {
+			if s.Job == "nightly" {
+				found = append(found, s)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("tenant %q: proposals %+v, want one for nightly", tenant, list)
+		}
+		return found[0]
+	}
+	before := map[string]apiclient.Suggestion{}
+	for tenant, mm := range minute {
+		s := suggested(srv, tenant)
+		if want := fmt.Sprintf("%d * * * *", mm); s.Schedule != want || s.Runs != 12 || s.Durations != 12 || s.MaxRuntime == "" {
+			t.Fatalf("tenant %q before the restart: %+v, want schedule %q from 12 runs", tenant, s, want)
+		}
+		before[tenant] = s
+	}
+
+	check := func(srv *proc, when string) {
+		t.Helper()
+		for tenant := range minute {
+			if s := suggested(srv, tenant); fmt.Sprint(s) != fmt.Sprint(before[tenant]) {
+				t.Fatalf("tenant %q %s: %+v, want %+v", tenant, when, s, before[tenant])
+			}
+		}
+	}
+	srv.term(t) // a clean stop takes a snapshot
+	srv = x.start(t)
+	check(srv, "after a clean restart")
+	srv.kill()
+	srv = x.start(t)
+	check(srv, "after kill -9")
+
+	if _, err := x.client(t, srv, "acme").AcceptSuggestion(ctx, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	srv = x.start(t)
+	got, err := x.client(t, srv, "acme").Expectations(ctx)
+	if err != nil || got.Count != 1 || !strings.Contains(got.Source, "schedule: 23 * * * *") {
+		t.Fatalf("acme's accepted proposal after kill -9: %+v %v", got, err)
+	}
+	if def, err := x.client(t, srv, "").Expectations(ctx); err != nil || strings.Contains(def.Source, "nightly") {
+		t.Fatalf("the default tenant's expectations: %+v %v", def, err)
+	}
+}
