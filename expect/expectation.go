@@ -298,17 +298,37 @@ func (c *checker) one(i int, e Expectation) *spec {
 	return sp
 }
 
+// CheckJob returns an *apollo.Error (EINVALID, field "job") when no
+// expectation can name job. Events take any UTF-8 name, an expectation's
+// job only one without control characters, so a job can run that the
+// learner must not propose for.
+func CheckJob(job string) error {
+	if !unnameable(job) {
+		return nil
+	}
+	msg, _ := checkName(job)
+	return &apollo.Error{Code: apollo.EINVALID, Field: "job", Message: msg + ": no expectation can name this job",
+		Hint: fmt.Sprintf("an expectation's job is UTF-8 of up to %d bytes without control characters (docs/expectations.md); to watch the job, have its runs report such a name", apollo.MaxNameBytes)}
+}
+
+// unnameable reports whether no expectation can name job; checkName
+// says why. It allocates nothing: the learner asks it of every run.
+func unnameable(job string) bool {
+	return job == "" || len(job) > apollo.MaxNameBytes || !utf8.ValidString(job) || strings.ContainsFunc(job, unicode.IsControl)
+}
+
 // checkName returns what is wrong with a job name, and a hint.
 func checkName(job string) (msg, hint string) {
 	switch {
+	case !unnameable(job):
+		return "", ""
 	case job == "":
 		return "missing", "every expectation names its job, like job: nightly_backup"
 	case len(job) > apollo.MaxNameBytes:
 		return fmt.Sprintf("%d bytes, over the limit of %d", len(job), apollo.MaxNameBytes), "use the name the job's runs report"
-	case !utf8.ValidString(job) || strings.ContainsFunc(job, unicode.IsControl):
+	default:
 		return fmt.Sprintf("%q holds control characters or invalid UTF-8", job), "use the name the job's runs report"
 	}
-	return "", ""
 }
 
 func (c *checker) location(i int, job, tz string) *time.Location {

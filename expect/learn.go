@@ -60,8 +60,12 @@ const (
 //   - runtime bounds, from at least MinRuns durations: max_runtime 1.5
 //     times their 99th percentile, min_runtime half their 1st.
 //
-// ok is false when there is nothing to propose.
+// ok is false when there is nothing to propose, or no expectation can
+// name job (CheckJob).
 func Suggest(job string, starts []time.Time, durations []time.Duration, loc *time.Location) (Proposal, bool) {
+	if unnameable(job) {
+		return Proposal{}, false // no expectation can name it (CheckJob)
+	}
 	if loc == nil {
 		loc = time.UTC
 	}

@@ -63,6 +63,9 @@ func (l *Learner) get(tenant, job string) *sample {
 	k := jobKey{tenant, job}
 	s := l.jobs[k]
 	if s == nil {
+		if unnameable(job) {
+			return nil // Suggest would propose nothing for it
+		}
 		if len(l.jobs) >= l.max {
 			l.dropped++
 			return nil

@@ -96,3 +96,50 @@ func TestLearnerStateDamaged(t *testing.T) {
 		t.Fatalf("%d jobs from an empty state", jobs)
 	}
 }
+
+// The learner proposes only what an expectation can hold: a job whose
+// name holds a control character runs (events take it) but is neither
+// kept nor proposed, and every proposal is a valid expectation.
+func TestLearnerProposesOnlyNameableJobs(t *testing.T) {
+	t.Parallel()
+	l := NewLearner(0)
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 12 {
+		for _, tenant := range []string{"", "acme"} {
+			for _, job := range []string{"tab\tjob", "esc\x1b[31m", "del\x7f", "plain"} {
+				at := t0.Add(time.Duration(i) * time.Hour)
+				l.Started(Run{Tenant: tenant, Job: job, At: at})
+				l.Finished(Run{Tenant: tenant, Job: job, At: at, Status: apollo.StatusSuccess, Duration: time.Second})
+			}
+		}
+	}
+	for _, tenant := range []string{"", "acme"} {
+		if jobs := l.Jobs(tenant); fmt.Sprint(jobs) != "[plain]" {
+			t.Errorf("tenant %q: the learner keeps %q", tenant, jobs)
+		}
+		p, ok := l.Suggest(tenant, "plain", nil)
+		if !ok {
+			t.Fatalf("tenant %q: no proposal for plain", tenant)
+		}
+		if _, err := NewSet([]Expectation{p.Expectation}); err != nil {
+			t.Errorf("tenant %q: the proposal %+v is refused: %v", tenant, p.Expectation, err)
+		}
+	}
+	if _, ok := Suggest("tab\tjob", hourlyStarts(t0), nil, nil); ok {
+		t.Error("a proposal for a job no expectation can name")
+	}
+	if err := CheckJob("tab\tjob"); err == nil {
+		t.Error("CheckJob took a control character")
+	}
+	if err := CheckJob("报表_日"); err != nil {
+		t.Error(err)
+	}
+}
+
+func hourlyStarts(t0 time.Time) []time.Time {
+	var ts []time.Time
+	for i := range 12 {
+		ts = append(ts, t0.Add(time.Duration(i)*time.Hour))
+	}
+	return ts
+}

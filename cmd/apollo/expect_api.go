@@ -136,6 +136,9 @@ func suggestion(p expect.Proposal) apiclient.Suggestion {
 // max_runs and flapping stay), and the tenant's file is written out anew
 // (its comments are not kept).
 func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string) (bool, error) {
+	if err := expect.CheckJob(job); err != nil {
+		return true, err // not "no proposal yet": there never will be one
+	}
 	p, ok := x.learn.Suggest(tenant, job, x.zones(tenant)(job))
 	if !ok {
 		return false, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -94,5 +95,63 @@ func TestLearnedRunsSurviveARestart(t *testing.T) {
 	}
 	if def, err := x.client(t, srv, "").Expectations(ctx); err != nil || strings.Contains(def.Source, "nightly") {
 		t.Fatalf("the default tenant's expectations: %+v %v", def, err)
+	}
+}
+
+// Every proposal the learner lists can be accepted, in each tenant: a job
+// whose name holds a control character (events take any UTF-8 name; an
+// expectation's job cannot hold one) is not proposed, and accepting it
+// says why instead of blaming the name the runs report. Before, the list
+// showed it with an empty YAML, and accepting it was refused with "use
+// the name the job's runs report".
+func TestEveryProposalCanBeAccepted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the server")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	srv := x.start(t)
+	ctx := testCtx(t, time.Minute)
+	base := time.Now().Add(-14 * time.Hour).Truncate(time.Hour)
+	for _, tenant := range []string{"", "acme"} {
+		var b strings.Builder
+		b.WriteByte('[')
+		for i := range 12 {
+			at := base.Add(time.Duration(i)*time.Hour + 5*time.Minute).UnixMilli()
+			for k, name := range []string{"tab\\tjob", "esc\\u001b[31m", "plain"} {
+				if i > 0 || k > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `{"taskID":"%s-%d","name":"%s","status":"success","sequence":1,"ts":%d,"costMs":1000}`, strings.ReplaceAll(name, "\\", ""), i, name, at)
+			}
+		}
+		b.WriteByte(']')
+		report(t, srv.addr, x.tokens[tenant], b.String())
+	}
+	for _, tenant := range []string{"", "acme"} {
+		c := x.client(t, srv, tenant)
+		list, err := c.Suggestions(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jobs []string
+		for _, s := range list {
+			jobs = append(jobs, s.Job)
+			if s.YAML == "" {
+				t.Errorf("tenant %q: a proposal without YAML: %+v", tenant, s)
+			}
+		}
+		if fmt.Sprint(jobs) != "[plain]" {
+			t.Errorf("tenant %q: proposals for %q, want only plain", tenant, jobs)
+		}
+		if _, err := c.AcceptSuggestion(ctx, "plain"); err != nil {
+			t.Errorf("tenant %q: accepting plain: %v", tenant, err)
+		}
+		_, err = c.AcceptSuggestion(ctx, "tab\tjob")
+		var ae *apiclient.Error
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Err.Field != "job" || !strings.Contains(ae.Err.Message, "control character") ||
+			strings.Contains(ae.Err.Hint, "the name the job's runs report") {
+			t.Errorf("tenant %q: accepting tab\\tjob: %#v", tenant, err)
+		}
 	}
 }
