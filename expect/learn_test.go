@@ -207,8 +207,8 @@ func TestLearner(t *testing.T) {
 	l.Started(Run{Tenant: "a", Job: "third", At: t0})
 	l.Started(Run{Tenant: "a", Job: "fourth", At: t0})
 	l.Started(Run{Tenant: "a", Job: "fifth", At: t0})
-	if jobs, dropped := l.Stats(); jobs != 3 || dropped != 2 {
-		t.Errorf("Stats = %d jobs, %d dropped; want 3 and 2", jobs, dropped)
+	if st := l.Stats(); st.Jobs != 3 || st.Dropped != 2 {
+		t.Errorf("Stats = %d jobs, %d dropped; want 3 and 2", st.Jobs, st.Dropped)
 	}
 	if n := l.ForgetBefore(t0.AddDate(0, 1, 0)); n != 1 {
 		t.Errorf("ForgetBefore dropped %d, want the job last seen at the start", n)
@@ -217,7 +217,7 @@ func TestLearner(t *testing.T) {
 	if _, ok := l.Suggest("b", "nightly", nil); ok {
 		t.Error("Forget did not forget")
 	}
-	if jobs, _ := l.Stats(); jobs != 1 {
-		t.Errorf("%d jobs left, want 1", jobs)
+	if st := l.Stats(); st.Jobs != 1 {
+		t.Errorf("%d jobs left, want 1", st.Jobs)
 	}
 }

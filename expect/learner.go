@@ -161,8 +161,8 @@ func (l *Learner) ForgetBefore(t time.Time) int {
 
 // Stats says how many jobs are watched and how many runs were not learned
 // for lack of room.
-func (l *Learner) Stats() (jobs int, dropped int64) {
+func (l *Learner) Stats() LearnerStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.jobs), l.dropped
+	return LearnerStats{Jobs: len(l.jobs), Dropped: l.dropped}
 }

@@ -92,7 +92,7 @@ func TestLearnerStateDamaged(t *testing.T) {
 	if err := e.ReadState(&empty); err != nil {
 		t.Fatal(err)
 	}
-	if jobs, _ := e.Stats(); jobs != 0 {
+	if jobs := e.Stats().Jobs; jobs != 0 {
 		t.Fatalf("%d jobs from an empty state", jobs)
 	}
 }

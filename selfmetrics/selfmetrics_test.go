@@ -15,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/notify"
@@ -50,6 +51,7 @@ func fullParts() selfmetrics.Parts {
 		selfmetrics.Watch("alert", fixed(alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
 			EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
 			Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513})),
+		selfmetrics.Watch("learner", fixed(expect.LearnerStats{Jobs: 981, Dropped: 982})),
 		selfmetrics.Watch("scheduler", fixed(sched.Stats{Runs: 601, Skipped: 602, Missed: 603, ReportErrors: 604, StateErrors: 605})),
 		selfmetrics.Watch("redis", fixed(redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Refills: 708, Jobs: 704, Fields: 705,
 			Commands: 706, Dirty: 707, LastFlush: at.Add(time.Second)})),

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +129,18 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 		}
 		b.WriteByte(']')
 		report(t, srv.addr, x.tokens[tenant], b.String())
+	}
+	// The learner keeps the two plain jobs, one per tenant, and says so.
+	req, _ := http.NewRequest("GET", "http://"+srv.addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+x.tokens[""])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "\napollo_learner_jobs 2\n") || !strings.Contains(string(body), "\napollo_learner_runs_dropped_total 0\n") {
+		t.Errorf("/metrics: the learner's figures are not 2 jobs, 0 dropped:\n%s", grepLines(string(body), "apollo_learner"))
 	}
 	for _, tenant := range []string{"", "acme"} {
 		c := x.client(t, srv, tenant)

@@ -34,6 +34,7 @@ func TestSelfMetricsOfTheComponentsItRuns(t *testing.T) {
 			"metrics": "apollo_metrics_jobs", "alert": "apollo_rule_evaluations_total",
 			"notifications": "apollo_notifications_unknown_channel_total", "recovery": "apollo_recovery_seconds",
 			"scheduler": "apollo_scheduler_runs_total", "redis": "apollo_redis_flushes_total",
+			"learner": "apollo_learner_runs_dropped_total",
 		} {
 			want := part != "redis" && (part != "scheduler" || withJobs)
 			_, inSystem := system[part]

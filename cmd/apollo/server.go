@@ -563,6 +563,7 @@ func (s *server) parts() selfmetrics.Parts {
 		selfmetrics.Watch("connections", s.conns.Stats),
 		selfmetrics.Watch("wal", s.wal.Stats),
 		selfmetrics.Watch("metrics", s.agg.Stats),
+		selfmetrics.Watch("learner", s.expect.learn.Stats),
 		selfmetrics.Watch("recovery", func() selfmetrics.Recovery { return s.recovery }),
 		selfmetrics.Watch("checkpoint", func() selfmetrics.Checkpoint {
 			if c := s.lastCkpt.Load(); c != nil {
