@@ -92,13 +92,15 @@ func (x *expectations) zones(tenant string) func(job string) *time.Location {
 		if set == nil {
 			return time.UTC
 		}
-		if e, ok := set.Lookup(job); ok && e.Schedule != "" && e.Timezone != "" {
+		// A schedule without a timezone is read in UTC (defaults are
+		// filled in): that is its zone, not the absence of one.
+		if e, ok := set.Lookup(job); ok && e.Schedule != "" {
 			return load(e.Timezone)
 		}
 		if usual == nil {
 			count, name := map[string]int{}, ""
 			for _, e := range set.Expectations() {
-				if e.Schedule != "" && e.Timezone != "" {
+				if e.Schedule != "" {
 					count[e.Timezone]++
 				}
 			}

@@ -370,3 +370,58 @@ func FuzzExpectState(f *testing.F) {
 		}
 	})
 }
+
+// A job whose own schedule is read in UTC (no timezone) has its starts
+// read in UTC, the zone of its own schedule, even when the tenant's other
+// schedules are read in Europe/Berlin; and a job without one, in a tenant
+// whose schedules are mostly read in UTC, is read in UTC too. Before, an
+// empty timezone counted as none: the starts were read in Berlin, where
+// across the end of summer time a 02:00 UTC run moved from 04:00 to
+// 03:00, no cron fitted, and accepting the proposal replaced the job's
+// schedule with "every 24h".
+func TestSuggestReadsAJobInItsOwnSchedulesZone(t *testing.T) {
+	t.Parallel()
+	first := time.Date(2026, 10, 5, 2, 0, 0, 0, time.UTC) // summer time in Berlin ends on 25 October
+	x := newTestExpectations(t, "", apollo.NewFakeClock(first.AddDate(0, 0, 41)), &syncBuffer{})
+	files := map[string]string{
+		"acme": `expectations:
+  - {job: extract, schedule: "0 1 * * *", timezone: Europe/Berlin}
+  - {job: load, schedule: "0 3 * * *", timezone: Europe/Berlin}
+  - {job: backup, schedule: "0 2 * * *", grace: 10m}
+`,
+		"beta": `expectations:
+  - {job: extract, schedule: "0 1 * * *", timezone: Europe/Berlin}
+  - {job: load, schedule: "0 3 * * *"}
+  - {job: clean, schedule: "0 4 * * *"}
+`,
+	}
+	job := map[string]string{"acme": "backup", "beta": "report"}
+	for tenant, src := range files {
+		if err := x.put(context.Background(), tenant, []byte(src)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			start := first.AddDate(0, 0, i).Add(time.Duration(i%5) * 7 * time.Second)
+			x.Apply(change(tenant, job[tenant], fmt.Sprintf("b%d", i), apollo.StatusNone, apollo.StatusSuccess, start, start.Add(time.Minute)))
+		}
+	}
+	for tenant, j := range job {
+		got := x.Suggestions(tenant, j)
+		if len(got) != 1 || got[0].Schedule != "0 2 * * *" || got[0].Timezone != "UTC" {
+			t.Fatalf("%s: %+v, want 0 2 * * * in UTC", tenant, got)
+		}
+	}
+	if ok, err := x.AcceptSuggestion(context.Background(), "acme", "backup"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	set, err := expect.Parse("acme", []byte(x.Expectations("acme").Source))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := set.Lookup("backup"); e.Schedule != "0 2 * * *" || e.Timezone != "UTC" || e.Every != 0 {
+		t.Fatalf("accepted: %+v", e)
+	}
+	if e, _ := set.Lookup("extract"); e.Timezone != "Europe/Berlin" {
+		t.Fatalf("extract's zone changed: %+v", e)
+	}
+}
