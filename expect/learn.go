@@ -95,27 +95,26 @@ func learnSchedule(p *Proposal, starts []time.Time, loc *time.Location) bool {
 	if len(gaps) < MinRuns-1 {
 		return false
 	}
-	period := nicePeriod(percentile(gaps, 50))
-	if period < time.Second {
-		return false
-	}
-	tol := period / 10
-	single, fit := 0, 0
-	var slips []time.Duration // how far each single gap strayed from the period
-	for _, g := range gaps {
-		for k := time.Duration(1); k <= 3; k++ {
-			if d := absDuration(g - k*period); d <= tol {
-				fit++
-				if k == 1 {
-					single++
-					slips = append(slips, d)
-				}
-				break
-			}
+	// The period people chose, when one is near; else the one measured.
+	// The nearest nice period is 10% away at most, and so can be a wrong
+	// one (4m30s is within 10% of 5m): the measured one is tried next.
+	measured := percentile(gaps, 50)
+	var (
+		period, tried time.Duration
+		share         float64
+		slips         []time.Duration
+	)
+	for _, period = range []time.Duration{nicePeriod(measured), roundPeriod(measured)} {
+		if period < time.Second || period == tried {
+			continue
 		}
+		tried = period
+		if share, slips = fitPeriod(gaps, period); share >= 0.8 && len(slips)*2 >= len(gaps) {
+			break
+		}
+		share = 0
 	}
-	share := float64(fit) / float64(len(gaps))
-	if share < 0.8 || single*2 < len(gaps) {
+	if share == 0 {
 		return false
 	}
 	scale := min(1, float64(len(ts))/20)
@@ -133,8 +132,28 @@ func learnSchedule(p *Proposal, starts []time.Time, loc *time.Location) bool {
 	return true
 }
 
+// fitPeriod is the share of the gaps that are one, two or three periods
+// (runs skipped), within a tenth of the period, and how far each single
+// one strayed from it.
+func fitPeriod(gaps []time.Duration, period time.Duration) (share float64, slips []time.Duration) {
+	tol := period / 10
+	fit := 0
+	for _, g := range gaps {
+		for k := time.Duration(1); k <= 3; k++ {
+			if d := absDuration(g - k*period); d <= tol {
+				fit++
+				if k == 1 {
+					slips = append(slips, d)
+				}
+				break
+			}
+		}
+	}
+	return float64(fit) / float64(len(gaps)), slips
+}
+
 // nicePeriod snaps a period to the nearest one people use when it is
-// within 10% of it; otherwise to the second (under a minute) or minute.
+// within 10% of it; otherwise it rounds it (roundPeriod).
 func nicePeriod(d time.Duration) time.Duration {
 	best := time.Duration(0)
 	for _, n := range nicePeriods {
@@ -142,13 +161,19 @@ func nicePeriod(d time.Duration) time.Duration {
 			best = n
 		}
 	}
-	switch {
-	case best != 0:
+	if best != 0 {
 		return best
-	case d < time.Minute:
-		return d.Round(time.Second)
 	}
-	return d.Round(time.Minute)
+	return roundPeriod(d)
+}
+
+// roundPeriod is a measured period to the second, or to the minute when
+// that is as near as a start's slip: @every 90s is not every 2m.
+func roundPeriod(d time.Duration) time.Duration {
+	if m := d.Round(time.Minute); m > 0 && absDuration(d-m) <= d/20 {
+		return m
+	}
+	return d.Round(time.Second)
 }
 
 // cronPeriod reports whether a cron expression can say "every period at a

@@ -54,8 +54,15 @@ func TestSuggest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	var every15, hourly, sixHours, weekdays, weekly, late, slow []time.Time
+	var every15, hourly, sixHours, weekdays, weekly, late, slow, every90s, every270s, every45s []time.Time
 	for i := range 30 {
+		// @every 90s and the like: a period off the minute, a start now
+		// and then a few seconds late. 4m30s is within 10% of 5m, a
+		// period people use, and is still not it.
+		slip := time.Duration(i%4/3*3) * time.Second
+		every90s = append(every90s, t0.Add(time.Duration(i)*90*time.Second+slip))
+		every270s = append(every270s, t0.Add(time.Duration(i)*270*time.Second+slip))
+		every45s = append(every45s, t0.Add(time.Duration(i)*45*time.Second+slip))
 		every15 = append(every15, t0.Add(3*time.Minute+time.Duration(i)*15*time.Minute+time.Duration(jitter[i%10]/5)*time.Second))
 		hourly = append(hourly, t0.Add(time.Duration(i)*time.Hour+7*time.Minute+time.Duration(jitter[i%10]/10)*time.Second))
 		sixHours = append(sixHours, t0.Add(2*time.Hour+time.Duration(i)*6*time.Hour+time.Duration(i%3)*time.Second))
@@ -92,6 +99,9 @@ func TestSuggest(t *testing.T) {
 		{"weekdays", weekdays, nil, "0 9 * * 1-5", 0, "weekdays at 09:00", time.Minute, 0.75},
 		{"weekly", weekly, nil, "45 23 * * 1", 0, "weekly on Monday at 23:45", time.Minute, 0.55},
 		{"a period nobody schedules", slow, nil, "", 97 * time.Minute, "every 1h37m", time.Minute, 0.95},
+		{"every 90s", every90s, nil, "", 90 * time.Second, "every 1m30s", time.Minute, 0.6},
+		{"every 4m30s", every270s, nil, "", 270 * time.Second, "every 4m30s", time.Minute, 0.6},
+		{"every 45s", every45s, nil, "", 45 * time.Second, "every 45s", time.Minute, 0.6},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
