@@ -312,15 +312,23 @@ func (c *Client) PutExpectations(ctx context.Context, src []byte) (Expectations,
 }
 
 // Suggestions is GET /api/v1/expectations/suggestions: the learner's
-// proposal for job, or for every job it has one for when job is "".
+// proposal for job, or for the first jobs by name that have one (as many
+// as the server lists at most) when job is "".
 func (c *Client) Suggestions(ctx context.Context, job string) ([]Suggestion, error) {
+	l, err := c.SuggestionList(ctx, job)
+	return l.Suggestions, err
+}
+
+// SuggestionList is Suggestions with whether more jobs have proposals
+// than were listed.
+func (c *Client) SuggestionList(ctx context.Context, job string) (SuggestionList, error) {
 	var l SuggestionList
 	q := url.Values{}
 	if job != "" {
 		q.Set("job", job)
 	}
 	err := c.get(ctx, "/api/v1/expectations/suggestions", q, &l)
-	return l.Suggestions, err
+	return l, err
 }
 
 // AcceptSuggestion is POST /api/v1/expectations/suggestions/{job}/accept:

@@ -257,4 +257,7 @@ type Suggestion struct {
 // SuggestionList is GET /api/v1/expectations/suggestions.
 type SuggestionList struct {
 	Suggestions []Suggestion `json:"suggestions"`
+	// More says that more jobs have proposals than the limit let through
+	// (the first jobs by name are listed).
+	More bool `json:"more,omitempty"`
 }

@@ -36,8 +36,8 @@ func (m *memExpectations) PutExpectations(_ context.Context, tenant string, src 
 	return nil, nil
 }
 
-func (m *memExpectations) Suggestions(tenant, job string) []apiclient.Suggestion {
-	return []apiclient.Suggestion{{Job: "job", Describe: "every 5m", Every: "5m0s"}}
+func (m *memExpectations) Suggestions(tenant, job string, limit int) apiclient.SuggestionList {
+	return apiclient.SuggestionList{Suggestions: []apiclient.Suggestion{{Job: "job", Describe: "every 5m", Every: "5m0s"}}}
 }
 
 func (m *memExpectations) AcceptSuggestion(ctx context.Context, tenant, job string) (bool, error) {

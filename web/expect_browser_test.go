@@ -38,14 +38,14 @@ func (f *fileExpectations) PutExpectations(_ context.Context, _ string, src []by
 	return nil, nil
 }
 
-func (f *fileExpectations) Suggestions(_, job string) []apiclient.Suggestion {
+func (f *fileExpectations) Suggestions(_, job string, _ int) apiclient.SuggestionList {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.accepted || job != "" && job != "nightly" {
-		return nil
+		return apiclient.SuggestionList{}
 	}
-	return []apiclient.Suggestion{{Job: "nightly", Describe: "daily at 02:00", Confidence: 0.93, Runs: 20,
-		Schedule: "0 2 * * *", Timezone: "UTC", Grace: "10m0s", YAML: "  - job: nightly\n    schedule: 0 2 * * *\n"}}
+	return apiclient.SuggestionList{Suggestions: []apiclient.Suggestion{{Job: "nightly", Describe: "daily at 02:00", Confidence: 0.93, Runs: 20,
+		Schedule: "0 2 * * *", Timezone: "UTC", Grace: "10m0s", YAML: "  - job: nightly\n    schedule: 0 2 * * *\n"}}}
 }
 
 func (f *fileExpectations) AcceptSuggestion(_ context.Context, _, job string) (bool, error) {

@@ -130,8 +130,7 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 				})
 			}
 			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.SuggestionList, error) {
-				list, err := c.Suggestions(ctx, job)
-				return apiclient.SuggestionList{Suggestions: list}, err
+				return c.SuggestionList(ctx, job)
 			}, func(w io.Writer, l apiclient.SuggestionList) error {
 				if job != "" && len(l.Suggestions) == 0 {
 					return &exitError{code: 3, err: fmt.Errorf("no proposal for %s yet (it needs about 10 runs)", components.Escape(job))}
@@ -140,7 +139,10 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 				for _, s := range l.Suggestions {
 					t.row(s.Job, orDash(s.Describe), fmt.Sprintf("%.2f", s.Confidence), fmt.Sprint(s.Runs), orDash(s.Grace), orDash(s.MaxRuntime), orDash(s.MinRuntime))
 				}
-				return t.flush()
+				if err := t.flush(); err != nil || !l.More {
+					return err
+				}
+				return say(w, "more jobs have proposals than the %d listed (the first by name): name one, apollo expect suggest JOB\n", len(l.Suggestions))
 			})
 		},
 	}

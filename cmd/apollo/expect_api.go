@@ -54,17 +54,23 @@ func (x *expectations) PutExpectations(ctx context.Context, tenant string, src [
 
 // Suggestions implements httpapi.Expectations. Start times are read in
 // the job's zone (zone).
-func (x *expectations) Suggestions(tenant, job string) []apiclient.Suggestion {
+func (x *expectations) Suggestions(tenant, job string, limit int) apiclient.SuggestionList {
 	jobs := []string{job}
 	if job == "" {
 		jobs = x.learn.Jobs(tenant)
 		slices.Sort(jobs)
 	}
-	var out []apiclient.Suggestion
+	var out apiclient.SuggestionList
 	zone := x.zones(tenant)
 	for _, j := range jobs {
-		if p, ok := x.learn.Suggest(tenant, j, zone(j)); ok {
-			out = append(out, suggestion(p))
+		p, ok := x.learn.Suggest(tenant, j, zone(j))
+		switch {
+		case !ok:
+		case len(out.Suggestions) == limit:
+			out.More = true
+			return out
+		default:
+			out.Suggestions = append(out.Suggestions, suggestion(p))
 		}
 	}
 	return out

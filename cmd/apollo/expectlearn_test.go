@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -167,5 +168,74 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 			strings.Contains(ae.Err.Hint, "the name the job's runs report") {
 			t.Errorf("tenant %q: accepting tab\\tjob: %#v", tenant, err)
 		}
+	}
+}
+
+// One GET of the proposals costs at most limit proposals (default and
+// at most 1000), in each tenant, and says when there are more. Before,
+// it worked out and sent a proposal for every job of the tenant: 200 000
+// jobs (as many as the learner keeps) took one viewer's request 20 s of
+// CPU and an answer of about 80 MB, the dashboard's Expectations page
+// included.
+func TestProposalsAreBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the server")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	srv := x.start(t)
+	base := time.Now().Add(-14 * time.Hour).Truncate(time.Hour)
+	jobs := map[string]int{"": 2, "acme": 7}
+	for tenant, n := range jobs {
+		var b strings.Builder
+		b.WriteByte('[')
+		for j := range n {
+			for i := range 12 {
+				if i > 0 || j > 0 {
+					b.WriteByte(',')
+				}
+				at := base.Add(time.Duration(i)*time.Hour + time.Duration(j)*time.Minute).UnixMilli()
+				fmt.Fprintf(&b, `{"taskID":"p%d-%d","name":"p%d","status":"success","sequence":1,"ts":%d,"costMs":1000}`, j, i, j, at)
+			}
+		}
+		b.WriteByte(']')
+		report(t, srv.addr, x.tokens[tenant], b.String())
+	}
+	get := func(tenant, query string, status int) apiclient.SuggestionList {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+srv.addr+"/api/v1/expectations/suggestions"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+x.tokens[tenant])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var l apiclient.SuggestionList
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != status {
+			t.Fatalf("%s %q: %d %v, want %d", tenant, query, resp.StatusCode, err, status)
+		}
+		return l
+	}
+	names := func(l apiclient.SuggestionList) string {
+		var out []string
+		for _, s := range l.Suggestions {
+			out = append(out, s.Job)
+		}
+		return fmt.Sprint(out, l.More)
+	}
+	for _, tc := range []struct{ tenant, query, want string }{
+		{"acme", "?limit=5", "[p0 p1 p2 p3 p4] true"},
+		{"acme", "?limit=7", "[p0 p1 p2 p3 p4 p5 p6] false"},
+		{"acme", "", "[p0 p1 p2 p3 p4 p5 p6] false"},
+		{"", "?limit=5", "[p0 p1] false"},
+		{"", "?limit=1", "[p0] true"},
+		{"acme", "?job=p6&limit=1", "[p6] false"},
+	} {
+		if got := names(get(tc.tenant, tc.query, 200)); got != tc.want {
+			t.Errorf("tenant %q %s: %s, want %s", tc.tenant, tc.query, got, tc.want)
+		}
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?limit=x"} {
+		get("acme", q, 400)
 	}
 }

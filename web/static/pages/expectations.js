@@ -10,13 +10,14 @@ import { FileEditor, Problems, problemsOf } from "/lib/fileedit.js";
 export function Expectations() {
   const [data, setData] = useState(null);
   const [proposals, setProposals] = useState([]);
+  const [more, setMore] = useState(false);
   const [state, setState] = useState("loading");
   const [editing, setEditing] = useState(false);
   const [errors, setErrors] = useState([]);
   const [reload, setReload] = useState(0);
   useEffect(() => {
     Promise.all([api("/api/v1/expectations"), api("/api/v1/expectations/suggestions")]).then(([d, s]) => {
-      setData(d); setProposals(s.suggestions || []); setState("ok");
+      setData(d); setProposals(s.suggestions || []); setMore(!!s.more); setState("ok");
     }, (e) => setState(e instanceof NotFound || e?.body?.error?.code === "unavailable" ? "na" : "error"));
   }, [reload, reconnected.value]);
   const operator = ["operator", "admin"].includes(principal.value?.role);
@@ -53,5 +54,6 @@ export function Expectations() {
         <td data-label="Sure">${Math.round((p.confidence || 0) * 100)}%</td>
         <td data-label="Runs">${p.runs}</td>
         <td>${operator ? html`<button type="button" class="accept" onClick=${() => accept(p.job)}>Accept</button>` : ""}</td>
-      </tr>`)}</tbody></table></div>`}`}`;
+      </tr>`)}</tbody></table></div>
+    ${more ? html`<p class="muted" id="more-proposals">More jobs have proposals than the ${proposals.length} shown (the first by name): <code>apollo expect suggest JOB</code> shows any one.</p>` : ""}`}`}`;
 }
