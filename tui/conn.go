@@ -219,7 +219,11 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		if msg.HeartbeatMs > 0 {
 			c.idle = 3 * time.Duration(msg.HeartbeatMs) * time.Millisecond
 		}
-		return m.send(subscribeJSON(m.prefix, c.cursor))
+		// The stream carries alert changes from now on; the alerts and
+		// silences as they are come from the API, on every (re)connection:
+		// one may have been acknowledged, resolved or forgotten, and a
+		// silence added, while the stream was down.
+		return tea.Batch(m.send(subscribeJSON(m.prefix, c.cursor)), m.fetchAlerts(), m.fetchSilences())
 	case *apiclient.Snapshot:
 		c.cursor = msg.Cursor
 		m.store.replace(msg.Tasks)

@@ -41,8 +41,9 @@ type (
 		err  error
 	}
 	alertsMsg struct {
-		alerts []apollo.Alert
-		err    error
+		listing int // Alerts.BeginListing
+		alerts  []apollo.Alert
+		err     error
 	}
 	silencesMsg struct {
 		silences []apollo.Silence
@@ -135,13 +136,14 @@ func (m *Model) fetchAlerts() tea.Cmd {
 	if m.alertsGone {
 		return nil
 	}
+	n := m.alerts.BeginListing()
 	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
 		views, err := api.Alerts(ctx, "")
 		var as []apollo.Alert
 		for i := range views {
 			as = append(as, views[i].Alert)
 		}
-		return alertsMsg{alerts: as, err: err}
+		return alertsMsg{listing: n, alerts: as, err: err}
 	})
 }
 
@@ -191,7 +193,7 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 		return nil, true
 	case alertsMsg:
 		m.alertsGone = notAvailable(msg.err)
-		m.alerts.SetListed(msg.alerts, msg.err)
+		m.alerts.SetListed(msg.listing, msg.alerts, msg.err)
 		m.resize()
 		return nil, true
 	case silencesMsg:

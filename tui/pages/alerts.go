@@ -43,6 +43,13 @@ type Alerts struct {
 	shown []apollo.Alert
 	sel   string
 
+	// listings counts the listings asked for (BeginListing); changedAt
+	// holds, for each alert the stream changed, how many had been asked
+	// for then: a listing asked for before a change may answer the alert
+	// as it was before it. applied is the newest listing applied.
+	listings, applied int
+	changedAt         map[string]int
+
 	listErr     error // listing failed; ENOTFOUND: the server has no alert routes
 	silences    []apollo.Silence
 	silencesErr error
@@ -51,24 +58,60 @@ type Alerts struct {
 
 // NewAlerts returns an empty Alerts page.
 func NewAlerts(env Env) *Alerts {
-	p := &Alerts{list: newList(env, alertColumns, "rule or group"), byID: map[string]apollo.Alert{}}
+	p := &Alerts{list: newList(env, alertColumns, "rule or group"), byID: map[string]apollo.Alert{}, changedAt: map[string]int{}}
 	p.table.Style = p.cellStyle
 	return p
 }
 
-// SetListed merges the alerts that GET /api/v1/alerts returned, or keeps
-// why it failed.
-func (p *Alerts) SetListed(as []apollo.Alert, err error) {
+// BeginListing is called as GET /api/v1/alerts is sent; SetListed takes
+// the number it returns with the answer.
+func (p *Alerts) BeginListing() int {
+	p.listings++
+	return p.listings
+}
+
+// SetListed replaces the alerts with those that listing n returned: the
+// server's list is the truth, and an alert it no longer has (it went
+// inactive, or was forgotten while the stream was down) goes. The alerts
+// the stream changed after the listing was asked for stay as the stream
+// said, and an answer older than one already applied is ignored. When the
+// listing failed, the alerts held stay and the error is kept.
+func (p *Alerts) SetListed(n int, as []apollo.Alert, err error) {
+	if n < p.applied {
+		return
+	}
 	p.listErr = err
-	for _, a := range as {
-		p.byID[a.ID] = a
+	if err == nil {
+		p.applied = n
+		next := make(map[string]apollo.Alert, len(as))
+		for _, a := range as {
+			next[a.ID] = a
+		}
+		for id, at := range p.changedAt {
+			switch a, ok := p.byID[id]; {
+			case at < n:
+				delete(p.changedAt, id) // the listing has it as it is
+			case ok:
+				next[id] = a
+			default:
+				delete(next, id) // gone inactive since
+			}
+		}
+		p.byID = next
 	}
 	p.refresh()
 }
 
-// Upsert adds or replaces one alert, as the stream sends it.
+// Upsert adds or replaces one alert, as the stream sends it. An inactive
+// alert (a pending one whose condition ended) is forgotten by the server,
+// and here.
 func (p *Alerts) Upsert(a apollo.Alert) {
-	p.byID[a.ID] = a
+	p.changedAt[a.ID] = p.listings
+	if a.State == apollo.AlertInactive {
+		delete(p.byID, a.ID)
+	} else {
+		p.byID[a.ID] = a
+	}
 	p.refresh()
 }
 

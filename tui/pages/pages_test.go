@@ -73,7 +73,7 @@ func TestNotAvailable(t *testing.T) {
 
 	a := NewAlerts(env())
 	a.SetSize(80, 20)
-	a.SetListed(nil, gone)
+	a.SetListed(a.BeginListing(), nil, gone)
 	a.SetSilences(nil, gone)
 	v := ansi.Strip(a.View())
 	for _, want := range []string{"This server cannot list past alerts; new ones appear here live.", "Silences are not available on this server."} {
@@ -98,7 +98,7 @@ func TestAlertsBounded(t *testing.T) {
 	for i := range MaxAlerts + 50 {
 		listed = append(listed, apollo.Alert{ID: fmt.Sprintf("r%d", i), State: apollo.AlertResolved, ResolvedAt: base.Add(time.Duration(i) * time.Minute)})
 	}
-	a.SetListed(listed, nil)
+	a.SetListed(a.BeginListing(), listed, nil)
 	if len(a.byID) != MaxAlerts {
 		t.Fatalf("holding %d alerts after the listing", len(a.byID))
 	}
@@ -116,6 +116,64 @@ func TestAlertsBounded(t *testing.T) {
 		if _, ok := a.byID[fmt.Sprintf("r%d", i)]; ok {
 			t.Fatalf("r%d kept", i)
 		}
+	}
+}
+
+// TestAlertsListedReplace: a listing of the alerts is what the server
+// holds, so an alert it no longer lists goes, and so does one the stream
+// says went inactive; a change the stream sent after the listing was
+// asked for outlives the listing's answer, which may be older; an answer
+// older than one applied is ignored. Before, a listing was merged into
+// what the page held and an inactive alert was kept: a row stayed on
+// screen, for ever, that the server had forgotten.
+func TestAlertsListedReplace(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	alert := func(id string, st apollo.AlertState, ackedBy string) apollo.Alert {
+		return apollo.Alert{ID: id, Rule: "rule_" + id, Group: "g", State: st, AckedBy: ackedBy, StartedAt: base}
+	}
+	ids := func(a *Alerts) string {
+		var out []string
+		for _, x := range a.shown {
+			out = append(out, x.ID+":"+string(x.State)+":"+x.AckedBy)
+		}
+		return strings.Join(out, " ")
+	}
+	a := NewAlerts(env())
+	a.SetSize(160, 30)
+	a.SetListed(a.BeginListing(), []apollo.Alert{alert("gone", apollo.AlertFiring, ""), alert("kept", apollo.AlertFiring, ""),
+		alert("pend", apollo.AlertPending, "")}, nil)
+	a.Upsert(alert("pend", apollo.AlertInactive, ""))
+	if got, want := ids(a), "gone:firing: kept:firing:"; got != want {
+		t.Fatalf("after the pending alert went inactive: %s, want %s", got, want)
+	}
+
+	older := a.BeginListing()
+	newer := a.BeginListing()
+	a.Upsert(alert("kept", apollo.AlertFiring, "oscar")) // after both were asked for
+	a.Upsert(alert("new", apollo.AlertFiring, ""))
+	// The newer answer was read before the acknowledgement and the new
+	// alert; "gone" is no longer the server's.
+	a.SetListed(newer, []apollo.Alert{alert("kept", apollo.AlertFiring, "")}, nil)
+	if got, want := ids(a), "kept:firing:oscar new:firing:"; got != want {
+		t.Fatalf("after the listing: %s, want %s", got, want)
+	}
+	a.SetListed(older, []apollo.Alert{alert("gone", apollo.AlertFiring, "")}, nil)
+	if got, want := ids(a), "kept:firing:oscar new:firing:"; got != want {
+		t.Fatalf("after an older listing: %s, want %s", got, want)
+	}
+	if a.Firing() != 2 {
+		t.Errorf("%d firing, want 2", a.Firing())
+	}
+	// A listing that fails keeps what is shown.
+	a.SetListed(a.BeginListing(), nil, errors.New("connection refused"))
+	if got, want := ids(a), "kept:firing:oscar new:firing:"; got != want {
+		t.Fatalf("after a failed listing: %s, want %s", got, want)
+	}
+	// The next listing is the truth again.
+	a.SetListed(a.BeginListing(), []apollo.Alert{alert("kept", apollo.AlertResolved, "oscar")}, nil)
+	if got, want := ids(a), "kept:resolved:oscar"; got != want {
+		t.Fatalf("after the next listing: %s, want %s", got, want)
 	}
 }
 
@@ -341,7 +399,7 @@ func TestListPagesSayWhyNothingShows(t *testing.T) {
 		tasks.SetTasks(nil)
 		jobs.SetJobs("5m0s", apiclient.JobRow{}, nil, nil)
 		health.SetBoard(apiclient.HealthBoard{}, nil)
-		alerts.SetListed(nil, nil)
+		alerts.SetListed(alerts.BeginListing(), nil, nil)
 		return []listPage{tasks, jobs, health, alerts}
 	}
 	full := func() []listPage {
@@ -349,7 +407,7 @@ func TestListPagesSayWhyNothingShows(t *testing.T) {
 		tasks.SetTasks([]*apollo.Task{{TaskID: "t1", Name: "etl_load", Status: apollo.StatusSuccess, UpdatedAt: now.UnixMilli()}})
 		jobs.SetJobs("5m0s", apiclient.JobRow{Count: 1}, []apiclient.JobRow{{Name: "etl_load", Count: 1, Success: 1}}, nil)
 		health.SetBoard(healthBoard(now), nil)
-		alerts.SetListed([]apollo.Alert{{ID: "a1", Rule: "etl", Group: "etl_", State: apollo.AlertFiring}}, nil)
+		alerts.SetListed(alerts.BeginListing(), []apollo.Alert{{ID: "a1", Rule: "etl", Group: "etl_", State: apollo.AlertFiring}}, nil)
 		alerts.SetSilences([]apollo.Silence{{ID: "s1", Rule: "etl", EndsAt: now.Add(time.Hour)}}, nil)
 		return []listPage{tasks, jobs, health, alerts}
 	}
