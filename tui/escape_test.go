@@ -99,6 +99,9 @@ func TestScreensEscapeWhatServersSay(t *testing.T) {
 	m.tab = tabAlerts
 	m.Update(tea.KeyPressMsg{Code: 's', Text: "s"})
 	check("the silence form")
+	// A proxy's plain-text answer is quoted in the error (apiclient).
+	m.Update(silencedMsg{err: errors.New(evil)})
+	check("the silence form's error")
 	m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
 
 	// Notices quote the server; the header says why the stream closed.

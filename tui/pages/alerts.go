@@ -197,9 +197,10 @@ func (p *Alerts) CloseForm() {
 }
 
 // FormError shows why the silence could not be made, keeping the form.
+// The reason quotes the server (or a proxy's plain-text answer): escaped.
 func (p *Alerts) FormError(err error) {
 	if p.form != nil {
-		p.form.err = err.Error()
+		p.form.err = components.Escape(err.Error())
 	}
 }
 
