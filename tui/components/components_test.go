@@ -208,6 +208,12 @@ func TestFitLeft(t *testing.T) {
 		want string
 	}{
 		{"etl_extract@20261201T200610Z#1", 13, "…01T200610Z#1"},
+		// A wide character at the cut goes whole, with a space to make up
+		// the cell: before, it stayed, the ellipsis made the text one cell
+		// too wide, and the end was cut off instead ("…据同步_…_生成…"), so
+		// that a job's runs looked alike.
+		{"任务_数据同步_每日汇总报表_生成-1", 26, "…同步_每日汇总报表_生成-1 "},
+		{"ｆｕｌｌｗｉｄｔｈ＿ｊｏｂ-17", 13, "…＿ｊｏｂ-17 "},
 		{"short", 8, "short   "},
 		{"exactly8", 8, "exactly8"},
 		{"anything", 0, ""},

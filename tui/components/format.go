@@ -46,7 +46,14 @@ func FitLeft(s string, w int) string {
 	if lipgloss.Width(s) <= w {
 		return Fit(s, w, false)
 	}
-	return Fit(Ellipsis+ansi.TruncateLeft(s, lipgloss.Width(s)-w+1, ""), w, false)
+	// TruncateLeft keeps a wide character that the cut falls inside of:
+	// one cell more goes, so that the end, not the ellipsis, fits.
+	cut := lipgloss.Width(s) - w + 1
+	rest := ansi.TruncateLeft(s, cut, "")
+	if lipgloss.Width(rest) > w-1 {
+		rest = ansi.TruncateLeft(s, cut+1, "")
+	}
+	return Fit(Ellipsis+rest, w, false)
 }
 
 // Ago says how long before now t was, in the largest whole unit: "now",
