@@ -156,3 +156,54 @@ func TestNoColor(t *testing.T) {
 		t.Error("with NO_COLOR the selected row is not in reverse video")
 	}
 }
+
+// TestTinyTerminal: in a terminal shorter than the chrome and the
+// smallest page (20×5, say) every screen is exactly the terminal's size,
+// giving up an empty notice line, then the tabs, then the keys; the last
+// action's result stays. Before, the screen kept all its lines and was
+// taller than the terminal: its renderer cut the bottom ones, so the keys
+// and the notice of an acknowledgement were never seen. Back at 80×24
+// everything shows again.
+func TestTinyTerminal(t *testing.T) {
+	t.Parallel()
+	m := newLoaded(t, 80, 24, true)
+	for _, size := range [][2]int{{20, 5}, {20, 6}, {30, 4}, {10, 2}, {1, 1}} {
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		for tb := range numTabs {
+			m.tab = tb
+			checkSize(t, ansi.Strip(m.render()), size[0], size[1])
+		}
+		m.tab = tabAlerts
+		m.Update(tea.KeyPressMsg{Code: '?', Text: "?"})
+		checkSize(t, ansi.Strip(m.render()), size[0], size[1])
+		m.Update(tea.KeyPressMsg{Code: 's', Text: "s"}) // closes the help, opens the form
+		checkSize(t, ansi.Strip(m.render()), size[0], size[1])
+		m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+		m.tab = tabTasks
+		m.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
+		m.Update(taskMsg{id: "batch_invoices-0017", task: fixtureTask()})
+		checkSize(t, ansi.Strip(m.render()), size[0], size[1])
+		m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+	}
+
+	m.Update(tea.WindowSizeMsg{Width: 20, Height: 5})
+	m.tab = tabTasks
+	out := ansi.Strip(m.render())
+	lines := strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[0], "Apollo-11") || !strings.HasPrefix(lines[4], "? help") || strings.Contains(out, "2 Tasks") {
+		t.Errorf("at 20×5, want the header, the page and the keys, without the tabs:\n%s", out)
+	}
+	m.say(false, "Acknowledged batch_failures (batch_).")
+	out = ansi.Strip(m.render())
+	lines = strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[4], "Acknowledged") {
+		t.Errorf("at 20×5, the notice is not on the screen:\n%s", out)
+	}
+
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	out = ansi.Strip(m.render())
+	checkSize(t, out, 80, 24)
+	if lines := strings.Split(out, "\n"); !strings.Contains(lines[1], "2 Tasks") || !strings.HasPrefix(lines[22], "Acknowledged") || !strings.HasPrefix(lines[23], "? help") {
+		t.Errorf("back at 80×24, the tabs, the notice or the keys are missing:\n%s", out)
+	}
+}

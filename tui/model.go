@@ -55,6 +55,10 @@ var tabNames = [numTabs]string{"Health", "Tasks", "Jobs", "Alerts", "System"}
 // and the key hints below.
 const chrome = 4
 
+// minBody is the fewest lines a page gets: a summary, the column titles
+// and a row.
+const minBody = 3
+
 // Model is the dashboard. Create it with New, run it as a Bubble Tea
 // model, and Close it after the program ends.
 type Model struct {
@@ -166,7 +170,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) resize() {
 	m.help.SetWidth(m.width)
 	for _, p := range m.pages {
-		p.SetSize(m.width, max(m.height-chrome, 3))
+		p.SetSize(m.width, max(m.height-chrome, minBody))
 	}
 }
 
@@ -245,7 +249,7 @@ func (m *Model) render() string {
 	if m.width == 0 {
 		return ""
 	}
-	bodyH := max(m.height-chrome, 3)
+	bodyH := max(m.height-chrome, minBody)
 	var body string
 	p := m.pages[m.tab]
 	if m.showHelp {
@@ -253,8 +257,6 @@ func (m *Model) render() string {
 	} else {
 		body = p.View()
 	}
-	lines := []string{m.header(), m.tabBar()}
-	lines = append(lines, fitLines(body, m.width, bodyH)...)
 	notice := ""
 	if m.notice != "" {
 		st := m.st.Good
@@ -263,7 +265,38 @@ func (m *Model) render() string {
 		}
 		notice = st.Render(components.Truncate(m.notice, m.width))
 	}
-	lines = append(lines, notice, components.Truncate(m.help.ShortHelpView(helpKeys{page: p.Keys(false), typing: p.Typing()}.ShortHelp()), m.width))
+	hint := components.Truncate(m.help.ShortHelpView(helpKeys{page: p.Keys(false), typing: p.Typing()}.ShortHelp()), m.width)
+	// A terminal too short for the chrome and the smallest page gives up,
+	// in turn, an empty notice line, the tabs, the keys and the notice: the
+	// screen is never taller than the terminal, whose renderer would cut
+	// the bottom lines, the keys and what the last action did.
+	over := chrome + bodyH - m.height
+	showNotice, showTabs, showHint := true, true, true
+	giveUp := func(show *bool) {
+		if over > 0 && *show {
+			*show, over = false, over-1
+		}
+	}
+	if notice == "" {
+		giveUp(&showNotice)
+	}
+	giveUp(&showTabs)
+	giveUp(&showHint)
+	giveUp(&showNotice)
+	lines := []string{m.header()}
+	if showTabs {
+		lines = append(lines, m.tabBar())
+	}
+	lines = append(lines, fitLines(body, m.width, bodyH)...)
+	if showNotice {
+		lines = append(lines, notice)
+	}
+	if showHint {
+		lines = append(lines, hint)
+	}
+	if len(lines) > m.height { // shorter than the smallest page: its top
+		lines = lines[:max(m.height, 1)]
+	}
 	return strings.Join(lines, "\n")
 }
 
