@@ -37,6 +37,11 @@ type connection struct {
 	acks      map[string]apollo.Alert // acknowledgements sent, awaiting ack_result
 }
 
+// helloWait bounds the wait for the server's hello on a new connection:
+// three heartbeat intervals of the server's default (15 s), the silence
+// that ends a live connection too.
+const helloWait = 3 * 15 * time.Second
+
 // Messages of the connection; gen says which attempt they belong to.
 type (
 	dialedMsg struct {
@@ -142,11 +147,18 @@ func (m *Model) wait() tea.Cmd {
 	})
 }
 
-// redial starts a new attempt now.
+// redial starts a new attempt now, giving up on a connection still
+// waiting for hello: its read ends when it is closed, and is dropped as of
+// an older attempt.
 func (m *Model) redial() tea.Cmd {
 	m.conn.gen++
 	m.conn.state = stateConnecting
-	return m.dial()
+	var drop tea.Cmd
+	if ws := m.conn.ws; ws != nil {
+		m.conn.ws = nil
+		drop = m.run.cmd(func(context.Context) tea.Msg { m.run.release(ws); return nil })
+	}
+	return tea.Batch(drop, m.dial())
 }
 
 // updateConn handles the connection's messages; ok is false for others.
@@ -164,13 +176,14 @@ func (m *Model) updateConn(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 			return m.lost(msg.err), true
 		}
 		c.ws = msg.ws
-		c.idle = 0 // until hello says how often the server speaks
+		c.idle = helloWait // until hello says how often the server speaks
 		return m.read(), true
 	case frameMsg:
 		if msg.gen != c.gen {
 			return nil, true
 		}
-		return tea.Batch(m.read(), m.handleFrame(msg.f)), true
+		cmd := m.handleFrame(msg.f) // first: a hello sets how long the next read may wait
+		return tea.Batch(m.read(), cmd), true
 	case lostMsg:
 		if msg.gen != c.gen {
 			return nil, true
@@ -216,6 +229,7 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 	case *apiclient.Hello:
 		c.state, c.reason, c.principal = stateLive, "", msg.Principal
 		c.backoff.Reset()
+		c.idle = 0 // a server that sends no heartbeats may stay quiet
 		if msg.HeartbeatMs > 0 {
 			c.idle = 3 * time.Duration(msg.HeartbeatMs) * time.Millisecond
 		}

@@ -201,7 +201,7 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		m.setTab(tab(n - 1))
 	case key.Matches(msg, keys.Help):
 		m.showHelp = true
-	case key.Matches(msg, keys.Reconnect) && m.conn.state != stateLive && m.conn.state != stateConnecting:
+	case key.Matches(msg, keys.Reconnect) && m.conn.state != stateLive:
 		return m.redial()
 	default:
 		return m.afterPageKey(p.Update(msg))

@@ -120,3 +120,50 @@ func TestRefusedToken(t *testing.T) {
 	tm.Quit()
 	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 }
+
+// TestNoHello: a server that opens the stream and never says hello (a
+// proxy that took the upgrade and stalls, a hub that hangs) leaves the
+// dashboard connecting; r, which the help offers whenever it is not live,
+// gives up on that connection and opens another, and without r the
+// dashboard gives up by itself after three default heartbeat intervals.
+// Before, r did nothing while connecting, and the wait for hello had no
+// end: the header said "◌ connecting" for ever.
+func TestNoHello(t *testing.T) {
+	t.Parallel()
+	srv := newFakeServer(t)
+	clock := apollo.NewFakeClock(t0)
+	m, err := New(Options{Server: srv.srv.URL, Token: "test-token", Clock: clock, Refresh: -1, noJitter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watch(m)
+	tm := teatest.NewTestModel(t, w, teatest.WithInitialTermSize(120, 40))
+	defer m.Close()
+	first := srv.accept()
+	w.until(t, "connecting", func(sc screen) bool {
+		return sc.state == stateConnecting && strings.Contains(sc.text, "◌ connecting")
+	})
+	tm.Send(tea.KeyPressMsg{Code: 'r', Text: "r"})
+	second := srv.accept()
+	select {
+	case <-first.gone:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the connection given up on was not closed")
+	}
+
+	// The second says nothing either: the dashboard gives up on it.
+	if !clock.BlockUntil(1, testwait.Timeout(t)) {
+		t.Fatal("no deadline for the server's hello")
+	}
+	clock.Advance(3 * 15 * time.Second)
+	w.until(t, "reconnecting", func(sc screen) bool {
+		return sc.state == stateWaiting && strings.Contains(sc.text, "(no message from the server in time)")
+	})
+	select {
+	case <-second.gone:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the silent connection was not closed")
+	}
+	tm.Quit()
+	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
+}
