@@ -55,6 +55,7 @@ type (
 	}
 	ackedMsg struct {
 		alert apollo.Alert
+		now   apollo.Alert // as the answer has it: acknowledged
 		err   error
 	}
 	silencedMsg struct {
@@ -212,8 +213,13 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 	case ackedMsg:
 		if msg.err != nil {
 			m.ackResult(msg.alert, false, apollo.ErrorMessage(msg.err))
-		} else {
-			m.ackResult(msg.alert, true, "")
+			return nil, true
+		}
+		m.ackResult(msg.alert, true, "")
+		// No stream tells the change: the answer does. Without a state it
+		// says the alert resolved and was forgotten meanwhile.
+		if msg.now.ID == msg.alert.ID && msg.now.State != "" {
+			m.alerts.Upsert(msg.now)
 		}
 		return nil, true
 	case silencedMsg:
@@ -273,8 +279,8 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 		}
 		// No stream: the API does the same.
 		return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
-			_, err := api.Ack(ctx, a.ID)
-			return ackedMsg{alert: a, err: err}
+			now, err := api.Ack(ctx, a.ID)
+			return ackedMsg{alert: a, now: now.Alert, err: err}
 		})
 	case pages.SilenceAlert:
 		start := m.now()

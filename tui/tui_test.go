@@ -10,6 +10,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/testwait"
@@ -102,16 +103,25 @@ func TestCloseIdempotent(t *testing.T) {
 }
 
 // TestAckWithoutStream: with no live stream, acknowledging goes through
-// POST /api/v1/alerts/{id}/ack, as the web dashboard does.
+// POST /api/v1/alerts/{id}/ack, as the web dashboard does, and the row
+// shows the alert as the answer has it, acknowledged (before, the notice
+// said acknowledged and the row said not, until the next listing).
 func TestAckWithoutStream(t *testing.T) {
 	t.Parallel()
 	srv := newFakeServer(t)
-	m, err := New(Options{Server: srv.srv.URL, Token: "test-token", Clock: apollo.NewFakeClock(t0)})
+	acked := fixtureAlerts()[0]
+	acked.AckedBy, acked.AckedAt = "oscar", t0
+	srv.mu.Lock()
+	srv.routes["POST /api/v1/alerts/a-1/ack"] = `{"alert":` + mustJSON(acked) + `}`
+	srv.mu.Unlock()
+	m, err := New(Options{Server: srv.srv.URL, Token: "test-token", Clock: apollo.NewFakeClock(t0), NoColor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	m.Update(alertsMsg{alerts: fixtureAlerts()})
+	m.tab = tabAlerts
 	a := fixtureAlerts()[0]
 	_, cmd := m.Update(pages.AckAlert{Alert: a})
 	msg := cmd()
@@ -121,6 +131,9 @@ func TestAckWithoutStream(t *testing.T) {
 	m.Update(msg)
 	if !strings.Contains(m.render(), "Acknowledged batch_failures (batch_).") {
 		t.Errorf("no notice:\n%s", m.render())
+	}
+	if out := ansi.Strip(m.render()); !hasRow(out, "firing", "batch_failures", "oscar") {
+		t.Errorf("the row does not show the acknowledgement:\n%s", out)
 	}
 	// An alert without a group is named by its rule alone, not "rule ()"
 	// (issue 21).
