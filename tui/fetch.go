@@ -9,6 +9,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/tui/components"
 	"github.com/apollo-11/apollo/tui/pages"
 )
 
@@ -255,7 +256,9 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 		})
 	case pages.OpenJob:
 		m.setTab(tabJobs)
-		m.jobs.Select(msg.Name)
+		if !m.jobs.Select(msg.Name) {
+			m.say(false, msg.Name+" had no run in the last "+components.Span(m.opts.MetricsWindow.String())+": the Jobs tab lists the jobs that ran in it.")
+		}
 		return m.fetchSeriesIfMoved()
 	case pages.FilterTasks:
 		if msg.Prefix == m.prefix {

@@ -173,3 +173,33 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("API: %v", msg.err)
 	}
 }
+
+// TestOpenJobNotOnJobsTab: enter on the Health tab opens the job on the
+// Jobs tab. A job the Jobs tab hides behind its filter is shown (the
+// filter goes); a job with no run in the Jobs tab's window is not listed
+// there, and the notice says so. Before, the Jobs tab opened on whatever
+// job was selected before, its sparklines titled with that job's name,
+// and nothing said that the job asked for was not there.
+func TestOpenJobNotOnJobsTab(t *testing.T) {
+	t.Parallel()
+	m := newLoaded(t, 120, 40, true)
+	m.tab = tabJobs
+	for _, k := range []string{"/", "b", "a", "t", "enter"} {
+		m.Update(keyMsg(k))
+	}
+	if got := m.jobs.Selected(); !strings.HasPrefix(got, "bat") {
+		t.Fatalf("the filter selects %q", got)
+	}
+	m.tab = tabHealth
+	m.Update(pages.OpenJob{Name: "cleanup_tmp"})
+	if m.tab != tabJobs || m.jobs.Selected() != "cleanup_tmp" {
+		t.Errorf("opened tab %d on %q, want the Jobs tab on cleanup_tmp", m.tab, m.jobs.Selected())
+	}
+
+	m.tab = tabHealth
+	m.Update(pages.OpenJob{Name: "legacy_sync"})
+	out := ansi.Strip(m.render())
+	if m.tab != tabJobs || !strings.Contains(out, "legacy_sync had no run in the last 5m") {
+		t.Errorf("opening a job with no run in the window does not say so:\n%s", out)
+	}
+}

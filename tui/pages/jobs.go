@@ -2,6 +2,7 @@ package pages
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,10 +85,18 @@ func (p *Jobs) Selected() string {
 	return p.shown[p.table.Cursor()].Name
 }
 
-// Select selects the job called name, when it is listed.
-func (p *Jobs) Select(name string) {
+// Select selects the job called name, dropping the filter when it hides
+// the job. It reports whether the job is listed: one with no run in the
+// window is not.
+func (p *Jobs) Select(name string) bool {
 	p.sel = name
 	p.refilter()
+	if p.Selected() != name && p.filter.Value() != "" && slices.ContainsFunc(p.all, func(j apiclient.JobRow) bool { return j.Name == name }) {
+		p.filter.Clear()
+		p.sel = name // the listing under the filter moved it
+		p.refit()
+	}
+	return p.Selected() == name
 }
 
 func (p *Jobs) refilter() {
