@@ -213,7 +213,9 @@ func (m *Model) lost(err error) tea.Cmd {
 	}
 	switch apollo.ErrorCode(err) {
 	case apollo.EUNAUTHORIZED, apollo.EFORBIDDEN:
-		c.state = stateRefused
+		// The token is no longer who the last hello said (revoked, or its
+		// role changed): the header stops naming it.
+		c.state, c.principal = stateRefused, apiclient.Principal{}
 		m.say(true, c.reason+"; press r to retry")
 		return nil
 	}

@@ -171,6 +171,8 @@ type fakeServer struct {
 	routes map[string]string
 	open   []*serverConn
 	down   atomic.Bool // the stream answers 503
+	// revoked refuses the token, as a server restarted without it does.
+	revoked atomic.Bool
 	// dials counts the attempts to open the stream.
 	dials chan struct{}
 }
@@ -243,7 +245,7 @@ func (fs *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "stopping", http.StatusServiceUnavailable)
 		return
 	}
-	if got := r.Header.Get("Authorization"); got != "Bearer test-token" {
+	if got := r.Header.Get("Authorization"); got != "Bearer test-token" || fs.revoked.Load() {
 		http.Error(w, `{"error":{"code":"unauthorized","message":"bad token"}}`, http.StatusUnauthorized)
 		return
 	}

@@ -167,3 +167,27 @@ func TestNoHello(t *testing.T) {
 	tm.Quit()
 	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 }
+
+// TestRevokedToken: the server restarts without the dashboard's token.
+// The header says refused, and no longer names who the token was: before,
+// it went on showing "oscar (operator)" beside "✕ refused", as if still
+// signed in.
+func TestRevokedToken(t *testing.T) {
+	t.Parallel()
+	s := start(t, func(o *Options) { o.Refresh = -1 })
+	if !strings.Contains(s.shown.text, "oscar (operator)") {
+		t.Fatalf("the header does not name the principal:\n%s", s.shown.text)
+	}
+	s.tm.Send(tea.WindowSizeMsg{Width: 200, Height: 40}) // room for the reason and the principal
+	s.srv.revoked.Store(true)
+	s.conn.c.Close(websocket.StatusGoingAway, "server shutting down")
+	s.w.untilText(t, "reconnecting in")
+	if !s.clock.BlockUntil(1, testwait.Timeout(t)) {
+		t.Fatal("no reconnect timer armed")
+	}
+	s.clock.Advance(time.Second)
+	sc := s.w.until(t, "refused", func(sc screen) bool { return sc.state == stateRefused })
+	if header := strings.SplitN(sc.text, "\n", 2)[0]; strings.Contains(header, "oscar") {
+		t.Errorf("refused, the header still names the token's principal:\n%s", header)
+	}
+}
