@@ -43,14 +43,16 @@ func CheckSilence(s *Silence, now time.Time) error {
 	switch {
 	case s.ID != "" && !validID(s.ID):
 		return bad("id", fmt.Sprintf("%q is not an ID", s.ID), "leave it out: the server makes one")
-	case s.Rule == "" && s.Prefix == "" && len(s.Labels) == 0:
-		return bad("rule", "the silence matches nothing in particular", "give a rule, a prefix or labels: a silence of everything hides real trouble")
+	case s.Rule == "" && s.Group == "" && s.Prefix == "" && len(s.Labels) == 0:
+		return bad("rule", "the silence matches nothing in particular", "give a rule, a group, a prefix or labels: a silence of everything hides real trouble")
 	case len(s.Labels) > maxSilenceLabels:
 		return bad("labels", fmt.Sprintf("%d labels, over the limit of %d", len(s.Labels), maxSilenceLabels), "")
 	case slices.Contains(slices.Collect(maps.Keys(s.Labels)), ""):
 		return bad("labels", "a label has an empty name", "")
 	case len(s.Rule) > apollo.MaxNameBytes:
 		return bad("rule", fmt.Sprintf("%d bytes, over the limit of %d", len(s.Rule), apollo.MaxNameBytes), "no rule has a longer name")
+	case len(s.Group) > apollo.MaxNameBytes:
+		return bad("group", fmt.Sprintf("%d bytes, over the limit of %d", len(s.Group), apollo.MaxNameBytes), "no rule or job has a longer name")
 	case len(s.Prefix) > apollo.MaxNameBytes:
 		return bad("prefix", fmt.Sprintf("%d bytes, over the limit of %d", len(s.Prefix), apollo.MaxNameBytes), "no rule or job has a longer prefix")
 	case longLabel != "":
@@ -147,7 +149,7 @@ func (e *Engine) AddSilence(tenant string, s Silence) (Silence, error) {
 	if err != nil {
 		return Silence{}, err
 	}
-	e.log.Info("alert: silence added", "tenant", tenant, "id", s.ID, "rule", s.Rule, "prefix", s.Prefix,
+	e.log.Info("alert: silence added", "tenant", tenant, "id", s.ID, "rule", s.Rule, "group", s.Group, "prefix", s.Prefix,
 		"until", s.EndsAt, "by", s.CreatedBy)
 	return s, nil
 }

@@ -115,6 +115,7 @@ type AckAnswer struct {
 // both. StartsAt is now when zero.
 type SilenceRequest struct {
 	Rule     string            `json:"rule,omitempty"`
+	Group    string            `json:"group,omitempty"` // the alert's group exactly
 	Prefix   string            `json:"prefix,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	StartsAt time.Time         `json:"startsAt,omitzero"`

@@ -162,12 +162,12 @@ func decodeSilence(body []byte, now time.Time) (apollo.Silence, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
 		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "the body is not a silence: " + jsonProblem(err),
-			Hint: `send {"rule"|"prefix"|"labels", "duration": "2h" or "endsAt": "2030-01-01T12:00:00Z", "comment"}`}
+			Hint: `send {"rule"|"group"|"prefix"|"labels", "duration": "2h" or "endsAt": "2030-01-01T12:00:00Z", "comment"}`}
 	}
 	if dec.More() {
 		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Message: "more than one JSON value in the body", Hint: "send one silence per request"}
 	}
-	sil := apollo.Silence{Rule: b.Rule, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment, StartsAt: b.StartsAt}
+	sil := apollo.Silence{Rule: b.Rule, Group: b.Group, Prefix: b.Prefix, Labels: b.Labels, Comment: b.Comment, StartsAt: b.StartsAt}
 	switch {
 	case !b.EndsAt.IsZero() && b.Duration != "":
 		return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: "both endsAt and duration given", Hint: "give one of them"}

@@ -287,7 +287,7 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 		})
 	case pages.SilenceAlert:
 		start := m.now()
-		req := apiclient.SilenceRequest{Rule: msg.Alert.Rule, Prefix: msg.Alert.Group, Labels: msg.Alert.Labels,
+		req := apiclient.SilenceRequest{Rule: msg.Alert.Rule, Group: msg.Alert.Group, Labels: msg.Alert.Labels,
 			StartsAt: start, EndsAt: start.Add(msg.For), Comment: msg.Comment}
 		sa := msg
 		return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {

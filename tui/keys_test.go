@@ -262,7 +262,7 @@ func TestKeysSilence(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Rule != "batch_failures" || body.Prefix != "batch_" || body.Comment != "deploy in progress" ||
+	if body.Rule != "batch_failures" || body.Group != "batch_" || body.Prefix != "" || body.Comment != "deploy in progress" ||
 		body.EndsAt.Sub(body.StartsAt) != 4*time.Hour || !body.StartsAt.Equal(t0) {
 		t.Fatalf("silence request %+v", body)
 	}

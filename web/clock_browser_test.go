@@ -79,6 +79,9 @@ func TestSilenceFromABrowserWithAWrongClockInBrowser(t *testing.T) {
 			}
 			if firing == nil || !s.Matches(firing) {
 				t.Errorf("the silence does not match the alert it was made for: %+v", firing)
+			} else if s.Group != firing.Group || s.Prefix != "" {
+				// A prefix would also hold the alerts of longer-named jobs.
+				t.Errorf("the silence holds group %q, prefix %q; want the alert's group %q exactly", s.Group, s.Prefix, firing.Group)
 			}
 			if other := d.alerts.Silences("b"); len(other) != 0 {
 				t.Errorf("tenant b has silences: %+v", other)

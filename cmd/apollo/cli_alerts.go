@@ -101,11 +101,15 @@ operator role.`,
 	return cmd
 }
 
-// matchers prints what a silence matches, e.g. rule=x prefix=batch_ env=prod.
+// matchers prints what a silence matches, e.g. rule=x prefix=batch_ env=prod
+// or rule=x group=etl_sales.
 func matchers(s *apollo.Silence) string {
 	var parts []string
 	if s.Rule != "" {
 		parts = append(parts, "rule="+s.Rule)
+	}
+	if s.Group != "" {
+		parts = append(parts, "group="+s.Group)
 	}
 	if s.Prefix != "" {
 		parts = append(parts, "prefix="+s.Prefix)
@@ -135,26 +139,29 @@ Silenced alerts still change state and show in "apollo alerts".`,
 
 func newSilenceAddCmd() *cobra.Command {
 	var (
-		a                     apiCmd
-		rule, prefix, comment string
-		labels                []string
-		dur                   time.Duration
+		a                   apiCmd
+		rule, group, prefix string
+		comment             string
+		labels              []string
+		dur                 time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "add (--rule R | --prefix P | --label k=v) --for D --comment C",
-		Short: "Silence the alerts of a rule, a job prefix or labels",
+		Use:   "add (--rule R | --group G | --prefix P | --label k=v) --for D --comment C",
+		Short: "Silence the alerts of a rule, a group, a job prefix or labels",
 		Long: `Add a silence from now for --for. Give at least one matcher: --rule (a rule
-name), --prefix (a prefix of the alert's group: the rule's prefix or a job
-name), --label k=v (repeatable); an alert is silenced when all of them
-match. Needs the operator role; audited.
+name), --group (the alert's group exactly: the rule's prefix, or the job
+with BY: name; the GROUP column of apollo alerts), --prefix (a prefix of
+the group), --label k=v (repeatable); an alert is silenced when all of
+them match. Needs the operator role; audited.
 
 Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags or the
 server refused the silence, 4 the token lacks the operator role.`,
 		Example: `  apollo silence add --rule batch_failures --for 2h --comment "vendor outage, ticket OPS-123"
+  apollo silence add --rule job_failures --group etl_sales --for 1h --comment "rerun in progress"
   apollo silence add --prefix etl_ --label env=staging --for 30m --comment "load test"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			body := apiclient.SilenceRequest{Rule: rule, Prefix: prefix, Comment: comment, Duration: dur.String()}
+			body := apiclient.SilenceRequest{Rule: rule, Group: group, Prefix: prefix, Comment: comment, Duration: dur.String()}
 			if len(labels) > 0 {
 				m := map[string]string{}
 				for _, kv := range labels {
@@ -167,8 +174,8 @@ server refused the silence, 4 the token lacks the operator role.`,
 				body.Labels = m
 			}
 			switch {
-			case rule == "" && prefix == "" && len(labels) == 0:
-				return usageError("say what to silence: --rule, --prefix or --label")
+			case rule == "" && group == "" && prefix == "" && len(labels) == 0:
+				return usageError("say what to silence: --rule, --group, --prefix or --label")
 			case dur <= 0:
 				return usageError("--for: say how long, e.g. --for 2h")
 			case strings.TrimSpace(comment) == "":
@@ -189,6 +196,7 @@ server refused the silence, 4 the token lacks the operator role.`,
 	a.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&rule, "rule", "", "silence this rule's alerts")
+	fl.StringVar(&group, "group", "", "silence alerts of this group exactly (a rule's prefix, or a job with BY: name)")
 	fl.StringVar(&prefix, "prefix", "", "silence alerts whose group starts with this")
 	fl.StringArrayVar(&labels, "label", nil, "silence alerts with this label, key=value (repeatable)")
 	fl.DurationVar(&dur, "for", 0, "how long, from now (required), e.g. 2h")

@@ -336,8 +336,8 @@ func (d *deployment) firingAlert(tenant, rule string) shownAlert {
 }
 
 type shownAlert struct {
-	ID, Rule, AckedBy       string
-	SilencedBy, InhibitedBy []string
+	ID, Rule, Group, AckedBy string
+	SilencedBy, InhibitedBy  []string
 }
 
 // An acknowledgement holds after kill -9, also one given just after a

@@ -132,7 +132,7 @@ function SilenceForm({ alert, onDone }) {
       // wrong, and a silence made from it would start hours later, or be
       // over already.
       await api("/api/v1/silences", { method: "POST", body: {
-        rule: alert.rule, prefix: alert.group, labels: alert.labels || {},
+        rule: alert.rule, group: alert.group, labels: alert.labels || {},
         duration: `${Number(f.get("hours"))}h`, comment: f.get("comment"),
       } });
       toast.value = `Silenced ${alert.rule} for ${f.get("hours")} h.`;
