@@ -3,6 +3,7 @@ package termtext
 import (
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -13,8 +14,13 @@ import (
 // what follows, BEL rings, a bidi override reorders the rest of the line.
 // Escape writes each such character as a visible escape instead: the C0
 // controls (tab, newline and carriage return too, so one value stays on
-// one line), DEL, the C1 controls, the Unicode bidi controls and the line
-// and paragraph separators. The escapes are JSON's (\t, \n, \r, \u001b),
+// one line), DEL, the C1 controls, the Unicode bidi controls, the line
+// and paragraph separators, and the characters that draw nothing (zero
+// width space, word joiner, byte order mark, soft hyphen, Hangul fillers,
+// tag characters), which would make "job\u200b-1" read as "job-1" beside
+// it. Zero width (non-)joiners stay: emoji and several scripts need them.
+// The escapes are JSON's (\t, \n, \r, \u001b, a pair for a character
+// beyond U+FFFF),
 // so escaped JSON text stays valid JSON; a byte that is not UTF-8 is
 // written \xNN. Everything else, including every other script and emoji,
 // is kept.
@@ -50,6 +56,12 @@ func Escape(s string) string {
 			b.WriteString(`\n`)
 		case r == '\r':
 			b.WriteString(`\r`)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			b.WriteString(`\u`)
+			writeHex(&b, uint32(r1), 4)
+			b.WriteString(`\u`)
+			writeHex(&b, uint32(r2), 4)
 		default:
 			b.WriteString(`\u`)
 			writeHex(&b, uint32(r), 4)
@@ -83,6 +95,12 @@ func needsEscape(r rune, size int) bool {
 		r >= 0x202a && r <= 0x202e, // LRE, RLE, PDF, LRO, RLO
 		r >= 0x2066 && r <= 0x2069, // LRI, RLI, FSI, PDI
 		r == 0x2028, r == 0x2029:   // line and paragraph separators
+		return true
+	case r == 0x00ad, r == 0x180e, r == 0x200b, // soft hyphen, Mongolian vowel separator, zero width space
+		r >= 0x2060 && r <= 0x2064,                         // word joiner, invisible operators
+		r == 0xfeff,                                        // byte order mark
+		r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, // Hangul fillers
+		r >= 0xe0000 && r <= 0xe007f: // tags
 		return true
 	}
 	return false

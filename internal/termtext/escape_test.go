@@ -20,6 +20,10 @@ func TestEscape(t *testing.T) {
 		{"line separator", "a\u2028b", `a\u2028b`},
 		{"not UTF-8", "a\x9b2Jb\xff", `a\x9b2Jb\xff`},
 		{"backslashes stay", `C:\jobs\x1b`, `C:\jobs\x1b`},
+		// A name that draws like another: "job-1" with a zero width space.
+		{"invisible", "job\u200b-1\u2060\ufeff\u00ad\u3164", `job\u200b-1\u2060\ufeff\u00ad\u3164`},
+		{"tag characters", "ok\U000E0041\U000E007F", `ok\udb40\udc41\udb40\udc7f`},
+		{"joiners of emoji and scripts stay", "👩\u200d💻 می\u200cخواهم", "👩\u200d💻 می\u200cخواهم"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Escape(tc.in); got != tc.want {
