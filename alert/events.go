@@ -322,8 +322,15 @@ func (e *Engine) silencedNow(a *apollo.Alert, now time.Time) bool {
 }
 
 // emit queues the notifications without waiting (a full queue drops
-// them, visibly), wakes the group timer and tells subscribers.
+// them, visibly), wakes the group timer and tells subscribers. The state
+// is marked changed first: the deliverer may send a message and ask for
+// the save that puts its group on record before emit returns, and a save
+// that found nothing changed would leave the group unsaved until the next
+// evaluation.
 func (e *Engine) emit(out *eventOut) {
+	if len(out.changed) > 0 {
+		e.dirty.Store(true)
+	}
 	for _, n := range out.notes {
 		select {
 		case e.queue <- n:
@@ -342,7 +349,6 @@ func (e *Engine) emit(out *eventOut) {
 		}
 	}
 	if len(out.changed) > 0 {
-		e.dirty.Store(true)
 		e.publish(out.changed)
 	}
 }

@@ -404,3 +404,54 @@ func TestEditedEventRuleTakesItsStormAlong(t *testing.T) {
 		t.Errorf("globex's follow-up: %s, severity %s, to %v; want storm, warning, to [dingtalk email]", n.Kind, n.Alert.Severity, n.Channels)
 	}
 }
+
+// signalledState is a StateStore that tells of every save it took.
+type signalledState struct {
+	alert.StateStore
+	saved chan alert.State
+}
+
+func (s *signalledState) Save(ctx context.Context, st alert.State) error {
+	err := s.StateStore.Save(ctx, st)
+	select {
+	case s.saved <- st:
+	default:
+	}
+	return err
+}
+
+// A storm's open group is saved just after its first message, every time,
+// without waiting for an evaluation. The engine queued the message before
+// it marked the state changed, so the deliverer could send it and ask for
+// a save that found nothing changed, and the group stayed unsaved until
+// the next evaluation (a minute by default): a kill -9 in that minute told
+// the storm again as a new one (TestStormGoesOnAcrossKill failed so under
+// load). Many storms, one after another, each waited for on its save.
+func TestEveryStormIsSavedAfterItsFirstMessage(t *testing.T) {
+	t.Parallel()
+	st := &signalledState{StateStore: alert.NewMemoryState(), saved: make(chan alert.State, 1)}
+	src := `RULE storm task_prefix: "batch_" ON: failed GROUP_WINDOW: 1m NOTIFY: dingtalk`
+	f := newFixture(t, src, newTable(), func(o *alert.Options) { o.State = st })
+	if err := f.eng.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.NewTimer(testwait.Timeout(t))
+	defer deadline.Stop()
+	for i := range 300 {
+		tenant := fmt.Sprintf("t%d", i)
+		f.eng.SetRules(tenant, parse(t, src))
+		c := finish(nil, tenant, "batch_a", "run-"+tenant, apollo.StatusFailed, f.clock.Now().UnixMilli(), 100)
+		f.eng.Apply(&c)
+		if n := f.sink.Wait(t, testwait.Timeout(t)); n.Alert.Tenant != tenant {
+			t.Fatalf("storm %d: first message %+v", i, n)
+		}
+		for saved := false; !saved; {
+			select {
+			case s := <-st.saved:
+				saved = slices.ContainsFunc(s.Alerts, func(a alert.StoredAlert) bool { return a.Tenant == tenant })
+			case <-deadline.C:
+				t.Fatalf("storm %d of tenant %s: told, and not saved without an evaluation", i, tenant)
+			}
+		}
+	}
+}
