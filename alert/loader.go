@@ -199,6 +199,14 @@ func (l *Loader) Write(src []byte) error {
 	return nil
 }
 
+// Applied returns the rules text in force from the file (a copy): what
+// the last load or Write applied, nil before any.
+func (l *Loader) Applied() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.applied)
+}
+
 // poll loads the file if it changed since it was last looked at.
 func (l *Loader) poll() {
 	l.mu.Lock()

@@ -314,14 +314,24 @@ func (p *alertProcess) saveRules(tenant string, rs []*rules.Rule, src []byte) er
 	}
 	p.rulesMu.Lock()
 	defer p.rulesMu.Unlock()
+	var before []byte // the file's rules, put back if Redis refuses the new ones
 	if tenant == "" && p.loader != nil {
+		before = p.loader.Applied()
 		if err := p.loader.Write(src); err != nil {
 			return notSavedIn("the alert process's log", p.log, "rules", tenant, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return notSavedIn("the alert process's log", p.log, "rules", tenant, p.rules.Save(ctx, tenant, src))
+	err := p.rules.Save(ctx, tenant, src)
+	if err != nil && before != nil {
+		// Answered "not changed": the file, which every alert process
+		// reads at start, must not hold them either.
+		if werr := p.loader.Write(before); werr != nil {
+			p.log.Error("the rules file holds rules Redis refused and could not be put back; fix it by hand", "file", p.cfg.Rules, "err", werr)
+		}
+	}
+	return notSavedIn("the alert process's log", p.log, "rules", tenant, err)
 }
 
 // catchUpRules sets the rules saved in Redis that differ from the ones

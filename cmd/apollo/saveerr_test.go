@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/apollo-11/apollo/redisstore"
 )
 
 // A rules file that can no longer be written for a reason that is not the
@@ -117,4 +119,43 @@ func TestReadOnlyExpectationsFileIsAConflict(t *testing.T) {
 			}
 		}
 	})
+}
+
+// In the three-process mode the alert process writes the default tenant's
+// rules file, then saves the rules in Redis. When Redis refused the save,
+// the PUT was answered "could not be saved, so they were not changed"
+// while the file already held the new rules: the next start of any alert
+// process ran rules the operator was told were refused. The file is now
+// put back as it was.
+func TestRulesRefusedByRedisLeaveTheFileAsItWas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.txt")
+	const first = "RULE first task_prefix: \"x_\" ON: failed NOTIFY: hook\n"
+	if err := os.WriteFile(path, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{config: "rules: " + path + "\n"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	if got := d.rulesOf(""); got != first {
+		t.Fatalf("default tenant's rules %q, want the file's %q", got, first)
+	}
+	// Redis refuses the save: the rules hash is a string now.
+	rdb, err := redisstore.Open(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	key := d.prefix + ":alert:rules"
+	if err := rdb.Set(t.Context(), key, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.do("", "PUT", "/api/v1/rules", "RULE second task_prefix: \"x_\" ON: failed NOTIFY: hook\n", nil, http.StatusServiceUnavailable)
+	if b, err := os.ReadFile(path); err != nil || string(b) != first {
+		t.Fatalf("after a PUT refused as not saved, the rules file holds %q (%v), want %q as before", b, err, first)
+	}
 }
