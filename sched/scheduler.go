@@ -57,6 +57,7 @@ type Scheduler struct {
 	mu       sync.Mutex
 	set      *jobSet
 	jobs     map[string]*jobState
+	gone     map[string]*jobState // jobs removed by a reload while they had runs in progress
 	flows    map[string]*flow
 	active   map[*run]struct{} // every run in progress, of any job
 	live     map[*run]liveRun  // the task each run is on, for the state file (lost.go)
@@ -147,15 +148,36 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 }
 
 // install makes set the current jobs, keeping the state of jobs that stay.
-// now is zero before Start: next ticks are computed at Start then. s.mu is
-// held, or s is not shared yet.
+// A job removed while it has runs in progress keeps its state until they
+// end, so that if it comes back meanwhile its concurrency policy still
+// sees them. now is zero before Start: next ticks are computed at Start
+// then. s.mu is held, or s is not shared yet.
 func (s *Scheduler) install(set *jobSet, now time.Time) {
+	gone := map[string]*jobState{}
+	for name, js := range s.gone {
+		if _, back := set.byName[name]; !back && len(js.active) > 0 {
+			gone[name] = js
+		}
+	}
+	for name, js := range s.jobs {
+		if _, stays := set.byName[name]; !stays && len(js.active) > 0 {
+			gone[name] = js
+		}
+	}
 	jobs := make(map[string]*jobState, len(set.jobs))
 	for _, j := range set.jobs {
 		js := s.jobs[j.name]
+		if back := s.gone[j.name]; js == nil && back != nil && len(back.active) > 0 {
+			// Back in the file while its runs of before go on: the same
+			// job, scheduled and paused as a new one.
+			js, back.j = back, nil
+		}
 		switch {
-		case js == nil:
-			js = &jobState{name: j.name, paused: j.paused, active: map[*run]struct{}{}, lastTick: now}
+		case js == nil || js.j == nil:
+			if js == nil {
+				js = &jobState{name: j.name, active: map[*run]struct{}{}}
+			}
+			js.paused, js.lastTick, js.next = j.paused, now, time.Time{}
 			if !now.IsZero() && j.sched != nil {
 				js.next = j.sched.Next(now)
 			}
@@ -171,7 +193,7 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 		js.j = j
 		jobs[j.name] = js
 	}
-	s.set, s.jobs = set, jobs
+	s.set, s.jobs, s.gone = set, jobs, gone
 }
 
 // Start loads the state file, catches up missed schedules, and starts the
