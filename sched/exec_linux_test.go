@@ -276,3 +276,46 @@ func TestExecStopKillsAtDeadline(t *testing.T) {
 		t.Errorf("extra %v", x)
 	}
 }
+
+// A command is found in the PATH its job's env sets, never in a directory
+// of it that is relative; a command with a '/' is a path, relative to the
+// job's dir.
+func TestLookPathInTheJobsPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"tool", "sub/tool"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub", "plain"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string // "" for not found
+	}{
+		{"tool", []string{"PATH=/nonexistent:" + dir}, filepath.Join(dir, "tool")},
+		{"tool", []string{"PATH=" + dir, "PATH=" + sub}, filepath.Join(sub, "tool")}, // the last one counts
+		{"tool", []string{"PATH=sub:/nonexistent"}, ""},
+		{"plain", []string{"PATH=" + sub}, ""}, // not executable
+		{"./tool", []string{"PATH=/nonexistent"}, "./tool"},
+		{"sh", nil, "/"}, // the scheduler's own PATH; any absolute path
+	} {
+		got, err := lookPath(tc.name, tc.env)
+		switch {
+		case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "PATH of the job's env")):
+			t.Errorf("lookPath(%q, %q) = %q, %v; want not found", tc.name, tc.env, got, err)
+		case tc.want == "/" && (err != nil || !filepath.IsAbs(got)):
+			t.Errorf("lookPath(%q, %q) = %q, %v; want an absolute path", tc.name, tc.env, got, err)
+		case tc.want != "" && tc.want != "/" && (err != nil || got != tc.want):
+			t.Errorf("lookPath(%q, %q) = %q, %v; want %q", tc.name, tc.env, got, err, tc.want)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,7 +45,13 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 		closeAll(files)
 		return nil, fmt.Errorf("sched: output pipes: %w", err)
 	}
-	cmd := exec.Command(spec.argv[0], spec.argv[1:]...)
+	path, err := lookPath(spec.argv[0], spec.env)
+	if err != nil {
+		closeAll(files)
+		return nil, err
+	}
+	cmd := exec.Command(path, spec.argv[1:]...)
+	cmd.Args[0] = spec.argv[0]
 	cmd.Env = append(os.Environ(), spec.env...)
 	cmd.Dir = spec.dir
 	// *os.File outputs are handed to the child as they are: no copying
@@ -88,6 +96,36 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 		close(p.doneC)
 	}()
 	return p, nil
+}
+
+// lookPath finds the program of name as its environment would: in the
+// PATH that env sets, if it sets one (a job's env: {PATH: ...}), else in
+// the scheduler's own. A name with a slash is a path already; a directory
+// of that PATH that is not absolute is passed over, as the working
+// directory is no place to find programs in.
+func lookPath(name string, env []string) (string, error) {
+	path, set := "", false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path, set = v, true // the last one is the one the process gets
+		}
+	}
+	switch {
+	case strings.Contains(name, "/"):
+		return name, nil // relative to the job's dir, as exec runs it
+	case !set:
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec: %q: executable file not found in the PATH of the job's env (%s)", name, path)
 }
 
 func drain(wg *sync.WaitGroup, r *os.File, t io.Writer) {

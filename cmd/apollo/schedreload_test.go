@@ -3,7 +3,9 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 )
 
@@ -89,5 +92,47 @@ func TestJobRemovedAndPutBackKeepsItsRun(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(pids); len(strings.Fields(string(b))) > 1 {
 		t.Errorf("hang_job ran twice at once: processes %s", strings.Fields(string(b)))
+	}
+}
+
+// A job's env sets the PATH its command is found in, as it does for
+// everything the command starts: with env: {PATH: DIR} and command:
+// [mytool], DIR/mytool runs. Before, the command was looked up in the
+// scheduler's own PATH, so the run failed "executable file not found in
+// $PATH" while a shell job with the same env found the same program.
+func TestJobCommandIsFoundInItsOwnPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "apollo_test_tool"), []byte("#!/bin/sh\necho tool ran\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	jobs := filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(jobs, []byte("jobs:\n  - name: tool_job\n    schedule: \"@yearly\"\n    command: [apollo_test_tool]\n    env: {PATH: \""+bin+":/usr/bin:/bin\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
+	resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/tool_job/run", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans apiclient.JobAction
+	err = json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("run answered %d %+v (%v)", resp.StatusCode, ans, err)
+	}
+	var tk apollo.Task
+	eventually(t, 30*time.Second, "the run ended", func() bool {
+		return apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(ans.TaskID), &tk) == http.StatusOK && tk.Status.Final()
+	})
+	if last := tk.History[len(tk.History)-1]; tk.Status != apollo.StatusSuccess || !strings.Contains(string(last.Extra), "tool ran") {
+		t.Errorf("the run is %s, want success with the tool's output: %s", tk.Status, last.Extra)
 	}
 }
