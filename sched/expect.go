@@ -1,16 +1,15 @@
 package sched
 
 import (
-	"time"
-
 	"github.com/apollo-11/apollo/expect"
 )
 
 // Expectations are what the jobs file says of each job's runs, as job
 // expectations (docs/expectations.md): a run at each tick of its schedule
 // (read in its time zone, with late_after as the grace, else
-// expect.DefaultGrace), none longer than its timeout plus kill_grace (the
-// scheduler ends it at its timeout; past that its end was lost), and the
+// expect.DefaultGrace), none longer than its timeout plus kill_grace and
+// a few seconds for the scheduler's report (serverDeadline: the scheduler
+// ends it at its timeout; past that its end was lost), and the
 // jobs in its after upstream of it. A paused job (by the file, or by
 // Pause and not resumed) is expected to run no more; a job run only after
 // others has no schedule of its own. Ask again after Pause and Resume.
@@ -27,9 +26,7 @@ func (s *Scheduler) Expectations() []expect.Expectation {
 				e.Grace = expect.DefaultGrace
 			}
 		}
-		if j.timeout > 0 {
-			e.MaxRuntime = j.timeout + j.killGrace + time.Second
-		}
+		e.MaxRuntime = serverDeadline(j)
 		out = append(out, e)
 	}
 	return out

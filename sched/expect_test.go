@@ -31,7 +31,7 @@ jobs:
 		t.Fatalf("%+v", exps)
 	}
 	ex, load, old := exps[0], exps[1], exps[2]
-	if ex.Schedule != "30 2 * * *" || ex.Timezone != "Europe/Berlin" || ex.Grace != 10*time.Minute || ex.MaxRuntime != time.Hour+11*time.Second {
+	if ex.Schedule != "30 2 * * *" || ex.Timezone != "Europe/Berlin" || ex.Grace != 10*time.Minute || ex.MaxRuntime != time.Hour+15*time.Second {
 		t.Errorf("extract: %+v", ex)
 	}
 	if load.Schedule != "" || !slices.Equal(load.Upstream, []string{"extract"}) {

@@ -220,15 +220,26 @@ func (s *Scheduler) terminate(p proc, grace time.Duration) {
 	<-p.done()
 }
 
-// timeoutMs is the deadline the server enforces if the scheduler cannot:
-// the job's timeout plus its kill grace, so that normally the scheduler's
-// own timeout event, with the output tails, comes first.
-func timeoutMs(j *job) int64 {
+// reportSlack is how long after a run's timeout plus kill grace the
+// server still waits for the scheduler's report of it: that report comes
+// once the process group is gone and its output read (up to drainGrace
+// more, while a daemon the run started in a session of its own keeps the
+// output open), and then through the reporter's batch.
+const reportSlack = 5 * time.Second
+
+// serverDeadline is how long the server lets a run of j go, from its
+// start, before it times the run out itself (timeoutMs, the expectation's
+// max_runtime): that is for a scheduler that died, so the scheduler's own
+// timeout report, with the output tails, comes first. 0: no timeout.
+func serverDeadline(j *job) time.Duration {
 	if j.timeout <= 0 {
 		return 0
 	}
-	return (j.timeout + j.killGrace).Milliseconds()
+	return j.timeout + j.killGrace + reportSlack
 }
+
+// timeoutMs is serverDeadline in milliseconds, as events carry it.
+func timeoutMs(j *job) int64 { return serverDeadline(j).Milliseconds() }
 
 func (s *Scheduler) isStopping() bool {
 	s.mu.Lock()

@@ -40,7 +40,7 @@ jobs:
 		}
 	}
 	pending := h.rec.waitFor(t, id, apollo.StatusPending)
-	if pending.ScheduledAt != at.UnixMilli() || pending.TimeoutMs != (5*time.Minute+10*time.Second).Milliseconds() || pending.Name != "a" {
+	if pending.ScheduledAt != at.UnixMilli() || pending.TimeoutMs != (5*time.Minute+15*time.Second).Milliseconds() || pending.Name != "a" {
 		t.Errorf("pending = %+v", pending)
 	}
 	h.rec.waitFor(t, id, apollo.StatusRunning)

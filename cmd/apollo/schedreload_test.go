@@ -136,3 +136,59 @@ func TestJobCommandIsFoundInItsOwnPath(t *testing.T) {
 		t.Errorf("the run is %s, want success with the tool's output: %s", tk.Status, last.Extra)
 	}
 }
+
+// A run the scheduler times out is reported by the scheduler, with its
+// output tails and "killed", before the server's own deadline for it (the
+// net for a scheduler that died) passes. Before, that deadline was the
+// job's timeout plus its kill grace to the millisecond, while the
+// scheduler's report came after those and after the output was read: a
+// process that ignored SIGTERM made it a race, and one that had started a
+// daemon in a session of its own (which keeps the output open, read for
+// up to 2 s more) lost it every time; the server timed the run out itself
+// and the scheduler's report, the output with it, was dropped.
+func TestSchedulersTimeoutComesBeforeTheServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	jobs := filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(jobs, []byte(`jobs:
+  - name: slow_job
+    schedule: "@yearly"
+    shell: "setsid sleep 600 & echo $! > `+pids+`; echo last words; exec sleep 600"
+    timeout: 1s
+    kill_grace: 1s
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
+	resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/slow_job/run", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans apiclient.JobAction
+	err = json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("run answered %d %+v (%v)", resp.StatusCode, ans, err)
+	}
+	var tk apollo.Task
+	eventually(t, 30*time.Second, "the run ended", func() bool {
+		return apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(ans.TaskID), &tk) == http.StatusOK && tk.Status.Final()
+	})
+	last := tk.History[len(tk.History)-1]
+	if tk.Status != apollo.StatusTimeout || last.Kind != apollo.KindReport || !strings.Contains(string(last.Extra), `"killed":true`) ||
+		!strings.Contains(string(last.Extra), "last words") {
+		t.Errorf("the run ended %s by a %v event with extra %s; want the scheduler's timeout report with the output", tk.Status, last.Kind, last.Extra)
+	}
+}
