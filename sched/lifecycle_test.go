@@ -531,3 +531,33 @@ jobs:
 		t.Errorf("a run that ended and was delivered is still in the state file after Stop: %s %v", b, err)
 	}
 }
+
+// A scheduler started on a clock behind the last tick its state file
+// holds (the host's clock was stepped back, a VM resumed from a snapshot)
+// does not run that tick again: its task ID is taken, so the server would
+// drop the second run's events as duplicates of the first's, and the run
+// would go unseen. It waits for the clock to pass the tick, as a running
+// scheduler does when its clock steps back.
+func TestRestartOnAClockBehindTheState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [x]\n"
+	h := newHarness(t, src, t0, dir)
+	at := h.fire(0) // 00:01
+	h.run.next(t).exit(0)
+	h.rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
+	h.stop()
+
+	h2 := newHarness(t, src, t0.Add(-time.Hour), dir) // 23:00:30 the day before
+	if next := h2.job("a").Next; !next.Equal(at.Add(time.Minute)) {
+		t.Errorf("next tick %v after a restart an hour behind its last tick %v; want the one after it", next, at)
+	}
+	h2.run.none(t)
+	h2.fire(0)
+	if p := h2.run.next(t); p.task() != sid("a", at.Add(time.Minute), 1) {
+		t.Errorf("the first run after the restart is %s, want the tick after %v", p.task(), at)
+	} else {
+		p.exit(0)
+		h2.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+	}
+}

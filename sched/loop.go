@@ -119,6 +119,14 @@ func (s *Scheduler) catchUp(saved map[string]savedJob, now time.Time) {
 			continue
 		}
 		js.lastTick = last
+		if last.After(now) {
+			// The clock is behind the last tick handled (stepped back):
+			// the ticks up to it ran, and their task IDs are taken. Wait
+			// for the clock to pass it, as the loop does when the clock
+			// steps back under it.
+			js.next = j.sched.Next(last)
+			continue
+		}
 		missed := j.sched.Last(last, now)
 		switch {
 		case missed.IsZero():
