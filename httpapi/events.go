@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
@@ -234,17 +233,21 @@ func (s *Server) eventLimit(p *Principal, size int) (n, by int) {
 }
 
 // overLimit is the answer to a body of size bytes with more than n
-// elements, by the limit that bound, and how long the client should wait.
-func overLimit(n, by, size int) (time.Duration, error) {
+// elements, by the limit that bound.
+func overLimit(n, by, size int) error {
 	switch by {
 	case byRate:
-		return time.Second, &apollo.Error{Code: apollo.ETOOMANY,
-			Message: fmt.Sprintf("more than %d events in one request, over this token's %d per second", n, n), Hint: "send smaller batches"}
+		// Not 429: the bucket never holds more than a second's worth, so
+		// the same request would be refused for ever, and a reporter told
+		// to wait and resend it did so (docs/protocol.md).
+		return &apollo.Error{Code: apollo.ETOOLARGE,
+			Message: fmt.Sprintf("more than %d events in one request, over this token's %d per second", n, n),
+			Hint:    fmt.Sprintf("send at most %d per request, or ask an admin to raise the token's rate", n)}
 	case byRequest:
-		return 0, &apollo.Error{Code: apollo.ETOOLARGE,
+		return &apollo.Error{Code: apollo.ETOOLARGE,
 			Message: fmt.Sprintf("more than %d events in one request", n), Hint: fmt.Sprintf("send at most %d per request", n)}
 	}
-	return 0, &apollo.Error{Code: apollo.EINVALID,
+	return &apollo.Error{Code: apollo.EINVALID,
 		Message: fmt.Sprintf("more than one element per %d bytes in a body of %d bytes: no event is that short", minEventBytes, size),
 		Hint:    "send one JSON object per event"}
 }
@@ -269,17 +272,15 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request, p *Principal
 	evs, bad, err := decodeEventsInto(ib.evs, ib.bad, body, ndjson, maxEvents)
 	ib.evs, ib.bad = evs, bad
 	if errors.Is(err, errTooManyEvents) {
-		wait, err := overLimit(maxEvents, by, len(body))
-		if wait > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
-		}
-		return err
+		return overLimit(maxEvents, by, len(body))
 	}
 	if err != nil {
 		return err
 	}
 	if wait, err := s.allowIngest(p, len(evs)); err != nil {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		}
 		return err
 	}
 	// Decode failures keep their place in the answer; the rest go to the

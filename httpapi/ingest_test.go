@@ -212,7 +212,7 @@ func TestIngestMemoryPerRequest(t *testing.T) {
 		{"[1,1,1,...] of 100 KB", "application/json", ones(100_000), unlimited, 400, apollo.EINVALID},
 		{"[1,1,1,...] of 480 KB", "application/json", ones(480_000), unlimited, 400, apollo.EINVALID},
 		{"10 001 objects of 49 bytes", "application/json", padded(10_000), unlimited, 413, apollo.ETOOLARGE},
-		{"1 001 events at 1 000 a second", "application/json", events(1001), limited, 429, apollo.ETOOMANY},
+		{"1 001 events at 1 000 a second", "application/json", events(1001), limited, 413, apollo.ETOOLARGE},
 		{"10 000 events (duplicates)", "application/json", tenThousand, unlimited, 200, ""},
 	}
 	for _, tt := range tests {

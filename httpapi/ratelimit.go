@@ -67,9 +67,9 @@ func (s *Server) allowIngest(p *Principal, n int) (time.Duration, error) {
 	if l == nil {
 		return 0, nil
 	}
-	if n > l.Burst() {
-		return time.Second, &apollo.Error{Code: apollo.ETOOMANY, Message: fmt.Sprintf("%d events in one request, over this token's %d per second", n, perSec),
-			Hint: "send smaller batches"}
+	if n > l.Burst() { // never let through: 413, as in overLimit
+		return 0, &apollo.Error{Code: apollo.ETOOLARGE, Message: fmt.Sprintf("%d events in one request, over this token's %d per second", n, perSec),
+			Hint: fmt.Sprintf("send at most %d per request, or ask an admin to raise the token's rate", l.Burst())}
 	}
 	now := s.now()
 	r := l.ReserveN(now, n)

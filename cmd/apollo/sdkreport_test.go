@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/agent"
+	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// sdkTenant is one tenant of a test server: an agent token to report with
+// (of rate, 0 for the server's) and a viewer token to read back with.
+type sdkTenant struct {
+	name          string
+	agent, viewer string
+}
+
+// sdkTenants adds an agent and a viewer token for each tenant to cfg.
+func sdkTenants(t *testing.T, cfg *config.Config, rate int, names ...string) []sdkTenant {
+	t.Helper()
+	var out []sdkTenant
+	for _, name := range names {
+		tn := sdkTenant{name: name}
+		for _, role := range []string{"agent", "viewer"} {
+			r, _ := httpapi.ParseRole(role)
+			secret, tok, err := httpapi.NewToken(role, r, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ct := config.Token{Name: role, Role: role, Tenant: name, SHA256: fmt.Sprintf("%x", tok.Hash)}
+			if role == "agent" {
+				tn.agent, ct.RateMax = secret, rate
+			} else {
+				tn.viewer = secret
+			}
+			cfg.Auth.Tokens = append(cfg.Auth.Tokens, ct)
+		}
+		out = append(out, tn)
+	}
+	return out
+}
+
+// sdkTasks reads a tenant's tasks (up to 1000) by task ID.
+func sdkTasks(t *testing.T, addr string, tn sdkTenant) map[string]apollo.Task {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/tasks?limit=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+tn.viewer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Tasks []apollo.Task `json:"tasks"`
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("tenant %s: tasks: HTTP %d", tn.name, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]apollo.Task{}
+	for _, task := range page.Tasks {
+		m[task.TaskID] = task
+	}
+	return m
+}
+
+// A token whose rate is below the SDK's batch size: the server refused
+// each full batch as a whole ("100 events in one request, over this
+// token's 20 per second") with 429 and Retry-After: 1, and the SDK, told
+// to wait and resend, resent the same batch every second for ever: none
+// of the events, nor any reported after them, ever arrived. A request
+// larger than the token's burst can never be let through; it is 413 now,
+// and the SDK sends fewer events at a time.
+func TestSDKWithATokenRateBelowItsBatchSize(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	tenants := sdkTenants(t, &cfg, 20, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	const runs = 30 // 60 events per tenant: three times the token's rate
+	for _, tn := range tenants {
+		c, err := agent.New("http://"+addr, agent.WithToken(tn.agent), agent.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range runs {
+			run := c.Task(fmt.Sprintf("%s-%d", tn.name, i), "rated_"+tn.name)
+			if err := run.Running(); err != nil {
+				t.Fatal(err)
+			}
+			if err := run.Succeed(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.Flush(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("tenant %s: %v; %+v", tn.name, err, c.Stats())
+		}
+		c.Close(context.Background())
+		if st := c.Stats(); st.Accepted != 2*runs || st.Rejected != 0 || st.Dropped != 0 {
+			t.Errorf("tenant %s: %+v", tn.name, st)
+		}
+	}
+	for _, tn := range tenants {
+		tasks := sdkTasks(t, addr, tn)
+		if len(tasks) != runs {
+			t.Errorf("tenant %s: %d tasks, want %d", tn.name, len(tasks), runs)
+		}
+		for id, task := range tasks {
+			if task.Status != apollo.StatusSuccess || task.Name != "rated_"+tn.name {
+				t.Errorf("tenant %s: task %s: %s of %q", tn.name, id, task.Status, task.Name)
+			}
+		}
+	}
+}
