@@ -123,3 +123,47 @@ func TestSDKWithATokenRateBelowItsBatchSize(t *testing.T) {
 		}
 	}
 }
+
+// The Python example, batching, with a token whose rate is below its
+// batch: the server answers such a request 413, and the reporter took any
+// 413 as the refusal of its events. flush() put the batch back at the head
+// of its queue and raised, so every later flush met the same 413 and no
+// event of the script ever arrived; close() logged "not reported" and the
+// process exited without them. It now sends fewer events at a time, as
+// the SDK does.
+func TestPythonReporterSplitsABatchOverItsTokensRate(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	tenants := sdkTenants(t, &cfg, 20, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	const runs = 30
+	for _, tn := range tenants {
+		out, errOut := pyLib(t, 0, `
+url, token, tenant = sys.argv[1:4]
+with Reporter(url, token=token, batch=True, batch_size=100, give_up_after=30) as b:
+    for i in range(30):
+        t = b.task("%s-%d" % (tenant, i), "rated_" + tenant)
+        t.running()
+        t.success()
+print(json.dumps(b.stats))
+`, "http://"+addr, tn.agent, tn.name)
+		var stats map[string]int
+		if err := json.Unmarshal([]byte(out), &stats); err != nil {
+			t.Fatalf("tenant %s: %v: %s\n%s", tn.name, err, out, errOut)
+		}
+		if stats["accepted"] != 2*runs || stats["rejected"] != 0 || stats["dropped"] != 0 {
+			t.Errorf("tenant %s: stats %v\n%s", tn.name, stats, errOut)
+		}
+	}
+	for _, tn := range tenants {
+		tasks := sdkTasks(t, addr, tn)
+		if len(tasks) != runs {
+			t.Errorf("tenant %s: %d tasks, want %d", tn.name, len(tasks), runs)
+		}
+		for id, task := range tasks {
+			if task.Status != apollo.StatusSuccess || task.Name != "rated_"+tn.name {
+				t.Errorf("tenant %s: task %s: %s of %q", tn.name, id, task.Status, task.Name)
+			}
+		}
+	}
+}

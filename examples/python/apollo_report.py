@@ -205,25 +205,36 @@ class Reporter:
 
     def send(self, events):
         """POSTs events and resends those that got no final answer, until
-        each has one. Returns one answer per event, in order. Raises
-        ReportError when the request is refused as a whole or the server
-        cannot be reached for give_up_after seconds."""
+        each has one; a request answered 413 is split in halves. Returns one
+        answer per event, in order. Raises ReportError when the request is
+        refused as a whole or the server cannot be reached for
+        give_up_after seconds."""
         results = [None] * len(events)
         waiting = list(range(len(events)))
         deadline = time.monotonic() + self.give_up_after
         attempt = 0
+        limit = len(events)  # events per request; halved on 413
         while waiting:
-            status, headers, answer, problem = self._post([events[i] for i in waiting])
+            part = waiting[:limit]
+            status, headers, answer, problem = self._post([events[i] for i in part])
             pause = _retry_after(headers.get("Retry-After")) if headers else 0.0
             per_event = isinstance(answer, dict) and isinstance(answer.get("results"), list) \
-                and len(answer["results"]) == len(waiting)
+                and len(answer["results"]) == len(part)
             if status in (200, 429) and per_event:
-                waiting = self._take(events, waiting, answer["results"], results)
+                again = self._take(events, part, answer["results"], results)
+                # Resent events go first: a task's events stay in order.
+                waiting = again + waiting[len(part):]
                 if answer.get("slowDown"):
                     self._not_before = time.monotonic() + max(pause, 1.0)
-                if not waiting:
-                    break
-                problem = "%d event(s) answered retry_later" % len(waiting)
+                if not again:
+                    attempt, deadline = 0, time.monotonic() + self.give_up_after
+                    continue
+                problem = "%d event(s) answered retry_later" % len(again)
+            elif status == 413 and len(part) > 1:
+                # Over the body limit, or more events than the token's rate
+                # per second: the same events fit in smaller requests.
+                limit = max(1, len(part) // 2)
+                continue
             elif 400 <= status < 500 and status not in (408, 429):
                 error = answer.get("error") if isinstance(answer, dict) else None
                 raise ReportError("the server refused the request: %s" % problem, status, error, results, refused=True)
