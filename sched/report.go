@@ -85,6 +85,9 @@ func (t *task) event(status apollo.Status, now time.Time) apollo.Event {
 // encodeExtra marshals fields plus the output tails into at most
 // apollo.MaxExtraBytes of JSON, cutting the oldest lines of the longer tail
 // until it fits: escaping can make 2 KiB of output much longer in JSON.
+// Without tails, the longest text field is cut in its middle: an error
+// that names a long path must not make the run's end an event that is
+// refused, which left the run unfinished.
 func encodeExtra(fields map[string]any, stdout, stderr string) json.RawMessage {
 	for {
 		if stdout != "" {
@@ -100,17 +103,42 @@ func encodeExtra(fields map[string]any, stdout, stderr string) json.RawMessage {
 			return json.RawMessage(`{"error":"extra not encodable"}`)
 		}
 		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-		if len(b) <= apollo.MaxExtraBytes || (stdout == "" && stderr == "") {
+		if len(b) <= apollo.MaxExtraBytes {
 			return b
 		}
 		delete(fields, "stdoutTail")
 		delete(fields, "stderrTail")
+		if stdout == "" && stderr == "" {
+			if !cutLongestText(fields) {
+				return b
+			}
+			continue
+		}
 		if len(stdout) >= len(stderr) {
 			stdout = cutFront(stdout)
 		} else {
 			stderr = cutFront(stderr)
 		}
 	}
+}
+
+// cutLongestText shortens the longest string of fields by a quarter, from
+// its middle, keeping its start and its end (an error's reason is at its
+// end). It reports false when there is no string long enough to cut.
+func cutLongestText(fields map[string]any) bool {
+	key, longest := "", 64
+	for k, v := range fields {
+		if s, ok := v.(string); ok && len(s) > longest {
+			key, longest = k, len(s)
+		}
+	}
+	if key == "" {
+		return false
+	}
+	s := fields[key].(string)
+	keep := len(s) * 3 / 8
+	fields[key] = strings.ToValidUTF8(s[:keep], "") + "…" + strings.ToValidUTF8(s[len(s)-keep:], "")
+	return true
 }
 
 // cutFront drops the first line of s, or its first quarter when s is one

@@ -66,4 +66,18 @@ func TestEncodeExtraFitsTheLimit(t *testing.T) {
 	if s := cutFront(strings.Repeat("é", 10)); !utf8.ValidString(s) || len(s) >= 20 {
 		t.Errorf("cutFront = %q", s)
 	}
+	// An error naming a long path (control characters and all), with the
+	// tails or without: cut in its middle, its start and reason kept.
+	long := "fork/exec /" + strings.Repeat("é\x01", 3000) + ": no such file or directory"
+	for _, tail := range []string{"", noisy} {
+		b := encodeExtra(map[string]any{"exitCode": 127, "error": long}, tail, "")
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil || len(b) > apollo.MaxExtraBytes {
+			t.Fatalf("%d bytes, %v", len(b), err)
+		}
+		e, _ := m["error"].(string)
+		if !utf8.ValidString(e) || !strings.HasPrefix(e, "fork/exec /é") || !strings.HasSuffix(e, ": no such file or directory") || m["exitCode"] != 127.0 {
+			t.Errorf("extra %.200s", b)
+		}
+	}
 }
