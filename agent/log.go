@@ -51,10 +51,11 @@ func (l *logLimits) rejected(data []byte, e *apollo.Error, status int) {
 	l.log.Warn("apollo agent: server rejected an event; fix the reporter, it will not be resent", attrs...)
 }
 
-// retrying logs a request that will be tried again.
+// retrying logs events that will be sent again: their request failed, or
+// the server answered them retry_later.
 func (l *logLimits) retrying(err error, status int, wait time.Duration, events int) {
 	if ok, skipped := l.allow("retry"); ok {
-		l.log.Warn("apollo agent: request failed, will retry", "error", err, "httpStatus", status,
+		l.log.Warn("apollo agent: events not delivered, will retry", "error", err, "httpStatus", status,
 			"wait", wait, "events", events, "suppressed", skipped)
 	}
 }

@@ -112,18 +112,22 @@ func (c *Client) deliver(ctx context.Context) bool {
 			c.n.retries.Add(1)
 		}
 		c.n.sent.Add(uint64(len(sent)))
-		a := c.post(ctx, sent)
+		a, resend := c.post(ctx, sent), len(sent)
 		wait := a.retryAfter
 		switch a.kind {
 		case answerStopped:
 			return false
 		case answerResults:
 			c.adjustInterval(c.slowDownAsked())
-			if c.settle(len(sent), a.status, c.resultOf) == 0 {
+			keep, why := c.settle(len(sent), a.status, c.resultOf)
+			if keep == 0 {
 				attempt, failingSince = 0, time.Time{}
 				continue
 			}
-			// Some events were answered retry_later: resend those.
+			// Some events were answered retry_later: resend those, and
+			// say why (a tenant at its limit answers so for as long as
+			// the limit holds).
+			a.cause, resend = retryLaterCause(keep, why), keep
 		case answerTooLarge:
 			if len(sent) > 1 {
 				limit = max(1, len(sent)/2)
@@ -139,9 +143,7 @@ func (c *Client) deliver(ctx context.Context) bool {
 		if wait == 0 {
 			wait = c.cfg.jitter(min(backoffCap, backoffBase<<min(attempt, 20)))
 		}
-		if a.kind == answerRetry {
-			c.logs.retrying(a.cause, a.status, wait, len(sent))
-		}
+		c.logs.retrying(a.cause, a.status, wait, resend)
 		attempt++
 		if failingSince.IsZero() {
 			failingSince = c.cfg.clock.Now()
@@ -172,17 +174,27 @@ func (c *Client) resultOf(i int) (outcome, *apollo.Error) {
 	return r.Result, r.Error
 }
 
+// retryLaterCause is why n events answered retry_later are resent: the
+// server's reason for the first of them.
+func retryLaterCause(n int, why *apollo.Error) error {
+	if why == nil {
+		return fmt.Errorf("%d events answered retry_later", n)
+	}
+	return fmt.Errorf("%d events answered retry_later: %w", n, why)
+}
+
 func rejectAll(e *apollo.Error) func(int) (outcome, *apollo.Error) {
 	return func(int) (outcome, *apollo.Error) { return outcomeRejected, e }
 }
 
 // settle applies the answers for the first n events of c.inflight: final
 // ones leave it, the others stay at its front to be resent before the
-// events not yet sent. It returns how many stay.
-func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)) int {
+// events not yet sent. It returns how many stay, and the server's reason
+// for the first of them.
+func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)) (keep int, why *apollo.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keep, settled := 0, 0
+	settled := 0
 	for i := range n {
 		it := c.inflight[i]
 		o, e := answer(i)
@@ -202,6 +214,9 @@ func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)
 				c.cfg.onRejected(e)
 			}
 		default: // retry_later, or a word this SDK does not know
+			if keep == 0 {
+				why = e
+			}
 			c.inflight[keep] = it
 			keep++
 			continue
@@ -223,7 +238,7 @@ func (c *Client) settle(n, status int, answer func(int) (outcome, *apollo.Error)
 		c.caughtUpLocked()
 	}
 	c.releaseLocked()
-	return keep
+	return keep, why
 }
 
 // caughtUpLocked runs when no event waits to be sent: once the spool is
@@ -322,7 +337,7 @@ func (c *Client) spillLocked() error {
 		c.q.take(nil, queued)
 	}
 	if !c.spilled && len(mem)+queued > 0 {
-		c.cfg.logger.Warn("apollo agent: server unreachable; unsent events are in the spool directory",
+		c.cfg.logger.Warn("apollo agent: the server has not taken events for a while; unsent events are in the spool directory",
 			"dir", c.spool.dir)
 	}
 	c.spooling, c.spilled = true, true

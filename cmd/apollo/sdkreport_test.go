@@ -167,3 +167,40 @@ print(json.dumps(b.stats))
 		}
 	}
 }
+
+// A tenant at its limit of tasks in memory: the server answers a new
+// run's event retry_later, with the reason, for as long as the limit
+// holds. The SDK resent it and said nothing (it logged only requests that
+// failed as a whole), so a job's runs went missing with no line in its
+// log; with a spool, the only line was "server unreachable" while the
+// server answered every request. It now logs the server's reason.
+func TestSDKSaysWhyTheServerAnswersRetryLater(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Limits.TenantTasks = 2
+	tenants := sdkTenants(t, &cfg, 0, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	for _, tn := range tenants {
+		logs := newWatchedOutput()
+		c, err := agent.New("http://"+addr, agent.WithToken(tn.agent), agent.WithFlushInterval(time.Millisecond),
+			agent.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := c.Task(fmt.Sprintf("%s-%d", tn.name, i), "capped").Running(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		logs.waitFor(t, fmt.Sprintf(`not stored: tenant \"%s\" has 2 tasks in memory, its limit`, tn.name), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		c.Close(ctx) // the third run cannot be delivered: dropped, counted
+		if st := c.Stats(); st.Accepted != 2 || st.Dropped != 1 {
+			t.Errorf("tenant %s: %+v", tn.name, st)
+		}
+		if tasks := sdkTasks(t, addr, tn); len(tasks) != 2 {
+			t.Errorf("tenant %s: %d tasks, want 2", tn.name, len(tasks))
+		}
+	}
+}
