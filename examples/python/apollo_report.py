@@ -230,6 +230,9 @@ class Reporter:
                     attempt, deadline = 0, time.monotonic() + self.give_up_after
                     continue
                 problem = "%d event(s) answered retry_later" % len(again)
+                why = answer["results"][part.index(again[0])]
+                if isinstance(why, dict) and isinstance(why.get("error"), dict):
+                    problem += ": " + why["error"].get("message", "")
             elif status == 413 and len(part) > 1:
                 # Over the body limit, or more events than the token's rate
                 # per second: the same events fit in smaller requests.
