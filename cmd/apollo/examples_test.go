@@ -300,6 +300,10 @@ func checkReporterSteps(t *testing.T, addr, id string, report func(code int, arg
 		t.Errorf("an illegal transition: stderr %q", errOut)
 	}
 	step(2, "--status", "finished") // not a status: the reporter says so
+	// A value out of range is refused, and the reporter says which field.
+	if _, errOut := report(2, "--task", id+"-range", "--status", "running", "--timeout", "34560000"); !strings.Contains(errOut, "timeoutMs: 34560000000 ms is over the limit") {
+		t.Errorf("a timeout of 400 days: stderr %q", errOut)
+	}
 	if out, _ := report(0, "--task", id+"-end", "--name", "end_only", "--status", "failed"); out != "accepted\n" {
 		t.Errorf("an end alone: stdout %q", out)
 	}
@@ -468,6 +472,15 @@ func TestShellReporter(t *testing.T) {
 	}
 	if x := string(task.History[0].Extra); x != `{"note":"said \"hi\" \\o/"}` {
 		t.Errorf("extra %s", x)
+	}
+	// A number the shell's arithmetic cannot hold in milliseconds wrapped
+	// around: the server was sent -1000 and the reporter said "-1000 is
+	// negative". It is a mistake in the arguments, said as given.
+	for _, flag := range []string{"--timeout", "--cost", "--scheduled-at"} {
+		_, errOut := runEx(t, 2, sh, script, "--server", srv, "report", "--task", "sh-huge", "--status", "running", flag, "9223372036854775807")
+		if !strings.Contains(errOut, flag+" 9223372036854775807") {
+			t.Errorf("%s 9223372036854775807: stderr %q", flag, errOut)
+		}
 	}
 
 	// run: the command's output and exit code pass through; the run is

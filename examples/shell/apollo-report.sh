@@ -71,6 +71,17 @@ json_str() {
 
 is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
 
+# secs CMD FLAG VALUE sets $n to VALUE, whole seconds, without leading
+# zeros (the shell's arithmetic reads 010 as octal, and 09 not at all), or
+# refuses it: more than 12 digits would wrap around in milliseconds, and
+# the server would be sent a negative number.
+secs() {
+	is_uint "$3" || die_usage "$1: $2 $3 is not a whole number of seconds"
+	n=${3#"${3%%[!0]*}"}
+	[ ${#n} -le 12 ] || die_usage "$1: $2 $3 is too large (whole seconds, at most 12 digits)"
+	n=${n:-0}
+}
+
 # event TASK NAME SEQ STATUS TS TIMEOUT_MS COST_MS SCHEDULED_MS EXTRA_JSON
 # prints one event object; empty or 0 optional fields are left out.
 event() {
@@ -108,9 +119,13 @@ post() {
 # field NAME prints a top-level number of the answer (accepted, rejected...).
 field() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$work/answer" | head -n 1; }
 
-# messages prints the error messages of the answer, one per line.
+# messages prints the error messages of the answer, one per line, after
+# the field they are about when they name one.
 messages() {
-	tr '{' '\n' <"$work/answer" | sed -n 's/.*"message": *"\([^"]*\)".*/\1/p'
+	tr '{' '\n' <"$work/answer" | sed -n '
+		s/.*"field": *"\([^"]*\)".*"message": *"\([^"]*\)".*/\1: \2/p
+		t
+		s/.*"message": *"\([^"]*\)".*/\1/p'
 }
 
 # send BODY [GIVE_UP_AFTER]: delivers one request (one event, or an array)
@@ -187,9 +202,15 @@ cmd_report() {
 	pending | running | success | failed | timeout | manual_blocked) ;;
 	*) die_usage "report: --status must be pending, running, success, failed, timeout or manual_blocked" ;;
 	esac
-	for v in "$timeout" "$scheduled" ${cost:+"$cost"} ${seq:+"$seq"}; do
-		is_uint "$v" || die_usage "report: $v is not a whole number (--seq, --timeout and --cost in seconds, --scheduled-at in Unix seconds)"
-	done
+	is_uint "${seq:-0}" || die_usage "report: --seq $seq is not a whole number"
+	secs report --timeout "$timeout"
+	timeout=$n
+	secs report --scheduled-at "$scheduled"
+	scheduled=$n
+	if [ -n "$cost" ]; then
+		secs report --cost "$cost"
+		cost=$n
+	fi
 	# Without --seq, the step's place in a run, as `apollo report` numbers
 	# it: a run's steps reported in order need no counter, a step reported
 	# twice is a duplicate, and a run reported only by its end is a finished
@@ -228,9 +249,10 @@ cmd_run() {
 	done
 	[ -n "$name" ] || die_usage "run: --name is required"
 	[ $# -gt 0 ] || die_usage "run: no command (write it after --)"
-	if ! is_uint "$timeout" || ! is_uint "$start_wait"; then
-		die_usage "run: --timeout and --start-wait are whole seconds"
-	fi
+	secs run --timeout "$timeout"
+	timeout=$n
+	secs run --start-wait "$start_wait"
+	start_wait=$n
 	started_ms=$(now_ms)
 	[ -n "$task" ] || task="$name@sh-$started_ms-$$"
 
