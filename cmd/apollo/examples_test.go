@@ -496,6 +496,14 @@ func TestShellReporter(t *testing.T) {
 	}
 	runEx(t, 0, sh, script, "--server", srv, "run", "--name", "sh_run", "--task", "sh-run-ok", "--", "true")
 	exCheckRun(t, addr, "sh-run-ok", "sh_run", apollo.StatusSuccess, "running/1 success/2")
+	// A start the server rejects (a deadline over 366 days) is said once;
+	// it went again with the end, was rejected again, and the reporter
+	// said the end "was not reported", though the server had it.
+	_, errOut := runEx(t, 0, sh, script, "--server", srv, "run", "--name", "sh_run", "--task", "sh-run-long", "--timeout", "40000000", "--", "true")
+	if strings.Count(errOut, "rejected, not resent: timeoutMs: 40000000000 ms is over the limit") != 1 || strings.Contains(errOut, "not reported") {
+		t.Errorf("a start rejected: stderr %q", errOut)
+	}
+	exCheckRun(t, addr, "sh-run-long", "sh_run", apollo.StatusSuccess, "success/2")
 }
 
 // The server is down when the reporter starts: `report` retries until it is

@@ -259,12 +259,14 @@ cmd_run() {
 	# running, then the command. The job must not wait long for monitoring:
 	# if the server does not take the event within --start-wait seconds, it
 	# goes again with the end, in one request, so the order stays right.
+	# (A start the server rejected is not sent again: send said why.)
 	running=$(event "$task" "$name" 1 running "$started_ms" $((timeout * 1000)) '' 0 '')
 	pending_start=''
-	send "$running" "$start_wait" || {
+	send "$running" "$start_wait"
+	if [ $? = 1 ]; then
 		pending_start="$running,"
 		say "the start of $task was not reported; it goes with the end"
-	}
+	fi
 	# Ctrl-C reaches the command directly (same process group); the shell
 	# only notes it and reports the end once the command has exited.
 	trap ':' INT TERM
@@ -281,8 +283,8 @@ cmd_run() {
 		status=failed
 		[ $rc -gt 128 ] && extra="$extra,\"signal\":$((rc - 128))"
 	fi
-	send "[$pending_start$(event "$task" "$name" 2 "$status" "$ended_ms" 0 "$cost" 0 "$extra")]" ||
-		say "the end of $task ($status) was not reported"
+	send "[$pending_start$(event "$task" "$name" 2 "$status" "$ended_ms" 0 "$cost" 0 "$extra")]"
+	[ $? = 1 ] && say "the end of $task ($status) was not reported"
 	return $rc
 }
 
