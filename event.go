@@ -15,6 +15,12 @@ const (
 	// MaxReasonBytes bounds the reason of a manual correction, which is
 	// kept in the task's history and the write-ahead log.
 	MaxReasonBytes = 1 << 10
+	// MaxEventBytes bounds the compact JSON of an event the server
+	// accepts: a task ID and a job name of control characters, six bytes
+	// each escaped, extra at its limit, and 256 bytes for the keys and the
+	// longest integers. A request body limit below it would refuse a valid
+	// event as a whole request.
+	MaxEventBytes = 6*MaxTaskIDBytes + 6*MaxNameBytes + MaxExtraBytes + 256
 )
 
 // Ranges of the integer fields (docs/protocol.md). Every value inside them

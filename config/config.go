@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/apollo-11/apollo"
 )
 
 // Duration is a time.Duration written as "90s", "5m", "1h30m".
@@ -381,8 +383,8 @@ func (c *Config) Validate() error {
 	if c.Limits.TenantStreamClients < 0 {
 		bad("limits.tenant_stream_clients", "%d: use a number of streams, or 0 for limits.stream_clients", c.Limits.TenantStreamClients)
 	}
-	if c.Limits.BodyBytes < 1024 {
-		bad("limits.body_bytes", "%d is too small for one event", c.Limits.BodyBytes)
+	if c.Limits.BodyBytes < apollo.MaxEventBytes {
+		bad("limits.body_bytes", "%d is smaller than the largest event the server accepts (%d bytes): use at least %d", c.Limits.BodyBytes, apollo.MaxEventBytes, apollo.MaxEventBytes)
 	}
 	firstOf := map[string]int{} // a token's hash -> its first line
 	for i, t := range c.Auth.Tokens {

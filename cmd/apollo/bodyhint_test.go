@@ -14,10 +14,10 @@ func TestOversizedBodyHintFitsTheRoute(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	t.Parallel()
-	d := newDeployment(t, false, newHook(t), deployOptions{config: "limits:\n  body_bytes: 1024\n"})
+	d := newDeployment(t, false, newHook(t), deployOptions{config: "limits:\n  body_bytes: 8192\n"})
 	d.start()
 	t.Cleanup(d.logOnFailure)
-	big := strings.Repeat("x", 2048)
+	big := strings.Repeat("x", 9000)
 	for i, tc := range []struct {
 		method, path, body, want string
 	}{

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/apollo-11/apollo/agent"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // sdkTenant is one tenant of a test server: an agent token to report with
@@ -201,6 +206,46 @@ func TestSDKSaysWhyTheServerAnswersRetryLater(t *testing.T) {
 		}
 		if tasks := sdkTasks(t, addr, tn); len(tasks) != 2 {
 			t.Errorf("tenant %s: %d tasks, want 2", tn.name, len(tasks))
+		}
+	}
+}
+
+// limits.body_bytes took any value from 1 KiB, "too small for one event"
+// below it; but one valid event can be over 7 KB (an extra of 4 KiB, a
+// task ID and a job name of 256 bytes of control characters, escaped six
+// bytes each). Under such a limit the server refused the event that
+// carries apollo exec's output tail as a whole request (413), the SDK
+// could only give it up, and the failed run stayed running until its
+// timeout. The limit must hold the largest event the server accepts.
+func TestBodyLimitHoldsTheLargestEvent(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Limits.BodyBytes = 4096
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "limits.body_bytes: 4096 is smaller than the largest event") {
+		t.Errorf("body_bytes 4096: %v", err)
+	}
+	cfg.Limits.BodyBytes = 8 << 10
+	tenants := sdkTenants(t, &cfg, 0, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	ctl := strings.Repeat("\x01", 250)
+	for _, tn := range tenants {
+		var cf clientFlags
+		cf.server, cf.token = "http://"+addr, tn.agent
+		var warned bytes.Buffer
+		id := tn.name + "-" + ctl
+		rep := openExecReporter(cf, "", id, tn.name+"-"+ctl, &warned)
+		r := &execRun{argv: []string{"sh", "-c", `head -c 5000 /dev/zero | tr '\0' '\1'; exit 3`}, taskID: id, name: tn.name + "-" + ctl,
+			clock: apollo.SystemClock, signals: make(chan os.Signal), stdout: io.Discard, stderr: io.Discard, rep: rep}
+		if code := r.run(); code != 3 {
+			t.Fatalf("tenant %s: exit %d", tn.name, code)
+		}
+		rep.close(testwait.Timeout(t))
+		if warned.Len() > 0 {
+			t.Errorf("tenant %s: %s", tn.name, warned.String())
+		}
+		task, ok := sdkTasks(t, addr, tn)[id]
+		if !ok || task.Status != apollo.StatusFailed {
+			t.Errorf("tenant %s: the run is %+v", tn.name, task)
 		}
 	}
 }
