@@ -597,3 +597,29 @@ func TestShellReporterRateLimited(t *testing.T) {
 	}
 	exCheckRun(t, addr, "sh-429", "sh_limited", apollo.StatusSuccess, "running/1 success/2")
 }
+
+// The clock steps back while the job runs (NTP corrects it): the shell's
+// run measured the job's cost from two readings of date, sent a negative
+// costMs, and the server rejected the end: the run stayed running until
+// its timeout. A cost below zero is not known, and is left to the server.
+func TestShellReporterClockStepsBack(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	realDate := exTool(t, "date")
+	addr := exServer(t, "", nil)
+	dir := t.TempDir()
+	// Each reading in milliseconds is a second before the one before.
+	fake := "#!/bin/sh\ncase $1 in\n+%s%3N) n=$(cat \"$FAKE_NOW\"); echo $n; echo $((n - 1000)) >\"$FAKE_NOW\" ;;\n*) exec " + realDate + " \"$@\" ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(dir, "date"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "now"), []byte("1795000000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startEx(t, []string{"PATH=" + dir + ":" + os.Getenv("PATH"), "FAKE_NOW=" + filepath.Join(dir, "now")},
+		sh, script, "--server", "http://"+addr, "run", "--name", "sh_clock", "--task", "sh-clock", "--", "true")
+	if code := p.exit(t); code != 0 || p.stderr.String() != "" {
+		t.Fatalf("exit %d\n%s", code, p.stderr)
+	}
+	exCheckRun(t, addr, "sh-clock", "sh_clock", apollo.StatusSuccess, "running/1 success/2")
+}

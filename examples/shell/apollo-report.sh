@@ -277,7 +277,14 @@ cmd_run() {
 	ended_ms=$(now_ms)
 	cost=$((ended_ms - started_ms))
 	host=$(hostname 2>/dev/null || uname -n)
-	extra="\"exitCode\":$rc,\"durationMs\":$cost,\"host\":$(json_str "$host")"
+	extra="\"exitCode\":$rc,\"host\":$(json_str "$host")"
+	# The clock stepped back while the command ran: the cost is not known
+	# (a negative one would have the end rejected).
+	if [ "$cost" -ge 0 ]; then
+		extra="$extra,\"durationMs\":$cost"
+	else
+		cost=''
+	fi
 	status=success
 	if [ $rc -ne 0 ]; then
 		status=failed
