@@ -160,11 +160,15 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 		}
 		return &exitError{code: code, err: fmt.Errorf("rejected by the server: %v", rejected)}
 	default:
-		why := failure.String()
+		why, status := failure.String(), failure.answered()
 		if ferr != nil {
 			why = ferr.Error() + "; " + why
 		}
-		return &exitError{code: exitServer, err: fmt.Errorf("could not report to %s: %s (%s)", cf.server, why, unreachableHint(ferr))}
+		hint := unreachableHint(ferr)
+		if status != 0 {
+			hint = fmt.Sprintf("the server answered HTTP %d and did not store the event: report it again later", status)
+		}
+		return &exitError{code: exitServer, err: fmt.Errorf("could not report to %s: %s (%s)", cf.server, why, hint)}
 	}
 	return nil
 }
@@ -175,6 +179,7 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 type lastFailure struct {
 	mu          sync.Mutex
 	err, reason string
+	status      int64 // the HTTP status of the last answer retried; 0: none
 }
 
 func (h *lastFailure) Enabled(context.Context, slog.Level) bool { return true }
@@ -190,10 +195,22 @@ func (h *lastFailure) Handle(_ context.Context, r slog.Record) error {
 			h.err = a.Value.String()
 		case "reason":
 			h.reason = a.Value.String()
+		case "httpStatus":
+			if a.Value.Kind() == slog.KindInt64 {
+				h.status = a.Value.Int64()
+			}
 		}
 		return true
 	})
 	return nil
+}
+
+// answered is the HTTP status of the last answer the agent retried after
+// (a 429, a 5xx), or 0 when the last try got none.
+func (h *lastFailure) answered() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.status
 }
 
 // String says what went wrong: the last error the agent met, else why it

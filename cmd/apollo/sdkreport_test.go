@@ -249,3 +249,41 @@ func TestBodyLimitHoldsTheLargestEvent(t *testing.T) {
 		}
 	}
 }
+
+// apollo report to a server that answers but does not store the event (a
+// tenant at its limit of tasks answers retry_later for as long as it
+// holds) gave up after its retries with "not delivered within
+// WithMaxRetryElapsed(10s) (is the server running? check --server or
+// APOLLO_SERVER)": neither the server's reason nor that it had answered.
+func TestReportSaysTheServerAnsweredButDidNotStore(t *testing.T) {
+	cleanEnv(t)
+	cfg := testConfig(t)
+	cfg.Limits.TenantTasks = 1
+	tenants := sdkTenants(t, &cfg, 0, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	type outcome struct {
+		code   int
+		stderr string
+	}
+	results := make([]chan outcome, len(tenants))
+	for i, tn := range tenants {
+		results[i] = make(chan outcome, 1)
+		go func() {
+			if code, out, errOut := cli(t, "http://"+addr, "", "report", "--token", tn.agent, "--task", tn.name+"-1", "--status", "running"); code != 0 {
+				results[i] <- outcome{code, out + errOut}
+				return
+			}
+			code, _, errOut := cli(t, "http://"+addr, "", "report", "--token", tn.agent, "--task", tn.name+"-2", "--status", "running")
+			results[i] <- outcome{code, errOut}
+		}()
+	}
+	for i, tn := range tenants {
+		got := <-results[i]
+		want := fmt.Sprintf(`1 events answered retry_later: not stored: tenant "%s" has 1 tasks in memory, its limit`, tn.name)
+		if got.code != 1 || !strings.Contains(got.stderr, want) ||
+			!strings.Contains(got.stderr, "(the server answered HTTP 429 and did not store the event: report it again later)") ||
+			strings.Contains(got.stderr, "is the server running") {
+			t.Errorf("tenant %s: exit %d\n%s", tn.name, got.code, got.stderr)
+		}
+	}
+}
