@@ -313,6 +313,7 @@ func TestSilenceChecks(t *testing.T) {
 		"no author":    {alert.Silence{Rule: "r", EndsAt: end, Comment: "c"}, "createdBy"},
 		"bad id":       {alert.Silence{ID: "a b", Rule: "r", EndsAt: end, CreatedBy: "a", Comment: "c"}, "id"},
 		"empty label":  {alert.Silence{Labels: map[string]string{"": "x"}, EndsAt: end, CreatedBy: "a", Comment: "c"}, "labels"},
+		"long group":   {alert.Silence{Group: strings.Repeat("g", apollo.MaxNameBytes+1), EndsAt: end, CreatedBy: "a", Comment: "c"}, "group"},
 	} {
 		_, err := f.eng.AddSilence("", tc.s)
 		var ae *apollo.Error
@@ -351,6 +352,9 @@ func TestSilenceMatches(t *testing.T) {
 		{alert.Silence{Labels: map[string]string{"team": "data", "tier": "2"}}, false},
 		{alert.Silence{Labels: map[string]string{"owner": "x"}}, false},
 		{alert.Silence{Rule: "r", Prefix: "etl_"}, false}, // every matcher must fit
+		{alert.Silence{Group: "batch_nightly"}, true},
+		{alert.Silence{Group: "batch_"}, false}, // a group is matched whole
+		{alert.Silence{Rule: "r", Group: "batch_nightly", Prefix: "batch_"}, true},
 	} {
 		if got := tc.s.Matches(a); got != tc.want {
 			t.Errorf("%+v matches: %v, want %v", tc.s, got, tc.want)

@@ -21,7 +21,8 @@ type Expectations interface {
 	PutExpectations(ctx context.Context, tenant string, src []byte) ([]apiclient.RuleProblem, error)
 	// Suggestions are the learner's proposals: for job, or for the first
 	// limit jobs by name that have one when job is "", with More set when
-	// further jobs have one. Its cost is at most limit+1 proposals.
+	// further jobs have one. It stops at the first job past limit that has
+	// one; jobs without a proposal before it are still looked at.
 	Suggestions(tenant, job string, limit int) apiclient.SuggestionList
 	// AcceptSuggestion makes the proposal for job the job's expectation;
 	// false when there is none.
@@ -82,8 +83,9 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 	return nil
 }
 
-// maxSuggestions bounds one answer of the learner's proposals: each costs
-// about 100 µs and 400 bytes, and a tenant may have 200 000 jobs.
+// maxSuggestions bounds one answer of the learner's proposals: each is
+// worked out from its job's sample when asked, and a tenant may have
+// 200 000 jobs.
 const maxSuggestions = 1000
 
 func (s *Server) listSuggestions(w http.ResponseWriter, r *http.Request, p *Principal) error {

@@ -166,17 +166,17 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 	}
 	jobs := make(map[string]*jobState, len(set.jobs))
 	for _, j := range set.jobs {
-		js := s.jobs[j.name]
-		if back := s.gone[j.name]; js == nil && back != nil && len(back.active) > 0 {
-			// Back in the file while its runs of before go on: the same
-			// job, scheduled and paused as a new one.
-			js, back.j = back, nil
-		}
-		switch {
-		case js == nil || js.j == nil:
-			if js == nil {
+		js, fresh := s.jobs[j.name], false
+		if js == nil {
+			// New to the file, or back in it while its runs of before go
+			// on: then it keeps their state, scheduled and paused as new.
+			js, fresh = s.gone[j.name], true
+			if js == nil || len(js.active) == 0 {
 				js = &jobState{name: j.name, active: map[*run]struct{}{}}
 			}
+		}
+		switch {
+		case fresh:
 			js.paused, js.lastTick, js.next = j.paused, now, time.Time{}
 			if !now.IsZero() && j.sched != nil {
 				js.next = j.sched.Next(now)
@@ -187,7 +187,7 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 				js.next = j.sched.Next(now)
 			}
 		}
-		if js.j != nil && js.j.paused != j.paused {
+		if !fresh && js.j.paused != j.paused {
 			js.paused = j.paused // the file changed paused: it wins over Pause/Resume
 		}
 		js.j = j

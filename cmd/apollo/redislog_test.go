@@ -1,12 +1,9 @@
 package main
 
 import (
-	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // What the Redis client says of a Redis that refuses connections goes to
@@ -20,16 +17,7 @@ func TestRedisClientLogsAreStructured(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	u, err := url.Parse(redisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := redistest.NewProxy(t, u.Host)
-	d.args = append(d.args, "--redis", "redis://"+p.Addr()+u.Path)
-	d.start()
-	t.Cleanup(d.logOnFailure)
+	d, _, p := busBehindAProxy(t)
 	for _, tenant := range tenants {
 		d.fail(tenant, tenant+"_load")
 	}

@@ -59,16 +59,7 @@ func TestBusSaysWhenRedisCannotBeRead(t *testing.T) {
 // silenced, and an alert of each firing (globex's told).
 func firingBehindAProxy(t *testing.T) (*deployment, *redistest.Proxy) {
 	t.Helper()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	u, err := url.Parse(redisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := redistest.NewProxy(t, u.Host)
-	d.args = append(d.args, "--redis", "redis://"+p.Addr()+u.Path)
-	d.start()
-	t.Cleanup(d.logOnFailure)
+	d, h, p := busBehindAProxy(t)
 
 	d.setEventRules()
 	d.silence("acme", `"rule":"acme_failed"`)
@@ -167,4 +158,21 @@ func (d *deployment) status(tenant, method, path string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// busBehindAProxy starts the three processes with the bus reaching Redis
+// through a proxy the test can cut.
+func busBehindAProxy(t *testing.T) (*deployment, *hook, *redistest.Proxy) {
+	t.Helper()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	u, err := url.Parse(redisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := redistest.NewProxy(t, u.Host)
+	d.args = append(d.args, "--redis", "redis://"+p.Addr()+u.Path)
+	d.start()
+	t.Cleanup(d.logOnFailure)
+	return d, h, p
 }

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -118,20 +116,7 @@ func TestJobCommandIsFoundInItsOwnPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
-	resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/tool_job/run", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ans apiclient.JobAction
-	err = json.NewDecoder(resp.Body).Decode(&ans)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("run answered %d %+v (%v)", resp.StatusCode, ans, err)
-	}
-	var tk apollo.Task
-	eventually(t, 30*time.Second, "the run ended", func() bool {
-		return apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(ans.TaskID), &tk) == http.StatusOK && tk.Status.Final()
-	})
+	tk := endedRun(t, srv.addr, runJob(t, srv.addr, "tool_job").TaskID)
 	if last := tk.History[len(tk.History)-1]; tk.Status != apollo.StatusSuccess || !strings.Contains(string(last.Extra), "tool ran") {
 		t.Errorf("the run is %s, want success with the tool's output: %s", tk.Status, last.Extra)
 	}
@@ -172,20 +157,7 @@ func TestSchedulersTimeoutComesBeforeTheServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
-	resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/slow_job/run", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ans apiclient.JobAction
-	err = json.NewDecoder(resp.Body).Decode(&ans)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("run answered %d %+v (%v)", resp.StatusCode, ans, err)
-	}
-	var tk apollo.Task
-	eventually(t, 30*time.Second, "the run ended", func() bool {
-		return apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(ans.TaskID), &tk) == http.StatusOK && tk.Status.Final()
-	})
+	tk := endedRun(t, srv.addr, runJob(t, srv.addr, "slow_job").TaskID)
 	last := tk.History[len(tk.History)-1]
 	if tk.Status != apollo.StatusTimeout || last.Kind != apollo.KindReport || !strings.Contains(string(last.Extra), `"killed":true`) ||
 		!strings.Contains(string(last.Extra), "last words") {

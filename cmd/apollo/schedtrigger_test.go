@@ -33,17 +33,8 @@ func TestTriggeredRunSurvivesKill(t *testing.T) {
 	args := []string{"server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0"}
 	for round := range 3 {
 		srv := startApollo(t, args...)
-		resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/by_hand/run", "application/json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ans apiclient.JobAction
-		err = json.NewDecoder(resp.Body).Decode(&ans)
-		resp.Body.Close()
+		ans := runJob(t, srv.addr, "by_hand")
 		srv.kill() // the moment the answer is read
-		if err != nil || resp.StatusCode != http.StatusOK || ans.TaskID == "" {
-			t.Fatalf("round %d: run answered %d %+v (%v)", round, resp.StatusCode, ans, err)
-		}
 		srv = startApollo(t, args...)
 		var tk apollo.Task
 		settled := func() bool {
@@ -56,4 +47,31 @@ func TestTriggeredRunSurvivesKill(t *testing.T) {
 		}
 		srv.kill()
 	}
+}
+
+// runJob starts a run of job through the API (POST /api/v1/jobs/NAME/run)
+// and returns the answer; anything but 200 with a task ID fails the test.
+func runJob(t *testing.T, addr, job string) apiclient.JobAction {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+"/api/v1/jobs/"+url.PathEscape(job)+"/run", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans apiclient.JobAction
+	err = json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || ans.TaskID == "" {
+		t.Fatalf("run of %s answered %d %+v (%v)", job, resp.StatusCode, ans, err)
+	}
+	return ans
+}
+
+// endedRun waits until task id has ended and returns it.
+func endedRun(t *testing.T, addr, id string) apollo.Task {
+	t.Helper()
+	var tk apollo.Task
+	eventually(t, 30*time.Second, "the run "+id+" ended", func() bool {
+		return apiGet(t, addr, "/api/v1/tasks/"+url.PathEscape(id), &tk) == http.StatusOK && tk.Status.Final()
+	})
+	return tk
 }

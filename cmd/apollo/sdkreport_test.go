@@ -78,6 +78,23 @@ func sdkTasks(t *testing.T, addr string, tn sdkTenant) map[string]apollo.Task {
 	return m
 }
 
+// checkRatedRuns checks that each tenant has its runs succeeded, each of
+// its own job rated_<tenant>, and no other task.
+func checkRatedRuns(t *testing.T, addr string, tenants []sdkTenant, runs int) {
+	t.Helper()
+	for _, tn := range tenants {
+		tasks := sdkTasks(t, addr, tn)
+		if len(tasks) != runs {
+			t.Errorf("tenant %s: %d tasks, want %d", tn.name, len(tasks), runs)
+		}
+		for id, task := range tasks {
+			if task.Status != apollo.StatusSuccess || task.Name != "rated_"+tn.name {
+				t.Errorf("tenant %s: task %s: %s of %q", tn.name, id, task.Status, task.Name)
+			}
+		}
+	}
+}
+
 // A token whose rate is below the SDK's batch size: the server refused
 // each full batch as a whole ("100 events in one request, over this
 // token's 20 per second") with 429 and Retry-After: 1, and the SDK, told
@@ -116,17 +133,7 @@ func TestSDKWithATokenRateBelowItsBatchSize(t *testing.T) {
 			t.Errorf("tenant %s: %+v", tn.name, st)
 		}
 	}
-	for _, tn := range tenants {
-		tasks := sdkTasks(t, addr, tn)
-		if len(tasks) != runs {
-			t.Errorf("tenant %s: %d tasks, want %d", tn.name, len(tasks), runs)
-		}
-		for id, task := range tasks {
-			if task.Status != apollo.StatusSuccess || task.Name != "rated_"+tn.name {
-				t.Errorf("tenant %s: task %s: %s of %q", tn.name, id, task.Status, task.Name)
-			}
-		}
-	}
+	checkRatedRuns(t, addr, tenants, runs)
 }
 
 // The Python example, batching, with a token whose rate is below its
@@ -160,17 +167,7 @@ print(json.dumps(b.stats))
 			t.Errorf("tenant %s: stats %v\n%s", tn.name, stats, errOut)
 		}
 	}
-	for _, tn := range tenants {
-		tasks := sdkTasks(t, addr, tn)
-		if len(tasks) != runs {
-			t.Errorf("tenant %s: %d tasks, want %d", tn.name, len(tasks), runs)
-		}
-		for id, task := range tasks {
-			if task.Status != apollo.StatusSuccess || task.Name != "rated_"+tn.name {
-				t.Errorf("tenant %s: task %s: %s of %q", tn.name, id, task.Status, task.Name)
-			}
-		}
-	}
+	checkRatedRuns(t, addr, tenants, runs)
 }
 
 // A tenant at its limit of tasks in memory: the server answers a new
