@@ -74,6 +74,9 @@ type Engine struct {
 
 	life lifecycle.Group // the evaluation loop and the event deliverer
 
+	restored bool     // Restore loaded the state: Start does not
+	heard    heardLog // what the saved state had heard of the bus (Restore)
+
 	st counters
 }
 
@@ -127,8 +130,10 @@ func New(opts Options) (*Engine, error) {
 // They run until Stop (docs/architecture.md, "Lifecycle").
 func (e *Engine) Start(ctx context.Context) error {
 	return e.life.Start(ctx, func(context.Context) error {
-		if err := e.load(ctx); err != nil {
-			return err
+		if !e.restored {
+			if _, err := e.load(ctx); err != nil {
+				return err
+			}
 		}
 		tick := e.clock.NewTicker(e.opts.Interval)
 		e.life.Go(func(ctx context.Context) error { e.runEvents(ctx); return nil })
@@ -196,10 +201,10 @@ func (e *Engine) snapshot() State {
 
 // load installs a saved state: alerts carry on where they were, with
 // their marks, so nothing already sent is sent again.
-func (e *Engine) load(ctx context.Context) error {
+func (e *Engine) load(ctx context.Context) (State, error) {
 	s, err := e.opts.State.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("alert: start: %w", err)
+		return State{}, fmt.Errorf("alert: start: %w", err)
 	}
 	now := e.clock.Now()
 	for _, a := range s.Alerts {
@@ -215,7 +220,7 @@ func (e *Engine) load(ctx context.Context) error {
 	e.resolved.sortLoaded()
 	kept := e.silences.install(s.Silences, now)
 	e.log.Info("alert: state loaded", "alerts", len(s.Alerts), "silences", kept)
-	return nil
+	return s, nil
 }
 
 // deliver takes the dedup lock for each notification and hands the

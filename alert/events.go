@@ -63,6 +63,10 @@ func (e *Engine) Apply(c *apollo.Change) {
 	if !slices.ContainsFunc(rs, func(r *rules.Rule) bool { return r.Matches(name) }) {
 		return
 	}
+	if e.heard.before(c.LSN) {
+		return // replayed after a restart, and already in the restored groups
+	}
+	e.heard.add(c.LSN)
 	e.matchAll(tenant, rs, &matchInfo{job: name, status: st, run: c.Task.TaskID, ts: c.Record.Ts})
 }
 

@@ -33,6 +33,9 @@ type StateStore interface {
 type State struct {
 	Alerts   []StoredAlert `json:"alerts"`
 	Silences []Silence     `json:"silences"`
+	// Live is how far the event rules had heard of the bus; nil when the
+	// engine keeps no mark (it was not restored with one: Restore).
+	Live *LiveMark `json:"live,omitempty"`
 }
 
 // StoredAlert is an alert with what the engine needs to carry on with it.
@@ -64,7 +67,11 @@ func (e *Engine) persist(ctx context.Context) error {
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
 	e.dirty.Store(false) // a change made during the save marks it again
-	if err := e.opts.State.Save(ctx, e.snapshot()); err != nil {
+	// The mark before the copy: every change it covers is in the copy.
+	live := e.heard.at()
+	s := e.snapshot()
+	s.Live = live
+	if err := e.opts.State.Save(ctx, s); err != nil {
 		e.dirty.Store(true)
 		e.st.saveErrors.Add(1)
 		return err

@@ -183,6 +183,9 @@ type shard struct {
 	mu    sync.Mutex
 	tasks map[uint64]*task
 	more  map[key]*task // tasks whose hash another key took first
+	// lsn is the LSN of the record being decided under mu: every change
+	// made before mu is released carries it (apollo.Change.LSN).
+	lsn uint64
 }
 
 // get returns the task with key k (hash h), or nil.
@@ -275,6 +278,8 @@ type Bus struct {
 
 	fan *Fanout // subscribers
 
+	live liveMark // how far the live observers have heard (live.go)
+
 	timers *deadlines
 	tombs  *tombstones
 	stats  counters
@@ -306,6 +311,8 @@ func New(opts Options) (*Bus, error) {
 	b.names = newInterner()
 	b.warn = loglimit.New(time.Second)
 	b.fan = NewFanout(nil)
+	b.live.from = math.MaxUint64
+	b.live.on = opts.Log != nil && len(opts.Live) > 0
 	return b, nil
 }
 
@@ -314,6 +321,7 @@ func New(opts Options) (*Bus, error) {
 func (b *Bus) Start(ctx context.Context) error {
 	return b.life.Start(ctx, func(context.Context) error {
 		b.replaying = false
+		b.live.start(b.lsn.Load())
 		for range b.opts.Workers {
 			b.life.Go(b.worker)
 		}

@@ -167,6 +167,7 @@ func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused, own bool, 
 // In replay, where the observers are called inline and keep nothing
 // (Observer), one change is reused for every record a worker decides.
 type scratch struct {
+	lsn     uint64 // replay: the LSN of the record being decided
 	rec     []byte
 	changes []apollo.Change
 	left    int            // events of the call not yet decided: a chunk needs no more room
@@ -300,7 +301,9 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 		b.addTask(s, h, t)
 	}
 	var lsn uint64
-	if !replay && b.opts.Log != nil {
+	if replay {
+		lsn = sc.lsn
+	} else if b.opts.Log != nil {
 		var err error
 		if lsn, err = b.append(r, sc.recBuf()); err != nil {
 			if t.status == apollo.StatusNone && len(t.parked) == 0 {
@@ -313,6 +316,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 			return decision{Outcome: Outcome{Result: RetryLater, Err: errLogRefused}}
 		}
 	}
+	s.lsn = lsn
 	if wait { // ahead of a missing event: wait for it
 		b.park(t, r)
 		b.stats.parked.Add(1)
@@ -456,7 +460,7 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.
 		late = !t.late
 	}
 	switch {
-	case b.replaying && len(b.opts.Observers) == 0:
+	case b.replaying && len(b.opts.Observers) == 0 && !b.live.replaysLive():
 		c = nil // nobody would read it: replay hands changes to the observers only
 	case c == nil:
 		c = new(apollo.Change)
@@ -466,6 +470,9 @@ func (b *Bus) applyLocked(s *shard, k key, t *task, r *apollo.Record, c *apollo.
 	}
 	wasRunning := t.status == apollo.StatusRunning
 	t.apply(c, k, r, late, lat.Timeout.Milliseconds())
+	if c != nil {
+		c.LSN = s.lsn
+	}
 	if (t.status == apollo.StatusRunning) != wasRunning {
 		b.pings.track(t)
 	}
@@ -485,7 +492,15 @@ func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 		for _, o := range b.opts.Observers {
 			o.Apply(c)
 		}
+		if c != nil && c.LSN > b.live.from {
+			for _, o := range b.opts.Live {
+				o.Apply(c)
+			}
+		}
 		return Accepted
+	}
+	if b.live.on {
+		b.live.queued(c.LSN)
 	}
 	res := Accepted
 	if len(t.q) >= b.opts.TaskQueueLen {
@@ -527,10 +542,13 @@ func (b *Bus) commitOwn(k key, check func(t *task) bool, build func(t *task) apo
 		return false
 	}
 	r := build(t)
+	s.lsn = 0
 	if b.opts.Log != nil {
-		if _, err := b.append(&r, nil); err != nil {
+		lsn, err := b.append(&r, nil)
+		if err != nil {
 			return false // the deadline is re-armed on restart
 		}
+		s.lsn = lsn
 	}
 	b.applyLocked(s, k, t, &r, nil)
 	b.unpark(s, k, t)
@@ -573,6 +591,7 @@ func (b *Bus) Correct(ctx context.Context, tenant, taskID string, to apollo.Stat
 		lsn, err = b.append(&r, nil)
 	}
 	if err == nil {
+		s.lsn = lsn
 		b.applyLocked(s, k, t, &r, nil)
 		b.unpark(s, k, t) // as replay does after every record
 		b.stats.corrections.Add(1)

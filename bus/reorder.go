@@ -115,10 +115,13 @@ func (b *Bus) logDropped(r *apollo.Record, from apollo.Status) {
 func (b *Bus) endWaits(s *shard, k key, t *task, now int64) error {
 	for len(t.parked) > 0 && t.parked[0].until <= now {
 		r := gapRecord(&t.parked[0].rec, t.seq, now)
+		s.lsn = 0
 		if b.opts.Log != nil {
-			if _, err := b.append(&r, nil); err != nil {
+			lsn, err := b.append(&r, nil)
+			if err != nil {
 				return err
 			}
+			s.lsn = lsn
 		}
 		b.applyGap(s, k, t, &r)
 	}

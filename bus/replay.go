@@ -25,6 +25,7 @@ func (b *Bus) Replay(lsn uint64, payload []byte) error {
 	if b.replayScratch == nil {
 		b.replayScratch = &scratch{reuse: new(apollo.Change)}
 	}
+	b.replayScratch.lsn = lsn
 	b.replayRecord(&r, b.replayScratch)
 	if lsn > b.lsn.Load() {
 		b.lsn.Store(lsn)
@@ -46,6 +47,7 @@ func (b *Bus) replayRecord(r *apollo.Record, sc *scratch) {
 	k := key{tenant: r.Tenant, id: r.TaskID}
 	s, h := b.locate(k)
 	s.mu.Lock()
+	s.lsn = sc.lsn
 	if t := s.get(h, k); t != nil {
 		if r.Kind == apollo.KindGap {
 			b.applyGap(s, k, t, r)
@@ -230,6 +232,7 @@ func (r *Replayer) work(w *replayWorker) {
 						break
 					}
 				}
+				sc.lsn = lsn
 				b.replayRecord(rp, sc)
 				w.maxLSN = max(w.maxLSN, lsn)
 				n++

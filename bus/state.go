@@ -24,6 +24,9 @@ func (b *Bus) Checkpoint(fn func(lsn uint64) error) error {
 	b.pause.Lock()
 	defer b.pause.Unlock()
 	b.waitDrained()
+	// Every change is delivered: the live observers' mark is the copy's
+	// LSN, for them to save before the snapshot is kept.
+	b.live.next(b.lsn.Load())
 	return fn(b.lsn.Load())
 }
 

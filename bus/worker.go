@@ -47,6 +47,9 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 		}
 		b.fan.Publish(c)
 	}
+	if b.live.on {
+		b.live.delivered(batch) // before the queue count: a checkpoint drains both
+	}
 
 	s.mu.Lock()
 	overBefore := max(0, before-b.opts.TaskQueueLen)

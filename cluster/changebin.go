@@ -23,6 +23,8 @@ import (
 // every node not yet upgraded to a snapshot a second (fanIn.deliver) for
 // as long as the upgrade lasts. Builds between two releases published it
 // as "\x00AC3", which is therefore taken: a new layout is "\x00AC4".
+// A change's LSN is not written either: it is a place in the log of the
+// node that made the change, which means nothing to another node.
 const changesBinMagic = "\x00AC2"
 
 // errChangeInvalid: a change whose status or kind has no wire name is

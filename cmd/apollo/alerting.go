@@ -54,6 +54,14 @@ type alertSide interface {
 	// held takes the jobs whose alerts job expectations hold, when the
 	// engines are elsewhere; nil when the engine in this process asks.
 	held() func(redisstore.Held)
+	// restore readies the event rules, before the bus replays its log,
+	// to hear of the replayed changes they had not heard of when the
+	// process stopped; it returns the LSN above which those are
+	// (bus.Bus.ReplayLiveAfter). mark is the bus's LiveWatermark.
+	restore(ctx context.Context, mark func() uint64) (uint64, error)
+	// saveMark saves how far the event rules have heard of the bus; a
+	// checkpoint calls it before it keeps its snapshot.
+	saveMark(ctx context.Context) error
 }
 
 // localAlerting is the engine and the dispatcher in this process.
@@ -242,6 +250,12 @@ func (l *localAlerting) onRefused(r bus.Refusal) {
 func (l *localAlerting) occur() func(alert.Occurrence) { return l.engine.Occur }
 
 func (l *localAlerting) held() func(redisstore.Held) { return nil }
+
+func (l *localAlerting) restore(ctx context.Context, mark func() uint64) (uint64, error) {
+	return l.engine.Restore(ctx, mark)
+}
+
+func (l *localAlerting) saveMark(ctx context.Context) error { return l.engine.Save(ctx) }
 
 func (l *localAlerting) reload() {
 	if l.loader != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,6 +47,7 @@ type deployment struct {
 	tokens map[string]string // tenant -> admin secret
 	api    *proc             // the server, or the bus
 	alert  *proc             // nil all-in-one
+	env    []string          // more environment for the next start of the server or the bus
 	seq    atomic.Int64      // makes task IDs unique
 	lastTs atomic.Int64      // the latest event time runAt handed out
 }
@@ -149,7 +151,9 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 
 func (d *deployment) start() {
 	d.t.Helper()
-	d.api = startApollo(d.t, d.args...)
+	cmd := exec.Command(os.Args[0], d.args...)
+	cmd.Env, d.env = d.env, nil
+	d.api = startCmd(d.t, cmd, apiclient.ReadyPrefix)
 	if d.three {
 		d.alert = startProc(d.t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
 	}

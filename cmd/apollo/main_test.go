@@ -23,6 +23,9 @@ import (
 // APOLLO_TEST_MAIN=1, behaves exactly as `apollo`.
 func TestMain(m *testing.M) {
 	if os.Getenv("APOLLO_TEST_MAIN") == "1" {
+		if dir := os.Getenv("APOLLO_TEST_HOLD_FAILED"); dir != "" {
+			testHoldLive = holdFailed(dir)
+		}
 		os.Exit(Main())
 	}
 	os.Exit(m.Run())
@@ -55,7 +58,7 @@ func startProc(t *testing.T, ready string, args ...string) *proc {
 func startCmd(t *testing.T, cmd *exec.Cmd, ready string) *proc {
 	t.Helper()
 	args := cmd.Args[1:]
-	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "APOLLO_TEST_MAIN=1"), cmd.Env...) // the command's own last: they win
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

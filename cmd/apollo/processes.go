@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -100,6 +101,15 @@ type redisAlerting struct {
 func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logger, clock apollo.Clock) *redisAlerting {
 	return &redisAlerting{c: c, prefix: cfg.Redis.Prefix, log: log, clock: clock, every: cfg.Alert.Heartbeat.D(), cfg: cfg}
 }
+
+// restore: the alert processes hear of live changes through the change
+// feed, a Redis channel; the replay tells them nothing (docs/architecture.md,
+// "Replay rebuilds state; it is not news").
+func (r *redisAlerting) restore(context.Context, func() uint64) (uint64, error) {
+	return math.MaxUint64, nil
+}
+
+func (r *redisAlerting) saveMark(context.Context) error { return nil }
 
 func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Observer) {
 	var err error

@@ -208,6 +208,11 @@ func runServer(ctx context.Context, cfg config.Config, d serverDeps) error {
 	return s.serve(ctx, ln)
 }
 
+// testHoldLive, set by the tests' TestMain in the process they start, is
+// handed every live change before the live observers: it holds some, as a
+// worker that has not handed them on yet when the process is killed.
+var testHoldLive bus.Observer
+
 // start opens the stores, listens, recovers the state and starts every
 // service, in that order. When a step fails, what the steps before it
 // opened is closed again, newest first, and the step's error (with what to
@@ -461,6 +466,9 @@ func (s *server) open(undo *undoList) error {
 	}
 	s.snaps = newSnapCadence(cfg.SnapshotEvents)
 	all, live := s.alerts.observers(s.agg)
+	if testHoldLive != nil {
+		live = append([]bus.Observer{testHoldLive}, live...)
+	}
 	s.bus, err = bus.New(bus.Options{
 		Log: walLog{l: s.wal, snaps: s.snaps}, Archive: s.arch, Clock: s.clock, Logger: s.log,
 		Observers: append(all, s.expect), Live: live,

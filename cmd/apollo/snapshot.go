@@ -96,6 +96,13 @@ func (s *server) recover() error {
 	if err != nil {
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
+	// Before the replay: the event rules hear of the replayed changes
+	// they had not heard of before the process stopped.
+	from, err := s.alerts.restore(context.Background(), s.bus.LiveWatermark)
+	if err != nil {
+		return err
+	}
+	s.bus.ReplayLiveAfter(from)
 	pf := s.prefault(lsn, body)
 	if body != nil {
 		cr := &countingReader{r: body}
@@ -303,6 +310,11 @@ func (s *server) checkpoint() error {
 	// nor the log after it: on disk before the snapshot is.
 	if err := s.arch.Sync(); err != nil {
 		return fmt.Errorf("the archive of finished runs: %w", err)
+	}
+	// The next start replays the log after the snapshot only: the event
+	// rules' mark, at the copy since then, must be on disk first.
+	if err := s.alerts.saveMark(context.Background()); err != nil {
+		return fmt.Errorf("saving the alert state before the snapshot: %w", err)
 	}
 	err = s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
 		_, err := buf.WriteTo(w)

@@ -1,0 +1,110 @@
+package alert
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+)
+
+// LiveMark is how far the engine had heard of the bus's changes when it
+// saved its state (bus.Bus.LiveWatermark): every change up to Watermark,
+// and above it the changes of Heard, the LSNs of those that counted in an
+// event group. After a crash the bus replays the changes above Watermark
+// to the engine (bus.Bus.ReplayLiveAfter); those in Heard are already in
+// the saved groups and are not counted twice.
+type LiveMark struct {
+	Watermark uint64   `json:"watermark"`
+	Heard     []uint64 `json:"heard,omitempty"`
+}
+
+// heardLog is the engine's side of the LiveMark.
+type heardLog struct {
+	mark func() uint64 // the bus's LiveWatermark; nil: no mark is kept
+
+	// What the restored state had heard of: read without a lock, written
+	// once before the replay.
+	savedMark uint64
+	saved     map[uint64]struct{}
+
+	mu   sync.Mutex
+	lsns map[uint64]struct{} // changes that counted, above the last mark saved
+}
+
+// before reports whether the change of lsn was heard of before the
+// restart: it is in the restored state.
+func (h *heardLog) before(lsn uint64) bool {
+	if lsn == 0 || h.mark == nil {
+		return false
+	}
+	_, ok := h.saved[lsn]
+	return lsn <= h.savedMark || ok
+}
+
+// add notes that the change of lsn counted in an event group.
+func (h *heardLog) add(lsn uint64) {
+	if lsn == 0 || h.mark == nil {
+		return
+	}
+	h.mu.Lock()
+	h.lsns[lsn] = struct{}{}
+	h.mu.Unlock()
+}
+
+// at returns the mark to save, nil when none is kept; it forgets the
+// changes the mark now covers.
+func (h *heardLog) at() *LiveMark {
+	if h.mark == nil {
+		return nil
+	}
+	m := &LiveMark{Watermark: h.mark()}
+	h.mu.Lock()
+	for lsn := range h.lsns {
+		if lsn <= m.Watermark {
+			delete(h.lsns, lsn)
+		} else {
+			m.Heard = append(m.Heard, lsn)
+		}
+	}
+	h.mu.Unlock()
+	slices.Sort(m.Heard)
+	return m
+}
+
+// Restore loads the saved state ahead of Start, for an engine whose event
+// rules are to hear, from the bus's replay of its log, the changes they
+// had not heard of when the process stopped: a change accepted just before
+// a kill -9 still reaches them. mark is the bus's LiveWatermark, saved
+// with the state from now on. Restore returns the LSN above which the
+// replay's changes are news to the engine (for bus.Bus.ReplayLiveAfter):
+// the saved mark; 0 for no saved state at all; math.MaxUint64 for a state
+// saved without a mark (by a version that did not keep one, which heard
+// of every change it was handed before it stopped). Start then does not
+// load the state again.
+func (e *Engine) Restore(ctx context.Context, mark func() uint64) (uint64, error) {
+	s, err := e.load(ctx)
+	if err != nil {
+		return 0, err
+	}
+	e.restored = true
+	h := &e.heard
+	h.mark, h.lsns = mark, map[uint64]struct{}{}
+	switch {
+	case s.Live != nil:
+		h.savedMark, h.saved = s.Live.Watermark, map[uint64]struct{}{}
+		for _, lsn := range s.Live.Heard {
+			h.saved[lsn] = struct{}{}
+			h.lsns[lsn] = struct{}{} // saved again until a mark covers it
+		}
+		return s.Live.Watermark, nil
+	case len(s.Alerts) == 0 && len(s.Silences) == 0:
+		return 0, nil
+	default:
+		return math.MaxUint64, nil
+	}
+}
+
+// Save writes the state now, with the bus's mark: a checkpoint calls it
+// before its snapshot is kept, since the replay after it starts at the
+// snapshot.
+func (e *Engine) Save(ctx context.Context) error { return e.persist(ctx) }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+)
+
+// holdFailed is a live observer, first in line, that holds every change
+// to failed for good, once it has written a file named after the task in
+// dir: the process is killed before the event rules hear of it.
+type holdFailed string
+
+func (h holdFailed) Apply(c *apollo.Change) {
+	if c.Task.Status != apollo.StatusFailed {
+		return
+	}
+	os.WriteFile(filepath.Join(string(h), c.Task.Tenant+"_"+c.Task.TaskID), nil, 0o600)
+	select {}
+}
+
+// A failure accepted just before a kill -9, which the event rules had not
+// heard of yet, is told after the restart, once, in each tenant; a second
+// kill -9 after it was told does not tell it again. Before, a change was
+// durable before the workers handed it to the event rules and the replay
+// never did: its ON: failed rule never fired (docs/architecture.md,
+// "Replay rebuilds state; it is not news").
+func TestFailureAcceptedJustBeforeAKillIsTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, false, h, deployOptions{})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+	}
+	held := t.TempDir()
+	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + held}
+	d.crash() // the rules are saved; this start holds the failures
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost") // answered accepted
+		want[tenant] = tenant + "_failed"
+	}
+	eventually(t, 30*time.Second, "both failures held before the event rules", func() bool {
+		files, _ := os.ReadDir(held)
+		return len(files) == len(tenants)
+	})
+	d.crash()
+	awaitTenants(t, h, "firing", want)
+	for _, tenant := range tenants {
+		eventually(t, 30*time.Second, tenant+"'s alert resolved and past the dedup window", func() bool {
+			var l struct{ Alerts []apollo.Alert }
+			d.do(tenant, "GET", "/api/v1/alerts?state=resolved", "", &l, 200)
+			return len(l.Alerts) > 0 && time.Since(l.Alerts[0].ResolvedAt) > 2*time.Second
+		})
+	}
+	d.crash()
+	want = map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_sentinel")
+		want[tenant] = tenant + "_sentinel"
+	}
+	// Fails on a second notification of the failures told after the first restart.
+	awaitTenants(t, h, "firing", want)
+}
