@@ -57,13 +57,7 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 	})
 	d.crash()
 	awaitTenants(t, h, "firing", want)
-	for _, tenant := range tenants {
-		eventually(t, 30*time.Second, tenant+"'s alert resolved and past the dedup window", func() bool {
-			var l struct{ Alerts []apollo.Alert }
-			d.do(tenant, "GET", "/api/v1/alerts?state=resolved", "", &l, 200)
-			return len(l.Alerts) > 0 && time.Since(l.Alerts[0].ResolvedAt) > 2*time.Second
-		})
-	}
+	d.awaitResolvedPastDedup()
 	d.crash()
 	want = map[string]string{}
 	for _, tenant := range tenants {
