@@ -3,7 +3,11 @@ package alert_test
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
@@ -84,5 +88,42 @@ func TestRestoredEngineCountsEachReplayedChangeOnce(t *testing.T) {
 	state = old
 	if _, from = engine(8); from != math.MaxUint64 {
 		t.Fatalf("a state without a mark: the replay tells from %d, want none of it", from)
+	}
+}
+
+// FileState keeps the mark beside the state file, which stays the one the
+// release before reads; a state file written since without a mark (that
+// release, after a downgrade) leaves the mark unused.
+func TestFileStateKeepsTheMarkBeside(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "alerts.json")
+	st := alert.NewFileState(path)
+	saved := alert.State{Silences: []alert.Silence{{ID: "s1", Rule: "r", StartsAt: t0, EndsAt: t0.Add(time.Hour)}},
+		Live: &alert.LiveMark{Watermark: 7, Heard: []uint64{9}}}
+	if err := st.Save(ctx, saved); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "live") || strings.Contains(string(b), "watermark") {
+		t.Fatalf("the state file holds the mark, which the release before refuses: %s", b)
+	}
+	got, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Live == nil || got.Live.Watermark != 7 || len(got.Live.Heard) != 1 || got.Live.Heard[0] != 9 {
+		t.Fatalf("mark read back %+v, want watermark 7, heard [9]", got.Live)
+	}
+	// What the release before writes: the same file format, no mark.
+	if err := os.WriteFile(path, []byte(`{"version":1,"alerts":[],"silences":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = st.Load(ctx); err != nil || got.Live != nil {
+		t.Fatalf("a state file written since the mark: mark %+v (err %v), want none", got.Live, err)
 	}
 }

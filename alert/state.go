@@ -3,12 +3,15 @@ package alert
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,13 +142,48 @@ func (m *MemoryState) Save(ctx context.Context, s State) error {
 
 // FileState keeps the State in one JSON file, replaced atomically (a
 // temporary file, fsync, rename, fsync of the directory), so a crash
-// leaves the old file or the new one, never a torn one.
+// leaves the old file or the new one, never a torn one. The engine's
+// LiveMark goes in a file of its own beside it (alerts.live.json for
+// alerts.json), written after it and naming it by its SHA-256: the state
+// file stays the one the release before reads (a downgrade keeps its
+// alerts), and a mark that does not go with the state file beside it (a
+// crash between the two writes, or a state file an older release wrote
+// since) is not used: without one the replay tells the event rules
+// nothing, as before marks were kept.
 type FileState struct {
-	path string
+	path, markPath string
 }
 
 // NewFileState returns a FileState at path; its directory must exist.
-func NewFileState(path string) *FileState { return &FileState{path: path} }
+func NewFileState(path string) *FileState {
+	return &FileState{path: path, markPath: strings.TrimSuffix(path, ".json") + ".live.json"}
+}
+
+// markFile is the file of a FileState's LiveMark.
+type markFile struct {
+	Version int    `json:"version"`
+	State   string `json:"state"` // SHA-256 of the state file it goes with, hex
+	LiveMark
+}
+
+const markVersion = 1
+
+func stateHash(state []byte) string {
+	h := sha256.Sum256(state)
+	return hex.EncodeToString(h[:])
+}
+
+// decodeMark reads a mark file, strictly; nil when it does not read or
+// does not go with the state file whose bytes are state.
+func decodeMark(b, state []byte) *LiveMark {
+	var f markFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&f) != nil || dec.More() || f.Version != markVersion || f.State != stateHash(state) {
+		return nil
+	}
+	return &f.LiveMark
+}
 
 // stateVersion is the file format; a file of another version is refused
 // rather than misread.
@@ -210,17 +248,32 @@ func (f *FileState) Load(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("%w (file %s; move it away to start with no alert state)", err, f.path)
 	}
+	if m, err := os.ReadFile(f.markPath); err == nil {
+		s.Live = decodeMark(m, b)
+	}
 	return s, nil
 }
 
 // Save implements StateStore.
 func (f *FileState) Save(ctx context.Context, s State) error {
+	live := s.Live
+	s.Live = nil
 	b, err := encodeState(s)
 	if err != nil {
 		return err
 	}
 	if err := atomicfile.Write(f.path, b, 0o600); err != nil {
 		return fmt.Errorf("alert: save state: %w", err)
+	}
+	if live == nil {
+		return nil // a mark left beside goes with another state file: not used
+	}
+	m, err := json.Marshal(markFile{Version: markVersion, State: stateHash(b), LiveMark: *live})
+	if err != nil {
+		return fmt.Errorf("alert: encode the live mark: %w", err)
+	}
+	if err := atomicfile.Write(f.markPath, m, 0o600); err != nil {
+		return fmt.Errorf("alert: save the live mark: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,6 +66,35 @@ func FuzzDecodeRules(f *testing.F) {
 		m2, err := decodeRules(enc)
 		if err != nil || !maps.Equal(m, m2) {
 			t.Fatalf("re-encoded rules decode to %q, %v; want %q", m2, err, m)
+		}
+	})
+}
+
+// FuzzDecodeMark: a live mark file never panics its decoder, is used
+// only with the state file it names, and what it accepts encodes back to
+// a mark that decodes the same.
+func FuzzDecodeMark(f *testing.F) {
+	state := []byte(`{"version":1,"alerts":null,"silences":null}`)
+	good, _ := json.Marshal(markFile{Version: markVersion, State: stateHash(state), LiveMark: LiveMark{Watermark: 7, Heard: []uint64{9, 12}}})
+	for _, s := range [][]byte{good, []byte(`{"version":1}`), []byte(`{"version":1,"state":"x","watermark":18446744073709551615}`),
+		[]byte(`{"version":2,"state":"` + stateHash(state) + `"}`), []byte(`{"version":1,"state":"` + stateHash(state) + `","heard":[-1]}`), []byte(`null`)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := decodeMark(b, state)
+		if m == nil {
+			return
+		}
+		if decodeMark(b, append(state, ' ')) != nil {
+			t.Fatal("a mark was used with a state file it does not name")
+		}
+		enc, err := json.Marshal(markFile{Version: markVersion, State: stateHash(state), LiveMark: *m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2 := decodeMark(enc, state)
+		if m2 == nil || m2.Watermark != m.Watermark || !slices.Equal(m2.Heard, m.Heard) {
+			t.Fatalf("not stable: %+v then %+v", m, m2)
 		}
 	})
 }

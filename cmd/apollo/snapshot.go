@@ -311,12 +311,15 @@ func (s *server) checkpoint() error {
 	if err := s.arch.Sync(); err != nil {
 		return fmt.Errorf("the archive of finished runs: %w", err)
 	}
-	// The next start replays the log after the snapshot only: the event
-	// rules' mark, at the copy since then, must be on disk first.
-	if err := s.alerts.saveMark(context.Background()); err != nil {
-		return fmt.Errorf("saving the alert state before the snapshot: %w", err)
-	}
 	err = s.wal.WriteSnapshot(wal.LSN(at), func(w io.Writer) error {
+		// The next start replays the log after the snapshot only: the
+		// event rules' mark, at the copy since then, is on disk before
+		// the snapshot is kept. Here, once the log has found its
+		// directory still its own: nothing is written into one that
+		// replaced it.
+		if err := s.alerts.saveMark(context.Background()); err != nil {
+			return fmt.Errorf("saving the alert state before the snapshot: %w", err)
+		}
 		_, err := buf.WriteTo(w)
 		return err
 	})
