@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,4 +167,75 @@ func TestCrashUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs, %d events checked after %d kills; client %+v", len(runs), st.Sent, kills+1, st)
+}
+
+// A process killed in the middle of replacing one of its files (the rules,
+// the alerts, the expectations, the outbox, the scheduler's state) leaves
+// the temporary file it was writing, named .FILE.tmpNNN. Nothing removed
+// them: each kill -9 at that moment left one more, as large as the file
+// (the alerts and the outbox can be megabytes), for ever. A start removes
+// those in the data directory, which only the process holding its log
+// writes, and leaves every other file alone; the writes of both tenants
+// made before the kill still act.
+func TestStartRemovesTempFilesAKillLeft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, false, h, deployOptions{jobs: "jobs:\n  - name: held\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.setEventRules()
+	for _, tenant := range tenants {
+		d.putExpectations(tenant, "expectations:\n  - job: "+tenant+"_nightly\n    every: 24h\n")
+	}
+	d.do("", "POST", "/api/v1/jobs/held/pause", "", nil, 200)
+	d.api.kill()
+
+	data := filepath.Join(d.dir, "data")
+	var left, kept []string
+	for _, name := range []string{"alerts.json", "rules.json", "expectations.json", "outbox.jsonl", "sched/sched-state.json"} {
+		// What atomicfile.Write had made when the kill came.
+		f, err := os.CreateTemp(filepath.Join(data, filepath.Dir(name)), "."+filepath.Base(name)+".tmp*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(`{"half":`)
+		f.Close()
+		left = append(left, f.Name())
+	}
+	for _, name := range []string{".notes.tmp", "rules.json.tmp123", ".rules.json.tmp12a", "archive/.x.tmp1"} {
+		p := filepath.Join(data, name)
+		if err := os.WriteFile(p, []byte("the operator's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, p)
+	}
+	d.start()
+	for _, p := range left {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s, left by the killed process, is still there after a start (%v)", p, err)
+		}
+	}
+	for _, p := range kept {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s, not a temporary file of the server, was removed: %v", p, err)
+		}
+	}
+	if out := d.api.out.String(); !strings.Contains(out, "removed 5 temporary files") {
+		t.Errorf("the start did not say it removed the temporary files:\n%s", out)
+	}
+	var l struct{ Jobs []struct{ Paused bool } }
+	d.do("", "GET", "/api/v1/jobs", "", &l, 200)
+	if len(l.Jobs) != 1 || !l.Jobs[0].Paused {
+		t.Errorf("the scheduler's jobs after the restart: %+v, want held paused", l.Jobs)
+	}
+	for _, tenant := range tenants {
+		if got := d.expectationsOf(tenant); !strings.Contains(got, tenant+"_nightly") {
+			t.Errorf("tenant %s: expectations after the restart %q", tenant, got)
+		}
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/atomicfile"
 	"github.com/apollo-11/apollo/notify"
 )
 
@@ -117,5 +118,24 @@ func warnServerFiles(dir string, log *slog.Logger) {
 				"apollo bus does not read it, and the alert processes do not know them: make the silences again "+
 				"with apollo silence add, acknowledge the alerts again when they fire, then move the file away", statePath, len(st.Silences), acked))
 		}
+	}
+}
+
+// removeTempFiles removes the temporary files of the files replaced whole
+// (rules.json, alerts.json, expectations.json, outbox.jsonl, the
+// scheduler's state in sched/) that a process killed in the middle of a
+// replacement left in the data directory dir. Only the holder of the
+// log's lock may call it.
+func removeTempFiles(dir string, log *slog.Logger) {
+	var removed []string
+	for _, d := range []string{dir, filepath.Join(dir, "sched")} {
+		r, err := atomicfile.RemoveLeftovers(d)
+		if err != nil {
+			log.Warn("could not remove the temporary files a killed process left; remove them by hand", "dir", d, "err", err)
+		}
+		removed = append(removed, r...)
+	}
+	if len(removed) > 0 {
+		log.Info(fmt.Sprintf("removed %d temporary files a process killed while replacing a file left", len(removed)), "files", removed)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/apollo-11/apollo"
@@ -31,7 +32,7 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		perm = fi.Mode().Perm()
 	}
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempSuffix+"*")
 	if err != nil {
 		return err
 	}
@@ -66,6 +67,62 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// tempSuffix, then the digits os.CreateTemp puts for its *, ends the name
+// of Write's temporary file, which begins with a dot and the name of the
+// file it replaces.
+const tempSuffix = ".tmp"
+
+// RemoveLeftovers removes from dir the temporary files of Write that a
+// process killed (kill -9, a power cut) between creating one and renaming
+// it left behind, and returns their paths. Each is as large as the file
+// it was to replace, and without this a new one stayed after every such
+// kill. Only the one process that writes the files in dir may call it
+// (the holder of the data directory's lock): another process's Write in
+// progress would lose its temporary file and fail. Subdirectories, and
+// files not named as Write names them, are left alone.
+func RemoveLeftovers(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isTemp(e.Name()) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// isTemp reports whether name is one Write gives its temporary files:
+// ".", the name of the file, tempSuffix, one or more digits.
+func isTemp(name string) bool {
+	i := strings.LastIndex(name, tempSuffix)
+	if !strings.HasPrefix(name, ".") || i <= 1 {
+		return false
+	}
+	digits := name[i+len(tempSuffix):]
+	if digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // NotWritable reports whether err says the file or its directory may not

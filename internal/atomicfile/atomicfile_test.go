@@ -85,3 +85,36 @@ func TestNotWritable(t *testing.T) {
 		}
 	}
 }
+
+// RemoveLeftovers removes the temporary files Write makes, as a process
+// killed mid-write leaves them, and nothing else.
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, ".state.json"+tempSuffix+"*") // as Write makes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	kept := []string{"state.json", ".state.json.tmp", "state.json.tmp1", ".tmp1", ".state.json.tmp1a", ".state.json.tmp-1"}
+	for _, name := range kept {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, ".sub.json.tmp2"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	kept = append(kept, ".sub.json.tmp2")
+	removed, err := RemoveLeftovers(dir)
+	if err != nil || len(removed) != 1 || removed[0] != f.Name() {
+		t.Errorf("RemoveLeftovers: %v, %v; want only %s", removed, err, f.Name())
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s was removed: %v", name, err)
+		}
+	}
+	if removed, err := RemoveLeftovers(filepath.Join(dir, "missing")); err != nil || removed != nil {
+		t.Errorf("a missing directory: %v, %v; want nothing", removed, err)
+	}
+}
