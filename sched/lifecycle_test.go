@@ -59,20 +59,26 @@ func TestCatchUpAcrossRestart(t *testing.T) {
 	}
 }
 
-func TestCorruptStateIsIgnored(t *testing.T) {
+// A state file that does not read (a copy cut short, a damaged disk) is
+// an error that names it and says what to do, and it is left as it is:
+// going on without it would run the jobs paused at run time again, and
+// its next write would replace the pauses for good.
+func TestCorruptStateRefusesToStart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, stateFileName), []byte("{not json"), 0o644); err != nil {
+	path := filepath.Join(dir, stateFileName)
+	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    command: [x]\n", t0, dir)
-	if h.s.Stats().StateErrors != 1 {
-		t.Errorf("state errors %d", h.s.Stats().StateErrors)
+	src := "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    command: [x]\n"
+	_, err := newScheduler(mustParse(t, src), Options{Clock: apollo.NewFakeClock(t0), Reporter: newRecorder(), Logger: quietLogger(), StateDir: dir}, newFakeRunner(apollo.NewFakeClock(t0)))
+	var se *StateError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "move it away") {
+		t.Errorf("New with an unreadable state file: %v; want a StateError naming %s and what to do", err, path)
 	}
-	h.fire(0)
-	p := h.run.next(t)
-	p.exit(0)
-	h.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+	if b, _ := os.ReadFile(path); string(b) != "{not json" {
+		t.Errorf("the state file became %q", b)
+	}
 }
 
 func TestPauseResume(t *testing.T) {
@@ -413,8 +419,12 @@ jobs:
 func TestPauseThatCannotBeSaved(t *testing.T) {
 	t.Parallel()
 	notADir := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(notADir, nil, 0o644)
 	h := newHarness(t, "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: [x]\n", t0, notADir)
+	// The state directory turns into a file once the scheduler runs.
+	if err := os.RemoveAll(notADir); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(notADir, nil, 0o644)
 	if err := h.s.Pause("a"); apollo.ErrorCode(err) != apollo.EUNAVAILABLE {
 		t.Fatalf("Pause with an unwritable state directory: %v, want unavailable", err)
 	}

@@ -134,16 +134,15 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 	}
 	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
 	s.install(set, time.Time{})
-	if s.state != nil {
-		// The pauses made at run time hold from New, so that what the
-		// scheduler says of its jobs before Start (Expectations, which a
-		// server puts in force before it replays its log) is what Start
-		// will do. Start reads the file again, and says what is wrong
-		// with it.
-		if saved, err := s.state.load(); err == nil {
-			s.restorePauses(saved.Jobs)
-		}
+	// The pauses made at run time hold from New, so that what the
+	// scheduler says of its jobs before Start (Expectations, which a
+	// server puts in force before it replays its log) is what Start will
+	// do. Start reads the file again.
+	saved, err := s.loadState()
+	if err != nil {
+		return nil, err
 	}
+	s.restorePauses(saved.Jobs)
 	return s, nil
 }
 
@@ -201,8 +200,12 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 func (s *Scheduler) Start(ctx context.Context) error {
 	return s.life.Start(ctx, func(context.Context) error {
 		s.mu.Lock()
+		saved, err := s.loadState()
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
 		s.started = true
-		saved := s.loadState()
 		s.restorePauses(saved.Jobs)
 		s.settleLostLocked(saved.Runs) // before catch-up starts new runs
 		s.catchUp(saved.Jobs, s.clock.Now())

@@ -96,20 +96,35 @@ func (f *stateFile) save(st savedState) error {
 	return nil
 }
 
-// loadState reads the state file; a broken one is logged and ignored, since
-// refusing to start every job over it would be worse than one missed
-// catch-up (or a pause to make again). s.mu is held.
-func (s *Scheduler) loadState() savedState {
+// loadState reads the state file. Each write replaces it whole, so one
+// that does not read was changed from outside: a copy cut short, a damaged
+// disk, an edit. Going on without it would run the jobs paused at run
+// time on their schedules again and leave the runs of a killed scheduler
+// unsettled, and the next write would replace it: the pauses would be
+// gone for good. It is an error that says what to do. s.mu is held, or s
+// is not shared yet.
+func (s *Scheduler) loadState() (savedState, error) {
 	if s.state == nil {
-		return savedState{}
+		return savedState{}, nil
 	}
 	st, err := s.state.load()
 	if err != nil {
 		s.nStateErrors.Add(1)
-		s.log.Error("sched: state file unusable; missed schedules are not caught up, pauses are lost, and runs lost by the last process are not settled", "err", err)
+		return savedState{}, &StateError{Err: err}
 	}
-	return st
+	return st, nil
 }
+
+// StateError says that the state file does not read, and what to do.
+type StateError struct{ Err error }
+
+func (e *StateError) Error() string {
+	return e.Err.Error() + ": restore it from a backup, or move it away to start without what it kept " +
+		"(the pauses made at run time: those jobs run on their schedules again; the catch-up of missed schedules; " +
+		"the settling of the runs a killed scheduler left)"
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
 
 // stateLocked is what the state file keeps now. s.mu is held.
 func (s *Scheduler) stateLocked() savedState {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 // FuzzStateFile: whatever the state file holds (a torn write, another
 // version's, a hand edit), a scheduler starts on it, settles what it can,
-// and stops; a file it reads back is the file it writes: saving what was
+// and stops, or refuses it with a StateError when it does not read; a file it reads back is the file it writes: saving what was
 // loaded and loading that again gives the same state.
 func FuzzStateFile(f *testing.F) {
 	f.Add([]byte(`{"version":1,"jobs":{"a":{"lastTick":"2026-01-01T00:00:00Z","paused":true}},"runs":{"a@20260101T000000Z#1":{"job":"a","attempt":1,"seq":3,"started":true,"group":12345,"leader":"x/1"}}}`))
@@ -26,8 +27,8 @@ func FuzzStateFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		sf := &stateFile{dir: dir}
-		st, err := sf.load()
-		if err == nil {
+		st, loadErr := sf.load()
+		if loadErr == nil {
 			if err := sf.save(st); err != nil {
 				t.Fatal(err)
 			}
@@ -46,6 +47,14 @@ func FuzzStateFile(f *testing.F) {
 		}
 		clock := apollo.NewFakeClock(t0)
 		s, err := newScheduler(mustParse(t, jobs), Options{Clock: clock, Reporter: newRecorder(), Logger: quietLogger(), StateDir: dir}, newFakeRunner(clock))
+		if loadErr != nil {
+			// Not read: refused, not overwritten.
+			var se *StateError
+			if !errors.As(err, &se) {
+				t.Fatalf("New on %q, which does not load (%v): %v, want a StateError", data, loadErr, err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

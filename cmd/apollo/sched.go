@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -122,6 +123,9 @@ func (s *server) newScheduler(addr string, undo *undoList) error {
 	undo.add(func() { s.closeReporter(rep) })
 	sc, err := sched.New(s.jobs, sched.Options{Clock: s.clock, Reporter: rep, Logger: s.log,
 		StateDir: filepath.Join(s.cfg.Data, "sched")})
+	if stateErr := (*sched.StateError)(nil); errors.As(err, &stateErr) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("jobs file: %w\n%s", err, fixJobs)
 	}
