@@ -119,6 +119,9 @@ func (s *Scheduler) loadState() (savedState, error) {
 type StateError struct{ Err error }
 
 func (e *StateError) Error() string {
+	if errors.Is(e.Err, fs.ErrPermission) {
+		return e.Err.Error() // the file is fine: its owner is not (chown)
+	}
 	return e.Err.Error() + ": restore it from a backup, or move it away to start without what it kept " +
 		"(the pauses made at run time: those jobs run on their schedules again; the catch-up of missed schedules; " +
 		"the settling of the runs a killed scheduler left)"

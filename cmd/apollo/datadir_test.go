@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/apiclient"
 )
 
 // A failed start removes the data directory only if it made it and
@@ -143,4 +147,99 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 			t.Errorf("no %s in the data directory (%v): the test looked at less than it says", want, kinds)
 		}
 	}
+}
+
+// A restore made as root, then the server started as its service user:
+// whatever part of the copy still belongs to root (the whole directory,
+// the archive, the audit log, a file written through the API, the
+// scheduler's state) stops the start with the one thing to do, chown, and
+// never with advice that loses data ("move it away" for the archive, or
+// "restore it from a backup" for the scheduler's state, which was read by
+// nobody and was fine). Once chowned, the copy holds both tenants' runs,
+// rules and silences, and the pause.
+func TestRestoreOwnedByAnotherUserSaysChown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it runs the server as another user than the owner of the copy")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, false, h, deployOptions{jobs: "jobs:\n  - name: held\n    schedule: \"@every 1s\"\n    command: [\"true\"]\n"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.setEventRules()
+	ids := map[string]string{}
+	for _, tenant := range tenants {
+		d.silence(tenant, `"rule":"`+tenant+`_quiet"`)
+		d.fail(tenant, tenant+"_kept")
+		ids[tenant] = fmt.Sprintf("%s_kept-%d", tenant, d.seq.Load())
+	}
+	d.do("", "POST", "/api/v1/jobs/held/pause", "", nil, 200)
+	d.api.term(t)
+
+	// The service user: nobody, who must reach the binary, the
+	// configuration and the copy.
+	const uid, gid = 65534, 65534
+	bin := filepath.Join(d.dir, "apollo.test")
+	if out, err := exec.Command("cp", os.Args[0], bin).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	for _, p := range []string{filepath.Dir(d.dir), d.dir, bin, filepath.Join(d.dir, "apollo.yaml"), filepath.Join(d.dir, "jobs.yaml")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup := filepath.Join(d.dir, "backup")
+	if out, err := exec.Command("cp", "-R", filepath.Join(d.dir, "data"), backup).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	d.args[slices.Index(d.args, "--data")+1] = backup
+	chown := func(owner int, path string, recursive bool) {
+		t.Helper()
+		args := []string{fmt.Sprintf("%d:%d", owner, owner), path}
+		if recursive {
+			args = append([]string{"-R"}, args...)
+		}
+		if out, err := exec.Command("chown", args...).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v %s", err, out)
+		}
+	}
+	asNobody := func() *exec.Cmd {
+		cmd := exec.Command(bin, d.args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		return cmd
+	}
+	for _, name := range []string{"", "archive", "audit", "alerts.json", "rules.json", "outbox.jsonl", "sched/sched-state.json"} {
+		chown(uid, backup, true)
+		chown(0, filepath.Join(backup, name), true) // what the restore as root left
+		cmd := asNobody()
+		cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if err == nil || !strings.Contains(stderr.String(), "chown -R") || strings.Contains(stderr.String(), "move it away") ||
+			strings.Contains(stderr.String(), "restore it from a backup") {
+			t.Errorf("a start as another user than the owner of %q: %v; want an error that says chown, and nothing else to do:\n%s", filepath.Join(backup, name), err, stderr.String())
+		}
+	}
+	chown(uid, backup, true)
+	d.api = startCmd(t, asNobody(), apiclient.ReadyPrefix)
+	var l struct{ Jobs []struct{ Paused bool } }
+	d.do("", "GET", "/api/v1/jobs", "", &l, 200)
+	if len(l.Jobs) != 1 || !l.Jobs[0].Paused {
+		t.Errorf("the scheduler's jobs on the chowned copy: %+v, want held paused", l.Jobs)
+	}
+	for _, tenant := range tenants {
+		var tk struct{ Status string }
+		d.do(tenant, "GET", "/api/v1/tasks/"+ids[tenant], "", &tk, 200)
+		var s struct{ Silences []struct{ ID string } }
+		d.do(tenant, "GET", "/api/v1/silences", "", &s, 200)
+		if tk.Status != "failed" || len(s.Silences) != 1 {
+			t.Errorf("tenant %s on the chowned copy: run %s %q, silences %+v; want failed and one", tenant, ids[tenant], tk.Status, s.Silences)
+		}
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
 }

@@ -59,7 +59,10 @@ func startCmd(t *testing.T, cmd *exec.Cmd, ready string) *proc {
 	t.Helper()
 	args := cmd.Args[1:]
 	cmd.Env = append(append(os.Environ(), "APOLLO_TEST_MAIN=1"), cmd.Env...) // the command's own last: they win
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -112,6 +112,18 @@ func permissionHint(err error, data string) error {
 	return fmt.Errorf("%w (%s cannot use a file in the data directory %s: it belongs to another user, a restore made as root perhaps; chown -R it to the user apollo runs as, or run apollo as its owner)", err, who, data)
 }
 
+// unusableDir is the hint for a directory of the data directory that
+// could not be opened: move it away, when it is not one (a file in its
+// place); nothing for a permission error, which permissionHint answers
+// with chown: moving a restored archive or audit log away for it would
+// lose what it holds.
+func unusableDir(err error, dir string) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	return fmt.Sprintf(" (%s must be a directory this user can write: move it away)", dir)
+}
+
 // warnConfig logs what in a valid configuration is most likely a mistake
 // (config.Warnings), once at the start of every process that reads it.
 func warnConfig(cfg config.Config, log *slog.Logger) {
@@ -435,13 +447,13 @@ func (s *server) open(undo *undoList) error {
 	removeTempFiles(cfg.Data, s.log)
 	arch, err := bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
 	if err != nil {
-		return fmt.Errorf("opening the archive of finished runs: %w (%s must be a directory this user can write: move it away)", err, filepath.Join(cfg.Data, "archive"))
+		return fmt.Errorf("opening the archive of finished runs: %w%s", err, unusableDir(err, filepath.Join(cfg.Data, "archive")))
 	}
 	undo.add(func() { arch.Close() })
 	s.arch = arch
 	auditLog, err := audit.Open(audit.Options{Dir: filepath.Join(cfg.Data, "audit"), Entries: 10_000, Clock: s.clock, Logger: s.log})
 	if err != nil {
-		return fmt.Errorf("opening the audit log: %w (%s must be a directory this user can write: move it away)", err, filepath.Join(cfg.Data, "audit"))
+		return fmt.Errorf("opening the audit log: %w%s", err, unusableDir(err, filepath.Join(cfg.Data, "audit")))
 	}
 	undo.add(func() { auditLog.Close() })
 	s.audit = auditLog
