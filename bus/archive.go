@@ -107,13 +107,38 @@ func (a *FileArchive) openDayLocked() error {
 	if err := a.closeLocked(); err != nil {
 		return err // the old day's file stays, with what it could not take
 	}
-	f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(filepath.Join(a.dir, "tasks-"+day+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
+	}
+	cut, err := endsMidLine(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("archive: %w", err)
+	}
+	if cut {
+		// Part of a line (a copy taken while the file was written, a
+		// power cut): the next line would run on from it, and the run it
+		// holds would never read again. The part gets a line of its own,
+		// which reads as nothing.
+		a.buf = append([]byte{'\n'}, a.buf...)
 	}
 	a.day, a.f, a.created = day, f, true
 	a.pruneLocked(now)
 	return nil
+}
+
+// endsMidLine reports whether f holds something after its last newline.
+func endsMidLine(f *os.File) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return false, err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		return false, err
+	}
+	return last[0] != '\n', nil
 }
 
 // Get finds the newest archived copy of a task.
