@@ -139,3 +139,31 @@ func removeTempFiles(dir string, log *slog.Logger) {
 		log.Info(fmt.Sprintf("removed %d temporary files a process killed while replacing a file left", len(removed)), "files", removed)
 	}
 }
+
+// warnOpenDataDir tells when any local user can read or enter the data
+// directory dir or anything in it: a directory made by a release that
+// made it 0755 and its log, snapshots and archive 0644, or restored under
+// a permissive umask. What the server creates is its user's alone, but it
+// leaves existing modes as they are, and every tenant's runs were open to
+// every local user without a word. The group is left out: the systemd
+// units give the directory to the service's group (StateDirectoryMode=0750)
+// and make it so again at every start.
+func warnOpenDataDir(dir string, log *slog.Logger) {
+	var open []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o007 != 0 {
+			open = append(open, fmt.Sprintf("%s (%v)", path, fi.Mode().Perm()))
+		}
+		return nil
+	})
+	if len(open) == 0 {
+		return
+	}
+	const shown = 5
+	log.Warn(fmt.Sprintf("every local user can read the data directory: %d paths in it have modes for others, "+
+		"and it holds every tenant's runs; close it with: chmod -R o= %s", len(open), dir),
+		"paths", open[:min(shown, len(open))], "more", max(0, len(open)-shown))
+}

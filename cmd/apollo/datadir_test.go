@@ -243,3 +243,61 @@ func TestRestoreOwnedByAnotherUserSaysChown(t *testing.T) {
 	}
 	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
 }
+
+// A data directory that every local user can read (made by a release
+// before the data directory was private, which made it 0755 and the log,
+// snapshots and archive 0644; or restored under a permissive umask) kept
+// its modes without a word, and with them every tenant's runs open to
+// every local user. A start now says so, naming the paths and the command
+// that closes them; once closed, or open to the group only (the systemd
+// unit's StateDirectoryMode=0750), it says nothing.
+func TestOpenDataDirectoryIsTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	d := newDeployment(t, false, newHook(t), deployOptions{})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.setEventRules()
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_load")
+	}
+	d.api.term(t)
+	data := filepath.Join(d.dir, "data")
+	segs, _ := filepath.Glob(filepath.Join(data, "wal", "*.wal"))
+	// The modes the release before made.
+	for _, p := range []string{data, filepath.Join(data, "wal")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range segs {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.start()
+	out := d.api.out.String()
+	if !strings.Contains(out, "every local user can read the data directory") || !strings.Contains(out, "chmod -R o= "+data) {
+		t.Errorf("a start on a data directory others can read did not say so:\n%s", out)
+	}
+	d.api.term(t)
+	if b, err := exec.Command("sh", "-c", "chmod -R o= "+data).CombinedOutput(); err != nil {
+		t.Fatalf("the command it gave: %v %s", err, b)
+	}
+	if err := os.Chmod(data, 0o750); err != nil { // as systemd makes it
+		t.Fatal(err)
+	}
+	d.start()
+	if out := d.api.out.String(); strings.Contains(out, "every local user can read") {
+		t.Errorf("a start on a closed data directory still says it is open:\n%s", out)
+	}
+	for _, tenant := range tenants {
+		var l struct{ Tasks []struct{ TaskID string } }
+		d.do(tenant, "GET", "/api/v1/tasks", "", &l, 200)
+		if len(l.Tasks) != 1 {
+			t.Errorf("tenant %s after the chmod: %+v, want its one run", tenant, l.Tasks)
+		}
+	}
+}

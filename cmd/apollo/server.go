@@ -445,6 +445,7 @@ func (s *server) open(undo *undoList) error {
 	// The log's lock makes this process the only writer of the data
 	// directory: a temporary file there is one a killed process left.
 	removeTempFiles(cfg.Data, s.log)
+	warnOpenDataDir(cfg.Data, s.log)
 	arch, err := bus.OpenFileArchive(filepath.Join(cfg.Data, "archive"), cfg.Retention.Archive.D(), s.clock)
 	if err != nil {
 		return fmt.Errorf("opening the archive of finished runs: %w%s", err, unusableDir(err, filepath.Join(cfg.Data, "archive")))
