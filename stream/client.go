@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,11 +138,14 @@ func (c *client) popAll(done []queued) []queued {
 // before the upgrade only, for the caller to answer: the hub is stopping.
 // After the upgrade the connection is the hub's, and Serve returns nil.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
+	if !isUpgrade(r) {
+		return h.answerProbe(w, r, who)
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		h.stats.refused.Add(1)
-		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the stream is shutting down", Hint: "reconnect in a moment"}
+		return errShuttingDown()
 	}
 	if err := h.admit(who.Tenant); err != nil {
 		h.mu.Unlock()
@@ -197,9 +201,57 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, who Caller) error {
 	return nil
 }
 
+func errShuttingDown() error {
+	return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: "the stream is shutting down", Hint: "reconnect in a moment"}
+}
+
+// isUpgrade reports whether r asks for a WebSocket.
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "websocket") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// answerProbe answers a request for the stream's address that does not
+// ask for a WebSocket: what would stand in the way of one now (503, 429
+// with the reason), else 426 from the WebSocket library. A browser whose
+// WebSocket failed to open asks this to learn why (it is not told), so it
+// is not a connection: it is not counted, and it takes no place under
+// the limits, even for a moment. Counted, each refused dashboard showed
+// as two streams over the limit in apollo_stream_connections_total.
+func (h *Hub) answerProbe(w http.ResponseWriter, r *http.Request, who Caller) error {
+	h.mu.Lock()
+	closed, err := h.closed, h.overLimit(who.Tenant)
+	h.mu.Unlock()
+	if closed {
+		return errShuttingDown()
+	}
+	if err != nil {
+		return err
+	}
+	_, _ = websocket.Accept(w, r, nil) // fails, answering 426
+	return nil
+}
+
 // admit counts a connection of tenant in, unless that would pass a
 // limit; h.mu is held.
 func (h *Hub) admit(tenant string) error {
+	if err := h.overLimit(tenant); err != nil {
+		return err
+	}
+	h.open++
+	h.openByTenant[tenant]++
+	return nil
+}
+
+// overLimit says which limit one more connection of tenant would pass,
+// or nil; h.mu is held.
+func (h *Hub) overLimit(tenant string) error {
 	if n := h.openByTenant[tenant]; n >= h.opts.TenantClients {
 		return &apollo.Error{Code: apollo.ETOOMANY, Message: fmt.Sprintf("tenant %q has %d streams open, its limit", tenant, n),
 			Hint: "close the dashboards and terminals it does not need; the server's limits.tenant_stream_clients sets the limit"}
@@ -208,8 +260,6 @@ func (h *Hub) admit(tenant string) error {
 		return &apollo.Error{Code: apollo.ETOOMANY, Message: fmt.Sprintf("the server has %d streams open, its limit", h.open),
 			Hint: "close the dashboards and terminals nobody needs; the server's limits.stream_clients sets the limit"}
 	}
-	h.open++
-	h.openByTenant[tenant]++
 	return nil
 }
 

@@ -95,3 +95,36 @@ func TestStreamClientLimitOptions(t *testing.T) {
 type bus0 struct{}
 
 func (bus0) List(apollo.TaskFilter) ([]apollo.Task, string, error) { return nil, "", nil }
+
+// A request for the stream's address without the upgrade (a browser
+// whose WebSocket failed asks it to learn why) gets the answer a
+// WebSocket would get, and is not counted as a connection: each refused
+// dashboard showed as two streams over the limit.
+func TestProbeIsNotAConnection(t *testing.T) {
+	t.Parallel()
+	e := newStreamEnv(t, func(o *Options) { o.TenantClients = 1 })
+	probe := func() (int, string) {
+		req, _ := http.NewRequestWithContext(testwait.Context(t), "GET", e.srv.URL+"/api/v1/stream", nil)
+		req.Header.Set("Sec-WebSocket-Protocol", strings.Join(subprotocols("view-b"), ", "))
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if st, body := probe(); st != http.StatusUpgradeRequired {
+		t.Fatalf("probe with nothing in the way: %d %q, want 426", st, body)
+	}
+	e.dial("view-b")
+	if _, st, _ := e.tryDial("view-b"); st != http.StatusTooManyRequests {
+		t.Fatalf("a second stream of tenant b: %d, want 429", st)
+	}
+	if st, body := probe(); st != http.StatusTooManyRequests || !strings.Contains(body, `tenant "b" has 1 streams open, its limit`) {
+		t.Fatalf("probe over the limit: %d %q, want 429 with the reason", st, body)
+	}
+	if s := e.hub.Stats(); s.OverLimit != 1 || s.Refused != 0 || s.Accepted != 1 {
+		t.Errorf("stats %+v: want 1 accepted, 1 over the limit, none refused: the probes are not connections", s)
+	}
+}

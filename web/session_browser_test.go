@@ -3,7 +3,9 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,6 +137,22 @@ func TestStreamLimitInBrowser(t *testing.T) {
 	d.tenantStreams = 1
 	d.hub.Stop(t.Context())
 	d.startStream()
+	// Every WebSocket the pages open is counted here; the hub's figures
+	// count each refused one once (apollo_stream_connections_total).
+	var refused atomic.Uint64
+	api := *d.api.Load()
+	var counting http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/stream" || !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			api.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(&statusWriter{ResponseWriter: w, note: func(st int) {
+			if st == http.StatusTooManyRequests {
+				refused.Add(1)
+			}
+		}}, r)
+	})
+	d.api.Store(&counting)
 	first := newBrowser(t)
 	first.signIn(d.srv.URL+"/", "admin-token")
 
@@ -145,6 +163,12 @@ func TestStreamLimitInBrowser(t *testing.T) {
 	second.until("the reason in the indicator", `document.querySelector("#conn")?.dataset.state === "closed" && `+
 		text("#conn")+`.includes("1 streams open, its limit") && document.querySelector("#conn").title.includes("close the dashboards")`)
 	second.screenshot("refused")
+	// The page asks the stream's address again, without the upgrade, to
+	// learn why: that question is not a stream refused. It was counted as
+	// one, so one refused page showed as two over the limit.
+	if over, n := d.hub.Stats().OverLimit, refused.Load(); over != n {
+		t.Errorf("%d streams counted over the limit for %d WebSockets refused, want each counted once", over, n)
+	}
 
 	if err := chromedp.Cancel(first.ctx); err != nil { // closes its tab
 		t.Fatal(err)
