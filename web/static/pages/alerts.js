@@ -49,14 +49,19 @@ export function Alerts() {
     <h2>Silences</h2>
     ${silences === undefined ? html`<p class="muted">Loading…</p>` : silences === null ? html`<${NotAvailable} what="Silences" />` : silences === false ? html`<p class="errors">Could not load the silences.</p>`
       : silences.length === 0 ? html`<p class="muted">No silences.</p>` : html`
-      <div class="table-wrap"><table id="silences" class="reflow"><thead><tr><th>Rule</th><th>Prefix</th><th>Until</th><th>By</th><th>Comment</th><th></th></tr></thead>
-      <tbody>${silences.map((s) => html`<tr><td data-label="Rule">${s.rule || "any"}</td><td data-label="Prefix">${s.prefix || "any"}</td>
+      <div class="table-wrap"><table id="silences" class="reflow"><thead><tr><th>Rule</th><th>Group</th><th>Prefix</th><th>Labels</th><th>Until</th><th>By</th><th>Comment</th><th></th></tr></thead>
+      <tbody>${silences.map((s) => html`<tr><td data-label="Rule">${s.rule || "any"}</td><td data-label="Group">${s.group || "any"}</td>
+        <td data-label="Prefix">${s.prefix || "any"}</td><td data-label="Labels">${labelsOf(s.labels) || "any"}</td>
         <td data-label="Until">${fmtTime(Date.parse(s.endsAt))}</td>
         <td data-label="By">${s.createdBy}</td><td data-label="Comment">${s.comment}</td><td>${canAct ? html`<button type="button" onClick=${async () => {
           try { await api(`/api/v1/silences/${encodeURIComponent(s.id)}`, { method: "DELETE" }); } catch (e) { toast.value = e.message; }
           setReload(reload + 1);
         }}>Expire</button>` : ""}</td></tr>`)}</tbody></table></div>`}`;
 }
+
+// labelsOf is a silence's labels as "k=v, k=v", in the order of their
+// keys: a silence matches only alerts that have all of them.
+const labelsOf = (m) => Object.keys(m || {}).sort().map((k) => `${k}=${m[k]}`).join(", ");
 
 function AlertTable({ list, rows, empty }) {
   const { canAct, doAck, setSilence, open, setOpen } = rows;
