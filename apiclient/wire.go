@@ -1,6 +1,8 @@
 package apiclient
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 
@@ -155,6 +157,14 @@ type RuleSet struct {
 	Rules    []Rule `json:"rules"`
 	Inhibits []Rule `json:"inhibits"`
 	Source   string `json:"source"`
+}
+
+// RulesTag names one version of a rules file (RuleSet.Source) as the
+// server gives it in the ETag of GET and PUT /api/v1/rules and takes it
+// back in If-Match: a strong entity tag of the file's bytes.
+func RulesTag(src string) string {
+	sum := sha256.Sum256([]byte(src))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }
 
 // RuleProblem is one problem of a refused rules file, with its place.

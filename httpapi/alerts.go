@@ -34,8 +34,10 @@ type RuleBook interface {
 	Rules(tenant string) (apiclient.RuleSet, error)
 	// PutRules checks src, saves it durably and puts it in force. A file
 	// with problems changes nothing: they are returned, each with its
-	// place, and the error is nil.
-	PutRules(ctx context.Context, tenant string, src []byte) (apiclient.RuleSet, []apiclient.RuleProblem, error)
+	// place, and the error is nil. ifMatch, when not empty, is the
+	// apiclient.RulesTag of the file the client edited: the update is refused
+	// (ECONFLICT) when the tenant's file is another one now.
+	PutRules(ctx context.Context, tenant string, src []byte, ifMatch string) (apiclient.RuleSet, []apiclient.RuleProblem, error)
 }
 
 // alertReader is an AlertEngine whose alerts and silences live
@@ -281,6 +283,8 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if err != nil {
 		return err
 	}
+	// The version read, for an editor to send back in If-Match.
+	w.Header().Set("ETag", apiclient.RulesTag(set.Source))
 	writeJSON(w, http.StatusOK, set)
 	return nil
 }
@@ -304,7 +308,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if err != nil {
 		return err
 	}
-	set, problems, err := book.PutRules(r.Context(), p.Tenant, body)
+	set, problems, err := book.PutRules(r.Context(), p.Tenant, body, r.Header.Get("If-Match"))
 	if err != nil {
 		return err
 	}
@@ -323,6 +327,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 		}
 	}
 	s.audit(r, p, "rules.update", "rules", fmt.Sprintf("%d rules (%d rate, %d event)", len(set.Rules), len(set.Rules)-nEvent, nEvent))
+	w.Header().Set("ETag", apiclient.RulesTag(set.Source))
 	writeJSON(w, http.StatusOK, set)
 	return nil
 }

@@ -32,7 +32,7 @@ func BenchmarkPutRules(b *testing.B) {
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, problems, err := book.PutRules(b.Context(), "acme", src); err != nil || problems != nil {
+		if _, problems, err := book.PutRules(b.Context(), "acme", src, ""); err != nil || problems != nil {
 			b.Fatal(err, problems)
 		}
 	}
@@ -47,7 +47,7 @@ func TestPutRulesAllocatesLittleMoreThanItsRules(t *testing.T) {
 	book := Book{Engine: eng, Known: func(_, name string) bool { return name == "ops" }}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if _, problems, err := book.PutRules(t.Context(), "acme", src); err != nil || problems != nil {
+	if _, problems, err := book.PutRules(t.Context(), "acme", src, ""); err != nil || problems != nil {
 		t.Fatal(err, problems)
 	}
 	runtime.ReadMemStats(&after)
@@ -77,7 +77,7 @@ func BenchmarkPutRulesEngine(b *testing.B) {
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, problems, err := book.PutRules(b.Context(), "acme", src); err != nil || problems != nil {
+		if _, problems, err := book.PutRules(b.Context(), "acme", src, ""); err != nil || problems != nil {
 			b.Fatal(err, problems)
 		}
 	}

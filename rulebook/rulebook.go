@@ -126,9 +126,18 @@ var putMu sync.Mutex
 // rules that would remove running ones is refused (an *apollo.Error)
 // unless it says so (rules.EmptyMarker), as a rules file must on reload:
 // a client that sent nothing by mistake looks just like one that means it.
-func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.RuleSet, []apiclient.RuleProblem, error) {
+//
+// ifMatch, when not empty, is the apiclient.RulesTag of the file the client edited: a
+// tenant's file that is another one now (saved meanwhile by someone
+// else) is refused with ECONFLICT, and nothing changes. An editor that
+// put its whole file back erased, without a word, what another admin had
+// saved since it read the file.
+func (b Book) PutRules(_ context.Context, tenant string, src []byte, ifMatch string) (apiclient.RuleSet, []apiclient.RuleProblem, error) {
 	putMu.Lock()
 	defer putMu.Unlock()
+	if err := b.checkUnchanged(tenant, ifMatch); err != nil {
+		return apiclient.RuleSet{}, nil, err
+	}
 	f, err := rules.ParseFile("", src)
 	var rs []*rules.Rule
 	if f != nil {
@@ -170,6 +179,27 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte) (apiclient.
 	// file again (RemoteAlerts parses what Redis holds).
 	set, err := view(rs, f.Inhibits, src)
 	return set, nil, err
+}
+
+// checkUnchanged refuses an update made from another version of the
+// tenant's rules than the one in force; putMu is held.
+func (b Book) checkUnchanged(tenant, ifMatch string) error {
+	if ifMatch == "" || ifMatch == "*" {
+		return nil
+	}
+	cur := b.Engine.RulesSource(tenant)
+	if r, ok := b.Engine.(sourceReader); ok {
+		var err error
+		if cur, err = r.ReadRulesSource(tenant); err != nil {
+			return err
+		}
+	}
+	if apiclient.RulesTag(string(cur)) == ifMatch {
+		return nil
+	}
+	return &apollo.Error{Code: apollo.ECONFLICT, Field: "If-Match",
+		Message: "the rules changed since you read them (saved meanwhile by someone else); nothing was changed",
+		Hint:    "read the rules again, make your change to them, and save"}
 }
 
 // Problems are the positioned problems of a rules error (rules.ErrorList)

@@ -66,7 +66,7 @@ func TestConcurrentPutsAgreeWithTheSaved(t *testing.T) {
 	first := "RULE a task_prefix: \"a\" ON: failed\n"
 	second := "RULE b task_prefix: \"b\" ON: failed\n"
 	put := func(src string, errs chan<- error) {
-		_, problems, err := b.PutRules(t.Context(), "acme", []byte(src))
+		_, problems, err := b.PutRules(t.Context(), "acme", []byte(src), "")
 		if err == nil && problems != nil {
 			t.Errorf("problems in %q: %v", src, problems)
 		}

@@ -34,11 +34,19 @@ export class APIError extends Error {
 
 // api fetches a path of the API and decodes JSON. It throws NotFound for a
 // 404 (an endpoint this server does not have yet) and APIError otherwise.
-export async function api(path, { method = "GET", body, type = "application/json" } = {}) {
+// ifMatch sends If-Match: the version (ETag) of what the change was made
+// from, which the server refuses if it is another one now.
+export async function api(path, opts) {
+  return (await tagged(path, opts)).data;
+}
+
+// tagged is api, answering {data, tag}: the answer's ETag too.
+export async function tagged(path, { method = "GET", body, type = "application/json", ifMatch } = {}) {
   const headers = { Accept: "application/json" };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
   if (body !== undefined) headers["Content-Type"] = type;
+  if (ifMatch) headers["If-Match"] = ifMatch;
   let res;
   try {
     res = await fetch(path, {
@@ -59,5 +67,5 @@ export async function api(path, { method = "GET", body, type = "application/json
   // task ID); pages show "not available" or the message.
   if (res.status === 404) throw new NotFound(data?.error?.message || `${path}: not found`);
   if (!res.ok) throw new APIError(res.status, data);
-  return data;
+  return { data, tag: res.headers.get("ETag") || "" };
 }

@@ -6,9 +6,12 @@ import { html } from "/lib/ui.js";
 import { APIError } from "/lib/api.js";
 
 // problemsOf is what a refused request says went wrong: the file's
-// problems with their places (a 400 with errors), else its message.
+// problems with their places (a 400 with errors), else its message and
+// what to do (the file changed meanwhile: read it again).
 export function problemsOf(x) {
-  return x instanceof APIError && x.status === 400 && x.body?.errors?.length ? x.body.errors : [{ message: x.message }];
+  if (x instanceof APIError && x.status === 400 && x.body?.errors?.length) return x.body.errors;
+  const hint = x instanceof APIError ? x.body?.error?.hint : "";
+  return [{ message: hint ? `${x.message}: ${hint}` : x.message }];
 }
 
 // Problems lists problems, each with its line and column when it has one.
