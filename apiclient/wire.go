@@ -159,12 +159,21 @@ type RuleSet struct {
 	Source   string `json:"source"`
 }
 
-// RulesTag names one version of a rules file (RuleSet.Source) as the
-// server gives it in the ETag of GET and PUT /api/v1/rules and takes it
-// back in If-Match: a strong entity tag of the file's bytes.
-func RulesTag(src string) string {
+// FileTag names one version of a file the API serves whole and takes
+// back whole (the rules, RuleSet.Source; the expectations,
+// Expectations.Source), as the server gives it in the ETag of GET and PUT
+// and takes it back in If-Match: a strong entity tag of the file's bytes.
+func FileTag(src string) string {
 	sum := sha256.Sum256([]byte(src))
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// Changed is the refusal of a whole file put back (If-Match) over another
+// version than the one read: what, the file's name for people ("rules").
+func Changed(what string) *apollo.Error {
+	return &apollo.Error{Code: apollo.ECONFLICT, Field: "If-Match",
+		Message: "the " + what + " changed since you read them (saved meanwhile by someone else); nothing was changed",
+		Hint:    "read the " + what + " again, make your change to them, and save"}
 }
 
 // RuleProblem is one problem of a refused rules file, with its place.

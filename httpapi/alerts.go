@@ -35,7 +35,7 @@ type RuleBook interface {
 	// PutRules checks src, saves it durably and puts it in force. A file
 	// with problems changes nothing: they are returned, each with its
 	// place, and the error is nil. ifMatch, when not empty, is the
-	// apiclient.RulesTag of the file the client edited: the update is refused
+	// apiclient.FileTag of the file the client edited: the update is refused
 	// (ECONFLICT) when the tenant's file is another one now.
 	PutRules(ctx context.Context, tenant string, src []byte, ifMatch string) (apiclient.RuleSet, []apiclient.RuleProblem, error)
 }
@@ -284,7 +284,7 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 		return err
 	}
 	// The version read, for an editor to send back in If-Match.
-	w.Header().Set("ETag", apiclient.RulesTag(set.Source))
+	w.Header().Set("ETag", apiclient.FileTag(set.Source))
 	writeJSON(w, http.StatusOK, set)
 	return nil
 }
@@ -327,7 +327,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 		}
 	}
 	s.audit(r, p, "rules.update", "rules", fmt.Sprintf("%d rules (%d rate, %d event)", len(set.Rules), len(set.Rules)-nEvent, nEvent))
-	w.Header().Set("ETag", apiclient.RulesTag(set.Source))
+	w.Header().Set("ETag", apiclient.FileTag(set.Source))
 	writeJSON(w, http.StatusOK, set)
 	return nil
 }

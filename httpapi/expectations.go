@@ -17,8 +17,10 @@ type Expectations interface {
 	Expectations(tenant string) apiclient.Expectations
 	// PutExpectations checks src, saves it durably and puts it in force.
 	// A file with problems changes nothing: they are returned, each with
-	// its place, and the error is nil.
-	PutExpectations(ctx context.Context, tenant string, src []byte) ([]apiclient.RuleProblem, error)
+	// its place, and the error is nil. ifMatch, when not empty, is the
+	// apiclient.FileTag of the file the client edited: the update is
+	// refused (apiclient.Changed) when the tenant's file is another one now.
+	PutExpectations(ctx context.Context, tenant string, src []byte, ifMatch string) ([]apiclient.RuleProblem, error)
 	// Suggestions are the learner's proposals: for job, or for the first
 	// limit jobs by name that have one when job is "", with More set when
 	// further jobs have one. It stops at the first job past limit that has
@@ -42,7 +44,9 @@ func (s *Server) getExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, x.Expectations(p.Tenant))
+	ans := x.Expectations(p.Tenant)
+	w.Header().Set("ETag", apiclient.FileTag(ans.Source))
+	writeJSON(w, http.StatusOK, ans)
 	return nil
 }
 
@@ -65,7 +69,10 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 	if err != nil {
 		return err
 	}
-	problems, err := x.PutExpectations(r.Context(), p.Tenant, body)
+	problems, err := x.PutExpectations(r.Context(), p.Tenant, body, r.Header.Get("If-Match"))
+	if apollo.ErrorCode(err) == apollo.ECONFLICT {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("saving the expectations of tenant %q: %w", p.Tenant, err)
 	}
@@ -79,6 +86,7 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 	}
 	ans := x.Expectations(p.Tenant)
 	s.audit(r, p, "expectations.update", "expectations", fmt.Sprintf("%d expectations", ans.Count))
+	w.Header().Set("ETag", apiclient.FileTag(ans.Source))
 	writeJSON(w, http.StatusOK, ans)
 	return nil
 }

@@ -26,7 +26,7 @@ func (m *memExpectations) Expectations(tenant string) apiclient.Expectations {
 	return apiclient.Expectations{Source: m.srcs[tenant], Count: strings.Count(m.srcs[tenant], "job:")}
 }
 
-func (m *memExpectations) PutExpectations(_ context.Context, tenant string, src []byte) ([]apiclient.RuleProblem, error) {
+func (m *memExpectations) PutExpectations(_ context.Context, tenant string, src []byte, _ string) ([]apiclient.RuleProblem, error) {
 	if strings.Contains(string(src), "bad") {
 		return []apiclient.RuleProblem{{Pos: "2:3", Line: 2, Col: 3, Message: `job "x": every: "bad" is not a duration`}}, nil
 	}
@@ -44,7 +44,7 @@ func (m *memExpectations) AcceptSuggestion(ctx context.Context, tenant, job stri
 	if job != "job" {
 		return false, nil
 	}
-	_, err := m.PutExpectations(ctx, tenant, []byte("expectations:\n  - job: job\n    every: 5m\n"))
+	_, err := m.PutExpectations(ctx, tenant, []byte("expectations:\n  - job: job\n    every: 5m\n"), "")
 	return true, err
 }
 

@@ -127,7 +127,7 @@ var putMu sync.Mutex
 // unless it says so (rules.EmptyMarker), as a rules file must on reload:
 // a client that sent nothing by mistake looks just like one that means it.
 //
-// ifMatch, when not empty, is the apiclient.RulesTag of the file the client edited: a
+// ifMatch, when not empty, is the apiclient.FileTag of the file the client edited: a
 // tenant's file that is another one now (saved meanwhile by someone
 // else) is refused with ECONFLICT, and nothing changes. An editor that
 // put its whole file back erased, without a word, what another admin had
@@ -194,12 +194,10 @@ func (b Book) checkUnchanged(tenant, ifMatch string) error {
 			return err
 		}
 	}
-	if apiclient.RulesTag(string(cur)) == ifMatch {
+	if apiclient.FileTag(string(cur)) == ifMatch {
 		return nil
 	}
-	return &apollo.Error{Code: apollo.ECONFLICT, Field: "If-Match",
-		Message: "the rules changed since you read them (saved meanwhile by someone else); nothing was changed",
-		Hint:    "read the rules again, make your change to them, and save"}
+	return apiclient.Changed("rules")
 }
 
 // Problems are the positioned problems of a rules error (rules.ErrorList)

@@ -28,12 +28,15 @@ func (f *fileExpectations) Expectations(string) apiclient.Expectations {
 	return apiclient.Expectations{Source: f.src, Count: strings.Count(f.src, "- job:")}
 }
 
-func (f *fileExpectations) PutExpectations(_ context.Context, _ string, src []byte) ([]apiclient.RuleProblem, error) {
+func (f *fileExpectations) PutExpectations(_ context.Context, _ string, src []byte, ifMatch string) ([]apiclient.RuleProblem, error) {
 	if strings.Contains(string(src), "every: soon") {
 		return []apiclient.RuleProblem{{Pos: "3:12", Line: 3, Col: 12, Message: `job "x": every: "soon" is not a duration`}}, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ifMatch != "" && ifMatch != apiclient.FileTag(f.src) {
+		return nil, apiclient.Changed("expectations")
+	}
 	f.src = string(src)
 	return nil, nil
 }
@@ -100,6 +103,24 @@ func TestExpectationsPageInBrowser(t *testing.T) {
 	// One click accepts the proposal.
 	b.do("accept", chromedp.Click(chromedp.CSS("#proposals button.accept")))
 	b.until("the accepted proposal in force", text("#expect-source")+`.includes("nightly") && !!document.querySelector("#no-proposals")`)
+
+	// Saved by another operator while the editor is open: the save is
+	// refused, saying so, and erases nothing; the editor opens again on
+	// what is in force.
+	b.do("edit", chromedp.Click(chromedp.CSS("#edit-expectations")))
+	b.until("the editor", `document.querySelector("#expect-text")?.value.includes("nightly")`)
+	b.do("add a job", chromedp.SendKeys(chromedp.CSS("#expect-text"), "  - job: mine\n    every: 1h\n"))
+	theirs := x.Expectations("").Source + "  - job: theirs\n    every: 1h\n"
+	if _, err := x.PutExpectations(context.Background(), "", []byte(theirs), ""); err != nil {
+		t.Fatal(err)
+	}
+	b.do("save", chromedp.Click(chromedp.CSS(`form[aria-label="Edit expectations"] button[type=submit]`)))
+	b.until("refused: changed meanwhile", text("#expect-errors")+`.includes("changed since") && `+text("#expect-errors")+`.includes("read the expectations again")`)
+	if got := x.Expectations("").Source; got != theirs {
+		t.Fatalf("the other operator's file was saved over: %q", got)
+	}
+	b.do("cancel", chromedp.Click(chromedp.CSS(`form[aria-label="Edit expectations"] button[type=button]`)))
+	b.until("what is in force now", text("#expect-source")+`.includes("theirs")`)
 
 	// The rules page edits its file the same way.
 	b.goTo("/rules")

@@ -31,9 +31,21 @@ func (x *expectations) Expectations(tenant string) apiclient.Expectations {
 	return apiclient.Expectations{Source: string(src), Count: n}
 }
 
-// PutExpectations implements httpapi.Expectations.
-func (x *expectations) PutExpectations(ctx context.Context, tenant string, src []byte) ([]apiclient.RuleProblem, error) {
-	err := x.put(ctx, tenant, src)
+// PutExpectations implements httpapi.Expectations: with ifMatch, only
+// over the version of the tenant's file the client read, checked and
+// written with no other put between.
+func (x *expectations) PutExpectations(ctx context.Context, tenant string, src []byte, ifMatch string) ([]apiclient.RuleProblem, error) {
+	x.putMu.Lock()
+	defer x.putMu.Unlock()
+	if ifMatch != "" && ifMatch != "*" {
+		x.mu.Lock()
+		cur := string(x.srcs[tenant])
+		x.mu.Unlock()
+		if apiclient.FileTag(cur) != ifMatch {
+			return nil, apiclient.Changed("expectations")
+		}
+	}
+	err := x.putHeld(ctx, tenant, src)
 	var fe *expect.FileError
 	if !errors.As(err, &fe) {
 		return nil, err

@@ -3,7 +3,7 @@
 // operators the file, edited with validation.
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, NotAvailable } from "/lib/ui.js";
-import { api, NotFound, toast } from "/lib/api.js";
+import { api, tagged, NotFound, toast } from "/lib/api.js";
 import { principal, reconnected } from "/lib/stream.js";
 import { FileEditor, Problems, problemsOf } from "/lib/fileedit.js";
 
@@ -16,15 +16,19 @@ export function Expectations() {
   const [errors, setErrors] = useState([]);
   const [reload, setReload] = useState(0);
   useEffect(() => {
-    Promise.all([api("/api/v1/expectations"), api("/api/v1/expectations/suggestions")]).then(([d, s]) => {
-      setData(d); setProposals(s.suggestions || []); setMore(!!s.more); setState("ok");
+    Promise.all([tagged("/api/v1/expectations"), api("/api/v1/expectations/suggestions")]).then(([{ data: d, tag }, s]) => {
+      setData({ ...d, tag }); setProposals(s.suggestions || []); setMore(!!s.more); setState("ok");
     }, (e) => setState(e instanceof NotFound || e?.body?.error?.code === "unavailable" ? "na" : "error"));
   }, [reload, reconnected.value]);
   const operator = ["operator", "admin"].includes(principal.value?.role);
-  const save = (text) => api("/api/v1/expectations", { method: "PUT", body: text, type: "application/yaml" });
+  // Saved over the version the editor opened, or refused: a proposal
+  // accepted, or another operator's save, meanwhile would be erased by
+  // putting this whole file back. Read again when the editor closes.
+  const save = (text) => api("/api/v1/expectations", { method: "PUT", body: text, type: "application/yaml", ifMatch: data.tag });
   const done = (saved) => {
     setEditing(false);
-    if (saved) { setReload(reload + 1); toast.value = "Expectations saved."; }
+    setReload(reload + 1);
+    if (saved) toast.value = "Expectations saved.";
   };
   const accept = async (job) => {
     try {
