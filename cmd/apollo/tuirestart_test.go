@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +121,13 @@ func TestTUIShowsAlertsAsTheyAreAfterServerKill(t *testing.T) {
 	}
 	a := d.firingAlert("acme", "acme_rate")
 	d.firingAlert("globex", "globex_rate")
+	// The API shows an alert as soon as a cycle fires it; the kill below
+	// must come after the engine saved it, or the restart fires it again
+	// under another ID (and the ack of this one is 404).
+	eventually(t, 30*time.Second, "acme's alert saved", func() bool {
+		b, _ := os.ReadFile(filepath.Join(d.dir, "data", "alerts.json"))
+		return strings.Contains(string(b), a.ID)
+	})
 
 	clock := apollo.NewFakeClock(time.Now())
 	s, p := runTUI(t, d.api.addr, d.tokens["acme"], clock)
