@@ -8,16 +8,17 @@ import (
 // Error codes. Each maps to one HTTP status in one table (apiclient.StatusOf
 // and CodeOf), which the server answers with and its clients read back.
 const (
-	EINVALID      = "invalid"      // the request or input is malformed or breaks a rule
-	ENOTFOUND     = "not_found"    // the thing asked for does not exist (for this tenant)
-	ECONFLICT     = "conflict"     // the request contradicts the current state
-	EUNAUTHORIZED = "unauthorized" // no or bad credentials
-	EFORBIDDEN    = "forbidden"    // credentials lack the role
-	ETOOMANY      = "too_many"     // slow down and retry later
-	ETOOLARGE     = "too_large"    // a body or field is over its limit
-	EUNSUPPORTED  = "unsupported"  // unknown content type or encoding
-	EUNAVAILABLE  = "unavailable"  // shutting down or a dependency is down
-	EINTERNAL     = "internal"     // a bug or an I/O failure; logged
+	EINVALID      = "invalid"             // the request or input is malformed or breaks a rule
+	ENOTFOUND     = "not_found"           // the thing asked for does not exist (for this tenant)
+	ECONFLICT     = "conflict"            // the request contradicts the current state
+	EPRECONDITION = "precondition_failed" // the request was made from a version of a thing that is no longer the current one (If-Match)
+	EUNAUTHORIZED = "unauthorized"        // no or bad credentials
+	EFORBIDDEN    = "forbidden"           // credentials lack the role
+	ETOOMANY      = "too_many"            // slow down and retry later
+	ETOOLARGE     = "too_large"           // a body or field is over its limit
+	EUNSUPPORTED  = "unsupported"         // unknown content type or encoding
+	EUNAVAILABLE  = "unavailable"         // shutting down or a dependency is down
+	EINTERNAL     = "internal"            // a bug or an I/O failure; logged
 )
 
 // Error is the error type every layer returns for conditions a user can act

@@ -22,6 +22,7 @@ var codeStatus = []struct {
 	{apollo.EINVALID, http.StatusBadRequest},
 	{apollo.ENOTFOUND, http.StatusNotFound},
 	{apollo.ECONFLICT, http.StatusConflict},
+	{apollo.EPRECONDITION, http.StatusPreconditionFailed},
 	{apollo.EUNAUTHORIZED, http.StatusUnauthorized},
 	{apollo.EFORBIDDEN, http.StatusForbidden},
 	{apollo.ETOOMANY, http.StatusTooManyRequests},

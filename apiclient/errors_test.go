@@ -13,7 +13,7 @@ import (
 )
 
 // codes are every error code of the domain.
-var codes = []string{apollo.EINVALID, apollo.ENOTFOUND, apollo.ECONFLICT, apollo.EUNAUTHORIZED, apollo.EFORBIDDEN,
+var codes = []string{apollo.EINVALID, apollo.ENOTFOUND, apollo.ECONFLICT, apollo.EPRECONDITION, apollo.EUNAUTHORIZED, apollo.EFORBIDDEN,
 	apollo.ETOOMANY, apollo.ETOOLARGE, apollo.EUNSUPPORTED, apollo.EUNAVAILABLE, apollo.EINTERNAL}
 
 func TestCodeStatusTable(t *testing.T) {

@@ -171,7 +171,7 @@ func FileTag(src string) string {
 // Changed is the refusal of a whole file put back (If-Match) over another
 // version than the one read: what, the file's name for people ("rules").
 func Changed(what string) *apollo.Error {
-	return &apollo.Error{Code: apollo.ECONFLICT, Field: "If-Match",
+	return &apollo.Error{Code: apollo.EPRECONDITION, Field: "If-Match",
 		Message: "the " + what + " changed since you read them (saved meanwhile by someone else); nothing was changed",
 		Hint:    "read the " + what + " again, make your change to them, and save"}
 }

@@ -36,7 +36,7 @@ type RuleBook interface {
 	// with problems changes nothing: they are returned, each with its
 	// place, and the error is nil. ifMatch, when not empty, is the
 	// apiclient.FileTag of the file the client edited: the update is refused
-	// (ECONFLICT) when the tenant's file is another one now.
+	// (EPRECONDITION, 412) when the tenant's file is another one now.
 	PutRules(ctx context.Context, tenant string, src []byte, ifMatch string) (apiclient.RuleSet, []apiclient.RuleProblem, error)
 }
 

@@ -70,7 +70,7 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 		return err
 	}
 	problems, err := x.PutExpectations(r.Context(), p.Tenant, body, r.Header.Get("If-Match"))
-	if apollo.ErrorCode(err) == apollo.ECONFLICT {
+	if apollo.ErrorCode(err) == apollo.EPRECONDITION {
 		return err
 	}
 	if err != nil {

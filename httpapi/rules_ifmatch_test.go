@@ -13,7 +13,7 @@ import (
 )
 
 // GET /api/v1/rules gives the file's version in ETag; a PUT with that
-// version in If-Match is refused (409) when the tenant's rules were saved
+// version in If-Match is refused (412) when the tenant's rules were saved
 // meanwhile by someone else, and nothing changes. The other tenant's
 // saves are not changes of these. Without If-Match, a PUT replaces the
 // rules as before.
@@ -63,8 +63,8 @@ func TestPutRulesIfMatch(t *testing.T) {
 		t.Fatalf("PUT without If-Match: %d %s", st, body)
 	}
 	st, _, body = do("PUT", "a", rule("mine")+rule("mine_too"), saved)
-	if st != http.StatusConflict || !strings.Contains(body, "changed since you read them") {
-		t.Fatalf("PUT over a version saved over since: %d %s, want 409 saying the rules changed", st, body)
+	if st != http.StatusPreconditionFailed || !strings.Contains(body, "changed since you read them") {
+		t.Fatalf("PUT over a version saved over since: %d %s, want 412 saying the rules changed", st, body)
 	}
 	if rs := eng.Rules("a"); len(rs) != 2 || rs[1].Name != "carols" {
 		t.Errorf("tenant a's rules after the refused PUT: %v, want mine and carols", rs)

@@ -129,7 +129,7 @@ var putMu sync.Mutex
 //
 // ifMatch, when not empty, is the apiclient.FileTag of the file the client edited: a
 // tenant's file that is another one now (saved meanwhile by someone
-// else) is refused with ECONFLICT, and nothing changes. An editor that
+// else) is refused with EPRECONDITION (412), and nothing changes. An editor that
 // put its whole file back erased, without a word, what another admin had
 // saved since it read the file.
 func (b Book) PutRules(_ context.Context, tenant string, src []byte, ifMatch string) (apiclient.RuleSet, []apiclient.RuleProblem, error) {

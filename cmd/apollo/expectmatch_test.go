@@ -12,7 +12,7 @@ import (
 // after someone else saved theirs (another operator, or a proposal
 // accepted on the dashboard meanwhile), erased what they saved without a
 // word. A PUT with the version read (ETag) in If-Match is refused with
-// 409 when the tenant's file changed since, and nothing changes, across
+// 412 when the tenant's file changed since, and nothing changes, across
 // kill -9; the other tenant's saves are not changes of this one's.
 func TestExpectationsIfMatch(t *testing.T) {
 	t.Parallel()
@@ -60,8 +60,8 @@ func TestExpectationsIfMatch(t *testing.T) {
 		t.Fatalf("another operator's PUT: %d %s", st, body)
 	}
 	st, _, body = do("PUT", "acme", file("mine", "mine_too"), saved)
-	if st != http.StatusConflict || !strings.Contains(body, "changed since you read them") {
-		t.Fatalf("PUT over a version saved over since: %d %s, want 409 saying the file changed", st, body)
+	if st != http.StatusPreconditionFailed || !strings.Contains(body, "changed since you read them") {
+		t.Fatalf("PUT over a version saved over since: %d %s, want 412 saying the file changed", st, body)
 	}
 
 	srv.kill()
