@@ -26,7 +26,12 @@ import (
 // Past the limit, a new connection closes the one that has waited longest
 // for a request: a connection is waiting from its accept until a request's
 // header has been read, and again from the end of each handler until the
-// next header. A connection inside a handler, or taken over by the stream,
+// next header. Of the waiting ones, those the server has begun to read
+// (and found no whole header in, or nothing) go first: one not read yet
+// may hold a whole request its goroutine has not got to on a busy
+// machine (a reporter's, pushed out by a flood of connections accepted
+// after it, before: TestConnectionFloodLeavesRoomForReporters, once in a
+// loaded run). A connection inside a handler, or taken over by the stream,
 // is never closed for another; when every connection is, the new one is
 // closed instead. So a flood of idle or slow connections only ever pushes
 // out its own oldest, and a client that sends its request at once is
@@ -66,6 +71,7 @@ type limitedConn struct {
 	l        *ConnLimit
 	elem     *list.Element // in l.waiting while waiting
 	busy     int           // handlers running (HTTP/2 runs several)
+	read     atomic.Bool   // the server has read from it (or tried to)
 	hijacked bool
 	closed   bool
 }
@@ -81,9 +87,8 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		l.mu.Lock()
 		full := l.open >= l.max
 		var victim *limitedConn
-		if e := l.waiting.Front(); full && e != nil {
-			victim = e.Value.(*limitedConn)
-			l.unwait(victim)
+		if full {
+			victim = l.victim()
 		}
 		l.mu.Unlock()
 		// Counted before closing: whoever sees the close may read the
@@ -107,6 +112,27 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		l.accepted.Add(1)
 		return lc, nil
 	}
+}
+
+// victim takes off the waiting list the connection to close for a new
+// one: the longest waiting of those already read from, else the longest
+// waiting; nil when none waits. l.mu is held.
+func (l *ConnLimit) victim() *limitedConn {
+	var first *limitedConn
+	for e := l.waiting.Front(); e != nil; e = e.Next() {
+		lc := e.Value.(*limitedConn)
+		if lc.read.Load() {
+			first = lc
+			break
+		}
+		if first == nil {
+			first = lc // no read one yet: the oldest, unless a read one follows
+		}
+	}
+	if first != nil {
+		l.unwait(first)
+	}
+	return first
 }
 
 // warn logs a closing, at most once a minute, with the count since the
@@ -193,6 +219,15 @@ func (l *ConnLimit) unwait(lc *limitedConn) {
 		l.waiting.Remove(lc.elem)
 		lc.elem = nil
 	}
+}
+
+// Read notes that the server reads the connection: it is no longer one
+// whose request may sit unread.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	if !c.read.Load() {
+		c.read.Store(true)
+	}
+	return c.Conn.Read(p)
 }
 
 // Close closes the connection once, and frees its place.

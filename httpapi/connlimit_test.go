@@ -118,3 +118,47 @@ func TestConnLimitClosesTheLongestWaiting(t *testing.T) {
 		t.Errorf("stats %+v, want limit 3, 5 accepted, 2 evicted, 1 refused", st)
 	}
 }
+
+// At the limit, of the waiting connections the one closed for a new one is
+// the longest waiting that the server has read from, not an older one it
+// has not read yet: that one may hold a whole request its goroutine has
+// not got to on a busy machine (a reporter's, behind a flood).
+func TestConnLimitSparesConnectionsNotReadYet(t *testing.T) {
+	t.Parallel()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitConnections(tcp, 2, discardLogger, nil)
+	t.Cleanup(func() { l.Close() })
+	accept := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", tcp.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		sc, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sc.Close() })
+		return sc
+	}
+	unread := accept() // its request may be on its way: not read yet
+	flood := accept()  // read from, nothing whole in it
+	flood.SetReadDeadline(time.Now())
+	if _, err := flood.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("read of the flood connection: %v", err)
+	}
+	accept() // past the limit
+	if _, err := flood.Write([]byte("x")); err == nil {
+		t.Error("the connection read from was not closed for the new one")
+	}
+	if _, err := unread.Write([]byte("x")); err != nil {
+		t.Errorf("the connection not read yet was closed for the new one: %v", err)
+	}
+	if st := l.Stats(); st.Evicted != 1 {
+		t.Errorf("stats %+v, want 1 evicted", st)
+	}
+}
