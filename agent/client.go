@@ -136,7 +136,7 @@ func (c *Client) openSpool(dir string) error {
 			Message: fmt.Sprintf("%s is used by another Client in this process", dir),
 			Hint:    "give each Client its own directory, or Close the other one first"}
 	}
-	c.spool, err = openSpool(dir, c.cfg.spoolLimit, c.cfg.spoolFileBytes)
+	c.spool, err = openSpool(dir, c.cfg.token, c.cfg.spoolLimit, c.cfg.spoolFileBytes)
 	if err != nil {
 		spoolDirs.Delete(key)
 		return err
@@ -146,6 +146,10 @@ func (c *Client) openSpool(dir string) error {
 	if c.spooling {
 		c.cfg.logger.Info("apollo agent: sending events left in the spool by an earlier process",
 			"dir", dir, "files", len(c.spool.files), "bytes", c.spool.bytes)
+	}
+	if c.spool.others > 0 {
+		c.cfg.logger.Warn("apollo agent: the spool holds events reported with another token; they are kept, not sent with this one: a client with their token sends them (delete the files if that token is gone for good)",
+			"dir", dir, "files", c.spool.others)
 	}
 	return nil
 }

@@ -88,7 +88,9 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 // in this process or (on Unix, by a lock on the directory) in another. A
 // job whose runs can overlap (a cron run that outlasts its interval) gives
 // each run a directory of its own, or runs under apollo exec, which takes
-// a free one of its spool slots.
+// a free one of its spool slots. Spooled events are sent only with the
+// token they were reported with (WithToken): a client with another token
+// leaves them in dir, with a warning, for a client with theirs.
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
 
 // WithMaxRetryElapsed bounds how long one batch is retried before its events

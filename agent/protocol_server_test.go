@@ -72,6 +72,7 @@ type scripted struct {
 type request struct {
 	events []apollo.Event
 	status int
+	auth   string // the Authorization header it came with
 }
 
 func newProtocolServer(t testing.TB) *protocolServer {
@@ -223,7 +224,7 @@ func (s *protocolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sc := s.script[0]
 		s.script = s.script[1:]
 		s.mu.Unlock()
-		s.requests <- request{events: events, status: sc.status}
+		s.requests <- request{events: events, status: sc.status, auth: r.Header.Get("Authorization")}
 		if sc.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(sc.retryAfter))
 		}
@@ -238,7 +239,7 @@ func (s *protocolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, status := s.apply(events)
 	s.mu.Unlock()
-	s.requests <- request{events: events, status: status}
+	s.requests <- request{events: events, status: status, auth: r.Header.Get("Authorization")}
 	if hang != nil {
 		s.hangUntil(hang, r)
 		return

@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,12 +21,21 @@ import (
 // exactly as the events go on the wire: an operator can read them, or POST
 // one to /api/v1/events as application/x-ndjson by hand.
 //
-// A file is named <major>-<minor>.ndjson in hex; sending order is name
-// order. New files take the next major. When the sender spills events it
-// had already taken from memory while newer events were overflowing to disk,
-// it writes them into a file named just before the first file with newer
-// events (same major as its predecessor, next minor), so that a later
-// process still sends every task's events oldest first.
+// A file is named <major>-<minor>-<token>.ndjson, the numbers in hex and
+// <token> a short hash of the token its events were reported with (never
+// the token itself). A client sends only the
+// files of its own token: a program moved to another tenant on the same
+// directory leaves the first tenant's events where they are, for a client
+// with that token. Files named <major>-<minor>.ndjson were written by an
+// SDK that did not record the token; the first client to open the
+// directory sends them with its own.
+//
+// Sending order is (major, minor) order. New files take the next major.
+// When the sender spills events it had already taken from memory while
+// newer events were overflowing to disk, it writes them into a file named
+// just before the first file with newer events (same major as its
+// predecessor, next minor), so that a later process still sends every
+// task's events oldest first.
 //
 // Every write is followed by fsync before the caller is told it is spooled.
 // All methods are called with Client.mu held.
@@ -68,6 +79,8 @@ func (f *spoolFile) old() bool { return f.firstSord == 0 && !f.held }
 
 type spool struct {
 	dir       string
+	token     string   // tokenTag of the client's token
+	others    int      // files of other tokens, left alone
 	lock      *os.File // held while the spool is open (lockSpoolDir)
 	limit     int64    // bytes on disk
 	fileBytes int64    // rotate the tail past this
@@ -79,24 +92,37 @@ type spool struct {
 	buf       []byte
 }
 
-func spoolName(major, minor uint64) string {
-	return fmt.Sprintf("%016x-%04x%s", major, minor, spoolExt)
+// tokenTag is the short hash of token that names its spool files.
+func tokenTag(token string) string {
+	sum := sha256.Sum256([]byte("apollo agent spool\x00" + token))
+	return hex.EncodeToString(sum[:8])
 }
 
-func parseSpoolName(name string) (major, minor uint64, ok bool) {
+// spoolName is the name of a file of the token with tag tag; "" gives
+// the name an SDK without tags wrote.
+func spoolName(major, minor uint64, tag string) string {
+	if tag == "" {
+		return fmt.Sprintf("%016x-%04x%s", major, minor, spoolExt)
+	}
+	return fmt.Sprintf("%016x-%04x-%s%s", major, minor, tag, spoolExt)
+}
+
+func parseSpoolName(name string) (major, minor uint64, tag string, ok bool) {
 	base, found := strings.CutSuffix(name, spoolExt)
-	a, b, dash := strings.Cut(base, "-")
-	if !found || !dash || len(a) != 16 || len(b) != 4 {
-		return 0, 0, false
+	a, rest, dash := strings.Cut(base, "-")
+	b, tag, _ := strings.Cut(rest, "-")
+	if !found || !dash || len(a) != 16 || len(b) != 4 || (tag != "" && len(tag) != 16) {
+		return 0, 0, "", false
 	}
 	major, err1 := strconv.ParseUint(a, 16, 64)
 	minor, err2 := strconv.ParseUint(b, 16, 64)
-	return major, minor, err1 == nil && err2 == nil
+	_, err3 := hex.DecodeString(tag)
+	return major, minor, tag, err1 == nil && err2 == nil && err3 == nil
 }
 
 // openSpool creates dir if needed and lists the files an earlier process
-// left there, in sending order.
-func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
+// left there for token, in sending order.
+func openSpool(dir, token string, limit, fileBytes int64) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: spool: %w", err)
 	}
@@ -109,16 +135,23 @@ func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
 			Message: fmt.Sprintf("%s is used by another process", dir),
 			Hint:    "give each process its own spool directory: two would send and delete each other's files"}
 	}
-	s := &spool{dir: dir, lock: lock, limit: limit, fileBytes: fileBytes, nextSord: 1, nextMajor: 1}
+	s := &spool{dir: dir, token: tokenTag(token), lock: lock, limit: limit, fileBytes: fileBytes, nextSord: 1, nextMajor: 1}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("agent: spool: %w", err)
 	}
 	for _, e := range entries {
-		major, minor, ok := parseSpoolName(e.Name())
+		major, minor, tag, ok := parseSpoolName(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue // not ours: leave it alone
+		}
+		// Every token's files share the numbering, so that no name is
+		// taken twice.
+		s.nextMajor = max(s.nextMajor, major+1)
+		if tag != "" && tag != s.token {
+			s.others++ // another token's: kept for a client with it
+			continue
 		}
 		info, err := e.Info()
 		if err != nil {
@@ -132,7 +165,6 @@ func openSpool(dir string, limit, fileBytes int64) (*spool, error) {
 		}
 		s.files = append(s.files, &spoolFile{major: major, minor: minor, path: path, size: info.Size(), sealed: true})
 		s.bytes += info.Size()
-		s.nextMajor = max(s.nextMajor, major+1)
 	}
 	slices.SortFunc(s.files, func(a, b *spoolFile) int {
 		return cmp.Or(cmp.Compare(a.major, b.major), cmp.Compare(a.minor, b.minor))
@@ -231,7 +263,7 @@ func (s *spool) appendHeld(items []item) (*spoolFile, error) {
 }
 
 func (s *spool) create(major, minor uint64) (*spoolFile, error) {
-	path := filepath.Join(s.dir, spoolName(major, minor))
+	path := filepath.Join(s.dir, spoolName(major, minor, s.token))
 	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("agent: spool: %w", err)

@@ -273,7 +273,7 @@ func TestSpoolSkipsATornTail(t *testing.T) {
 	dir := t.TempDir()
 	good := `{"taskID":"torn","sequence":1,"status":"running","ts":1764400000001}` + "\n"
 	torn := `{"taskID":"torn","sequence":2,"sta`
-	if err := os.WriteFile(filepath.Join(dir, spoolName(7, 0)), []byte(good+torn), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, spoolName(7, 0, "")), []byte(good+torn), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not ours"), 0o600)
@@ -314,17 +314,76 @@ func TestSpoolDirIsForOneClient(t *testing.T) {
 func TestSpoolNames(t *testing.T) {
 	t.Parallel()
 	for _, k := range [][2]uint64{{0, 0}, {1, 0}, {1, 1}, {1<<64 - 1, 0xffff}} {
-		maj, mnr, ok := parseSpoolName(spoolName(k[0], k[1]))
-		if !ok || maj != k[0] || mnr != k[1] {
-			t.Errorf("round trip of %v: %d %d %v", k, maj, mnr, ok)
+		for _, tag := range []string{"", tokenTag("t")} {
+			maj, mnr, got, ok := parseSpoolName(spoolName(k[0], k[1], tag))
+			if !ok || maj != k[0] || mnr != k[1] || got != tag {
+				t.Errorf("round trip of %v %q: %d %d %q %v", k, tag, maj, mnr, got, ok)
+			}
 		}
 	}
-	if !slices.IsSorted([]string{spoolName(0, 5), spoolName(1, 0), spoolName(1, 1), spoolName(2, 0), spoolName(16, 0)}) {
+	tag := tokenTag("")
+	if !slices.IsSorted([]string{spoolName(0, 5, tag), spoolName(1, 0, tag), spoolName(1, 1, tag), spoolName(2, 0, tag), spoolName(16, 0, tag)}) {
 		t.Error("names do not sort in sending order")
 	}
-	for _, bad := range []string{"x.ndjson", "0000000000000001-0000.json", "000000000000001-0000.ndjson", "000000000000000g-0000.ndjson"} {
-		if _, _, ok := parseSpoolName(bad); ok {
+	for _, bad := range []string{"x.ndjson", "0000000000000001-0000.json", "000000000000001-0000.ndjson", "000000000000000g-0000.ndjson",
+		"0000000000000001-0000-abc.ndjson", "0000000000000001-0000-000000000000000g.ndjson", "0000000000000001-0000-0000000000000000-x.ndjson"} {
+		if _, _, _, ok := parseSpoolName(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// TestSpoolSendsEventsOnlyWithTheirToken: a program moved to another
+// tenant (a new token) on the same spool directory must not send the
+// events it spooled for the first tenant into the second; they wait for
+// their own token.
+func TestSpoolSendsEventsOnlyWithTheirToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := newProtocolServer(t)
+	srv.down()
+	a := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("tenant-a-token"), WithClock(apollo.NewFakeClock(t0)))
+	a.Task("a-run", "job").Running()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.Spooled != 1 {
+		t.Fatalf("tenant a: %+v", st)
+	}
+
+	srv.up()
+	b := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("tenant-b-token"))
+	b.Task("b-run", "job").Running()
+	if err := b.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for len(srv.requests) > 0 {
+		r := <-srv.requests
+		for _, e := range r.events {
+			if e.TaskID == "a-run" {
+				t.Fatalf("tenant a's spooled event was sent with %q", r.auth)
+			}
+		}
+	}
+	if st := b.Stats(); st.Accepted != 1 {
+		t.Fatalf("tenant b: %+v, want its own event only", st)
+	}
+	if files := spoolFiles(t, dir); len(files) != 1 {
+		t.Fatalf("spool files %v, want tenant a's file kept", files)
+	}
+
+	a2 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("tenant-a-token"))
+	if err := a2.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.next(t)
+	if len(r.events) != 1 || r.events[0].TaskID != "a-run" || r.auth != "Bearer tenant-a-token" {
+		t.Fatalf("tenant a's next client sent %+v", r)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
 	}
 }
