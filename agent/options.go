@@ -90,7 +90,9 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 // each run a directory of its own, or runs under apollo exec, which takes
 // a free one of its spool slots. Spooled events are sent only with the
 // token they were reported with (WithToken): a client with another token
-// leaves them in dir, with a warning, for a client with theirs.
+// leaves them in dir, with a warning, for a client with theirs. A token
+// the server refuses (401, 403) costs no event: they are kept in dir and
+// retried until it takes the token again (docs/protocol.md).
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
 
 // WithMaxRetryElapsed bounds how long one batch is retried before its events

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -136,8 +137,14 @@ func (c *Client) deliver(ctx context.Context) bool {
 			c.settle(1, a.status, rejectAll(a.err))
 			continue
 		case answerRejected:
-			c.settle(len(sent), a.status, rejectAll(a.err))
-			continue
+			if c.spool == nil || !tokenRefused(a.status) {
+				c.settle(len(sent), a.status, rejectAll(a.err))
+				continue
+			}
+			// The token, not the events, was refused: with a spool they
+			// wait (on disk past spoolAfter) until the server takes the
+			// token again, never deleted for it.
+			a.cause = fmt.Errorf("the server refused this client's token (HTTP %d: %v); the events are kept in the spool directory and sent once it takes the token again: check WithToken and the server's tokens", a.status, a.err)
 		case answerRetry:
 		}
 		if wait == 0 {
@@ -172,6 +179,12 @@ func (c *Client) slowDownAsked() bool {
 func (c *Client) resultOf(i int) (outcome, *apollo.Error) {
 	r := c.resp.Results[i]
 	return r.Result, r.Error
+}
+
+// tokenRefused reports an answer that refuses the token (unknown, revoked,
+// or of a role that may not report), not the events.
+func tokenRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // retryLaterCause is why n events answered retry_later are resent: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 func spoolFiles(t testing.TB, dir string) []string {
@@ -385,5 +387,61 @@ func TestSpoolSendsEventsOnlyWithTheirToken(t *testing.T) {
 	}
 	if files := spoolFiles(t, dir); len(files) != 0 {
 		t.Fatalf("files left: %v", files)
+	}
+}
+
+// TestSpoolKeepsEventsTheServerRefusedTheTokenFor: a token refused (401,
+// 403: revoked, or its role changed) must not cost the events already in
+// the spool, nor those in memory: they wait on disk and go out once the
+// server takes the token again.
+func TestSpoolKeepsEventsTheServerRefusedTheTokenFor(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			srv := newProtocolServer(t)
+			srv.down()
+			c1 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("tok-a"), WithClock(apollo.NewFakeClock(t0)))
+			c1.Task("earlier", "job").Running()
+			if err := c1.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			srv.up()
+			srv.failNext(3, status, 0) // the token is refused for a while
+			hook, waits := retryWaits()
+			c2 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("tok-a"), WithClock(apollo.NewFakeClock(t0)), hook)
+			c2.Task("later", "job").Running()
+			if r := srv.next(t); r.status != status {
+				t.Fatalf("first answer %d", r.status)
+			}
+			// Kept, the events wait for a retry; lost, Flush has nothing
+			// left to wait for.
+			select {
+			case <-waits:
+			case <-flushAsync(c2):
+			case <-time.After(testwait.Timeout(t)):
+				t.Fatal("neither a retry nor the end of Flush")
+			}
+			closeNow(t, c2, 0)
+			if st := c2.Stats(); st.Rejected != 0 || st.Dropped != 0 {
+				t.Fatalf("after HTTP %d: %+v, want nothing rejected or dropped", status, st)
+			}
+			if files := spoolFiles(t, dir); len(files) == 0 {
+				t.Fatalf("after HTTP %d the spool is empty: the events are lost", status)
+			}
+
+			srv.mu.Lock()
+			srv.script = nil // the server takes the token again
+			srv.mu.Unlock()
+			c3 := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("tok-a"))
+			if err := c3.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := [][]int64{srv.storedFor("earlier"), srv.storedFor("later")}; len(got[0]) != 1 || len(got[1]) != 1 {
+				t.Fatalf("stored %v, want both runs' events once the token is taken", got)
+			}
+		})
 	}
 }
