@@ -220,23 +220,26 @@ func (s *Scheduler) terminate(p proc, grace time.Duration) {
 	<-p.done()
 }
 
-// reportSlack is how long after a run's timeout plus kill grace the
-// server still waits for the scheduler's report of it: that report comes
-// once the process group is gone and its output read (up to drainGrace
-// more, while a daemon the run started in a session of its own keeps the
-// output open), and then through the reporter's batch.
-const reportSlack = 5 * time.Second
+// ReportSlack is how long after a run's timeout plus kill grace the
+// server still waits for the reporter's own report of it (the scheduler's,
+// or apollo exec's): that report comes once the process group is gone and
+// its output read (up to drainGrace more, while a daemon the run started
+// in a session of its own keeps the output open), and then through the
+// reporter's batch.
+const ReportSlack = 5 * time.Second
 
-// serverDeadline is how long the server lets a run of j go, from its
-// start, before it times the run out itself (timeoutMs, the expectation's
-// max_runtime): that is for a scheduler that died, so the scheduler's own
+// ServerDeadline is how long the server lets a run go, from its start,
+// before it times the run out itself (timeoutMs, the expectation's
+// max_runtime): that is for a reporter that died, so the reporter's own
 // timeout report, with the output tails, comes first. 0: no timeout.
-func serverDeadline(j *job) time.Duration {
-	if j.timeout <= 0 {
+func ServerDeadline(timeout, killGrace time.Duration) time.Duration {
+	if timeout <= 0 {
 		return 0
 	}
-	return j.timeout + j.killGrace + reportSlack
+	return timeout + killGrace + ReportSlack
 }
+
+func serverDeadline(j *job) time.Duration { return ServerDeadline(j.timeout, j.killGrace) }
 
 // timeoutMs is serverDeadline in milliseconds, as events carry it.
 func timeoutMs(j *job) int64 { return serverDeadline(j).Milliseconds() }

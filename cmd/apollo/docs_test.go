@@ -247,7 +247,7 @@ func TestReadmeReportFromAnywhere(t *testing.T) {
 			wrapped = append(wrapped, task)
 		}
 	}
-	if len(wrapped) != 1 || wrapped[0].Status != apollo.StatusSuccess || wrapped[0].TimeoutMs != (2*time.Hour+10*time.Second).Milliseconds() { // --timeout + the default --kill-grace
+	if len(wrapped) != 1 || wrapped[0].Status != apollo.StatusSuccess || wrapped[0].TimeoutMs != (2*time.Hour+15*time.Second).Milliseconds() { // --timeout + the default --kill-grace + 5 s for the report
 		t.Fatalf("apollo exec's run: %+v", wrapped)
 	}
 }

@@ -203,8 +203,11 @@ func (r *execRun) run() int {
 	started := r.clock.Now()
 	if r.timeout > 0 {
 		// The server marks the run timeout by itself if apollo exec dies
-		// before it can: after the timeout and the grace.
-		r.rep.step(apollo.StatusRunning, agent.TimeoutAfter(r.timeout+r.grace))
+		// before it can: after the timeout, the grace, and the time
+		// apollo exec's own report (with the output tails) takes, as for
+		// the scheduler's runs (less of that slack within a few seconds
+		// of the longest deadline an event may carry).
+		r.rep.step(apollo.StatusRunning, agent.TimeoutAfter(min(sched.ServerDeadline(r.timeout, r.grace), maxDeadline)))
 	} else {
 		r.rep.step(apollo.StatusRunning)
 	}

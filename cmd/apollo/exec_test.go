@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -135,8 +136,12 @@ wait`
 	if tk.Status != apollo.StatusTimeout || extra["killed"] != true || extra["signal"] != "SIGKILL" {
 		t.Errorf("reported %v with %v, want timeout, killed by SIGKILL", tk.Status, extra)
 	}
-	if tk.History[1].TimeoutMs != (70 * time.Second).Milliseconds() {
-		t.Errorf("running event's timeoutMs %d, want the timeout plus the grace", tk.History[1].TimeoutMs)
+	// The server's deadline leaves apollo exec time to report the timeout
+	// itself, with the output tails, as the scheduler does: the timeout
+	// plus the grace was the very moment exec's own report was due, and
+	// the server could time the run out first, without them.
+	if tk.History[1].TimeoutMs != (75 * time.Second).Milliseconds() {
+		t.Errorf("running event's timeoutMs %d, want the timeout, the grace and 5 s for the report", tk.History[1].TimeoutMs)
 	}
 }
 
@@ -212,5 +217,33 @@ func TestExecForwardsSignals(t *testing.T) {
 				t.Errorf("reported the command ended by %q, want %q", sig, tc.signaled)
 			}
 		})
+	}
+}
+
+// TestExecLongestTimeout: the longest --timeout plus --kill-grace apollo
+// exec takes makes a deadline the server takes (the time for apollo
+// exec's own report is cut to fit); one millisecond more is refused before
+// anything runs.
+func TestExecLongestTimeout(t *testing.T) {
+	t.Parallel()
+	addr, _, _ := inProcess(t, testConfig(t))
+	server := "http://" + addr
+	longest := (maxDeadline - time.Second).String()
+	over := (maxDeadline + time.Millisecond - time.Second).String()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"exec", "--server", server, "--spool", "", "--name", "long", "--task", "long-1",
+		"--timeout", longest, "--kill-grace", "1s", "--", "true"}, strings.NewReader(""), &out, &errb)
+	if code != 0 || errb.Len() > 0 {
+		t.Fatalf("--timeout %s: exit %d: %s", longest, code, errb.String())
+	}
+	tk := fetchTask(t, server, "long-1")
+	if tk.Status != apollo.StatusSuccess || tk.History[1].TimeoutMs != apollo.MaxDurationMs {
+		t.Fatalf("run %v with timeoutMs %d, want success with %d", tk.Status, tk.History[1].TimeoutMs, int64(apollo.MaxDurationMs))
+	}
+	errb.Reset()
+	code = run(context.Background(), []string{"exec", "--server", server, "--spool", "", "--name", "long", "--task", "long-2",
+		"--timeout", over, "--kill-grace", "1s", "--", "true"}, strings.NewReader(""), &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "over the limit") {
+		t.Fatalf("--timeout %s: exit %d: %s, want a usage error", over, code, errb.String())
 	}
 }
