@@ -60,8 +60,11 @@ type Client struct {
 
 	// Sender state, touched by the sender goroutine only.
 	interval time.Duration
-	resp     response
-	logs     logLimits
+	// perRequest bounds the events in one request once the server
+	// refused a larger one (413); 0: the batch size.
+	perRequest int
+	resp       response
+	logs       logLimits
 
 	wake   chan struct{} // a new event, a Flush or Close: look again
 	stop   chan struct{}

@@ -382,3 +382,28 @@ func TestHungRequestIsRetried(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestTooLargeIsRemembered: once the server refused a request as too
+// large, later batches go out in the size it took, not refused once each
+// first.
+func TestTooLargeIsRemembered(t *testing.T) {
+	t.Parallel()
+	srv := newProtocolServer(t)
+	srv.maxBody.Store(3 * 420) // room for 2 of 8: 8 -> 4 -> 2
+	c := newTestClient(t, srv.URL(), WithBatchSize(8))
+	extra := Extra(map[string]any{"pad": strings.Repeat("x", 300)})
+	for round := range 3 {
+		for i := range 8 {
+			if err := c.Task(fmt.Sprint(round, "-t", i), "").Running(extra); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 8 and 4 refused once, then 12 requests of 2.
+	if st := c.Stats(); st.Accepted != 24 || st.Sent != 8+4+24 {
+		t.Fatalf("stats %+v, want 24 accepted and %d sent: the refused size remembered", st, 8+4+24)
+	}
+}

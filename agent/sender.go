@@ -102,13 +102,17 @@ func (c *Client) takeLocked(fired bool) (took, waiting bool) {
 }
 
 // deliver sends c.inflight until every event in it is settled. It returns
-// false if the client stopped first. Requests carry at most limit events,
-// halved on 413.
+// false if the client stopped first. Requests carry at most perRequest
+// events once a 413 halved them.
 func (c *Client) deliver(ctx context.Context) bool {
 	var failingSince time.Time
-	attempt, limit := 0, len(c.inflight)
+	attempt := 0
 	for len(c.inflight) > 0 {
-		sent := c.inflight[:min(limit, len(c.inflight))]
+		n := len(c.inflight)
+		if c.perRequest > 0 {
+			n = min(n, c.perRequest)
+		}
+		sent := c.inflight[:n]
 		if attempt > 0 {
 			c.n.retries.Add(1)
 		}
@@ -131,7 +135,9 @@ func (c *Client) deliver(ctx context.Context) bool {
 			a.cause, resend = retryLaterCause(keep, why), keep
 		case answerTooLarge:
 			if len(sent) > 1 {
-				limit = max(1, len(sent)/2)
+				// Kept for the client's life: the server's limit (its
+				// body size, the token's rate) holds for the next batch.
+				c.perRequest = max(1, len(sent)/2)
 				continue
 			}
 			c.settle(1, a.status, rejectAll(a.err))
