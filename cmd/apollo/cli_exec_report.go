@@ -50,6 +50,7 @@ func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.
 		} else {
 			r.lease = lease
 		}
+		r.warnStranded(spoolRoot, spoolPartition(cf.token))
 	}
 	var dir string
 	if r.lease != nil {
@@ -84,6 +85,16 @@ func spoolPartition(token string) string {
 	}
 	sum := sha256.Sum256([]byte("apollo exec spool\x00" + token))
 	return "token-" + hex.EncodeToString(sum[:8])
+}
+
+// warnStranded says which other tokens' events wait under the spool root
+// and what to do: this run must not send them (they may be another
+// tenant's), and a token rotated or revoked never will.
+func (r *execReporter) warnStranded(root, own string) {
+	for _, s := range strandedSpools(root, own) {
+		r.warnf("%d spool file(s) of events reported with another token wait in %s (the newest from %s): only apollo exec with that token sends them; if that token is gone, POST each file to /api/v1/events as application/x-ndjson with a token of the same tenant, then delete the directory",
+			s.files, s.dir, s.newest.Format(time.RFC3339))
+	}
 }
 
 func (r *execReporter) orphans() []string {

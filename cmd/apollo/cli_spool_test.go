@@ -3,9 +3,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -82,4 +85,54 @@ func TestLeaseSpool(t *testing.T) {
 	for _, l := range all {
 		l.release()
 	}
+}
+
+// TestExecSaysWhatAnotherTokenLeftInTheSpool: events apollo exec spooled
+// under one token (tenant a's, or a token since rotated) are sent only by
+// a run with that token; a run with another token must say they wait and
+// what to do, not leave them there unseen for ever, and must not send them.
+func TestExecSaysWhatAnotherTokenLeftInTheSpool(t *testing.T) {
+	cleanEnv(t)
+	cfg := testConfig(t)
+	tenants := sdkTenants(t, &cfg, 0, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	root := t.TempDir()
+	execAs := func(server string, tn sdkTenant, task string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"exec", "--server", server, "--token", tn.agent, "--spool", root,
+			"--name", "job", "--task", task, "--", "true"}, strings.NewReader(""), &out, &errb)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", task, code, errb.String())
+		}
+		return errb.String()
+	}
+	// Tenant a's run cannot reach the server: its events wait in a's part
+	// of the spool.
+	execAs("http://127.0.0.1:1", tenants[0], "a-1")
+	aDir := filepath.Join(root, spoolPartition(tenants[0].agent))
+	if !hasSpoolFiles(aDir) {
+		t.Fatalf("nothing spooled in %s", aDir)
+	}
+	errOut := execAs("http://"+addr, tenants[1], "b-1")
+	if !strings.Contains(errOut, "reported with another token wait in "+aDir) || !strings.Contains(errOut, "application/x-ndjson") {
+		t.Errorf("tenant b's run did not say what waits in %s:\n%s", aDir, errOut)
+	}
+	if _, ok := sdkTasks(t, addr, tenants[1])["a-1"]; ok {
+		t.Fatal("tenant a's run was sent into tenant b")
+	}
+	execAs("http://"+addr, tenants[0], "a-2")
+	if _, ok := sdkTasks(t, addr, tenants[0])["a-1"]; !ok {
+		t.Fatal("tenant a's next run did not send a-1")
+	}
+	if errOut := execAs("http://"+addr, tenants[1], "b-2"); errOut != "" {
+		t.Errorf("nothing waits any more, yet:\n%s", errOut)
+	}
+}
+
+// hasSpoolFiles reports whether any slot under a token's directory holds
+// a spool file.
+func hasSpoolFiles(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "slot-*", "*.ndjson"))
+	return len(files) > 0
 }

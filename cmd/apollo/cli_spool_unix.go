@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/apollo-11/apollo/internal/flock"
 )
@@ -97,4 +99,55 @@ func (l *spoolLease) release() {
 		f.Close()
 	}
 	l.locks = nil
+}
+
+// strandedSpool is another token's directory under the spool root with
+// events no running apollo exec is sending.
+type strandedSpool struct {
+	dir    string
+	files  int
+	newest time.Time
+}
+
+// strandedSpools lists the directories of tokens other than own under
+// root whose free slots hold spool files: only a run with their token
+// sends them, and a token rotated or gone never will.
+func strandedSpools(root, own string) []strandedSpool {
+	parts, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []strandedSpool
+	for _, p := range parts {
+		name := p.Name()
+		if name == own || !p.IsDir() || (name != "no-token" && !strings.HasPrefix(name, "token-")) {
+			continue
+		}
+		s := strandedSpool{dir: filepath.Join(root, name)}
+		slots, _ := filepath.Glob(filepath.Join(s.dir, "slot-*.lock"))
+		for _, lock := range slots {
+			slot := strings.TrimSuffix(lock, ".lock")
+			files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
+			if len(files) == 0 {
+				continue
+			}
+			f, free, err := tryLock(lock)
+			if err != nil || !free {
+				continue // a run with that token holds it: being sent
+			}
+			f.Close()
+			for _, file := range files {
+				if info, err := os.Stat(file); err == nil {
+					s.files++
+					if info.ModTime().After(s.newest) {
+						s.newest = info.ModTime()
+					}
+				}
+			}
+		}
+		if s.files > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
