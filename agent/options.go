@@ -91,8 +91,9 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 // a free one of its spool slots. Spooled events are sent only with the
 // token they were reported with (WithToken): a client with another token
 // leaves them in dir, with a warning, for a client with theirs. A token
-// the server refuses (401, 403) costs no event: they are kept in dir and
-// retried until it takes the token again (docs/protocol.md).
+// the server refuses (401, 403), or an address without the events route
+// (404), costs no event: they are kept in dir and retried until the
+// server takes them (docs/protocol.md).
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
 
 // WithMaxRetryElapsed bounds how long one batch is retried before its events

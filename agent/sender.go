@@ -143,14 +143,15 @@ func (c *Client) deliver(ctx context.Context) bool {
 			c.settle(1, a.status, rejectAll(a.err))
 			continue
 		case answerRejected:
-			if c.spool == nil || !tokenRefused(a.status) {
+			why := notTheEvents(a.status)
+			if c.spool == nil || why == "" {
 				c.settle(len(sent), a.status, rejectAll(a.err))
 				continue
 			}
-			// The token, not the events, was refused: with a spool they
-			// wait (on disk past spoolAfter) until the server takes the
-			// token again, never deleted for it.
-			a.cause = fmt.Errorf("the server refused this client's token (HTTP %d: %v); the events are kept in the spool directory and sent once it takes the token again: check WithToken and the server's tokens", a.status, a.err)
+			// The token or the address, not the events, was refused: with
+			// a spool they wait (on disk past spoolAfter) until the server
+			// takes them, never deleted for it.
+			a.cause = fmt.Errorf("%s (HTTP %d: %v); the events are kept in the spool directory and sent once the server takes them", why, a.status, a.err)
 		case answerRetry:
 		}
 		if wait == 0 {
@@ -187,10 +188,17 @@ func (c *Client) resultOf(i int) (outcome, *apollo.Error) {
 	return r.Result, r.Error
 }
 
-// tokenRefused reports an answer that refuses the token (unknown, revoked,
-// or of a role that may not report), not the events.
-func tokenRefused(status int) bool {
-	return status == http.StatusUnauthorized || status == http.StatusForbidden
+// notTheEvents says why a request refused as a whole was not refused for
+// its events (a token refused: unknown, revoked, or of a role that may not
+// report; an address without the events route), or "" when it was.
+func notTheEvents(status int) string {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "the server refused this client's token: check the token it was given and the server's tokens"
+	case http.StatusNotFound:
+		return "no events route at this address: check the server address it sends to (and a proxy in front of the server)"
+	}
+	return ""
 }
 
 // retryLaterCause is why n events answered retry_later are resent: the

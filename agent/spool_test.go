@@ -391,12 +391,13 @@ func TestSpoolSendsEventsOnlyWithTheirToken(t *testing.T) {
 }
 
 // TestSpoolKeepsEventsTheServerRefusedTheTokenFor: a token refused (401,
-// 403: revoked, or its role changed) must not cost the events already in
-// the spool, nor those in memory: they wait on disk and go out once the
-// server takes the token again.
+// 403: revoked, or its role changed), or an address with no events route
+// (404: a wrong base URL, a proxy not routing yet), must not cost the
+// events already in the spool, nor those in memory: they wait on disk and
+// go out once the server takes them.
 func TestSpoolKeepsEventsTheServerRefusedTheTokenFor(t *testing.T) {
 	t.Parallel()
-	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
