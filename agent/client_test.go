@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -318,5 +319,27 @@ func TestWaitingIsNotResent(t *testing.T) {
 	}
 	if st := c.Stats(); st.Accepted != 1 || st.Waiting != 1 || st.Sent != 2 || st.Retries != 0 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestTimeoutAfterRoundsUp: a deadline under a millisecond, or with a
+// part of one, must not become no deadline (0) or a shorter one: the
+// server's ping URLs round ?timeout= up to whole milliseconds too.
+func TestTimeoutAfterRoundsUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{time.Nanosecond, 1},
+		{500 * time.Microsecond, 1},
+		{1500 * time.Microsecond, 2},
+		{time.Second, 1000},
+		{time.Duration(math.MaxInt64), math.MaxInt64/int64(time.Millisecond) + 1},
+	} {
+		ev, err := applyOptions([]EventOption{TimeoutAfter(tc.d)})
+		if err != nil || ev.TimeoutMs != tc.want {
+			t.Errorf("TimeoutAfter(%v): timeoutMs %d (%v), want %d", tc.d, ev.TimeoutMs, err, tc.want)
+		}
 	}
 }

@@ -41,9 +41,17 @@ func ScheduledAt(t time.Time) EventOption {
 }
 
 // TimeoutAfter sets the run's deadline, counted from this event; past it
-// the server marks the run timeout.
+// the server marks the run timeout. It is rounded up to whole
+// milliseconds, as the ping URLs' ?timeout= is: cut down, a deadline
+// under a millisecond became 0, no deadline at all.
 func TimeoutAfter(d time.Duration) EventOption {
-	return func(e *apollo.Event) error { e.TimeoutMs = d.Milliseconds(); return nil }
+	return func(e *apollo.Event) error {
+		e.TimeoutMs = d.Milliseconds()
+		if d > 0 && d%time.Millisecond != 0 {
+			e.TimeoutMs++
+		}
+		return nil
+	}
 }
 
 // Cost reports how long the run took; without it the server derives it
