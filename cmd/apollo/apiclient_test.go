@@ -439,6 +439,13 @@ func newTickClock() *tickClock {
 	return &tickClock{Clock: apollo.SystemClock, tickers: map[time.Duration][]chan time.Time{}}
 }
 
+// settleTicker is a ticker that ticks when the test sends on c.
+type settleTicker struct{ c chan time.Time }
+
+func (t settleTicker) C() <-chan time.Time { return t.c }
+func (settleTicker) Stop()                 {}
+func (settleTicker) Reset(time.Duration)   {}
+
 func (c *tickClock) NewTicker(d time.Duration) apollo.Ticker {
 	if d != 5*time.Second && d != 10*time.Second && d != 15*time.Second {
 		return c.Clock.NewTicker(d)

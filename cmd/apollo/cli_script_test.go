@@ -119,12 +119,6 @@ func (c *settleClock) NewTicker(d time.Duration) apollo.Ticker {
 	return c.Clock.NewTicker(d)
 }
 
-type settleTicker struct{ c chan time.Time }
-
-func (t settleTicker) C() <-chan time.Time { return t.c }
-func (settleTicker) Stop()                 {}
-func (settleTicker) Reset(time.Duration)   {}
-
 // startScriptServer runs a server for one script and points APOLLO_SERVER
 // at it. The server log is $WORK/server.log.
 func startScriptServer(env *testscript.Env) error {

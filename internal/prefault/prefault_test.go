@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
-	"syscall"
 	"testing"
 )
 
@@ -29,14 +28,6 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("%s: Estimate(%d, %d, %d) = %d, want %d", c.name, c.snap, c.records, c.limit, got, c.want)
 		}
 	}
-}
-
-func minorFaults(t *testing.T) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return ru.Minflt
 }
 
 type node struct {
