@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -235,15 +234,6 @@ func BenchmarkCheckpointPause(b *testing.B) {
 	b.ReportMetric(float64(rssBytes(b)-rss0)/float64(n), "rss-growth-B/task")
 	b.ReportMetric(float64(size)/float64(n), "snapshot-B/task")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/task")
-}
-
-// minorFaults is the process's count of minor page faults so far.
-func minorFaults(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Minflt
 }
 
 // rssBytes is the process's resident set size, from /proc/self/statm.
