@@ -273,6 +273,7 @@ func (s *Scheduler) stopRuns(halt func()) error {
 // rejected with a *FileError and the current jobs keep running. Runs in
 // progress finish with the settings they started with; a job whose
 // schedule or timezone changed gets its next tick from the new schedule.
+// Once started, the state file is written before Reload returns.
 func (s *Scheduler) Reload(f *File) error {
 	if f == nil {
 		return errors.New("sched: Reload: nil *File")
@@ -288,6 +289,13 @@ func (s *Scheduler) Reload(f *File) error {
 	}
 	s.install(set, now)
 	s.mu.Unlock()
+	if !now.IsZero() {
+		// What the reload changed (a job removed forgets its pause and its
+		// last tick; one put back is new) is what a restart after a kill
+		// must find, not the state saved before it. Before Start the file
+		// is not written: its last ticks are what catch-up needs.
+		s.saveState()
+	}
 	s.poke()
 	s.log.Info("sched: jobs reloaded", "jobs", len(set.jobs))
 	return nil

@@ -164,3 +164,64 @@ func TestSchedulersTimeoutComesBeforeTheServers(t *testing.T) {
 		t.Errorf("the run ended %s by a %v event with extra %s; want the scheduler's timeout report with the output", tk.Status, last.Kind, last.Extra)
 	}
 }
+
+// A job paused through the API, then taken out of the jobs file and put
+// back, comes back not paused (a job new to the file takes its paused
+// field): GET /api/v1/jobs says so, and so it must stay after kill -9.
+// Before, a reload did not write the state file, so the pause saved
+// before the removal was still there, and the restarted server put it
+// back on a job that the API had shown running on its schedule.
+func TestPauseOfARemovedJobDoesNotComeBackAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.yaml")
+	withJob := "jobs:\n" +
+		"  - {name: other_job, schedule: \"@yearly\", command: [\"true\"]}\n" +
+		"  - {name: held_job, schedule: \"@yearly\", command: [\"true\"]}\n"
+	without := "jobs:\n  - {name: other_job, schedule: \"@yearly\", command: [\"true\"]}\n"
+	write := func(s string) {
+		if err := os.WriteFile(jobs, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(withJob)
+	args := []string{"server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0"}
+	srv := startApollo(t, args...)
+	job := func() (listed, paused bool) {
+		var l apiclient.JobList
+		apiGet(t, srv.addr, "/api/v1/jobs", &l)
+		for _, j := range l.Jobs {
+			if j.Name == "held_job" {
+				return true, j.Paused
+			}
+		}
+		return false, false
+	}
+	resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/held_job/pause", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, paused := job(); resp.StatusCode != http.StatusOK || !paused {
+		t.Fatalf("pause answered %d, and the job shows paused = %v", resp.StatusCode, paused)
+	}
+
+	write(without)
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, 30*time.Second, "held_job gone after the reload", func() bool { listed, _ := job(); return !listed })
+	write(withJob)
+	srv.cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, 30*time.Second, "held_job back after the reload", func() bool { listed, _ := job(); return listed })
+	if _, paused := job(); paused {
+		t.Fatal("held_job, back in the file without paused: true, shows paused")
+	}
+
+	srv.kill()
+	srv = startApollo(t, args...)
+	if listed, paused := job(); !listed || paused {
+		t.Errorf("after kill -9 held_job listed = %v, paused = %v; want listed and not paused, as the API showed before", listed, paused)
+	}
+}
