@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -569,5 +570,69 @@ func TestRestartOnAClockBehindTheState(t *testing.T) {
 	} else {
 		p.exit(0)
 		h2.rec.waitFor(t, p.task(), apollo.StatusSuccess)
+	}
+}
+
+// slowFlusher is a reporter whose deliveries hang (a slow or unreachable
+// server) until released; it counts the Flush calls waiting at once.
+type slowFlusher struct {
+	*recorder
+	release          chan struct{}
+	waiting, maxWait atomic.Int64
+}
+
+func (f *slowFlusher) Flush(ctx context.Context) error {
+	n := f.waiting.Add(1)
+	defer f.waiting.Add(-1)
+	for m := f.maxWait.Load(); n > m && !f.maxWait.CompareAndSwap(m, n); m = f.maxWait.Load() {
+	}
+	select {
+	case <-f.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// While the reporter cannot deliver (the server hangs), the runs of a job
+// due every second that end wait for delivery together: one wait, not one
+// goroutine per run that piles up for as long as the server is slow. Each
+// run's end is sent all the same, and once delivery resumes every ended
+// run leaves the state file.
+func TestSlowDeliveryDoesNotPileUpWaits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clock := apollo.NewFakeClock(t0)
+	rec, runner := newRecorder(), newFakeRunner(clock)
+	rep := &slowFlusher{recorder: rec, release: make(chan struct{})}
+	s, err := newScheduler(mustParse(t, "jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    command: [x]\n"),
+		Options{Clock: clock, Reporter: rep, Logger: quietLogger(), StateDir: dir}, runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	const runs = 30
+	for range runs {
+		if !clock.BlockUntil(1, wait) {
+			t.Fatal("the loop armed no timer")
+		}
+		at := s.Jobs()[0].Next
+		clock.Set(at)
+		runner.next(t).exit(0)
+		rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
+	}
+	if n := rep.maxWait.Load(); n > 1 {
+		t.Errorf("%d waits for delivery at once after %d runs ended; want at most 1", n, runs)
+	}
+	close(rep.release)
+	s.flushes.Wait()
+	s.mu.Lock()
+	left := len(s.live)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d ended runs still kept for the state file once delivered", left)
 	}
 }

@@ -63,15 +63,50 @@ func (s *Scheduler) untrack(r *run) {
 		s.saveState()
 		return
 	}
-	s.flushes.Add(1)
-	go func() {
-		defer s.flushes.Done()
-		if f.Flush(s.stopCtx) == nil {
-			s.mu.Lock()
-			delete(s.live, r)
+	s.mu.Lock()
+	s.delivering = append(s.delivering, r)
+	start := !s.awaiting
+	s.awaiting = true
+	s.mu.Unlock()
+	if start {
+		s.flushes.Add(1)
+		go s.awaitDelivery(f)
+	}
+}
+
+// awaitDelivery waits for the reporter to deliver the ended runs' events,
+// then forgets those runs. The runs that end meanwhile wait for the next
+// Flush together: however slow the server, a job due every second costs
+// one waiting goroutine, not one more each second. It ends when no run
+// waits, or when Stop begins (forgetEnded takes over).
+func (s *Scheduler) awaitDelivery(f flusher) {
+	defer s.flushes.Done()
+	for {
+		s.mu.Lock()
+		batch := s.delivering
+		s.delivering = nil
+		if len(batch) == 0 {
+			s.awaiting = false
 			s.mu.Unlock()
+			return
 		}
-	}()
+		s.mu.Unlock()
+		// Every run of batch sent its last event before it was added, so
+		// this Flush covers them all.
+		err := f.Flush(s.stopCtx)
+		s.mu.Lock()
+		if err != nil {
+			// Stop began: the runs stay in the file until forgetEnded
+			// sees their events delivered.
+			s.delivering, s.awaiting = nil, false
+			s.mu.Unlock()
+			return
+		}
+		for _, r := range batch {
+			delete(s.live, r)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // flusher is a Reporter that can wait until what it was sent is delivered.

@@ -69,10 +69,14 @@ type Scheduler struct {
 	life     lifecycle.Group // the loop
 	loopDone chan struct{}   // closed when the loop has ended (tests wait on it)
 	runs     sync.WaitGroup  // the runs, which Stop lets finish
-	flushes  sync.WaitGroup  // untrack's waits for delivery (lost.go)
-	stopCtx  context.Context // ends when Stop begins: untrack's waits end with it
-	stopNow  context.CancelFunc
-	killedBy error // the end of the Stop context that had runs killed
+	flushes  sync.WaitGroup  // untrack's wait for delivery (lost.go)
+	// delivering are the ended runs whose events the reporter has yet to
+	// deliver, and awaiting whether awaitDelivery runs (lost.go); under mu.
+	delivering []*run
+	awaiting   bool
+	stopCtx    context.Context // ends when Stop begins: untrack's waits end with it
+	stopNow    context.CancelFunc
+	killedBy   error // the end of the Stop context that had runs killed
 
 	stateLog *loglimit.Limiter
 	saveMu   sync.Mutex // serializes writes of the state file
