@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,12 +105,7 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 // of that PATH that is not absolute is passed over, as the working
 // directory is no place to find programs in.
 func lookPath(name string, env []string) (string, error) {
-	path, set := "", false
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path, set = v, true // the last one is the one the process gets
-		}
-	}
+	path, set := envPath(env)
 	switch {
 	case strings.Contains(name, "/"):
 		return name, nil // relative to the job's dir, as exec runs it
@@ -126,6 +122,33 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("exec: %q: executable file not found in the PATH of the job's env (%s)", name, path)
+}
+
+// programProblem says what keeps name from starting as a job's program in
+// dir with env, and what to do; "" when nothing does.
+func programProblem(name, dir string, env []string) (problem, hint string) {
+	if !strings.Contains(name, "/") {
+		if _, err := lookPath(name, env); err != nil {
+			return pathProblem(name, env), notFoundHint
+		}
+		return "", ""
+	}
+	p := name
+	if dir != "" && !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p) // as exec runs it, in the job's dir
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%q does not exist", name), "correct the path, or install the program there; a relative path starts from the job's dir, or the scheduler's working directory"
+	case err != nil:
+		return fmt.Sprintf("%q cannot be run: %v", name, err), "the scheduler's user must be able to reach and run it"
+	case fi.IsDir():
+		return fmt.Sprintf("%q is a directory", name), "name the program to run"
+	case fi.Mode()&0o111 == 0:
+		return fmt.Sprintf("%q is not executable", name), "make it executable (chmod +x), or run it through its interpreter, like [/bin/sh, script.sh]"
+	}
+	return "", ""
 }
 
 func drain(wg *sync.WaitGroup, r *os.File, t io.Writer) {

@@ -411,8 +411,12 @@ func newSchedCheckCmd() *cobra.Command {
 		Use:   "check FILE...",
 		Short: "Check jobs files: every problem with its place, or ok and the count",
 		Long: `Check jobs files (docs/scheduler.md) the way apollo sched and apollo server
---jobs will when they load them, and run nothing. Every problem is printed
-as FILE:LINE:COL: job "NAME": field: message (hint). With no problem it
+--jobs will when they load them, and run nothing. It also looks for each
+job's program (in the job's PATH, or its own) and working directory, as
+the scheduler would start them on this host: a program that is missing or
+not executable is a problem here, where loading the file lets the job's
+runs fail with the reason. Every problem is printed as
+FILE:LINE:COL: job "NAME": field: message (hint). With no problem it
 prints "ok: N jobs".
 
 Exit codes: 0 every file is good, 1 a problem, 2 a mistake in the command
@@ -423,6 +427,9 @@ line.`,
 			bad := checkIssueFiles(cmd.OutOrStdout(), files, func(file string, src []byte) (string, error) {
 				f, err := sched.Parse(file, src)
 				if err != nil {
+					return "", err
+				}
+				if err := f.CheckPrograms(); err != nil {
 					return "", err
 				}
 				return plural(len(f.Jobs), "job"), nil
