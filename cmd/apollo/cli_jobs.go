@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,13 +81,18 @@ finished.
 The subcommands talk to the scheduler running in the server (apollo server
 --jobs): list its jobs, run one now, pause or resume one.
 
+A job named like a subcommand (list, run, pause, resume, help) is shown
+after --, with the flags before it: apollo job --window 24h -- list. The
+subcommands take any name as it is: apollo job run list.
+
 Exit codes: 0 ok, 1 server unreachable or failing, 2 bad flags, 3 no such
 job (or no scheduler in the server), 4 the token lacks the role.`,
 		Example: `  apollo job nightly_backup
   apollo job nightly_backup --window 24h --step 30m
   apollo job list
-  apollo job run nightly_backup`,
-		Args: cobra.ExactArgs(1),
+  apollo job run nightly_backup
+  apollo job -o json -- list        # a job named list`,
+		Args: oneJobName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAPI(cmd, &a, func(c *apiclient.Client, ctx context.Context) (apiclient.JobSeries, error) {
 				if step <= 0 || window < step {
@@ -107,6 +113,24 @@ job (or no scheduler in the server), 4 the token lacks the role.`,
 	cmd.Flags().DurationVar(&step, "step", time.Minute, "the time one sparkline character covers")
 	cmd.AddCommand(newJobListCmd(), newJobActionCmd("run"), newJobActionCmd("pause"), newJobActionCmd("resume"))
 	return cmd
+}
+
+// oneJobName wants the one job NAME. More are most often flags written
+// after a -- (which the job list's name needs: apollo job -- list), where
+// they are names: say where they go.
+func oneJobName(_ *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 1:
+		return nil
+	case len(args) == 0:
+		return errors.New("apollo job needs the job NAME")
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
+	return fmt.Errorf("apollo job takes one job NAME, not %d (%s): write the flags before --, as in apollo job -o json -- %s",
+		len(args), strings.Join(quoted, " "), components.Escape(args[0]))
 }
 
 // knownJob returns a not-found error for a job that has never reported a
