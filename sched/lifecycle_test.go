@@ -627,6 +627,7 @@ func TestSlowDeliveryDoesNotPileUpWaits(t *testing.T) {
 	if n := rep.maxWait.Load(); n > 1 {
 		t.Errorf("%d waits for delivery at once after %d runs ended; want at most 1", n, runs)
 	}
+	s.runs.Wait() // the last run is past its untrack
 	close(rep.release)
 	s.flushes.Wait()
 	s.mu.Lock()
@@ -635,4 +636,46 @@ func TestSlowDeliveryDoesNotPileUpWaits(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d ended runs still kept for the state file once delivered", left)
 	}
+}
+
+// steppedClock is a host's clock as the scheduler meets it: Now is the
+// wall clock, which can step (NTP, a VM resumed), while timers run on the
+// monotonic clock, which does not follow the step.
+type steppedClock struct {
+	*apollo.FakeClock
+	step atomic.Int64 // how far the wall clock stepped, in ns
+}
+
+func (c *steppedClock) Now() time.Time { return c.FakeClock.Now().Add(time.Duration(c.step.Load())) }
+
+// A run due while the wall clock stepped forward (or the host slept)
+// starts within seconds of the step, not when the timer armed before it
+// would have fired: here a daily job at 03:00, armed at 00:00:30 for
+// 2h59m30s, and the clock stepping to 03:00:30. Before, the run waited for
+// that timer, 2h59m30s later (up to a day late for a job armed just after
+// its run).
+func TestRunDueAfterAClockStepStarts(t *testing.T) {
+	t.Parallel()
+	clock := &steppedClock{FakeClock: apollo.NewFakeClock(t0)}
+	rec, runner := newRecorder(), newFakeRunner(clock)
+	s, err := newScheduler(mustParse(t, "jobs:\n  - name: a\n    schedule: \"0 3 * * *\"\n    command: [x]\n"),
+		Options{Clock: clock, Reporter: rec, Logger: quietLogger()}, runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	if !clock.BlockUntil(1, wait) {
+		t.Fatal("the loop armed no timer")
+	}
+	clock.step.Store(int64(3 * time.Hour))
+	clock.Advance(recheckEvery)
+	p := runner.next(t)
+	if want := sid("a", time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC), 1); p.task() != want {
+		t.Errorf("ran %s, want %s", p.task(), want)
+	}
+	p.exit(0)
+	rec.waitFor(t, p.task(), apollo.StatusSuccess)
 }
