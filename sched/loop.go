@@ -7,6 +7,14 @@ import (
 	apollo "github.com/apollo-11/apollo"
 )
 
+// recheckEvery bounds how long the loop waits without reading the clock
+// again. Its timers run on the monotonic clock, which does not follow a
+// step of the wall clock (an NTP correction) and stands still while the
+// host sleeps, and schedules are on the wall clock: a run that falls due
+// that way starts within this, instead of when a timer armed before
+// would have fired, up to a day later for a daily job.
+const recheckEvery = 10 * time.Second
+
 // loop sleeps until the earliest next tick of any job, then dispatches what
 // is due. It is the only goroutine that moves ticks forward and writes the
 // state file. It ends when Stop begins.
@@ -29,7 +37,7 @@ func (s *Scheduler) loop() {
 		var fire <-chan time.Time
 		var t apollo.Timer
 		if !next.IsZero() {
-			t = s.clock.NewTimer(next.Sub(now))
+			t = s.clock.NewTimer(min(next.Sub(now), recheckEvery))
 			fire = t.C()
 		}
 		stop := false
