@@ -679,3 +679,32 @@ func TestRunDueAfterAClockStepStarts(t *testing.T) {
 	p.exit(0)
 	rec.waitFor(t, p.task(), apollo.StatusSuccess)
 }
+
+// Two schedulers on one state directory would run every job twice, write
+// over each other's state, and each settle the other's runs as lost at
+// its next start, killing their processes. The second one to start is
+// refused, saying why; once the first stops, it starts.
+func TestOneSchedulerPerStateDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := "jobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    command: [x]\n"
+	h := newHarness(t, src, t0, dir)
+	clock := apollo.NewFakeClock(t0)
+	second, err := newScheduler(mustParse(t, src), Options{Clock: clock, Reporter: newRecorder(), Logger: quietLogger(), StateDir: dir}, newFakeRunner(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = second.Start(context.Background())
+	if err == nil {
+		second.Stop(context.Background())
+		t.Fatal("a second scheduler started on the state directory of a running one")
+	}
+	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "another scheduler") {
+		t.Errorf("the refusal does not say which directory and why: %v", err)
+	}
+	h.stop()
+	if err := second.Start(context.Background()); err != nil {
+		t.Fatalf("the state directory is not free once its scheduler stopped: %v", err)
+	}
+	second.Stop(context.Background())
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,9 @@ type Scheduler struct {
 	rep    *reporter
 	runner runner
 	state  *stateFile // nil without a StateDir
+	// stateLock holds the state directory from Start to the end of Stop
+	// (statelock_unix.go); nil when it could not be taken or there is none.
+	stateLock *os.File
 
 	mu       sync.Mutex
 	set      *jobSet
@@ -203,6 +207,9 @@ func (s *Scheduler) install(set *jobSet, now time.Time) {
 // scheduling loop. It returns at once; ctx is used only while starting.
 func (s *Scheduler) Start(ctx context.Context) error {
 	return s.life.Start(ctx, func(context.Context) error {
+		if err := s.lockState(); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		saved, err := s.loadState()
 		if err != nil {
@@ -268,6 +275,9 @@ func (s *Scheduler) stopRuns(halt func()) error {
 	halt()
 	s.runs.Wait()
 	s.forgetEnded()
+	if s.stateLock != nil {
+		s.stateLock.Close() // the state is saved: the next scheduler may start
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.killedBy

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/atomicfile"
 )
 
@@ -194,4 +195,27 @@ func (s *Scheduler) saveState() {
 			s.log.Error("sched: saving state failed", "err", err, "suppressed", suppressed)
 		}
 	}
+}
+
+// lockState keeps other schedulers off the state directory until Stop:
+// two would run every job twice, write over each other's state, and
+// each settle the other's runs as lost (killing their processes) at its
+// next start. A directory that cannot be locked for another reason is
+// logged, as a state file that cannot be read is: the jobs run on.
+func (s *Scheduler) lockState() error {
+	if s.state == nil {
+		return nil
+	}
+	f, busy, err := lockStateDir(s.state.dir)
+	switch {
+	case busy:
+		return &apollo.Error{Code: apollo.ECONFLICT,
+			Message: fmt.Sprintf("sched: state directory %s is in use by another scheduler, which runs the jobs of its own jobs file", s.state.dir),
+			Hint:    "give each scheduler its own state directory (apollo sched --state, apollo server --data), or stop the other one"}
+	case err != nil:
+		s.nStateErrors.Add(1)
+		s.log.Error("sched: state directory not locked; make sure no other scheduler uses it", "dir", s.state.dir, "err", err)
+	}
+	s.stateLock = f
+	return nil
 }

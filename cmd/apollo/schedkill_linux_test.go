@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -159,4 +161,33 @@ func TestSchedKilledWithALastEventUndelivered(t *testing.T) {
 		t.Errorf("the run is %s with %s, want failed and lost", tk.Status, last.Extra)
 	}
 	second.term(t)
+}
+
+// apollo sched pointed at the state directory of a scheduler that runs
+// (here the one in apollo server --jobs, DATA/sched) is refused with the
+// directory and what to do, and exits 1. Before, it started: every job
+// ran twice, the two wrote over each other's state file, and each would
+// settle the other's runs as lost at its next start, killing them.
+func TestSecondSchedulerOnOneStateDirIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.yaml")
+	os.WriteFile(jobs, []byte("jobs:\n  - {name: twice_job, schedule: \"@yearly\", command: [\"true\"]}\n"), 0o644)
+	data := filepath.Join(dir, "data")
+	srv := startApollo(t, "server", "--data", data, "--jobs", jobs, "--listen", "127.0.0.1:0")
+	ctx := testCtx(t, 30*time.Second)
+	cmd := exec.CommandContext(ctx, os.Args[0], "sched", "--jobs", jobs, "--state", filepath.Join(data, "sched"), "--server", "http://"+srv.addr)
+	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("apollo sched on the server's state directory ran on:\n%s", out)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "in use by another scheduler") ||
+		!strings.Contains(string(out), filepath.Join(data, "sched")) {
+		t.Errorf("apollo sched on the server's state directory: %v\n%s\nwant exit 1 naming the directory in use", err, out)
+	}
 }

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package sched
+
+import "os"
+
+// lockStateDir has no lock to take here: run one scheduler per state
+// directory.
+func lockStateDir(string) (*os.File, bool, error) { return nil, false, nil }
