@@ -300,6 +300,12 @@ every deadman.every.`,
 			}
 			client, err := agent.New(cf.server, agent.WithToken(cf.token), agent.WithLogger(log),
 				agent.WithSpoolDir(filepath.Join(stateDir, "spool")))
+			var ae *apollo.Error
+			if errors.As(err, &ae) && ae.Code == apollo.ECONFLICT && ae.Field == "WithSpoolDir" {
+				// The spool is in the state directory, and its lock comes
+				// first: say what the user named.
+				return fmt.Errorf("state directory %s is in use by another scheduler (give each apollo sched its own --state, or stop the other one)", stateDir)
+			}
 			if err != nil {
 				return err
 			}

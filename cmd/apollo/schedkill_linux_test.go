@@ -164,10 +164,13 @@ func TestSchedKilledWithALastEventUndelivered(t *testing.T) {
 }
 
 // apollo sched pointed at the state directory of a scheduler that runs
-// (here the one in apollo server --jobs, DATA/sched) is refused with the
-// directory and what to do, and exits 1. Before, it started: every job
-// ran twice, the two wrote over each other's state file, and each would
-// settle the other's runs as lost at its next start, killing them.
+// (the one in apollo server --jobs, DATA/sched, or another apollo sched)
+// is refused with the directory and what to do, and exits 1. Before, on
+// the server's it started: every job ran twice, the two wrote over each
+// other's state file, and each would settle the other's runs as lost at
+// its next start, killing them; on another apollo sched's it was refused
+// for a spool directory the user never named ("WithSpoolDir: DIR/spool is
+// used by another process").
 func TestSecondSchedulerOnOneStateDirIsRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
@@ -178,16 +181,20 @@ func TestSecondSchedulerOnOneStateDirIsRefused(t *testing.T) {
 	os.WriteFile(jobs, []byte("jobs:\n  - {name: twice_job, schedule: \"@yearly\", command: [\"true\"]}\n"), 0o644)
 	data := filepath.Join(dir, "data")
 	srv := startApollo(t, "server", "--data", data, "--jobs", jobs, "--listen", "127.0.0.1:0")
-	ctx := testCtx(t, 30*time.Second)
-	cmd := exec.CommandContext(ctx, os.Args[0], "sched", "--jobs", jobs, "--state", filepath.Join(data, "sched"), "--server", "http://"+srv.addr)
-	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("apollo sched on the server's state directory ran on:\n%s", out)
-	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "in use by another scheduler") ||
-		!strings.Contains(string(out), filepath.Join(data, "sched")) {
-		t.Errorf("apollo sched on the server's state directory: %v\n%s\nwant exit 1 naming the directory in use", err, out)
+	own := filepath.Join(dir, "sched")
+	startProc(t, "apollo sched: ", "sched", "--jobs", jobs, "--state", own, "--server", "http://"+srv.addr)
+	for _, state := range []string{filepath.Join(data, "sched"), own} {
+		ctx := testCtx(t, 30*time.Second)
+		cmd := exec.CommandContext(ctx, os.Args[0], "sched", "--jobs", jobs, "--state", state, "--server", "http://"+srv.addr)
+		cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("apollo sched on the state directory %s of a running scheduler ran on:\n%s", state, out)
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "in use by another scheduler") ||
+			!strings.Contains(string(out), state) || strings.Contains(string(out), "WithSpoolDir") {
+			t.Errorf("apollo sched on the state directory %s of a running scheduler: %v\n%s\nwant exit 1 naming the directory in use by another scheduler", state, err, out)
+		}
 	}
 }
