@@ -26,12 +26,14 @@ import (
 // Past the limit, a new connection closes the one that has waited longest
 // for a request: a connection is waiting from its accept until a request's
 // header has been read, and again from the end of each handler until the
-// next header. Of the waiting ones, those the server has begun to read
-// (and found no whole header in, or nothing) go first: one not read yet
-// may hold a whole request its goroutine has not got to on a busy
-// machine (a reporter's, pushed out by a flood of connections accepted
-// after it, before: TestConnectionFloodLeavesRoomForReporters, once in a
-// loaded run). A connection inside a handler, or taken over by the stream,
+// next header. Of the waiting ones, a connection is never closed while it
+// holds a whole request header the server has not got to: read by its
+// goroutine and being parsed, or still in the socket (a look at what it
+// holds, without taking it: a reporter that sent its request at once, on
+// a machine too busy to read it yet). When every waiting one does, the new
+// connection is closed instead, as when every one is serving (a reporter
+// was closed for a flood's newest connections, before:
+// TestConnectionFloodLeavesRoomForReporters, in loaded runs). A connection inside a handler, or taken over by the stream,
 // is never closed for another; when every connection is, the new one is
 // closed instead. So a flood of idle or slow connections only ever pushes
 // out its own oldest, and a client that sends its request at once is
@@ -50,6 +52,7 @@ type ConnLimit struct {
 	mu      sync.Mutex
 	open    int
 	waiting list.List // *limitedConn not in a handler, longest waiting first
+	peek    [4096]byte // what victim looks at in a socket; under mu
 
 	accepted, evicted, refused atomic.Int64
 	warned                     time.Time // last log line; under mu
@@ -71,7 +74,7 @@ type limitedConn struct {
 	l        *ConnLimit
 	elem     *list.Element // in l.waiting while waiting
 	busy     int           // handlers running (HTTP/2 runs several)
-	read     atomic.Bool   // the server has read from it (or tried to)
+	parsing  atomic.Bool   // its last Read returned bytes and no Read followed: they are being parsed
 	hijacked bool
 	closed   bool
 }
@@ -96,7 +99,7 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 		if full && victim == nil {
 			l.refused.Add(1)
 			c.Close()
-			l.warn("refused a connection: every connection is serving a request", c.RemoteAddr())
+			l.warn("refused a connection: every connection is serving a request or about to", c.RemoteAddr())
 			continue
 		}
 		if victim != nil {
@@ -115,24 +118,18 @@ func (l *ConnLimit) Accept() (net.Conn, error) {
 }
 
 // victim takes off the waiting list the connection to close for a new
-// one: the longest waiting of those already read from, else the longest
-// waiting; nil when none waits. l.mu is held.
+// one: the longest waiting of those that hold no whole request header the
+// server has not got to; nil when none. l.mu is held.
 func (l *ConnLimit) victim() *limitedConn {
-	var first *limitedConn
 	for e := l.waiting.Front(); e != nil; e = e.Next() {
 		lc := e.Value.(*limitedConn)
-		if lc.read.Load() {
-			first = lc
-			break
+		if lc.parsing.Load() || holdsRequest(lc.Conn, l.peek[:]) {
+			continue
 		}
-		if first == nil {
-			first = lc // no read one yet: the oldest, unless a read one follows
-		}
+		l.unwait(lc)
+		return lc
 	}
-	if first != nil {
-		l.unwait(first)
-	}
-	return first
+	return nil
 }
 
 // warn logs a closing, at most once a minute, with the count since the
@@ -221,13 +218,15 @@ func (l *ConnLimit) unwait(lc *limitedConn) {
 	}
 }
 
-// Read notes that the server reads the connection: it is no longer one
-// whose request may sit unread.
+// Read notes whether what the server read is being parsed: bytes came,
+// and the server did not come back for more.
 func (c *limitedConn) Read(p []byte) (int, error) {
-	if !c.read.Load() {
-		c.read.Store(true)
+	c.parsing.Store(false)
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.parsing.Store(true)
 	}
-	return c.Conn.Read(p)
+	return n, err
 }
 
 // Close closes the connection once, and frees its place.
@@ -252,7 +251,7 @@ type ConnStats struct {
 	Waiting  int   `json:"waiting"`  // connections not in a handler now
 	Accepted int64 `json:"accepted"` // since the start
 	Evicted  int64 `json:"evicted"`  // closed to make room for a new one
-	Refused  int64 `json:"refused"`  // closed at once: every connection was serving
+	Refused  int64 `json:"refused"`  // closed at once: every connection was serving, or about to
 }
 
 // Stats reads the counters.
@@ -269,7 +268,7 @@ var (
 	figConnsLimit = &apollo.Family{Name: "apollo_http_connections_limit", Kind: apollo.FigureGauge,
 		Help: "The most HTTP connections held open at once (limits.connections, lowered to fit the file limit)."}
 	figConnsTotal = &apollo.Family{Name: "apollo_http_connections_total", Kind: apollo.FigureCounter, Labels: []string{"result"},
-		Help: "HTTP connections accepted; evicted: closed while waiting for a request, to make room; refused: closed at once, every connection was serving."}
+		Help: "HTTP connections accepted; evicted: closed while waiting for a request, to make room; refused: closed at once, every connection was serving a request or about to."}
 )
 
 // Figures writes the listener's figures (GET /metrics).
