@@ -20,7 +20,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *Principal) er
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "the live stream is not enabled on this server"}
 	}
 	return s.opts.Stream.Serve(w, r, stream.Caller{Name: p.Name, Tenant: p.Tenant, Role: p.Role.String(),
-		MayAck: p.Role.Allows(RoleOperator)})
+		MayAck: p.Role.Allows(RoleOperator), Remote: r.RemoteAddr})
 }
 
 // SystemStats is the body of GET /api/v1/system: every part in

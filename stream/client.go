@@ -323,7 +323,7 @@ func (c *client) ack(ctx context.Context, id string) {
 		res.Error = "acknowledging needs the operator role; the token has " + c.who.Role
 	default:
 		actx, cancel := context.WithTimeout(ctx, c.h.opts.AckTimeout)
-		err := c.h.opts.Acker.Ack(actx, c.who.Tenant, id, c.who.Name)
+		err := c.h.opts.Acker.Ack(actx, c.who, id)
 		cancel()
 		if err != nil {
 			if apollo.ErrorCode(err) == apollo.EINTERNAL {

@@ -45,10 +45,11 @@ type MetricsSource interface {
 	StreamSummaries(tenant, prefix string) (any, error)
 }
 
-// Acker acknowledges an alert in a tenant for a caller (by names it); the
-// stream's ack message calls it. The alert engine's Ack has this shape.
+// Acker acknowledges an alert in the caller's tenant for the caller; the
+// stream's ack message calls it. It gets the whole caller, so that the
+// ack is audited as one through the REST API is: by whom and from where.
 type Acker interface {
-	Ack(ctx context.Context, tenant, alertID, by string) error
+	Ack(ctx context.Context, who Caller, alertID string) error
 }
 
 // Caller is who opened a connection, as the HTTP layer that mounts the
@@ -59,6 +60,7 @@ type Caller struct {
 	Tenant string // the only tenant whose tasks and alerts it sees
 	Role   string // as the hello shows it
 	MayAck bool   // the role may acknowledge alerts (operator or above)
+	Remote string // the client's address, as the HTTP request had it: audited with an ack
 }
 
 // Options configure a Hub. Bus and Changes are required; every other

@@ -356,13 +356,13 @@ type fakeAcker struct {
 	fail error
 }
 
-func (f *fakeAcker) Ack(_ context.Context, _, id, by string) error {
+func (f *fakeAcker) Ack(_ context.Context, who Caller, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
 		return f.fail
 	}
-	f.got = append(f.got, by+":"+id)
+	f.got = append(f.got, who.Name+":"+id)
 	return nil
 }
 

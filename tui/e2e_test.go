@@ -58,7 +58,8 @@ func (b *alertBoard) publish(a apollo.Alert) {
 	}
 }
 
-func (b *alertBoard) Ack(_ context.Context, _, id, by string) error {
+func (b *alertBoard) Ack(_ context.Context, who stream.Caller, id string) error {
+	by := who.Name
 	b.mu.Lock()
 	a, ok := b.alerts[id]
 	b.mu.Unlock()

@@ -56,6 +56,11 @@ type engineStream struct{ e *alert.Engine }
 
 func (a engineStream) SubscribeAlerts() (<-chan apollo.Alert, func()) { return a.e.Subscribe() }
 
+// Ack acknowledges for the stream's caller, as the server does.
+func (a engineStream) Ack(ctx context.Context, who stream.Caller, id string) error {
+	return a.e.Ack(ctx, who.Tenant, id, who.Name)
+}
+
 type tokens map[string]*httpapi.Principal
 
 func (a tokens) Authenticate(r *http.Request) (*httpapi.Principal, error) {
@@ -137,7 +142,7 @@ func newDashboard(t testing.TB, auth httpapi.Authenticator) *dashboard {
 func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
-		Alerts: engineStream{d.alerts}, Acker: d.alerts, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
+		Alerts: engineStream{d.alerts}, Acker: engineStream{d.alerts}, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
 		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second, TenantClients: d.tenantStreams})
 	if err != nil {
 		d.t.Fatal(err)

@@ -280,10 +280,12 @@ type engineAcker struct {
 	audit *audit.Log
 }
 
-func (a engineAcker) Ack(ctx context.Context, tenant, id, by string) error {
-	if err := a.e.Ack(ctx, tenant, id, by); err != nil {
+// Ack acknowledges as the REST API does, and audits it as the REST API
+// does (with the caller's address), saying it came over the stream.
+func (a engineAcker) Ack(ctx context.Context, who stream.Caller, id string) error {
+	if err := a.e.Ack(ctx, who.Tenant, id, who.Name); err != nil {
 		return err
 	}
-	a.audit.Record(audit.Entry{Tenant: tenant, Actor: by, Action: "alert.ack", Target: id, Detail: "from the stream"})
+	a.audit.Record(audit.Entry{Tenant: who.Tenant, Actor: who.Name, Action: "alert.ack", Target: id, Detail: "from the stream", Remote: who.Remote})
 	return nil
 }

@@ -395,6 +395,44 @@ func TestAcksSurviveKill(t *testing.T) {
 	})
 }
 
+// An acknowledgement given over the stream (as the dashboard gives it) is
+// audited like one through POST /api/v1/alerts/{id}/ack: by whom and
+// from which address, in the tenant's own log, across kill -9. Before,
+// the stream's entry had no address, so an operator could not tell where
+// an ack came from.
+func TestStreamAcksAuditedWithTheAddress(t *testing.T) {
+	eachMode(t, deployOptions{repeat: "1h"}, func(t *testing.T, d *deployment, h *hook) {
+		d.setEventRules()
+		ids := map[string]string{}
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_load")
+			ids[tenant] = d.firingAlert(tenant, tenant+"_failed").ID
+		}
+		if res := ackOverStreamAs(t, d.api.addr, d.tokens["acme"], ids["globex"]); res["ok"] == true {
+			t.Fatalf("acme acknowledged globex's alert over the stream: %v", res)
+		}
+		if res := ackOverStreamAs(t, d.api.addr, d.tokens["acme"], ids["acme"]); res["ok"] != true {
+			t.Fatalf("ack over the stream: %v", res)
+		}
+		d.do("globex", "POST", "/api/v1/alerts/"+ids["globex"]+"/ack", "", nil, 200)
+		d.crash()
+		for _, tenant := range tenants {
+			var l struct{ Entries []audit.Entry }
+			d.do(tenant, "GET", "/api/v1/audit", "", &l, 200)
+			var acks []audit.Entry
+			for _, e := range l.Entries {
+				if e.Action == "alert.ack" {
+					acks = append(acks, e)
+				}
+			}
+			if len(acks) != 1 || acks[0].Target != ids[tenant] || acks[0].Actor != tenant+"-admin" ||
+				!strings.HasPrefix(acks[0].Remote, "127.0.0.1:") {
+				t.Errorf("tenant %s: acks in the audit log after kill -9: %+v, want its one ack of %s from 127.0.0.1", tenant, acks, ids[tenant])
+			}
+		}
+	})
+}
+
 // A job paused through the API stays paused after kill -9 of the process
 // that runs the scheduler (the server, or the bus with --jobs): it shows
 // paused and does not run, while the other job keeps its schedule. The

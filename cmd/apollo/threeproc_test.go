@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
 	"github.com/apollo-11/apollo/redisstore/redistest"
@@ -157,9 +158,19 @@ RULE etl_rate task_prefix: "etl_" WINDOW: 1m THRESHOLD: failed >= 2 NOTIFY: hook
 // ackOverStream acknowledges an alert through the WebSocket stream, as the
 // dashboard does, and returns the confirmation.
 func ackOverStream(t *testing.T, addr, id string) map[string]any {
+	return ackOverStreamAs(t, addr, "", id)
+}
+
+// ackOverStreamAs is ackOverStream with a token ("": none).
+func ackOverStreamAs(t *testing.T, addr, token, id string) map[string]any {
 	t.Helper()
 	ctx := testwait.Context(t)
-	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/api/v1/stream", nil)
+	var opts *websocket.DialOptions
+	if token != "" {
+		opts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}},
+			Subprotocols: []string{apiclient.StreamProtocol}}
+	}
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/api/v1/stream", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
