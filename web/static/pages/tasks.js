@@ -1,19 +1,52 @@
 // Tasks: the live table with filters, and one task with its timeline.
 import { Component } from "/vendor/preact.mjs";
-import { useEffect, useState } from "/vendor/preact-hooks.mjs";
-import { html, Status, fmtTime, fmtMs, today } from "/lib/ui.js";
+import { useEffect, useRef, useState } from "/vendor/preact-hooks.mjs";
+import { html, Status, fmtTime, fmtMs, fmtNum, today } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
 import { serverNow } from "/lib/clock.js";
 import { tasks, setFilter, principal, reconnected } from "/lib/stream.js";
 
 const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
+// PAGE is how many rows are drawn at first, and how many more each Show
+// more adds: the stream's snapshot holds the newest 500 that match.
+const PAGE = 500;
 const SINCE = [["", "any time"], ["900000", "last 15 min"], ["3600000", "last hour"], ["86400000", "last 24 h"]];
+
+// created orders tasks as GET /api/v1/tasks and the stream's snapshot
+// list them: first reported newest first, then by task ID, descending. A
+// run keeps its place whatever happens to it later, so the pages read
+// with Show more follow the rows shown, each run once.
+function created(a, b) {
+  return (b.createdAt || b.updatedAt) - (a.createdAt || a.updatedAt) || (a.taskID < b.taskID ? 1 : a.taskID > b.taskID ? -1 : 0);
+}
+
+// newest is the newer of two states of one task (a stream update or a page
+// read earlier), as the stream compares them.
+function newest(a, b) {
+  if (!a || !b) return a || b;
+  return b.sequence > a.sequence || (b.sequence === a.sequence && b.updatedAt >= a.updatedAt) ? b : a;
+}
+
+const noOlder = { tasks: new Map(), next: "", end: false, loading: false, err: "" };
 
 export function Tasks() {
   const q = new URLSearchParams(location.search);
   const [prefix, setPrefix] = useState(q.get("prefix") || "");
   const [status, setStatus] = useState(q.get("status") || "");
   const [since, setSince] = useState(q.get("since") || "");
+  // The stream holds the newest tasks (its snapshot, at most PAGE, and
+  // what changed since); older ones are read from GET /api/v1/tasks, page
+  // by page, when the user asks for them: older.tasks, the cursor of the
+  // next page, and whether the last page came.
+  const [shown, setShown] = useState(PAGE);
+  const [older, setOlder] = useState(noOlder);
+  const reading = useRef(0); // a read of pages counts only for the filter and stream it was made for
+  const who = principal.value ? `${principal.value.tenant}\n${principal.value.name}` : "";
+  useEffect(() => {
+    reading.current++;
+    setShown(PAGE);
+    setOlder(noOlder);
+  }, [prefix, status, since, who, reconnected.value]);
   useEffect(() => {
     // The stream filters by prefix and status on the server; time is
     // applied here.
@@ -26,11 +59,51 @@ export function Tasks() {
     return () => clearTimeout(t);
   }, [prefix, status, since]);
   const from = since ? serverNow() - Number(since) : 0;
-  const rows = [...tasks.value.values()]
-    .filter((t) => (!prefix || t.name.startsWith(prefix) || t.taskID.startsWith(prefix)) &&
-      (!status || t.status === status) && t.updatedAt >= from)
-    .sort((a, b) => b.updatedAt - a.updatedAt || (a.taskID < b.taskID ? -1 : 1))
-    .slice(0, 500);
+  const matches = (t) => (!prefix || t.name.startsWith(prefix) || t.taskID.startsWith(prefix)) && (!status || t.status === status);
+  // A task read on a page and changed on the stream since is shown as it
+  // is now: out of the filter, it leaves.
+  const all = new Map(tasks.value);
+  let live = 0; // the stream's tasks that match, before the time filter
+  for (const t of tasks.value.values()) if (matches(t)) live++;
+  for (const t of older.tasks.values()) all.set(t.taskID, newest(all.get(t.taskID), t));
+  const found = [...all.values()].filter((t) => matches(t) && t.updatedAt >= from).sort(created);
+  const rows = found.slice(0, shown);
+  // More may exist unless every match is drawn and either the pages read
+  // came to the end or the stream's snapshot was not full.
+  const more = found.length > rows.length || (!older.end && (live >= PAGE || older.tasks.size > 0));
+  const showMore = async () => {
+    const want = shown + PAGE;
+    setShown(want);
+    if (found.length >= want || older.end) return;
+    const mine = reading.current;
+    let { next } = older;
+    const got = new Map(older.tasks);
+    setOlder({ ...older, loading: true, err: "" });
+    try {
+      let end = false;
+      // Pages from the first one: the first overlaps the stream's; read
+      // until the rows drawn are filled, or the last page came.
+      while (!end) {
+        const p = new URLSearchParams({ limit: String(PAGE) });
+        if (prefix) p.set("prefix", prefix);
+        if (status) p.set("status", status);
+        if (since) p.set("since", String(from));
+        if (next) p.set("cursor", next);
+        const d = await api("/api/v1/tasks?" + p);
+        if (mine !== reading.current) return;
+        for (const t of d.tasks || []) got.set(t.taskID, t);
+        next = d.next || "";
+        end = !next;
+        let n = 0;
+        for (const [id, t] of all) if (!got.has(id) && matches(t) && t.updatedAt >= from) n++;
+        for (const [id, t] of got) { const u = newest(all.get(id), t); if (matches(u) && u.updatedAt >= from) n++; }
+        if (n >= want) break;
+      }
+      setOlder({ tasks: got, next, end, loading: false, err: "" });
+    } catch (e) {
+      if (mine === reading.current) setOlder({ tasks: got, next, end: false, loading: false, err: e.message });
+    }
+  };
   const day = today();
   return html`
     <h1>Tasks</h1>
@@ -41,13 +114,16 @@ export function Tasks() {
         <option value="">any</option>${STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}</select></label>
       <label>Updated<select id="f-since" value=${since} onChange=${(e) => setSince(e.target.value)}>
         ${SINCE.map(([v, l]) => html`<option value=${v}>${l}</option>`)}</select></label>
-      <span class="muted" id="task-count">${rows.length} shown</span>
+      <span class="muted" id="task-count">${fmtNum(rows.length)} shown${more ? ", newest first" : ""}</span>
     </form>
     <div class="table-wrap"><table id="tasks-table" class="reflow">
       <thead><tr><th>Task</th><th>Job</th><th>Status</th><th class="hide-narrow">Started</th><th class="hide-narrow num">Cost</th><th>Updated</th></tr></thead>
       <tbody>${rows.map((t) => html`<${TaskRow} key=${t.taskID} t=${t} day=${day} />`)}</tbody>
     </table></div>
-    ${rows.length === 0 ? html`<p class="muted">No task matches.</p>` : ""}`;
+    ${rows.length === 0 && !more ? html`<p class="muted">No task matches.</p>` : ""}
+    ${more || older.err ? html`<p class="muted more-tasks">${more ? `The newest ${fmtNum(rows.length)} shown; there are more. ` : ""}
+      ${older.err ? html`<span role="alert">Could not read more: ${older.err}. </span>` : ""}
+      <button type="button" disabled=${older.loading} onClick=${showMore}>${older.loading ? "Reading…" : older.err ? "Try again" : "Show more"}</button></p>` : ""}`;
 }
 
 // TaskRow is one task's row, drawn again only when the stream changed the

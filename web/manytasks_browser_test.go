@@ -1,0 +1,68 @@
+package web_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/apollo-11/apollo/httpapi"
+)
+
+// With 100 000 tasks the Tasks page showed the newest 500 and nothing
+// more: it did not say the list was cut, and the older runs could only be
+// found by filtering. It now says how many it shows, that there are more,
+// and Show more reads the next ones from GET /api/v1/tasks, page by page,
+// newest first as the API lists them, each run once. The other tenant's
+// runs never show, whatever the page.
+func TestManyTasksInBrowser(t *testing.T) {
+	auth := tokens{
+		"admin-token": {Name: "root", Role: httpapi.RoleAdmin},
+		"b-token":     {Name: "bob", Tenant: "b", Role: httpapi.RoleAdmin},
+	}
+	d := newDashboard(t, auth)
+	const n = 100_000
+	now := time.Now().UnixMilli()
+	var evs []string
+	for i := range n {
+		evs = append(evs, fmt.Sprintf(`{"taskID":"t%06d","name":"job-%03d","sequence":1,"status":"running","ts":%d}`, i, i%100, now))
+		if len(evs) == 4000 || i == n-1 {
+			d.reportAs("admin-token", evs...)
+			evs = evs[:0]
+		}
+	}
+	// Tenant b's runs are newer than all of the first tenant's, and named
+	// like them.
+	d.reportAs("b-token", `{"taskID":"t099999b","name":"job-000","sequence":1,"status":"running","ts":1}`,
+		`{"taskID":"t000000b","name":"job-000","sequence":1,"status":"running","ts":1}`)
+
+	b := newBrowser(t)
+	b.signIn(d.srv.URL+"/tasks", "admin-token")
+	rows := `document.querySelectorAll("#tasks-table tbody tr")`
+	// in order: every row's task, newest first, each once, none of b's
+	inOrder := func(count int) string {
+		return fmt.Sprintf(`(() => { const r = [...%s].map((x) => x.dataset.task);
+			return r.length === %d && r.every((id, i) => id === "t" + String(%d - i).padStart(6, "0")); })()`, rows, count, n-1)
+	}
+	b.until("the newest 500, saying there are more", inOrder(500)+` && `+text("#task-count")+`.includes("500 shown") && `+
+		text(".more-tasks")+`.includes("more") && !!document.querySelector(".more-tasks button")`)
+	b.screenshot("first-page")
+	for _, count := range []int{1000, 1500} {
+		b.do("show more", chromedp.Click(chromedp.CSS(".more-tasks button")))
+		b.until(fmt.Sprintf("the next page: %d rows", count), inOrder(count)+` && `+text("#task-count")+fmt.Sprintf(`.includes("%s shown")`, map[int]string{1000: "1,000", 1500: "1,500"}[count]))
+	}
+	b.screenshot("three-pages")
+
+	// A prefix that 100 runs match: all of them, and nothing more to ask.
+	b.do("filter", setValue("#f-prefix", "t0000", "input"))
+	b.until("the 100 runs of the prefix, all of them", rows+`.length === 100 && !document.querySelector(".more-tasks button") && `+
+		`document.querySelector("#tasks-table tbody tr")?.dataset.task === "t000099" && !document.querySelector('tr[data-task$="b"]')`)
+	// The oldest runs are reachable by paging with a filter that many match.
+	b.do("filter", setValue("#f-prefix", "t00", "input"))
+	b.until("the newest 500 of the prefix", rows+`.length === 500 && document.querySelector("#tasks-table tbody tr")?.dataset.task === "t009999"`)
+	b.do("show more", chromedp.Click(chromedp.CSS(".more-tasks button")))
+	b.until("the next 500 of the prefix", rows+`.length === 1000 && document.querySelector("#tasks-table tbody tr:last-child")?.dataset.task === "t009000" && `+
+		`!document.querySelector('tr[data-task$="b"]')`)
+	b.screenshot("prefix")
+}
