@@ -91,6 +91,8 @@ type dashboard struct {
 	// tenantStreams, when set before startStream, is the streams a
 	// tenant may hold open (stream.Options.TenantClients).
 	tenantStreams int
+	// wrap, when set before startStream, wraps the API it serves.
+	wrap func(http.Handler) http.Handler
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -154,6 +156,9 @@ func (d *dashboard) startStream() {
 		Rules: rulebook.Book{Engine: d.alerts, Known: func(_, n string) bool { return n == "console" }}, Expectations: d.expect})
 	hub.Start(context.Background())
 	var h http.Handler = api
+	if d.wrap != nil {
+		h = d.wrap(h)
+	}
 	d.api.Store(&h)
 	d.hub = hub
 }

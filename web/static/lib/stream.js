@@ -32,7 +32,7 @@ let opened = false;
 let wasDown = false; // a connection closed since the last hello
 const acks = new Map(); // alert ID -> resolve
 let seen = null; // {name, tenant} of the last hello: whose data the signals hold
-let alertsSinceHello = null; // alert ID -> alert, the changes since the last hello
+let alertsSinceRead = null; // alert ID -> alert, the changes since the newest read of the alerts began
 const taskListeners = new Set();
 
 function b64url(s) {
@@ -265,13 +265,7 @@ function handle(m) {
       // are come from the API, on every (re)connect, and replace what the
       // page held (an alert may have resolved, or been forgotten, while
       // the stream was down).
-      const since = alertsSinceHello = new Map();
-      api("/api/v1/alerts").then((d) => {
-        if (since !== alertsSinceHello) return; // a newer hello reads them again
-        const next = new Map((d.alerts || []).map((a) => [a.id, a]));
-        for (const [id, a] of since) next.set(id, a);
-        alerts.value = next;
-      }, () => {});
+      readAlerts().catch(() => {});
       break;
     }
     case "snapshot": {
@@ -294,7 +288,7 @@ function handle(m) {
       ws?.send(JSON.stringify({ type: "heartbeat" }));
       break;
     case "alert": {
-      alertsSinceHello?.set(m.alert.id, m.alert);
+      alertsSinceRead?.set(m.alert.id, m.alert);
       const next = new Map(alerts.value);
       next.set(m.alert.id, m.alert);
       alerts.value = next;
@@ -318,9 +312,22 @@ function handle(m) {
   }
 }
 
-// seedAlerts merges alerts listed by the REST API into the stream's map.
-export function seedAlerts(list) {
-  const next = new Map(alerts.value);
-  for (const a of list) next.set(a.id, a);
-  alerts.value = next;
+// readAlerts reads the alerts as they are from GET /api/v1/alerts and
+// replaces what the page holds with them, and the changes the stream
+// delivered since the read began (the answer may have been read before
+// them). A read overtaken by a newer one changes nothing: the newer one
+// holds all it would. Every read of the alerts goes through here: a page
+// that merged an answer of its own put back, after the stream's read, an
+// alert as it was before a change (acknowledged meanwhile, it showed
+// unacknowledged), or one gone since. It resolves when the page holds the
+// answer (or a newer one), and rejects as api does.
+export function readAlerts() {
+  const since = alertsSinceRead = new Map();
+  return api("/api/v1/alerts").then((d) => {
+    if (since !== alertsSinceRead) return; // a newer read replaces them
+    alertsSinceRead = null;
+    const next = new Map((d.alerts || []).map((a) => [a.id, a]));
+    for (const [id, a] of since) next.set(id, a);
+    alerts.value = next;
+  });
 }

@@ -3,7 +3,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtAgo, fmtTime, fmtMs, fmtNum, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
-import { alerts, seedAlerts, ack, principal, reconnected } from "/lib/stream.js";
+import { alerts, readAlerts, ack, principal, reconnected } from "/lib/stream.js";
 
 const TABS = [["firing", "firing"], ["pending", "pending"], ["resolved", "resolved"], ["rules", "by rule"]];
 // PAGE is how many alerts a tab shows at first, and how many more each
@@ -27,7 +27,7 @@ export function Alerts() {
   const [shown, setShown] = useState(PAGE); // alerts drawn in the tab
   const pick = (s) => { setTab(s); setShown(PAGE); };
   useEffect(() => {
-    api("/api/v1/alerts").then((d) => { seedAlerts(d.alerts || []); setListed("ok"); },
+    readAlerts().then(() => setListed("ok"),
       (e) => setListed(e instanceof NotFound ? "na" : "error"));
     api("/api/v1/silences").then((d) => setSilences(d.silences || []), (e) => setSilences(e instanceof NotFound ? null : false));
   }, [reload, reconnected.value]);
