@@ -3,9 +3,12 @@ package web_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/apollo-11/apollo"
 )
@@ -113,4 +116,48 @@ func TestAlertReadAfterAChangeInBrowser(t *testing.T) {
 		b.screenshot("stale")
 		t.Fatalf("the acknowledged alert shows %q after the reads, want by root", got)
 	}
+}
+
+// The stream closed after the server made an ack and before its answer
+// came: the page said "Could not acknowledge: the connection closed",
+// although the alert was acknowledged. It now says that it does not know
+// yet, and, connected again, whether the alert was acknowledged.
+func TestAckAnsweredAfterTheStreamClosedInBrowser(t *testing.T) {
+	d := newDashboard(t, testTokens)
+	made := make(chan struct{}, 1)
+	answer := make(chan struct{})
+	d.acked = func() {
+		made <- struct{}{}
+		<-answer
+	}
+	d.startStream() // with the hook
+	start := time.Now()
+	d.reportAs("admin-token", run("etl", "etl-1", "failed", start, time.Second)...)
+	id := d.firingID("")
+	row := `tr[data-alert="` + id + `"]`
+	b := newBrowser(t)
+	b.signIn(d.srv.URL+"/alerts", "admin-token")
+	b.until("the alert, not acknowledged", `!!document.querySelector('`+row+` button.ack')`)
+
+	b.do("ack", chromedp.Click(chromedp.CSS(row+` button.ack`)))
+	select {
+	case <-made:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the ack did not reach the engine")
+	}
+	// The server goes down before the answer is written.
+	down := make(chan struct{})
+	go func() { d.down(); close(down) }()
+	b.until("the stream closed", `document.querySelector("#conn")?.dataset.state !== "open"`)
+	close(answer)
+	<-down
+	b.until("the page says it does not know yet", text(".toast")+`.includes("may have been")`)
+	if got := b.eval(text(".toast")); strings.Contains(got, "Could not acknowledge") {
+		t.Errorf("the toast says %q of an ack that was made", got)
+	}
+	b.screenshot("unknown")
+	d.acked = nil
+	d.up()
+	b.until("connected again, it says the alert was acknowledged", text(".toast")+`.includes("Acknowledged") && `+text(row+` td.acked`)+` === "by root"`)
+	b.screenshot("confirmed")
 }

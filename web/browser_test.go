@@ -52,13 +52,20 @@ func chromium(t testing.TB) string {
 
 // engineStream connects the real alert engine's alert changes to the
 // stream, as cmd/apollo does; the engine takes the page's acks itself.
-type engineStream struct{ e *alert.Engine }
+type engineStream struct {
+	e     *alert.Engine
+	acked func() // when set, called after an ack over the stream was made, before its answer
+}
 
 func (a engineStream) SubscribeAlerts() (<-chan apollo.Alert, func()) { return a.e.Subscribe() }
 
 // Ack acknowledges for the stream's caller, as the server does.
 func (a engineStream) Ack(ctx context.Context, who stream.Caller, id string) error {
-	return a.e.Ack(ctx, who.Tenant, id, who.Name)
+	err := a.e.Ack(ctx, who.Tenant, id, who.Name)
+	if err == nil && a.acked != nil {
+		a.acked()
+	}
+	return err
 }
 
 type tokens map[string]*httpapi.Principal
@@ -93,6 +100,9 @@ type dashboard struct {
 	tenantStreams int
 	// wrap, when set before startStream, wraps the API it serves.
 	wrap func(http.Handler) http.Handler
+	// acked, when set before startStream, is called after each ack over
+	// the stream was made and before it is answered.
+	acked func()
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -144,7 +154,7 @@ func newDashboard(t testing.TB, auth httpapi.Authenticator) *dashboard {
 func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
-		Alerts: engineStream{d.alerts}, Acker: engineStream{d.alerts}, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
+		Alerts: engineStream{e: d.alerts}, Acker: engineStream{d.alerts, d.acked}, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
 		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second, TenantClients: d.tenantStreams})
 	if err != nil {
 		d.t.Fatal(err)

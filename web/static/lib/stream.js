@@ -2,7 +2,7 @@
 // reconnecting with exponential backoff and resuming from the last cursor.
 // It keeps the state the pages read: tasks, alerts, metrics, system stats.
 import { signal, batch } from "/vendor/signals.mjs";
-import { api, token, refused } from "/lib/api.js";
+import { api, token, refused, toast } from "/lib/api.js";
 import { setServerTime } from "/lib/clock.js";
 
 export const conn = signal("connecting"); // connecting | open | closed | unauthorized
@@ -31,6 +31,10 @@ let retryAt = 0; // Date.now() when retry fires
 let opened = false;
 let wasDown = false; // a connection closed since the last hello
 const acks = new Map(); // alert ID -> resolve
+// unsure holds the alerts whose ack was sent and not answered when the
+// stream closed: the server may have made it. The next read of the
+// alerts says which were.
+const unsure = new Set();
 let seen = null; // {name, tenant} of the last hello: whose data the signals hold
 let alertsSinceRead = null; // alert ID -> alert, the changes since the newest read of the alerts began
 const taskListeners = new Set();
@@ -70,7 +74,10 @@ export function connect() {
   ws.onclose = (e) => {
     ws = null;
     wasDown = true;
-    for (const done of acks.values()) done({ ok: false, error: "the connection closed" });
+    for (const [id, done] of acks) {
+      unsure.add(id);
+      done({ ok: false, unknown: true, error: "the connection closed before the server answered" });
+    }
     acks.clear();
     if (!opened) { checkAuth(); }
     const wait = Math.min(backoff, 30_000) * (0.75 + Math.random() / 2);
@@ -329,5 +336,16 @@ export function readAlerts() {
     const next = new Map((d.alerts || []).map((a) => [a.id, a]));
     for (const [id, a] of since) next.set(id, a);
     alerts.value = next;
+    if (unsure.size) toast.value = [...unsure].map((id) => ackOutcome(id, next.get(id))).join(" ");
+    unsure.clear();
   });
+}
+
+// ackOutcome says whether an ack left unanswered by a closed stream was
+// made, from the alert as the API has it now.
+function ackOutcome(id, a) {
+  const name = a ? (a.group ? `${a.rule} (${a.group})` : a.rule) : id;
+  if (a?.ackedBy) return `Acknowledged ${name}.`;
+  if (!a || a.state === "resolved") return `${name} resolved before it was acknowledged: nothing to acknowledge.`;
+  return `${name} was not acknowledged (the connection closed first): acknowledge it again.`;
 }

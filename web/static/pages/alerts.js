@@ -41,7 +41,11 @@ export function Alerts() {
       try { await api(`/api/v1/alerts/${encodeURIComponent(a.id)}/ack`, { method: "POST" }); res = { ok: true }; }
       catch (e) { res = { ok: false, error: e.message }; }
     }
-    toast.value = res.ok ? `Acknowledged ${named(a)}.` : `Could not acknowledge: ${res.error}`;
+    // Unanswered because the stream closed, the ack may have been made:
+    // the page says which once the alerts are read again.
+    toast.value = res.ok ? `Acknowledged ${named(a)}.` : res.unknown
+      ? `The connection closed before the server answered: ${named(a)} may have been acknowledged. The page says whether it was once it is connected again.`
+      : `Could not acknowledge: ${res.error}`;
   };
   const more = () => setShown(shown + PAGE);
   const rows = { canAct, doAck, setSilence, open, setOpen, silences: silences || [], shown, more };
