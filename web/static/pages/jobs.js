@@ -9,6 +9,12 @@ import { metrics } from "/lib/stream.js";
 import { Strip } from "/pages/board.js";
 
 const WINDOWS = ["1m", "5m", "15m", "1h"];
+// PAGE is how many jobs the table draws at first, and how many more each
+// Show more adds. Drawn all at once, 10 000 jobs took the page 6 s to
+// open, and each poll, metric message and key typed in the filter as
+// long again (headless Chromium on two shared cores,
+// TestManyJobsInBrowser's set-up).
+const PAGE = 200;
 
 // A cell that counts failures or timeouts is red when it counts any.
 const bad = (n) => (n > 0 ? "num bad" : "num");
@@ -18,6 +24,8 @@ export function Jobs({ name }) {
   const [prefix, setPrefix] = useState("");
   const [data, setData] = useState(null);
   const [state, setState] = useState("loading"); // loading | ok | na | error
+  const [shown, setShown] = useState(PAGE);
+  useEffect(() => setShown(PAGE), [windowSel, prefix]);
   useEffect(() => {
     let stop = false;
     const load = () => api(`/api/v1/metrics?window=${windowSel}&prefix=${encodeURIComponent(prefix)}`).then(
@@ -45,7 +53,7 @@ export function Jobs({ name }) {
       <thead><tr><th>Job</th><th class="num">Runs</th><th class="num">Failed</th><th class="num">Timed out</th>
         <th class="num">Failure rate</th><th class="num hide-narrow">Avg cost</th><th class="num hide-narrow">Max cost</th>
         <th class="num">Late rate</th><th class="num">Backlog</th><th class="num hide-narrow">Running</th></tr></thead>
-      <tbody>${jobs.map((j) => html`<tr class=${j.name === name ? "sel" : ""} data-job=${j.name}>
+      <tbody>${jobs.slice(0, shown).map((j) => html`<tr class=${j.name === name ? "sel" : ""} data-job=${j.name}>
         <td data-label="Job"><a href=${"/jobs/" + encodeURIComponent(j.name)}>${j.name}</a></td>
         <td data-label="Runs" class="num">${fmtNum(j.count)}</td>
         <td data-label="Failed" class=${bad(j.failed)}>${fmtNum(j.failed)}</td>
@@ -55,6 +63,8 @@ export function Jobs({ name }) {
         <td data-label="Max cost" class="num hide-narrow">${j.count ? fmtMs(j.maxCostMs) : "—"}</td><td data-label="Late rate" class="num">${fmtPct(j.lateRate)}</td>
         <td data-label="Backlog" class="num">${fmtNum(j.backlog)}</td><td data-label="Running" class="num hide-narrow">${fmtNum(j.running)}</td></tr>`)}</tbody>
     </table></div>
+    ${jobs.length > shown ? html`<p class="muted more-jobs">The first ${fmtNum(shown)} of ${fmtNum(jobs.length)} jobs.
+      <button type="button" onClick=${() => setShown(shown + PAGE)}>Show ${fmtNum(Math.min(PAGE, jobs.length - shown))} more</button></p>` : ""}
     <p class="muted">The failure rate counts failed and timed-out runs over the finished ones.</p>
     ${state === "ok" && jobs.length === 0 ? html`<p class="muted">No runs in this window.</p>` : ""}`}
     ${name ? html`<${JobHealth} name=${name} /><${JobCharts} name=${name} />` : ""}`;
