@@ -34,8 +34,8 @@ func TestManyTasksInBrowser(t *testing.T) {
 	}
 	// Tenant b's runs are newer than all of the first tenant's, and named
 	// like them.
-	d.reportAs("b-token", `{"taskID":"t099999b","name":"job-000","sequence":1,"status":"running","ts":1}`,
-		`{"taskID":"t000000b","name":"job-000","sequence":1,"status":"running","ts":1}`)
+	d.reportAs("b-token", fmt.Sprintf(`{"taskID":"t099999b","name":"job-000","sequence":1,"status":"running","ts":%d}`, now),
+		fmt.Sprintf(`{"taskID":"t000000b","name":"job-000","sequence":1,"status":"running","ts":%d}`, now))
 
 	b := newBrowser(t)
 	b.signIn(d.srv.URL+"/tasks", "admin-token")
@@ -65,4 +65,30 @@ func TestManyTasksInBrowser(t *testing.T) {
 	b.until("the next 500 of the prefix", rows+`.length === 1000 && document.querySelector("#tasks-table tbody tr:last-child")?.dataset.task === "t009000" && `+
 		`!document.querySelector('tr[data-task$="b"]')`)
 	b.screenshot("prefix")
+
+	// Signed in as the other tenant in a second tab, the first shows that
+	// tenant's runs, and none of the ones it read page by page, not even
+	// for one frame.
+	b.do("watch the rows", chromedp.Evaluate[chromedp.Void](`window.leaked = [];
+		new MutationObserver(() => {
+			if (document.querySelector("#who")?.textContent !== "bob (admin)") return;
+			for (const r of document.querySelectorAll("#tasks-table tbody tr")) if (!r.dataset.task.endsWith("b")) window.leaked.push(r.dataset.task);
+		}).observe(document.querySelector("main"), { childList: true, subtree: true, characterData: true });`))
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := &browser{t: t, ctx: ctx, shot: b.shot, errs: make(chan string, 1)}
+	second.do("open the site in a second tab", chromedp.Navigate(d.srv.URL+"/"))
+	second.until("signed in with the browser's token", `document.querySelector("#conn")?.dataset.state === "open"`)
+	second.do("forget the token", chromedp.Evaluate[chromedp.Void](`localStorage.clear()`), chromedp.Reload())
+	second.signInAgain("b-token")
+	b.until("the first tab follows", text("#who")+` === "bob (admin)"`)
+	b.do("every run", setValue("#f-prefix", "", "input"))
+	b.until("the other tenant's runs only", rows+`.length === 2 && [...`+rows+`].every((r) => r.dataset.task.endsWith("b")) && `+
+		`!document.querySelector(".more-tasks button")`)
+	if got := b.eval(`window.leaked.slice(0, 5).join(" ")`); got != "" {
+		t.Errorf("the first tenant's runs drawn for the other: %s", got)
+	}
 }

@@ -27,7 +27,7 @@ function newest(a, b) {
   return b.sequence > a.sequence || (b.sequence === a.sequence && b.updatedAt >= a.updatedAt) ? b : a;
 }
 
-const noOlder = { tasks: new Map(), next: "", end: false, loading: false, err: "" };
+const noOlder = { who: "", tasks: new Map(), next: "", end: false, loading: false, err: "" };
 
 export function Tasks() {
   const q = new URLSearchParams(location.search);
@@ -39,13 +39,16 @@ export function Tasks() {
   // by page, when the user asks for them: older.tasks, the cursor of the
   // next page, and whether the last page came.
   const [shown, setShown] = useState(PAGE);
-  const [older, setOlder] = useState(noOlder);
+  const [read, setOlder] = useState(noOlder);
   const reading = useRef(0); // a read of pages counts only for the filter and stream it was made for
   const who = principal.value ? `${principal.value.tenant}\n${principal.value.name}` : "";
+  // Read for another principal (signed in again), the rows read are not
+  // drawn, not even once before the effect below drops them.
+  const older = read.who === who ? read : { ...noOlder, who };
   useEffect(() => {
     reading.current++;
     setShown(PAGE);
-    setOlder(noOlder);
+    setOlder({ ...noOlder, who });
   }, [prefix, status, since, who, reconnected.value]);
   useEffect(() => {
     // The stream filters by prefix and status on the server; time is
@@ -99,9 +102,9 @@ export function Tasks() {
         for (const [id, t] of got) { const u = newest(all.get(id), t); if (matches(u) && u.updatedAt >= from) n++; }
         if (n >= want) break;
       }
-      setOlder({ tasks: got, next, end, loading: false, err: "" });
+      setOlder({ who: older.who, tasks: got, next, end, loading: false, err: "" });
     } catch (e) {
-      if (mine === reading.current) setOlder({ tasks: got, next, end: false, loading: false, err: e.message });
+      if (mine === reading.current) setOlder({ who: older.who, tasks: got, next, end: false, loading: false, err: e.message });
     }
   };
   const day = today();
