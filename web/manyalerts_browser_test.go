@@ -47,4 +47,9 @@ func TestManyAlertsInBrowser(t *testing.T) {
 	b.do("by rule", chromedp.Click(chromedp.CSS("#tab-rules")))
 	b.until("a page of rules", `document.querySelectorAll("#by-rule section").length === 200 && `+text(".more-alerts")+`.includes("200 of 1,000 rules")`)
 	b.screenshot("by-rule")
+	// The overview, drawn again at every batch of the stream's runs, has
+	// the newest 50 and says where the rest are.
+	b.goTo("/overview")
+	b.until("the newest 50 firing alerts, and how many there are", `document.querySelectorAll("#firing tbody tr").length === 50 && `+
+		text(".more-firing")+`.includes("The newest 50 of 1,000 firing alerts")`)
 }

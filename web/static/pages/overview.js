@@ -8,6 +8,11 @@ import { useSeries, RangePicker, columns, failureRate } from "/lib/series.js";
 import { tasks, alerts, setFilter } from "/lib/stream.js";
 
 const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
+// FIRING is how many firing alerts the overview draws, the newest: a
+// rule with BY: name can fire thousands, and the page is drawn again at
+// every batch of the stream's tasks. The Alerts page has them all.
+const FIRING = 50;
+const since = (a) => Date.parse(a.firedAt || a.startedAt);
 
 export function Overview() {
   useEffect(() => setFilter({}), []);
@@ -17,7 +22,7 @@ export function Overview() {
     for (const t of tasks.value.values()) c[t.status] = (c[t.status] || 0) + 1;
     return c;
   });
-  const firing = [...alerts.value.values()].filter((a) => a.state === "firing");
+  const firing = [...alerts.value.values()].filter((a) => a.state === "firing").sort((a, b) => since(b) - since(a));
   return html`
     <h1>Overview</h1>
     <h2>Runs by status <span class="muted">(the ${fmtNum(tasks.value.size)} most recent)</span></h2>
@@ -29,9 +34,10 @@ export function Overview() {
     <h2>Firing alerts</h2>
     ${firing.length === 0 ? html`<p class="muted" id="no-firing">Nothing is firing.</p>` : html`
       <div class="table-wrap"><table id="firing" class="reflow"><thead><tr><th>Rule</th><th>Group</th><th>Severity</th><th>Summary</th><th>Since</th></tr></thead>
-      <tbody>${firing.map((a) => html`<tr><td data-label="Rule">${a.rule}</td><td data-label="Group">${a.group}</td>
+      <tbody>${firing.slice(0, FIRING).map((a) => html`<tr><td data-label="Rule">${a.rule}</td><td data-label="Group">${a.group}</td>
         <td data-label="Severity"><${Status} s=${a.severity} /></td>
-        <td data-label="Summary">${a.summary}</td><td data-label="Since">${fmtAgo(Date.parse(a.firedAt || a.startedAt))}</td></tr>`)}</tbody></table></div>`}
+        <td data-label="Summary">${a.summary}</td><td data-label="Since">${fmtAgo(since(a))}</td></tr>`)}</tbody></table></div>
+      ${firing.length > FIRING ? html`<p class="muted more-firing">The newest ${fmtNum(FIRING)} of ${fmtNum(firing.length)} firing alerts: <a href="/alerts">see them all</a>.</p>` : ""}`}
     <p><a href="/alerts">All alerts</a> · <a href="/tasks">All tasks</a></p>`;
 }
 
