@@ -208,7 +208,9 @@ func (m *Model) lost(err error) tea.Cmd {
 	c.ws = nil
 	c.reason = closeReason(err)
 	for id, a := range c.acks {
-		m.say(true, "Acknowledging "+a.Rule+" ("+a.Group+"): the connection closed before the answer; try again")
+		// The server may have made the ack and lost only the answer: the
+		// alerts read again after the reconnect say whether it did.
+		m.say(true, "Acknowledging "+a.Rule+" ("+a.Group+"): the connection closed before the answer; it may have been acknowledged; the list after the reconnect shows whether it was")
 		delete(c.acks, id)
 	}
 	switch apollo.ErrorCode(err) {

@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/teatest/v2"
+	"github.com/coder/websocket"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
@@ -235,6 +236,25 @@ func TestKeysAck(t *testing.T) {
 	}
 	s.conn.send(`{"type":"ack_result","alert":"a-2","ok":false,"error":"acknowledging needs the operator role; the token has viewer"}`)
 	s.w.untilText(t, "Could not acknowledge etl_slow: acknowledging needs the operator role")
+}
+
+// An ack whose answer the closing stream cut off may have been made: the
+// dashboard says so, not "try again" (a second ack of a made one is
+// refused), and the list read after the reconnect shows it.
+func TestAckCutOffByAClosedStream(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	s.press("4")
+	s.w.untilText(t, "batch_failures")
+	s.press("a")
+	if m := s.conn.expect(); m["type"] != "ack" || m["alert"] != "a-1" {
+		t.Fatalf("a sent %v, want an ack of a-1", m)
+	}
+	s.conn.c.Close(websocket.StatusGoingAway, "stopping")
+	sc := s.w.untilText(t, "it may have been acknowledged")
+	if strings.Contains(sc.text, "try again") {
+		t.Errorf("the dashboard tells to try an ack that may have been made again:\n%s", sc.text)
+	}
 }
 
 func TestKeysSilence(t *testing.T) {
