@@ -1,7 +1,9 @@
 package web_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,17 +17,34 @@ import (
 // have them.
 func (d *dashboard) report(evs ...string) { d.t.Helper(); d.reportAs("", evs...) }
 
-// reportAs is report with a token ("": none).
+// reportAs is report with a token ("": none). Every event must be taken:
+// one the server refused on its own (a bad field) fails the test rather
+// than leave it looking at runs that are not there.
 func (d *dashboard) reportAs(token string, evs ...string) {
 	d.t.Helper()
-	d.post(token, "/api/v1/events", "["+strings.Join(evs, ",")+"]")
+	body := d.post(token, "/api/v1/events", "["+strings.Join(evs, ",")+"]")
+	var ans struct {
+		Results []struct {
+			Result string `json:"result"`
+			Error  any    `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		d.t.Fatalf("the answer to the events: %v\n%s", err, body)
+	}
+	for i, r := range ans.Results {
+		if r.Result != "accepted" && r.Result != "duplicate" && r.Result != "waiting" {
+			d.t.Fatalf("event %d (%s) was not taken: %s %v", i, evs[i], r.Result, r.Error)
+		}
+	}
 	if err := d.bus.Checkpoint(func(uint64) error { return nil }); err != nil {
 		d.t.Fatal(err)
 	}
 }
 
-// post sends a JSON body to the API with a token ("": none) and wants 2xx.
-func (d *dashboard) post(token, path, body string) {
+// post sends a JSON body to the API with a token ("": none), wants 2xx
+// and returns the answer's body.
+func (d *dashboard) post(token, path, body string) []byte {
 	d.t.Helper()
 	req, err := http.NewRequest("POST", d.srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -39,10 +58,15 @@ func (d *dashboard) post(token, path, body string) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
+	ans, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		d.t.Fatalf("POST %s: HTTP %d", path, resp.StatusCode)
+	if err != nil {
+		d.t.Fatal(err)
 	}
+	if resp.StatusCode/100 != 2 {
+		d.t.Fatalf("POST %s: HTTP %d %s", path, resp.StatusCode, ans)
+	}
+	return ans
 }
 
 // run is one run's two events: running at start, then its end.
