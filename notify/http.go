@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxResponse bounds how much of a response body a channel reads: robot
@@ -258,6 +259,39 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + mark
+}
+
+// TruncateJSON cuts s, as Truncate does, so that it takes at most n bytes
+// once written as a JSON string by EncodeJSON (without its quotes): a
+// quote or a backslash takes two bytes there, a control character or a
+// line separator six. Feishu limits the request body, not the text, so a
+// text of quotes cut to n bytes would still be refused at twice the size.
+func TruncateJSON(s string, n int) string {
+	size := func(r rune) int {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			return 2
+		case r < 0x20 || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+			return 6 // \u001b; an invalid byte is written as \ufffd
+		}
+		return utf8.RuneLen(r)
+	}
+	const mark = "…"
+	used, cut := 0, 0
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		i += w
+		if used+size(r) <= n-len(mark) {
+			cut = i // the text that fits with the mark
+		}
+		if used += size(r); used > n {
+			if n < len(mark) {
+				return ""
+			}
+			return s[:cut] + mark
+		}
+	}
+	return s
 }
 
 // TruncateWithTail is Truncate(s, n) followed by tail, keeping the result

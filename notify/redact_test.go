@@ -101,6 +101,29 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
+// TruncateJSON counts the bytes the text takes in a JSON body.
+func TestTruncateJSON(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{`hello`, 5, `hello`}, {`"quoted"`, 9, `"quot…`}, {`""""`, 8, `""""`}, {`"""""`, 8, `""…`},
+		{"a\x1bb", 8, "a\x1bb"}, {"a\x1bbcdef", 8, "a…"}, {"告警告警", 8, "告…"}, {`"""`, 2, ""},
+		{"\xff\xff", 12, "\xff\xff"}, {"\xff\xffa", 12, "\xff…"},
+	} {
+		got := TruncateJSON(tc.in, tc.n)
+		b, err := EncodeJSON(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want || len(b)-2 > tc.n {
+			t.Errorf("TruncateJSON(%q, %d) = %q (%d bytes as JSON), want %q", tc.in, tc.n, got, len(b)-2, tc.want)
+		}
+	}
+}
+
 // FuzzRedactURL: a token put in the query, the userinfo or a long path
 // segment never survives, redaction is stable, and nothing panics.
 func FuzzRedactURL(f *testing.F) {

@@ -14,8 +14,13 @@ import (
 	"github.com/apollo-11/apollo/notify"
 )
 
-// maxText keeps a message under DingTalk's size limit (about 20 000 bytes).
-const maxText = 18000
+// maxTitle and maxText keep a message under DingTalk's size limit (about
+// 20 000 bytes): the title is the chat list's preview, and a title
+// template may make it as long as a digest.
+const (
+	maxTitle = 1000
+	maxText  = 18000
+)
 
 // Error codes DingTalk answers with inside a 200 that are worth retrying:
 // -1 "system busy" and 130101 "sending too fast" (more than 20 a minute).
@@ -76,7 +81,7 @@ func (n *Notifier) payload(m *notify.Message) payload {
 	}
 	return payload{
 		MsgType:  "markdown",
-		Markdown: markdown{Title: m.Title, Text: notify.TruncateWithTail(m.Markdown, mentions, maxText)},
+		Markdown: markdown{Title: notify.Truncate(m.Title, maxTitle), Text: notify.TruncateWithTail(m.Markdown, mentions, maxText)},
 		At:       at{AtMobiles: n.cfg.AtMobiles, IsAtAll: n.cfg.AtAll},
 	}
 }

@@ -12,8 +12,13 @@ import (
 	"github.com/apollo-11/apollo/notify"
 )
 
-// maxContent keeps a request under Feishu's 20 KB body limit.
-const maxContent = 18000
+// Feishu refuses a request body over 20 KB, counted as sent: as JSON, where
+// a quote takes two bytes. The message and the card's title are cut to
+// these sizes written so, leaving room for the rest of the body.
+const (
+	maxContent = 18000
+	maxTitle   = 1000
+)
 
 // Error codes worth retrying: 11232 is "sending too frequently" (a bot may
 // send 100 a minute, 5 a second). Others (19021 bad signature, 19024
@@ -113,15 +118,15 @@ func (n *Notifier) payload(m *notify.Message) payload {
 		p.Sign = sign(p.Timestamp, string(n.cfg.Secret))
 	}
 	if n.cfg.msgType() == MsgText {
-		p.MsgType, p.Content = MsgText, &textContent{Text: notify.Truncate(m.Title+"\n\n"+m.Text, maxContent)}
+		p.MsgType, p.Content = MsgText, &textContent{Text: notify.TruncateJSON(m.Title+"\n\n"+m.Text, maxContent)}
 		return p
 	}
 	p.MsgType = MsgInteractive
 	p.Card = &card{
 		Config: cardConfig{WideScreenMode: true},
-		Header: cardHeader{Title: plainText{Tag: "plain_text", Content: m.Title}, Template: color(m)},
+		Header: cardHeader{Title: plainText{Tag: "plain_text", Content: notify.TruncateJSON(m.Title, maxTitle)}, Template: color(m)},
 		Elements: []cardElement{{Tag: "markdown",
-			Content: notify.Truncate(cardMarkdown(m.Markdown), maxContent)}},
+			Content: notify.TruncateJSON(cardMarkdown(m.Markdown), maxContent)}},
 	}
 	return p
 }
