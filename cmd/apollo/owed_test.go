@@ -342,6 +342,21 @@ func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
 	if owed != 3 {
 		t.Fatalf("the outbox owes %d notifications, want 3: the one retried and the two queued", owed)
 	}
+	// The engine hands a notification over as a cycle fires its alert and
+	// saves the alert after: the kill below must come after the save, or
+	// the restart fires those alerts again from the log, and their
+	// notifications find the queue full.
+	eventually(t, 30*time.Second, "the four alerts saved", func() bool {
+		b, _ := os.ReadFile(filepath.Join(d.dir, "data", "alerts.json"))
+		for _, tenant := range tenants {
+			for _, rule := range []string{tenant + "_a", tenant + "_b"} {
+				if !strings.Contains(string(b), `"rule":"`+rule+`"`) && !strings.Contains(string(b), `"rule": "`+rule+`"`) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	d.api.kill()
 	down.Store(false)
 	d.start()
