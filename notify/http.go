@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,12 +65,70 @@ func (e Endpoint) Post(ctx context.Context, rawURL string, body []byte) (bool, e
 	}
 	code, msg, err := e.Verdict(answer)
 	if err != nil {
-		return true, fmt.Errorf("%s: unreadable answer %q: %w", e.Channel, Truncate(string(answer), 200), err)
+		return true, fmt.Errorf("%s: unreadable answer %q: %w", e.Channel, snippet(answer, secretsOf(rawURL, e.Header)), err)
 	}
 	if code != 0 {
-		return e.Retryable[code], fmt.Errorf("%s: %s %d: %s", e.Channel, e.CodeName, code, RedactText(msg))
+		return e.Retryable[code], fmt.Errorf("%s: %s %d: %s", e.Channel, e.CodeName, code, scrub(msg, secretsOf(rawURL, e.Header)))
 	}
 	return false, nil
+}
+
+// secretsOf is what a request to rawURL with header carries that an
+// answer quoting it (a gateway's 401 naming the token it refused, a
+// proxy's page naming the path it could not route) must not show: header
+// values other than the content type, and their long words (the token of
+// "Bearer token"); the URL's password, query values and token-like path
+// segments, as sent and unescaped.
+func secretsOf(rawURL string, header http.Header) []string {
+	var out []string
+	add := func(v string) {
+		if len(v) >= 8 {
+			out = append(out, v)
+			if u, err := url.QueryUnescape(v); err == nil && u != v {
+				out = append(out, u)
+			}
+		}
+	}
+	for k, vs := range header {
+		if k == "Content-Type" {
+			continue
+		}
+		for _, v := range vs {
+			add(v)
+			for _, w := range strings.Fields(v) {
+				add(w)
+			}
+		}
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return out
+	}
+	if p, ok := u.User.Password(); ok {
+		add(p)
+	}
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		if _, v, ok := strings.Cut(kv, "="); ok {
+			add(v)
+		}
+	}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		if looksLikeToken(seg) {
+			add(seg)
+		}
+	}
+	// The longest first: a secret that holds another is replaced whole.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// scrub replaces each of secrets in s with REDACTED, then redacts the
+// URLs in it.
+func scrub(s string, secrets []string) string {
+	for _, v := range secrets {
+		s = strings.ReplaceAll(s, v, "REDACTED")
+	}
+	return RedactText(s)
 }
 
 // ErrCode is the Verdict of the answer DingTalk and WeCom robots share:
@@ -124,7 +183,7 @@ func post(ctx context.Context, c *http.Client, rawURL string, body []byte, heade
 	// 408: the server (or a proxy before it) timed the request out, as a
 	// network failure would; it asks for the request again.
 	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500
-	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data),
+	return data, retryable, &StatusError{URL: RedactURL(rawURL), Status: resp.StatusCode, Body: snippet(data, secretsOf(rawURL, header)),
 		RetryAfter: retryAfter(resp.Header)}
 }
 
@@ -236,11 +295,12 @@ type redactedError struct{ err error }
 func (e redactedError) Error() string { return RedactText(e.err.Error()) }
 func (e redactedError) Unwrap() error { return e.err }
 
-// snippet is the start of a response body, one line, for an error message.
-func snippet(b []byte) string {
+// snippet is the start of a response body, one line, for an error
+// message, without secrets.
+func snippet(b []byte, secrets []string) string {
 	const n = 200
-	s := strings.Join(strings.Fields(string(b)), " ")
-	return RedactText(Truncate(s, n))
+	s := strings.Join(strings.Fields(scrub(string(b), secrets)), " ")
+	return Truncate(s, n)
 }
 
 // Truncate cuts s to at most n bytes without splitting a UTF-8 sequence,

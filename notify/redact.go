@@ -121,5 +121,10 @@ func RedactText(s string) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}
-	return urlInText.ReplaceAllStringFunc(s, RedactURL)
+	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		// A colon or a full stop after a URL ends a phrase ("POST URL: 401"):
+		// kept, not taken for the end of a query value and redacted with it.
+		t := strings.TrimRight(u, ".,:;)")
+		return RedactURL(t) + u[len(t):]
+	})
 }

@@ -42,6 +42,9 @@ func TestRedactText(t *testing.T) {
 	if !strings.HasSuffix(got, `": dial tcp: connection refused`) || !strings.Contains(got, "access_token=REDACTED") {
 		t.Fatalf("%q", got)
 	}
+	if got := RedactText("POST https://h.example/hook?key=k3y: 401 Unauthorized"); got != "POST https://h.example/hook?key=REDACTED: 401 Unauthorized" {
+		t.Fatalf("the colon after the URL: %q", got)
+	}
 }
 
 // A Secret and a SecretURL stay hidden whatever prints them.

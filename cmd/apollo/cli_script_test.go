@@ -39,7 +39,9 @@ import (
 // a terminal acts on: ESC ] title BEL, ESC [2J, ESC [31m, C1 CSI, a bidi
 // override, DEL), MOVED (a web server that answers a POST with a redirect
 // to its sign-in page, which answers a GET with 200, as an endpoint behind
-// a single sign-on proxy does).
+// a single sign-on proxy does), ECHO (a web server whose answers quote the
+// request's Authorization header and path and query: a 401 with JSON, or,
+// at /robot/send, a 200 with an HTML page).
 //
 // Conditions: [alert] this build's server has the alert routes; [redis]
 // APOLLO_TEST_REDIS names a Redis, which scripts find in $REDIS.
@@ -64,12 +66,22 @@ func TestScripts(t *testing.T) {
 		fmt.Fprint(w, "<html>Sign in to continue</html>")
 	}))
 	t.Cleanup(moved.Close)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robot/send" { // a proxy's page before a robot API
+			fmt.Fprintf(w, "<html>no route for %s</html>", r.URL.RequestURI())
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":"bad credentials %q for %s"}`, r.Header.Get("Authorization"), r.URL.RequestURI())
+	}))
+	t.Cleanup(echo.Close)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("DEAD_SERVER", "http://"+dead)
 			env.Setenv("MOVED", moved.URL)
+			env.Setenv("ECHO", echo.URL)
 			env.Setenv("REDIS", os.Getenv("APOLLO_TEST_REDIS"))
 			env.Setenv("EVIL", "\x1b]0;pwned\a\x1b[2J\x1b[31m\u009b\u202e\x7f")
 			return startScriptServer(env)
