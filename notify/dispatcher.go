@@ -42,6 +42,9 @@ type Options struct {
 	// queues again what it holds. Nil: the queues live in memory only.
 	// The dispatcher does not close it.
 	Outbox Outbox
+	// Turns keeps the rate limit of each channel that has one across
+	// the processes that send to it. Nil: each dispatcher keeps its own.
+	Turns Turns
 }
 
 func (o Options) withDefaults() Options {

@@ -808,3 +808,41 @@ func TestBacklogAfterAnOutageIsOneDigest(t *testing.T) {
 		}
 	}
 }
+
+// turnsFunc is a Turns of a function.
+type turnsFunc func(channel string, every time.Duration, now time.Time) (time.Duration, error)
+
+func (f turnsFunc) Take(_ context.Context, channel string, every time.Duration, now time.Time) (time.Duration, error) {
+	return f(channel, every, now)
+}
+
+// Turns that cannot be read (Redis down) never hold a notification back:
+// the lane keeps its own pace alone.
+func TestTurnsThatFailKeepTheLanesOwnPace(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	d, err := NewDispatcher([]Channel{{Name: "ding", Notifier: s, RatePerMinute: 20}}, Options{Clock: clk, Location: time.UTC,
+		Turns: turnsFunc(func(string, time.Duration, time.Time) (time.Duration, error) {
+			return 0, errors.New("redis: connection refused")
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	d.Send(note("a1", "k1", "ding"))
+	if r := s.next(t); !r.at.Equal(t0) {
+		t.Fatalf("sent at %s", r.at)
+	}
+	d.Send(note("a2", "k2", "ding"))
+	if !clk.BlockUntil(1, testwait.Timeout(t)) {
+		t.Fatal("the second did not wait for the lane's own turn")
+	}
+	clk.Advance(3 * time.Second)
+	if r := s.next(t); r.at.Sub(t0) != 3*time.Second {
+		t.Fatalf("second sent %s after the first, want 3s", r.at.Sub(t0))
+	}
+}

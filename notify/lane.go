@@ -167,7 +167,11 @@ func (l *lane) backlog(batch []item) []item {
 // first.
 func (l *lane) waitTurn(ctx context.Context, batch []item, collect bool) ([]item, bool) {
 	for {
-		delay := l.pace.delay(l.d.clock.Now())
+		now := l.d.clock.Now()
+		delay := l.pace.delay(now)
+		if delay <= 0 {
+			delay = l.sharedTurn(ctx, now)
+		}
 		if delay <= 0 {
 			return batch, true
 		}
@@ -176,6 +180,26 @@ func (l *lane) waitTurn(ctx context.Context, batch []item, collect bool) ([]item
 			return batch, false
 		}
 	}
+}
+
+// sharedTurn takes the channel's turn among the processes that share it
+// (Options.Turns), and says how long to wait when another process has it.
+// When the turns cannot be read, the lane keeps its own pace alone: a
+// notification is never held back for want of Redis.
+func (l *lane) sharedTurn(ctx context.Context, now time.Time) time.Duration {
+	if l.pace == nil || l.d.opts.Turns == nil {
+		return 0
+	}
+	d, err := l.d.opts.Turns.Take(ctx, l.ch.Name, l.pace.every, now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0 // stopping: the attempt is cancelled too
+		}
+		l.d.logLimited(slog.LevelWarn, "turns:"+l.ch.Name, "notify: the rate limit shared with other processes could not be read; keeping this process's own",
+			slog.String("channel", l.ch.Name), slog.String("error", err.Error()))
+		return 0
+	}
+	return d
 }
 
 func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item, collect bool) ([]item, bool) {

@@ -1,9 +1,23 @@
 package notify
 
 import (
+	"context"
 	"sync"
 	"time"
 )
+
+// Turns spaces the attempts of a channel that several processes send to
+// (the alert processes of the three-process mode, each sending what its
+// dedup lock gave it): a robot counts every message it gets, so a limit
+// of N a minute kept by each process alone lets two of them send 2N, and
+// DingTalk mutes the robot. Each process keeps its own pace as well, and
+// takes a turn here when that allows an attempt.
+type Turns interface {
+	// Take takes channel's turn at now and returns 0 when no process took
+	// one less than every ago; else it takes nothing and returns how long
+	// until the turn is free.
+	Take(ctx context.Context, channel string, every time.Duration, now time.Time) (time.Duration, error)
+}
 
 // pacer spaces a channel's messages at least every apart, counting from
 // when each attempt really started. It is a token bucket of size one, but

@@ -93,7 +93,7 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 			l.closeOutbox()
 		}
 	}()
-	if l.disp, err = buildDispatcher(cfg, clock, log, console, l.outbox); err != nil {
+	if l.disp, err = buildDispatcher(cfg, clock, log, console, l.outbox, nil); err != nil {
 		return nil, err
 	}
 	l.engine, err = alert.New(alert.Options{

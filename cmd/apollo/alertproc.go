@@ -172,7 +172,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout, p.outbox)
+	disp, err := buildDispatcher(cfg, p.clock, p.log, os.Stdout, p.outbox, redisstore.NewTurns(p.c, prefix))
 	if err != nil {
 		return err
 	}

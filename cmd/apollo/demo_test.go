@@ -49,7 +49,7 @@ func TestDemoConsoleIsOneLineAChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), &out, nil)
+	d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), &out, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestDeployConfigLoads(t *testing.T) {
 		t.Errorf("data %q listen %q heartbeat %v", cfg.Data, cfg.Listen, cfg.Alert.Heartbeat.D())
 	}
 	// The channel blocks are what the notifiers accept.
-	if _, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), io.Discard, nil); err != nil {
+	if _, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), io.Discard, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.Channels) != 2 {

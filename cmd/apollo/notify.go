@@ -23,8 +23,9 @@ import (
 
 // buildDispatcher makes the delivery pipeline for the configured channels.
 // When tenants are in use (a token or a channel names one), every message
-// names its tenant.
-func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, console io.Writer, outbox notify.Outbox) (*notify.Dispatcher, error) {
+// names its tenant. turns, when several processes send to the channels,
+// keeps each channel's rate limit across them.
+func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, console io.Writer, outbox notify.Outbox, turns notify.Turns) (*notify.Dispatcher, error) {
 	var chs []notify.Channel
 	var errs []error
 	tenants := slices.ContainsFunc(cfg.Auth.Tokens, func(t config.Token) bool { return t.Tenant != "" })
@@ -45,7 +46,7 @@ func buildDispatcher(cfg config.Config, clock apollo.Clock, log *slog.Logger, co
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("channels:\n%w", err)
 	}
-	return notify.NewDispatcher(chs, notify.Options{Clock: clock, Logger: log, ExternalURL: cfg.ExternalURL, Tenants: tenants, Outbox: outbox})
+	return notify.NewDispatcher(chs, notify.Options{Clock: clock, Logger: log, ExternalURL: cfg.ExternalURL, Tenants: tenants, Outbox: outbox, Turns: turns})
 }
 
 func newNotifyCmd() *cobra.Command {
@@ -119,7 +120,7 @@ func testLocalChannel(ctx context.Context, configFile, name string, console io.W
 	if err != nil {
 		return apollo.Attempt{}, err
 	}
-	d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), console, nil)
+	d, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), console, nil, nil)
 	if err != nil {
 		return apollo.Attempt{}, err
 	}

@@ -53,7 +53,7 @@ func TestARulesCommandIsParsedOnce(t *testing.T) {
 	c, prefix := redistest.Client(t)
 	cfg := config.Default()
 	cfg.Channels = map[string]map[string]any{"ops": {"type": "console", "tenants": []any{"acme", "globex"}}}
-	disp, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), &strings.Builder{}, nil)
+	disp, err := buildDispatcher(cfg, apollo.SystemClock, slog.New(slog.DiscardHandler), &strings.Builder{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

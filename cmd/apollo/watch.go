@@ -246,7 +246,7 @@ type selfNotifier struct {
 }
 
 func newSelfNotifier(cfg config.Config, log *slog.Logger) (*selfNotifier, error) {
-	disp, err := buildDispatcher(cfg, apollo.SystemClock, log, io.Discard, nil)
+	disp, err := buildDispatcher(cfg, apollo.SystemClock, log, io.Discard, nil, nil)
 	if err != nil {
 		return nil, err
 	}
