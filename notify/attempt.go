@@ -29,42 +29,55 @@ type AttemptLog interface {
 	List(f AttemptFilter) []Attempt
 }
 
-// NewMemoryLog returns an AttemptLog that keeps the last n attempts in a
-// ring. List returns the newest first.
+// NewMemoryLog returns an AttemptLog that keeps the last n attempts of
+// each tenant in a ring of its own, so that one tenant's storm (thousands
+// of notifications dropped or folded, each recorded) never pushes another
+// tenant's record out. List returns the newest first.
 func NewMemoryLog(n int) AttemptLog {
-	return &memoryLog{ring: make([]Attempt, max(n, 1))}
+	return &memoryLog{n: max(n, 1), rings: map[string]*ring{}}
 }
 
 type memoryLog struct {
-	mu   sync.Mutex
-	ring []Attempt
-	next int  // where the next Record goes
-	full bool // the ring has wrapped
+	n     int
+	mu    sync.Mutex
+	rings map[string]*ring // by tenant; tenants come from tokens and channels, a few
+}
+
+// ring holds a tenant's last attempts; it grows up to the log's n.
+type ring struct {
+	as   []Attempt
+	next int // where the next Record goes once full
 }
 
 var _ AttemptLog = (*memoryLog)(nil)
 
 func (l *memoryLog) Record(a Attempt) {
 	l.mu.Lock()
-	l.ring[l.next] = a
-	l.next++
-	if l.next == len(l.ring) {
-		l.next, l.full = 0, true
+	defer l.mu.Unlock()
+	r := l.rings[a.Tenant]
+	if r == nil {
+		r = &ring{}
+		l.rings[a.Tenant] = r
 	}
-	l.mu.Unlock()
+	if len(r.as) < l.n {
+		r.as = append(r.as, a)
+		return
+	}
+	r.as[r.next] = a
+	r.next = (r.next + 1) % l.n
 }
 
 func (l *memoryLog) List(f AttemptFilter) []Attempt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := l.next
-	if l.full {
-		n = len(l.ring)
+	r := l.rings[f.Tenant]
+	if r == nil {
+		return nil
 	}
 	var out []Attempt
-	for i := 1; i <= n; i++ {
-		a := l.ring[(l.next-i+len(l.ring))%len(l.ring)]
-		if a.Tenant != f.Tenant || (f.Channel != "" && a.Channel != f.Channel) || (f.AlertID != "" && a.AlertID != f.AlertID) {
+	for i := 1; i <= len(r.as); i++ {
+		a := r.as[(r.next-i+len(r.as))%len(r.as)]
+		if (f.Channel != "" && a.Channel != f.Channel) || (f.AlertID != "" && a.AlertID != f.AlertID) {
 			continue
 		}
 		out = append(out, a)

@@ -21,14 +21,15 @@ import (
 	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
-// DefaultLogSize is how many Attempts the default AttemptLog keeps.
+// DefaultLogSize is how many Attempts of each tenant the default
+// AttemptLog keeps.
 const DefaultLogSize = 10000
 
 // Options configure a Dispatcher. The zero value is usable.
 type Options struct {
 	Clock  apollo.Clock // default apollo.SystemClock
 	Logger *slog.Logger // default slog.Default()
-	Log    AttemptLog   // default NewMemoryLog(10000)
+	Log    AttemptLog   // default NewMemoryLog(DefaultLogSize), per tenant
 	// ExternalURL is where people reach Apollo-11's web UI; when set,
 	// messages link to the alert. Optional.
 	ExternalURL string

@@ -846,3 +846,57 @@ func TestTurnsThatFailKeepTheLanesOwnPace(t *testing.T) {
 		t.Fatalf("second sent %s after the first, want 3s", r.at.Sub(t0))
 	}
 }
+
+// One tenant's storm on a channel that cannot keep up (every notification
+// dropped, queue full, and recorded) does not push another tenant's
+// record out of the delivery record: each tenant keeps its last
+// DefaultLogSize attempts.
+func TestOneTenantsStormKeepsAnothersRecord(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan string, 10)
+	slow := NotifierFunc(func(ctx context.Context, m *Message) (bool, error) {
+		started <- m.Notification.Alert.Tenant
+		if m.Notification.Alert.Tenant == "team-a" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return false, nil
+	})
+	d, err := NewDispatcher([]Channel{{Name: "mail", Notifier: slow, QueueSize: 1, Tenants: []string{AllTenants}}}, Options{Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	send := func(tenant string, i int) {
+		n := note(tenant+strconv.Itoa(i), "k"+strconv.Itoa(i), "mail")
+		n.Alert.Tenant = tenant
+		d.Send(n)
+	}
+	send("team-b", 0)
+	<-started
+	deadline := time.Now().Add(testwait.Timeout(t))
+	for len(d.Attempts(AttemptFilter{Tenant: "team-b"})) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("team-b's message was never recorded")
+		}
+		runtime.Gosched()
+	}
+	send("team-a", 0)
+	<-started // team-a's first holds the lane; the next fills the queue
+	for i := 1; i <= DefaultLogSize+10; i++ {
+		send("team-a", i)
+	}
+	if got := d.Attempts(AttemptFilter{Tenant: "team-b"}); len(got) != 1 || got[0].Outcome != OutcomeSent {
+		t.Fatalf("team-b's delivery record after team-a's storm: %+v", got)
+	}
+	if got := d.Attempts(AttemptFilter{Tenant: "team-a", Limit: DefaultLogSize + 100}); len(got) != DefaultLogSize {
+		t.Fatalf("team-a's record holds %d attempts, want its last %d", len(got), DefaultLogSize)
+	}
+}
