@@ -51,7 +51,7 @@ type ConnLimit struct {
 
 	mu      sync.Mutex
 	open    int
-	waiting list.List // *limitedConn not in a handler, longest waiting first
+	waiting list.List  // *limitedConn not in a handler, longest waiting first
 	peek    [4096]byte // what victim looks at in a socket; under mu
 
 	accepted, evicted, refused atomic.Int64
