@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -166,4 +167,30 @@ func warnOpenDataDir(dir string, log *slog.Logger) {
 	log.Warn(fmt.Sprintf("every local user can read the data directory: %d paths in it have modes for others, "+
 		"and it holds every tenant's runs; close it with: chmod -R o= %s", len(open), dir),
 		"paths", open[:min(shown, len(open))], "more", max(0, len(open)-shown))
+}
+
+// permissionHint adds what to do to a start that a file's permissions
+// stopped: most often a data directory restored or made by another user
+// (root) than the one the server runs as.
+func permissionHint(err error, data string) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	who := "this user"
+	if u, uerr := user.Current(); uerr == nil {
+		who = "user " + u.Username
+	}
+	return fmt.Errorf("%w (%s cannot use a file in the data directory %s: it belongs to another user, a restore made as root perhaps; chown -R it to the user apollo runs as, or run apollo as its owner)", err, who, data)
+}
+
+// unusableDir is the hint for a directory of the data directory that
+// could not be opened: move it away, when it is not one (a file in its
+// place); nothing for a permission error, which permissionHint answers
+// with chown: moving a restored archive or audit log away for it would
+// lose what it holds.
+func unusableDir(err error, dir string) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	return fmt.Sprintf(" (%s must be a directory this user can write: move it away)", dir)
 }

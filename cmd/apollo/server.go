@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -96,32 +94,6 @@ type server struct {
 	// api is built after the hub starts, whose system messages read it
 	// from another goroutine.
 	api atomic.Pointer[httpapi.Server]
-}
-
-// permissionHint adds what to do to a start that a file's permissions
-// stopped: most often a data directory restored or made by another user
-// (root) than the one the server runs as.
-func permissionHint(err error, data string) error {
-	if !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	who := "this user"
-	if u, uerr := user.Current(); uerr == nil {
-		who = "user " + u.Username
-	}
-	return fmt.Errorf("%w (%s cannot use a file in the data directory %s: it belongs to another user, a restore made as root perhaps; chown -R it to the user apollo runs as, or run apollo as its owner)", err, who, data)
-}
-
-// unusableDir is the hint for a directory of the data directory that
-// could not be opened: move it away, when it is not one (a file in its
-// place); nothing for a permission error, which permissionHint answers
-// with chown: moving a restored archive or audit log away for it would
-// lose what it holds.
-func unusableDir(err error, dir string) string {
-	if errors.Is(err, fs.ErrPermission) {
-		return ""
-	}
-	return fmt.Sprintf(" (%s must be a directory this user can write: move it away)", dir)
 }
 
 // warnConfig logs what in a valid configuration is most likely a mistake
