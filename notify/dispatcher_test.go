@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -729,83 +728,6 @@ func TestTestKeepsTheRateLimit(t *testing.T) {
 	}
 	if n := len(s.all()); n != 2 {
 		t.Fatalf("%d messages, want 2", n)
-	}
-}
-
-// A channel without a rate limit (email, Slack, a webhook) that was down
-// while notifications piled up in its queue comes back: the one it was
-// retrying goes out, then what waited meanwhile goes as one digest, in
-// the order it came, each tenant's notifications in it, none twice, rather
-// than a storm of every one of them in a row.
-func TestBacklogAfterAnOutageIsOneDigest(t *testing.T) {
-	t.Parallel()
-	clk := apollo.NewFakeClock(t0)
-	log := newWatchLog()
-	s := newSink(clk)
-	var down atomic.Bool
-	down.Store(true)
-	mail := NotifierFunc(func(ctx context.Context, m *Message) (bool, error) {
-		if down.Load() {
-			return true, errors.New("mail: 421 service not available")
-		}
-		return s.Notify(ctx, m)
-	})
-	d, err := NewDispatcher([]Channel{{Name: "mail", Notifier: mail, Tenants: []string{AllTenants}}},
-		Options{Clock: clk, Log: log, Location: time.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.randN = func(n int64) int64 { return n - 1 }
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(context.Background())
-
-	tenantOf := func(i int) string { return []string{"team-a", "team-b"}[i%2] }
-	send := func(i int) {
-		n := note("a"+strconv.Itoa(i), "k"+strconv.Itoa(i), "mail")
-		n.Alert.Tenant = tenantOf(i)
-		d.Send(n)
-	}
-	send(0)
-	if a := log.next(t); a.Outcome != OutcomeRetrying {
-		t.Fatalf("first try: %s %s", a.Outcome, a.Error)
-	}
-	const piled = 49
-	for i := 1; i <= piled; i++ {
-		send(i)
-	}
-	down.Store(false)
-	if !clk.BlockUntil(1, testwait.Timeout(t)) {
-		t.Fatal("no backoff timer armed")
-	}
-	clk.Advance(time.Second)
-	if r := s.next(t); r.m.Notification.Alert.ID != "a0" {
-		t.Fatalf("first message %q, want the one retried (a0)", r.m.Title)
-	}
-	r := s.next(t)
-	if len(r.m.Digest) != piled {
-		t.Fatalf("after the outage: %q with %d notifications, want one digest of the %d that waited", r.m.Title, len(r.m.Digest), piled)
-	}
-	for i, m := range r.m.Digest {
-		if id, want := m.Notification.Alert.ID, "a"+strconv.Itoa(i+1); id != want || m.Notification.Alert.Tenant != tenantOf(i+1) {
-			t.Fatalf("digest item %d: %s of %q, want %s of %s", i, id, m.Notification.Alert.Tenant, want, tenantOf(i+1))
-		}
-	}
-	d.Stop(context.Background())
-	if got := len(s.all()); got != 2 {
-		t.Fatalf("%d messages, want 2", got)
-	}
-	for _, tenant := range []string{"team-a", "team-b"} {
-		var as []Attempt
-		for _, a := range d.Attempts(AttemptFilter{Tenant: tenant}) {
-			if a.Kind == KindDigest {
-				as = append(as, a)
-			}
-		}
-		if len(as) != 1 || as[0].Outcome != OutcomeSent {
-			t.Fatalf("%s's record of the digest: %+v", tenant, as)
-		}
 	}
 }
 

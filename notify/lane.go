@@ -113,19 +113,12 @@ func (l *lane) next(ctx context.Context) (item, bool) {
 
 func (l *lane) run(ctx context.Context) {
 	defer l.dropQueued()
-	retried := false
 	for {
 		it, ok := l.next(ctx)
 		if !ok {
 			return
 		}
-		batch := []item{it}
-		if retried {
-			// What piled up while the channel was down goes as one
-			// digest, not as a storm of messages in a row.
-			batch = l.backlog(batch)
-		}
-		batch, ok = l.waitTurn(ctx, batch, true)
+		batch, ok := l.waitTurn(ctx, []item{it}, true)
 		if !ok {
 			for _, it := range batch {
 				l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
@@ -133,8 +126,7 @@ func (l *lane) run(ctx context.Context) {
 			return
 		}
 		m := l.compose(batch)
-		var ended bool
-		if ended, retried = l.deliver(ctx, m, l.giveUpAt(batch)); ended {
+		if l.deliver(ctx, m, l.giveUpAt(batch)) {
 			owed := make([]uint64, len(batch))
 			for i, it := range batch {
 				owed[i] = it.owed
@@ -142,21 +134,6 @@ func (l *lane) run(ctx context.Context) {
 			l.d.settle(owed...)
 		}
 	}
-}
-
-// backlog adds to batch what already waits, up to the queue size: what
-// requeue handed over first, as next takes it, then the queue.
-func (l *lane) backlog(batch []item) []item {
-	batch = append(batch, l.takeOwed(l.ch.QueueSize-len(batch))...)
-	for len(batch) < l.ch.QueueSize {
-		select {
-		case it := <-l.queue:
-			batch = append(batch, it)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 // waitTurn is the rate-limit stage: it waits on the clock until the
@@ -276,15 +253,13 @@ func (l *lane) giveUpAt(batch []item) time.Time {
 // or the next try would start after deadline. Every try and every
 // retryable failure takes a rate-limit token too: they reach the server.
 // It reports whether the delivery ended (false: the lane stopped first,
-// and what m stands for is still owed), and whether it took more than one
-// try (the channel was down or refused: what waited meanwhile is a
-// backlog).
-func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) (ended, retried bool) {
+// and what m stands for is still owed).
+func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) bool {
 	for try := 1; ; try++ {
 		if try > 1 {
 			if _, ok := l.waitTurn(ctx, nil, false); !ok {
 				l.record(m, try, OutcomeDropped, stoppedReason("dispatcher stopped while retrying", l.d.opts.Outbox != nil), l.d.clock.Now(), 0)
-				return false, true
+				return false
 			}
 		}
 		r := l.attempt(ctx, m)
@@ -310,11 +285,11 @@ func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) (end
 		}
 		l.record(m, try, outcome, msg, r.start, r.latency)
 		if outcome != OutcomeRetrying {
-			return outcome != OutcomeDropped, try > 1 || outcome == OutcomeGaveUp
+			return outcome != OutcomeDropped
 		}
 		if !l.sleep(ctx, wait) {
 			l.record(m, try+1, OutcomeDropped, stoppedReason("dispatcher stopped while retrying", l.d.opts.Outbox != nil), l.d.clock.Now(), 0)
-			return false, true
+			return false
 		}
 	}
 }
