@@ -154,16 +154,23 @@ func (g *Group) Live() int { return int(g.live.Load()) }
 // that is done and returns stop's error joined with those of the
 // goroutines, or until ctx ends and returns ctx.Err(): stopping goes on,
 // and a later Stop waits for it again. With ctx already done it does not
-// wait. Stop before Start runs stop too (halt has nothing to wait for).
+// wait: the call that begins stopping then says why, however fast the
+// stop ends (it raced the goroutine it had just started, and said nil
+// when that won); a later call with it done says nil once stopped. Stop
+// before Start runs stop too (halt has nothing to wait for).
 func (g *Group) Stop(ctx context.Context, stop func(halt func()) error) error {
 	g.mu.Lock()
-	if !g.stopping {
+	first := !g.stopping
+	if first {
 		g.stopping = true
 		g.done = make(chan struct{})
 		go g.runStop(stop)
 	}
 	done := g.done
 	g.mu.Unlock()
+	if err := ctx.Err(); err != nil && first {
+		return fmt.Errorf("%s: stop: %w", g.Name, err)
+	}
 	select {
 	case <-done:
 		return g.stopErr
