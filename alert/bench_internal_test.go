@@ -47,8 +47,8 @@ var benchStore = sync.OnceValue(func() *metrics.Aggregator {
 			done.Status, done.FinishedAt, done.CostMs = st, ts+int64(1000+i%5000), int64(1000+i%5000)
 			pend := run
 			pend.Status = apollo.StatusPending
-			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: run.TaskID, Status: apollo.StatusRunning, Ts: ts}}, Prev: pend, Task: run})
-			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: run.TaskID, Status: st, Ts: done.FinishedAt}}, Prev: run, Task: done})
+			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: run.TaskID, Status: apollo.StatusRunning, Ts: ts}}, Prev: apollo.BeforeOf(&pend), Task: run})
+			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: run.TaskID, Status: st, Ts: done.FinishedAt}}, Prev: apollo.BeforeOf(&run), Task: done})
 		}
 	}
 	return a

@@ -17,7 +17,7 @@ import (
 func failedChange(tenant, job, id string, lsn uint64) *apollo.Change {
 	return &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: id, Name: job, Tenant: tenant, Status: apollo.StatusFailed, Ts: t0.UnixMilli()}},
-		Prev:   apollo.Task{TaskID: id, Name: job, Tenant: tenant, Status: apollo.StatusRunning},
+		Prev:   apollo.Before{Name: job, Status: apollo.StatusRunning},
 		Task:   apollo.Task{TaskID: id, Name: job, Tenant: tenant, Status: apollo.StatusFailed},
 		LSN:    lsn,
 	}

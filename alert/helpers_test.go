@@ -183,7 +183,7 @@ func finish(a *metrics.Aggregator, tenant, job, id string, st apollo.Status, ts,
 	next := prev
 	next.Status, next.FinishedAt, next.CostMs, next.UpdatedAt = st, ts, costMs, ts
 	c := apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Name: job, Tenant: tenant, Status: st, Ts: ts, Sequence: 2}},
-		Prev: prev, Task: next}
+		Prev: apollo.BeforeOf(&prev), Task: next}
 	if a != nil {
 		a.Apply(&c)
 	}

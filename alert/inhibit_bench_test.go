@@ -40,7 +40,7 @@ func BenchmarkApplyInhibit(b *testing.B) {
 			}
 			e.SetRulesSource("", rs, src)
 			change := func(job string) *apollo.Change {
-				return &apollo.Change{Prev: apollo.Task{Status: apollo.StatusRunning},
+				return &apollo.Change{Prev: apollo.Before{Status: apollo.StatusRunning},
 					Task: apollo.Task{TaskID: job, Name: job, Status: apollo.StatusFailed}, Record: apollo.Record{Event: apollo.Event{Ts: 1}}}
 			}
 			for i := range 1000 {

@@ -12,7 +12,7 @@ import (
 )
 
 // Issue 20.2: the changes of one Publish call are allocated together, a
-// chunk at a time, not one 480-byte object per event. A batch of running
+// chunk at a time, not one 408-byte object per event. A batch of running
 // events for tasks that exist (two tenants) allocates about one object per
 // event (the task's queue, which is released after every delivery), where
 // it allocated two or more.

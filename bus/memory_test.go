@@ -68,6 +68,20 @@ func TestMemoryPerPendingTask(t *testing.T) {
 
 // Issue 20.7: the task record is 192 bytes, a size class of Go's
 // allocator; at 208 (the next class) it cost 16 bytes more per task.
+// A Change is written for every applied event and read by every observer;
+// a chunk of changeChunk of them must stay under the 32 KiB above which
+// the runtime gives an allocation pages of its own. Its Prev keeps only
+// what observers compare (apollo.Before): a full Task made it 504 bytes.
+func TestChangeSize(t *testing.T) {
+	size := unsafe.Sizeof(apollo.Change{})
+	if size > 408 {
+		t.Errorf("apollo.Change is %d bytes, over 408", size)
+	}
+	if size*changeChunk > 32<<10 {
+		t.Errorf("a chunk of %d changes is %d bytes, over 32 KiB", changeChunk, size*changeChunk)
+	}
+}
+
 func TestTaskRecordSize(t *testing.T) {
 	if got := unsafe.Sizeof(task{}); got > 192 {
 		t.Errorf("task is %d bytes, over 192: a million tasks take %d MB more than at 192", got, (got-192)*1_000_000/1e6)

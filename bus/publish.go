@@ -159,7 +159,7 @@ func (b *Bus) publishOne(ev *apollo.Event, now int64, earlierRefused, own bool, 
 
 // scratch is what the decisions of one Publish call share: the log
 // encoding of one record, reused, and room for the call's changes,
-// allocated a chunk at a time instead of one by one (a Change is 480
+// allocated a chunk at a time instead of one by one (a Change is 408
 // bytes, the largest allocation of an event). A chunk lives as long as
 // the last of its changes is held by an observer or subscriber: they are
 // delivered together, within milliseconds.
@@ -178,9 +178,9 @@ type scratch struct {
 // call of one event regrew a fresh buffer three times to encode it.
 var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// changeChunk bounds a chunk of changes: 64 × 480 bytes, under the 32 KiB
+// changeChunk bounds a chunk of changes: 80 × 408 bytes, under the 32 KiB
 // above which the runtime allocates an object on its own pages.
-const changeChunk = 64
+const changeChunk = 80
 
 // change returns room for one change: from the chunk, or, with no
 // scratch (replay, the bus's own records), on its own.

@@ -43,6 +43,12 @@ type parkedEvent struct {
 
 func (t *task) key() key { return key{tenant: t.tenant, id: t.id} }
 
+// before is what a change keeps of t as it was.
+func (t *task) before() apollo.Before {
+	return apollo.Before{Name: t.name, Status: t.status, Late: t.late, StartedAt: t.startedAt,
+		FinishedAt: t.finishedAt, UpdatedAt: t.updatedAt, CostMs: t.costMs}
+}
+
 // view returns the API form of t, without history.
 func (t *task) view(k key) apollo.Task {
 	return apollo.Task{
@@ -70,7 +76,7 @@ func (t *task) view(k key) apollo.Task {
 func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool, timeout int64) {
 	var finishRcv int64 // when the finish t has was received, if it has one
 	if c != nil {
-		*c = apollo.Change{Record: *r, Prev: t.view(k), BecameLate: becameLate}
+		*c = apollo.Change{Record: *r, Prev: t.before(), BecameLate: becameLate}
 		if t.status.Final() {
 			finishRcv = t.finishReceivedAt()
 			c.Prev.FinishReceivedAt = finishRcv

@@ -19,7 +19,7 @@ func benchChange() apollo.Change {
 	return apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: "bench-000123-4", Name: "job-07", Sequence: 2, Status: apollo.StatusRunning,
 			Ts: at + 10, Tenant: "t1"}, ReceivedAt: at + 12},
-		Prev: prev, Task: task,
+		Prev: apollo.BeforeOf(&prev), Task: task,
 	}
 }
 

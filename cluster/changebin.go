@@ -39,7 +39,8 @@ var errChangeInvalid = errors.New("cluster: a change with an unknown status or k
 func appendChange(b []byte, c *apollo.Change) ([]byte, error) {
 	e := changeEncoder{b: b}
 	e.record(&c.Record)
-	e.task(&c.Prev)
+	prev := c.PrevTask()
+	e.task(&prev)
 	e.task(&c.Task)
 	e.bool(c.BecameLate)
 	if e.bad {
@@ -128,7 +129,9 @@ func decodeBinChanges(data []byte, fn func(*apollo.Change)) error {
 	for len(d.data) > 0 {
 		c := new(apollo.Change)
 		d.record(&c.Record)
-		d.task(&c.Prev)
+		var prev apollo.Task
+		d.task(&prev)
+		c.Prev = apollo.BeforeOf(&prev)
 		d.task(&c.Task)
 		c.BecameLate = d.bool()
 		if d.err != nil {

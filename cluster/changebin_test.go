@@ -36,11 +36,9 @@ func readChanges(t testing.TB, data []byte) []apollo.Change {
 // record's tenant only as its task's.
 func withTaskTenant(c apollo.Change) apollo.Change {
 	c.Record.Tenant = c.Task.Tenant
-	for _, t := range []*apollo.Task{&c.Prev, &c.Task} {
-		t.History = append([]apollo.Record(nil), t.History...)
-		for i := range t.History {
-			t.History[i].Tenant = t.Tenant
-		}
+	c.Task.History = append([]apollo.Record(nil), c.Task.History...)
+	for i := range c.Task.History {
+		c.Task.History[i].Tenant = c.Task.Tenant
 	}
 	return c
 }
@@ -75,7 +73,7 @@ func fillChange(t testing.TB) apollo.Change {
 		case reflect.Struct:
 			for i := range v.NumField() {
 				// Not on the wire on purpose (changesBinMagic).
-				if v.Type() == reflect.TypeFor[apollo.Task]() && v.Type().Field(i).Name == "FinishReceivedAt" ||
+				if (v.Type() == reflect.TypeFor[apollo.Task]() || v.Type() == reflect.TypeFor[apollo.Before]()) && v.Type().Field(i).Name == "FinishReceivedAt" ||
 					v.Type() == reflect.TypeFor[apollo.Change]() && v.Type().Field(i).Name == "LSN" {
 					continue
 				}
@@ -114,7 +112,7 @@ func TestChangeRoundTrip(t *testing.T) {
 		ReceivedAt: 1764547200003}, Task: apollo.Task{TaskID: "x", Name: "x", Status: apollo.StatusPending, Sequence: 1, CreatedAt: 1764547200003, UpdatedAt: 1764547200003}}
 	running := newTask
 	running.Record.Sequence, running.Record.Status = 2, apollo.StatusRunning
-	running.Prev, running.Task.Status, running.Task.Sequence = newTask.Task, apollo.StatusRunning, 2
+	running.Prev, running.Task.Status, running.Task.Sequence = apollo.BeforeOf(&newTask.Task), apollo.StatusRunning, 2
 	for _, tc := range []struct {
 		name string
 		cs   []apollo.Change
@@ -144,7 +142,7 @@ func TestChangeRoundTrip(t *testing.T) {
 }
 
 func withTenant(c apollo.Change, tenant string) apollo.Change {
-	c.Prev.Tenant, c.Task.Tenant, c.Record.Tenant = tenant, tenant, tenant
+	c.Task.Tenant, c.Record.Tenant = tenant, tenant
 	return c
 }
 
@@ -154,7 +152,8 @@ func TestChangeInvalidRefused(t *testing.T) {
 	for name, c := range map[string]apollo.Change{
 		"record status": {Record: apollo.Record{Event: apollo.Event{Status: apollo.Status(200)}}},
 		"task status":   {Task: apollo.Task{Status: apollo.Status(77)}},
-		"history kind":  {Prev: apollo.Task{History: []apollo.Record{{Kind: apollo.Kind(9)}}}},
+		"prev status":   {Prev: apollo.Before{Status: apollo.Status(99)}},
+		"history kind":  {Task: apollo.Task{History: []apollo.Record{{Kind: apollo.Kind(9)}}}},
 	} {
 		b, err := appendChange([]byte(changesBinMagic), &c)
 		if err == nil || string(b) != changesBinMagic {

@@ -37,7 +37,7 @@ func newAlertAPI(t *testing.T) *alertAPI {
 	prev := apollo.Task{TaskID: "r1", Name: "batch_a", Status: apollo.StatusRunning, StartedAt: now - 1000}
 	next := prev
 	next.Status, next.FinishedAt, next.CostMs = apollo.StatusFailed, now, 1000
-	agg.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: "r1", Status: apollo.StatusFailed, Ts: now}}, Prev: prev, Task: next})
+	agg.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: "r1", Status: apollo.StatusFailed, Ts: now}}, Prev: apollo.BeforeOf(&prev), Task: next})
 	rs, err := rules.Parse("rules.txt", []byte(`RULE batch_failed task_prefix: "batch_" THRESHOLD: failed > 0 NOTIFY: ops LABELS: team=data`))
 	if err != nil {
 		t.Fatal(err)

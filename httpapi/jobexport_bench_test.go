@@ -36,7 +36,7 @@ func benchJobs(b *testing.B, jobs int) *metrics.Aggregator {
 			end := run
 			end.Status, end.FinishedAt, end.CostMs = st, start+int64(1000*(k+1)), int64(1000*(k+1))
 			agg.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Name: name, Status: st, Ts: end.FinishedAt}},
-				Prev: run, Task: end})
+				Prev: apollo.BeforeOf(&run), Task: end})
 		}
 	}
 	return agg

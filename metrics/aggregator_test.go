@@ -105,12 +105,12 @@ func TestApplyDoesNotAllocate(t *testing.T) {
 	ts := clock.Now().UnixMilli()
 	start := &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: ts}},
-		Prev:   apollo.Task{TaskID: "x", Name: "job", Status: apollo.StatusPending},
+		Prev:   apollo.Before{Name: "job", Status: apollo.StatusPending},
 		Task:   apollo.Task{TaskID: "x", Name: "job", Status: apollo.StatusRunning, StartedAt: ts},
 	}
 	done := &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: "x", Status: apollo.StatusSuccess, Ts: ts}},
-		Prev:   start.Task,
+		Prev:   apollo.BeforeOf(&start.Task),
 		Task:   apollo.Task{TaskID: "x", Name: "job", Status: apollo.StatusSuccess, FinishedAt: ts, CostMs: 40},
 	}
 	a.Apply(start)
@@ -126,7 +126,7 @@ func TestPlanChange(t *testing.T) {
 	ms := now.UnixMilli()
 	c := &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: "x", Status: apollo.StatusSuccess, Ts: ms - 9_999}},
-		Prev:   apollo.Task{TaskID: "x", Name: "job", Tenant: "t", Status: apollo.StatusRunning},
+		Prev:   apollo.Before{Name: "job", Status: apollo.StatusRunning},
 		Task:   apollo.Task{TaskID: "x", Name: "job", Tenant: "t", Status: apollo.StatusSuccess, FinishedAt: ms - 9_999, CostMs: 250},
 	}
 	p := metrics.PlanChange(c, now, 24*time.Hour)
@@ -138,7 +138,7 @@ func TestPlanChange(t *testing.T) {
 	// Renamed while running: the gauge moves from one job to the other.
 	r := &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: "x", Status: apollo.StatusRunning, Ts: ms}},
-		Prev:   apollo.Task{TaskID: "x", Name: "old", Status: apollo.StatusRunning},
+		Prev:   apollo.Before{Name: "old", Status: apollo.StatusRunning},
 		Task:   apollo.Task{TaskID: "x", Name: "new", Status: apollo.StatusRunning},
 	}
 	p = metrics.PlanChange(r, now, 24*time.Hour)

@@ -36,9 +36,9 @@ func run(tenant, name string, ts int64) [2]apollo.Change {
 	done.Status, done.FinishedAt, done.CostMs, done.UpdatedAt = apollo.StatusSuccess, ts+2000, 2000, ts+2000
 	return [2]apollo.Change{
 		{Record: apollo.Record{Event: apollo.Event{TaskID: start.TaskID, Status: apollo.StatusRunning, Ts: ts}},
-			Prev: apollo.Task{TaskID: start.TaskID, Name: name, Tenant: tenant, Status: apollo.StatusPending}, Task: start},
+			Prev: apollo.Before{Name: name, Status: apollo.StatusPending}, Task: start},
 		{Record: apollo.Record{Event: apollo.Event{TaskID: start.TaskID, Status: apollo.StatusSuccess, Ts: ts + 2000}},
-			Prev: start, Task: done},
+			Prev: apollo.BeforeOf(&start), Task: done},
 	}
 }
 

@@ -34,7 +34,7 @@ func TestCorrectionTakesOutOnlyWhatWasCountedIn(t *testing.T) {
 		corrected.Status, corrected.UpdatedAt = apollo.StatusFailed, rc
 		correction := apollo.Change{
 			Record: apollo.Record{Event: apollo.Event{TaskID: "t1", Name: "ahead", Tenant: tenant, Sequence: 1, Status: apollo.StatusFailed, Ts: rc}, Kind: apollo.KindCorrection, ReceivedAt: rc},
-			Prev:   run, Task: corrected,
+			Prev:   apollo.BeforeOf(&run), Task: corrected,
 		}
 		for _, now := range []int64{rc, rc + time.Hour.Milliseconds()} { // live, and a replay an hour on
 			pl := metrics.PlanChange(&correction, time.UnixMilli(now), retention)

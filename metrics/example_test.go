@@ -22,7 +22,7 @@ func ExampleAggregator() {
 		prev := apollo.Task{TaskID: id, Name: name, Status: apollo.StatusRunning, StartedAt: ts - 4000}
 		next := prev
 		next.Status, next.FinishedAt, next.CostMs = status, ts, 4000
-		agg.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Status: status, Ts: ts}}, Prev: prev, Task: next})
+		agg.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Status: status, Ts: ts}}, Prev: apollo.BeforeOf(&prev), Task: next})
 	}
 	report("a1", "batch_import", apollo.StatusSuccess, now-90_000)
 	report("a2", "batch_import", apollo.StatusFailed, now-30_000)

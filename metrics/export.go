@@ -102,7 +102,8 @@ func (a *Aggregator) Jobs(fn func(tenant, name string) bool) {
 func Touched(c *apollo.Change, now time.Time, fn func(tenant, name string, from int64)) {
 	at := c.Record.Ts
 	if c.Prev.Status.Final() {
-		at = min(at, finishedAt(&c.Prev, c.Prev.UpdatedAt))
+		prev := c.PrevTask()
+		at = min(at, finishedAt(&prev, c.Prev.UpdatedAt))
 	}
 	if c.Task.Status.Final() {
 		at = min(at, finishedAt(&c.Task, c.Record.Ts))

@@ -141,7 +141,7 @@ func describe(c *apollo.Change) string {
 func change(tenant, name string, from, to apollo.Status, ts int64) *apollo.Change {
 	c := &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: name + "-1", Name: name, Tenant: tenant, Status: to, Ts: ts}},
-		Prev:   apollo.Task{TaskID: name + "-1", Name: name, Tenant: tenant, Status: from, UpdatedAt: ts - 1000},
+		Prev:   apollo.Before{Name: name, Status: from, UpdatedAt: ts - 1000},
 		Task:   apollo.Task{TaskID: name + "-1", Name: name, Tenant: tenant, Status: to, UpdatedAt: ts},
 	}
 	if from.Final() {

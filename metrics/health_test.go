@@ -38,7 +38,7 @@ func (r runner) step(prev apollo.Task, to apollo.Status, ts int64, set func(*apo
 	next.Status = to
 	set(&next)
 	c := apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: prev.TaskID, Name: prev.Name, Tenant: r.tenant, Status: to, Ts: ts}},
-		Prev: prev, Task: next}
+		Prev: apollo.BeforeOf(&prev), Task: next}
 	r.a.Apply(&c)
 	return next
 }

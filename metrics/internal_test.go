@@ -29,7 +29,7 @@ func newTestAggregator(t *testing.T, opts Options) (*Aggregator, *apollo.FakeClo
 func change(tenant, name string, from, to apollo.Status, ts int64) *apollo.Change {
 	c := &apollo.Change{
 		Record: apollo.Record{Event: apollo.Event{TaskID: name + "-1", Name: name, Tenant: tenant, Status: to, Ts: ts}},
-		Prev:   apollo.Task{TaskID: name + "-1", Name: name, Tenant: tenant, Status: from},
+		Prev:   apollo.Before{Name: name, Status: from},
 		Task:   apollo.Task{TaskID: name + "-1", Name: name, Tenant: tenant, Status: to},
 	}
 	if to.Final() {

@@ -290,7 +290,8 @@ func planChange(c *apollo.Change, now, rollupRetention int64) plan {
 	// below what compaction keeps.
 	lo := horizon(now, rollupRetention)
 	p := plan{lo: lo, hi: max(newestAccepted(c, now), lo)}
-	cur, prev := &c.Task, &c.Prev
+	prevTask := c.PrevTask()
+	cur, prev := &c.Task, &prevTask
 	curRef := jobRef(cur)
 	if curRef.name == "" {
 		curRef = seriesRef{tenant: c.Record.Tenant, name: c.Record.JobName()}

@@ -22,7 +22,6 @@ func fill(b *testing.B, n int) *fixture {
 		for k := range 80 {
 			for _, c := range finishedRun("", job, now-int64(k)*30_000) {
 				c.Task.TaskID = fmt.Sprintf("%s-%d", job, k)
-				c.Prev.TaskID = c.Task.TaskID
 				f.fl.Apply(&c)
 			}
 		}

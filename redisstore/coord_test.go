@@ -86,15 +86,15 @@ func TestFeedsAndCommands(t *testing.T) {
 	defer stop()
 	feed := redisstore.NewChangeFeed(c, prefix, nil).WithClock(apollo.NewFakeClock(time.Unix(0, 0))) // Stop flushes
 	feed.Start(ctx)
-	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusRunning},
+	feed.Apply(&apollo.Change{Prev: apollo.Before{Status: apollo.StatusRunning},
 		Task: apollo.Task{TaskID: "t1", Name: "etl", Tenant: "acme", Status: apollo.StatusFailed}, Record: apollo.Record{Event: apollo.Event{Ts: 42}}})
-	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusFailed}, Task: apollo.Task{Status: apollo.StatusFailed}}) // no status change: not sent
+	feed.Apply(&apollo.Change{Prev: apollo.Before{Status: apollo.StatusFailed}, Task: apollo.Task{Status: apollo.StatusFailed}}) // no status change: not sent
 	// A missed start keeps the status and goes out, marked (ON: missed in
 	// the alert processes).
-	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusPending}, Task: apollo.Task{TaskID: "missed:etl@60", Name: "etl", Status: apollo.StatusPending},
+	feed.Apply(&apollo.Change{Prev: apollo.Before{Status: apollo.StatusPending}, Task: apollo.Task{TaskID: "missed:etl@60", Name: "etl", Status: apollo.StatusPending},
 		Record: apollo.Record{Kind: apollo.KindMissedStart, Event: apollo.Event{Ts: 43}}})
 	// So does a run marked too short (ON: too_short), with its reason.
-	feed.Apply(&apollo.Change{Prev: apollo.Task{Status: apollo.StatusSuccess}, Task: apollo.Task{TaskID: "quick", Name: "etl", Status: apollo.StatusSuccess},
+	feed.Apply(&apollo.Change{Prev: apollo.Before{Status: apollo.StatusSuccess}, Task: apollo.Task{TaskID: "quick", Name: "etl", Status: apollo.StatusSuccess},
 		Record: apollo.Record{Kind: apollo.KindTooShort, Reason: "ran 2s", Event: apollo.Event{Ts: 44}}})
 	feed.Stop(context.Background())
 	kinds := []apollo.Kind{apollo.KindReport, apollo.KindMissedStart, apollo.KindTooShort}

@@ -163,7 +163,7 @@ func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix strin
 		for _, w := range batch {
 			apply(&apollo.Change{
 				Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}, Kind: w.Kind, Reason: w.Reason},
-				Prev:   apollo.Task{Status: w.Prev},
+				Prev:   apollo.Before{Status: w.Prev},
 				Task:   apollo.Task{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status},
 			})
 		}

@@ -32,7 +32,7 @@ func finishedRun(tenant, job string, ts int64) []apollo.Change {
 	rec := func(t apollo.Task) apollo.Record {
 		return apollo.Record{Event: apollo.Event{TaskID: t.TaskID, Name: job, Tenant: tenant, Sequence: t.Sequence, Status: t.Status, Ts: t.UpdatedAt}}
 	}
-	return []apollo.Change{{Record: rec(t1), Prev: t0, Task: t1}, {Record: rec(t2), Prev: t1, Task: t2}}
+	return []apollo.Change{{Record: rec(t1), Prev: apollo.BeforeOf(&t0), Task: t1}, {Record: rec(t2), Prev: apollo.BeforeOf(&t1), Task: t2}}
 }
 
 // checkSame fails unless st answers as want (an Aggregator, or a store

@@ -255,5 +255,5 @@ func failure(job, id string, ts int64) apollo.Change {
 	next := prev
 	next.Status, next.FinishedAt, next.CostMs, next.UpdatedAt = apollo.StatusFailed, ts, 1000, ts
 	return apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Name: job, Status: apollo.StatusFailed, Ts: ts, Sequence: 2}},
-		Prev: prev, Task: next}
+		Prev: apollo.BeforeOf(&prev), Task: next}
 }

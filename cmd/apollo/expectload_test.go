@@ -122,7 +122,7 @@ func (f *fakeExpectBus) Mark(tenant, taskID string, kind apollo.Kind, reason str
 
 // change is a bus change of one run from prev to st.
 func change(tenant, job, id string, prev, st apollo.Status, started, finished time.Time) *apollo.Change {
-	c := &apollo.Change{Prev: apollo.Task{TaskID: id, Name: job, Tenant: tenant, Status: prev},
+	c := &apollo.Change{Prev: apollo.Before{Name: job, Status: prev},
 		Task: apollo.Task{TaskID: id, Name: job, Tenant: tenant, Status: st, StartedAt: started.UnixMilli()}}
 	if !finished.IsZero() {
 		c.Task.FinishedAt = finished.UnixMilli()

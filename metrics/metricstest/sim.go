@@ -75,7 +75,7 @@ func (s *sim) apply(st step) apollo.Change {
 			Kind:       st.kind,
 			ReceivedAt: st.received,
 		},
-		Prev:       prev,
+		Prev:       apollo.BeforeOf(&prev),
 		Task:       next,
 		BecameLate: becameLate,
 	}

@@ -178,8 +178,8 @@ func fill(n int) *metrics.Aggregator {
 			run.Status, run.StartedAt = apollo.StatusRunning, ts
 			done := run
 			done.Status, done.FinishedAt, done.CostMs = st, ts+cost, cost
-			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Status: apollo.StatusRunning, Ts: ts}}, Prev: pend, Task: run})
-			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Status: st, Ts: ts + cost}}, Prev: run, Task: done})
+			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Status: apollo.StatusRunning, Ts: ts}}, Prev: apollo.BeforeOf(&pend), Task: run})
+			a.Apply(&apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: id, Status: st, Ts: ts + cost}}, Prev: apollo.BeforeOf(&run), Task: done})
 		}
 	}
 	return a

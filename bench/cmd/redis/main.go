@@ -369,5 +369,5 @@ func change(e event) apollo.Change {
 		next.Status, next.FinishedAt, next.CostMs = apollo.StatusSuccess, e.ts, e.cost
 	}
 	return apollo.Change{Record: apollo.Record{Event: apollo.Event{TaskID: e.id, Name: e.job, Sequence: next.Sequence, Status: next.Status, Ts: e.ts}},
-		Prev: prev, Task: next}
+		Prev: apollo.BeforeOf(&prev), Task: next}
 }
