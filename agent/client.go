@@ -139,7 +139,7 @@ func (c *Client) openSpool(dir string) error {
 			Message: fmt.Sprintf("%s is used by another Client in this process", dir),
 			Hint:    "give each Client its own directory, or Close the other one first"}
 	}
-	c.spool, err = openSpool(dir, c.cfg.token, c.cfg.spoolLimit, c.cfg.spoolFileBytes)
+	c.spool, err = openSpool(dir, c.cfg.token, c.cfg.spoolAnyToken, c.cfg.spoolLimit, c.cfg.spoolFileBytes)
 	if err != nil {
 		spoolDirs.Delete(key)
 		return err

@@ -43,6 +43,7 @@ type config struct {
 	flushInterval   time.Duration
 	bufferSize      int
 	spoolDir        string
+	spoolAnyToken   bool
 	maxRetryElapsed time.Duration
 	logger          *slog.Logger
 	clock           apollo.Clock
@@ -95,6 +96,14 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 // (404), costs no event: they are kept in dir and retried until the
 // server takes them (docs/protocol.md).
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
+
+// WithSpoolOfAnyToken makes the client send, with its own token, the
+// files every token left in its spool directory (WithSpoolDir), not only
+// its own token's. It is for an operator handing the events of a token
+// since rotated or revoked to its successor (apollo spool send --from):
+// the events land in the tenant of this client's token, so give one of
+// the same tenant.
+func WithSpoolOfAnyToken() Option { return func(c *config) { c.spoolAnyToken = true } }
 
 // WithMaxRetryElapsed bounds how long one batch is retried before its events
 // are dropped and counted (default 0: retry forever). Events in a spool

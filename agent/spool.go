@@ -122,7 +122,7 @@ func parseSpoolName(name string) (major, minor uint64, tag string, ok bool) {
 
 // openSpool creates dir if needed and lists the files an earlier process
 // left there for token, in sending order.
-func openSpool(dir, token string, limit, fileBytes int64) (*spool, error) {
+func openSpool(dir, token string, anyToken bool, limit, fileBytes int64) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: spool: %w", err)
 	}
@@ -149,7 +149,7 @@ func openSpool(dir, token string, limit, fileBytes int64) (*spool, error) {
 		// Every token's files share the numbering, so that no name is
 		// taken twice.
 		s.nextMajor = max(s.nextMajor, major+1)
-		if tag != "" && tag != s.token {
+		if tag != "" && tag != s.token && !anyToken {
 			s.others++ // another token's: kept for a client with it
 			continue
 		}

@@ -390,6 +390,37 @@ func TestSpoolSendsEventsOnlyWithTheirToken(t *testing.T) {
 	}
 }
 
+// TestSpoolOfAnyTokenSendsARetiredTokensEvents: an operator whose token
+// was rotated hands the events spooled under the old one to the new one
+// (apollo spool send --from): with WithSpoolOfAnyToken the client sends
+// them with its own token and deletes them once taken.
+func TestSpoolOfAnyTokenSendsARetiredTokensEvents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := newProtocolServer(t)
+	srv.down()
+	old := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("old-token"), WithClock(apollo.NewFakeClock(t0)))
+	old.Task("old-run", "job").Running()
+	if err := old.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.up()
+	successor := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("new-token"), WithSpoolOfAnyToken())
+	if err := successor.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.next(t)
+	if len(r.events) != 1 || r.events[0].TaskID != "old-run" || r.auth != "Bearer new-token" {
+		t.Fatalf("the successor sent %+v", r)
+	}
+	if st := successor.Stats(); st.Accepted != 1 {
+		t.Fatalf("successor: %+v", st)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
+	}
+}
+
 // TestSpoolKeepsEventsTheServerRefusedTheTokenFor: a token refused (401,
 // 403: revoked, or its role changed), or an address with no events route
 // (404: a wrong base URL, a proxy not routing yet), must not cost the

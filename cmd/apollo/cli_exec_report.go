@@ -92,8 +92,8 @@ func spoolPartition(token string) string {
 // tenant's), and a token rotated or revoked never will.
 func (r *execReporter) warnStranded(root, own string) {
 	for _, s := range strandedSpools(root, own) {
-		r.warnf("%d spool file(s) of events reported with another token wait in %s (the newest from %s): only apollo exec with that token sends them; if that token is gone, POST each file to /api/v1/events as application/x-ndjson with a token of the same tenant, then delete the directory",
-			s.files, s.dir, s.newest.Format(time.RFC3339))
+		r.warnf("%d spool file(s) of events reported with another token wait in %s (the newest from %s): only apollo exec with that token sends them; if that token is gone, send them with a token of the same tenant: apollo spool send --from %s",
+			s.files, s.dir, s.newest.Format(time.RFC3339), filepath.Base(s.dir))
 	}
 }
 

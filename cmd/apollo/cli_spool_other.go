@@ -28,3 +28,11 @@ type strandedSpool struct {
 }
 
 func strandedSpools(string, string) []strandedSpool { return nil }
+
+func readSpool(string, string) ([]spoolPart, error) {
+	return nil, errors.New("spool: needs a Unix system (file locks)")
+}
+
+func eachFreeSlot(string, func(string) error, *spoolSent) error {
+	return errors.New("spool: needs a Unix system (file locks)")
+}

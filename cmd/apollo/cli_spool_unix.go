@@ -3,9 +3,14 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,4 +155,123 @@ func strandedSpools(root, own string) []strandedSpool {
 		}
 	}
 	return out
+}
+
+// readSpool lists the parts of the spool under root that hold events,
+// own (the part of the token in use) first, then by name.
+func readSpool(root, own string) ([]spoolPart, error) {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	var out []spoolPart
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || (name != "no-token" && !strings.HasPrefix(name, "token-")) {
+			continue
+		}
+		p := spoolPart{Name: name, Dir: filepath.Join(root, name), Yours: name == own}
+		locks, _ := filepath.Glob(filepath.Join(p.Dir, "slot-*.lock"))
+		for _, lock := range locks {
+			slot := strings.TrimSuffix(lock, ".lock")
+			files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
+			if len(files) == 0 {
+				continue
+			}
+			if f, free, err := tryLock(lock); err == nil && free {
+				f.Close()
+			} else if err == nil {
+				p.Sending++
+			}
+			for _, file := range files {
+				n, size, at, err := countSpoolFile(file)
+				if err != nil {
+					continue // sent and deleted meanwhile
+				}
+				p.Files++
+				p.Events += n
+				p.Bytes += size
+				if p.Oldest.IsZero() || at.Before(p.Oldest) {
+					p.Oldest = at
+				}
+				if at.After(p.Newest) {
+					p.Newest = at
+				}
+			}
+		}
+		if p.Files > 0 {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b spoolPart) int {
+		if a.Yours != b.Yours {
+			if a.Yours {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// countSpoolFile counts the events (lines) of a spool file, with its size
+// and when it was last written.
+func countSpoolFile(path string) (events int, size int64, at time.Time, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, time.Time{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, 0, time.Time{}, err
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		events += bytes.Count(buf[:n], []byte{'\n'})
+		if err == io.EOF {
+			return events, info.Size(), info.ModTime(), nil
+		}
+		if err != nil {
+			return 0, 0, time.Time{}, err
+		}
+	}
+}
+
+// eachFreeSlot calls send for each slot of a part that holds files and
+// that no running apollo exec holds, with the slot's lock held, as
+// apollo exec holds the slots it sends. It counts the busy slots and the
+// files left after sending in sum, and stops at the first error.
+func eachFreeSlot(dir string, send func(slot string) error, sum *spoolSent) error {
+	locks, err := filepath.Glob(filepath.Join(dir, "slot-*.lock"))
+	if err != nil {
+		return err
+	}
+	for _, lock := range locks {
+		slot := strings.TrimSuffix(lock, ".lock")
+		if !hasFiles(slot) {
+			continue
+		}
+		f, free, err := tryLock(lock)
+		if err != nil {
+			return err
+		}
+		if !free {
+			sum.busy++
+			continue
+		}
+		err = send(slot)
+		files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
+		sum.left += len(files)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

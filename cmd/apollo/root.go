@@ -21,7 +21,7 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newBusCmd(), newAlertCmd(), newSchedCmd(), newTokenCmd(), newReportCmd(), newExecCmd(),
+	root.AddCommand(newVersionCmd(), newServerCmd(), newDemoCmd(), newBusCmd(), newAlertCmd(), newSchedCmd(), newTokenCmd(), newReportCmd(), newExecCmd(), newSpoolCmd(),
 		newNotifyCmd(), newRulesCmd(), newExpectCmd(),
 		newTasksCmd(), newTaskCmd(), newJobsCmd(), newJobCmd(), newAlertsCmd(), newAckCmd(), newSilenceCmd(),
 		newStatusCmd(), newCompletionCmd(), newTUICmd())
