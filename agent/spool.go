@@ -149,14 +149,17 @@ func openSpool(dir, token string, anyToken bool, limit, fileBytes int64) (*spool
 		// Every token's files share the numbering, so that no name is
 		// taken twice.
 		s.nextMajor = max(s.nextMajor, major+1)
-		if tag != "" && tag != s.token && !anyToken {
-			s.others++ // another token's: kept for a client with it
-			continue
-		}
 		info, err := e.Info()
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("agent: spool: %w", err)
+		}
+		if tag != "" && tag != s.token && !anyToken {
+			// Another token's: kept for a client with it, and counted
+			// against the limit, which bounds what the directory holds.
+			s.others++
+			s.bytes += info.Size()
+			continue
 		}
 		path := filepath.Join(dir, e.Name())
 		if info.Size() == 0 {

@@ -270,6 +270,63 @@ func TestSpoolLimitGivesBufferFull(t *testing.T) {
 	closeNow(t, c, st.Buffered)
 }
 
+// TestSpoolLimitCountsOtherTokensFiles: the limit bounds what the
+// directory holds on disk. Files another token left there (a program
+// moved to another tenant, a token rotated) take room too: a client that
+// counted only its own could fill the disk past the limit by as much as
+// they hold.
+func TestSpoolLimitCountsOtherTokensFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	other := filepath.Join(dir, spoolName(1, 0, tokenTag("another tenant's token")))
+	line := `{"taskID":"theirs","sequence":1,"status":"running","ts":1764400000001}` + "\n"
+	if err := os.WriteFile(other, []byte(strings.Repeat(line, 3)), 0o600); err != nil { // 228 bytes
+		t.Fatal(err)
+	}
+	srv := newProtocolServer(t)
+	srv.down()
+	hook, waits := retryWaits()
+	limit := Option(func(c *config) { c.spoolLimit = 300 })
+	c := newTestClient(t, srv.URL(), WithSpoolDir(dir), WithToken("mine"), WithClock(apollo.NewFakeClock(t0)),
+		WithBatchSize(1), WithBufferSize(1), hook, limit)
+	run := c.Task("z", "")
+	cycle(run, 1)
+	nextWait(t, waits)
+	var err error
+	n := 1
+	for err == nil && n < 100 {
+		n++
+		err = cycle(run, n)
+	}
+	if !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("event %d: %v, want ErrBufferFull for the spool limit", n, err)
+	}
+	onDisk := func() int64 {
+		var n int64
+		for _, f := range spoolFiles(t, dir) {
+			info, err := os.Stat(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += info.Size()
+		}
+		return n
+	}
+	if st := c.Stats(); onDisk() > 300 || st.SpoolBytes != onDisk() {
+		t.Fatalf("%d bytes on disk (stats say %d), over the limit of 300", onDisk(), st.SpoolBytes)
+	}
+	// Close spills what memory holds while it fits, and no more.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.Close(ctx)
+	if n := onDisk(); n > 300 {
+		t.Fatalf("%d bytes on disk after Close, over the limit of 300", n)
+	}
+	if b, err := os.ReadFile(other); err != nil || string(b) != strings.Repeat(line, 3) {
+		t.Fatalf("the other token's file was changed: %q, %v", b, err)
+	}
+}
+
 func TestSpoolSkipsATornTail(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
