@@ -93,7 +93,7 @@ func spoolPartition(token string) string {
 func (r *execReporter) warnStranded(root, own string) {
 	for _, s := range strandedSpools(root, own) {
 		r.warnf("%d spool file(s) of events reported with another token wait in %s (the newest from %s): only apollo exec with that token sends them; if that token is gone, send them with a token of the same tenant: apollo spool send --from %s",
-			s.files, s.dir, s.newest.Format(time.RFC3339), filepath.Base(s.dir))
+			s.Files, s.Dir, s.Newest.Format(time.RFC3339), s.Name)
 	}
 }
 

@@ -74,7 +74,22 @@ type spoolPart struct {
 	Newest time.Time `json:"newest,omitzero"`
 	// Sending counts the slots a running apollo exec holds: it sends
 	// what they keep, and apollo spool send leaves them alone.
-	Sending int `json:"sending"`
+	Sending   int `json:"sending"`
+	heldFiles int // the files of those slots
+}
+
+// strandedSpools lists the parts of tokens other than own under root
+// whose free slots hold files: only a run with their token sends them,
+// and a token rotated or gone never will (apollo exec warns of them).
+func strandedSpools(root, own string) []spoolPart {
+	parts, _ := readSpool(root, own)
+	var out []spoolPart
+	for _, p := range parts {
+		if p.Name != own && p.Files > p.heldFiles {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func newSpoolListCmd() *cobra.Command {

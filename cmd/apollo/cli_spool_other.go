@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"time"
 )
 
 // spoolLease: see cli_spool_unix.go. Without flock two processes could
@@ -20,14 +19,6 @@ func leaseSpool(string) (*spoolLease, error) {
 }
 
 func (*spoolLease) release() {}
-
-type strandedSpool struct {
-	dir    string
-	files  int
-	newest time.Time
-}
-
-func strandedSpools(string, string) []strandedSpool { return nil }
 
 func readSpool(string, string) ([]spoolPart, error) {
 	return nil, errors.New("spool: needs a Unix system (file locks)")

@@ -106,57 +106,6 @@ func (l *spoolLease) release() {
 	l.locks = nil
 }
 
-// strandedSpool is another token's directory under the spool root with
-// events no running apollo exec is sending.
-type strandedSpool struct {
-	dir    string
-	files  int
-	newest time.Time
-}
-
-// strandedSpools lists the directories of tokens other than own under
-// root whose free slots hold spool files: only a run with their token
-// sends them, and a token rotated or gone never will.
-func strandedSpools(root, own string) []strandedSpool {
-	parts, err := os.ReadDir(root)
-	if err != nil {
-		return nil
-	}
-	var out []strandedSpool
-	for _, p := range parts {
-		name := p.Name()
-		if name == own || !p.IsDir() || (name != "no-token" && !strings.HasPrefix(name, "token-")) {
-			continue
-		}
-		s := strandedSpool{dir: filepath.Join(root, name)}
-		slots, _ := filepath.Glob(filepath.Join(s.dir, "slot-*.lock"))
-		for _, lock := range slots {
-			slot := strings.TrimSuffix(lock, ".lock")
-			files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
-			if len(files) == 0 {
-				continue
-			}
-			f, free, err := tryLock(lock)
-			if err != nil || !free {
-				continue // a run with that token holds it: being sent
-			}
-			f.Close()
-			for _, file := range files {
-				if info, err := os.Stat(file); err == nil {
-					s.files++
-					if info.ModTime().After(s.newest) {
-						s.newest = info.ModTime()
-					}
-				}
-			}
-		}
-		if s.files > 0 {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // readSpool lists the parts of the spool under root that hold events,
 // own (the part of the token in use) first, then by name.
 func readSpool(root, own string) ([]spoolPart, error) {
@@ -181,10 +130,12 @@ func readSpool(root, own string) ([]spoolPart, error) {
 			if len(files) == 0 {
 				continue
 			}
+			held := false
 			if f, free, err := tryLock(lock); err == nil && free {
 				f.Close()
 			} else if err == nil {
 				p.Sending++
+				held = true
 			}
 			for _, file := range files {
 				n, size, at, err := countSpoolFile(file)
@@ -192,6 +143,9 @@ func readSpool(root, own string) ([]spoolPart, error) {
 					continue // sent and deleted meanwhile
 				}
 				p.Files++
+				if held {
+					p.heldFiles++
+				}
 				p.Events += n
 				p.Bytes += size
 				if p.Oldest.IsZero() || at.Before(p.Oldest) {
