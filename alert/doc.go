@@ -16,7 +16,10 @@
 // notifications but not state changes. Alerts, their "notified" marks,
 // acks and silences are saved to a StateStore after every cycle that
 // changed something and loaded by Start, so a restart does not notify
-// twice; an ack or a silence is saved before it is confirmed. The rules
+// twice; with them, the notifications decided (their alerts marked) and
+// not yet handed to the Sender, which Start hands over, so a restart does
+// not lose one either. An ack or a silence is saved before it is
+// confirmed. The rules
 // set through the API are kept in a RuleStore (FileRules, or Redis).
 //
 // Loader watches a rules file and hands every good version to a callback;

@@ -42,8 +42,9 @@ const lockBackoff = 10 * time.Second
 //     groups.mu over one change to the event groups.
 //  6. resolved.mu: an alert that resolves under 5 is remembered.
 //
-// sets.mu, subs.mu and the locks of warns, the Locker, the Sender and the
-// StateStore are taken last and hold nothing else. Rule sets, silences and
+// sets.mu, subs.mu, owed.mu (taken under 5, with the mark it goes with)
+// and the locks of warns, the Locker, the Sender and the StateStore are
+// taken last and hold nothing else. Rule sets, silences and
 // counters are read without a lock: the first two are replaced, never
 // modified.
 type Engine struct {
@@ -66,11 +67,13 @@ type Engine struct {
 	silences *silenceRegistry
 	subs     *subscribers
 
-	queue   chan apollo.Notification // event notifications waiting for the lock
-	wake    chan struct{}            // a group opened: re-arm the group timer
-	saveReq chan struct{}            // runEvents asks runSaves to save
-	dirty   atomic.Bool              // changed since the last save
-	saveMu  sync.Mutex               // one save at a time
+	owed    *owedNotes    // decided, not yet with the Sender
+	carried []handover    // owed by the process before (load): delivered first
+	queue   chan handover // event notifications waiting for the lock
+	wake    chan struct{} // a group opened: re-arm the group timer
+	saveReq chan struct{} // runEvents asks runSaves to save
+	dirty   atomic.Bool   // changed since the last save
+	saveMu  sync.Mutex    // one save at a time
 
 	life lifecycle.Group // the evaluation loop and the event deliverer
 
@@ -113,7 +116,8 @@ func New(opts Options) (*Engine, error) {
 		resolved: newResolvedAlerts(opts.MaxResolved, opts.KeepResolved),
 		silences: newSilenceRegistry(),
 		subs:     newSubscribers(),
-		queue:    make(chan apollo.Notification, opts.QueueLen),
+		owed:     newOwedNotes(),
+		queue:    make(chan handover, opts.QueueLen),
 		wake:     make(chan struct{}, 1),
 		saveReq:  make(chan struct{}, 1),
 		life:     lifecycle.Group{Name: "alert"},
@@ -196,6 +200,9 @@ func (e *Engine) snapshot() State {
 	s.Alerts = e.groups.appendStored(s.Alerts)
 	s.Alerts = e.resolved.appendStored(s.Alerts)
 	s.Silences = e.silences.all()
+	// After the alerts: a mark they carry was made with its notification
+	// owed, so the notification is here unless the Sender has it already.
+	s.Owed = e.owed.list()
 	return s
 }
 
@@ -219,20 +226,32 @@ func (e *Engine) load(ctx context.Context) (State, error) {
 	}
 	e.resolved.sortLoaded()
 	kept := e.silences.install(s.Silences, now)
-	e.log.Info("alert: state loaded", "alerts", len(s.Alerts), "silences", kept)
+	for _, o := range s.Owed {
+		e.carried = append(e.carried, e.owed.add(o.Notification, o.LockAsked))
+	}
+	e.log.Info("alert: state loaded", "alerts", len(s.Alerts), "silences", kept, "owed", len(s.Owed))
 	return s, nil
 }
 
 // deliver takes the dedup lock for each notification and hands the
 // winners to the Sender. A lock that cannot be asked does not stop the
-// notification: a rare duplicate is better than a lost alert.
-func (e *Engine) deliver(ns []apollo.Notification) {
-	for _, n := range ns {
-		if e.opts.DedupWindow > 0 && !e.lock(&n) {
+// notification: a rare duplicate is better than a lost alert. A
+// notification is owed until the Sender has it (or another engine sent
+// it); then the state is marked changed, so that the next save no longer
+// lists it as owed.
+func (e *Engine) deliver(hs []handover) {
+	for _, h := range hs {
+		// One owed by the process before, that asked for its lock,
+		// does not ask again: that process may hold it.
+		if e.opts.DedupWindow > 0 && !e.owed.ask(h.id) && !e.lock(&h.n) {
 			e.st.deduped.Add(1)
+			e.owed.done(h.id)
+			e.dirty.Store(true)
 			continue
 		}
-		e.opts.Sender.Send(n)
+		e.opts.Sender.Send(h.n)
+		e.owed.done(h.id)
+		e.dirty.Store(true)
 		e.st.sent.Add(1)
 	}
 }

@@ -70,7 +70,7 @@ type cycle struct {
 	now      time.Time
 	n        uint64
 	silences silenceSet
-	notes    []apollo.Notification
+	notes    []handover
 	changed  []apollo.Alert
 	v        values
 	// sum and psum hold a prefix's totals; c.v points at them, so they

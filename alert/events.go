@@ -22,7 +22,7 @@ const (
 // eventOut is what a change to the groups produced, to hand on outside
 // the lock.
 type eventOut struct {
-	notes   []apollo.Notification
+	notes   []handover
 	changed []apollo.Alert
 	opened  bool
 }
@@ -206,7 +206,7 @@ func (s *groupStep) openGroup(k groupKey, r *rules.Rule, m *matchInfo) {
 	if isSelf(r.Name) {
 		kind = apollo.NotifySelf
 	}
-	s.out.notes = appendNote(s.out.notes, en, kind, "", now)
+	s.note(en, kind, "")
 }
 
 // endWindow ends the group window that ended by now. If matches came in
@@ -241,7 +241,7 @@ func (s *groupStep) endWindow(k groupKey, en *entry) bool {
 		// the window's end is the same distance from the group's start.
 		tag := "storm" + strconv.FormatInt(en.GroupEnds.Sub(en.StartedAt).Milliseconds(), 10)
 		tmp := entry{StoredAlert: StoredAlert{Alert: note, FirstTs: en.FirstTs}}
-		s.out.notes = appendNote(s.out.notes, &tmp, kind, tag, now)
+		s.note(&tmp, kind, tag)
 	}
 	var window time.Duration
 	switch {
@@ -282,6 +282,14 @@ func (e *Engine) eventRule(k groupKey) *rules.Rule {
 		return set.eventRule(k.rule)
 	}
 	return nil
+}
+
+// note owes the notification of an event group, under the groups' lock
+// that marked the group (owedNotes), and hands it to emit.
+func (s *groupStep) note(en *entry, kind apollo.NotificationKind, tag string) {
+	for _, n := range appendNote(nil, en, kind, tag, s.now) {
+		s.out.notes = append(s.out.notes, s.e.owed.add(n, false))
+	}
 }
 
 // appendNote adds a notification of an event group. The key carries the
@@ -335,10 +343,12 @@ func (e *Engine) emit(out *eventOut) {
 	if len(out.changed) > 0 {
 		e.dirty.Store(true)
 	}
-	for _, n := range out.notes {
+	for _, h := range out.notes {
+		n := h.n
 		select {
-		case e.queue <- n:
+		case e.queue <- h:
 		default:
+			e.owed.done(h.id)
 			e.st.dropped.Add(1)
 			if ok, sup := e.warns.Allow("queue", e.clock.Now()); ok {
 				e.log.Error("alert: event notification dropped: the delivery queue is full",
@@ -369,14 +379,18 @@ func (e *Engine) runEvents(ctx context.Context) {
 	timer.Stop()
 	defer timer.Stop()
 	rearm := true
+	// What the process before owed first: it was decided before anything
+	// this one decides.
+	e.deliver(e.carried)
+	e.carried = nil
 	for {
 		if rearm {
 			e.armGroupTimer(timer)
 			rearm = false
 		}
 		select {
-		case n := <-e.queue:
-			e.deliver([]apollo.Notification{n})
+		case h := <-e.queue:
+			e.deliver([]handover{h})
 			if len(e.queue) == 0 {
 				select {
 				case e.saveReq <- struct{}{}:
@@ -412,8 +426,8 @@ func (e *Engine) runSaves(ctx context.Context) {
 func (e *Engine) drainQueue() {
 	for {
 		select {
-		case n := <-e.queue:
-			e.deliver([]apollo.Notification{n})
+		case h := <-e.queue:
+			e.deliver([]handover{h})
 		default:
 			return
 		}

@@ -180,10 +180,11 @@ func (c *cycle) send(en *entry, kind apollo.NotificationKind) {
 	if len(en.Channels) == 0 {
 		return
 	}
-	c.notes = append(c.notes, apollo.Notification{
+	// Owed under the rate lock that marked en (owedNotes).
+	c.notes = append(c.notes, c.e.owed.add(apollo.Notification{
 		Kind: kind, Alert: en.Alert, Channels: en.Channels, At: c.now,
 		// The same for every engine evaluating the same rule, so that
 		// the dedup lock lets only one of them send (invariant 6).
 		DedupKey: en.Rule + ":" + string(kind) + ":" + en.Group,
-	})
+	}, false))
 }

@@ -39,6 +39,9 @@ type State struct {
 	// Live is how far the event rules had heard of the bus; nil when the
 	// engine keeps no mark (it was not restored with one: Restore).
 	Live *LiveMark `json:"live,omitempty"`
+	// Owed are the notifications decided (their alerts marked told) but
+	// not yet handed to the Sender; Load hands them over again.
+	Owed []OwedNotification `json:"owed,omitempty"`
 }
 
 // StoredAlert is an alert with what the engine needs to carry on with it.

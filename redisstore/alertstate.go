@@ -193,7 +193,10 @@ func (s *AlertState) Save(ctx context.Context, st alert.State) error {
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(alert.State{Alerts: st.Alerts}) // the silences have their hash
+	// The silences have their hash. What the engine owes (st.Owed) is
+	// not kept: every alert process loads this state at start, and would
+	// send what the leader owes while the leader lives to send it too.
+	data, err := json.Marshal(alert.State{Alerts: st.Alerts})
 	if err != nil {
 		return err
 	}

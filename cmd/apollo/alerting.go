@@ -96,8 +96,12 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 	if l.disp, err = buildDispatcher(cfg, clock, log, console, l.outbox, nil); err != nil {
 		return nil, err
 	}
+	var sender alert.Sender = l.disp
+	if testHoldSend != nil {
+		sender = holdingSender{l.disp, testHoldSend}
+	}
 	l.engine, err = alert.New(alert.Options{
-		Store: agg, Sender: l.disp, Clock: clock, Logger: log,
+		Store: agg, Sender: sender, Clock: clock, Logger: log,
 		State:          alert.NewFileState(filepath.Join(cfg.Data, "alerts.json")),
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
@@ -116,6 +120,23 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 		return nil, err
 	}
 	return l, nil
+}
+
+// testHoldSend, set by the tests' TestMain in the process they start, is
+// handed every notification the engine hands the dispatcher, first: it
+// holds some, as a deliverer that has not handed them on yet when the
+// process is killed.
+var testHoldSend func(apollo.Notification)
+
+// holdingSender calls hold before it hands a notification on.
+type holdingSender struct {
+	alert.Sender
+	hold func(apollo.Notification)
+}
+
+func (s holdingSender) Send(n apollo.Notification) {
+	s.hold(n)
+	s.Sender.Send(n)
 }
 
 // loadSavedRules sets every tenant's rules saved through the API, except
