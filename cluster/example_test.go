@@ -18,6 +18,6 @@ func ExampleEventSubject() {
 	// Output:
 	// apollo.events._.15
 	// apollo.events.team%2Ea.15
-	// batch_report-42:2
+	// _/batch_report-42:2
 	// team%2Ea/batch_report-42:2
 }

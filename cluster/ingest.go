@@ -191,7 +191,7 @@ func (n *Node) partsOf(evs []apollo.Event, out []bus.Outcome) []*part {
 		s := &sz[k]
 		s.events++
 		s.data += batchEventSize(ev)
-		s.ids += msgIDSize(ps[k].idTok(), ev.TaskID, ev.Sequence) + 1
+		s.ids += msgIDSize(ps[k].tok, ev.TaskID, ev.Sequence) + 1
 		valid++
 	}
 	if len(ps) == 0 {
@@ -220,27 +220,15 @@ func (n *Node) partsOf(evs []apollo.Event, out []bus.Outcome) []*part {
 		ev, pt := &evs[i], &ps[of[i]]
 		pt.idx = append(pt.idx, i)
 		pt.data = appendBatchEvent(pt.data, ev)
-		pt.ids = appendMsgID(pt.ids, pt.idTok(), ev.TaskID, ev.Sequence)
+		pt.ids = appendMsgID(pt.ids, pt.tok, ev.TaskID, ev.Sequence)
 		pt.ids = append(pt.ids, '\n')
 	}
 	return parts
 }
 
-// idTok is the part's tenant token in message IDs: "" without a tenant.
-func (pt *part) idTok() string {
-	if pt.tenant == "" {
-		return ""
-	}
-	return pt.tok
-}
-
 // msgIDSize is the length appendMsgID appends.
 func msgIDSize(tok, taskID string, seq int64) int {
-	n := len(taskID) + 1 + decimalLen(seq)
-	if tok != "" {
-		n += len(tok) + 1
-	}
-	return n
+	return len(tok) + 1 + len(taskID) + 1 + decimalLen(seq)
 }
 
 // decimalLen is the length of strconv.FormatInt(v, 10).
@@ -257,12 +245,10 @@ func decimalLen(v int64) int {
 }
 
 // appendMsgID appends MsgID's form of an event's ID; tok is the tenant's
-// token, or "" without a tenant.
+// token (TenantToken).
 func appendMsgID(b []byte, tok, taskID string, seq int64) []byte {
-	if tok != "" {
-		b = append(b, tok...)
-		b = append(b, '/')
-	}
+	b = append(b, tok...)
+	b = append(b, '/')
 	b = append(b, taskID...)
 	b = append(b, ':')
 	return strconv.AppendInt(b, seq, 10)

@@ -111,7 +111,7 @@ func checkPartSizes(t testing.TB, ev apollo.Event, tenant string) {
 	if got, want := batchEventSize(&ev), len(appendBatchEvent(nil, &ev)); got != want {
 		t.Fatalf("batchEventSize(%+v) = %d, appendBatchEvent appends %d", ev, got, want)
 	}
-	tok := (&part{tenant: tenant, tok: TenantToken(tenant)}).idTok()
+	tok := TenantToken(tenant)
 	if got, want := msgIDSize(tok, ev.TaskID, ev.Sequence), len(appendMsgID(nil, tok, ev.TaskID, ev.Sequence)); got != want {
 		t.Fatalf("msgIDSize(%q, %q, %d) = %d, appendMsgID appends %d", tok, ev.TaskID, ev.Sequence, got, want)
 	}

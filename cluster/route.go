@@ -128,15 +128,15 @@ func appendEventSubject(b []byte, tok string, p int) []byte {
 }
 
 // MsgID is the Nats-Msg-Id of an event: JetStream drops a second message
-// with the same ID within the stream's duplicate window. It is
-// "<taskID>:<sequence>" for events without a tenant, and
-// "<tenant token>/<taskID>:<sequence>" otherwise.
+// with the same ID within the stream's duplicate window, whatever its
+// subject. It is "<tenant token>/<taskID>:<sequence>", the token "_"
+// without a tenant as in the subject: a token holds no "/", so two
+// tenants' events never share an ID. Without a tenant it used to be
+// "<taskID>:<sequence>", which a task of the default tenant named
+// "acme/nightly" shared with tenant acme's task "nightly": whichever came
+// second was answered duplicate and never stored.
 func MsgID(tenant, taskID string, seq int64) string {
-	id := taskID + ":" + strconv.FormatInt(seq, 10)
-	if tenant != "" {
-		id = TenantToken(tenant) + "/" + id
-	}
-	return id
+	return TenantToken(tenant) + "/" + taskID + ":" + strconv.FormatInt(seq, 10)
 }
 
 // parseEventSubject returns the tenant and partition of an event subject.

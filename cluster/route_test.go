@@ -83,8 +83,13 @@ func TestEventSubject(t *testing.T) {
 			t.Errorf("parseEventSubject(%q) took it", bad)
 		}
 	}
-	if got := MsgID("", "job-1", 3); got != "job-1:3" {
+	if got := MsgID("", "job-1", 3); got != "_/job-1:3" {
 		t.Errorf("MsgID = %q", got)
+	}
+	// The default tenant's task named like another tenant's, after a
+	// slash, has an ID of its own.
+	if a, b := MsgID("", "acme/job-1", 3), MsgID("acme", "job-1", 3); a == b {
+		t.Errorf("MsgID of the default tenant's acme/job-1 = acme's job-1 = %q", a)
 	}
 	if got := MsgID("acme", "job-1", 3); got != "acme/job-1:3" {
 		t.Errorf("MsgID = %q", got)
