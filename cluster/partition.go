@@ -62,6 +62,8 @@ type partition struct {
 	// the last one read: stored (answered accepted) and not decided yet.
 	// A node's message is a batch of events, an agent's one event.
 	lag atomic.Int64
+	// caught says how far the events stream is decided (caughtup.go).
+	caught caughtUp
 }
 
 type partCounters struct {
@@ -102,6 +104,7 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		pt.changes.close()
 		return nil, err
 	}
+	pt.caught.decided(pt.input) // the owners before decided that far
 	pt.log.Info("partition rebuilt", "records", pt.replayed, "resumeAfter", pt.input,
 		"took", n.opts.Clock.Now().Sub(start).Round(time.Millisecond))
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -246,6 +249,7 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 		}
 		pt.counters.applied.Add(int64(len(evs)))
 		pt.dlog.decided(last)
+		pt.caught.decided(last)
 	}
 }
 

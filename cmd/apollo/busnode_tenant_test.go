@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,20 @@ import (
 )
 
 // busNodeWithTenants starts a scale-out node of two partitions on its
-// own NATS server, with an agent of the default tenant and an admin of
-// each of tenants (tokens returned by tenant), and waits until it serves
-// both partitions.
+// own NATS server, with an admin of the default tenant and of each of
+// tenants (tokens returned by tenant), and waits until it serves both
+// partitions.
 func busNodeWithTenants(t *testing.T, id string) (*proc, map[string]string) {
+	t.Helper()
+	start, tokens := busNodesWithTenants(t, startNATS(t).ClientURL(), 2)
+	p := start(id)
+	servedWhenReady(t, p.addr)
+	return p, tokens
+}
+
+// busNodesWithTenants writes the configuration of busNodeWithTenants and
+// returns what starts a node of it on the NATS server at url.
+func busNodesWithTenants(t *testing.T, url string, partitions int) (func(id string) *proc, map[string]string) {
 	t.Helper()
 	tokens := map[string]string{}
 	var cfg strings.Builder
@@ -35,10 +46,10 @@ func busNodeWithTenants(t *testing.T, id string) (*proc, map[string]string) {
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startApollo(t, "bus", "--config", path, "--nats", startNATS(t).ClientURL(), "--partitions", "2",
-		"--node-id", id, "--listen", "127.0.0.1:0")
-	servedWhenReady(t, p.addr)
-	return p, tokens
+	return func(id string) *proc {
+		return startApollo(t, "bus", "--config", path, "--nats", url, "--partitions", strconv.Itoa(partitions),
+			"--node-id", id, "--listen", "127.0.0.1:0")
+	}, tokens
 }
 
 // postAs posts body to addr's events as the holder of secret and returns
@@ -107,5 +118,64 @@ func TestBusNodeTenantsDoNotShareMessageIDs(t *testing.T) {
 			b.ReadFrom(resp.Body)
 			return resp.StatusCode == http.StatusOK && strings.Contains(b.String(), `"status":"`+status+`"`)
 		})
+	}
+}
+
+// request sends method path to addr as the holder of secret and returns
+// the status and the body.
+func request(t *testing.T, addr, secret, method, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// A ping run started through one node and ended at once through another
+// (a load balancer taking turns) is one run, for two tenants: the end
+// pairs with the start the other node sent. Before, the second node
+// asked the owners for the job's open run before the owner had applied
+// the start, took the end for a run of its own, and the start stayed
+// running until its timeout told of it.
+func TestBusNodePingEndThroughAnotherNode(t *testing.T) {
+	t.Parallel()
+	start, tokens := busNodesWithTenants(t, startNATS(t).ClientURL(), 4)
+	a := start("ping-a")
+	b := start("ping-b")
+	served := func(addr string) int {
+		_, body := request(t, addr, tokens[""], "GET", "/api/v1/system")
+		return strings.Count(body, `"partition":`)
+	}
+	eventually(t, testwait.Timeout(t), "two partitions served by each node", func() bool {
+		return served(a.addr) == 2 && served(b.addr) == 2
+	})
+	unpaired := 0
+	for i := range 300 {
+		tenant := tenants[i%2]
+		job := fmt.Sprintf("hop-%d", i)
+		code, started := request(t, a.addr, tokens[tenant], "POST", "/ping/"+job+"/start")
+		if code != http.StatusOK {
+			t.Fatalf("start of %s: %d %s", job, code, started)
+		}
+		code, ended := request(t, b.addr, tokens[tenant], "POST", "/ping/"+job)
+		if code != http.StatusOK {
+			t.Fatalf("end of %s: %d %s", job, code, ended)
+		}
+		if started != ended {
+			unpaired++
+			t.Logf("tenant %s, job %s: started %q, ended %q", tenant, job, started, ended)
+		}
+	}
+	if unpaired > 0 {
+		t.Errorf("%d of 300 ends through the other node did not pair with their start", unpaired)
 	}
 }
