@@ -73,6 +73,7 @@ func (n *Node) local(p int) *partition {
 func (n *Node) Get(tenant, taskID string) (*apollo.Task, error) {
 	p := Partition(taskID, n.opts.Partitions)
 	if pt := n.local(p); pt != nil {
+		pt.catchUp(n.opts.QueryTimeout / 4) // as serveTask
 		return pt.bus.Get(tenant, taskID)
 	}
 	r, err := n.ask(context.Background(), p, rpcRequest{Op: "get", Tenant: tenant, TaskID: taskID})
@@ -89,6 +90,7 @@ func (n *Node) Get(tenant, taskID string) (*apollo.Task, error) {
 func (n *Node) JobOf(tenant, taskID string) (string, error) {
 	p := Partition(taskID, n.opts.Partitions)
 	if pt := n.local(p); pt != nil {
+		pt.catchUp(n.opts.QueryTimeout / 4) // as serveTask
 		return pt.bus.JobOf(tenant, taskID)
 	}
 	r, err := n.ask(context.Background(), p, rpcRequest{Op: "job", Tenant: tenant, TaskID: taskID})
@@ -109,6 +111,7 @@ func (n *Node) Correct(ctx context.Context, tenant, taskID string, to apollo.Sta
 	}
 	p := Partition(taskID, n.opts.Partitions)
 	if pt := n.local(p); pt != nil {
+		pt.catchUp(n.opts.QueryTimeout / 4) // as serveTask
 		return pt.bus.Correct(ctx, tenant, taskID, to, actor, reason)
 	}
 	// The owner answers once the correction is in its decision log, which
@@ -214,6 +217,11 @@ func (n *Node) serveTask(pt *partition, m *nats.Msg) {
 	var r rpcReply
 	var err error
 	if err = json.Unmarshal(m.Data, &req); err == nil {
+		// What the asker's caller was answered accepted before it asked
+		// is decided before the answer, as on one server: a task read, the
+		// job a nameless event is checked against, and the state a
+		// correction starts from include it (caughtup.go).
+		pt.catchUp(n.opts.QueryTimeout / 4)
 		switch req.Op {
 		case "get":
 			r.Task, err = pt.bus.Get(req.Tenant, req.TaskID)

@@ -179,3 +179,70 @@ func TestBusNodePingEndThroughAnotherNode(t *testing.T) {
 		t.Errorf("%d of 300 ends through the other node did not pair with their start", unpaired)
 	}
 }
+
+// An agent with a ping key (a token limited to a job prefix) that names
+// its job in a run's first event and not in the next ones, sent at once
+// one request after the other, has every event applied, for two tenants.
+// Before, the node asked the task's owner for its job before the owner
+// had decided the first event, took the task ID for the job, answered
+// the next event accepted, and the owner refused it for naming another
+// job than its task's: the run's end was lost and the run stayed running.
+func TestBusNodeNamelessEventRightAfterTheNamedOne(t *testing.T) {
+	t.Parallel()
+	var cfg strings.Builder
+	cfg.WriteString("auth:\n  tokens:\n")
+	keys := map[string]string{}
+	for _, tenant := range tenants {
+		secret, tok, err := httpapi.NewToken(tenant+"-key", httpapi.RoleAgent, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[tenant] = secret
+		fmt.Fprintf(&cfg, "    - {name: %s-key, role: agent, tenant: %q, job_prefix: backup, sha256: %x}\n", tenant, tenant, tok.Hash)
+		secret, tok, err = httpapi.NewToken(tenant+"-viewer", httpapi.RoleViewer, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[tenant+"-viewer"] = secret
+		fmt.Fprintf(&cfg, "    - {name: %s-viewer, role: viewer, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
+	}
+	path := filepath.Join(t.TempDir(), "apollo.yaml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startNATS(t).ClientURL()
+	node := func(id string) *proc {
+		return startApollo(t, "bus", "--config", path, "--nats", url, "--partitions", "4", "--node-id", id, "--listen", "127.0.0.1:0")
+	}
+	a, b := node("nameless-a"), node("nameless-b")
+	served := func(addr string) int {
+		_, body := request(t, addr, keys["acme-viewer"], "GET", "/api/v1/system")
+		return strings.Count(body, `"partition":`)
+	}
+	eventually(t, testwait.Timeout(t), "two partitions served by each node", func() bool {
+		return served(a.addr) == 2 && served(b.addr) == 2
+	})
+	now := time.Now().UnixMilli()
+	const runs = 100
+	for i := range runs {
+		tenant, id := tenants[i%2], fmt.Sprintf("backup-%d", i)
+		if ans := postAs(t, a.addr, keys[tenant], fmt.Sprintf(`{"taskID":%q,"name":"backup","sequence":1,"status":"running","ts":%d}`, id, now)); !strings.Contains(ans, `"accepted":1`) {
+			t.Fatalf("tenant %s, run %s started: %s", tenant, id, ans)
+		}
+		if ans := postAs(t, b.addr, keys[tenant], fmt.Sprintf(`{"taskID":%q,"sequence":2,"status":"success","ts":%d}`, id, now+1)); !strings.Contains(ans, `"accepted":1`) {
+			t.Fatalf("tenant %s, run %s ended: %s", tenant, id, ans)
+		}
+	}
+	for i := range runs {
+		tenant, id := tenants[i%2], fmt.Sprintf("backup-%d", i)
+		var body string
+		eventually(t, testwait.Timeout(t), "run "+id+" applied", func() bool {
+			var code int
+			code, body = request(t, a.addr, keys[tenant+"-viewer"], "GET", "/api/v1/tasks/"+id)
+			return code == http.StatusOK && strings.Contains(body, `"sequence":2`)
+		})
+		if !strings.Contains(body, `"status":"success"`) {
+			t.Errorf("tenant %s, run %s: %s", tenant, id, body)
+		}
+	}
+}
