@@ -102,7 +102,7 @@ type part struct {
 	q    *subjectQueue
 	idx  []int   // indexes into the request's events, in order
 	data []byte  // the events, as in a batch after its magic (batch.go)
-	ids  []byte  // the events' message IDs, each followed by '\n'
+	ids  []byte  // the events' message IDs, each followed by idEnd
 	fl   *flight // the message holding it, once sent; under q.mu
 
 	// What partsOf groups the events by: the tenant (tok is its
@@ -221,7 +221,7 @@ func (n *Node) partsOf(evs []apollo.Event, out []bus.Outcome) []*part {
 		pt.idx = append(pt.idx, i)
 		pt.data = appendBatchEvent(pt.data, ev)
 		pt.ids = appendMsgID(pt.ids, pt.tok, ev.TaskID, ev.Sequence)
-		pt.ids = append(pt.ids, '\n')
+		pt.ids = append(pt.ids, idEnd)
 	}
 	return parts
 }
@@ -316,6 +316,15 @@ func (n *Node) sendLocked(q *subjectQueue) {
 		}
 	}
 }
+
+// idEnd follows each event's message ID in a part's ids, which a batch's
+// ID digests: a byte no ID holds (a task ID is UTF-8, which never has
+// 0xFF; a tenant token and a sequence are ASCII), so that two lists of
+// different IDs never digest the same bytes. It was '\n', which a task
+// ID may hold: a request of the events a, b and c and one of
+// "a:1\n<token>/b" and c had one message ID, and the second was answered
+// duplicate and never stored (TestBatchIDsDoNotCollideOnNewlines).
+const idEnd = 0xFF
 
 // batchMsg is the message of the queued parts. A message of one event has
 // the event's own message ID, as an agent's event has. A larger message's

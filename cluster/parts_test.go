@@ -63,7 +63,7 @@ func TestPartsOf(t *testing.T) {
 			if subj := EventSubject(ev.Tenant, Partition(ev.TaskID, 12)); subj != pt.q.subject {
 				t.Fatalf("event %d (subject %s) is in the part of %s", i, subj, pt.q.subject)
 			}
-			ids.WriteString(MsgID(ev.Tenant, ev.TaskID, ev.Sequence) + "\n")
+			ids.WriteString(MsgID(ev.Tenant, ev.TaskID, ev.Sequence) + "\xff")
 			ev.Tenant = "" // a batch does not carry it: the subject does
 			want = append(want, ev)
 		}
