@@ -33,9 +33,7 @@ func benchDispatcher(b *testing.B, n int) (*Dispatcher, []string) {
 
 func drain(d *Dispatcher) {
 	for _, l := range d.lanes {
-		for len(l.queue) > 0 {
-			<-l.queue
-		}
+		l.queue.take(l.queue.len())
 	}
 }
 

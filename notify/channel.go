@@ -29,9 +29,9 @@ const (
 	// DefaultRobotRate is the rate for DingTalk and WeCom robots: both
 	// allow 20 messages a minute and mute a robot that sends more.
 	DefaultRobotRate = 20
-	// MaxQueueSize bounds QueueSize: a lane's queue is allocated whole
-	// when the dispatcher is made (about 500 bytes a slot), and scanned by
-	// every garbage collection, so the largest takes 50 MB.
+	// MaxQueueSize bounds QueueSize: a tenant's queue in a lane grows up
+	// to it (about 500 bytes a slot) and is scanned by every garbage
+	// collection, so the largest takes 50 MB a tenant.
 	MaxQueueSize = 100000
 )
 
@@ -57,7 +57,10 @@ type Channel struct {
 	RatePerMinute int
 	Timeout       time.Duration // per attempt; default 10s
 	GiveUpAfter   time.Duration // stop retrying and record gave_up; default 1h
-	QueueSize     int           // default 1000
+	// QueueSize is how many notifications of each tenant may wait;
+	// default 1000. Each tenant has its own, so that one tenant's storm
+	// never drops another's notifications.
+	QueueSize int
 }
 
 // withDefaults fills the zero fields that have defaults.

@@ -187,10 +187,9 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 			l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
 		default:
 			it := item{n: n, at: at, owed: d.owe(name, at, n)}
-			select {
-			case l.queue <- it:
+			if l.queue.push(it) {
 				l.stats.queued.Add(1)
-			default:
+			} else {
 				l.recordItem(it, OutcomeDropped, "queue full")
 				d.settle(it.owed)
 			}
@@ -269,10 +268,11 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 			l.recordItem(it, OutcomeGaveUp, fmt.Sprintf("owed since %s by a process that stopped: past give_up_after (%s)",
 				e.At.UTC().Format(time.RFC3339), l.ch.GiveUpAfter))
 		default:
-			// Not through the queue: a lane owes up to twice queue_size
-			// (a digest batch and a full queue) when its process dies,
-			// and this process's own queue may be full too. What was
-			// promised at least once is not dropped for want of room.
+			// Past the tenant's queue_size: a lane owes up to twice
+			// that (a digest batch and a full queue) when its process
+			// dies, and this process's own queue may be full too. What
+			// was promised at least once is not dropped for want of
+			// room.
 			requeued[l] = append(requeued[l], it)
 			l.stats.queued.Add(1)
 			queued++
@@ -281,7 +281,7 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 		d.settle(e.ID)
 	}
 	for l, its := range requeued {
-		l.requeue(its)
+		l.queue.requeue(its)
 	}
 	d.opts.Logger.Info("notify: notifications owed by a process that stopped are sent again",
 		slog.Int("owed", len(owed)), slog.Int("queued", queued))
@@ -378,7 +378,7 @@ func (d *Dispatcher) Stats() Stats {
 	s := Stats{Channels: make(map[string]ChannelStats, len(d.lanes)), UnknownChannel: d.unk.Load(), OutboxFailures: d.obErrs.Load()}
 	for name, l := range d.lanes {
 		cs := l.stats.snapshot()
-		cs.QueueLen = len(l.queue) + l.owedLen()
+		cs.QueueLen = l.queue.len()
 		s.Channels[name] = cs
 	}
 	return s

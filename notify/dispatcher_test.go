@@ -163,7 +163,7 @@ func TestRateLimitCoalesces(t *testing.T) {
 func waitQueueEmpty(t *testing.T, l *lane) {
 	t.Helper()
 	deadline := time.Now().Add(testwait.Timeout(t))
-	for len(l.queue) > 0 {
+	for l.queue.len() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("lane did not take from its queue")
 		}

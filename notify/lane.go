@@ -35,78 +35,39 @@ func stoppedReason(why string, kept bool) string {
 	return why
 }
 
-// lane delivers to one channel. Its goroutine reads the queue and, for
-// each notification, runs the stages in the order of this sentence: wait
-// for the rate limit (folding what arrives meanwhile into a digest), then
-// try it, and retry it with backoff until it is sent, fails for good, or
-// gives up. Duplicates never reach a lane: the alert engine's dedup lock,
-// keyed by tenant and shared by every alert process, is the one stage that
-// removes them.
+// lane delivers to one channel. Its goroutine reads the queue (each
+// tenant's in turn: fairqueue.go) and, for each notification, runs the
+// stages in the order of this sentence: wait for the rate limit (folding
+// what arrives meanwhile into a digest), then try it, and retry it with
+// backoff until it is sent, fails for good, or gives up. Duplicates never
+// reach a lane: the alert engine's dedup lock, keyed by tenant and shared
+// by every alert process, is the one stage that removes them.
 type lane struct {
 	d     *Dispatcher
 	ch    Channel
 	r     *renderer
-	queue chan item
-	pace  *pacer // nil: unlimited
+	queue *fairQueue // each tenant's, up to queue_size each
+	pace  *pacer     // nil: unlimited
 	stats counters
 	// tests makes test messages (Dispatcher.Test) wait for their turn
 	// one at a time.
 	tests sync.Mutex
-
-	// owedMu guards owed: what Requeue handed over, read before the
-	// queue. It is not bounded by queue_size: a lane may owe twice that
-	// (a digest batch and a full queue) when its process dies, and the
-	// outbox that held it bounds it. wake tells the lane it grew.
-	owedMu sync.Mutex
-	owed   []item
-	wake   chan struct{}
 }
 
 func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
-	return &lane{d: d, ch: ch, r: r, queue: make(chan item, ch.QueueSize),
-		pace: newPacer(ch.RatePerMinute), wake: make(chan struct{}, 1)}
+	return &lane{d: d, ch: ch, r: r, queue: newFairQueue(ch.QueueSize), pace: newPacer(ch.RatePerMinute)}
 }
 
-// requeue adds what another process (or this one's last run) owed, to
-// be sent before the queue.
-func (l *lane) requeue(its []item) {
-	l.owedMu.Lock()
-	l.owed = append(l.owed, its...)
-	l.owedMu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
-// takeOwed takes up to n of what requeue handed over, oldest first.
-func (l *lane) takeOwed(n int) []item {
-	l.owedMu.Lock()
-	defer l.owedMu.Unlock()
-	n = min(n, len(l.owed))
-	its := slices.Clone(l.owed[:n])
-	l.owed = slices.Delete(l.owed, 0, n)
-	return its
-}
-
-func (l *lane) owedLen() int {
-	l.owedMu.Lock()
-	defer l.owedMu.Unlock()
-	return len(l.owed)
-}
-
-// next waits for the next notification: one requeued, else one queued.
+// next waits for the next notification: the tenant's whose turn it is.
 func (l *lane) next(ctx context.Context) (item, bool) {
 	for {
-		if its := l.takeOwed(1); len(its) == 1 {
+		if its := l.queue.take(1); len(its) == 1 {
 			return its[0], true
 		}
 		select {
 		case <-ctx.Done():
 			return item{}, false
-		case it := <-l.queue:
-			return it, true
-		case <-l.wake:
+		case <-l.queue.wake:
 		}
 	}
 }
@@ -183,21 +144,18 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 	t := l.d.clock.NewTimer(d)
 	defer t.Stop()
 	for {
-		var q <-chan item
 		var wake <-chan struct{}
 		if collect && len(batch) < l.ch.QueueSize {
-			batch = append(batch, l.takeOwed(l.ch.QueueSize-len(batch))...)
+			batch = append(batch, l.queue.take(l.ch.QueueSize-len(batch))...)
 		}
 		if collect && len(batch) < l.ch.QueueSize {
-			q, wake = l.queue, l.wake
+			wake = l.queue.wake
 		}
 		select {
 		case <-ctx.Done():
 			return batch, false
 		case <-t.C():
 			return batch, true
-		case it := <-q:
-			batch = append(batch, it)
 		case <-wake:
 		}
 	}
@@ -344,16 +302,8 @@ func (l *lane) sleep(ctx context.Context, d time.Duration) bool {
 
 // dropQueued records what is left in the queue when the lane stops.
 func (l *lane) dropQueued() {
-	for _, it := range l.takeOwed(l.owedLen()) {
+	for _, it := range l.queue.take(l.queue.len()) {
 		l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
-	}
-	for {
-		select {
-		case it := <-l.queue:
-			l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
-		default:
-			return
-		}
 	}
 }
 

@@ -292,15 +292,16 @@ func (d *deployment) owedNow() int {
 	return len(owed)
 }
 
-// A lane owes more than its queue holds: the notification it retries
-// besides a full queue (and, under a rate limit, a digest batch of up to
-// queue_size besides the queue). With queue_size 2 and the webhook down,
-// two rules of each tenant fail: the lane retries one, two wait, the
-// fourth finds the queue full. The server is killed with SIGKILL, the
-// webhook comes back, and the restarted server sends all three it owed.
-// Before, the restart queued them again into a queue of two and dropped
-// the third as "queue full": a notification promised at least once was
-// lost across the restart.
+// A lane owes more than a tenant's queue holds: the notification it
+// retries besides that tenant's full queue (and, under a rate limit, a
+// digest batch of up to queue_size besides the queue). With queue_size 2
+// and the webhook down, four rules of the first tenant fail: the lane
+// retries one, two wait, the fourth finds the tenant's queue full; one
+// rule of the other tenant fails, and waits in its own queue. The server
+// is killed with SIGKILL, the webhook comes back, and the restarted
+// server sends all four it owed. Before, the restart queued them again
+// into a queue of two and dropped the third as "queue full": a
+// notification promised at least once was lost across the restart.
 func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
@@ -319,9 +320,13 @@ func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
 		d.do("", "GET", "/api/v1/system", "", &sys, 200)
 		return sys.Notifications.Channels["hook"]
 	}
+	rules := []string{"a", "b", "c", "d"}
 	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %[1]s_a task_prefix: \"%[1]s_a\" ON: failed NOTIFY: hook\n"+
-			"RULE %[1]s_b task_prefix: \"%[1]s_b\" ON: failed NOTIFY: hook\n", tenant), nil, 200)
+		var src strings.Builder
+		for _, r := range rules {
+			fmt.Fprintf(&src, "RULE %[1]s_%[2]s task_prefix: \"%[1]s_%[2]s\" ON: failed NOTIFY: hook\n", tenant, r)
+		}
+		d.do(tenant, "PUT", "/api/v1/rules", src.String(), nil, 200)
 	}
 	d.fail(tenants[0], tenants[0]+"_a")
 	select { // the lane retries it from now on
@@ -329,30 +334,27 @@ func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the webhook was never called")
 	}
-	d.fail(tenants[0], tenants[0]+"_b")
-	for _, tenant := range tenants[1:] {
-		d.fail(tenant, tenant+"_a")
-		d.fail(tenant, tenant+"_b")
+	for _, r := range rules[1:] {
+		d.fail(tenants[0], tenants[0]+"_"+r)
 	}
-	eventually(t, time.Minute, "four notifications handed to the channel, one dropped", func() bool {
+	d.fail(tenants[1], tenants[1]+"_a")
+	eventually(t, time.Minute, "five notifications handed to the channel, one dropped", func() bool {
 		s := stats()
-		return s.Queued == 3 && s.Dropped == 1
+		return s.Queued == 4 && s.Dropped == 1
 	})
 	owed := d.owedNow()
-	if owed != 3 {
-		t.Fatalf("the outbox owes %d notifications, want 3: the one retried and the two queued", owed)
+	if owed != 4 {
+		t.Fatalf("the outbox owes %d notifications, want 4: the one retried and the three queued", owed)
 	}
 	// The engine hands a notification over as a cycle fires its alert and
 	// saves the alert after: the kill below must come after the save, or
 	// the restart fires those alerts again from the log, and their
 	// notifications find the queue full.
-	eventually(t, 30*time.Second, "the four alerts saved", func() bool {
+	eventually(t, 30*time.Second, "the five alerts saved", func() bool {
 		b, _ := os.ReadFile(filepath.Join(d.dir, "data", "alerts.json"))
-		for _, tenant := range tenants {
-			for _, rule := range []string{tenant + "_a", tenant + "_b"} {
-				if !strings.Contains(string(b), `"rule":"`+rule+`"`) && !strings.Contains(string(b), `"rule": "`+rule+`"`) {
-					return false
-				}
+		for _, rule := range []string{"acme_a", "acme_b", "acme_c", "acme_d", "globex_a"} {
+			if !strings.Contains(string(b), `"rule":"`+rule+`"`) && !strings.Contains(string(b), `"rule": "`+rule+`"`) {
+				return false
 			}
 		}
 		return true
@@ -367,7 +369,7 @@ func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
 	}
 	for k, n := range got {
 		if n != 1 || !strings.HasPrefix(k, strings.SplitN(k, "/", 2)[0]+"/"+strings.SplitN(k, "/", 2)[0]+"_") {
-			t.Errorf("after the restart: %v, want three different rules, each its tenant's, once each", got)
+			t.Errorf("after the restart: %v, want four different rules, each its tenant's, once each", got)
 		}
 	}
 	eventually(t, time.Minute, "the outbox emptied", func() bool { return d.owedNow() == 0 })

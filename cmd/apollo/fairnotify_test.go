@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/notify/webhook"
+)
+
+// gatedHook is a slow webhook receiver: it holds each request until the
+// test lets one through (pass), or lets every one through once open is
+// set, and hands the notification to C as it answers.
+type gatedHook struct {
+	*hook
+	pass chan struct{}
+	open atomic.Bool
+}
+
+func newGatedHook(t *testing.T) *gatedHook {
+	g := &gatedHook{hook: &hook{C: make(chan webhook.ApolloPayload, 1000)}, pass: make(chan struct{})}
+	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p webhook.ApolloPayload
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !g.open.Load() {
+			select {
+			case <-g.pass:
+			case <-r.Context().Done(): // the sender was killed
+				return
+			}
+		}
+		g.C <- p
+	}))
+	t.Cleanup(func() { g.open.Store(true); g.srv.Close() })
+	return g
+}
+
+// deliver lets one request through and returns its notification,
+// skipping the self-alerts (apollo:...), which are no tenant's.
+func (g *gatedHook) deliver(t *testing.T) webhook.ApolloPayload {
+	t.Helper()
+	for {
+		select {
+		case g.pass <- struct{}{}:
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatal("the webhook was not called")
+		}
+		p := <-g.C
+		if !strings.HasPrefix(p.Alert.Rule, "apollo:") {
+			return p
+		}
+	}
+}
+
+// hookQueued is how many notifications the channel hook took, in either
+// mode.
+func (d *deployment) hookQueued() int64 {
+	if d.three {
+		return d.alertQueued()
+	}
+	var sys struct {
+		Notifications struct {
+			Channels map[string]struct{ Queued int64 }
+		}
+	}
+	d.do("", "GET", "/api/v1/system", "", &sys, 200)
+	return sys.Notifications.Channels["hook"].Queued
+}
+
+// One tenant's storm does not crowd another tenant out of a shared
+// channel. Tenant acme's BY: name rule fires for each of 60 failing jobs
+// to a slow webhook shared with tenant globex; globex's one failure,
+// told after acme's 60 are queued, arrives after at most two of acme's
+// (the one under way, and the one whose turn came first), not after all
+// of them. Then the process that notifies is killed with SIGKILL while
+// both tenants are still owed notifications: after the restart every one
+// of acme's 60 and globex's second arrives. Before, the lane had one
+// queue in arrival order: globex's waited behind all of acme's (and with
+// a storm past queue_size, found it full and was dropped).
+func TestOneTenantsStormDoesNotCrowdOutAnother(t *testing.T) {
+	const storm = 60
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	for _, three := range []bool{false, true} {
+		name := "AllInOne"
+		if three {
+			name = "ThreeProcesses"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := newGatedHook(t)
+			d := newDeployment(t, three, g.hook, deployOptions{hook: "    timeout: 5m\n", repeat: "1h"})
+			d.start()
+			t.Cleanup(d.logOnFailure)
+
+			d.do("acme", "PUT", "/api/v1/rules", `RULE acme_each task_prefix: "acme_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: hook`+"\n", nil, 200)
+			d.do("globex", "PUT", "/api/v1/rules", `RULE globex_first task_prefix: "globex_a_" ON: failed NOTIFY: hook
+RULE globex_second task_prefix: "globex_b_" ON: failed NOTIFY: hook
+`, nil, 200)
+			evs := make([]string, 0, 2*storm)
+			for i := range storm {
+				id := fmt.Sprintf("acme_job_%03d-1", i)
+				start, end := d.runAt()
+				evs = append(evs,
+					fmt.Sprintf(`{"taskID":%q,"name":"acme_job_%03d","sequence":1,"status":"running","ts":%d}`, id, i, start),
+					fmt.Sprintf(`{"taskID":%q,"sequence":2,"status":"failed","ts":%d}`, id, end))
+			}
+			d.do("acme", "POST", "/api/v1/events", "["+strings.Join(evs, ",")+"]", nil, 200)
+			eventually(t, time.Minute, "acme's storm handed to the channel", func() bool { return d.hookQueued() >= storm })
+			d.fail("globex", "globex_a_load")
+			eventually(t, time.Minute, "globex's failure handed to the channel", func() bool { return d.hookQueued() >= storm+1 })
+
+			told := map[string]int{} // acme's jobs told
+			for before := 0; ; before++ {
+				p := g.deliver(t)
+				if p.Alert.Tenant == "globex" {
+					if p.Alert.Rule != "globex_first" {
+						t.Fatalf("globex's %s arrived before its first", p.Alert.Rule)
+					}
+					if before > 2 {
+						t.Fatalf("globex's notification arrived after %d of acme's, want at most 2: one tenant's storm held up another's", before)
+					}
+					break
+				}
+				told[p.Alert.Group]++
+			}
+			for range 3 {
+				p := g.deliver(t)
+				if p.Alert.Tenant != "acme" {
+					t.Fatalf("a notification of %q, rule %q: only acme's are owed", p.Alert.Tenant, p.Alert.Rule)
+				}
+				told[p.Alert.Group]++
+			}
+			d.fail("globex", "globex_b_load")
+			eventually(t, time.Minute, "globex's second failure handed to the channel", func() bool { return d.hookQueued() >= storm+2 })
+
+			// Open before the restart: a request of the new process held
+			// at the gate would wait out its 5m timeout. The one the lane
+			// is held on now ends only with the kill.
+			g.open.Store(true)
+			d.crash()
+			second := false
+			deadline := time.After(2 * testwait.Timeout(t))
+			for len(told) < storm || !second {
+				select {
+				case p := <-g.C:
+					switch {
+					case strings.HasPrefix(p.Alert.Rule, "apollo:"):
+					case p.Alert.Tenant == "globex" && p.Alert.Rule == "globex_second":
+						second = true
+					case p.Alert.Tenant == "acme" && p.Alert.Rule == "acme_each":
+						told[p.Alert.Group]++
+					default:
+						t.Fatalf("after the restart, a %s notification of %q, rule %q", p.Kind, p.Alert.Tenant, p.Alert.Rule)
+					}
+				case <-deadline:
+					t.Fatalf("after kill -9 and a restart, %d of acme's %d jobs told, globex's second told: %v", len(told), storm, second)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,127 @@
+package notify
+
+import "sync"
+
+// fairQueue holds what waits in one lane: a queue of each tenant's own,
+// taken from in turn. A channel shared by tenants (tenants: ["*"]) is one
+// lane, and one queue in arrival order let a tenant's storm (a BY: name
+// rule over thousands of failing jobs) fill it, so that another tenant's
+// notification was dropped as "queue full" or waited behind all of it.
+// Here each tenant may hold up to bound notifications, so a storm only
+// ever overflows its own queue, and the lane takes one of each tenant's in
+// turn, so another tenant's notification goes out after at most one of
+// every other tenant's. Within a tenant the order is the order of Send.
+//
+// What a process that stopped owed (Requeue) waits ahead of the tenant's
+// queue and is not bounded by it: it was promised at least once, and the
+// outbox that held it bounds it.
+type fairQueue struct {
+	bound int
+
+	mu      sync.Mutex
+	tenants map[string]*tenantQueue // only tenants with something waiting
+	turns   []string                // those tenants, in the order of their turns
+	n       int                     // every notification waiting
+
+	// wake tells the lane that something was added.
+	wake chan struct{}
+}
+
+// tenantQueue is what one tenant has waiting: owed first, then fresh.
+type tenantQueue struct {
+	owed  []item
+	fresh []item
+}
+
+func newFairQueue(bound int) *fairQueue {
+	return &fairQueue{bound: bound, tenants: map[string]*tenantQueue{}, wake: make(chan struct{}, 1)}
+}
+
+// push adds it to its tenant's queue, unless that holds bound already.
+func (q *fairQueue) push(it item) bool {
+	q.mu.Lock()
+	tq := q.tenant(it.n.Alert.Tenant)
+	ok := len(tq.fresh) < q.bound
+	if ok {
+		tq.fresh = append(tq.fresh, it)
+		q.n++
+	}
+	q.mu.Unlock()
+	if ok {
+		q.signal()
+	}
+	return ok
+}
+
+// requeue adds what a process that stopped owed, ahead of each tenant's
+// queue and past its bound.
+func (q *fairQueue) requeue(its []item) {
+	if len(its) == 0 {
+		return
+	}
+	q.mu.Lock()
+	for _, it := range its {
+		tq := q.tenant(it.n.Alert.Tenant)
+		tq.owed = append(tq.owed, it)
+	}
+	q.n += len(its)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// tenant returns tenant's queue, making it (and giving it the last turn)
+// when it has nothing waiting. The caller holds mu and adds to it.
+func (q *fairQueue) tenant(tenant string) *tenantQueue {
+	tq := q.tenants[tenant]
+	if tq == nil {
+		tq = &tenantQueue{}
+		q.tenants[tenant] = tq
+		q.turns = append(q.turns, tenant)
+	}
+	return tq
+}
+
+func (q *fairQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take takes up to max notifications, one of each tenant's in turn.
+func (q *fairQueue) take(max int) []item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var its []item
+	for len(its) < max && len(q.turns) > 0 {
+		tenant := q.turns[0]
+		tq := q.tenants[tenant]
+		if len(tq.owed) > 0 {
+			its = append(its, tq.owed[0])
+			tq.owed[0] = item{}
+			tq.owed = tq.owed[1:]
+		} else {
+			its = append(its, tq.fresh[0])
+			tq.fresh[0] = item{}
+			tq.fresh = tq.fresh[1:]
+		}
+		q.n--
+		q.turns = q.turns[1:]
+		if len(tq.owed)+len(tq.fresh) > 0 {
+			q.turns = append(q.turns, tenant)
+		} else {
+			delete(q.tenants, tenant) // a tenant seen once holds no memory
+		}
+	}
+	if len(q.turns) == 0 {
+		q.turns = nil // let the array the turns moved along go
+	}
+	return its
+}
+
+// len is how many notifications wait.
+func (q *fairQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}

@@ -1,0 +1,119 @@
+package notify
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/testwait"
+)
+
+// A channel shared by two tenants: one tenant's storm fills its own
+// queue (queue_size each) and the rest of it is dropped, recorded in its
+// own record; the other tenant's notifications are all queued, and the
+// lane takes one of each tenant's in turn, each tenant's in the order
+// sent.
+func TestOneTenantsStormOverflowsOnlyItsOwnQueue(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	s := newSink(clk)
+	d, err := NewDispatcher([]Channel{{Name: "ops", Notifier: s, QueueSize: 3, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: log, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(tenant string, i int) {
+		n := note(tenant+strconv.Itoa(i), tenant+strconv.Itoa(i), "ops")
+		n.Alert.Tenant = tenant
+		d.Send(n)
+	}
+	// Not started yet: what is queued stays there.
+	for i := range 10 {
+		send("acme", i)
+	}
+	for i := range 2 {
+		send("globex", i)
+	}
+	for range 7 {
+		if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != "queue full" || a.Tenant != "acme" {
+			t.Fatalf("%+v, want acme's storm past its 3 dropped", a)
+		}
+	}
+	if got := d.Stats().Channels["ops"].QueueLen; got != 5 {
+		t.Fatalf("queueLen %d, want 5: 3 of acme's and 2 of globex's", got)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	for _, want := range []string{"acme0", "globex0", "acme1", "globex1", "acme2"} {
+		if got := s.next(t).m.Notification.Alert.ID; got != want {
+			t.Fatalf("delivered %s, want %s", got, want)
+		}
+	}
+	d.Stop(context.Background())
+	if as := d.Attempts(AttemptFilter{Tenant: "globex"}); len(as) != 2 || as[0].Outcome != OutcomeSent || as[1].Outcome != OutcomeSent {
+		t.Fatalf("globex's record: %+v", as)
+	}
+}
+
+// Under a rate limit, what waits for the turn is folded into one digest
+// taking each tenant's in turn: with the digest's room (queue_size) less
+// than what waits, a storm does not leave another tenant's notification
+// out of it.
+func TestDigestTakesEachTenantInTurn(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	busy, release := make(chan struct{}), make(chan struct{})
+	var first bool
+	held := NotifierFunc(func(ctx context.Context, m *Message) (bool, error) {
+		if !first { // the lane is busy with the first while the rest waits
+			first = true
+			busy <- struct{}{}
+			<-release
+		}
+		return s.Notify(ctx, m)
+	})
+	d := startDispatcher(t, clk, newWatchLog(), Channel{Name: "ding", Notifier: held, RatePerMinute: 1, QueueSize: 4, Tenants: []string{AllTenants}})
+	send := func(tenant string, i int) {
+		n := note(tenant+strconv.Itoa(i), tenant+strconv.Itoa(i), "ding")
+		n.Alert.Tenant = tenant
+		d.Send(n)
+	}
+	send("acme", 0)
+	<-busy
+	for i := 1; i <= 4; i++ {
+		send("acme", i)
+	}
+	send("globex", 0)
+	close(release)
+	if got := s.next(t).m.Notification.Alert.ID; got != "acme0" {
+		t.Fatalf("first %s", got)
+	}
+	// The lane waits a minute for its turn, collecting up to 4 (and acme4
+	// stays queued for the next turn).
+	if !clk.BlockUntil(1, testwait.Timeout(t)) {
+		t.Fatal("the lane does not wait for its turn")
+	}
+	deadline := time.Now().Add(testwait.Timeout(t))
+	for d.Stats().Channels["ding"].QueueLen > 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lane does not collect what waits")
+		}
+		runtime.Gosched()
+	}
+	clk.Advance(time.Minute)
+	var ids []string
+	for _, m := range s.next(t).m.Digest {
+		ids = append(ids, m.Notification.Alert.ID)
+	}
+	if want := []string{"acme1", "globex0", "acme2", "acme3"}; !slices.Equal(ids, want) {
+		t.Fatalf("digest %v, want %v", ids, want)
+	}
+}
