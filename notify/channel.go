@@ -118,3 +118,18 @@ func (c Channel) Serves(tenant string) bool {
 	}
 	return slices.Contains(c.Tenants, AllTenants) || slices.Contains(c.Tenants, tenant)
 }
+
+// foldsBacklog reports whether what waited while the channel was down
+// goes out as one digest once it is back: for channels that people read
+// (email, Slack and the robots), to whom a thousand messages in a row are
+// a storm that buries the one that matters. Never for a webhook: its
+// receiver is a machine (an incident tool, a ticket system) that wants
+// every notification as its own request, and a webhook digest lists at
+// most 100. Nor for the console, a log.
+func (c Channel) foldsBacklog() bool {
+	switch c.Type {
+	case TypeEmail, TypeSlack, TypeDingTalk, TypeWeCom, TypeFeishu:
+		return true
+	}
+	return false
+}

@@ -118,6 +118,9 @@ func NewDispatcher(chs []Channel, opts Options) (*Dispatcher, error) {
 			continue
 		}
 		r.tenants = opts.Tenants
+		if ch.Type == TypeEmail {
+			r.shown = digestShownMail
+		}
 		d.lanes[ch.Name] = newLane(d, ch, r)
 		d.order = append(d.order, ch.Name)
 	}

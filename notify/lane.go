@@ -74,20 +74,28 @@ func (l *lane) next(ctx context.Context) (item, bool) {
 
 func (l *lane) run(ctx context.Context) {
 	defer l.dropQueued()
+	down := false // the last delivery found the channel down
 	for {
 		it, ok := l.next(ctx)
 		if !ok {
 			return
 		}
-		batch, ok := l.waitTurn(ctx, []item{it}, true)
+		batch, backlog := []item{it}, down && l.ch.foldsBacklog()
+		if backlog {
+			// What waited while the channel was down goes as one
+			// digest, not as a storm of messages in a row.
+			batch = append(batch, l.queue.take(l.ch.QueueSize-1)...)
+		}
+		batch, ok = l.waitTurn(ctx, batch, true)
 		if !ok {
 			for _, it := range batch {
 				l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
 			}
 			return
 		}
-		m := l.compose(batch)
-		if l.deliver(ctx, m, l.giveUpAt(batch)) {
+		m := l.compose(batch, backlog)
+		var ended bool
+		if ended, down = l.deliver(ctx, m, l.giveUpAt(batch)); ended {
 			owed := make([]uint64, len(batch))
 			for i, it := range batch {
 				owed[i] = it.owed
@@ -161,8 +169,9 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 	}
 }
 
-// compose renders a batch: one message, or a digest of several.
-func (l *lane) compose(batch []item) *Message {
+// compose renders a batch: one message, or a digest of several; backlog
+// says they waited while the channel was down (DigestBacklog).
+func (l *lane) compose(batch []item, backlog bool) *Message {
 	if len(batch) == 1 {
 		return l.render(batch[0].n, nil)
 	}
@@ -172,6 +181,9 @@ func (l *lane) compose(batch []item) *Message {
 		l.recordItem(it, OutcomeCoalesced, "")
 	}
 	n := apollo.Notification{Kind: KindDigest, Channels: []string{l.ch.Name}, At: l.d.clock.Now()}
+	if backlog {
+		n.DedupKey = DigestBacklog
+	}
 	return l.render(n, items)
 }
 
@@ -211,13 +223,14 @@ func (l *lane) giveUpAt(batch []item) time.Time {
 // or the next try would start after deadline. Every try and every
 // retryable failure takes a rate-limit token too: they reach the server.
 // It reports whether the delivery ended (false: the lane stopped first,
-// and what m stands for is still owed).
-func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) bool {
+// and what m stands for is still owed), and whether it found the channel
+// down (a retryable failure: what waited meanwhile is a backlog).
+func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) (ended, down bool) {
 	for try := 1; ; try++ {
 		if try > 1 {
 			if _, ok := l.waitTurn(ctx, nil, false); !ok {
 				l.record(m, try, OutcomeDropped, stoppedReason("dispatcher stopped while retrying", l.d.opts.Outbox != nil), l.d.clock.Now(), 0)
-				return false
+				return false, true
 			}
 		}
 		r := l.attempt(ctx, m)
@@ -243,11 +256,11 @@ func (l *lane) deliver(ctx context.Context, m *Message, deadline time.Time) bool
 		}
 		l.record(m, try, outcome, msg, r.start, r.latency)
 		if outcome != OutcomeRetrying {
-			return outcome != OutcomeDropped
+			return outcome != OutcomeDropped, try > 1 || outcome == OutcomeGaveUp
 		}
 		if !l.sleep(ctx, wait) {
 			l.record(m, try+1, OutcomeDropped, stoppedReason("dispatcher stopped while retrying", l.d.opts.Outbox != nil), l.d.clock.Now(), 0)
-			return false
+			return false, true
 		}
 	}
 }

@@ -11,6 +11,12 @@ import (
 // listing them. It is a delivery kind, not one the alert engine emits.
 const KindDigest apollo.NotificationKind = "digest"
 
+// DigestBacklog is the DedupKey of a digest of what waited while its
+// channel was down, rather than for the rate limit: the notifications
+// queued while the lane retried, folded once the channel answers again
+// (channels that people read only). Templates see it as .Backlog.
+const DigestBacklog = "backlog"
+
 // Message is what a channel sends: a notification rendered by the channel's
 // templates in the channel's language.
 type Message struct {

@@ -33,8 +33,14 @@ var Kinds = []apollo.NotificationKind{
 }
 
 // digestShown is how many folded messages a digest lists by title; the
-// rest are counted. Robot APIs cap a message at a few KiB.
+// rest are counted. Robot APIs cap a message at a few KiB (and each
+// channel cuts what is past its cap).
 const digestShown = 20
+
+// digestShownMail is digestShown for email: a mail has no size cap to keep
+// under, and the one who reads a digest of an outage's backlog wants the
+// list; a thousand titles take about 100 KB.
+const digestShownMail = 1000
 
 // TemplateData is what every template sees. Alert and Notification.Alert
 // hold the alert with every text users supplied made inert (inert.go).
@@ -61,6 +67,9 @@ type TemplateData struct {
 	Items []*Message
 	Shown []*Message
 	More  int
+	// Backlog says a digest holds what waited while the channel was down
+	// (DigestBacklog), not for the rate limit.
+	Backlog bool
 }
 
 // renderer turns notifications into messages for one channel.
@@ -70,6 +79,7 @@ type renderer struct {
 	overrides                  map[apollo.NotificationKind]*override
 	layout                     *htmltemplate.Template
 	tenants                    bool // Options.Tenants
+	shown                      int  // how many a digest lists by title
 }
 
 // override is one kind's template set after a channel's override source
@@ -96,7 +106,7 @@ func newRenderer(channel, lang, externalURL string, loc *time.Location, src map[
 	if err != nil {
 		return nil, fmt.Errorf("parse email layout: %w", err)
 	}
-	r := &renderer{channel: channel, lang: lang, externalURL: strings.TrimRight(externalURL, "/"),
+	r := &renderer{channel: channel, lang: lang, externalURL: strings.TrimRight(externalURL, "/"), shown: digestShown,
 		defaults: defaults, layout: layout, overrides: map[apollo.NotificationKind]*override{}}
 	for _, kind := range sortedKinds(src) {
 		field := "templates." + string(kind)
@@ -250,9 +260,10 @@ func (r *renderer) data(n apollo.Notification, items []*Message) *TemplateData {
 	if !start.IsZero() && end.After(start) {
 		d.Duration = end.Sub(start)
 	}
-	if len(items) > digestShown {
-		d.Shown, d.More = items[:digestShown], len(items)-digestShown
+	if len(items) > r.shown {
+		d.Shown, d.More = items[:r.shown], len(items)-r.shown
 	}
+	d.Backlog = n.Kind == KindDigest && n.DedupKey == DigestBacklog
 	return d
 }
 
