@@ -16,11 +16,15 @@ import (
 type LiveMark struct {
 	Watermark uint64   `json:"watermark"`
 	Heard     []uint64 `json:"heard,omitempty"`
+	// Feed is where in the bus's change log the engine had got to, in the
+	// three-process mode (a Redis stream entry's ID): it reads on from
+	// there after a restart (RestoreFeed).
+	Feed string `json:"feed,omitempty"`
 }
 
 // heardLog is the engine's side of the LiveMark.
 type heardLog struct {
-	mark func() uint64 // the bus's LiveWatermark; nil: no mark is kept
+	mark func() (uint64, string) // the bus's LiveWatermark, and a feed's position; nil: no mark is kept
 
 	// What the restored state had heard of: read without a lock, written
 	// once before the replay.
@@ -57,7 +61,8 @@ func (h *heardLog) at() *LiveMark {
 	if h.mark == nil {
 		return nil
 	}
-	m := &LiveMark{Watermark: h.mark()}
+	m := &LiveMark{}
+	m.Watermark, m.Feed = h.mark()
 	h.mu.Lock()
 	for lsn := range h.lsns {
 		if lsn <= m.Watermark {
@@ -82,9 +87,34 @@ func (h *heardLog) at() *LiveMark {
 // of every change it was handed before it stopped). Start then does not
 // load the state again.
 func (e *Engine) Restore(ctx context.Context, mark func() uint64) (uint64, error) {
+	m, err := e.restore(ctx, func() (uint64, string) { return mark(), "" })
+	return m.Watermark, err
+}
+
+// RestoreFeed is Restore for an engine that hears the bus through a
+// change log it reads from a position (the three-process mode): mark
+// returns the bus's mark of the last entry read and that entry's
+// position. It returns the saved mark, whose Feed is where to read on
+// from: "0" (the whole log) for no saved state at all, "$" (what is
+// written from now on) for a state saved without a mark.
+func (e *Engine) RestoreFeed(ctx context.Context, mark func() (uint64, string)) (LiveMark, error) {
+	m, err := e.restore(ctx, mark)
+	switch {
+	case err != nil:
+	case m.Watermark == math.MaxUint64:
+		m.Watermark, m.Feed = 0, "$"
+	case m.Feed == "":
+		m.Feed = "0"
+	}
+	return m, err
+}
+
+// restore loads the state and returns its mark; a Watermark of
+// math.MaxUint64 for a state without one (Restore).
+func (e *Engine) restore(ctx context.Context, mark func() (uint64, string)) (LiveMark, error) {
 	s, err := e.load(ctx)
 	if err != nil {
-		return 0, err
+		return LiveMark{}, err
 	}
 	e.restored = true
 	h := &e.heard
@@ -96,11 +126,11 @@ func (e *Engine) Restore(ctx context.Context, mark func() uint64) (uint64, error
 			h.saved[lsn] = struct{}{}
 			h.lsns[lsn] = struct{}{} // saved again until a mark covers it
 		}
-		return s.Live.Watermark, nil
+		return LiveMark{Watermark: s.Live.Watermark, Feed: s.Live.Feed}, nil
 	case len(s.Alerts) == 0 && len(s.Silences) == 0:
-		return 0, nil
+		return LiveMark{}, nil
 	default:
-		return math.MaxUint64, nil
+		return LiveMark{Watermark: math.MaxUint64}, nil
 	}
 }
 

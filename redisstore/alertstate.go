@@ -196,7 +196,8 @@ func (s *AlertState) Save(ctx context.Context, st alert.State) error {
 	// The silences have their hash. What the engine owes (st.Owed) is
 	// not kept: every alert process loads this state at start, and would
 	// send what the leader owes while the leader lives to send it too.
-	data, err := json.Marshal(alert.State{Alerts: st.Alerts})
+	// The mark goes with the alerts: a release before it reads past it.
+	data, err := json.Marshal(alert.State{Alerts: st.Alerts, Live: st.Live})
 	if err != nil {
 		return err
 	}

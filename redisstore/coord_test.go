@@ -72,14 +72,23 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// Changes published by the bus reach the alert side; commands get the
-// first reply, and no listener is reported.
+// Changes written by the bus reach the alert side through the change
+// log; commands get the first reply, and no listener is reported.
 func TestFeedsAndCommands(t *testing.T) {
 	c, prefix := redistest.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan *apollo.Change, 10)
-	stop, err := redisstore.SubscribeChanges(ctx, c, prefix, func(ch *apollo.Change) { got <- ch })
+	follower := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch })
+	if err := follower.Seek(ctx, 0, "$"); err != nil {
+		t.Fatal(err)
+	}
+	follower.Start(ctx)
+	defer follower.Stop(ctx)
+	// The channel hands on only what is not in the log too: the changes
+	// of a bus of a release before it.
+	onChannel := make(chan *apollo.Change, 10)
+	stop, err := redisstore.SubscribeChanges(ctx, c, prefix, func(ch *apollo.Change) { onChannel <- ch })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +121,17 @@ func TestFeedsAndCommands(t *testing.T) {
 	}
 	if s := feed.Stats(); s.Sent != 3 || s.Dropped != 0 {
 		t.Errorf("feed stats %+v", s)
+	}
+	if err := c.Publish(ctx, prefix+":changes", `[{"n":"etl","id":"old","s":"failed","p":"running","ts":45}]`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ch := <-onChannel:
+		if ch.Task.TaskID != "old" || ch.Task.Status != apollo.StatusFailed || ch.Prev.Status != apollo.StatusRunning {
+			t.Fatalf("from an older bus's channel: %+v, want the change to failed of run old", ch)
+		}
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the change of an older bus did not arrive")
 	}
 
 	cm, err := redisstore.NewCommander(ctx, c, prefix)

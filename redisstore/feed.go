@@ -18,14 +18,15 @@ import (
 // In the three-process mode the bus and the alert processes talk through
 // Redis pub/sub (docs/redis.md):
 //
-//	<prefix>:changes        bus -> alert: applied status changes, for event rules
+//	<prefix>:{changes}:log  bus -> alert: applied status changes, for event rules (a stream)
+//	<prefix>:changes        the same, for alert processes of a release before the stream
 //	<prefix>:alerts         alert -> bus: alert changes, for the stream
 //	<prefix>:alert:commands bus -> alert: acks, silences, rule updates
 //	<prefix>:alert:replies  alert -> bus: their outcomes
 //
 // Pub/sub delivers to whoever listens at the moment: an alert process that
-// is down misses changes (its event rules then miss those events), which is
-// why two alert processes run side by side in production (HA).
+// is down misses changes. The changes therefore go to a stream too
+// (changelog.go), which an alert process reads from where it had got to.
 
 // wireChange is what an event rule needs of a change: small on the wire.
 type wireChange struct {
@@ -42,6 +43,12 @@ type wireChange struct {
 	// too_short and too_often occurrences.
 	Kind   apollo.Kind `json:"k,omitempty"`
 	Reason string      `json:"r,omitempty"`
+	// LSN is the bus's LSN of the record that made the change (0 from a
+	// bus that keeps no mark: a scale-out node). Logged, on the channel,
+	// says the change is in the stream too: a reader of the stream passes
+	// it over there (a release before the stream ignores both).
+	LSN    uint64 `json:"l,omitempty"`
+	Logged bool   `json:"x,omitempty"`
 }
 
 // marks are the record kinds that go out without a new status.
@@ -49,16 +56,29 @@ func isMark(k apollo.Kind) bool {
 	return k == apollo.KindMissedStart || k == apollo.KindTooShort || k == apollo.KindTooOften
 }
 
-// ChangeFeed publishes the bus's status changes in batches (one PUBLISH
-// per FeedInterval, 100 ms by default). It is a bus observer and never
-// blocks: past MaxQueued waiting changes it drops and counts.
+// ChangeFeed writes the bus's status changes in batches (one XADD and
+// one PUBLISH per FeedInterval, 100 ms by default, in one MULTI). It is a
+// bus observer and never blocks: past MaxQueued waiting changes it drops
+// and counts. Given the bus's mark (WithMark), it saves in the same MULTI
+// the mark read before the batch was taken: every change up to it is in
+// the stream, and a restarted bus replays the changes above it into the
+// stream (FeedMark).
 type ChangeFeed struct {
 	c       redis.UniversalClient
 	channel string
+	stream  string
+	markKey string
 	log     *slog.Logger
 	every   time.Duration
 	clock   apollo.Clock
 	max     int
+	maxLen  int64
+	mark    func() uint64
+
+	flushMu sync.Mutex // one flush at a time: the loop's, a checkpoint's (SaveMark), the last
+	saved   uint64     // the mark in Redis; with flushMu
+	written bool       // saved was written by this process; with flushMu
+	frozen  bool       // a change was dropped: the mark in Redis no longer moves; with mu
 
 	mu      sync.Mutex
 	buf     []wireChange
@@ -73,8 +93,18 @@ func NewChangeFeed(c redis.UniversalClient, prefix string, log *slog.Logger) *Ch
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFeed{c: c, channel: prefix + ":changes", log: log, every: 100 * time.Millisecond, clock: apollo.SystemClock, max: 100_000,
+	return &ChangeFeed{c: c, channel: prefix + ":changes", stream: changeLogKey(prefix), markKey: changeMarkKey(prefix),
+		log: log, every: 100 * time.Millisecond, clock: apollo.SystemClock, max: 100_000, maxLen: changeLogLen,
 		life: lifecycle.Group{Name: "redisstore: change feed"}}
+}
+
+// WithMark gives the feed the bus's live watermark (bus.Bus.LiveWatermark):
+// the changes carry their LSN, and the feed saves the mark with each
+// batch. Call it before Start. A feed of several buses (a scale-out node's
+// partitions, each with its own LSNs) has none.
+func (f *ChangeFeed) WithMark(mark func() uint64) *ChangeFeed {
+	f.mark = mark
+	return f
 }
 
 // WithClock makes the publishing loop tick on clock (default: the system
@@ -94,8 +124,12 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 	if mark {
 		w.Kind, w.Reason = c.Record.Kind, c.Record.Reason
 	}
+	if f.mark != nil {
+		w.LSN = c.LSN
+	}
 	f.mu.Lock()
 	if len(f.buf) >= f.max {
+		f.frozen = true
 		f.mu.Unlock()
 		f.dropped.Add(1)
 		return
@@ -104,9 +138,12 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 	f.mu.Unlock()
 }
 
-// Start publishes on the clock until Stop.
+// Start publishes on the clock until Stop. With a mark, it saves the mark
+// first: a bus that never wrote one (the first start of this release)
+// replays nothing into the stream, and from now on has one.
 func (f *ChangeFeed) Start(ctx context.Context) error {
-	return f.life.Start(ctx, func(context.Context) error {
+	return f.life.Start(ctx, func(ctx context.Context) error {
+		_ = f.flush(ctx) // an error is logged; the loop tries again
 		f.life.Tick(f.clock, f.every, func(ctx context.Context) { f.flush(ctx) })
 		return nil
 	})
@@ -118,25 +155,79 @@ func (f *ChangeFeed) Stop(ctx context.Context) error {
 	return f.life.StopThen(ctx, func() error { return f.flush(context.Background()) })
 }
 
+// SaveMark writes what is queued and the mark now: a checkpoint calls it
+// before it keeps its snapshot, since the next start replays only the log
+// after it.
+func (f *ChangeFeed) SaveMark(ctx context.Context) error { return f.flush(ctx) }
+
 func (f *ChangeFeed) flush(ctx context.Context) error {
+	f.flushMu.Lock()
+	defer f.flushMu.Unlock()
+	var mark uint64
+	if f.mark != nil {
+		mark = f.mark() // before the batch is taken: every change up to it is in it or sent
+	}
 	f.mu.Lock()
 	batch := f.buf
 	f.buf = nil
+	if f.frozen {
+		mark = 0
+	}
 	f.mu.Unlock()
-	if len(batch) == 0 {
+	save := f.mark != nil && (mark > f.saved || !f.written && mark == f.saved && !f.frozenNow())
+	if len(batch) == 0 && !save {
 		return nil
 	}
-	data, _ := json.Marshal(batch)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := f.c.Publish(ctx, f.channel, data).Err(); err != nil {
+	pipe := f.c.TxPipeline()
+	if len(batch) > 0 {
+		data, _ := json.Marshal(batch)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: f.stream, MaxLen: f.maxLen, Approx: true,
+			Values: []any{"v", changeLogVersion, "m", mark, "b", data}})
+		for i := range batch {
+			batch[i].Logged = true
+		}
+		data, _ = json.Marshal(batch)
+		pipe.Publish(ctx, f.channel, data)
+	}
+	if save {
+		pipe.Set(ctx, f.markKey, mark, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		f.errors.Add(1)
-		f.dropped.Add(int64(len(batch)))
-		f.log.Warn("publishing changes to the alert processes failed; their event rules miss these", "changes", len(batch), "err", err)
-		return fmt.Errorf("redisstore: publishing %d changes: %w", len(batch), err)
+		f.requeue(batch)
+		f.log.Warn("writing changes for the alert processes failed; kept to be written again", "changes", len(batch), "err", err)
+		return fmt.Errorf("redisstore: writing %d changes: %w", len(batch), err)
+	}
+	if save {
+		f.saved, f.written = mark, true
 	}
 	f.sent.Add(int64(len(batch)))
 	return nil
+}
+
+func (f *ChangeFeed) frozenNow() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen
+}
+
+// requeue puts a batch that could not be written back in front of the
+// queue; past MaxQueued it is dropped, counted, and the mark in Redis
+// stops: the bus's next start replays it into the stream.
+func (f *ChangeFeed) requeue(batch []wireChange) {
+	for i := range batch {
+		batch[i].Logged = false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(batch)+len(f.buf) > f.max {
+		f.frozen = true
+		f.dropped.Add(int64(len(batch)))
+		return
+	}
+	f.buf = append(batch, f.buf...)
 }
 
 // FeedStats counts what a feed published, dropped and failed.
@@ -154,6 +245,8 @@ func (f *ChangeFeed) Stats() FeedStats {
 // SubscribeChanges hands every change the buses publish to apply until
 // stop is called (stop waits for the delivering goroutine). It returns once
 // subscribed; go-redis resubscribes by itself after a lost connection.
+// Those a bus also wrote to the stream (FollowChanges reads them there)
+// are passed over: this hears a bus of a release before the stream.
 func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix string, apply func(*apollo.Change)) (stop func(), err error) {
 	return subscribe(ctx, c, prefix+":changes", func(payload string) {
 		var batch []wireChange
@@ -161,13 +254,20 @@ func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix strin
 			return
 		}
 		for _, w := range batch {
-			apply(&apollo.Change{
-				Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}, Kind: w.Kind, Reason: w.Reason},
-				Prev:   apollo.Before{Status: w.Prev},
-				Task:   apollo.Task{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status},
-			})
+			if !w.Logged {
+				apply(w.change())
+			}
 		}
 	})
+}
+
+func (w *wireChange) change() *apollo.Change {
+	return &apollo.Change{
+		LSN:    w.LSN,
+		Record: apollo.Record{Event: apollo.Event{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status, Ts: w.Ts}, Kind: w.Kind, Reason: w.Reason},
+		Prev:   apollo.Before{Status: w.Prev},
+		Task:   apollo.Task{TaskID: w.TaskID, Name: w.Name, Tenant: w.Tenant, Status: w.Status},
+	}
 }
 
 // PublishAlerts publishes every alert change from alerts until it closes.

@@ -217,6 +217,16 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err := loadSavedRules(ctx, p.engine, p.rules, p.loader != nil, p.log); err != nil {
 		return err
 	}
+	// The state saved with how far it had heard of the bus's changes: the
+	// changes after that are read again, those already counted passed over.
+	changes := redisstore.NewChangeFollower(p.c, prefix, p.log, marksFromFeed(p.engine.Occur, p.engine.Apply))
+	saved, err := p.engine.RestoreFeed(ctx, changes.Mark)
+	if err != nil {
+		return err
+	}
+	if err := changes.Seek(ctx, saved.Watermark, saved.Feed); err != nil {
+		return fmt.Errorf("reading the bus's changes from Redis: %w", err)
+	}
 
 	if err := p.startService(ctx, "the leader lease", p.lease); err != nil {
 		return err
@@ -245,6 +255,12 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return errors.Join(state.Refill(ctx), p.rules.Refill(ctx, p.engine.RulesSources()), p.outbox.Refill(ctx))
 	}).WithClock(p.clock)
 	if err := p.startService(ctx, "the keeper of what Redis holds", keeper); err != nil {
+		return err
+	}
+	// The bus's changes: from the change log, on from where the saved
+	// state had got to; from the channel, those of a bus of a release
+	// before the log.
+	if err := p.startService(ctx, "the reader of the bus's changes", changes); err != nil {
 		return err
 	}
 	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, marksFromFeed(p.engine.Occur, p.engine.Apply))

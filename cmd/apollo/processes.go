@@ -103,13 +103,30 @@ func newRedisAlerting(c redis.UniversalClient, cfg config.Config, log *slog.Logg
 }
 
 // restore: the alert processes hear of live changes through the change
-// feed, a Redis channel; the replay tells them nothing (docs/architecture.md,
-// "Replay rebuilds state; it is not news").
-func (r *redisAlerting) restore(context.Context, func() uint64) (uint64, error) {
-	return math.MaxUint64, nil
+// feed, a Redis stream, which keeps with it the bus's mark: the replay
+// hands the feed the changes above the mark it saved last, which a kill -9
+// may have taken before they were written (docs/architecture.md, "What the
+// event rules had not heard of is news after a crash"). Without a saved
+// mark (the first start of this release; Redis lost it, or cannot be read)
+// the replay tells them nothing, as before.
+func (r *redisAlerting) restore(ctx context.Context, mark func() uint64) (uint64, error) {
+	r.feed.WithMark(mark)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	from, ok, err := redisstore.FeedMark(ctx, r.c, r.prefix)
+	switch {
+	case err != nil:
+		r.log.Warn("the change feed's mark could not be read from Redis: changes accepted just before the last stop may not reach the alert processes' event rules", "err", err)
+		return math.MaxUint64, nil
+	case !ok:
+		return math.MaxUint64, nil
+	}
+	return from, nil
 }
 
-func (r *redisAlerting) saveMark(context.Context) error { return nil }
+// saveMark writes what the feed holds and the bus's mark with it: a
+// checkpoint calls it before it keeps its snapshot.
+func (r *redisAlerting) saveMark(ctx context.Context) error { return r.feed.SaveMark(ctx) }
 
 func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Observer) {
 	var err error

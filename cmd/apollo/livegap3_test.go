@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// putLostRules gives each tenant an event rule on <tenant>_lost failures
+// and one on <tenant>_sentinel failures (onlySentinelsTold).
+func (d *deployment) putLostRules() {
+	d.t.Helper()
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+	}
+}
+
+// Three processes: a failure the bus accepted and a kill -9 of the bus
+// took before the change feed wrote it to Redis is told after the
+// restart, once, in each tenant, and not again after another kill -9.
+// Before, the feed was a Redis channel fed from memory: the change was
+// durable in the bus's log and never reached the event rules of the
+// alert processes (docs/architecture.md, "What the event rules had not
+// heard of is news after a crash").
+func TestThreeProcessFailureAcceptedJustBeforeABusKillIsTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.putLostRules()
+	held := t.TempDir()
+	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + held}
+	d.crash() // the rules are saved; this bus holds the failures
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost") // answered accepted
+		want[tenant] = tenant + "_failed"
+	}
+	eventually(t, 30*time.Second, "both failures held before the change feed", func() bool {
+		files, _ := os.ReadDir(held)
+		return len(files) == len(tenants)
+	})
+	d.crash()
+	awaitTenants(t, h, "firing", want)
+	d.awaitResolvedPastDedup()
+	d.crash()
+	d.onlySentinelsTold(h) // fails on a second notification of the failures told after the first restart
+}
+
+// Three processes: failures the bus applies while the alert process is
+// down are told once it is back, once in each tenant, and a kill -9 of
+// the alert process afterwards does not tell them again. Before, the
+// feed was a Redis channel, which keeps nothing for a process that does
+// not listen.
+func TestThreeProcessFailuresWhileTheAlertProcessIsDownAreTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.putLostRules()
+	d.onlySentinelsTold(h) // the alert process hears the bus
+	d.awaitResolvedPastDedup()
+	sent := d.feedSent()
+	d.alert.kill()
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost")
+		want[tenant] = tenant + "_failed"
+	}
+	// Written to Redis by the bus's change feed while no alert process
+	// runs (a run's start and its failure, in each tenant).
+	eventually(t, 30*time.Second, "the failures fed to Redis", func() bool { return d.feedSent() >= sent+2*int64(len(tenants)) })
+	d.startAlertWith("")
+	awaitTenants(t, h, "firing", want)
+	d.awaitResolvedPastDedup()
+	d.alert.kill()
+	d.startAlertWith("")
+	d.onlySentinelsTold(h)
+}
+
+// feedSent is how many changes the bus's change feed has written to Redis.
+func (d *deployment) feedSent() int64 {
+	d.t.Helper()
+	var sys struct {
+		ChangeFeed struct{ Sent int64 }
+	}
+	d.do("", "GET", "/api/v1/system", "", &sys, 200)
+	return sys.ChangeFeed.Sent
+}

@@ -1,0 +1,214 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo"
+)
+
+// The change log is how the alert processes hear of the bus's changes
+// without losing any to a process that was down or a bus killed before it
+// wrote them (docs/redis.md, "The change log"): a Redis stream, each entry
+// a batch of changes with the bus's mark,
+//
+//	v  the entry's version (changeLogVersion); a reader passes over the
+//	   entries of a version it does not know
+//	m  the bus's live watermark read before the batch was taken: every
+//	   change of a record up to it is in this entry or an earlier one
+//	b  the batch, as on the channel (wireChange, with each change's LSN)
+//
+// and a string, the mark of the last entry written, which a restarted bus
+// reads to replay the changes above it into the stream (FeedMark). Both
+// keys share a hash tag, so that one MULTI writes them in Redis Cluster.
+const changeLogVersion = "1"
+
+// changeLogLen bounds the stream, approximately (XADD MAXLEN ~): one entry
+// per 100 ms of a busy bus, so about 17 minutes of one; an alert process
+// down for longer misses what was trimmed (it says so in its log).
+const changeLogLen = 10_000
+
+func changeLogKey(prefix string) string  { return prefix + ":{changes}:log" }
+func changeMarkKey(prefix string) string { return prefix + ":{changes}:mark" }
+
+// FeedMark returns the mark the bus's change feed last saved: the changes
+// of records above it may not be in the stream, and a restarted bus
+// replays them into it (bus.Bus.ReplayLiveAfter). ok is false when none
+// was saved (a bus of a release before the stream, or Redis lost it).
+func FeedMark(ctx context.Context, c redis.UniversalClient, prefix string) (mark uint64, ok bool, err error) {
+	s, err := c.Get(ctx, changeMarkKey(prefix)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	mark, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false, nil // not ours: as if none
+	}
+	return mark, true, nil
+}
+
+// ChangeFollower reads the change log from a position and hands each
+// change to apply, in the order of the stream, one goroutine; it remembers
+// how far it got (Mark), for the alert state saved with it.
+type ChangeFollower struct {
+	c      redis.UniversalClient
+	stream string
+	log    *slog.Logger
+	apply  func(*apollo.Change)
+
+	mu   sync.Mutex
+	mark uint64 // the highest bus mark of the entries applied
+	pos  string // the ID of the last entry applied
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Mark returns the highest bus mark of the entries applied and the last
+// entry's ID: what the alert state saves (alert.LiveMark).
+func (f *ChangeFollower) Mark() (uint64, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mark, f.pos
+}
+
+// NewChangeFollower returns a follower of prefix's change log.
+func NewChangeFollower(c redis.UniversalClient, prefix string, log *slog.Logger, apply func(*apollo.Change)) *ChangeFollower {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &ChangeFollower{c: c, stream: changeLogKey(prefix), log: log, apply: apply}
+}
+
+// Seek sets where Start reads on from: after pos ("0": the whole stream;
+// "$": the entries written after Seek returns), with mark the saved mark.
+// Mark answers them from now on.
+func (f *ChangeFollower) Seek(ctx context.Context, mark uint64, pos string) error {
+	if pos == "" {
+		pos = "0"
+	}
+	if pos == "$" {
+		last, err := f.c.XRevRangeN(ctx, f.stream, "+", "-", 1).Result()
+		if err != nil {
+			return err
+		}
+		pos = "0"
+		if len(last) > 0 {
+			pos = last[0].ID
+		}
+	}
+	if pos != "0" {
+		first, err := f.c.XRangeN(ctx, f.stream, "-", "+", 1).Result()
+		if err == nil && len(first) > 0 && streamIDLess(pos, first[0].ID) {
+			f.log.Warn("the change log was trimmed past where this process had got to: the event rules may miss changes made meanwhile",
+				"from", pos, "first_kept", first[0].ID)
+		}
+	}
+	f.mu.Lock()
+	f.mark, f.pos = mark, pos
+	f.mu.Unlock()
+	return nil
+}
+
+// Start reads the entries after the position Seek set until Stop.
+func (f *ChangeFollower) Start(ctx context.Context) error {
+	_, pos := f.Mark()
+	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.done = make(chan struct{})
+	go f.run(ctx, cmp.Or(pos, "0"))
+	return nil
+}
+
+// Stop ends the reading and waits for it; it is idempotent.
+func (f *ChangeFollower) Stop(context.Context) error {
+	if f.cancel != nil {
+		f.cancel()
+		<-f.done
+	}
+	return nil
+}
+
+func (f *ChangeFollower) run(ctx context.Context, pos string) {
+	defer close(f.done)
+	failing := false
+	for ctx.Err() == nil {
+		res, err := f.c.XRead(ctx, &redis.XReadArgs{Streams: []string{f.stream, pos}, Count: 100, Block: time.Second}).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				f.log.Warn("reading the bus's changes from Redis failed; trying again", "err", err)
+				failing = true
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second): // a pace for retrying Redis, not a wait on a state
+			}
+			continue
+		}
+		failing = false
+		for _, s := range res {
+			for _, m := range s.Messages {
+				f.entry(m)
+				pos = m.ID
+			}
+		}
+	}
+}
+
+// entry applies one entry's changes, then moves the mark past it.
+func (f *ChangeFollower) entry(m redis.XMessage) {
+	v, _ := m.Values["v"].(string)
+	mark, _ := strconv.ParseUint(str(m.Values["m"]), 10, 64)
+	if v == changeLogVersion {
+		var batch []wireChange
+		if err := json.Unmarshal([]byte(str(m.Values["b"])), &batch); err != nil {
+			f.log.Warn("an entry of the change log does not read; passed over", "id", m.ID, "err", err)
+		}
+		for i := range batch {
+			f.apply(batch[i].change())
+		}
+	}
+	f.mu.Lock()
+	f.pos, f.mark = m.ID, max(f.mark, mark)
+	f.mu.Unlock()
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// streamIDLess reports whether stream ID a is before b.
+func streamIDLess(a, b string) bool {
+	ams, aseq := splitStreamID(a)
+	bms, bseq := splitStreamID(b)
+	return ams < bms || ams == bms && aseq < bseq
+}
+
+func splitStreamID(id string) (ms, seq uint64) {
+	for i := 0; i < len(id); i++ {
+		if id[i] == '-' {
+			ms, _ = strconv.ParseUint(id[:i], 10, 64)
+			seq, _ = strconv.ParseUint(id[i+1:], 10, 64)
+			return ms, seq
+		}
+	}
+	ms, _ = strconv.ParseUint(id, 10, 64)
+	return ms, 0
+}
