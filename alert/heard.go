@@ -17,8 +17,9 @@ type LiveMark struct {
 	Watermark uint64   `json:"watermark"`
 	Heard     []uint64 `json:"heard,omitempty"`
 	// Feed is where in the bus's change log the engine had got to, in the
-	// three-process mode (a Redis stream entry's ID): it reads on from
-	// there after a restart (RestoreFeed).
+	// three-process mode (opaque here: the stream entry and the epoch of
+	// the bus's log, redisstore.ChangeFollower): it reads on from there
+	// after a restart (RestoreFeed).
 	Feed string `json:"feed,omitempty"`
 }
 
@@ -26,13 +27,12 @@ type LiveMark struct {
 type heardLog struct {
 	mark func() (uint64, string) // the bus's LiveWatermark, and a feed's position; nil: no mark is kept
 
-	// What the restored state had heard of: read without a lock, written
-	// once before the replay.
+	mu sync.Mutex
+	// What the restored state had heard of: written before the replay,
+	// and forgotten when the feed starts a new log (ForgetHeard).
 	savedMark uint64
 	saved     map[uint64]struct{}
-
-	mu   sync.Mutex
-	lsns map[uint64]struct{} // changes that counted, above the last mark saved
+	lsns      map[uint64]struct{} // changes that counted, above the last mark saved
 }
 
 // before reports whether the change of lsn was heard of before the
@@ -41,8 +41,21 @@ func (h *heardLog) before(lsn uint64) bool {
 	if lsn == 0 || h.mark == nil {
 		return false
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	_, ok := h.saved[lsn]
 	return lsn <= h.savedMark || ok
+}
+
+// ForgetHeard forgets the LSNs of the changes heard so far, for a feed
+// whose bus started a new log (a new data directory): its LSNs start over,
+// and a change of the new log is not one heard before.
+func (e *Engine) ForgetHeard() {
+	h := &e.heard
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.savedMark, h.saved = 0, nil
+	clear(h.lsns)
 }
 
 // add notes that the change of lsn counted in an event group.

@@ -3,10 +3,13 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,12 +25,16 @@ import (
 //
 //	v  the entry's version (changeLogVersion); a reader passes over the
 //	   entries of a version it does not know
+//	e  the epoch: names the bus's log, whose LSNs the changes carry; a
+//	   bus that finds the saved mark above the end of its log (a new data
+//	   directory) starts a new one, and a reader forgets the LSNs it heard
 //	m  the bus's live watermark read before the batch was taken: every
 //	   change of a record up to it is in this entry or an earlier one
 //	b  the batch, as on the channel (wireChange, with each change's LSN)
 //
-// and a string, the mark of the last entry written, which a restarted bus
-// reads to replay the changes above it into the stream (FeedMark). Both
+// and a string, "<mark> <epoch>" of the last entry written, which a
+// restarted bus reads to replay the changes above it into the stream
+// (FeedMark). Both
 // keys share a hash tag, so that one MULTI writes them in Redis Cluster.
 const changeLogVersion = "1"
 
@@ -44,18 +51,39 @@ func changeMarkKey(prefix string) string { return prefix + ":{changes}:mark" }
 // replays them into it (bus.Bus.ReplayLiveAfter). ok is false when none
 // was saved (a bus of a release before the stream, or Redis lost it).
 func FeedMark(ctx context.Context, c redis.UniversalClient, prefix string) (mark uint64, ok bool, err error) {
+	mark, _, ok, err = feedMark(ctx, c, prefix)
+	return mark, ok, err
+}
+
+func feedMark(ctx context.Context, c redis.UniversalClient, prefix string) (mark uint64, epoch string, ok bool, err error) {
 	s, err := c.Get(ctx, changeMarkKey(prefix)).Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
+		return 0, "", false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, "", false, err
 	}
-	mark, err = strconv.ParseUint(s, 10, 64)
+	n, epoch, _ := strings.Cut(s, " ")
+	mark, err = strconv.ParseUint(n, 10, 64)
 	if err != nil {
-		return 0, false, nil // not ours: as if none
+		return 0, "", false, nil // not ours: as if none
 	}
-	return mark, true, nil
+	return mark, epoch, true, nil
+}
+
+// logEpoch is the epoch the feed writes under: the saved one, unless the
+// saved mark is past the end of this bus's log (its LSNs are another
+// log's: a new data directory) or none can be read.
+func (f *ChangeFeed) logEpoch(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	mark, epoch, ok, err := feedMark(ctx, f.c, f.prefix)
+	if err == nil && ok && epoch != "" && mark <= f.mark() {
+		return epoch
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // ChangeFollower reads the change log from a position and hands each
@@ -66,35 +94,44 @@ type ChangeFollower struct {
 	stream string
 	log    *slog.Logger
 	apply  func(*apollo.Change)
+	forget func() // the LSNs heard are another log's
 
-	mu   sync.Mutex
-	mark uint64 // the highest bus mark of the entries applied
-	pos  string // the ID of the last entry applied
+	mu    sync.Mutex
+	mark  uint64 // the highest bus mark of the entries applied
+	pos   string // the ID of the last entry applied
+	epoch string // of the bus's log the marks and LSNs are of
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// Mark returns the highest bus mark of the entries applied and the last
-// entry's ID: what the alert state saves (alert.LiveMark).
+// Mark returns the highest bus mark of the entries applied and where the
+// follower is: the last entry's ID and the epoch, "<id>@<epoch>", what
+// the alert state saves (alert.LiveMark) and Seek takes.
 func (f *ChangeFollower) Mark() (uint64, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.mark, f.pos
+	if f.epoch == "" {
+		return f.mark, f.pos
+	}
+	return f.mark, f.pos + "@" + f.epoch
 }
 
-// NewChangeFollower returns a follower of prefix's change log.
-func NewChangeFollower(c redis.UniversalClient, prefix string, log *slog.Logger, apply func(*apollo.Change)) *ChangeFollower {
+// NewChangeFollower returns a follower of prefix's change log. forget,
+// when not nil, is called before an entry of a new epoch is applied: the
+// LSNs heard before are another log's (alert.Engine.ForgetHeard).
+func NewChangeFollower(c redis.UniversalClient, prefix string, log *slog.Logger, apply func(*apollo.Change), forget func()) *ChangeFollower {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFollower{c: c, stream: changeLogKey(prefix), log: log, apply: apply}
+	return &ChangeFollower{c: c, stream: changeLogKey(prefix), log: log, apply: apply, forget: forget}
 }
 
 // Seek sets where Start reads on from: after pos ("0": the whole stream;
 // "$": the entries written after Seek returns), with mark the saved mark.
 // Mark answers them from now on.
 func (f *ChangeFollower) Seek(ctx context.Context, mark uint64, pos string) error {
+	pos, epoch, _ := strings.Cut(pos, "@")
 	if pos == "" {
 		pos = "0"
 	}
@@ -116,14 +153,16 @@ func (f *ChangeFollower) Seek(ctx context.Context, mark uint64, pos string) erro
 		}
 	}
 	f.mu.Lock()
-	f.mark, f.pos = mark, pos
+	f.mark, f.pos, f.epoch = mark, pos, epoch
 	f.mu.Unlock()
 	return nil
 }
 
 // Start reads the entries after the position Seek set until Stop.
 func (f *ChangeFollower) Start(ctx context.Context) error {
-	_, pos := f.Mark()
+	f.mu.Lock()
+	pos := f.pos
+	f.mu.Unlock()
 	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	f.done = make(chan struct{})
 	go f.run(ctx, cmp.Or(pos, "0"))
@@ -176,6 +215,15 @@ func (f *ChangeFollower) entry(m redis.XMessage) {
 	v, _ := m.Values["v"].(string)
 	mark, _ := strconv.ParseUint(str(m.Values["m"]), 10, 64)
 	if v == changeLogVersion {
+		if e := str(m.Values["e"]); e != "" && e != f.epoch {
+			if f.epoch != "" && f.forget != nil {
+				f.log.Info("the bus's change log has a new epoch (a new data directory): the changes heard before are forgotten", "epoch", e)
+				f.forget()
+			}
+			f.mu.Lock()
+			f.epoch, f.mark = e, 0
+			f.mu.Unlock()
+		}
 		var batch []wireChange
 		if err := json.Unmarshal([]byte(str(m.Values["b"])), &batch); err != nil {
 			f.log.Warn("an entry of the change log does not read; passed over", "id", m.ID, "err", err)

@@ -38,7 +38,7 @@ func TestChangeLogKeepsTheMarkAndThePosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan *apollo.Change, 10)
-	first := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch })
+	first := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch }, nil)
 	if err := first.Seek(ctx, 0, "0"); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,8 @@ func TestChangeLogKeepsTheMarkAndThePosition(t *testing.T) {
 	if m, _, _ := redisstore.FeedMark(ctx, c, prefix); m != 3 {
 		t.Fatalf("mark after the stop: %d, want 3", m)
 	}
-	again := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch })
+	forgot := make(chan struct{}, 1)
+	again := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch }, func() { forgot <- struct{}{} })
 	if err := again.Seek(ctx, 1, pos); err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +75,24 @@ func TestChangeLogKeepsTheMarkAndThePosition(t *testing.T) {
 		t.Fatalf("a change twice: %+v", ch)
 	default:
 	}
+
+	// A bus on a new log (its data directory replaced): its LSNs start
+	// over, below the saved mark, under a new epoch; the follower forgets
+	// what it heard before it applies the new log's changes.
+	fresh := redisstore.NewChangeFeed(c, prefix, nil).WithClock(apollo.NewFakeClock(time.Unix(0, 0))).WithMark(func() uint64 { return 1 })
+	fresh.Start(ctx)
+	fresh.Apply(&apollo.Change{LSN: 1, Prev: apollo.Task{Status: apollo.StatusRunning},
+		Task: apollo.Task{TaskID: "n1", Name: "etl", Tenant: "globex", Status: apollo.StatusFailed}})
+	fresh.Stop(ctx)
+	select {
+	case <-forgot:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the follower did not forget the old log's LSNs")
+	}
+	if ch := next(t, got); ch.Task.TaskID != "n1" || ch.LSN != 1 {
+		t.Fatalf("the new log's change: %+v", ch)
+	}
+	eventuallyMark(t, again, 1)
 }
 
 func next(t *testing.T, got chan *apollo.Change) *apollo.Change {

@@ -79,7 +79,7 @@ func TestFeedsAndCommands(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan *apollo.Change, 10)
-	follower := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch })
+	follower := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch }, nil)
 	if err := follower.Seek(ctx, 0, "$"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,7 @@ func isMark(k apollo.Kind) bool {
 type ChangeFeed struct {
 	c       redis.UniversalClient
 	channel string
+	prefix  string
 	stream  string
 	markKey string
 	log     *slog.Logger
@@ -77,6 +79,7 @@ type ChangeFeed struct {
 
 	flushMu sync.Mutex // one flush at a time: the loop's, a checkpoint's (SaveMark), the last
 	saved   uint64     // the mark in Redis; with flushMu
+	epoch   string     // names the bus's log in the stream (changelog.go); set by Start
 	written bool       // saved was written by this process; with flushMu
 	frozen  bool       // a change was dropped: the mark in Redis no longer moves; with mu
 
@@ -93,7 +96,7 @@ func NewChangeFeed(c redis.UniversalClient, prefix string, log *slog.Logger) *Ch
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFeed{c: c, channel: prefix + ":changes", stream: changeLogKey(prefix), markKey: changeMarkKey(prefix),
+	return &ChangeFeed{c: c, channel: prefix + ":changes", prefix: prefix, stream: changeLogKey(prefix), markKey: changeMarkKey(prefix),
 		log: log, every: 100 * time.Millisecond, clock: apollo.SystemClock, max: 100_000, maxLen: changeLogLen,
 		life: lifecycle.Group{Name: "redisstore: change feed"}}
 }
@@ -143,6 +146,9 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 // replays nothing into the stream, and from now on has one.
 func (f *ChangeFeed) Start(ctx context.Context) error {
 	return f.life.Start(ctx, func(ctx context.Context) error {
+		if f.mark != nil {
+			f.epoch = f.logEpoch(ctx)
+		}
 		_ = f.flush(ctx) // an error is logged; the loop tries again
 		f.life.Tick(f.clock, f.every, func(ctx context.Context) { f.flush(ctx) })
 		return nil
@@ -184,7 +190,7 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 	if len(batch) > 0 {
 		data, _ := json.Marshal(batch)
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: f.stream, MaxLen: f.maxLen, Approx: true,
-			Values: []any{"v", changeLogVersion, "m", mark, "b", data}})
+			Values: []any{"v", changeLogVersion, "e", f.epoch, "m", mark, "b", data}})
 		for i := range batch {
 			batch[i].Logged = true
 		}
@@ -192,7 +198,7 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 		pipe.Publish(ctx, f.channel, data)
 	}
 	if save {
-		pipe.Set(ctx, f.markKey, mark, 0)
+		pipe.Set(ctx, f.markKey, strconv.FormatUint(mark, 10)+" "+f.epoch, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		f.errors.Add(1)

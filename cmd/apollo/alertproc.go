@@ -219,7 +219,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	}
 	// The state saved with how far it had heard of the bus's changes: the
 	// changes after that are read again, those already counted passed over.
-	changes := redisstore.NewChangeFollower(p.c, prefix, p.log, marksFromFeed(p.engine.Occur, p.engine.Apply))
+	changes := redisstore.NewChangeFollower(p.c, prefix, p.log, marksFromFeed(p.engine.Occur, p.engine.Apply), p.engine.ForgetHeard)
 	saved, err := p.engine.RestoreFeed(ctx, changes.Mark)
 	if err != nil {
 		return err
