@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/redisstore"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // putLostRules gives each tenant an event rule on <tenant>_lost failures
@@ -97,4 +104,61 @@ func (d *deployment) feedSent() int64 {
 	}
 	d.do("", "GET", "/api/v1/system", "", &sys, 200)
 	return sys.ChangeFeed.Sent
+}
+
+// Two alert processes (HA): the one that does not lead is killed, the
+// failures sent meanwhile are told once by the other, and the killed one,
+// restarted, reads the change log on from the state the leader saved and
+// tells them no second time (the dedup window is 1 s here: the lock
+// cannot be what holds them back once the state was saved).
+func TestThreeProcessHAAlertRestartTellsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.putLostRules()
+	cfg := filepath.Join(d.dir, "apollo.yaml")
+	other := startProc(t, "apollo alert ", "alert", "--config", cfg)
+	t.Cleanup(other.kill)
+	c, _ := redistest.Client(t)
+	host, _ := os.Hostname()
+	var follower *proc
+	eventually(t, 30*time.Second, "a leader among the alert processes", func() bool {
+		id, _ := redisstore.Leader(context.Background(), c, d.prefix)
+		switch id {
+		case host + "-" + strconv.Itoa(d.alert.cmd.Process.Pid):
+			follower = other
+		case host + "-" + strconv.Itoa(other.cmd.Process.Pid):
+			follower = d.alert
+		}
+		return follower != nil
+	})
+	d.onlySentinelsTold(h) // both hear the bus; the dedup lock tells each once
+	d.awaitResolvedPastDedup()
+	follower.kill()
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost")
+		want[tenant] = tenant + "_failed"
+	}
+	awaitTenants(t, h, "firing", want)
+	for _, tenant := range tenants { // saved by the leader, with what it heard
+		eventually(t, 30*time.Second, tenant+"'s alert saved", func() bool {
+			var l struct{ Alerts []apollo.Alert }
+			d.do(tenant, "GET", "/api/v1/alerts?state=resolved", "", &l, 200)
+			for _, a := range l.Alerts {
+				if a.Rule == want[tenant] && time.Since(a.ResolvedAt) > 2*time.Second {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	restarted := startProc(t, "apollo alert ", "alert", "--config", cfg)
+	t.Cleanup(restarted.kill)
+	d.onlySentinelsTold(h) // fails on a second notification of the _lost failures
 }
