@@ -84,7 +84,13 @@ type Occurrence struct {
 // Occur counts o in the groups of the tenant's event rules that watch its
 // kind and its job, as Apply does a run's status. A flapping occurrence
 // is never held by the job's own flapping.
-func (e *Engine) Occur(o Occurrence) {
+func (e *Engine) Occur(o Occurrence) { e.OccurAt(0, o) }
+
+// OccurAt is Occur for an occurrence the bus recorded, lsn the LSN of its
+// record (a mark of job expectations on the change feed): one the
+// restored state had already counted is passed over, as Apply passes
+// over a change (Restore).
+func (e *Engine) OccurAt(lsn uint64, o Occurrence) {
 	if int(o.Kind) >= occurrenceSlots {
 		return
 	}
@@ -92,6 +98,10 @@ func (e *Engine) Occur(o Occurrence) {
 	if set == nil || !slices.ContainsFunc(set.byOccurrence[o.Kind], func(r *rules.Rule) bool { return r.Matches(o.Job) }) {
 		return
 	}
+	if e.heard.before(lsn) {
+		return
+	}
+	e.heard.add(lsn)
 	summary := o.Job + " " + o.Kind.String()
 	if o.Detail != "" {
 		summary += ": " + o.Detail

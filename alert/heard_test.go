@@ -127,3 +127,69 @@ func TestFileStateKeepsTheMarkBeside(t *testing.T) {
 		t.Fatalf("a state file written since the mark: mark %+v (err %v), want none", got.Live, err)
 	}
 }
+
+// An engine that hears the bus through a change log (the three-process
+// mode) saves where it had got to with the mark, reads on from there, and
+// forgets the LSNs it heard when the bus's log starts over (a new data
+// directory): a change of the new log with an LSN heard before counts.
+func TestRestoreFeedReadsOnAndForgetsAnotherLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	state := alert.NewMemoryState()
+	src := "RULE failed task_prefix: \"etl\" ON: failed NOTIFY: ops\n"
+	engine := func(pos string) (*fixture, alert.LiveMark) {
+		f := newFixture(t, "", newTable(), func(o *alert.Options) { o.State = state })
+		for _, tenant := range []string{"acme", "globex"} {
+			f.eng.SetRules(tenant, parse(t, src))
+		}
+		m, err := f.eng.RestoreFeed(ctx, func() (uint64, string) { return 8, pos })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, m
+	}
+	f, m := engine("5-0@e1")
+	if m.Feed != "0" {
+		t.Fatalf("no saved state: read from %q, want the whole log", m.Feed)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		f.eng.Apply(failedChange(tenant, "etl_a", "r1", 9))
+	}
+	if err := f.eng.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, m = engine("6-0@e1")
+	if m.Watermark != 8 || m.Feed != "5-0@e1" {
+		t.Fatalf("restored %+v, want watermark 8 from 5-0@e1", m)
+	}
+	f.eng.ForgetHeard() // the bus's log started over
+	for _, tenant := range []string{"acme", "globex"} {
+		f.eng.Apply(failedChange(tenant, "etl_a", "n1", 9)) // the new log's LSN 9: news
+	}
+	if err := f.eng.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := state.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range s.Alerts {
+		seen[a.Tenant] = true
+		if a.Names["etl_a"] != 2 {
+			t.Errorf("tenant %s: etl_a counted %d times, want 2 (one failure of each log)", a.Tenant, a.Names["etl_a"])
+		}
+	}
+	if len(seen) != 2 || s.Live == nil || s.Live.Feed != "6-0@e1" {
+		t.Fatalf("alerts of %v, mark %+v; want both tenants, read to 6-0@e1", seen, s.Live)
+	}
+	// A state saved without a mark reads what is written from now on.
+	old := alert.NewMemoryState()
+	if err := old.Save(ctx, alert.State{Alerts: s.Alerts}); err != nil {
+		t.Fatal(err)
+	}
+	state = old
+	if _, m = engine(""); m.Feed != "$" {
+		t.Fatalf("a state without a mark: read from %q, want $", m.Feed)
+	}
+}

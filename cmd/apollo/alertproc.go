@@ -219,7 +219,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	}
 	// The state saved with how far it had heard of the bus's changes: the
 	// changes after that are read again, those already counted passed over.
-	changes := redisstore.NewChangeFollower(p.c, prefix, p.log, marksFromFeed(p.engine.Occur, p.engine.Apply), p.engine.ForgetHeard)
+	changes := redisstore.NewChangeFollower(p.c, prefix, p.log, marksFromFeed(p.engine.OccurAt, p.engine.Apply), p.engine.ForgetHeard)
 	saved, err := p.engine.RestoreFeed(ctx, changes.Mark)
 	if err != nil {
 		return err
@@ -263,7 +263,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err := p.startService(ctx, "the reader of the bus's changes", changes); err != nil {
 		return err
 	}
-	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, marksFromFeed(p.engine.Occur, p.engine.Apply))
+	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, marksFromFeed(p.engine.OccurAt, p.engine.Apply))
 	if err != nil {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
 	}
@@ -378,17 +378,17 @@ func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 // all-in-one server tells its engine directly, and does not use this.
 // Flapping marks no run: the bus process publishes it as a finding
 // (redisstore.SubscribeFindings).
-func marksFromFeed(occur func(alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
+func marksFromFeed(occur func(uint64, alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
 	return func(c *apollo.Change) {
 		switch c.Record.Kind {
 		case apollo.KindMissedStart:
 			if slot, ok := bus.MissedSlot(c.Task.TaskID); ok {
-				occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot,
+				occur(c.LSN, alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot,
 					Detail: "no run started (expected " + slot.UTC().Format("2006-01-02 15:04:05 MST") + ")"})
 			}
 		case apollo.KindTooShort, apollo.KindTooOften: // named as the rules name them
 			kind, _ := rules.ParseOccurrence(c.Record.Kind.String())
-			occur(alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: kind, Run: c.Task.TaskID,
+			occur(c.LSN, alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: kind, Run: c.Task.TaskID,
 				At: time.UnixMilli(c.Record.Ts), Detail: c.Record.Reason})
 		}
 		apply(c)

@@ -107,7 +107,7 @@ func TestMarksFromFeed(t *testing.T) {
 	t.Parallel()
 	var got []alert.Occurrence
 	applied := 0
-	f := marksFromFeed(func(o alert.Occurrence) { got = append(got, o) }, func(*apollo.Change) { applied++ })
+	f := marksFromFeed(func(_ uint64, o alert.Occurrence) { got = append(got, o) }, func(*apollo.Change) { applied++ })
 	slot := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	for _, c := range []apollo.Change{
 		{Task: apollo.Task{TaskID: bus.MissedRunID("cron", slot), Name: "cron", Tenant: "acme"}, Record: apollo.Record{Kind: apollo.KindMissedStart}},
