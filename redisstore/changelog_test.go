@@ -29,7 +29,7 @@ func TestChangeLogKeepsTheMarkAndThePosition(t *testing.T) {
 		t.Fatalf("mark after the start: %d, %v; want 0, saved", m, ok)
 	}
 	fail := func(lsn uint64, tenant, id string) {
-		feed.Apply(&apollo.Change{LSN: lsn, Prev: apollo.Task{Status: apollo.StatusRunning},
+		feed.Apply(&apollo.Change{LSN: lsn, Prev: apollo.Before{Status: apollo.StatusRunning},
 			Task: apollo.Task{TaskID: id, Name: "etl", Tenant: tenant, Status: apollo.StatusFailed}})
 	}
 	fail(1, "acme", "a1")
@@ -81,7 +81,7 @@ func TestChangeLogKeepsTheMarkAndThePosition(t *testing.T) {
 	// what it heard before it applies the new log's changes.
 	fresh := redisstore.NewChangeFeed(c, prefix, nil).WithClock(apollo.NewFakeClock(time.Unix(0, 0))).WithMark(func() uint64 { return 1 })
 	fresh.Start(ctx)
-	fresh.Apply(&apollo.Change{LSN: 1, Prev: apollo.Task{Status: apollo.StatusRunning},
+	fresh.Apply(&apollo.Change{LSN: 1, Prev: apollo.Before{Status: apollo.StatusRunning},
 		Task: apollo.Task{TaskID: "n1", Name: "etl", Tenant: "globex", Status: apollo.StatusFailed}})
 	fresh.Stop(ctx)
 	select {
