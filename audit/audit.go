@@ -196,6 +196,25 @@ func (l *Log) Record(e Entry) {
 	l.write(&e)
 }
 
+// Add keeps e, an entry another process recorded (a node of the
+// scale-out mode shares its log through NATS), as that process kept it:
+// its time stays, its fields are cut to their limits, and it goes to its
+// tenant's ring, never the server's (a shared entry is a caller's, not a
+// count of failures). It is written to no file.
+func (l *Log) Add(e Entry) {
+	e.capFields()
+	e.Count, e.Last = 0, time.Time{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.keep(&e)
+}
+
+// Capped returns e with its fields cut to their limits, as a log keeps it.
+func Capped(e Entry) Entry {
+	e.capFields()
+	return e
+}
+
 // RecordFailure counts a request refused before the server knew who made
 // it (no or an unknown token, another site's page). Failures are
 // aggregated: one entry per action and source address per

@@ -40,7 +40,7 @@ type alertSide interface {
 	apiOptions(o *httpapi.Options)
 	// hubOptions fills the alerting part of the stream's options; acks
 	// from the stream are audited in auditLog.
-	hubOptions(o *stream.Options, auditLog *audit.Log)
+	hubOptions(o *stream.Options, auditLog auditRecorder)
 	// system adds what it says of itself to GET /api/v1/system.
 	system(parts map[string]func(tenant string) any)
 	// parts are its components, for GET /metrics and GET /api/v1/system.
@@ -253,7 +253,7 @@ func notSavedIn(where string, log *slog.Logger, what, tenant string, err error) 
 		Hint: "nothing changed; " + where + " says why (the data directory or Redis); try again"}
 }
 
-func (l *localAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
+func (l *localAlerting) hubOptions(o *stream.Options, auditLog auditRecorder) {
 	o.Alerts, o.Acker = engineAlerts{l.engine}, engineAcker{l.engine, auditLog}
 }
 
@@ -298,8 +298,12 @@ type engineAcker struct {
 	e interface {
 		Ack(context.Context, string, string, string) error
 	}
-	audit *audit.Log
+	audit auditRecorder
 }
+
+// auditRecorder is where an ack over the stream is audited: the server's
+// audit.Log, or a node's cluster.Audit.
+type auditRecorder interface{ Record(audit.Entry) }
 
 // Ack acknowledges as the REST API does, and audits it as the REST API
 // does (with the caller's address), saying it came over the stream.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/cluster"
 	"github.com/apollo-11/apollo/config"
@@ -117,7 +116,13 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 	if err != nil {
 		return err
 	}
-	auditLog := audit.NewMemory(1000, apollo.SystemClock)
+	// Shared by the nodes and durable: a correction through one node is
+	// listed by every node, and outlives it.
+	auditLog, err := cluster.OpenAudit(ctx, cluster.AuditOptions{Conn: nc, Replicas: opts.Replicas, Clock: apollo.SystemClock, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (choose another --listen)", cfg.Listen, err)
@@ -251,7 +256,7 @@ type nodeParts struct {
 	hub      *stream.Hub
 	store    httpapi.MetricsStore
 	alerting *redisAlerting
-	audit    *audit.Log
+	audit    *cluster.Audit
 	conns    *httpapi.ConnLimit
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
-	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
@@ -196,7 +195,7 @@ func (r *redisAlerting) apiOptions(o *httpapi.Options) {
 		}}
 }
 
-func (r *redisAlerting) hubOptions(o *stream.Options, auditLog *audit.Log) {
+func (r *redisAlerting) hubOptions(o *stream.Options, auditLog auditRecorder) {
 	// The feed lives as long as the process; the hub subscribes on demand.
 	o.Alerts = redisstore.NewAlertFeed(context.Background(), r.c, r.prefix)
 	o.Acker = engineAcker{remoteAcker{r}, auditLog}
