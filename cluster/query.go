@@ -382,11 +382,10 @@ func (n *Node) serveAll(m *nats.Msg) {
 		case "list":
 			err = serveList(&req, parts, &r)
 		case "openping":
+			// A start stored just before the question may not be decided
+			// yet: wait for it (caughtup.go), bounded for a slow log.
+			catchUpAll(parts, n.opts.QueryTimeout/4)
 			for _, pt := range parts {
-				// A start stored just before the question may not be
-				// decided yet: wait for it (caughtup.go), bounded for a
-				// slow log.
-				pt.catchUp(n.opts.QueryTimeout / 4)
 				if run, ok := pt.bus.OpenPing(req.Tenant, req.Job); ok && (r.Open == nil || run.Newer(*r.Open)) {
 					r.Open = &run
 				}
