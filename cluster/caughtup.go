@@ -23,6 +23,8 @@ type caughtUp struct {
 	mu   sync.Mutex
 	done uint64        // the events stream's sequence decided up to
 	next chan struct{} // closed when done moves
+
+	probe lastProbe // the partition's last stored message, asked of JetStream
 }
 
 // decided records that every message up to stream sequence seq is
@@ -66,13 +68,20 @@ func (c *caughtUp) wait(target uint64, timeout time.Duration) bool {
 
 // catchUp waits until the partition has decided every event stored for
 // it when called, for at most timeout: it asks JetStream for the
-// partition's last stored message (one request) and waits for the apply
-// loop to pass it. An error of JetStream, or the timeout, leaves the
+// partition's last stored message (one request, shared by the queries
+// that come while one is out: lastprobe.go) and waits for the apply loop
+// to pass it. An error of JetStream, or the timeout, leaves the
 // answer to what is decided: as before the barrier.
 func (pt *partition) catchUp(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	m, err := pt.n.events.GetLastMsgForSubject(ctx, eventsFilter(pt.id))
+	seq, err := pt.caught.probe.last(ctx, func(ctx context.Context) (uint64, error) {
+		m, err := pt.n.events.GetLastMsgForSubject(ctx, eventsFilter(pt.id))
+		if err != nil {
+			return 0, err
+		}
+		return m.Sequence, nil
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return // nothing stored for the partition
@@ -80,9 +89,9 @@ func (pt *partition) catchUp(timeout time.Duration) {
 		pt.n.warn("a query is answered without waiting for the partition's last events", "partition", pt.id, "err", err)
 		return
 	}
-	if !pt.caught.wait(m.Sequence, time.Until(deadlineOf(ctx))) {
+	if !pt.caught.wait(seq, time.Until(deadlineOf(ctx))) {
 		pt.n.warn("a query is answered before the partition has decided its last events", "partition", pt.id,
-			"sequence", m.Sequence)
+			"sequence", seq)
 	}
 }
 

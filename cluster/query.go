@@ -378,13 +378,17 @@ func (n *Node) serveAll(m *nats.Msg) {
 		return // nothing to say; the asker waits for the owners
 	}
 	if err == nil {
+		// What the asker's caller was answered accepted before it asked is
+		// decided before the answer, as on one server and as for a task
+		// read (serveTask): a run just reported is in a listing (and in a
+		// stream client's snapshot) through any node, and a ping's start
+		// is found by its end through another node. Bounded for a slow
+		// log (caughtup.go).
+		catchUpAll(parts, n.opts.QueryTimeout/4)
 		switch req.Op {
 		case "list":
 			err = serveList(&req, parts, &r)
 		case "openping":
-			// A start stored just before the question may not be decided
-			// yet: wait for it (caughtup.go), bounded for a slow log.
-			catchUpAll(parts, n.opts.QueryTimeout/4)
 			for _, pt := range parts {
 				if run, ok := pt.bus.OpenPing(req.Tenant, req.Job); ok && (r.Open == nil || run.Newer(*r.Open)) {
 					r.Open = &run
