@@ -103,26 +103,15 @@ func OpenAudit(ctx context.Context, opts AuditOptions) (*Audit, error) {
 	return a, nil
 }
 
-// read keeps one stored entry in the memory log. An entry whose tenant
-// is not its subject's is dropped: the subject bounds a tenant's entries,
-// so the list must not show another's.
+// read keeps one stored entry in the memory log.
 func (a *Audit) read(m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
 		return
 	}
-	var e audit.Entry
-	tok := strings.TrimPrefix(m.Subject(), auditPrefix)
-	tenant, err := ParseTenantToken(tok)
-	if err == nil {
-		err = json.Unmarshal(m.Data(), &e)
-	}
-	switch {
-	case err != nil:
-		a.log.Warn("an audit entry that does not read was skipped", "sequence", md.Sequence.Stream, "err", err)
-	case e.Tenant != tenant || e.At.IsZero():
-		a.log.Warn("an audit entry of another tenant than its subject's, or without a time, was skipped", "sequence", md.Sequence.Stream, "subject", m.Subject())
-	default:
+	if e, err := decodeAuditEntry(m.Subject(), m.Data()); err != nil {
+		a.log.Warn("an audit entry was skipped", "sequence", md.Sequence.Stream, "subject", m.Subject(), "err", err)
+	} else {
 		a.local.Add(e)
 	}
 	a.mu.Lock()
@@ -130,6 +119,32 @@ func (a *Audit) read(m jetstream.Msg) {
 	close(a.moved)
 	a.moved = make(chan struct{})
 	a.mu.Unlock()
+}
+
+// decodeAuditEntry reads a stored entry. An entry whose tenant is not
+// its subject's is refused: the subject bounds a tenant's entries, and a
+// tenant's list must not show another's.
+func decodeAuditEntry(subject string, data []byte) (audit.Entry, error) {
+	var e audit.Entry
+	tok, ok := strings.CutPrefix(subject, auditPrefix)
+	if !ok {
+		return e, fmt.Errorf("the subject %q is not an audit subject", subject)
+	}
+	tenant, err := ParseTenantToken(tok)
+	if err != nil {
+		return e, err
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		return e, err
+	}
+	e = audit.Capped(e) // as Record stored it, on its capped tenant's subject
+	switch {
+	case e.Tenant != tenant:
+		return e, fmt.Errorf("an entry of tenant %q on the subject of tenant %q", e.Tenant, tenant)
+	case e.At.IsZero():
+		return e, errors.New("an entry without a time")
+	}
+	return e, nil
 }
 
 // Record stores e in the stream, waiting for JetStream's acknowledgment

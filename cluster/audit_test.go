@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apollo-11/apollo/audit"
@@ -56,5 +57,45 @@ func TestAuditSharedBoundedPerTenant(t *testing.T) {
 				t.Errorf("tenant %q: newest %q, want %q", tenant, got[0].Target, want)
 			}
 		}
+	}
+}
+
+// FuzzDecodeAuditEntry: whatever is stored on an audit subject, an entry
+// read from it is its subject's tenant's, has a time, and has its fields
+// within the log's limits.
+func FuzzDecodeAuditEntry(f *testing.F) {
+	f.Add("apollo.audit.acme", []byte(`{"at":"2026-01-01T00:00:00Z","tenant":"acme","actor":"a","action":"task.correct"}`))
+	f.Add("apollo.audit._", []byte(`{"at":"2026-01-01T00:00:00Z","actor":"a","action":"x","count":-9223372036854775808}`))
+	f.Add("apollo.audit.a%2Eb", []byte(`{"at":"2026-01-01T00:00:00Z","tenant":"a.b","detail":"\u0000\u001b"}`))
+	f.Add("apollo.audit.globex", []byte(`{"at":"2026-01-01T00:00:00Z","tenant":"acme"}`))
+	f.Add("apollo.audit.%", []byte(`null`))
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		e, err := decodeAuditEntry(subject, data)
+		if err != nil {
+			return
+		}
+		if subject != auditPrefix+TenantToken(e.Tenant) {
+			t.Fatalf("an entry of tenant %q read from %q", e.Tenant, subject)
+		}
+		if e.At.IsZero() || len(e.Target) > 512 || len(e.Detail) > 1024 || len(e.Actor) > 128 || len(e.Action) > 128 || len(e.Remote) > 128 {
+			t.Fatalf("%+v", e)
+		}
+	})
+}
+
+// A tenant's name longer than an entry keeps is cut in the entry and in
+// its subject alike, so the entry is listed for the name it has.
+func TestAuditLongTenantReadsBack(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("t", 300)
+	a, err := OpenAudit(testwait.Context(t), AuditOptions{Conn: connect(t, runNATS(t)), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Record(audit.Entry{Tenant: long, Actor: "x", Action: "task.correct"})
+	capped := audit.Capped(audit.Entry{Tenant: long}).Tenant
+	if got := a.List(capped, 10); len(got) != 1 {
+		t.Errorf("the long tenant's entries: %+v, want 1", got)
 	}
 }
