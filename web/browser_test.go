@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,6 +94,9 @@ type dashboard struct {
 	// metrics, when set before startStream, sends the stream's metric
 	// messages every 100 ms.
 	metrics stream.MetricsSource
+	// systemEvery, when set before startStream, is how often the stream
+	// sends its system message (1 s otherwise).
+	systemEvery time.Duration
 	// expect, when set before startStream, serves the expectations.
 	expect httpapi.Expectations
 	// tenantStreams, when set before startStream, is the streams a
@@ -155,7 +159,7 @@ func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
 		Alerts: engineStream{e: d.alerts}, Acker: engineStream{d.alerts, d.acked}, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
-		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: time.Second, TenantClients: d.tenantStreams})
+		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: cmp.Or(d.systemEvery, time.Second), TenantClients: d.tenantStreams})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -10,11 +10,16 @@ import (
 )
 
 // pushedMetrics answers the stream's metric messages with one job the
-// REST answer never has, so that the page shows where its rows came from.
+// REST answer never has, so that the page shows where its rows came from;
+// under a prefix, no job, as the metrics would answer.
 type pushedMetrics struct{}
 
 func (pushedMetrics) StreamSummaries(_, prefix string) (any, error) {
-	return apiclient.MetricsPage{Window: "5m0s", Prefix: prefix, Jobs: []apiclient.JobRow{{Name: "pushed_only", Count: 1}}}, nil
+	page := apiclient.MetricsPage{Window: "5m0s", Prefix: prefix, Jobs: []apiclient.JobRow{}}
+	if prefix == "" {
+		page.Jobs = append(page.Jobs, apiclient.JobRow{Name: "pushed_only", Count: 1})
+	}
+	return page, nil
 }
 
 // The jobs page takes the stream's metric messages when they answer its

@@ -24,7 +24,9 @@ const MAX_TASKS = 5000;
 let ws = null;
 let cursor = "";
 let cursorToken = null; // the token whose stream the cursor is of
-let filter = {};
+// filter is what the open page shows (setFilter); until a page says, the
+// alerts alone.
+let filter = { prefix: "", status: [], types: ["alert"] };
 let backoff = 500;
 let retry = null;
 let retryAt = 0; // Date.now() when retry fires
@@ -156,13 +158,33 @@ function tellTasks(list) {
   for (const fn of taskListeners) fn(list);
 }
 
-// setFilter changes what the stream sends ({prefix, status:[...]}); a new
-// filter starts from a fresh snapshot.
+// setFilter changes what the stream sends to what the open page shows:
+// {prefix, status: [...], types: [...]}, types among "tasks", "metric"
+// and "system" (docs/stream.md). The alerts always come: every page keeps
+// them (the Overview and the Alerts page show them, an ack left
+// unanswered is settled from them). A page that names nothing is sent
+// the alerts alone: every page was sent every kind, and a page that shows
+// no metrics got the tenant's metric message (a row per job, every 10 s),
+// the system message every 5 s and every task change, which the server
+// built and wrote for each open dashboard (TestPageIsSentOnlyWhatItShowsInBrowser).
+// A new filter of tasks starts from a fresh snapshot, which replaces the
+// tasks held (kept meanwhile: while the server is away, a page shows what
+// it last had). The last metric and system messages are dropped when the
+// page no longer asks for them: one kept for an hour would be shown as
+// live when the Jobs or System page opens again. A prefix longer than any
+// name or task ID (256 bytes: a task's or job's address typed by hand)
+// matches nothing, and the server would refuse it and keep the last
+// filter: the page is sent the alerts alone.
 export function setFilter(f) {
-  const next = JSON.stringify(f || {});
-  if (next === JSON.stringify(filter)) return;
-  filter = JSON.parse(next);
+  let types = [...new Set(["alert", ...(f?.types || [])])].sort();
+  let prefix = f?.prefix || "";
+  if (new TextEncoder().encode(prefix).length > 256) [prefix, types] = ["", ["alert"]];
+  const next = { prefix, status: f?.status || [], types };
+  if (JSON.stringify(next) === JSON.stringify(filter)) return;
+  filter = next;
   cursor = "";
+  if (!types.includes("metric")) metrics.value = null;
+  if (!types.includes("system")) system.value = null;
   subscribe(false);
 }
 

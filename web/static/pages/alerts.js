@@ -3,7 +3,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtAgo, fmtTime, fmtMs, fmtNum, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
-import { alerts, readAlerts, ack, principal, reconnected } from "/lib/stream.js";
+import { alerts, readAlerts, ack, principal, reconnected, setFilter } from "/lib/stream.js";
 
 const TABS = [["firing", "firing"], ["pending", "pending"], ["resolved", "resolved"], ["rules", "by rule"]];
 // PAGE is how many alerts a tab shows at first, and how many more each
@@ -26,6 +26,7 @@ export function Alerts() {
   const [reload, setReload] = useState(0);
   const [shown, setShown] = useState(PAGE); // alerts drawn in the tab
   const pick = (s) => { setTab(s); setShown(PAGE); };
+  useEffect(() => setFilter({}), []); // the alerts, which always come
   useEffect(() => {
     readAlerts().then(() => setListed("ok"),
       (e) => setListed(e instanceof NotFound ? "na" : "error"));

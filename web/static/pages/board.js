@@ -92,7 +92,7 @@ export function Board() {
     history.replaceState(null, "", "/" + (p.size ? "?" + p : ""));
   }, [prefix, only]);
   useEffect(() => {
-    setFilter({ prefix });
+    setFilter({ prefix, types: ["tasks"] });
     let again = null;
     const off = onTasks((list) => {
       setBoard((b) => extend(b, list));

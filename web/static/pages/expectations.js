@@ -4,7 +4,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, NotAvailable } from "/lib/ui.js";
 import { api, tagged, NotFound, toast } from "/lib/api.js";
-import { principal, reconnected } from "/lib/stream.js";
+import { principal, reconnected, setFilter } from "/lib/stream.js";
 import { FileEditor, Problems, problemsOf } from "/lib/fileedit.js";
 
 export function Expectations() {
@@ -15,6 +15,7 @@ export function Expectations() {
   const [editing, setEditing] = useState(false);
   const [errors, setErrors] = useState([]);
   const [reload, setReload] = useState(0);
+  useEffect(() => setFilter({}), []); // nothing live but the alerts
   useEffect(() => {
     Promise.all([tagged("/api/v1/expectations"), api("/api/v1/expectations/suggestions")]).then(([{ data: d, tag }, s]) => {
       setData({ ...d, tag }); setProposals(s.suggestions || []); setMore(!!s.more); setState("ok");

@@ -5,7 +5,7 @@ import { html, fmtPct, fmtMs, fmtNum, fmtAgo, fmtIn, Verdict, NotAvailable } fro
 import { api, NotFound } from "/lib/api.js";
 import { Chart, COLOR, failureSeries } from "/lib/chart.js";
 import { useSeries, RangePicker, columns, failureRate } from "/lib/series.js";
-import { metrics } from "/lib/stream.js";
+import { metrics, setFilter } from "/lib/stream.js";
 import { Strip } from "/pages/board.js";
 
 const WINDOWS = ["1m", "5m", "15m", "1h"];
@@ -26,6 +26,12 @@ export function Jobs({ name }) {
   const [state, setState] = useState("loading"); // loading | ok | na | error
   const [shown, setShown] = useState(PAGE);
   useEffect(() => setShown(PAGE), [windowSel, prefix]);
+  // The stream's metric message answers for 5 minutes under the filter's
+  // prefix: the table takes it for that window. One job's charts take the
+  // changes of its runs instead (the filter has one prefix); the table is
+  // read every 10 s either way.
+  useEffect(() => setFilter(name ? { prefix: name, types: ["tasks"] } : windowSel === "5m" ? { prefix, types: ["metric"] } : {}),
+    [name, prefix, windowSel]);
   useEffect(() => {
     let stop = false;
     const load = () => api(`/api/v1/metrics?window=${windowSel}&prefix=${encodeURIComponent(prefix)}`).then(

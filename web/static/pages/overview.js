@@ -15,7 +15,7 @@ const FIRING = 50;
 const since = (a) => Date.parse(a.firedAt || a.startedAt);
 
 export function Overview() {
-  useEffect(() => setFilter({}), []);
+  useEffect(() => setFilter({ types: ["tasks"] }), []);
   const [range, setRange] = useState("1h");
   const counts = useComputed(() => {
     const c = Object.fromEntries(STATUSES.map((s) => [s, 0]));

@@ -2,7 +2,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, NotAvailable } from "/lib/ui.js";
 import { api, tagged, NotFound, toast } from "/lib/api.js";
-import { principal, reconnected } from "/lib/stream.js";
+import { principal, reconnected, setFilter } from "/lib/stream.js";
 import { FileEditor } from "/lib/fileedit.js";
 
 export function Rules() {
@@ -10,6 +10,7 @@ export function Rules() {
   const [state, setState] = useState("loading");
   const [editing, setEditing] = useState(false);
   const [reload, setReload] = useState(0);
+  useEffect(() => setFilter({}), []); // nothing live but the alerts
   useEffect(() => {
     tagged("/api/v1/rules").then(({ data: d, tag }) => { setData({ ...d, tag }); setState("ok"); }, (e) => setState(e instanceof NotFound ? "na" : "error"));
   }, [reload, reconnected.value]);

@@ -5,7 +5,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Card, fmtNum, fmtAgo, fmtNs, fmtBytes, fmtTime, plural, NotAvailable } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
-import { system } from "/lib/stream.js";
+import { system, setFilter } from "/lib/stream.js";
 import { serverNow } from "/lib/clock.js";
 
 // A component's verdict: ok; attention (something went wrong since the
@@ -198,6 +198,7 @@ export function System() {
   const [polled, setPolled] = useState(null);
   const [state, setState] = useState("loading");
   const [rate, setRate] = useState(null);
+  useEffect(() => setFilter({ types: ["system"] }), []);
   useEffect(() => {
     let stop = false;
     let prev = null;

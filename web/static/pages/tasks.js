@@ -53,7 +53,7 @@ export function Tasks() {
   useEffect(() => {
     // The stream filters by prefix and status on the server; time is
     // applied here.
-    const t = setTimeout(() => setFilter({ prefix, status: status ? [status] : [] }), 250);
+    const t = setTimeout(() => setFilter({ prefix, status: status ? [status] : [], types: ["tasks"] }), 250);
     const p = new URLSearchParams();
     if (prefix) p.set("prefix", prefix);
     if (status) p.set("status", status);
@@ -152,6 +152,7 @@ export function TaskDetail({ id }) {
   const [err, setErr] = useState("");
   const live = tasks.value.get(id);
   const liveKey = live ? `${live.sequence}/${live.updatedAt}` : "";
+  useEffect(() => setFilter({ prefix: id, types: ["tasks"] }), [id]); // the changes of this task alone
   useEffect(() => {
     let stop = false;
     api(`/api/v1/tasks/${encodeURIComponent(id)}`).then((t) => { if (!stop) { setTask(t); setErr(""); } },
