@@ -28,6 +28,10 @@ type FileRules struct {
 // NewFileRules returns the store at path; its directory must exist.
 func NewFileRules(path string) *FileRules { return &FileRules{path: path} }
 
+// Path is the file's name: its modification time is when a tenant's text
+// was last saved.
+func (f *FileRules) Path() string { return f.path }
+
 // rulesVersion is the file format; another version is refused rather
 // than misread.
 const rulesVersion = 1

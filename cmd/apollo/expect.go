@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -64,6 +62,9 @@ type expectations struct {
 	// judged, those that fell while the server was down included.
 	checked  atomic.Int64
 	restored time.Time // checked, read from the snapshot
+	// snapTiming is, read from the snapshot, each tenant's expectations
+	// in force then: job -> timing. nil: the snapshot did not say.
+	snapTiming map[string]map[string]string
 
 	// putMu makes each put whole, from its checks to its save and its
 	// putting in force, so that the set in force is the one saved last
@@ -163,41 +164,6 @@ func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) err
 	x.own[tenant] = own
 	if x.armed {
 		x.queueLocked(x.ev.Set(tenant, set, x.clock.Now()))
-	}
-	return nil
-}
-
-// arm gives the evaluator every tenant's expectations, expecting runs
-// from the time they were last judged before a restart (from the
-// snapshot), else from now. The server calls it before the log is
-// replayed, so that the replayed runs count for the expected ones.
-func (x *expectations) arm() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	since := x.clock.Now()
-	if !x.restored.IsZero() && x.restored.Before(since) {
-		since = x.restored
-	}
-	x.armed = true
-	for tenant, set := range x.sets {
-		x.ev.Set(tenant, set, since)
-	}
-	x.checked.Store(since.UnixNano())
-}
-
-// writeState and readState are the expectations' section of a snapshot:
-// up to when they were judged.
-func (x *expectations) writeState(w io.Writer) error {
-	return binary.Write(w, binary.LittleEndian, x.checked.Load())
-}
-
-func (x *expectations) readState(r io.Reader) error {
-	var ns int64
-	if err := binary.Read(r, binary.LittleEndian, &ns); err != nil {
-		return fmt.Errorf("expectations: %w", err)
-	}
-	if ns > 0 {
-		x.restored = time.Unix(0, ns)
 	}
 	return nil
 }

@@ -183,6 +183,7 @@ func (s *server) sections() []section {
 		{name: "bus", write: s.bus.WriteState, read: s.bus.ReadState},
 		{name: "metrics", write: s.agg.WriteSnapshot, read: s.agg.ReadSnapshot},
 		{name: "expect", write: s.expect.writeState, read: s.expect.readState},
+		{name: "expectset", write: s.expect.writeTiming, read: s.expect.readTiming},
 		{name: "learn", write: s.expect.learn.WriteState, read: s.expect.learn.ReadState},
 	}
 }

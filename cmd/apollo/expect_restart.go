@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/apollo-11/apollo/expect"
+)
+
+// The expectations across a restart: from when they are judged again,
+// and what the snapshot keeps of them for that.
+
+// arm gives the evaluator every tenant's expectations, expecting runs
+// from the time they were last judged before a restart (from the
+// snapshot), else from now. The server calls it before the log is
+// replayed, so that the replayed runs count for the expected ones.
+//
+// Only the expectations in force at the snapshot are judged from then:
+// one set or changed after it (through the API, the file, or a
+// scheduler's job resumed) did not exist over that time, and judging it
+// there recorded and told the runs it would have expected before it was
+// set as missed. Those are expected from when their tenant's
+// expectations were written (the modification time of the file that
+// keeps them), or from now when that is not known.
+func (x *expectations) arm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.clock.Now()
+	since := now
+	if !x.restored.IsZero() && x.restored.Before(since) {
+		since = x.restored
+	}
+	x.armed = true
+	for tenant, set := range x.sets {
+		for _, step := range x.armSteps(tenant, set, since, now) {
+			x.ev.Set(tenant, step.set, step.since)
+		}
+	}
+	x.checked.Store(since.UnixNano())
+}
+
+// armStep is one Set of arm: set from since.
+type armStep struct {
+	set   *expect.Set
+	since time.Time
+}
+
+// armSteps are the Sets that put tenant's set in force from the right
+// times: those in force at the snapshot from since, then, with them,
+// those written since (the tenant's own) from when they were written,
+// then the whole set from now. The evaluator keeps the state of a job
+// whose expectation a later Set does not change, so each job is armed
+// once, by the first step that holds it.
+func (x *expectations) armSteps(tenant string, set *expect.Set, since, now time.Time) []armStep {
+	if x.snapTiming == nil || !since.Before(now) {
+		return []armStep{{set, since}} // no snapshot, or one of a version that kept no sets
+	}
+	kept := x.snapTiming[tenant]
+	own, _ := expect.Parse("expectations", x.srcs[tenant])
+	var before, written []expect.Expectation
+	for _, e := range set.Expectations() {
+		if fp, ok := kept[e.Job]; ok && fp == timing(e) {
+			before = append(before, e)
+			written = append(written, e)
+		} else if own != nil {
+			if _, ok := own.Lookup(e.Job); ok {
+				written = append(written, e)
+			}
+		}
+	}
+	var steps []armStep
+	add := func(exps []expect.Expectation, at time.Time) {
+		s, err := expect.NewSet(exps)
+		if err != nil {
+			return // a part of a valid set is valid; should it not be, the next step arms it
+		}
+		steps = append(steps, armStep{s, at})
+	}
+	add(before, since)
+	if at := x.writtenAt(tenant); len(written) > len(before) && at.After(since) && at.Before(now) {
+		add(written, at)
+	}
+	return append(steps, armStep{set, now})
+}
+
+// timing is what of an expectation says when its runs are expected: a
+// change of any of it expects the job's runs anew (expect.Evaluator.Set).
+func timing(e expect.Expectation) string {
+	return fmt.Sprintf("%q %q %d %d", e.Schedule, e.Timezone, e.Every, e.Grace)
+}
+
+// writtenAt is when tenant's own expectations were last written: the
+// modification time of its file, or of the store of those set through
+// the API (every tenant's: a later write of another tenant's only makes
+// it later, never earlier than the tenant's own); zero if not known.
+func (x *expectations) writtenAt(tenant string) time.Time {
+	name := ""
+	if tenant == "" && x.path != "" {
+		name = x.path
+	} else if f, ok := x.saved.(interface{ Path() string }); ok {
+		name = f.Path()
+	}
+	if name == "" {
+		return time.Time{}
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// writeState and readState are the expectations' section of a snapshot:
+// up to when they were judged.
+func (x *expectations) writeState(w io.Writer) error {
+	return binary.Write(w, binary.LittleEndian, x.checked.Load())
+}
+
+func (x *expectations) readState(r io.Reader) error {
+	var ns int64
+	if err := binary.Read(r, binary.LittleEndian, &ns); err != nil {
+		return fmt.Errorf("expectations: %w", err)
+	}
+	if ns > 0 {
+		x.restored = time.Unix(0, ns)
+	}
+	return nil
+}
+
+// writeTiming and readTiming are the snapshot's section of the
+// expectations in force when it was taken (each tenant's jobs and when
+// their runs are expected, as timing says), so that a restart judges from
+// the snapshot only those (arm). A snapshot without it (an older
+// version) judges every expectation from then, as that version did.
+func (x *expectations) writeTiming(w io.Writer) error {
+	x.mu.Lock()
+	m := make(map[string]map[string]string, len(x.sets))
+	for tenant, set := range x.sets {
+		jobs := make(map[string]string, set.Len())
+		for _, e := range set.Expectations() {
+			jobs[e.Job] = timing(e)
+		}
+		m[tenant] = jobs
+	}
+	x.mu.Unlock()
+	return json.NewEncoder(w).Encode(m)
+}
+
+func (x *expectations) readTiming(r io.Reader) error {
+	m := map[string]map[string]string{}
+	if err := json.NewDecoder(r).Decode(&m); err != nil {
+		return fmt.Errorf("expectations in force: %w", err)
+	}
+	x.snapTiming = m
+	return nil
+}
