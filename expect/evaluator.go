@@ -270,6 +270,21 @@ func (e *Evaluator) next(sp *spec, t time.Time) time.Time {
 	return n
 }
 
+// last is sp's latest tick in (since, until], shared by the jobs of one
+// schedule as next is: the latest tick up to until is the same for every
+// one of them that has not judged it yet.
+func (e *Evaluator) last(sp *spec, since, until time.Time) time.Time {
+	k := memoKey{"last " + sp.Schedule, sp.Timezone, until.UnixNano()}
+	if n, ok := e.memo[k]; ok && n.After(since) {
+		return n
+	}
+	n := sp.sched.Last(since, until)
+	if !n.IsZero() {
+		e.memo[k] = n
+	}
+	return n
+}
+
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -490,6 +505,14 @@ func (e *Evaluator) Tick(now time.Time) []Event {
 	return out
 }
 
+// maxSlotSteps bounds how many expected runs of one job slotsDue steps
+// through one by one: a long downtime of a job expected every second would
+// otherwise be stepped run by run (2.6 million for 30 days) under the
+// evaluator's lock, which every run's start and end on the bus waits for.
+// A job expected every minute is counted exactly over 16 hours, one every
+// 5 minutes over 3 days.
+const maxSlotSteps = 1000
+
 // slotsDue judges every expected run of d's job whose grace has ended by
 // now, and moves d to the next one. Several at once (a tick came late, or
 // since lay in the past) make one event with their count.
@@ -499,7 +522,7 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 	if j.slot.Add(sp.Grace).After(now) {
 		return out
 	}
-	count := 0
+	count, atLeast := 0, false
 	var last time.Time
 	if sp.Every > 0 {
 		// No run started since slot was set (a start moves it), so every
@@ -508,7 +531,23 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 		count, last = n, j.slot.Add(time.Duration(n-1)*sp.Every)
 		j.slot = j.slot.Add(time.Duration(n) * sp.Every)
 	} else {
-		for !j.slot.IsZero() && !j.slot.Add(sp.Grace).After(now) {
+		for steps := 0; !j.slot.IsZero() && !j.slot.Add(sp.Grace).After(now); steps++ {
+			if steps == maxSlotSteps {
+				// Down (or set from) longer than maxSlotSteps expected
+				// runs ago: no run started since the first of them (a
+				// start moves the slot), so every later one is missed
+				// too. The last is found from now, at a bounded cost,
+				// and the count says at least.
+				if to := e.last(sp, j.slot, now.Add(-sp.Grace)); !to.IsZero() {
+					if !j.hit {
+						count++ // the slot itself
+					}
+					count, last, atLeast = count+1, to, true
+					j.prev, j.slot, j.hit = to, e.next(sp, to), false
+					break
+				}
+				// None after this one: it is the last, judged below.
+			}
 			if !j.hit {
 				count, last = count+1, j.slot
 			}
@@ -533,7 +572,10 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 	if sp.Grace == 0 {
 		detail = fmt.Sprintf("no run started at %s", stamp(last, loc))
 	}
-	if count > 1 {
+	switch {
+	case atLeast:
+		detail = fmt.Sprintf("at least %d expected runs did not start (not all counted); the last: %s", count, detail)
+	case count > 1:
 		detail = fmt.Sprintf("%d expected runs did not start; the last: %s", count, detail)
 	}
 	return append(out, Event{Kind: KindMissed, Tenant: j.tenant, Job: j.name, Slot: last, At: at, Count: count, Detail: detail})
