@@ -124,8 +124,7 @@ func (c Channel) Serves(tenant string) bool {
 // (email, Slack and the robots), to whom a thousand messages in a row are
 // a storm that buries the one that matters. Never for a webhook: its
 // receiver is a machine (an incident tool, a ticket system) that wants
-// every notification as its own request, and a webhook digest lists at
-// most 100. Nor for the console, a log.
+// every notification as its own request. Nor for the console, a log.
 func (c Channel) foldsBacklog() bool {
 	switch c.Type {
 	case TypeEmail, TypeSlack, TypeDingTalk, TypeWeCom, TypeFeishu:

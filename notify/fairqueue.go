@@ -69,6 +69,38 @@ func (q *fairQueue) requeue(its []item) {
 	q.signal()
 }
 
+// putBack returns what a lane took but did not send (a digest carries only
+// so many: DigestCarrier) ahead of each tenant's queue, in the order taken,
+// past the bound like what was owed: it was taken in already. A tenant
+// that had nothing left waiting takes its turn first again.
+func (q *fairQueue) putBack(its []item) {
+	if len(its) == 0 {
+		return
+	}
+	q.mu.Lock()
+	back := map[string][]item{}
+	var first []string
+	for _, it := range its {
+		t := it.n.Alert.Tenant
+		if _, ok := back[t]; !ok && q.tenants[t] == nil {
+			first = append(first, t)
+		}
+		back[t] = append(back[t], it)
+	}
+	for t, b := range back {
+		tq := q.tenants[t]
+		if tq == nil {
+			tq = &tenantQueue{}
+			q.tenants[t] = tq
+		}
+		tq.owed = append(b, tq.owed...)
+	}
+	q.turns = append(first, q.turns...)
+	q.n += len(its)
+	q.mu.Unlock()
+	q.signal()
+}
+
 // tenant returns tenant's queue, making it (and giving it the last turn)
 // when it has nothing waiting. The caller holds mu and adds to it.
 func (q *fairQueue) tenant(tenant string) *tenantQueue {

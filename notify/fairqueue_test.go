@@ -117,3 +117,33 @@ func TestDigestTakesEachTenantInTurn(t *testing.T) {
 		t.Fatalf("digest %v, want %v", ids, want)
 	}
 }
+
+// What a lane took and put back (a digest for a webhook carries only so
+// many) comes out again first, each tenant's in the order taken and ahead
+// of what the tenant had left, and counts as waiting.
+func TestFairQueuePutBackComesOutFirst(t *testing.T) {
+	t.Parallel()
+	q := newFairQueue(10)
+	push := func(tenant, id string) {
+		n := apollo.Notification{Alert: apollo.Alert{ID: id, Tenant: tenant}}
+		if !q.push(item{n: n}) {
+			t.Fatalf("%s refused", id)
+		}
+	}
+	for _, id := range []string{"a0", "a1", "a2"} {
+		push("acme", id)
+	}
+	push("globex", "g0")
+	taken := q.take(3) // a0 g0 a1
+	q.putBack(taken[1:])
+	if got := q.len(); got != 3 {
+		t.Fatalf("len %d, want 3: g0, a1 back and a2", got)
+	}
+	var ids []string
+	for _, it := range q.take(10) {
+		ids = append(ids, it.n.Alert.ID)
+	}
+	if want := []string{"g0", "a1", "a2"}; !slices.Equal(ids, want) {
+		t.Fatalf("took %v, want %v", ids, want)
+	}
+}

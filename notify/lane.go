@@ -93,7 +93,8 @@ func (l *lane) run(ctx context.Context) {
 			}
 			return
 		}
-		m := l.compose(batch, backlog)
+		var m *Message
+		m, batch = l.compose(batch, backlog)
 		var ended bool
 		if ended, down = l.deliver(ctx, m, l.giveUpAt(batch)); ended {
 			owed := make([]uint64, len(batch))
@@ -170,21 +171,36 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 }
 
 // compose renders a batch: one message, or a digest of several; backlog
-// says they waited while the channel was down (DigestBacklog).
-func (l *lane) compose(batch []item, backlog bool) *Message {
+// says they waited while the channel was down (DigestBacklog). It returns
+// the message and the part of batch it carries: a channel whose receiver
+// must learn of each (DigestCarrier) gets a digest of what one message
+// carries, and the rest goes back ahead of its tenants' queues for the
+// next turn.
+func (l *lane) compose(batch []item, backlog bool) (*Message, []item) {
 	if len(batch) == 1 {
-		return l.render(batch[0].n, nil)
+		return l.render(batch[0].n, nil), batch
 	}
 	items := make([]*Message, len(batch))
 	for i, it := range batch {
 		items[i] = l.render(it.n, nil)
+	}
+	if c, ok := l.ch.Notifier.(DigestCarrier); ok {
+		if k := min(max(c.CarriesInDigest(items), 1), len(items)); k < len(items) {
+			l.queue.putBack(batch[k:])
+			batch, items = batch[:k], items[:k]
+			if k == 1 {
+				return items[0], batch
+			}
+		}
+	}
+	for _, it := range batch {
 		l.recordItem(it, OutcomeCoalesced, "")
 	}
 	n := apollo.Notification{Kind: KindDigest, Channels: []string{l.ch.Name}, At: l.d.clock.Now()}
 	if backlog {
 		n.DedupKey = DigestBacklog
 	}
-	return l.render(n, items)
+	return l.render(n, items), batch
 }
 
 func (l *lane) render(n apollo.Notification, items []*Message) *Message {

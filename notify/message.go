@@ -39,6 +39,20 @@ type Notifier interface {
 	Notify(ctx context.Context, m *Message) (retryable bool, err error)
 }
 
+// DigestCarrier is a Notifier whose receiver must learn of every
+// notification a digest stands for (a machine: a webhook's incident tool
+// or ticket system), and whose digest carries only so many in one
+// message. A lane that folds notifications (under a rate limit) into a
+// digest for it sends the first that CarriesInDigest takes and leaves the
+// rest, ahead of their tenants' queues, for its next turn; a channel read
+// by people lists the first and counts the rest instead.
+type DigestCarrier interface {
+	Notifier
+	// CarriesInDigest says how many of items, from the first, one digest
+	// message carries in full: at least 1, at most len(items).
+	CarriesInDigest(items []*Message) int
+}
+
 // NotifierFunc adapts a function to Notifier.
 type NotifierFunc func(ctx context.Context, m *Message) (bool, error)
 

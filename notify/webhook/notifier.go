@@ -23,7 +23,7 @@ type Notifier struct {
 	body   *template.Template // nil: a standard format
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var _ notify.DigestCarrier = (*Notifier)(nil)
 
 // New checks cfg, parses its template and tries it on a sample message.
 func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
@@ -85,6 +85,17 @@ func (n *Notifier) render(m *notify.Message) ([]byte, error) {
 	}
 }
 
+// CarriesInDigest says how many of items one digest body lists in full
+// (see listed): a lane under a rate limit sends those and leaves the rest
+// for its next turns, so that the receiver, a machine, learns of each. A
+// template of one's own is given as many as the standard body would list.
+func (n *Notifier) CarriesInDigest(items []*notify.Message) int {
+	if n.body == nil && n.cfg.format() == FormatAlertmanager {
+		return len(listed(items, func(d *notify.Message) AMAlert { return amAlert(d, n.extURL) }))
+	}
+	return len(listed(items, func(d *notify.Message) apollo.Notification { return tenantKeyed(d.Notification) }))
+}
+
 // ApolloPayload is the default body: the notification as the alert engine
 // made it, with the rendered title and text, and for a digest the
 // notifications it stands for: Total of them, the first listed in
@@ -109,9 +120,10 @@ func apolloPayload(m *notify.Message) ApolloPayload {
 
 // A digest's body lists at most digestListed of the notifications it
 // stands for, and stops before the listed ones pass digestListBytes: a
-// storm folds a thousand or more (up to queue_size), and a receiver behind
-// nginx refuses a body over 1 MiB (its default client_max_body_size) with
-// 413, which would fail the whole digest. The rest are counted.
+// receiver behind nginx refuses a body over 1 MiB (its default
+// client_max_body_size) with 413, which would fail the whole digest. The
+// rest are counted; a lane never leaves any (CarriesInDigest): it keeps
+// them for its next turn.
 const (
 	digestListed    = 100
 	digestListBytes = 256 << 10
