@@ -124,3 +124,59 @@ func TestBacklogAfterAnOutage(t *testing.T) {
 }
 
 var tenants2 = []string{"team-a", "team-b"}
+
+// What a process that stopped owed is a backlog too: after the restart, a
+// channel people read gets it as one digest though this process never saw
+// the channel fail; a webhook gets each on its own. Two tenants' owed
+// notifications are in the outbox when the dispatcher starts.
+func TestOwedAfterARestartIsABacklog(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		typ  string
+		fold bool
+	}{{TypeEmail, true}, {TypeSlack, true}, {TypeWebhook, false}, {TypeConsole, false}} {
+		t.Run(tc.typ, func(t *testing.T) {
+			t.Parallel()
+			const owed = 6
+			path := t.TempDir() + "/outbox.jsonl"
+			ob := openOutbox(t, path)
+			for i := range owed {
+				n := note("a"+strconv.Itoa(i), "k"+strconv.Itoa(i), "out")
+				n.Alert.Tenant = tenants2[i%2]
+				if _, err := ob.Owe("out", t0, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ob.Close()
+			ob = openOutbox(t, path) // the next process
+			clk := apollo.NewFakeClock(t0.Add(time.Minute))
+			s := newSink(clk)
+			d, err := NewDispatcher([]Channel{{Name: "out", Type: tc.typ, Notifier: s, Tenants: []string{AllTenants}}},
+				Options{Clock: clk, Log: newWatchLog(), Location: time.UTC, Outbox: ob})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer d.Stop(context.Background())
+			if !tc.fold {
+				for i := range owed {
+					if r := s.next(t); len(r.m.Digest) != 0 || r.m.Notification.Alert.ID != "a"+strconv.Itoa(i) {
+						t.Fatalf("message %d: %q, want a%d alone", i, r.m.Title, i)
+					}
+				}
+				return
+			}
+			r := s.next(t)
+			if len(r.m.Digest) != owed || r.m.Notification.DedupKey != DigestBacklog || !strings.Contains(r.m.Text, "Apollo-11 was stopped") {
+				t.Fatalf("after the restart: %q with %d notifications, want one backlog digest of the %d owed:\n%s", r.m.Title, len(r.m.Digest), owed, r.m.Text)
+			}
+			for i, m := range r.m.Digest {
+				if id, want := m.Notification.Alert.ID, "a"+strconv.Itoa(i); id != want {
+					t.Fatalf("digest item %d: %s, want %s", i, id, want)
+				}
+			}
+		})
+	}
+}

@@ -120,7 +120,8 @@ func (c Channel) Serves(tenant string) bool {
 }
 
 // foldsBacklog reports whether what waited while the channel was down
-// goes out as one digest once it is back: for channels that people read
+// goes out as one digest once it is back, and what a stopped process
+// owed as one digest after the restart: for channels that people read
 // (email, Slack and the robots), to whom a thousand messages in a row are
 // a storm that buries the one that matters. Never for a webhook: its
 // receiver is a machine (an incident tool, a ticket system) that wants

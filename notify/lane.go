@@ -80,10 +80,12 @@ func (l *lane) run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		batch, backlog := []item{it}, down && l.ch.foldsBacklog()
+		// What waited while the channel was down goes as one digest,
+		// not as a storm of messages in a row; so does what a process
+		// that stopped owed (it waited, often for the same outage),
+		// though this process has not seen the channel fail.
+		batch, backlog := []item{it}, (down || it.requeued) && l.ch.foldsBacklog()
 		if backlog {
-			// What waited while the channel was down goes as one
-			// digest, not as a storm of messages in a row.
 			batch = append(batch, l.queue.take(l.ch.QueueSize-1)...)
 		}
 		batch, ok = l.waitTurn(ctx, batch, true)

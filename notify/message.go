@@ -13,7 +13,8 @@ const KindDigest apollo.NotificationKind = "digest"
 
 // DigestBacklog is the DedupKey of a digest of what waited while its
 // channel was down, rather than for the rate limit: the notifications
-// queued while the lane retried, folded once the channel answers again
+// queued while the lane retried, folded once the channel answers again,
+// or what a process that stopped owed, folded after the restart
 // (channels that people read only). Templates see it as .Backlog.
 const DigestBacklog = "backlog"
 

@@ -68,7 +68,8 @@ type TemplateData struct {
 	Shown []*Message
 	More  int
 	// Backlog says a digest holds what waited while the channel was down
-	// (DigestBacklog), not for the rate limit.
+	// or a process that stopped owed it (DigestBacklog), not for the rate
+	// limit.
 	Backlog bool
 }
 

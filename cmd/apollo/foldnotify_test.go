@@ -171,3 +171,79 @@ func TestBacklogAfterAnOutageIsOneMailButEachWebhook(t *testing.T) {
 		}
 	}
 }
+
+// What a process killed with SIGKILL still owed goes out after the restart
+// like the backlog of an outage: one mail that lists every one, while the
+// webhook gets each on its own. Two tenants' alerts pile up while both
+// channels are down; the server is killed, both channels come back, and
+// the server starts again with the channels up. Before, the restarted
+// lane had seen no failure of its own, so the mail channel sent what it
+// owed one mail each, in a row.
+func TestOwedAfterARestartIsOneMailButEachWebhook(t *testing.T) {
+	const jobs = 8
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	ms := startMailServer(t)
+	ms.down.Store(true)
+	h, hookDown, _ := downHook(t)
+	d := newDeployment(t, false, h, deployOptions{repeat: "1h", hook: fmt.Sprintf(
+		"  mail:\n    type: email\n    host: 127.0.0.1\n    port: %d\n    tls: none\n    from: alerts@example.com\n    to: [oncall@example.com]\n    tenants: [\"*\"]\n", ms.port)})
+	d.start()
+	t.Cleanup(d.logOnFailure)
+
+	want := map[string]bool{} // tenant/job of every notification
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_each task_prefix: "%[1]s_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: mail, hook`+"\n", tenant), nil, 200)
+	}
+	for i := range jobs {
+		for _, tenant := range tenants {
+			job := fmt.Sprintf("%s_job_%d", tenant, i)
+			d.fail(tenant, job)
+			want[tenant+"/"+job] = true
+		}
+	}
+	select {
+	case <-ms.refused:
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the mail server was never called")
+	}
+	queued := func(channel string) int64 {
+		var sys struct {
+			Notifications struct {
+				Channels map[string]struct{ Queued int64 }
+			}
+		}
+		d.do("", "GET", "/api/v1/system", "", &sys, 200)
+		return sys.Notifications.Channels[channel].Queued
+	}
+	eventually(t, time.Minute, "every notification handed to both channels", func() bool {
+		return queued("mail") >= 2*jobs && queued("hook") >= 2*jobs
+	})
+	d.api.kill()
+	ms.down.Store(false)
+	hookDown.Store(false)
+	d.start()
+
+	// The mail: one, of every one owed.
+	subject, text := ms.next(t)
+	if wantSubject := fmt.Sprintf("%d notifications", len(want)); subject != wantSubject {
+		t.Fatalf("the first mail after the restart is %q, want %q: what was owed folded into one\n%s", subject, wantSubject, text)
+	}
+	for key := range want {
+		if job := key[strings.Index(key, "/")+1:]; !strings.Contains(text, job) {
+			t.Errorf("%s is not in the mail:\n%s", key, text)
+		}
+	}
+	// The webhook: each notification once, on its own.
+	got := map[string]bool{}
+	for len(got) < len(want) {
+		p := h.await(t, time.Minute, "each notification at the webhook", func(p webhook.ApolloPayload) bool { return !strings.HasPrefix(p.Alert.Rule, "apollo:") })
+		key := p.Alert.Tenant + "/" + p.Alert.Group
+		if p.Kind != "firing" || !want[key] || got[key] {
+			t.Fatalf("the webhook got a %s of %s (told before: %v): want each firing once, none folded", p.Kind, key, got[key])
+		}
+		got[key] = true
+	}
+}
