@@ -33,6 +33,10 @@ const (
 	// to it (about 500 bytes a slot) and is scanned by every garbage
 	// collection, so the largest takes 50 MB a tenant.
 	MaxQueueSize = 100000
+	// DefaultQueueTotalTenants is how many tenants' full queues a channel
+	// holds by default (QueueTotal): ten times queue_size, at most
+	// MaxQueueSize.
+	DefaultQueueTotalTenants = 10
 )
 
 // AllTenants in a Channel's Tenants shares the channel with every tenant.
@@ -61,6 +65,13 @@ type Channel struct {
 	// default 1000. Each tenant has its own, so that one tenant's storm
 	// never drops another's notifications.
 	QueueSize int
+	// QueueTotal is how many notifications of all tenants together may
+	// wait, so that the channel's memory does not grow with the number of
+	// tenants; default 10 × QueueSize, at most MaxQueueSize. Past it the
+	// tenant with the longest queue overflows: its newest is dropped to
+	// make room for a tenant with a shorter queue (by two or more), else
+	// the new one is dropped.
+	QueueTotal int
 }
 
 // withDefaults fills the zero fields that have defaults.
@@ -68,6 +79,9 @@ func (c Channel) withDefaults() Channel {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.GiveUpAfter = cmp.Or(c.GiveUpAfter, DefaultGiveUpAfter)
 	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
+	if c.QueueTotal == 0 && c.QueueSize > 0 && c.QueueSize <= MaxQueueSize { // else validate refuses queue_size
+		c.QueueTotal = max(min(DefaultQueueTotalTenants*c.QueueSize, MaxQueueSize), c.QueueSize)
+	}
 	return c
 }
 
@@ -100,6 +114,16 @@ func (c Channel) validate() error {
 	case c.QueueSize > MaxQueueSize:
 		bad("queue_size", fmt.Sprintf("queue size %d is over the most a channel may hold (%d)", c.QueueSize, MaxQueueSize),
 			"a channel that is down keeps its queue full anyway; give_up_after says how long a message waits")
+	}
+	switch {
+	case c.QueueTotal < 0:
+		bad("queue_total", "queue total is negative", "use a positive size such as 10000, or leave it out for 10 × queue_size")
+	case c.QueueTotal > MaxQueueSize:
+		bad("queue_total", fmt.Sprintf("queue total %d is over the most a channel may hold (%d)", c.QueueTotal, MaxQueueSize),
+			"a channel that is down keeps its queue full anyway; give_up_after says how long a message waits")
+	case c.QueueSize > 0 && c.QueueSize <= MaxQueueSize && c.QueueTotal < c.QueueSize:
+		bad("queue_total", fmt.Sprintf("queue total %d is below queue_size (%d): no tenant could fill its own queue", c.QueueTotal, c.QueueSize),
+			"make queue_total at least queue_size, or leave it out for 10 × queue_size")
 	}
 	switch {
 	case c.Tenants != nil && len(c.Tenants) == 0:

@@ -190,11 +190,13 @@ func (d *Dispatcher) Send(n apollo.Notification) {
 			l.recordItem(it, OutcomeDropped, stoppedReason("dispatcher stopped", it.owed != 0))
 		default:
 			it := item{n: n, at: at, owed: d.owe(name, at, n)}
-			if l.queue.push(it) {
+			kept, out, why := l.queue.push(it)
+			if kept {
 				l.stats.queued.Add(1)
-			} else {
-				l.recordItem(it, OutcomeDropped, "queue full")
-				d.settle(it.owed)
+			}
+			if out != nil { // it, or the newest of a longer queue that made room for it
+				l.recordItem(*out, OutcomeDropped, why)
+				d.settle(out.owed)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -492,6 +493,10 @@ func TestNewDispatcherValidates(t *testing.T) {
 		{"language", []Channel{{Name: "a", Notifier: n, Lang: "fr"}}, []string{"channels.a.lang", `"fr"`}},
 		{"negative", []Channel{{Name: "a", Notifier: n, RatePerMinute: -1, QueueSize: -1}},
 			[]string{"channels.a.rate_per_minute", "channels.a.queue_size"}},
+		{"queue total", []Channel{{Name: "a", Notifier: n, QueueTotal: -1}, {Name: "b", Notifier: n, QueueSize: 50, QueueTotal: 10},
+			{Name: "c", Notifier: n, QueueTotal: math.MaxInt64}},
+			[]string{"channels.a.queue_total: queue total is negative", "channels.b.queue_total: queue total 10 is below queue_size (50)",
+				"channels.c.queue_total: queue total 9223372036854775807 is over"}},
 		{"bad template", []Channel{{Name: "a", Notifier: n, Templates: map[apollo.NotificationKind]string{"storm": "{{.Alert.Rule"}}},
 			[]string{"channels.a.templates.storm", "does not parse"}},
 		{"failing template", []Channel{{Name: "a", Notifier: n, Templates: map[apollo.NotificationKind]string{"firing": "{{.Alert.Nope}}"}}},

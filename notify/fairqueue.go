@@ -12,16 +12,25 @@ import "sync"
 // turn, so another tenant's notification goes out after at most one of
 // every other tenant's. Within a tenant the order is the order of Send.
 //
-// What a process that stopped owed (Requeue) waits ahead of the tenant's
-// queue and is not bounded by it: it was promised at least once, and the
-// outbox that held it bounds it.
+// Besides, the channel holds at most total fresh notifications of all
+// tenants together, so that its memory does not grow with the number of
+// tenants (bound each). Past it the tenant with the longest queue
+// overflows: its newest is dropped to make room for a tenant whose queue
+// is shorter by two or more; otherwise the new one is dropped. A tenant
+// with a short queue never loses one for another's storm.
+//
+// What a process that stopped owed (Requeue), and what a lane took and
+// put back, waits ahead of the tenant's queue and is bounded by neither:
+// it was promised at least once, and the outbox that held it bounds it.
 type fairQueue struct {
-	bound int
+	bound int // each tenant's fresh
+	total int // every tenant's fresh together
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue // only tenants with something waiting
 	turns   []string                // those tenants, in the order of their turns
 	n       int                     // every notification waiting
+	fresh   int                     // those that are fresh: total bounds them
 
 	// wake tells the lane that something was added.
 	wake chan struct{}
@@ -33,24 +42,71 @@ type tenantQueue struct {
 	fresh []item
 }
 
-func newFairQueue(bound int) *fairQueue {
-	return &fairQueue{bound: bound, tenants: map[string]*tenantQueue{}, wake: make(chan struct{}, 1)}
+func newFairQueue(bound, total int) *fairQueue {
+	return &fairQueue{bound: bound, total: max(total, bound), tenants: map[string]*tenantQueue{}, wake: make(chan struct{}, 1)}
 }
 
-// push adds it to its tenant's queue, unless that holds bound already.
-func (q *fairQueue) push(it item) bool {
+// Why push drops a notification.
+const (
+	whyQueueFull   = "queue full"
+	whyChannelFull = "channel queue full: the longest tenant queue overflows first"
+)
+
+// push adds it to its tenant's queue, unless that holds bound already, or
+// the channel holds total and no other tenant's queue is longer. It says
+// whether it was kept, and what was dropped (nil: nothing) and why: it,
+// or, when kept past the total, the newest of the longest queue.
+func (q *fairQueue) push(it item) (kept bool, dropped *item, why string) {
 	q.mu.Lock()
-	tq := q.tenant(it.n.Alert.Tenant)
-	ok := len(tq.fresh) < q.bound
-	if ok {
-		tq.fresh = append(tq.fresh, it)
-		q.n++
+	defer func() {
+		q.mu.Unlock()
+		if kept {
+			q.signal()
+		}
+	}()
+	tenant := it.n.Alert.Tenant
+	var have int
+	if tq := q.tenants[tenant]; tq != nil {
+		have = len(tq.fresh)
 	}
-	q.mu.Unlock()
-	if ok {
-		q.signal()
+	if have >= q.bound {
+		return false, &it, whyQueueFull
 	}
-	return ok
+	if q.fresh >= q.total {
+		longest := q.longest()
+		// Cut only a queue that stays at least as long as the new one's:
+		// otherwise the lengths just trade places.
+		if longest == nil || len(longest.fresh) <= have+1 {
+			return false, &it, whyChannelFull
+		}
+		last := len(longest.fresh) - 1
+		out := longest.fresh[last]
+		longest.fresh[last] = item{}
+		longest.fresh = longest.fresh[:last]
+		q.fresh--
+		q.n--
+		dropped, why = &out, whyChannelFull
+		// longest keeps at least have+1 >= 1: it stays in the turns.
+	}
+	tq := q.tenant(tenant)
+	tq.fresh = append(tq.fresh, it)
+	q.fresh++
+	q.n++
+	return true, dropped, why
+}
+
+// longest is the queue of the tenant with the most fresh notifications
+// waiting. It looks at every tenant that has something waiting, which
+// the total bounds; it runs only while the channel is at its total. The
+// caller holds mu.
+func (q *fairQueue) longest() *tenantQueue {
+	var l *tenantQueue
+	for _, tq := range q.tenants {
+		if l == nil || len(tq.fresh) > len(l.fresh) {
+			l = tq
+		}
+	}
+	return l
 }
 
 // requeue adds what a process that stopped owed, ahead of each tenant's
@@ -136,6 +192,7 @@ func (q *fairQueue) take(max int) []item {
 			its = append(its, tq.fresh[0])
 			tq.fresh[0] = item{}
 			tq.fresh = tq.fresh[1:]
+			q.fresh--
 		}
 		q.n--
 		q.turns = q.turns[1:]

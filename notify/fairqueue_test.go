@@ -123,10 +123,10 @@ func TestDigestTakesEachTenantInTurn(t *testing.T) {
 // of what the tenant had left, and counts as waiting.
 func TestFairQueuePutBackComesOutFirst(t *testing.T) {
 	t.Parallel()
-	q := newFairQueue(10)
+	q := newFairQueue(10, 100)
 	push := func(tenant, id string) {
 		n := apollo.Notification{Alert: apollo.Alert{ID: id, Tenant: tenant}}
-		if !q.push(item{n: n}) {
+		if kept, _, _ := q.push(item{n: n}); !kept {
 			t.Fatalf("%s refused", id)
 		}
 	}
@@ -145,5 +145,87 @@ func TestFairQueuePutBackComesOutFirst(t *testing.T) {
 	}
 	if want := []string{"g0", "a1", "a2"}; !slices.Equal(ids, want) {
 		t.Fatalf("took %v, want %v", ids, want)
+	}
+}
+
+// A channel shared by many tenants holds at most queue_total of their
+// notifications together, whatever the number of tenants. Past it the
+// tenant with the longest queue overflows: a storm of acme's fills its own
+// queue (queue_size 4) and the channel's (queue_total 6); then each of
+// four other tenants' one notification is kept, and acme's newest is
+// dropped to make room, recorded in acme's record as dropped and counted;
+// once every queue is as short as the new tenant's, the new one is
+// dropped instead. Before, the channel held up to queue_size for every
+// tenant, with nothing bounding the number of tenants.
+func TestChannelTotalOverflowsTheLongestQueue(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	s := newSink(clk)
+	d, err := NewDispatcher([]Channel{{Name: "ops", Notifier: s, QueueSize: 4, QueueTotal: 6, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: log, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(tenant string, i int) {
+		n := note(tenant+strconv.Itoa(i), tenant+strconv.Itoa(i), "ops")
+		n.Alert.Tenant = tenant
+		d.Send(n)
+	}
+	dropped := func(tenant, id, why string) {
+		t.Helper()
+		a := log.next(t)
+		if a.Outcome != OutcomeDropped || a.Tenant != tenant || a.AlertID != id || a.Error != why {
+			t.Fatalf("%+v, want %s's %s dropped: %s", a, tenant, id, why)
+		}
+	}
+	// Not started: what is queued stays there.
+	for i := range 5 {
+		send("acme", i)
+	}
+	dropped("acme", "acme4", whyQueueFull)
+	send("globex", 0)
+	send("globex", 1)
+	if got := d.Stats().Channels["ops"].QueueLen; got != 6 {
+		t.Fatalf("queueLen %d, want 6", got)
+	}
+	// At the total: acme's queue is the longest, and overflows.
+	send("initech", 0)
+	dropped("acme", "acme3", whyChannelFull)
+	send("umbrella", 0)
+	dropped("acme", "acme2", whyChannelFull)
+	// acme 2, globex 2, initech 1, umbrella 1: a fifth tenant's one is
+	// kept at the cost of acme's or globex's, never of a queue of one.
+	// Then no queue is longer than a newcomer's would be by two: the
+	// newcomer's is dropped.
+	send("hooli", 0)
+	if a := log.next(t); a.Outcome != OutcomeDropped || (a.Tenant != "acme" && a.Tenant != "globex") || a.Error != whyChannelFull {
+		t.Fatalf("%+v, want acme's or globex's newest dropped", a)
+	}
+	// Every queue holds one or two; a tenant with two cannot add.
+	send("globex", 2)
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != whyChannelFull {
+		t.Fatalf("%+v, want a drop of the longest queue's", a)
+	}
+	send("initech", 1)
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.Error != whyChannelFull {
+		t.Fatalf("%+v, want a drop of the longest queue's", a)
+	}
+	st := d.Stats().Channels["ops"]
+	if st.QueueLen != 6 || st.Dropped != 6 {
+		t.Fatalf("queueLen %d, dropped %d; want 6 and 6: the channel holds its total and counts what it drops", st.QueueLen, st.Dropped)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	got := map[string]int{}
+	for range 6 {
+		got[s.next(t).m.Notification.Alert.Tenant]++
+	}
+	for _, tenant := range []string{"acme", "globex", "initech", "umbrella", "hooli"} {
+		if got[tenant] == 0 {
+			t.Errorf("none of %s's delivered: %v", tenant, got)
+		}
 	}
 }

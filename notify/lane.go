@@ -46,7 +46,7 @@ type lane struct {
 	d     *Dispatcher
 	ch    Channel
 	r     *renderer
-	queue *fairQueue // each tenant's, up to queue_size each
+	queue *fairQueue // each tenant's, up to queue_size each, queue_total in all
 	pace  *pacer     // nil: unlimited
 	stats counters
 	// tests makes test messages (Dispatcher.Test) wait for their turn
@@ -55,7 +55,7 @@ type lane struct {
 }
 
 func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
-	return &lane{d: d, ch: ch, r: r, queue: newFairQueue(ch.QueueSize), pace: newPacer(ch.RatePerMinute)}
+	return &lane{d: d, ch: ch, r: r, queue: newFairQueue(ch.QueueSize, ch.QueueTotal), pace: newPacer(ch.RatePerMinute)}
 }
 
 // next waits for the next notification: the tenant's whose turn it is.

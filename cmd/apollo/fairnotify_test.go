@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
@@ -170,5 +171,71 @@ RULE globex_second task_prefix: "globex_b_" ON: failed NOTIFY: hook
 				}
 			}
 		})
+	}
+}
+
+// A channel shared by tenants holds at most queue_total of their
+// notifications together, and past it the tenant with the longest queue
+// overflows, never one with a short queue. Tenant acme's storm of 10 to a
+// slow webhook (queue_size 4, queue_total 6) fills its own queue; then
+// globex's 3 are all kept, and acme's newest is dropped for the third,
+// recorded in acme's delivery record as "channel queue full" and counted
+// in the channel's dropped; globex's record has no drop. Every one kept
+// arrives once the webhook answers. Before, queue_total did not exist:
+// each tenant held queue_size, with nothing bounding the channel.
+func TestChannelQueueTotalOverflowsTheLongestTenantFirst(t *testing.T) {
+	const storm = 10
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	g := newGatedHook(t)
+	d := newDeployment(t, false, g.hook, deployOptions{hook: "    timeout: 5m\n    queue_size: 4\n    queue_total: 6\n", repeat: "1h"})
+	d.start()
+	t.Cleanup(d.logOnFailure)
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_each task_prefix: "%[1]s_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: hook`+"\n", tenant), nil, 200)
+	}
+	d.stormEach("acme", storm)
+	stats := func() (queued, dropped int64) {
+		var sys struct {
+			Notifications struct {
+				Channels map[string]struct{ Queued, Dropped int64 }
+			}
+		}
+		d.do("", "GET", "/api/v1/system", "", &sys, 200)
+		ch := sys.Notifications.Channels["hook"]
+		return ch.Queued, ch.Dropped
+	}
+	// One under way at the gate, 4 queued, 5 past acme's queue_size.
+	eventually(t, time.Minute, "acme's storm handed to the channel", func() bool { q, dr := stats(); return q+dr >= storm })
+	d.stormEach("globex", 3)
+	eventually(t, time.Minute, "globex's handed to the channel", func() bool { q, dr := stats(); return q+dr >= storm+3 })
+	if q, dr := stats(); q != 5+3 || dr != 5+1 {
+		t.Fatalf("queued %d, dropped %d; want 8 (acme's 5, globex's 3) and 6 (acme's 5 past its queue, 1 for the channel's total)", q, dr)
+	}
+	drops := func(tenant string) map[string]int {
+		var list apiclient.AttemptList
+		d.do(tenant, "GET", "/api/v1/notifications?channel=hook&limit=100", "", &list, 200)
+		why := map[string]int{}
+		for _, a := range list.Attempts {
+			if a.Outcome == "dropped" {
+				why[a.Error]++
+			}
+		}
+		return why
+	}
+	if got := drops("acme"); got["queue full"] != 5 || got["channel queue full: the longest tenant queue overflows first"] != 1 {
+		t.Fatalf("acme's drops: %v", got)
+	}
+	if got := drops("globex"); len(got) != 0 {
+		t.Fatalf("globex's drops: %v: a short queue lost one for another's storm", got)
+	}
+	got := map[string]int{}
+	for range 4 + 3 {
+		got[g.deliver(t).Alert.Tenant]++
+	}
+	if got["globex"] != 3 || got["acme"] != 4 {
+		t.Fatalf("delivered %v, want globex's 3 and acme's 4 (one under way, 3 queued)", got)
 	}
 }

@@ -54,7 +54,7 @@ func typeOf[C any, N notify.Notifier](newNotifier func(C, notify.NotifierOptions
 }
 
 // Settings every channel has, next to its type's own.
-var common = []string{"type", "tenants", "lang", "templates", "rate_per_minute", "timeout", "give_up_after", "queue_size"}
+var common = []string{"type", "tenants", "lang", "templates", "rate_per_minute", "timeout", "give_up_after", "queue_size", "queue_total"}
 
 // Types lists the channel types Build knows.
 func Types() []string { return slices.Sorted(maps.Keys(types)) }
@@ -125,6 +125,8 @@ func decodeCommon(raw map[string]any, typ string, ch *notify.Channel) error {
 			err = decodeValue(k, v, &ch.RatePerMinute)
 		case "queue_size":
 			err = decodeValue(k, v, &ch.QueueSize)
+		case "queue_total":
+			err = decodeValue(k, v, &ch.QueueTotal)
 		case "timeout":
 			ch.Timeout, err = decodeDuration(k, v)
 		case "give_up_after":

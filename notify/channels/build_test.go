@@ -61,6 +61,7 @@ rate_per_minute: 0
 timeout: 5s
 give_up_after: 600
 queue_size: 50
+queue_total: 400
 templates:
   firing: "{{.Alert.Rule}}"
 `)
@@ -69,7 +70,7 @@ templates:
 		t.Fatal(err)
 	}
 	if ch.Lang != "zh-CN" || ch.RatePerMinute != 0 || ch.Timeout != 5*time.Second || ch.GiveUpAfter != 10*time.Minute ||
-		ch.QueueSize != 50 || ch.Templates[apollo.NotifyFiring] != "{{.Alert.Rule}}" {
+		ch.QueueSize != 50 || ch.QueueTotal != 400 || ch.Templates[apollo.NotifyFiring] != "{{.Alert.Rule}}" {
 		t.Fatalf("%+v", ch)
 	}
 }
