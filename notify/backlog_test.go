@@ -180,3 +180,35 @@ func TestOwedAfterARestartIsABacklog(t *testing.T) {
 		})
 	}
 }
+
+// A backlog longer than the first round of rendering a digest is folded
+// whole on a channel people read.
+func TestBacklogDigestHoldsEveryOneWaiting(t *testing.T) {
+	t.Parallel()
+	const owed = 150
+	path := t.TempDir() + "/outbox.jsonl"
+	ob := openOutbox(t, path)
+	for i := range owed {
+		n := note("a"+strconv.Itoa(i), "k"+strconv.Itoa(i), "out")
+		n.Alert.Tenant = tenants2[i%2]
+		if _, err := ob.Owe("out", t0, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ob.Close()
+	ob = openOutbox(t, path)
+	clk := apollo.NewFakeClock(t0.Add(time.Minute))
+	s := newSink(clk)
+	d, err := NewDispatcher([]Channel{{Name: "out", Type: TypeEmail, Notifier: s, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: newWatchLog(), Location: time.UTC, Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	if r := s.next(t); len(r.m.Digest) != owed {
+		t.Fatalf("a digest of %d, want all %d", len(r.m.Digest), owed)
+	}
+}

@@ -182,17 +182,12 @@ func (l *lane) compose(batch []item, backlog bool) (*Message, []item) {
 	if len(batch) == 1 {
 		return l.render(batch[0].n, nil), batch
 	}
-	items := make([]*Message, len(batch))
-	for i, it := range batch {
-		items[i] = l.render(it.n, nil)
-	}
-	if c, ok := l.ch.Notifier.(DigestCarrier); ok {
-		if k := min(max(c.CarriesInDigest(items), 1), len(items)); k < len(items) {
-			l.queue.putBack(batch[k:])
-			batch, items = batch[:k], items[:k]
-			if k == 1 {
-				return items[0], batch
-			}
+	items := l.renderItems(batch)
+	if k := len(items); k < len(batch) {
+		l.queue.putBack(batch[k:])
+		batch = batch[:k]
+		if k == 1 {
+			return items[0], batch
 		}
 	}
 	for _, it := range batch {
@@ -203,6 +198,31 @@ func (l *lane) compose(batch []item, backlog bool) (*Message, []item) {
 		n.DedupKey = DigestBacklog
 	}
 	return l.render(n, items), batch
+}
+
+// renderItems renders the messages of a digest of batch: all of them, or,
+// for a DigestCarrier, the first that one message carries. Those it
+// renders in rounds that double, so that a backlog of thousands waiting
+// for a webhook's turn costs about what one digest carries each turn.
+func (l *lane) renderItems(batch []item) []*Message {
+	c, ok := l.ch.Notifier.(DigestCarrier)
+	first := len(batch)
+	if ok {
+		first = min(first, 64)
+	}
+	items := make([]*Message, 0, len(batch))
+	for want := first; ; want = min(2*want, len(batch)) {
+		for _, it := range batch[len(items):want] {
+			items = append(items, l.render(it.n, nil))
+		}
+		if !ok {
+			return items
+		}
+		if k := min(max(c.CarriesInDigest(items), 1), len(items)); k < len(items) || want == len(batch) {
+			clear(items[k:]) // what is put back is rendered again on its turn
+			return items[:k]
+		}
+	}
 }
 
 func (l *lane) render(n apollo.Notification, items []*Message) *Message {
