@@ -256,11 +256,26 @@ func (b *browser) until(what, expr string) {
 	}
 }
 
+// maxShotHeight is the tallest page screenshot keeps whole, in CSS pixels.
+const maxShotHeight = 4000
+
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	// A page of a thousand rows is tens of thousands of pixels tall: its
+	// full-page PNG took Chromium past the timeout on a loaded machine
+	// (TestManyTasksInBrowser in CI), and nobody reads it whole. Past
+	// maxShotHeight only what the window shows is kept.
+	height, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollHeight`))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	shot := chromedp.FullScreenshot(100)
+	if height > maxShotHeight {
+		shot = chromedp.CaptureScreenshot()
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}

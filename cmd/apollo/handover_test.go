@@ -70,7 +70,7 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 	}
 	d.crash()
 	awaitTenants(t, h, "firing", want)
-	d.awaitResolvedPastDedup()
+	d.awaitResolvedPastDedup(want)
 	d.crash()
 	d.onlySentinelsTold(h) // fails on a second notification of what was told after the first restart
 }

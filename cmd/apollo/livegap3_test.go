@@ -56,7 +56,7 @@ func TestThreeProcessFailureAcceptedJustBeforeABusKillIsTold(t *testing.T) {
 	})
 	d.crash()
 	awaitTenants(t, h, "firing", want)
-	d.awaitResolvedPastDedup()
+	d.awaitResolvedPastDedup(want)
 	d.crash()
 	d.onlySentinelsTold(h) // fails on a second notification of the failures told after the first restart
 }
@@ -76,8 +76,7 @@ func TestThreeProcessFailuresWhileTheAlertProcessIsDownAreTold(t *testing.T) {
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
 	d.putLostRules()
-	d.onlySentinelsTold(h) // the alert process hears the bus
-	d.awaitResolvedPastDedup()
+	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // the alert process hears the bus
 	sent := d.feedSent()
 	d.alert.kill()
 	want := map[string]string{}
@@ -90,7 +89,7 @@ func TestThreeProcessFailuresWhileTheAlertProcessIsDownAreTold(t *testing.T) {
 	eventually(t, 30*time.Second, "the failures fed to Redis", func() bool { return d.feedSent() >= sent+2*int64(len(tenants)) })
 	d.startAlertWith("")
 	awaitTenants(t, h, "firing", want)
-	d.awaitResolvedPastDedup()
+	d.awaitResolvedPastDedup(want)
 	d.alert.kill()
 	d.startAlertWith("")
 	d.onlySentinelsTold(h)
@@ -137,8 +136,7 @@ func TestThreeProcessHAAlertRestartTellsOnce(t *testing.T) {
 		}
 		return follower != nil
 	})
-	d.onlySentinelsTold(h) // both hear the bus; the dedup lock tells each once
-	d.awaitResolvedPastDedup()
+	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // both hear the bus; the dedup lock tells each once
 	follower.kill()
 	want := map[string]string{}
 	for _, tenant := range tenants {
