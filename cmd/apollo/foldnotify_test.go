@@ -102,60 +102,16 @@ func (ms *mailServer) next(t *testing.T) (subject, text string) {
 // storm of mails after every outage); the fold tried once for every
 // channel (8c21b01) cut the webhook's digest at 100 notifications.
 func TestBacklogAfterAnOutageIsOneMailButEachWebhook(t *testing.T) {
-	const jobs = 8
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	t.Parallel()
-	ms := startMailServer(t)
-	ms.down.Store(true)
-	h, hookDown, _ := downHook(t)
-	d := newDeployment(t, false, h, deployOptions{repeat: "1h", hook: fmt.Sprintf(
-		"  mail:\n    type: email\n    host: 127.0.0.1\n    port: %d\n    tls: none\n    from: alerts@example.com\n    to: [oncall@example.com]\n    tenants: [\"*\"]\n", ms.port)})
-	d.start()
-	t.Cleanup(d.logOnFailure)
-
-	want := map[string]bool{} // tenant/job of every notification
-	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_each task_prefix: "%[1]s_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: mail, hook`+"\n", tenant), nil, 200)
-	}
-	for i := range jobs {
-		for _, tenant := range tenants {
-			job := fmt.Sprintf("%s_job_%d", tenant, i)
-			d.fail(tenant, job)
-			want[tenant+"/"+job] = true
-		}
-	}
-	select {
-	case <-ms.refused:
-	case <-time.After(testwait.Timeout(t)):
-		t.Fatal("the mail server was never called")
-	}
-	queued := func(channel string) int64 {
-		var sys struct {
-			Notifications struct {
-				Channels map[string]struct{ Queued int64 }
-			}
-		}
-		d.do("", "GET", "/api/v1/system", "", &sys, 200)
-		return sys.Notifications.Channels[channel].Queued
-	}
-	eventually(t, time.Minute, "every notification handed to both channels", func() bool {
-		return queued("mail") >= 2*jobs && queued("hook") >= 2*jobs
-	})
+	_, ms, h, hookDown, want := backlogWhileBothDown(t)
 	ms.down.Store(false)
 	hookDown.Store(false)
 
 	// The webhook: each notification once, on its own.
-	got := map[string]bool{}
-	for len(got) < len(want) {
-		p := h.await(t, time.Minute, "each notification at the webhook", func(p webhook.ApolloPayload) bool { return !strings.HasPrefix(p.Alert.Rule, "apollo:") })
-		key := p.Alert.Tenant + "/" + p.Alert.Group
-		if p.Kind != "firing" || !want[key] || got[key] {
-			t.Fatalf("the webhook got a %s of %s (told before: %v): want each firing once, none folded", p.Kind, key, got[key])
-		}
-		got[key] = true
-	}
+	eachAtTheWebhookOnce(t, h, want)
 	// The mail: the one retried, then one mail of the rest.
 	first, _ := ms.next(t)
 	subject, text := ms.next(t)
@@ -180,20 +136,46 @@ func TestBacklogAfterAnOutageIsOneMailButEachWebhook(t *testing.T) {
 // lane had seen no failure of its own, so the mail channel sent what it
 // owed one mail each, in a row.
 func TestOwedAfterARestartIsOneMailButEachWebhook(t *testing.T) {
-	const jobs = 8
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	t.Parallel()
-	ms := startMailServer(t)
+	d, ms, h, hookDown, want := backlogWhileBothDown(t)
+	d.api.kill()
+	ms.down.Store(false)
+	hookDown.Store(false)
+	d.start()
+
+	// The mail: one, of every one owed.
+	subject, text := ms.next(t)
+	if wantSubject := fmt.Sprintf("%d notifications", len(want)); subject != wantSubject {
+		t.Fatalf("the first mail after the restart is %q, want %q: what was owed folded into one\n%s", subject, wantSubject, text)
+	}
+	for key := range want {
+		if job := key[strings.Index(key, "/")+1:]; !strings.Contains(text, job) {
+			t.Errorf("%s is not in the mail:\n%s", key, text)
+		}
+	}
+	// The webhook: each notification once, on its own.
+	eachAtTheWebhookOnce(t, h, want)
+}
+
+// backlogWhileBothDown starts a server with a mail channel and a webhook,
+// both down, and fails 8 jobs of each tenant under a rule that
+// notifies both, until every notification waits in both channels' queues.
+// want holds tenant/job of each.
+func backlogWhileBothDown(t *testing.T) (d *deployment, ms *mailServer, h *hook, hookDown *atomic.Bool, want map[string]bool) {
+	t.Helper()
+	const jobs = 8 // of each tenant
+	ms = startMailServer(t)
 	ms.down.Store(true)
-	h, hookDown, _ := downHook(t)
-	d := newDeployment(t, false, h, deployOptions{repeat: "1h", hook: fmt.Sprintf(
+	h, hookDown, _ = downHook(t)
+	d = newDeployment(t, false, h, deployOptions{repeat: "1h", hook: fmt.Sprintf(
 		"  mail:\n    type: email\n    host: 127.0.0.1\n    port: %d\n    tls: none\n    from: alerts@example.com\n    to: [oncall@example.com]\n    tenants: [\"*\"]\n", ms.port)})
 	d.start()
 	t.Cleanup(d.logOnFailure)
 
-	want := map[string]bool{} // tenant/job of every notification
+	want = map[string]bool{} // tenant/job of every notification
 	for _, tenant := range tenants {
 		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_each task_prefix: "%[1]s_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: mail, hook`+"\n", tenant), nil, 200)
 	}
@@ -221,22 +203,13 @@ func TestOwedAfterARestartIsOneMailButEachWebhook(t *testing.T) {
 	eventually(t, time.Minute, "every notification handed to both channels", func() bool {
 		return queued("mail") >= 2*jobs && queued("hook") >= 2*jobs
 	})
-	d.api.kill()
-	ms.down.Store(false)
-	hookDown.Store(false)
-	d.start()
+	return d, ms, h, hookDown, want
+}
 
-	// The mail: one, of every one owed.
-	subject, text := ms.next(t)
-	if wantSubject := fmt.Sprintf("%d notifications", len(want)); subject != wantSubject {
-		t.Fatalf("the first mail after the restart is %q, want %q: what was owed folded into one\n%s", subject, wantSubject, text)
-	}
-	for key := range want {
-		if job := key[strings.Index(key, "/")+1:]; !strings.Contains(text, job) {
-			t.Errorf("%s is not in the mail:\n%s", key, text)
-		}
-	}
-	// The webhook: each notification once, on its own.
+// eachAtTheWebhookOnce waits for every notification of want at the
+// webhook, each a firing on its own, none twice, none folded.
+func eachAtTheWebhookOnce(t *testing.T, h *hook, want map[string]bool) {
+	t.Helper()
 	got := map[string]bool{}
 	for len(got) < len(want) {
 		p := h.await(t, time.Minute, "each notification at the webhook", func(p webhook.ApolloPayload) bool { return !strings.HasPrefix(p.Alert.Rule, "apollo:") })
