@@ -41,11 +41,7 @@ func TestNotificationDecidedBeforeAKillIsTold(t *testing.T) {
 	d := newDeployment(t, false, h, deployOptions{})
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
-	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_held task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
-	}
+	d.putLostRules("_held")
 	held := t.TempDir()
 	d.env = []string{"APOLLO_TEST_HOLD_SEND=" + held}
 	d.crash() // the rules are saved; this start holds the notifications

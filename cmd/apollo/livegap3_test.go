@@ -14,14 +14,15 @@ import (
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
-// putLostRules gives each tenant an event rule on <tenant>_lost failures
-// and one on <tenant>_sentinel failures (onlySentinelsTold).
-func (d *deployment) putLostRules() {
+// putLostRules gives each tenant an event rule <tenant><rule> on
+// <tenant>_lost failures and one on <tenant>_sentinel failures
+// (onlySentinelsTold).
+func (d *deployment) putLostRules(rule string) {
 	d.t.Helper()
 	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s%[2]s task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
 RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
+`, tenant, rule), nil, 200)
 	}
 }
 
@@ -41,7 +42,7 @@ func TestThreeProcessFailureAcceptedJustBeforeABusKillIsTold(t *testing.T) {
 	d := newDeployment(t, true, h, deployOptions{})
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
-	d.putLostRules()
+	d.putLostRules("_failed")
 	held := t.TempDir()
 	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + held}
 	d.crash() // the rules are saved; this bus holds the failures
@@ -75,7 +76,7 @@ func TestThreeProcessFailuresWhileTheAlertProcessIsDownAreTold(t *testing.T) {
 	d := newDeployment(t, true, h, deployOptions{})
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
-	d.putLostRules()
+	d.putLostRules("_failed")
 	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // the alert process hears the bus
 	sent := d.feedSent()
 	d.alert.kill()
@@ -119,7 +120,7 @@ func TestThreeProcessHAAlertRestartTellsOnce(t *testing.T) {
 	d := newDeployment(t, true, h, deployOptions{})
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
-	d.putLostRules()
+	d.putLostRules("_failed")
 	cfg := filepath.Join(d.dir, "apollo.yaml")
 	other := startProc(t, "apollo alert ", "alert", "--config", cfg)
 	t.Cleanup(other.kill)

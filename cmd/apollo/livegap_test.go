@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,11 +37,7 @@ func TestFailureAcceptedJustBeforeAKillIsTold(t *testing.T) {
 	d := newDeployment(t, false, h, deployOptions{})
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
-	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
-	}
+	d.putLostRules("_failed")
 	held := t.TempDir()
 	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + held}
 	d.crash() // the rules are saved; this start holds the failures
