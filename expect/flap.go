@@ -1,0 +1,112 @@
+package expect
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// A job watched for flapping (its spec's Flapping) keeps its latest
+// outcomes and when they switched between success and failure; it flaps
+// while the switches come closer together than the window says.
+
+type flapState struct {
+	// recent are the latest outcomes by the time their runs ended (1
+	// success, -1 failure), at most flapKeep of them: the changes of
+	// different runs reach the evaluator in no set order, and a run that
+	// ended earlier may be told after one that ended later.
+	recent     []outcomeAt
+	switches   timeRing // when the latest switches happened
+	on         bool
+	lastSwitch time.Time
+	stable     *deadline
+}
+
+// outcomeAt is how a run ended (1 success, -1 failure), and when (Unix ns).
+type outcomeAt struct {
+	at int64
+	o  int8
+}
+
+// flapKeep is how many outcomes a job watched for changes switches keeps:
+// enough to count changes switches among runs that alternate, with room
+// for runs that repeat an outcome in between.
+func flapKeep(changes int) int { return 2*changes + 2 }
+
+// remember puts o, ended at at, among the recent outcomes in time order
+// and keeps the latest keep of them. It reports whether o came late: an
+// outcome that ended later was told before it.
+func (f *flapState) remember(o int8, at int64, keep int) (late bool) {
+	i := len(f.recent)
+	for i > 0 && f.recent[i-1].at > at {
+		i--
+	}
+	late = i < len(f.recent)
+	f.recent = slices.Insert(f.recent, i, outcomeAt{at: at, o: o})
+	if extra := len(f.recent) - keep; extra > 0 {
+		f.recent = slices.Delete(f.recent, 0, extra)
+	}
+	return late
+}
+
+// latest is the newest outcome alone (none when there is none yet).
+func (f *flapState) latest() []outcomeAt {
+	if n := len(f.recent); n > 0 {
+		return []outcomeAt{f.recent[n-1]}
+	}
+	return nil
+}
+
+// flapStep counts a switch between success and failure, and starts or
+// prolongs flapping. Outcomes count in the order their runs ended: one
+// told late is put in its place and the switches are counted again over
+// the recent outcomes.
+func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, out []Event) []Event {
+	f, cfg := &j.flap, j.spec.Flapping
+	prev := f.latest()
+	if f.remember(outcome, at.UnixNano(), flapKeep(cfg.Changes)) {
+		f.switches.reset()
+		n := 0
+		for i := 1; i < len(f.recent); i++ {
+			if f.recent[i].o != f.recent[i-1].o {
+				f.lastSwitch = time.Unix(0, f.recent[i].at)
+				f.switches.push(f.lastSwitch)
+				n++
+			}
+		}
+		if n == 0 {
+			return out
+		}
+		at = f.lastSwitch
+	} else {
+		if len(prev) == 0 || prev[0].o == outcome {
+			return out
+		}
+		f.lastSwitch = at
+		f.switches.push(at)
+	}
+	window := cmp.Or(cfg.Window, DefaultFlapWindow)
+	hold := cmp.Or(cfg.Hold, window)
+	switch {
+	case f.on:
+		e.due.set(f.stable, at.Add(hold))
+	case f.switches.within(at, window):
+		f.on = true
+		if f.stable == nil {
+			f.stable = &deadline{kind: dStable, job: j, index: -1}
+		}
+		e.due.set(f.stable, at.Add(hold))
+		out = append(out, Event{Kind: KindFlapping, Tenant: j.tenant, Job: j.name, Slot: at, At: at, Count: 1,
+			Detail: fmt.Sprintf("%d switches between success and failure within %s", cfg.Changes, formatDuration(window))})
+	}
+	return out
+}
+
+// Flapping reports whether job is flapping now.
+func (e *Evaluator) Flapping(tenant, job string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.job(tenant, job)
+	return j != nil && j.flap.on
+}
