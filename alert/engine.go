@@ -295,6 +295,10 @@ type Stats struct {
 	Dropped          int64                     `json:"dropped"`    // event notifications over QueueLen
 	LockErrors       int64                     `json:"lockErrors"` // sent without the lock: it failed or was failing
 	SaveErrors       int64                     `json:"saveErrors"`
+	// Owed: notifications decided (their alerts marked told) and not yet
+	// handed to the Sender. It stays near 0; one that grows means the
+	// dispatcher or the dedup lock does not keep up.
+	Owed int `json:"owed"`
 }
 
 // Stats returns the counters and the alerts by state.
@@ -304,7 +308,7 @@ func (e *Engine) Stats() Stats {
 		LastDuration: time.Duration(e.st.lastDuration.Load()),
 		Sent:         e.st.sent.Load(), Deduped: e.st.deduped.Load(), Silenced: e.st.silenced.Load(), Inhibited: e.st.inhibited.Load(),
 		Dropped: e.st.dropped.Load(), LockErrors: e.st.lockErrors.Load(), SaveErrors: e.st.saveErrors.Load(),
-		Alerts: map[apollo.AlertState]int{},
+		Alerts: map[apollo.AlertState]int{}, Owed: e.owed.len(),
 	}
 	if ns := e.st.lastEval.Load(); ns != 0 {
 		s.LastEvaluation = time.Unix(0, ns)

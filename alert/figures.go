@@ -27,6 +27,8 @@ var (
 		Help: "Notifications sent without the dedup lock because taking it failed."}
 	figSaveErrors = &apollo.Family{Name: "apollo_alert_state_save_errors_total", Kind: apollo.FigureCounter,
 		Help: "Failed saves of the alert state."}
+	figOwed = &apollo.Family{Name: "apollo_alert_notifications_owed", Kind: apollo.FigureGauge,
+		Help: "Notifications decided and not yet handed to the dispatcher (a save keeps them; a restart sends them first)."}
 )
 
 // figureStates are reported even at zero, so a firing-alerts panel or rule
@@ -56,4 +58,5 @@ func (s Stats) Figures(w apollo.FigureWriter) {
 	w.Add(figNotifications, float64(s.Dropped), "dropped")
 	w.Add(figLockErrors, float64(s.LockErrors))
 	w.Add(figSaveErrors, float64(s.SaveErrors))
+	w.Add(figOwed, float64(s.Owed))
 }

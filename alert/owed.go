@@ -71,6 +71,13 @@ func (o *owedNotes) done(id uint64) {
 	o.mu.Unlock()
 }
 
+// len is how many notifications are owed.
+func (o *owedNotes) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.m)
+}
+
 // list returns what is owed, in the order it was decided.
 func (o *owedNotes) list() []OwedNotification {
 	o.mu.Lock()
