@@ -82,7 +82,7 @@ type spoolPart struct {
 // whose free slots hold files: only a run with their token sends them,
 // and a token rotated or gone never will (apollo exec warns of them).
 func strandedSpools(root, own string) []spoolPart {
-	parts, _ := readSpool(root, own)
+	parts, _ := readSpool(root, own, false)
 	var out []spoolPart
 	for _, p := range parts {
 		if p.Name != own && p.Files > p.heldFiles {
@@ -117,7 +117,7 @@ Exit codes: 0 ok (also when nothing waits), 2 bad flags.`,
 			if err := sf.resolve(); err != nil {
 				return err
 			}
-			parts, err := readSpool(sf.root, spoolPartition(sf.cf.token))
+			parts, err := readSpool(sf.root, spoolPartition(sf.cf.token), true)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

@@ -20,7 +20,7 @@ func leaseSpool(string) (*spoolLease, error) {
 
 func (*spoolLease) release() {}
 
-func readSpool(string, string) ([]spoolPart, error) {
+func readSpool(string, string, bool) ([]spoolPart, error) {
 	return nil, errors.New("spool: needs a Unix system (file locks)")
 }
 

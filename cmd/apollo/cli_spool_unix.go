@@ -107,8 +107,10 @@ func (l *spoolLease) release() {
 }
 
 // readSpool lists the parts of the spool under root that hold events,
-// own (the part of the token in use) first, then by name.
-func readSpool(root, own string) ([]spoolPart, error) {
+// own (the part of the token in use) first, then by name. Counting the
+// events reads every file whole: apollo spool list does, apollo exec's
+// start (strandedSpools) does not, and leaves Events at 0.
+func readSpool(root, own string, countEvents bool) ([]spoolPart, error) {
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -138,7 +140,7 @@ func readSpool(root, own string) ([]spoolPart, error) {
 				held = true
 			}
 			for _, file := range files {
-				n, size, at, err := countSpoolFile(file)
+				n, size, at, err := countSpoolFile(file, countEvents)
 				if err != nil {
 					continue // sent and deleted meanwhile
 				}
@@ -172,9 +174,9 @@ func readSpool(root, own string) ([]spoolPart, error) {
 	return out, nil
 }
 
-// countSpoolFile counts the events (lines) of a spool file, with its size
-// and when it was last written.
-func countSpoolFile(path string) (events int, size int64, at time.Time, err error) {
+// countSpoolFile returns a spool file's size, when it was last written
+// and, with lines, how many events (lines) it holds.
+func countSpoolFile(path string, lines bool) (events int, size int64, at time.Time, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, time.Time{}, err
@@ -183,6 +185,9 @@ func countSpoolFile(path string) (events int, size int64, at time.Time, err erro
 	info, err := f.Stat()
 	if err != nil {
 		return 0, 0, time.Time{}, err
+	}
+	if !lines {
+		return 0, info.Size(), info.ModTime(), nil
 	}
 	buf := make([]byte, 64<<10)
 	for {

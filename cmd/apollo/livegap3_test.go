@@ -34,32 +34,7 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 // alert processes (docs/architecture.md, "What the event rules had not
 // heard of is news after a crash").
 func TestThreeProcessFailureAcceptedJustBeforeABusKillIsTold(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
-	d.putLostRules("_failed")
-	held := t.TempDir()
-	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + held}
-	d.crash() // the rules are saved; this bus holds the failures
-	want := map[string]string{}
-	for _, tenant := range tenants {
-		d.fail(tenant, tenant+"_lost") // answered accepted
-		want[tenant] = tenant + "_failed"
-	}
-	eventually(t, 30*time.Second, "both failures held before the change feed", func() bool {
-		files, _ := os.ReadDir(held)
-		return len(files) == len(tenants)
-	})
-	d.crash()
-	awaitTenants(t, h, "firing", want)
-	d.awaitResolvedPastDedup(want)
-	d.crash()
-	d.onlySentinelsTold(h) // fails on a second notification of the failures told after the first restart
+	failureHeldBeforeTheKillIsToldOnce(t, true, "the change feed")
 }
 
 // Three processes: failures the bus applies while the alert process is

@@ -29,25 +29,34 @@ func (h holdFailed) Apply(c *apollo.Change) {
 // never did: its ON: failed rule never fired (docs/architecture.md,
 // "Replay rebuilds state; it is not news").
 func TestFailureAcceptedJustBeforeAKillIsTold(t *testing.T) {
+	failureHeldBeforeTheKillIsToldOnce(t, false, "the event rules")
+}
+
+// failureHeldBeforeTheKillIsToldOnce holds each tenant's failure between
+// its acceptance and the event rules (before, in the three-process mode,
+// the change feed: held names where), kills every process, and expects
+// the failure told once after the restart and not again after a second
+// kill -9.
+func failureHeldBeforeTheKillIsToldOnce(t *testing.T, threeProcesses bool, held string) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	t.Parallel()
 	h := newHook(t)
-	d := newDeployment(t, false, h, deployOptions{})
+	d := newDeployment(t, threeProcesses, h, deployOptions{})
 	d.start()
 	t.Cleanup(func() { d.logOnFailure() })
 	d.putLostRules("_failed")
-	held := t.TempDir()
-	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + held}
+	dir := t.TempDir()
+	d.env = []string{"APOLLO_TEST_HOLD_FAILED=" + dir}
 	d.crash() // the rules are saved; this start holds the failures
 	want := map[string]string{}
 	for _, tenant := range tenants {
 		d.fail(tenant, tenant+"_lost") // answered accepted
 		want[tenant] = tenant + "_failed"
 	}
-	eventually(t, 30*time.Second, "both failures held before the event rules", func() bool {
-		files, _ := os.ReadDir(held)
+	eventually(t, 30*time.Second, "both failures held before "+held, func() bool {
+		files, _ := os.ReadDir(dir)
 		return len(files) == len(tenants)
 	})
 	d.crash()
