@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"math"
 
 	"github.com/apollo-11/apollo"
@@ -32,6 +33,26 @@ type liveMark struct {
 	below atomic.Int64
 	above atomic.Int64
 	mark  atomic.Uint64
+	moved chan struct{} // closed when the mark moves (Settle); with mu
+}
+
+// setMark moves the mark to lsn and wakes whoever waits for it to move
+// (Settle); l.mu is held.
+func (l *liveMark) setMark(lsn uint64) {
+	if l.mark.Swap(lsn) != lsn && l.moved != nil {
+		close(l.moved)
+		l.moved = nil
+	}
+}
+
+// movedChan returns a channel closed when the mark next moves.
+func (l *liveMark) movedChan() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.moved == nil {
+		l.moved = make(chan struct{})
+	}
+	return l.moved
 }
 
 // start sets the mark at lsn, the last record replayed: the live observers
@@ -62,7 +83,7 @@ func (l *liveMark) delivered(batch []*apollo.Change) {
 	}
 	l.above.Add(below - int64(len(batch)))
 	if l.below.Add(-below) == 0 {
-		l.mark.Store(l.bound)
+		l.setMark(l.bound)
 	}
 	l.mu.Unlock()
 }
@@ -78,7 +99,7 @@ func (l *liveMark) next(lsn uint64) {
 	l.bound = lsn
 	l.below.Store(l.above.Swap(0))
 	if l.below.Load() == 0 {
-		l.mark.Store(lsn)
+		l.setMark(lsn)
 	}
 }
 
@@ -103,6 +124,32 @@ func (b *Bus) LiveWatermark() uint64 {
 		b.pause.Unlock()
 	}
 	return l.mark.Load()
+}
+
+// Settle returns once every change decided before the call has been
+// handed to the observers (Options.Observers and Live), or with ctx's
+// error: what an answer built from the observers' state (the learner's
+// proposals) waits for, so that a reader sees the events the bus
+// accepted before it asked. It follows the live mark when the bus keeps
+// one (a busy bus does not hold it back: later changes do not extend the
+// wait), and waits for the delivery queue to drain otherwise.
+func (b *Bus) Settle(ctx context.Context) error {
+	l := &b.live
+	if !l.on {
+		return b.WaitDrained(ctx)
+	}
+	want := b.lsn.Load()
+	for {
+		moved := l.movedChan()
+		if b.LiveWatermark() >= want {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // ReplayLiveAfter makes the replay (Replay, NewReplayer) hand the changes

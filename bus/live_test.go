@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -178,4 +179,64 @@ func TestReplayHandsLiveObserversTheChangesAboveTheMark(t *testing.T) {
 
 func sameSet(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
+// TestSettleWaitsForWhatWasAcceptedBeforeIt: Settle returns only once
+// the changes accepted before it reached the observers, so that an answer
+// built from an observer's state (the learner's proposals) includes them.
+// Before, a GET right after a POST could be answered before the
+// observers had seen the POST's events (TestProposalsAreBounded in
+// cmd/apollo saw four of seven jobs).
+func TestSettleWaitsForWhatWasAcceptedBeforeIt(t *testing.T) {
+	t.Parallel()
+	h := &holder{task: "a1", held: make(chan struct{}), release: make(chan struct{}), others: make(chan string, 8)}
+	seen := &copier{}
+	f := newFixture(t, func(o *Options) { o.Live, o.Observers = []Observer{h}, []Observer{seen} })
+	f.publish(t, ev("b1", 1, apollo.StatusFailed))
+	if got := <-h.others; got != "b1" {
+		t.Fatalf("delivered %s, want b1", got)
+	}
+	if err := f.bus.Settle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, ev("a1", 1, apollo.StatusFailed)) // held by the live observer
+	<-h.held
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 3 {
+		if err := f.bus.Settle(gone); err == nil {
+			t.Fatal("Settle returned while a change accepted before it was held")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.bus.Settle(t.Context()) }()
+	close(h.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(seen.seen()); got != "[b1:failed@1 a1:failed@2]" {
+		t.Fatalf("after Settle the observer saw %s, want b1 and a1", got)
+	}
+}
+
+// Without a log (no live mark) Settle waits for the delivery queue.
+func TestSettleWithoutALog(t *testing.T) {
+	t.Parallel()
+	h := &holder{task: "a1", held: make(chan struct{}), release: make(chan struct{}), others: make(chan string, 8)}
+	f := newFixture(t, func(o *Options) { o.Log, o.Observers = nil, []Observer{h} })
+	b := f.bus
+	out := make([]Outcome, 1)
+	if err := b.Publish(t.Context(), []apollo.Event{ev("a1", 1, apollo.StatusFailed)}, out); err != nil || out[0].Result != Accepted {
+		t.Fatal(out, err)
+	}
+	<-h.held
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.Settle(gone); err == nil {
+		t.Fatal("Settle returned while a change was held")
+	}
+	close(h.release)
+	if err := b.Settle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -131,7 +131,11 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 		b.WriteByte(']')
 		report(t, srv.addr, x.tokens[tenant], b.String())
 	}
-	// The learner keeps the two plain jobs, one per tenant, and says so.
+	// The learner keeps the two plain jobs, one per tenant, and says so
+	// (once it has heard of the runs: asking for proposals waits for that).
+	if _, err := x.client(t, srv, "").Suggestions(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
 	req, _ := http.NewRequest("GET", "http://"+srv.addr+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+x.tokens[""])
 	resp, err := http.DefaultClient.Do(req)
