@@ -24,9 +24,8 @@ type Expectations interface {
 	// Suggestions are the learner's proposals: for job, or for the first
 	// limit jobs by name that have one when job is "", with More set when
 	// further jobs have one. It stops at the first job past limit that has
-	// one; jobs without a proposal before it are still looked at. The
-	// proposals include what the bus accepted before the call.
-	Suggestions(ctx context.Context, tenant, job string, limit int) apiclient.SuggestionList
+	// one; jobs without a proposal before it are still looked at.
+	Suggestions(tenant, job string, limit int) apiclient.SuggestionList
 	// AcceptSuggestion makes the proposal for job the job's expectation;
 	// false when there is none.
 	AcceptSuggestion(ctx context.Context, tenant, job string) (bool, error)
@@ -106,7 +105,8 @@ func (s *Server) listSuggestions(w http.ResponseWriter, r *http.Request, p *Prin
 	if err != nil {
 		return err
 	}
-	list := x.Suggestions(r.Context(), p.Tenant, r.URL.Query().Get("job"), limit)
+	s.settle(r.Context()) // the learner has heard of the runs reported before
+	list := x.Suggestions(p.Tenant, r.URL.Query().Get("job"), limit)
 	if list.Suggestions == nil {
 		list.Suggestions = []apiclient.Suggestion{}
 	}
@@ -120,6 +120,7 @@ func (s *Server) acceptSuggestion(w http.ResponseWriter, r *http.Request, p *Pri
 		return err
 	}
 	job := r.PathValue("name")
+	s.settle(r.Context())
 	ok, err := x.AcceptSuggestion(r.Context(), p.Tenant, job)
 	if err != nil {
 		return err

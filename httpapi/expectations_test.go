@@ -36,7 +36,7 @@ func (m *memExpectations) PutExpectations(_ context.Context, tenant string, src 
 	return nil, nil
 }
 
-func (m *memExpectations) Suggestions(_ context.Context, tenant, job string, limit int) apiclient.SuggestionList {
+func (m *memExpectations) Suggestions(tenant, job string, limit int) apiclient.SuggestionList {
 	return apiclient.SuggestionList{Suggestions: []apiclient.Suggestion{{Job: "job", Describe: "every 5m", Every: "5m0s"}}}
 }
 

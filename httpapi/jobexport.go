@@ -37,7 +37,7 @@ type exportedJob struct {
 }
 
 func (s *Server) jobExposition(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	src, err := s.healthSource()
+	src, err := s.healthSource(r)
 	if err != nil {
 		return err
 	}

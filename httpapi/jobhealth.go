@@ -83,8 +83,11 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
-func (s *Server) healthSource() (JobHealthSource, error) {
+// healthSource returns the jobs' health, once it includes what the bus
+// accepted before r (settle).
+func (s *Server) healthSource(r *http.Request) (JobHealthSource, error) {
 	if h, ok := s.opts.Metrics.(JobHealthSource); ok {
+		s.settle(r.Context())
 		return h, nil
 	}
 	return nil, &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process keeps no job health",
@@ -151,7 +154,7 @@ func (s *Server) board(src JobHealthSource, tenant string, q healthQuery) *apicl
 }
 
 func (s *Server) jobsHealth(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	src, err := s.healthSource()
+	src, err := s.healthSource(r)
 	if err != nil {
 		return err
 	}

@@ -49,16 +49,45 @@ func duration(r *http.Request, name string, def time.Duration) (time.Duration, e
 	return d, nil
 }
 
-func (s *Server) metricsStore() (MetricsStore, error) {
+// metricsStore returns the metrics, once they include what the bus
+// accepted before r (settle).
+func (s *Server) metricsStore(r *http.Request) (MetricsStore, error) {
 	if s.opts.Metrics == nil {
 		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process keeps no metrics", Hint: "ask the bus or the all-in-one server"}
 	}
+	s.settle(r.Context())
 	return s.opts.Metrics, nil
+}
+
+// settler is a bus whose observers (the metrics, the jobs' health, the
+// learner) can be waited for: bus.Bus, in the all-in-one server and the
+// bus process. The processes that read these from Redis or another node
+// have nothing to wait for here.
+type settler interface {
+	Settle(ctx context.Context) error
+}
+
+// settleFor bounds how long a read waits for the bus's observers to hear
+// of what it accepted before the read; past it (observers far behind, an
+// overloaded server) the read answers with what they have.
+const settleFor = 2 * time.Second
+
+// settle waits, at most settleFor, until the bus's observers have heard
+// of every change it decided before the call: a read right after a
+// report includes the report.
+func (s *Server) settle(ctx context.Context) {
+	b, ok := s.opts.Bus.(settler)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, settleFor)
+	defer cancel()
+	b.Settle(ctx) // a timeout answers with what the observers have
 }
 
 // listMetrics answers a summary row per job over a window.
 func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	store, err := s.metricsStore()
+	store, err := s.metricsStore(r)
 	if err != nil {
 		return err
 	}
@@ -138,7 +167,7 @@ func seriesOf(pts []apollo.Point, window, step time.Duration) apiclient.Series {
 
 // jobMetrics answers one job's series, for charts.
 func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	store, err := s.metricsStore()
+	store, err := s.metricsStore(r)
 	if err != nil {
 		return err
 	}
@@ -161,7 +190,7 @@ func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal
 // prefixSeries answers the series of every job under a prefix added up:
 // the charts of the overview.
 func (s *Server) prefixSeries(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	store, err := s.metricsStore()
+	store, err := s.metricsStore(r)
 	if err != nil {
 		return err
 	}

@@ -94,9 +94,6 @@ type expectBus interface {
 	RecordMissed(ctx context.Context, ms []bus.Missed) ([]bool, error)
 	TimeOut(tenant, taskID string) bool
 	Mark(tenant, taskID string, kind apollo.Kind, reason string) bool
-	// Settle returns once the changes accepted before the call reached
-	// the observers (the learner among them).
-	Settle(ctx context.Context) error
 }
 
 var (

@@ -65,11 +65,8 @@ func (x *expectations) PutExpectations(ctx context.Context, tenant string, src [
 }
 
 // Suggestions implements httpapi.Expectations. Start times are read in
-// the job's zone (zone). It first lets the learner hear of the runs the
-// bus accepted before the call (up to settleFor): a proposal asked for
-// right after a report includes it.
-func (x *expectations) Suggestions(ctx context.Context, tenant, job string, limit int) apiclient.SuggestionList {
-	x.settle(ctx)
+// the job's zone (zone).
+func (x *expectations) Suggestions(tenant, job string, limit int) apiclient.SuggestionList {
 	jobs := []string{job}
 	if job == "" {
 		jobs = x.learn.Jobs(tenant)
@@ -162,7 +159,6 @@ func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string)
 	if err := expect.CheckJob(job); err != nil {
 		return true, err // not "no proposal yet": there never will be one
 	}
-	x.settle(ctx)
 	p, ok := x.learn.Suggest(tenant, job, x.zones(tenant)(job))
 	if !ok {
 		return false, nil
@@ -195,21 +191,4 @@ func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string)
 		return true, err
 	}
 	return true, x.putHeld(ctx, tenant, set.Marshal())
-}
-
-// settleFor bounds how long a read of the learner waits for the bus to
-// deliver what it accepted before the read: past it (a bus whose
-// observers fall far behind) the answer is the learner's state as it is.
-const settleFor = 2 * time.Second
-
-// settle waits, up to settleFor, until the changes the bus accepted
-// before the call reached the learner. The API serves after start has
-// set x.bus; before it there is nothing to wait for.
-func (x *expectations) settle(ctx context.Context) {
-	if x.bus == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, settleFor)
-	defer cancel()
-	x.bus.Settle(ctx) // a timeout answers with what the learner has
 }

@@ -120,9 +120,6 @@ func (f *fakeExpectBus) Mark(tenant, taskID string, kind apollo.Kind, reason str
 	return true
 }
 
-// Settle: the tests hand the expectations their changes directly.
-func (f *fakeExpectBus) Settle(context.Context) error { return nil }
-
 // change is a bus change of one run from prev to st.
 func change(tenant, job, id string, prev, st apollo.Status, started, finished time.Time) *apollo.Change {
 	c := &apollo.Change{Prev: apollo.Before{Name: job, Status: prev},
@@ -321,16 +318,16 @@ expectations:
 			x.Apply(change(tenant, "nightly", fmt.Sprintf("n%d", i), apollo.StatusNone, apollo.StatusSuccess, start, start.Add(time.Minute+time.Duration(i)*time.Second)))
 		}
 	}
-	if got := x.Suggestions(t.Context(), "", "", 1000).Suggestions; len(got) != 0 {
+	if got := x.Suggestions("", "", 1000).Suggestions; len(got) != 0 {
 		t.Fatalf("the default tenant has proposals: %+v", got)
 	}
-	got := x.Suggestions(t.Context(), "acme", "", 1000).Suggestions
+	got := x.Suggestions("acme", "", 1000).Suggestions
 	if len(got) != 1 || got[0].Job != "nightly" || got[0].Describe != "daily at 02:00" || got[0].Schedule != "0 2 * * *" ||
 		got[0].Timezone != "Europe/Berlin" || got[0].MaxRuntime == "" {
 		t.Fatalf("acme: %+v", got)
 	}
 	// 02:00 in Berlin in November is 01:00 UTC.
-	if got := x.Suggestions(t.Context(), "zoneless", "nightly", 1000).Suggestions; len(got) != 1 || got[0].Schedule != "0 1 * * *" || got[0].Timezone != "UTC" {
+	if got := x.Suggestions("zoneless", "nightly", 1000).Suggestions; len(got) != 1 || got[0].Schedule != "0 1 * * *" || got[0].Timezone != "UTC" {
 		t.Fatalf("a tenant without schedules: %+v", got)
 	}
 	if ok, err := x.AcceptSuggestion(context.Background(), "acme", "other"); ok || err != nil {
@@ -409,7 +406,7 @@ func TestSuggestReadsAJobInItsOwnSchedulesZone(t *testing.T) {
 		}
 	}
 	for tenant, j := range job {
-		got := x.Suggestions(t.Context(), tenant, j, 1000).Suggestions
+		got := x.Suggestions(tenant, j, 1000).Suggestions
 		if len(got) != 1 || got[0].Schedule != "0 2 * * *" || got[0].Timezone != "UTC" {
 			t.Fatalf("%s: %+v, want 0 2 * * * in UTC", tenant, got)
 		}
