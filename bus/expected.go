@@ -54,6 +54,7 @@ func MissedSlot(taskID string) (time.Time, bool) {
 type Missed struct {
 	Tenant, Job string
 	Slot        time.Time
+	Detail      string // why, for people: the missed-start record's reason
 }
 
 // RecordMissed records that each run in ms did not start: a pending run
@@ -61,7 +62,8 @@ type Missed struct {
 // job's history and metrics (missed). The runs are published together,
 // so that one fsync covers them all; it returns once they are durable. A
 // slot recorded before is not recorded again: fresh[i] says whether ms[i]
-// was recorded by this call.
+// was recorded by this call. A slot recorded before but not yet marked (a
+// crash between the two records) is marked now, and not fresh.
 func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err error) {
 	evs := make([]apollo.Event, len(ms))
 	for i, m := range ms {
@@ -79,8 +81,7 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 		switch o.Result {
 		case Accepted:
 			fresh[i] = true
-		case Duplicate:
-			continue // recorded, and marked, before
+		case Duplicate: // recorded before; the mark below is taken once
 		default:
 			errs = append(errs, fmt.Errorf("bus: recording the missed run of %s: %s: %w", ms[i].Job, o.Result, o.Err))
 			continue
@@ -91,7 +92,7 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 			func(t *task) apollo.Record {
 				return apollo.Record{
 					Event: apollo.Event{TaskID: ev.TaskID, Tenant: ev.Tenant, Name: t.name, Sequence: t.seq, Status: apollo.StatusPending, Ts: now},
-					Kind:  apollo.KindMissedStart, ReceivedAt: now,
+					Kind:  apollo.KindMissedStart, ReceivedAt: now, Reason: ms[i].Detail,
 				}
 			}) {
 			b.stats.missedStarts.Add(1)

@@ -241,3 +241,40 @@ func TestMarkRecordsAFindingOnTheRun(t *testing.T) {
 
 	check(f.replayed(t, nil), "after replay")
 }
+
+// A missed run recorded but not yet marked when the process died (the
+// pending run is in the log, its missed-start record is not) is marked
+// when the slot is judged again after the restart, with the finding's
+// words, and not fresh (the run was recorded before); each tenant's own.
+// Before, RecordMissed took the duplicate for "recorded and marked" and
+// the run never got its mark: no ON: missed, no missed in the metrics.
+func TestRecordMissedMarksARunRecordedButNotMarked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	slot := t0.Add(-10 * time.Minute)
+	for _, tenant := range []string{"", "acme"} {
+		at := slot.UnixMilli()
+		evs := []apollo.Event{{TaskID: MissedRunID("nightly", slot), Tenant: tenant, Name: "nightly", Sequence: 1, Status: apollo.StatusPending, Ts: at, ScheduledAt: at}}
+		out := make([]Outcome, 1)
+		if err := f.bus.publish(t.Context(), evs, out, true); err != nil || out[0].Result != Accepted {
+			t.Fatal(out, err) // the first of RecordMissed's two records
+		}
+		fresh, err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: tenant, Job: "nightly", Slot: slot, Detail: "no run started by 02:05 (" + tenant + ")"}})
+		if err != nil || fresh[0] {
+			t.Fatalf("tenant %q: %v %v, want recorded before", tenant, fresh, err)
+		}
+		task, err := f.bus.Get(tenant, MissedRunID("nightly", slot))
+		if err != nil || task == nil || !task.Late || len(task.History) != 2 {
+			t.Fatalf("tenant %q: %+v %v, want the run late with its mark", tenant, task, err)
+		}
+		if r := task.History[1]; r.Kind != apollo.KindMissedStart || r.Reason != "no run started by 02:05 ("+tenant+")" {
+			t.Fatalf("tenant %q: the mark %+v", tenant, r)
+		}
+		if _, err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: tenant, Job: "nightly", Slot: slot}}); err != nil {
+			t.Fatal(err)
+		}
+		if task, _ := f.bus.Get(tenant, MissedRunID("nightly", slot)); len(task.History) != 2 {
+			t.Fatalf("tenant %q: marked again: %+v", tenant, task.History)
+		}
+	}
+}

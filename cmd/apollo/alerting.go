@@ -182,9 +182,20 @@ func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, dis
 	return loader, nil
 }
 
+// observers: the engine hears the changes live, and the marks job
+// expectations record on runs (a missed run, too_short, too_often) as
+// the occurrences they stand for, as the alert processes do from the
+// change feed (marksFromFeed): a mark the log holds and the engine had not
+// heard of when the process died is replayed to it after the restart, and
+// one it had is passed over by its LSN.
 func (l *localAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Observer) {
-	return []bus.Observer{agg}, []bus.Observer{l.engine}
+	return []bus.Observer{agg}, []bus.Observer{changeFunc(marksFromFeed(l.engine.OccurAt, l.engine.Apply))}
 }
+
+// changeFunc is a function as a bus.Observer.
+type changeFunc func(*apollo.Change)
+
+func (f changeFunc) Apply(c *apollo.Change) { f(c) }
 
 // services are its components in the order they start; they stop in
 // the reverse order (the loader, the engine, then the dispatcher that
@@ -268,7 +279,16 @@ func (l *localAlerting) onRefused(r bus.Refusal) {
 		"Apollo-11 refused events (not stored): "+r.Reason+"; reporters must resend them")
 }
 
-func (l *localAlerting) occur() func(alert.Occurrence) { return l.engine.Occur }
+// occur tells the engine what job expectations find of a job rather
+// than a run (flapping); the rest marks a run, and the engine hears of
+// the mark (observers).
+func (l *localAlerting) occur() func(alert.Occurrence) {
+	return func(o alert.Occurrence) {
+		if o.Kind == rules.OccurrenceFlapping {
+			l.engine.Occur(o)
+		}
+	}
+}
 
 func (l *localAlerting) held() func(redisstore.Held) { return nil }
 

@@ -371,20 +371,26 @@ func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 }
 
 // marksFromFeed makes the marks the bus records for job expectations
-// occurrences of the alert process's engine, before apply sees the
-// change: a missed run (bus.RecordMissed: a run missed:JOB@SLOT, marked
-// as a missed start) is ON: missed, a run marked too short or too often
-// (bus.Mark) ON: too_short or too_often, with the mark's reason. The
-// all-in-one server tells its engine directly, and does not use this.
-// Flapping marks no run: the bus process publishes it as a finding
-// (redisstore.SubscribeFindings).
+// occurrences of an engine, before apply sees the change: a missed run
+// (bus.RecordMissed: a run missed:JOB@SLOT, marked as a missed start) is
+// ON: missed, a run marked too short or too often (bus.Mark) ON:
+// too_short or too_often, each with the mark's reason. The alert
+// processes hear the marks from the change feed, the all-in-one server's
+// engine from its bus (localAlerting.observers): in both, the log is
+// where a finding becomes news, so one the engine had not heard of at a
+// crash is replayed to it, and one it had is passed over by its LSN.
+// Flapping marks no run: the all-in-one tells its engine directly, the
+// bus process publishes it as a finding (redisstore.SubscribeFindings).
 func marksFromFeed(occur func(uint64, alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
 	return func(c *apollo.Change) {
 		switch c.Record.Kind {
 		case apollo.KindMissedStart:
 			if slot, ok := bus.MissedSlot(c.Task.TaskID); ok {
-				occur(c.LSN, alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot,
-					Detail: "no run started (expected " + slot.UTC().Format("2006-01-02 15:04:05 MST") + ")"})
+				detail := c.Record.Reason // the evaluator's words; an older bus wrote none
+				if detail == "" {
+					detail = "no run started (expected " + slot.UTC().Format("2006-01-02 15:04:05 MST") + ")"
+				}
+				occur(c.LSN, alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceMissed, At: slot, Detail: detail})
 			}
 		case apollo.KindTooShort, apollo.KindTooOften: // named as the rules name them
 			kind, _ := rules.ParseOccurrence(c.Record.Kind.String())

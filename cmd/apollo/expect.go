@@ -55,7 +55,8 @@ type expectations struct {
 	heldMoved atomic.Bool
 
 	// live is set once recovery is over: what replayed runs make the
-	// evaluator find was acted on before the restart.
+	// evaluator find was acted on before the restart, unless the log
+	// says it was not (unmarked).
 	live atomic.Bool
 	// checked is up to when expectations were judged (Unix ns), kept in
 	// snapshots: after a restart, the runs expected from then on are
@@ -79,7 +80,11 @@ type expectations struct {
 	own     map[string]int         // how many of them srcs gives (not the jobs file)
 	fromJob []expect.Expectation   // the default tenant's, from the scheduler's jobs file
 	found   []expect.Event         // found by Apply, acted on by the loop
-	seen    struct {
+	// unmarked are the runs the replay found too short or too often and
+	// whose mark (bus.Mark) the log does not hold: found before a crash,
+	// not acted on. start acts on them.
+	unmarked map[runMark]expect.Event
+	seen     struct {
 		mod  time.Time
 		size int64
 	}
@@ -305,6 +310,11 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) e
 // evaluator finds is acted on by the loop, not on the bus's worker.
 func (x *expectations) Apply(c *apollo.Change) {
 	t := &c.Task
+	if k := c.Record.Kind; (k == apollo.KindTooShort || k == apollo.KindTooOften) && !x.live.Load() {
+		x.mu.Lock() // the replay of a mark: what it marks was acted on
+		delete(x.unmarked, runMark{t.Tenant, t.TaskID, k.String()})
+		x.mu.Unlock()
+	}
 	if t.Status == c.Prev.Status || t.Name == "" {
 		return
 	}
@@ -367,7 +377,21 @@ func (x *expectations) nudgeLocked() {
 
 // queueLocked hands evs to the loop; x.mu is held.
 func (x *expectations) queueLocked(evs []expect.Event) {
-	if len(evs) == 0 || !x.live.Load() {
+	if testFindings != nil {
+		testFindings(evs, false)
+	}
+	if len(evs) == 0 {
+		return
+	}
+	if !x.live.Load() {
+		for _, ev := range evs {
+			if ev.Kind == expect.KindTooShort || ev.Kind == expect.KindTooOften {
+				if x.unmarked == nil {
+					x.unmarked = map[runMark]expect.Event{}
+				}
+				x.unmarked[runMark{ev.Tenant, ev.TaskID, ev.Kind.String()}] = ev
+			}
+		}
 		return
 	}
 	x.found = append(x.found, evs...)
@@ -396,7 +420,19 @@ const learnFor = 30 * 24 * time.Hour
 // tickers are armed before it returns.
 func (x *expectations) start(b expectBus, occur func(alert.Occurrence), held func(redisstore.Held)) error {
 	x.bus, x.occur, x.tellHeld = b, occur, held
+	x.mu.Lock()
 	x.live.Store(true)
+	for _, ev := range x.unmarked { // the log has the run, not its mark
+		x.found = append(x.found, ev)
+	}
+	x.unmarked = nil
+	slices.SortFunc(x.found, func(a, b expect.Event) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.TaskID, b.TaskID), cmp.Compare(a.Kind, b.Kind))
+	})
+	if len(x.found) > 0 {
+		x.nudgeLocked()
+	}
+	x.mu.Unlock()
 	return x.group.Start(context.Background(), func(context.Context) error {
 		tick, poll := x.clock.NewTicker(x.every), x.clock.NewTicker(alert.DefaultPollEvery)
 		x.group.Go(func(ctx context.Context) error {
@@ -481,17 +517,29 @@ func (x *expectations) take() []expect.Event {
 	return evs
 }
 
+// runMark names a finding on a run: its tenant, its ID, the finding's
+// kind (as the mark's record names it).
+type runMark struct{ tenant, taskID, kind string }
+
+// testFindings, set by the tests' TestMain in the process they start,
+// sees the findings as Apply queues them (acting false) and as the loop
+// is about to act on them (acting true); it may hold the loop for good.
+var testFindings func(evs []expect.Event, acting bool)
+
 // act does what each finding calls for. The missed runs of one call are
 // recorded together, under one fsync; a missed run recorded before (judged
 // again after a restart) is not told again.
 func (x *expectations) act(evs []expect.Event) {
+	if testFindings != nil && len(evs) > 0 {
+		testFindings(evs, true)
+	}
 	var (
 		missed []bus.Missed
 		at     []int // the index in evs of each missed run
 	)
 	for i, ev := range evs {
 		if ev.Kind == expect.KindMissed {
-			missed, at = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot}), append(at, i)
+			missed, at = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot, Detail: ev.Detail}), append(at, i)
 		}
 	}
 	told := make([]bool, len(evs))

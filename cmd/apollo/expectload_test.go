@@ -135,7 +135,8 @@ func change(tenant, job, id string, prev, st apollo.Status, started, finished ti
 // The runs the bus sees reach the evaluator, per tenant: a run past
 // max_runtime is timed out, a run that succeeded too soon fires
 // too_short (a success reported without a start counts as a start too),
-// and what replay shows before start is not acted on.
+// and what replay shows before start is not acted on when the log holds
+// its mark (acted on before the crash), and is when it does not.
 func TestExpectationsActOnRuns(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -147,14 +148,31 @@ func TestExpectationsActOnRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Replayed before start: not acted on.
-	x.Apply(change("", "j", "old", apollo.StatusNone, apollo.StatusSuccess, t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second)))
+	// Replayed before start with its mark: not acted on.
+	old := change("", "j", "old", apollo.StatusNone, apollo.StatusSuccess, t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second))
+	x.Apply(old)
+	mark := *old
+	mark.Prev.Status, mark.Record.Kind = apollo.StatusSuccess, apollo.KindTooShort
+	x.Apply(&mark)
+	// Replayed without it: found before the crash, never acted on.
+	x.Apply(change("acme", "j", "lost", apollo.StatusNone, apollo.StatusSuccess, t0.Add(-time.Hour), t0.Add(-time.Hour+time.Second)))
 	b := &fakeExpectBus{}
 	occ := make(chan alert.Occurrence, 10)
 	if err := x.start(b, func(o alert.Occurrence) { occ <- o }, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(x.stopLoop)
+	select {
+	case o := <-occ:
+		if o.Tenant != "acme" || o.Kind != rules.OccurrenceTooShort || o.Run != "lost" {
+			t.Fatalf("%+v, want acme's lost run too short", o)
+		}
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("the replayed finding without its mark was not acted on")
+	}
+	b.mu.Lock()
+	b.marked = nil
+	b.mu.Unlock()
 
 	x.Apply(change("acme", "j", "quick", apollo.StatusNone, apollo.StatusSuccess, t0, t0.Add(2*time.Second)))
 	select {

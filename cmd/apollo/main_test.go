@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		if dir := os.Getenv("APOLLO_TEST_HOLD_FAILED"); dir != "" {
 			testHoldLive = holdFailed(dir)
 		}
+		if dir := os.Getenv("APOLLO_TEST_HOLD_FINDINGS"); dir != "" {
+			testFindings = holdFindings(dir).see
+		}
 		if dir := os.Getenv("APOLLO_TEST_HOLD_SEND"); dir != "" {
 			testHoldSend = holdSend(dir).hold
 		}

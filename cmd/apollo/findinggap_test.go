@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/expect"
+)
+
+// holdFindings writes a file named after each run found too short (in
+// dir) as the expectations queue the finding, and holds for good the
+// loop that would act on it: the process is killed between the finding
+// and its mark.
+type holdFindings string
+
+func (h holdFindings) see(evs []expect.Event, acting bool) {
+	held := false
+	for _, ev := range evs {
+		if ev.Kind != expect.KindTooShort {
+			continue
+		}
+		held = true
+		if !acting {
+			os.WriteFile(filepath.Join(string(h), ev.Tenant+"_"+ev.TaskID), nil, 0o600)
+		}
+	}
+	if held && acting {
+		select {}
+	}
+}
+
+// A run found too short just before a kill -9, before the finding was
+// marked on the run, is marked and told after the restart, once, in each
+// tenant and in every mode; another kill -9 after it was told does not
+// tell it again. Before, the replay rebuilt the evaluator's state but
+// dropped what it found, and the finding was lost for good.
+func TestTooShortFoundJustBeforeAKillIsTold(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		want := map[string]string{}
+		for _, tenant := range tenants {
+			want[tenant] = tenant + "_too_short"
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_too_short task_prefix: "%[1]s_quick" ON: too_short GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_quick\n    min_runtime: 1h\n", tenant))
+		}
+		dir := t.TempDir()
+		d.env = []string{"APOLLO_TEST_HOLD_FINDINGS=" + dir}
+		d.crash() // this start holds the findings
+		for _, tenant := range tenants {
+			d.succeed(tenant, tenant+"_quick", "quick-"+tenant)
+		}
+		eventually(t, 30*time.Second, "both findings held before their marks", func() bool {
+			files, _ := os.ReadDir(dir)
+			return len(files) == len(tenants)
+		})
+		d.env = nil
+		d.crash()
+		awaitTenants(t, h, "firing", want)
+		for _, tenant := range tenants {
+			var task apollo.Task
+			d.do(tenant, "GET", "/api/v1/tasks/quick-"+tenant, "", &task, 200)
+			marks := 0
+			for _, r := range task.History {
+				if r.Kind == apollo.KindTooShort && strings.Contains(r.Reason, "1h") {
+					marks++
+				}
+			}
+			if task.Status != apollo.StatusSuccess || marks != 1 {
+				t.Fatalf("tenant %s: the run is %s with %d too_short marks, want success marked once: %+v", tenant, task.Status, marks, task.History)
+			}
+		}
+		d.awaitResolvedPastDedup(want)
+		d.crash()
+		d.onlySentinelsTold(h) // fails on a second notification of the finding
+	})
+}
