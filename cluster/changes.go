@@ -14,8 +14,8 @@ import (
 )
 
 // changePublisher is a live observer of a partition's bus
-// (bus.Options.Live: it never sees the changes replayed when the
-// partition is taken): it publishes every change on core NATS, apollo.changes.<tenant>.<partition>, for the streams of
+// (bus.Options.Live; quiet while the partition is taken, when the replay
+// may hand the live observers changes for the feed): it publishes every change on core NATS, apollo.changes.<tenant>.<partition>, for the streams of
 // every node. Core NATS, not JetStream: a stream client that misses
 // changes resynchronises from a snapshot anyway.
 //
@@ -27,6 +27,7 @@ type changePublisher struct {
 	p      int
 	node   string
 	closed atomic.Bool
+	quiet  atomic.Bool // set while the partition replays its log: nothing is published
 
 	mu      sync.Mutex
 	pending []changeBatch // oldest first
@@ -65,7 +66,7 @@ func newChangePublisher(nc *nats.Conn, p int, node string) *changePublisher {
 // a slow server) lose the change for the stream only; the state and the
 // metrics have it.
 func (cp *changePublisher) Apply(c *apollo.Change) {
-	if cp.closed.Load() {
+	if cp.closed.Load() || cp.quiet.Load() {
 		return
 	}
 	subj := changeSubject(c.Task.Tenant, cp.p)

@@ -26,6 +26,10 @@ const (
 	// holds the partition's state up to the log sequence in hdrCovers.
 	hdrSnapshot = "Apollo-Snapshot"
 	hdrCovers   = "Apollo-Covers"
+	// hdrLSN, on a snapshot marker, is the LSN of the last record the
+	// snapshot covers: the records after it take the LSNs after it
+	// (livefeed.go).
+	hdrLSN = "Apollo-LSN"
 	// hdrHandover, on an empty message, is the bookmark of an owner that
 	// handed the partition over: it stopped its bus, so every change in
 	// the log before it was published (partition.stop).
@@ -265,13 +269,13 @@ func (l *decisionLog) mark(extra nats.Header) error {
 }
 
 // position makes everything appended so far durable and returns the log's
-// last sequence and the input position. Called while the bus is paused
-// (bus.Checkpoint), the last sequence covers exactly the state.
-func (l *decisionLog) position() (lastSeq, input uint64, err error) {
+// last sequence and the LSN of the last record. Called while the bus is
+// paused (bus.Checkpoint), they cover exactly the state.
+func (l *decisionLog) position() (lastSeq, lsn uint64, err error) {
 	l.wakeAndWait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lastSeq, l.input, l.err
+	return l.lastSeq, l.next, l.err
 }
 
 // wakeAndWait publishes everything appended so far.

@@ -45,12 +45,20 @@ type Options struct {
 	// stay in each partition's memory (tests, a trial without Redis).
 	Sink func(SinkConfig) (MetricsSink, error)
 
+	// Feed, when set, is built for every partition and follows Bus.Live
+	// as a live observer of its bus: cmd/apollo gives a part of
+	// redisstore's change feed, which tells the alert processes of the
+	// partition's changes and keeps the partition's mark, so that the
+	// next owner tells what a killed one had not (livefeed.go).
+	Feed func(FeedConfig) (LiveFeed, error)
+
 	// Bus is the template of every partition's bus: limits, retentions,
 	// lateness, OnRefused. Log, Clock and Logger are the node's. Observers
 	// given here follow the node's own on every partition, and see the
 	// changes replayed when a partition is taken over as well as the live
 	// ones (like observers of a recovering server); Live ones see only the
-	// changes decided after the partition is taken.
+	// changes decided after the partition is taken, and those above the
+	// Feed's mark that the replay hands it (livefeed.go).
 	Bus bus.Options
 	// Metrics sets the retentions of every partition's aggregator.
 	Metrics metrics.Options

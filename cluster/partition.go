@@ -35,6 +35,12 @@ type partition struct {
 	sink    MetricsSink // nil without Options.Sink
 	dlog    *decisionLog
 	changes *changePublisher
+	feed    LiveFeed // nil without Options.Feed
+
+	// base is the LSN of the snapshot the partition was rebuilt from:
+	// the replayed records take the LSNs after it, as they had under the
+	// owner before (livefeed.go).
+	base uint64
 
 	replayed int // records replayed at start
 	// unclean: the owner before did not hand the partition over (recover).
@@ -87,10 +93,21 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		obs = pt.sink
 	}
 	pt.changes = newChangePublisher(n.opts.Conn, p, n.opts.NodeID)
+	// The replay may hand the live observers changes (for the feed
+	// below): the streams resynchronise after a takeover instead.
+	pt.changes.quiet.Store(true)
 	bo := n.opts.Bus
 	bo.Clock, bo.Logger = n.opts.Clock, pt.log
 	bo.Observers = append([]bus.Observer{obs}, bo.Observers...)
 	bo.Live = append([]bus.Observer{pt.changes}, bo.Live...)
+	if n.opts.Feed != nil {
+		pt.feed, err = n.opts.Feed(FeedConfig{Partition: p, Mark: func() uint64 { return pt.bus.LiveWatermark() }, Logger: pt.log})
+		if err != nil {
+			pt.changes.close()
+			return nil, err
+		}
+		bo.Live = append(bo.Live, pt.feed)
+	}
 	// The log is created after replay; the bus reaches it through a
 	// forwarder, since bus.Options are fixed at New.
 	fw := &logForwarder{}
@@ -102,9 +119,16 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	start := n.opts.Clock.Now()
 	if err := pt.recover(ctx, fw); err != nil {
 		pt.changes.close()
+		pt.closeFeed()
 		return nil, err
 	}
+	pt.changes.quiet.Store(false)
 	pt.caught.decided(pt.input) // the owners before decided that far
+	if pt.feed != nil {
+		pt.feed.Replayed(pt.base + uint64(pt.replayed))
+		// Before the first event: a kill -9 from now on finds a mark.
+		pt.saveFeed(ctx, "when the partition was taken; the next owner may not tell what this one applied and did not write")
+	}
 	pt.log.Info("partition rebuilt", "records", pt.replayed, "resumeAfter", pt.input,
 		"took", n.opts.Clock.Now().Sub(start).Round(time.Millisecond))
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -155,24 +179,25 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 // Replay publishes nothing, so pt.unclean asks open to have every node's
 // stream resynchronise.
 func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
-	last, err := pt.restore(ctx) // sets pt.unclean
+	last, err := pt.restore(ctx) // sets pt.unclean and pt.base
 	if err != nil {
 		return fmt.Errorf("cluster: partition %d: %w", pt.id, err)
 	}
+	pt.resumeFeed(ctx)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			pt.unclean = true // another writer came in meanwhile
 		}
 		end, input, err := pt.n.replayLog(ctx, pt.id, last, func(rec []byte) error {
 			pt.replayed++
-			return pt.bus.Replay(uint64(pt.replayed), rec)
+			return pt.bus.Replay(pt.base+uint64(pt.replayed), rec)
 		})
 		if err != nil {
 			return fmt.Errorf("cluster: partition %d: replaying its log: %w", pt.id, err)
 		}
 		last = max(last, end)
 		pt.input = max(pt.input, input)
-		dl := newDecisionLog(pt.n.js, pt.id, pt.n.opts.NodeID, last, uint64(pt.replayed), pt.input, pt.n.opts.PublishTimeout)
+		dl := newDecisionLog(pt.n.js, pt.id, pt.n.opts.NodeID, last, pt.base+uint64(pt.replayed), pt.input, pt.n.opts.PublishTimeout)
 		dl.hook = pt.n.opts.testLogHook // its loop publishes only once woken, after this
 		err = dl.mark(nil)
 		if err == nil {
@@ -376,6 +401,7 @@ func (pt *partition) stop(graceful bool) {
 		pt.wg.Wait()
 		pt.bus.Stop(context.Background()) // waits: the changes reach the observers
 		pt.changes.close()
+		defer pt.closeFeed() // after the snapshot's save of the mark
 		if pt.dlog != nil {
 			if graceful { // the next owner reads the snapshot, not the log
 				ctx, cancel := context.WithTimeout(context.Background(), pt.n.opts.PublishTimeout)
@@ -398,6 +424,18 @@ func (pt *partition) stop(graceful bool) {
 		}
 		pt.agg.Stop(context.Background())
 	})
+}
+
+// closeFeed writes the partition's last changes and mark, and forgets it.
+func (pt *partition) closeFeed() {
+	if pt.feed == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pt.n.opts.PublishTimeout)
+	defer cancel()
+	if err := pt.feed.Close(ctx); err != nil {
+		pt.log.Warn("the partition's last changes did not all reach the change feed", "err", err)
+	}
 }
 
 // PartitionStats describe one owned partition.

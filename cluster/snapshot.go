@@ -30,10 +30,10 @@ const snapshotMagic = "APCLS1\n"
 func (pt *partition) snapshot(ctx context.Context) error {
 	buf := &pt.snapBuf
 	buf.Reset()
-	var covers uint64
+	var covers, lsn uint64
 	err := pt.bus.Checkpoint(func(uint64) error {
 		var err error
-		if covers, _, err = pt.dlog.position(); err != nil {
+		if covers, lsn, err = pt.dlog.position(); err != nil {
 			return err
 		}
 		if covers <= pt.snapCovers {
@@ -44,11 +44,16 @@ func (pt *partition) snapshot(ctx context.Context) error {
 	if err != nil || covers <= pt.snapCovers {
 		return err
 	}
+	// The next owner replays only the log after the snapshot: the feed's
+	// mark, at the copy since Checkpoint, is saved before it is kept.
+	if err := pt.saveFeed(ctx, "before a snapshot; the snapshot waits for the next round"); err != nil {
+		return err
+	}
 	name := fmt.Sprintf("p%04d-%d", pt.id, covers)
 	if _, err := pt.n.snaps.PutBytes(ctx, name, buf.Bytes()); err != nil {
 		return fmt.Errorf("cluster: storing snapshot %s: %w", name, err)
 	}
-	err = pt.dlog.mark(nats.Header{hdrSnapshot: {name}, hdrCovers: {strconv.FormatUint(covers, 10)}})
+	err = pt.dlog.mark(nats.Header{hdrSnapshot: {name}, hdrCovers: {strconv.FormatUint(covers, 10)}, hdrLSN: {strconv.FormatUint(lsn, 10)}})
 	if err != nil {
 		pt.n.snaps.Delete(ctx, name) // never referenced: nobody reads it
 		return err
@@ -108,6 +113,7 @@ func (pt *partition) readState(data []byte) error {
 type snapshotRef struct {
 	name          string
 	covers, input uint64
+	lsn           uint64 // of the last record it covers; 0 from a release before hdrLSN
 	// unclean: the log has messages and does not end at a handover's
 	// bookmark; the owner before died or lost its lease (recover).
 	unclean bool
@@ -152,7 +158,10 @@ func (n *Node) findSnapshot(ctx context.Context, p int) (snapshotRef, error) {
 			if err1 != nil || err2 != nil {
 				return ref, fmt.Errorf("snapshot marker at %d: bad headers", md.Sequence.Stream)
 			}
-			ref = snapshotRef{name: name, covers: covers, input: input, unclean: ref.unclean}
+			// Without hdrLSN (a release before it), the LSNs start at 0
+			// after the snapshot, as that release numbered them.
+			lsn, _ := strconv.ParseUint(h.Get(hdrLSN), 10, 64)
+			ref = snapshotRef{name: name, covers: covers, input: input, lsn: lsn, unclean: ref.unclean}
 		}
 		if md.Sequence.Stream >= last.Sequence {
 			return ref, nil
@@ -179,6 +188,7 @@ func (pt *partition) restore(ctx context.Context) (uint64, error) {
 	pt.snapName, pt.snapCovers = ref.name, ref.covers
 	pt.snapMu.Unlock()
 	pt.input = max(pt.input, ref.input)
+	pt.base = ref.lsn
 	return ref.covers, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,11 @@ type wireChange struct {
 	// it over there (a release before the stream ignores both).
 	LSN    uint64 `json:"l,omitempty"`
 	Logged bool   `json:"x,omitempty"`
+
+	// part and plsn: the partition's feed a scale-out node's change came
+	// through, and its LSN there (feedpart.go); not on the wire.
+	part *FeedPart
+	plsn uint64
 }
 
 // marks are the record kinds that go out without a new status.
@@ -77,11 +83,12 @@ type ChangeFeed struct {
 	maxLen  int64
 	mark    func() uint64
 
-	flushMu sync.Mutex // one flush at a time: the loop's, a checkpoint's (SaveMark), the last
-	saved   uint64     // the mark in Redis; with flushMu
-	epoch   string     // names the bus's log in the stream (changelog.go); set by Start
-	written bool       // saved was written by this process; with flushMu
-	frozen  bool       // a change was dropped: the mark in Redis no longer moves; with mu
+	flushMu sync.Mutex  // one flush at a time: the loop's, a checkpoint's (SaveMark), the last
+	saved   uint64      // the mark in Redis; with flushMu
+	epoch   string      // names the bus's log in the stream (changelog.go); set by Start
+	written bool        // saved was written by this process; with flushMu
+	parts   []*FeedPart // a scale-out node's partitions (feedpart.go); with flushMu
+	frozen  bool        // a change was dropped: the mark in Redis no longer moves; with mu
 
 	mu      sync.Mutex
 	buf     []wireChange
@@ -119,6 +126,17 @@ func (f *ChangeFeed) WithClock(clock apollo.Clock) *ChangeFeed {
 
 // Apply queues a status change (bus.Observer).
 func (f *ChangeFeed) Apply(c *apollo.Change) {
+	f.apply(c, func(w *wireChange) bool {
+		if f.mark != nil {
+			w.LSN = c.LSN
+		}
+		return true
+	})
+}
+
+// apply queues c if it is a status change or a mark, and keep, called
+// with mu held, says so.
+func (f *ChangeFeed) apply(c *apollo.Change, keep func(*wireChange) bool) {
 	mark := isMark(c.Record.Kind)
 	if c.Task.Status == c.Prev.Status && !mark {
 		return
@@ -127,10 +145,11 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 	if mark {
 		w.Kind, w.Reason = c.Record.Kind, c.Record.Reason
 	}
-	if f.mark != nil {
-		w.LSN = c.LSN
-	}
 	f.mu.Lock()
+	if !keep(&w) {
+		f.mu.Unlock()
+		return
+	}
 	if len(f.buf) >= f.max {
 		f.frozen = true
 		f.mu.Unlock()
@@ -173,15 +192,22 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 	if f.mark != nil {
 		mark = f.mark() // before the batch is taken: every change up to it is in it or sent
 	}
+	parts := f.partMarks() // likewise
 	f.mu.Lock()
 	batch := f.buf
 	f.buf = nil
-	if f.frozen {
+	frozen := f.frozen
+	if frozen {
 		mark = 0
 	}
 	f.mu.Unlock()
 	save := f.mark != nil && (mark > f.saved || !f.written && mark == f.saved && !f.frozenNow())
-	if len(batch) == 0 && !save {
+	if frozen {
+		parts = nil // the marks stop where they are: what was dropped is above them
+	}
+	parts = f.partSaves(parts, batch)
+	saveParts := slices.ContainsFunc(parts, func(m partMark) bool { return m.value != "" && m.value != m.fp.saved })
+	if len(batch) == 0 && !save && !saveParts {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -200,6 +226,11 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 	if save {
 		pipe.Set(ctx, f.markKey, strconv.FormatUint(mark, 10)+" "+f.epoch, 0)
 	}
+	for _, m := range parts {
+		if m.value != "" && m.value != m.fp.saved {
+			pipe.HSet(ctx, changePartsKey(f.prefix), m.fp.name, m.value)
+		}
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		f.errors.Add(1)
 		f.requeue(batch)
@@ -209,6 +240,7 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 	if save {
 		f.saved, f.written = mark, true
 	}
+	savedParts(parts)
 	f.sent.Add(int64(len(batch)))
 	return nil
 }

@@ -90,7 +90,17 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		// alert processes of every live change (event rules), and the API
 		// and stream reach their alerts, rules, silences and acks.
 		alerting = newRedisAlerting(rdb, cfg, log, apollo.SystemClock)
-		opts.Bus.Live = append(opts.Bus.Live, alerting.changeFeed())
+		if testHoldLive != nil {
+			opts.Bus.Live = append(opts.Bus.Live, testHoldLive)
+		}
+		// Each partition has its part of the feed, with its own mark: the
+		// next owner tells what a killed one applied and had not written
+		// (docs/architecture.md, "A scale-out node keeps the promise per
+		// partition").
+		feed := alerting.changeFeed()
+		opts.Feed = func(c cluster.FeedConfig) (cluster.LiveFeed, error) {
+			return feed.Part(c.Partition, c.Mark, c.Logger), nil
+		}
 		// Events an owner refuses were answered accepted by some node:
 		// the critical self-alert tells of them (invariant 4).
 		opts.Bus.OnRefused = alerting.onRefused

@@ -139,7 +139,7 @@ func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Obse
 // changeFeed makes the feed that tells the alert processes of every live
 // change, and the heartbeat they watch the bus by. A scale-out node, whose
 // metrics each partition flushes (busnode.go), has these without a flusher.
-func (r *redisAlerting) changeFeed() bus.Observer {
+func (r *redisAlerting) changeFeed() *redisstore.ChangeFeed {
 	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log).WithClock(r.clock)
 	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every).WithClock(r.clock)
 	return r.feed
