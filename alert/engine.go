@@ -238,35 +238,51 @@ func (e *Engine) load(ctx context.Context) (State, error) {
 // notification: a rare duplicate is better than a lost alert. A
 // notification is owed until the Sender has it (or another engine sent
 // it); then the state is marked changed, so that the next save no longer
-// lists it as owed.
+// lists it as owed. With an OwedStore it is recorded there before its
+// lock is asked: a process that takes the lock and dies before the Sender
+// has the notification leaves it where another process takes it over.
 func (e *Engine) deliver(hs []handover) {
 	for _, h := range hs {
 		// One owed by the process before, that asked for its lock,
 		// does not ask again: that process may hold it.
-		if e.opts.DedupWindow > 0 && !e.owed.ask(h.id) && !e.lock(&h.n) {
-			e.st.deduped.Add(1)
-			e.owed.done(h.id)
-			e.dirty.Store(true)
-			continue
+		if e.opts.DedupWindow > 0 && !e.owed.ask(h.id) {
+			e.record(e.owed.get(h.id))
+			if !e.lock(&h.n) {
+				e.st.deduped.Add(1)
+				e.settle(h.id)
+				e.dirty.Store(true)
+				continue
+			}
 		}
 		e.opts.Sender.Send(h.n)
-		e.owed.done(h.id)
+		e.settle(h.id)
 		e.dirty.Store(true)
 		e.st.sent.Add(1)
 	}
 }
 
-// lock takes n's dedup lock and reports whether n may go out. After a
-// failure the Locker is left alone for lockBackoff, and notifications go
-// out unlocked meanwhile (counted in Stats.LockErrors).
-func (e *Engine) lock(n *apollo.Notification) bool {
+// lock takes n's dedup lock and reports whether n may go out.
+func (e *Engine) lock(n *apollo.Notification) bool { return e.lockFrom(n, nil) }
+
+// lockFrom is lock for a notification taken over from the dead processes
+// from: a lock one of them holds is taken over too (TakeOverLocker).
+// After a failure the Locker is left alone for lockBackoff, and
+// notifications go out unlocked meanwhile (counted in Stats.LockErrors).
+func (e *Engine) lockFrom(n *apollo.Notification, from []string) bool {
 	now := e.clock.Now()
 	if now.UnixNano() < e.st.lockDownUntil.Load() {
 		e.st.lockErrors.Add(1)
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lockTimeout)
-	ok, err := e.opts.Locker.Acquire(ctx, LockKeyPrefix+keypart.Escape(n.Alert.Tenant)+":"+n.DedupKey, e.opts.DedupWindow)
+	key := LockKeyPrefix + keypart.Escape(n.Alert.Tenant) + ":" + n.DedupKey
+	var ok bool
+	var err error
+	if tl, can := e.opts.Locker.(TakeOverLocker); can && len(from) > 0 {
+		ok, err = tl.AcquireFrom(ctx, key, e.opts.DedupWindow, from)
+	} else {
+		ok, err = e.opts.Locker.Acquire(ctx, key, e.opts.DedupWindow)
+	}
 	cancel()
 	if err == nil {
 		return ok

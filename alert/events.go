@@ -358,7 +358,7 @@ func (e *Engine) emit(out *eventOut) {
 		select {
 		case e.queue <- h:
 		default:
-			e.owed.done(h.id)
+			e.settle(h.id)
 			e.st.dropped.Add(1)
 			if ok, sup := e.warns.Allow("queue", e.clock.Now()); ok {
 				e.log.Error("alert: event notification dropped: the delivery queue is full",

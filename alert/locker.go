@@ -21,6 +21,17 @@ type Locker interface {
 	Acquire(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
 
+// TakeOverLocker is a Locker whose locks name the process that holds
+// them (redisstore.Locker): a notification taken over from dead
+// processes (Engine.TakeOver) may take the lock one of them holds, since
+// that process took it for this notification and never sent it.
+type TakeOverLocker interface {
+	Locker
+	// AcquireFrom is Acquire that also takes key when it is held by one
+	// of from.
+	AcquireFrom(ctx context.Context, key string, ttl time.Duration, from []string) (bool, error)
+}
+
 // LockKeyPrefix starts every dedup lock key:
 // LockKeyPrefix + tenant + ":" + Notification.DedupKey, the tenant
 // escaped (internal/keypart) so that a tenant named "a:b" never takes the

@@ -60,8 +60,12 @@ type Options struct {
 	Rules  []*rules.Rule
 	Store  MetricsReader
 	Sender Sender
-	Locker Locker       // default NewMemoryLocker(Clock)
-	State  StateStore   // default NewMemoryState()
+	Locker Locker     // default NewMemoryLocker(Clock)
+	State  StateStore // default NewMemoryState()
+	// Owed records what is decided and not yet with the Sender where
+	// another process takes it over (the three-process mode); nil: the
+	// State's owed list alone keeps it.
+	Owed   OwedStore
 	Clock  apollo.Clock // default apollo.SystemClock
 	Logger *slog.Logger // default slog.Default()
 

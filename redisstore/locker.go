@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/apollo-11/apollo/alert"
 )
 
 // Locker is the alert engine's dedup lock in Redis: of every process that
@@ -28,6 +30,53 @@ func NewLocker(c redis.UniversalClient, prefix string) *Locker {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Locker{c: c, prefix: prefix, token: hex.EncodeToString(b[:])}
+}
+
+var _ alert.TakeOverLocker = (*Locker)(nil)
+
+// WithOwner has the locks hold owner, the process's outbox ID, rather than
+// a random token: a process that takes over what a dead one decided
+// (alert.Engine.TakeOver) knows the locks the dead one took
+// (AcquireFrom). Call it before the first Acquire.
+func (l *Locker) WithOwner(owner string) *Locker {
+	l.token = owner
+	return l
+}
+
+// acquireFromScript sets KEYS[1] to ARGV[1] for ARGV[2] ms if it is free
+// or holds one of ARGV[3..], and reports whether it did.
+var acquireFromScript = redis.NewScript(`
+local v = redis.call("GET", KEYS[1])
+local take = not v
+for i = 3, #ARGV do
+  if v == ARGV[i] then take = true end
+end
+if not take then return 0 end
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+return 1
+`)
+
+// AcquireFrom implements alert.TakeOverLocker: Acquire, and a lock held
+// by one of from (dead processes; WithOwner) is taken from it.
+func (l *Locker) AcquireFrom(ctx context.Context, key string, ttl time.Duration, from []string) (bool, error) {
+	if ttl <= 0 {
+		return false, fmt.Errorf("redisstore: lock %q: ttl %v is not positive", key, ttl)
+	}
+	ms := ((ttl + time.Millisecond - 1).Truncate(time.Millisecond)).Milliseconds()
+	args := append([]any{l.token, ms}, anys(from)...)
+	n, err := acquireFromScript.Run(ctx, l.c, []string{l.prefix + key}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: lock %q: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // Acquire takes key for ttl with SET key token NX PX ttl and reports

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/notify"
@@ -36,6 +37,7 @@ import (
 //
 //	<p>:notify:{outbox}:owners       set: the IDs of processes with an outbox
 //	<p>:notify:{outbox}:owed:<id>    hash: entry ID -> the entry (JSON)
+//	<p>:notify:{outbox}:decided:<id> hash: entry ID -> what the alert engine owes (Decisions)
 //	<p>:notify:{outbox}:alive:<id>   string: the process's lease
 
 // Defaults of OutboxOptions.
@@ -92,6 +94,7 @@ type OutboxOptions struct {
 type OutboxStats struct {
 	Owed      int   `json:"owed"`      // entries this process owes now
 	Unsettled int   `json:"unsettled"` // settles waiting for Redis
+	Decided   int   `json:"decided"`   // notifications the alert engine recorded and has not handed to the lanes yet
 	Adopted   int64 `json:"adopted"`   // entries taken over from processes that stopped or died
 	Failures  int64 `json:"failures"`  // Owe and Settle calls Redis did not take
 	Refills   int64 `json:"refills"`   // times the entries were written back to a Redis that lost them
@@ -105,6 +108,9 @@ type Outbox struct {
 	owners, owed, alive   string
 	keyOwed, keyAlive     func(id string) string
 	onAdopt               func([]notify.OwedNotification)
+	onTakeOver            func([]alert.TakenOver)
+	keyDecided            func(id string) string
+	decided               string
 	logs                  *loglimit.Limiter
 	down                  atomic.Bool
 	adopted, fails, fills atomic.Int64
@@ -114,6 +120,12 @@ type Outbox struct {
 	mine      map[uint64]notify.OwedNotification // what this process owes: written back if Redis loses it
 	unsettled map[uint64]bool                    // settled while Redis did not answer
 	first     []notify.OwedNotification          // adopted at Start
+	// What the alert engine recorded (Decisions), as in Redis, its
+	// entries numbered apart from the lanes'.
+	dnext      uint64
+	dmine      map[uint64]string
+	dunsettled map[uint64]bool
+	firstTaken []alert.TakenOver // taken over at Start
 
 	life lifecycle.Group // the lease renewal
 }
@@ -143,12 +155,14 @@ func NewOutbox(opts OutboxOptions) (*Outbox, error) {
 	}
 	base := opts.Prefix + ":notify:{outbox}:"
 	o := &Outbox{opts: opts, owners: base + "owners",
-		keyOwed:  func(id string) string { return base + "owed:" + id },
-		keyAlive: func(id string) string { return base + "alive:" + id },
-		logs:     loglimit.New(time.Minute), next: 1,
+		keyOwed:    func(id string) string { return base + "owed:" + id },
+		keyAlive:   func(id string) string { return base + "alive:" + id },
+		keyDecided: func(id string) string { return base + "decided:" + id },
+		dnext:      1, dmine: map[uint64]string{}, dunsettled: map[uint64]bool{},
+		logs: loglimit.New(time.Minute), next: 1,
 		mine: map[uint64]notify.OwedNotification{}, unsettled: map[uint64]bool{},
 		life: lifecycle.Group{Name: "redisstore: outbox"}}
-	o.owed, o.alive = o.keyOwed(opts.ID), o.keyAlive(opts.ID)
+	o.owed, o.alive, o.decided = o.keyOwed(opts.ID), o.keyAlive(opts.ID), o.keyDecided(opts.ID)
 	return o, nil
 }
 
@@ -164,7 +178,7 @@ func (o *Outbox) OnAdopt(f func([]notify.OwedNotification)) { o.onAdopt = f }
 func (o *Outbox) Start(ctx context.Context) error {
 	return o.life.Start(ctx, func(run context.Context) error {
 		if o.renew(run) {
-			o.first = o.adopt(run)
+			o.first, o.firstTaken = o.adopt(run)
 		}
 		o.life.Tick(o.opts.Clock, o.opts.Lease/3, o.tick)
 		return nil
@@ -309,6 +323,6 @@ func (o *Outbox) markDown(op string, err error) {
 func (o *Outbox) Stats() OutboxStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return OutboxStats{Owed: len(o.mine), Unsettled: len(o.unsettled), Adopted: o.adopted.Load(),
+	return OutboxStats{Owed: len(o.mine), Unsettled: len(o.unsettled) + len(o.dunsettled), Decided: len(o.dmine), Adopted: o.adopted.Load(),
 		Failures: o.fails.Load(), Refills: o.fills.Load(), Down: o.down.Load()}
 }

@@ -11,17 +11,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/notify"
 )
 
 // adoptScript moves up to ARGV[3] entries of the owner ARGV[1] into this
 // process's hash, oldest first, renumbered from ARGV[2], if and only if
 // the owner's lease is gone: the check and the move are one step, so two
-// processes never both take an entry. It returns the values moved; the
-// owner leaves the owners' set once its hash is empty.
+// processes never both take an entry. With ARGV[4] "1" (the decided
+// hash, Decisions) each value is prefixed with the owner and a space. It
+// returns the values moved; the owner leaves the owners' set once both
+// its hashes are empty.
 //
 // KEYS: the owner's lease, the owner's hash, the owners' set, this
-// process's hash.
+// process's hash, the owner's other hash.
 var adoptScript = redis.NewScript(`
 if redis.call("EXISTS", KEYS[1]) == 1 then return {} end
 local all = redis.call("HGETALL", KEYS[2])
@@ -31,11 +34,13 @@ table.sort(es, function(a, b) return a[1] < b[1] end)
 local n = math.min(#es, tonumber(ARGV[3]))
 local out = {}
 for i = 1, n do
-  redis.call("HSET", KEYS[4], string.format("%d", tonumber(ARGV[2]) + i - 1), es[i][3])
+  local v = es[i][3]
+  if ARGV[4] == "1" then v = ARGV[1] .. " " .. v end
+  redis.call("HSET", KEYS[4], string.format("%d", tonumber(ARGV[2]) + i - 1), v)
   redis.call("HDEL", KEYS[2], es[i][2])
-  out[i] = es[i][3]
+  out[i] = v
 end
-if n == #es then redis.call("SREM", KEYS[3], ARGV[1]) end
+if n == #es and redis.call("HLEN", KEYS[5]) == 0 then redis.call("SREM", KEYS[3], ARGV[1]) end
 return out
 `)
 
@@ -45,8 +50,12 @@ func (o *Outbox) tick(ctx context.Context) {
 	if !o.renew(ctx) {
 		return
 	}
-	if es := o.adopt(ctx); len(es) > 0 && o.onAdopt != nil {
+	es, taken := o.adopt(ctx)
+	if len(es) > 0 && o.onAdopt != nil {
 		o.onAdopt(es)
+	}
+	if len(taken) > 0 && o.onTakeOver != nil {
+		o.onTakeOver(taken)
 	}
 }
 
@@ -60,6 +69,7 @@ func (o *Outbox) renew(ctx context.Context) bool {
 		p.SAdd(ctx, o.owners, o.opts.ID)
 		p.Expire(ctx, o.owners, outboxKeyTTL)
 		p.Expire(ctx, o.owed, outboxKeyTTL)
+		p.Expire(ctx, o.decided, outboxKeyTTL)
 		return nil
 	})
 	if err != nil {
@@ -68,16 +78,30 @@ func (o *Outbox) renew(ctx context.Context) bool {
 	}
 	o.mu.Lock()
 	ids := slices.Collect(maps.Keys(o.unsettled))
+	dids := slices.Collect(maps.Keys(o.dunsettled))
 	o.mu.Unlock()
-	if len(ids) > 0 {
-		if err := o.opts.Client.HDel(ctx, o.owed, fields(ids)...).Err(); err != nil {
+	if len(ids) > 0 || len(dids) > 0 {
+		_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if len(ids) > 0 {
+				p.HDel(ctx, o.owed, fields(ids)...)
+			}
+			if len(dids) > 0 {
+				p.HDel(ctx, o.decided, fields(dids)...)
+			}
+			return nil
+		})
+		if err != nil {
 			return false
 		}
 		o.mu.Lock()
 		for _, id := range ids {
 			delete(o.unsettled, id)
 		}
+		for _, id := range dids {
+			delete(o.dunsettled, id)
+		}
 		o.mu.Unlock()
+		ids = append(ids, dids...)
 	}
 	if o.down.Swap(false) {
 		o.opts.Logger.Info("redisstore: outbox: Redis answers again; notifications are recorded before they are queued", "settled", len(ids))
@@ -86,14 +110,15 @@ func (o *Outbox) renew(ctx context.Context) bool {
 }
 
 // adopt takes over the entries of every process whose lease is gone, at
-// most adoptBatch from each per call, and returns them renumbered as this
-// process's, oldest first. An entry that does not read is dropped with a
+// most adoptBatch from each of its hashes per call, and returns them
+// renumbered as this process's, oldest first: the lanes' and the alert
+// engine's (Decisions). An entry that does not read is dropped with a
 // log line: it cannot be sent, and kept it would come back at every
 // round.
-func (o *Outbox) adopt(ctx context.Context) []notify.OwedNotification {
+func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.TakenOver) {
 	owners, err := o.opts.Client.SMembers(ctx, o.owners).Result()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	owners = slices.DeleteFunc(owners, func(owner string) bool {
 		return owner == o.opts.ID || !outboxID.MatchString(owner) // not a name this package writes: never a key to touch
@@ -107,19 +132,36 @@ func (o *Outbox) adopt(ctx context.Context) []notify.OwedNotification {
 		}
 		return nil
 	}); err != nil {
-		return nil
+		return nil, nil
 	}
 	var got []notify.OwedNotification
+	var taken []alert.TakenOver
 	for i, owner := range owners {
 		if leases[i].Val() != 0 {
 			continue
 		}
+		// The engine's first: the script lets the owner go once both
+		// hashes are empty.
 		o.mu.Lock()
+		dstart := o.dnext
+		o.dnext += adoptBatch
 		start := o.next
 		o.next += adoptBatch // reserved, so that Owe meanwhile takes no ID of these
 		o.mu.Unlock()
+		dvals, err := adoptScript.Run(ctx, o.opts.Client,
+			[]string{o.keyAlive(owner), o.keyDecided(owner), o.owners, o.decided, o.keyOwed(owner)}, owner, dstart, adoptBatch, "1").StringSlice()
+		if err != nil {
+			o.opts.Logger.Warn("redisstore: outbox: taking over what a stopped alert process had decided failed; trying again at the next renewal",
+				"owner", owner, "err", err)
+			continue
+		}
+		if len(dvals) > 0 {
+			taken = append(taken, o.takenOver(ctx, owner, dstart, dvals)...)
+			o.opts.Logger.Warn("redisstore: outbox: took over the notifications an alert process that stopped or died had decided and not queued",
+				"owner", owner, "entries", len(dvals))
+		}
 		vals, err := adoptScript.Run(ctx, o.opts.Client,
-			[]string{o.keyAlive(owner), o.keyOwed(owner), o.owners, o.owed}, owner, start, adoptBatch).StringSlice()
+			[]string{o.keyAlive(owner), o.keyOwed(owner), o.owners, o.owed, o.keyDecided(owner)}, owner, start, adoptBatch, "0").StringSlice()
 		if err != nil {
 			o.opts.Logger.Warn("redisstore: outbox: taking over what a stopped alert process owed failed; trying again at the next renewal",
 				"owner", owner, "err", err)
@@ -152,8 +194,8 @@ func (o *Outbox) adopt(ctx context.Context) []notify.OwedNotification {
 		o.mine[e.ID] = e
 	}
 	o.mu.Unlock()
-	o.adopted.Add(int64(len(got)))
-	return got
+	o.adopted.Add(int64(len(got) + len(taken)))
+	return got, taken
 }
 
 // Refill writes back what this process owes, after Redis lost its data
@@ -162,6 +204,7 @@ func (o *Outbox) adopt(ctx context.Context) []notify.OwedNotification {
 func (o *Outbox) Refill(ctx context.Context) error {
 	o.mu.Lock()
 	es := slices.Collect(maps.Values(o.mine))
+	ds := maps.Clone(o.dmine)
 	o.mu.Unlock()
 	slices.SortFunc(es, func(a, b notify.OwedNotification) int { return cmp.Compare(a.ID, b.ID) })
 	_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -174,6 +217,10 @@ func (o *Outbox) Refill(ctx context.Context) error {
 			p.HSet(ctx, o.owed, strconv.FormatUint(e.ID, 10), b)
 		}
 		p.Expire(ctx, o.owed, outboxKeyTTL)
+		for id, v := range ds {
+			p.HSet(ctx, o.decided, strconv.FormatUint(id, 10), v)
+		}
+		p.Expire(ctx, o.decided, outboxKeyTTL)
 		p.SAdd(ctx, o.owners, o.opts.ID)
 		p.Expire(ctx, o.owners, outboxKeyTTL)
 		return nil

@@ -111,7 +111,7 @@ func TestOutboxOwnership(t *testing.T) {
 	if got := b.Owed(); len(got) != 0 {
 		t.Fatalf("a process took what a live one owes at its start: %s", alertIDs(got))
 	}
-	if got := b.adopt(ctx); len(got) != 0 {
+	if got, _ := b.adopt(ctx); len(got) != 0 {
 		t.Fatalf("a process took what a live one owes: %s", alertIDs(got))
 	}
 
@@ -133,7 +133,7 @@ func TestOutboxOwnership(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, o := range []*Outbox{b, d} {
 			wg.Go(func() {
-				got := o.adopt(ctx)
+				got, _ := o.adopt(ctx)
 				mu.Lock()
 				taken = append(taken, got...)
 				mu.Unlock()
@@ -237,7 +237,7 @@ func TestOutboxHostileData(t *testing.T) {
 	if got := alertIDs(b.Owed()); got != "acme/good" {
 		t.Fatalf("taken over: %s, want acme/good alone", got)
 	}
-	if got := b.adopt(ctx); len(got) != 0 {
+	if got, _ := b.adopt(ctx); len(got) != 0 {
 		t.Fatalf("taken over again: %s", alertIDs(got))
 	}
 	if n, _ := c.HLen(ctx, b.owed).Result(); n != 1 {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
@@ -137,6 +138,28 @@ type holdingSender struct {
 func (s holdingSender) Send(n apollo.Notification) {
 	s.hold(n)
 	s.Sender.Send(n)
+}
+
+// testHoldLock, set like testHoldSend, is handed the key of every dedup
+// lock an alert process asks for, before it is asked: it holds some, as
+// an engine that decided a notification and has not asked for its lock
+// yet when the process is killed.
+var testHoldLock func(key string)
+
+// holdingLocker calls hold before it asks for a lock.
+type holdingLocker struct {
+	*redisstore.Locker
+	hold func(key string)
+}
+
+func (l holdingLocker) Acquire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	l.hold(key)
+	return l.Locker.Acquire(ctx, key, ttl)
+}
+
+func (l holdingLocker) AcquireFrom(ctx context.Context, key string, ttl time.Duration, from []string) (bool, error) {
+	l.hold(key)
+	return l.Locker.AcquireFrom(ctx, key, ttl, from)
 }
 
 // loadSavedRules sets every tenant's rules saved through the API, except

@@ -167,7 +167,8 @@ func (p *alertProcess) start(ctx context.Context) error {
 	// takes the entries of its last run for its own): another alert
 	// process, or the next one, takes them over once this one stopped or
 	// its lease ran out (docs/notifications.md, "Across a restart or a crash").
-	p.outbox, err = redisstore.NewOutbox(redisstore.OutboxOptions{Client: p.c, Prefix: prefix, ID: outboxOwner(p.id),
+	owner := outboxOwner(p.id)
+	p.outbox, err = redisstore.NewOutbox(redisstore.OutboxOptions{Client: p.c, Prefix: prefix, ID: owner,
 		Clock: p.clock, Logger: p.log})
 	if err != nil {
 		return err
@@ -192,10 +193,23 @@ func (p *alertProcess) start(ctx context.Context) error {
 	}
 	p.onStop(stopHeld)
 	state := redisstore.NewAlertState(p.c, prefix, p.lease)
+	var sender alert.Sender = disp
+	if testHoldSend != nil {
+		sender = holdingSender{disp, testHoldSend}
+	}
+	// The locks name this run of the process, as its outbox does: a
+	// process that takes over what this one recorded and did not queue
+	// knows the locks it took for it (docs/redis.md, "The dedup lock and
+	// the outbox").
+	var locker alert.Locker = redisstore.NewLocker(p.c, lockPrefix).WithOwner(owner)
+	if testHoldLock != nil {
+		locker = holdingLocker{locker.(*redisstore.Locker), testHoldLock}
+	}
 	p.engine, err = alert.New(alert.Options{
-		Store: store, Sender: disp, Clock: p.clock, Logger: p.log, Holder: holder,
-		Locker:         redisstore.NewLocker(p.c, lockPrefix),
+		Store: store, Sender: sender, Clock: p.clock, Logger: p.log, Holder: holder,
+		Locker:         locker,
 		State:          state,
+		Owed:           p.outbox.Decisions(),
 		Interval:       cfg.Alert.Interval.D(),
 		DedupWindow:    cfg.Alert.DedupWindow.D(),
 		RepeatInterval: cfg.Alert.Repeat.D(),
@@ -204,6 +218,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.outbox.OnTakeOver(p.engine.TakeOver)
 	p.rules = redisstore.NewRules(p.c, prefix).WithClock(p.clock)
 	p.loader, err = newRulesLoader(cfg, p.clock, p.log, disp, func(rs []*rules.Rule, src []byte) {
 		p.engine.SetRulesSource("", rs, src)
@@ -243,6 +258,9 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err := p.startService(ctx, "the alert engine", p.engine); err != nil {
 		return err
 	}
+	// What processes that stopped or died had decided and not queued,
+	// taken over at the outbox's start, once the lanes run.
+	p.engine.TakeOver(p.outbox.TakenOver())
 	if p.loader != nil {
 		if err := p.startService(ctx, "the rules file loader", p.loader); err != nil {
 			return err

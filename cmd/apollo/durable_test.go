@@ -83,6 +83,8 @@ type deployOptions struct {
 	// other notification for a defect sets it long: on a loaded machine
 	// its acks may come later than 2s after the firing.
 	repeat string
+	// dedup is alert.dedup_window; default 1s.
+	dedup string
 }
 
 // eachMode runs test against an all-in-one server and against the three
@@ -116,7 +118,7 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "channels:\n  hook:\n    type: webhook\n    url: %s\n    tenants: [\"*\"]\n", h.srv.URL)
 	cfg.WriteString(opts.hook)
-	fmt.Fprintf(&cfg, "alert:\n  interval: %s\n  heartbeat: 1s\n  dedup_window: 1s\n  repeat: %s\n", cmp.Or(opts.interval, "1s"), cmp.Or(opts.repeat, "2s"))
+	fmt.Fprintf(&cfg, "alert:\n  interval: %s\n  heartbeat: 1s\n  dedup_window: %s\n  repeat: %s\n", cmp.Or(opts.interval, "1s"), cmp.Or(opts.dedup, "1s"), cmp.Or(opts.repeat, "2s"))
 	cfg.WriteString("auth:\n  tokens:\n")
 	for _, tenant := range append([]string{""}, tenants...) {
 		secret, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)

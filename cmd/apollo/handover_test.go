@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,19 +12,66 @@ import (
 	"github.com/apollo-11/apollo"
 )
 
-// holdSend holds for good every notification of a rule whose name ends
-// in _held, once it has written a file named after its tenant and rule in
-// dir: the engine has decided it (and marked its alert told) but the
-// dispatcher, and so the outbox, never gets it before the process is
-// killed.
+// holdSend holds for good a notification of a rule whose name ends in
+// _held, once it has created a file named after its tenant and rule in
+// dir, holding the process's PID: the engine has decided it (and marked
+// its alert told, and taken its dedup lock) but the dispatcher, and so
+// the outbox, never gets it before the process is killed. Only the first
+// of the processes sharing dir to hand it on is held: the one that takes
+// it over from a killed one sends it.
 type holdSend string
 
 func (h holdSend) hold(n apollo.Notification) {
-	if !strings.HasSuffix(n.Alert.Rule, "_held") {
+	if strings.HasSuffix(n.Alert.Rule, "_held") {
+		holdOnce(filepath.Join(string(h), n.Alert.Tenant+"_"+n.Alert.Rule))
+	}
+}
+
+// holdLock is holdSend before the dedup lock: it holds for good the first
+// ask for the lock of a notification of a rule whose name ends in _held
+// (the engine has decided it and marked its alert told).
+type holdLock string
+
+func (h holdLock) hold(key string) {
+	if strings.Contains(key, "_held:") {
+		holdOnce(filepath.Join(string(h), strings.NewReplacer(":", "_", "/", "_").Replace(key)))
+	}
+}
+
+// holdOnce blocks for good if it creates file, which then holds the
+// process's PID; it returns at once if file exists.
+func holdOnce(file string) {
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
 		return
 	}
-	os.WriteFile(filepath.Join(string(h), n.Alert.Tenant+"_"+n.Alert.Rule), nil, 0o600)
+	fmt.Fprint(f, os.Getpid())
+	f.Close()
 	select {}
+}
+
+// heldBy returns the PIDs that hold something in dir (holdOnce), once
+// it holds n files.
+func heldBy(t *testing.T, dir string, n int) map[int]bool {
+	t.Helper()
+	pids := map[int]bool{}
+	eventually(t, 30*time.Second, fmt.Sprintf("%d notifications held in %s", n, dir), func() bool {
+		files, _ := os.ReadDir(dir)
+		if len(files) < n {
+			return false
+		}
+		clear(pids)
+		for _, f := range files {
+			b, _ := os.ReadFile(filepath.Join(dir, f.Name()))
+			pid, err := strconv.Atoi(string(b))
+			if err != nil {
+				return false // being written
+			}
+			pids[pid] = true
+		}
+		return true
+	})
+	return pids
 }
 
 // A notification the engine decided on but had not yet handed to the

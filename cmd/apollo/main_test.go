@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 		if dir := os.Getenv("APOLLO_TEST_HOLD_SEND"); dir != "" {
 			testHoldSend = holdSend(dir).hold
 		}
+		if dir := os.Getenv("APOLLO_TEST_HOLD_LOCK"); dir != "" {
+			testHoldLock = holdLock(dir).hold
+		}
 		os.Exit(Main())
 	}
 	os.Exit(m.Run())

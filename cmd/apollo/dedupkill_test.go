@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Two alert processes (HA): a notification whose dedup lock one of them
+// took, and which it had not yet recorded in its outbox when it was
+// killed -9, is told once in each tenant: by the process that takes over
+// from the dead one. Before, the lock held every other process back for
+// the dedup window while the dead one had left no record of it anywhere:
+// nobody told it (docs/redis.md, "The dedup lock and the outbox").
+func TestThreeProcessKillAfterTheDedupLockIsTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	// A dedup window longer than the wait for a dead process's lease
+	// (15 s): the lock, not its end, decides who tells.
+	d := newDeployment(t, true, h, deployOptions{dedup: "5m", repeat: "5m"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.putLostRules("_held")
+	held := t.TempDir()
+	cfg := filepath.Join(d.dir, "apollo.yaml")
+	holding := func() *proc {
+		cmd := exec.Command(os.Args[0], "alert", "--config", cfg)
+		cmd.Env = []string{"APOLLO_TEST_HOLD_SEND=" + held}
+		p := startCmd(t, cmd, "apollo alert ")
+		logOnFailure(t, p)
+		return p
+	}
+	d.alert.kill()
+	ps := []*proc{holding(), holding()}
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost")
+		want[tenant] = tenant + "_held"
+	}
+	// Each tenant's notification is held, after its lock, by whichever
+	// process took the lock; the other one was held back by it (or waits
+	// behind its own held one).
+	pids := heldBy(t, held, len(tenants))
+	var survivor bool
+	for _, p := range ps {
+		if pids[p.cmd.Process.Pid] {
+			p.kill()
+		} else {
+			survivor = true
+		}
+	}
+	if !survivor { // both held one: a new process takes over
+		logOnFailure(t, startProc(t, "apollo alert ", "alert", "--config", cfg))
+	}
+	awaitTenants(t, h, "firing", want)
+	d.onlySentinelsTold(h) // fails on a second notification of the held ones
+}
+
+// logOnFailure logs the end of p's log if the test failed.
+func logOnFailure(t *testing.T, p *proc) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.kill()
+			out := p.out.String()
+			t.Logf("%v (pid %d), the last 6 KiB of its log:\n%s", p.cmd.Args[1:], p.cmd.Process.Pid, out[max(0, len(out)-6<<10):])
+		}
+	})
+}
