@@ -11,6 +11,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // journal is an OwedStore, a Locker and a Sender that write what they are
@@ -112,5 +113,44 @@ func TestOwedAreRecordedBeforeTheirLock(t *testing.T) {
 	}
 	if n := j.recorded(); n != 0 {
 		t.Errorf("%d still recorded", n)
+	}
+}
+
+// A state saved while notifications are decided and not yet with the
+// Sender (nor recorded: the one waiting behind the first has not reached
+// its lock) records them first: an OwedStore-backed state (Redis) keeps
+// no owed list, and a kill -9 after the save would otherwise lose the
+// notification its saved mark says was told.
+func TestSaveRecordsWhatIsOwed(t *testing.T) {
+	t.Parallel()
+	clock := apollo.NewFakeClock(t0)
+	j := newJournal(clock)
+	store := newTable()
+	store.set("batch_load", failing(9, 10))
+	rule := parse(t, `RULE batch_failed task_prefix: "batch_" WINDOW: 1m THRESHOLD: failed_rate > 0.5 NOTIFY: hook`)
+	gate := &gateSender{entered: make(chan apollo.Notification, 1), release: make(chan struct{})}
+	t.Cleanup(func() { close(gate.release) })
+	e, err := alert.New(alert.Options{Store: store, Sender: gate, Locker: j, Owed: j, Clock: clock, Logger: quiet,
+		DedupWindow: time.Hour, RepeatInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"team-a", "team-b"} {
+		e.SetRules(tenant, rule)
+	}
+	go e.Evaluate(bg, clock.Now())
+	select {
+	case <-gate.entered: // one is in the Sender, the other waits before its lock
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("no notification reached the Sender")
+	}
+	if n := j.recorded(); n != 1 {
+		t.Fatalf("%d recorded before the save, want the one whose lock was asked", n)
+	}
+	if err := e.Save(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n := j.recorded(); n != 2 {
+		t.Fatalf("%d recorded after the save, want both", n)
 	}
 }

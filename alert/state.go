@@ -77,6 +77,10 @@ func (e *Engine) persist(ctx context.Context) error {
 	live := e.heard.at()
 	s := e.snapshot()
 	s.Live = live
+	// What is owed goes on record before the marks it goes with: a state
+	// store that keeps no owed list (Redis) would otherwise save an alert
+	// told whose notification a kill -9 then loses.
+	e.recordOwed()
 	if err := e.opts.State.Save(ctx, s); err != nil {
 		e.dirty.Store(true)
 		e.st.saveErrors.Add(1)

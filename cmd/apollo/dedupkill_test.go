@@ -60,6 +60,44 @@ func TestThreeProcessKillAfterTheDedupLockIsTold(t *testing.T) {
 	d.onlySentinelsTold(h) // fails on a second notification of the held ones
 }
 
+// One alert process, killed -9 after it decided each tenant's
+// notification (the alerts are saved as told) and before it asked for
+// the first one's dedup lock: the process started next tells both, once.
+// Before, what the engine owed was only in its memory in the
+// three-process mode: the saved state said told, and nobody told them.
+func TestThreeProcessKillBeforeTheDedupLockIsTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{dedup: "5m", repeat: "5m"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	d.putLostRules("_held")
+	held := t.TempDir()
+	cfg := filepath.Join(d.dir, "apollo.yaml")
+	d.alert.kill()
+	cmd := exec.Command(os.Args[0], "alert", "--config", cfg)
+	cmd.Env = []string{"APOLLO_TEST_HOLD_LOCK=" + held}
+	d.alert = startCmd(t, cmd, "apollo alert ")
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost")
+		want[tenant] = tenant + "_held"
+	}
+	// The first is held before its lock, the second waits behind it;
+	// both alerts are saved in Redis as firing (and told).
+	heldBy(t, held, 1)
+	for _, tenant := range tenants {
+		d.firingAlert(tenant, tenant+"_held")
+	}
+	d.alert.kill()
+	d.startAlertWith("")
+	awaitTenants(t, h, "firing", want)
+	d.onlySentinelsTold(h)
+}
+
 // logOnFailure logs the end of p's log if the test failed.
 func logOnFailure(t *testing.T, p *proc) {
 	t.Cleanup(func() {
