@@ -226,8 +226,13 @@ func TestOutboxHostileData(t *testing.T) {
 	ctx := context.Background()
 	a := newOutbox(t, c, prefix, nil)
 	mustOwe(t, a, "acme", "good")
+	if _, err := a.Decisions().Record(owedNote("acme", "decided")); err != nil {
+		t.Fatal(err)
+	}
 	crash(t, a)
 	c.HSet(ctx, a.owed, "999", "not json\r\n")
+	c.HSet(ctx, a.decided, "998", "no newline")
+	c.HSet(ctx, a.decided, "999", "x \nnot json")
 	bad := []string{"", "../x", "a:b", "x}{outbox}", "a\r\nb", strings.Repeat("z", 200)}
 	for _, m := range bad {
 		c.SAdd(ctx, a.owners, m)
@@ -242,6 +247,12 @@ func TestOutboxHostileData(t *testing.T) {
 	}
 	if n, _ := c.HLen(ctx, b.owed).Result(); n != 1 {
 		t.Fatalf("%d entries in the new owner's hash, want 1 (the bad one dropped)", n)
+	}
+	if got := b.TakenOver(); len(got) != 1 || got[0].Notification.Alert.ID != "decided" {
+		t.Fatalf("decided entries taken over: %+v, want acme/decided alone", got)
+	}
+	if n, _ := c.HLen(ctx, b.decided).Result(); n != 1 {
+		t.Fatalf("%d entries in the new owner's decided hash, want 1 (the bad ones dropped)", n)
 	}
 }
 
