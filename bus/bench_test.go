@@ -218,3 +218,38 @@ func BenchmarkLateness(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSettle measures what a read that waits for the observers
+// (Bus.Settle: GET /api/v1/metrics, the jobs' health, the learner's
+// proposals) adds: one event published and its change delivered to an
+// observer, with a log and a live observer as in the server, alone
+// (publish) and followed by Settle (publish+settle); and Settle on a bus
+// with nothing to wait for (idle). The two first side by side show the
+// wait for delivery; idle, the cost when the read comes long after.
+func BenchmarkSettle(b *testing.B) {
+	for _, mode := range []string{"publish", "publish+settle", "idle"} {
+		b.Run(mode, func(b *testing.B) {
+			f := newFixture(b, func(o *Options) { o.Live = []Observer{&nopObserver{}} })
+			out := make([]Outcome, 1)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if mode != "idle" {
+					ev := apollo.Event{TaskID: fmt.Sprintf("t%d", i), Name: "job", Sequence: 1, Status: apollo.StatusRunning, Ts: t0.UnixMilli()}
+					if err := f.bus.Publish(ctx, []apollo.Event{ev}, out); err != nil || out[0].Result != Accepted {
+						b.Fatal(out, err)
+					}
+				}
+				if mode != "publish" {
+					if err := f.bus.Settle(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Apply(*apollo.Change) {}
