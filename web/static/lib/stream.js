@@ -287,7 +287,17 @@ function handle(m) {
         }
         seen = { name: p.name, tenant: p.tenant };
         principal.value = m.principal;
-        if (wasDown) reconnected.value++;
+        // The last metric and system messages are of the stream that
+        // closed, perhaps of a process that is gone: kept, they were shown
+        // under the Live indicator until the new stream's next ones (up
+        // to 10 s), and preferred to what the pages read. The pages read
+        // their figures again at once (reconnected), and the new stream's
+        // messages follow.
+        if (wasDown) {
+          metrics.value = null;
+          system.value = null;
+          reconnected.value++;
+        }
         wasDown = false;
       });
       // The stream carries alert changes from now on; the alerts as they

@@ -5,7 +5,7 @@ import { html, fmtPct, fmtMs, fmtNum, fmtAgo, fmtIn, Verdict, NotAvailable } fro
 import { api, NotFound } from "/lib/api.js";
 import { Chart, COLOR, failureSeries } from "/lib/chart.js";
 import { useSeries, RangePicker, columns, failureRate } from "/lib/series.js";
-import { metrics, setFilter } from "/lib/stream.js";
+import { metrics, setFilter, reconnected } from "/lib/stream.js";
 import { Strip } from "/pages/board.js";
 
 const WINDOWS = ["1m", "5m", "15m", "1h"];
@@ -40,7 +40,7 @@ export function Jobs({ name }) {
     load();
     const t = setInterval(load, 10_000);
     return () => { stop = true; clearInterval(t); };
-  }, [windowSel, prefix]);
+  }, [windowSel, prefix, reconnected.value]); // read at once when the stream comes back
   // The stream's metric messages refresh the table between polls when
   // they answer the same question: the window and prefix as the server
   // spells them in the page's own answer ("5m0s", not "5m").
@@ -86,7 +86,7 @@ function JobHealth({ name }) {
     load();
     const t = setInterval(load, 10_000);
     return () => { stop = true; clearInterval(t); };
-  }, [name]);
+  }, [name, reconnected.value]);
   if (!job) return html`<h2>${name}</h2>`;
   const last = job.lastRun;
   return html`<h2>${name} <${Verdict} v=${job.verdict} /></h2>

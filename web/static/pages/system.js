@@ -5,7 +5,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Card, fmtNum, fmtAgo, fmtNs, fmtBytes, fmtTime, plural, NotAvailable } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
-import { system, setFilter } from "/lib/stream.js";
+import { system, setFilter, reconnected } from "/lib/stream.js";
 import { serverNow } from "/lib/clock.js";
 
 // A component's verdict: ok; attention (something went wrong since the
@@ -199,9 +199,12 @@ export function System() {
   const [state, setState] = useState("loading");
   const [rate, setRate] = useState(null);
   useEffect(() => setFilter({ types: ["system"] }), []);
+  // Read at once when the stream comes back: the figures held are of
+  // before, perhaps of a process that is gone, and so is the rate.
   useEffect(() => {
     let stop = false;
     let prev = null;
+    setRate(null);
     const load = () => api("/api/v1/system").then((d) => {
       if (stop) return;
       const now = Date.now();
@@ -212,7 +215,7 @@ export function System() {
     load();
     const t = setInterval(load, 5000);
     return () => { stop = true; clearInterval(t); };
-  }, []);
+  }, [reconnected.value]);
   if (state === "na") return html`<h1>System</h1><${NotAvailable} what="System health" />`;
   if (state !== "ok") return html`<h1>System</h1><p class="muted">${state === "error" ? "Could not load the system health." : "Loading…"}</p>`;
   const d = system.value || polled;
