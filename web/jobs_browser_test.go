@@ -3,10 +3,12 @@ package web_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/httpapi"
 )
 
 // pushedMetrics answers the stream's metric messages with one job the
@@ -38,4 +40,33 @@ func TestJobsPageTakesTheStreamsMetrics(t *testing.T) {
 	b.do("filter", chromedp.SendKeys(chromedp.CSS("main input[data-filter]"), "etl"))
 	b.until("the filtered answer, without the stream's rows for every job",
 		`!document.querySelector('#jobs-table tr[data-job="pushed_only"]') && `+text("main")+`.includes("No runs in this window")`)
+}
+
+// One job's page (its row in the table, its last run and strip) changed
+// only at its reads every 10 s: a run that failed meanwhile showed as
+// nothing new for up to 10 s, while the stream had told the page. It now
+// reads the job again when the stream reports a change of its runs. The
+// page's periodic reads are held back (holdBack), so only the stream can
+// bring the run; the other tenant's job of the same name never counts.
+func TestOneJobFollowsItsRunsInBrowser(t *testing.T) {
+	auth := tokens{
+		"admin-token": {Name: "root", Role: httpapi.RoleAdmin},
+		"b-token":     {Name: "bob", Tenant: "b", Role: httpapi.RoleAdmin},
+	}
+	d := newDashboard(t, auth)
+	now := time.Now()
+	d.reportAs("admin-token", run("etl", "etl-1", "success", now.Add(-time.Minute), time.Second)...)
+	d.reportAs("b-token", run("etl", "etl-b1", "failed", now.Add(-time.Minute), time.Second)...)
+	b := newBrowser(t)
+	b.holdBack()
+	b.signIn(d.srv.URL+"/jobs/etl", "admin-token")
+	b.until("the job, one run", cell("etl", "Runs")+` === "1" && document.querySelectorAll("#job-health .run").length === 1`)
+
+	d.reportAs("admin-token", run("etl", "etl-2", "failed", time.Now(), time.Second)...)
+	d.reportAs("b-token", run("etl", "etl-b2", "failed", time.Now(), time.Second)...)
+	b.until("the failed run in the row, the last run and the strip",
+		cell("etl", "Runs")+` === "2" && `+cell("etl", "Failed")+` === "1" && `+
+			text("#job-health")+`.includes("Last run failed") && document.querySelectorAll("#job-health .run").length === 2 && `+
+			`!!document.querySelector('#job-health .run[data-task="etl-2"]') && !document.querySelector('#job-health .run[data-task="etl-b2"]')`)
+	b.screenshot("one-job-live")
 }

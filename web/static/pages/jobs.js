@@ -1,11 +1,11 @@
 // Jobs: one row per job name over a window, and for one job its health,
 // recent runs and charts.
-import { useEffect, useState } from "/vendor/preact-hooks.mjs";
+import { useEffect, useRef, useState } from "/vendor/preact-hooks.mjs";
 import { html, fmtPct, fmtMs, fmtNum, fmtAgo, fmtIn, Verdict, NotAvailable } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
 import { Chart, COLOR, failureSeries } from "/lib/chart.js";
 import { useSeries, RangePicker, columns, failureRate } from "/lib/series.js";
-import { metrics, setFilter, reconnected } from "/lib/stream.js";
+import { metrics, setFilter, onTasks, reconnected } from "/lib/stream.js";
 import { Strip } from "/pages/board.js";
 
 const WINDOWS = ["1m", "5m", "15m", "1h"];
@@ -19,12 +19,29 @@ const PAGE = 200;
 // A cell that counts failures or timeouts is red when it counts any.
 const bad = (n) => (n > 0 ? "num bad" : "num");
 
+// onRunsOf calls read a moment after the stream reports a change of the
+// job's runs, once for a burst of them (at most twice a second): one job's
+// page read its row and its health every 10 s only, and a run that failed
+// meanwhile showed as nothing new. The stream's filter is the job's name
+// as a prefix, which other jobs' names may start with. It returns the
+// function that stops it.
+function onRunsOf(name, read) {
+  let soon = null;
+  const off = onTasks((list) => {
+    if (!soon && list.some((t) => t.name === name)) soon = setTimeout(() => { soon = null; read(); }, 500);
+  });
+  return () => { off(); clearTimeout(soon); };
+}
+
 export function Jobs({ name }) {
   const [windowSel, setWindow] = useState("5m");
   const [prefix, setPrefix] = useState("");
   const [data, setData] = useState(null);
   const [state, setState] = useState("loading"); // loading | ok | na | error
   const [shown, setShown] = useState(PAGE);
+  const [reads, setReads] = useState(0); // bumping it reads the table again
+  const [row, setRow] = useState(null); // {job, window, n}: one job's row, read after the table
+  const asked = useRef(0); // the reads of the table and of one job's row, numbered as asked
   useEffect(() => setShown(PAGE), [windowSel, prefix]);
   // The stream's metric message answers for 5 minutes under the filter's
   // prefix: the table takes it for that window. One job's charts take the
@@ -34,19 +51,47 @@ export function Jobs({ name }) {
     [name, prefix, windowSel]);
   useEffect(() => {
     let stop = false;
-    const load = () => api(`/api/v1/metrics?window=${windowSel}&prefix=${encodeURIComponent(prefix)}`).then(
-      (d) => { if (!stop) { setData(d); setState("ok"); } },
-      (e) => { if (!stop) setState(e instanceof NotFound ? "na" : "error"); });
+    const load = () => {
+      const n = ++asked.current;
+      api(`/api/v1/metrics?window=${windowSel}&prefix=${encodeURIComponent(prefix)}`).then(
+        (d) => { if (!stop) { setData((was) => (was?.n > n ? was : { ...d, n })); setState("ok"); } },
+        (e) => { if (!stop) setState(e instanceof NotFound ? "na" : "error"); });
+    };
     load();
     const t = setInterval(load, 10_000);
     return () => { stop = true; clearInterval(t); };
-  }, [windowSel, prefix, reconnected.value]); // read at once when the stream comes back
+  }, [windowSel, prefix, reads, reconnected.value]); // read at once when the stream comes back
+  // On one job's page, its row follows its runs: the job's own row is
+  // read (GET /api/v1/metrics under its name, not the whole table) and
+  // shown in place of the table's while it is the newer read.
+  useEffect(() => {
+    setRow(null);
+    if (!name || !name.startsWith(prefix)) return;
+    let stop = false;
+    const off = onRunsOf(name, () => {
+      const n = ++asked.current;
+      api(`/api/v1/metrics?window=${windowSel}&prefix=${encodeURIComponent(name)}`).then((d) => {
+        const job = (d.jobs || []).find((j) => j.name === name);
+        if (!stop && job) setRow({ job, window: d.window, n });
+      }, () => { /* the next read tries again */ });
+    });
+    return () => { stop = true; off(); };
+  }, [name, prefix, windowSel]);
+  const fresh = row && data && row.n > data.n && row.window === data.window ? row.job : null;
+  const at = fresh ? (data.jobs || []).findIndex((j) => j.name === fresh.name) : -1;
+  // A job not in the table yet (its first run in the window): the table
+  // is read again.
+  useEffect(() => { if (fresh && at < 0) setReads((n) => n + 1); }, [fresh, at]);
   // The stream's metric messages refresh the table between polls when
   // they answer the same question: the window and prefix as the server
   // spells them in the page's own answer ("5m0s", not "5m").
   const m = metrics.value;
   const live = m && data && m.window === data.window && m.prefix === data.prefix;
-  const jobs = (live ? m.jobs : data?.jobs) || [];
+  let jobs = (live ? m.jobs : data?.jobs) || [];
+  if (!live && at >= 0) {
+    jobs = jobs.slice();
+    jobs[at] = fresh;
+  }
   return html`
     <h1>Jobs</h1>
     <form class="filters" onSubmit=${(e) => e.preventDefault()}>
@@ -81,11 +126,18 @@ function JobHealth({ name }) {
   const [job, setJob] = useState(null);
   useEffect(() => {
     let stop = false;
-    const load = () => api(`/api/v1/jobs/health?job=${encodeURIComponent(name)}`).then(
-      (d) => { if (!stop) setJob({ ...d.jobs[0], now: d.now }); }, () => { if (!stop) setJob(null); });
+    let asked = 0;
+    let shown = 0; // the newest read shown: an answer overtaken by a newer one is dropped
+    const load = () => {
+      const n = ++asked;
+      api(`/api/v1/jobs/health?job=${encodeURIComponent(name)}`).then(
+        (d) => { if (!stop && n > shown) { shown = n; setJob({ ...d.jobs[0], now: d.now }); } },
+        () => { if (!stop && n > shown) { shown = n; setJob(null); } });
+    };
     load();
     const t = setInterval(load, 10_000);
-    return () => { stop = true; clearInterval(t); };
+    const off = onRunsOf(name, load);
+    return () => { stop = true; clearInterval(t); off(); };
   }, [name, reconnected.value]);
   if (!job) return html`<h2>${name}</h2>`;
   const last = job.lastRun;
