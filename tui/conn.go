@@ -117,14 +117,28 @@ func (m *Model) read() tea.Cmd {
 	})
 }
 
-// send writes one message on the current connection. A failed write is
-// not reported: the read that is always pending fails too and reconnects.
+// send writes one message on the current connection, after the ones
+// sent before it: Bubble Tea runs each command in a goroutine of its own,
+// and two subscribes written in the other order (a tab changed just after
+// the hello, a filter typed fast) left the server with the older filter.
+// A failed write is not reported: the read that is always pending fails
+// too and reconnects.
 func (m *Model) send(data []byte) tea.Cmd {
 	ws := m.conn.ws
 	if ws == nil {
 		return nil
 	}
+	prev, done := ws.last, make(chan struct{})
+	ws.last = done
 	return m.run.cmd(func(ctx context.Context) tea.Msg {
+		defer close(done)
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 		_ = ws.write(ctx, data)
 		return nil
 	})
@@ -241,7 +255,7 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		// silences as they are come from the API, on every (re)connection:
 		// one may have been acknowledged, resolved or forgotten, and a
 		// silence added, while the stream was down.
-		return tea.Batch(m.send(subscribeJSON(m.prefix, c.cursor)), m.fetchAlerts(), m.fetchSilences())
+		return tea.Batch(m.subscribe(), m.fetchAlerts(), m.fetchSilences())
 	case *apiclient.Snapshot:
 		c.cursor = msg.Cursor
 		m.store.replace(msg.Tasks)

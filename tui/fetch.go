@@ -171,9 +171,10 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 	switch msg := msg.(type) {
 	case refreshMsg:
 		cmds := []tea.Cmd{m.tick(), m.fetchHealth(), m.fetchMetrics(), m.fetchSeries(m.jobs.Selected()), m.fetchAlerts(), m.fetchSilences()}
-		// The stream sends the system stats every few seconds; ask the API
-		// only when it has not (a server with them switched off).
-		if m.now().Sub(m.lastSystem) > 2*m.opts.Refresh {
+		// The stream sends the System tab the system stats every few
+		// seconds; ask the API only when it has not (a server with them
+		// switched off).
+		if m.tab == tabSystem && m.now().Sub(m.lastSystem) > 2*m.opts.Refresh {
 			cmds = append(cmds, m.fetchSystem())
 		}
 		m.paintTasks()
@@ -268,7 +269,7 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 		// the old one.
 		m.prefix, m.conn.cursor = msg.Prefix, ""
 		if m.conn.state == stateLive {
-			return m.send(subscribeJSON(m.prefix, ""))
+			return m.subscribe()
 		}
 	case pages.AckAlert:
 		a := msg.Alert

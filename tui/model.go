@@ -82,9 +82,10 @@ type Model struct {
 	notice        string
 	noticeBad     bool
 
-	conn   connection
-	store  *taskStore
-	prefix string // the task filter the stream was asked for
+	conn      connection
+	store     *taskStore
+	prefix    string // the task filter the stream was asked for
+	subSystem bool   // the stream was asked for the system message (the System tab shows)
 
 	seriesFor     string
 	healthGone    bool // GET /api/v1/jobs/health is 404: stop asking
@@ -215,12 +216,34 @@ func (m *Model) setTab(t tab) {
 	}
 }
 
-// afterTab fetches what a tab needs when it comes into view.
+// afterTab fetches what a tab needs when it comes into view. The System
+// tab alone asks the stream for the system message (each terminal left
+// on another tab cost the server its tenant's figures every 5 s, for
+// nothing); its figures, not sent while it was away, are read at once.
 func (m *Model) afterTab() tea.Cmd {
+	var cmds []tea.Cmd
 	if m.tab == tabJobs {
-		return m.fetchSeriesIfMoved()
+		cmds = append(cmds, m.fetchSeriesIfMoved())
 	}
-	return nil
+	if (m.tab == tabSystem) != m.subSystem {
+		if m.tab == tabSystem {
+			m.system.Forget()
+			m.lastSystem = time.Time{}
+			cmds = append(cmds, m.fetchSystem())
+		}
+		if m.conn.state == stateLive {
+			cmds = append(cmds, m.subscribe())
+		}
+	}
+	return tea.Batch(cmds...)
+}
+
+// subscribe asks the stream for what the dashboard shows now, from the
+// last cursor: the tasks filter is the one the cursor is of (a new prefix
+// clears it first).
+func (m *Model) subscribe() tea.Cmd {
+	m.subSystem = m.tab == tabSystem
+	return m.send(subscribeJSON(m.prefix, m.conn.cursor, m.subSystem))
 }
 
 // afterPageKey follows a page's key: a new job selected needs its series.

@@ -27,6 +27,10 @@ const maxFrame = 32 << 20
 // and from any goroutine.
 type wsConn struct {
 	c *websocket.Conn
+	// last is closed when the newest write asked for has ended (nil:
+	// none asked). Only the dashboard's Update touches it: each write
+	// waits for the one asked before it (Model.send).
+	last chan struct{}
 }
 
 func (w *wsConn) Close() error { return w.c.CloseNow() }

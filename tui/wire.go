@@ -9,14 +9,18 @@ import (
 // The dashboard's messages on the stream (docs/stream.md); the server's
 // are read with apiclient.DecodeFrame.
 
-// subscribedTypes are the kinds of message the dashboard asks for: job
-// metrics come from the REST API instead, for any window and every job
-// whatever the task filter.
-var subscribedTypes = []string{apiclient.MsgTasks, apiclient.MsgAlert, apiclient.MsgSystem}
-
-func subscribeJSON(prefix, cursor string) []byte {
+// subscribeJSON asks for the kinds of message the dashboard shows: the
+// tasks (the Tasks tab keeps them whatever tab is shown), the alerts (the
+// tab bar counts the firing ones) and, when system is set (the System
+// tab is shown), the system message. Job metrics come from the REST API
+// instead, for any window and every job whatever the task filter.
+func subscribeJSON(prefix, cursor string, system bool) []byte {
+	types := []string{apiclient.MsgTasks, apiclient.MsgAlert}
+	if system {
+		types = append(types, apiclient.MsgSystem)
+	}
 	return clientJSON(apiclient.ClientMessage{Type: apiclient.MsgSubscribe,
-		Filter: &apiclient.Filter{Prefix: prefix, Types: subscribedTypes}, Cursor: cursor})
+		Filter: &apiclient.Filter{Prefix: prefix, Types: types}, Cursor: cursor})
 }
 
 func ackJSON(id string) []byte {

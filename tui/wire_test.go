@@ -13,8 +13,9 @@ func TestClientMessages(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{subscribeJSON("", ""), `{"type":"subscribe","filter":{"types":["tasks","alert","system"]}}`},
-		{subscribeJSON("batch_", "c.9"), `{"type":"subscribe","filter":{"prefix":"batch_","types":["tasks","alert","system"]},"cursor":"c.9"}`},
+		{subscribeJSON("", "", false), `{"type":"subscribe","filter":{"types":["tasks","alert"]}}`},
+		{subscribeJSON("", "", true), `{"type":"subscribe","filter":{"types":["tasks","alert","system"]}}`},
+		{subscribeJSON("batch_", "c.9", false), `{"type":"subscribe","filter":{"prefix":"batch_","types":["tasks","alert"]},"cursor":"c.9"}`},
 		{ackJSON("a-1"), `{"type":"ack","alert":"a-1"}`},
 		{heartbeatJSON, `{"type":"heartbeat"}`},
 	}

@@ -45,6 +45,7 @@ type System struct {
 	prev   map[string]float64
 	at     time.Time
 	prevAt time.Time
+	gap    bool // the next stats come after a gap: no rate from the ones held
 	err    error
 	width  int
 	height int
@@ -64,10 +65,18 @@ func (p *System) SetStats(raw json.RawMessage, at time.Time) {
 	}
 	p.err = nil
 	p.prev, p.prevAt = p.stats, p.at
+	if p.gap {
+		p.prev, p.prevAt, p.gap = nil, time.Time{}, false
+	}
 	p.stats, p.texts, p.at = map[string]float64{}, map[string]string{}, at
 	flatten("", v, p.stats, p.texts)
 	p.render()
 }
+
+// Forget drops the stats that the rates are measured from: the next ones
+// come after a gap (the tab was not shown, the stream reconnected), so a
+// rate needs two more.
+func (p *System) Forget() { p.gap = true }
 
 // SetError records that the stats could not be had.
 func (p *System) SetError(err error) {

@@ -1,0 +1,146 @@
+package tui
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+	"github.com/coder/websocket"
+
+	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/internal/testwait"
+	"github.com/apollo-11/apollo/stream"
+)
+
+// counted is a watched dashboard that counts the system messages the
+// stream hands it, and notes how many it had when the answer to its last
+// subscribe with a cursor came (resumed): the server sends nothing of
+// the old filter after it.
+type counted struct {
+	watched
+	system  *atomic.Int64
+	resumed *atomic.Int64 // -1: no answer yet
+}
+
+func (c counted) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if f, ok := msg.(frameMsg); ok {
+		switch m := f.f.Msg.(type) {
+		case *apiclient.System:
+			c.system.Add(1)
+		case *apiclient.Tasks:
+			if m.Resumed {
+				c.resumed.Store(c.system.Load())
+			}
+		}
+	}
+	_, cmd := c.watched.Update(msg)
+	return c, cmd
+}
+
+// countSystem is a stream client of token's tenant that asks for every
+// kind of message and counts the system messages: what a dashboard could
+// have been sent.
+func (ls *liveServer) countSystem(token string) *atomic.Int64 {
+	ls.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(ls.srv.URL, "http")+"/api/v1/stream", &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{apiclient.StreamProtocol}})
+	if err != nil {
+		cancel()
+		ls.t.Fatal(err)
+	}
+	conn.SetReadLimit(-1)
+	if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe"}`)); err != nil {
+		ls.t.Fatal(err)
+	}
+	n := new(atomic.Int64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(string(data), `{"type":"system"`) {
+				n.Add(1)
+			}
+		}
+	}()
+	ls.t.Cleanup(func() { cancel(); conn.CloseNow(); <-done })
+	return n
+}
+
+// untilCount waits until n reaches at least want.
+func untilCount(t *testing.T, what string, n *atomic.Int64, want int64) {
+	t.Helper()
+	deadline := time.After(testwait.Timeout(t))
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for n.Load() < want {
+		select {
+		case <-deadline:
+			t.Fatalf("waiting for %s: %d of %d", what, n.Load(), want)
+		case <-tick.C:
+		}
+	}
+}
+
+// The dashboard asked the stream for the system message on every tab, so
+// that each terminal left on Tasks cost the server its tenant's figures
+// every 5 s, for nothing. It now asks for them while the System tab is
+// shown, and shows fresh figures when the tab opens. One tenant watches
+// its tasks, the other its System tab, while a client of each tenant
+// that asks for everything is sent the system messages.
+func TestTabIsSentOnlyWhatItShows(t *testing.T) {
+	t.Parallel()
+	ls := newLiveServerWith(t, func(o *stream.Options) { o.SystemInterval = 50 * time.Millisecond })
+	open := func(token string) (counted, *teatest.TestModel) {
+		m, err := New(Options{Server: ls.srv.URL, Token: token, Refresh: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		c := counted{watched: watch(m), system: new(atomic.Int64), resumed: new(atomic.Int64)}
+		c.resumed.Store(-1)
+		tm := teatest.NewTestModel(t, c, teatest.WithInitialTermSize(120, 40))
+		c.untilText(t, "● live")
+		return c, tm
+	}
+	tasks, tasksTerm := open("acme-view")
+	tasksTerm.Send(keyMsg("2"))
+	tasks.until(t, "the Tasks tab", func(sc screen) bool { return sc.tab == tabTasks })
+	sys, sysTerm := open("globex-view")
+	sysTerm.Send(keyMsg("5"))
+	sys.until(t, "the System tab", func(sc screen) bool { return sc.tab == tabSystem && strings.Contains(sc.text, "stream clients") })
+
+	acme, globex := ls.countSystem("acme-view"), ls.countSystem("globex-view")
+	untilCount(t, "system messages to a client that asks for everything", acme, 10)
+	untilCount(t, "system messages to the System tab", sys.system, 10)
+	untilCount(t, "the other tenant's system messages", globex, 10)
+	if n := tasks.system.Load(); n > 1 {
+		t.Errorf("the Tasks tab was sent %d system messages (one at most, on its way when it opened)", n)
+	}
+
+	// The Tasks tab shows the System tab: it asks for the figures, and
+	// shows them at once; back on Tasks, they stop.
+	tasksTerm.Send(keyMsg("5"))
+	tasks.until(t, "the System tab, with figures", func(sc screen) bool { return sc.tab == tabSystem && strings.Contains(sc.text, "stream clients") })
+	untilCount(t, "system messages once the System tab shows", tasks.system, 5)
+	tasks.resumed.Store(-1)
+	tasksTerm.Send(keyMsg("2"))
+	tasks.until(t, "the Tasks tab again", func(sc screen) bool { return sc.tab == tabTasks })
+	// The answer to the new subscribe (the tasks since the cursor) comes
+	// after every system message sent before it: none after it.
+	untilCount(t, "the answer to the subscribe", tasks.resumed, 0)
+	after := tasks.resumed.Load()
+	untilCount(t, "more system messages to a client that asks for everything", acme, acme.Load()+10)
+	if n := tasks.system.Load() - after; n > 0 {
+		t.Errorf("back on Tasks, the dashboard was sent %d more system messages", n)
+	}
+}
