@@ -255,7 +255,20 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		// silences as they are come from the API, on every (re)connection:
 		// one may have been acknowledged, resolved or forgotten, and a
 		// silence added, while the stream was down.
-		return tea.Batch(m.subscribe(), m.fetchAlerts(), m.fetchSilences())
+		cmds := []tea.Cmd{m.subscribe(), m.fetchAlerts(), m.fetchSilences()}
+		if c.gen > 1 {
+			// Connected again (the server may have restarted): the figures
+			// held are of before, perhaps of a process that is gone. They
+			// are read at once rather than at the next refresh or system
+			// message, and the rates start over.
+			m.system.Forget()
+			m.lastSystem = time.Time{}
+			cmds = append(cmds, m.fetchHealth(), m.fetchMetrics())
+			if m.tab == tabSystem {
+				cmds = append(cmds, m.fetchSystem())
+			}
+		}
+		return tea.Batch(cmds...)
 	case *apiclient.Snapshot:
 		c.cursor = msg.Cursor
 		m.store.replace(msg.Tasks)

@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 	"github.com/coder/websocket"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/stream"
@@ -143,4 +146,36 @@ func TestTabIsSentOnlyWhatItShows(t *testing.T) {
 	if n := tasks.system.Load() - after; n > 0 {
 		t.Errorf("back on Tasks, the dashboard was sent %d more system messages", n)
 	}
+}
+
+// Connected again after the stream went away (a server restart), the
+// System tab showed the figures of before until the server's next system
+// message: the dashboard now reads them at once. The system messages come
+// every hour here, and the dashboard's own refresh too: only the
+// reconnection can bring the figures of now.
+func TestSystemTabAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	ls := newLiveServerWith(t, func(o *stream.Options) { o.SystemInterval = time.Hour })
+	m, err := New(Options{Server: ls.srv.URL, Token: "op-token", Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	w := watch(m)
+	tm := teatest.NewTestModel(t, w, teatest.WithInitialTermSize(120, 40))
+	w.untilText(t, "● live")
+	tm.Send(keyMsg("5"))
+	// The bus's row of counters (the stream's has an "accepted" too).
+	busAccepted := func(n int) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^accepted +` + strconv.Itoa(n) + ` corrections `)
+	}
+	w.until(t, "the System tab, nothing accepted", func(sc screen) bool { return sc.tab == tabSystem && busAccepted(0).MatchString(sc.text) })
+
+	ls.hub.Stop(context.Background())
+	w.untilText(t, "reconnecting in")
+	ls.report(ev("sys-1", "sys", 1, apollo.StatusRunning, 0), ev("sys-2", "sys", 1, apollo.StatusRunning, 0))
+	ls.startStream()
+	w.until(t, "live again, with the events accepted meanwhile", func(sc screen) bool {
+		return sc.state == stateLive && busAccepted(2).MatchString(sc.text)
+	})
 }
