@@ -27,6 +27,7 @@ let cursorToken = null; // the token whose stream the cursor is of
 // filter is what the open page shows (setFilter); until a page says, the
 // alerts alone.
 let filter = { prefix: "", status: [], types: ["alert"] };
+let left = null; // {key, cursor, tasks, token}: the filter of tasks left last (setFilter)
 let backoff = 500;
 let retry = null;
 let retryAt = 0; // Date.now() when retry fires
@@ -175,17 +176,28 @@ function tellTasks(list) {
 // name or task ID (256 bytes: a task's or job's address typed by hand)
 // matches nothing, and the server would refuse it and keep the last
 // filter: the page is sent the alerts alone.
+//
+// The tasks of the filter left last are kept with their cursor: a page
+// that comes back to that filter (Tasks, a task, back to Tasks) gets them
+// again and resumes from the cursor, so the server sends what changed
+// meanwhile, or a snapshot if it no longer holds the changes since; each
+// return was a new snapshot of the newest 500 tasks (about 130 KB).
 export function setFilter(f) {
   let types = [...new Set(["alert", ...(f?.types || [])])].sort();
   let prefix = f?.prefix || "";
   if (new TextEncoder().encode(prefix).length > 256) [prefix, types] = ["", ["alert"]];
   const next = { prefix, status: f?.status || [], types };
-  if (JSON.stringify(next) === JSON.stringify(filter)) return;
+  const key = JSON.stringify(next);
+  if (key === JSON.stringify(filter)) return;
+  applyTasks(); // the changes queued are of the filter left
+  const back = left?.key === key && left.token === cursorToken ? left : null;
+  left = cursor && filter.types.includes("tasks") ? { key: JSON.stringify(filter), cursor, tasks: tasks.value, token: cursorToken } : null;
   filter = next;
-  cursor = "";
+  cursor = back ? back.cursor : "";
+  if (back) tasks.value = back.tasks;
   if (!types.includes("metric")) metrics.value = null;
   if (!types.includes("system")) system.value = null;
-  subscribe(false);
+  subscribe(!!back);
 }
 
 function subscribe(resume) {
@@ -280,6 +292,7 @@ function handle(m) {
         // Signed in again with another token (after a 401): nothing the
         // last one was shown may stay on screen as this one's.
         if (seen && (seen.name !== p.name || seen.tenant !== p.tenant)) {
+          left = null;
           dropTasks();
           tasks.value = new Map();
           alerts.value = new Map();
