@@ -246,12 +246,15 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 }
 
 // until waits for a JavaScript condition to hold.
-func (b *browser) until(what, expr string) {
+func (b *browser) until(what, expr string) { b.t.Helper(); b.untilIn(what, expr, 20*time.Second) }
+
+// untilIn is until with its own timeout.
+func (b *browser) untilIn(what, expr string, timeout time.Duration) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector("main")?.innerText.slice(0, 600)`))
+		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(document.querySelector("#conn")?.innerText ?? "") + "\n" + document.querySelector("main")?.innerText.slice(0, 600)`))
 		b.t.Fatalf("waiting for %s (%s): %v\npage: %s", what, expr, err, text)
 	}
 }

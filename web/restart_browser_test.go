@@ -224,9 +224,14 @@ func TestFiguresAfterARestartInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, bin, "127.0.0.1:0", "--config", path, "--data", filepath.Join(dir, "data"))
-	now := time.Now()
-	srv.report(secrets["acme-agent"], run("etl_acme", "etl_acme-1", "success", now, time.Second)...)
-	srv.report(secrets["beta-agent"], run("etl_beta", "etl_beta-1", "success", now, time.Second)...)
+	// Every run has finished by the time it is reported: the metrics
+	// count a run in the 10 s step of its end, and the current window ends
+	// with the current step, so a run ending a second ahead was not
+	// counted yet one time in ten, and the page, which reads only when the
+	// stream comes back here, missed it.
+	past := func() time.Time { return time.Now().Add(-2 * time.Second) }
+	srv.report(secrets["acme-agent"], run("etl_acme", "etl_acme-1", "success", past(), time.Second)...)
+	srv.report(secrets["beta-agent"], run("etl_beta", "etl_beta-1", "success", past(), time.Second)...)
 
 	jobs := newBrowser(t)
 	jobs.holdBack()
@@ -243,9 +248,11 @@ func TestFiguresAfterARestartInBrowser(t *testing.T) {
 	system.until("a system message", `window.__got.system >= 1`)
 	system.do("hold back the system messages", chromedp.Evaluate[chromedp.Void](`window.__held.add("system")`))
 
-	srv.report(secrets["acme-agent"], run("etl_acme", "etl_acme-2", "failed", time.Now(), time.Second)...)
-	srv.report(secrets["beta-agent"], run("etl_beta", "etl_beta-2", "failed", time.Now(), time.Second)...)
+	srv.report(secrets["acme-agent"], run("etl_acme", "etl_acme-2", "failed", past(), time.Second)...)
+	srv.report(secrets["beta-agent"], run("etl_beta", "etl_beta-2", "failed", past(), time.Second)...)
+	down := time.Now()
 	srv = srv.restart()
+	t.Logf("the server was back %v after the kill", time.Since(down).Round(time.Millisecond))
 	var stats struct {
 		Recovery struct {
 			Events int `json:"events"`
@@ -256,7 +263,12 @@ func TestFiguresAfterARestartInBrowser(t *testing.T) {
 		t.Fatal("the restarted server replayed no record: it was not killed after the events were written")
 	}
 
+	// Each page tries again 0.5 s after the close, then twice as long
+	// each time up to 30 s, ±25 %: a server that took seconds to come back
+	// on a loaded machine is found up to 37.5 s after it is up.
 	live := `document.querySelector("#conn")?.dataset.state === "open"`
+	jobs.untilIn("connected again", live, 40*time.Second)
+	system.untilIn("connected again", live, 40*time.Second)
 	jobs.until("acme's job as the restarted server counts it, and nothing of beta's",
 		live+` && `+cell("etl_acme", "Runs")+` === "2" && `+cell("etl_acme", "Failed")+` === "1" && !document.querySelector('tr[data-job="etl_beta"]')`)
 	jobs.screenshot("jobs-after-restart")
