@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/apollo-11/apollo/httpapi"
@@ -286,4 +287,41 @@ func TestSignInInAnotherTabInBrowser(t *testing.T) {
 	d.reportAs("b-token", run("etl", "etl-b-late", "success", time.Now(), time.Second)...)
 	first.until("live for the new tenant", `!!document.querySelector('tr[data-task="etl-b-late"]')`)
 	first.screenshot("first-tab")
+}
+
+// A refusal that answers a request sent before the user signed in (the
+// stream's check of why a token-less connection failed, on its way while
+// the login dialog was filled in) is the old, absent token's: it leaves
+// the new token, the page signed in and its stream open. Before, it
+// deleted the token just given and asked for one again
+// (TestManyTasksInBrowser met it when its sign-in raced the check).
+func TestLateRefusalKeepsTheNewTokenInBrowser(t *testing.T) {
+	d := newDashboard(t, tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}})
+	b := newBrowser(t)
+	// Every token-less check of the stream waits for window.__release.
+	const script = `(() => {
+  const real = window.fetch;
+  let release;
+  const gate = new Promise((r) => { release = r; });
+  window.__release = release;
+  window.__held = 0;
+  window.__heldDone = 0;
+  window.fetch = async (url, opts) => {
+    if (String(url).startsWith("/api/v1/stream") && !opts?.headers?.Authorization) {
+      window.__held++;
+      await gate;
+      try { return await real(url, opts); } finally { setTimeout(() => { window.__heldDone++; }, 0); }
+    }
+    return real(url, opts);
+  };
+})();`
+	if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: script}); err != nil {
+		t.Fatal(err)
+	}
+	b.signIn(d.srv.URL+"/", "admin-token")
+	b.until("a token-less check of the stream held", `window.__held > 0`)
+	b.do("release the checks", chromedp.Evaluate[chromedp.Void](`window.__release()`))
+	b.until("the held checks answered", `window.__heldDone === window.__held`)
+	b.until("still signed in, the stream open", `localStorage.getItem("apollo.token") === "admin-token" && `+
+		`document.querySelector("#login")?.open === false && document.querySelector("#conn")?.dataset.state === "open"`)
 }

@@ -12,9 +12,14 @@ export function token() {
 
 // refused forgets a token the server refused (revoked, mistyped) and asks
 // for another: the secret is not kept, and the login box starts empty.
-export function refused() {
+// sent is the token the refused request carried ("" for none): when the
+// user signed in since (a 401 answering a request sent before), the new
+// token stays, and refused answers false.
+export function refused(sent) {
+  if (token() !== sent) return false;
   try { localStorage.removeItem(KEY); } catch { /* private mode */ }
   needLogin.value = true;
+  return true;
 }
 
 export function setToken(t) {
@@ -60,7 +65,7 @@ export async function tagged(path, { method = "GET", body, type = "application/j
   const text = await res.text();
   try { data = text ? JSON.parse(text) : null; } catch { data = text; }
   if (res.status === 401) {
-    refused();
+    refused(t);
     throw new APIError(401, data);
   }
   // A 404 is a missing endpoint (an older server) or a missing thing (a

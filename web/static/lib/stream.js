@@ -116,15 +116,20 @@ addEventListener("pageshow", (e) => { if (e.persisted) connect(); });
 // nothing stands in the way.
 async function checkAuth() {
   try {
-    const headers = token() ? { Authorization: `Bearer ${token()}` } : {};
+    const sent = token();
+    const headers = sent ? { Authorization: `Bearer ${sent}` } : {};
     const res = await fetch("/api/v1/stream", { headers, cache: "no-store" });
     if (res.status === 401) {
+      // Refused: the token this asked with. One set since (a sign-in
+      // while this was on its way) is not the refused one, and its own
+      // connection is under way.
+      if (token() !== sent) return;
       clearTimeout(retry);
       batch(() => {
         conn.value = "unauthorized";
         connDetail.value = "needs a token";
         principal.value = null; // the refused token's role no longer applies
-        refused();
+        refused(sent);
       });
       return;
     }
