@@ -45,12 +45,15 @@ func (s *Scheduler) track(r *run, t *task, attempt int, p proc) {
 // batch waits up to its flush interval, a request may hang), and a kill -9
 // then would lose the run's end with nothing left to settle it. With a
 // reporter that can say when its events are delivered (the agent client's
-// Flush), the run leaves the state file at the next save after that; a
-// reporter that cannot say leaves it at once, as before.
+// Flush), the run leaves the state file in a save of its own once they
+// are; a reporter that cannot say leaves it at once, as before.
 //
-// Waiting costs no save of its own: a run kept in the file a little long
-// is settled, after a kill -9, by an event with its last sequence, which
-// the server takes as a duplicate of the end it has.
+// That save is not left to the next one the loop makes anyway: that may
+// be a day away (the next tick of a daily job), and a kill -9 before it
+// had the next start settle a run that had ended and been delivered:
+// logged as lost, and shown by the job list as failed while the server
+// had its success (TestADeliveredRunIsNotSettledAfterKill). Runs that end
+// together share the save, as they share the Flush.
 func (s *Scheduler) untrack(r *run) {
 	if s.state == nil {
 		return
@@ -75,10 +78,11 @@ func (s *Scheduler) untrack(r *run) {
 }
 
 // awaitDelivery waits for the reporter to deliver the ended runs' events,
-// then forgets those runs. The runs that end meanwhile wait for the next
-// Flush together: however slow the server, a job due every second costs
-// one waiting goroutine, not one more each second. It ends when no run
-// waits, or when Stop begins (forgetEnded takes over).
+// then forgets those runs and saves the state file. The runs that end
+// meanwhile wait for the next Flush together: however slow the server, a
+// job due every second costs one waiting goroutine, not one more each
+// second. It ends when no run waits, or when Stop begins (forgetEnded
+// takes over).
 func (s *Scheduler) awaitDelivery(f flusher) {
 	defer s.flushes.Done()
 	for {
@@ -106,6 +110,7 @@ func (s *Scheduler) awaitDelivery(f flusher) {
 			delete(s.live, r)
 		}
 		s.mu.Unlock()
+		s.saveState()
 	}
 }
 

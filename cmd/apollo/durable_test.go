@@ -508,7 +508,10 @@ func TestPausesSurviveKill(t *testing.T) {
 		})
 		// held may have run before the pause took (its first tick comes a
 		// second after the start, and a loaded machine can take longer to
-		// answer the pause): a run due after the pause is one too many.
+		// answer the pause). Such a run shows after the restart when the
+		// kill found it in progress, its end not yet delivered: the
+		// restart settles it, failed and lost. A run due after the pause
+		// is one too many.
 		if id := list()["held"].LastTaskID; id != "" {
 			key, _, _ := strings.Cut(strings.TrimPrefix(id, "held@"), "#")
 			due, err := time.Parse("20060102T150405Z", key)
