@@ -147,6 +147,16 @@ RULE globex_second task_prefix: "globex_b_" ON: failed NOTIFY: hook
 			d.fail("globex", "globex_b_load")
 			eventually(t, time.Minute, "globex's second failure handed to the channel", func() bool { return d.hookQueued() >= storm+2 })
 
+			// The engine saves that it told globex_first shortly after it
+			// handed it over, on a goroutine of its own: a kill -9 before
+			// that save has the restart decide it again from the log, and
+			// tell it twice, as docs/architecture.md says (at least once).
+			// This test failed so under load (the kill came 0.2 s after
+			// the firing, during the save). An acknowledgement is saved
+			// before it is answered, with the rest of the alert state:
+			// after it, globex_first again is one notification too many.
+			first := d.firingAlert("globex", "globex_first")
+			d.do("globex", "POST", "/api/v1/alerts/"+first.ID+"/ack", "", nil, 200)
 			// Open before the restart: a request of the new process held
 			// at the gate would wait out its 5m timeout. The one the lane
 			// is held on now ends only with the kill.
