@@ -162,18 +162,20 @@ func (d *deployment) start() {
 }
 
 // logOnFailure logs the end of each process's log when the test failed,
-// after killing them (so the logs are complete and no longer written).
+// after killing them (so the logs are complete and no longer written):
+// 6 KiB of the processes running, 3 KiB of each the test killed before
+// (what a process did just before a kill -9 is often the cause).
 func (d *deployment) logOnFailure() {
 	if !d.t.Failed() {
 		return
 	}
-	for _, p := range []*proc{d.api, d.alert} {
-		if p == nil {
-			continue
-		}
+	for i, p := range startedBy(d.t) {
 		p.kill()
-		out := p.out.String()
-		d.t.Logf("%v, the last 6 KiB of its log:\n%s", p.cmd.Args[1:], out[max(0, len(out)-6<<10):])
+		out, keep, what := p.out.String(), 3<<10, "killed before"
+		if p == d.api || p == d.alert {
+			keep, what = 6<<10, "running at the end"
+		}
+		d.t.Logf("process %d, %s: %v, the last %d KiB of its log:\n%s", i+1, what, p.cmd.Args[1:], keep>>10, out[max(0, len(out)-keep):])
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,7 +93,29 @@ func startCmd(t *testing.T, cmd *exec.Cmd, ready string) *proc {
 		t.Fatalf("apollo %v not up\n%s", args, p.out)
 	}
 	t.Cleanup(func() { p.kill() })
+	startedMu.Lock()
+	if started[t] == nil { // runs after the test's own cleanups (logOnFailure)
+		t.Cleanup(func() { startedBy(t) })
+	}
+	started[t] = append(started[t], p)
+	startedMu.Unlock()
 	return p
+}
+
+// started are the processes each test started, in order, those it killed
+// included: a failed test's log shows the end of each (logOnFailure).
+var (
+	startedMu sync.Mutex
+	started   = map[*testing.T][]*proc{}
+)
+
+// startedBy returns the processes t started, and forgets them.
+func startedBy(t *testing.T) []*proc {
+	startedMu.Lock()
+	defer startedMu.Unlock()
+	ps := started[t]
+	delete(started, t)
+	return ps
 }
 
 // kill sends SIGKILL to the process group and waits for the process.
