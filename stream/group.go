@@ -247,8 +247,28 @@ func (h *Hub) sendSystem() {
 	}
 	h.mu.Unlock()
 	for tenant, cs := range clients {
-		data := mustJSON(apiclient.System{Type: apiclient.MsgSystem, Stats: mustJSON(h.opts.System(tenant))})
+		data := h.systemMsg(tenant)
 		for _, c := range cs {
+			c.enqueue(queued{data: data})
+		}
+	}
+}
+
+func (h *Hub) systemMsg(tenant string) []byte {
+	return mustJSON(apiclient.System{Type: apiclient.MsgSystem, Stats: mustJSON(h.opts.System(tenant))})
+}
+
+// sendFigures queues to one client that has just subscribed the system
+// figures and the metrics its filter asks for, as they are now. It asks
+// the sources without the hub lock, in the client's reader: a slow source
+// delays that client's next message, nobody else's.
+func (h *Hub) sendFigures(c *client, f *streamFilter) {
+	tenant := c.who.Tenant
+	if f.types&wantSystem != 0 && h.opts.System != nil {
+		c.enqueue(queued{data: h.systemMsg(tenant)})
+	}
+	if f.types&wantMetric != 0 && h.opts.Metrics != nil {
+		if data, ok := h.metricMsg(tenant, f.prefix); ok {
 			c.enqueue(queued{data: data})
 		}
 	}
@@ -277,16 +297,25 @@ func (h *Hub) sendMetrics() {
 	}
 	h.mu.Unlock()
 	for w, clients := range wants {
-		v, err := h.opts.Metrics.StreamSummaries(w.tenant, w.prefix)
-		if err != nil {
-			h.log.Warn("metrics for the stream", "tenant", w.tenant, "prefix", w.prefix, "err", err)
+		data, ok := h.metricMsg(w.tenant, w.prefix)
+		if !ok {
 			continue
 		}
-		data := mustJSON(apiclient.Metric{Type: apiclient.MsgMetric, Prefix: w.prefix, Summaries: mustJSON(v)})
 		for _, c := range clients {
 			c.enqueue(queued{data: data})
 		}
 	}
+}
+
+// metricMsg is the metric message of tenant's jobs under prefix; false
+// when the source failed (logged).
+func (h *Hub) metricMsg(tenant, prefix string) ([]byte, bool) {
+	v, err := h.opts.Metrics.StreamSummaries(tenant, prefix)
+	if err != nil {
+		h.log.Warn("metrics for the stream", "tenant", tenant, "prefix", prefix, "err", err)
+		return nil, false
+	}
+	return mustJSON(apiclient.Metric{Type: apiclient.MsgMetric, Prefix: prefix, Summaries: mustJSON(v)}), true
 }
 
 // join adds a connected client; it reports false once the hub is stopping.
@@ -332,11 +361,21 @@ func (h *Hub) leaveGroup(c *client) {
 
 // subscribe moves a client to the group of its new filter and queues what
 // it needs first: the changes it missed since its cursor when the ring
-// still has them, or else a snapshot.
+// still has them, or else a snapshot; then the system figures and the
+// metrics, if the filter asks for them. Those came only on their timers,
+// so a client that had just (re)connected or changed its filter showed
+// none, or a killed process's, for up to 5 or 10 s.
 func (h *Hub) subscribe(c *client, r request) {
-	defer h.progress.Broadcast()
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.joinGroup(c, r)
+	h.mu.Unlock()
+	h.sendFigures(c, &r.filter)
+	h.progress.Broadcast()
+}
+
+// joinGroup moves c to the group of r's filter and queues the answer to
+// the subscribe, if the filter asks for tasks; h.mu is held.
+func (h *Hub) joinGroup(c *client, r request) {
 	h.leaveGroup(c)
 	tenant := c.who.Tenant
 	key := r.filter.key(tenant, r.coalesce)

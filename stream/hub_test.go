@@ -570,6 +570,10 @@ func TestStreamMetricSystemAlert(t *testing.T) {
 	})
 	a := e.dial("view-a")
 	a.subscribe(sub{"type": "subscribe", "filter": map[string]any{"prefix": "etl"}})
+	// The figures as they are at the subscribe (TestStreamFiguresOnSubscribe).
+	if m, n := a.read(), a.read(); m.Type != apiclient.MsgSystem || n.Type != apiclient.MsgMetric {
+		t.Fatalf("after the snapshot: %s, %s", m.Type, n.Type)
+	}
 	b := e.dial("view-b")
 	// Nothing answers a subscription without tasks; the round trip after it
 	// makes sure the hub has it before the alert b must receive.
