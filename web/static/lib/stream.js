@@ -28,6 +28,15 @@ let cursorToken = null; // the token whose stream the cursor is of
 // alerts alone.
 let filter = { prefix: "", status: [], types: ["alert"] };
 let left = null; // {key, cursor, tasks, token}: the filter of tasks left last (setFilter)
+// unanswered counts the subscribes for tasks sent on this connection and
+// not answered yet (a snapshot, or the tasks of a resume). The server
+// answers each in order, after every message of the filter it replaces:
+// until the last answer comes, a tasks, heartbeat or resync message is of
+// a filter left, and neither its tasks nor its cursor are the page's. A
+// cursor taken from one, kept by a connection that dropped before the
+// answer, had the next connection resume the new filter from a position
+// it never had: its tasks from before that position never came.
+let unanswered = 0;
 let backoff = 500;
 let retry = null;
 let retryAt = 0; // Date.now() when retry fires
@@ -62,6 +71,7 @@ export function connect() {
   const url = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/api/v1/stream`;
   conn.value = "connecting";
   opened = false;
+  unanswered = 0;
   ws = new WebSocket(url, protos);
   ws.onopen = () => {
     opened = true;
@@ -210,6 +220,18 @@ function subscribe(resume) {
   const msg = { type: "subscribe", filter };
   if (resume && cursor) msg.cursor = cursor;
   ws.send(JSON.stringify(msg));
+  if (filter.types.includes("tasks")) unanswered++;
+}
+
+// current reports whether a message of the stream's tasks (m: a tasks,
+// snapshot or heartbeat message) is of the filter the page asked for
+// last, and counts the answers to its subscribes. A filter without tasks
+// is sent none: the tasks and cursors that still come are of the one it
+// replaced.
+function current(m) {
+  const answer = (m.type === "snapshot" && m.reason !== "resync") || (m.type === "tasks" && m.resumed);
+  if (answer && unanswered > 0) unanswered--;
+  return unanswered === 0 && filter.types.includes("tasks");
 }
 
 export function ack(alertID) {
@@ -326,6 +348,7 @@ function handle(m) {
       break;
     }
     case "snapshot": {
+      if (!current(m)) break;
       cursor = m.cursor;
       applyTasks(); // what came before it, in order
       const next = new Map();
@@ -335,12 +358,13 @@ function handle(m) {
       break;
     }
     case "tasks": {
+      if (!current(m)) break;
       cursor = m.cursor;
       if (m.tasks.length) queueTasks(m.tasks);
       break;
     }
     case "heartbeat":
-      if (m.cursor) cursor = m.cursor;
+      if (m.cursor && current(m)) cursor = m.cursor;
       // Echo it: proof of life for the server where proxies eat pings.
       ws?.send(JSON.stringify({ type: "heartbeat" }));
       break;
