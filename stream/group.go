@@ -312,7 +312,9 @@ func (h *Hub) sendMetrics() {
 func (h *Hub) metricMsg(tenant, prefix string) ([]byte, bool) {
 	v, err := h.opts.Metrics.StreamSummaries(tenant, prefix)
 	if err != nil {
-		h.log.Warn("metrics for the stream", "tenant", tenant, "prefix", prefix, "err", err)
+		if ok, held := h.warns.Allow("metrics", h.opts.Clock.Now()); ok {
+			h.log.Warn("metrics for the stream", "tenant", tenant, "prefix", prefix, "err", err, "suppressed", held)
+		}
 		return nil, false
 	}
 	return mustJSON(apiclient.Metric{Type: apiclient.MsgMetric, Prefix: prefix, Summaries: mustJSON(v)}), true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/internal/wake"
 )
 
@@ -189,6 +190,7 @@ const (
 type Hub struct {
 	opts  Options
 	log   *slog.Logger
+	warns *loglimit.Limiter // a failing source, asked at every subscribe: one line a minute
 	epoch string
 
 	mu      sync.Mutex // guards everything below; lock order: mu, then client.mu (docs/architecture.md)
@@ -256,6 +258,7 @@ func New(opts Options) (*Hub, error) {
 	return &Hub{
 		opts:         opts,
 		log:          opts.Logger.With("component", "stream"),
+		warns:        loglimit.New(time.Minute),
 		epoch:        hex.EncodeToString(b[:]),
 		ring:         newRing(opts.RingSize),
 		groups:       map[string]*group{},
