@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -337,8 +338,7 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 	for left > 0 {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
-			return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("%d of %d partitions did not answer", left, n.opts.Partitions),
-				Hint: "some are being taken over by another node; retry in a few seconds"}
+			return n.unanswered(covered, left)
 		}
 		whole, ok, err := j.add(m)
 		if err != nil {
@@ -360,6 +360,33 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 		fn(r)
 	}
 	return nil
+}
+
+// unanswered is the error of a question to every node that some
+// partitions did not answer in time: which ones, and how long the asker
+// waited. Nothing tells the asker why: a partition changing owner and an
+// owner too busy to answer within QueryTimeout (a loaded machine, an
+// answer of megabytes) look the same from here.
+func (n *Node) unanswered(covered []bool, left int) error {
+	const named = 8 // a cluster of 1 024 partitions does not get them all
+	var missing []string
+	for p, ok := range covered {
+		if !ok && len(missing) < named {
+			missing = append(missing, strconv.Itoa(p))
+		}
+	}
+	list := strings.Join(missing, ", ")
+	if left > named {
+		list += ", …"
+	}
+	what := "partitions " + list
+	if left == 1 {
+		what = "partition " + list
+	}
+	return &apollo.Error{Code: apollo.EUNAVAILABLE,
+		Message: fmt.Sprintf("%s (%d of %d) did not answer within %v", what, left, len(covered), n.opts.QueryTimeout),
+		Hint: "their owner is changing (a node stopped or joined) or too busy to answer in time; retry in a few seconds. " +
+			"Each node's GET /api/v1/system lists the partitions it serves (cluster.leases)"}
 }
 
 // serveAll answers a question to every node (a listing, an open ping run)
