@@ -199,14 +199,25 @@ const (
 	// Reason says by how much.
 	KindTooShort
 	KindTooOften
+	// KindFlapping is written by the bus on the run whose end made its job
+	// flap (job expectations: its runs switched between success and
+	// failure too often); Reason says how often. The task does not change.
+	KindFlapping
 
 	numKind
 )
 
-var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start", "gap", "too_short", "too_often"}
+var kindNames = [numKind]string{"report", "correction", "timeout", "missed_start", "gap", "too_short", "too_often", "flapping"}
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return k < numKind }
+
+// Mark reports whether a record of kind k marks a run without changing
+// it: what job expectations found (a missed start, a run too short or too
+// often, the run that made its job flap).
+func (k Kind) Mark() bool {
+	return k == KindMissedStart || k == KindTooShort || k == KindTooOften || k == KindFlapping
+}
 
 // Reported reports whether a record of kind k carries what an executor
 // reported (its sequence, times and cost), rather than a status set by an
@@ -260,7 +271,8 @@ type Record struct {
 	ReceivedAt int64 `json:"receivedAt"`
 	// Actor is set on corrections; Reason on corrections (the operator's
 	// words), on gaps (how many earlier events never arrived) and on the
-	// marks of job expectations (too_short, too_often: by how much).
+	// marks of job expectations (too_short, too_often: by how much;
+	// flapping: how often).
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }

@@ -102,14 +102,14 @@ func (b *Bus) RecordMissed(ctx context.Context, ms []Missed) (fresh []bool, err 
 }
 
 // Mark records a finding of job expectations on a run, without changing
-// it: a record of kind (apollo.KindTooShort or apollo.KindTooOften) with
+// it: a record of kind (apollo.KindTooShort, KindTooOften, KindFlapping) with
 // reason in the run's history, logged like the bus's own timeouts, so
 // that the run shows it, a restart replays it and the observers (the
 // change feed of the three-process mode) hear of it. It reports whether
 // the run was there to mark and the mark was logged.
 func (b *Bus) Mark(tenant, taskID string, kind apollo.Kind, reason string) bool {
-	if kind != apollo.KindTooShort && kind != apollo.KindTooOften {
-		panic("bus: Mark takes too_short or too_often, not " + kind.String())
+	if kind != apollo.KindTooShort && kind != apollo.KindTooOften && kind != apollo.KindFlapping {
+		panic("bus: Mark takes too_short, too_often or flapping, not " + kind.String())
 	}
 	return b.commitOwn(key{tenant: tenant, id: taskID},
 		func(*task) bool { return true },

@@ -96,9 +96,9 @@ func (t *task) apply(c *apollo.Change, k key, r *apollo.Record, becameLate bool,
 	if becameLate {
 		t.late = true
 	}
-	switch r.Kind {
-	case apollo.KindMissedStart, apollo.KindTooShort, apollo.KindTooOften: // marks: the status stays
-	case apollo.KindCorrection:
+	switch {
+	case r.Kind.Mark(): // the status stays
+	case r.Kind == apollo.KindCorrection:
 		t.correct(r)
 	default:
 		to := r.Status
@@ -146,12 +146,8 @@ func (t *task) finishReceivedAt() int64 {
 		if err != nil {
 			break
 		}
-		switch r.Kind {
-		case apollo.KindMissedStart, apollo.KindTooShort, apollo.KindTooOften:
-		default:
-			if r.Status.Final() && r.Ts == t.finishedAt {
-				at = r.ReceivedAt
-			}
+		if !r.Kind.Mark() && r.Status.Final() && r.Ts == t.finishedAt {
+			at = r.ReceivedAt
 		}
 		b = rest
 	}

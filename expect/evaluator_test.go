@@ -414,11 +414,11 @@ func TestFlapping(t *testing.T) {
 	// Switches at 00:20, 00:30, 00:40, 00:50: the fourth within the hour
 	// starts flapping; those at 01:00 and 01:10 prolong it; stable 30m
 	// after the last. Then four switches within an hour again (02:10 ..
-	// 02:40).
+	// 02:40). Each flapping names the run that made the job flap.
 	expectLines(t, s.take(),
-		"flapping a/j slot=05-01T00:50:00Z at=05-01T00:50:00Z",
+		"flapping a/j slot=05-01T00:50:00Z at=05-01T00:50:00Z task=4",
 		"stable a/j slot=05-01T01:10:00Z at=05-01T01:40:00Z",
-		"flapping a/j slot=05-01T02:40:00Z at=05-01T02:40:00Z",
+		"flapping a/j slot=05-01T02:40:00Z at=05-01T02:40:00Z task=15",
 		"stable a/j slot=05-01T02:40:00Z at=05-01T03:10:00Z")
 	if s.ev.Flapping("a", "j") || s.ev.Flapping("b", "j") {
 		t.Error("still flapping at the end")

@@ -79,7 +79,8 @@ type Event struct {
 	Tenant string
 	Job    string
 	// TaskID is the run the event is about (too_long, too_short,
-	// too_often); empty for the others.
+	// too_often; for flapping, the run whose end made the job flap);
+	// empty for the others.
 	TaskID string
 	// Slot is the time the event is about: for missed, when the run was
 	// expected (the last one, when Count > 1); for too_long, too_short and

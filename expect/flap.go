@@ -61,8 +61,9 @@ func (f *flapState) latest() []outcomeAt {
 // flapStep counts a switch between success and failure, and starts or
 // prolongs flapping. Outcomes count in the order their runs ended: one
 // told late is put in its place and the switches are counted again over
-// the recent outcomes.
-func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, out []Event) []Event {
+// the recent outcomes. The flapping event names run, the run whose end
+// made the job flap (the bus marks it).
+func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, run string, out []Event) []Event {
 	f, cfg := &j.flap, j.spec.Flapping
 	prev := f.latest()
 	if f.remember(outcome, at.UnixNano(), flapKeep(cfg.Changes)) {
@@ -97,7 +98,7 @@ func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, out []Even
 			f.stable = &deadline{kind: dStable, job: j, index: -1}
 		}
 		e.due.set(f.stable, at.Add(hold))
-		out = append(out, Event{Kind: KindFlapping, Tenant: j.tenant, Job: j.name, Slot: at, At: at, Count: 1,
+		out = append(out, Event{Kind: KindFlapping, Tenant: j.tenant, Job: j.name, TaskID: run, Slot: at, At: at, Count: 1,
 			Detail: fmt.Sprintf("%d switches between success and failure within %s", cfg.Changes, formatDuration(window))})
 	}
 	return out

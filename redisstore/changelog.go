@@ -31,6 +31,10 @@ import (
 //	m  the bus's live watermark read before the batch was taken: every
 //	   change of a record up to it is in this entry or an earlier one
 //	b  the batch, as on the channel (wireChange, with each change's LSN)
+//	f  the flapping marks of the batch (KindFlapping), apart, in the same
+//	   form: a reader of a release before them passes the field over (it
+//	   would refuse the whole of b for a kind it does not know) and hears
+//	   of flapping on <prefix>:findings; absent when there are none
 //
 // and a string, "<mark> <epoch>" of the last entry written, which a
 // restarted bus reads to replay the changes above it into the stream
@@ -224,12 +228,20 @@ func (f *ChangeFollower) entry(m redis.XMessage) {
 			f.epoch, f.mark = e, 0
 			f.mu.Unlock()
 		}
-		var batch []wireChange
+		var batch, flaps []wireChange
 		if err := json.Unmarshal([]byte(str(m.Values["b"])), &batch); err != nil {
 			f.log.Warn("an entry of the change log does not read; passed over", "id", m.ID, "err", err)
 		}
+		if fl := str(m.Values["f"]); fl != "" {
+			if err := json.Unmarshal([]byte(fl), &flaps); err != nil {
+				f.log.Warn("the flapping marks of an entry of the change log do not read; passed over", "id", m.ID, "err", err)
+			}
+		}
 		for i := range batch {
 			f.apply(batch[i].change())
+		}
+		for i := range flaps {
+			f.apply(flaps[i].change())
 		}
 	}
 	f.mu.Lock()

@@ -2,13 +2,17 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/redisstore/redistest"
+	"github.com/apollo-11/apollo/rules"
 )
 
 // The feed saves the bus's mark with each batch, read before the batch
@@ -118,5 +122,111 @@ func eventuallyMark(t *testing.T, f *redisstore.ChangeFollower, want uint64) {
 			t.Fatalf("follower's mark %d, want %d", m, want)
 		}
 		time.Sleep(time.Millisecond) // polling a state with a deadline
+	}
+}
+
+// A flapping mark goes in the log apart from the batch (field f), with
+// its LSN, for a current follower; the batch (b) and the channel
+// <p>:changes, which a release before the mark decodes with the kinds it
+// knows, never hold it; it goes on <p>:findings marked as logged, which
+// a release before applies and SubscribeFindings passes over.
+func TestFlappingMarksGoApartInTheChangeLog(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	old := c.Subscribe(ctx, prefix+":findings", prefix+":changes")
+	defer old.Close()
+	if _, err := old.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan alert.Occurrence, 10)
+	stop, err := redisstore.SubscribeFindings(ctx, c, prefix, func(o alert.Occurrence) { heard <- o })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	feed := redisstore.NewChangeFeed(c, prefix, nil).WithClock(apollo.NewFakeClock(time.Unix(0, 0))).WithMark(func() uint64 { return 4 })
+	feed.Start(ctx)
+	flapLSN := map[string]uint64{"acme": 2, "globex": 4}
+	for _, tenant := range []string{"acme", "globex"} {
+		feed.Apply(&apollo.Change{LSN: flapLSN[tenant] - 1, Prev: apollo.Before{Status: apollo.StatusRunning},
+			Task: apollo.Task{TaskID: tenant + "-1", Name: "etl", Tenant: tenant, Status: apollo.StatusFailed}})
+		feed.Apply(&apollo.Change{LSN: flapLSN[tenant], Prev: apollo.Before{Status: apollo.StatusSuccess},
+			Record: apollo.Record{Event: apollo.Event{TaskID: tenant + "-2", Ts: 1000}, Kind: apollo.KindFlapping, Reason: "2 switches"},
+			Task:   apollo.Task{TaskID: tenant + "-2", Name: "etl", Tenant: tenant, Status: apollo.StatusSuccess}})
+	}
+	if err := feed.SaveMark(ctx); err != nil {
+		t.Fatal(err)
+	}
+	feed.Stop(ctx)
+
+	entries, err := c.XRange(ctx, prefix+":{changes}:log", "-", "+").Result()
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("the change log: %v, %v; want one entry", entries, err)
+	}
+	if b, _ := entries[0].Values["b"].(string); strings.Contains(b, "flapping") || !strings.Contains(b, "acme-1") {
+		t.Fatalf("the batch a release before reads: %s", b)
+	}
+	// What a release before hears: the failures, and each flapping on
+	// <p>:findings (it ignores "x").
+	flaps := map[string]bool{}
+	for len(flaps) < 2 {
+		rctx, cancel := context.WithTimeout(ctx, testwait.Timeout(t))
+		m, err := old.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Channel == prefix+":changes" {
+			if strings.Contains(m.Payload, "flapping") {
+				t.Fatalf("a flapping mark on <p>:changes: %s", m.Payload)
+			}
+			continue
+		}
+		var f struct {
+			T, J, K, D string
+		}
+		if err := json.Unmarshal([]byte(m.Payload), &f); err != nil || f.K != "flapping" || f.J != "etl" || f.D != "2 switches" {
+			t.Fatalf("finding %s: %+v, %v", m.Payload, f, err)
+		}
+		flaps[f.T] = true
+	}
+
+	got := make(chan *apollo.Change, 10)
+	follow := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch }, nil)
+	if err := follow.Seek(ctx, 0, "0"); err != nil {
+		t.Fatal(err)
+	}
+	follow.Start(ctx)
+	defer follow.Stop(ctx)
+	flapped := map[string]bool{}
+	for range 4 {
+		ch := next(t, got)
+		if ch.Record.Kind == apollo.KindFlapping {
+			if ch.LSN != flapLSN[ch.Task.Tenant] || ch.Record.Reason != "2 switches" || ch.Task.Name != "etl" {
+				t.Fatalf("flapping mark %+v", ch)
+			}
+			flapped[ch.Task.Tenant] = true
+		}
+	}
+	if len(flapped) != 2 {
+		t.Fatalf("flapping marks of %v, want both tenants", flapped)
+	}
+
+	// A current subscriber passed the logged findings over: the first
+	// it hears is one published after them, unlogged (a bus of the
+	// release before).
+	if err := redisstore.PublishFinding(ctx, c, prefix, alert.Occurrence{Tenant: "acme", Job: "later", Kind: rules.OccurrenceFlapping, At: time.UnixMilli(5)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-heard:
+		if o.Job != "later" {
+			t.Fatalf("SubscribeFindings heard %+v, a finding in the log", o)
+		}
+	case <-time.After(testwait.Timeout(t)):
+		t.Fatal("SubscribeFindings heard nothing")
 	}
 }

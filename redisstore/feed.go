@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/rules"
 )
 
 // In the three-process mode the bus and the alert processes talk through
@@ -40,9 +41,12 @@ type wireChange struct {
 	Ts     int64         `json:"ts"`
 	// Kind is set on the marks of job expectations, the changes without
 	// a new status that go out: a missed start (apollo.KindMissedStart),
-	// a run too short or too often (KindTooShort, KindTooOften, with the
-	// record's Reason). The alert processes make them ON: missed,
-	// too_short and too_often occurrences.
+	// a run too short or too often (KindTooShort, KindTooOften), the run
+	// that made its job flap (KindFlapping), with the record's Reason.
+	// The alert processes make them ON: missed, too_short, too_often and
+	// flapping occurrences. Flapping marks go apart (changelog.go, field
+	// f): a release before them refuses a batch with a kind it does not
+	// know.
 	Kind   apollo.Kind `json:"k,omitempty"`
 	Reason string      `json:"r,omitempty"`
 	// LSN is the bus's LSN of the record that made the change (0 from a
@@ -56,11 +60,6 @@ type wireChange struct {
 	// through, and its LSN there (feedpart.go); not on the wire.
 	part *FeedPart
 	plsn uint64
-}
-
-// marks are the record kinds that go out without a new status.
-func isMark(k apollo.Kind) bool {
-	return k == apollo.KindMissedStart || k == apollo.KindTooShort || k == apollo.KindTooOften
 }
 
 // ChangeFeed writes the bus's status changes in batches (one XADD and
@@ -137,7 +136,7 @@ func (f *ChangeFeed) Apply(c *apollo.Change) {
 // apply queues c if it is a status change or a mark, and keep, called
 // with mu held, says so.
 func (f *ChangeFeed) apply(c *apollo.Change, keep func(*wireChange) bool) {
-	mark := isMark(c.Record.Kind)
+	mark := c.Record.Kind.Mark()
 	if c.Task.Status == c.Prev.Status && !mark {
 		return
 	}
@@ -214,14 +213,26 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 	defer cancel()
 	pipe := f.c.TxPipeline()
 	if len(batch) > 0 {
-		data, _ := json.Marshal(batch)
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: f.stream, MaxLen: f.maxLen, Approx: true,
-			Values: []any{"v", changeLogVersion, "e", f.epoch, "m", mark, "b", data}})
-		for i := range batch {
-			batch[i].Logged = true
+		changes, flaps := splitFlapping(batch)
+		data, _ := json.Marshal(changes)
+		values := []any{"v", changeLogVersion, "e", f.epoch, "m", mark, "b", data}
+		if len(flaps) > 0 {
+			data, _ = json.Marshal(flaps)
+			values = append(values, "f", data)
 		}
-		data, _ = json.Marshal(batch)
-		pipe.Publish(ctx, f.channel, data)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: f.stream, MaxLen: f.maxLen, Approx: true, Values: values})
+		if len(changes) > 0 {
+			for i := range changes {
+				changes[i].Logged = true
+			}
+			data, _ = json.Marshal(changes)
+			pipe.Publish(ctx, f.channel, data)
+		}
+		for _, w := range flaps { // for alert processes of a release before the marks
+			data, _ = json.Marshal(wireFinding{Tenant: w.Tenant, Job: w.Name, Kind: rules.OccurrenceFlapping.String(),
+				At: w.Ts, Detail: w.Reason, Logged: true})
+			pipe.Publish(ctx, findingsChannel(f.prefix), data)
+		}
 	}
 	if save {
 		pipe.Set(ctx, f.markKey, strconv.FormatUint(mark, 10)+" "+f.epoch, 0)
@@ -243,6 +254,23 @@ func (f *ChangeFeed) flush(ctx context.Context) error {
 	savedParts(parts)
 	f.sent.Add(int64(len(batch)))
 	return nil
+}
+
+// splitFlapping parts a batch into the changes the stream's field b and
+// the channel <p>:changes carry, and the flapping marks, which go in the
+// field f and on <p>:findings: a reader of a release before the flapping
+// mark refuses a whole batch with a kind it does not know, and hears of
+// flapping on <p>:findings.
+func splitFlapping(batch []wireChange) (changes, flaps []wireChange) {
+	changes = make([]wireChange, 0, len(batch))
+	for _, w := range batch {
+		if w.Kind == apollo.KindFlapping {
+			flaps = append(flaps, w)
+		} else {
+			changes = append(changes, w)
+		}
+	}
+	return changes, flaps
 }
 
 func (f *ChangeFeed) frozenNow() bool {

@@ -23,9 +23,12 @@ import (
 // process writes the whole map to <p>:held whenever it changes and
 // publishes it on the channel of the same name, so that an alert process
 // reads it at start and follows it after (Holder). And what it found of a
-// job rather than a run (flapping): published on <p>:findings for the
-// alert processes to count (SubscribeFindings); like the change feed, an
-// alert process that is down misses what is published meanwhile.
+// job rather than a run (flapping): the bus marks the run whose end made
+// the job flap, and the change log carries the mark (the field f of its
+// entries, changelog.go), so that an alert process that was down hears of
+// it when it is back. It goes on <p>:findings too, marked as logged, for
+// alert processes of a release before the mark; a flapping whose run the
+// bus could not mark goes there alone, as before (SubscribeFindings).
 
 // Held is, per tenant, the jobs whose alerts are held and the jobs that
 // hold them (alert.Holder's answers).
@@ -116,7 +119,12 @@ type wireFinding struct {
 	Run    string `json:"r,omitempty"`
 	At     int64  `json:"at"` // Unix ms
 	Detail string `json:"d,omitempty"`
+	// Logged says it is in the change log too (a flapping mark): a
+	// reader of the log passes it over here; a release before ignores it.
+	Logged bool `json:"x,omitempty"`
 }
+
+func findingsChannel(prefix string) string { return prefix + ":findings" }
 
 // PublishFinding tells the alert processes of o.
 func PublishFinding(ctx context.Context, c redis.UniversalClient, prefix string, o alert.Occurrence) error {
@@ -124,15 +132,16 @@ func PublishFinding(ctx context.Context, c redis.UniversalClient, prefix string,
 	if err != nil {
 		return err
 	}
-	return c.Publish(ctx, prefix+":findings", data).Err()
+	return c.Publish(ctx, findingsChannel(prefix), data).Err()
 }
 
 // SubscribeFindings calls occur with each finding the bus process
-// publishes, until stop or ctx ends.
+// publishes, until stop or ctx ends. Those in the change log too are
+// passed over: the follower of the log (ChangeFollower) hears them.
 func SubscribeFindings(ctx context.Context, c redis.UniversalClient, prefix string, occur func(alert.Occurrence)) (stop func(), err error) {
-	return subscribe(ctx, c, prefix+":findings", func(payload string) {
+	return subscribe(ctx, c, findingsChannel(prefix), func(payload string) {
 		var w wireFinding
-		if json.Unmarshal([]byte(payload), &w) != nil {
+		if json.Unmarshal([]byte(payload), &w) != nil || w.Logged {
 			return
 		}
 		kind, ok := rules.ParseOccurrence(w.Kind)

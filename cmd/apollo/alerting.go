@@ -206,7 +206,8 @@ func newRulesLoader(cfg config.Config, clock apollo.Clock, log *slog.Logger, dis
 }
 
 // observers: the engine hears the changes live, and the marks job
-// expectations record on runs (a missed run, too_short, too_often) as
+// expectations record on runs (a missed run, too_short, too_often, the
+// run that made its job flap) as
 // the occurrences they stand for, as the alert processes do from the
 // change feed (marksFromFeed): a mark the log holds and the engine had not
 // heard of when the process died is replayed to it after the restart, and
@@ -302,8 +303,8 @@ func (l *localAlerting) onRefused(r bus.Refusal) {
 		"Apollo-11 refused events (not stored): "+r.Reason+"; reporters must resend them")
 }
 
-// occur tells the engine what job expectations find of a job rather
-// than a run (flapping); the rest marks a run, and the engine hears of
+// occur tells the engine of a flapping job whose run could not be marked
+// (no longer in memory); the rest marks a run, and the engine hears of
 // the mark (observers).
 func (l *localAlerting) occur() func(alert.Occurrence) {
 	return func(o alert.Occurrence) {

@@ -392,13 +392,16 @@ func (p *alertProcess) catchUpRules(saved map[string][]byte, err error) {
 // occurrences of an engine, before apply sees the change: a missed run
 // (bus.RecordMissed: a run missed:JOB@SLOT, marked as a missed start) is
 // ON: missed, a run marked too short or too often (bus.Mark) ON:
-// too_short or too_often, each with the mark's reason. The alert
-// processes hear the marks from the change feed, the all-in-one server's
-// engine from its bus (localAlerting.observers): in both, the log is
-// where a finding becomes news, so one the engine had not heard of at a
-// crash is replayed to it, and one it had is passed over by its LSN.
-// Flapping marks no run: the all-in-one tells its engine directly, the
-// bus process publishes it as a finding (redisstore.SubscribeFindings).
+// too_short or too_often, the run that made its job flap ON: flapping,
+// each with the mark's reason. The alert processes hear the marks from
+// the change feed, the all-in-one server's engine from its bus
+// (localAlerting.observers): in both, the log is where a finding becomes
+// news, so one the engine had not heard of at a crash (or while an alert
+// process was down) is replayed to it, and one it had is passed over by
+// its LSN. A flapping whose run could not be marked (no longer in
+// memory) goes as before: to the engine directly in the all-in-one, as a
+// finding on <p>:findings from the bus process
+// (redisstore.SubscribeFindings).
 func marksFromFeed(occur func(uint64, alert.Occurrence), apply func(*apollo.Change)) func(*apollo.Change) {
 	return func(c *apollo.Change) {
 		switch c.Record.Kind {
@@ -413,6 +416,9 @@ func marksFromFeed(occur func(uint64, alert.Occurrence), apply func(*apollo.Chan
 		case apollo.KindTooShort, apollo.KindTooOften: // named as the rules name them
 			kind, _ := rules.ParseOccurrence(c.Record.Kind.String())
 			occur(c.LSN, alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: kind, Run: c.Task.TaskID,
+				At: time.UnixMilli(c.Record.Ts), Detail: c.Record.Reason})
+		case apollo.KindFlapping: // of the job: the run is where it was marked
+			occur(c.LSN, alert.Occurrence{Tenant: c.Task.Tenant, Job: c.Task.Name, Kind: rules.OccurrenceFlapping,
 				At: time.UnixMilli(c.Record.Ts), Detail: c.Record.Reason})
 		}
 		apply(c)

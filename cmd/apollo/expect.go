@@ -567,19 +567,34 @@ func (x *expectations) act(evs []expect.Event) {
 		case expect.KindStable:
 			x.log.Info("job stable again", "tenant", ev.Tenant, "job", ev.Job)
 			continue
-		case expect.KindTooShort, expect.KindTooOften:
-			// Marked on the run, where it shows; in the three-process mode
-			// the change feed takes the mark to the alert processes. The
-			// record kinds are named as the findings are.
+		}
+		marked := false
+		if marksRun(ev) {
+			// Marked on the run, where it shows; the engines hear of the
+			// mark from the log (the change log in the three-process mode,
+			// marksFromFeed), so that one that was down or killed hears of
+			// it after. The record kinds are named as the findings are.
 			var kind apollo.Kind
 			if err := kind.UnmarshalText([]byte(ev.Kind.String())); err == nil {
-				x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
+				marked = x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
 			}
 		}
 		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
 		o, ok := rules.ParseOccurrence(ev.Kind.String())
-		if ok && x.occur != nil {
+		if ok && x.occur != nil && !marked {
 			x.occur(alert.Occurrence{Tenant: ev.Tenant, Job: ev.Job, Kind: o, Run: ev.TaskID, At: ev.Slot, Detail: ev.Detail})
 		}
 	}
+}
+
+// marksRun reports whether ev is marked on its run (bus.Mark): a run too
+// short or too often, the run that made its job flap.
+func marksRun(ev expect.Event) bool {
+	switch ev.Kind {
+	case expect.KindTooShort, expect.KindTooOften:
+		return true
+	case expect.KindFlapping:
+		return ev.TaskID != ""
+	}
+	return false
 }

@@ -221,7 +221,8 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 
 // A job whose runs keep switching between success and failure raises
 // ON: flapping in every mode, per tenant (before, the three-process mode
-// never did: flapping marks no run for the change feed to carry).
+// never did). The bus marks the run that made the job flap, and the
+// change log carries the mark.
 func TestFlappingFiresInEveryMode(t *testing.T) {
 	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
 		want := d.watch("flapping", "expectations:\n  - job: %s_flappy\n    flapping: {changes: 2, window: 1h}\n")

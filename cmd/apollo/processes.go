@@ -240,9 +240,10 @@ func (r *redisAlerting) onRefused(ref bus.Refusal) {
 
 func (r *redisAlerting) reload() {}
 
-// occur tells the alert processes what job expectations find of a job
-// rather than a run (flapping, on <p>:findings); the rest marks a run, and
-// the change feed carries the mark (marksFromFeed).
+// occur tells the alert processes of a flapping job whose run could not
+// be marked (no longer in memory), on <p>:findings, which an alert process
+// that is down misses; the rest marks a run, and the change log carries
+// the mark (marksFromFeed).
 func (r *redisAlerting) occur() func(alert.Occurrence) {
 	return func(o alert.Occurrence) {
 		if o.Kind != rules.OccurrenceFlapping {
