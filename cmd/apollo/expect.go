@@ -80,11 +80,18 @@ type expectations struct {
 	own     map[string]int         // how many of them srcs gives (not the jobs file)
 	fromJob []expect.Expectation   // the default tenant's, from the scheduler's jobs file
 	found   []expect.Event         // found by Apply, acted on by the loop
-	// unmarked are the runs the replay found too short or too often and
-	// whose mark (bus.Mark) the log does not hold: found before a crash,
-	// not acted on. start acts on them.
+	// unmarked are the runs the replay found too short or too often, or
+	// that made their job flap, and whose mark (bus.Mark) the log does not
+	// hold: found before a crash, not acted on. start acts on them.
 	unmarked map[runMark]expect.Event
-	seen     struct {
+	// flaps are, per tenant and job, the latest flapping the replay found
+	// and the latest flapping mark it replayed: the runs of different
+	// tasks replay in parallel, so the run a flapping was marked on need
+	// not be the one the replay finds it at, nor come after it. A
+	// flapping found after the job's latest mark (by the switch that
+	// started it) was not acted on: start acts on it.
+	flaps map[jobRef]*replayedFlap
+	seen  struct {
 		mod  time.Time
 		size int64
 	}
@@ -315,6 +322,12 @@ func (x *expectations) Apply(c *apollo.Change) {
 		delete(x.unmarked, runMark{t.Tenant, t.TaskID, k.String()})
 		x.mu.Unlock()
 	}
+	if c.Record.Kind == apollo.KindFlapping && !x.live.Load() {
+		x.mu.Lock()
+		f := x.replayedFlap(t.Tenant, t.Name)
+		f.markedMs = max(f.markedMs, c.Record.Ts)
+		x.mu.Unlock()
+	}
 	if t.Status == c.Prev.Status || t.Name == "" {
 		return
 	}
@@ -385,6 +398,11 @@ func (x *expectations) queueLocked(evs []expect.Event) {
 	}
 	if !x.live.Load() {
 		for _, ev := range evs {
+			if ev.Kind == expect.KindFlapping {
+				if f := x.replayedFlap(ev.Tenant, ev.Job); f.found == nil || ev.Slot.After(f.found.Slot) {
+					f.found = &ev
+				}
+			}
 			if ev.Kind == expect.KindTooShort || ev.Kind == expect.KindTooOften {
 				if x.unmarked == nil {
 					x.unmarked = map[runMark]expect.Event{}
@@ -425,7 +443,12 @@ func (x *expectations) start(b expectBus, occur func(alert.Occurrence), held fun
 	for _, ev := range x.unmarked { // the log has the run, not its mark
 		x.found = append(x.found, ev)
 	}
-	x.unmarked = nil
+	for _, f := range x.flaps {
+		if f.found != nil && f.markedMs < f.found.Slot.UnixMilli() {
+			x.found = append(x.found, *f.found)
+		}
+	}
+	x.unmarked, x.flaps = nil, nil
 	slices.SortFunc(x.found, func(a, b expect.Event) int {
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.TaskID, b.TaskID), cmp.Compare(a.Kind, b.Kind))
 	})
@@ -517,10 +540,6 @@ func (x *expectations) take() []expect.Event {
 	return evs
 }
 
-// runMark names a finding on a run: its tenant, its ID, the finding's
-// kind (as the mark's record names it).
-type runMark struct{ tenant, taskID, kind string }
-
 // testFindings, set by the tests' TestMain in the process they start,
 // sees the findings as Apply queues them (acting false) and as the loop
 // is about to act on them (acting true); it may hold the loop for good.
@@ -581,7 +600,10 @@ func (x *expectations) act(evs []expect.Event) {
 		}
 		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
 		o, ok := rules.ParseOccurrence(ev.Kind.String())
-		if ok && x.occur != nil && !marked {
+		// A flapping marked on its run reaches the engines from the log;
+		// unmarked (no run to mark), it goes to occur, which takes
+		// flapping alone (the other marks are the log's too).
+		if ok && x.occur != nil && !(marked && ev.Kind == expect.KindFlapping) {
 			x.occur(alert.Occurrence{Tenant: ev.Tenant, Job: ev.Job, Kind: o, Run: ev.TaskID, At: ev.Slot, Detail: ev.Detail})
 		}
 	}

@@ -158,3 +158,31 @@ func (x *expectations) readTiming(r io.Reader) error {
 	x.snapTiming = m
 	return nil
 }
+
+// runMark names a finding on a run: its tenant, its ID, the finding's
+// kind (as the mark's record names it).
+type runMark struct{ tenant, taskID, kind string }
+
+// jobRef names a tenant's job.
+type jobRef struct{ tenant, job string }
+
+// replayedFlap is what the replay saw of a job's flapping: the latest
+// flapping found, and when its latest flapping mark was written (Unix ms).
+type replayedFlap struct {
+	found    *expect.Event
+	markedMs int64
+}
+
+// replayedFlap returns the job's entry in flaps, made if need be; x.mu is
+// held.
+func (x *expectations) replayedFlap(tenant, job string) *replayedFlap {
+	if x.flaps == nil {
+		x.flaps = map[jobRef]*replayedFlap{}
+	}
+	f := x.flaps[jobRef{tenant, job}]
+	if f == nil {
+		f = &replayedFlap{}
+		x.flaps[jobRef{tenant, job}] = f
+	}
+	return f
+}

@@ -12,16 +12,16 @@ import (
 	"github.com/apollo-11/apollo/expect"
 )
 
-// holdFindings writes a file named after each run found too short (in
-// dir) as the expectations queue the finding, and holds for good the
-// loop that would act on it: the process is killed between the finding
-// and its mark.
+// holdFindings writes a file named after each run found too short or
+// making its job flap (in dir) as the expectations queue the finding, and
+// holds for good the loop that would act on it: the process is killed
+// between the finding and its mark.
 type holdFindings string
 
 func (h holdFindings) see(evs []expect.Event, acting bool) {
 	held := false
 	for _, ev := range evs {
-		if ev.Kind != expect.KindTooShort {
+		if ev.Kind != expect.KindTooShort && ev.Kind != expect.KindFlapping {
 			continue
 		}
 		held = true
@@ -73,6 +73,64 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 			}
 			if task.Status != apollo.StatusSuccess || marks != 1 {
 				t.Fatalf("tenant %s: the run is %s with %d too_short marks, want success marked once: %+v", tenant, task.Status, marks, task.History)
+			}
+		}
+		d.awaitResolvedPastDedup(want)
+		d.crash()
+		d.onlySentinelsTold(h) // fails on a second notification of the finding
+	})
+}
+
+// A job found flapping just before a kill -9, before the finding was
+// marked on the run that made it flap, is marked and told after the
+// restart, once, in each tenant and in every mode; another kill -9 after
+// it was told does not tell it again. Before, flapping was told from
+// memory alone (to the engine, or on a Redis channel) and the replay
+// dropped what it found: it was lost for good.
+func TestFlappingFoundJustBeforeAKillIsTold(t *testing.T) {
+	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
+		want := map[string]string{}
+		for _, tenant := range tenants {
+			want[tenant] = tenant + "_flapping"
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_flapping task_prefix: "%[1]s_flappy" ON: flapping GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_flappy\n    flapping: {changes: 2, window: 1h}\n", tenant))
+		}
+		dir := t.TempDir()
+		d.env = []string{"APOLLO_TEST_HOLD_FINDINGS=" + dir}
+		d.crash() // this start holds the findings
+		for _, tenant := range tenants {
+			job := tenant + "_flappy"
+			d.succeed(tenant, job, job+"-ok-1")
+			start, end := d.runAt()
+			d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
+				`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":"failed","ts":%[4]d}]`,
+				job+"-failed", job, start, end), nil, 200)
+			d.succeed(tenant, job, job+"-ok-2")
+		}
+		eventually(t, 30*time.Second, "both findings held before their marks", func() bool {
+			files, _ := os.ReadDir(dir)
+			return len(files) == len(tenants)
+		})
+		d.env = nil
+		d.crash()
+		awaitTenants(t, h, "firing", want)
+		for _, tenant := range tenants {
+			// The mark is on one of the job's runs: the one whose end
+			// the replay, which decides tasks in parallel, found it at.
+			marks := 0
+			for _, run := range []string{"ok-1", "failed", "ok-2"} {
+				var task apollo.Task
+				d.do(tenant, "GET", "/api/v1/tasks/"+tenant+"_flappy-"+run, "", &task, 200)
+				for _, r := range task.History {
+					if r.Kind == apollo.KindFlapping && strings.Contains(r.Reason, "2 switches") {
+						marks++
+					}
+				}
+			}
+			if marks != 1 {
+				t.Fatalf("tenant %s: %d flapping marks on the job's runs, want one", tenant, marks)
 			}
 		}
 		d.awaitResolvedPastDedup(want)
