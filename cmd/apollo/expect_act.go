@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/alert"
+	"github.com/apollo-11/apollo/bus"
+	"github.com/apollo-11/apollo/expect"
+	"github.com/apollo-11/apollo/rules"
+)
+
+// The loop's side of the expectations: it takes what Apply queued (and
+// what a tick finds) and acts on it (expect.go has the rest).
+
+// take returns the findings Apply queued, and forgets them.
+func (x *expectations) take() []expect.Event {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	evs := x.found
+	x.found = nil
+	return evs
+}
+
+// testFindings, set by the tests' TestMain in the process they start,
+// sees the findings as Apply queues them (acting false) and as the loop
+// is about to act on them (acting true); it may hold the loop for good.
+var testFindings func(evs []expect.Event, acting bool)
+
+// act does what each finding calls for. The missed runs of one call are
+// recorded together, under one fsync; a missed run recorded before (judged
+// again after a restart) is not told again.
+func (x *expectations) act(evs []expect.Event) {
+	if testFindings != nil && len(evs) > 0 {
+		testFindings(evs, true)
+	}
+	var (
+		missed []bus.Missed
+		at     []int // the index in evs of each missed run
+	)
+	for i, ev := range evs {
+		if ev.Kind == expect.KindMissed {
+			missed, at = append(missed, bus.Missed{Tenant: ev.Tenant, Job: ev.Job, Slot: ev.Slot, Detail: ev.Detail}), append(at, i)
+		}
+	}
+	told := make([]bool, len(evs))
+	if len(missed) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fresh, err := x.bus.RecordMissed(ctx, missed)
+		cancel()
+		if err != nil {
+			x.log.Warn("missed runs could not be recorded in the jobs' history", "runs", len(missed), "err", err)
+		}
+		for k, i := range at {
+			told[i] = k < len(fresh) && !fresh[k] // recorded before: told then
+		}
+	}
+	for i, ev := range evs {
+		if told[i] {
+			continue
+		}
+		switch ev.Kind {
+		case expect.KindTooLong:
+			// The run becomes timeout (unless it ended meanwhile), which
+			// fires ON: timeout like any other.
+			x.bus.TimeOut(ev.Tenant, ev.TaskID)
+			continue
+		case expect.KindStable:
+			x.log.Info("job stable again", "tenant", ev.Tenant, "job", ev.Job)
+			continue
+		}
+		marked := false
+		if marksRun(ev) {
+			// Marked on the run, where it shows; the engines hear of the
+			// mark from the log (the change log in the three-process mode,
+			// marksFromFeed), so that one that was down or killed hears of
+			// it after. The record kinds are named as the findings are.
+			var kind apollo.Kind
+			if err := kind.UnmarshalText([]byte(ev.Kind.String())); err == nil {
+				marked = x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
+			}
+		}
+		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
+		o, ok := rules.ParseOccurrence(ev.Kind.String())
+		// A flapping marked on its run reaches the engines from the log;
+		// unmarked (no run to mark), it goes to occur, which takes
+		// flapping alone (the other marks are the log's too).
+		if ok && x.occur != nil && !(marked && ev.Kind == expect.KindFlapping) {
+			x.occur(alert.Occurrence{Tenant: ev.Tenant, Job: ev.Job, Kind: o, Run: ev.TaskID, At: ev.Slot, Detail: ev.Detail})
+		}
+	}
+}
+
+// marksRun reports whether ev is marked on its run (bus.Mark): a run too
+// short or too often, the run that made its job flap.
+func marksRun(ev expect.Event) bool {
+	switch ev.Kind {
+	case expect.KindTooShort, expect.KindTooOften:
+		return true
+	case expect.KindFlapping:
+		return ev.TaskID != ""
+	}
+	return false
+}
