@@ -41,43 +41,15 @@ func (h holdFindings) see(evs []expect.Event, acting bool) {
 // dropped what it found, and the finding was lost for good.
 func TestTooShortFoundJustBeforeAKillIsTold(t *testing.T) {
 	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
-		want := map[string]string{}
-		for _, tenant := range tenants {
-			want[tenant] = tenant + "_too_short"
-			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_too_short task_prefix: "%[1]s_quick" ON: too_short GROUP_WINDOW: 1s NOTIFY: hook
-RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
-			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_quick\n    min_runtime: 1h\n", tenant))
-		}
-		dir := t.TempDir()
-		d.env = []string{"APOLLO_TEST_HOLD_FINDINGS=" + dir}
-		d.crash() // this start holds the findings
-		for _, tenant := range tenants {
-			d.succeed(tenant, tenant+"_quick", "quick-"+tenant)
-		}
-		eventually(t, 30*time.Second, "both findings held before their marks", func() bool {
-			files, _ := os.ReadDir(dir)
-			return len(files) == len(tenants)
-		})
-		d.env = nil
-		d.crash()
-		awaitTenants(t, h, "firing", want)
-		for _, tenant := range tenants {
-			var task apollo.Task
-			d.do(tenant, "GET", "/api/v1/tasks/quick-"+tenant, "", &task, 200)
-			marks := 0
-			for _, r := range task.History {
-				if r.Kind == apollo.KindTooShort && strings.Contains(r.Reason, "1h") {
-					marks++
+		findingHeldBeforeTheKillIsToldOnce(t, d, h, "too_short", "quick", "min_runtime: 1h",
+			func(tenant, job string) { d.succeed(tenant, job, "quick-"+tenant) },
+			func(tenant, _ string) {
+				var task apollo.Task
+				d.do(tenant, "GET", "/api/v1/tasks/quick-"+tenant, "", &task, 200)
+				if n := countMarks(task, apollo.KindTooShort, "1h"); task.Status != apollo.StatusSuccess || n != 1 {
+					t.Fatalf("tenant %s: the run is %s with %d too_short marks, want success marked once: %+v", tenant, task.Status, n, task.History)
 				}
-			}
-			if task.Status != apollo.StatusSuccess || marks != 1 {
-				t.Fatalf("tenant %s: the run is %s with %d too_short marks, want success marked once: %+v", tenant, task.Status, marks, task.History)
-			}
-		}
-		d.awaitResolvedPastDedup(want)
-		d.crash()
-		d.onlySentinelsTold(h) // fails on a second notification of the finding
+			})
 	})
 }
 
@@ -89,52 +61,77 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 // dropped what it found: it was lost for good.
 func TestFlappingFoundJustBeforeAKillIsTold(t *testing.T) {
 	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
-		want := map[string]string{}
-		for _, tenant := range tenants {
-			want[tenant] = tenant + "_flapping"
-			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_flapping task_prefix: "%[1]s_flappy" ON: flapping GROUP_WINDOW: 1s NOTIFY: hook
-RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
-			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_flappy\n    flapping: {changes: 2, window: 1h}\n", tenant))
-		}
-		dir := t.TempDir()
-		d.env = []string{"APOLLO_TEST_HOLD_FINDINGS=" + dir}
-		d.crash() // this start holds the findings
-		for _, tenant := range tenants {
-			job := tenant + "_flappy"
-			d.succeed(tenant, job, job+"-ok-1")
-			start, end := d.runAt()
-			d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
-				`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":"failed","ts":%[4]d}]`,
-				job+"-failed", job, start, end), nil, 200)
-			d.succeed(tenant, job, job+"-ok-2")
-		}
-		eventually(t, 30*time.Second, "both findings held before their marks", func() bool {
-			files, _ := os.ReadDir(dir)
-			return len(files) == len(tenants)
-		})
-		d.env = nil
-		d.crash()
-		awaitTenants(t, h, "firing", want)
-		for _, tenant := range tenants {
-			// The mark is on one of the job's runs: the one whose end
-			// the replay, which decides tasks in parallel, found it at.
-			marks := 0
-			for _, run := range []string{"ok-1", "failed", "ok-2"} {
-				var task apollo.Task
-				d.do(tenant, "GET", "/api/v1/tasks/"+tenant+"_flappy-"+run, "", &task, 200)
-				for _, r := range task.History {
-					if r.Kind == apollo.KindFlapping && strings.Contains(r.Reason, "2 switches") {
-						marks++
-					}
+		findingHeldBeforeTheKillIsToldOnce(t, d, h, "flapping", "flappy", "flapping: {changes: 2, window: 1h}",
+			func(tenant, job string) {
+				d.succeed(tenant, job, job+"-ok-1")
+				start, end := d.runAt()
+				d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
+					`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":"failed","ts":%[4]d}]`,
+					job+"-failed", job, start, end), nil, 200)
+				d.succeed(tenant, job, job+"-ok-2")
+			},
+			func(tenant, job string) {
+				// The mark is on one of the job's runs: the one whose end
+				// the replay, which decides tasks in parallel, found it at.
+				marks := 0
+				for _, run := range []string{"ok-1", "failed", "ok-2"} {
+					var task apollo.Task
+					d.do(tenant, "GET", "/api/v1/tasks/"+job+"-"+run, "", &task, 200)
+					marks += countMarks(task, apollo.KindFlapping, "2 switches")
 				}
-			}
-			if marks != 1 {
-				t.Fatalf("tenant %s: %d flapping marks on the job's runs, want one", tenant, marks)
-			}
-		}
-		d.awaitResolvedPastDedup(want)
-		d.crash()
-		d.onlySentinelsTold(h) // fails on a second notification of the finding
+				if marks != 1 {
+					t.Fatalf("tenant %s: %d flapping marks on the job's runs, want one", tenant, marks)
+				}
+			})
 	})
+}
+
+// findingHeldBeforeTheKillIsToldOnce gives each tenant the rule
+// TENANT_on over its job TENANT_job (expected as exp says) and a sentinel
+// rule, starts the server holding every finding before its mark, reports
+// runs that make the finding (report), kills every process once both
+// tenants' findings are held, and expects the finding told once per
+// tenant after the restart (checked marks it on the runs), and not again
+// after another kill -9.
+func findingHeldBeforeTheKillIsToldOnce(t *testing.T, d *deployment, h *hook, on, job, exp string,
+	report func(tenant, job string), checked func(tenant, job string)) {
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		want[tenant] = tenant + "_" + on
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_%[2]s task_prefix: "%[1]s_%[3]s" ON: %[2]s GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant, on, job), nil, 200)
+		d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_%s\n    %s\n", tenant, job, exp))
+	}
+	dir := t.TempDir()
+	d.env = []string{"APOLLO_TEST_HOLD_FINDINGS=" + dir}
+	d.crash() // this start holds the findings
+	for _, tenant := range tenants {
+		report(tenant, tenant+"_"+job)
+	}
+	eventually(t, 30*time.Second, "both findings held before their marks", func() bool {
+		files, _ := os.ReadDir(dir)
+		return len(files) == len(tenants)
+	})
+	d.env = nil
+	d.crash()
+	awaitTenants(t, h, "firing", want)
+	for _, tenant := range tenants {
+		checked(tenant, tenant+"_"+job)
+	}
+	d.awaitResolvedPastDedup(want)
+	d.crash()
+	d.onlySentinelsTold(h) // fails on a second notification of the finding
+}
+
+// countMarks counts the records of kind in the task's history whose
+// reason holds reason.
+func countMarks(task apollo.Task, kind apollo.Kind, reason string) int {
+	n := 0
+	for _, r := range task.History {
+		if r.Kind == kind && strings.Contains(r.Reason, reason) {
+			n++
+		}
+	}
+	return n
 }
