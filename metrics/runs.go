@@ -31,6 +31,14 @@ type jobRuns struct {
 	// newest first: 447 → 426 ns a run).
 	ringArr []apollo.RecentRun
 	idsArr  []uint32
+	// seen, once the ring holds more than filterFrom runs, has a bit set
+	// for the hash of every ID the ring holds (and of some it held: a
+	// removal leaves its bit, until stale removals make it rebuilt). A
+	// new task's first change looks for an entry of the same ID, which
+	// it almost never has: the filter answers "none" without a scan of
+	// the ring's IDs (issue 20.4: the scan was 5% of a replay).
+	seen  *idFilter
+	stale int // removals since seen was built
 	// hist counts finished runs with a cost by DurationBuckets (the last
 	// slot: longer), counted and taken out exactly as Summary.CostN is.
 	hist [len(apollo.DurationBuckets) + 1]int64
@@ -98,6 +106,9 @@ func idHash(id string) uint32 { return uint32(maphash.String(idSeed, id)) }
 // for the newest runs, so it looks from the end.
 func (r *jobRuns) find(id string) int {
 	h := idHash(id)
+	if r.seen != nil && !r.seen.has(h) {
+		return -1
+	}
 	for i := len(r.ids) - 1; i >= 0; i-- {
 		if r.ids[i] == h && r.ring[i].TaskID == id {
 			return i
@@ -120,11 +131,24 @@ func (r *jobRuns) insert(i int, run apollo.RecentRun) {
 		clear(r.ringArr[n:]) // let the old task IDs go
 		r.ring, r.ids = r.ringArr[:n], r.idsArr[:n]
 	}
+	h := idHash(run.TaskID)
 	r.ring = slices.Insert(r.ring, i, run)
-	r.ids = slices.Insert(r.ids, i, idHash(run.TaskID))
+	r.ids = slices.Insert(r.ids, i, h)
+	switch {
+	case r.seen != nil:
+		r.seen.add(h)
+	case len(r.ring) > filterFrom:
+		r.seen = new(idFilter)
+		r.rebuild()
+	}
 }
 
 func (r *jobRuns) remove(i, j int) {
+	if r.seen != nil {
+		if r.stale += j - i; r.stale > max(len(r.ring), filterFrom) {
+			defer r.rebuild() // once the window is moved
+		}
+	}
 	if i == 0 {
 		clear(r.ring[:j]) // let the task IDs go
 		r.ring, r.ids = r.ring[j:], r.ids[j:]
@@ -132,6 +156,28 @@ func (r *jobRuns) remove(i, j int) {
 	}
 	r.ring = slices.Delete(r.ring, i, j)
 	r.ids = slices.Delete(r.ids, i, j)
+}
+
+// filterFrom is the ring length above which find asks a filter first:
+// below it, a scan of the IDs' hashes costs less than the filter's bytes.
+const filterFrom = 32
+
+// idFilter is a set of ID hashes that may answer yes for an ID not in it
+// (a bit shared with another, or left by a removal), never no for one in
+// it. With MaxRecentRuns IDs and as many stale, 2 048 bits answer a false
+// yes about one time in five, and then find scans as before.
+type idFilter [32]uint64
+
+func (f *idFilter) add(h uint32)      { f[h>>6&31] |= 1 << (h & 63) }
+func (f *idFilter) has(h uint32) bool { return f[h>>6&31]&(1<<(h&63)) != 0 }
+
+// rebuild makes seen hold exactly the ring's IDs.
+func (r *jobRuns) rebuild() {
+	clear(r.seen[:])
+	for _, h := range r.ids {
+		r.seen.add(h)
+	}
+	r.stale = 0
 }
 
 // put records the task's state after c in the ring of at most limit
@@ -174,9 +220,16 @@ func (r *jobRuns) put(c *apollo.Change, limit int) {
 // runs reported in the same millisecond (a batch) are told apart by task
 // ID, and a binary search compared eight IDs where one does.
 func (r *jobRuns) position(run *apollo.RecentRun) int {
-	lo, hi := 0, len(r.ring)
-	if hi > 0 && runOrder(&r.ring[hi-1], run) < 0 {
-		return hi
+	// Gallop back from the end: runs decided in parallel (a replay's
+	// workers, concurrent batches) land a few places before it.
+	lo, hi := len(r.ring), len(r.ring) // runOrder(ring[hi], run) >= 0, past the end
+	for step := 1; lo > 0; step *= 2 {
+		lo = max(hi-step, 0)
+		if runOrder(&r.ring[lo], run) < 0 {
+			lo++
+			break
+		}
+		hi = lo
 	}
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -251,6 +304,9 @@ func median(xs []int64) int64 {
 // bytes estimates the memory the record holds.
 func (r *jobRuns) bytes() int64 {
 	n := int64(cap(r.ringArr))*runBytes + int64(cap(r.idsArr))*4
+	if r.seen != nil {
+		n += int64(unsafe.Sizeof(*r.seen))
+	}
 	for i := range r.ring {
 		n += int64(len(r.ring[i].TaskID))
 	}

@@ -15,7 +15,7 @@ import (
 // beside it and no task ID kept in the array outside the window.
 func TestRingMatchesSortedList(t *testing.T) {
 	t.Parallel()
-	for _, limit := range []int{1, 2, 7, apollo.MaxRecentRuns} {
+	for _, limit := range []int{1, 2, 7, filterFrom + 3, apollo.MaxRecentRuns} {
 		for seed := range uint64(10) {
 			t.Run(fmt.Sprintf("limit=%d/seed=%d", limit, seed), func(t *testing.T) {
 				t.Parallel()
@@ -72,6 +72,9 @@ func TestRingMatchesSortedList(t *testing.T) {
 					for i := range r.ring {
 						if r.ids[i] != idHash(r.ring[i].TaskID) {
 							t.Fatalf("op %d: ids[%d] is not the hash of %q", op, i, r.ring[i].TaskID)
+						}
+						if r.seen != nil && !r.seen.has(r.ids[i]) {
+							t.Fatalf("op %d: the filter does not have %q", op, r.ring[i].TaskID)
 						}
 					}
 					for i := range r.ringArr {
