@@ -109,6 +109,7 @@ type Outbox struct {
 	keyOwed, keyAlive     func(id string) string
 	onAdopt               func([]notify.OwedNotification)
 	onTakeOver            func([]alert.TakenOver)
+	taking                atomic.Bool // onTakeOver runs: adopt takes no decided entries
 	keyDecided            func(id string) string
 	decided               string
 	logs                  *loglimit.Limiter

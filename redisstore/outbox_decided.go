@@ -38,7 +38,8 @@ var _ alert.OwedStore = Decisions{}
 // Start to TakenOver.
 func (o *Outbox) Decisions() Decisions { return Decisions{o} }
 
-// OnTakeOver has f called, from the renewal loop, with the engine's
+// OnTakeOver has f called, beside the renewal loop (one call at a time;
+// no more is taken over until it returns), with the engine's
 // entries this process took over from one that stopped or died while it
 // runs: the engine's TakeOver. Call it before Start.
 func (o *Outbox) OnTakeOver(f func([]alert.TakenOver)) { o.onTakeOver = f }

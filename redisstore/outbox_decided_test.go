@@ -3,9 +3,11 @@ package redisstore
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/redisstore/redistest"
 )
@@ -89,5 +91,100 @@ func TestDecisionsTakenOverWithTheirLocks(t *testing.T) {
 	lock(lockerOf(later), "acme:a1", true, got[0].From...)
 	if n, _ := c.HLen(ctx, later.decided).Result(); n != 1 {
 		t.Fatalf("the taker's decided hash holds %d entries, want 1 until it forgets it", n)
+	}
+}
+
+// Sending what was taken over can take long (a lock and an outbox entry
+// per notification, each a Redis call, on a Redis that answers slowly):
+// it runs beside the renewals, never in their way. While one takeover is
+// being sent the lease is still renewed at every round, and the next
+// round takes nothing more over from the engine's side.
+func TestRenewalsGoOnWhileATakeoverIsSent(t *testing.T) {
+	t.Parallel()
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	a := newOutbox(t, c, prefix, nil)
+	for _, n := range []apollo.Notification{owedNote("acme", "a1"), owedNote("globex", "g1")} {
+		if _, err := a.Decisions().Record(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Stop(ctx); err != nil { // its lease goes at once
+		t.Fatal(err)
+	}
+	clock := apollo.NewFakeClock(time.Now())
+	b, err := NewOutbox(OutboxOptions{Client: c, Prefix: prefix, ID: "b", Logger: quiet, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sending, done := make(chan []alert.TakenOver, 2), make(chan struct{})
+	b.OnTakeOver(func(ts []alert.TakenOver) {
+		sending <- ts
+		<-done // a slow send
+	})
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(ctx)
+	var sent sync.Once // the send ends before Stop waits for it, whatever fails
+	defer sent.Do(func() { close(done) })
+	if got := b.TakenOver(); len(got) != 2 { // at Start, from the engine's start
+		t.Fatalf("taken over at start: %d, want 2", len(got))
+	}
+	// A second process dies with a decision of its own after b started.
+	d := newOutbox(t, c, prefix, nil)
+	if _, err := d.Decisions().Record(owedNote("acme", "d1")); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, d)
+	clock.BlockUntil(1, time.Minute)
+	clock.Advance(DefaultOutboxLease / 3)
+	select {
+	case ts := <-sending:
+		if len(ts) != 1 || ts[0].Notification.Alert.ID != "d1" {
+			t.Fatalf("taken over at the renewal: %+v, want d1", ts)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the dead process's decision was not taken over at the renewal")
+	}
+	// While d1 is being sent: another death, and two more rounds. The
+	// lease (deleted here, as if it had run out) comes back at each.
+	e := newOutbox(t, c, prefix, nil)
+	if _, err := e.Decisions().Record(owedNote("globex", "e1")); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, e)
+	for round := range 2 {
+		if err := c.Del(ctx, b.alive).Err(); err != nil {
+			t.Fatal(err)
+		}
+		clock.BlockUntil(1, time.Minute)
+		clock.Advance(DefaultOutboxLease / 3)
+		deadline := time.Now().Add(time.Minute)
+		for n, _ := c.Exists(ctx, b.alive).Result(); n == 0; n, _ = c.Exists(ctx, b.alive).Result() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d while a takeover was being sent: the lease was not renewed", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	select {
+	case ts := <-sending:
+		t.Fatalf("a second takeover began before the first was sent: %+v", ts)
+	default:
+	}
+	if n, _ := c.HLen(ctx, b.keyDecided(e.opts.ID)).Result(); n != 1 {
+		t.Fatalf("e's decision was taken while d1 was being sent: e's hash holds %d, want 1", n)
+	}
+	sent.Do(func() { close(done) })
+	clock.BlockUntil(1, time.Minute)
+	clock.Advance(DefaultOutboxLease / 3)
+	select {
+	case ts := <-sending:
+		if len(ts) != 1 || ts[0].Notification.Alert.ID != "e1" {
+			t.Fatalf("taken over after the first was sent: %+v, want e1", ts)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("e's decision was not taken over once d1 was sent")
 	}
 }

@@ -55,7 +55,15 @@ func (o *Outbox) tick(ctx context.Context) {
 		o.onAdopt(es)
 	}
 	if len(taken) > 0 && o.onTakeOver != nil {
-		o.onTakeOver(taken)
+		// Sending them takes Redis calls of its own for each (the lock,
+		// the lanes' entry): beside the renewals, which must stay on
+		// time, and one batch at a time (adopt takes no more meanwhile).
+		o.taking.Store(true)
+		o.life.Go(func(context.Context) error {
+			defer o.taking.Store(false)
+			o.onTakeOver(taken)
+			return nil
+		})
 	}
 }
 
@@ -141,15 +149,19 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 			continue
 		}
 		// The engine's first: the script lets the owner go once both
-		// hashes are empty.
+		// hashes are empty. Not while the last batch is being sent.
+		taking := o.taking.Load()
 		o.mu.Lock()
 		dstart := o.dnext
 		o.dnext += adoptBatch
 		start := o.next
 		o.next += adoptBatch // reserved, so that Owe meanwhile takes no ID of these
 		o.mu.Unlock()
-		dvals, err := adoptScript.Run(ctx, o.opts.Client,
-			[]string{o.keyAlive(owner), o.keyDecided(owner), o.owners, o.decided, o.keyOwed(owner)}, owner, dstart, adoptBatch, "1").StringSlice()
+		var dvals []string
+		if !taking {
+			dvals, err = adoptScript.Run(ctx, o.opts.Client,
+				[]string{o.keyAlive(owner), o.keyDecided(owner), o.owners, o.decided, o.keyOwed(owner)}, owner, dstart, adoptBatch, "1").StringSlice()
+		}
 		if err != nil {
 			o.opts.Logger.Warn("redisstore: outbox: taking over what a stopped alert process had decided failed; trying again at the next renewal",
 				"owner", owner, "err", err)
