@@ -104,6 +104,8 @@ func (s *server) recover() error {
 	}
 	s.bus.ReplayLiveAfter(from)
 	pf := s.prefault(lsn, body)
+	// No collection while the restore fills the block (internal/prefault.Hold).
+	defer prefault.Hold(pf.Bytes)()
 	if body != nil {
 		cr := &countingReader{r: body}
 		err := readSnapshot(cr, s.sections())
