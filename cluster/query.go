@@ -144,18 +144,19 @@ func (n *Node) askWithin(ctx context.Context, p int, req rpcRequest, d time.Dura
 	defer cancel()
 	m, err := n.opts.Conn.RequestWithContext(ctx, rpcSubject(p), data)
 	if err != nil {
-		return nil, askError(p, err)
+		return nil, askError(p, d, err)
 	}
 	r, err := decodeReply(m.Data)
 	if err != nil || !r.Pieces {
 		return r, err
 	}
-	return n.askInPieces(ctx, p, data)
+	return n.askInPieces(ctx, p, data, d)
 }
 
 // askInPieces asks partition p's owner again, on an inbox of its own, for
-// an answer too large for one message (pieces.go).
-func (n *Node) askInPieces(ctx context.Context, p int, data []byte) (*rpcReply, error) {
+// an answer too large for one message (pieces.go); ctx ends the wait of d
+// that began with the first question.
+func (n *Node) askInPieces(ctx context.Context, p int, data []byte, d time.Duration) (*rpcReply, error) {
 	nc := n.opts.Conn
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -172,10 +173,10 @@ func (n *Node) askInPieces(ctx context.Context, p int, data []byte) (*rpcReply, 
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return nil, askError(p, err)
+			return nil, askError(p, d, err)
 		}
 		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return nil, askError(p, nats.ErrNoResponders)
+			return nil, askError(p, d, nats.ErrNoResponders)
 		}
 		whole, ok, err := j.add(m)
 		if err != nil {
@@ -187,13 +188,25 @@ func (n *Node) askInPieces(ctx context.Context, p int, data []byte) (*rpcReply, 
 	}
 }
 
-func askError(p int, err error) error {
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+// askError is the error of a question to partition p's owner that failed
+// after waiting d. No subscriber at all means no node serves p now (its
+// owner is changing); one that heard the question and did not answer in
+// time may be changing too, or too busy, which the asker cannot tell
+// apart (as for a listing: unanswered).
+func askError(p int, d time.Duration, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
 		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("partition %d has no owner answering right now", p),
-			Hint: "it is being taken over by another node; retry in a few seconds"}
+			Hint: "its owner is changing (a node stopped or joined); " + retryAndLook}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apollo.Error{Code: apollo.EUNAVAILABLE, Message: fmt.Sprintf("partition %d did not answer within %v", p, d),
+			Hint: "its owner is changing (a node stopped or joined) or too busy to answer in time; " + retryAndLook}
 	}
 	return fmt.Errorf("cluster: asking partition %d: %w", p, err)
 }
+
+// retryAndLook ends the hint of a question some partition did not answer.
+const retryAndLook = "retry in a few seconds. Each node's GET /api/v1/system lists the partitions it serves (cluster.leases)"
 
 func decodeReply(data []byte) (*rpcReply, error) {
 	var r rpcReply
@@ -385,8 +398,7 @@ func (n *Node) unanswered(covered []bool, left int) error {
 	}
 	return &apollo.Error{Code: apollo.EUNAVAILABLE,
 		Message: fmt.Sprintf("%s (%d of %d) did not answer within %v", what, left, len(covered), n.opts.QueryTimeout),
-		Hint: "their owner is changing (a node stopped or joined) or too busy to answer in time; retry in a few seconds. " +
-			"Each node's GET /api/v1/system lists the partitions it serves (cluster.leases)"}
+		Hint:    "their owner is changing (a node stopped or joined) or too busy to answer in time; " + retryAndLook}
 }
 
 // serveAll answers a question to every node (a listing, an open ping run)
