@@ -152,21 +152,29 @@ func (n *Node) renew(ctx context.Context) {
 }
 
 // renewOne extends one lease and returns its new revision.
+// ErrKeyExists means another node holds it: renew drops it at once.
 func (n *Node) renewOne(ctx context.Context, l *lease) (uint64, error) {
 	n.mu.Lock()
 	rev := l.rev
 	n.mu.Unlock()
 	val := []byte(n.opts.NodeID)
 	next, err := n.kv.Update(ctx, leaseKey(l.p), val, rev)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		// A renewal whose answer was lost (a timeout) did change the
-		// revision. Only this node writes its own ID: if the key still
-		// holds it, the lease is still ours.
-		if e, gerr := n.kv.Get(ctx, leaseKey(l.p)); gerr == nil && string(e.Value()) == n.opts.NodeID {
-			next, err = n.kv.Update(ctx, leaseKey(l.p), val, e.Revision())
-		}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return next, err
 	}
-	return next, err
+	// A renewal whose answer was lost (a timeout) did change the
+	// revision. Only this node writes its own ID: if the key still holds
+	// it, the lease is still ours. If it cannot be read, whether it is is
+	// unknown: the read's error makes renew retry until the lease's local
+	// deadline, where ErrKeyExists would drop a lease still ours.
+	e, gerr := n.kv.Get(ctx, leaseKey(l.p))
+	switch {
+	case gerr != nil:
+		return 0, gerr // gone (ErrKeyNotFound, ErrKeyDeleted) is dropped too
+	case string(e.Value()) != n.opts.NodeID:
+		return 0, err
+	}
+	return n.kv.Update(ctx, leaseKey(l.p), val, e.Revision())
 }
 
 // drop stops a partition where it is and forgets its lease; with

@@ -202,6 +202,9 @@ func (n *Node) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: the %s bucket: %w", LeaseBucket, err)
 	}
+	if o.testKV != nil {
+		n.kv = o.testKV(n.kv)
+	}
 	n.snaps, err = n.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: SnapshotBucket, Storage: jetstream.FileStorage, Replicas: o.Replicas,
 		Description: "Apollo-11 partition snapshots, p<partition>-<log sequence>",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/bus"
@@ -107,6 +108,9 @@ type Options struct {
 	// testLogHook, set by tests, runs before each message of a partition's
 	// decision log is published; it may block to make the log slow.
 	testLogHook func()
+	// testKV, set by tests, wraps the lease bucket (to lose answers, fail
+	// reads).
+	testKV func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 func (o *Options) setDefaults() {
