@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/bus"
+)
+
+// Questions to every node on apollo.rpc.list (query.go): a listing (List)
+// and a job's open ping run (ping.go) are asked with askAll and answered by
+// serveAll.
+
+// List returns the tasks in memory on every node that match f, in the
+// bus's listing order, like bus.Bus.List over one bus; the cursor is the
+// bus's own.
+func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > maxListPage {
+		limit = 100
+	}
+	f.Limit = limit
+	if f.Cursor != "" {
+		if err := bus.CheckCursor(f.Cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	var tasks []apollo.Task
+	more := false
+	err := n.askAll(rpcRequest{Op: "list", Filter: &listFilter{Tenant: f.Tenant, Prefix: f.Prefix, Status: f.Status,
+		Since: f.Since, Until: f.Until, Limit: limit + 1, Cursor: f.Cursor}}, func(r *rpcReply) {
+		tasks = append(tasks, r.Tasks...)
+		more = more || r.More
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	tasks = firstPage(newest(tasks), limit+1)
+	next := ""
+	if len(tasks) > limit || more && len(tasks) == limit {
+		tasks = tasks[:limit]
+		next = bus.PageCursor(&tasks[limit-1])
+	}
+	return tasks, next, nil
+}
+
+// newest keeps one copy of each task: while a partition changes hands,
+// its old owner (whose lease is lost but whose local deadline has not
+// passed) and its new one may both answer, and a page would show the task
+// twice. The copy kept is the one changed last, the new owner's.
+func newest(tasks []apollo.Task) []apollo.Task {
+	type id struct{ tenant, task string }
+	at := make(map[id]int, len(tasks))
+	out := tasks[:0]
+	for _, tk := range tasks {
+		k := id{tk.Tenant, tk.TaskID}
+		i, dup := at[k]
+		switch {
+		case !dup:
+			at[k] = len(out)
+			out = append(out, tk)
+		case tk.Sequence > out[i].Sequence || tk.Sequence == out[i].Sequence && tk.UpdatedAt > out[i].UpdatedAt:
+			out[i] = tk
+		}
+	}
+	return out
+}
+
+// askAll sends req to every node on apollo.rpc.list and calls fn with each
+// answer until every partition has been answered for.
+func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
+	data, _ := json.Marshal(req)
+	nc := n.opts.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
+	}
+	defer sub.Unsubscribe()
+	ask := &nats.Msg{Subject: rpcList, Reply: inbox, Data: data, Header: nats.Header{}}
+	ask.Header.Set(acceptsPieces, "1") // several answer: each may come in pieces (pieces.go)
+	if err := nc.PublishMsg(ask); err != nil {
+		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
+	}
+	var j joiner
+	covered := make([]bool, n.opts.Partitions)
+	left := n.opts.Partitions
+	deadline := time.Now().Add(n.opts.QueryTimeout)
+	for left > 0 {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			return n.unanswered(covered, left)
+		}
+		whole, ok, err := j.add(m)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		r, err := decodeReply(whole)
+		if err != nil {
+			return err
+		}
+		for _, p := range r.Partitions {
+			if p >= 0 && p < len(covered) && !covered[p] {
+				covered[p] = true
+				left--
+			}
+		}
+		fn(r)
+	}
+	return nil
+}
+
+// unanswered is the error of a question to every node that some
+// partitions did not answer in time: which ones, and how long the asker
+// waited. Nothing tells the asker why: a partition changing owner and an
+// owner too busy to answer within QueryTimeout (a loaded machine, an
+// answer of megabytes) look the same from here.
+func (n *Node) unanswered(covered []bool, left int) error {
+	const named = 8 // a cluster of 1 024 partitions does not get them all
+	var missing []string
+	for p, ok := range covered {
+		if !ok && len(missing) < named {
+			missing = append(missing, strconv.Itoa(p))
+		}
+	}
+	list := strings.Join(missing, ", ")
+	if left > named {
+		list += ", …"
+	}
+	what := "partitions " + list
+	if left == 1 {
+		what = "partition " + list
+	}
+	return &apollo.Error{Code: apollo.EUNAVAILABLE,
+		Message: fmt.Sprintf("%s (%d of %d) did not answer within %v", what, left, len(covered), n.opts.QueryTimeout),
+		Hint:    "their owner is changing (a node stopped or joined) or too busy to answer in time; " + retryAndLook}
+}
+
+// serveAll answers a question to every node (a listing, an open ping run)
+// for the partitions this node serves.
+func (n *Node) serveAll(m *nats.Msg) {
+	var req rpcRequest
+	var r rpcReply
+	err := json.Unmarshal(m.Data, &req)
+	n.mu.Lock()
+	parts := make([]*partition, 0, len(n.owned))
+	for _, pt := range n.owned {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	if len(parts) == 0 {
+		return // nothing to say; the asker waits for the owners
+	}
+	if err == nil {
+		// What the asker's caller was answered accepted before it asked is
+		// decided before the answer, as on one server and as for a task
+		// read (serveTask): a run just reported is in a listing (and in a
+		// stream client's snapshot) through any node, and a ping's start
+		// is found by its end through another node. Bounded for a slow
+		// log (caughtup.go).
+		catchUpAll(parts, n.opts.QueryTimeout/4)
+		switch req.Op {
+		case "list":
+			err = serveList(&req, parts, &r)
+		case "openping":
+			for _, pt := range parts {
+				if run, ok := pt.bus.OpenPing(req.Tenant, req.Job); ok && (r.Open == nil || run.Newer(*r.Open)) {
+					r.Open = &run
+				}
+				r.Partitions = append(r.Partitions, pt.id)
+			}
+		default:
+			err = fmt.Errorf("unknown operation %q", req.Op)
+		}
+	}
+	n.reply(m, &r, err)
+}
+
+// serveList answers a listing for the partitions parts.
+func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
+	lf := req.Filter
+	if lf == nil {
+		return errors.New("a listing without a filter")
+	}
+	f := apollo.TaskFilter{Tenant: lf.Tenant, Prefix: lf.Prefix, Status: lf.Status, Since: lf.Since, Until: lf.Until, Limit: lf.Limit, Cursor: lf.Cursor}
+	// The asker wants limit+1 tasks of each partition to know whether a
+	// next page exists; a bus lists at most maxListPage, and says with
+	// its cursor whether it has more.
+	f.Limit = min(f.Limit, maxListPage)
+	for _, pt := range parts {
+		page, next, err := pt.bus.List(f)
+		if err != nil {
+			return err
+		}
+		r.More = r.More || next != ""
+		r.Tasks = append(r.Tasks, page...)
+		r.Partitions = append(r.Partitions, pt.id)
+	}
+	r.Tasks = firstPage(r.Tasks, f.Limit)
+	return nil
+}
+
+// maxListPage is the largest page bus.Bus.List gives, and the largest
+// limit of a listing (httpapi refuses more).
+const maxListPage = 1000
+
+// firstPage sorts tasks in listing order (first reported newest first,
+// then by task ID, descending like the bus) and keeps the first limit.
+func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
+	slices.SortFunc(tasks, func(a, b apollo.Task) int {
+		if a.CreatedAt != b.CreatedAt {
+			if a.CreatedAt > b.CreatedAt {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(b.TaskID, a.TaskID)
+	})
+	return tasks[:min(len(tasks), limit)]
+}
