@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,6 +88,7 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 	defer sub.Unsubscribe()
 	ask := &nats.Msg{Subject: rpcList, Reply: inbox, Data: data, Header: nats.Header{}}
 	ask.Header.Set(acceptsPieces, "1") // several answer: each may come in pieces (pieces.go)
+	ask.Header.Set(withinHeader, strconv.FormatInt(ceilMillis(n.opts.QueryTimeout), 10))
 	if err := nc.PublishMsg(ask); err != nil {
 		return fmt.Errorf("cluster: asking every node (%s): %w", req.Op, err)
 	}
@@ -147,9 +149,71 @@ func (n *Node) unanswered(covered []bool, left int) error {
 		Hint:    "their owner is changing (a node stopped or joined) or too busy to answer in time; " + retryAndLook}
 }
 
+// A node answers questions to every node one at a time, in the order they
+// came. One can wait there behind slow answers (a loaded machine, pages of
+// megabytes) past the time its asker waits, which has then answered 503:
+// answering it would only keep the node from the questions after it. So
+// each question says how long its asker waits (withinHeader), each is
+// stamped by this node's clock as it comes (hearAll: NATS's callback
+// queue, where the stamp could not be taken, is passed through at once),
+// and serveAll skips a question whose wait has passed since. The wait is
+// relative, counted from when the question came here, so the nodes'
+// clocks need not agree; the time the question took to get here is not
+// counted, so the node may still answer a question just given up, never
+// skip one still waited for. A question of a release before
+// withinHeader carries none, and is answered however long it waited, as
+// that release's nodes answer this one's, ignoring the header.
+
+// question is a question to every node, and when this node heard it.
+type question struct {
+	m     *nats.Msg
+	heard time.Time
+}
+
+// questionQueue is how many questions to every node wait in the node's
+// queue; more wait in NATS's, and are stamped when they get here.
+const questionQueue = 256
+
+// hearAll is the callback of apollo.rpc.list: it stamps the question and
+// queues it for answerAll.
+func (n *Node) hearAll(m *nats.Msg) {
+	select {
+	case n.questions <- question{m: m, heard: n.opts.Clock.Now()}:
+	case <-n.ctx.Done(): // stopping: the node answers no more
+	}
+}
+
+// answerAll answers the queued questions to every node, one at a time,
+// until ctx ends (Stop).
+func (n *Node) answerAll(ctx context.Context) {
+	for {
+		select {
+		case q := <-n.questions:
+			n.serveAll(q)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// late reports whether q's asker has stopped waiting, and how long q waited.
+func (n *Node) late(q question) (bool, time.Duration) {
+	waited := n.opts.Clock.Now().Sub(q.heard)
+	ms, err := strconv.ParseInt(q.m.Header.Get(withinHeader), 10, 64)
+	return err == nil && waited > time.Duration(ms)*time.Millisecond, waited
+}
+
+// ceilMillis is d in milliseconds, rounded up: a node told the wait
+// rounded down could skip a question still waited for.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 // serveAll answers a question to every node (a listing, an open ping run)
-// for the partitions this node serves.
-func (n *Node) serveAll(m *nats.Msg) {
+// for the partitions this node serves, unless its asker has stopped
+// waiting.
+func (n *Node) serveAll(q question) {
+	m := q.m
 	var req rpcRequest
 	var r rpcReply
 	err := json.Unmarshal(m.Data, &req)
@@ -161,6 +225,15 @@ func (n *Node) serveAll(m *nats.Msg) {
 	n.mu.Unlock()
 	if len(parts) == 0 {
 		return // nothing to say; the asker waits for the owners
+	}
+	if late, waited := n.late(q); late {
+		n.lateQuestions.Add(1)
+		n.warn("a question to every node waited past its asker's wait; skipped (this node answers them slower than they come)",
+			"waited", waited, "asker_waits", m.Header.Get(withinHeader)+"ms")
+		return
+	}
+	if n.opts.testServeAllHook != nil {
+		n.opts.testServeAllHook()
 	}
 	if err == nil {
 		// What the asker's caller was answered accepted before it asked is
@@ -229,3 +302,7 @@ func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 	})
 	return tasks[:min(len(tasks), limit)]
 }
+
+// withinHeader, on a question to every node, is how long its asker waits
+// for the answer, in milliseconds.
+const withinHeader = "Apollo-Within"

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,9 @@ type Node struct {
 	counted map[int]*partition
 	left    bus.Stats
 	rpcSubs []*nats.Subscription
+
+	questions     chan question // to every node, heard and not yet answered (listing.go)
+	lateQuestions atomic.Uint64 // skipped: their askers had stopped waiting
 
 	queuesMu  sync.Mutex
 	queues    map[string]*subjectQueue // subject → the group commit of requests using it
@@ -95,18 +99,19 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{
 		opts: opts, log: opts.Logger.With("component", "cluster", "node", opts.NodeID), js: js,
-		instance: newInstanceID(),
-		owned:    map[int]*partition{},
-		counted:  map[int]*partition{},
-		leases:   map[int]*lease{},
-		view:     map[string]seen{},
-		queues:   map[string]*subjectQueue{},
-		flights:  map[*nats.Msg]*flight{},
-		kickc:    make(chan struct{}, 1),
-		evicted:  make(chan struct{}),
-		stop:     make(chan struct{}),
-		ready:    make(chan struct{}),
-		life:     lifecycle.Group{Name: "cluster"},
+		instance:  newInstanceID(),
+		owned:     map[int]*partition{},
+		counted:   map[int]*partition{},
+		leases:    map[int]*lease{},
+		view:      map[string]seen{},
+		queues:    map[string]*subjectQueue{},
+		flights:   map[*nats.Msg]*flight{},
+		kickc:     make(chan struct{}, 1),
+		questions: make(chan question, questionQueue),
+		evicted:   make(chan struct{}),
+		stop:      make(chan struct{}),
+		ready:     make(chan struct{}),
+		life:      lifecycle.Group{Name: "cluster"},
 	}
 	// Every message sent to the events stream is answered through these
 	// handlers, within PublishTimeout at most (the timeout, a lost
@@ -139,7 +144,8 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.ensure(ctx); err != nil {
 		return err
 	}
-	sub, err := n.opts.Conn.Subscribe(rpcList, n.serveAll)
+	n.life.Go(func(ctx context.Context) error { n.answerAll(ctx); return nil })
+	sub, err := n.opts.Conn.Subscribe(rpcList, n.hearAll)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -108,6 +108,9 @@ type Options struct {
 	// testLogHook, set by tests, runs before each message of a partition's
 	// decision log is published; it may block to make the log slow.
 	testLogHook func()
+	// testServeAllHook, set by tests, runs before the node serves a
+	// question to every node; it may block to make the node busy.
+	testServeAllHook func()
 	// testKV, set by tests, wraps the lease bucket (to lose answers, fail
 	// reads).
 	testKV func(jetstream.KeyValue) jetstream.KeyValue

@@ -345,12 +345,16 @@ type NodeStats struct {
 	Node       string           `json:"node"`
 	Leases     []int            `json:"leases"` // held, serving or being rebuilt
 	Partitions []PartitionStats `json:"partitions"`
+	// LateQuestions counts the questions to every node (listings, ping
+	// ends) the node skipped because their askers had stopped waiting
+	// (listing.go): it answers them slower than they come.
+	LateQuestions uint64 `json:"late_questions"`
 }
 
 // NodeStats returns the node's leases and its partitions' stats.
 func (n *Node) NodeStats() NodeStats {
 	n.mu.Lock()
-	s := NodeStats{Node: n.opts.NodeID}
+	s := NodeStats{Node: n.opts.NodeID, LateQuestions: n.lateQuestions.Load()}
 	parts := make([]*partition, 0, len(n.owned))
 	for p := range n.leases {
 		s.Leases = append(s.Leases, p)
