@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/bus"
 )
 
 // GET /api/v1/tasks through a node while another node's partitions do not
@@ -67,6 +69,15 @@ func TestListingWhilePartitionsDoNotAnswer(t *testing.T) {
 	tasks, next, err := asker.List(apollo.TaskFilter{Tenant: "globex"})
 	if e, ok := err.(*apollo.Error); !ok || e.Code != apollo.EUNAVAILABLE || e.Message != want {
 		t.Errorf("globex's tasks through %s: %d tasks, cursor %q, %v; want %q", asker.id, len(tasks), next, err, want)
+	}
+	// A ping's end looks for its job's open run on every node: the same
+	// partitions did not answer, and it says so, with the same causes.
+	for _, tenant := range []string{"", "globex"} {
+		_, out, err := asker.Ping(context.Background(), apollo.Ping{Tenant: tenant, Job: "quiet", Status: apollo.StatusSuccess, Ts: now})
+		if err != nil || out.Result != bus.RetryLater || out.Err == nil || !strings.Contains(out.Err.Message, want) ||
+			!strings.Contains(out.Err.Hint, "too busy") || !strings.Contains(out.Err.Hint, "cluster.leases") {
+			t.Errorf("%q's ping end through %s: %+v, %v; want retry_later naming %q, a hint with both causes and cluster.leases", tenant, asker.id, out, err, want)
+		}
 	}
 }
 
@@ -129,6 +140,12 @@ func TestTaskReadWhileItsPartitionDoesNotAnswer(t *testing.T) {
 		task, err := asker.Get("globex", ids["globex"])
 		if e, ok := err.(*apollo.Error); !ok || e.Code != apollo.EUNAVAILABLE || e.Message != want || !strings.Contains(e.Hint, hintHas) {
 			t.Errorf("globex's task %s through %s: %+v, %v; want %q, a hint with %q", ids["globex"], asker.id, task, err, want, hintHas)
+		}
+		// A nameless event of a ping key is checked against its task's
+		// job, asked of the same owner: it says the same.
+		job, err := asker.JobOf("globex", ids["globex"])
+		if e, ok := err.(*apollo.Error); !ok || e.Code != apollo.EUNAVAILABLE || !strings.Contains(e.Message, want) || !strings.Contains(e.Hint, hintHas) {
+			t.Errorf("globex's task %s's job through %s: %q, %v; want unavailable naming %q, a hint with %q", ids["globex"], asker.id, job, err, want, hintHas)
 		}
 	}
 	check("partition 0 did not answer within 2s", "too busy")

@@ -75,12 +75,13 @@ func (n *Node) Ping(ctx context.Context, p apollo.Ping) (apollo.Event, bus.Outco
 	if p.Status != apollo.StatusRunning {
 		var err error
 		if open, ok, err = n.openPing(ctx, p.Tenant, p.Job); err != nil {
-			// Some owner did not answer (a takeover): its partitions may
-			// hold the open run. Taken as a run of its own, the end would
-			// leave that run running until its timeout told of it.
+			// Some owner did not answer (a takeover, or too busy): its
+			// partitions may hold the open run. Taken as a run of its own,
+			// the end would leave that run running until its timeout told
+			// of it.
+			why, hint := unavailable(err, "resend the ping in a few seconds")
 			return p.Event(open, false), bus.Outcome{Result: bus.RetryLater, Err: &apollo.Error{Code: apollo.EUNAVAILABLE,
-				Message: "the job's open run cannot be looked for now: " + err.Error(),
-				Hint:    "a partition is being taken over by another node; resend the ping in a few seconds"}}, nil
+				Message: "the job's open run cannot be looked for now: " + why, Hint: hint}}, nil
 		}
 	}
 	ev := p.Event(open, ok)

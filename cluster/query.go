@@ -83,9 +83,10 @@ func (n *Node) Get(tenant, taskID string) (*apollo.Task, error) {
 }
 
 // JobOf returns the job of a task in memory on its owner, "" when there
-// is none. When the owner does not answer (a takeover) it fails with
-// EUNAVAILABLE: a guess would be accepted here and refused by the owner
-// for naming another job than its task's, an accepted event lost.
+// is none. When the owner does not answer (a takeover, or too busy) it
+// fails with EUNAVAILABLE, saying why as a task read does: a guess would
+// be accepted here and refused by the owner for naming another job than
+// its task's, an accepted event lost.
 func (n *Node) JobOf(tenant, taskID string) (string, error) {
 	p := Partition(taskID, n.opts.Partitions)
 	if pt := n.local(p); pt != nil {
@@ -95,9 +96,10 @@ func (n *Node) JobOf(tenant, taskID string) (string, error) {
 	r, err := n.ask(context.Background(), p, rpcRequest{Op: "job", Tenant: tenant, TaskID: taskID})
 	if err != nil {
 		n.warn("finding the job of a nameless event failed; it is answered retry_later", "task", taskID, "err", err)
+		why, hint := unavailable(err, "resend the event in a few seconds")
 		return "", &apollo.Error{Code: apollo.EUNAVAILABLE, Field: "name",
-			Message: "the task's job cannot be looked up now (its partition is changing owner)",
-			Hint:    "resend the event in a few seconds, or send it with its job's name"}
+			Message: "the task's job cannot be looked up now: " + why,
+			Hint:    hint + "; or send the event with its job's name"}
 	}
 	return r.Job, nil
 }
@@ -201,6 +203,17 @@ func askError(p int, d time.Duration, err error) error {
 			Hint: "its owner is changing (a node stopped or joined) or too busy to answer in time; " + retryAndLook}
 	}
 	return fmt.Errorf("cluster: asking partition %d: %w", p, err)
+}
+
+// unavailable splits err, a question some partition did not answer, into
+// what happened and what to do, for an answer that wraps it; hint is what
+// to do when err says nothing (an internal error).
+func unavailable(err error, hint string) (why, what string) {
+	var ae *apollo.Error
+	if errors.As(err, &ae) && ae.Hint != "" {
+		return ae.Message, ae.Hint
+	}
+	return err.Error(), hint
 }
 
 // retryAndLook ends the hint of a question some partition did not answer.
