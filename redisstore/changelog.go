@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,10 @@ import (
 //	   form: a reader of a release before them passes the field over (it
 //	   would refuse the whole of b for a kind it does not know) and hears
 //	   of flapping on <prefix>:findings; absent when there are none
+//
+// A reader of this release passes over a change of b or f it cannot read
+// (a kind or status of a newer release) alone, and applies the rest
+// (changelog_wire.go, applyRead).
 //
 // and a string, "<mark> <epoch>" of the last entry written, which a
 // restarted bus reads to replay the changes above it into the stream
@@ -104,6 +109,8 @@ type ChangeFollower struct {
 	mark  uint64 // the highest bus mark of the entries applied
 	pos   string // the ID of the last entry applied
 	epoch string // of the bus's log the marks and LSNs are of
+
+	passed atomic.Int64 // changes that did not read (applyRead)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -231,22 +238,52 @@ func (f *ChangeFollower) entry(m redis.XMessage) {
 		var batch, flaps []wireChange
 		if err := json.Unmarshal([]byte(str(m.Values["b"])), &batch); err != nil {
 			f.log.Warn("an entry of the change log does not read; passed over", "id", m.ID, "err", err)
+			batch = nil
 		}
 		if fl := str(m.Values["f"]); fl != "" {
 			if err := json.Unmarshal([]byte(fl), &flaps); err != nil {
 				f.log.Warn("the flapping marks of an entry of the change log do not read; passed over", "id", m.ID, "err", err)
+				flaps = nil
 			}
 		}
 		for i := range batch {
-			f.apply(batch[i].change())
+			f.applyRead(m.ID, &batch[i])
 		}
 		for i := range flaps {
-			f.apply(flaps[i].change())
+			f.applyRead(m.ID, &flaps[i])
 		}
 	}
 	f.mu.Lock()
 	f.pos, f.mark = m.ID, max(f.mark, mark)
 	f.mu.Unlock()
+}
+
+// applyRead applies w, unless it did not read: a change of a status or
+// kind this release does not know (a newer bus's, in a rolling upgrade)
+// is passed over alone, the rest of its entry applied. The first is
+// logged, the rest counted (Stats): one a batch would fill the log.
+func (f *ChangeFollower) applyRead(id string, w *wireChange) {
+	if w.skip == "" {
+		f.apply(w.change())
+		return
+	}
+	if f.passed.Add(1) == 1 {
+		f.log.Warn("a change of the change log does not read and was passed over, the rest of its entry applied: a bus of a newer release writes what this alert process does not know; upgrade it. "+
+			"Those after are counted (changes.passedOver in its heartbeat), not logged",
+			"id", id, "tenant", w.Tenant, "job", w.Name, "task", w.TaskID, "why", w.skip)
+	}
+}
+
+// FollowerStats counts what a follower passed over.
+type FollowerStats struct {
+	// PassedOver: changes that did not read (a status or kind of a newer
+	// release) and were not applied.
+	PassedOver int64 `json:"passedOver"`
+}
+
+// Stats returns the follower's counters.
+func (f *ChangeFollower) Stats() FollowerStats {
+	return FollowerStats{PassedOver: f.passed.Load()}
 }
 
 func str(v any) string {

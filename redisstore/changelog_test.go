@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/internal/testwait"
@@ -228,5 +230,76 @@ func TestFlappingMarksGoApartInTheChangeLog(t *testing.T) {
 		}
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("SubscribeFindings heard nothing")
+	}
+}
+
+// A bus of a newer release writes changes of a record kind, or a status,
+// this release does not know, among known ones: a follower passes over
+// those alone, applies the rest of the entry (in b and in f, two
+// tenants' failures and a flapping mark), moves its mark past the entry,
+// and counts what it passed over. Before, one unknown kind made it refuse
+// the whole of b: in a rolling upgrade every alert process not yet
+// upgraded lost the failures of every batch that held one. The same on
+// the channel <p>:changes, from a bus that writes no stream.
+func TestChangeOfAnUnknownKindIsPassedOver(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	// As a newer bus writes them: known changes, a mark of a kind
+	// "paused", a status "skipped", and in f a flapping mark beside one
+	// of a kind "flapping_again".
+	batch := `[{"t":"acme","n":"etl","id":"a1","s":"failed","p":"running","ts":1,"l":1},` +
+		`{"t":"acme","n":"etl","id":"a2","s":"running","p":"running","ts":2,"k":"paused","r":"by the newer bus","l":2,"y":7},` +
+		`{"t":"globex","n":"etl","id":"g1","s":"failed","p":"running","ts":3,"l":3},` +
+		`{"t":"globex","n":"etl","id":"g2","s":"skipped","p":"pending","ts":4,"l":4}]`
+	flaps := `[{"t":"globex","n":"etl","id":"g3","s":"success","p":"success","ts":5,"k":"flapping_again","l":5},` +
+		`{"t":"acme","n":"etl","id":"a3","s":"success","p":"success","ts":6,"k":"flapping","r":"2 switches","l":6}]`
+	for _, values := range []map[string]any{
+		{"v": "1", "e": "e1", "m": "6", "b": batch, "f": flaps},
+		{"v": "1", "e": "e1", "m": "7", "b": `[{"t":"acme","n":"etl","id":"a4","s":"failed","p":"running","ts":7,"l":7}]`},
+	} {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: prefix + ":{changes}:log", Values: values}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan *apollo.Change, 10)
+	follow := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { got <- ch }, nil)
+	if err := follow.Seek(ctx, 0, "0"); err != nil {
+		t.Fatal(err)
+	}
+	follow.Start(ctx)
+	defer follow.Stop(ctx)
+	want := []string{"a1 failed report", "g1 failed report", "a3 success flapping", "a4 failed report"}
+	for _, w := range want {
+		ch := next(t, got)
+		if s := ch.Task.TaskID + " " + ch.Task.Status.String() + " " + ch.Record.Kind.String(); s != w {
+			t.Fatalf("applied %q (%+v), want %q", s, ch, w)
+		}
+	}
+	eventuallyMark(t, follow, 7)
+	if n := follow.Stats().PassedOver; n != 3 {
+		t.Fatalf("%d changes counted as passed over, want 3", n)
+	}
+	select {
+	case ch := <-got:
+		t.Fatalf("applied %+v as well", ch)
+	default:
+	}
+
+	heard := make(chan *apollo.Change, 10)
+	stop, err := redisstore.SubscribeChanges(ctx, c, prefix, func(ch *apollo.Change) { heard <- ch })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := c.Publish(ctx, prefix+":changes", batch).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, prefix+":changes", `[{"t":"acme","n":"etl","id":"a5","s":"failed","p":"running","ts":8}]`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"a1", "g1", "a5"} {
+		if ch := next(t, heard); ch.Task.TaskID != w {
+			t.Fatalf("from the channel: %+v, want %s", ch, w)
+		}
 	}
 }

@@ -60,6 +60,10 @@ type wireChange struct {
 	// through, and its LSN there (feedpart.go); not on the wire.
 	part *FeedPart
 	plsn uint64
+	// skip says why a change read from the wire is passed over: a status
+	// or kind of a newer release, or damage (changelog_wire.go); empty
+	// for one to apply.
+	skip string
 }
 
 // ChangeFeed writes the bus's status changes in batches (one XADD and
@@ -320,7 +324,9 @@ func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix strin
 			return
 		}
 		for _, w := range batch {
-			if !w.Logged {
+			// A change this release cannot read is passed over alone: a bus
+			// that writes one (of a newer release) marks it logged anyway.
+			if !w.Logged && w.skip == "" {
 				apply(w.change())
 			}
 		}

@@ -303,7 +303,8 @@ func (p *alertProcess) start(ctx context.Context) error {
 	}
 	p.onStop(stopCommands)
 	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D()).WithClock(p.clock).WithStats(func() any {
-		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats(), "outbox": p.outbox.Stats()}
+		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats(), "outbox": p.outbox.Stats(),
+			"changes": changes.Stats()}
 	})
 	if err := p.startService(ctx, "the heartbeat", beat); err != nil {
 		return err
