@@ -75,7 +75,7 @@ func BenchmarkDecodeChanges(b *testing.B) {
 		b.Run(form.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := decodeChanges(form.data, func(*apollo.Change) {}); err != nil {
+				if _, err := decodeChanges(form.data, func(*apollo.Change) {}); err != nil {
 					b.Fatal(err)
 				}
 			}

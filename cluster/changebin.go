@@ -3,7 +3,6 @@ package cluster
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 
 	"github.com/apollo-11/apollo"
 )
@@ -15,7 +14,10 @@ import (
 // uvarint length and bytes, numbers as zigzag varints, statuses and kinds
 // by their wire names, which outlive a renumbering. A record's tenant is
 // not written: it is its task's, as in the JSON form. A reader that meets
-// a version it does not know refuses the whole message (decodeChanges).
+// a version it does not know refuses the whole message (decodeChanges);
+// one that meets a status or kind name it does not know (a newer build's)
+// passes over that change alone, which it can, as every name is a string
+// of its own length (decodeBinChanges).
 //
 // A task's FinishReceivedAt is not written and arrives as 0: no listener
 // needs it (a stream shows a task as JSON, where it is "-"), and a new
@@ -123,10 +125,16 @@ func (e *changeEncoder) task(t *apollo.Task) {
 // without its magic. Anyone allowed on apollo.changes.> could have written
 // it: every length is checked, and a count is never trusted for an
 // allocation. It stops at the first damage; the changes before it have
-// gone to fn.
-func decodeBinChanges(data []byte, fn func(*apollo.Change)) error {
+// gone to fn. A change with a status or kind whose name this build does
+// not know, a node of a newer build's in a rolling upgrade, is not
+// damage: it is passed over, counted in passed, and the rest read. The
+// change cannot be shown as it is (the types have no value for the
+// name), and refusing the batch cut every stream client of the node
+// (fanIn.deliver) for as long as the upgrade lasted.
+func decodeBinChanges(data []byte, fn func(*apollo.Change)) (passed int, err error) {
 	d := changeDecoder{batchReader: batchReader{what: "change batch", data: data, size: len(data) + len(changesBinMagic)}}
 	for len(d.data) > 0 {
+		d.unknown = false
 		c := new(apollo.Change)
 		d.record(&c.Record)
 		var prev apollo.Task
@@ -135,12 +143,16 @@ func decodeBinChanges(data []byte, fn func(*apollo.Change)) error {
 		d.task(&c.Task)
 		c.BecameLate = d.bool()
 		if d.err != nil {
-			return d.err
+			return passed, d.err
+		}
+		if d.unknown {
+			passed++
+			continue
 		}
 		c.Record.Tenant = c.Task.Tenant
 		fn(c)
 	}
-	return nil
+	return passed, nil
 }
 
 // changeDecoder reads changes, sharing the strings that repeat within
@@ -150,6 +162,7 @@ func decodeBinChanges(data []byte, fn func(*apollo.Change)) error {
 type changeDecoder struct {
 	batchReader
 	id, name, tenant string
+	unknown          bool // the change has a status or kind this build cannot name
 }
 
 // shared reads a string, the same as one of the recent ones when it can.
@@ -179,16 +192,9 @@ func (d *changeDecoder) bool() bool {
 func (d *changeDecoder) status() apollo.Status {
 	var s apollo.Status
 	if err := s.UnmarshalText(d.bytes()); err != nil {
-		d.invalid(err)
+		d.unknown = true
 	}
 	return s
-}
-
-func (d *changeDecoder) invalid(err error) {
-	if d.err == nil {
-		d.err = fmt.Errorf("cluster: %s at byte %d of %d: %w", d.what, d.size-len(d.data), d.size, err)
-	}
-	d.data = nil
 }
 
 func (d *changeDecoder) record(r *apollo.Record) {
@@ -207,8 +213,8 @@ func (d *changeDecoder) record(r *apollo.Record) {
 	if x := d.bytes(); len(x) > 0 {
 		r.Extra = append([]byte(nil), x...)
 	}
-	if err := r.Kind.UnmarshalText(d.bytes()); err != nil && d.err == nil {
-		d.invalid(err)
+	if b := d.bytes(); d.err == nil && r.Kind.UnmarshalText(b) != nil {
+		d.unknown = true
 	}
 	r.ReceivedAt = d.int()
 	r.Actor = d.str()

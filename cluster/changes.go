@@ -178,13 +178,16 @@ func (n *Node) resync(p int) {
 // published: a binary batch, a JSON batch or one change's JSON, whichever
 // version of Apollo-11 wrote it. It stops at the first damage, after
 // handing fn the changes before it. The record's tenant is not in the
-// message (it never comes from a body); the task's is.
-func decodeChanges(data []byte, fn func(*apollo.Change)) error {
+// message (it never comes from a body); the task's is. passed counts the
+// changes of a binary batch passed over for a status or kind this build
+// does not know (decodeBinChanges); the JSON forms come from older
+// builds only, whose names this one knows.
+func decodeChanges(data []byte, fn func(*apollo.Change)) (passed int, err error) {
 	switch {
 	case hasMagic(data, changesBinMagic):
 		return decodeBinChanges(data[len(changesBinMagic):], fn)
 	case hasMagic(data, changesMagic):
-		return splitBatch(data[len(changesMagic):], func(rec []byte) error {
+		return 0, splitBatch(data[len(changesMagic):], func(rec []byte) error {
 			c, err := decodeChange(rec)
 			if err != nil {
 				return err
@@ -195,10 +198,10 @@ func decodeChanges(data []byte, fn func(*apollo.Change)) error {
 	}
 	c, err := decodeChange(data)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fn(c)
-	return nil
+	return 0, nil
 }
 
 func hasMagic(data []byte, magic string) bool {
@@ -227,6 +230,9 @@ type fanIn struct {
 	out   *bus.Fanout
 	cutAt time.Time
 	owed  atomic.Bool // changes were lost since the last cut
+	// passed counts the changes passed over for a status or kind this
+	// build does not know (decodeBinChanges), for the warning.
+	passed atomic.Int64
 	// later is set while a cut waits for cutEvery to pass since the last
 	// one: losses do not wait for a message that may never come.
 	later  bool
@@ -286,9 +292,15 @@ func (f *fanIn) idle() {
 // the listeners are cut off, which makes a stream hub resubscribe and
 // resynchronise its clients from a snapshot.
 func (f *fanIn) deliver(m *nats.Msg, dropped *int) {
-	err := errTakeover
+	passed, err := 0, errTakeover
 	if string(m.Data) != resyncMagic {
-		err = decodeChanges(m.Data, f.out.Publish)
+		passed, err = decodeChanges(m.Data, f.out.Publish)
+	}
+	if passed > 0 {
+		// Not lost: this node cannot show them whatever it does, and a
+		// snapshot would not have them either.
+		f.warn("changes of a status or record kind this node does not know were passed over, the rest of their batch delivered: a node of a newer build publishes them; upgrade this one",
+			"subject", m.Subject, "node", m.Header.Get(hdrNode), "passed", passed, "total", f.passed.Add(int64(passed)))
 	}
 	d, _ := m.Sub.Dropped()
 	if err != nil || d != *dropped {

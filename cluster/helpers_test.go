@@ -315,7 +315,7 @@ func recordChanges(t testing.TB, nc *nats.Conn) *changeLog {
 			}
 			return
 		}
-		err := decodeChanges(m.Data, func(c *apollo.Change) {
+		_, err := decodeChanges(m.Data, func(c *apollo.Change) {
 			cl.mu.Lock()
 			cl.byTask[c.Task.TaskID] = append(cl.byTask[c.Task.TaskID], seenChange{c, m.Header.Get(hdrNode)})
 			cl.mu.Unlock()
