@@ -64,6 +64,17 @@ func (k Kind) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText implements encoding.TextUnmarshaler: a kind's name.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for _, kk := range Kinds() {
+		if kk.String() == string(b) {
+			*k = kk
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown kind %q", b)
+}
+
 // Kinds lists every kind, in order.
 func Kinds() []Kind {
 	ks := make([]Kind, 0, numKinds-1)

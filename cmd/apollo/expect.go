@@ -80,9 +80,9 @@ type expectations struct {
 	own     map[string]int         // how many of them srcs gives (not the jobs file)
 	fromJob []expect.Expectation   // the default tenant's, from the scheduler's jobs file
 	found   []expect.Event         // found by Apply, acted on by the loop
-	// unmarked are the runs the replay found too short or too often, or
-	// that made their job flap, and whose mark (bus.Mark) the log does not
-	// hold: found before a crash, not acted on. start acts on them.
+	// unmarked are the runs the replay found too short or too often (or
+	// the snapshot kept pending), and whose mark (bus.Mark) the log does
+	// not hold: found before a crash, not acted on. start acts on them.
 	unmarked map[runMark]expect.Event
 	// flaps are, per tenant and job, the latest flapping the replay found
 	// and the latest flapping mark it replayed: the runs of different
@@ -91,7 +91,13 @@ type expectations struct {
 	// flapping found after the job's latest mark (by the switch that
 	// started it) was not acted on: start acts on it.
 	flaps map[jobRef]*replayedFlap
-	seen  struct {
+	// pending are the findings marked on their runs (marksRun) that are
+	// not marked yet: from when they are queued until their mark is
+	// applied (Apply) or the loop has tried to mark them (act). A
+	// snapshot keeps them (writeFound): their runs are in it, and the
+	// replay of the log after it never finds them again.
+	pending map[runMark]expect.Event
+	seen    struct {
 		mod  time.Time
 		size int64
 	}
@@ -317,16 +323,8 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) e
 // evaluator finds is acted on by the loop, not on the bus's worker.
 func (x *expectations) Apply(c *apollo.Change) {
 	t := &c.Task
-	if k := c.Record.Kind; (k == apollo.KindTooShort || k == apollo.KindTooOften) && !x.live.Load() {
-		x.mu.Lock() // the replay of a mark: what it marks was acted on
-		delete(x.unmarked, runMark{t.Tenant, t.TaskID, k.String()})
-		x.mu.Unlock()
-	}
-	if c.Record.Kind == apollo.KindFlapping && !x.live.Load() {
-		x.mu.Lock()
-		f := x.replayedFlap(t.Tenant, t.Name)
-		f.markedMs = max(f.markedMs, c.Record.Ts)
-		x.mu.Unlock()
+	if k := c.Record.Kind; k == apollo.KindTooShort || k == apollo.KindTooOften || k == apollo.KindFlapping {
+		x.marked(c)
 	}
 	if t.Status == c.Prev.Status || t.Name == "" {
 		return
@@ -398,19 +396,12 @@ func (x *expectations) queueLocked(evs []expect.Event) {
 	}
 	if !x.live.Load() {
 		for _, ev := range evs {
-			if ev.Kind == expect.KindFlapping {
-				if f := x.replayedFlap(ev.Tenant, ev.Job); f.found == nil || ev.Slot.After(f.found.Slot) {
-					f.found = &ev
-				}
-			}
-			if ev.Kind == expect.KindTooShort || ev.Kind == expect.KindTooOften {
-				if x.unmarked == nil {
-					x.unmarked = map[runMark]expect.Event{}
-				}
-				x.unmarked[runMark{ev.Tenant, ev.TaskID, ev.Kind.String()}] = ev
-			}
+			x.unactedLocked(ev)
 		}
 		return
+	}
+	for _, ev := range evs {
+		x.pendLocked(ev)
 	}
 	x.found = append(x.found, evs...)
 	x.nudgeLocked()
@@ -442,10 +433,12 @@ func (x *expectations) start(b expectBus, occur func(alert.Occurrence), held fun
 	x.live.Store(true)
 	for _, ev := range x.unmarked { // the log has the run, not its mark
 		x.found = append(x.found, ev)
+		x.pendLocked(ev)
 	}
 	for _, f := range x.flaps {
 		if f.found != nil && f.markedMs < f.found.Slot.UnixMilli() {
 			x.found = append(x.found, *f.found)
+			x.pendLocked(*f.found)
 		}
 	}
 	x.unmarked, x.flaps = nil, nil

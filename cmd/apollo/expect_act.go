@@ -80,6 +80,7 @@ func (x *expectations) act(evs []expect.Event) {
 			if err := kind.UnmarshalText([]byte(ev.Kind.String())); err == nil {
 				marked = x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
 			}
+			x.unpend(ev) // marked (Apply has seen to it), or it cannot be
 		}
 		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
 		o, ok := rules.ParseOccurrence(ev.Kind.String())

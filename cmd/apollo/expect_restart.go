@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/expect"
 )
 
@@ -185,4 +186,103 @@ func (x *expectations) replayedFlap(tenant, job string) *replayedFlap {
 		x.flaps[jobRef{tenant, job}] = f
 	}
 	return f
+}
+
+// marked is the mark of a finding on its run (c), applied: live, the
+// finding is no longer pending; replayed, what it marks was acted on.
+func (x *expectations) marked(c *apollo.Change) {
+	t, k := &c.Task, c.Record.Kind
+	mark := runMark{t.Tenant, t.TaskID, k.String()}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch {
+	case x.live.Load():
+		delete(x.pending, mark)
+	case k == apollo.KindFlapping:
+		f := x.replayedFlap(t.Tenant, t.Name)
+		f.markedMs = max(f.markedMs, c.Record.Ts)
+	default:
+		delete(x.unmarked, mark)
+	}
+}
+
+// pendLocked keeps ev among the pending findings if it is marked on its
+// run; x.mu is held.
+func (x *expectations) pendLocked(ev expect.Event) {
+	if !marksRun(ev) {
+		return
+	}
+	if x.pending == nil {
+		x.pending = map[runMark]expect.Event{}
+	}
+	x.pending[runMark{ev.Tenant, ev.TaskID, ev.Kind.String()}] = ev
+}
+
+// unpend forgets ev among the pending findings.
+func (x *expectations) unpend(ev expect.Event) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.pending, runMark{ev.Tenant, ev.TaskID, ev.Kind.String()})
+}
+
+// foundState is the snapshot's section of what the evaluator found that
+// the log after the snapshot does not give again: the findings not yet
+// marked on their runs. A snapshot without it (an older version) restores
+// none.
+type foundState struct {
+	Pending []expect.Event `json:"pending,omitempty"`
+}
+
+// writeFound writes the section. Inside the checkpoint's pause every
+// change up to the copy has been applied, so the pending findings are
+// those of the runs and marks in the copy.
+func (x *expectations) writeFound(w io.Writer) error {
+	var st foundState
+	x.mu.Lock()
+	for _, ev := range x.pending {
+		st.Pending = append(st.Pending, ev)
+	}
+	x.mu.Unlock()
+	return json.NewEncoder(w).Encode(st)
+}
+
+// readFound reads the section: the pending findings are acted on after
+// the replay (start) unless the log after the snapshot holds their marks,
+// as the replay's own findings are.
+func (x *expectations) readFound(r io.Reader) error {
+	var st struct {
+		Pending []json.RawMessage `json:"pending"`
+	}
+	if err := json.NewDecoder(r).Decode(&st); err != nil {
+		return fmt.Errorf("expectations found: %w", err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, raw := range st.Pending {
+		var ev expect.Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			// A kind of a later version: the rest still restores.
+			x.log.Warn("a finding not yet marked, kept in the snapshot, is not acted on", "finding", string(raw), "err", err)
+			continue
+		}
+		x.unactedLocked(ev)
+	}
+	return nil
+}
+
+// unactedLocked keeps ev, found before the process started (by the
+// replay, or pending in the snapshot), for start to act on unless the
+// replay meets its mark; x.mu is held.
+func (x *expectations) unactedLocked(ev expect.Event) {
+	switch ev.Kind {
+	case expect.KindFlapping:
+		if f := x.replayedFlap(ev.Tenant, ev.Job); f.found == nil || ev.Slot.After(f.found.Slot) {
+			f.found = &ev
+		}
+	case expect.KindTooShort, expect.KindTooOften:
+		if x.unmarked == nil {
+			x.unmarked = map[runMark]expect.Event{}
+		}
+		x.unmarked[runMark{ev.Tenant, ev.TaskID, ev.Kind.String()}] = ev
+	}
 }

@@ -42,15 +42,22 @@ func (h holdFindings) see(evs []expect.Event, acting bool) {
 func TestTooShortFoundJustBeforeAKillIsTold(t *testing.T) {
 	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
 		findingHeldBeforeTheKillIsToldOnce(t, d, h, "too_short", "quick", "min_runtime: 1h",
-			func(tenant, job string) { d.succeed(tenant, job, "quick-"+tenant) },
-			func(tenant, _ string) {
-				var task apollo.Task
-				d.do(tenant, "GET", "/api/v1/tasks/quick-"+tenant, "", &task, 200)
-				if n := countMarks(task, apollo.KindTooShort, "1h"); task.Status != apollo.StatusSuccess || n != 1 {
-					t.Fatalf("tenant %s: the run is %s with %d too_short marks, want success marked once: %+v", tenant, task.Status, n, task.History)
-				}
-			})
+			d.succeedQuick, d.tooShortMarkedOnce)
 	})
+}
+
+// succeedQuick reports the run quick-TENANT of job, a success in 1 ms.
+func (d *deployment) succeedQuick(tenant, job string) { d.succeed(tenant, job, "quick-"+tenant) }
+
+// tooShortMarkedOnce checks that the run of succeedQuick has one
+// too_short mark.
+func (d *deployment) tooShortMarkedOnce(tenant, _ string) {
+	d.t.Helper()
+	var task apollo.Task
+	d.do(tenant, "GET", "/api/v1/tasks/quick-"+tenant, "", &task, 200)
+	if n := countMarks(task, apollo.KindTooShort, "1h"); task.Status != apollo.StatusSuccess || n != 1 {
+		d.t.Fatalf("tenant %s: the run is %s with %d too_short marks, want success marked once: %+v", tenant, task.Status, n, task.History)
+	}
 }
 
 // A job found flapping just before a kill -9, before the finding was
@@ -63,61 +70,98 @@ func TestFlappingFoundJustBeforeAKillIsTold(t *testing.T) {
 	eachMode(t, deployOptions{}, func(t *testing.T, d *deployment, h *hook) {
 		findingHeldBeforeTheKillIsToldOnce(t, d, h, "flapping", "flappy", "flapping: {changes: 2, window: 1h}",
 			func(tenant, job string) {
-				d.succeed(tenant, job, job+"-ok-1")
-				start, end := d.runAt()
-				d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
-					`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":"failed","ts":%[4]d}]`,
-					job+"-failed", job, start, end), nil, 200)
+				d.succeedThenFail(tenant, job)
 				d.succeed(tenant, job, job+"-ok-2")
 			},
-			func(tenant, job string) {
-				// The mark is on one of the job's runs: the one whose end
-				// the replay, which decides tasks in parallel, found it at.
-				marks := 0
-				for _, run := range []string{"ok-1", "failed", "ok-2"} {
-					var task apollo.Task
-					d.do(tenant, "GET", "/api/v1/tasks/"+job+"-"+run, "", &task, 200)
-					marks += countMarks(task, apollo.KindFlapping, "2 switches")
-				}
-				if marks != 1 {
-					t.Fatalf("tenant %s: %d flapping marks on the job's runs, want one", tenant, marks)
-				}
-			})
+			d.flappingMarkedOnce)
 	})
 }
 
-// findingHeldBeforeTheKillIsToldOnce gives each tenant the rule
-// TENANT_on over its job TENANT_job (expected as exp says) and a sentinel
-// rule, starts the server holding every finding before its mark, reports
-// runs that make the finding (report), kills every process once both
-// tenants' findings are held, and expects the finding told once per
-// tenant after the restart (checked marks it on the runs), and not again
-// after another kill -9.
+// succeedThenFail reports the runs JOB-ok-1, a success, and JOB-failed,
+// ended in that order: one switch between success and failure.
+func (d *deployment) succeedThenFail(tenant, job string) {
+	d.t.Helper()
+	d.succeed(tenant, job, job+"-ok-1")
+	start, end := d.runAt()
+	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
+		`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":"failed","ts":%[4]d}]`,
+		job+"-failed", job, start, end), nil, 200)
+}
+
+// flappingMarkedOnce checks that one of the runs of succeedThenFail and
+// JOB-ok-2 has a flapping mark, and no other: the one whose end the
+// replay, which decides tasks in parallel, found it at.
+func (d *deployment) flappingMarkedOnce(tenant, job string) {
+	d.t.Helper()
+	marks := 0
+	for _, run := range []string{"ok-1", "failed", "ok-2"} {
+		var task apollo.Task
+		d.do(tenant, "GET", "/api/v1/tasks/"+job+"-"+run, "", &task, 200)
+		marks += countMarks(task, apollo.KindFlapping, "2 switches")
+	}
+	if marks != 1 {
+		d.t.Fatalf("tenant %s: %d flapping marks on the job's runs, want one", tenant, marks)
+	}
+}
+
+// findingHeldBeforeTheKillIsToldOnce is heldFinding's toldOnce, with no
+// checkpoint in the way.
 func findingHeldBeforeTheKillIsToldOnce(t *testing.T, d *deployment, h *hook, on, job, exp string,
 	report func(tenant, job string), checked func(tenant, job string)) {
+	heldFinding{on: on, job: job, exp: exp, report: report, checked: checked}.toldOnce(t, d, h)
+}
+
+// heldFinding is a finding held before its mark and killed: the rule
+// TENANT_on over the job TENANT_job, expected as exp says; before (if
+// set) reports runs before a checkpoint, and the server is killed after
+// it; report reports the runs that make the finding; checkpoint waits for
+// a checkpoint after the findings are held, before the kill; checked
+// checks it marked on the runs.
+type heldFinding struct {
+	on, job, exp   string
+	before, report func(tenant, job string)
+	checkpoint     bool
+	checked        func(tenant, job string)
+}
+
+// toldOnce gives each tenant the rule and a sentinel rule, starts the
+// server holding every finding before its mark, reports the runs, kills
+// every process once both tenants' findings are held, and expects the
+// finding told once per tenant after the restart, and not again after
+// another kill -9.
+func (f heldFinding) toldOnce(t *testing.T, d *deployment, h *hook) {
 	want := map[string]string{}
 	for _, tenant := range tenants {
-		want[tenant] = tenant + "_" + on
+		want[tenant] = tenant + "_" + f.on
 		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_%[2]s task_prefix: "%[1]s_%[3]s" ON: %[2]s GROUP_WINDOW: 1s NOTIFY: hook
 RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant, on, job), nil, 200)
-		d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_%s\n    %s\n", tenant, job, exp))
+`, tenant, f.on, f.job), nil, 200)
+		d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - job: %s_%s\n    %s\n", tenant, f.job, f.exp))
+	}
+	if f.before != nil {
+		for _, tenant := range tenants {
+			f.before(tenant, tenant+"_"+f.job)
+		}
+		d.awaitCheckpoint() // the next start has these runs from the snapshot alone
 	}
 	dir := t.TempDir()
 	d.env = []string{"APOLLO_TEST_HOLD_FINDINGS=" + dir}
 	d.crash() // this start holds the findings
 	for _, tenant := range tenants {
-		report(tenant, tenant+"_"+job)
+		f.report(tenant, tenant+"_"+f.job)
 	}
 	eventually(t, 30*time.Second, "both findings held before their marks", func() bool {
 		files, _ := os.ReadDir(dir)
 		return len(files) == len(tenants)
 	})
+	if f.checkpoint {
+		d.awaitCheckpoint() // the runs of the findings are in the snapshot
+	}
 	d.env = nil
 	d.crash()
 	awaitTenants(t, h, "firing", want)
 	for _, tenant := range tenants {
-		checked(tenant, tenant+"_"+job)
+		f.checked(tenant, tenant+"_"+f.job)
 	}
 	d.awaitResolvedPastDedup(want)
 	d.crash()
@@ -134,4 +178,15 @@ func countMarks(task apollo.Task, kind apollo.Kind, reason string) int {
 		}
 	}
 	return n
+}
+
+// awaitCheckpoint waits for a checkpoint whose copy was taken after
+// everything accepted before the call: the second to end after it (the
+// first may have copied before).
+func (d *deployment) awaitCheckpoint() {
+	d.t.Helper()
+	taken := d.figure("apollo_checkpoints_total")
+	eventually(d.t, 30*time.Second, "a checkpoint", func() bool {
+		return d.figure("apollo_checkpoints_total") >= taken+2
+	})
 }

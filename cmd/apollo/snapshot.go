@@ -187,6 +187,7 @@ func (s *server) sections() []section {
 		{name: "expect", write: s.expect.writeState, read: s.expect.readState},
 		{name: "expectset", write: s.expect.writeTiming, read: s.expect.readTiming},
 		{name: "learn", write: s.expect.learn.WriteState, read: s.expect.learn.ReadState},
+		{name: "expectfound", write: s.expect.writeFound, read: s.expect.readFound},
 	}
 }
 
