@@ -97,7 +97,10 @@ type expectations struct {
 	// snapshot keeps them (writeFound): their runs are in it, and the
 	// replay of the log after it never finds them again.
 	pending map[runMark]expect.Event
-	seen    struct {
+	// snapFlaps is the evaluator's flapping state read from the
+	// snapshot; arm puts it back.
+	snapFlaps []expect.FlapState
+	seen      struct {
 		mod  time.Time
 		size int64
 	}

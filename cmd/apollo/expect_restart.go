@@ -41,6 +41,8 @@ func (x *expectations) arm() {
 			x.ev.Set(tenant, step.set, step.since)
 		}
 	}
+	x.ev.RestoreFlaps(x.snapFlaps)
+	x.snapFlaps = nil
 	x.checked.Store(since.UnixNano())
 }
 
@@ -225,19 +227,20 @@ func (x *expectations) unpend(ev expect.Event) {
 	delete(x.pending, runMark{ev.Tenant, ev.TaskID, ev.Kind.String()})
 }
 
-// foundState is the snapshot's section of what the evaluator found that
-// the log after the snapshot does not give again: the findings not yet
-// marked on their runs. A snapshot without it (an older version) restores
-// none.
+// foundState is the snapshot's section of what the evaluator found and
+// counted that the log after the snapshot does not give again: the
+// findings not yet marked on their runs, and each job's flapping state.
+// A snapshot without it (an older version) restores neither.
 type foundState struct {
-	Pending []expect.Event `json:"pending,omitempty"`
+	Pending []expect.Event     `json:"pending,omitempty"`
+	Flaps   []expect.FlapState `json:"flaps,omitempty"`
 }
 
 // writeFound writes the section. Inside the checkpoint's pause every
-// change up to the copy has been applied, so the pending findings are
-// those of the runs and marks in the copy.
+// change up to the copy has been applied, so the pending findings and
+// the flapping state are those of the runs and marks in the copy.
 func (x *expectations) writeFound(w io.Writer) error {
-	var st foundState
+	st := foundState{Flaps: x.ev.FlapStates()}
 	x.mu.Lock()
 	for _, ev := range x.pending {
 		st.Pending = append(st.Pending, ev)
@@ -248,16 +251,19 @@ func (x *expectations) writeFound(w io.Writer) error {
 
 // readFound reads the section: the pending findings are acted on after
 // the replay (start) unless the log after the snapshot holds their marks,
-// as the replay's own findings are.
+// as the replay's own findings are; the flapping state goes back into the
+// evaluator once it has its expectations (arm).
 func (x *expectations) readFound(r io.Reader) error {
 	var st struct {
-		Pending []json.RawMessage `json:"pending"`
+		Pending []json.RawMessage  `json:"pending"`
+		Flaps   []expect.FlapState `json:"flaps"`
 	}
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
 		return fmt.Errorf("expectations found: %w", err)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.snapFlaps = st.Flaps
 	for _, raw := range st.Pending {
 		var ev expect.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {

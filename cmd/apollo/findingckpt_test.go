@@ -30,3 +30,18 @@ func TestFindingHeldAcrossACheckpointIsTold(t *testing.T) {
 		})
 	}
 }
+
+// A job whose first runs are in a snapshot and whose next run makes it
+// flap is found flapping, and told once after a kill -9 before the mark,
+// in each tenant and in every mode. Before, the snapshot kept no
+// flapping state: a start from it had forgotten the runs before it, and
+// the switches they made counted for nothing.
+func TestFlappingOverACheckpointIsFound(t *testing.T) {
+	eachMode(t, deployOptions{config: "snapshot_every: 1s\n"}, func(t *testing.T, d *deployment, h *hook) {
+		heldFinding{on: "flapping", job: "flappy", exp: "flapping: {changes: 2, window: 1h}",
+			before:  d.succeedThenFail,
+			report:  func(tenant, job string) { d.succeed(tenant, job, job+"-ok-2") },
+			checked: d.flappingMarkedOnce,
+		}.toldOnce(t, d, h)
+	})
+}
