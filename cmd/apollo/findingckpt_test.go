@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/apollo-11/apollo"
+)
 
 // A finding held before its mark while a checkpoint is taken, then lost
 // to kill -9, is marked and told after the restart, once, in each tenant
@@ -21,7 +25,7 @@ func TestFindingHeldAcrossACheckpointIsTold(t *testing.T) {
 				} else {
 					f.report = func(tenant, job string) {
 						d.succeedThenFail(tenant, job)
-						d.succeed(tenant, job, job+"-ok-2")
+						d.endedRun(tenant, job, job+"-ok-2", apollo.StatusSuccess)
 					}
 					f.checked = d.flappingMarkedOnce
 				}
@@ -40,7 +44,7 @@ func TestFlappingOverACheckpointIsFound(t *testing.T) {
 	eachMode(t, deployOptions{config: "snapshot_every: 1s\n"}, func(t *testing.T, d *deployment, h *hook) {
 		heldFinding{on: "flapping", job: "flappy", exp: "flapping: {changes: 2, window: 1h}",
 			before:  d.succeedThenFail,
-			report:  func(tenant, job string) { d.succeed(tenant, job, job+"-ok-2") },
+			report:  func(tenant, job string) { d.endedRun(tenant, job, job+"-ok-2", apollo.StatusSuccess) },
 			checked: d.flappingMarkedOnce,
 		}.toldOnce(t, d, h)
 	})

@@ -71,7 +71,7 @@ func TestFlappingFoundJustBeforeAKillIsTold(t *testing.T) {
 		findingHeldBeforeTheKillIsToldOnce(t, d, h, "flapping", "flappy", "flapping: {changes: 2, window: 1h}",
 			func(tenant, job string) {
 				d.succeedThenFail(tenant, job)
-				d.succeed(tenant, job, job+"-ok-2")
+				d.endedRun(tenant, job, job+"-ok-2", apollo.StatusSuccess)
 			},
 			d.flappingMarkedOnce)
 	})
@@ -81,15 +81,29 @@ func TestFlappingFoundJustBeforeAKillIsTold(t *testing.T) {
 // ended in that order: one switch between success and failure.
 func (d *deployment) succeedThenFail(tenant, job string) {
 	d.t.Helper()
-	d.succeed(tenant, job, job+"-ok-1")
+	d.endedRun(tenant, job, job+"-ok-1", apollo.StatusSuccess)
+	d.endedRun(tenant, job, job+"-failed", apollo.StatusFailed)
+}
+
+// endedRun reports a run of job that starts and ends as st, ended after
+// every run reported before it, a minute ago. In the past: the server
+// takes a run's times as no later than it received them, and runAt's,
+// from now on, could then end two runs in the same millisecond, which
+// have no order between them (docs/expectations.md#flapping): the
+// replay, which decides tasks in parallel, may count them the other way
+// round and find no flapping (TestFlappingFoundJustBeforeAKillIsTold
+// failed so about one run in four).
+func (d *deployment) endedRun(tenant, job, id string, st apollo.Status) {
+	d.t.Helper()
 	start, end := d.runAt()
+	start, end = start-time.Minute.Milliseconds(), end-time.Minute.Milliseconds()
 	d.do(tenant, "POST", "/api/v1/events", fmt.Sprintf(
-		`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":"failed","ts":%[4]d}]`,
-		job+"-failed", job, start, end), nil, 200)
+		`[{"taskID":%[1]q,"name":%[2]q,"sequence":1,"status":"running","ts":%[3]d},{"taskID":%[1]q,"sequence":2,"status":%[5]q,"ts":%[4]d}]`,
+		id, job, start, end, st), nil, 200)
 }
 
 // flappingMarkedOnce checks that one of the runs of succeedThenFail and
-// JOB-ok-2 has a flapping mark, and no other: the one whose end the
+// JOB-ok-2 (endedRun) has a flapping mark, and no other: the one whose end the
 // replay, which decides tasks in parallel, found it at.
 func (d *deployment) flappingMarkedOnce(tenant, job string) {
 	d.t.Helper()
