@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -349,9 +350,16 @@ func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
 	// The engine hands a notification over as a cycle fires its alert and
 	// saves the alert after: the kill below must come after the save, or
 	// the restart fires those alerts again from the log, and their
-	// notifications find the queue full.
-	eventually(t, 30*time.Second, "the five alerts saved", func() bool {
+	// notifications find the queue full. And after a save that owes none
+	// of them: one saved while a notification was decided and not yet
+	// with the lanes lists it as owed (alert.OwedNotification), and the
+	// restart hands it over again beside the lanes' own entry, a
+	// documented at-least-once retell (2 of 20 runs sent globex_a twice).
+	eventually(t, 30*time.Second, "the five alerts saved, none owed by the engine", func() bool {
 		b, _ := os.ReadFile(filepath.Join(d.dir, "data", "alerts.json"))
+		if bytes.Contains(b, []byte(`"owed"`)) {
+			return false
+		}
 		for _, rule := range []string{"acme_a", "acme_b", "acme_c", "acme_d", "globex_a"} {
 			if !strings.Contains(string(b), `"rule":"`+rule+`"`) && !strings.Contains(string(b), `"rule": "`+rule+`"`) {
 				return false
