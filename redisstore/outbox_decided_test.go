@@ -177,6 +177,14 @@ func TestRenewalsGoOnWhileATakeoverIsSent(t *testing.T) {
 		t.Fatalf("e's decision was taken while d1 was being sent: e's hash holds %d, want 1", n)
 	}
 	sent.Do(func() { close(done) })
+	// The send ends on its own goroutine: the round after it takes e1.
+	deadline := time.Now().Add(time.Minute)
+	for b.taking.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the takeover's send did not end once let go")
+		}
+		time.Sleep(time.Millisecond) // polling a state with a deadline
+	}
 	clock.BlockUntil(1, time.Minute)
 	clock.Advance(DefaultOutboxLease / 3)
 	select {

@@ -31,6 +31,10 @@ func heldBlock(n int) {
 // While the heap grows into the block, nothing is collected; once it grows
 // out of it, the collector runs and its settings come back by themselves.
 func TestHoldCollectsOnceTheBlockIsFull(t *testing.T) {
+	// What it grew goes back to the system after it: the fault counts of
+	// TestHeapSavesTheRestoresFaults, later in this process, need a heap
+	// without hundreds of free megabytes already faulted in.
+	defer debug.FreeOSMemory()
 	defer debug.SetGCPercent(debug.SetGCPercent(200))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
 	const block = 64 << 20
@@ -70,6 +74,7 @@ func TestHoldCollectsOnceTheBlockIsFull(t *testing.T) {
 // release puts the settings back before any collection, and a limit the
 // process had is never raised.
 func TestHoldReleaseAndAnEarlierLimit(t *testing.T) {
+	defer debug.FreeOSMemory()
 	defer debug.SetGCPercent(debug.SetGCPercent(150))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
 	heldBlock(32 << 20)
