@@ -25,10 +25,24 @@ const (
 
 // connection is the dashboard's side of the stream.
 type connection struct {
-	gen       int // which attempt; messages of older attempts are dropped
-	state     connState
-	ws        *wsConn
-	cursor    string // the last cursor received, for resuming
+	gen    int // which attempt; messages of older attempts are dropped
+	state  connState
+	ws     *wsConn
+	cursor string // the last cursor received of the filter asked for last, for resuming
+	// unanswered counts the subscribes sent on this connection that the
+	// server has not answered yet: by a snapshot (not a resync), the
+	// tasks of a resume, or an error that refuses it. It answers each in
+	// order, after every message of the filter it replaces: until the
+	// last answer comes, a tasks, snapshot or heartbeat message is of a
+	// filter left, and neither its tasks nor its cursor are the
+	// dashboard's. A cursor taken from one had the next connection resume
+	// the new filter from a position it never had, and the runs that
+	// matched it before that position never came.
+	unanswered int
+	// refused says that the server refused the last subscribe and kept
+	// the filter before it, whose tasks and cursors are not the
+	// dashboard's either.
+	refused   bool
 	idle      time.Duration
 	retryAt   time.Time
 	reason    string // why the last connection ended
@@ -189,7 +203,7 @@ func (m *Model) updateConn(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 		if msg.err != nil {
 			return m.lost(msg.err), true
 		}
-		c.ws = msg.ws
+		c.ws, c.unanswered, c.refused = msg.ws, 0, false
 		c.idle = helloWait // until hello says how often the server speaks
 		return m.read(), true
 	case frameMsg:
@@ -270,6 +284,9 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		}
 		return tea.Batch(cmds...)
 	case *apiclient.Snapshot:
+		if !c.current(msg.Reason != "resync") { // a resync answers no subscribe
+			break
+		}
 		c.cursor = msg.Cursor
 		m.store.replace(msg.Tasks)
 		m.paintTasks()
@@ -277,11 +294,14 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 			m.say(true, "The server's task listing failed: "+msg.Error)
 		}
 	case *apiclient.Tasks:
+		if !c.current(msg.Resumed) {
+			break
+		}
 		c.cursor = msg.Cursor
 		m.store.merge(msg.Tasks)
 		m.paintTasks()
 	case *apiclient.Heartbeat:
-		if msg.Cursor != "" {
+		if msg.Cursor != "" && c.current(false) {
 			c.cursor = msg.Cursor
 		}
 		// Echo it: proof of life where proxies eat WebSocket pings.
@@ -302,6 +322,16 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		}
 		m.ackResult(a, msg.OK, msg.Error)
 	case *apiclient.StreamError:
+		if refusesSubscribe(msg) && c.unanswered > 0 {
+			c.unanswered--
+			c.refused = c.unanswered == 0
+			text := "The server refused the task filter (" + msg.Field + ": " + msg.Message + ")"
+			if c.refused {
+				text += ": the tasks shown no longer follow the stream"
+			}
+			m.say(true, text)
+			break
+		}
 		text := "The server did not take a message: " + msg.Message
 		if msg.Hint != "" {
 			text += " (" + msg.Hint + ")"
@@ -309,6 +339,16 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		m.say(true, text)
 	}
 	return nil
+}
+
+// current reports whether a tasks, snapshot or heartbeat message is of
+// the filter asked for last, and counts the answers to the subscribes
+// (answer: the message is one).
+func (c *connection) current(answer bool) bool {
+	if answer && c.unanswered > 0 {
+		c.unanswered--
+	}
+	return c.unanswered == 0 && !c.refused
 }
 
 func (m *Model) ackResult(a apollo.Alert, ok bool, errText string) {

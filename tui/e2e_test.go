@@ -136,7 +136,8 @@ func (ls *liveServer) startStream() {
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", ls.bus.Stats), selfmetrics.Watch("stream", hub.Stats)}
 	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub, System: parts.System(),
 		Auth: e2eTokens{"op-token": {Name: "oscar", Role: httpapi.RoleOperator}, "agent-token": {Name: "runner", Role: httpapi.RoleAgent},
-			"acme-view": {Name: "ann", Role: httpapi.RoleViewer, Tenant: "acme"}, "globex-view": {Name: "gus", Role: httpapi.RoleViewer, Tenant: "globex"}}})
+			"acme-view": {Name: "ann", Role: httpapi.RoleViewer, Tenant: "acme"}, "acme-agent": {Name: "acme-runner", Role: httpapi.RoleAgent, Tenant: "acme"},
+			"globex-view": {Name: "gus", Role: httpapi.RoleViewer, Tenant: "globex"}}})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	ls.api.Store(&h)
@@ -146,9 +147,15 @@ func (ls *liveServer) startStream() {
 // report posts events the way an executor does.
 func (ls *liveServer) report(evs ...apollo.Event) {
 	ls.t.Helper()
+	ls.reportAs("agent-token", evs...)
+}
+
+// reportAs posts events with token: "acme-agent" reports as tenant acme.
+func (ls *liveServer) reportAs(token string, evs ...apollo.Event) {
+	ls.t.Helper()
 	body, _ := json.Marshal(evs)
 	req, _ := http.NewRequest(http.MethodPost, ls.srv.URL+"/api/v1/events", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer agent-token")
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -243,7 +243,12 @@ func (m *Model) afterTab() tea.Cmd {
 // clears it first).
 func (m *Model) subscribe() tea.Cmd {
 	m.subSystem = m.tab == tabSystem
-	return m.send(subscribeJSON(m.prefix, m.conn.cursor, m.subSystem))
+	cmd := m.send(subscribeJSON(m.prefix, m.conn.cursor, m.subSystem))
+	if cmd != nil { // sent on this connection: the next answers are of it
+		m.conn.unanswered++
+		m.conn.refused = false
+	}
+	return cmd
 }
 
 // afterPageKey follows a page's key: a new job selected needs its series.

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/apollo-11/apollo/apiclient"
 )
@@ -25,6 +26,15 @@ func subscribeJSON(prefix, cursor string, system bool) []byte {
 
 func ackJSON(id string) []byte {
 	return clientJSON(apiclient.ClientMessage{Type: apiclient.MsgAck, Alert: id})
+}
+
+// refusesSubscribe reports whether an error message answers a subscribe:
+// the server names the field of the subscribe it could not use (cursor,
+// filter.prefix, filter.status, filter.types) and keeps the filter it
+// had. The dashboard's other messages, an ack or a heartbeat, are not
+// answered with those.
+func refusesSubscribe(e *apiclient.StreamError) bool {
+	return e.Field == "cursor" || strings.HasPrefix(e.Field, "filter.")
 }
 
 var heartbeatJSON = clientJSON(apiclient.ClientMessage{Type: apiclient.MsgHeartbeat})
