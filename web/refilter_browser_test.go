@@ -13,24 +13,28 @@ import (
 
 // gateStream makes every page the browser opens from now on hold the
 // stream messages it receives while window.__gate.hold is set, in order
-// in window.__gate.queue ({type, deliver}), and count the hellos.
+// in window.__gate.queue ({type, deliver}), count the hellos, and note
+// each message handed to the page, once handled, in window.__gate.seen
+// ({type, prefix}).
 // window.__gate.passUntil(type) hands the page the messages held before
 // the first of that type, drops the rest, stops holding and closes the
 // stream: a connection that dropped while those were on their way.
 func (b *browser) gateStream() {
 	b.t.Helper()
 	const script = `(() => {
-  const g = window.__gate = { hold: false, queue: [], ws: null, hellos: 0 };
+  const g = window.__gate = { hold: false, queue: [], ws: null, hellos: 0, seen: [] };
   const set = Object.getOwnPropertyDescriptor(WebSocket.prototype, "onmessage").set;
   Object.defineProperty(WebSocket.prototype, "onmessage", { configurable: true, set(fn) {
     const ws = this;
     g.ws = ws;
     set.call(ws, (e) => {
-      let type = "";
-      try { type = JSON.parse(e.data).type; } catch {}
+      let m = {};
+      try { m = JSON.parse(e.data); } catch {}
+      const type = m.type || "";
+      const deliver = () => { fn.call(ws, e); g.seen.push({ type, prefix: m.prefix }); };
       if (type === "hello") g.hellos++;
-      if (g.hold) { g.queue.push({ type, deliver: () => fn.call(ws, e) }); return; }
-      fn.call(ws, e);
+      if (g.hold) { g.queue.push({ type, deliver }); return; }
+      deliver();
     });
   } });
   g.passUntil = (type) => {

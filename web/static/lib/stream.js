@@ -376,7 +376,10 @@ function handle(m) {
       break;
     }
     case "metric":
-      metrics.value = m.summaries;
+      // The timer's message is asked for the prefix a client had when it
+      // started: one of a prefix left can come after the answer to the
+      // new one, and was kept as the page's until the next, 10 s on.
+      if (filter.types.includes("metric") && (m.prefix || "") === filter.prefix) metrics.value = m.summaries;
       break;
     case "system":
       system.value = m.stats;
