@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +95,40 @@ func TestNewFilterTakesNoCursorOfTheOldInBrowser(t *testing.T) {
 	b.until("live, the tenant's runs of b alone", `(() => { const r = [...document.querySelectorAll("#tasks-table tbody tr")].map((x) => x.dataset.task).sort().join();
 		return r === "b-1,b-2"; })()`)
 	b.screenshot("new-filter-after-a-drop")
+}
+
+// A subscribe the server refuses is answered by an error naming the
+// field, and the server keeps the filter it had. The page counted the
+// subscribe as unanswered for good: every later answer was taken for
+// that one's and dropped, and the page stopped following the stream
+// until the next reconnect. Here a link to the Tasks page carries a
+// status the server does not know; the user then picks one it does: the
+// page shows its runs, live, none of the other tenant's.
+func TestRefusedFilterIsAnsweredInBrowser(t *testing.T) {
+	auth := tokens{
+		"admin-token": {Name: "root", Role: httpapi.RoleAdmin},
+		"b-token":     {Name: "bob", Tenant: "b", Role: httpapi.RoleAdmin},
+	}
+	d := newDashboard(t, auth)
+	now := time.Now().UnixMilli()
+	report := func(token, id, status string) {
+		d.reportAs(token, fmt.Sprintf(`{"taskID":%q,"name":"r","sequence":1,"status":%q,"ts":%d}`, id, status, now))
+	}
+	report("admin-token", "r-1", "running")
+	report("admin-token", "r-failed", "failed")
+	report("b-token", "r-other", "running")
+	b := newBrowser(t)
+	b.gateStream()
+	b.signIn(d.srv.URL+"/tasks?status=bogus", "admin-token")
+	b.until("the refusal", `window.__gate.seen.some((m) => m.type === "error")`)
+	if got := b.eval(`document.querySelector(".toast")?.innerText ?? ""`); !strings.Contains(got, `filter.status: unknown status "bogus"`) {
+		t.Errorf("the page does not say the server refused its filter: %q", got)
+	}
+
+	b.do("the status running", setValue("#f-status", "running", "change"))
+	rows := `[...document.querySelectorAll("#tasks-table tbody tr")].map((x) => x.dataset.task).sort().join()`
+	b.until("the running runs", rows+` === "r-1"`)
+	report("b-token", "r-other-2", "running")
+	report("admin-token", "r-2", "running")
+	b.until("live, the tenant's running runs", rows+` === "r-1,r-2"`)
 }

@@ -37,6 +37,10 @@ let left = null; // {key, cursor, tasks, token}: the filter of tasks left last (
 // answer, had the next connection resume the new filter from a position
 // it never had: its tasks from before that position never came.
 let unanswered = 0;
+// kept says that the server refused the last subscribe for tasks (an
+// error naming its field: docs/stream.md) and kept the filter before it:
+// what comes is of that one, not the page's, until the next subscribe.
+let kept = false;
 let backoff = 500;
 let retry = null;
 let retryAt = 0; // Date.now() when retry fires
@@ -72,6 +76,7 @@ export function connect() {
   conn.value = "connecting";
   opened = false;
   unanswered = 0;
+  kept = false;
   ws = new WebSocket(url, protos);
   ws.onopen = () => {
     opened = true;
@@ -221,6 +226,7 @@ function subscribe(resume) {
   if (resume && cursor) msg.cursor = cursor;
   ws.send(JSON.stringify(msg));
   if (filter.types.includes("tasks")) unanswered++;
+  kept = false;
 }
 
 // current reports whether a message of the stream's tasks (m: a tasks,
@@ -231,7 +237,22 @@ function subscribe(resume) {
 function current(m) {
   const answer = (m.type === "snapshot" && m.reason !== "resync") || (m.type === "tasks" && m.resumed);
   if (answer && unanswered > 0) unanswered--;
-  return unanswered === 0 && filter.types.includes("tasks");
+  return unanswered === 0 && !kept && filter.types.includes("tasks");
+}
+
+// refusal reports whether an error message answers a subscribe, and
+// counts it as the answer: the server names the field it could not use
+// (cursor, filter.prefix, filter.status, filter.types) and keeps the
+// filter it had. Counted as unanswered, it had every later answer taken
+// for that one's and dropped, and the page followed the stream no more
+// until the next reconnect. Only a subscribe for tasks is counted: the
+// pages' other filters (the alerts, the metric or system message under
+// a prefix of 256 bytes at most) are never refused.
+function refusal(m) {
+  if (!(m.field === "cursor" || m.field?.startsWith("filter.")) || unanswered === 0) return false;
+  unanswered--;
+  kept = unanswered === 0;
+  return true;
 }
 
 export function ack(alertID) {
@@ -391,6 +412,10 @@ function handle(m) {
       break;
     }
     case "error":
+      if (refusal(m)) {
+        toast.value = `The server refused the page's filter (${m.field}: ${m.message})` + (kept ? ": what it shows is no longer live." : ".");
+        break;
+      }
       console.warn("stream:", m.message);
       break;
   }
