@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -30,11 +31,12 @@ type streamGate struct {
 	srv   *httptest.Server
 	up    string // the server's stream address
 	opens atomic.Int64
-	held  chan struct{} // a token after each message held
+	held  chan struct{} // a token after each message held or passed
 
 	mu     sync.Mutex
 	hold   bool
 	queue  []heldMsg
+	passed map[string]int  // the messages passed on, by type
 	client *websocket.Conn // the dashboard's end of the newest stream
 	cut    bool            // the newest stream was cut: nothing more passes
 }
@@ -49,7 +51,7 @@ func newStreamGate(t *testing.T, server string) *streamGate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &streamGate{t: t, up: "ws" + strings.TrimPrefix(server, "http") + "/api/v1/stream", held: make(chan struct{}, 1)}
+	g := &streamGate{t: t, up: "ws" + strings.TrimPrefix(server, "http") + "/api/v1/stream", held: make(chan struct{}, 1), passed: map[string]int{}}
 	rest := httputil.NewSingleHostReverseProxy(target)
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/stream" {
@@ -103,14 +105,15 @@ func (g *streamGate) relay(w http.ResponseWriter, r *http.Request) {
 		case g.client != down || g.cut:
 		case g.hold:
 			g.queue = append(g.queue, heldMsg{m.Type, data})
-			select {
-			case g.held <- struct{}{}:
-			default:
-			}
 		default:
 			err = down.Write(ctx, websocket.MessageText, data)
+			g.passed[m.Type]++
 		}
 		g.mu.Unlock()
+		select {
+		case g.held <- struct{}{}:
+		default:
+		}
 		if err != nil {
 			return
 		}
@@ -127,20 +130,37 @@ func (g *streamGate) holdMessages() {
 // untilHeld waits until a message of type typ is held.
 func (g *streamGate) untilHeld(typ string) {
 	g.t.Helper()
+	g.until("a "+typ+" message held", func() bool {
+		for _, m := range g.queue {
+			if m.typ == typ {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// untilPassed waits until n messages of type typ have been passed on.
+func (g *streamGate) untilPassed(typ string, n int) {
+	g.t.Helper()
+	g.until(fmt.Sprintf("%d %s messages passed on", n, typ), func() bool { return g.passed[typ] >= n })
+}
+
+// until waits until ok, called under g.mu, holds.
+func (g *streamGate) until(what string, ok func() bool) {
+	g.t.Helper()
 	deadline := time.After(testwait.Timeout(g.t))
 	for {
 		g.mu.Lock()
-		for _, m := range g.queue {
-			if m.typ == typ {
-				g.mu.Unlock()
-				return
-			}
-		}
+		done := ok()
 		g.mu.Unlock()
+		if done {
+			return
+		}
 		select {
 		case <-g.held:
 		case <-deadline:
-			g.t.Fatalf("no %s message held", typ)
+			g.t.Fatalf("waiting for %s", what)
 		}
 	}
 }
@@ -198,6 +218,9 @@ func TestNewFilterTakesNoCursorOfTheOld(t *testing.T) {
 	w.until(t, "the runs of red", func(sc screen) bool {
 		return sc.tab == tabTasks && strings.Contains(sc.text, "filter: red") && strings.Contains(sc.text, "red-1") && !strings.Contains(sc.text, "blue-1")
 	})
+	// The list narrows as the filter is typed: the stream's answer for
+	// red is the second snapshot.
+	g.untilPassed(apiclient.MsgSnapshot, 2)
 
 	// A change of red, held on its way; then the filter blue, whose
 	// snapshot the server has sent when it is held too.
