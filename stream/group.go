@@ -247,8 +247,23 @@ func (h *Hub) sendSystem() {
 	}
 	h.mu.Unlock()
 	for tenant, cs := range clients {
-		data := h.systemMsg(tenant)
-		for _, c := range cs {
+		h.queueFigures(h.systemMsg(tenant), cs, wantSystem, "")
+	}
+}
+
+// queueFigures queues a figures message, made without the hub lock for
+// the clients that wanted it then, to those of them that still want it:
+// kind, and for a metric message its prefix. A client that changed its
+// filter meanwhile has been sent the new filter's answer, and the message
+// queued after it was taken for the new filter's
+// (TestMetricOfAPrefixLeftComesNotAfterTheAnswer,
+// TestSystemLeftComesNotAfterTheSubscribe). Queued under the lock, it
+// comes before that answer or not at all.
+func (h *Hub) queueFigures(data []byte, clients []*client, kind uint8, prefix string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range clients {
+		if g := c.g; g != nil && g.f.types&kind != 0 && (kind != wantMetric || g.f.prefix == prefix) {
 			c.enqueue(queued{data: data})
 		}
 	}
@@ -284,7 +299,8 @@ func (h *Hub) sendAlert(a *apollo.Alert) {
 }
 
 // sendMetrics asks the metrics source once per tenant and prefix that some
-// client wants, without holding the hub lock, then queues the answers.
+// client wants, without holding the hub lock, then queues the answers to
+// the clients that still want them.
 func (h *Hub) sendMetrics() {
 	type want struct{ tenant, prefix string }
 	h.mu.Lock()
@@ -301,9 +317,7 @@ func (h *Hub) sendMetrics() {
 		if !ok {
 			continue
 		}
-		for _, c := range clients {
-			c.enqueue(queued{data: data})
-		}
+		h.queueFigures(data, clients, wantMetric, w.prefix)
 	}
 }
 
