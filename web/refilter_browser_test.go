@@ -16,7 +16,8 @@ import (
 // stream messages it receives while window.__gate.hold is set, in order
 // in window.__gate.queue ({type, deliver}), count the hellos, and note
 // each message handed to the page, once handled, in window.__gate.seen
-// ({type, prefix}).
+// ({type, prefix}). window.__gate.inject(m) hands the page the message m
+// as if the newest stream had received it.
 // window.__gate.passUntil(type) hands the page the messages held before
 // the first of that type, drops the rest, stops holding and closes the
 // stream: a connection that dropped while those were on their way.
@@ -33,6 +34,7 @@ func (b *browser) gateStream() {
       try { m = JSON.parse(e.data); } catch {}
       const type = m.type || "";
       const deliver = () => { fn.call(ws, e); g.seen.push({ type, prefix: m.prefix }); };
+      g.inject = (x) => { fn.call(ws, new MessageEvent("message", { data: JSON.stringify(x) })); g.seen.push({ type: x.type, prefix: x.prefix }); };
       if (type === "hello") g.hellos++;
       if (g.hold) { g.queue.push({ type, deliver }); return; }
       deliver();

@@ -397,9 +397,9 @@ function handle(m) {
       break;
     }
     case "metric":
-      // The timer's message is asked for the prefix a client had when it
-      // started: one of a prefix left can come after the answer to the
-      // new one, and was kept as the page's until the next, 10 s on.
+      // A server of an older release sent the timer's message, asked for
+      // the prefix the page had when it started, after the answer to a new
+      // prefix; it was kept as the page's until the next, 10 s on.
       if (filter.types.includes("metric") && (m.prefix || "") === filter.prefix) metrics.value = m.summaries;
       break;
     case "system":
