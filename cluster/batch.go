@@ -66,11 +66,17 @@ func isBatch(data []byte) bool {
 	return hasMagic(data, batchMagic)
 }
 
-// decodeBatch calls fn for each event of a batch payload. It is the
-// decoder of data read back from JetStream, which anyone allowed to
+// decodeBatch calls fn for each event of a batch payload, in order. It is
+// the decoder of data read back from JetStream, which anyone allowed to
 // publish on the subject could have written, so it checks every length
-// and stops at the first damage; fn checks the events themselves.
-func decodeBatch(data []byte, fn func(ev apollo.Event)) error {
+// and stops at the first damage; fn checks the events themselves. An
+// event whose status this build has no name for (a node of a newer build
+// wrote the batch, in a rolling upgrade) is not damage: its fields all
+// have their lengths, so the decoder reads on past it, hands it to pass
+// with why, and goes on with the rest. Before, it ended the batch there,
+// and the events after it, which the forwarding node had answered
+// accepted, were lost.
+func decodeBatch(data []byte, fn func(ev apollo.Event), pass func(ev apollo.Event, err error)) error {
 	if !isBatch(data) {
 		return fmt.Errorf("cluster: not an event batch (it must start with %q)", batchMagic)
 	}
@@ -93,7 +99,8 @@ func decodeBatch(data []byte, fn func(ev apollo.Event)) error {
 		}
 		var err error
 		if ev.Status, err = apollo.ParseStatus(status); err != nil {
-			return fmt.Errorf("cluster: event batch: event %s:%d: %w", ev.TaskID, ev.Sequence, err)
+			pass(ev, fmt.Errorf("cluster: event batch: event %s:%d: %w", ev.TaskID, ev.Sequence, err))
+			continue
 		}
 		fn(ev)
 	}

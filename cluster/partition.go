@@ -335,7 +335,8 @@ func (pt *partition) decode(m jetstream.Msg, evs []apollo.Event) []apollo.Event 
 		return evs
 	}
 	if data := m.Data(); isBatch(data) {
-		err := decodeBatch(data, func(ev apollo.Event) { evs = pt.keep(m, evs, ev, tenant, p) })
+		err := decodeBatch(data, func(ev apollo.Event) { evs = pt.keep(m, evs, ev, tenant, p) },
+			func(ev apollo.Event, err error) { pt.passOver(m, err) })
 		if err != nil {
 			pt.dropInvalid(m, err)
 		}
@@ -368,6 +369,16 @@ func (pt *partition) keep(m jetstream.Msg, evs []apollo.Event, ev apollo.Event, 
 func (pt *partition) dropInvalid(m jetstream.Msg, err error) {
 	pt.counters.invalid.Add(1)
 	pt.n.warn("event dropped: not a valid event", "subject", m.Subject(), "err", err)
+}
+
+// passOver counts an event of a batch whose status this build cannot
+// name, as invalid, the same as an agent's single event of such a status:
+// the owner cannot decide it. The warning says why and what to do, as a
+// node of a newer build wrote it (decodeBatch).
+func (pt *partition) passOver(m jetstream.Msg, err error) {
+	pt.counters.invalid.Add(1)
+	pt.n.warn("event passed over, the rest of its batch applied: its status is unknown to this node; a node of a newer build forwarded it (a rolling upgrade): upgrade this one",
+		"subject", m.Subject(), "err", err)
 }
 
 // fail records why the partition stopped on its own; the lease keeper
