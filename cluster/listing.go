@@ -112,6 +112,7 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 		if err != nil {
 			return err
 		}
+		n.warnPassed(r)
 		for _, p := range r.Partitions {
 			if p >= 0 && p < len(covered) && !covered[p] {
 				covered[p] = true

@@ -59,6 +59,10 @@ type rpcReply struct {
 	Pieces   bool          `json:"pieces,omitempty"`
 	Err      *apollo.Error `json:"err,omitempty"`
 	Internal string        `json:"internal,omitempty"` // an internal error, logged where it happened
+
+	// passed counts the history entries and tasks of a newer build's
+	// status or kind that the asker passed over (decodeReply).
+	passed int
 }
 
 // local returns the partition if this node serves it.
@@ -147,10 +151,22 @@ func (n *Node) askWithin(ctx context.Context, p int, req rpcRequest, d time.Dura
 		return nil, askError(p, d, err)
 	}
 	r, err := decodeReply(m.Data)
-	if err != nil || !r.Pieces {
-		return r, err
+	if err == nil && r.Pieces {
+		r, err = n.askInPieces(ctx, p, data, d)
 	}
-	return n.askInPieces(ctx, p, data, d)
+	if err == nil {
+		n.warnPassed(r)
+	}
+	return r, err
+}
+
+// warnPassed warns, rate-limited as the node's other warnings, of what an
+// answer of a newer node had that this one passed over (decodeReply).
+func (n *Node) warnPassed(r *rpcReply) {
+	if r.passed > 0 {
+		n.warn("a node's answer had history entries or tasks of a status or kind this node does not know; they were passed over, the rest shown: a node of a newer build answered (a rolling upgrade): upgrade this one",
+			"passed", r.passed)
+	}
 }
 
 // askInPieces asks partition p's owner again, on an inbox of its own, for
@@ -219,13 +235,30 @@ func unavailable(err error, hint string) (why, what string) {
 // retryAndLook ends the hint of a question some partition did not answer.
 const retryAndLook = "retry in a few seconds. Each node's GET /api/v1/system lists the partitions it serves (cluster.leases)"
 
+// decodeReply reads another node's answer, which may be a node of a
+// newer build's, in a rolling upgrade. A history entry of a status or
+// kind this build has no name for is passed over, alone, and the task
+// kept: the task is still this build's to show (its status is one it
+// knows), and the types have no value that would show that entry as it
+// is; failing the whole answer made the task unreadable through this
+// node, and a listing through it fail. A task whose own status this build
+// cannot name cannot be shown at all: a listing passes it over, and a
+// question about it alone fails with EUNAVAILABLE, saying to read it
+// through an upgraded node. r.passed counts what was passed over, for
+// the asker's warning (askWithin, askAll).
 func decodeReply(data []byte) (*rpcReply, error) {
-	var r rpcReply
-	if err := json.Unmarshal(data, &r); err != nil {
+	var w struct {
+		rpcReply
+		// The tasks are read one by one, by decodeTask.
+		Task  json.RawMessage   `json:"task,omitempty"`
+		Tasks []json.RawMessage `json:"tasks,omitempty"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, fmt.Errorf("cluster: a node's answer: %w", err)
 	}
+	r := &w.rpcReply
 	if r.Pieces {
-		return &r, nil // its Err is for askers before pieces
+		return r, nil // its Err is for askers before pieces
 	}
 	if r.Err != nil {
 		return nil, r.Err
@@ -233,7 +266,61 @@ func decodeReply(data []byte) (*rpcReply, error) {
 	if r.Internal != "" {
 		return nil, errors.New("cluster: another node failed: " + r.Internal)
 	}
-	return &r, nil
+	if len(w.Task) > 0 && string(w.Task) != "null" {
+		t, err := decodeTask(w.Task, &r.passed)
+		if err != nil {
+			return nil, err
+		}
+		r.Task = t
+	}
+	for _, raw := range w.Tasks {
+		t, err := decodeTask(raw, &r.passed)
+		var ae *apollo.Error
+		switch {
+		case errors.As(err, &ae):
+			r.passed++ // a task of a newer status: not shown
+			continue
+		case err != nil:
+			return nil, err
+		}
+		r.Tasks = append(r.Tasks, *t)
+	}
+	return r, nil
+}
+
+// decodeTask reads a task of another node's answer: at once when this
+// build can name everything in it, else field by field, passing over
+// (counted in passed) the history entries it cannot read. A task whose
+// own status it cannot name is an apollo.Error (decodeReply).
+func decodeTask(raw json.RawMessage, passed *int) (*apollo.Task, error) {
+	t := new(apollo.Task)
+	if json.Unmarshal(raw, t) == nil {
+		return t, nil
+	}
+	var w struct {
+		apollo.Task
+		Status  string            `json:"status"`
+		History []json.RawMessage `json:"history,omitempty"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("cluster: a node's answer: %w", err)
+	}
+	*t = w.Task
+	if err := t.Status.UnmarshalText([]byte(w.Status)); err != nil {
+		return nil, &apollo.Error{Code: apollo.EUNAVAILABLE,
+			Message: fmt.Sprintf("task %q has a status this node does not know (%q): a node of a newer build answered", w.TaskID, w.Status),
+			Hint:    "read it through an upgraded node, or upgrade this one"}
+	}
+	t.History = nil
+	for _, h := range w.History {
+		var rec apollo.Record
+		if json.Unmarshal(h, &rec) != nil {
+			*passed++
+			continue
+		}
+		t.History = append(t.History, rec)
+	}
+	return t, nil
 }
 
 // serveTask answers a query about a task of pt.

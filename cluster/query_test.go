@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -255,6 +256,10 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Add([]byte(`{"op":"correct","tenant":"a","taskID":"t","status":"success","filter":{"prefix":"x"}}`))
 	f.Add([]byte(`{"task":{"status":"no-such-status"}}`))
 	f.Add([]byte(`{"tasks":[null,{}],"partitions":[-1,9223372036854775807]}`))
+	// A newer node's answers: history entries and a task this build
+	// cannot name (replynewer_test.go).
+	f.Add([]byte(`{"task":` + string(newerTask(f, "acme", "t-1", 1, false)) + `}`))
+	f.Add([]byte(`{"tasks":[` + string(newerTask(f, "acme", "t-1", 1, true)) + `,` + string(newerTask(f, "beta", "t-1", 2, false)) + `]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req rpcRequest
 		_ = json.Unmarshal(data, &req)
@@ -264,6 +269,13 @@ func FuzzDecodeReply(f *testing.F) {
 				t.Fatalf("an error (%v) and a reply", err)
 			}
 			return
+		}
+		for _, tk := range append(r.Tasks, *cmp.Or(r.Task, &apollo.Task{})) {
+			for _, h := range tk.History {
+				if !h.Kind.Valid() {
+					t.Fatalf("a history entry of no kind read: %+v", h)
+				}
+			}
 		}
 		b, err := json.Marshal(r)
 		if err != nil {
