@@ -198,9 +198,40 @@ func (n *Node) drop(ctx context.Context, l *lease, release bool) {
 		n.uncount(pt)
 	}
 	if release {
-		n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(l.rev))
+		if err := n.giveUp(ctx, l); err != nil {
+			n.warn("giving up a lease failed; it expires by itself", "partition", l.p, "err", err)
+		}
 	}
 	n.hook("dropped", l.p)
+}
+
+// giveUp deletes l's lease from the bucket if it is still this node's, so
+// another node can take the partition at once. The delete is made over
+// the revision the node holds; after a renewal whose answer was lost
+// (renewOne) that revision is stale until the next renewal, and the
+// delete is refused. Only this node writes its own ID: if the key still
+// holds it, the node deletes it at the revision read. Left there, the
+// lease would stand until the bucket's TTL expired it, and the partition
+// would be served by no one meanwhile. A key gone, or holding another
+// node's ID, is not this node's to give up.
+func (n *Node) giveUp(ctx context.Context, l *lease) error {
+	n.mu.Lock()
+	rev := l.rev // renew writes it under n.mu
+	n.mu.Unlock()
+	err := n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(rev))
+	if err == nil {
+		return nil
+	}
+	e, gerr := n.kv.Get(ctx, leaseKey(l.p))
+	switch {
+	case errors.Is(gerr, jetstream.ErrKeyNotFound), errors.Is(gerr, jetstream.ErrKeyDeleted):
+		return nil // deleted (the delete's answer lost), or expired
+	case gerr != nil:
+		return err
+	case string(e.Value()) != n.opts.NodeID:
+		return nil
+	}
+	return n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(e.Revision()))
 }
 
 // release hands a serving partition over: decisions durable, bookmark,
@@ -221,9 +252,8 @@ func (n *Node) release(ctx context.Context, l *lease) {
 	n.uncount(pt)
 	n.mu.Lock()
 	delete(n.leases, l.p)
-	rev := l.rev
 	n.mu.Unlock()
-	if err := n.kv.Delete(ctx, leaseKey(l.p), jetstream.LastRevision(rev)); err != nil {
+	if err := n.giveUp(ctx, l); err != nil {
 		n.warn("giving up a lease failed; it expires by itself", "partition", l.p, "err", err)
 	}
 	n.log.Info("partition handed over", "partition", l.p)
@@ -324,7 +354,7 @@ func (n *Node) open(ctx context.Context, l *lease) {
 			delete(n.leases, l.p)
 		}
 		n.mu.Unlock()
-		n.kv.Delete(context.WithoutCancel(ctx), leaseKey(l.p), jetstream.LastRevision(l.rev))
+		n.giveUp(context.WithoutCancel(ctx), l)
 		return
 	}
 	sub, err := n.opts.Conn.QueueSubscribe(rpcSubject(l.p), "owner", func(m *nats.Msg) { n.serveTask(pt, m) })
