@@ -22,6 +22,10 @@ type lease struct {
 	until time.Time
 	part  *partition // nil while being rebuilt
 	sub   *nats.Subscription
+	// questions are those about the partition's tasks, heard and not yet
+	// answered (serveTask); stopAnswering ends their answering goroutine.
+	questions     chan question
+	stopAnswering context.CancelFunc
 }
 
 // keep renews, gives up and claims leases every RenewEvery until Stop.
@@ -188,10 +192,13 @@ func (n *Node) drop(ctx context.Context, l *lease, release bool) {
 	}
 	delete(n.leases, l.p)
 	delete(n.owned, l.p)
-	pt, sub := l.part, l.sub
+	pt, sub, stopAnswering := l.part, l.sub, l.stopAnswering
 	n.mu.Unlock()
 	if sub != nil {
 		sub.Unsubscribe()
+	}
+	if stopAnswering != nil {
+		stopAnswering()
 	}
 	if pt != nil {
 		pt.stop(false)
@@ -243,10 +250,13 @@ func (n *Node) release(ctx context.Context, l *lease) {
 		return
 	}
 	delete(n.owned, l.p)
-	pt, sub := l.part, l.sub
+	pt, sub, stopAnswering := l.part, l.sub, l.stopAnswering
 	n.mu.Unlock()
 	if sub != nil {
 		sub.Unsubscribe()
+	}
+	if stopAnswering != nil {
+		stopAnswering()
 	}
 	pt.stop(true)
 	n.uncount(pt)
@@ -357,7 +367,19 @@ func (n *Node) open(ctx context.Context, l *lease) {
 		n.giveUp(context.WithoutCancel(ctx), l)
 		return
 	}
-	sub, err := n.opts.Conn.QueueSubscribe(rpcSubject(l.p), "owner", func(m *nats.Msg) { n.serveTask(pt, m) })
+	// Questions are stamped as they come and answered one at a time by a
+	// goroutine of the node, which skips those whose askers stopped
+	// waiting (listing.go). It answers until the partition leaves the
+	// node (drop, release: at Stop too, where the partitions not yet
+	// handed over go on answering), and Stop waits for it.
+	qs := make(chan question, questionQueue)
+	done, stopAnswering := context.WithCancel(context.Background())
+	n.answering.Add(1)
+	go func() {
+		defer n.answering.Done()
+		answer(done, qs, func(q question) { n.serveTask(pt, q) })
+	}()
+	sub, err := n.opts.Conn.QueueSubscribe(rpcSubject(l.p), "owner", func(m *nats.Msg) { n.hear(done, qs, m) })
 	if err != nil {
 		n.log.Error("answering queries for a partition failed", "partition", l.p, "err", err)
 	}
@@ -367,10 +389,11 @@ func (n *Node) open(ctx context.Context, l *lease) {
 		if sub != nil {
 			sub.Unsubscribe()
 		}
+		stopAnswering()
 		pt.stop(false)
 		return
 	}
-	l.part, l.sub = pt, sub
+	l.part, l.sub, l.questions, l.stopAnswering = pt, sub, qs, stopAnswering
 	n.owned[l.p] = pt
 	n.counted[l.p] = pt
 	n.mu.Unlock()

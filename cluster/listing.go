@@ -151,13 +151,15 @@ func (n *Node) unanswered(covered []bool, left int) error {
 }
 
 // A node answers questions to every node one at a time, in the order they
-// came. One can wait there behind slow answers (a loaded machine, pages of
-// megabytes) past the time its asker waits, which has then answered 503:
-// answering it would only keep the node from the questions after it. So
-// each question says how long its asker waits (withinHeader), each is
-// stamped by this node's clock as it comes (hearAll: NATS's callback
-// queue, where the stamp could not be taken, is passed through at once),
-// and serveAll skips a question whose wait has passed since. The wait is
+// came (and a partition's owner those about the partition's tasks, the
+// same way: serveTask). One can wait there behind slow answers (a loaded
+// machine, pages of megabytes) past the time its asker waits, which has
+// then answered 503: answering it would only keep the node from the
+// questions after it. So each question says how long its asker waits
+// (withinHeader), each is stamped by this node's clock as it comes (hear:
+// NATS's callback queue, where the stamp could not be taken, is passed
+// through at once), and serveAll (serveTask) skips a question whose wait
+// has passed since. The wait is
 // relative, counted from when the question came here, so the nodes'
 // clocks need not agree; the time the question took to get here is not
 // counted, so the node may still answer a question just given up, never
@@ -165,7 +167,8 @@ func (n *Node) unanswered(covered []bool, left int) error {
 // withinHeader carries none, and is answered however long it waited, as
 // that release's nodes answer this one's, ignoring the header.
 
-// question is a question to every node, and when this node heard it.
+// question is a question to every node or about a task, and when this
+// node heard it.
 type question struct {
 	m     *nats.Msg
 	heard time.Time
@@ -177,24 +180,46 @@ const questionQueue = 256
 
 // hearAll is the callback of apollo.rpc.list: it stamps the question and
 // queues it for answerAll.
-func (n *Node) hearAll(m *nats.Msg) {
+func (n *Node) hearAll(m *nats.Msg) { n.hear(n.ctx, n.questions, m) }
+
+// hear stamps a question as it comes and queues it in qs, unless done
+// ends first (the node stopping, or no longer serving the partition
+// asked: nothing answers qs any more).
+func (n *Node) hear(done context.Context, qs chan<- question, m *nats.Msg) {
 	select {
-	case n.questions <- question{m: m, heard: n.opts.Clock.Now()}:
-	case <-n.ctx.Done(): // stopping: the node answers no more
+	case qs <- question{m: m, heard: n.opts.Clock.Now()}:
+	case <-done.Done():
 	}
 }
 
 // answerAll answers the queued questions to every node, one at a time,
 // until ctx ends (Stop).
-func (n *Node) answerAll(ctx context.Context) {
+func (n *Node) answerAll(ctx context.Context) { answer(ctx, n.questions, n.serveAll) }
+
+// answer calls serve with each question queued in qs, one at a time, in
+// the order they came, until done ends.
+func answer(done context.Context, qs <-chan question, serve func(question)) {
 	for {
 		select {
-		case q := <-n.questions:
-			n.serveAll(q)
-		case <-ctx.Done():
+		case q := <-qs:
+			serve(q)
+		case <-done.Done():
 			return
 		}
 	}
+}
+
+// skipLate reports whether q's asker has stopped waiting: then it counts
+// q (NodeStats.LateQuestions) and warns, rate-limited, saying what q is.
+func (n *Node) skipLate(q question, what string, args ...any) bool {
+	late, waited := n.late(q)
+	if !late {
+		return false
+	}
+	n.lateQuestions.Add(1)
+	n.warn(what+" waited past its asker's wait; skipped (this node answers them slower than they come)",
+		append(args, "waited", waited, "asker_waits", q.m.Header.Get(withinHeader)+"ms")...)
+	return true
 }
 
 // late reports whether q's asker has stopped waiting, and how long q waited.
@@ -227,10 +252,7 @@ func (n *Node) serveAll(q question) {
 	if len(parts) == 0 {
 		return // nothing to say; the asker waits for the owners
 	}
-	if late, waited := n.late(q); late {
-		n.lateQuestions.Add(1)
-		n.warn("a question to every node waited past its asker's wait; skipped (this node answers them slower than they come)",
-			"waited", waited, "asker_waits", m.Header.Get(withinHeader)+"ms")
+	if n.skipLate(q, "a question to every node") {
 		return
 	}
 	if n.opts.testServeAllHook != nil {
@@ -304,6 +326,6 @@ func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
 	return tasks[:min(len(tasks), limit)]
 }
 
-// withinHeader, on a question to every node, is how long its asker waits
-// for the answer, in milliseconds.
+// withinHeader, on a question to every node or to a partition's owner, is
+// how long its asker waits for the answer, in milliseconds.
 const withinHeader = "Apollo-Within"

@@ -49,7 +49,11 @@ type Node struct {
 	left    bus.Stats
 	rpcSubs []*nats.Subscription
 
-	questions     chan question // to every node, heard and not yet answered (listing.go)
+	questions chan question // to every node, heard and not yet answered (listing.go)
+	// answering counts the goroutines answering questions about the
+	// partitions' tasks, one a partition (open); each ends when its
+	// partition leaves the node, and Stop waits for them.
+	answering     sync.WaitGroup
 	lateQuestions atomic.Uint64 // skipped: their askers had stopped waiting
 
 	queuesMu  sync.Mutex
@@ -312,6 +316,7 @@ func (n *Node) Stop(ctx context.Context) error {
 			return nil // never started
 		}
 		n.releaseAll(ctx)
+		n.answering.Wait() // every partition has left: their answerers end
 		select {
 		case <-n.evicted:
 			return nil // the registration is the other process's

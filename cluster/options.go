@@ -111,6 +111,9 @@ type Options struct {
 	// testServeAllHook, set by tests, runs before the node serves a
 	// question to every node; it may block to make the node busy.
 	testServeAllHook func()
+	// testServeTaskHook, set by tests, runs before the node serves a
+	// question about one task; it may block to make the partition busy.
+	testServeTaskHook func()
 	// testKV, set by tests, wraps the lease bucket (to lose answers, fail
 	// reads).
 	testKV func(jetstream.KeyValue) jetstream.KeyValue

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -146,7 +147,9 @@ func (n *Node) askWithin(ctx context.Context, p int, req rpcRequest, d time.Dura
 	data, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	m, err := n.opts.Conn.RequestWithContext(ctx, rpcSubject(p), data)
+	ask := &nats.Msg{Subject: rpcSubject(p), Data: data, Header: nats.Header{}}
+	setWithin(ctx, ask)
+	m, err := n.opts.Conn.RequestMsgWithContext(ctx, ask)
 	if err != nil {
 		return nil, askError(p, d, err)
 	}
@@ -182,6 +185,7 @@ func (n *Node) askInPieces(ctx context.Context, p int, data []byte, d time.Durat
 	defer sub.Unsubscribe()
 	req := &nats.Msg{Subject: rpcSubject(p), Reply: inbox, Data: data, Header: nats.Header{}}
 	req.Header.Set(acceptsPieces, "1")
+	setWithin(ctx, req)
 	if err := nc.PublishMsg(req); err != nil {
 		return nil, fmt.Errorf("cluster: asking partition %d: %w", p, err)
 	}
@@ -201,6 +205,14 @@ func (n *Node) askInPieces(ctx context.Context, p int, data []byte, d time.Durat
 		if ok {
 			return decodeReply(whole)
 		}
+	}
+}
+
+// setWithin tells the owner, in withinHeader, how long the asker waits
+// for its answer: what is left of ctx's wait.
+func setWithin(ctx context.Context, m *nats.Msg) {
+	if end, ok := ctx.Deadline(); ok {
+		m.Header.Set(withinHeader, strconv.FormatInt(ceilMillis(max(time.Until(end), 0)), 10))
 	}
 }
 
@@ -323,11 +335,21 @@ func decodeTask(raw json.RawMessage, passed *int) (*apollo.Task, error) {
 	return t, nil
 }
 
-// serveTask answers a query about a task of pt.
-func (n *Node) serveTask(pt *partition, m *nats.Msg) {
+// serveTask answers a query about a task of pt, unless its asker has
+// stopped waiting: a partition's owner answers them one at a time, as a
+// node answers questions to every node (listing.go), and one may wait
+// behind slow answers past its asker's wait.
+func (n *Node) serveTask(pt *partition, q question) {
+	m := q.m
 	var req rpcRequest
 	var r rpcReply
 	var err error
+	if n.skipLate(q, "a question about a task", "partition", pt.id) {
+		return
+	}
+	if n.opts.testServeTaskHook != nil {
+		n.opts.testServeTaskHook()
+	}
 	if err = json.Unmarshal(m.Data, &req); err == nil {
 		// What the asker's caller was answered accepted before it asked
 		// is decided before the answer, as on one server: a task read, the
@@ -446,8 +468,9 @@ type NodeStats struct {
 	Leases     []int            `json:"leases"` // held, serving or being rebuilt
 	Partitions []PartitionStats `json:"partitions"`
 	// LateQuestions counts the questions to every node (listings, ping
-	// ends) the node skipped because their askers had stopped waiting
-	// (listing.go): it answers them slower than they come.
+	// ends) and those about one task (reads, nameless events' jobs,
+	// corrections) the node skipped because their askers had stopped
+	// waiting (listing.go): it answers them slower than they come.
 	LateQuestions uint64 `json:"late_questions"`
 }
 
