@@ -28,13 +28,53 @@ func (c *aheadClock) NewTicker(d time.Duration) apollo.Ticker { return apollo.Sy
 // long it waited, as before. Before, every question was answered, however
 // long ago its asker gave up.
 func TestAQuestionPastItsAskersWaitIsSkipped(t *testing.T) {
-	c := newTestCluster(t, 2, 3*time.Second)
+	n, _, got := lateQuestions(t, lateCase{
+		nodes: 2, name: "late-1",
+		hold: func(o *Options, f func()) { o.testServeAllHook = f },
+		question: func(tenant string) (string, []byte) {
+			data, _ := json.Marshal(rpcRequest{Op: "list", Filter: &listFilter{Tenant: tenant, Limit: 10}})
+			return rpcList, data
+		},
+		waiting: func(n *Node) int { return n.questionsWaiting() },
+	})
+	if r, err := decodeReply(got[len(got)-1].Data); err != nil || len(r.Tasks) != 1 || r.Tasks[0].TaskID != "globex-asked" {
+		t.Errorf("the question of the release before was answered %+v, %v; want globex's task", r, err)
+	}
+	for _, tenant := range []string{"", "globex"} { // a listing asked now is answered
+		tasks, _, err := n.List(apollo.TaskFilter{Tenant: tenant})
+		if err != nil || len(tasks) != 1 || tasks[0].TaskID != tenant+"-asked" {
+			t.Errorf("%q's listing after: %+v, %v", tenant, tasks, err)
+		}
+	}
+}
+
+// lateCase is what differs between the kinds of question lateQuestions
+// plays: the node's hold, the question asked and the queue it waits in.
+type lateCase struct {
+	nodes    int
+	name     string
+	hold     func(o *Options, f func()) // installs f where the node answers
+	question func(tenant string) (subject string, data []byte)
+	waiting  func(n *Node) int // questions waiting on the node
+}
+
+// lateQuestions plays the scenario of the tests of skipped questions, for
+// two tenants: each has a task; the node is held busy on a first question
+// while three more wait behind it, two past their asker's wait (of two
+// tenants) and one of the release before (no Apollo-Within); the busy
+// answer takes a minute by the node's clock. It checks that the node
+// answered the first and the release before's, skipped the other two and
+// counted them, and returns the node and the answers, the release
+// before's last.
+func lateQuestions(t *testing.T, lc lateCase) (*testNode, *testCluster, []*nats.Msg) {
+	t.Helper()
+	c := newTestCluster(t, lc.nodes, 3*time.Second)
 	clock := &aheadClock{}
 	busy, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	n := c.startWith("late-1", func(o *Options) {
+	n := c.startWith(lc.name, func(o *Options) {
 		o.Clock = clock
-		o.testServeAllHook = func() { once.Do(func() { close(busy); <-release }) }
+		lc.hold(o, func() { once.Do(func() { close(busy); <-release }) })
 	})
 	c.waitServed(nil)
 	now := time.Now().UnixMilli()
@@ -51,8 +91,8 @@ func TestAQuestionPastItsAskersWaitIsSkipped(t *testing.T) {
 	}
 	ask := func(name, tenant, within string) {
 		t.Helper()
-		data, _ := json.Marshal(rpcRequest{Op: "list", Filter: &listFilter{Tenant: tenant, Limit: 10}})
-		m := &nats.Msg{Subject: rpcList, Reply: "late." + name, Data: data, Header: nats.Header{}}
+		subject, data := lc.question(tenant)
+		m := &nats.Msg{Subject: subject, Reply: "late." + name, Data: data, Header: nats.Header{}}
 		if within != "" {
 			m.Header.Set(withinHeader, within)
 		}
@@ -70,40 +110,33 @@ func TestAQuestionPastItsAskersWaitIsSkipped(t *testing.T) {
 	ask("gone-globex", "globex", "2000")
 	ask("release-before", "globex", "")
 	deadline := time.Now().Add(testwait.Timeout(t))
-	for n.questionsWaiting() < 3 { // no signal: the node's own queue is polled
+	for lc.waiting(n.Node) < 3 { // no signal: the node's own queue is polled
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 questions reached the node", n.questionsWaiting())
+			t.Fatalf("%d of 3 questions reached the node", lc.waiting(n.Node))
 		}
 		time.Sleep(time.Millisecond)
 	}
 	clock.ahead.Add(int64(time.Minute)) // the busy answer took a minute
 	close(release)
-	var got []string
-	for len(got) == 0 || got[len(got)-1] != "late.release-before" {
+	var got []*nats.Msg
+	for len(got) == 0 || got[len(got)-1].Subject != "late.release-before" {
 		m, err := answers.NextMsg(testwait.Timeout(t))
 		if err != nil {
-			t.Fatalf("answers so far %v: %v", got, err)
+			t.Fatalf("answers so far %d: %v", len(got), err)
 		}
-		got = append(got, m.Subject)
-		if m.Subject == "late.release-before" {
-			r, err := decodeReply(m.Data)
-			if err != nil || len(r.Tasks) != 1 || r.Tasks[0].TaskID != "globex-asked" {
-				t.Errorf("the question of the release before was answered %+v, %v; want globex's task", r, err)
-			}
-		}
+		got = append(got, m)
 	}
-	if len(got) != 2 || got[0] != "late.first" {
-		t.Errorf("the node answered %v; want late.first and late.release-before, the two questions past their asker's wait skipped", got)
+	if len(got) != 2 || got[0].Subject != "late.first" {
+		var subjects []string
+		for _, m := range got {
+			subjects = append(subjects, m.Subject)
+		}
+		t.Fatalf("the node answered %v; want late.first and late.release-before, the two questions past their asker's wait skipped", subjects)
 	}
 	if k := n.NodeStats().LateQuestions; k != 2 {
 		t.Errorf("the node counts %d late questions, want 2", k)
 	}
-	for _, tenant := range []string{"", "globex"} { // a listing asked now is answered
-		tasks, _, err := n.List(apollo.TaskFilter{Tenant: tenant})
-		if err != nil || len(tasks) != 1 || tasks[0].TaskID != tenant+"-asked" {
-			t.Errorf("%q's listing after: %+v, %v", tenant, tasks, err)
-		}
-	}
+	return n, c, got
 }
 
 // questionsWaiting is how many questions to every node wait, stamped, in
