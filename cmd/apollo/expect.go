@@ -100,7 +100,10 @@ type expectations struct {
 	// snapFlaps is the evaluator's flapping state read from the
 	// snapshot; arm puts it back.
 	snapFlaps []expect.FlapState
-	seen      struct {
+	// snapJobs is the rest of what the evaluator knew of each job, read
+	// from the snapshot; arm puts it back.
+	snapJobs []expect.JobState
+	seen     struct {
 		mod  time.Time
 		size int64
 	}

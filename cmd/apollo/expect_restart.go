@@ -42,7 +42,8 @@ func (x *expectations) arm() {
 		}
 	}
 	x.ev.RestoreFlaps(x.snapFlaps)
-	x.snapFlaps = nil
+	x.ev.RestoreJobs(x.snapJobs)
+	x.snapFlaps, x.snapJobs = nil, nil
 	x.checked.Store(since.UnixNano())
 }
 
@@ -229,18 +230,22 @@ func (x *expectations) unpend(ev expect.Event) {
 
 // foundState is the snapshot's section of what the evaluator found and
 // counted that the log after the snapshot does not give again: the
-// findings not yet marked on their runs, and each job's flapping state.
-// A snapshot without it (an older version) restores neither.
+// findings not yet marked on their runs, each job's flapping state, and
+// the rest of what it knows of each job (its latest start, the starts
+// max_runs counts). A snapshot without it (an older
+// version) restores none of them, and one without jobs (of the version
+// before) restores no job's state.
 type foundState struct {
 	Pending []expect.Event     `json:"pending,omitempty"`
 	Flaps   []expect.FlapState `json:"flaps,omitempty"`
+	Jobs    []expect.JobState  `json:"jobs,omitempty"`
 }
 
 // writeFound writes the section. Inside the checkpoint's pause every
 // change up to the copy has been applied, so the pending findings and
-// the flapping state are those of the runs and marks in the copy.
+// the jobs' states are those of the runs and marks in the copy.
 func (x *expectations) writeFound(w io.Writer) error {
-	st := foundState{Flaps: x.ev.FlapStates()}
+	st := foundState{Flaps: x.ev.FlapStates(), Jobs: x.ev.JobStates()}
 	x.mu.Lock()
 	for _, ev := range x.pending {
 		st.Pending = append(st.Pending, ev)
@@ -251,12 +256,13 @@ func (x *expectations) writeFound(w io.Writer) error {
 
 // readFound reads the section: the pending findings are acted on after
 // the replay (start) unless the log after the snapshot holds their marks,
-// as the replay's own findings are; the flapping state goes back into the
-// evaluator once it has its expectations (arm).
+// as the replay's own findings are; the flapping state and the jobs'
+// states go back into the evaluator once it has its expectations (arm).
 func (x *expectations) readFound(r io.Reader) error {
 	var st struct {
 		Pending []json.RawMessage  `json:"pending"`
 		Flaps   []expect.FlapState `json:"flaps"`
+		Jobs    []json.RawMessage  `json:"jobs"`
 	}
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
 		return fmt.Errorf("expectations found: %w", err)
@@ -264,6 +270,17 @@ func (x *expectations) readFound(r io.Reader) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.snapFlaps = st.Flaps
+	x.snapJobs = nil
+	for _, raw := range st.Jobs {
+		var js expect.JobState
+		if err := json.Unmarshal(raw, &js); err != nil {
+			// A state of a later version this one cannot read: the rest
+			// still restores.
+			x.log.Warn("a job's state kept in the snapshot is not restored", "job", string(raw), "err", err)
+			continue
+		}
+		x.snapJobs = append(x.snapJobs, js)
+	}
 	for _, raw := range st.Pending {
 		var ev expect.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {

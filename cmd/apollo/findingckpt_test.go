@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/apollo-11/apollo"
@@ -46,6 +47,33 @@ func TestFlappingOverACheckpointIsFound(t *testing.T) {
 			before:  d.succeedThenFail,
 			report:  func(tenant, job string) { d.endedRun(tenant, job, job+"-ok-2", apollo.StatusSuccess) },
 			checked: d.flappingMarkedOnce,
+		}.toldOnce(t, d, h)
+	})
+}
+
+// A job whose starts straddle a checkpoint, two before it and one after
+// it within runs_window, is found too often at the third, and told once
+// after a kill -9 before the mark, in each tenant and in every mode.
+// Before, the snapshot kept none of the starts max_runs counts: a start
+// from it had forgotten the two before it.
+func TestTooOftenOverACheckpointIsFound(t *testing.T) {
+	eachMode(t, deployOptions{config: "snapshot_every: 1s\n"}, func(t *testing.T, d *deployment, h *hook) {
+		heldFinding{on: "too_often", job: "busy", exp: "max_runs: 2\n    runs_window: 1h",
+			before: func(tenant, job string) {
+				d.succeed(tenant, job, job+"-1")
+				d.succeed(tenant, job, job+"-2")
+			},
+			report: func(tenant, job string) { d.succeed(tenant, job, job+"-3") },
+			checked: func(tenant, job string) {
+				d.t.Helper()
+				for i, want := range []int{0, 0, 1} {
+					var task apollo.Task
+					d.do(tenant, "GET", fmt.Sprintf("/api/v1/tasks/%s-%d", job, i+1), "", &task, 200)
+					if n := countMarks(task, apollo.KindTooOften, "max_runs 2"); n != want {
+						d.t.Fatalf("tenant %s: run %d has %d too_often marks, want %d: %+v", tenant, i+1, n, want, task.History)
+					}
+				}
+			},
 		}.toldOnce(t, d, h)
 	})
 }

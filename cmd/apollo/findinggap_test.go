@@ -12,8 +12,8 @@ import (
 	"github.com/apollo-11/apollo/expect"
 )
 
-// holdFindings writes a file named after each run found too short or
-// making its job flap (in dir) as the expectations queue the finding, and
+// holdFindings writes a file named after each run found too short, too
+// often or making its job flap (in dir) as the expectations queue the finding, and
 // holds for good the loop that would act on it: the process is killed
 // between the finding and its mark.
 type holdFindings string
@@ -21,7 +21,7 @@ type holdFindings string
 func (h holdFindings) see(evs []expect.Event, acting bool) {
 	held := false
 	for _, ev := range evs {
-		if ev.Kind != expect.KindTooShort && ev.Kind != expect.KindFlapping {
+		if ev.Kind != expect.KindTooShort && ev.Kind != expect.KindTooOften && ev.Kind != expect.KindFlapping {
 			continue
 		}
 		held = true

@@ -1,0 +1,93 @@
+package expect
+
+import (
+	"slices"
+	"time"
+)
+
+// What the evaluator knows of a job that the runs after a snapshot do not
+// give again goes into the server's snapshot too (as the flapping state
+// does, flapstate.go): a restart replays only the log after the newest
+// snapshot, so without it starts that straddle a snapshot would never be
+// found too often.
+
+// JobState is what the evaluator knows of one job's runs, besides its
+// flapping (FlapState): its latest start and skip, and the starts
+// max_runs counts, under the settings they were counted with.
+type JobState struct {
+	Tenant, Job string
+	LastStart   time.Time `json:",omitzero"`
+	LastSkip    time.Time `json:",omitzero"`
+	// Starts are the latest starts (Unix ns), at most MaxRuns, counted
+	// under MaxRuns and RunsWindow.
+	MaxRuns    int           `json:",omitempty"`
+	RunsWindow time.Duration `json:",omitempty"`
+	Starts     []int64       `json:",omitempty"`
+}
+
+// JobStates returns the state of every job the evaluator watches (with an
+// expectation, or as another job's upstream) that has seen a run start or
+// be skipped, in no set order.
+func (e *Evaluator) JobStates() []JobState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []JobState
+	for _, ts := range e.tenants {
+		for _, j := range ts.jobs {
+			if j.lastStart.IsZero() && j.lastSkip.IsZero() {
+				continue
+			}
+			st := JobState{Tenant: j.tenant, Job: j.name, LastStart: j.lastStart, LastSkip: j.lastSkip}
+			if sp := j.spec; sp != nil && sp.MaxRuns > 0 {
+				n := j.starts.next
+				if j.starts.full {
+					n = len(j.starts.t)
+				}
+				st.MaxRuns, st.RunsWindow, st.Starts = sp.MaxRuns, sp.RunsWindow, slices.Clone(j.starts.t[:n])
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// RestoreJobs puts back the states JobStates returned, after Set has given
+// the evaluator its expectations and before the runs after the snapshot
+// are told. A state whose job is no longer watched is dropped. As Set
+// does for a change while the server runs, a job whose max_runs or
+// runs_window changed counts its starts anew, and keeps its latest
+// start.
+func (e *Evaluator) RestoreJobs(states []JobState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, st := range states {
+		j := e.job(st.Tenant, st.Job)
+		if j == nil {
+			continue
+		}
+		j.lastStart, j.lastSkip = later(j.lastStart, st.LastStart), later(j.lastSkip, st.LastSkip)
+		sp := j.spec
+		if sp == nil {
+			continue
+		}
+		if sp.MaxRuns > 0 && sp.MaxRuns == st.MaxRuns && sp.RunsWindow == st.RunsWindow && len(j.starts.t) == sp.MaxRuns {
+			j.starts.reset()
+			for _, at := range st.Starts {
+				j.starts.push(time.Unix(0, at))
+			}
+		}
+		// What arm made of the latest start or skip, had it had them.
+		if j.wait == nil || j.wait.index < 0 {
+			continue
+		}
+		switch {
+		case sp.Every > 0:
+			if next := later(j.lastStart, j.lastSkip).Add(sp.Every); next.After(j.slot) {
+				j.slot = next
+				e.due.set(j.wait, j.slot.Add(sp.Grace))
+			}
+		case sp.sched != nil && !j.hit:
+			j.hit = j.countsLatest()
+		}
+	}
+}
