@@ -1,6 +1,7 @@
 package expect
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -8,16 +9,21 @@ import (
 // What the evaluator knows of a job that the runs after a snapshot do not
 // give again goes into the server's snapshot too (as the flapping state
 // does, flapstate.go): a restart replays only the log after the newest
-// snapshot, so without it starts that straddle a snapshot would never be
-// found too often.
+// snapshot, so without it a job down at the snapshot would no longer hold
+// its downstream jobs' alerts, and starts that straddle a snapshot would
+// never be found too often.
 
 // JobState is what the evaluator knows of one job's runs, besides its
-// flapping (FlapState): its latest start and skip, and the starts
-// max_runs counts, under the settings they were counted with.
+// flapping (FlapState): its latest start and skip, whether it is down
+// and since when, and the starts max_runs counts, under the settings they
+// were counted with.
 type JobState struct {
 	Tenant, Job string
 	LastStart   time.Time `json:",omitzero"`
 	LastSkip    time.Time `json:",omitzero"`
+	// Problem is why the job is down; none: it is not.
+	Problem Problem   `json:",omitzero"`
+	Since   time.Time `json:",omitzero"`
 	// Starts are the latest starts (Unix ns), at most MaxRuns, counted
 	// under MaxRuns and RunsWindow.
 	MaxRuns    int           `json:",omitempty"`
@@ -26,18 +32,21 @@ type JobState struct {
 }
 
 // JobStates returns the state of every job the evaluator watches (with an
-// expectation, or as another job's upstream) that has seen a run start or
-// be skipped, in no set order.
+// expectation, or as another job's upstream) that has seen a run start, be
+// skipped or end down, in no set order.
 func (e *Evaluator) JobStates() []JobState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []JobState
 	for _, ts := range e.tenants {
 		for _, j := range ts.jobs {
-			if j.lastStart.IsZero() && j.lastSkip.IsZero() {
+			if j.lastStart.IsZero() && j.lastSkip.IsZero() && j.problem == ProblemNone {
 				continue
 			}
-			st := JobState{Tenant: j.tenant, Job: j.name, LastStart: j.lastStart, LastSkip: j.lastSkip}
+			st := JobState{Tenant: j.tenant, Job: j.name, LastStart: j.lastStart, LastSkip: j.lastSkip, Problem: j.problem}
+			if j.problem != ProblemNone {
+				st.Since = j.since
+			}
 			if sp := j.spec; sp != nil && sp.MaxRuns > 0 {
 				n := j.starts.next
 				if j.starts.full {
@@ -55,8 +64,8 @@ func (e *Evaluator) JobStates() []JobState {
 // the evaluator its expectations and before the runs after the snapshot
 // are told. A state whose job is no longer watched is dropped. As Set
 // does for a change while the server runs, a job whose max_runs or
-// runs_window changed counts its starts anew, and keeps its latest
-// start.
+// runs_window changed counts its starts anew, and keeps the rest: its
+// latest start, and whether it is down.
 func (e *Evaluator) RestoreJobs(states []JobState) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -66,6 +75,9 @@ func (e *Evaluator) RestoreJobs(states []JobState) {
 			continue
 		}
 		j.lastStart, j.lastSkip = later(j.lastStart, st.LastStart), later(j.lastSkip, st.LastSkip)
+		if j.problem == ProblemNone {
+			j.problem, j.since = st.Problem, st.Since
+		}
 		sp := j.spec
 		if sp == nil {
 			continue
@@ -90,4 +102,18 @@ func (e *Evaluator) RestoreJobs(states []JobState) {
 			j.hit = j.countsLatest()
 		}
 	}
+}
+
+// MarshalText implements encoding.TextMarshaler: the problem's name.
+func (p Problem) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: a problem's name.
+func (p *Problem) UnmarshalText(b []byte) error {
+	for i, name := range problemNames {
+		if name == string(b) {
+			*p = Problem(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown problem %q", b)
 }

@@ -231,8 +231,8 @@ func (x *expectations) unpend(ev expect.Event) {
 // foundState is the snapshot's section of what the evaluator found and
 // counted that the log after the snapshot does not give again: the
 // findings not yet marked on their runs, each job's flapping state, and
-// the rest of what it knows of each job (its latest start, the starts
-// max_runs counts). A snapshot without it (an older
+// the rest of what it knows of each job (its latest start, whether it is
+// down, the starts max_runs counts). A snapshot without it (an older
 // version) restores none of them, and one without jobs (of the version
 // before) restores no job's state.
 type foundState struct {
@@ -274,8 +274,8 @@ func (x *expectations) readFound(r io.Reader) error {
 	for _, raw := range st.Jobs {
 		var js expect.JobState
 		if err := json.Unmarshal(raw, &js); err != nil {
-			// A state of a later version this one cannot read: the rest
-			// still restores.
+			// A state of a later version this one cannot read (a problem it
+			// does not know): the rest still restores.
 			x.log.Warn("a job's state kept in the snapshot is not restored", "job", string(raw), "err", err)
 			continue
 		}

@@ -58,3 +58,50 @@ func TestFoundSectionReadsBack(t *testing.T) {
 		t.Errorf("read back %d too_short and %d flapping, want %d of each", len(y.unmarked), len(y.flaps), len(tenants))
 	}
 }
+
+// The section keeps what the evaluator knows of each job, per tenant: a
+// job's state of a later version (a problem this one does not know) is
+// passed over and the rest still restores; a section without jobs (of
+// the version before) restores none.
+func TestFoundSectionKeepsJobs(t *testing.T) {
+	t.Parallel()
+	newX := func() *expectations {
+		x, err := newExpectations("", alert.NewFileRules(filepath.Join(t.TempDir(), "e.json")), time.Second, apollo.SystemClock, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	x := newX()
+	for _, tenant := range tenants {
+		set, err := expect.Parse("e.yaml", []byte("expectations:\n  - {job: load, upstream: [extract]}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.ev.Set(tenant, set, at)
+		x.ev.Started(expect.Run{Tenant: tenant, Job: "extract", TaskID: "x-" + tenant, At: at})
+		x.ev.Finished(expect.Run{Tenant: tenant, Job: "extract", TaskID: "x-" + tenant, At: at.Add(time.Minute), Status: apollo.StatusFailed})
+	}
+	var buf bytes.Buffer
+	if err := x.writeFound(&buf); err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(buf.String(), `"jobs":[`, `"jobs":[{"Tenant":"acme","Job":"extract","Problem":"of_a_later_version"},`, 1)
+	y := newX()
+	if err := y.readFound(strings.NewReader(src)); err != nil {
+		t.Fatal(err)
+	}
+	if len(y.snapJobs) != len(tenants) {
+		t.Fatalf("read back %+v, want one state per tenant", y.snapJobs)
+	}
+	for _, js := range y.snapJobs {
+		if js.Job != "extract" || js.Problem != expect.ProblemFailed || !js.Since.Equal(at.Add(time.Minute)) || !js.LastStart.Equal(at) {
+			t.Errorf("read back %+v, want extract failed since %v, started at %v", js, at.Add(time.Minute), at)
+		}
+	}
+	z := newX()
+	if err := z.readFound(strings.NewReader(`{"flaps":[]}`)); err != nil || z.snapJobs != nil {
+		t.Errorf("a section without jobs read back %+v (%v), want none", z.snapJobs, err)
+	}
+}

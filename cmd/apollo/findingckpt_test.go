@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/redisstore"
 )
 
 // A finding held before its mark while a checkpoint is taken, then lost
@@ -75,5 +78,76 @@ func TestTooOftenOverACheckpointIsFound(t *testing.T) {
 				}
 			},
 		}.toldOnce(t, d, h)
+	})
+}
+
+// A job down (its latest run failed) when a checkpoint is taken still
+// holds its downstream job's alerts after a kill -9, in each tenant and
+// in every mode: the downstream job's failure is not told (and, in the
+// all-in-one server, is shown inhibited by it). Before, the snapshot kept
+// no job's state and the log after it held no run of the upstream job:
+// after the restart it was not down, and the echo was told (all-in-one),
+// or the bus worked out that nothing was held (three processes; the held
+// jobs it wrote before the kill are cleared first, so that only what the
+// restarted bus works out counts).
+func TestUpstreamDownAtACheckpointStillHolds(t *testing.T) {
+	eachMode(t, deployOptions{config: "snapshot_every: 1s\n"}, func(t *testing.T, d *deployment, h *hook) {
+		for _, tenant := range tenants {
+			d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_failed task_prefix: "%[1]s_etl_load" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+			d.putExpectations(tenant, fmt.Sprintf("expectations:\n  - {job: %[1]s_etl_load, upstream: [%[1]s_etl_extract]}\n", tenant))
+			d.fail(tenant, tenant+"_etl_extract")
+		}
+		d.awaitCheckpoint() // the extracts' failures are in the snapshot, not in the log after it
+		if !d.three {
+			d.crash()
+		} else {
+			d.alert.kill()
+			d.api.kill()
+			c, err := redisstore.Open(redisURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := redisstore.SaveHeld(testCtx(t, time.Minute), c, d.prefix, redisstore.Held{}); err != nil {
+				t.Fatal(err)
+			}
+			d.start()
+			var held redisstore.Holder
+			stop, err := held.Watch(testCtx(t, time.Minute), c, d.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			timeout := time.After(30 * time.Second)
+			for _, tenant := range tenants {
+				for { // woken by each change the holder takes
+					changed := held.Changed()
+					if slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"}) {
+						break
+					}
+					select {
+					case <-changed:
+					case <-timeout:
+						t.Fatalf("after kill -9, %s's load held by %v, want its extract", tenant, held.HeldBy(tenant, tenant+"_etl_load"))
+					}
+				}
+			}
+		}
+		for _, tenant := range tenants {
+			d.fail(tenant, tenant+"_etl_load")
+			d.fail(tenant, tenant+"_sentinel")
+		}
+		// Fails on a notification of the held echo.
+		awaitTenants(t, h, "firing", map[string]string{"acme": "acme_sentinel", "globex": "globex_sentinel"})
+		if d.three {
+			return
+		}
+		for _, tenant := range tenants {
+			if a := d.firingAlert(tenant, tenant+"_failed"); !slices.Equal(a.InhibitedBy, []string{tenant + "_etl_extract"}) {
+				t.Fatalf("%s's load alert after kill -9: %+v, want inhibited by %s_etl_extract", tenant, a, tenant)
+			}
+		}
 	})
 }
