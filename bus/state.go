@@ -243,6 +243,19 @@ func (sr *stateReader) byte() byte {
 	return c
 }
 
+// RestoredAt says that the state ReadState read covers the log up to lsn
+// (the snapshot's LSN): the highest LSN appended starts there. Without it,
+// a start whose log adds nothing to the snapshot counted from 0 until the
+// next record: Stats.LastLSN said 0, the live mark an observer saves
+// (LiveWatermark) was 0, and the three processes' change feed took its
+// saved mark for another log's and began a new epoch. Call it after
+// ReadState, before Replay and Start.
+func (b *Bus) RestoredAt(lsn uint64) {
+	if lsn > b.lsn.Load() {
+		b.lsn.Store(lsn)
+	}
+}
+
 // ReadState replaces the bus's state with one WriteState wrote. Call it
 // before Replay and Start.
 func (b *Bus) ReadState(r io.Reader) error {

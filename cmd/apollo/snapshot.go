@@ -114,6 +114,7 @@ func (s *server) recover() error {
 			return fmt.Errorf("restoring snapshot at LSN %d: %w (move the data directory's newest snapshot away to fall back to the previous one)", lsn, err)
 		}
 		s.snapBuf.sized(cr.n, s.bus.Stats().Tasks)
+		s.bus.RestoredAt(uint64(lsn)) // the log's position, when nothing follows the snapshot
 	}
 	// Before the replay, so that the replayed runs count for the runs
 	// expected since the snapshot.
