@@ -114,26 +114,7 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 				t.Fatal(err)
 			}
 			d.start()
-			var held redisstore.Holder
-			stop, err := held.Watch(testCtx(t, time.Minute), c, d.prefix)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stop()
-			timeout := time.After(30 * time.Second)
-			for _, tenant := range tenants {
-				for { // woken by each change the holder takes
-					changed := held.Changed()
-					if slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"}) {
-						break
-					}
-					select {
-					case <-changed:
-					case <-timeout:
-						t.Fatalf("after kill -9, %s's load held by %v, want its extract", tenant, held.HeldBy(tenant, tenant+"_etl_load"))
-					}
-				}
-			}
+			awaitLoadsHeld(t, c, d.prefix, "after kill -9, ")
 		}
 		for _, tenant := range tenants {
 			d.fail(tenant, tenant+"_etl_load")

@@ -14,6 +14,7 @@ import (
 	"github.com/apollo-11/apollo/bus"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
+	"github.com/redis/go-redis/v9"
 )
 
 // INHIBIT rules written through PUT /api/v1/rules act, after kill -9 too,
@@ -178,26 +179,7 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 				t.Fatal(err)
 			}
 			defer c.Close()
-			var held redisstore.Holder
-			stop, err := held.Watch(testCtx(t, time.Minute), c, d.prefix)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stop()
-			timeout := time.After(30 * time.Second)
-			for _, tenant := range tenants {
-				for { // woken by each change the holder takes
-					changed := held.Changed()
-					if slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"}) {
-						break
-					}
-					select {
-					case <-changed:
-					case <-timeout:
-						t.Fatalf("%s's load held by %v, want its extract", tenant, held.HeldBy(tenant, tenant+"_etl_load"))
-					}
-				}
-			}
+			awaitLoadsHeld(t, c, d.prefix, "")
 		}
 		for _, tenant := range tenants {
 			d.fail(tenant, tenant+"_etl_load")
@@ -234,4 +216,32 @@ func TestFlappingFiresInEveryMode(t *testing.T) {
 		}
 		awaitTenants(t, h, "firing", want)
 	})
+}
+
+// awaitLoadsHeld waits until Redis says, for each tenant, that its job
+// etl_load is held by its etl_extract (the held jobs the bus process
+// works out and the alert processes follow); when names the moment in the
+// failure ("after kill -9, ").
+func awaitLoadsHeld(t *testing.T, c redis.UniversalClient, prefix, when string) {
+	t.Helper()
+	var held redisstore.Holder
+	stop, err := held.Watch(testCtx(t, time.Minute), c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	timeout := time.After(30 * time.Second)
+	for _, tenant := range tenants {
+		for { // woken by each change the holder takes
+			changed := held.Changed()
+			if slices.Equal(held.HeldBy(tenant, tenant+"_etl_load"), []string{tenant + "_etl_extract"}) {
+				break
+			}
+			select {
+			case <-changed:
+			case <-timeout:
+				t.Fatalf("%s%s's load held by %v, want its extract", when, tenant, held.HeldBy(tenant, tenant+"_etl_load"))
+			}
+		}
+	}
 }
