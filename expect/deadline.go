@@ -2,6 +2,7 @@ package expect
 
 import (
 	"container/heap"
+	"slices"
 	"time"
 )
 
@@ -99,6 +100,16 @@ func (r *timeRing) push(at time.Time) {
 	if r.next == len(r.t) {
 		r.next, r.full = 0, true
 	}
+}
+
+// kept returns a copy of the instants the ring holds (Unix ns), in no set
+// order: what a snapshot keeps of it.
+func (r *timeRing) kept() []int64 {
+	n := r.next
+	if r.full {
+		n = len(r.t)
+	}
+	return slices.Clone(r.t[:n])
 }
 
 // oldest is the index of the earliest instant of a full ring.

@@ -2,7 +2,6 @@ package expect
 
 import (
 	"cmp"
-	"slices"
 	"time"
 )
 
@@ -47,11 +46,7 @@ func (e *Evaluator) FlapStates() []FlapState {
 			for _, o := range f.recent {
 				st.Recent = append(st.Recent, Outcome{At: o.at, Success: o.o > 0})
 			}
-			n := f.switches.next
-			if f.switches.full {
-				n = len(f.switches.t)
-			}
-			st.Switches = slices.Clone(f.switches.t[:n])
+			st.Switches = f.switches.kept()
 			out = append(out, st)
 		}
 	}

@@ -2,7 +2,6 @@ package expect
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -48,11 +47,7 @@ func (e *Evaluator) JobStates() []JobState {
 				st.Since = j.since
 			}
 			if sp := j.spec; sp != nil && sp.MaxRuns > 0 {
-				n := j.starts.next
-				if j.starts.full {
-					n = len(j.starts.t)
-				}
-				st.MaxRuns, st.RunsWindow, st.Starts = sp.MaxRuns, sp.RunsWindow, slices.Clone(j.starts.t[:n])
+				st.MaxRuns, st.RunsWindow, st.Starts = sp.MaxRuns, sp.RunsWindow, j.starts.kept()
 			}
 			out = append(out, st)
 		}
