@@ -69,7 +69,7 @@ type Node struct {
 	evictOnce sync.Once
 
 	kickc chan struct{}
-	warns *loglimit.Limiter // one key: every warning of the node shares it
+	warns *loglimit.Limiter // keyed by the warning's message
 
 	life   lifecycle.Group // the watcher, the keeper and Ready's waiter
 	ctx    context.Context // of queries; cancelled by Stop
@@ -367,10 +367,13 @@ func (n *Node) kick() {
 	}
 }
 
-// warn logs at most one warning a second (hot paths: every bad message
-// would otherwise log), with the number left out since the last one.
+// warn logs at most one warning of each kind (its message) a second (hot
+// paths: every bad message would otherwise log), with the number of that
+// kind left out since the last one. One limit for all let a flood of one
+// kind hide the others. Every message passed is a constant or one of a
+// few, so the kinds are few.
 func (n *Node) warn(msg string, args ...any) {
-	if ok, skipped := n.warns.Allow("", n.opts.Clock.Now()); ok {
+	if ok, skipped := n.warns.Allow(msg, n.opts.Clock.Now()); ok {
 		n.log.Warn(msg, append(args, "suppressed", skipped)...)
 	}
 }
