@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,10 +224,16 @@ func (n *Node) skipLate(q question, what string, args ...any) bool {
 }
 
 // late reports whether q's asker has stopped waiting, and how long q waited.
+// The header is another process's word: a wait that does not read, or is
+// negative, is none (answered, as a question of the release before), and
+// one past what a Duration holds is never over.
 func (n *Node) late(q question) (bool, time.Duration) {
 	waited := n.opts.Clock.Now().Sub(q.heard)
 	ms, err := strconv.ParseInt(q.m.Header.Get(withinHeader), 10, 64)
-	return err == nil && waited > time.Duration(ms)*time.Millisecond, waited
+	if err != nil || ms < 0 || ms > int64(math.MaxInt64/time.Millisecond) {
+		return false, waited
+	}
+	return waited > time.Duration(ms)*time.Millisecond, waited
 }
 
 // ceilMillis is d in milliseconds, rounded up: a node told the wait
