@@ -12,6 +12,13 @@
 // second, seconds per million, and the server's RSS with the tasks tracked.
 //
 //	go run ./cmd/scale -repeat 3
+//
+// With -against BIN it measures nothing of the above: both builds replay
+// copies of one killed log at the same moment, round after round, and the
+// ratio of their CPU is printed (pair.go), the way to compare a change to
+// the replay on a noisy machine.
+//
+//	go run ./cmd/scale -against /tmp/apollo-before -repeat 6
 package main
 
 import (
@@ -40,7 +47,19 @@ func main() {
 	sizesFlag := flag.String("tasks", "100000,1000000", "task counts for (a)")
 	events := flag.Int("events", 1_000_000, "events written before the kill in (b)")
 	short := flag.Bool("short", false, "smoke run: 20k tasks and 20k events, 1 repeat")
+	against := flag.String("against", "", "instead of (a)-(c): replay one killed log with this checkout's build and this apollo binary side by side, -repeat rounds, and print the CPU ratios")
+	per := flag.Int("per", 1, "with -against: events per task in the log (1: a pending event each; 3: pending, running, success)")
+	keep := flag.String("keep", "", "with -against: also copy the killed log into this directory, for profiling by hand")
 	flag.Parse()
+	if *against != "" {
+		tmp, err := os.MkdirTemp("", "apollo-bench-scale-")
+		check(err)
+		defer os.RemoveAll(tmp)
+		bin, err := harness.Build(context.Background(), "..", tmp)
+		check(err)
+		check(pairs(bin, *against, *events, *per, *repeat, *keep))
+		return
+	}
 	var sizes []int
 	for _, f := range strings.Split(*sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -346,8 +365,18 @@ func logField(line, key string) string {
 }
 
 // write posts n pending tasks, 1000 a request, 4 requests at a time.
-func write(url string, n int) error {
-	const batch, conc = 1000, 4
+func write(url string, n int) error { return writeRuns(url, n, 1) }
+
+// lifecycle is the statuses of one run, in sequence order, for writeRuns.
+var lifecycle = [...]string{"pending", "running", "success"}
+
+// writeRuns posts n events over HTTP, per events to a task (1: one
+// pending event each; 2 or 3: pending, running, then success), tasks
+// spread over 1000 job names, 1000 events to a request.
+func writeRuns(url string, n, per int) error {
+	per = max(1, min(per, len(lifecycle)))
+	batch := 1000 / per * per
+	const conc = 4
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -359,7 +388,7 @@ func write(url string, n int) error {
 			defer wg.Done()
 			var body bytes.Buffer
 			for {
-				start := int(next.Add(batch)) - batch
+				start := int(next.Add(int64(batch))) - batch
 				if start >= n {
 					return
 				}
@@ -369,7 +398,8 @@ func write(url string, n int) error {
 					if i > start {
 						body.WriteByte(',')
 					}
-					fmt.Fprintf(&body, `{"taskID":"scale-%07d","name":"job_%04d","sequence":1,"status":"pending","ts":%d}`, i, i%1000, ts)
+					t, step := i/per, i%per
+					fmt.Fprintf(&body, `{"taskID":"scale-%07d","name":"job_%04d","sequence":%d,"status":%q,"ts":%d}`, t, t%1000, step+1, lifecycle[step], ts+int64(step))
 				}
 				body.WriteByte(']')
 				k := min(start+batch, n) - start
