@@ -74,7 +74,7 @@ func TestDeadlineSlotsGrowWithoutCopying(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for i := range n {
 		tenant := []string{"acme", "globex"}[i%2]
-		d.push(deadline{at: 5_000 + int64(i%2)*1000, k: key{tenant: tenant, id: "t"}, kind: dTimeout, seq: int64(i)})
+		d.push(7, deadline{at: 5_000 + int64(i%2)*1000, k: key{tenant: tenant, id: "t"}, kind: dTimeout, seq: int64(i)})
 	}
 	runtime.ReadMemStats(&after)
 	kept := uint64(n) * uint64(unsafe.Sizeof(deadline{}))

@@ -266,7 +266,7 @@ type Bus struct {
 	// clears it and sends on room.
 	roomWanted atomic.Bool
 	room       chan struct{}
-	ntasks     atomic.Int64
+	ntasks     spreadCount
 	tenants    sync.Map  // tenant -> *tenantState (tenant.go)
 	names      *interner // the one copy of each job name and tenant the tasks hold
 	pings      openPings

@@ -421,3 +421,43 @@ func TestDeadlineStormWaitsForRoom(t *testing.T) {
 type observerFunc func(*apollo.Change)
 
 func (f observerFunc) Apply(c *apollo.Change) { f(c) }
+
+// The wheel is striped by shard (issue 20.4), but a deadline loop that
+// wakes late still fires what is due oldest first across the stripes,
+// and a new earliest deadline in any stripe wakes it.
+func TestDeadlinesAcrossStripesComeOldestFirst(t *testing.T) {
+	d := newDeadlines()
+	// Seconds 9, 8, ..., 1, each in another stripe (and two tenants).
+	for i := range 9 {
+		sec := int64(9 - i)
+		tenant := []string{"acme", "globex"}[i%2]
+		d.push(uint8(i), deadline{at: sec*1000 - 500, k: key{tenant: tenant, id: fmt.Sprint("t", sec)}, kind: dTimeout, seq: sec})
+		select {
+		case <-d.wake:
+		default:
+			t.Fatalf("push of second %d, the earliest so far, woke nothing", sec)
+		}
+	}
+	d.push(3, deadline{at: 20_000, k: key{tenant: "acme", id: "late"}, kind: dTimeout, seq: 20})
+	select {
+	case <-d.wake:
+		t.Fatal("a deadline after every other woke the loop")
+	default:
+	}
+	if n := d.len(); n != 10 {
+		t.Fatalf("len %d, want 10", n)
+	}
+	due, next := d.due(9_000)
+	got := flatten(due)
+	if len(got) != 9 || next != 20_000 {
+		t.Fatalf("due at 9 s: %d deadlines, next %d; want 9, 20000", len(got), next)
+	}
+	for i, x := range got {
+		if x.seq != int64(i+1) {
+			t.Fatalf("due in the order %v, want seconds 1 to 9", got)
+		}
+	}
+	if n := d.len(); n != 1 {
+		t.Fatalf("len %d after the due ones, want 1", n)
+	}
+}

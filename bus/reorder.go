@@ -39,7 +39,7 @@ func (b *Bus) park(t *task, r *apollo.Record) {
 	copy(t.parked[i+1:], t.parked[i:])
 	t.parked[i] = parkedEvent{rec: *r, until: until}
 	b.parked.Add(1)
-	b.timers.push(deadline{at: until, k: key{tenant: r.Tenant, id: r.TaskID}, kind: dParked})
+	b.timers.push(t.shard, deadline{at: until, k: key{tenant: r.Tenant, id: r.TaskID}, kind: dParked})
 }
 
 // waits reports whether an event with sequence seq already waits for t.

@@ -134,10 +134,8 @@ func replayInto(t *testing.T, recs [][]byte, workers int) *replayed {
 		}
 	}
 	out := &replayed{bus: b, agg: agg, order: ord, tasks: snapshotTasks(b)}
-	for _, sl := range b.timers.slots {
-		for x := range sl.all {
-			out.timers = append(out.timers, x)
-		}
+	for x := range b.timers.all {
+		out.timers = append(out.timers, x)
 	}
 	return out
 }

@@ -409,19 +409,19 @@ func (b *Bus) decodeTask(sr *stateReader, v1 bool) (*task, error) {
 // task of the same key, and adds it to listed.
 func (b *Bus) placeTask(t *task, listed map[*tenantState]*loading) {
 	k := t.key()
-	for _, p := range t.parked {
-		b.timers.push(deadline{at: p.until, k: k, kind: dParked})
-	}
 	s, h := b.locate(k)
+	t.shard = uint8(h % numShards)
+	for _, p := range t.parked {
+		b.timers.push(t.shard, deadline{at: p.until, k: k, kind: dParked})
+	}
 	s.mu.Lock()
 	if old := s.get(h, k); old != nil {
 		b.dropTask(s, h, old)
 	}
-	t.shard = uint8(h % numShards)
 	s.put(h, t)
-	b.ntasks.Add(1)
+	b.ntasks.Add(t.shard, 1)
 	ts := b.tenant(k.tenant)
-	ts.tasks.Add(1)
+	ts.tasks.Add(t.shard, 1)
 	t.listed = true
 	l := listed[ts]
 	if l == nil {

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // tenantState is what the bus keeps per tenant besides its tasks' shards:
@@ -13,7 +12,7 @@ import (
 // task pointers they need under mu, release it, then take each task's
 // shard lock.
 type tenantState struct {
-	tasks atomic.Int64 // in memory
+	tasks spreadCount // in memory
 
 	mu   sync.Mutex
 	list taskList
@@ -37,7 +36,7 @@ func (b *Bus) knownTenant(name string) *tenantState {
 }
 
 // tenantTasks returns the counter of a tenant's tasks in memory.
-func (b *Bus) tenantTasks(tenant string) *atomic.Int64 { return &b.tenant(tenant).tasks }
+func (b *Bus) tenantTasks(tenant string) *spreadCount { return &b.tenant(tenant).tasks }
 
 // tenantLimit is how many tasks a tenant may have in memory.
 func (b *Bus) tenantLimit(tenant string) int {
@@ -53,9 +52,9 @@ func (b *Bus) tenantLimit(tenant string) int {
 func (b *Bus) addTask(s *shard, h uint64, t *task) {
 	t.shard = uint8(h % numShards)
 	s.put(h, t)
-	b.ntasks.Add(1)
+	b.ntasks.Add(t.shard, 1)
 	ts := b.tenant(t.tenant)
-	ts.tasks.Add(1)
+	ts.tasks.Add(t.shard, 1)
 	ts.mu.Lock()
 	ts.list.insert(t)
 	t.listed = true
@@ -66,9 +65,9 @@ func (b *Bus) addTask(s *shard, h uint64, t *task) {
 // open ping runs if it was one. The caller holds the shard's lock.
 func (b *Bus) dropTask(s *shard, h uint64, t *task) {
 	s.del(h, t)
-	b.ntasks.Add(-1)
+	b.ntasks.Add(t.shard, -1)
 	ts := b.tenant(t.tenant)
-	ts.tasks.Add(-1)
+	ts.tasks.Add(t.shard, -1)
 	ts.mu.Lock()
 	ts.list.remove(t)
 	t.listed = false
