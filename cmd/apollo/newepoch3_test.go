@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apollo-11/apollo"
+
+	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/notify/webhook"
+)
+
+// Three processes: the bus killed and started on a new, empty data
+// directory writes the change log under a new epoch (its LSNs start
+// over). The alert process, restarted before on the old log's mark,
+// forgets the LSNs it heard, and nothing else: each tenant's rate alert,
+// firing before, is shown by the new bus as the same firing episode and
+// not told again, a failure of the new log (an LSN below the old mark)
+// is told in each tenant, and a restart of the alert process afterwards
+// tells nothing again. With the alert process given no forget, the new
+// log's failures were passed over as heard.
+func TestThreeProcessBusOnANewDataDirectoryKeepsTheAlerts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	h := newHook(t)
+	d := newDeployment(t, true, h, deployOptions{repeat: "1h"})
+	d.start()
+	t.Cleanup(func() { d.logOnFailure() })
+	rates := map[string]string{}
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_rate task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: failed >= 1 NOTIFY: hook
+RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`, tenant), nil, 200)
+		rates[tenant] = tenant + "_rate"
+	}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitTenants(t, h, "firing", rates)
+	ids := map[string]string{}
+	for _, tenant := range tenants {
+		ids[tenant] = d.firingAlert(tenant, rates[tenant]).ID
+	}
+	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // the alert process hears the bus
+	// Restarted, the alert process holds the old log's mark it loaded:
+	// the new log's first LSNs are below it.
+	d.alert.kill()
+	d.startAlertWith("")
+
+	d.api.kill()
+	// Down long enough for the alert process to say so: nothing else is
+	// told meanwhile.
+	h.await(t, 30*time.Second, "bus down", func(p webhook.ApolloPayload) bool {
+		if p.Kind != apollo.NotifySelf {
+			t.Fatalf("a %s notification of %s/%s while the bus was down", p.Kind, p.Alert.Tenant, p.Alert.Rule)
+		}
+		return strings.Contains(p.Alert.Rule, "apollo_component_down:bus")
+	})
+	d.args[4] = filepath.Join(d.dir, "new-data") // --data
+	cmd := exec.Command(os.Args[0], d.args...)
+	d.api = startCmd(t, cmd, apiclient.ReadyPrefix)
+
+	// The alerts the alert process holds are shown by the new bus as
+	// they were: the same episodes, firing.
+	for _, tenant := range tenants {
+		if a := d.firingAlert(tenant, rates[tenant]); a.ID != ids[tenant] {
+			t.Errorf("%s's %s shown as %s after the bus's new data directory, was %s", tenant, rates[tenant], a.ID, ids[tenant])
+		}
+	}
+	// A failure of the new log (LSNs from 1 again) is news; nothing
+	// else is told, the rate alerts not again.
+	lost := map[string]string{}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_lost")
+		lost[tenant] = tenant + "_failed"
+	}
+	awaitTenants(t, h, "firing", lost)
+	d.awaitResolvedPastDedup(lost) // saved by the alert process, once it leads
+	// Nor after a restart of the alert process on the new log's mark.
+	d.alert.kill()
+	d.startAlertWith("")
+	for _, tenant := range tenants {
+		if a := d.firingAlert(tenant, rates[tenant]); a.ID != ids[tenant] {
+			t.Errorf("%s's %s shown as %s after the alert process's restart, was %s", tenant, rates[tenant], a.ID, ids[tenant])
+		}
+	}
+	d.onlySentinelsTold(h)
+}
