@@ -144,11 +144,11 @@ func TestFlappingMarksGoApartInTheChangeLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	heard := make(chan alert.Occurrence, 10)
-	stop, err := redisstore.SubscribeFindings(ctx, c, prefix, func(o alert.Occurrence) { heard <- o })
+	sub, err := redisstore.SubscribeFindings(ctx, c, prefix, nil, func(o alert.Occurrence) { heard <- o })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer sub.Stop()
 	feed := redisstore.NewChangeFeed(c, prefix, nil).WithClock(apollo.NewFakeClock(time.Unix(0, 0))).WithMark(func() uint64 { return 4 })
 	feed.Start(ctx)
 	flapLSN := map[string]uint64{"acme": 2, "globex": 4}

@@ -1,11 +1,14 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -135,19 +138,70 @@ func PublishFinding(ctx context.Context, c redis.UniversalClient, prefix string,
 	return c.Publish(ctx, findingsChannel(prefix), data).Err()
 }
 
-// SubscribeFindings calls occur with each finding the bus process
-// publishes, until stop or ctx ends. Those in the change log too are
-// passed over: the follower of the log (ChangeFollower) hears them.
-func SubscribeFindings(ctx context.Context, c redis.UniversalClient, prefix string, occur func(alert.Occurrence)) (stop func(), err error) {
-	return subscribe(ctx, c, findingsChannel(prefix), func(payload string) {
-		var w wireFinding
-		if json.Unmarshal([]byte(payload), &w) != nil || w.Logged {
-			return
-		}
-		kind, ok := rules.ParseOccurrence(w.Kind)
-		if !ok {
-			return
-		}
-		occur(alert.Occurrence{Tenant: w.Tenant, Job: w.Job, Kind: kind, Run: w.Run, At: time.UnixMilli(w.At), Detail: w.Detail})
-	})
+// Findings is a subscription to the findings the bus process publishes
+// (SubscribeFindings).
+type Findings struct {
+	log    *slog.Logger
+	occur  func(alert.Occurrence)
+	passed atomic.Int64 // findings that did not read (take)
+	stop   func()
 }
+
+// FindingsStats counts what a subscription to the findings passed over.
+type FindingsStats struct {
+	// PassedOver: findings that did not read (a kind of a newer release,
+	// or not JSON at all) and were not applied.
+	PassedOver int64 `json:"passedOver"`
+}
+
+// SubscribeFindings calls occur with each finding the bus process
+// publishes, until Stop or ctx ends. Those in the change log too are
+// passed over: the follower of the log (ChangeFollower) hears them, and
+// counts them there if they do not read. A finding that does not read
+// here is passed over, the first logged on log (nil: slog's default),
+// every one counted (Stats), as the follower does.
+func SubscribeFindings(ctx context.Context, c redis.UniversalClient, prefix string, log *slog.Logger, occur func(alert.Occurrence)) (*Findings, error) {
+	f := &Findings{log: cmp.Or(log, slog.Default()), occur: occur}
+	stop, err := subscribe(ctx, c, findingsChannel(prefix), f.take)
+	if err != nil {
+		return nil, err
+	}
+	f.stop = stop
+	return f, nil
+}
+
+// take applies one finding, or passes it over and counts it.
+func (f *Findings) take(payload string) {
+	var w wireFinding
+	if err := json.Unmarshal([]byte(payload), &w); err != nil {
+		f.passOver(w, "not JSON: "+err.Error())
+		return
+	}
+	if w.Logged {
+		return
+	}
+	kind, ok := rules.ParseOccurrence(w.Kind)
+	if !ok {
+		f.passOver(w, "kind "+strconv.Quote(w.Kind))
+		return
+	}
+	f.occur(alert.Occurrence{Tenant: w.Tenant, Job: w.Job, Kind: kind, Run: w.Run, At: time.UnixMilli(w.At), Detail: w.Detail})
+}
+
+// passOver counts a finding that did not read, and logs the first: one
+// a flapping job would fill the log.
+func (f *Findings) passOver(w wireFinding, why string) {
+	if f.passed.Add(1) == 1 {
+		f.log.Warn("a finding of the bus does not read and was passed over: a bus of a newer release publishes what this alert process does not know; upgrade it. "+
+			"Those after are counted (findings.passedOver in its heartbeat), not logged",
+			"tenant", w.Tenant, "job", w.Job, "run", w.Run, "why", why)
+	}
+}
+
+// Stats returns the subscription's counters.
+func (f *Findings) Stats() FindingsStats {
+	return FindingsStats{PassedOver: f.passed.Load()}
+}
+
+// Stop ends the subscription and waits for its goroutine.
+func (f *Findings) Stop() { f.stop() }

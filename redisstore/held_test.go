@@ -2,7 +2,11 @@ package redisstore_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,11 +91,11 @@ func TestFindingsReachTheAlertProcesses(t *testing.T) {
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()
 	got := make(chan alert.Occurrence, 1)
-	stop, err := redisstore.SubscribeFindings(ctx, c, prefix, func(o alert.Occurrence) { got <- o })
+	sub, err := redisstore.SubscribeFindings(ctx, c, prefix, nil, func(o alert.Occurrence) { got <- o })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer sub.Stop()
 	at := time.UnixMilli(1_800_000_000_000)
 	want := alert.Occurrence{Tenant: "acme", Job: "etl", Kind: rules.OccurrenceFlapping, At: at, Detail: "4 switches within 1h"}
 	if err := redisstore.PublishFinding(ctx, c, prefix, want); err != nil {
@@ -105,4 +109,72 @@ func TestFindingsReachTheAlertProcesses(t *testing.T) {
 	case <-time.After(testwait.Timeout(t)):
 		t.Fatal("the finding did not arrive")
 	}
+}
+
+// A bus of a newer release publishes a finding of a kind this release
+// does not know, among known ones of two tenants: the subscription
+// passes over that one alone, logs the first such (tenant, job, run and
+// why) and counts every one, as the change log's follower does; a
+// payload that is not JSON at all is passed over and counted too; a
+// finding in the change log as well ("x") is passed over uncounted (the
+// follower counts it there). Before, the unknown kind was dropped
+// without a word or a count.
+func TestFindingOfAnUnknownKindIsCounted(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	defer cancel()
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	got := make(chan alert.Occurrence, 10)
+	sub, err := redisstore.SubscribeFindings(ctx, c, prefix, log, func(o alert.Occurrence) { got <- o })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	for _, payload := range []string{
+		`{"t":"acme","j":"etl","k":"flapping","at":1,"d":"3 switches"}`,
+		`{"t":"acme","j":"etl","k":"paused_again","r":"etl-7","at":2}`,
+		`{"t":"globex","j":"etl","k":"paused_again","at":3,"x":true}`,
+		`not json`,
+		`{"t":"globex","j":"etl","k":"too_short","r":"etl-9","at":4}`,
+	} {
+		if err := c.Publish(ctx, prefix+":findings", payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"acme flapping", "globex too_short"} {
+		select {
+		case o := <-got:
+			if s := o.Tenant + " " + o.Kind.String(); s != want {
+				t.Fatalf("heard %+v, want %s", o, want)
+			}
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatalf("%s not heard", want)
+		}
+	}
+	// The last finding was heard: every one before it was handled.
+	if n := sub.Stats().PassedOver; n != 2 {
+		t.Fatalf("%d findings counted as passed over, want 2", n)
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, `tenant=acme job=etl run=etl-7 why="kind \"paused_again\""`) ||
+		!strings.Contains(out, "findings.passedOver") {
+		t.Fatalf("the log says:\n%s\nwant one warning naming the first finding passed over and where the rest are counted", out)
+	}
+}
+
+// lockedWriter serializes writes to w: a logger writes from the
+// subscription's goroutine while the test reads.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -286,11 +286,11 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
 	}
 	p.onStop(stopChanges)
-	stopFindings, err := redisstore.SubscribeFindings(ctx, p.c, prefix, p.engine.Occur)
+	findings, err := redisstore.SubscribeFindings(ctx, p.c, prefix, p.log, p.engine.Occur)
 	if err != nil {
 		return fmt.Errorf("subscribing to the findings of job expectations: %w", err)
 	}
-	p.onStop(stopFindings)
+	p.onStop(findings.Stop)
 	alerts, unsubscribe := p.engine.Subscribe()
 	done := make(chan struct{})
 	go func() { defer close(done); redisstore.PublishAlerts(ctx, p.c, prefix, alerts) }()
@@ -304,7 +304,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	p.onStop(stopCommands)
 	beat := redisstore.NewHeartbeat(p.c, prefix, "alert", p.id, cfg.Alert.Heartbeat.D()).WithClock(p.clock).WithStats(func() any {
 		return map[string]any{"leader": p.lease.Held(), "alert": p.engine.Stats(), "notifications": disp.Stats(), "outbox": p.outbox.Stats(),
-			"changes": changes.Stats()}
+			"changes": changes.Stats(), "findings": findings.Stats()}
 	})
 	if err := p.startService(ctx, "the heartbeat", beat); err != nil {
 		return err

@@ -19,7 +19,10 @@ import (
 // counts what it passed over in its heartbeat (changes.passedOver under
 // components.alert.processes in GET /api/v1/system). Before, it refused
 // the whole batch: every alert process not yet upgraded lost the
-// failures of each batch that held a change of a new kind.
+// failures of each batch that held a change of a new kind. The same for
+// a finding of a kind it does not know on <p>:findings, in each tenant:
+// passed over, logged and counted (findings.passedOver); before, it was
+// dropped without a word.
 func TestThreeProcessChangeOfANewerKindKeepsItsBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
@@ -54,23 +57,38 @@ func TestThreeProcessChangeOfANewerKindKeepsItsBatch(t *testing.T) {
 		Values: []any{"v", "1", "e", epoch, "m", mark, "b", batch}}).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// And on <p>:findings, a finding of a kind it does not know, in
+	// each tenant.
+	for _, tenant := range tenants {
+		finding := fmt.Sprintf(`{"t":%q,"j":"%s_lost","k":"paused_again","r":"%s_lost-9","at":%d}`, tenant, tenant, tenant, ts)
+		if err := c.Publish(ctx, d.prefix+":findings", finding).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
-	eventually(t, 30*time.Second, "the alert process's heartbeat counting 2 changes passed over", func() bool {
+	eventually(t, 30*time.Second, "the alert process's heartbeat counting 2 changes and 2 findings passed over", func() bool {
 		var sys struct {
 			Components struct {
 				Alert struct {
 					Processes []struct {
-						Stats struct{ Changes redisstore.FollowerStats }
+						Stats struct {
+							Changes  redisstore.FollowerStats
+							Findings redisstore.FindingsStats
+						}
 					}
 				}
 			}
 		}
 		d.do("", "GET", "/api/v1/system", "", &sys, 200)
 		ps := sys.Components.Alert.Processes
-		return len(ps) == 1 && ps[0].Stats.Changes.PassedOver == 2
+		return len(ps) == 1 && ps[0].Stats.Changes.PassedOver == 2 && ps[0].Stats.Findings.PassedOver == 2
 	})
 	d.alert.kill() // its log is complete
-	if !strings.Contains(d.alert.out.String(), `why="record kind \"paused\""`) {
-		t.Errorf("the alert process did not say it passed a change over:\n%s", d.alert.out.String())
+	out := d.alert.out.String()
+	if !strings.Contains(out, `why="record kind \"paused\""`) {
+		t.Errorf("the alert process did not say it passed a change over:\n%s", out)
+	}
+	if !strings.Contains(out, `msg="a finding of the bus does not read`) || !strings.Contains(out, `why="kind \"paused_again\""`) {
+		t.Errorf("the alert process did not say it passed a finding over:\n%s", out)
 	}
 }
