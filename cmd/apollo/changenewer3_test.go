@@ -24,14 +24,7 @@ import (
 // passed over, logged and counted (findings.passedOver); before, it was
 // dropped without a word.
 func TestThreeProcessChangeOfANewerKindKeepsItsBatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{})
 	d.putLostRules("_failed")
 	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // the alert process reads the log
 

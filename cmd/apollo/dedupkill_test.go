@@ -14,16 +14,9 @@ import (
 // the dedup window while the dead one had left no record of it anywhere:
 // nobody told it (docs/redis.md, "The dedup lock and the outbox").
 func TestThreeProcessKillAfterTheDedupLockIsTold(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
 	// A dedup window longer than the wait for a dead process's lease
 	// (15 s): the lock, not its end, decides who tells.
-	d := newDeployment(t, true, h, deployOptions{dedup: "5m", repeat: "5m"})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{dedup: "5m", repeat: "5m"})
 	d.putLostRules("_held")
 	held := t.TempDir()
 	cfg := filepath.Join(d.dir, "apollo.yaml")
@@ -66,14 +59,7 @@ func TestThreeProcessKillAfterTheDedupLockIsTold(t *testing.T) {
 // Before, what the engine owed was only in its memory in the
 // three-process mode: the saved state said told, and nobody told them.
 func TestThreeProcessKillBeforeTheDedupLockIsTold(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{dedup: "5m", repeat: "5m"})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{dedup: "5m", repeat: "5m"})
 	d.putLostRules("_held")
 	held := t.TempDir()
 	cfg := filepath.Join(d.dir, "apollo.yaml")

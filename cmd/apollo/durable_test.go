@@ -87,16 +87,10 @@ type deployOptions struct {
 	dedup string
 }
 
-// eachMode runs test against an all-in-one server and against the three
+// eachMode runs test against an all-in-one server, then against the three
 // processes (skipped without the test Redis).
 func eachMode(t *testing.T, opts deployOptions, test func(t *testing.T, d *deployment, h *hook)) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	// Each deployment has its own processes, data directory, Redis prefix
-	// and webhook: the tests run beside each other (the modes of one test
-	// run one after the other).
-	t.Parallel()
+	endToEnd(t)
 	for _, three := range []bool{false, true} {
 		name := "AllInOne"
 		if three {
@@ -104,10 +98,7 @@ func eachMode(t *testing.T, opts deployOptions, test func(t *testing.T, d *deplo
 		}
 		t.Run(name, func(t *testing.T) {
 			h := newHook(t)
-			d := newDeployment(t, three, h, opts)
-			d.start()
-			t.Cleanup(func() { d.logOnFailure() })
-			test(t, d, h)
+			test(t, startDeployment(t, three, h, opts), h)
 		})
 	}
 }
@@ -543,13 +534,7 @@ func TestPausesSurviveKill(t *testing.T) {
 // was reconnecting to Redis) catches up from the saved rules within an
 // evaluation interval: what it evaluates is what the bus shows.
 func TestAlertProcessCatchesUpWithSavedRules(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
+	d, h := startThreeProcesses(t, deployOptions{})
 	c, err := redisstore.Open(redisURL(t))
 	if err != nil {
 		t.Fatal(err)

@@ -91,10 +91,7 @@ func (d *deployment) hookQueued() int64 {
 // a storm past queue_size, found it full and was dropped).
 func TestOneTenantsStormDoesNotCrowdOutAnother(t *testing.T) {
 	const storm = 60
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	for _, three := range []bool{false, true} {
 		name := "AllInOne"
 		if three {
@@ -102,9 +99,7 @@ func TestOneTenantsStormDoesNotCrowdOutAnother(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			g := newGatedHook(t)
-			d := newDeployment(t, three, g.hook, deployOptions{hook: "    timeout: 5m\n", repeat: "1h"})
-			d.start()
-			t.Cleanup(d.logOnFailure)
+			d := startDeployment(t, three, g.hook, deployOptions{hook: "    timeout: 5m\n", repeat: "1h"})
 
 			d.do("acme", "PUT", "/api/v1/rules", `RULE acme_each task_prefix: "acme_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: hook`+"\n", nil, 200)
 			d.do("globex", "PUT", "/api/v1/rules", `RULE globex_first task_prefix: "globex_a_" ON: failed NOTIFY: hook
@@ -195,14 +190,9 @@ RULE globex_second task_prefix: "globex_b_" ON: failed NOTIFY: hook
 // each tenant held queue_size, with nothing bounding the channel.
 func TestChannelQueueTotalOverflowsTheLongestTenantFirst(t *testing.T) {
 	const storm = 10
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	g := newGatedHook(t)
-	d := newDeployment(t, false, g.hook, deployOptions{hook: "    timeout: 5m\n    queue_size: 4\n    queue_total: 6\n", repeat: "1h"})
-	d.start()
-	t.Cleanup(d.logOnFailure)
+	d := startDeployment(t, false, g.hook, deployOptions{hook: "    timeout: 5m\n    queue_size: 4\n    queue_total: 6\n", repeat: "1h"})
 	for _, tenant := range tenants {
 		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_each task_prefix: "%[1]s_job" BY: name WINDOW: 5m THRESHOLD: failed >= 1 NOTIFY: hook`+"\n", tenant), nil, 200)
 	}

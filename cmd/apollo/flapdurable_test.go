@@ -16,14 +16,7 @@ import (
 // <p>:findings alone, which keeps nothing for a process that does not
 // listen: ON: flapping never fired.
 func TestThreeProcessFlappingWhileTheAlertProcessIsDownIsTold(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{})
 	want := map[string]string{}
 	for _, tenant := range tenants {
 		want[tenant] = tenant + "_flapping"

@@ -43,14 +43,7 @@ func TestThreeProcessFailureAcceptedJustBeforeABusKillIsTold(t *testing.T) {
 // feed was a Redis channel, which keeps nothing for a process that does
 // not listen.
 func TestThreeProcessFailuresWhileTheAlertProcessIsDownAreTold(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{})
 	d.putLostRules("_failed")
 	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // the alert process hears the bus
 	sent := d.feedSent()
@@ -87,14 +80,7 @@ func (d *deployment) feedSent() int64 {
 // tells them no second time (the dedup window is 1 s here: the lock
 // cannot be what holds them back once the state was saved).
 func TestThreeProcessHAAlertRestartTellsOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{})
 	d.putLostRules("_failed")
 	cfg := filepath.Join(d.dir, "apollo.yaml")
 	other := startProc(t, "apollo alert ", "alert", "--config", cfg)

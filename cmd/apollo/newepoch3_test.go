@@ -25,14 +25,7 @@ import (
 // tells nothing again. With the alert process given no forget, the new
 // log's failures were passed over as heard.
 func TestThreeProcessBusOnANewDataDirectoryKeepsTheAlerts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{repeat: "1h"})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{repeat: "1h"})
 	rates := map[string]string{}
 	for _, tenant := range tenants {
 		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_rate task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: failed >= 1 NOTIFY: hook

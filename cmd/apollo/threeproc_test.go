@@ -224,10 +224,7 @@ func checkScenario(t *testing.T, addr string, h *hook) {
 
 // The scenario on the all-in-one server: no other service.
 func TestScenarioAllInOne(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	h := newHook(t)
 	dir := writeScenario(t, h.srv.URL, "", "")
 	srv := startApollo(t, "server", "--config", filepath.Join(dir, "apollo.yaml"), "--data", filepath.Join(dir, "data"),
@@ -241,10 +238,7 @@ func TestScenarioAllInOne(t *testing.T) {
 // tests run beside each other.
 func threeProcesses(t *testing.T, name string) (h *hook, dir, cfg string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	redis := redisURL(t)
 	_, prefix := redistest.Client(t)
 	h = newHook(t)
