@@ -246,10 +246,17 @@ func threeProcesses(t *testing.T, name string) (h *hook, dir, cfg string) {
 	return h, dir, filepath.Join(dir, "apollo.yaml")
 }
 
+// startScenarioBus starts the bus of a test of threeProcesses, on the
+// scenario's data directory, and waits until it serves.
+func startScenarioBus(t *testing.T, dir, cfg string) *proc {
+	t.Helper()
+	return startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+}
+
 // The scenario on the three processes around the machine's Redis.
 func TestScenarioThreeProcesses(t *testing.T) {
 	h, dir, cfg := threeProcesses(t, "3p")
-	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	bus := startScenarioBus(t, dir, cfg)
 	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
 	startProc(t, "apollo sched: ", "sched", "--jobs", filepath.Join(dir, "jobs.yaml"), "--server", "http://"+bus.addr,
 		"--state", filepath.Join(dir, "sched"))
@@ -273,7 +280,7 @@ func TestAlertHAKilledMidStorm(t *testing.T) {
 	h, dir, cfg := threeProcesses(t, "ha")
 	rules := filepath.Join(dir, "storm.txt")
 	os.WriteFile(rules, []byte(`RULE storm task_prefix: "batch_" ON: failed GROUP_WINDOW: 4s NOTIFY: hook`+"\n"), 0o644)
-	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	bus := startScenarioBus(t, dir, cfg)
 	a1 := startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", rules)
 	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", rules)
 	storm := func(round, n int) {
@@ -335,14 +342,13 @@ func TestAlertHAKilledMidStorm(t *testing.T) {
 // apollo_component_down; stop the alert processes and the bus shows it.
 func TestComponentDown(t *testing.T) {
 	h, dir, cfg := threeProcesses(t, "down")
-	busArgs := []string{"bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}
-	bus := startApollo(t, busArgs...)
+	bus := startScenarioBus(t, dir, cfg)
 	alertProc := startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
 	bus.term(t)
 	h.await(t, 30*time.Second, "component down", func(p webhook.ApolloPayload) bool {
 		return strings.Contains(p.Alert.Rule, "apollo_component_down") && strings.Contains(p.Alert.Summary, "no bus process")
 	})
-	bus = startApollo(t, busArgs...)
+	bus = startScenarioBus(t, dir, cfg)
 	alertProc.term(t)
 	eventually(t, 30*time.Second, "the bus showing the alert process down", func() bool {
 		var sys map[string]any
@@ -372,7 +378,7 @@ func TestBusRefusalsRaiseSelfAlert(t *testing.T) {
 	h, dir, cfg := threeProcesses(t, "refuse")
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, append(b, "limits:\n  tasks: 1\n"...), 0o644)
-	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	bus := startScenarioBus(t, dir, cfg)
 	startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt"))
 	resp, err := http.Post("http://"+bus.addr+"/api/v1/events", "application/json",
 		strings.NewReader(`[{"taskID":"a","sequence":1,"status":"running","ts":1764400000001},{"taskID":"b","sequence":1,"status":"running","ts":1764400000001}]`))
@@ -396,7 +402,7 @@ func TestKilledComponentsAreNotified(t *testing.T) {
 	h, dir, cfg := threeProcesses(t, "killed")
 	jobs := filepath.Join(dir, "quiet.yaml")
 	os.WriteFile(jobs, []byte("jobs:\n  - name: hourly\n    schedule: \"@every 1h\"\n    command: [\"true\"]\n"), 0o644)
-	bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	bus := startScenarioBus(t, dir, cfg)
 	alertArgs := []string{"alert", "--config", cfg, "--rules", filepath.Join(dir, "rules.txt")}
 	down := func(kind, from string) webhook.ApolloPayload {
 		t.Helper()
