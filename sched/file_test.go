@@ -233,6 +233,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("- a\n- b\n"))
 	f.Add([]byte("jobs:\n  - &a {name: a, schedule: \"@daily\", command: [x]}\n  - *a\n"))
 	f.Add([]byte("jobs: []\n---\nx: 1\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    command: [\"x\x1b[2J\"]\n"))
+	f.Add([]byte("jobs:\r\n  - name: \"\u00e9\xff\"\r\n"))
+	f.Add([]byte("jobs:\n  - {name: a, schedule: \"@every 2562047h\", command: [x], retries: 9223372036854775807, timeout: 9223372036854775807ns}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		file, err := Parse("f.yaml", src)
 		if err != nil {
