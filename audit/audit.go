@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,9 @@ type Options struct {
 	Logger         *slog.Logger // default slog.Default()
 
 	afterTick func() // test seam: called after each tick of the flush loop
+	// space tells the free and total bytes of dir's filesystem; default
+	// diskSpace (test seam).
+	space func(dir string) (avail, size uint64, err error)
 }
 
 func (o Options) withDefaults() Options {
@@ -101,6 +105,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.space == nil {
+		o.space = diskSpace
 	}
 	return o
 }
@@ -117,8 +124,8 @@ type Log struct {
 	tenants map[string]*ring
 	server  *ring // entries with a Count: see Entry
 	fails   failures
-	file    *file // the tenants' entries; nil: memory only
-	sfile   *file // the server's own entries (failures); nil: memory only
+	files   map[string]*file // each tenant's entries, by tenant; nil: memory only
+	sfile   *file            // the server's own entries (failures); nil: memory only
 	stop    chan struct{}
 	done    chan struct{}
 	closed  bool
@@ -131,8 +138,9 @@ func NewMemory(n int, clock apollo.Clock) *Log {
 	return l
 }
 
-// Open returns a log; with opts.Dir it also appends to Dir/audit.jsonl,
-// and first reads back the entries of the two newest files, so that GET
+// Open returns a log; with opts.Dir it also appends each tenant's entries
+// to its file in Dir (tenantFileName), and first reads back the entries
+// of the two newest files of each tenant and of the server, so that GET
 // /api/v1/audit shows after a restart what it showed before. Close stops
 // it.
 func Open(opts Options) (*Log, error) {
@@ -145,20 +153,32 @@ func Open(opts Options) (*Log, error) {
 		// holds the failures of its file and the gaps of both).
 		var read []*Entry
 		collect := func(e *Entry) { read = append(read, e) }
-		f, err := openFile(opts, fileName, l.log, collect)
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		names, err := tenantFiles(opts.Dir)
 		if err != nil {
 			return nil, err
 		}
+		l.files = map[string]*file{}
+		for tenant, name := range names {
+			f, err := openFile(opts, name, l.log, collect)
+			if err != nil {
+				l.closeFiles()
+				return nil, err
+			}
+			l.files[tenant] = f
+		}
 		sf, err := openFile(opts, serverFileName, l.log, collect)
 		if err != nil {
-			f.close()
+			l.closeFiles()
 			return nil, err
 		}
 		slices.SortStableFunc(read, func(a, b *Entry) int { return a.At.Compare(b.At) })
 		for _, e := range read {
 			l.keep(e)
 		}
-		l.file, l.sfile = f, sf
+		l.sfile = sf
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
 		go l.flushLoop()
 	}
@@ -240,12 +260,15 @@ func (l *Log) endInterval(now time.Time) {
 	}
 }
 
-// write appends e to its file: the tenants' or, for an entry with a
+// write appends e to its file: its tenant's or, for an entry with a
 // Count, the server's. Called with mu held.
 func (l *Log) write(e *Entry) {
-	f := l.file
-	if e.Count > 0 {
-		f = l.sfile
+	if l.files == nil {
+		return
+	}
+	f := l.sfile
+	if e.Count == 0 {
+		f = l.tenantFile(e.Tenant)
 	}
 	if f == nil {
 		return
@@ -253,6 +276,35 @@ func (l *Log) write(e *Entry) {
 	if gap := f.write(e, l.opts.Clock.Now()); gap != nil {
 		l.server.add(gap)
 	}
+}
+
+// tenantFile is the file of a tenant's entries, opened at its first
+// entry; nil when it cannot be (said in the log: the entry stays in
+// memory). Called with mu held.
+func (l *Log) tenantFile(tenant string) *file {
+	if f := l.files[tenant]; f != nil {
+		return f
+	}
+	f, err := openFile(l.opts, tenantFileName(tenant), l.log, func(*Entry) {})
+	if err != nil {
+		l.log.Error("audit: a tenant's audit file cannot be opened; its entries are kept in memory only", "tenant", tenant, "err", err)
+		return nil
+	}
+	l.files[tenant] = f
+	return f
+}
+
+// closeFiles closes every file. Called with mu held, or before l is shared.
+func (l *Log) closeFiles() error {
+	var errs []error
+	for _, f := range l.files {
+		errs = append(errs, f.close())
+	}
+	if l.sfile != nil {
+		errs = append(errs, l.sfile.close())
+	}
+	l.files, l.sfile = nil, nil
+	return errors.Join(errs...)
 }
 
 // flushLoop ends failure intervals on time even when nothing else is
@@ -311,10 +363,5 @@ func (l *Log) Close() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.file == nil {
-		return nil
-	}
-	err := errors.Join(l.file.close(), l.sfile.close())
-	l.file, l.sfile = nil, nil
-	return err
+	return l.closeFiles()
 }

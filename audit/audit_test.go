@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,12 +33,25 @@ func openT(t *testing.T, o Options) *Log {
 	return l
 }
 
-// fileEntries reads every entry of the tenants' audit files in dir, oldest
-// file first.
+// fileEntries reads every entry of the tenants' audit files in dir, each
+// tenant's oldest file first, in time order.
 func fileEntries(t *testing.T, dir string) []Entry {
 	t.Helper()
-	return entriesOf(t, dir, fileName)
+	names, err := tenantFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Entry
+	for _, name := range names {
+		out = append(out, entriesOf(t, dir, name)...)
+	}
+	slices.SortStableFunc(out, func(a, b Entry) int { return a.At.Compare(b.At) })
+	return out
 }
+
+// tenantPath is the path of a tenant's audit file i (0: the one written
+// now).
+func tenantPath(dir, tenant string, i int) string { return filePath(dir, tenantFileName(tenant), i) }
 
 // serverEntries reads every entry of the server's own audit files in dir.
 func serverEntries(t *testing.T, dir string) []Entry {
@@ -144,12 +158,14 @@ func TestFloodDoesNotEvictTenants(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(pathOf(dir, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Size() > 64<<10 {
-		t.Errorf("the audit file is %d bytes after the flood", st.Size())
+	for _, tenant := range []string{"a", "b"} {
+		st, err := os.Stat(tenantPath(dir, tenant, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > 64<<10 {
+			t.Errorf("tenant %s's audit file is %d bytes after the flood", tenant, st.Size())
+		}
 	}
 }
 
@@ -264,7 +280,7 @@ func TestRotationBoundsTheFiles(t *testing.T) {
 	}
 	var total int64
 	for i := 0; i <= files; i++ {
-		st, err := os.Stat(pathOf(dir, i))
+		st, err := os.Stat(tenantPath(dir, "a", i))
 		if err != nil {
 			t.Fatalf("file %d: %v", i, err)
 		}
@@ -273,7 +289,7 @@ func TestRotationBoundsTheFiles(t *testing.T) {
 		}
 		total += st.Size()
 	}
-	if _, err := os.Stat(pathOf(dir, files+1)); !os.IsNotExist(err) {
+	if _, err := os.Stat(tenantPath(dir, "a", files+1)); !os.IsNotExist(err) {
 		t.Errorf("a rotated file past the %d kept: %v", files, err)
 	}
 	got := fileEntries(t, dir)
@@ -289,7 +305,8 @@ func TestRotationBoundsTheFiles(t *testing.T) {
 
 // What was recorded is listed again after a crash (no Close), per tenant;
 // a line cut short by the crash is dropped and the next entry starts a
-// line of its own.
+// line of its own. Entries an earlier release wrote to audit.jsonl for
+// every tenant are listed for their tenants too.
 func TestReopenAfterCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -298,26 +315,33 @@ func TestReopenAfterCrash(t *testing.T) {
 	l.Record(Entry{Tenant: "a", Actor: "ops-a", Action: "task.correct", Target: "t1"})
 	l.Record(Entry{Tenant: "b", Actor: "ops-b", Action: "silence.add", Target: "s1"})
 	crashed := t.TempDir() // the files as a kill -9 leaves them: nothing is buffered
-	data, err := os.ReadFile(pathOf(dir, 0))
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	cut := `{"at":"2026-01-01T00:00:00Z","tenant":"a","act`
+	f, err := os.OpenFile(tenantPath(crashed, "a", 0), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pathOf(crashed, 0), append(data, `{"at":"2026-01-01T00:00:00Z","tenant":"a","act`...), 0o600); err != nil {
+	f.WriteString(cut)
+	f.Close()
+	older := `{"at":"1970-01-01T00:15:00Z","tenant":"b","actor":"ops-b","action":"rules.update"}` + "\n"
+	if err := os.WriteFile(pathOf(crashed, 1), []byte(older), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	l2 := openT(t, Options{Dir: crashed, Clock: clock})
 	if got := l2.List("a", 10); len(got) != 1 || got[0].Target != "t1" {
 		t.Errorf("tenant a after the crash: %+v", got)
 	}
-	if got := l2.List("b", 10); len(got) != 1 || got[0].Target != "s1" {
-		t.Errorf("tenant b after the crash: %+v", got)
+	if got := actions(l2.List("b", 10)); got != "silence.add rules.update" {
+		t.Errorf("tenant b after the crash lists %q, want its entry and the one of the older release's file", got)
 	}
 	l2.Record(Entry{Tenant: "a", Actor: "ops-a", Action: "alert.ack", Target: "x"})
 	if err := l2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := actions(fileEntries(t, crashed)); got != "task.correct silence.add alert.ack" {
-		t.Errorf("file after the crash and one more entry: %q", got)
+	if got := actions(entriesOf(t, crashed, tenantFileName("a"))); got != "task.correct alert.ack" {
+		t.Errorf("tenant a's file after the crash and one more entry: %q", got)
 	}
 }
 
@@ -329,14 +353,14 @@ func TestReserveKeepsTheDiskForTheLog(t *testing.T) {
 	dir := t.TempDir()
 	clock := apollo.NewFakeClock(time.Unix(1000, 0))
 	var logs bytes.Buffer // written by Record, on this goroutine: the clock never ticks
-	l := openT(t, Options{Dir: dir, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	var mu sync.Mutex
 	avail := uint64(1 << 30)
-	l.file.space = func(string) (uint64, uint64, error) {
+	space := func(string) (uint64, uint64, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return avail, 100 << 20, nil // a 100 MiB disk: 10 MiB reserved
 	}
+	l := openT(t, Options{Dir: dir, Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil)), space: space})
 	setAvail := func(n uint64) { mu.Lock(); avail = n; mu.Unlock() }
 	l.Record(Entry{Tenant: "a", Actor: "ops", Action: "a1"})
 	setAvail(10<<20 - 1)
@@ -401,4 +425,39 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("the entry after the fuzzed content reads back as %+v", got)
 		}
 	})
+}
+
+// Every tenant's file name is one a filesystem takes (no separator, at
+// most 255 bytes), names that tenant alone even where case does not count,
+// and reads back as the tenant.
+func TestTenantFileNames(t *testing.T) {
+	t.Parallel()
+	tenants := []string{"acme", "Acme", "ACME", "a-b_c", "../etc", "a/b", "tenant-x.jsonl", ".", "東京",
+		"x" + strings.Repeat("é", 63), strings.Repeat("z", 128), "a b"}
+	seen := map[string]string{}
+	for _, tenant := range tenants {
+		name := tenantFileName(tenant)
+		if strings.ContainsAny(name, "/\\\x00") || len(name)+len(".3") > 255 || name == fileName || name == serverFileName {
+			t.Errorf("tenant %q: file name %q", tenant, name)
+		}
+		if other, dup := seen[strings.ToLower(name)]; dup {
+			t.Errorf("tenants %q and %q share the file name %q (case aside)", other, tenant, name)
+		}
+		seen[strings.ToLower(name)] = tenant
+		if back, ok := tenantOfFile(name); !ok || back != tenant {
+			t.Errorf("tenant %q: file %q reads back as %q, %v", tenant, name, back, ok)
+		}
+	}
+	dir := t.TempDir()
+	l := openT(t, Options{Dir: dir})
+	for _, tenant := range tenants {
+		l.Record(Entry{Tenant: tenant, Actor: "ops", Action: "silence.add", Target: tenant})
+	}
+	l.Close()
+	l = openT(t, Options{Dir: dir})
+	for _, tenant := range tenants {
+		if got := l.List(tenant, 10); len(got) != 1 || got[0].Target != tenant {
+			t.Errorf("tenant %q lists %+v after a reopen", tenant, got)
+		}
+	}
 }

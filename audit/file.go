@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,19 +10,82 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// The tenants' entries go to fileName; the server's own (failures of
+// The default tenant's entries go to fileName, every other tenant's to
+// files of its own (tenantFileName), and the server's own (failures of
 // unknown callers, counted per source and minute) to serverFileName. Were
 // they one file, a caller with no token could rotate the tenants' entries
-// off the disk, and out of the list after a restart, by failing once a
-// minute with a long path.
+// off the disk, and out of the list after a restart or a restore, by
+// failing once a minute with a long path; and a tenant's admin, by acting
+// often, could rotate another tenant's. fileName held every tenant's
+// entries before: those are read back as ever, and age out as the default
+// tenant's own entries rotate it.
 const (
 	fileName       = "audit.jsonl"
 	serverFileName = "server.jsonl"
 )
+
+// Tenant files are named "tenant-NAME.jsonl" when the name is plain (what
+// most are: it reads in ls), otherwise "tenant.B32.jsonl" with the name in
+// lower-case base32 (the extended hex alphabet: no '.' or '-'), which fits
+// any name of at most 128 bytes in a file name on any filesystem, case
+// sensitive or not.
+var (
+	plainTenant = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
+	tenantB32   = base32.HexEncoding.WithPadding(base32.NoPadding)
+)
+
+// tenantFileName is the file of a tenant's entries.
+func tenantFileName(tenant string) string {
+	switch {
+	case tenant == "":
+		return fileName
+	case plainTenant.MatchString(tenant):
+		return "tenant-" + tenant + ".jsonl"
+	}
+	return "tenant." + strings.ToLower(tenantB32.EncodeToString([]byte(tenant))) + ".jsonl"
+}
+
+// tenantFiles returns the tenants' files found in dir (rotated ones by the
+// file they were rotated from), by tenant, the default tenant's included.
+func tenantFiles(dir string) (map[string]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	found := map[string]string{"": fileName}
+	for _, e := range ents {
+		name := e.Name()
+		if i := strings.Index(name, ".jsonl"); i > 0 {
+			name = name[:i+len(".jsonl")]
+		}
+		if tenant, ok := tenantOfFile(name); ok && tenantFileName(tenant) == name {
+			found[tenant] = name
+		}
+	}
+	return found, nil
+}
+
+// tenantOfFile is the tenant whose file name is, if it is one.
+func tenantOfFile(name string) (string, bool) {
+	base, ok := strings.CutSuffix(name, ".jsonl")
+	if !ok {
+		return "", false
+	}
+	if t, ok := strings.CutPrefix(base, "tenant-"); ok {
+		return t, true
+	}
+	if enc, ok := strings.CutPrefix(base, "tenant."); ok {
+		b, err := tenantB32.DecodeString(strings.ToUpper(enc))
+		return string(b), err == nil && len(b) > 0
+	}
+	return "", false
+}
 
 // reserveFor is the free space the audit file leaves to the write-ahead
 // log on a filesystem of size bytes: a tenth of it, at most 64 MiB. The
@@ -44,7 +108,8 @@ type file struct {
 	why     string // why the last of them was not
 }
 
-// pathOf is the path of the tenants' file i (0: the one written now).
+// pathOf is the path of the default tenant's file i (0: the one written
+// now).
 func pathOf(dir string, i int) string { return filePath(dir, fileName, i) }
 
 func filePath(dir, name string, i int) string {
@@ -86,7 +151,7 @@ func openFile(o Options, name string, log *slog.Logger, keep func(*Entry)) (*fil
 		f.Close()
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	return &file{dir: o.Dir, name: name, limit: o.FileBytes, keep: o.Files, f: f, size: st.Size(), space: diskSpace, log: log}, nil
+	return &file{dir: o.Dir, name: name, limit: o.FileBytes, keep: o.Files, f: f, size: st.Size(), space: o.space, log: log}, nil
 }
 
 // load gives keep every entry of the file at path and returns the length

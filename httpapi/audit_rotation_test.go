@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,72 @@ func TestAuditFailuresDoNotRotateTenantsOut(t *testing.T) {
 	}
 	if size > 2*2*(4<<10) {
 		t.Errorf("the audit files hold %d bytes, over two sets of two 4 KiB files", size)
+	}
+}
+
+// One tenant's actions cannot push another tenant's out of the audit
+// files either. Every tenant's entries went to one set of files: a
+// tenant's admin correcting runs with long reasons rotated the files over,
+// the other tenant's correction was gone from the disk, and after a
+// restart (here: a kill -9, the files as they were; or a restore from a
+// backup of them) that tenant's admin listed nothing, while its entries in
+// memory had been kept apart all along. Each tenant now has files of its
+// own.
+func TestAuditOfOneTenantDoesNotRotateAnothersOut(t *testing.T) {
+	t.Parallel()
+	b, err := bus.New(bus.Options{Workers: 1, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(context.Background())
+	t.Cleanup(func() { b.Stop(context.Background()) })
+	secrets, toks := adminTokens(t)
+	serve := func(dir string) *httptest.Server {
+		l, err := audit.Open(audit.Options{Dir: dir, Entries: 100, FileBytes: 4 << 10, Files: 1, Logger: discardLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(New(Options{Bus: b, Auth: NewTokenAuth(toks), Audit: l, Logger: discardLogger}))
+		t.Cleanup(func() { srv.Close(); l.Close() })
+		return srv
+	}
+	dir := filepath.Join(t.TempDir(), "audit")
+	srv := serve(dir)
+	correct := func(tenant, id, reason string) {
+		t.Helper()
+		tok := secrets[tenant]
+		if st, body := callAs(t, "POST", srv.URL+"/api/v1/events", tok, `{"taskID":"`+id+`","sequence":1,"status":"running","ts":1764400000000}`); st != 200 {
+			t.Fatalf("seeding tenant %s: %d %s", tenant, st, body)
+		}
+		if st, body := callAs(t, "POST", srv.URL+"/api/v1/tasks/"+id+"/status", tok, `{"status":"success","reason":"`+reason+`"}`); st != 200 {
+			t.Fatalf("correcting in tenant %s: %d %s", tenant, st, body)
+		}
+	}
+	correct("a", "run-a", "checked a")
+	// Tenant b: 40 corrections of about 750 bytes, five times what its
+	// files may hold.
+	for i := range 40 {
+		correct("b", "run-b-"+strconv.Itoa(i), strings.Repeat("b", 600))
+	}
+
+	crashed := filepath.Join(t.TempDir(), "audit")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	srv = serve(crashed)
+	if st, body := callAs(t, "GET", srv.URL+"/api/v1/audit?limit=100", secrets["a"], ""); st != 200 || !strings.Contains(body, `"target":"run-a"`) {
+		t.Errorf("after the restart, tenant a's admin lists %d %s; want its correction", st, body)
+	}
+	if st, body := callAs(t, "GET", srv.URL+"/api/v1/audit?limit=100", secrets["b"], ""); st != 200 || !strings.Contains(body, `"target":"run-b-39"`) || strings.Contains(body, "run-a") {
+		t.Errorf("after the restart, tenant b's admin lists %d %s; want its last correction and none of a's", st, body)
+	}
+	var size int64
+	ents, _ := os.ReadDir(crashed)
+	for _, e := range ents {
+		info, _ := e.Info()
+		size += info.Size()
+	}
+	if size > 2*2*(4<<10) {
+		t.Errorf("the audit files hold %d bytes, over two tenants' sets of two 4 KiB files", size)
 	}
 }
