@@ -49,6 +49,7 @@ func main() {
 	short := flag.Bool("short", false, "smoke run: 20k tasks and 20k events, 1 repeat")
 	against := flag.String("against", "", "instead of (a)-(c): replay one killed log with this checkout's build and this apollo binary side by side, -repeat rounds, and print the CPU ratios")
 	per := flag.Int("per", 1, "with -against: events per task in the log (1: a pending event each; 3: pending, running, success)")
+	apart := flag.Bool("apart", false, "with -against: replay one build after the other instead of both at once (on a quiet machine: what shows two cores working on one replay at once)")
 	keep := flag.String("keep", "", "with -against: also copy the killed log into this directory, for profiling by hand")
 	flag.Parse()
 	if *against != "" {
@@ -57,7 +58,7 @@ func main() {
 		defer os.RemoveAll(tmp)
 		bin, err := harness.Build(context.Background(), "..", tmp)
 		check(err)
-		check(pairs(bin, *against, *events, *per, *repeat, *keep))
+		check(pairs(bin, *against, *events, *per, *repeat, *keep, *apart))
 		return
 	}
 	var sizes []int

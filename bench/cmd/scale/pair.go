@@ -21,7 +21,7 @@ import (
 //
 // keep, when set, is where the killed log is copied for profiling by hand
 // (perf record of `apollo server --data keep/data --config keep/apollo.yaml`).
-func pairs(bin, other string, n, per, rounds int, keep string) error {
+func pairs(bin, other string, n, per, rounds int, keep string, apart bool) error {
 	p, err := harness.Start(bin, harness.Options{Args: []string{"server", "--fsync", "off"}, Config: scaleConfig})
 	if err != nil {
 		return err
@@ -38,8 +38,12 @@ func pairs(bin, other string, n, per, rounds int, keep string) error {
 		}
 		fmt.Fprintf(os.Stderr, "scale: the killed log of %d events is in %s\n", n, keep)
 	}
-	fmt.Printf("## Replay side by side\n\nCommand: `go run ./cmd/scale -against %s -repeat %d -events %d -per %d`\n\n", other, rounds, n, per)
-	fmt.Printf("One log of %d events, %d to a task, written by this checkout's build and killed; each round, both builds replay a copy of it at the same time. Load average before: %s.\n\n", n, per, harness.LoadAvg())
+	fmt.Printf("## Replay side by side\n\nCommand: `go run ./cmd/scale -against %s -repeat %d -events %d -per %d -apart=%v`\n\n", other, rounds, n, per, apart)
+	how := "at the same time"
+	if apart {
+		how = "one after the other, taking turns to go first"
+	}
+	fmt.Printf("One log of %d events, %d to a task, written by this checkout's build and killed; each round, both builds replay a copy of it %s. Load average before: %s.\n\n", n, per, how, harness.LoadAvg())
 	fmt.Println("| round | this: replay s | this: events/s | this: CPU s | other: replay s | other: CPU s | CPU other ÷ this | replay s other ÷ this |\n|---|---|---|---|---|---|---|---|")
 	var cpuRatios, secRatios []float64
 	for round := range rounds {
@@ -55,6 +59,9 @@ func pairs(bin, other string, n, per, rounds int, keep string) error {
 			if err := copyDir(p.Dir, dir); err != nil {
 				return err
 			}
+			if apart { // one after the other, this build first in odd rounds
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -62,6 +69,23 @@ func pairs(bin, other string, n, per, rounds int, keep string) error {
 			}()
 		}
 		wg.Wait()
+		if apart {
+			order := []int{0, 1}
+			if round%2 == 1 {
+				order = []int{1, 0}
+			}
+			for _, i := range order {
+				dir, err := os.MkdirTemp("", "apollo-bench-pair-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				if err := copyDir(p.Dir, dir); err != nil {
+					return err
+				}
+				res[i], errs[i] = replay([]string{bin, other}[i], dir, n)
+			}
+		}
 		for _, err := range errs {
 			if err != nil {
 				return err
