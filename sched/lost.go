@@ -157,13 +157,26 @@ const lostError = "the scheduler stopped without stopping this run (killed, cras
 // one that the last scheduler did send makes it a duplicate the server
 // ignores. Lost runs are not retried, and the jobs after them in their
 // chain do not run. s.mu is held.
-func (s *Scheduler) settleLostLocked(runs map[string]savedRun) {
+//
+// Each settled run stays in the state file until its event is delivered,
+// as a run that ends does (untrack): it returns whether some wait for
+// that (settleDelivered). A run gone from the file at once was lost for
+// good by a second kill in the moments after the start, its event still
+// in the reporter's memory (TestSettledRunStaysUntilDelivered).
+func (s *Scheduler) settleLostLocked(runs map[string]savedRun) (waiting bool) {
+	_, deliveredKnown := s.rep.to.(flusher)
 	for id, sr := range runs {
 		js := s.jobs[sr.Job]
 		if js == nil {
 			js = &jobState{name: sr.Job} // removed from the file since
 		}
 		t := &task{id: id, js: js, seq: max(sr.Seq-1, 0)}
+		if s.state != nil && deliveredKnown {
+			r := &run{js: js} // stands for the lost run in live until delivered
+			s.live[r] = liveRun{task: id, savedRun: sr}
+			s.delivering = append(s.delivering, r)
+			waiting = true
+		}
 		if !sr.Started {
 			s.emitLocked(t, s.skipEvent(t, "scheduler stopped"))
 			continue
@@ -178,5 +191,21 @@ func (s *Scheduler) settleLostLocked(runs map[string]savedRun) {
 		s.log.Warn("sched: a run the last scheduler lost is reported failed", "task", id,
 			"leftovers", fmt.Sprintf("process group %d killed: %v", sr.Group, killed))
 		s.emitLocked(t, ev)
+	}
+	return waiting
+}
+
+// settleDelivered waits, as untrack does, for the settling events of the
+// runs settleLostLocked kept to be delivered, then saves them out of the
+// state file.
+func (s *Scheduler) settleDelivered() {
+	f, _ := s.rep.to.(flusher)
+	s.mu.Lock()
+	start := !s.awaiting
+	s.awaiting = true
+	s.mu.Unlock()
+	if start {
+		s.flushes.Add(1)
+		go s.awaitDelivery(f)
 	}
 }

@@ -57,3 +57,70 @@ jobs:
 		time.Sleep(10 * time.Millisecond) // polling the file: nothing to wait on
 	}
 }
+
+// A run that the last scheduler left in progress stays in the state file
+// until its settling event is delivered, as a run that ends does: a second
+// kill -9 in the moments after the start, the settling event still in the
+// reporter's memory, had the run already gone from the file, so nothing
+// settled it again and the server showed it running until its timeout.
+func TestSettledRunStaysUntilDelivered(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const id = "a@20240101T000000Z#1"
+	left := `{"version":1,"runs":{"` + id + `":{"job":"a","attempt":1,"seq":3,"started":true}}}`
+	if err := os.WriteFile(filepath.Join(dir, stateFileName), []byte(left), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := "jobs:\n  - name: a\n    schedule: \"@yearly\"\n    command: [x]\n"
+	clock := apollo.NewFakeClock(t0)
+	rec := newRecorder()
+	rep := &slowFlusher{recorder: rec, release: make(chan struct{})}
+	s, err := newScheduler(mustParse(t, src), Options{Clock: clock, Reporter: rep, Logger: quietLogger(), StateDir: dir}, newFakeRunner(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.Stop(ctx)
+	}()
+	rec.waitFor(t, id, apollo.StatusFailed)
+	// What a kill -9 now leaves: the settling event sent, not delivered.
+	b, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	if err != nil || !strings.Contains(string(b), id) {
+		t.Fatalf("the settled run left the state file before its event was delivered: %s %v", b, err)
+	}
+	// The next scheduler on what the kill left settles the run again.
+	dir2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir2, stateFileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec2 := newRecorder()
+	s2, err := newScheduler(mustParse(t, src), Options{Clock: clock, Reporter: rec2, Logger: quietLogger(), StateDir: dir2}, newFakeRunner(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec2.waitFor(t, id, apollo.StatusFailed)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s2.Stop(ctx)
+	// Once delivered, the run leaves the file.
+	close(rep.release)
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, stateFileName))
+		if err == nil && !strings.Contains(string(b), id) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the settled run is still in the state file %v after its event was delivered: %s %v", wait, b, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the file: nothing to wait on
+	}
+}

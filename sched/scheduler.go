@@ -218,10 +218,13 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 		s.started = true
 		s.restorePauses(saved.Jobs)
-		s.settleLostLocked(saved.Runs) // before catch-up starts new runs
+		settling := s.settleLostLocked(saved.Runs) // before catch-up starts new runs
 		s.catchUp(saved.Jobs, s.clock.Now())
 		s.mu.Unlock()
 		s.saveState()
+		if settling {
+			s.settleDelivered()
+		}
 		s.life.Go(func(context.Context) error { s.loop(); return nil })
 		return nil
 	})
