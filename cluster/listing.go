@@ -24,6 +24,18 @@ import (
 // List returns the tasks in memory on every node that match f, in the
 // bus's listing order, like bus.Bus.List over one bus; the cursor is the
 // bus's own.
+//
+// A page holds limit tasks whenever more follow, and its cursor passes
+// over none, even where some tasks are not shown: in a rolling upgrade
+// an owner of a newer build may answer tasks of a status this node cannot
+// name (decodeReply). Those keep their place in the order all the same
+// (listFrom), and when too few tasks are left to show, the node asks for
+// the next ones, from after the last it was answered, until the page is
+// full or nothing follows. Before, it merged the answers as if those
+// tasks were not there: a page came back short without a cursor (the
+// listing looked ended), or went on past tasks an owner's answer had no
+// room for, which the cursor then skipped
+// (TestPagesAreFullAroundTasksThisNodeCannotName).
 func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > maxListPage {
@@ -35,30 +47,74 @@ func (n *Node) List(f apollo.TaskFilter) ([]apollo.Task, string, error) {
 			return nil, "", err
 		}
 	}
-	var tasks []apollo.Task
-	more := false
+	var page []apollo.Task
+	for from := f.Cursor; ; {
+		want := limit + 1 - len(page) // one more says whether a next page exists
+		seen, full, err := n.listFrom(f, from, want)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, e := range seen {
+			if e.named {
+				page = append(page, e.Task)
+			}
+		}
+		// A page of maxListPage cannot hold the one more: a full answer
+		// says that tasks follow, as a partition's bus says it (More).
+		if len(page) > limit || full && len(page) == limit && want > maxListPage {
+			page = page[:limit]
+			return page, bus.PageCursor(&page[limit-1]), nil
+		}
+		if !full || len(seen) == 0 {
+			return page, "", nil
+		}
+		from = bus.PageCursor(&seen[len(seen)-1].Task)
+	}
+}
+
+// listed is a task of a listing, and whether this node can name its
+// status (show it).
+type listed struct {
+	apollo.Task
+	named bool
+}
+
+// listFrom asks every node for the first want tasks that match f after
+// the cursor from, and returns those certainly first in listing order,
+// and whether more may follow them (full). Each node answers the first
+// want of its partitions (at most maxListPage), so when an answer holds
+// that many, or says its partitions have more, the tasks after its last
+// were not sent, and may come before some another node sent: only the
+// first min(want, maxListPage) of all are certain.
+func (n *Node) listFrom(f apollo.TaskFilter, from string, want int) ([]listed, bool, error) {
+	var tasks []listed
+	full := false
 	err := n.askAll(rpcRequest{Op: "list", Filter: &listFilter{Tenant: f.Tenant, Prefix: f.Prefix, Status: f.Status,
-		Since: f.Since, Until: f.Until, Limit: limit + 1, Cursor: f.Cursor}}, func(r *rpcReply) {
-		tasks = append(tasks, r.Tasks...)
-		more = more || r.More
+		Since: f.Since, Until: f.Until, Limit: want, Cursor: from}}, func(r *rpcReply) {
+		for _, tk := range r.Tasks {
+			tasks = append(tasks, listed{tk, true})
+		}
+		for _, tk := range r.unnamed {
+			tasks = append(tasks, listed{tk, false})
+		}
+		full = full || r.More || len(r.Tasks)+len(r.unnamed) >= want
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, false, err
 	}
-	tasks = firstPage(newest(tasks), limit+1)
-	next := ""
-	if len(tasks) > limit || more && len(tasks) == limit {
-		tasks = tasks[:limit]
-		next = bus.PageCursor(&tasks[limit-1])
+	tasks = newest(tasks)
+	slices.SortFunc(tasks, func(a, b listed) int { return listOrder(&a.Task, &b.Task) })
+	if full {
+		tasks = tasks[:min(len(tasks), want, maxListPage)]
 	}
-	return tasks, next, nil
+	return tasks, full, nil
 }
 
 // newest keeps one copy of each task: while a partition changes hands,
 // its old owner (whose lease is lost but whose local deadline has not
 // passed) and its new one may both answer, and a page would show the task
 // twice. The copy kept is the one changed last, the new owner's.
-func newest(tasks []apollo.Task) []apollo.Task {
+func newest(tasks []listed) []listed {
 	type id struct{ tenant, task string }
 	at := make(map[id]int, len(tasks))
 	out := tasks[:0]
@@ -318,19 +374,22 @@ func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
 // limit of a listing (httpapi refuses more).
 const maxListPage = 1000
 
-// firstPage sorts tasks in listing order (first reported newest first,
-// then by task ID, descending like the bus) and keeps the first limit.
+// firstPage sorts tasks in listing order and keeps the first limit.
 func firstPage(tasks []apollo.Task, limit int) []apollo.Task {
-	slices.SortFunc(tasks, func(a, b apollo.Task) int {
-		if a.CreatedAt != b.CreatedAt {
-			if a.CreatedAt > b.CreatedAt {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(b.TaskID, a.TaskID)
-	})
+	slices.SortFunc(tasks, func(a, b apollo.Task) int { return listOrder(&a, &b) })
 	return tasks[:min(len(tasks), limit)]
+}
+
+// listOrder compares two tasks in listing order: first reported newest
+// first, then by task ID, descending like the bus.
+func listOrder(a, b *apollo.Task) int {
+	if a.CreatedAt != b.CreatedAt {
+		if a.CreatedAt > b.CreatedAt {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(b.TaskID, a.TaskID)
 }
 
 // withinHeader, on a question to every node or to a partition's owner, is

@@ -64,6 +64,10 @@ type rpcReply struct {
 	// passed counts the history entries and tasks of a newer build's
 	// status or kind that the asker passed over (decodeReply).
 	passed int
+	// unnamed are the tasks of Tasks whose status the asker cannot name,
+	// without status or history: not shown, but in the listing order all
+	// the same (List).
+	unnamed []apollo.Task
 }
 
 // local returns the partition if this node serves it.
@@ -291,6 +295,7 @@ func decodeReply(data []byte) (*rpcReply, error) {
 		switch {
 		case errors.As(err, &ae):
 			r.passed++ // a task of a newer status: not shown
+			r.unnamed = append(r.unnamed, *t)
 			continue
 		case err != nil:
 			return nil, err
@@ -303,7 +308,8 @@ func decodeReply(data []byte) (*rpcReply, error) {
 // decodeTask reads a task of another node's answer: at once when this
 // build can name everything in it, else field by field, passing over
 // (counted in passed) the history entries it cannot read. A task whose
-// own status it cannot name is an apollo.Error (decodeReply).
+// own status it cannot name is an apollo.Error, with the task as far as
+// it reads, without status or history (decodeReply).
 func decodeTask(raw json.RawMessage, passed *int) (*apollo.Task, error) {
 	t := new(apollo.Task)
 	if json.Unmarshal(raw, t) == nil {
@@ -318,12 +324,12 @@ func decodeTask(raw json.RawMessage, passed *int) (*apollo.Task, error) {
 		return nil, fmt.Errorf("cluster: a node's answer: %w", err)
 	}
 	*t = w.Task
+	t.History = nil
 	if err := t.Status.UnmarshalText([]byte(w.Status)); err != nil {
-		return nil, &apollo.Error{Code: apollo.EUNAVAILABLE,
+		return t, &apollo.Error{Code: apollo.EUNAVAILABLE,
 			Message: fmt.Sprintf("task %q has a status this node does not know (%q): a node of a newer build answered", w.TaskID, w.Status),
 			Hint:    "read it through an upgraded node, or upgrade this one"}
 	}
-	t.History = nil
 	for _, h := range w.History {
 		var rec apollo.Record
 		if json.Unmarshal(h, &rec) != nil {
