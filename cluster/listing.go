@@ -355,7 +355,10 @@ func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
 	f := apollo.TaskFilter{Tenant: lf.Tenant, Prefix: lf.Prefix, Status: lf.Status, Since: lf.Since, Until: lf.Until, Limit: lf.Limit, Cursor: lf.Cursor}
 	// The asker wants limit+1 tasks of each partition to know whether a
 	// next page exists; a bus lists at most maxListPage, and says with
-	// its cursor whether it has more.
+	// its cursor whether it has more. So does this node, of what it
+	// leaves out of its partitions' pages: a page of 1 000 from two
+	// partitions of 600 each, both whole, would otherwise end the listing
+	// 200 tasks early (TestAPageOfAThousandFromANodeOfTwoPartitions).
 	f.Limit = min(f.Limit, maxListPage)
 	for _, pt := range parts {
 		page, next, err := pt.bus.List(f)
@@ -366,6 +369,7 @@ func serveList(req *rpcRequest, parts []*partition, r *rpcReply) error {
 		r.Tasks = append(r.Tasks, page...)
 		r.Partitions = append(r.Partitions, pt.id)
 	}
+	r.More = r.More || len(r.Tasks) > f.Limit
 	r.Tasks = firstPage(r.Tasks, f.Limit)
 	return nil
 }

@@ -51,9 +51,10 @@ type rpcReply struct {
 	Tasks      []apollo.Task   `json:"tasks,omitempty"`
 	Partitions []int           `json:"partitions,omitempty"`
 	Open       *apollo.OpenRun `json:"open,omitempty"` // openping: the newest of the node's partitions
-	// More says that a partition has tasks after those in Tasks: a
+	// More says that the node has tasks after those in Tasks: a
 	// partition's bus lists at most 1 000 tasks at a time, one fewer than
-	// the limit+1 a page of 1 000 asks for.
+	// the limit+1 a page of 1 000 asks for, and so does the node of its
+	// partitions' pages together.
 	More bool `json:"more,omitempty"`
 	// Pieces says that the answer does not fit one message: ask again,
 	// taking it in pieces (pieces.go).
