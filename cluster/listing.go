@@ -235,9 +235,47 @@ type question struct {
 // queue; more wait in NATS's, and are stamped when they get here.
 const questionQueue = 256
 
-// hearAll is the callback of apollo.rpc.list: it stamps the question and
-// queues it for answerAll.
-func (n *Node) hearAll(m *nats.Msg) { n.hear(n.ctx, n.questions, m) }
+// listen starts answering questions to every node: apollo.rpc.list's
+// callback stamps each and queues it, and a goroutine answers them (Stop
+// waits for it, with the partitions' answerers). They answer until
+// stopListening, which Stop calls once the partitions are handed over:
+// until then a listing is answered for the partitions the node still
+// serves, as are questions about their tasks (lease.go, open). Before,
+// listings went unanswered from the moment Stop began, and every
+// listing through any node answered 503 during a graceful handover
+// (TestListingWhileANodeStops).
+func (n *Node) listen() error {
+	done, stop := context.WithCancel(context.Background())
+	n.answering.Add(1)
+	go func() {
+		defer n.answering.Done()
+		answer(done, n.questions, n.serveAll)
+	}()
+	sub, err := n.opts.Conn.Subscribe(rpcList, func(m *nats.Msg) { n.hear(done, n.questions, m) })
+	if err != nil {
+		stop()
+		return fmt.Errorf("cluster: %w", err)
+	}
+	n.mu.Lock()
+	n.listSub, n.stopAnsweringAll = sub, stop
+	n.mu.Unlock()
+	return nil
+}
+
+// stopListening ends what listen started; the goroutine it started ends
+// after the question it may be answering.
+func (n *Node) stopListening() {
+	n.mu.Lock()
+	sub, stop := n.listSub, n.stopAnsweringAll
+	n.listSub, n.stopAnsweringAll = nil, nil
+	n.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	if stop != nil {
+		stop()
+	}
+}
 
 // hear stamps a question as it comes and queues it in qs, unless done
 // ends first (the node stopping, or no longer serving the partition
@@ -248,10 +286,6 @@ func (n *Node) hear(done context.Context, qs chan<- question, m *nats.Msg) {
 	case <-done.Done():
 	}
 }
-
-// answerAll answers the queued questions to every node, one at a time,
-// until ctx ends (Stop).
-func (n *Node) answerAll(ctx context.Context) { answer(ctx, n.questions, n.serveAll) }
 
 // answer calls serve with each question queued in qs, one at a time, in
 // the order they came, until done ends.

@@ -46,10 +46,8 @@ func TestListingWhilePartitionsDoNotAnswer(t *testing.T) {
 	if len(silent) != 2 {
 		t.Fatalf("node mute-1 serves partitions %v, want 2 of 4", silent)
 	}
-	for _, s := range mute.rpcSubs {
-		if err := s.Unsubscribe(); err != nil {
-			t.Fatal(err)
-		}
+	if err := mute.listSub.Unsubscribe(); err != nil {
+		t.Fatal(err)
 	}
 	want := fmt.Sprintf("partitions %d, %d (2 of 4) did not answer within 2s", silent[0], silent[1])
 

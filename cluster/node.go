@@ -47,12 +47,17 @@ type Node struct {
 	// docs/monitoring.md says of every counter).
 	counted map[int]*partition
 	left    bus.Stats
-	rpcSubs []*nats.Subscription
+	// listSub is the subscription to apollo.rpc.list; stopAnsweringAll
+	// ends the goroutine answering its questions (listing.go, listen).
+	listSub          *nats.Subscription
+	stopAnsweringAll context.CancelFunc
 
 	questions chan question // to every node, heard and not yet answered (listing.go)
-	// answering counts the goroutines answering questions about the
-	// partitions' tasks, one a partition (open); each ends when its
-	// partition leaves the node, and Stop waits for them.
+	// answering counts the goroutines answering questions: those about
+	// the partitions' tasks, one a partition (open), each ending when its
+	// partition leaves the node, and the one answering questions to
+	// every node (listen), ending after the partitions have left at Stop.
+	// Stop waits for them.
 	answering     sync.WaitGroup
 	lateQuestions atomic.Uint64 // skipped: their askers had stopped waiting
 
@@ -148,12 +153,19 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.ensure(ctx); err != nil {
 		return err
 	}
-	n.life.Go(func(ctx context.Context) error { n.answerAll(ctx); return nil })
-	sub, err := n.opts.Conn.Subscribe(rpcList, n.hearAll)
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+	if err := n.listen(); err != nil {
+		return err
 	}
-	n.rpcSubs = append(n.rpcSubs, sub)
+	if err := n.join(ctx); err != nil {
+		n.stopListening() // a later Start listens again
+		return err
+	}
+	return nil
+}
+
+// join registers the node and starts watching the lease bucket and
+// keeping leases.
+func (n *Node) join(ctx context.Context) error {
 	if err := n.register(ctx); err != nil {
 		return err
 	}
@@ -302,20 +314,18 @@ func (n *Node) Stop(ctx context.Context) error {
 		close(n.stop)
 		n.cancel()
 		halt()
-		n.mu.Lock()
-		subs := n.rpcSubs
-		n.rpcSubs = nil
-		n.mu.Unlock()
-		for _, s := range subs {
-			s.Unsubscribe()
-		}
 		n.fan.close()
 		ctx, cancel := context.WithTimeout(context.Background(), n.opts.PublishTimeout)
 		defer cancel()
 		if n.kv == nil {
+			n.stopListening()
 			return nil // never started
 		}
+		if n.opts.testStoppingHook != nil {
+			n.opts.testStoppingHook()
+		}
 		n.releaseAll(ctx)
+		n.stopListening()  // listings were answered for what was left
 		n.answering.Wait() // every partition has left: their answerers end
 		select {
 		case <-n.evicted:

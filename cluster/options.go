@@ -114,6 +114,9 @@ type Options struct {
 	// testServeTaskHook, set by tests, runs before the node serves a
 	// question about one task; it may block to make the partition busy.
 	testServeTaskHook func()
+	// testStoppingHook, set by tests, runs in Stop before the node hands
+	// its partitions over.
+	testStoppingHook func()
 	// testKV, set by tests, wraps the lease bucket (to lose answers, fail
 	// reads).
 	testKV func(jetstream.KeyValue) jetstream.KeyValue
