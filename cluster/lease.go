@@ -242,12 +242,14 @@ func (n *Node) giveUp(ctx context.Context, l *lease) error {
 }
 
 // release hands a serving partition over: decisions durable, bookmark,
-// metrics flushed, then the lease deleted.
-func (n *Node) release(ctx context.Context, l *lease) {
+// metrics flushed, then the lease deleted. It reports false, doing
+// nothing, when l is not a lease of a partition this node serves (gone,
+// or still being rebuilt).
+func (n *Node) release(ctx context.Context, l *lease) bool {
 	n.mu.Lock()
 	if n.leases[l.p] != l || l.part == nil {
 		n.mu.Unlock()
-		return
+		return false
 	}
 	delete(n.owned, l.p)
 	pt, sub, stopAnswering := l.part, l.sub, l.stopAnswering
@@ -268,6 +270,7 @@ func (n *Node) release(ctx context.Context, l *lease) {
 	}
 	n.log.Info("partition handed over", "partition", l.p)
 	n.hook("released", l.p)
+	return true
 }
 
 // giveWay stops every partition of this node where it is, without giving
@@ -296,13 +299,14 @@ func (n *Node) heldLeases() []*lease {
 // (giveWay): it serves no partition any more, and its process should exit.
 func (n *Node) Evicted() <-chan struct{} { return n.evicted }
 
-// releaseAll hands every partition over (Stop).
+// releaseAll hands every partition over (Stop), and gives up the leases
+// of those not serving yet. Whether a lease's partition serves is read
+// under n.mu, by release and drop, never here: open sets it, and only the
+// keeper's having stopped made a read here safe.
 func (n *Node) releaseAll(ctx context.Context) {
 	for _, l := range n.heldLeases() {
-		if l.part != nil {
-			n.release(ctx, l)
-		} else {
-			n.drop(ctx, l, true)
+		if !n.release(ctx, l) {
+			n.drop(ctx, l, true) // nothing, if l is gone
 		}
 	}
 }
