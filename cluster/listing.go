@@ -152,6 +152,9 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 	var j joiner
 	covered := make([]bool, n.opts.Partitions)
 	left := n.opts.Partitions
+	// Real time, not the node's clock: NextMsg waits in real time, as
+	// ask's context does; with a fake clock that does not move, each
+	// answer would start the whole QueryTimeout again.
 	deadline := time.Now().Add(n.opts.QueryTimeout)
 	for left > 0 {
 		m, err := sub.NextMsg(time.Until(deadline))
