@@ -141,4 +141,4 @@ func lateQuestions(t *testing.T, lc lateCase) (*testNode, *testCluster, []*nats.
 
 // questionsWaiting is how many questions to every node wait, stamped, in
 // the node's queue.
-func (n *Node) questionsWaiting() int { return len(n.questions) }
+func (n *Node) questionsWaiting() int { return n.questions.len() }

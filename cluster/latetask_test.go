@@ -49,5 +49,5 @@ func (n *Node) taskQuestionsWaiting(p int) int {
 		return 0
 	}
 	k, _, _ := l.sub.Pending()
-	return k + len(l.questions)
+	return k + l.questions.len()
 }

@@ -24,7 +24,7 @@ type lease struct {
 	sub   *nats.Subscription
 	// questions are those about the partition's tasks, heard and not yet
 	// answered (serveTask); stopAnswering ends their answering goroutine.
-	questions     chan question
+	questions     *questionQueue
 	stopAnswering context.CancelFunc
 }
 
@@ -376,7 +376,7 @@ func (n *Node) open(ctx context.Context, l *lease) {
 	// waiting (listing.go). It answers until the partition leaves the
 	// node (drop, release: at Stop too, where the partitions not yet
 	// handed over go on answering), and Stop waits for it.
-	qs := make(chan question, questionQueue)
+	qs := newQuestionQueue()
 	done, stopAnswering := context.WithCancel(context.Background())
 	n.answering.Add(1)
 	go func() {

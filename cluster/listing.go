@@ -218,8 +218,8 @@ func (n *Node) unanswered(covered []bool, left int) error {
 // questions after it. So each question says how long its asker waits
 // (withinHeader), each is stamped by this node's clock as it comes (hear:
 // NATS's callback queue, where the stamp could not be taken, is passed
-// through at once), and serveAll (serveTask) skips a question whose wait
-// has passed since. The wait is
+// through at once, up to maxQueuedQuestions waiting: questions.go), and
+// serveAll (serveTask) skips a question whose wait has passed since. The wait is
 // relative, counted from when the question came here, so the nodes'
 // clocks need not agree; the time the question took to get here is not
 // counted, so the node may still answer a question just given up, never
@@ -233,10 +233,6 @@ type question struct {
 	m     *nats.Msg
 	heard time.Time
 }
-
-// questionQueue is how many questions to every node wait in the node's
-// queue; more wait in NATS's, and are stamped when they get here.
-const questionQueue = 256
 
 // listen starts answering questions to every node: apollo.rpc.list's
 // callback stamps each and queues it, and a goroutine answers them (Stop
@@ -283,23 +279,19 @@ func (n *Node) stopListening() {
 // hear stamps a question as it comes and queues it in qs, unless done
 // ends first (the node stopping, or no longer serving the partition
 // asked: nothing answers qs any more).
-func (n *Node) hear(done context.Context, qs chan<- question, m *nats.Msg) {
-	select {
-	case qs <- question{m: m, heard: n.opts.Clock.Now()}:
-	case <-done.Done():
-	}
+func (n *Node) hear(done context.Context, qs *questionQueue, m *nats.Msg) {
+	qs.put(done, question{m: m, heard: n.opts.Clock.Now()})
 }
 
 // answer calls serve with each question queued in qs, one at a time, in
 // the order they came, until done ends.
-func answer(done context.Context, qs <-chan question, serve func(question)) {
+func answer(done context.Context, qs *questionQueue, serve func(question)) {
 	for {
-		select {
-		case q := <-qs:
-			serve(q)
-		case <-done.Done():
+		q, ok := qs.take(done)
+		if !ok {
 			return
 		}
+		serve(q)
 	}
 }
 

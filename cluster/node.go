@@ -52,7 +52,7 @@ type Node struct {
 	listSub          *nats.Subscription
 	stopAnsweringAll context.CancelFunc
 
-	questions chan question // to every node, heard and not yet answered (listing.go)
+	questions *questionQueue // to every node, heard and not yet answered (listing.go)
 	// answering counts the goroutines answering questions: those about
 	// the partitions' tasks, one a partition (open), each ending when its
 	// partition leaves the node, and the one answering questions to
@@ -116,7 +116,7 @@ func New(opts Options) (*Node, error) {
 		queues:    map[string]*subjectQueue{},
 		flights:   map[*nats.Msg]*flight{},
 		kickc:     make(chan struct{}, 1),
-		questions: make(chan question, questionQueue),
+		questions: newQuestionQueue(),
 		evicted:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		ready:     make(chan struct{}),
