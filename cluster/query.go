@@ -369,7 +369,12 @@ func (n *Node) serveTask(pt *partition, q question) {
 		case "job":
 			r.Job, _ = pt.bus.JobOf(req.Tenant, req.TaskID)
 		case "correct":
-			ctx, cancel := context.WithTimeout(n.ctx, n.opts.PublishTimeout)
+			// Not n.ctx: Stop cancels it first, and the partition answers
+			// until it is handed over, its log flushed then. The bus makes
+			// the correction before it waits for the log, so a wait cut
+			// short answered an error for a correction made
+			// (TestCorrectionWhileItsOwnerStops).
+			ctx, cancel := context.WithTimeout(context.Background(), n.opts.PublishTimeout)
 			r.Task, err = pt.bus.Correct(ctx, req.Tenant, req.TaskID, req.Status, req.Actor, req.Reason)
 			cancel()
 		default:
