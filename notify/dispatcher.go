@@ -273,11 +273,13 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 			l.recordItem(it, OutcomeGaveUp, fmt.Sprintf("owed since %s by a process that stopped: past give_up_after (%s)",
 				e.At.UTC().Format(time.RFC3339), l.ch.GiveUpAfter))
 		default:
-			// Past the tenant's queue_size: a lane owes up to twice
-			// that (a digest batch and a full queue) when its process
-			// dies, and this process's own queue may be full too. What
-			// was promised at least once is not dropped for want of
-			// room.
+			// Past the tenant's queue_size if need be: a lane owes up
+			// to twice that (a digest batch and a full queue) when its
+			// process dies. What was promised at least once is not
+			// dropped for want of room; it takes its tenant's room
+			// instead, so the tenant's new notifications are dropped
+			// until it has gone, and what is owed after another
+			// restart is no more (fairqueue.go).
 			requeued[l] = append(requeued[l], it)
 			l.stats.queued.Add(1)
 			queued++

@@ -12,25 +12,31 @@ import "sync"
 // turn, so another tenant's notification goes out after at most one of
 // every other tenant's. Within a tenant the order is the order of Send.
 //
-// Besides, the channel holds at most total fresh notifications of all
-// tenants together, so that its memory does not grow with the number of
-// tenants (bound each). Past it the tenant with the longest queue
-// overflows: its newest is dropped to make room for a tenant whose queue
-// is shorter by two or more; otherwise the new one is dropped. A tenant
-// with a short queue never loses one for another's storm.
+// Besides, the channel holds at most total notifications of all tenants
+// together, so that its memory does not grow with the number of tenants
+// (bound each). Past it the tenant with the longest queue overflows: its
+// newest is dropped to make room for a tenant whose queue is shorter by
+// two or more; otherwise the new one is dropped. A tenant with a short
+// queue never loses one for another's storm.
 //
-// What a process that stopped owed (Requeue), and what a lane took and
-// put back, waits ahead of the tenant's queue and is bounded by neither:
-// it was promised at least once, and the outbox that held it bounds it.
+// What a process that stopped owed (requeue), and what a lane took and
+// put back, waits ahead of the tenant's queue. It is never dropped for
+// want of room when it comes (it was promised at least once: a lane owes
+// up to a digest batch besides a full queue when its process dies), but
+// it takes its tenant's room, and the channel's, like anything waiting:
+// while it fills the tenant's queue, the tenant's new notifications are
+// dropped. Before, it counted in neither bound, and each restart during
+// an outage added a full queue to what the next one owed. Past the
+// total, the longest queue's newest goes first, fresh or owed, so that
+// what one tenant owes never crowds out another tenant's.
 type fairQueue struct {
-	bound int // each tenant's fresh
-	total int // every tenant's fresh together
+	bound int // what each tenant has waiting
+	total int // what every tenant has waiting, together
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue // only tenants with something waiting
 	turns   []string                // those tenants, in the order of their turns
-	n       int                     // every notification waiting
-	fresh   int                     // those that are fresh: total bounds them
+	n       int                     // every notification waiting: total bounds it
 
 	// wake tells the lane that something was added.
 	wake chan struct{}
@@ -40,6 +46,22 @@ type fairQueue struct {
 type tenantQueue struct {
 	owed  []item
 	fresh []item
+}
+
+func (tq *tenantQueue) len() int { return len(tq.owed) + len(tq.fresh) }
+
+// cutNewest removes and returns the newest of what tq holds: its last
+// fresh notification, or, with none, the last it owes.
+func (tq *tenantQueue) cutNewest() item {
+	from := &tq.fresh
+	if len(tq.fresh) == 0 {
+		from = &tq.owed
+	}
+	last := len(*from) - 1
+	out := (*from)[last]
+	(*from)[last] = item{}
+	*from = (*from)[:last]
+	return out
 }
 
 func newFairQueue(bound, total int) *fairQueue {
@@ -52,10 +74,11 @@ const (
 	whyChannelFull = "channel queue full: the longest tenant queue overflows first"
 )
 
-// push adds it to its tenant's queue, unless that holds bound already, or
-// the channel holds total and no other tenant's queue is longer. It says
-// whether it was kept, and what was dropped (nil: nothing) and why: it,
-// or, when kept past the total, the newest of the longest queue.
+// push adds it to its tenant's queue, unless that holds bound already
+// (owed and fresh), or the channel holds total and no other tenant's
+// queue is longer. It says whether it was kept, and what was dropped
+// (nil: nothing) and why: it, or, when kept past the total, the newest of
+// the longest queue.
 func (q *fairQueue) push(it item) (kept bool, dropped *item, why string) {
 	q.mu.Lock()
 	defer func() {
@@ -67,42 +90,37 @@ func (q *fairQueue) push(it item) (kept bool, dropped *item, why string) {
 	tenant := it.n.Alert.Tenant
 	var have int
 	if tq := q.tenants[tenant]; tq != nil {
-		have = len(tq.fresh)
+		have = tq.len()
 	}
 	if have >= q.bound {
 		return false, &it, whyQueueFull
 	}
-	if q.fresh >= q.total {
+	if q.n >= q.total {
 		longest := q.longest()
 		// Cut only a queue that stays at least as long as the new one's:
 		// otherwise the lengths just trade places.
-		if longest == nil || len(longest.fresh) <= have+1 {
+		if longest == nil || longest.len() <= have+1 {
 			return false, &it, whyChannelFull
 		}
-		last := len(longest.fresh) - 1
-		out := longest.fresh[last]
-		longest.fresh[last] = item{}
-		longest.fresh = longest.fresh[:last]
-		q.fresh--
+		out := longest.cutNewest()
 		q.n--
 		dropped, why = &out, whyChannelFull
 		// longest keeps at least have+1 >= 1: it stays in the turns.
 	}
 	tq := q.tenant(tenant)
 	tq.fresh = append(tq.fresh, it)
-	q.fresh++
 	q.n++
 	return true, dropped, why
 }
 
-// longest is the queue of the tenant with the most fresh notifications
+// longest is the queue of the tenant with the most notifications
 // waiting. It looks at every tenant that has something waiting, which
 // the total bounds; it runs only while the channel is at its total. The
 // caller holds mu.
 func (q *fairQueue) longest() *tenantQueue {
 	var l *tenantQueue
 	for _, tq := range q.tenants {
-		if l == nil || len(tq.fresh) > len(l.fresh) {
+		if l == nil || tq.len() > l.len() {
 			l = tq
 		}
 	}
@@ -110,7 +128,8 @@ func (q *fairQueue) longest() *tenantQueue {
 }
 
 // requeue adds what a process that stopped owed, ahead of each tenant's
-// queue and past its bound.
+// queue, past its bound if need be: it takes the tenant's room from then
+// on.
 func (q *fairQueue) requeue(its []item) {
 	if len(its) == 0 {
 		return
@@ -127,7 +146,8 @@ func (q *fairQueue) requeue(its []item) {
 
 // putBack returns what a lane took but did not send (a digest carries only
 // so many: DigestCarrier) ahead of each tenant's queue, in the order taken,
-// past the bound like what was owed: it was taken in already. A tenant
+// past the bound like what was owed (it was taken in already), and in its
+// tenant's room from then on. A tenant
 // that had nothing left waiting takes its turn first again.
 func (q *fairQueue) putBack(its []item) {
 	if len(its) == 0 {
@@ -192,11 +212,10 @@ func (q *fairQueue) take(max int) []item {
 			its = append(its, tq.fresh[0])
 			tq.fresh[0] = item{}
 			tq.fresh = tq.fresh[1:]
-			q.fresh--
 		}
 		q.n--
 		q.turns = q.turns[1:]
-		if len(tq.owed)+len(tq.fresh) > 0 {
+		if tq.len() > 0 {
 			q.turns = append(q.turns, tenant)
 		} else {
 			delete(q.tenants, tenant) // a tenant seen once holds no memory

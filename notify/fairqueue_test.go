@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -227,5 +228,56 @@ func TestChannelTotalOverflowsTheLongestQueue(t *testing.T) {
 		if got[tenant] == 0 {
 			t.Errorf("none of %s's delivered: %v", tenant, got)
 		}
+	}
+}
+
+// What a process that stopped owed takes its tenant's room and the
+// channel's: acme owes six when the lane starts, past its queue_size of
+// 4 and at the channel's queue_total of 6. A new notification of acme's
+// is dropped (queue full); globex's is kept, and acme's newest owed is
+// dropped to make room for it, recorded and settled in the outbox. The
+// channel holds its total. Before, what was owed counted in no bound:
+// acme's new one was queued besides the six, and the channel held eight.
+func TestOwedTakesItsTenantsRoom(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	log := newWatchLog()
+	ob := openOutbox(t, filepath.Join(t.TempDir(), "outbox.jsonl"))
+	var owed []OwedNotification
+	for i := range 6 {
+		n := note("acme"+strconv.Itoa(i), "acme"+strconv.Itoa(i), "ops")
+		n.Alert.Tenant = "acme"
+		id, err := ob.Owe("ops", t0, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owed = append(owed, OwedNotification{ID: id, Channel: "ops", At: t0, Notification: n})
+	}
+	d, err := NewDispatcher([]Channel{{Name: "ops", Notifier: newSink(clk), QueueSize: 4, QueueTotal: 6, Tenants: []string{AllTenants}}},
+		Options{Clock: clk, Log: log, Location: time.UTC, Outbox: ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Requeue(owed) // not started: what is queued stays there
+	send := func(tenant, id string) {
+		n := note(id, id, "ops")
+		n.Alert.Tenant = tenant
+		d.Send(n)
+	}
+	send("acme", "acme6")
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.AlertID != "acme6" || a.Error != whyQueueFull {
+		t.Fatalf("%+v, want acme's new one dropped: its queue holds what it owed", a)
+	}
+	send("globex", "globex0")
+	if a := log.next(t); a.Outcome != OutcomeDropped || a.Tenant != "acme" || a.AlertID != "acme5" || a.Error != whyChannelFull {
+		t.Fatalf("%+v, want acme's newest owed dropped to make room for globex's", a)
+	}
+	if st := d.Stats().Channels["ops"]; st.QueueLen != 6 || st.Dropped != 2 {
+		t.Fatalf("queueLen %d, dropped %d; want 6 and 2", st.QueueLen, st.Dropped)
+	}
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	if _, ok := ob.owed[owed[5].ID]; len(ob.owed) != 6 || ok {
+		t.Fatalf("the outbox owes %d, acme5 among them: %v; want 6, acme's five left and globex's one", len(ob.owed), ok)
 	}
 }
