@@ -176,13 +176,18 @@ func (l *lane) waitCollecting(ctx context.Context, d time.Duration, batch []item
 // says they waited while the channel was down (DigestBacklog). It returns
 // the message and the part of batch it carries: a channel whose receiver
 // must learn of each (DigestCarrier) gets a digest of what one message
-// carries, and the rest goes back ahead of its tenants' queues for the
-// next turn.
+// carries and fits in it, and the rest goes back ahead of its tenants'
+// queues for the next turn.
 func (l *lane) compose(batch []item, backlog bool) (*Message, []item) {
 	if len(batch) == 1 {
 		return l.render(batch[0].n, nil), batch
 	}
+	n := apollo.Notification{Kind: KindDigest, Channels: []string{l.ch.Name}, At: l.d.clock.Now()}
+	if backlog {
+		n.DedupKey = DigestBacklog
+	}
 	items := l.renderItems(batch)
+	m, items := l.fit(n, items)
 	if k := len(items); k < len(batch) {
 		l.queue.putBack(batch[k:])
 		batch = batch[:k]
@@ -193,11 +198,38 @@ func (l *lane) compose(batch []item, backlog bool) (*Message, []item) {
 	for _, it := range batch {
 		l.recordItem(it, OutcomeCoalesced, "")
 	}
-	n := apollo.Notification{Kind: KindDigest, Channels: []string{l.ch.Name}, At: l.d.clock.Now()}
-	if backlog {
-		n.DedupKey = DigestBacklog
+	return m, batch
+}
+
+// fit renders the digest n of items, or, for a DigestCarrier whose
+// receiver would not take it (Fits), of the most of the first items
+// that it takes, at least one: a body that grows with each notification
+// a digest carries (a webhook template that repeats a large field) is
+// cut to what its receiver takes, rather than refused whole. It returns
+// nil for the message of a single item: that goes on its own.
+func (l *lane) fit(n apollo.Notification, items []*Message) (*Message, []*Message) {
+	if len(items) == 1 {
+		return nil, items
 	}
-	return l.render(n, items), batch
+	m := l.render(n, items)
+	c, ok := l.ch.Notifier.(DigestCarrier)
+	if !ok || c.Fits(m) {
+		return m, items
+	}
+	// The most that fits, between 1 (sent on its own, whatever its size:
+	// the notifier says why it cannot be sent) and len(items)-1.
+	lo, hi := 1, len(items)-1
+	m = nil
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if try := l.render(n, items[:mid]); c.Fits(try) {
+			lo, m = mid, try
+		} else {
+			hi = mid - 1
+		}
+	}
+	clear(items[lo:]) // what is put back is rendered again on its turn
+	return m, items[:lo]
 }
 
 // renderItems renders the messages of a digest of batch: all of them, or,

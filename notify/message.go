@@ -52,6 +52,10 @@ type DigestCarrier interface {
 	// CarriesInDigest says how many of items, from the first, one digest
 	// message carries in full: at least 1, at most len(items).
 	CarriesInDigest(items []*Message) int
+	// Fits says whether m, a digest, makes a message its receiver takes
+	// (a body within its size limit): a lane cuts a digest that does not
+	// fit to the most that does, and leaves the rest for its next turn.
+	Fits(m *Message) bool
 }
 
 // NotifierFunc adapts a function to Notifier.

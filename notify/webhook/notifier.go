@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"text/template"
@@ -42,7 +43,11 @@ func New(cfg Config, opts notify.NotifierOptions) (*Notifier, error) {
 			return nil, notify.Invalid("template", "template does not parse: "+err.Error(), "fix the text/template syntax")
 		}
 		sample := &notify.Message{Notification: notify.SampleNotification(apollo.NotifyFiring), Title: "title", Text: "text", Markdown: "markdown"}
-		if _, err = n.render(sample); err != nil {
+		if _, err = n.render(sample); errors.Is(err, errTooLarge) {
+			return nil, notify.Invalid("template", fmt.Sprintf("the body the template writes for a sample message is over 1 MiB (%d bytes), the most a webhook is sent", MaxBody),
+				"have the template write less")
+		}
+		if err != nil {
 			return nil, notify.Invalid("template", "template fails on a sample message: "+err.Error(),
 				"the data is a notify.Message: .Title, .Text, .Notification.Alert.Rule ...; see docs/notifications.md")
 		}
@@ -61,28 +66,82 @@ func funcs(loc *time.Location) template.FuncMap {
 	return fm
 }
 
-// Notify posts m in the configured shape.
+// MaxBody is the most a webhook is sent in one request: 1 MiB, nginx's
+// default client_max_body_size, past which a receiver behind it answers
+// 413 and the message is lost there.
+const MaxBody = 1 << 20
+
+// errTooLarge is what rendering says of a body past MaxBody.
+var errTooLarge = errors.New("body too large")
+
+// Notify posts m in the configured shape. A body past MaxBody is not
+// sent: it fails, not retried (it would be as large next time), naming
+// the channel, what made the body and the limit.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	body, err := n.render(m)
+	if errors.Is(err, errTooLarge) {
+		what := "the " + n.cfg.format() + " body"
+		if n.body != nil {
+			what = "the body its template writes"
+		}
+		return false, fmt.Errorf("webhook: channel %s: %s is over 1 MiB (%d bytes), the most a webhook is sent: not sent; have it write less for each notification",
+			n.name, what, MaxBody)
+	}
 	if err != nil {
 		return false, fmt.Errorf("webhook: body: %w", err)
 	}
 	return n.hook.Post(ctx, string(n.cfg.URL), body)
 }
 
+// Fits says whether m, a digest, makes a body within MaxBody. A lane
+// that folds notifications for this webhook sends as many as fit in one
+// body, and the rest in the next ones.
+func (n *Notifier) Fits(m *notify.Message) bool {
+	_, err := n.render(m)
+	return !errors.Is(err, errTooLarge)
+}
+
+// render makes m's body, or errTooLarge past MaxBody: a template that
+// writes a large field for each notification a digest carries stops as
+// soon as it passes it, so its memory is bounded too.
 func (n *Notifier) render(m *notify.Message) ([]byte, error) {
+	var b []byte
+	var err error
 	switch {
 	case n.body != nil:
-		var b bytes.Buffer
-		if err := n.body.Execute(&b, m); err != nil {
-			return nil, err
+		w := &capped{max: MaxBody}
+		err = n.body.Execute(w, m)
+		if w.over {
+			return nil, errTooLarge
 		}
-		return b.Bytes(), nil
+		b = w.b.Bytes()
 	case n.cfg.format() == FormatAlertmanager:
-		return notify.EncodeJSON(alertmanagerPayload(m, n.name, n.extURL))
+		b, err = notify.EncodeJSON(alertmanagerPayload(m, n.name, n.extURL))
 	default:
-		return notify.EncodeJSON(apolloPayload(m))
+		b, err = notify.EncodeJSON(apolloPayload(m))
 	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxBody {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// capped is a buffer that refuses to grow past max.
+type capped struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.b.Len()+len(p) > c.max {
+		c.over = true
+		return 0, errTooLarge
+	}
+	return c.b.Write(p)
 }
 
 // CarriesInDigest says how many of items one digest body lists in full

@@ -356,3 +356,82 @@ func nextDigest(t *testing.T, clk *apollo.FakeClock, got chan []byte, refused ch
 	}
 	return nil
 }
+
+// A body past 1 MiB is not sent: a template that writes more for one
+// notification (here its 400 000-byte summary, three times) fails with an
+// error that names the channel, the template and the limit, recorded
+// as failed (not retried: it would be as large next time) in each
+// tenant's own record and counted; the receiver is never called with
+// it, and another channel that both tenants' notifications name still
+// delivers them. Rendering stops at the limit, so the body never takes
+// more memory than that; a template that writes more than that for a
+// sample message is refused at start-up. Before, the body was posted whole, whatever
+// its size: a receiver behind nginx refused it with a bare 413.
+func TestBodyOverOneMiBIsNotSent(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- r.URL.Path + " " + fmt.Sprint(len(b))
+	}))
+	t.Cleanup(srv.Close)
+	// One that writes more for the sample message is refused at start-up.
+	_, err := New(Config{URL: notify.SecretURL(srv.URL), Template: `{{printf "%0999999d" 0}}{{printf "%0999999d" 0}}`}, notify.NotifierOptions{Name: "sms"})
+	if err == nil || !strings.Contains(err.Error(), "the body the template writes for a sample message is over 1 MiB") {
+		t.Fatalf("New: %v, want the template refused: over 1 MiB for a sample", err)
+	}
+	big, err := New(Config{URL: notify.SecretURL(srv.URL + "/sms"), Template: `{{.Title}} {{.Notification.Alert.Summary}}{{.Notification.Alert.Summary}}{{.Notification.Alert.Summary}}`},
+		notify.NotifierOptions{Name: "sms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	std, err := New(Config{URL: notify.SecretURL(srv.URL + "/hook")}, notify.NotifierOptions{Name: "hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := notify.NewMemoryLog(100)
+	d, err := notify.NewDispatcher([]notify.Channel{
+		{Name: "sms", Notifier: big, Tenants: []string{notify.AllTenants}},
+		{Name: "hook", Notifier: std, Tenants: []string{notify.AllTenants}},
+	}, notify.Options{Log: log, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(t.Context())
+	defer d.Stop(context.Background())
+	for _, tenant := range []string{"acme", "globex"} {
+		n := message(apollo.NotifyFiring, "a-"+tenant, "batch_").Notification
+		n.Alert.Tenant, n.Channels = tenant, []string{"sms", "hook"}
+		n.Alert.Summary = strings.Repeat("x", 400000)
+		d.Send(n)
+	}
+	for range 2 {
+		select {
+		case b := <-bodies:
+			if !strings.HasPrefix(b, "/hook ") {
+				t.Fatalf("the receiver got %s: a body over 1 MiB was sent", b)
+			}
+		case <-time.After(testwait.Timeout(t)):
+			t.Fatal("the standard webhook did not deliver")
+		}
+	}
+	deadline := time.Now().Add(testwait.Timeout(t))
+	for d.Stats().Channels["sms"].Failed < 2 || d.Stats().Channels["hook"].Sent < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", d.Stats().Channels)
+		}
+		runtime.Gosched()
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		as := log.List(notify.AttemptFilter{Tenant: tenant, Channel: "sms"})
+		want := "webhook: channel sms: the body its template writes is over 1 MiB (1048576 bytes), the most a webhook is sent: not sent; have it write less for each notification"
+		if len(as) != 1 || as[0].Outcome != notify.OutcomeFailed || as[0].Error != want || as[0].AlertID != "a-"+tenant {
+			t.Errorf("%s's record of sms: %+v, want one failed: %s", tenant, as, want)
+		}
+	}
+	select {
+	case b := <-bodies:
+		t.Fatalf("the receiver got %s", b)
+	default:
+	}
+}
