@@ -80,12 +80,12 @@ var errTooLarge = errors.New("body too large")
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	body, err := n.render(m)
 	if errors.Is(err, errTooLarge) {
-		what := "the " + n.cfg.format() + " body"
+		what, hint := "the "+n.cfg.format()+" body of this alert", "a rule's LABELS make most of it: keep their values short"
 		if n.body != nil {
-			what = "the body its template writes"
+			what, hint = "the body its template writes", "have it write less for each notification"
 		}
-		return false, fmt.Errorf("webhook: channel %s: %s is over 1 MiB (%d bytes), the most a webhook is sent: not sent; have it write less for each notification",
-			n.name, what, MaxBody)
+		return false, fmt.Errorf("webhook: channel %s: %s is over 1 MiB (%d bytes), the most a webhook is sent: not sent; %s",
+			n.name, what, MaxBody, hint)
 	}
 	if err != nil {
 		return false, fmt.Errorf("webhook: body: %w", err)

@@ -435,3 +435,32 @@ func TestBodyOverOneMiBIsNotSent(t *testing.T) {
 	default:
 	}
 }
+
+// A rule's LABELS are not bounded in size (rules.Parse takes a value of
+// megabytes), and every notification of the rule carries them: in the
+// standard bodies, over 1 MiB, the notification is not sent, and the
+// error says why and what to do; nothing reaches the receiver.
+func TestHugeLabelsOverOneMiBAreNotSent(t *testing.T) {
+	t.Parallel()
+	called := make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called <- struct{}{} }))
+	t.Cleanup(srv.Close)
+	for _, format := range []string{FormatApollo, FormatAlertmanager} {
+		hook, err := New(Config{URL: notify.SecretURL(srv.URL), Format: format}, notify.NotifierOptions{Name: "ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := message(apollo.NotifyFiring, "a1", "batch_")
+		m.Notification.Alert.Labels = map[string]string{"note": strings.Repeat("x", 1100<<10)}
+		retry, err := hook.Notify(t.Context(), m)
+		want := "webhook: channel ops: the " + format + " body of this alert is over 1 MiB (1048576 bytes), the most a webhook is sent: not sent; a rule's LABELS make most of it: keep their values short"
+		if retry || err == nil || err.Error() != want {
+			t.Errorf("%s: retry %v, %v; want not retried: %s", format, retry, err, want)
+		}
+	}
+	select {
+	case <-called:
+		t.Fatal("the receiver was sent a body over 1 MiB")
+	default:
+	}
+}
