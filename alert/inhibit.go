@@ -20,7 +20,7 @@ func (e *Engine) inhibitsOf(tenant string, src []byte) []*rules.Inhibit {
 	if !rules.MayHaveInhibits(src) {
 		return nil
 	}
-	f, err := rules.ParseFile("rules", src)
+	f, err := rules.ParseSaved("rules", src)
 	if err != nil {
 		e.log.Error("alert: the inhibit rules of a rules text that was accepted do not parse; none apply", "tenant", tenant, "err", err)
 		return nil

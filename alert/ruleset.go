@@ -197,12 +197,12 @@ func (e *Engine) SyncRules(saved map[string][]byte, keep func(tenant string) boo
 		if keep != nil && keep(tenant) || bytes.Equal(src, e.RulesSource(tenant)) {
 			continue
 		}
-		rs, err := rules.Parse("rules", src)
+		f, err := rules.ParseSaved("rules", src)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("the saved rules of tenant %q: %w", tenant, err))
 			continue
 		}
-		e.SetRulesSource(tenant, rs, src)
+		e.SetRulesSource(tenant, f.Rules, src)
 		set = append(set, tenant)
 	}
 	return set, errors.Join(errs...)

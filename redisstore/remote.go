@@ -175,8 +175,11 @@ func (r *RemoteAlerts) RemoveSilence(tenant, id string) error {
 
 // Rules parses the rules text the alert processes saved.
 func (r *RemoteAlerts) Rules(tenant string) []*rules.Rule {
-	rs, _ := rules.Parse("rules", r.RulesSource(tenant))
-	return rs
+	f, err := rules.ParseSaved("rules", r.RulesSource(tenant))
+	if err != nil {
+		return nil
+	}
+	return f.Rules
 }
 
 // RulesSource returns the rules text the alert processes saved: the text

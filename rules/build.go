@@ -270,6 +270,23 @@ func (b *builder) on(s string, pos Pos) {
 	b.fail(pos, kOn, fmt.Sprintf("unknown status %q", s), strings.Join(names, ", "), hint)
 }
 
+// MaxLabelValueBytes bounds a label's value in a rule, and a matcher's in
+// an inhibit rule: what a silence can match (alert.CheckSilence). A label
+// rides on every notification of its rule, into the channels' bodies and
+// outboxes: a value of megabytes made bodies receivers refuse.
+const MaxLabelValueBytes = 1024
+
+// labelValue reports whether v, the value of label k, is short enough; it
+// says so when it is not.
+func (b *builder) labelValue(k, v string, pos Pos, key key) bool {
+	if len(v) <= MaxLabelValueBytes || b.errs.saved {
+		return true
+	}
+	b.fail(pos, key, fmt.Sprintf("the value of %s is %d bytes", k, len(v)),
+		fmt.Sprintf("at most %d, as a silence matches", MaxLabelValueBytes), "put a link to the text in the label")
+	return false
+}
+
 func (b *builder) label(k, v string, pos Pos) {
 	switch _, dup := b.r.Labels[k]; {
 	case len(b.r.Labels) == maxItems:
@@ -278,6 +295,7 @@ func (b *builder) label(k, v string, pos Pos) {
 		b.fail(pos, kLabels, fmt.Sprintf("invalid label name %q", k), nameForm, "")
 	case dup:
 		b.fail(pos, kLabels, fmt.Sprintf("label %s given twice", k), "", "")
+	case !b.labelValue(k, v, pos, kLabels):
 	case b.text(v, pos, kLabels):
 		if b.r.Labels == nil {
 			b.r.Labels = map[string]string{}

@@ -97,7 +97,12 @@ func (l ErrorList) Unwrap() []error {
 const maxErrors = 20
 
 // errs collects the problems of one parse.
-type errs struct{ list ErrorList }
+type errs struct {
+	list ErrorList
+	// saved: the text was accepted before (ParseSaved), so bounds added
+	// since are not applied to it.
+	saved bool
+}
 
 func (e *errs) add(err *Error) {
 	if len(e.list) < maxErrors {

@@ -213,6 +213,7 @@ func (b *builder) matcher(k key, m Matcher, pos Pos) {
 	case m.Name == matchSeverity && !b.severityValue(&m, pos, k):
 	case m.Name == matchRule && !validName(m.Value):
 		b.fail(pos, k, fmt.Sprintf("invalid rule name %q", m.Value), nameForm, "")
+	case !b.labelValue(m.Name, m.Value, pos, k):
 	case !b.text(m.Value, pos, k):
 	case slices.Contains(*list, m):
 		b.fail(pos, k, fmt.Sprintf("matcher %s listed twice", m), "", "")

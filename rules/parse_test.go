@@ -296,6 +296,15 @@ var badInputs = []struct {
 		`rules.txt:1:2: [0] is number 1 (expected a rule object {...})`},
 	{"JSON rules not an array", `{"rules": {"taskPrefix": "a"}}`,
 		`rules.txt:1:11: rules is an object (expected an array of rule objects)`},
+	// A label rides on every notification of its rule and into the
+	// channels' outboxes: a megabyte value made megabyte bodies that
+	// receivers refuse. Values are held to what a silence can match.
+	{"label value over 1 KiB", `RULE task_prefix: "a" ON: failed LABELS: runbook="` + strings.Repeat("x", 1025) + `"`,
+		`rules.txt:1:42: the value of runbook is 1025 bytes (expected at most 1024, as a silence matches); put a link to the text in the label`},
+	{"JSON label value over 1 KiB", `[{"taskPrefix":"a","on":["failed"],"labels":{"team":"` + strings.Repeat("é", 600) + `"}}]`,
+		`rules.txt:1:46: [0].labels: the value of team is 1200 bytes (expected at most 1024, as a silence matches); put a link to the text in the label`},
+	{"inhibit value over 1 KiB", `INHIBIT SOURCE: team="` + strings.Repeat("x", 2000) + `" TARGET: rule=b EQUAL: group`,
+		`rules.txt:1:17: the value of team is 2000 bytes (expected at most 1024, as a silence matches); put a link to the text in the label`},
 }
 
 func TestParseBad(t *testing.T) {
@@ -414,4 +423,25 @@ func chans(n int) string {
 		names[i] = fmt.Sprintf("c%d", i)
 	}
 	return strings.Join(names, ", ")
+}
+
+// Text saved before the label bound (rules.MaxLabelValueBytes) still
+// parses through ParseSaved, with everything else checked as before.
+func TestParseSavedKeepsLongLabels(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", MaxLabelValueBytes+1)
+	src := "RULE a task_prefix: \"a\" ON: failed LABELS: runbook=\"" + long + "\"\nINHIBIT SOURCE: team=\"" + long + "\" TARGET: rule=a EQUAL: group\n"
+	if _, err := ParseFile("r", []byte(src)); err == nil {
+		t.Fatal("ParseFile took a label over the bound")
+	}
+	f, err := ParseSaved("r", []byte(src))
+	if err != nil {
+		t.Fatalf("ParseSaved: %v", err)
+	}
+	if len(f.Rules) != 1 || f.Rules[0].Labels["runbook"] != long || len(f.Inhibits) != 1 {
+		t.Fatalf("ParseSaved gave %d rules (runbook of %d bytes), %d inhibits", len(f.Rules), len(f.Rules[0].Labels["runbook"]), len(f.Inhibits))
+	}
+	if _, err := ParseSaved("r", []byte("RULE a task_prefix: \"a\" ON: faild\n")); err == nil {
+		t.Error("ParseSaved took a rule with an unknown status")
+	}
 }

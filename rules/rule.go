@@ -130,7 +130,19 @@ type File struct {
 // inhibit rule, or, if anything is wrong, none and an ErrorList of up to
 // 20 problems in file order.
 func ParseFile(filename string, src []byte) (*File, error) {
-	e := &errs{}
+	return parseWith(filename, src, &errs{})
+}
+
+// ParseSaved is ParseFile for a text that was accepted before and saved
+// (a tenant's rules written through the API, read back at a start or by
+// another process): the bounds a newer version added on sizes
+// (MaxLabelValueBytes) are not applied to it, so that an upgrade does not
+// drop rules that were running. The grammar is checked as by ParseFile.
+func ParseSaved(filename string, src []byte) (*File, error) {
+	return parseWith(filename, src, &errs{saved: true})
+}
+
+func parseWith(filename string, src []byte, e *errs) (*File, error) {
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf")) // editors on Windows add a BOM
 	var f *File
 	if t := bytes.TrimLeft(src, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
