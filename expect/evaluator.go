@@ -48,8 +48,13 @@ type jobState struct {
 	hit        bool
 	wait       *deadline
 
-	runs   map[string]*deadline // running runs watched for max_runtime, by task ID
-	starts timeRing             // the latest max_runs starts
+	// runs are the running runs watched for max_runtime, by task ID. A
+	// run found too long stays (its deadline out of the heap) until its
+	// end is told (Finished) or Unwatch says it ended otherwise: a
+	// snapshot taken before the caller timed it out keeps it, and the
+	// next start finds it again.
+	runs   map[string]*deadline
+	starts timeRing // the latest max_runs starts
 
 	flap flapState
 
@@ -377,6 +382,23 @@ func (e *Evaluator) Finished(r Run) []Event {
 	return out
 }
 
+// Unwatch tells the evaluator that a run it watches for max_runtime is no
+// longer running, although its end was not told (Finished): the caller
+// went to time it out and found it ended otherwise (manual_blocked) or
+// gone. It is no longer watched.
+func (e *Evaluator) Unwatch(tenant, job, taskID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.job(tenant, job)
+	if j == nil {
+		return
+	}
+	if d := j.runs[taskID]; d != nil {
+		e.due.remove(d)
+		delete(j.runs, taskID)
+	}
+}
+
 // Tick handles every deadline that has passed by now and returns what it
 // found: missed runs, runs past max_runtime (the caller times them out)
 // and flapping jobs that became stable. Call it once per evaluation cycle,
@@ -394,8 +416,7 @@ func (e *Evaluator) Tick(now time.Time) []Event {
 		case dSlot:
 			out = e.slotsDue(d, now, out)
 		case dRun:
-			e.due.remove(d)
-			delete(j.runs, d.task)
+			e.due.remove(d) // still watched: see jobState.runs
 			j.problem, j.since = ProblemTimeout, d.time()
 			out = append(out, Event{Kind: KindTooLong, Tenant: j.tenant, Job: j.name, TaskID: d.task, Slot: d.start, At: d.time(), Count: 1,
 				Detail: fmt.Sprintf("still running after max_runtime %s (started %s)", formatDuration(j.spec.MaxRuntime), stamp(d.start, j.spec.location()))})

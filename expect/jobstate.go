@@ -2,6 +2,8 @@ package expect
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -10,7 +12,8 @@ import (
 // does, flapstate.go): a restart replays only the log after the newest
 // snapshot, so without it a job down at the snapshot would no longer hold
 // its downstream jobs' alerts, and starts that straddle a snapshot would
-// never be found too often.
+// never be found too often, and a run that was running at the snapshot
+// would never be found too long.
 
 // JobState is what the evaluator knows of one job's runs, besides its
 // flapping (FlapState): its latest start and skip, whether it is down
@@ -28,11 +31,22 @@ type JobState struct {
 	MaxRuns    int           `json:",omitempty"`
 	RunsWindow time.Duration `json:",omitempty"`
 	Starts     []int64       `json:",omitempty"`
+	// Runs are the running runs watched for max_runtime, found too long
+	// or not yet (the caller had not timed them out).
+	Runs []WatchedRun `json:",omitempty"`
+}
+
+// WatchedRun is a running run watched for max_runtime: its task ID, when
+// it started (by its reporter) and when max_runtime counts from (Run's
+// Received).
+type WatchedRun struct {
+	TaskID      string
+	Start, From time.Time
 }
 
 // JobStates returns the state of every job the evaluator watches (with an
 // expectation, or as another job's upstream) that has seen a run start, be
-// skipped or end down, in no set order.
+// skipped or end down, in no set order (each job's runs by task ID).
 func (e *Evaluator) JobStates() []JobState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -49,6 +63,10 @@ func (e *Evaluator) JobStates() []JobState {
 			if sp := j.spec; sp != nil && sp.MaxRuns > 0 {
 				st.MaxRuns, st.RunsWindow, st.Starts = sp.MaxRuns, sp.RunsWindow, j.starts.kept()
 			}
+			for _, d := range j.runs {
+				st.Runs = append(st.Runs, WatchedRun{TaskID: d.task, Start: d.start, From: d.from})
+			}
+			slices.SortFunc(st.Runs, func(a, b WatchedRun) int { return strings.Compare(a.TaskID, b.TaskID) })
 			out = append(out, st)
 		}
 	}
@@ -60,7 +78,10 @@ func (e *Evaluator) JobStates() []JobState {
 // are told. A state whose job is no longer watched is dropped. As Set
 // does for a change while the server runs, a job whose max_runs or
 // runs_window changed counts its starts anew, and keeps the rest: its
-// latest start, and whether it is down.
+// latest start, and whether it is down. The runs watched for max_runtime
+// are watched again, under the job's max_runtime now (none: not at all),
+// counted from when they were first: one past it is found at the next
+// Tick. Their ends after the snapshot, told next (Finished), end that.
 func (e *Evaluator) RestoreJobs(states []JobState) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -82,6 +103,14 @@ func (e *Evaluator) RestoreJobs(states []JobState) {
 			for _, at := range st.Starts {
 				j.starts.push(time.Unix(0, at))
 			}
+		}
+		for _, r := range st.Runs {
+			if sp.MaxRuntime <= 0 || j.runs[r.TaskID] != nil {
+				continue
+			}
+			d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.Start, from: r.From, index: -1}
+			j.runs[r.TaskID] = d
+			e.due.set(d, d.from.Add(sp.MaxRuntime))
 		}
 		// What arm made of the latest start or skip, had it had them.
 		if j.wait == nil || j.wait.index < 0 {

@@ -67,3 +67,61 @@ func TestJobStatesRestore(t *testing.T) {
 		t.Errorf("the states kept no latest start of a's extract at %v: %+v", at(1), states)
 	}
 }
+
+// The runs watched for max_runtime, copied out of one evaluator (through
+// JSON) and put back into another with the same expectations, are found
+// too long when they pass it, once each, per tenant: one still running
+// at its deadline, and one found too long before the copy that the caller
+// had not timed out yet. A run whose end is told after the restore is
+// not; a tenant whose job has no max_runtime now watches none. Before,
+// JobStates kept no run, and a run started before a snapshot was never
+// found too long after a restart from it.
+func TestWatchedRunsRestore(t *testing.T) {
+	t.Parallel()
+	t0 := utc(2026, 5, 1, 0, 0)
+	src := "expectations:\n  - {job: slow, max_runtime: 10m}\n"
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	before := NewEvaluator()
+	tenants := []string{"a", "b", "c"}
+	for _, tenant := range tenants {
+		before.Set(tenant, mustParse(t, src), t0)
+		for i, id := range []string{"early", "late", "ends"} {
+			// Received a minute after their reported start: max_runtime
+			// counts from then.
+			before.Started(Run{Tenant: tenant, Job: "slow", TaskID: id, At: at(i), Received: at(i * 10).Add(time.Minute)})
+		}
+	}
+	if got := before.Tick(at(12)); len(got) != len(tenants) {
+		t.Fatalf("before the copy: %v, want early too long in each tenant", got)
+	}
+	b, err := json.Marshal(before.JobStates())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []JobState
+	if err := json.Unmarshal(b, &states); err != nil {
+		t.Fatal(err)
+	}
+	after := NewEvaluator()
+	after.Set("a", mustParse(t, src), at(12))
+	after.Set("b", mustParse(t, src), at(12))
+	after.Set("c", mustParse(t, "expectations:\n  - {job: slow, min_runtime: 1s}\n"), at(12))
+	after.RestoreJobs(states)
+	for _, tenant := range []string{"a", "b"} {
+		after.Finished(Run{Tenant: tenant, Job: "slow", TaskID: "ends", At: at(15), Status: apollo.StatusSuccess, Duration: 13 * time.Minute})
+	}
+	var found []string
+	for _, m := range []int{12, 20, 21, 40} {
+		for _, ev := range after.Tick(at(m)) {
+			if ev.Kind != KindTooLong {
+				t.Fatalf("at %v: %v", at(m), ev)
+			}
+			found = append(found, fmt.Sprintf("%s %s %d %v", ev.Tenant, ev.TaskID, m, ev.Slot.Sub(t0)))
+		}
+	}
+	slices.Sort(found)
+	want := []string{"a early 12 0s", "a late 21 1m0s", "b early 12 0s", "b late 21 1m0s"}
+	if !slices.Equal(found, want) {
+		t.Errorf("after the restore found %q, want %q", found, want)
+	}
+}

@@ -63,8 +63,12 @@ func (x *expectations) act(evs []expect.Event) {
 		switch ev.Kind {
 		case expect.KindTooLong:
 			// The run becomes timeout (unless it ended meanwhile), which
-			// fires ON: timeout like any other.
-			x.bus.TimeOut(ev.Tenant, ev.TaskID)
+			// fires ON: timeout like any other; its end, told back to the
+			// evaluator (Apply), ends its watch. One that is no longer
+			// running is watched no more.
+			if !x.bus.TimeOut(ev.Tenant, ev.TaskID) {
+				x.ev.Unwatch(ev.Tenant, ev.Job, ev.TaskID)
+			}
 			continue
 		case expect.KindStable:
 			x.log.Info("job stable again", "tenant", ev.Tenant, "job", ev.Job)
