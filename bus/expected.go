@@ -122,6 +122,12 @@ func (b *Bus) Mark(tenant, taskID string, kind apollo.Kind, reason string) bool 
 		})
 }
 
+// LogFailed reports whether the log has failed: from then on the bus
+// refuses every event, and every record of its own (TimeOut, Mark,
+// RecordMissed), until the process restarts and recovers. A caller whose
+// record was refused keeps what it was for, for the next start.
+func (b *Bus) LogFailed() bool { return b.logFailed.Load() != nil }
+
 // TimeOut ends a running run as timeout, as its own deadline would: what
 // a job's max_runtime does. It reports whether the run was running and
 // its timeout was logged.

@@ -71,8 +71,9 @@ func TestTimeOut(t *testing.T) {
 
 // When the log refuses the record, TimeOut, Mark and RecordMissed's
 // missed start report nothing done, count nothing, and leave the runs as
-// they were, in every tenant. Before, they reported true and counted the
-// timeout although nothing was logged or applied.
+// they were, in every tenant, and LogFailed says the log failed (their
+// callers keep what the records were for). Before, they reported true and
+// counted the timeout although nothing was logged or applied.
 func TestOwnRecordsTheLogRefusedAreNotReported(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -81,6 +82,9 @@ func TestOwnRecordsTheLogRefusedAreNotReported(t *testing.T) {
 		e := ev("r1", 1, apollo.StatusRunning)
 		e.Tenant = tenant
 		f.publish(t, e)
+	}
+	if f.bus.LogFailed() {
+		t.Fatal("LogFailed before the log failed")
 	}
 	f.log.mu.Lock()
 	f.log.failAppend = errors.New("no space left on device")
@@ -102,6 +106,9 @@ func TestOwnRecordsTheLogRefusedAreNotReported(t *testing.T) {
 	}
 	if _, err := f.bus.RecordMissed(t.Context(), []Missed{{Tenant: "acme", Job: "nightly", Slot: t0.Add(-time.Hour)}}); err == nil {
 		t.Error("RecordMissed reported no error with the log refusing")
+	}
+	if !f.bus.LogFailed() {
+		t.Error("LogFailed does not say so after the log refused a timeout for its failure")
 	}
 	if st := f.bus.Stats(); st.Timeouts != 0 || st.MissedStart != 0 {
 		t.Errorf("counted what the log refused: %d timeouts, %d missed starts", st.Timeouts, st.MissedStart)

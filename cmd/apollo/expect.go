@@ -63,6 +63,10 @@ type expectations struct {
 	// judged, those that fell while the server was down included.
 	checked  atomic.Int64
 	restored time.Time // checked, read from the snapshot
+	// unrecorded is set once the failed log refused a missed run
+	// (expectations.refused): checked stays where it was, so that the
+	// next start judges that run's slot again, and records and tells it.
+	unrecorded atomic.Bool
 	// snapTiming is, read from the snapshot, each tenant's expectations
 	// in force then: job -> timing. nil: the snapshot did not say.
 	snapTiming map[string]map[string]string
@@ -113,11 +117,13 @@ type expectations struct {
 }
 
 // expectBus is what the expectations need of the bus: recording a missed
-// run, and timing a run out.
+// run, timing a run out, marking a finding on a run, and whether its log
+// failed (what it refused then is for the next start).
 type expectBus interface {
 	RecordMissed(ctx context.Context, ms []bus.Missed) ([]bool, error)
 	TimeOut(tenant, taskID string) bool
 	Mark(tenant, taskID string, kind apollo.Kind, reason string) bool
+	LogFailed() bool
 }
 
 var (
@@ -483,7 +489,9 @@ func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 			x.act(x.ev.Tick(now))
 			x.act(x.take())
 			x.tellHeldJobs(true)
-			x.checked.Store(now.UnixNano())
+			if !x.unrecorded.Load() {
+				x.checked.Store(now.UnixNano())
+			}
 			if now.Sub(forgot) >= 24*time.Hour {
 				// Jobs that stopped make room for new ones in the learner.
 				x.learn.ForgetBefore(now.Add(-learnFor))

@@ -52,8 +52,13 @@ func (x *expectations) act(evs []expect.Event) {
 		if err != nil {
 			x.log.Warn("missed runs could not be recorded in the jobs' history", "runs", len(missed), "err", err)
 		}
+		refused := err != nil && x.bus.LogFailed()
+		if refused {
+			x.unrecorded.Store(true) // judged again by the next start (refused)
+		}
 		for k, i := range at {
-			told[i] = k < len(fresh) && !fresh[k] // recorded before: told then
+			// Recorded before: told then. Refused: told by the next start.
+			told[i] = refused || k < len(fresh) && !fresh[k]
 		}
 	}
 	for i, ev := range evs {
@@ -65,8 +70,9 @@ func (x *expectations) act(evs []expect.Event) {
 			// The run becomes timeout (unless it ended meanwhile), which
 			// fires ON: timeout like any other; its end, told back to the
 			// evaluator (Apply), ends its watch. One that is no longer
-			// running is watched no more.
-			if !x.bus.TimeOut(ev.Tenant, ev.TaskID) {
+			// running is watched no more; one whose timeout the failed
+			// log refused stays watched (refused).
+			if !x.bus.TimeOut(ev.Tenant, ev.TaskID) && !x.refused(ev) {
 				x.ev.Unwatch(ev.Tenant, ev.Job, ev.TaskID)
 			}
 			continue
@@ -84,6 +90,9 @@ func (x *expectations) act(evs []expect.Event) {
 			if err := kind.UnmarshalText([]byte(ev.Kind.String())); err == nil {
 				marked = x.bus.Mark(ev.Tenant, ev.TaskID, kind, ev.Detail)
 			}
+			if !marked && x.refused(ev) {
+				continue // pending, for the next start: told once marked
+			}
 			x.unpend(ev) // marked (Apply has seen to it), or it cannot be
 		}
 		x.log.Info("expectation not met", "kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "detail", ev.Detail)
@@ -95,6 +104,23 @@ func (x *expectations) act(evs []expect.Event) {
 			x.occur(alert.Occurrence{Tenant: ev.Tenant, Job: ev.Job, Kind: o, Run: ev.TaskID, At: ev.Slot, Detail: ev.Detail})
 		}
 	}
+}
+
+// refused reports whether the bus refused ev's record (a timeout, a mark)
+// because its log failed. Then the server stops (server.fatal), and no
+// record is taken before it restarts: trying again here is in vain. The
+// finding is kept instead, pending (a mark) or watched (a run too long),
+// so that the snapshot of the stop keeps it and the next start acts on
+// it, as it does on one found just before a kill -9 (the log after the
+// snapshot it starts from gives it again otherwise). A missed run is
+// kept by its time (unrecorded).
+func (x *expectations) refused(ev expect.Event) bool {
+	if !x.bus.LogFailed() {
+		return false
+	}
+	x.log.Warn("the log failed and refused a finding's record; the next start acts on it",
+		"kind", ev.Kind.String(), "tenant", ev.Tenant, "job", ev.Job, "task", ev.TaskID)
+	return true
 }
 
 // marksRun reports whether ev is marked on its run (bus.Mark): a run too

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -86,17 +87,33 @@ func TestExpectationsFileReload(t *testing.T) {
 	}
 }
 
-// fakeExpectBus records what the expectations asked of the bus.
+// fakeExpectBus records what the expectations asked of the bus. With
+// failed set its log has failed: it refuses every timeout and mark, and
+// records them in refused.
 type fakeExpectBus struct {
 	mu       sync.Mutex
+	failed   bool
 	missed   []string
 	timedOut []string
 	marked   []string
+	refused  []string
+}
+
+func (f *fakeExpectBus) LogFailed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
 }
 
 func (f *fakeExpectBus) RecordMissed(_ context.Context, ms []bus.Missed) ([]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failed {
+		for _, m := range ms {
+			f.refused = append(f.refused, m.Tenant+"/"+m.Job+" missed")
+		}
+		return nil, errors.New("the log failed")
+	}
 	fresh := make([]bool, len(ms))
 	for i, m := range ms {
 		k := m.Tenant + "/" + m.Job + "@" + m.Slot.String()
@@ -109,6 +126,10 @@ func (f *fakeExpectBus) RecordMissed(_ context.Context, ms []bus.Missed) ([]bool
 func (f *fakeExpectBus) TimeOut(tenant, taskID string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failed {
+		f.refused = append(f.refused, tenant+"/"+taskID+" timeout")
+		return false
+	}
 	f.timedOut = append(f.timedOut, tenant+"/"+taskID)
 	return true
 }
@@ -116,6 +137,10 @@ func (f *fakeExpectBus) TimeOut(tenant, taskID string) bool {
 func (f *fakeExpectBus) Mark(tenant, taskID string, kind apollo.Kind, reason string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failed {
+		f.refused = append(f.refused, tenant+"/"+taskID+" "+kind.String())
+		return false
+	}
 	f.marked = append(f.marked, tenant+"/"+taskID+" "+kind.String()+": "+reason)
 	return true
 }
