@@ -377,7 +377,7 @@ func (e *Evaluator) Finished(r Run) []Event {
 			Detail: fmt.Sprintf("succeeded in %v, under min_runtime %s", r.Duration, formatDuration(sp.MinRuntime))})
 	}
 	if sp.Flapping.Changes > 0 {
-		out = e.flapStep(j, outcome, r.At, r.TaskID, out)
+		out = e.flapStep(j, outcome, r.At, r.Seq, r.TaskID, out)
 	}
 	return out
 }

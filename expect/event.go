@@ -24,6 +24,11 @@ type Run struct {
 	// timeout, and how long the run took.
 	Status   apollo.Status
 	Duration time.Duration
+	// Seq, for Finished, orders the ends of runs that ended in the same
+	// millisecond (At), for flapping: the order the server accepted them
+	// in (its log position, the same in a replay). Zero: none, the order
+	// they are told in.
+	Seq uint64
 }
 
 // Kind is what an Event reports.

@@ -13,9 +13,9 @@ import (
 
 type flapState struct {
 	// recent are the latest outcomes by the time their runs ended (1
-	// success, -1 failure), at most flapKeep of them: the changes of
-	// different runs reach the evaluator in no set order, and a run that
-	// ended earlier may be told after one that ended later.
+	// success, -1 failure), then by their Seq, at most flapKeep of them:
+	// the changes of different runs reach the evaluator in no set order,
+	// and a run that ended earlier may be told after one that ended later.
 	recent     []outcomeAt
 	switches   timeRing // when the latest switches happened
 	on         bool
@@ -23,10 +23,21 @@ type flapState struct {
 	stable     *deadline
 }
 
-// outcomeAt is how a run ended (1 success, -1 failure), and when (Unix ns).
+// outcomeAt is how a run ended (1 success, -1 failure), when (Unix ns),
+// and its Run.Seq (0: none).
 type outcomeAt struct {
-	at int64
-	o  int8
+	at  int64
+	seq uint64
+	o   int8
+}
+
+// before reports whether x ended before y: by their times, and, in the
+// same millisecond, by their Seq when both have one (the server's order:
+// Finished's times are milliseconds, and runs of different tasks are
+// told in no set order, also in a replay). Without, the one told first
+// counts first.
+func (x outcomeAt) before(y outcomeAt) bool {
+	return x.at < y.at || x.at == y.at && x.seq != 0 && y.seq != 0 && x.seq < y.seq
 }
 
 // flapKeep is how many outcomes a job watched for changes switches keeps:
@@ -34,16 +45,16 @@ type outcomeAt struct {
 // for runs that repeat an outcome in between.
 func flapKeep(changes int) int { return 2*changes + 2 }
 
-// remember puts o, ended at at, among the recent outcomes in time order
-// and keeps the latest keep of them. It reports whether o came late: an
-// outcome that ended later was told before it.
-func (f *flapState) remember(o int8, at int64, keep int) (late bool) {
+// remember puts o among the recent outcomes in the order they ended
+// (outcomeAt.before) and keeps the latest keep of them. It reports
+// whether o came late: an outcome that ended later was told before it.
+func (f *flapState) remember(o outcomeAt, keep int) (late bool) {
 	i := len(f.recent)
-	for i > 0 && f.recent[i-1].at > at {
+	for i > 0 && o.before(f.recent[i-1]) {
 		i--
 	}
 	late = i < len(f.recent)
-	f.recent = slices.Insert(f.recent, i, outcomeAt{at: at, o: o})
+	f.recent = slices.Insert(f.recent, i, o)
 	if extra := len(f.recent) - keep; extra > 0 {
 		f.recent = slices.Delete(f.recent, 0, extra)
 	}
@@ -63,10 +74,10 @@ func (f *flapState) latest() []outcomeAt {
 // told late is put in its place and the switches are counted again over
 // the recent outcomes. The flapping event names run, the run whose end
 // made the job flap (the bus marks it).
-func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, run string, out []Event) []Event {
+func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, seq uint64, run string, out []Event) []Event {
 	f, cfg := &j.flap, j.spec.Flapping
 	prev := f.latest()
-	if f.remember(outcome, at.UnixNano(), flapKeep(cfg.Changes)) {
+	if f.remember(outcomeAt{at: at.UnixNano(), seq: seq, o: outcome}, flapKeep(cfg.Changes)) {
 		f.switches.reset()
 		n := 0
 		for i := 1; i < len(f.recent); i++ {

@@ -24,9 +24,11 @@ type FlapState struct {
 	LastSwitch time.Time
 }
 
-// Outcome is how a run ended, and when (Unix ns).
+// Outcome is how a run ended, when (Unix ns), and its Run.Seq (0: none,
+// as in a snapshot of a version that kept none).
 type Outcome struct {
 	At      int64
+	Seq     uint64 `json:",omitempty"`
 	Success bool
 }
 
@@ -44,7 +46,7 @@ func (e *Evaluator) FlapStates() []FlapState {
 			f := &j.flap
 			st := FlapState{Tenant: j.tenant, Job: j.name, Flapping: j.spec.Flapping, On: f.on, LastSwitch: f.lastSwitch}
 			for _, o := range f.recent {
-				st.Recent = append(st.Recent, Outcome{At: o.at, Success: o.o > 0})
+				st.Recent = append(st.Recent, Outcome{At: o.at, Seq: o.seq, Success: o.o > 0})
 			}
 			st.Switches = f.switches.kept()
 			out = append(out, st)
@@ -69,7 +71,7 @@ func (e *Evaluator) RestoreFlaps(states []FlapState) {
 		f := &j.flap
 		f.recent = f.recent[:0]
 		for _, o := range st.Recent {
-			f.remember(outcome(o.Success), o.At, flapKeep(st.Flapping.Changes))
+			f.remember(outcomeAt{at: o.At, seq: o.Seq, o: outcome(o.Success)}, flapKeep(st.Flapping.Changes))
 		}
 		f.switches.reset()
 		for _, at := range st.Switches {

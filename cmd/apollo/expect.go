@@ -374,6 +374,9 @@ func (x *expectations) Apply(c *apollo.Change) {
 	if t.Status.Final() && !c.Prev.Status.Final() {
 		run.At, run.Status = at(cmp.Or(t.FinishedAt, c.Record.Ts)), t.Status
 		run.Duration = time.Duration(t.CostMs) * time.Millisecond
+		// Ends of one millisecond count in the order of the log, live
+		// and in a replay, which applies tasks in parallel.
+		run.Seq = c.LSN
 		found = append(found, x.ev.Finished(run)...)
 		x.learn.Finished(run)
 	}
