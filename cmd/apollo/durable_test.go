@@ -49,23 +49,29 @@ type deployment struct {
 	alert  *proc             // nil all-in-one
 	env    []string          // more environment for the next start of the server or the bus
 	seq    atomic.Int64      // makes task IDs unique
-	lastTs atomic.Int64      // the latest event time runAt handed out
+	lastTs atomic.Int64      // the latest run end runAt handed out
 }
 
-// runAt returns the times, Unix ms, of a run's start and end: now, and
-// after the previous run's end. Runs reported one after the other then end
-// in that order by their times too: two runs that end in the same
-// millisecond have no order of their own, and the job expectations
-// evaluator, which counts runs by when they ended, may take them either
-// way (TestFlappingFiresInEveryMode failed so, about once in a hundred
-// runs on a loaded machine: a failure and the success after it both ended
-// at the same millisecond).
+// runAt returns the times, Unix ms, of a run's start and end: the end is
+// now, the start a millisecond before, after the previous run's end. Runs
+// reported one after the other then end in that order by their times too.
+// The times are never ahead of the clock: the server takes a run's times
+// as no later than it received them, and runs handed times in the future
+// (a burst, one a millisecond past the one before) ended at their
+// receipt, two of them in the same millisecond (TestFlappingFiresInEveryMode
+// failed so, about once in a hundred runs on a loaded machine: a failure
+// and the success after it both ended at the same millisecond). So a run
+// asked for less than 2 ms after the previous one waits for the clock to
+// get there (TestRunAtNeverAheadOfTheClock).
 func (d *deployment) runAt() (start, end int64) {
 	for {
-		last := d.lastTs.Load()
-		start = max(time.Now().UnixMilli(), last+1)
-		if d.lastTs.CompareAndSwap(last, start+1) {
-			return start, start + 1
+		last, now := d.lastTs.Load(), time.Now().UnixMilli()
+		if now < last+2 {
+			time.Sleep(time.Until(time.UnixMilli(last + 2)))
+			continue
+		}
+		if d.lastTs.CompareAndSwap(last, now) {
+			return now - 1, now
 		}
 	}
 }
