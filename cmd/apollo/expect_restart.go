@@ -232,9 +232,9 @@ func (x *expectations) unpend(ev expect.Event) {
 // counted that the log after the snapshot does not give again: the
 // findings not yet marked on their runs, each job's flapping state, and
 // the rest of what it knows of each job (its latest start, whether it is
-// down, the starts max_runs counts). A snapshot without it (an older
-// version) restores none of them, and one without jobs (of the version
-// before) restores no job's state.
+// down, the starts max_runs counts, the runs it watches for max_runtime).
+// A snapshot without it (an older version) restores none of them, and one
+// without jobs (of the version before) restores no job's state.
 type foundState struct {
 	Pending []expect.Event     `json:"pending,omitempty"`
 	Flaps   []expect.FlapState `json:"flaps,omitempty"`
