@@ -40,14 +40,7 @@ func TestJobRemovedAndPutBackKeepsItsRun(t *testing.T) {
 		}
 	}
 	write(withJob)
-	t.Cleanup(func() { // the runs' processes are in groups of their own
-		b, _ := os.ReadFile(pids)
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		}
-	})
+	killGroupsAtCleanup(t, pids)
 	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
 	run := func() int {
 		resp, err := http.Post("http://"+srv.addr+"/api/v1/jobs/hang_job/run", "application/json", nil)
@@ -224,4 +217,19 @@ func TestPauseOfARemovedJobDoesNotComeBackAfterKill(t *testing.T) {
 	if listed, paused := job(); !listed || paused {
 		t.Errorf("after kill -9 held_job listed = %v, paused = %v; want listed and not paused, as the API showed before", listed, paused)
 	}
+}
+
+// killGroupsAtCleanup kills, when the test ends, the process groups whose
+// leaders' PIDs the test's jobs wrote to the file pids, one a line: the
+// runs' processes are in groups of their own, and a run the test left
+// would outlive it.
+func killGroupsAtCleanup(t *testing.T, pids string) {
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
 }

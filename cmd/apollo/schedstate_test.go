@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,14 +35,7 @@ func TestSchedStateStaysBoundedAcrossJobChurnAndKills(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	jobsPath := filepath.Join(dir, "jobs.yaml")
 	pids := filepath.Join(dir, "pids")
-	t.Cleanup(func() { // the runs' processes are in groups of their own
-		b, _ := os.ReadFile(pids)
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		}
-	})
+	killGroupsAtCleanup(t, pids)
 	const churn = 8
 	write := func(round string) []string {
 		names := []string{"keep_job", "held_job", "hang_job"}
