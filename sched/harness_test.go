@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,4 +336,40 @@ func (h *harness) job(name string) JobStatus {
 
 func sid(job string, at time.Time, attempt int) string {
 	return taskID(job, scheduledKey(at), attempt)
+}
+
+// started makes a scheduler of src with opts and runner and starts it;
+// it is stopped when the test ends, what still runs killed at once.
+func started(t *testing.T, src string, opts Options, runner *fakeRunner) *Scheduler {
+	t.Helper()
+	s, err := newScheduler(mustParse(t, src), opts, runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.Stop(ctx)
+	})
+	return s
+}
+
+// awaitStateWithout polls the state file in dir until it does not hold
+// what (polling a file: nothing to wait on).
+func awaitStateWithout(t *testing.T, dir, what, why string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, stateFileName))
+		if err == nil && !strings.Contains(string(b), what) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still in the state file %v later: %s %v", why, wait, b, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

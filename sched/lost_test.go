@@ -1,12 +1,10 @@
 package sched
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	apollo "github.com/apollo-11/apollo"
 )
@@ -20,23 +18,12 @@ func TestDeliveredRunLeavesTheStateFile(t *testing.T) {
 	dir := t.TempDir()
 	clock := apollo.NewFakeClock(t0)
 	rec, runner := newRecorder(), newFakeRunner(clock)
-	s, err := newScheduler(mustParse(t, `
+	s := started(t, `
 jobs:
   - name: a
     schedule: "0 * * * *"
     command: [x]
-`), Options{Clock: clock, Reporter: flushingRecorder{rec}, Logger: quietLogger(), StateDir: dir}, runner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = s.Stop(ctx)
-	}()
+`, Options{Clock: clock, Reporter: flushingRecorder{rec}, Logger: quietLogger(), StateDir: dir}, runner)
 	if !clock.BlockUntil(1, wait) {
 		t.Fatal("the loop armed no timer")
 	}
@@ -45,17 +32,7 @@ jobs:
 	runner.next(t).exit(0)
 	rec.waitFor(t, sid("a", at, 1), apollo.StatusSuccess)
 	// The clock stays before the next tick: the loop saves nothing more.
-	deadline := time.Now().Add(wait)
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, stateFileName))
-		if err == nil && !strings.Contains(string(b), `"runs"`) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a run that ended and was delivered is still in the state file %v later: %s %v", wait, b, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the file: nothing to wait on
-	}
+	awaitStateWithout(t, dir, `"runs"`, "a run that ended and was delivered")
 }
 
 // A run that the last scheduler left in progress stays in the state file
@@ -75,18 +52,7 @@ func TestSettledRunStaysUntilDelivered(t *testing.T) {
 	clock := apollo.NewFakeClock(t0)
 	rec := newRecorder()
 	rep := &slowFlusher{recorder: rec, release: make(chan struct{})}
-	s, err := newScheduler(mustParse(t, src), Options{Clock: clock, Reporter: rep, Logger: quietLogger(), StateDir: dir}, newFakeRunner(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = s.Stop(ctx)
-	}()
+	started(t, src, Options{Clock: clock, Reporter: rep, Logger: quietLogger(), StateDir: dir}, newFakeRunner(clock))
 	rec.waitFor(t, id, apollo.StatusFailed)
 	// What a kill -9 now leaves: the settling event sent, not delivered.
 	b, err := os.ReadFile(filepath.Join(dir, stateFileName))
@@ -99,28 +65,9 @@ func TestSettledRunStaysUntilDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec2 := newRecorder()
-	s2, err := newScheduler(mustParse(t, src), Options{Clock: clock, Reporter: rec2, Logger: quietLogger(), StateDir: dir2}, newFakeRunner(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, src, Options{Clock: clock, Reporter: rec2, Logger: quietLogger(), StateDir: dir2}, newFakeRunner(clock))
 	rec2.waitFor(t, id, apollo.StatusFailed)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = s2.Stop(ctx)
 	// Once delivered, the run leaves the file.
 	close(rep.release)
-	deadline := time.Now().Add(wait)
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, stateFileName))
-		if err == nil && !strings.Contains(string(b), id) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the settled run is still in the state file %v after its event was delivered: %s %v", wait, b, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the file: nothing to wait on
-	}
+	awaitStateWithout(t, dir, id, "the settled run, its event delivered")
 }
