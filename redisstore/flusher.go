@@ -220,7 +220,9 @@ func (f *Flusher) writeJobs(ctx context.Context, now time.Time, jobs []dirtyJob,
 			st := f.jobs[j.jobRef]
 			if st == nil {
 				fresh = append(fresh, j.jobRef)
-				pipe.PExpire(ctx, f.keys.window(j.tenant, j.name), f.opts.keyTTL())
+				key := f.keys.window(j.tenant, j.name)
+				pipe.PExpire(ctx, key, f.opts.keyTTL())
+				f.queueRetire(ctx, pipe, key)
 			} else {
 				known = append(known, sentFields{hset, n})
 			}
@@ -289,6 +291,23 @@ func (f *Flusher) appendBlocks(args []any, kind byte, es []metrics.Entry) []any 
 		es = es[n:]
 	}
 	return args
+}
+
+// queueRetire deletes the retired writers' gauge levels from a job's key
+// (Options.Retire): their tasks pending and running belong to a log no
+// bus holds any more, and would be summed as such until the key expired.
+// Their counts stay. At a level's bound in the past, the retired writer's
+// moves since then are still subtracted: the levels read for a time before
+// the retirement are lowered by the retired levels (never below zero).
+func (f *Flusher) queueRetire(ctx context.Context, pipe redis.Pipeliner, key string) {
+	if len(f.opts.Retire) == 0 {
+		return
+	}
+	fields := make([]string, len(f.opts.Retire))
+	for i, w := range f.opts.Retire {
+		fields[i] = fieldName(kindGauge, 0, w)
+	}
+	pipe.HDel(ctx, key, fields...)
 }
 
 // queueAnnounce adds or renews the writer in the writers set.

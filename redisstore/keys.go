@@ -1,9 +1,15 @@
 package redisstore
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo/internal/keypart"
 	"github.com/apollo-11/apollo/metrics"
@@ -113,4 +119,14 @@ func parseField(f string) (kind byte, start int64, writer string, ok bool) {
 		return kind, sec * 1000, writer, true
 	}
 	return 0, 0, "", false
+}
+
+// Writers returns the writer IDs announced under prefix, in
+// <prefix>:metric:writers: those whose fields a read sums.
+func Writers(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
+	ws, err := c.ZRange(ctx, keyspace{cmp.Or(prefix, DefaultPrefix)}.writers(), 0, -1).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisstore: reading the metrics' writers: %w", err)
+	}
+	return ws, nil
 }

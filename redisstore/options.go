@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,8 +35,18 @@ type Options struct {
 	// '-', at most 64 bytes. Each writer's numbers are kept apart and
 	// summed on read, so two writers must never share an ID, and one
 	// writer must keep its ID across restarts. Empty, the default, is the
-	// one writer of the three-process mode.
+	// one writer of the three-process mode, and of a bus whose log began
+	// before Redis held another log's metrics (docs/redis.md, "A bus on a
+	// new data directory").
 	Writer string
+	// Retire are writers whose gauge levels (tasks pending and running)
+	// this flusher deletes from each job's key the first time it writes
+	// the job after Start: writers that will never write again, whose
+	// tasks nobody will finish (the bus of a log a new data directory
+	// replaced). Their counts stay, summed on read until they leave
+	// their windows. A live writer's levels would come back only at its
+	// next write of the job.
+	Retire []string
 	// FlushInterval is how often changes are written; default 1s.
 	FlushInterval time.Duration
 	// BucketRetention and RollupRetention must be the aggregator's; the
@@ -88,8 +99,10 @@ func (o *Options) validate() error {
 		return bad("Client", "no Redis client", "pass the client redisstore.Open returns")
 	case strings.ContainsAny(o.Prefix, "{}") || strings.ContainsFunc(o.Prefix, needsControl):
 		return bad("Prefix", fmt.Sprintf("%q holds a brace or a control character", o.Prefix), "use letters, digits and ':', e.g. apollo or apollo:staging")
-	case len(o.Writer) > MaxWriterBytes || strings.ContainsFunc(o.Writer, notWriterChar):
+	case !ValidWriter(o.Writer):
 		return bad("Writer", fmt.Sprintf("%q is not up to %d letters, digits, '.', '_' or '-'", clip(o.Writer), MaxWriterBytes), "use the node's name, e.g. bus-1")
+	case slices.ContainsFunc(o.Retire, func(w string) bool { return !ValidWriter(w) || w == o.Writer }):
+		return bad("Retire", fmt.Sprintf("%q holds the writer itself or an ID that is not a writer's", o.Retire), "list other writers, as in <prefix>:metric:writers")
 	case o.FlushInterval < 10*time.Millisecond:
 		return bad("FlushInterval", fmt.Sprintf("%v is below 10ms", o.FlushInterval), "leave it unset for 1s")
 	case o.BucketRetention < time.Minute || o.BucketRetention%metrics.BucketWidth != 0:
@@ -102,6 +115,11 @@ func (o *Options) validate() error {
 		return bad("MaxDirty", fmt.Sprintf("%d is not positive", o.MaxDirty), "leave it unset for 100000")
 	}
 	return nil
+}
+
+// ValidWriter reports whether w can be an Options.Writer.
+func ValidWriter(w string) bool {
+	return len(w) <= MaxWriterBytes && !strings.ContainsFunc(w, notWriterChar)
 }
 
 func needsControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -34,6 +34,10 @@ type alertSide interface {
 	// at start included (bus.Options.Observers), and those that act on a
 	// change and hear only of live ones (bus.Options.Live).
 	observers(agg *metrics.Aggregator) (all, live []bus.Observer)
+	// openLog learns of the bus's log, in dir and ending at lastLSN,
+	// before the observers are made: the metrics in Redis are written
+	// under a writer ID of the log's (metricsWriter).
+	openLog(ctx context.Context, dir string, lastLSN uint64) error
 	// Start and Stop (a service) run its components; Stop runs after the
 	// bus has stopped, so that they see the bus's last changes.
 	service
@@ -315,6 +319,8 @@ func (l *localAlerting) occur() func(alert.Occurrence) {
 }
 
 func (l *localAlerting) held() func(redisstore.Held) { return nil }
+
+func (l *localAlerting) openLog(context.Context, string, uint64) error { return nil }
 
 func (l *localAlerting) restore(ctx context.Context, mark func() uint64) (uint64, error) {
 	return l.engine.Restore(ctx, mark)

@@ -84,6 +84,8 @@ type redisAlerting struct {
 	every  time.Duration // heartbeat
 
 	flusher *redisstore.Flusher
+	writer  string   // the flusher's, the log's (metricsWriter)
+	retire  []string // the other logs' writers
 	feed    *redisstore.ChangeFeed
 	cmd     *redisstore.Commander
 	remote  *redisstore.RemoteAlerts
@@ -127,9 +129,15 @@ func (r *redisAlerting) restore(ctx context.Context, mark func() uint64) (uint64
 // checkpoint calls it before it keeps its snapshot.
 func (r *redisAlerting) saveMark(ctx context.Context) error { return r.feed.SaveMark(ctx) }
 
+func (r *redisAlerting) openLog(ctx context.Context, dir string, lastLSN uint64) (err error) {
+	r.writer, r.retire, err = metricsWriter(ctx, r.c, r.prefix, dir, lastLSN, r.log)
+	return err
+}
+
 func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Observer) {
 	var err error
-	r.flusher, err = redisstore.NewFlusher(agg, redisstore.Options{Client: r.c, Prefix: r.prefix, Clock: r.clock, Logger: r.log})
+	r.flusher, err = redisstore.NewFlusher(agg, redisstore.Options{Client: r.c, Prefix: r.prefix, Clock: r.clock, Logger: r.log,
+		Writer: r.writer, Retire: r.retire})
 	if err != nil {
 		panic(err) // options are ours and valid
 	}

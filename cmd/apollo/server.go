@@ -453,6 +453,9 @@ func (s *server) open(undo *undoList) error {
 		s.alerts = local
 	}
 	s.snaps = newSnapCadence(cfg.SnapshotEvents)
+	if err := s.alerts.openLog(context.Background(), cfg.Data, uint64(s.wal.LastLSN())); err != nil {
+		return err
+	}
 	all, live := s.alerts.observers(s.agg)
 	if testHoldLive != nil {
 		live = append([]bus.Observer{testHoldLive}, live...)
