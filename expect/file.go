@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // The keys of the file, in the order Marshal writes them.
@@ -98,7 +100,7 @@ func (d *decoder) document(src []byte) *yaml.Node {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if !errors.Is(err, io.EOF) {
-			d.syntax(err)
+			d.syntax(err, src)
 		}
 		return nil
 	}
@@ -108,20 +110,24 @@ func (d *decoder) document(src []byte) *yaml.Node {
 		d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: extra.Line, Col: extra.Column,
 			Message: "a second YAML document", Hint: "an expectations file is one document; remove the '---' and what follows, or merge it"})
 	case !errors.Is(err, io.EOF):
-		d.syntax(err)
+		d.syntax(err, src)
 	}
 	return &doc
 }
 
 // syntax reports a YAML syntax error. The library names the line where
 // the enclosing block starts, not always the line of the mistake: the hint
-// says so.
-func (d *decoder) syntax(err error) {
+// says so. It names no place for a character it refuses: src is searched
+// for it, since it is often invisible.
+func (d *decoder) syntax(err error, src []byte) {
 	is := &Issue{File: d.c.file, Line: 1, Col: 1, Message: "YAML syntax: " + strings.TrimPrefix(err.Error(), "yaml: "),
 		Hint: "the mistake is in the block that starts here; check indentation, quotes and brackets"}
 	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
 		is.Line, _ = strconv.Atoi(m[1])
 		is.Message = "YAML syntax: " + m[2]
+	}
+	if bad := sourcefile.BadChar(src, "an expectations file"); bad != nil && sourcefile.Refused(err.Error()) {
+		is.Line, is.Col, is.Message, is.Hint = bad.Line, bad.Col, "YAML syntax: "+bad.Message, bad.Hint
 	}
 	d.c.issues = append(d.c.issues, is)
 }

@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // File is a jobs file: defaults and jobs, as written. Parse and LoadFile
@@ -166,11 +166,10 @@ func Parse(filename string, src []byte) (*File, error) {
 		is := f.yamlIssue(err.Error())
 		is.Message = "YAML syntax: " + is.Message
 		is.Hint = "the mistake is in the block that starts here; check indentation, quotes and brackets"
-		if bad := badChar(src); bad != nil && readerErrRe.MatchString(err.Error()) {
+		if bad := sourcefile.BadChar(src, "a jobs file"); bad != nil && sourcefile.Refused(err.Error()) {
 			// The library names no place for a character it refuses:
 			// find it, since it is often invisible.
-			is = bad
-			is.File, is.Message = filename, "YAML syntax: "+is.Message
+			is = &Issue{File: filename, Line: bad.Line, Col: bad.Col, Message: "YAML syntax: " + bad.Message, Hint: bad.Hint}
 		}
 		return nil, fileError([]*Issue{is})
 	}
@@ -282,51 +281,6 @@ func (f *File) where(paths ...string) filePos {
 		}
 	}
 	return filePos{1, 1}
-}
-
-// readerErrRe matches the YAML library's messages about a character it
-// refuses, which carry no line: badChar finds it.
-var readerErrRe = regexp.MustCompile(`control characters are not allowed|UTF-8|invalid Unicode character`)
-
-// badChar returns the first character of src that YAML does not allow,
-// with its line and column as the YAML library counts them (characters,
-// from 1), or nil.
-func badChar(src []byte) *Issue {
-	line, col := 1, 1
-	for i := 0; i < len(src); {
-		r, n := utf8.DecodeRune(src[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			return &Issue{Line: line, Col: col, Message: fmt.Sprintf("a byte that is not UTF-8 (0x%02X)", src[i]),
-				Hint: "save the file as UTF-8"}
-		case !yamlAllows(r):
-			esc := fmt.Sprintf(`"\x%02x"`, r)
-			if r > 0xFF {
-				esc = fmt.Sprintf(`"\u%04x"`, r)
-			}
-			what := "a control character"
-			if !unicode.IsControl(r) {
-				what = "the character"
-			}
-			return &Issue{Line: line, Col: col, Message: fmt.Sprintf("%s (U+%04X) is not allowed in a jobs file", what, r),
-				Hint: fmt.Sprintf("remove it; in a double-quoted value write it as an escape, like %s", esc)}
-		}
-		i += n
-		switch {
-		case r == '\r' && i < len(src) && src[i] == '\n': // one break, counted at the \n
-		case r == '\n', r == '\r', r == 0x85, r == 0x2028, r == 0x2029:
-			line, col = line+1, 1
-		default:
-			col++
-		}
-	}
-	return nil
-}
-
-// yamlAllows reports whether YAML takes r anywhere in a file.
-func yamlAllows(r rune) bool {
-	return r == '\t' || r == '\n' || r == '\r' || (r >= 0x20 && r <= 0x7E) || r == 0x85 ||
-		(r >= 0xA0 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
 }
 
 var (
