@@ -15,6 +15,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/atomicfile"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -118,7 +119,7 @@ func (l *Loader) loadLocked() error {
 	// Before the first good version there are no old rules to keep: the
 	// error goes to the caller alone, which decides (start-up fails).
 	loaded := l.applied != nil
-	src, err := os.ReadFile(l.opts.Path)
+	src, err := sourcefile.Read(l.opts.Path, "rules file", sourcefile.MaxSize)
 	if err != nil {
 		if loaded {
 			l.log.Error("alert: cannot read the rules file; the old rules keep running", "err", err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // Duration is a time.Duration written as "90s", "5m", "1h30m".
@@ -236,7 +236,7 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // missing secret is caught at start-up.
 func Load(path string, getenv func(string) string) (Config, error) {
 	c := Default()
-	src, err := os.ReadFile(path)
+	src, err := sourcefile.Read(path, "configuration file", sourcefile.MaxSize)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}

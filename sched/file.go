@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -126,9 +125,10 @@ type lineKey struct {
 	key  string
 }
 
-// LoadFile reads and parses a jobs file.
+// LoadFile reads and parses a jobs file: a regular file of at most
+// sourcefile.MaxSize (16 MiB).
 func LoadFile(path string) (*File, error) {
-	src, err := os.ReadFile(path)
+	src, err := sourcefile.Read(path, "jobs file", sourcefile.MaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("sched: read jobs file: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // Exit codes of the commands that talk to a server (docs/cli.md).
@@ -119,7 +120,7 @@ func readCLIConfig(path string) (cliConfig, error) {
 	if path == "" {
 		return c, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := sourcefile.Read(path, "CLI configuration file", sourcefile.MaxSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}

@@ -78,7 +78,7 @@ problems, 4 the token lacks the operator role.`,
 		Example: `  apollo expect check expectations.yaml && apollo expect apply expectations.yaml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, name, err := readFileArg(cmd, args[0])
+			src, name, err := readFileArg(cmd, args[0], "expectations file")
 			if err != nil {
 				return usageError("%v", err)
 			}
@@ -154,7 +154,7 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 // checkExpectFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
 func checkExpectFiles(out io.Writer, files []string) int {
-	return checkIssueFiles(out, files, func(file string, src []byte) (string, error) {
+	return checkIssueFiles(out, files, "expectations file", func(file string, src []byte) (string, error) {
 		set, err := expect.Parse(file, src)
 		if err != nil {
 			return "", err
@@ -166,8 +166,8 @@ func checkExpectFiles(out io.Writer, files []string) int {
 // checkIssueFiles is checkFiles for the files whose parser reports every
 // problem at once as an *expect.FileError (expectations, jobs): parse
 // returns what the ok line says of a good file.
-func checkIssueFiles(out io.Writer, files []string, parse func(file string, src []byte) (string, error)) int {
-	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
+func checkIssueFiles(out io.Writer, files []string, what string, parse func(file string, src []byte) (string, error)) int {
+	return checkFiles(out, files, what, func(file string, src []byte) ([]string, string, error) {
 		ok, err := parse(file, src)
 		var fe *expect.FileError
 		if errors.As(err, &fe) {

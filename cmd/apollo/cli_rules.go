@@ -86,7 +86,7 @@ errors, 4 the token lacks the admin role.`,
   apollo rules list --source | sed 's/0.05/0.10/' | apollo rules apply -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, name, err := readFileArg(cmd, args[0])
+			src, name, err := readFileArg(cmd, args[0], "rules file")
 			if err != nil {
 				return usageError("%v", err)
 			}

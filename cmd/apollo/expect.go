@@ -21,6 +21,7 @@ import (
 	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/internal/atomicfile"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -205,13 +206,17 @@ func (x *expectations) loadFile() error {
 	if err != nil {
 		return err
 	}
-	src, err := os.ReadFile(x.path)
+	// The version is seen even if it cannot be read, as a bad one is:
+	// the poll then says why once, not every time it looks.
+	x.mu.Lock()
+	x.seen.mod, x.seen.size = fi.ModTime(), fi.Size()
+	x.mu.Unlock()
+	src, err := sourcefile.Read(x.path, "expectations file", sourcefile.MaxSize)
 	if err != nil {
 		return err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.seen.mod, x.seen.size = fi.ModTime(), fi.Size()
 	if old, ok := x.srcs[""]; ok && bytes.Equal(old, src) {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/apollo-11/apollo/config"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -92,7 +94,7 @@ func ruleContext(list []string, cfgPath string) (known func(string) bool, kept t
 // checkRuleFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
 func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept time.Duration) int {
-	return checkFiles(out, files, func(file string, src []byte) ([]string, string, error) {
+	return checkFiles(out, files, "rules file", func(file string, src []byte) ([]string, string, error) {
 		f, err := rules.ParseFile(file, src)
 		var rs []*rules.Rule
 		if f != nil {
@@ -129,14 +131,17 @@ func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept
 // file's problems (each a FILE:LINE:COL line), or what an ok line says of
 // a good file, or an error that is not about a place in it. It prints the
 // problems or the ok line and returns the number of problems.
-func checkFiles(out io.Writer, files []string, check func(file string, src []byte) (problems []string, ok string, err error)) int {
+//
+// what names the kind of file ("rules file"): each is read within
+// sourcefile.MaxSize, and only a regular file is.
+func checkFiles(out io.Writer, files []string, what string, check func(file string, src []byte) (problems []string, ok string, err error)) int {
 	bad := 0
 	for _, file := range files {
 		prefix := ""
 		if len(files) > 1 {
 			prefix = file + ": "
 		}
-		src, err := os.ReadFile(file)
+		src, err := sourcefile.Read(file, what, sourcefile.MaxSize)
 		if err != nil {
 			fmt.Fprintf(out, "%s: cannot read: %v\n", file, unwrapPath(err))
 			bad++
@@ -159,18 +164,21 @@ func checkFiles(out io.Writer, files []string, check func(file string, src []byt
 	return bad
 }
 
-// readFileArg reads the file a command names, or standard input for "-";
-// name is how to call it in messages.
-func readFileArg(cmd *cobra.Command, arg string) (src []byte, name string, err error) {
+// readFileArg reads the file a command names, or standard input for "-",
+// within sourcefile.MaxSize; name is how to call it in messages, what
+// the kind of file ("rules file").
+func readFileArg(cmd *cobra.Command, arg, what string) (src []byte, name string, err error) {
 	if arg == "-" {
-		src, err = io.ReadAll(cmd.InOrStdin())
-		return src, "<stdin>", err
+		if src, err = sourcefile.ReadAll(cmd.InOrStdin(), what, sourcefile.MaxSize); err != nil {
+			return nil, "<stdin>", &fs.PathError{Op: "read", Path: "<stdin>", Err: err}
+		}
+		return src, "<stdin>", nil
 	}
-	src, err = os.ReadFile(arg)
+	src, err = sourcefile.Read(arg, what, sourcefile.MaxSize)
 	return src, arg, err
 }
 
-// unwrapPath drops the path os.ReadFile repeats in its error.
+// unwrapPath drops the path a read repeats in its error.
 func unwrapPath(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {

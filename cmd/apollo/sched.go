@@ -430,7 +430,7 @@ line.`,
 		Example: `  apollo sched check jobs.yaml`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			bad := checkIssueFiles(cmd.OutOrStdout(), files, func(file string, src []byte) (string, error) {
+			bad := checkIssueFiles(cmd.OutOrStdout(), files, "jobs file", func(file string, src []byte) (string, error) {
 				f, err := sched.Parse(file, src)
 				if err != nil {
 					return "", err

@@ -1,4 +1,8 @@
-// Package sourcefile is what the parsers of the files operators write
-// (the jobs and expectations files) share: it finds the character YAML
-// refuses in one, which the YAML library reports without a place.
+// Package sourcefile is what the readers of the files operators write
+// (the jobs, rules and expectations files, apollo.yaml, the CLI's
+// cli.yaml) share. Read reads one within a bound, and only a regular
+// file, so that a wrong path (/dev/zero, a FIFO no one writes to, a huge
+// log) is refused with a message instead of filling memory or hanging.
+// BadChar finds the character YAML refuses in one, which the YAML library
+// reports without a place.
 package sourcefile
