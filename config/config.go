@@ -249,6 +249,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 func (c *Config) parse(path string, src []byte, getenv func(string) string) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(src, &root); err != nil {
+		// The library names no place for a character it refuses: find
+		// it, since it is often invisible.
+		if bad := sourcefile.BadChar(src, "a configuration file"); bad != nil && sourcefile.Refused(err.Error()) {
+			return fmt.Errorf("config: %s:%d:%d: %s (%s)", path, bad.Line, bad.Col, bad.Message, bad.Hint)
+		}
 		return fmt.Errorf("config: %s: %w", path, err)
 	}
 	if len(root.Content) == 0 {

@@ -40,6 +40,11 @@ func TestLoad(t *testing.T) {
 		{"unset variable", "channels:\n  ding:\n    type: dingtalk\n    secret: ${NOPE}\n", nil, "apollo.yaml:4: ${NOPE} is not set", nil},
 		{"unknown key with its line", "listen: a:1\nlisten_addr: b\n", nil, "line 2: field listen_addr not found", nil},
 		{"bad duration", "snapshot_every: soon\n", nil, `"soon" is not a duration`, nil},
+		// A character YAML refuses is placed, with its code: the library
+		// says "control characters are not allowed" and nothing of where.
+		{"control character", "listen: 127.0.0.1:1969\ndata: \"/var/\x1b[2Jlib\"\n", nil,
+			`config: apollo.yaml:2:13: a control character (U+001B) is not allowed in a configuration file (remove it; in a double-quoted value write it as an escape, like "\x1b")`, nil},
+		{"not UTF-8", "# caf\xe9\nlisten: 127.0.0.1:1969\n", nil, `config: apollo.yaml:1:6: a byte that is not UTF-8 (0xE9) (save the file as UTF-8)`, nil},
 		{"dead man's switch", "deadman:\n  url: https://hc-ping.com/${HC}\n  every: 1m\n  method: POST\n", map[string]string{"HC": "u-1"}, "", func(t *testing.T, c Config) {
 			if c.Deadman.URL != "https://hc-ping.com/u-1" || c.Deadman.Every.D() != time.Minute || c.Deadman.Method != "POST" || c.Deadman.Timeout.D() != 10*time.Second {
 				t.Errorf("deadman %+v", c.Deadman)

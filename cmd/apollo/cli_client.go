@@ -130,6 +130,9 @@ func readCLIConfig(path string) (cliConfig, error) {
 	const want = "write server: URL and token: SECRET"
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
+		if bad := sourcefile.BadChar(b, "a CLI configuration file"); bad != nil && sourcefile.Refused(err.Error()) {
+			return c, usageError("%s:%d:%d: %s (%s) (%s)", path, bad.Line, bad.Col, bad.Message, bad.Hint, want)
+		}
 		return c, usageError("%s: %v (%s)", path, err, want)
 	}
 	// An unknown key is an error, as in apollo.yaml: a misspelled server:

@@ -294,6 +294,8 @@ func TestReadCLIConfigForms(t *testing.T) {
 		{"misspelled token", "server: http://s:1\n  \ntokn: t\n", cliConfig{}, `cli.yaml:3:1: unknown key "tokn"`},
 		{"not a mapping", "- server\n", cliConfig{}, "cli.yaml: yaml: unmarshal errors"},
 		{"not YAML", "server: [x\n", cliConfig{}, "cli.yaml: yaml: "},
+		{"control character", "server: \"http://s\x1b:1\"\n", cliConfig{}, `cli.yaml:1:18: a control character (U+001B) is not allowed in a CLI configuration file`},
+		{"not UTF-8", "token: t\xff\n", cliConfig{}, `cli.yaml:1:9: a byte that is not UTF-8 (0xFF)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
