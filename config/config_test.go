@@ -3,9 +3,12 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -110,12 +113,22 @@ func TestApplyEnv(t *testing.T) {
 	}
 }
 
+// FuzzParse: parse never panics, and a character YAML refuses is
+// reported at its line and column.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("listen: a:1\nchannels:\n  x:\n    type: ${T}\n"))
 	f.Add([]byte("lateness:\n  - prefix: a\n    timeout: 1m\n"))
+	f.Add([]byte("listen: 127.0.0.1:1969\ndata: \"/var/\x1b[2Jlib\"\n"))
+	f.Add([]byte("# caf\xe9\nlisten: 127.0.0.1:1969\n"))
+	f.Add([]byte("channels:\n  c: {type: console, tenants: [\"t\\r\"]}\n\x00"))
+	f.Add([]byte("auth:\n  tokens:\n    - {role: admin, tenant: \"a\u0085b\", sha256: ab}\r\n"))
+	placed := regexp.MustCompile(`^config: f\.yaml:\d+:\d+: `)
 	f.Fuzz(func(t *testing.T, src []byte) {
 		c := Default()
-		_ = c.parse("f.yaml", src, func(string) string { return "v" })
+		err := c.parse("f.yaml", src, func(string) string { return "v" })
+		if err != nil && sourcefile.Refused(err.Error()) && sourcefile.BadChar(src, "a configuration file") != nil && !placed.MatchString(err.Error()) {
+			t.Fatalf("parse(%q) = %v: a refused character without its place", src, err)
+		}
 	})
 }
 

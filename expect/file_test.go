@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 func mustParse(t testing.TB, src string) *Set {
@@ -286,6 +287,11 @@ func FuzzParse(f *testing.F) {
 			for _, is := range fe.Issues {
 				if is.Line < 1 || is.Col < 1 || is.Message == "" {
 					t.Fatalf("issue without a place or a message: %+v", is)
+				}
+				if strings.HasPrefix(is.Message, "YAML syntax: ") && sourcefile.Refused(is.Message) {
+					if bad := sourcefile.BadChar(src, "an expectations file"); bad != nil && (is.Line != bad.Line || is.Col != bad.Col) {
+						t.Fatalf("a refused character reported at %d:%d, not where it is (%d:%d): %+v", is.Line, is.Col, bad.Line, bad.Col, is)
+					}
 				}
 			}
 			return

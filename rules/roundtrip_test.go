@@ -187,6 +187,10 @@ func FuzzParse(f *testing.F) {
 		`RULE task_prefix： "a" ON: faild )`,
 		"[\n {\"taskPrefix\":\"a\",\n  \"window\":\"5m\",}]",
 		"RULE " + strings.Repeat("(", 50),
+		// Control characters and bytes that are not UTF-8, in and out of
+		// strings, in both forms.
+		"RULE a\x1b b\n", "\n\n  \x01", "# caf\xe9\nRULE a task_prefix: \"\xff\" ON: failed\n",
+		"RULE a task_prefix: \"x\x00\" ON: failed\r\n", "{\"rules\":[\x1b]}", "{\"rules\":[{\"taskPrefix\":\"\xff\",\"on\":[\"failed\"]}]}",
 	} {
 		f.Add([]byte(s))
 	}

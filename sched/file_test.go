@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // docExample returns the first ```yaml block of docs/scheduler.md, so that
@@ -236,6 +237,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    command: [\"x\x1b[2J\"]\n"))
 	f.Add([]byte("jobs:\r\n  - name: \"\u00e9\xff\"\r\n"))
 	f.Add([]byte("jobs:\n  - {name: a, schedule: \"@every 2562047h\", command: [x], retries: 9223372036854775807, timeout: 9223372036854775807ns}\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [\"true\"]\n    dir: \"/tmp/\x1b[2Jx\"\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    command: [\"tr\xc3\xa9s\", \"\xff\"]\n"))
+	f.Add([]byte("jobs:\r\n  - name: a\r\x85  \u2028\x00\n"))
+	f.Add([]byte("\xef\xbb\xbfjobs: []\n\ufeff"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		file, err := Parse("f.yaml", src)
 		if err != nil {
@@ -246,6 +251,11 @@ func FuzzParse(f *testing.F) {
 			for _, is := range fe.Issues {
 				if is.Line < 1 || is.Col < 1 {
 					t.Fatalf("issue without a position: %+v", is)
+				}
+			}
+			if is := fe.Issues[0]; strings.HasPrefix(is.Message, "YAML syntax: ") && sourcefile.Refused(is.Message) {
+				if bad := sourcefile.BadChar(src, "a jobs file"); bad != nil && (is.Line != bad.Line || is.Col != bad.Col) {
+					t.Fatalf("a refused character reported at %d:%d, not where it is (%d:%d): %+v", is.Line, is.Col, bad.Line, bad.Col, is)
 				}
 			}
 			return

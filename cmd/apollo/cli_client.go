@@ -127,6 +127,12 @@ func readCLIConfig(path string) (cliConfig, error) {
 	if err != nil {
 		return c, err
 	}
+	return parseCLIConfig(path, b)
+}
+
+// parseCLIConfig reads cli.yaml's text; path names it in messages.
+func parseCLIConfig(path string, b []byte) (cliConfig, error) {
+	var c cliConfig
 	const want = "write server: URL and token: SECRET"
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // fakeAPI stands in for a server's alert, silence, rules, expectations
@@ -314,6 +315,29 @@ func TestReadCLIConfigForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseCLIConfig: cli.yaml's parser never panics, and each error
+// names the file and says what to write; a character YAML refuses is
+// placed at its line and column.
+func FuzzParseCLIConfig(f *testing.F) {
+	for _, s := range []string{"", "# nothing yet\n", "server: http://s:1\ntoken: t\n", "sever: x\n", "- server\n", "server: [x\n",
+		"server: \"http://s\x1b:1\"\n", "token: t\xff\n", "server: &a x\ntoken: *a\n", "server: {a: b}\n", "\x00"} {
+		f.Add([]byte(s))
+	}
+	placed := regexp.MustCompile(`^cli\.yaml:\d+:\d+: `)
+	f.Fuzz(func(t *testing.T, src []byte) {
+		_, err := parseCLIConfig("cli.yaml", src)
+		if err == nil {
+			return
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "cli.yaml:") || !strings.Contains(msg, "(write server: URL and token: SECRET)") {
+			t.Fatalf("parseCLIConfig(%q) = %v: the file or what to write is missing", src, err)
+		}
+		if sourcefile.Refused(err.Error()) && sourcefile.BadChar(src, "a CLI configuration file") != nil && !placed.MatchString(err.Error()) {
+			t.Fatalf("parseCLIConfig(%q) = %v: a refused character without its place", src, err)
+		}
+	})
 }
 
 func TestDefaultTaskIDFits(t *testing.T) {
