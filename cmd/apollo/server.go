@@ -31,6 +31,7 @@ import (
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/httpapi"
 	"github.com/apollo-11/apollo/internal/loglimit"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 	"github.com/apollo-11/apollo/metrics"
 	"github.com/apollo-11/apollo/sched"
 	"github.com/apollo-11/apollo/selfmetrics"
@@ -134,7 +135,18 @@ func loadTLS(cfg config.Config) (*tls.Config, error) {
 	if cfg.TLS.Cert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+	// Read as the other files the operator names are, within a bound and
+	// only from regular files: tls.LoadX509KeyPair reads whatever it is
+	// given to its end (/dev/zero until memory runs out).
+	certPEM, err := sourcefile.Read(cfg.TLS.Cert, "TLS certificate", sourcefile.MaxSize)
+	var keyPEM []byte
+	if err == nil {
+		keyPEM, err = sourcefile.Read(cfg.TLS.Key, "TLS key", sourcefile.MaxSize)
+	}
+	var cert tls.Certificate
+	if err == nil {
+		cert, err = tls.X509KeyPair(certPEM, keyPEM)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tls: reading the certificate %s and its key %s: %w (fix tls.cert and tls.key in the configuration, or remove tls: and end TLS at a proxy, docs/deploy.md)",
 			cfg.TLS.Cert, cfg.TLS.Key, err)

@@ -9,10 +9,10 @@ import (
 	"strings"
 )
 
-// MaxSize is the most an operator's file may hold: 16 MiB. The largest
-// real ones hold a few thousand jobs, rules or expectations, well under
-// 1 MiB; a file past this is almost surely the wrong one, and parsing it
-// would take several times its size in memory.
+// MaxSize is the most an operator's file may hold: 16 MiB. A file of
+// 10 000 jobs, rules or expectations is about 1 MiB; one past 16 MiB is
+// almost surely the wrong file, and parsing it would take several times
+// its size in memory.
 const MaxSize = 16 << 20
 
 // TooLargeError says a file holds more than its limit.
@@ -56,7 +56,8 @@ func Read(path, what string, limit int64) ([]byte, error) {
 	}
 	defer f.Close()
 	// Checked again on what was opened: the path may have been replaced
-	// in between.
+	// in between (a FIFO put there then blocks the open, a race only
+	// someone who may write there can run).
 	if fi, err = f.Stat(); err != nil {
 		return nil, err
 	}
