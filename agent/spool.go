@@ -443,7 +443,7 @@ func (s *spool) close() {
 	}
 	s.tail = nil
 	if s.lock != nil {
-		s.lock.Close()
+		unlockSpoolDir(s.lock)
 		s.lock = nil
 	}
 }

@@ -28,3 +28,7 @@ func lockSpoolDir(dir string) (f *os.File, locked bool, err error) {
 	}
 	return f, true, nil
 }
+
+// unlockSpoolDir frees the spool directory for the next process
+// (flock.Release says why it unlocks before it closes).
+func unlockSpoolDir(f *os.File) { flock.Release(f) }

@@ -279,7 +279,7 @@ func (s *Scheduler) stopRuns(halt func()) error {
 	s.runs.Wait()
 	s.forgetEnded()
 	if s.stateLock != nil {
-		s.stateLock.Close() // the state is saved: the next scheduler may start
+		unlockStateDir(s.stateLock) // the state is saved: the next scheduler may start
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

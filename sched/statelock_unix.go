@@ -26,3 +26,7 @@ func lockStateDir(dir string) (f *os.File, busy bool, err error) {
 	}
 	return f, false, nil
 }
+
+// unlockStateDir frees the state directory for the next scheduler
+// (flock.Release says why it unlocks before it closes).
+func unlockStateDir(f *os.File) { flock.Release(f) }

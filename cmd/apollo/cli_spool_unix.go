@@ -101,7 +101,7 @@ func (l *spoolLease) release() {
 		return
 	}
 	for _, f := range l.locks {
-		f.Close()
+		flock.Release(f)
 	}
 	l.locks = nil
 }
@@ -134,7 +134,7 @@ func readSpool(root, own string, countEvents bool) ([]spoolPart, error) {
 			}
 			held := false
 			if f, free, err := tryLock(lock); err == nil && free {
-				f.Close()
+				flock.Release(f)
 			} else if err == nil {
 				p.Sending++
 				held = true
@@ -227,7 +227,7 @@ func eachFreeSlot(dir string, send func(slot string) error, sum *spoolSent) erro
 		err = send(slot)
 		files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
 		sum.left += len(files)
-		f.Close()
+		flock.Release(f)
 		if err != nil {
 			return err
 		}
