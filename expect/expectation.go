@@ -164,10 +164,14 @@ func (s *Set) upstream(job string) []string {
 // as not given (grace without a schedule, after a schedule that is not a
 // string) are skipped through broken.
 type checker struct {
-	file     string
-	where    func(i int, field string) filePos
-	issues   []*Issue
-	reported map[posKey]bool
+	file   string
+	where  func(i int, field string) filePos
+	issues []*Issue
+	// reported are the fields with an issue, by expectation: broken asks
+	// it for every expectation, so it must not look through the others'
+	// (one map of every issue made a file of 140 000 broken entries take
+	// nine minutes to check).
+	reported map[int][]string
 	// Many jobs share a zone and a schedule: each is loaded and parsed
 	// once per set (a zone costs a read of the zone database, a schedule
 	// tens of microseconds), and jobs share the *Schedule.
@@ -180,13 +184,12 @@ type filePos struct{ Line, Col int }
 
 func (c *checker) add(i int, job, field, hint, format string, args ...any) {
 	if c.reported == nil {
-		c.reported = map[posKey]bool{}
+		c.reported = map[int][]string{}
 	}
-	k := posKey{i, field}
-	if c.reported[k] {
+	if slices.Contains(c.reported[i], field) {
 		return
 	}
-	c.reported[k] = true
+	c.reported[i] = append(c.reported[i], field)
 	is := &Issue{File: c.file, Job: job, Field: field, Message: fmt.Sprintf(format, args...), Hint: hint}
 	if c.where != nil {
 		p := c.where(i, field)
@@ -198,12 +201,9 @@ func (c *checker) add(i int, job, field, hint, format string, args ...any) {
 // broken reports whether a field of expectation i, or a field inside it
 // ("flapping" covers "flapping.changes"), already has an issue.
 func (c *checker) broken(i int, fields ...string) bool {
-	for k := range c.reported {
-		if k.i != i {
-			continue
-		}
+	for _, r := range c.reported[i] {
 		for _, f := range fields {
-			if k.field == f || strings.HasPrefix(k.field, f+".") {
+			if r == f || strings.HasPrefix(r, f+".") {
 				return true
 			}
 		}
@@ -255,7 +255,7 @@ func (c *checker) set(exps []Expectation) *Set {
 // one checks one expectation and compiles it; nil when it has no usable
 // job name (its other problems are still reported).
 func (c *checker) one(i int, e Expectation) *spec {
-	if c.reported[posKey{i, ""}] { // not an expectation at all
+	if slices.Contains(c.reported[i], "") { // not an expectation at all
 		return nil
 	}
 	job := e.Job
