@@ -313,11 +313,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 		return err
 	}
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
-			Error: &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the rules have %d problem(s); nothing was changed", len(problems)),
-				Hint: "fix every problem listed in errors, or check the file with apollo rules check"},
-			Errors: problems,
-		})
+		writeProblems(w, "rules", problems, "fix every problem listed in errors, or check the file with apollo rules check")
 		return nil
 	}
 	nEvent := 0
@@ -330,4 +326,24 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	w.Header().Set("ETag", apiclient.FileTag(set.Source))
 	writeJSON(w, http.StatusOK, set)
 	return nil
+}
+
+// maxListedProblems bounds the problems an answer lists. A 4 MiB file can
+// hold hundreds of thousands (an expectations file of one entry repeated
+// by a YAML alias: 580 000), and listing each made an answer of 79 MB,
+// built in memory, for one request.
+const maxListedProblems = 100
+
+// writeProblems answers a file (rules, expectations) refused for its
+// problems: how many there are, and the first maxListedProblems of them.
+func writeProblems(w http.ResponseWriter, what string, problems []apiclient.RuleProblem, hint string) {
+	msg := fmt.Sprintf("the %s have %d problem(s); nothing was changed", what, len(problems))
+	if len(problems) > maxListedProblems {
+		msg += fmt.Sprintf("; the first %d are listed", maxListedProblems)
+		problems = problems[:maxListedProblems]
+	}
+	writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
+		Error:  &apollo.Error{Code: apollo.EINVALID, Message: msg, Hint: hint},
+		Errors: problems,
+	})
 }

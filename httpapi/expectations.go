@@ -77,11 +77,7 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 		return fmt.Errorf("saving the expectations of tenant %q: %w", p.Tenant, err)
 	}
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
-			Error: &apollo.Error{Code: apollo.EINVALID, Message: fmt.Sprintf("the expectations have %d problem(s); nothing was changed", len(problems)),
-				Hint: "fix every problem listed in errors, or check the file with apollo expect check"},
-			Errors: problems,
-		})
+		writeProblems(w, "expectations", problems, "fix every problem listed in errors, or check the file with apollo expect check")
 		return nil
 	}
 	ans := x.Expectations(p.Tenant)

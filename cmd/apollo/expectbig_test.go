@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,6 +52,54 @@ func TestABigBrokenExpectationsFileIsAnsweredAtOnce(t *testing.T) {
 	for c, want := range map[*apiclient.Client]int{def: 3, acme: 1} {
 		if got, err := c.Expectations(ctx); err != nil || got.Count != want {
 			t.Fatalf("after kill -9: %+v %v, want %d", got, err, want)
+		}
+	}
+}
+
+// The answer to a file with many problems lists the first 100, and says
+// how many there are. Before, it listed every one: 4 MB of one entry
+// repeated by a YAML alias (580 000 problems) was answered with 79 MB,
+// and the server, at 76 MB before, grew to 475 MB to make it. A file
+// with a few problems still gets every one.
+func TestTheAnswerToABrokenExpectationsFileIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the server")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	srv := x.start(t)
+	const n = 580_000
+	big := "expectations:\n  - &a {job: x, every: 5m}\n" + strings.Repeat("  - *a\n", n)
+	for _, tc := range []struct {
+		tenant, body string
+		problems     int
+		listed       int
+	}{
+		{"acme", big, n, 100},
+		{"", "expectations:\n  - {job: a, every: x}\n  - {job: b, every: y}\n  - {job: c, every: z}\n", 3, 3},
+	} {
+		req, err := http.NewRequestWithContext(testCtx(t, time.Minute), "PUT", "http://"+srv.addr+"/api/v1/expectations", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+x.tokens[tc.tenant])
+		req.Header.Set("Content-Type", "application/yaml")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ans apiclient.ErrorBody
+		if err := json.Unmarshal(body, &ans); err != nil || resp.StatusCode != http.StatusBadRequest || ans.Error == nil {
+			t.Fatalf("tenant %q, %d problems: %d, %v, %.300s", tc.tenant, tc.problems, resp.StatusCode, err, body)
+		}
+		want := fmt.Sprintf("have %d problem(s)", tc.problems)
+		if len(ans.Errors) != tc.listed || !strings.Contains(ans.Error.Message, want) || len(body) > 64<<10 {
+			t.Errorf("tenant %q: %d bytes listing %d problems, %q; want %d listed and %q", tc.tenant, len(body), len(ans.Errors), ans.Error.Message, tc.listed, want)
 		}
 	}
 }
