@@ -59,6 +59,9 @@ func CodeOf(status int) string {
 type ErrorBody struct {
 	Error  *apollo.Error `json:"error"`
 	Errors []RuleProblem `json:"errors,omitempty"`
+	// Total is the number of problems when Errors lists only the first
+	// of them (a file with more than the server lists).
+	Total int `json:"total,omitempty"`
 }
 
 // ErrNoRoute matches (errors.Is) the error for a route the server does not
@@ -75,7 +78,10 @@ type Error struct {
 	Err          *apollo.Error
 	// Problems are the places of the problems in a refused rules file.
 	Problems []RuleProblem
-	noRoute  bool
+	// TotalProblems is how many problems the file has, when the server
+	// listed only the first of them in Problems (0: it listed all).
+	TotalProblems int
+	noRoute       bool
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -113,7 +119,7 @@ func answerError(base, method, path string, resp *http.Response, raw []byte) *Er
 			}
 		}
 		if body.Error != nil {
-			e.Err, e.Problems = body.Error, body.Errors
+			e.Err, e.Problems, e.TotalProblems = body.Error, body.Errors, body.Total
 			if e.Err.Code == "" {
 				e.Err.Code = CodeOf(resp.StatusCode)
 			}

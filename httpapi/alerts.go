@@ -335,15 +335,18 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 const maxListedProblems = 100
 
 // writeProblems answers a file (rules, expectations) refused for its
-// problems: how many there are, and the first maxListedProblems of them.
+// problems: how many there are (in total, too, when not all are listed),
+// and the first maxListedProblems of them.
 func writeProblems(w http.ResponseWriter, what string, problems []apiclient.RuleProblem, hint string) {
 	msg := fmt.Sprintf("the %s have %d problem(s); nothing was changed", what, len(problems))
+	total := 0
 	if len(problems) > maxListedProblems {
 		msg += fmt.Sprintf("; the first %d are listed", maxListedProblems)
-		problems = problems[:maxListedProblems]
+		total, problems = len(problems), problems[:maxListedProblems]
 	}
 	writeJSON(w, http.StatusBadRequest, apiclient.ErrorBody{
 		Error:  &apollo.Error{Code: apollo.EINVALID, Message: msg, Hint: hint},
 		Errors: problems,
+		Total:  total,
 	})
 }

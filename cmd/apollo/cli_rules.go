@@ -133,7 +133,10 @@ func ruleErrors(file string, err error) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s; nothing was changed", file, plural(len(ae.Problems), "error"))
+	fmt.Fprintf(&b, "%s: %s; nothing was changed", file, plural(max(len(ae.Problems), ae.TotalProblems), "error"))
+	if ae.TotalProblems > len(ae.Problems) {
+		fmt.Fprintf(&b, "; the first %d are listed", len(ae.Problems))
+	}
 	for _, p := range ae.Problems {
 		b.WriteString("\n" + file)
 		if w := where(&p); w != "" {
