@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,22 +27,8 @@ import (
 // log's failures were passed over as heard.
 func TestThreeProcessBusOnANewDataDirectoryKeepsTheAlerts(t *testing.T) {
 	d, h := startThreeProcesses(t, deployOptions{repeat: "1h"})
-	rates := map[string]string{}
-	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_rate task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: failed >= 1 NOTIFY: hook
-RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
-		rates[tenant] = tenant + "_rate"
-	}
-	for _, tenant := range tenants {
-		d.fail(tenant, tenant+"_load")
-	}
-	awaitTenants(t, h, "firing", rates)
-	ids := map[string]string{}
-	for _, tenant := range tenants {
-		ids[tenant] = d.firingAlert(tenant, rates[tenant]).ID
-	}
+	rates, ids := d.firingRateAlerts(h, `RULE %[1]s_failed task_prefix: "%[1]s_lost" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`)
 	d.awaitResolvedPastDedup(d.onlySentinelsTold(h)) // the alert process hears the bus
 	// Restarted, the alert process holds the old log's mark it loaded:
 	// the new log's first LSNs are below it.
@@ -57,9 +44,7 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 		}
 		return strings.Contains(p.Alert.Rule, "apollo_component_down:bus")
 	})
-	d.args[4] = filepath.Join(d.dir, "new-data") // --data
-	cmd := exec.Command(os.Args[0], d.args...)
-	d.api = startCmd(t, cmd, apiclient.ReadyPrefix)
+	d.startBusOn(filepath.Join(d.dir, "new-data"))
 
 	// The alerts the alert process holds are shown by the new bus as
 	// they were: the same episodes, firing.
@@ -86,4 +71,40 @@ RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NO
 		}
 	}
 	d.onlySentinelsTold(h)
+}
+
+// firingRateAlerts gives each tenant a rate rule, <tenant>_rate, that one
+// failure of <tenant>_load fires within 10 minutes, a sentinel rule
+// (onlySentinelsTold) and the rules of more (a format of the tenant as
+// %[1]s); it fails each tenant's load once and waits for both rate alerts
+// to fire. It returns the rules and their firing alerts' IDs by tenant.
+func (d *deployment) firingRateAlerts(h *hook, more string) (rates, ids map[string]string) {
+	d.t.Helper()
+	rates, ids = map[string]string{}, map[string]string{}
+	for _, tenant := range tenants {
+		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_rate task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: failed >= 1 NOTIFY: hook
+RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
+`+more, tenant), nil, 200)
+		rates[tenant] = tenant + "_rate"
+	}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitTenants(d.t, h, "firing", rates)
+	for _, tenant := range tenants {
+		ids[tenant] = d.firingAlert(tenant, rates[tenant]).ID
+	}
+	return rates, ids
+}
+
+// startBusOn starts the bus (its process was killed) on the data
+// directory data instead of the one it had.
+func (d *deployment) startBusOn(data string) {
+	d.t.Helper()
+	i := slices.Index(d.args, "--data")
+	if i < 0 {
+		d.t.Fatalf("no --data in %q", d.args)
+	}
+	d.args[i+1] = data
+	d.api = startCmd(d.t, exec.Command(os.Args[0], d.args...), apiclient.ReadyPrefix)
 }

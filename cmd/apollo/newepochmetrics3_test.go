@@ -1,13 +1,8 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/apollo-11/apollo/apiclient"
 )
 
 // Three processes: the bus killed and started on a new, empty data
@@ -22,27 +17,12 @@ import (
 // and acme_rate was told resolved, while globex's stayed firing.
 func TestThreeProcessBusOnANewDataDirectoryKeepsTheCounts(t *testing.T) {
 	d, h := startThreeProcesses(t, deployOptions{repeat: "1h"})
-	rates := map[string]string{}
-	for _, tenant := range tenants {
-		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf(`RULE %[1]s_rate task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: failed >= 1 NOTIFY: hook
-RULE %[1]s_ok task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: success >= 1 NOTIFY: hook
+	rates, ids := d.firingRateAlerts(h, `RULE %[1]s_ok task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: success >= 1 NOTIFY: hook
 RULE %[1]s_twice task_prefix: "%[1]s_load" WINDOW: 10m THRESHOLD: success >= 2 NOTIFY: hook
-RULE %[1]s_sentinel task_prefix: "%[1]s_sentinel" ON: failed GROUP_WINDOW: 1s NOTIFY: hook
-`, tenant), nil, 200)
-		rates[tenant] = tenant + "_rate"
-	}
-	for _, tenant := range tenants {
-		d.fail(tenant, tenant+"_load")
-	}
-	awaitTenants(t, h, "firing", rates)
-	ids := map[string]string{}
-	for _, tenant := range tenants {
-		ids[tenant] = d.firingAlert(tenant, rates[tenant]).ID
-	}
+`)
 
 	d.api.kill()
-	d.args[4] = filepath.Join(d.dir, "new-data") // --data
-	d.api = startCmd(t, exec.Command(os.Args[0], d.args...), apiclient.ReadyPrefix)
+	d.startBusOn(filepath.Join(d.dir, "new-data"))
 	// acme's success reaches Redis and is evaluated (acme_ok fires);
 	// acme's failure is still counted: acme_rate is not told resolved,
 	// then or after.
