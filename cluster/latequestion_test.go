@@ -92,13 +92,7 @@ func lateQuestions(t *testing.T, lc lateCase) (*testNode, *testCluster, []*nats.
 	ask := func(name, tenant, within string) {
 		t.Helper()
 		subject, data := lc.question(tenant)
-		m := &nats.Msg{Subject: subject, Reply: "late." + name, Data: data, Header: nats.Header{}}
-		if within != "" {
-			m.Header.Set(withinHeader, within)
-		}
-		if err := nc.PublishMsg(m); err != nil {
-			t.Fatal(err)
-		}
+		askWithin(t, nc, subject, "late."+name, data, within)
 	}
 	ask("first", "", "2000")
 	select {
@@ -142,3 +136,17 @@ func lateQuestions(t *testing.T, lc lateCase) (*testNode, *testCluster, []*nats.
 // questionsWaiting is how many questions to every node wait, stamped, in
 // the node's queue.
 func (n *Node) questionsWaiting() int { return n.questions.len() }
+
+// askWithin publishes a question on subject, answered to reply, that says
+// its asker waits within (Apollo-Within; "" for a question of a release
+// before it).
+func askWithin(t *testing.T, nc *nats.Conn, subject, reply string, data []byte, within string) {
+	t.Helper()
+	m := &nats.Msg{Subject: subject, Reply: reply, Data: data, Header: nats.Header{}}
+	if within != "" {
+		m.Header.Set(withinHeader, within)
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+}

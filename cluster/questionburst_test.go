@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
@@ -47,13 +45,7 @@ func TestABurstOfQuestionsIsStampedAsItComes(t *testing.T) {
 	ask := func(name, tenant, within string) {
 		t.Helper()
 		data, _ := json.Marshal(rpcRequest{Op: "list", Filter: &listFilter{Tenant: tenant, Limit: 10}})
-		m := &nats.Msg{Subject: rpcList, Reply: "burst." + name, Data: data, Header: nats.Header{}}
-		if within != "" {
-			m.Header.Set(withinHeader, within)
-		}
-		if err := nc.PublishMsg(m); err != nil {
-			t.Fatal(err)
-		}
+		askWithin(t, nc, rpcList, "burst."+name, data, within)
 	}
 	ask("first", "acme", "2000")
 	select {
