@@ -77,10 +77,7 @@ func TestAuditFailuresDoNotRotateTenantsOut(t *testing.T) {
 
 	// A kill -9 leaves the files as they are: copy them while the log is
 	// open, and start again from the copy.
-	crashed := filepath.Join(t.TempDir(), "audit")
-	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
+	crashed := copyAsKilled(t, dir)
 	srv, _ = serve(crashed)
 	for _, tenant := range []string{"a", "b"} {
 		st, body := callAs(t, "GET", srv.URL+"/api/v1/audit?limit=100", secrets[tenant], "")
@@ -91,13 +88,7 @@ func TestAuditFailuresDoNotRotateTenantsOut(t *testing.T) {
 	if st, body := callAs(t, "GET", srv.URL+"/api/v1/audit?limit=100", secrets[""], ""); st != 200 || !strings.Contains(body, `"action":"auth.fail"`) {
 		t.Errorf("after the restart, the default tenant's admin lists %d %s; want the failures", st, body)
 	}
-	var size int64
-	ents, _ := os.ReadDir(crashed)
-	for _, e := range ents {
-		info, _ := e.Info()
-		size += info.Size()
-	}
-	if size > 2*2*(4<<10) {
+	if size := dirSize(crashed); size > 2*2*(4<<10) {
 		t.Errorf("the audit files hold %d bytes, over two sets of two 4 KiB files", size)
 	}
 }
@@ -147,10 +138,7 @@ func TestAuditOfOneTenantDoesNotRotateAnothersOut(t *testing.T) {
 		correct("b", "run-b-"+strconv.Itoa(i), strings.Repeat("b", 600))
 	}
 
-	crashed := filepath.Join(t.TempDir(), "audit")
-	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
+	crashed := copyAsKilled(t, dir)
 	srv = serve(crashed)
 	if st, body := callAs(t, "GET", srv.URL+"/api/v1/audit?limit=100", secrets["a"], ""); st != 200 || !strings.Contains(body, `"target":"run-a"`) {
 		t.Errorf("after the restart, tenant a's admin lists %d %s; want its correction", st, body)
@@ -158,13 +146,30 @@ func TestAuditOfOneTenantDoesNotRotateAnothersOut(t *testing.T) {
 	if st, body := callAs(t, "GET", srv.URL+"/api/v1/audit?limit=100", secrets["b"], ""); st != 200 || !strings.Contains(body, `"target":"run-b-39"`) || strings.Contains(body, "run-a") {
 		t.Errorf("after the restart, tenant b's admin lists %d %s; want its last correction and none of a's", st, body)
 	}
-	var size int64
-	ents, _ := os.ReadDir(crashed)
-	for _, e := range ents {
-		info, _ := e.Info()
-		size += info.Size()
-	}
-	if size > 2*2*(4<<10) {
+	if size := dirSize(crashed); size > 2*2*(4<<10) {
 		t.Errorf("the audit files hold %d bytes, over two tenants' sets of two 4 KiB files", size)
 	}
+}
+
+// copyAsKilled copies the audit directory dir as a kill -9 leaves it (the
+// files as they are) and returns the copy.
+func copyAsKilled(t *testing.T, dir string) string {
+	t.Helper()
+	crashed := filepath.Join(t.TempDir(), "audit")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return crashed
+}
+
+// dirSize is the bytes of the files in dir.
+func dirSize(dir string) int64 {
+	var size int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil {
+			size += info.Size()
+		}
+	}
+	return size
 }
