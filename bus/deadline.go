@@ -5,7 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"math"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,14 +134,18 @@ func (d *deadlines) push(shard uint8, x deadline) {
 // due takes every slot at or before now, oldest first across the stripes;
 // next is the time of the earliest slot left (0 if none).
 func (d *deadlines) due(now int64) (out []*slot, next int64) {
-	var secs []int64
+	type dueSlot struct {
+		sec int64
+		sl  *slot
+	}
+	var taken []dueSlot
 	for i := range d.stripes {
 		w := &d.stripes[i]
 		w.mu.Lock()
 		for len(w.secs) > 0 && w.secs[0] <= now {
 			sec := heap.Pop(&w.secs).(int64)
 			sl := w.slots[sec]
-			out, secs = append(out, sl), append(secs, sec)
+			taken = append(taken, dueSlot{sec, sl})
 			w.n -= sl.n
 			delete(w.slots, sec)
 		}
@@ -150,24 +154,12 @@ func (d *deadlines) due(now int64) (out []*slot, next int64) {
 		}
 		w.mu.Unlock()
 	}
-	if len(out) > 1 {
-		sort.Stable(bySecond{out, secs})
+	// A stripe's slots come out in order; across stripes, by second.
+	slices.SortStableFunc(taken, func(a, b dueSlot) int { return cmp.Compare(a.sec, b.sec) })
+	for _, t := range taken {
+		out = append(out, t.sl)
 	}
 	return out, next
-}
-
-// bySecond orders due slots by their second, a stripe's order kept among
-// slots of one second.
-type bySecond struct {
-	slots []*slot
-	secs  []int64
-}
-
-func (s bySecond) Len() int           { return len(s.slots) }
-func (s bySecond) Less(i, j int) bool { return s.secs[i] < s.secs[j] }
-func (s bySecond) Swap(i, j int) {
-	s.slots[i], s.slots[j] = s.slots[j], s.slots[i]
-	s.secs[i], s.secs[j] = s.secs[j], s.secs[i]
 }
 
 func (d *deadlines) len() int {
