@@ -68,6 +68,14 @@ func (s *Scheduler) untrack(r *run) {
 	}
 	s.mu.Lock()
 	s.delivering = append(s.delivering, r)
+	s.mu.Unlock()
+	s.awaitDeliveries(f)
+}
+
+// awaitDeliveries starts awaitDelivery for the runs in delivering, unless
+// it runs already (it then takes them too).
+func (s *Scheduler) awaitDeliveries(f flusher) {
+	s.mu.Lock()
 	start := !s.awaiting
 	s.awaiting = true
 	s.mu.Unlock()
@@ -160,7 +168,7 @@ const lostError = "the scheduler stopped without stopping this run (killed, cras
 //
 // Each settled run stays in the state file until its event is delivered,
 // as a run that ends does (untrack): it returns whether some wait for
-// that (settleDelivered). A run gone from the file at once was lost for
+// that (awaitDeliveries). A run gone from the file at once was lost for
 // good by a second kill in the moments after the start, its event still
 // in the reporter's memory (TestSettledRunStaysUntilDelivered).
 func (s *Scheduler) settleLostLocked(runs map[string]savedRun) (waiting bool) {
@@ -193,19 +201,4 @@ func (s *Scheduler) settleLostLocked(runs map[string]savedRun) (waiting bool) {
 		s.emitLocked(t, ev)
 	}
 	return waiting
-}
-
-// settleDelivered waits, as untrack does, for the settling events of the
-// runs settleLostLocked kept to be delivered, then saves them out of the
-// state file.
-func (s *Scheduler) settleDelivered() {
-	f, _ := s.rep.to.(flusher)
-	s.mu.Lock()
-	start := !s.awaiting
-	s.awaiting = true
-	s.mu.Unlock()
-	if start {
-		s.flushes.Add(1)
-		go s.awaitDelivery(f)
-	}
 }

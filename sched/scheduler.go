@@ -222,8 +222,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.catchUp(saved.Jobs, s.clock.Now())
 		s.mu.Unlock()
 		s.saveState()
-		if settling {
-			s.settleDelivered()
+		if settling { // settleLostLocked kept them only for a flusher
+			s.awaitDeliveries(s.rep.to.(flusher))
 		}
 		s.life.Go(func(context.Context) error { s.loop(); return nil })
 		return nil
