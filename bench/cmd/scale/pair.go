@@ -47,45 +47,7 @@ func pairs(bin, other string, n, per, rounds int, keep string, apart bool) error
 	fmt.Println("| round | this: replay s | this: events/s | this: CPU s | other: replay s | other: CPU s | CPU other ÷ this | replay s other ÷ this |\n|---|---|---|---|---|---|---|---|")
 	var cpuRatios, secRatios []float64
 	for round := range rounds {
-		var res [2]replayed
-		var errs [2]error
-		var wg sync.WaitGroup
-		for i, b := range []string{bin, other} {
-			dir, err := os.MkdirTemp("", "apollo-bench-pair-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			if err := copyDir(p.Dir, dir); err != nil {
-				return err
-			}
-			if apart { // one after the other, this build first in odd rounds
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res[i], errs[i] = replay(b, dir, n)
-			}()
-		}
-		wg.Wait()
-		if apart {
-			order := []int{0, 1}
-			if round%2 == 1 {
-				order = []int{1, 0}
-			}
-			for _, i := range order {
-				dir, err := os.MkdirTemp("", "apollo-bench-pair-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-				if err := copyDir(p.Dir, dir); err != nil {
-					return err
-				}
-				res[i], errs[i] = replay([]string{bin, other}[i], dir, n)
-			}
-		}
+		res, errs := replayRound([2]string{bin, other}, p.Dir, n, apart, round%2 == 1)
 		for _, err := range errs {
 			if err != nil {
 				return err
@@ -104,6 +66,41 @@ func pairs(bin, other string, n, per, rounds int, keep string, apart bool) error
 }
 
 type replayed struct{ seconds, cpu float64 }
+
+// replayRound has each of bins replay its own copy of the killed log in
+// dir: both at once, or one after the other (apart; the second first when
+// swap), and removes the copies after.
+func replayRound(bins [2]string, dir string, n int, apart, swap bool) (res [2]replayed, errs [2]error) {
+	var dirs [2]string
+	for i := range bins {
+		d, err := os.MkdirTemp("", "apollo-bench-pair-")
+		if err == nil {
+			defer os.RemoveAll(d)
+			err = copyDir(dir, d)
+		}
+		if err != nil {
+			errs[i] = err
+			return res, errs
+		}
+		dirs[i] = d
+	}
+	if apart {
+		order := []int{0, 1}
+		if swap {
+			order = []int{1, 0}
+		}
+		for _, i := range order {
+			res[i], errs[i] = replay(bins[i], dirs[i], n)
+		}
+		return res, errs
+	}
+	var wg sync.WaitGroup
+	for i := range bins {
+		wg.Go(func() { res[i], errs[i] = replay(bins[i], dirs[i], n) })
+	}
+	wg.Wait()
+	return res, errs
+}
 
 // replay starts bin on dir, which holds a killed log of n events, and
 // reads what its recovery took at its "is up" line.
