@@ -35,6 +35,9 @@ type Flusher struct {
 	clock apollo.Clock
 	log   *slog.Logger
 	dirty *dirtySet
+	// retired are the gauge fields of Options.Retire, deleted from each
+	// job's key at its first write (queueRetire).
+	retired []string
 
 	// flushMu serializes flushes and guards what they keep.
 	flushMu   sync.Mutex
@@ -83,11 +86,15 @@ func NewFlusher(agg *metrics.Aggregator, opts Options) (*Flusher, error) {
 	if agg == nil {
 		return nil, &apollo.Error{Code: apollo.EINVALID, Field: "redisstore.NewFlusher", Message: "no aggregator", Hint: "pass the bus's metrics.Aggregator"}
 	}
-	return &Flusher{
+	f := &Flusher{
 		agg: agg, opts: opts, keys: keyspace{opts.Prefix}, c: opts.Client,
 		clock: opts.Clock, log: opts.Logger, dirty: newDirtySet(opts.MaxDirty),
 		jobs: make(map[jobRef]*jobState), life: lifecycle.Group{Name: "redisstore: flusher", Restart: true},
-	}, nil
+	}
+	for _, w := range opts.Retire {
+		f.retired = append(f.retired, fieldName(kindGauge, 0, w))
+	}
+	return f, nil
 }
 
 // Apply counts c in the aggregator and marks the jobs it touched. Safe
@@ -300,14 +307,9 @@ func (f *Flusher) appendBlocks(args []any, kind byte, es []metrics.Entry) []any 
 // moves since then are still subtracted: the levels read for a time before
 // the retirement are lowered by the retired levels (never below zero).
 func (f *Flusher) queueRetire(ctx context.Context, pipe redis.Pipeliner, key string) {
-	if len(f.opts.Retire) == 0 {
-		return
+	if len(f.retired) > 0 {
+		pipe.HDel(ctx, key, f.retired...)
 	}
-	fields := make([]string, len(f.opts.Retire))
-	for i, w := range f.opts.Retire {
-		fields[i] = fieldName(kindGauge, 0, w)
-	}
-	pipe.HDel(ctx, key, fields...)
 }
 
 // queueAnnounce adds or renews the writer in the writers set.
