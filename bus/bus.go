@@ -183,9 +183,49 @@ type shard struct {
 	mu    sync.Mutex
 	tasks map[uint64]*task
 	more  map[key]*task // tasks whose hash another key took first
+	spare []*side       // sides its tasks gave back, for the next that needs one
 	// lsn is the LSN of the record being decided under mu: every change
 	// made before mu is released carries it (apollo.Change.LSN).
 	lsn uint64
+}
+
+// maxSpare bounds a shard's spare sides, and maxSpareQueue the queue
+// array a spare side keeps: a task held far past TaskQueueLen gives its
+// long array back to the collector.
+const (
+	maxSpare      = 8
+	maxSpareQueue = 64
+)
+
+// sideOf returns t's side, taking a spare one (or a new one) if t has
+// none. s.mu is held.
+func (s *shard) sideOf(t *task) *side {
+	if t.side == nil {
+		if n := len(s.spare); n > 0 {
+			t.side = s.spare[n-1]
+			s.spare[n-1] = nil
+			s.spare = s.spare[:n-1]
+		} else {
+			t.side = new(side)
+		}
+	}
+	return t.side
+}
+
+// giveBack takes t's side from it once nothing is queued or waiting in
+// it, and keeps it for reuse. While t is queued a worker may be
+// delivering what it took from the queue, and gives the side back itself
+// when it is done (deliver). s.mu is held.
+func (s *shard) giveBack(t *task) {
+	sd := t.side
+	if sd == nil || t.queued || len(sd.q) > 0 || len(sd.parked) > 0 {
+		return
+	}
+	t.side = nil
+	if len(s.spare) < maxSpare && cap(sd.q) <= maxSpareQueue {
+		sd.parked = nil // rare: not worth keeping
+		s.spare = append(s.spare, sd)
+	}
 }
 
 // get returns the task with key k (hash h), or nil.

@@ -306,7 +306,7 @@ func (b *Bus) decide(r *apollo.Record, replay bool, sc *scratch) decision {
 	} else if b.opts.Log != nil {
 		var err error
 		if lsn, err = b.append(r, sc.recBuf()); err != nil {
-			if t.status == apollo.StatusNone && len(t.parked) == 0 {
+			if t.status == apollo.StatusNone && len(t.waiting()) == 0 {
 				b.dropTask(s, h, t)
 			}
 			var refused *apollo.Error
@@ -372,9 +372,9 @@ func (b *Bus) checkCapacity(t *task, r *apollo.Record) (decision, bool) {
 		reason = fmt.Sprintf("tenant %q has %d", r.Tenant, b.tenantLimit(r.Tenant)) + tenantLimitReason
 	case b.queued.Load() >= int64(b.opts.QueueLimit):
 		reason = fmt.Sprintf("%d changes queued, the limit", b.opts.QueueLimit)
-	case t != nil && len(t.q) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):
+	case t != nil && len(t.queue()) >= b.opts.TaskQueueLen && b.held.Load() >= int64(b.opts.HoldLimit):
 		reason = fmt.Sprintf("holding area full (%d changes)", b.opts.HoldLimit)
-	case t != nil && len(t.parked) >= maxParkedPerTask && r.Sequence > t.seq+1 && !apollo.CanTransition(t.status, r.Status) && apollo.CanReach(t.status, r.Status):
+	case t != nil && len(t.waiting()) >= maxParkedPerTask && r.Sequence > t.seq+1 && !apollo.CanTransition(t.status, r.Status) && apollo.CanReach(t.status, r.Status):
 		reason = fmt.Sprintf("%d out-of-order events already wait for this task", maxParkedPerTask)
 	case b.parked.Load() >= int64(b.opts.HoldLimit) && (t == nil || r.Sequence > t.seq+1):
 		reason = "too many out-of-order events wait in all"
@@ -503,18 +503,17 @@ func (b *Bus) enqueue(s *shard, t *task, c *apollo.Change) Result {
 		b.live.queued(c.LSN)
 	}
 	res := Accepted
-	if len(t.q) >= b.opts.TaskQueueLen {
+	sd := s.sideOf(t)
+	if len(sd.q) >= b.opts.TaskQueueLen {
 		b.held.Add(1)
 		b.stats.held.Add(1)
 		res = Held
 	}
-	if t.q == nil {
-		b.queues.Add(1)
-	}
-	t.q = append(t.q, c)
+	sd.q = append(sd.q, c)
 	b.queued.Add(1)
-	if !t.queued {
+	if !t.queued { // its queue may be empty while a worker delivers it: queued says it has one
 		t.queued = true
+		b.queues.Add(1)
 		b.ready.push(readyTask{s: s, t: t})
 	}
 	return res

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apollo-11/apollo"
 )
@@ -28,16 +29,16 @@ const maxParkedPerTask = 16
 // park keeps r until the events before it arrive, in sequence order.
 func (b *Bus) park(t *task, r *apollo.Record) {
 	until := r.ReceivedAt + b.opts.ReorderWindow.Milliseconds()
-	i := len(t.parked)
-	for i > 0 && t.parked[i-1].rec.Sequence > r.Sequence {
+	w := t.waiting()
+	i := len(w)
+	for i > 0 && w[i-1].rec.Sequence > r.Sequence {
 		i--
 	}
-	if i > 0 && t.parked[i-1].rec.Sequence == r.Sequence {
+	if i > 0 && w[i-1].rec.Sequence == r.Sequence {
 		return // the same event twice while waiting (an old log): one copy is enough
 	}
-	t.parked = append(t.parked, parkedEvent{})
-	copy(t.parked[i+1:], t.parked[i:])
-	t.parked[i] = parkedEvent{rec: *r, until: until}
+	sd := b.shards[t.shard].sideOf(t)
+	sd.parked = slices.Insert(sd.parked, i, parkedEvent{rec: *r, until: until})
 	b.parked.Add(1)
 	b.timers.push(t.shard, deadline{at: until, k: key{tenant: r.Tenant, id: r.TaskID}, kind: dParked})
 }
@@ -47,23 +48,16 @@ func (t *task) waits(seq int64) bool {
 	if t == nil {
 		return false
 	}
-	for i := range t.parked {
-		if t.parked[i].rec.Sequence == seq {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(t.waiting(), func(p parkedEvent) bool { return p.rec.Sequence == seq })
 }
 
 // take removes the waiting event with sequence seq and returns it.
 func (b *Bus) take(t *task, seq int64) (apollo.Record, bool) {
-	for i := range t.parked {
-		if t.parked[i].rec.Sequence == seq {
-			r := t.parked[i].rec
-			t.parked = append(t.parked[:i], t.parked[i+1:]...)
-			if len(t.parked) == 0 {
-				t.parked = nil
-			}
+	w := t.waiting()
+	for i := range w {
+		if w[i].rec.Sequence == seq {
+			r := w[i].rec
+			t.side.parked = slices.Delete(w, i, i+1)
 			b.parked.Add(-1)
 			return r, true
 		}
@@ -75,8 +69,9 @@ func (b *Bus) take(t *task, seq int64) (apollo.Record, bool) {
 // drops those it made illegal for good. It never looks at the time: that
 // is endWaits', and it logs what it decides.
 func (b *Bus) unpark(s *shard, k key, t *task) {
-	for len(t.parked) > 0 {
-		p := &t.parked[0]
+	defer s.giveBack(t)
+	for len(t.waiting()) > 0 {
+		p := &t.side.parked[0]
 		switch {
 		case p.rec.Sequence <= t.seq:
 			b.stats.duplicate.Add(1)
@@ -90,11 +85,7 @@ func (b *Bus) unpark(s *shard, k key, t *task) {
 		default:
 			return // still waiting for an earlier event
 		}
-		t.parked[0] = parkedEvent{}
-		t.parked = t.parked[1:]
-		if len(t.parked) == 0 {
-			t.parked = nil
-		}
+		t.side.parked = slices.Delete(t.side.parked, 0, 1)
 		b.parked.Add(-1)
 	}
 }
@@ -113,8 +104,8 @@ func (b *Bus) logDropped(r *apollo.Record, from apollo.Status) {
 // lock is held; never called in replay, where the gap records come from
 // the log.
 func (b *Bus) endWaits(s *shard, k key, t *task, now int64) error {
-	for len(t.parked) > 0 && t.parked[0].until <= now {
-		r := gapRecord(&t.parked[0].rec, t.seq, now)
+	for w := t.waiting(); len(w) > 0 && w[0].until <= now; w = t.waiting() {
+		r := gapRecord(&w[0].rec, t.seq, now)
 		s.lsn = 0
 		if b.opts.Log != nil {
 			lsn, err := b.append(&r, nil)

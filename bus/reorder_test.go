@@ -186,8 +186,8 @@ func snapshotTasks(b *Bus) map[key]apollo.Task {
 			k := tk.key()
 			v := tk.view(k)
 			v.History = tk.decodeHistory(k)
-			if len(tk.parked) > 0 {
-				v.Name += fmt.Sprintf(" parked %v", tk.parked)
+			if len(tk.waiting()) > 0 {
+				v.Name += fmt.Sprintf(" parked %v", tk.waiting())
 			}
 			out[k] = v
 		})

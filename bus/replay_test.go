@@ -50,10 +50,10 @@ func randomLog(rng *rand.Rand, n int, corrections bool) [][]byte {
 			r.Kind, r.Status, r.Sequence = apollo.KindMissedStart, apollo.StatusPending, cur.seq
 		case x < 12 && corrections:
 			r.Kind, r.Sequence, r.Actor, r.Reason = apollo.KindCorrection, c, "op", "fix"
-		case x < 18 && cur != nil && len(cur.parked) > 0:
+		case x < 18 && cur != nil && len(cur.waiting()) > 0:
 			// The reorder window of the oldest waiting event ended: the bus
 			// applies it as a gap (endWaits).
-			r = gapRecord(&cur.parked[0].rec, cur.seq, now)
+			r = gapRecord(&cur.waiting()[0].rec, cur.seq, now)
 		default:
 			r.Sequence = max(c+rng.Int64N(5)-1, 1) // repeat, next, or skip ahead
 			seqs[k] = max(c, r.Sequence)

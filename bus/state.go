@@ -157,8 +157,8 @@ func appendTask(b []byte, k key, t *task) []byte {
 		b = binary.AppendUvarint(b, uint64(v))
 	}
 	b = appendString(b, t.history)
-	b = binary.AppendUvarint(b, uint64(len(t.parked)))
-	for _, p := range t.parked {
+	b = binary.AppendUvarint(b, uint64(len(t.waiting())))
+	for _, p := range t.waiting() {
 		b = binary.AppendUvarint(b, uint64(p.until))
 		b = appendString(b, appendRecord(nil, &p.rec))
 	}
@@ -389,7 +389,10 @@ func (b *Bus) decodeTask(sr *stateReader, v1 bool) (*task, error) {
 				return nil, fmt.Errorf("bus: reading the snapshot: task %q: %w", k.id, err)
 			}
 		}
-		t.parked = append(t.parked, parkedEvent{rec: r, until: until})
+		if t.side == nil {
+			t.side = new(side) // not in a shard yet
+		}
+		t.side.parked = append(t.side.parked, parkedEvent{rec: r, until: until})
 	}
 	if v1 {
 		t.createdAt = t.firstSeen()
@@ -411,7 +414,7 @@ func (b *Bus) placeTask(t *task, listed map[*tenantState]*loading) {
 	k := t.key()
 	s, h := b.locate(k)
 	t.shard = uint8(h % numShards)
-	for _, p := range t.parked {
+	for _, p := range t.waiting() {
 		b.timers.push(t.shard, deadline{at: p.until, k: k, kind: dParked})
 	}
 	s.mu.Lock()
@@ -432,7 +435,7 @@ func (b *Bus) placeTask(t *task, listed map[*tenantState]*loading) {
 	}
 	l.tasks, l.last = append(l.tasks, t), t.listKey()
 	b.pings.track(t)
-	b.parked.Add(int64(len(t.parked)))
+	b.parked.Add(int64(len(t.waiting())))
 	b.armDeadlines(k, t, b.lateness(k.tenant, t.name))
 	s.mu.Unlock()
 }
@@ -449,7 +452,7 @@ func (t *task) firstSeen() int64 {
 			first = r.ReceivedAt
 		}
 	}
-	for _, p := range t.parked {
+	for _, p := range t.waiting() {
 		if at := p.rec.ReceivedAt; at > 0 && (first == 0 || at < first) {
 			first = at
 		}

@@ -92,7 +92,7 @@ func (b *Bus) Sweep() {
 		s.mu.Lock()
 		var gone []*task
 		s.each(func(h uint64, t *task) {
-			if t.queued || len(t.parked) > 0 {
+			if t.queued || len(t.waiting()) > 0 {
 				return
 			}
 			final := t.status.Final()

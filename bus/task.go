@@ -11,8 +11,9 @@ type key struct {
 }
 
 // task is the hot state of one run. It is kept small (see
-// BenchmarkMemoryPerTask; TestTaskRecordSize pins 192 bytes, a size class
-// of the allocator): history is a compact encoding, not []Record.
+// BenchmarkMemoryPerTask; TestTaskRecordSize pins 160 bytes, a size class
+// of the allocator): history is a compact encoding, not []Record, and
+// what a task holds only for a while is in its side.
 type task struct {
 	id, tenant  string
 	name        string
@@ -32,8 +33,35 @@ type task struct {
 	timeoutMs   int64
 	costMs      int64
 	history     []byte // encoded records, oldest first (see codec.go)
-	q           []*apollo.Change
-	parked      []parkedEvent // events waiting for earlier sequences
+	side        *side  // nil while the task has nothing queued or waiting
+}
+
+// side is what a task holds only for a while: its changes queued for the
+// observers, and its events waiting for earlier sequences. Most tasks in
+// memory have neither, so a task points to one (8 bytes) rather than
+// holding the two slices (48), which put it in the allocator's next size
+// class. Its shard keeps the sides its tasks give back (shard.sideOf,
+// shard.giveBack), so the queue's array is reused rather than grown again
+// for each burst of a task's events. Both are under the shard lock.
+type side struct {
+	q      []*apollo.Change
+	parked []parkedEvent // sorted by sequence
+}
+
+// queue is t's changes queued for the observers, oldest first.
+func (t *task) queue() []*apollo.Change {
+	if t.side == nil {
+		return nil
+	}
+	return t.side.q
+}
+
+// waiting is t's events waiting for earlier sequences, in sequence order.
+func (t *task) waiting() []parkedEvent {
+	if t.side == nil {
+		return nil
+	}
+	return t.side.parked
 }
 
 type parkedEvent struct {

@@ -31,11 +31,13 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 	}
 	s, t := rt.s, rt.t
 	s.mu.Lock()
-	before := len(t.q)
+	q := t.side.q
+	before := len(q)
 	n := min(before, maxBatch)
-	batch := append(buf[:0], t.q[:n]...)
-	clear(t.q[:n])
-	t.q = t.q[n:]
+	batch := append(buf[:0], q[:n]...)
+	rest := copy(q, q[n:]) // to the front: the array is reused (shard.giveBack)
+	clear(q[rest:])
+	t.side.q = q[:rest]
 	s.mu.Unlock()
 
 	for _, c := range batch {
@@ -55,10 +57,10 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 	overBefore := max(0, before-b.opts.TaskQueueLen)
 	overAfter := max(0, before-n-b.opts.TaskQueueLen)
 	b.held.Add(-int64(overBefore - overAfter))
-	if len(t.q) == 0 {
-		t.q = nil // the queue is released; it comes back with the next change
+	if len(t.side.q) == 0 {
 		t.queued = false
 		b.queues.Add(-1)
+		s.giveBack(t)
 	} else {
 		b.ready.push(rt)
 	}
