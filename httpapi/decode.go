@@ -121,6 +121,7 @@ type decoder struct {
 	evs      []apollo.Event
 	bad      []*apollo.Error // bad[i] is nil when evs[i] is good
 	lastName string          // batches usually repeat one job name: keep one copy
+	lastTask string          // and a run's events usually come together: one copy of its ID
 	scratch  []byte          // unescaped strings, reused
 	extras   []byte          // the request's extras, copied back to back (keep)
 	max      int             // elements allowed
@@ -337,7 +338,10 @@ func (d *decoder) member(s *scanner, f int, e *apollo.Event, st *eventState) boo
 			err.Hint = `escape a character above U+FFFF as a pair (\ud83d\ude00), or send it as UTF-8`
 			st.note(err)
 		case f == fTaskID:
-			e.TaskID = string(b)
+			if string(b) != d.lastTask {
+				d.lastTask = string(b) // one copy for a run's events side by side
+			}
+			e.TaskID = d.lastTask
 		default:
 			if string(b) != d.lastName {
 				d.lastName = string(b) // one copy for a run of equal names

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"unsafe"
 
 	"net/http"
 	"net/http/httptest"
@@ -639,5 +641,29 @@ func TestDecodeStopsAtTheLimit(t *testing.T) {
 	n := testing.AllocsPerRun(5, func() { decodeEvents(body, false, 1000) })
 	if n > 1000+20 {
 		t.Errorf("%v allocations to refuse a million elements at 1 000", n)
+	}
+}
+
+// A run's events side by side in one batch share one copy of their task
+// ID (escaped or not), and every event still carries its own ID.
+func TestDecodeKeepsOneCopyOfARunsTaskID(t *testing.T) {
+	body := `[{"taskID":"r1","sequence":1,"status":"pending","ts":1},{"taskID":"r\u0031","sequence":2,"status":"running","ts":2},` +
+		`{"taskID":"r2","sequence":1,"status":"pending","ts":3},{"taskID":"r1","sequence":3,"status":"success","ts":4}]`
+	evs, bad, err := decodeEvents([]byte(body), false, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i, e := range evs {
+		if bad[i] != nil {
+			t.Fatalf("event %d refused: %v", i, bad[i])
+		}
+		ids = append(ids, e.TaskID)
+	}
+	if want := []string{"r1", "r1", "r2", "r1"}; !slices.Equal(ids, want) {
+		t.Fatalf("task IDs %q, want %q", ids, want)
+	}
+	if unsafe.StringData(ids[0]) != unsafe.StringData(ids[1]) {
+		t.Error("the run's two events side by side hold two copies of its task ID")
 	}
 }
