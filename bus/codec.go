@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 
 	"github.com/apollo-11/apollo"
 )
@@ -102,10 +101,8 @@ func (t *task) appendHistory(r *apollo.Record, limit int) {
 		// Room for a typical run's three records in one allocation: a
 		// buffer that grows to fit would save 64 bytes on a task that
 		// only reported pending but cost an allocation per run on the
-		// ingest path (TestPublishOneEventAllocations). Records that carry
-		// extra are larger: room for three of the first, up to a point.
-		n := historyRecordLen(r)
-		t.history = make([]byte, 0, max(96, min(3*n, n+256)))
+		// ingest path (TestPublishOneEventAllocations).
+		t.history = make([]byte, 0, 96)
 	}
 	t.history = appendHistoryRecord(t.history, r)
 	t.nhist++
@@ -136,20 +133,6 @@ func appendHistoryRecord(b []byte, r *apollo.Record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.Extra)))
 	return append(b, r.Extra...)
 }
-
-// historyRecordLen is the length appendHistoryRecord gives r.
-func historyRecordLen(r *apollo.Record) int {
-	n := 3 + 3 // version, kind, status; the task's own tenant, task ID and name
-	for _, v := range [...]int64{r.Sequence, r.Ts, r.ScheduledAt, r.TimeoutMs, r.CostMs, r.ReceivedAt} {
-		n += uvarintLen(uint64(v))
-	}
-	for _, l := range [...]int{len(r.Actor), len(r.Reason), len(r.Extra)} {
-		n += uvarintLen(uint64(l)) + l
-	}
-	return n
-}
-
-func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // decodeHistory returns t's history as records carrying the task's IDs.
 func (t *task) decodeHistory(k key) []apollo.Record {

@@ -1,10 +1,7 @@
 package bus
 
 import (
-	"encoding/json"
-	"math"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/apollo-11/apollo"
@@ -42,22 +39,6 @@ func TestRecordNeverEndsWithTheLogsFill(t *testing.T) {
 			Ts: -1, Extra: []byte(extra)}, Kind: apollo.KindReport, ReceivedAt: -1, Reason: "\xff"}
 		if p := appendRecord(nil, &r); p[len(p)-1] == 0xFF {
 			t.Errorf("a record with extra %q ends with 0xFF: % x", extra, p[len(p)-8:])
-		}
-	}
-}
-
-// historyRecordLen, which sizes a task's first history buffer, is the
-// length appendHistoryRecord writes, at the int64 extremes and with
-// fields of every length class of a varint.
-func TestHistoryRecordLen(t *testing.T) {
-	long := strings.Repeat("x", 200)
-	for _, v := range []int64{0, 1, 127, 128, 1<<14 - 1, 1 << 14, 1e12, math.MaxInt64, math.MinInt64, -1} {
-		for _, s := range []string{"", "a", long} {
-			r := apollo.Record{Event: apollo.Event{Sequence: v, Ts: v, ScheduledAt: v, TimeoutMs: v, CostMs: v,
-				Extra: json.RawMessage(s)}, ReceivedAt: v, Actor: s, Reason: s}
-			if got, want := historyRecordLen(&r), len(appendHistoryRecord(nil, &r)); got != want {
-				t.Errorf("value %d, strings of %d bytes: historyRecordLen %d, appendHistoryRecord wrote %d", v, len(s), got, want)
-			}
 		}
 	}
 }
