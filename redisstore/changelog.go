@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // The change log is how the alert processes hear of the bus's changes
@@ -99,18 +100,21 @@ func (f *ChangeFeed) logEpoch(ctx context.Context) string {
 // change to apply, in the order of the stream, one goroutine; it remembers
 // how far it got (Mark), for the alert state saved with it.
 type ChangeFollower struct {
-	c      redis.UniversalClient
-	stream string
-	log    *slog.Logger
-	apply  func(*apollo.Change)
-	forget func() // the LSNs heard are another log's
+	c       redis.UniversalClient
+	stream  string
+	channel string // <prefix>:changes, of a bus of a release before the log (SubscribeChannel)
+	log     *slog.Logger
+	logs    *loglimit.Limiter // the lines of SubscribeChannel
+	clock   apollo.Clock
+	apply   func(*apollo.Change)
+	forget  func() // the LSNs heard are another log's
 
 	mu    sync.Mutex
 	mark  uint64 // the highest bus mark of the entries applied
 	pos   string // the ID of the last entry applied
 	epoch string // of the bus's log the marks and LSNs are of
 
-	passed atomic.Int64 // changes that did not read (applyRead)
+	passed atomic.Int64 // changes that did not read (applyRead, fromChannel)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -135,7 +139,15 @@ func NewChangeFollower(c redis.UniversalClient, prefix string, log *slog.Logger,
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ChangeFollower{c: c, stream: changeLogKey(prefix), log: log, apply: apply, forget: forget}
+	return &ChangeFollower{c: c, stream: changeLogKey(prefix), channel: prefix + ":changes", log: log,
+		logs: loglimit.New(time.Minute), clock: apollo.SystemClock, apply: apply, forget: forget}
+}
+
+// WithClock gives the follower the clock its rate-limited lines go by
+// (default: the system clock). Call it before SubscribeChannel.
+func (f *ChangeFollower) WithClock(clock apollo.Clock) *ChangeFollower {
+	f.clock = clock
+	return f
 }
 
 // Seek sets where Start reads on from: after pos ("0": the whole stream;
@@ -277,7 +289,8 @@ func (f *ChangeFollower) applyRead(id string, w *wireChange) {
 // FollowerStats counts what a follower passed over.
 type FollowerStats struct {
 	// PassedOver: changes that did not read (a status or kind of a newer
-	// release) and were not applied.
+	// release), of the log or of the channel, and messages of the channel
+	// that are not a batch of changes at all; none was applied.
 	PassedOver int64 `json:"passedOver"`
 }
 

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -285,8 +286,9 @@ func TestChangeOfAnUnknownKindIsPassedOver(t *testing.T) {
 	default:
 	}
 
+	// The channel, from a bus that writes no stream: the same.
 	heard := make(chan *apollo.Change, 10)
-	stop, err := redisstore.SubscribeChanges(ctx, c, prefix, func(ch *apollo.Change) { heard <- ch })
+	stop, err := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { heard <- ch }, nil).SubscribeChannel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +303,73 @@ func TestChangeOfAnUnknownKindIsPassedOver(t *testing.T) {
 		if ch := next(t, heard); ch.Task.TaskID != w {
 			t.Fatalf("from the channel: %+v, want %s", ch, w)
 		}
+	}
+}
+
+// What does not read on the channel <p>:changes — a message that is not
+// a batch of changes at all, a change of a status or kind of a newer
+// release, of either tenant — is passed over, counted where the change
+// log's are (changes.passedOver), and logged one line a minute with how
+// many were held back; the rest of a batch is applied, and a change the
+// log has too ("x") passes uncounted. Before, a message that was not a
+// batch, or a change that did not read, went without a count or a line.
+func TestUnreadableChangeOnTheChannelIsCounted(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := testwait.Context(t)
+	var logs redisstore.LockedLog
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	clock := apollo.NewFakeClock(time.Unix(1_800_000_000, 0))
+	heard := make(chan *apollo.Change, 10)
+	follow := redisstore.NewChangeFollower(c, prefix, log, func(ch *apollo.Change) { heard <- ch }, nil).WithClock(clock)
+	stop, err := follow.SubscribeChannel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	publish := func(payloads ...string) {
+		t.Helper()
+		for _, p := range payloads {
+			if err := c.Publish(ctx, prefix+":changes", p).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// heardOnly waits for the changes ids, in order, and nothing else:
+	// the last heard, every message before it was handled.
+	heardOnly := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if ch := next(t, heard); ch.Task.TaskID != id {
+				t.Fatalf("from the channel: %+v, want %s", ch, id)
+			}
+		}
+	}
+	publish(
+		"not json\x00\x1b[2J",
+		`{"t":"acme","n":"etl","id":"a0","s":"failed"}`, // an object, not a batch
+		`[{"t":"acme","n":"etl","id":"a1","s":"failed","p":"running","ts":1},`+
+			`{"t":"globex","n":"etl","id":"g1","s":"skipped","p":"pending","ts":2},`+
+			`{"t":"acme","n":"etl","id":"a2","s":"running","p":"running","ts":3,"k":"paused"},`+
+			`{"t":"globex","n":"etl","id":"g2","s":"skipped","p":"pending","ts":4,"x":true},`+
+			`{"t":"globex","n":"etl","id":"g3","s":"failed","p":"running","ts":5}]`)
+	heardOnly("a1", "g3")
+	if n := follow.Stats().PassedOver; n != 4 {
+		t.Fatalf("%d changes counted as passed over, want 4: two messages that are no batch, a status and a kind of a newer release", n)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, prefix+":changes does not read") ||
+		!strings.Contains(out, "changes.passedOver") || !strings.Contains(out, `why="not a batch of changes: invalid character`) {
+		t.Fatalf("the log says:\n%s\nwant one warning naming the channel, why, and where the rest are counted", out)
+	}
+	// A minute on, the next one is logged with how many were held back.
+	clock.Advance(time.Minute)
+	publish(`[{"t":"acme","n":"etl","id":"a3","s":"skipped","p":"running","ts":6},{"t":"acme","n":"etl","id":"a4","s":"failed","p":"running","ts":7}]`)
+	heardOnly("a4")
+	if n := follow.Stats().PassedOver; n != 5 {
+		t.Fatalf("%d changes counted as passed over, want 5", n)
+	}
+	out = logs.String()
+	if strings.Count(out, "level=WARN") != 2 || !strings.Contains(out, `tenant=acme job=etl why="status \"skipped\"" suppressed=3`) {
+		t.Fatalf("the log says:\n%s\nwant a second warning a minute on, naming the change, with the 3 held back", out)
 	}
 }

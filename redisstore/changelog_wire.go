@@ -13,7 +13,7 @@ import (
 // process not yet upgraded lost the failures of every batch that held
 // one. So a change that does not read, for a name it does not know or
 // anything else in it, is read with skip saying why, and the readers
-// pass it over alone (ChangeFollower.entry, SubscribeChanges). Fields it
+// pass it over alone (ChangeFollower.entry, ChangeFollower.SubscribeChannel). Fields it
 // does not know it ignores, as before.
 func (w *wireChange) UnmarshalJSON(b []byte) error {
 	type fields wireChange // the same fields, without this method

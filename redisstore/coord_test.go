@@ -88,7 +88,7 @@ func TestFeedsAndCommands(t *testing.T) {
 	// The channel hands on only what is not in the log too: the changes
 	// of a bus of a release before it.
 	onChannel := make(chan *apollo.Change, 10)
-	stop, err := redisstore.SubscribeChanges(ctx, c, prefix, func(ch *apollo.Change) { onChannel <- ch })
+	stop, err := redisstore.NewChangeFollower(c, prefix, nil, func(ch *apollo.Change) { onChannel <- ch }, nil).SubscribeChannel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

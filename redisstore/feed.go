@@ -312,25 +312,49 @@ func (f *ChangeFeed) Stats() FeedStats {
 	return FeedStats{Sent: f.sent.Load(), Dropped: f.dropped.Load(), Errors: f.errors.Load()}
 }
 
-// SubscribeChanges hands every change the buses publish to apply until
-// stop is called (stop waits for the delivering goroutine). It returns once
-// subscribed; go-redis resubscribes by itself after a lost connection.
-// Those a bus also wrote to the stream (FollowChanges reads them there)
-// are passed over: this hears a bus of a release before the stream.
-func SubscribeChanges(ctx context.Context, c redis.UniversalClient, prefix string, apply func(*apollo.Change)) (stop func(), err error) {
-	return subscribe(ctx, c, prefix+":changes", func(payload string) {
-		var batch []wireChange
-		if json.Unmarshal([]byte(payload), &batch) != nil {
-			return
+// SubscribeChannel hands the follower's apply every change the buses
+// publish on <prefix>:changes until stop is called (stop waits for the
+// delivering goroutine). It returns once subscribed; go-redis resubscribes
+// by itself after a lost connection. Those a bus also wrote to the log
+// (Logged) are passed over: the follower reads them there; this hears a
+// bus of a release before the log. What does not read — a message that
+// is not a batch of changes, a change of a status or kind of a newer
+// release — is passed over, counted with the log's (Stats:
+// changes.passedOver in the alert process's heartbeat), and logged one
+// line a minute with how many were held back: before, it went without a
+// trace, and an alert process that heard nothing of a bus could not say
+// why.
+func (f *ChangeFollower) SubscribeChannel(ctx context.Context) (stop func(), err error) {
+	return subscribe(ctx, f.c, f.channel, f.fromChannel)
+}
+
+// fromChannel applies one message of the channel, a batch of changes.
+func (f *ChangeFollower) fromChannel(payload string) {
+	var batch []wireChange
+	if err := json.Unmarshal([]byte(payload), &batch); err != nil {
+		f.passOverChannel("", "", "not a batch of changes: "+clip(err.Error()))
+		return
+	}
+	for _, w := range batch {
+		switch {
+		case w.Logged: // in the log too
+		case w.skip != "": // passed over alone, the rest of the batch applied
+			f.passOverChannel(w.Tenant, w.Name, w.skip)
+		default:
+			f.apply(w.change())
 		}
-		for _, w := range batch {
-			// A change this release cannot read is passed over alone: a bus
-			// that writes one (of a newer release) marks it logged anyway.
-			if !w.Logged && w.skip == "" {
-				apply(w.change())
-			}
-		}
-	})
+	}
+}
+
+// passOverChannel counts a change of the channel that did not read, and
+// logs it unless a line went out in the last minute.
+func (f *ChangeFollower) passOverChannel(tenant, job, why string) {
+	f.passed.Add(1)
+	if ok, held := f.logs.Allow("channel", f.clock.Now()); ok {
+		f.log.Warn("a change published on "+f.channel+" does not read and was passed over: a bus of a newer release, or another program, publishes there; "+
+			"upgrade this alert process, or stop what else publishes. All are counted (changes.passedOver in its heartbeat)",
+			"tenant", tenant, "job", job, "why", why, "suppressed", held)
+	}
 }
 
 func (w *wireChange) change() *apollo.Change {

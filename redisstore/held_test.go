@@ -2,11 +2,9 @@ package redisstore_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,9 +121,8 @@ func TestFindingOfAnUnknownKindIsCounted(t *testing.T) {
 	c, prefix := redistest.Client(t)
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()
-	var logs strings.Builder
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	var logs redisstore.LockedLog
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	got := make(chan alert.Occurrence, 10)
 	sub, err := redisstore.SubscribeFindings(ctx, c, prefix, log, func(o alert.Occurrence) { got <- o })
 	if err != nil {
@@ -157,24 +154,9 @@ func TestFindingOfAnUnknownKindIsCounted(t *testing.T) {
 	if n := sub.Stats().PassedOver; n != 2 {
 		t.Fatalf("%d findings counted as passed over, want 2", n)
 	}
-	mu.Lock()
 	out := logs.String()
-	mu.Unlock()
 	if strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, `tenant=acme job=etl run=etl-7 why="kind \"paused_again\""`) ||
 		!strings.Contains(out, "findings.passedOver") {
 		t.Fatalf("the log says:\n%s\nwant one warning naming the first finding passed over and where the rest are counted", out)
 	}
-}
-
-// lockedWriter serializes writes to w: a logger writes from the
-// subscription's goroutine while the test reads.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

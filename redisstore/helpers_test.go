@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +129,25 @@ func dump(t testing.TB, c redis.UniversalClient, prefix string) map[string]map[s
 		t.Fatal(err)
 	}
 	return out
+}
+
+// LockedLog is a log that a test reads while the code under test writes
+// it from its own goroutines (a subscription, a renewal loop); the tests
+// outside the package use it too.
+type LockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *LockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *LockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

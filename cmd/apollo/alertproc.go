@@ -281,7 +281,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	if err := p.startService(ctx, "the reader of the bus's changes", changes); err != nil {
 		return err
 	}
-	stopChanges, err := redisstore.SubscribeChanges(ctx, p.c, prefix, marksFromFeed(p.engine.OccurAt, p.engine.Apply))
+	stopChanges, err := changes.SubscribeChannel(ctx)
 	if err != nil {
 		return fmt.Errorf("subscribing to the bus's changes: %w", err)
 	}

@@ -22,7 +22,11 @@ import (
 // failures of each batch that held a change of a new kind. The same for
 // a finding of a kind it does not know on <p>:findings, in each tenant:
 // passed over, logged and counted (findings.passedOver); before, it was
-// dropped without a word.
+// dropped without a word. And on the channel <p>:changes (a bus of a
+// release before the log): a message that is no batch of changes at all
+// and a change of a status it does not know, in each tenant, are passed
+// over, logged and counted with the log's (changes.passedOver); before,
+// they went without a count or a line.
 func TestThreeProcessChangeOfANewerKindKeepsItsBatch(t *testing.T) {
 	d, h := startThreeProcesses(t, deployOptions{})
 	d.putLostRules("_failed")
@@ -58,8 +62,17 @@ func TestThreeProcessChangeOfANewerKindKeepsItsBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// And on <p>:changes, hostile: control characters and no batch, then
+	// a change of a status it does not know in each tenant.
+	for _, payload := range []string{"\x00\x1b[2J{not a batch",
+		fmt.Sprintf(`[{"t":"acme","n":"acme_lost","id":"acme_lost-3","s":"skipped","p":"pending","ts":%[1]d},`+
+			`{"t":"globex","n":"globex_lost","id":"globex_lost-3","s":"skipped","p":"pending","ts":%[1]d}]`, ts)} {
+		if err := c.Publish(ctx, d.prefix+":changes", payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_failed", "globex": "globex_failed"})
-	eventually(t, 30*time.Second, "the alert process's heartbeat counting 2 changes and 2 findings passed over", func() bool {
+	eventually(t, 30*time.Second, "the alert process's heartbeat counting 5 changes and 2 findings passed over", func() bool {
 		var sys struct {
 			Components struct {
 				Alert struct {
@@ -74,12 +87,15 @@ func TestThreeProcessChangeOfANewerKindKeepsItsBatch(t *testing.T) {
 		}
 		d.do("", "GET", "/api/v1/system", "", &sys, 200)
 		ps := sys.Components.Alert.Processes
-		return len(ps) == 1 && ps[0].Stats.Changes.PassedOver == 2 && ps[0].Stats.Findings.PassedOver == 2
+		return len(ps) == 1 && ps[0].Stats.Changes.PassedOver == 5 && ps[0].Stats.Findings.PassedOver == 2
 	})
 	d.alert.kill() // its log is complete
 	out := d.alert.out.String()
 	if !strings.Contains(out, `why="record kind \"paused\""`) {
 		t.Errorf("the alert process did not say it passed a change over:\n%s", out)
+	}
+	if !strings.Contains(out, `msg="a change published on `+d.prefix+`:changes does not read`) || !strings.Contains(out, `why="not a batch of changes: invalid character`) {
+		t.Errorf("the alert process did not say it passed a message of the channel over:\n%s", out)
 	}
 	if !strings.Contains(out, `msg="a finding of the bus does not read`) || !strings.Contains(out, `why="kind \"paused_again\""`) {
 		t.Errorf("the alert process did not say it passed a finding over:\n%s", out)
