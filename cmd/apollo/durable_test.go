@@ -126,8 +126,11 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 		fmt.Fprintf(&cfg, "    - {name: %s-admin, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
 	}
 	if three {
-		_, d.prefix = redistest.Client(t) // its keys deleted when the test ends
-		fmt.Fprintf(&cfg, "redis:\n  url: %s\n  prefix: %s\n", redisURL(t), d.prefix)
+		// The processes' connections are named by the prefix: when the
+		// test ends, Redis runs nothing more they sent before the keys are
+		// deleted, and the test fails if any remains.
+		_, d.prefix = redistest.Client(t)
+		fmt.Fprintf(&cfg, "redis:\n  url: %s\n  prefix: %s\n", redistest.URLFor(t, d.prefix), d.prefix)
 	}
 	cfg.WriteString(opts.config)
 	path := filepath.Join(d.dir, "apollo.yaml")

@@ -166,12 +166,13 @@ func busBehindAProxy(t *testing.T) (*deployment, *hook, *redistest.Proxy) {
 	t.Helper()
 	h := newHook(t)
 	d := newDeployment(t, true, h, deployOptions{})
-	u, err := url.Parse(redisURL(t))
+	u, err := url.Parse(redistest.URLFor(t, d.prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := redistest.NewProxy(t, u.Host)
-	d.args = append(d.args, "--redis", "redis://"+p.Addr()+u.Path)
+	u.Host = p.Addr()
+	d.args = append(d.args, "--redis", u.String())
 	d.start()
 	t.Cleanup(d.logOnFailure)
 	return d, h, p

@@ -239,10 +239,9 @@ func TestScenarioAllInOne(t *testing.T) {
 func threeProcesses(t *testing.T, name string) (h *hook, dir, cfg string) {
 	t.Helper()
 	endToEnd(t)
-	redis := redisURL(t)
-	_, prefix := redistest.Client(t)
+	_, prefix := redistest.Client(t) // named connections, nothing left (newDeployment)
 	h = newHook(t)
-	dir = writeScenario(t, h.srv.URL, redis, prefix)
+	dir = writeScenario(t, h.srv.URL, redistest.URLFor(t, prefix), prefix)
 	return h, dir, filepath.Join(dir, "apollo.yaml")
 }
 

@@ -1,14 +1,19 @@
 // Package redistest gives tests a real Redis and a key prefix of their
-// own, deleted when the test ends. Tests read APOLLO_TEST_REDIS (e.g.
-// redis://127.0.0.1:6379/15); unset, they skip, unless
-// APOLLO_REQUIRE_REDIS=1 makes that a failure (as .ci/run does).
+// own, deleted when the test ends; a test whose keys remain after that
+// fails. The processes a test starts reach Redis through URLFor, so that
+// nothing they sent is run after the delete. Tests read
+// APOLLO_TEST_REDIS (e.g. redis://127.0.0.1:6379/15); unset, they skip,
+// unless APOLLO_REQUIRE_REDIS=1 makes that a failure (as .ci/run does).
 package redistest
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +41,11 @@ func unavailable(t testing.TB, why string) {
 }
 
 // Client returns a client of the test Redis and a prefix no other test
-// uses ("apollotest:<test name>:<random>"). Every key under the prefix is
-// deleted, and the client closed, when the test ends.
+// uses ("apollotest:<test name>:<random>"). When the test ends — after
+// the cleanups registered later, which stop the processes it started —
+// the connections named for the prefix (URLFor) are cut, every key under
+// the prefix is deleted, and the test fails if any remains; the client
+// is closed.
 func Client(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	opts, err := redis.ParseURL(URL(t))
@@ -54,11 +62,83 @@ func Client(t testing.TB) (*redis.Client, string) {
 	prefix := Prefix(t)
 	t.Cleanup(func() {
 		defer c.Close()
-		if err := Delete(context.Background(), c, prefix); err != nil {
-			t.Errorf("deleting the test's keys under %s: %v", prefix, err)
+		if err := leaveNothing(context.Background(), c, prefix); err != nil {
+			t.Errorf("the test's keys under %s: %v", prefix, err)
 		}
 	})
 	return c, prefix
+}
+
+// URLFor returns the test Redis's URL with prefix as the client name
+// (go-redis's client_name): a process a test starts with it is known to
+// Redis by the prefix, and Client's cleanup cuts its connections before
+// it deletes the keys.
+func URLFor(t testing.TB, prefix string) string {
+	t.Helper()
+	u, err := url.Parse(URL(t))
+	if err != nil {
+		t.Fatalf("APOLLO_TEST_REDIS: %v", err)
+	}
+	q := u.Query()
+	q.Set("client_name", prefix)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// leaveNothing deletes every key under prefix and says which remain.
+// The connections named prefix are cut first: a process killed with
+// SIGKILL is gone, but Redis may not have run what it had sent (a
+// pipeline of a thousand writes is read a piece per turn of Redis's
+// loop, between other clients' commands): run after the delete, it left
+// keys behind. Redis runs nothing more of a connection it cut.
+func leaveNothing(ctx context.Context, c redis.UniversalClient, prefix string) error {
+	if err := cut(ctx, c, prefix); err != nil {
+		return err
+	}
+	if err := Delete(ctx, c, prefix); err != nil {
+		return err
+	}
+	left, err := Keys(ctx, c, prefix)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		slices.Sort(left)
+		return fmt.Errorf("%d remain after they were deleted, written by something of the test that still runs (%s): "+
+			"stop it in a cleanup registered after redistest.Client, or start it with redistest.URLFor", len(left), strings.Join(left[:min(len(left), 5)], ", "))
+	}
+	return nil
+}
+
+// cut closes every connection named name (URLFor).
+func cut(ctx context.Context, c redis.UniversalClient, name string) error {
+	list, err := c.ClientList(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("listing the connections: %w", err)
+	}
+	for line := range strings.Lines(list) {
+		var id, named string
+		for _, f := range strings.Fields(line) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "id":
+				id = v
+			case "name":
+				named = v
+			}
+		}
+		if named != name {
+			continue
+		}
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return fmt.Errorf("a connection of CLIENT LIST without an id: %q", line)
+		}
+		if err := c.ClientKillByFilter(ctx, "ID", strconv.FormatInt(n, 10)).Err(); err != nil && !strings.Contains(err.Error(), "No such client") {
+			return fmt.Errorf("cutting the connection %d: %w", n, err)
+		}
+	}
+	return nil
 }
 
 // Prefix returns "apollotest:<test name>:<random>", the name reduced to
