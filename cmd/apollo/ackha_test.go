@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 )
 
@@ -13,19 +12,11 @@ import (
 // passed on the first reply, and the user was told 404 for an ack that
 // was done.
 func TestAckRightAfterFiringWithTwoAlertProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
 	// Nothing is told again within the test: a repeat of an alert before
 	// its ack (more than 2s after its firing on a loaded machine) is not
 	// what it looks for.
-	d := newDeployment(t, true, h, deployOptions{repeat: "1h"})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
-	second := startProc(t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
-	t.Cleanup(second.kill)
+	d, h := startThreeProcesses(t, deployOptions{repeat: "1h"})
+	d.startAlert() // the second
 	src := map[string]string{}
 	for round := range 3 {
 		want := map[string]string{}

@@ -157,8 +157,15 @@ func (d *deployment) start() {
 	cmd.Env, d.env = d.env, nil
 	d.api = startCmd(d.t, cmd, apiclient.ReadyPrefix)
 	if d.three {
-		d.alert = startProc(d.t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
+		d.alert = d.startAlert()
 	}
+}
+
+// startAlert starts an alert process of the three processes, on their
+// configuration, and waits until it is up.
+func (d *deployment) startAlert() *proc {
+	d.t.Helper()
+	return startProc(d.t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
 }
 
 // logOnFailure logs the end of each process's log when the test failed,

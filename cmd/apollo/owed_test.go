@@ -78,14 +78,9 @@ func owedWhileDown(t *testing.T, d *deployment, refused chan string, queued func
 // in memory only: the alert engine had saved the alerts as told, so nobody
 // ever heard of those failures, and nothing recorded that they were lost.
 func TestOwedNotificationsSurviveKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	h, down, refused := downHook(t)
-	d := newDeployment(t, false, h, deployOptions{})
-	d.start()
-	t.Cleanup(d.logOnFailure)
+	d := startDeployment(t, false, h, deployOptions{})
 
 	want := owedWhileDown(t, d, refused, func() int64 {
 		var sys struct {
@@ -146,19 +141,14 @@ func (d *deployment) alertQueued() int64 {
 // the alerts as told in Redis, so the new process never sent them, and
 // nothing recorded that they were lost.
 func TestOwedNotificationsSurviveAlertKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	h, down, refused := downHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(d.logOnFailure)
+	d := startDeployment(t, true, h, deployOptions{})
 
 	want := owedWhileDown(t, d, refused, d.alertQueued)
 	d.alert.kill()
 	down.Store(false)
-	d.alert = startProc(t, "apollo alert ", "alert", "--config", d.dir+"/apollo.yaml")
+	d.alert = d.startAlert()
 	awaitOwed(t, h, want, "the new alert process")
 }
 
@@ -218,16 +208,10 @@ func (d *deployment) alertOwing() (pids []int, queued int64) {
 // it owed once its lease has expired, and each tenant's notification
 // arrives. Before, what the killed process owed was lost.
 func TestOwedNotificationsTakenOverInHA(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	h, down, refused := downHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(d.logOnFailure)
-	other := startProc(t, "apollo alert ", "alert", "--config", d.dir+"/apollo.yaml")
-	t.Cleanup(other.kill)
+	d := startDeployment(t, true, h, deployOptions{})
+	other := d.startAlert()
 
 	want := owedWhileDown(t, d, refused, func() int64 { _, n := d.alertOwing(); return n })
 	pids, _ := d.alertOwing()
@@ -303,14 +287,9 @@ func (d *deployment) owedNow() int {
 // into a queue of two and dropped the third as "queue full": a
 // notification promised at least once was lost across the restart.
 func TestOwedBeyondTheQueueSurviveKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
+	endToEnd(t)
 	h, down, refused := downHook(t)
-	d := newDeployment(t, false, h, deployOptions{hook: "    queue_size: 2\n"})
-	d.start()
-	t.Cleanup(d.logOnFailure)
+	d := startDeployment(t, false, h, deployOptions{hook: "    queue_size: 2\n"})
 
 	type hookStats struct{ Queued, Dropped int64 }
 	stats := func() hookStats {

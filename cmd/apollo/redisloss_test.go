@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
@@ -31,14 +28,7 @@ import (
 // restarted alert process evaluated no API rules, forgot the silence and
 // the ack, and notified every alert again.
 func TestRedisEmptiedWhileRunning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{})
 
 	src := map[string]string{}
 	for _, tenant := range tenants {
@@ -53,12 +43,7 @@ func TestRedisEmptiedWhileRunning(t *testing.T) {
 	quiet := d.silence("globex", `"rule":"globex_ev"`)
 	eventually(t, 30*time.Second, "the ack shown", func() bool { return d.firingAlert("acme", "acme_rate").AckedBy != "" })
 
-	opts, err := redis.ParseURL(redisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	rdb, _ := redistest.Client(t)
 	lost := time.Now()
 	if err := redistest.Delete(context.Background(), rdb, d.prefix); err != nil {
 		t.Fatal(err)
@@ -113,7 +98,7 @@ func TestRedisEmptiedWhileRunning(t *testing.T) {
 	onlyRepeats("after Redis lost its data", 2, nil)
 
 	d.alert.kill()
-	d.alert = startProc(t, "apollo alert ", "alert", "--config", filepath.Join(d.dir, "apollo.yaml"))
+	d.alert = d.startAlert()
 	for _, tenant := range tenants {
 		d.fail(tenant, tenant+"_ev_x")
 	}
@@ -135,26 +120,14 @@ func TestRedisEmptiedWhileRunning(t *testing.T) {
 // tenant was told "resolved", and told "firing" again once the bus had
 // refilled Redis.
 func TestRateAlertsHoldWhileRedisIsEmpty(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: skipped with -short")
-	}
-	t.Parallel()
-	h := newHook(t)
-	d := newDeployment(t, true, h, deployOptions{})
-	d.start()
-	t.Cleanup(func() { d.logOnFailure() })
+	d, h := startThreeProcesses(t, deployOptions{})
 	for _, tenant := range tenants {
 		d.do(tenant, "PUT", "/api/v1/rules", fmt.Sprintf("RULE %s_rate task_prefix: %q WINDOW: 1h THRESHOLD: failed >= 1 NOTIFY: hook\n", tenant, tenant+"_"), nil, 200)
 		d.fail(tenant, tenant+"_load")
 	}
 	awaitTenants(t, h, "firing", map[string]string{"acme": "acme_rate", "globex": "globex_rate"})
 
-	opts, err := redis.ParseURL(redisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	rdb, _ := redistest.Client(t)
 	// evaluations reads the alert process's counters from its heartbeat.
 	evaluations := func() (n, errs int64) {
 		beats, err := redisstore.Alive(context.Background(), rdb, d.prefix)

@@ -75,10 +75,7 @@ func TestDayOverDayRuleInEveryMode(t *testing.T) {
 	}
 
 	t.Run("server", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("end-to-end: skipped with -short")
-		}
-		t.Parallel()
+		endToEnd(t)
 		h := newHook(t)
 		dir := writeScenario(t, h.srv.URL, "", "")
 		cfg := filepath.Join(dir, "apollo.yaml")
@@ -89,7 +86,7 @@ func TestDayOverDayRuleInEveryMode(t *testing.T) {
 	t.Run("three processes", func(t *testing.T) {
 		h, dir, cfg := threeProcesses(t, "day")
 		rules := setup(t, dir, cfg)
-		bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+		bus := startScenarioBus(t, dir, cfg)
 		startProc(t, "apollo alert ", "alert", "--config", cfg, "--rules", rules)
 		check(t, bus.addr, h)
 	})
@@ -134,7 +131,7 @@ func TestRulesReadingPastTheMetricsAreRefused(t *testing.T) {
 	})
 	t.Run("three processes", func(t *testing.T) {
 		_, dir, cfg := threeProcesses(t, "reach")
-		bus := startApollo(t, "bus", "--config", cfg, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+		bus := startScenarioBus(t, dir, cfg)
 		startProc(t, "apollo alert ", "alert", "--config", cfg)
 		check(t, bus.addr)
 	})
