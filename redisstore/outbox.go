@@ -99,6 +99,9 @@ type OutboxStats struct {
 	Failures  int64 `json:"failures"`  // Owe and Settle calls Redis did not take
 	Refills   int64 `json:"refills"`   // times the entries were written back to a Redis that lost them
 	Down      bool  `json:"down"`      // the last Redis call failed
+	// Unreadable: entries of processes that stopped or died that did not
+	// read (a newer release's, or damaged), dropped instead of taken over.
+	Unreadable int64 `json:"unreadable"`
 }
 
 // Outbox is a notify.Outbox in Redis for the alert processes of the
@@ -112,9 +115,10 @@ type Outbox struct {
 	taking                atomic.Bool // onTakeOver runs: adopt takes no decided entries
 	keyDecided            func(id string) string
 	decided               string
-	logs                  *loglimit.Limiter
+	logs                  *loglimit.Limiter // the lines of entries that do not read (unreadable)
 	down                  atomic.Bool
 	adopted, fails, fills atomic.Int64
+	unread                atomic.Int64
 
 	mu        sync.Mutex
 	next      uint64                             // the next entry ID
@@ -325,5 +329,18 @@ func (o *Outbox) Stats() OutboxStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return OutboxStats{Owed: len(o.mine), Unsettled: len(o.unsettled) + len(o.dunsettled), Decided: len(o.dmine), Adopted: o.adopted.Load(),
-		Failures: o.fails.Load(), Refills: o.fills.Load(), Down: o.down.Load()}
+		Failures: o.fails.Load(), Refills: o.fills.Load(), Down: o.down.Load(), Unreadable: o.unread.Load()}
+}
+
+// unreadable counts an entry of a stopped process, of kind ("owed" or
+// "decided"), that does not read and is dropped, and logs it unless a
+// line of its kind went out in the last minute: a dead process of a newer
+// release may leave thousands, one line each flooded the log.
+func (o *Outbox) unreadable(kind, owner string, err error) {
+	o.unread.Add(1)
+	if ok, held := o.logs.Allow(kind, o.opts.Clock.Now()); ok {
+		o.opts.Logger.Error("redisstore: outbox: an entry ("+kind+") of a stopped alert process does not read; dropped: it was written by a newer release "+
+			"(upgrade this process) or damaged. Every one is counted (outbox.unreadable in the heartbeat)",
+			"owner", owner, "err", err, "suppressed", held)
+	}
 }

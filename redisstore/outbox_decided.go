@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -128,7 +129,7 @@ func (o *Outbox) keepUnforgotten(id uint64) {
 
 // takenOver reads the values the adoption script moved from owner into
 // this process's decided hash, numbered from start. A value that does
-// not read is deleted with a log line, as an outbox entry.
+// not read is deleted and counted, as an outbox entry (unreadable).
 func (o *Outbox) takenOver(ctx context.Context, owner string, start uint64, vals []string) []alert.TakenOver {
 	var got []alert.TakenOver
 	var bad []string
@@ -138,9 +139,13 @@ func (o *Outbox) takenOver(ctx context.Context, owner string, start uint64, vals
 		id := start + uint64(i)
 		owners, js, ok := strings.Cut(v, "\n")
 		var n apollo.Notification
-		if !ok || json.Unmarshal([]byte(js), &n) != nil {
+		err := errors.New("no line of owners before the notification")
+		if ok {
+			err = json.Unmarshal([]byte(js), &n)
+		}
+		if err != nil {
 			bad = append(bad, strconv.FormatUint(id, 10))
-			o.opts.Logger.Error("redisstore: outbox: a decided notification of a stopped alert process does not read; dropped", "owner", owner)
+			o.unreadable("decided", owner, err)
 			continue
 		}
 		o.dmine[id] = v

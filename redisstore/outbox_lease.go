@@ -120,9 +120,9 @@ func (o *Outbox) renew(ctx context.Context) bool {
 // adopt takes over the entries of every process whose lease is gone, at
 // most adoptBatch from each of its hashes per call, and returns them
 // renumbered as this process's, oldest first: the lanes' and the alert
-// engine's (Decisions). An entry that does not read is dropped with a
-// log line: it cannot be sent, and kept it would come back at every
-// round.
+// engine's (Decisions). An entry that does not read is dropped and
+// counted (unreadable): it cannot be sent, and kept it would come back at
+// every round.
 func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.TakenOver) {
 	owners, err := o.opts.Client.SMembers(ctx, o.owners).Result()
 	if err != nil {
@@ -185,8 +185,7 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 			var e notify.OwedNotification
 			if err := json.Unmarshal([]byte(v), &e); err != nil {
 				bad = append(bad, strconv.FormatUint(id, 10))
-				o.opts.Logger.Error("redisstore: outbox: an entry of a stopped alert process does not read; dropped",
-					"owner", owner, "err", err)
+				o.unreadable("owed", owner, err)
 				continue
 			}
 			e.ID = id

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -253,6 +254,62 @@ func TestOutboxHostileData(t *testing.T) {
 	}
 	if n, _ := c.HLen(ctx, b.decided).Result(); n != 1 {
 		t.Fatalf("%d entries in the new owner's decided hash, want 1 (the bad ones dropped)", n)
+	}
+}
+
+// A dead process of a newer release (or damage) leaves thousands of
+// entries that do not read, owed and decided, beside good ones of two
+// tenants: the process that takes over drops every bad one, counts each
+// (outbox.unreadable in its heartbeat), logs one line of each kind with
+// why rather than one per entry, and takes over the good ones. Before,
+// each was logged, a line per entry, and none was counted.
+func TestOutboxUnreadableEntriesAreCounted(t *testing.T) {
+	t.Parallel()
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	a := newOutbox(t, c, prefix, nil)
+	mustOwe(t, a, "acme", "good")
+	if _, err := a.Decisions().Record(owedNote("globex", "decided")); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, a)
+	const bad = 2000
+	fields := make([]any, 0, 2*bad)
+	for i := range bad {
+		fields = append(fields, 1000+i, "\x00{\"id\":\"newer\"}\x1b[2J")
+	}
+	c.HSet(ctx, a.owed, fields...)
+	c.HSet(ctx, a.decided, "998", "no newline", "999", "x \nnot json")
+	var logs LockedLog
+	b := newOutbox(t, c, prefix, func(o *OutboxOptions) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		o.Clock = apollo.NewFakeClock(time.Now())
+	})
+	if got := alertIDs(b.Owed()); got != "acme/good" {
+		t.Fatalf("taken over: %s, want acme/good alone", got)
+	}
+	if got := b.TakenOver(); len(got) != 1 || got[0].Notification.Alert.Tenant != "globex" {
+		t.Fatalf("decided entries taken over: %+v, want globex/decided alone", got)
+	}
+	// A round takes adoptBatch of a hash: the next renewals the rest.
+	for round := 1; c.Exists(ctx, a.owed).Val() == 1; round++ {
+		if round > bad/adoptBatch {
+			t.Fatalf("the dead process's entries are still there after %d more rounds", round-1)
+		}
+		if got, _ := b.adopt(ctx); len(got) != 0 {
+			t.Fatalf("taken over in a later round: %s, want nothing", alertIDs(got))
+		}
+	}
+	if n, _ := c.HLen(ctx, b.owed).Result(); n != 1 {
+		t.Fatalf("%d entries in the new owner's hash, want 1 (the bad ones dropped)", n)
+	}
+	if n := b.Stats().Unreadable; n != bad+2 {
+		t.Fatalf("%d entries counted as unreadable, want %d", n, bad+2)
+	}
+	out := logs.String()
+	if strings.Count(out, "level=ERROR") != 2 || !strings.Contains(out, "an entry (owed) of a stopped alert process does not read") ||
+		!strings.Contains(out, "an entry (decided) of a stopped alert process does not read") || !strings.Contains(out, "outbox.unreadable") {
+		t.Fatalf("the log says:\n%s\nwant one line for the owed entries and one for the decided, saying where all are counted", out)
 	}
 }
 
