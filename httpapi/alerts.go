@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal
 	switch state {
 	case "", apollo.AlertInactive, apollo.AlertPending, apollo.AlertFiring, apollo.AlertResolved:
 	default:
-		return &apollo.Error{Code: apollo.EINVALID, Field: "state", Message: fmt.Sprintf("unknown state %q", quoteShort(string(state))),
+		return &apollo.Error{Code: apollo.EINVALID, Field: "state", Message: fmt.Sprintf("unknown state %s", quoteInput(string(state))),
 			Hint: "use pending, firing or resolved, or leave it out for all"}
 	}
 	as, sils, err := readAlerts(eng, p.Tenant, state)
@@ -116,7 +117,10 @@ func (s *Server) ackAlert(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
+	id, err := boundedPath(r, "id", "id", maxIDBytes)
+	if err != nil {
+		return err
+	}
 	if err := eng.Ack(r.Context(), p.Tenant, id, p.Name); err != nil {
 		return err
 	}
@@ -178,7 +182,7 @@ func decodeSilence(body []byte, now time.Time) (apollo.Silence, error) {
 	case b.Duration != "":
 		d, err := time.ParseDuration(b.Duration)
 		if err != nil || d <= 0 {
-			return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: fmt.Sprintf("%q is not a positive duration", quoteShort(b.Duration)),
+			return apollo.Silence{}, &apollo.Error{Code: apollo.EINVALID, Field: "duration", Message: fmt.Sprintf("%s is not a positive duration", quoteInput(b.Duration)),
 				Hint: "write e.g. 30m, 2h or 72h"}
 		}
 		start := sil.StartsAt
@@ -202,17 +206,13 @@ func jsonProblem(err error) string {
 	case errors.As(err, &te):
 		return fmt.Sprintf("%s must be %s", te.Field, te.Type)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + quoteShort(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if u, err := strconv.Unquote(name); err == nil {
+			name = u
+		}
+		return "unknown field " + quoteInput(name)
 	}
-	return quoteShort(err.Error())
-}
-
-// quoteShort keeps quoted user input in messages short.
-func quoteShort(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
+	return quoteInput(err.Error())
 }
 
 func (s *Server) addSilence(w http.ResponseWriter, r *http.Request, p *Principal) error {
@@ -257,7 +257,10 @@ func (s *Server) removeSilence(w http.ResponseWriter, r *http.Request, p *Princi
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
+	id, err := boundedPath(r, "id", "id", maxIDBytes)
+	if err != nil {
+		return err
+	}
 	if err := eng.RemoveSilence(p.Tenant, id); err != nil {
 		return err
 	}
@@ -300,7 +303,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request, p *Principal) 
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
 		if mt != "text/plain" && mt != "application/json" {
-			return &apollo.Error{Code: apollo.EUNSUPPORTED, Message: fmt.Sprintf("content type %q", quoteShort(ct)),
+			return &apollo.Error{Code: apollo.EUNSUPPORTED, Message: fmt.Sprintf("content type %s", quoteInput(ct)),
 				Hint: "send the rules file as text/plain, or its JSON form as application/json"}
 		}
 	}

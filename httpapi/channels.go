@@ -27,7 +27,10 @@ func (s *Server) testChannel(w http.ResponseWriter, r *http.Request, p *Principa
 		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "this process sends no notifications",
 			Hint: "ask the all-in-one server; in the three-process mode run apollo notify test NAME --config apollo.yaml where an alert process runs"}
 	}
-	name := r.PathValue("name")
+	name, err := boundedPath(r, "name", "channel", apollo.MaxNameBytes)
+	if err != nil {
+		return err
+	}
 	a, err := ct.TestFor(r.Context(), p.Tenant, name)
 	if a.ID == "" { // nothing was tried: no such channel, for this tenant
 		return err

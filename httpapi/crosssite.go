@@ -53,7 +53,7 @@ func (s *Server) checkHost(r *http.Request) error {
 		return nil
 	}
 	return &apollo.Error{Code: apollo.EFORBIDDEN,
-		Message: fmt.Sprintf("this server has no tokens and answers only to its own host names, not to %q", quoteShort(r.Host)),
+		Message: fmt.Sprintf("this server has no tokens and answers only to its own host names, not to %s", quoteInput(r.Host)),
 		Hint:    "open it by its address (http://127.0.0.1:1969) or as localhost; behind a reverse proxy, add the proxy's host name to auth.allowed_hosts"}
 }
 
@@ -89,7 +89,7 @@ func (s *Server) checkSite(r *http.Request, e effect) error {
 		from = site
 	}
 	return &apollo.Error{Code: apollo.EFORBIDDEN,
-		Message: fmt.Sprintf("a page from another site (%s) may not change anything here", quoteShort(from)),
+		Message: fmt.Sprintf("a page from another site (%s) may not change anything here", quoteInput(from)),
 		Hint:    "use the dashboard this server serves, or a token; if the dashboard is served under another name, add it to auth.allowed_origins"}
 }
 
@@ -111,7 +111,7 @@ func checkJSON(r *http.Request, e effect) error {
 		return nil
 	}
 	return &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Type",
-		Message: fmt.Sprintf("%q: this route reads a JSON body", quoteShort(ct)),
+		Message: fmt.Sprintf("%s: this route reads a JSON body", quoteInput(ct)),
 		Hint:    "send Content-Type: application/json"}
 }
 

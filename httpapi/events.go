@@ -74,7 +74,7 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf []byte
 		defer zr.Close()
 		src, gz = io.LimitReader(zr, limit+1), true
 	default:
-		return nil, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Encoding", Message: "cannot read " + strconv.Quote(enc),
+		return nil, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Encoding", Message: "cannot read " + quoteInput(enc),
 			Hint: "send the body as it is, or gzip it and say Content-Encoding: gzip"}
 	}
 	bb := bytes.NewBuffer(buf[:0])
@@ -181,7 +181,7 @@ func eventsContentType(r *http.Request, body []byte) (ndjson bool, err error) {
 	case mt == "application/x-www-form-urlencoded" && looksLikeJSON(body):
 		return false, nil
 	}
-	return false, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Type", Message: "cannot read " + strconv.Quote(ct),
+	return false, &apollo.Error{Code: apollo.EUNSUPPORTED, Field: "Content-Type", Message: "cannot read " + quoteInput(ct),
 		Hint: "send application/json (an object or an array) or application/x-ndjson"}
 }
 

@@ -61,7 +61,7 @@ func (s *Server) putExpectations(w http.ResponseWriter, r *http.Request, p *Prin
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
 		if mt != "text/plain" && mt != "application/yaml" && mt != "application/x-yaml" && mt != "text/yaml" {
-			return &apollo.Error{Code: apollo.EUNSUPPORTED, Message: fmt.Sprintf("content type %q", quoteShort(ct)),
+			return &apollo.Error{Code: apollo.EUNSUPPORTED, Message: fmt.Sprintf("content type %s", quoteInput(ct)),
 				Hint: "send the expectations file (YAML) as text/plain or application/yaml"}
 		}
 	}
@@ -102,7 +102,11 @@ func (s *Server) listSuggestions(w http.ResponseWriter, r *http.Request, p *Prin
 		return err
 	}
 	s.settle(r.Context()) // the learner has heard of the runs reported before
-	list := x.Suggestions(p.Tenant, r.URL.Query().Get("job"), limit)
+	job, err := boundedQuery(r, "job", apollo.MaxNameBytes)
+	if err != nil {
+		return err
+	}
+	list := x.Suggestions(p.Tenant, job, limit)
 	if list.Suggestions == nil {
 		list.Suggestions = []apiclient.Suggestion{}
 	}
@@ -122,7 +126,7 @@ func (s *Server) acceptSuggestion(w http.ResponseWriter, r *http.Request, p *Pri
 		return err
 	}
 	if !ok {
-		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no proposal for job %q", quoteShort(job)),
+		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no proposal for job %s", quoteInput(job)),
 			Hint: "a proposal needs about 10 runs of the job; list them with apollo expect suggest"}
 	}
 	ans := x.Expectations(p.Tenant)

@@ -45,12 +45,16 @@ func (s *Server) jobExposition(w http.ResponseWriter, r *http.Request, p *Princi
 	if err != nil {
 		return err
 	}
+	prefix, err := boundedQuery(r, "prefix", apollo.MaxNameBytes)
+	if err != nil {
+		return err
+	}
 	now := s.now().UnixMilli()
 	next := s.nextRuns(p.Tenant)
 	jobs := make([]exportedJob, 0, min(limit, 4096))
 	counts := make([]int, len(apollo.Verdicts()))
 	dropped := 0
-	src.JobsHealth(p.Tenant, r.URL.Query().Get("prefix"), func(h *apollo.JobHealth) bool {
+	src.JobsHealth(p.Tenant, prefix, func(h *apollo.JobHealth) bool {
 		f := h.Facts
 		if t, ok := next[h.Name]; ok {
 			f.NextRunAt = t.UnixMilli()

@@ -53,9 +53,14 @@ type healthQuery struct {
 }
 
 func parseHealthQuery(r *http.Request) (healthQuery, error) {
-	q := r.URL.Query()
-	hq := healthQuery{prefix: q.Get("prefix"), job: q.Get("job")}
+	var hq healthQuery
 	var err error
+	if hq.prefix, err = boundedQuery(r, "prefix", apollo.MaxNameBytes); err != nil {
+		return hq, err
+	}
+	if hq.job, err = boundedQuery(r, "job", apollo.MaxNameBytes); err != nil {
+		return hq, err
+	}
 	if hq.limit, err = intParam(r, "limit", defaultHealthJobs, 1, maxHealthJobs); err != nil {
 		return hq, err
 	}
@@ -78,7 +83,7 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not a number from %d to %d", quoteShort(v), lo, hi)}
+		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%s is not a number from %d to %d", quoteInput(v), lo, hi)}
 	}
 	return n, nil
 }
@@ -164,7 +169,7 @@ func (s *Server) jobsHealth(w http.ResponseWriter, r *http.Request, p *Principal
 	}
 	b := s.board(src, p.Tenant, q)
 	if q.job != "" && b.Total == 0 {
-		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job %q", quoteShort(q.job)),
+		return &apollo.Error{Code: apollo.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job %s", quoteInput(q.job)),
 			Hint: "a job is known from its first run until it has been idle for the metrics' rollup retention (24 h by default)"}
 	}
 	writeJSON(w, http.StatusOK, b)

@@ -40,7 +40,10 @@ func (s *Server) jobAction(action string) handler {
 		if err != nil {
 			return err
 		}
-		name := r.PathValue("name")
+		name, err := boundedPath(r, "name", "name", apollo.MaxNameBytes)
+		if err != nil {
+			return err
+		}
 		ans := apiclient.JobAction{Job: name}
 		switch action {
 		case "run":

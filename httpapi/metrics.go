@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -41,10 +40,10 @@ func duration(r *http.Request, name string, def time.Duration) (time.Duration, e
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not a duration", v), Hint: "e.g. 10s, 5m, 1h"}
+		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: quoteInput(v) + " is not a duration", Hint: "e.g. 10s, 5m, 1h"}
 	}
 	if d <= 0 {
-		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: fmt.Sprintf("%q is not above zero", v), Hint: "e.g. 10s, 5m, 1h"}
+		return 0, &apollo.Error{Code: apollo.EINVALID, Field: name, Message: quoteInput(v) + " is not above zero", Hint: "e.g. 10s, 5m, 1h"}
 	}
 	return d, nil
 }
@@ -95,7 +94,11 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principa
 	if err != nil {
 		return err
 	}
-	page, err := metricsPage(r.Context(), store, p.Tenant, r.URL.Query().Get("prefix"), window, s.now())
+	prefix, err := boundedQuery(r, "prefix", apollo.MaxNameBytes)
+	if err != nil {
+		return err
+	}
+	page, err := metricsPage(r.Context(), store, p.Tenant, prefix, window, s.now())
 	if err != nil {
 		return err
 	}
@@ -175,7 +178,10 @@ func (s *Server) jobMetrics(w http.ResponseWriter, r *http.Request, p *Principal
 	if err != nil {
 		return err
 	}
-	name := r.PathValue("name")
+	name, err := boundedPath(r, "name", "name", apollo.MaxNameBytes)
+	if err != nil {
+		return err
+	}
 	if strings.TrimSpace(name) == "" {
 		return &apollo.Error{Code: apollo.EINVALID, Field: "name", Message: "missing job name"}
 	}
@@ -203,7 +209,10 @@ func (s *Server) prefixSeries(w http.ResponseWriter, r *http.Request, p *Princip
 	if err != nil {
 		return err
 	}
-	prefix := r.URL.Query().Get("prefix")
+	prefix, err := boundedQuery(r, "prefix", apollo.MaxNameBytes)
+	if err != nil {
+		return err
+	}
 	pts, err := sum.SeriesSum(r.Context(), p.Tenant, prefix, window, step, s.now())
 	if err != nil {
 		return err

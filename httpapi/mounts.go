@@ -57,7 +57,7 @@ func (s *Server) prometheus(w http.ResponseWriter, r *http.Request, _ *Principal
 // claims; without it those paths are 404.
 func (s *Server) web(w http.ResponseWriter, r *http.Request, _ *Principal) error {
 	if s.opts.Web == nil {
-		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "no such page: " + r.URL.Path}
+		return &apollo.Error{Code: apollo.ENOTFOUND, Message: "no such page: " + quoteInput(r.URL.Path)}
 	}
 	s.opts.Web.ServeHTTP(w, r)
 	return nil

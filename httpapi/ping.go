@@ -46,7 +46,7 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, p *Principal) erro
 		return err
 	}
 	if d > apollo.MaxDurationMs*time.Millisecond {
-		return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: fmt.Sprintf("%q is over the limit of 366 days", r.URL.Query().Get("timeout")),
+		return &apollo.Error{Code: apollo.EINVALID, Field: "timeout", Message: quoteInput(r.URL.Query().Get("timeout")) + " is over the limit of 366 days",
 			Hint: "give the run's deadline, e.g. 30m or 2h"}
 	}
 	timeout := (d + time.Millisecond - 1).Milliseconds() // under a millisecond is one, not none
@@ -95,7 +95,7 @@ func pingOutcome(action string) (apollo.Status, map[string]any, error) {
 	}
 	code, err := strconv.Atoi(action)
 	if err != nil || code < 0 || code > 255 {
-		return 0, nil, &apollo.Error{Code: apollo.EINVALID, Field: "action", Message: fmt.Sprintf("%q is not start, fail or an exit code 0-255", action)}
+		return 0, nil, &apollo.Error{Code: apollo.EINVALID, Field: "action", Message: quoteInput(action) + " is not start, fail or an exit code 0-255"}
 	}
 	extra["exitCode"] = code
 	if code == 0 {
@@ -139,7 +139,7 @@ func checkPingPath(r *http.Request) error {
 	for seg := range strings.SplitSeq(rest, "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return &apollo.Error{Code: apollo.EINVALID, Field: "name",
-				Message: fmt.Sprintf("the ping URL %q has an empty or dot segment: is the job name missing?", r.URL.EscapedPath()),
+				Message: "the ping URL " + quoteInput(r.URL.EscapedPath()) + " has an empty or dot segment: is the job name missing?",
 				Hint:    "use /ping/<job>[/start|/fail|/<exit code>], with the job's name filled in"}
 		}
 	}

@@ -11,11 +11,15 @@ import (
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	q := r.URL.Query()
-	f := apollo.TaskFilter{Tenant: p.Tenant, Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	prefix, err := boundedQuery(r, "prefix", max(apollo.MaxTaskIDBytes, apollo.MaxNameBytes))
+	if err != nil {
+		return err
+	}
+	f := apollo.TaskFilter{Tenant: p.Tenant, Prefix: prefix, Cursor: q.Get("cursor")}
 	if v := q.Get("status"); v != "" {
 		st, err := apollo.ParseStatus(v)
-		if err != nil {
-			return err
+		if err != nil { // its message quotes v whole
+			return &apollo.Error{Code: apollo.EINVALID, Field: "status", Message: "unknown status " + quoteInput(v), Hint: apiError(err).Hint}
 		}
 		f.Status = st
 	}
@@ -26,7 +30,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p *Principal)
 		if v := q.Get(x.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
-				return &apollo.Error{Code: apollo.EINVALID, Field: x.name, Message: "not a time in Unix milliseconds: " + strconv.Quote(v)}
+				return &apollo.Error{Code: apollo.EINVALID, Field: x.name, Message: "not a time in Unix milliseconds: " + quoteInput(v)}
 			}
 			*x.dst = n
 		}
@@ -50,7 +54,11 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p *Principal)
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
-	t, err := s.opts.Bus.Get(p.Tenant, r.PathValue("id"))
+	id, err := boundedPath(r, "id", "taskID", apollo.MaxTaskIDBytes)
+	if err != nil {
+		return err
+	}
+	t, err := s.opts.Bus.Get(p.Tenant, id)
 	if err != nil {
 		return err
 	}
@@ -59,6 +67,10 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, p *Principal) e
 }
 
 func (s *Server) correctTask(w http.ResponseWriter, r *http.Request, p *Principal) error {
+	id, err := boundedPath(r, "id", "taskID", apollo.MaxTaskIDBytes)
+	if err != nil {
+		return err
+	}
 	body, err := s.readBody(w, r, hintCorrection)
 	if err != nil {
 		return err
@@ -70,7 +82,6 @@ func (s *Server) correctTask(w http.ResponseWriter, r *http.Request, p *Principa
 		}
 		return &apollo.Error{Code: apollo.EINVALID, Message: "the body must be {\"status\": ..., \"reason\": ...}: " + err.Error()}
 	}
-	id := r.PathValue("id")
 	t, err := s.opts.Bus.Correct(r.Context(), p.Tenant, id, c.Status, p.Name, c.Reason)
 	if err != nil {
 		return err
