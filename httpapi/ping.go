@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
 )
@@ -104,6 +105,12 @@ func pingOutcome(action string) (apollo.Status, map[string]any, error) {
 	return apollo.StatusFailed, extra, nil
 }
 
+// maxPingName is the longest job name a ping takes: the server names its
+// runs job@ping-<Unix ms> (apollo.PingRunID), and the bus refused a longer
+// name's run as a task ID over its limit, which the caller never sent.
+// Unix ms have 13 digits until the year 2286.
+var maxPingName = apollo.MaxTaskIDBytes - len(apollo.PingRunID("", 1e12))
+
 // checkPingName says what is wrong with a ping's job name, if anything.
 func checkPingName(name string) error {
 	const hint = "use /ping/<job>[/start|/fail|/<exit code>]"
@@ -115,6 +122,11 @@ func checkPingName(name string) error {
 		return bad("missing")
 	case len(name) > apollo.MaxNameBytes:
 		return bad(fmt.Sprintf("%d bytes, over the limit of %d", len(name), apollo.MaxNameBytes))
+	case len(name) > maxPingName:
+		return bad(fmt.Sprintf("%d bytes: a ping's job name has at most %d, so that its runs' IDs (job@ping-<Unix ms>) fit the %d bytes of a task ID",
+			len(name), maxPingName, apollo.MaxTaskIDBytes))
+	case !utf8.ValidString(name):
+		return bad("not valid UTF-8")
 	case strings.Contains(name, "@"):
 		return bad("a ping's job name cannot hold @: the server names the job's runs job@...")
 	case strings.Contains(name, "\x00"):
