@@ -60,6 +60,7 @@ type MetricsPage struct {
 	Prefix string   `json:"prefix"`
 	Total  JobRow   `json:"total"`
 	Jobs   []JobRow `json:"jobs"`
+	Next   string   `json:"next,omitempty"` // more jobs follow: ask again with after=Next
 }
 
 // Series is a run of steps of one window, oldest first.

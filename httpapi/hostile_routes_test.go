@@ -12,7 +12,7 @@ import (
 )
 
 // queryParams are every query parameter a route reads.
-var queryParams = []string{"window", "step", "prefix", "cursor", "status", "since", "until", "limit", "runs", "job", "state",
+var queryParams = []string{"window", "step", "prefix", "after", "cursor", "status", "since", "until", "limit", "runs", "job", "state",
 	"channel", "alert", "timeout"}
 
 // hostileValues are what an attacker puts in a name, an ID or a query
