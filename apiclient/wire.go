@@ -106,6 +106,7 @@ type Alert struct {
 // AlertList is GET /api/v1/alerts.
 type AlertList struct {
 	Alerts []Alert `json:"alerts"`
+	Total  int     `json:"total"` // the alerts there are; Alerts holds the first limit
 }
 
 // AckAnswer is POST /api/v1/alerts/{id}/ack: the alert acknowledged.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,9 @@ func (s *Server) noAlerting() error {
 		Hint: cmp.Or(s.opts.NoAlertingHint, "start apollo server (or apollo alert) with alerting")}
 }
 
+// maxAlertRows bounds the alerts of one answer of GET /api/v1/alerts.
+const maxAlertRows = 10_000
+
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal) error {
 	eng, err := s.alerting()
 	if err != nil {
@@ -85,12 +89,36 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request, p *Principal
 		return &apollo.Error{Code: apollo.EINVALID, Field: "state", Message: fmt.Sprintf("unknown state %s", quoteInput(string(state))),
 			Hint: "use pending, firing or resolved, or leave it out for all"}
 	}
+	limit, err := intParam(r, "limit", maxAlertRows, 1, maxAlertRows)
+	if err != nil {
+		return err
+	}
 	as, sils, err := readAlerts(eng, p.Tenant, state)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiclient.AlertList{Alerts: s.views(sils, as)})
+	// The first limit of the order the engine lists them in (the bus of
+	// the three processes reads them from Redis in the order they were
+	// saved) are the ones to show, and only they are matched with the
+	// silences.
+	slices.SortFunc(as, alertOrder)
+	writeJSON(w, http.StatusOK, apiclient.AlertList{Alerts: s.views(sils, as[:min(len(as), limit)]), Total: len(as)})
 	return nil
+}
+
+// alertOrder is the order of alert.Engine.Alerts: firing, then pending,
+// then the rest; newest first; by ID.
+func alertOrder(a, b apollo.Alert) int {
+	rank := func(s apollo.AlertState) int {
+		switch s {
+		case apollo.AlertFiring:
+			return 0
+		case apollo.AlertPending:
+			return 1
+		}
+		return 2
+	}
+	return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), b.StartedAt.Compare(a.StartedAt), strings.Compare(a.ID, b.ID))
 }
 
 // views are alerts as the API shows them: with the silences (of their
