@@ -38,22 +38,22 @@ func quoteInput(s string) string {
 }
 
 // boundedPath returns the path value key, refused (field, 400) when it is
-// longer than max bytes: no task, job, alert, silence or channel has such
+// longer than limit bytes: no task, job, alert, silence or channel has such
 // a name, and the packages that look it up would quote it whole in their
 // "no such" answer.
-func boundedPath(r *http.Request, key, field string, max int) (string, error) {
-	return bounded(r.PathValue(key), field, max)
+func boundedPath(r *http.Request, key, field string, limit int) (string, error) {
+	return bounded(r.PathValue(key), field, limit)
 }
 
 // boundedQuery is boundedPath for a query parameter.
-func boundedQuery(r *http.Request, key string, max int) (string, error) {
-	return bounded(r.URL.Query().Get(key), key, max)
+func boundedQuery(r *http.Request, key string, limit int) (string, error) {
+	return bounded(r.URL.Query().Get(key), key, limit)
 }
 
-func bounded(v, field string, max int) (string, error) {
-	if len(v) > max {
+func bounded(v, field string, limit int) (string, error) {
+	if len(v) > limit {
 		return "", &apollo.Error{Code: apollo.EINVALID, Field: field,
-			Message: fmt.Sprintf("%s is over the limit of %d bytes: nothing here has a longer %s", quoteInput(v), max, field),
+			Message: fmt.Sprintf("%s is over the limit of %d bytes: nothing here has a longer %s", quoteInput(v), limit, field),
 			Hint:    "give the name or ID as the server lists it"}
 	}
 	return v, nil
