@@ -3,6 +3,7 @@ package apiclient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -51,6 +52,9 @@ func (c *Client) System(ctx context.Context) (json.RawMessage, error) {
 
 // Metrics is GET /api/v1/metrics: a row per job whose name starts with
 // prefix ("" for all), over the last window (0: the server's default, 5m).
+// The server answers a page of jobs at a time (10 000, in name order);
+// Metrics reads on to the last page, so the answer holds every job, and
+// its Total is the first page's.
 func (c *Client) Metrics(ctx context.Context, window time.Duration, prefix string) (MetricsPage, error) {
 	q := url.Values{}
 	if window > 0 {
@@ -59,9 +63,27 @@ func (c *Client) Metrics(ctx context.Context, window time.Duration, prefix strin
 	if prefix != "" {
 		q.Set("prefix", prefix)
 	}
-	var p MetricsPage
-	err := c.get(ctx, "/api/v1/metrics", q, &p)
-	return p, err
+	var all MetricsPage
+	for first := true; ; first = false {
+		var p MetricsPage
+		if err := c.get(ctx, "/api/v1/metrics", q, &p); err != nil {
+			return MetricsPage{}, err
+		}
+		if first {
+			all = p
+		} else {
+			all.Jobs = append(all.Jobs, p.Jobs...)
+		}
+		if p.Next == "" {
+			break
+		}
+		if p.Next <= q.Get("after") { // a server that does not move on would be asked forever
+			return MetricsPage{}, fmt.Errorf("GET %s/api/v1/metrics: the page after %q says the next begins after %q, not later", c.base, q.Get("after"), p.Next)
+		}
+		q.Set("after", p.Next)
+	}
+	all.Next = ""
+	return all, nil
 }
 
 // seriesQuery is the window and step of a series; zero asks for the
@@ -148,15 +170,17 @@ func (c *Client) CorrectTask(ctx context.Context, id string, corr Correction) (a
 	return t, err
 }
 
-// Alerts is GET /api/v1/alerts: the alerts in state ("" for every state).
-func (c *Client) Alerts(ctx context.Context, state apollo.AlertState) ([]Alert, error) {
+// Alerts is GET /api/v1/alerts: the alerts in state ("" for every state),
+// firing first and newest first, at most 10 000 of them; Total says how
+// many there are.
+func (c *Client) Alerts(ctx context.Context, state apollo.AlertState) (AlertList, error) {
 	q := url.Values{}
 	if state != "" {
 		q.Set("state", string(state))
 	}
 	var l AlertList
 	err := c.get(ctx, "/api/v1/alerts", q, &l)
-	return l.Alerts, err
+	return l, err
 }
 
 // Ack is POST /api/v1/alerts/{id}/ack: someone is on it; no more repeats.

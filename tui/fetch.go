@@ -140,7 +140,8 @@ func (m *Model) fetchAlerts() tea.Cmd {
 	}
 	n := m.alerts.BeginListing()
 	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
-		views, err := api.Alerts(ctx, "")
+		list, err := api.Alerts(ctx, "")
+		views := list.Alerts
 		var as []apollo.Alert
 		for i := range views {
 			as = append(as, views[i].Alert)

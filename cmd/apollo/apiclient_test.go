@@ -179,7 +179,8 @@ func roundTripTenant(t *testing.T, ctx context.Context, srv *roundTripServer, h 
 	sameAnswer[apiclient.SilenceAnswer](t, rec, err, "POST /api/v1/silences")
 	_, err = c.Silences(ctx)
 	sameAnswer[apiclient.SilenceList](t, rec, err, "GET /api/v1/silences")
-	alerts, err := c.Alerts(ctx, apollo.AlertFiring)
+	list, err := c.Alerts(ctx, apollo.AlertFiring)
+	alerts := list.Alerts
 	sameAnswer[apiclient.AlertList](t, rec, err, "GET /api/v1/alerts")
 	if len(alerts) != 1 || alerts[0].Rule != prefix+"failed" || alerts[0].Tenant != tenant || len(alerts[0].SilencedBy) != 1 {
 		t.Fatalf("tenant %s firing alerts %+v", tenant, alerts)

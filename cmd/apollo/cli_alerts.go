@@ -42,8 +42,7 @@ may not read alerts.`,
 				default:
 					return apiclient.AlertList{}, usageError("--state %q: use pending, firing or resolved", state)
 				}
-				alerts, err := c.Alerts(ctx, apollo.AlertState(state))
-				return apiclient.AlertList{Alerts: alerts}, err
+				return c.Alerts(ctx, apollo.AlertState(state))
 			}, printAlerts)
 		},
 	}
@@ -60,7 +59,14 @@ func printAlerts(w io.Writer, l apiclient.AlertList) error {
 	for _, al := range l.Alerts {
 		t.row(al.ID, al.State, al.Severity, al.Rule, al.Group, fmtTime(al.Since()), alertNote(&al), clip(al.Summary, 80))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if l.Total > len(l.Alerts) {
+		return say(w, "%d of %d alerts shown, firing and newest first: the server answers at most %d; narrow with --state\n",
+			len(l.Alerts), l.Total, len(l.Alerts))
+	}
+	return nil
 }
 
 // alertNote says who is on it, or that nobody will be told.

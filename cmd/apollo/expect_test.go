@@ -127,10 +127,11 @@ func TestExpectationsEndToEnd(t *testing.T) {
 		}
 		return n.Alert.Rule == "sentinel"
 	}))
-	as, err := def.Alerts(ctx, apollo.AlertFiring)
+	list, err := def.Alerts(ctx, apollo.AlertFiring)
 	if err != nil {
 		t.Fatal(err)
 	}
+	as := list.Alerts
 	var held *apiclient.Alert
 	for i := range as {
 		if as[i].Rule == "etl" && len(as[i].InhibitedBy) > 0 {
