@@ -101,7 +101,10 @@ func setUpDemo(cfg *config.Config) (made string, written []string, err error) {
 	}
 	write := func(name string, body []byte) (string, error) {
 		p := filepath.Join(cfg.Data, name)
-		if err := os.WriteFile(p, body, 0o644); err != nil {
+		// The user's alone, as everything the server makes in the data
+		// directory: group or other bits would set off its warning
+		// that the directory is open (warnOpenDataDir).
+		if err := os.WriteFile(p, body, 0o600); err != nil {
 			return "", err
 		}
 		written = append(written, p)

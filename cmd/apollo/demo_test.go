@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/expect"
 	"github.com/apollo-11/apollo/rules"
@@ -109,4 +113,59 @@ func TestDemoShowsAFiringAlert(t *testing.T) {
 			return a.Rule == "backup_trouble" && slices.Equal(a.InhibitedBy, []string{"backup_nightly"})
 		})
 	})
+}
+
+// The first line a newcomer saw from apollo demo was a warning that every
+// local user could read the data directory, about the sample files the
+// demo had just written there itself (0644 under the usual umask): a
+// warning about nothing they did, with a chmod to run. The demo's files
+// are now its user's alone, like everything else in the data directory,
+// and the demo starts without the warning, in a directory it makes (the
+// default, and a new --data) as in one that was there.
+func TestDemoStartsWithoutWarningAboutItsOwnFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("demo: skipped with -short")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		data func(dir string) string // "" for the default, a temporary directory
+	}{
+		{"default", func(string) string { return "" }},
+		{"new --data", func(dir string) string { return filepath.Join(dir, "demo-data") }},
+		{"existing private --data", func(dir string) string { os.Chmod(dir, 0o700); return dir }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := []string{os.Args[0], "demo", "--listen", "127.0.0.1:0"}
+			data := tc.data(dir)
+			if data != "" {
+				args = append(args, "--data", data)
+			}
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Env = []string{"TMPDIR=" + dir}
+			demo := startCmd(t, cmd, apiclient.ReadyPrefix)
+			if data == "" {
+				made, _ := filepath.Glob(filepath.Join(dir, "apollo-demo-*"))
+				if len(made) != 1 {
+					t.Fatalf("temporary data directories in TMPDIR: %q", made)
+				}
+				data = made[0]
+			}
+			files, _ := filepath.Glob(filepath.Join(data, "demo-*"))
+			if len(files) != 3 {
+				t.Errorf("sample files in %s: %q, want jobs, rules and expectations", data, files)
+			}
+			for _, f := range files {
+				if fi, err := os.Stat(f); err != nil || fi.Mode().Perm()&0o077 != 0 {
+					t.Errorf("%s: %v %v, want the user's alone", f, fi.Mode(), err)
+				}
+			}
+			demo.kill()
+			if out := demo.out.String(); strings.Contains(out, "every local user can read") {
+				t.Errorf("the demo warned about its own files:\n%s", out)
+			}
+		})
+	}
 }
