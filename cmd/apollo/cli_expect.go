@@ -25,13 +25,17 @@ func newExpectCmd() *cobra.Command {
 		Long: `Check job expectations files (docs/expectations.md) the way the server will
 when it loads them. Every problem is printed as FILE:LINE:COL: job "NAME":
 field: message (hint). With no problem it prints "ok: N expectations".
+"-" reads a file from standard input.
 
 Exit codes: 0 every file is good, 1 a problem, 2 a mistake in the command
 line.`,
 		Example: `  apollo expect check expectations.yaml`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if bad := checkExpectFiles(cmd.OutOrStdout(), files); bad > 0 {
+			if err := oneStdin(files); err != nil {
+				return err
+			}
+			if bad := checkExpectFiles(cmd.InOrStdin(), cmd.OutOrStdout(), files); bad > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d problem(s) found", bad)}
 			}
 			return nil
@@ -153,8 +157,8 @@ JOB, 3 no proposal for JOB, 4 the token lacks the role.`,
 
 // checkExpectFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
-func checkExpectFiles(out io.Writer, files []string) int {
-	return checkIssueFiles(out, files, "expectations file", func(file string, src []byte) (string, error) {
+func checkExpectFiles(in io.Reader, out io.Writer, files []string) int {
+	return checkIssueFiles(in, out, files, "expectations file", func(file string, src []byte) (string, error) {
 		set, err := expect.Parse(file, src)
 		if err != nil {
 			return "", err
@@ -166,8 +170,8 @@ func checkExpectFiles(out io.Writer, files []string) int {
 // checkIssueFiles is checkFiles for the files whose parser reports every
 // problem at once as an *expect.FileError (expectations, jobs): parse
 // returns what the ok line says of a good file.
-func checkIssueFiles(out io.Writer, files []string, what string, parse func(file string, src []byte) (string, error)) int {
-	return checkFiles(out, files, what, func(file string, src []byte) ([]string, string, error) {
+func checkIssueFiles(in io.Reader, out io.Writer, files []string, what string, parse func(file string, src []byte) (string, error)) int {
+	return checkFiles(in, out, files, what, func(file string, src []byte) ([]string, string, error) {
 		ok, err := parse(file, src)
 		var fe *expect.FileError
 		if errors.As(err, &fe) {

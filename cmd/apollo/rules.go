@@ -31,8 +31,8 @@ func newRulesCmd() *cobra.Command {
 		Long: `Check alert rule files (docs/rules.md) the way the server will when it loads
 them. Every problem is printed as FILE:LINE:COL: message; hint. With no
 problem it prints "ok: N rules (M rate, K event), J inhibit rules" (without
-the inhibit rules when there are none). Exit code 0 when every
-file is good, 1 otherwise.
+the inhibit rules when there are none). "-" reads a file from standard
+input. Exit code 0 when every file is good, 1 otherwise.
 
 NOTIFY names are checked against channel names when --channels or --config
 gives them; otherwise any name is accepted. --config reads the channel
@@ -50,7 +50,10 @@ than that, or, with pct_change, a WINDOW longer than half of it.`,
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			if bad := checkRuleFiles(cmd.OutOrStdout(), files, known, kept); bad > 0 {
+			if err := oneStdin(files); err != nil {
+				return err
+			}
+			if bad := checkRuleFiles(cmd.InOrStdin(), cmd.OutOrStdout(), files, known, kept); bad > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d problem(s) found", bad)}
 			}
 			return nil
@@ -93,8 +96,8 @@ func ruleContext(list []string, cfgPath string) (known func(string) bool, kept t
 
 // checkRuleFiles prints every problem of every file, or an ok line per
 // good file, and returns the number of problems.
-func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept time.Duration) int {
-	return checkFiles(out, files, "rules file", func(file string, src []byte) ([]string, string, error) {
+func checkRuleFiles(in io.Reader, out io.Writer, files []string, known func(string) bool, kept time.Duration) int {
+	return checkFiles(in, out, files, "rules file", func(file string, src []byte) ([]string, string, error) {
 		f, err := rules.ParseFile(file, src)
 		var rs []*rules.Rule
 		if f != nil {
@@ -133,15 +136,17 @@ func checkRuleFiles(out io.Writer, files []string, known func(string) bool, kept
 // problems or the ok line and returns the number of problems.
 //
 // what names the kind of file ("rules file"): each is read within
-// sourcefile.MaxSize, and only a regular file is.
-func checkFiles(out io.Writer, files []string, what string, check func(file string, src []byte) (problems []string, ok string, err error)) int {
+// sourcefile.MaxSize, and only a regular file is; "-" is standard input
+// (in), named <stdin>, as apply reads it: a file made in a pipe is
+// checked before it is applied.
+func checkFiles(in io.Reader, out io.Writer, files []string, what string, check func(file string, src []byte) (problems []string, ok string, err error)) int {
 	bad := 0
-	for _, file := range files {
+	for _, arg := range files {
+		src, file, err := readArg(in, arg, what)
 		prefix := ""
 		if len(files) > 1 {
 			prefix = file + ": "
 		}
-		src, err := sourcefile.Read(file, what, sourcefile.MaxSize)
 		if err != nil {
 			fmt.Fprintf(out, "%s: cannot read: %v\n", file, unwrapPath(err))
 			bad++
@@ -168,14 +173,28 @@ func checkFiles(out io.Writer, files []string, what string, check func(file stri
 // within sourcefile.MaxSize; name is how to call it in messages, what
 // the kind of file ("rules file").
 func readFileArg(cmd *cobra.Command, arg, what string) (src []byte, name string, err error) {
+	return readArg(cmd.InOrStdin(), arg, what)
+}
+
+// readArg is readFileArg with standard input given.
+func readArg(in io.Reader, arg, what string) (src []byte, name string, err error) {
 	if arg == "-" {
-		if src, err = sourcefile.ReadAll(cmd.InOrStdin(), what, sourcefile.MaxSize); err != nil {
+		if src, err = sourcefile.ReadAll(in, what, sourcefile.MaxSize); err != nil {
 			return nil, "<stdin>", &fs.PathError{Op: "read", Path: "<stdin>", Err: err}
 		}
 		return src, "<stdin>", nil
 	}
 	src, err = sourcefile.Read(arg, what, sourcefile.MaxSize)
 	return src, arg, err
+}
+
+// oneStdin refuses a check of standard input twice: the second would
+// read nothing and pass as an empty file.
+func oneStdin(files []string) error {
+	if i := slices.Index(files, "-"); i >= 0 && slices.Contains(files[i+1:], "-") {
+		return &exitError{code: exitUsage, err: errors.New(`"-" is named twice: standard input is read once (check it with one "-", and other files by their names)`)}
+	}
+	return nil
 }
 
 // unwrapPath drops the path a read repeats in its error.

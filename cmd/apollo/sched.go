@@ -423,14 +423,17 @@ the scheduler would start them on this host: a program that is missing or
 not executable is a problem here, where loading the file lets the job's
 runs fail with the reason. Every problem is printed as
 FILE:LINE:COL: job "NAME": field: message (hint). With no problem it
-prints "ok: N jobs".
+prints "ok: N jobs". "-" reads a file from standard input.
 
 Exit codes: 0 every file is good, 1 a problem, 2 a mistake in the command
 line.`,
 		Example: `  apollo sched check jobs.yaml`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			bad := checkIssueFiles(cmd.OutOrStdout(), files, "jobs file", func(file string, src []byte) (string, error) {
+			if err := oneStdin(files); err != nil {
+				return err
+			}
+			bad := checkIssueFiles(cmd.InOrStdin(), cmd.OutOrStdout(), files, "jobs file", func(file string, src []byte) (string, error) {
 				f, err := sched.Parse(file, src)
 				if err != nil {
 					return "", err
