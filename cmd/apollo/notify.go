@@ -98,7 +98,7 @@ Secrets are never printed.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s: %s in %v\n", components.Escape(name), at.Outcome, at.Latency.Round(time.Millisecond))
+				fmt.Fprintf(out, "%s: %s in %v\n", components.Escape(name), at.Outcome, roundLatency(at.Latency))
 			}
 			if at.Outcome != notify.OutcomeSent {
 				return &exitError{code: exitServer, err: fmt.Errorf("%s: %s", name, orDefault(at.Error, at.Outcome))}
@@ -138,4 +138,14 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// roundLatency rounds a send's latency to the millisecond, or, under one,
+// to the microsecond: a console channel or a hook on this host answers in
+// microseconds, which to the millisecond read "sent in 0s".
+func roundLatency(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }
