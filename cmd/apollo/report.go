@@ -58,7 +58,9 @@ when the server's reorder window (30 s) ends without it.`,
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			if seq == 0 {
+			// A --seq given is sent as given, 0 included: the server
+			// refuses it as it refuses -1.
+			if !cmd.Flags().Changed("seq") {
 				seq = defaultSequence(st)
 			}
 			ev := apollo.Event{TaskID: task, Name: name, Sequence: seq, Status: st, Ts: time.Now().UnixMilli(),
