@@ -300,6 +300,11 @@ func checkReporterSteps(t *testing.T, addr, id string, report func(code int, arg
 		t.Errorf("an illegal transition: stderr %q", errOut)
 	}
 	step(2, "--status", "finished") // not a status: the reporter says so
+	// A --seq given is sent as given: 0 is refused, not taken for "no --seq"
+	// and replaced by the step's default.
+	if _, errOut := report(2, "--task", id+"-zero", "--status", "running", "--seq", "0"); !strings.Contains(errOut, "0 is below 1") {
+		t.Errorf("--seq 0: stderr %q, want it refused", errOut)
+	}
 	// A value out of range is refused, and the reporter says which field.
 	if _, errOut := report(2, "--task", id+"-range", "--status", "running", "--timeout", "34560000"); !strings.Contains(errOut, "timeoutMs: 34560000000 ms is over the limit") {
 		t.Errorf("a timeout of 400 days: stderr %q", errOut)

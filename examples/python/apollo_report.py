@@ -414,7 +414,7 @@ def main(argv=None):
     p.add_argument("--task", required=True, help="the run's task ID")
     p.add_argument("--name", help="the job name (default: the task ID)")
     p.add_argument("--status", required=True, choices=STATUSES)
-    p.add_argument("--seq", type=int, default=0,
+    p.add_argument("--seq", type=int, default=None,
                    help="sequence number (default: the step's place in a run: pending 1, running 2, "
                         "manual_blocked 3, the end 4)")
     p.add_argument("--scheduled-at", type=_timestamp, help="when the run was due, RFC 3339")
@@ -433,8 +433,9 @@ def main(argv=None):
     # default it is the step's place in a run, as `apollo report` numbers
     # it: a run's steps reported in order need no counter kept anywhere, a
     # step reported twice is a duplicate, and a run reported only by its end
-    # is a finished run with an unknown start.
-    run.sequence = (args.seq or _STEP[args.status]) - 1
+    # is a finished run with an unknown start. A --seq given is sent as
+    # given: 0 is the server's to refuse, not a "no --seq".
+    run.sequence = (_STEP[args.status] if args.seq is None else args.seq) - 1
     try:
         answer = run.event(args.status, timeout=args.timeout, scheduled_at=args.scheduled_at, cost=args.cost,
                            extra=dict(args.extra))
