@@ -86,6 +86,8 @@ var cliHints = strings.NewReplacer(
 	"with GET /api/v1/jobs", "with apollo job list",
 	"with GET /api/v1/silences", "with apollo silence list",
 	"one job's series at /api/v1/metrics/{name}", "one job's series (apollo job NAME)",
+	"send Authorization: Bearer <token>; `apollo token create` makes one",
+	"give the token with --token, APOLLO_TOKEN or token: in cli.yaml; apollo token create makes one",
 )
 
 // usageError is a mistake in the command line: exit 2.

@@ -159,6 +159,7 @@ func sendOne(ctx context.Context, cf clientFlags, ev apollo.Event, cmd *cobra.Co
 		code := exitUsage
 		if rejected != nil {
 			code = exitFor(cmp.Or(rejected.Code, apollo.EINVALID))
+			rejected.Hint = cliHints.Replace(rejected.Hint)
 		}
 		return &exitError{code: code, err: fmt.Errorf("rejected by the server: %v", rejected)}
 	default:
