@@ -14,6 +14,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
+	"github.com/apollo-11/apollo/tui/pages"
 )
 
 func newAlertsCmd() *cobra.Command {
@@ -149,7 +150,7 @@ func newSilenceAddCmd() *cobra.Command {
 		rule, group, prefix string
 		comment             string
 		labels              []string
-		dur                 time.Duration
+		forText             string
 	)
 	cmd := &cobra.Command{
 		Use:   "add (--rule R | --group G | --prefix P | --label k=v) --for D --comment C",
@@ -167,6 +168,16 @@ server refused the silence, 4 the token lacks the operator role.`,
   apollo silence add --prefix etl_ --label env=staging --for 30m --comment "load test"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The TUI's silence form reads durations so ("1d" included):
+			// one that works there works here.
+			var dur time.Duration
+			if forText != "" {
+				d, err := pages.ParseSilenceDuration(forText)
+				if err != nil {
+					return usageError("--for %q: %v", forText, err)
+				}
+				dur = d
+			}
 			body := apiclient.SilenceRequest{Rule: rule, Group: group, Prefix: prefix, Comment: comment, Duration: dur.String()}
 			if len(labels) > 0 {
 				m := map[string]string{}
@@ -205,7 +216,7 @@ server refused the silence, 4 the token lacks the operator role.`,
 	fl.StringVar(&group, "group", "", "silence alerts of this group exactly (a rule's prefix, or a job with BY: name)")
 	fl.StringVar(&prefix, "prefix", "", "silence alerts whose group starts with this")
 	fl.StringArrayVar(&labels, "label", nil, "silence alerts with this label, key=value (repeatable)")
-	fl.DurationVar(&dur, "for", 0, "how long, from now (required), e.g. 2h")
+	fl.StringVar(&forText, "for", "", "how long, from now (required), e.g. 2h, 90m or 1d; at most a year")
 	fl.StringVar(&comment, "comment", "", "why (required)")
 	return cmd
 }
