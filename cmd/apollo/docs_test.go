@@ -63,13 +63,40 @@ func mdBlocks(t *testing.T, file, heading, lang string) []string {
 // the default address.
 func runSnippet(t *testing.T, addr, snippet string) string {
 	t.Helper()
+	return runSnippetEnv(t, addr, snippet, exEnv())
+}
+
+// runSnippetPortably is runSnippet with the date of the BSDs and macOS
+// on the PATH: a snippet a reader pastes on a Mac must work there too.
+func runSnippetPortably(t *testing.T, addr, snippet string) string {
+	t.Helper()
+	return runSnippetEnv(t, addr, snippet, append(exEnv(), "PATH="+bsdDateDir(t)+string(os.PathListSeparator)+os.Getenv("PATH")))
+}
+
+// bsdDateDir returns a directory whose date behaves as the BSDs' and
+// macOS's: it has no %N (nanoseconds, GNU's), and prints what follows the
+// % as it is, so that date +%s%3N prints "17644000003N".
+func bsdDateDir(t *testing.T) string {
+	t.Helper()
+	real := exTool(t, "date")
+	dir := t.TempDir()
+	shim := "#!/bin/sh\nn=$#\nwhile [ $n -gt 0 ]; do\n\ta=$1; shift; n=$((n - 1))\n" +
+		"\tset -- \"$@\" \"$(printf '%s' \"$a\" | sed 's/%\\([0-9]*\\)N/\\1N/g')\"\ndone\nexec " + strconv.Quote(real) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "date"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runSnippetEnv(t *testing.T, addr, snippet string, env []string) string {
+	t.Helper()
 	sh := exTool(t, "sh")
 	exTool(t, "curl")
 	snippet = strings.ReplaceAll(snippet, "127.0.0.1:1969", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sh, "-eu", "-c", snippet)
-	cmd.Env = exEnv()
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s\noutput:\n%s", err, snippet, out)
@@ -85,7 +112,7 @@ func TestProtocolCurlExample(t *testing.T) {
 		t.Fatalf("%d sh blocks under the heading, want 1", len(blocks))
 	}
 	addr := exServer(t, "", nil)
-	out := runSnippet(t, addr, blocks[0])
+	out := runSnippetPortably(t, addr, blocks[0])
 	if !strings.Contains(out, `"accepted":1`) {
 		t.Errorf("answer %s", out)
 	}
@@ -108,7 +135,7 @@ func TestReadmeZhCNExamples(t *testing.T) {
 		t.Fatalf("blocks under ### 用 curl: %q", blocks)
 	}
 	addr := exServer(t, "", nil)
-	out := runSnippet(t, addr, blocks[0])
+	out := runSnippetPortably(t, addr, blocks[0])
 	if strings.Count(out, `"accepted":1`) != 2 {
 		t.Errorf("answers %s", out)
 	}
@@ -227,7 +254,8 @@ func TestReadmeReportFromAnywhere(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sh, "-eu", "-c", strings.ReplaceAll(blocks[0], "127.0.0.1:1969", addr))
 	cmd.Dir = dir
-	cmd.Env = append(exEnv(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "APOLLO_SERVER=http://"+addr)
+	// With the BSDs' and macOS's date too: the block must work on a Mac.
+	cmd.Env = append(exEnv(), "PATH="+dir+string(os.PathListSeparator)+bsdDateDir(t)+string(os.PathListSeparator)+os.Getenv("PATH"), "APOLLO_SERVER=http://"+addr)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\noutput:\n%s", err, out)
