@@ -82,10 +82,7 @@ const (
 type spec struct {
 	Expectation
 	sched *Schedule // nil without Schedule
-	// key tells whether a new version of the expectation changes how runs
-	// are expected, so that an evaluator keeps a job's state when it does
-	// not.
-	key string
+	at    int       // its index in what was checked: where a second one for the job points
 }
 
 // Set is a checked set of expectations of one tenant: one per job, no
@@ -214,21 +211,19 @@ func (c *checker) broken(i int, fields ...string) bool {
 // set checks every expectation and the set as a whole.
 func (c *checker) set(exps []Expectation) *Set {
 	set := &Set{byJob: make(map[string]*spec, len(exps))}
-	first := map[string]int{}
 	for i := range exps {
 		sp := c.one(i, exps[i])
 		if sp == nil {
 			continue
 		}
-		if prev, dup := first[sp.Job]; dup {
+		if prev := set.byJob[sp.Job]; prev != nil {
 			hint := "give each job one expectation"
 			if c.where != nil {
-				hint = fmt.Sprintf("the first is at line %d; keep one", c.where(prev, "job").Line)
+				hint = fmt.Sprintf("the first is at line %d; keep one", c.where(prev.at, "job").Line)
 			}
 			c.add(i, sp.Job, "job", hint, "a second expectation for this job")
 			continue
 		}
-		first[sp.Job] = i
 		set.specs = append(set.specs, sp)
 		set.byJob[sp.Job] = sp
 		if len(sp.Upstream) > 0 || sp.Flapping.Changes > 0 {
@@ -241,12 +236,15 @@ func (c *checker) set(exps []Expectation) *Set {
 			set.causes[up] = true
 		}
 	}
+	if set.causes == nil {
+		return set // no upstream, no cycle: the walk would cost two maps of every job
+	}
 	names := make([]string, len(set.specs))
 	for i, sp := range set.specs {
 		names[i] = sp.Job
 	}
 	for _, cycle := range Cycles(names, set.upstream) {
-		c.add(first[cycle[0]], cycle[0], "upstream", "remove one of these upstream entries: alerts would hold each other forever",
+		c.add(set.byJob[cycle[0]].at, cycle[0], "upstream", "remove one of these upstream entries: alerts would hold each other forever",
 			"dependency cycle: %s", strings.Join(cycle, " -> "))
 	}
 	return set
@@ -294,7 +292,7 @@ func (c *checker) one(i int, e Expectation) *spec {
 	if job == "" {
 		return nil
 	}
-	sp.key = fmt.Sprintf("%q|%q|%v|%v|%v|%v|%d|%v|%+v", e.Schedule, e.Timezone, e.Every, e.Grace, e.MaxRuntime, e.MinRuntime, e.MaxRuns, e.RunsWindow, e.Flapping)
+	sp.at = i
 	return sp
 }
 

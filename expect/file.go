@@ -43,7 +43,7 @@ var (
 // every problem, an unknown key included, points at its own line and
 // column.
 func Parse(filename string, src []byte) (*Set, error) {
-	d := &decoder{pos: map[posKey]filePos{}}
+	d := &decoder{}
 	d.c = checker{file: filename, where: d.where}
 	var exps []Expectation
 	if root := d.document(src); root != nil {
@@ -56,39 +56,71 @@ func Parse(filename string, src []byte) (*Set, error) {
 	return set, nil
 }
 
-// posKey names a field of the expectation at index i (-1: defaults).
-type posKey struct {
-	i     int
-	field string
-}
-
 // decoder walks the YAML nodes of one file.
+//
+// It keeps no table of where each field is: a file of 4 MiB has hundreds
+// of thousands of fields, and a map entry for each (with a map of the
+// fields given, and another of the fields seen, per expectation) made
+// the check allocate 80 to 130 times the file's size. The place of a
+// field is found again in the nodes when a problem is reported there.
 type decoder struct {
-	c   checker
-	pos map[posKey]filePos // where each field's value is; field "" is the expectation itself
+	c       checker
+	topNode *yaml.Node   // the file's mapping
+	defNode *yaml.Node   // the defaults block, nil without one
+	items   []*yaml.Node // each expectation's node
 }
 
 // where returns the place of a field, or of its expectation when the field
-// is not written (a value from defaults, a missing job).
+// is not written (a value from defaults, a missing job). i is the index
+// of an expectation, -1 the defaults, -2 the file's top mapping.
 func (d *decoder) where(i int, field string) filePos {
-	for f := field; ; {
-		if p, ok := d.pos[posKey{i, f}]; ok {
-			return p
+	var n *yaml.Node
+	switch {
+	case i == -2:
+		n = d.topNode
+	case i == -1:
+		if d.defNode == nil {
+			return d.where(-2, "defaults")
 		}
-		if f == "" {
+		n = d.defNode
+	case i < len(d.items):
+		n = d.items[i]
+	}
+	if n == nil {
+		return filePos{1, 1}
+	}
+	// "upstream.2" is the third item of upstream, "flapping.hold" the key
+	// hold in flapping; a part not written stops the walk where it is.
+	for part := range strings.SplitSeq(field, ".") {
+		if part == "" {
 			break
 		}
-		// "upstream.2" falls back to "upstream", then to the expectation.
-		if dot := strings.LastIndexByte(f, '.'); dot >= 0 {
-			f = f[:dot]
-		} else {
-			f = ""
+		next := child(n, part)
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return filePos{n.Line, n.Column}
+}
+
+// child returns the value of key in mapping n (its first, as the
+// decoder keeps the first of a key given twice), or the item of a list
+// at the index key; nil when there is none.
+func child(n *yaml.Node, key string) *yaml.Node {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for k := 0; k+1 < len(n.Content); k += 2 {
+			if n.Content[k].Value == key {
+				return resolve(n.Content[k+1])
+			}
+		}
+	case yaml.SequenceNode:
+		if k, err := strconv.Atoi(key); err == nil && k >= 0 && k < len(n.Content) {
+			return resolve(n.Content[k])
 		}
 	}
-	if i == -1 {
-		return d.where(-2, "defaults")
-	}
-	return filePos{1, 1}
+	return nil
 }
 
 var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -156,32 +188,51 @@ func describe(n *yaml.Node) string {
 // mapping calls f for each key and value of a mapping, reporting unknown
 // and repeated keys. i and job say whose fields these are; prefix is
 // added to field names ("flapping.").
-func (d *decoder) mapping(n *yaml.Node, i int, job, prefix string, known []string, f func(key string, v *yaml.Node)) {
-	seen := map[string]int{}
+func (d *decoder) mapping(n *yaml.Node, job, prefix string, known []string, f func(key string, v *yaml.Node)) {
+	var seen [16]int // the line of each known key seen, by its index in known
 	for k := 0; k+1 < len(n.Content); k += 2 {
 		key, v := n.Content[k], resolve(n.Content[k+1])
-		name := prefix + key.Value
-		switch first, dup := seen[key.Value]; {
-		case !slices.Contains(known, key.Value):
-			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: name,
+		at := slices.Index(known, key.Value)
+		switch {
+		case at < 0:
+			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: prefix + key.Value,
 				Message: "unknown field", Hint: "known fields are " + strings.Join(known, ", ")})
 			continue
-		case dup:
-			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: name,
-				Message: "given twice", Hint: fmt.Sprintf("the first is at line %d; keep one", first)})
+		case seen[at] > 0:
+			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: prefix + key.Value,
+				Message: "given twice", Hint: fmt.Sprintf("the first is at line %d; keep one", seen[at])})
 			continue
 		}
-		seen[key.Value] = key.Line
-		d.pos[posKey{i, name}] = filePos{v.Line, v.Column}
+		seen[at] = max(key.Line, 1)
 		if !isNull(v) {
-			f(key.Value, v)
+			f(known[at], v)
 		}
+	}
+}
+
+// fieldSet is a set of an expectation's fields, by their index in
+// expFields (the defaults' fields are among them).
+type fieldSet uint32
+
+func (s fieldSet) has(field string) bool { return s&fieldBit(field) != 0 }
+
+func fieldBit(field string) fieldSet {
+	if k := slices.Index(expFields, field); k >= 0 {
+		return 1 << k
+	}
+	return 0
+}
+
+func (s *fieldSet) put(field string, ok bool) {
+	if ok {
+		*s |= fieldBit(field)
+	} else {
+		*s &^= fieldBit(field)
 	}
 }
 
 // wrong reports a value of the wrong shape at the value.
 func (d *decoder) wrong(i int, job, field string, v *yaml.Node, expected, hint string) {
-	d.pos[posKey{i, field}] = filePos{v.Line, v.Column}
 	d.c.add(i, job, field, hint, "cannot use %s here: expected %s", describe(v), expected)
 }
 
@@ -198,9 +249,10 @@ func (d *decoder) top(doc *yaml.Node) []Expectation {
 			Message: fmt.Sprintf("the file is %s", describe(n)), Hint: "write a mapping with defaults: and expectations:"})
 		return nil
 	}
+	d.topNode = n
 	var defaults *yaml.Node
 	var list *yaml.Node
-	d.mapping(n, -2, "", "", topFields, func(key string, v *yaml.Node) {
+	d.mapping(n, "", "", topFields, func(key string, v *yaml.Node) {
 		if key == "defaults" {
 			defaults = v
 		} else {
@@ -215,47 +267,50 @@ func (d *decoder) top(doc *yaml.Node) []Expectation {
 		d.wrong(-2, "", "expectations", list, "a list of expectations", "write expectations: followed by items that start with - job: ...")
 		return nil
 	}
-	exps := make([]Expectation, 0, len(list.Content))
-	for _, item := range list.Content {
-		exps = append(exps, d.expectation(len(exps), resolve(item), def, given))
+	exps := make([]Expectation, len(list.Content))
+	d.items = make([]*yaml.Node, len(list.Content))
+	for k, item := range list.Content {
+		d.items[k] = resolve(item)
+		d.expectation(k, d.items[k], def, given, &exps[k])
 	}
 	return exps
 }
 
 // defaults reads and checks the defaults block. A default with a problem
 // is reported once, here, and not applied.
-func (d *decoder) defaults(n *yaml.Node) (Expectation, map[string]bool) {
+func (d *decoder) defaults(n *yaml.Node) (Expectation, fieldSet) {
 	var def Expectation
-	given := map[string]bool{}
+	var given fieldSet
 	if n == nil {
 		return def, given
 	}
+	d.defNode = n
 	if n.Kind != yaml.MappingNode {
 		d.wrong(-1, "", "defaults", n, "a mapping", "")
 		return def, given
 	}
-	d.mapping(n, -1, "", "", defaultsFields, func(key string, v *yaml.Node) {
-		given[key] = d.field(-1, "", key, v, &def)
+	d.mapping(n, "", "", defaultsFields, func(key string, v *yaml.Node) {
+		given.put(key, d.field(-1, "", key, v, &def))
 	})
 	d.c.location(-1, "", def.Timezone)
 	d.c.durations(-1, "", &def)
 	d.c.flapping(-1, "", def.Flapping)
-	for key := range given {
-		if d.c.broken(-1, key) {
-			given[key] = false
+	for _, key := range defaultsFields {
+		if given.has(key) && d.c.broken(-1, key) {
+			given.put(key, false)
 		}
 	}
 	return def, given
 }
 
-// expectation reads the expectation at index i and fills in the defaults
-// for the fields it does not set.
-func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven map[string]bool) Expectation {
-	var e Expectation
-	d.pos[posKey{i, ""}] = filePos{n.Line, n.Column}
+// expectation reads the expectation at index i into e, which is zero,
+// and fills in the defaults for the fields it does not set. e is the
+// caller's, in place: a copy made here would escape to the heap, one for
+// each item of the file.
+func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven fieldSet, e *Expectation) {
 	if n.Kind != yaml.MappingNode {
 		d.wrong(i, "", "", n, "an expectation (a mapping)", "start each item with - job: ...")
-		return e
+		return
 	}
 	// The job's name first, so that every issue of the item names it.
 	job := ""
@@ -264,41 +319,61 @@ func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven map
 			job = v.Value
 		}
 	}
-	given := map[string]bool{}
-	d.mapping(n, i, job, "", expFields, func(key string, v *yaml.Node) {
-		given[key] = d.field(i, job, key, v, &e)
+	var given fieldSet
+	d.mapping(n, job, "", expFields, func(key string, v *yaml.Node) {
+		given.put(key, d.field(i, job, key, v, e))
 	})
 	// By value: every: 0 and an empty schedule set nothing to be late
 	// for, and a default grace would then be refused as written.
-	timed := given["schedule"] && e.Schedule != "" || given["every"] && e.Every != 0
-	if !given["timezone"] && e.Schedule != "" && defGiven["timezone"] {
+	timed := given.has("schedule") && e.Schedule != "" || given.has("every") && e.Every != 0
+	if !given.has("timezone") && e.Schedule != "" && defGiven.has("timezone") {
 		e.Timezone = def.Timezone
 	}
-	if !given["grace"] && timed {
+	if !given.has("grace") && timed {
 		e.Grace = DefaultGrace
-		if defGiven["grace"] {
+		if defGiven.has("grace") {
 			e.Grace = def.Grace
 		}
 	}
-	if !given["max_runtime"] && defGiven["max_runtime"] {
+	if !given.has("max_runtime") && defGiven.has("max_runtime") {
 		e.MaxRuntime = def.MaxRuntime
 	}
-	if !given["min_runtime"] && defGiven["min_runtime"] {
+	if !given.has("min_runtime") && defGiven.has("min_runtime") {
 		e.MinRuntime = def.MinRuntime
 	}
-	if !given["flapping"] && defGiven["flapping"] {
+	if !given.has("flapping") && defGiven.has("flapping") {
 		e.Flapping = def.Flapping
 	}
-	return e
 }
 
 // field decodes one field into e. It reports whether the value was good.
 func (d *decoder) field(i int, job, key string, v *yaml.Node, e *Expectation) bool {
-	return d.value(i, job, key, v, map[string]any{
-		"job": &e.Job, "schedule": &e.Schedule, "timezone": &e.Timezone, "every": &e.Every, "grace": &e.Grace,
-		"max_runtime": &e.MaxRuntime, "min_runtime": &e.MinRuntime, "max_runs": &e.MaxRuns, "runs_window": &e.RunsWindow,
-		"upstream": &e.Upstream, "flapping": &e.Flapping,
-	}[key])
+	var to any
+	switch key { // a switch, not a map made for each field of each expectation
+	case "job":
+		to = &e.Job
+	case "schedule":
+		to = &e.Schedule
+	case "timezone":
+		to = &e.Timezone
+	case "every":
+		to = &e.Every
+	case "grace":
+		to = &e.Grace
+	case "max_runtime":
+		to = &e.MaxRuntime
+	case "min_runtime":
+		to = &e.MinRuntime
+	case "max_runs":
+		to = &e.MaxRuns
+	case "runs_window":
+		to = &e.RunsWindow
+	case "upstream":
+		to = &e.Upstream
+	case "flapping":
+		to = &e.Flapping
+	}
+	return d.value(i, job, key, v, to)
 }
 
 // value decodes v into the field to points at, by the field's type. It
@@ -368,10 +443,8 @@ func (d *decoder) names(i int, job, field string, v *yaml.Node, to *[]string) bo
 	ok := true
 	for k, item := range v.Content {
 		item = resolve(item)
-		name := field + "." + strconv.Itoa(k)
-		d.pos[posKey{i, name}] = filePos{item.Line, item.Column}
 		if item.Kind != yaml.ScalarNode || isNull(item) {
-			d.wrong(i, job, name, item, "a job name", "")
+			d.wrong(i, job, field+"."+strconv.Itoa(k), item, "a job name", "")
 			ok = false
 			continue
 		}
@@ -386,9 +459,15 @@ func (d *decoder) flappingBlock(i int, job string, v *yaml.Node, to *Flapping) b
 		return false
 	}
 	ok := true
-	d.mapping(v, i, job, "flapping.", flappingFields, func(key string, v *yaml.Node) {
-		to := map[string]any{"changes": &to.Changes, "window": &to.Window, "hold": &to.Hold}[key]
-		ok = d.value(i, job, "flapping."+key, v, to) && ok
+	d.mapping(v, job, "flapping.", flappingFields, func(key string, v *yaml.Node) {
+		var field any = &to.Changes
+		switch key {
+		case "window":
+			field = &to.Window
+		case "hold":
+			field = &to.Hold
+		}
+		ok = d.value(i, job, "flapping."+key, v, field) && ok
 	})
 	return ok
 }
