@@ -1,6 +1,7 @@
 package expect
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -161,6 +162,7 @@ func (s *Set) upstream(job string) []string {
 // as not given (grace without a schedule, after a schedule that is not a
 // string) are skipped through broken.
 type checker struct {
+	ctx    context.Context // nil: never done
 	file   string
 	where  func(i int, field string) filePos
 	issues []*Issue
@@ -212,6 +214,9 @@ func (c *checker) broken(i int, fields ...string) bool {
 func (c *checker) set(exps []Expectation) *Set {
 	set := &Set{byJob: make(map[string]*spec, len(exps))}
 	for i := range exps {
+		if i%checkEvery == 0 && c.ctx != nil && c.ctx.Err() != nil {
+			return set
+		}
 		sp := c.one(i, exps[i])
 		if sp == nil {
 			continue

@@ -2,6 +2,7 @@ package expect
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,18 +44,36 @@ var (
 // every problem, an unknown key included, points at its own line and
 // column.
 func Parse(filename string, src []byte) (*Set, error) {
-	d := &decoder{}
-	d.c = checker{file: filename, where: d.where}
+	return ParseContext(context.Background(), filename, src)
+}
+
+// ParseContext is Parse that gives up, with ctx's error, once ctx is
+// done: a client that hung up does not keep a core busy with the check
+// of a large file.
+func ParseContext(ctx context.Context, filename string, src []byte) (*Set, error) {
+	d := &decoder{ctx: ctx}
+	d.c = checker{file: filename, where: d.where, ctx: ctx}
 	var exps []Expectation
 	if root := d.document(src); root != nil {
 		exps = d.top(root)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("checking the expectations file: %w", err)
+	}
 	set := d.c.set(exps)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("checking the expectations file: %w", err)
+	}
 	if len(d.c.issues) > 0 {
 		return nil, NewFileError("expectations file", d.c.issues)
 	}
 	return set, nil
 }
+
+// checkEvery is how many expectations are read or checked between two
+// looks at the context: often enough to stop within a millisecond or so,
+// seldom enough to cost nothing.
+const checkEvery = 1024
 
 // decoder walks the YAML nodes of one file.
 //
@@ -64,6 +83,7 @@ func Parse(filename string, src []byte) (*Set, error) {
 // the check allocate 80 to 130 times the file's size. The place of a
 // field is found again in the nodes when a problem is reported there.
 type decoder struct {
+	ctx     context.Context
 	c       checker
 	topNode *yaml.Node   // the file's mapping
 	defNode *yaml.Node   // the defaults block, nil without one
@@ -270,6 +290,9 @@ func (d *decoder) top(doc *yaml.Node) []Expectation {
 	exps := make([]Expectation, len(list.Content))
 	d.items = make([]*yaml.Node, len(list.Content))
 	for k, item := range list.Content {
+		if k%checkEvery == 0 && d.ctx.Err() != nil {
+			return nil
+		}
 		d.items[k] = resolve(item)
 		d.expectation(k, d.items[k], def, given, &exps[k])
 	}

@@ -1,7 +1,9 @@
 package expect
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -305,4 +307,45 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip:\n%s\n got %+v\nwant %+v", out, back.Expectations(), s.Expectations())
 		}
 	})
+}
+
+// doneAfter is a context that is done once Err has been asked n times:
+// the check is provably under way when its client goes.
+type doneAfter struct {
+	context.Context
+	n, asked int
+}
+
+func (c *doneAfter) Err() error {
+	if c.asked++; c.asked > c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// A check whose client has gone stops with the context's error, between
+// two expectations of the file or of the set, not at the end of a file
+// of any size.
+func TestACheckStopsWhenItsContextIsDone(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("expectations:\n")
+	for i := range 10 * checkEvery {
+		fmt.Fprintf(&b, "  - {job: j%d, every: 5m}\n", i)
+	}
+	for _, asked := range []int{0, 1, 5, 10} {
+		ctx := &doneAfter{Context: context.Background(), n: asked}
+		set, err := ParseContext(ctx, "big.yaml", []byte(b.String()))
+		if !errors.Is(err, context.Canceled) || set != nil {
+			t.Errorf("done after %d looks: %v, %v; want context.Canceled", asked, set, err)
+		}
+		// Each look covers checkEvery expectations: the check did not go
+		// through the file once it was told, and then through the set.
+		if ctx.asked > asked+2 {
+			t.Errorf("done after %d looks: looked %d times, went on after it was done", asked, ctx.asked)
+		}
+	}
+	if _, err := ParseContext(t.Context(), "big.yaml", []byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
 }

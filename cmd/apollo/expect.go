@@ -297,13 +297,31 @@ func (x *expectations) put(ctx context.Context, tenant string, src []byte) error
 	return x.putHeld(ctx, tenant, src)
 }
 
-// putHeld is put for a caller that holds putMu (a read, change and write
-// back of a tenant's expectations, that no other put may come between).
-func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) error {
-	set, err := expect.Parse("expectations", src)
+// testCheckingExpectations, set by the tests' TestMain in the process
+// they start, is told of every check of a put as it begins, with the
+// put's context; what it returns is told how the put ended.
+var testCheckingExpectations func(ctx context.Context, tenant string) (ended func(error))
+
+// putHeld is put for a caller that holds putMu (a read, change and
+// write back of a tenant's expectations, that no other put may come
+// between). The check gives up when ctx is done (the client
+// hung up); once the file is being saved, the put goes through, so that
+// what is saved is what is in force.
+func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) (err error) {
+	if testCheckingExpectations != nil {
+		defer func(ended func(error)) { ended(err) }(testCheckingExpectations(ctx, tenant))
+	}
+	set, err := expect.ParseContext(ctx, "expectations", src)
+	if ctx.Err() != nil {
+		// Not an internal error to log: the client went, or the server is
+		// stopping.
+		return fmt.Errorf("%w: %w", &apollo.Error{Code: apollo.EUNAVAILABLE, Field: "expectations",
+			Message: "the request ended before its file was checked; nothing was changed", Hint: "send it again"}, ctx.Err())
+	}
 	if err != nil {
 		return err
 	}
+	ctx = context.WithoutCancel(ctx)
 	x.mu.Lock()
 	err = x.refuseEmptyLocked(tenant, set, src, "in the body")
 	x.mu.Unlock()

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		if dir := os.Getenv("APOLLO_TEST_HOLD_SEND"); dir != "" {
 			testHoldSend = holdSend(dir).hold
 		}
+		if dir := os.Getenv("APOLLO_TEST_HOLD_CHECK"); dir != "" {
+			testCheckingExpectations = holdCheck(dir).check
+		}
 		if dir := os.Getenv("APOLLO_TEST_HOLD_LOCK"); dir != "" {
 			testHoldLock = holdLock(dir).hold
 		}
