@@ -72,11 +72,13 @@ type expectations struct {
 	// in force then: job -> timing. nil: the snapshot did not say.
 	snapTiming map[string]map[string]string
 
-	// putMu makes each put whole, from its checks to its save and its
-	// putting in force, so that the set in force is the one saved last
-	// (invariant 9). Not mu: the bus's workers take mu, and wait for no
-	// save.
-	putMu sync.Mutex
+	// puts makes each put of a tenant's expectations whole, from its
+	// checks to its save and its putting in force, so that the set in
+	// force is the one saved last (invariant 9). Not mu: the bus's
+	// workers take mu, and wait for no save. One lock a tenant: the check
+	// of a file of 4 MiB takes seconds, and one tenant's must not hold up
+	// another's.
+	puts tenantLocks
 
 	mu      sync.Mutex
 	armed   bool                   // the evaluator has the sets (arm)
@@ -292,8 +294,7 @@ func (x *expectations) setJobs(exps []expect.Expectation) error {
 // is one) and puts it in force. It returns the file's problems as an
 // *expect.FileError.
 func (x *expectations) put(ctx context.Context, tenant string, src []byte) error {
-	x.putMu.Lock()
-	defer x.putMu.Unlock()
+	defer x.puts.lock(tenant)()
 	return x.putHeld(ctx, tenant, src)
 }
 
@@ -302,9 +303,9 @@ func (x *expectations) put(ctx context.Context, tenant string, src []byte) error
 // put's context; what it returns is told how the put ended.
 var testCheckingExpectations func(ctx context.Context, tenant string) (ended func(error))
 
-// putHeld is put for a caller that holds putMu (a read, change and
-// write back of a tenant's expectations, that no other put may come
-// between). The check gives up when ctx is done (the client
+// putHeld is put for a caller that holds the tenant's lock (a read,
+// change and write back of a tenant's expectations, that no other put
+// may come between). The check gives up when ctx is done (the client
 // hung up); once the file is being saved, the put goes through, so that
 // what is saved is what is in force.
 func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) (err error) {
@@ -413,6 +414,42 @@ func (x *expectations) Apply(c *apollo.Change) {
 		}
 		x.queueLocked(found)
 		x.mu.Unlock()
+	}
+}
+
+// tenantLocks is a lock for each tenant, kept while someone holds or
+// waits for it.
+type tenantLocks struct {
+	mu    sync.Mutex
+	locks map[string]*tenantLock
+}
+
+type tenantLock struct {
+	sync.Mutex
+	users int // holding or waiting; guarded by tenantLocks.mu
+}
+
+// lock takes tenant's lock and returns what releases it.
+func (l *tenantLocks) lock(tenant string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*tenantLock{}
+	}
+	t := l.locks[tenant]
+	if t == nil {
+		t = &tenantLock{}
+		l.locks[tenant] = t
+	}
+	t.users++
+	l.mu.Unlock()
+	t.Lock()
+	return func() {
+		t.Unlock()
+		l.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(l.locks, tenant)
+		}
+		l.mu.Unlock()
 	}
 }
 

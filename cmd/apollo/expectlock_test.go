@@ -78,6 +78,61 @@ func exists(file string) bool {
 	return err == nil
 }
 
+// While one tenant's large PUT of expectations is being checked, another
+// tenant's PUT and GET are answered. Before, one lock for every tenant
+// was held from each check to its save: a tenant's file of 4 MiB, checked
+// for seconds, held every other tenant's expectation writes as long.
+// Both are in force after kill -9 and a restart.
+func TestOneTenantsExpectationCheckHoldsUpNoOther(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the server twice")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	hold := t.TempDir()
+	srv := x.startHeldCheck(t, hold)
+	ctx := testCtx(t, time.Minute)
+	def, acme := x.client(t, srv, ""), x.client(t, srv, "acme")
+	if err := os.WriteFile(holdFile(hold, "acme", "hold"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40_000
+	big := bigExpectations(n)
+	acmeDone := make(chan error, 1)
+	go func() {
+		_, err := acme.PutExpectations(ctx, big)
+		acmeDone <- err
+	}()
+	eventually(t, 30*time.Second, "acme's check begins", func() bool { return exists(holdFile(hold, "acme", "checking")) })
+
+	mine := "expectations:\n  - job: mine\n    every: 1h\n"
+	got, err := def.PutExpectations(ctx, []byte(mine))
+	if err != nil || got.Count != 1 {
+		t.Fatalf("the default tenant's PUT while acme's is checked: %+v %v", got, err)
+	}
+	if got, err := def.Expectations(ctx); err != nil || got.Source != mine {
+		t.Fatalf("the default tenant's GET while acme's is checked: %+v %v", got, err)
+	}
+	if exists(holdFile(hold, "acme", "ended")) {
+		t.Fatal("acme's check ended before the other tenant was answered: the test shows nothing")
+	}
+	if err := os.Remove(holdFile(hold, "acme", "hold")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acmeDone; err != nil {
+		t.Fatalf("acme's PUT: %v", err)
+	}
+
+	srv.kill()
+	srv = x.start(t)
+	def, acme = x.client(t, srv, ""), x.client(t, srv, "acme")
+	for c, want := range map[*apiclient.Client]int{def: 1, acme: n} {
+		if got, err := c.Expectations(ctx); err != nil || got.Count != want {
+			t.Fatalf("after kill -9: %d expectations, %v; want %d", got.Count, err, want)
+		}
+	}
+}
+
 // A client that hangs up while its PUT of expectations is being checked
 // changes nothing, and the server stops checking. Before, the check ran
 // to its end for nobody, and the file was then saved and put in force.
