@@ -51,7 +51,7 @@ func Parse(filename string, src []byte) (*Set, error) {
 // done: a client that hung up does not keep a core busy with the check
 // of a large file.
 func ParseContext(ctx context.Context, filename string, src []byte) (*Set, error) {
-	d := &decoder{ctx: ctx}
+	d := &decoder{ctx: ctx, budget: len(src), size0: len(src)}
 	d.c = checker{file: filename, where: d.where, ctx: ctx}
 	var exps []Expectation
 	if root := d.document(src); root != nil {
@@ -88,6 +88,12 @@ type decoder struct {
 	topNode *yaml.Node   // the file's mapping
 	defNode *yaml.Node   // the defaults block, nil without one
 	items   []*yaml.Node // each expectation's node
+	// budget is how many more nodes aliases may stand for (expand), out
+	// of size0; overflow is set once they stood for more.
+	budget, size0 int
+	overflow      bool               // the walk stopped: aliases stood for too much, or too many keys were wrong
+	keyIssues     int                // unknown and repeated keys reported
+	sizes         map[*yaml.Node]int // size of anchors
 }
 
 // where returns the place of a field, or of its expectation when the field
@@ -192,6 +198,57 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// expand is resolve for the walk of the file: what an alias stands for
+// is walked again at each alias, so an alias costs the nodes under its
+// anchor, out of a budget of one node for each byte of the file (the
+// most its text could hold written out). Past the budget the file is
+// refused, once, at the alias, and the alias reads as null. Before, a
+// list of 2 000 names behind an anchor, named by 2 000 expectations (a
+// file of 70 KB), took 260 MB, and a mapping of 2 000 keys named by
+// 2 000 items (30 KB) 1.4 GB and half a minute: a file of a few MB
+// would have held a core for hours and taken the server's memory.
+func (d *decoder) expand(n *yaml.Node) *yaml.Node {
+	if n.Kind != yaml.AliasNode {
+		return n
+	}
+	alias, n := n, resolve(n)
+	if d.budget -= d.size(n); d.budget >= 0 {
+		return n
+	}
+	if !d.overflow {
+		d.overflow = true
+		d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: alias.Line, Col: alias.Column,
+			Message: fmt.Sprintf("YAML aliases make the file more than %d nodes, one for each of its bytes", d.size0),
+			Hint:    "write the values out, or use fewer aliases of large anchors"})
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: alias.Line, Column: alias.Column}
+}
+
+// size is the number of nodes under n, n included, aliases counted as
+// what they stand for; each anchor's is worked out once.
+func (d *decoder) size(n *yaml.Node) int {
+	n = resolve(n)
+	if len(n.Content) == 0 {
+		return 1
+	}
+	if k, ok := d.sizes[n]; ok {
+		return k
+	}
+	if d.sizes == nil {
+		d.sizes = map[*yaml.Node]int{}
+	}
+	d.sizes[n] = 1 // an anchor inside itself, which the YAML library refuses, adds nothing
+	k := 1
+	for _, c := range n.Content {
+		k += d.size(c)
+		if k > d.size0 {
+			break // over the whole budget already: no need to count on
+		}
+	}
+	d.sizes[n] = k
+	return k
+}
+
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
 // describe names a node's kind for "expected ..." messages.
@@ -210,25 +267,63 @@ func describe(n *yaml.Node) string {
 // added to field names ("flapping.").
 func (d *decoder) mapping(n *yaml.Node, job, prefix string, known []string, f func(key string, v *yaml.Node)) {
 	var seen [16]int // the line of each known key seen, by its index in known
-	for k := 0; k+1 < len(n.Content); k += 2 {
-		key, v := n.Content[k], resolve(n.Content[k+1])
+	for k := 0; k+1 < len(n.Content) && !d.overflow; k += 2 {
+		key := n.Content[k]
 		at := slices.Index(known, key.Value)
 		switch {
 		case at < 0:
-			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: prefix + key.Value,
-				Message: "unknown field", Hint: "known fields are " + strings.Join(known, ", ")})
+			d.keyIssue(&Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: prefix + key.Value,
+				Message: "unknown field", Hint: knownHint(known)})
 			continue
 		case seen[at] > 0:
-			d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: prefix + key.Value,
+			d.keyIssue(&Issue{File: d.c.file, Line: key.Line, Col: key.Column, Job: job, Field: prefix + key.Value,
 				Message: "given twice", Hint: fmt.Sprintf("the first is at line %d; keep one", seen[at])})
 			continue
 		}
 		seen[at] = max(key.Line, 1)
-		if !isNull(v) {
+		if v := d.expand(n.Content[k+1]); !isNull(v) {
 			f(known[at], v)
 		}
 	}
 }
+
+// keyIssue reports an unknown or repeated key, up to one for each 8
+// bytes of the file: more can only come of aliases of a mapping of many
+// keys, or of a file of keys of one letter, and each costs some 200
+// bytes. Past that the walk stops.
+func (d *decoder) keyIssue(is *Issue) {
+	if d.keyIssues++; d.keyIssues <= max(d.size0/8, 100) {
+		d.c.issues = append(d.c.issues, is)
+		return
+	}
+	d.overflow = true
+	d.c.issues = append(d.c.issues, &Issue{File: d.c.file, Line: is.Line, Col: is.Col,
+		Message: fmt.Sprintf("more than %d unknown or repeated fields; the file was read up to here", d.keyIssues-1),
+		Hint:    "fix those listed, and send the file again"})
+}
+
+// knownHint is the hint of an unknown field among known: made once for
+// each list, not for each of the hundreds of thousands a file may hold.
+func knownHint(known []string) string {
+	switch &known[0] {
+	case &expFields[0]:
+		return expHint
+	case &defaultsFields[0]:
+		return defaultsHint
+	case &flappingFields[0]:
+		return flappingHint
+	case &topFields[0]:
+		return topHint
+	}
+	return "known fields are " + strings.Join(known, ", ")
+}
+
+var (
+	expHint      = "known fields are " + strings.Join(expFields, ", ")
+	defaultsHint = "known fields are " + strings.Join(defaultsFields, ", ")
+	flappingHint = "known fields are " + strings.Join(flappingFields, ", ")
+	topHint      = "known fields are " + strings.Join(topFields, ", ")
+)
 
 // fieldSet is a set of an expectation's fields, by their index in
 // expFields (the defaults' fields are among them).
@@ -257,9 +352,9 @@ func (d *decoder) wrong(i int, job, field string, v *yaml.Node, expected, hint s
 }
 
 func (d *decoder) top(doc *yaml.Node) []Expectation {
-	n := resolve(doc)
+	n := d.expand(doc)
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = resolve(n.Content[0])
+		n = d.expand(n.Content[0])
 	}
 	if isNull(n) {
 		return nil
@@ -293,7 +388,10 @@ func (d *decoder) top(doc *yaml.Node) []Expectation {
 		if k%checkEvery == 0 && d.ctx.Err() != nil {
 			return nil
 		}
-		d.items[k] = resolve(item)
+		if d.overflow {
+			return nil
+		}
+		d.items[k] = d.expand(item)
 		d.expectation(k, d.items[k], def, given, &exps[k])
 	}
 	return exps
@@ -338,8 +436,11 @@ func (d *decoder) expectation(i int, n *yaml.Node, def Expectation, defGiven fie
 	// The job's name first, so that every issue of the item names it.
 	job := ""
 	for k := 0; k+1 < len(n.Content); k += 2 {
-		if v := resolve(n.Content[k+1]); n.Content[k].Value == "job" && v.Kind == yaml.ScalarNode {
-			job = v.Value
+		if n.Content[k].Value != "job" {
+			continue
+		}
+		if v := resolve(n.Content[k+1]); v.Kind == yaml.ScalarNode {
+			job = v.Value // a scalar: free to resolve (expand is for what has nodes under it)
 		}
 	}
 	var given fieldSet
@@ -463,9 +564,13 @@ func (d *decoder) names(i int, job, field string, v *yaml.Node, to *[]string) bo
 		d.wrong(i, job, field, v, "a list of job names", "write upstream: [extract, transform]")
 		return false
 	}
+	if len(v.Content) > maxUpstream { // said here, before a copy of every name (an alias repeats a long list cheaply)
+		d.c.add(i, job, field, fmt.Sprintf("at most %d", maxUpstream), "%d jobs listed", len(v.Content))
+		return false
+	}
 	ok := true
 	for k, item := range v.Content {
-		item = resolve(item)
+		item = d.expand(item)
 		if item.Kind != yaml.ScalarNode || isNull(item) {
 			d.wrong(i, job, field+"."+strconv.Itoa(k), item, "a job name", "")
 			ok = false

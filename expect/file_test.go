@@ -279,6 +279,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("expectations:\n  - &x {job: a, every: 1h}\n  - *x\n"))
 	f.Add([]byte("expectations:\n  - {job: a, every: 1h, upstream: &u [b]}\n  - {job: c, upstream: *u}\n"))
 	f.Add([]byte("expectations: [{job: 0x10, max_runs: 0x10, runs_window: 1h}]"))
+	f.Add([]byte("a: &a [x, x, x, x, x, x, x, x, x, x]\nexpectations: [*a, *a, *a, *a, *a, *a, *a, *a]\n")) // past the aliases' budget
 	f.Fuzz(func(t *testing.T, src []byte) {
 		s, err := Parse("f.yaml", src)
 		if err != nil {
