@@ -27,7 +27,7 @@ import (
 )
 
 // expectations is the server's side of job expectations
-// (docs/expectations.md): each tenant's expectations (the file of the
+// (docs/expectations.md, docs/expectations-server.md): each tenant's expectations (the file of the
 // default tenant, the API's, the scheduler's jobs), the evaluator and the
 // learner fed by the bus, and the loop that ticks the evaluator and acts
 // on what it finds: a missed run is recorded in the job's history and
