@@ -343,7 +343,7 @@ func (c *checker) location(i int, job, tz string) *time.Location {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		c.add(i, job, "timezone", "use an IANA name like Europe/Berlin, Asia/Shanghai or UTC", "unknown timezone %q", tz)
+		c.add(i, job, "timezone", "use an IANA name like Europe/Berlin, Asia/Shanghai or UTC", "unknown timezone %s", quoteShort(tz))
 		return time.UTC
 	}
 	if c.zones == nil {

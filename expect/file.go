@@ -259,7 +259,7 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	return strconv.Quote(n.Value)
+	return quoteShort(n.Value)
 }
 
 // mapping calls f for each key and value of a mapping, reporting unknown
@@ -542,7 +542,7 @@ func (d *decoder) duration(i int, job, field string, v *yaml.Node, to *time.Dura
 		if strings.HasSuffix(v.Value, "d") {
 			hint = "write 24h for a day"
 		}
-		d.c.add(i, job, field, hint, "%q is not a duration", v.Value)
+		d.c.add(i, job, field, hint, "%s is not a duration", quoteShort(v.Value))
 		return false
 	}
 	*to = x

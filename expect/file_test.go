@@ -350,3 +350,25 @@ func TestACheckStopsWhenItsContextIsDone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A value of megabytes with a problem is named by its first bytes and
+// its size, not echoed whole in the answer, the CLI and the log. Before,
+// a schedule, a duration or a count of 2 MiB made a problem of 2 MiB.
+func TestAHugeValueIsNotEchoedWhole(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("7 ", 1<<20)
+	for _, field := range []string{"schedule", "timezone", "every", "grace", "max_runtime", "max_runs", "runs_window"} {
+		src := "expectations:\n  - job: a\n    " + field + ": \"" + huge + "\"\n"
+		if field == "timezone" {
+			src += "    schedule: \"@daily\"\n"
+		}
+		_, err := Parse("e.yaml", []byte(src))
+		var fe *FileError
+		if !errors.As(err, &fe) {
+			t.Fatalf("%s: %v, want its problem", field, err)
+		}
+		if msg := err.Error(); len(msg) > 1024 || !strings.Contains(msg, field+":") || !strings.Contains(msg, "(2097152 bytes)") {
+			t.Errorf("%s: a problem of %d bytes: %.300s", field, len(msg), msg)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package expect
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	apollo "github.com/apollo-11/apollo"
 )
@@ -118,4 +120,23 @@ func (e *FileError) As(target any) bool {
 	}
 	*p = ae
 	return true
+}
+
+// maxScheduleBytes bounds a schedule, so that its messages, which quote
+// it and its fields, stay short: a cron expression is a few dozen bytes.
+const maxScheduleBytes = 256
+
+// quoteShort quotes a value a problem names, cut to its first 64 bytes:
+// a value of megabytes (a pasted file, a hostile body) would otherwise be
+// echoed whole in the answer, the CLI and the log.
+func quoteShort(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }

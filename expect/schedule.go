@@ -45,6 +45,10 @@ func ParseSchedule(expr string, loc *time.Location) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
+	if len(expr) > maxScheduleBytes {
+		return nil, fmt.Errorf("%s: %d bytes, over the limit of %d: write 5 fields (minute hour day-of-month month day-of-week), 6 (second first) or an @-descriptor",
+			quoteShort(expr), len(expr), maxScheduleBytes)
+	}
 	text := strings.TrimSpace(expr)
 	if rest, ok := strings.CutPrefix(text, "@every"); ok {
 		arg := strings.TrimSpace(rest)
