@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"path/filepath"
 	"sync"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/atomicfile"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // FileRules keeps the rules text of every tenant set through the API, in
@@ -35,6 +37,15 @@ func (f *FileRules) Path() string { return f.path }
 // rulesVersion is the file format; another version is refused rather
 // than misread.
 const rulesVersion = 1
+
+// MaxRulesFileBytes bounds the file, at a write and at a read. Each
+// tenant's text came in one request body (limits.body_bytes, 4 MiB by
+// default), and a team's rules or expectations are kilobytes: 64 MiB is
+// sixteen tenants each at the default limit. A Save past it is refused
+// (413, nothing changed), so the server never writes a file it would
+// refuse at its next start; a larger file was replaced or damaged, and
+// reading it whole would fill memory before the start could say so.
+const MaxRulesFileBytes = 64 << 20
 
 type rulesFile struct {
 	Version int               `json:"version"`
@@ -72,6 +83,11 @@ func (f *FileRules) Save(ctx context.Context, tenant string, src []byte) error {
 	if err != nil {
 		return fmt.Errorf("alert: encode rules: %w", err)
 	}
+	if len(b)+1 > MaxRulesFileBytes {
+		return &apollo.Error{Code: apollo.ETOOLARGE,
+			Message: fmt.Sprintf("with this text the file %s, which keeps every tenant's, would hold %d bytes, over its limit of %d MiB", filepath.Base(f.path), len(b)+1, MaxRulesFileBytes>>20),
+			Hint:    "nothing changed; send a shorter text, or have the other tenants' texts shortened"}
+	}
 	if err := atomicfile.Write(f.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("alert: save rules: %w", err)
 	}
@@ -79,19 +95,25 @@ func (f *FileRules) Save(ctx context.Context, tenant string, src []byte) error {
 }
 
 func (f *FileRules) read() (map[string]string, error) {
-	b, err := os.ReadFile(f.path)
+	b, err := sourcefile.ReadOwn(f.path, filepath.Base(f.path), MaxRulesFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil && errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("alert: load rules: %w", err) // the file is fine: its owner is not (chown)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("alert: load rules: %w", err)
+		return nil, fmt.Errorf("alert: load rules: %w (file %s: %s)", err, f.path, rulesRemedy)
 	}
 	m, err := decodeRules(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w (file %s: restore it from a backup, or move it away to start without what the API saved in it)", err, f.path)
+		return nil, fmt.Errorf("%w (file %s: %s)", err, f.path, rulesRemedy)
 	}
 	return m, nil
 }
+
+// rulesRemedy is what to do about a file that does not read.
+const rulesRemedy = "restore it from a backup, or move it away to start without what the API saved in it"
 
 // decodeRules reads what Save wrote, strictly: an unknown field, another
 // version or trailing data is an error, not rules silently lost.

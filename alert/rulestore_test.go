@@ -1,11 +1,13 @@
 package alert_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 )
 
@@ -93,5 +95,27 @@ func TestSyncRules(t *testing.T) {
 	}
 	if set, err := f.eng.SyncRules(map[string][]byte{"acme": acme}, nil); len(set) != 0 || err != nil {
 		t.Errorf("the same text again: set %v, %v", set, err)
+	}
+}
+
+// A save that would make the file larger than the start reads is refused
+// with 413 and changes nothing: the server never writes a file its next
+// start refuses. Two tenants: the second's text no longer fits beside the
+// first's.
+func TestFileRulesRefusesAFileOverItsBound(t *testing.T) {
+	t.Parallel()
+	ctx := bg
+	f := alert.NewFileRules(filepath.Join(t.TempDir(), "rules.json"))
+	big := strings.Repeat("# padding\n", alert.MaxRulesFileBytes/20)
+	if err := f.Save(ctx, "acme", []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	err := f.Save(ctx, "globex", []byte(big))
+	if e, ok := errors.AsType[*apollo.Error](err); !ok || e.Code != apollo.ETOOLARGE || !strings.Contains(e.Message, "over its limit of 64 MiB") {
+		t.Fatalf("Save past the bound = %v, want too_large", err)
+	}
+	m, err := f.Load(ctx)
+	if err != nil || len(m) != 1 || string(m["acme"]) != big {
+		t.Fatalf("Load after the refusal: %d tenants, %v; want acme's alone", len(m), err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/atomicfile"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // StateStore keeps what the engine must not forget across a restart:
@@ -242,24 +242,46 @@ func decodeState(b []byte) (State, error) {
 	return f.State, nil
 }
 
+// MaxStateFileBytes bounds the state file and its live mark, at a write
+// and at a read. The state's largest part is the silences, at most
+// MaxSilences a tenant of about 2 KiB as people write them (42 KiB at
+// most: a comment and 32 label values of 1 KiB); its alerts, acks and
+// owed notifications are what the rules keep firing. 256 MiB is far past
+// what a server holds in memory for them. A Save past it fails (logged;
+// the file keeps the last state that fitted), so the server never writes
+// a file it would refuse at its next start; a larger file was replaced or
+// damaged, and reading it whole would fill memory before the start could
+// say which file is wrong.
+const MaxStateFileBytes = 256 << 20
+
 // Load implements StateStore. A missing file is an empty State.
 func (f *FileState) Load(ctx context.Context) (State, error) {
-	b, err := os.ReadFile(f.path)
+	b, err := sourcefile.ReadOwn(f.path, "alert state file", MaxStateFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrPermission) { // a wrong owner: the file is fine (chown)
+		err = fmt.Errorf("%w (file %s; %s)", err, f.path, stateRemedy)
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("alert: load state: %w", err)
 	}
 	s, err := decodeState(b)
 	if err != nil {
-		return State{}, fmt.Errorf("%w (file %s; move it away to start with no alert state)", err, f.path)
+		return State{}, fmt.Errorf("%w (file %s; %s)", err, f.path, stateRemedy)
 	}
-	if m, err := os.ReadFile(f.markPath); err == nil {
-		s.Live = decodeMark(m, b)
+	m, err := sourcefile.ReadOwn(f.markPath, "file of the event rules' place in the log", MaxStateFileBytes)
+	switch {
+	case err == nil:
+		s.Live = decodeMark(m, b) // one that does not go with b is not used
+	case errors.As(err, new(*sourcefile.TooLargeError)), errors.As(err, new(*sourcefile.NotFileError)):
+		return State{}, fmt.Errorf("alert: load state: %w (move it away: the event rules then hear of none of the runs the log replays at this start)", err)
 	}
 	return s, nil
 }
+
+// stateRemedy is what to do about a state file that does not read.
+const stateRemedy = "move it away to start with no alert state"
 
 // Save implements StateStore.
 func (f *FileState) Save(ctx context.Context, s State) error {
@@ -268,6 +290,9 @@ func (f *FileState) Save(ctx context.Context, s State) error {
 	b, err := encodeState(s)
 	if err != nil {
 		return err
+	}
+	if len(b) > MaxStateFileBytes {
+		return fmt.Errorf("alert: save state: %d bytes, over the %d MiB the file may hold (the silences and alerts of every tenant): the file keeps the last state that fitted", len(b), MaxStateFileBytes>>20)
 	}
 	if err := atomicfile.Write(f.path, b, 0o600); err != nil {
 		return fmt.Errorf("alert: save state: %w", err)
@@ -278,6 +303,9 @@ func (f *FileState) Save(ctx context.Context, s State) error {
 	m, err := json.Marshal(markFile{Version: markVersion, State: stateHash(b), LiveMark: *live})
 	if err != nil {
 		return fmt.Errorf("alert: encode the live mark: %w", err)
+	}
+	if len(m) > MaxStateFileBytes {
+		return fmt.Errorf("alert: save the live mark: %d bytes, over the %d MiB the file may hold", len(m), MaxStateFileBytes>>20)
 	}
 	if err := atomicfile.Write(f.markPath, m, 0o600); err != nil {
 		return fmt.Errorf("alert: save the live mark: %w", err)

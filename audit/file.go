@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"encoding/base32"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // The default tenant's entries go to fileName, every other tenant's to
@@ -154,27 +155,49 @@ func openFile(o Options, name string, log *slog.Logger, keep func(*Entry)) (*fil
 	return &file{dir: o.Dir, name: name, limit: o.FileBytes, keep: o.Files, f: f, size: st.Size(), space: o.space, log: log}, nil
 }
 
+// maxLine bounds a line of an audit file that load decodes. The longest
+// the server writes is an entry with every field at its cap (capFields),
+// each character escaped as \u00XX: about 12 KiB. A longer line is counted
+// as one that does not decode, without being held.
+const maxLine = 64 << 10
+
 // load gives keep every entry of the file at path and returns the length
 // of its whole lines (-1 when there is no file) and how many lines did not
-// decode.
+// decode. It reads a line at a time: keep holds a bounded number of
+// entries, so a file of any size costs the same memory, and only a
+// regular file is read (a link to /dev/zero would never end).
 func load(path string, keep func(*Entry)) (whole int64, bad int, err error) {
-	data, err := os.ReadFile(path)
+	f, err := sourcefile.OpenOwn(path, "audit file")
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, 0, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrPermission) { // a wrong owner: the file is fine (chown)
+		err = fmt.Errorf("%w (move it away to start without the entries it holds)", err)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("audit: %w", err)
 	}
-	whole = int64(bytes.LastIndexByte(data, '\n') + 1)
-	for line := range bytes.Lines(data[:whole]) {
+	defer f.Close()
+	err = sourcefile.ScanLines(f, maxLine, func(l sourcefile.Line) error {
+		if !l.Ended {
+			if l.Long {
+				bad++ // too long to be a line a crash cut short: say so
+			}
+			return nil // removed, as a crash's torn last line is
+		}
+		whole = l.End
 		var e Entry
-		if err := json.Unmarshal(line, &e); err != nil || e.At.IsZero() {
+		if l.Long || json.Unmarshal(l.Text, &e) != nil || e.At.IsZero() {
 			bad++
-			continue
+			return nil
 		}
 		e.capFields()
 		e.Count = max(e.Count, 0)
 		keep(&e)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("audit: %s: %w", path, err)
 	}
 	return whole, bad, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/atomicfile"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // Outbox keeps what a dispatcher owes its channels where the next process
@@ -112,23 +113,51 @@ func (o *FileOutbox) sorted() []OwedNotification {
 	return es
 }
 
-// read loads the file's journal into owed and next.
+// maxOutboxLine bounds a line of the file. The longest the outbox writes
+// is an owed notification whose alert names the most jobs it counts by
+// name (1000, of at most 256 bytes, each escaped up to six times): about
+// 2 MiB. A longer line was not written by the server; append refuses to
+// write one, so the next open never refuses what this one wrote.
+const maxOutboxLine = 16 << 20
+
+// outboxRemedy is what to do about a file that does not read.
+const outboxRemedy = "move the file away to start without the notifications it owes"
+
+// read loads the file's journal into owed and next, a line at a time:
+// memory holds what is owed, not the file, and a file that is not the
+// outbox (a link to /dev/zero, a huge log copied over it) is refused with
+// its name instead of read into memory.
 func (o *FileOutbox) read() error {
-	b, err := os.ReadFile(o.path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("notify: outbox: %w", err)
+	f, err := sourcefile.OpenOwn(o.path, "outbox")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	lines := bytes.Split(b, []byte("\n"))
-	for i, raw := range lines {
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
+	if err != nil && errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("notify: outbox: %w", err) // the file is fine: its owner is not (chown)
+	}
+	if err != nil {
+		return fmt.Errorf("notify: outbox: %w (%s)", err, outboxRemedy)
+	}
+	defer f.Close()
+	err = sourcefile.ScanLines(f, maxOutboxLine, func(raw sourcefile.Line) error {
+		if !raw.Ended && !raw.Long {
+			// Torn by a crash mid-append, if it does not read: that entry
+			// was never queued. (A crash cuts a line the server wrote: one
+			// past the limit is not one.)
+			var l outboxLine
+			if json.Unmarshal(raw.Text, &l) != nil {
+				return nil
+			}
+		}
+		if raw.Long {
+			return fmt.Errorf("line %d: longer than %d MiB, more than the server writes in one line: the file was replaced or damaged", raw.N, maxOutboxLine>>20)
+		}
+		if len(bytes.TrimSpace(raw.Text)) == 0 {
+			return nil
 		}
 		var l outboxLine
-		if err := json.Unmarshal(raw, &l); err != nil {
-			if i == len(lines)-1 {
-				break // torn by a crash mid-append: that entry was never queued
-			}
-			return fmt.Errorf("notify: outbox %s: line %d: %w (move the file away to start without the notifications it owes)", o.path, i+1, err)
+		if err := json.Unmarshal(raw.Text, &l); err != nil {
+			return fmt.Errorf("line %d: %w", raw.N, err)
 		}
 		if l.Owe != nil {
 			o.owed[l.Owe.ID] = *l.Owe
@@ -137,6 +166,10 @@ func (o *FileOutbox) read() error {
 		for _, id := range l.Settle {
 			delete(o.owed, id)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notify: outbox %s: %w (%s)", o.path, err, outboxRemedy)
 	}
 	return nil
 }
@@ -204,6 +237,9 @@ func (o *FileOutbox) append(l outboxLine, sync bool) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("notify: outbox: encode: %w", err)
+	}
+	if len(b) > maxOutboxLine {
+		return fmt.Errorf("notify: outbox: a line of %d bytes, over the %d MiB the next start reads", len(b), maxOutboxLine>>20)
 	}
 	if o.torn {
 		if err := o.rewrite(); err != nil {

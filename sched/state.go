@@ -11,6 +11,7 @@ import (
 
 	apollo "github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/atomicfile"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 )
 
 // stateFileName is the scheduler's file in Options.StateDir.
@@ -60,9 +61,20 @@ type savedRun struct {
 
 func (f *stateFile) path() string { return filepath.Join(f.dir, stateFileName) }
 
+// maxStateBytes bounds the state file, at a write and at a read. It
+// keeps a line of a few hundred bytes for each job (a name of at most 200
+// bytes, a time, the pauses) and for each run in progress: 10 000 jobs
+// take about 2 MiB, and 64 MiB is room for 200 000 jobs with a run of
+// each going. A save past it fails (counted and logged as any failed
+// save; the file keeps the last state that fitted), so the scheduler
+// never writes a file it would refuse at its next start; a larger file
+// was replaced or damaged, and reading it whole would fill memory before
+// the start could say which file is wrong.
+const maxStateBytes = 64 << 20
+
 // load returns the saved state; a missing file is a first start.
 func (f *stateFile) load() (savedState, error) {
-	b, err := os.ReadFile(f.path())
+	b, err := sourcefile.ReadOwn(f.path(), "scheduler state file", maxStateBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return savedState{}, nil
 	}
@@ -87,6 +99,9 @@ func (f *stateFile) save(st savedState) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("sched: encode state: %w", err)
+	}
+	if len(b)+1 > maxStateBytes {
+		return fmt.Errorf("sched: write state: %d bytes, over the %d MiB the file may hold: it keeps the last state that fitted", len(b)+1, maxStateBytes>>20)
 	}
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return fmt.Errorf("sched: state dir: %w", err)

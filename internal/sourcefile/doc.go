@@ -5,4 +5,9 @@
 // log) is refused with a message instead of filling memory or hanging.
 // BadChar finds the character YAML refuses in one, which the YAML library
 // reports without a place.
+//
+// The files the server writes itself in its data directory are read the
+// same way (ReadOwn, OpenOwn), with messages that say the file was
+// replaced rather than ask for another path; its journals are read a line
+// at a time within a bound on the line (ScanLines).
 package sourcefile

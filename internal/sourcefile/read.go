@@ -19,9 +19,15 @@ const MaxSize = 16 << 20
 type TooLargeError struct {
 	What  string // "jobs file"
 	Limit int64
+	// Own: a file the server writes itself (ReadOwn), which only a
+	// replacement or damage makes larger than it ever writes.
+	Own bool
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Own {
+		return fmt.Sprintf("larger than %s, more than the server ever writes in its %s: it was replaced or damaged", size(e.Limit), e.What)
+	}
 	return fmt.Sprintf("larger than %s, the most %s may be (check that it is the file you meant; one this large is refused rather than read into memory)",
 		size(e.Limit), article(e.What))
 }
@@ -30,9 +36,13 @@ func (e *TooLargeError) Error() string {
 type NotFileError struct {
 	What string // "jobs file"
 	Kind string // "a directory", "a FIFO", "a device", ...
+	Own  bool   // a file the server writes itself (ReadOwn, Open)
 }
 
 func (e *NotFileError) Error() string {
+	if e.Own {
+		return fmt.Sprintf("is %s, not the regular file the server writes as its %s: it was replaced", e.Kind, e.What)
+	}
 	return fmt.Sprintf("is %s, not a file (give the path of the %s itself)", e.Kind, e.What)
 }
 
@@ -43,35 +53,54 @@ func (e *NotFileError) Error() string {
 // FIFO no one writes to would block the open, a device may never end. what
 // names the file in messages ("jobs file").
 func Read(path, what string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := regular(path, what, fi); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
+	return read(path, what, limit, false)
+}
+
+func read(path, what string, limit int64, own bool) ([]byte, error) {
+	f, fi, err := open(path, what, own)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi.Size() > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: &TooLargeError{What: what, Limit: limit, Own: own}}
+	}
+	src, err := readAll(f, fi.Size(), what, limit)
+	if err != nil {
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			tl.Own = own
+		}
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return src, nil
+}
+
+// open opens the regular file at path, and only a regular file.
+func open(path, what string, own bool) (*os.File, fs.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := regular(path, what, fi, own); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Checked again on what was opened: the path may have been replaced
 	// in between (a FIFO put there then blocks the open, a race only
 	// someone who may write there can run).
 	if fi, err = f.Stat(); err != nil {
-		return nil, err
+		f.Close()
+		return nil, nil, err
 	}
-	if err := regular(path, what, fi); err != nil {
-		return nil, err
+	if err := regular(path, what, fi, own); err != nil {
+		f.Close()
+		return nil, nil, err
 	}
-	if fi.Size() > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: &TooLargeError{What: what, Limit: limit}}
-	}
-	src, err := readAll(f, fi.Size(), what, limit)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	return src, nil
+	return f, fi, nil
 }
 
 // ReadAll reads r to its end, at most limit bytes (standard input given
@@ -104,7 +133,7 @@ func readAll(r io.Reader, hint int64, what string, limit int64) ([]byte, error) 
 }
 
 // regular refuses anything but a regular file, naming what it is.
-func regular(path, what string, fi fs.FileInfo) error {
+func regular(path, what string, fi fs.FileInfo, own bool) error {
 	m := fi.Mode()
 	if m.IsRegular() {
 		return nil
@@ -120,7 +149,7 @@ func regular(path, what string, fi fs.FileInfo) error {
 	case m&fs.ModeDevice != 0:
 		kind = "a device"
 	}
-	return &fs.PathError{Op: "read", Path: path, Err: &NotFileError{What: what, Kind: kind}}
+	return &fs.PathError{Op: "read", Path: path, Err: &NotFileError{What: what, Kind: kind, Own: own}}
 }
 
 // article puts "a" or "an" before what.
