@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -397,9 +398,18 @@ func TestOperationsHotBackup(t *testing.T) {
 	backup := filepath.Join(t.TempDir(), "copy")
 	script = strings.NewReplacer("DATA=/var/lib/apollo", "DATA="+cfg.Data,
 		"BACKUP=/backup/apollo-$(date +%Y%m%dT%H%M%S)", "BACKUP="+backup).Replace(script)
-	runSnippet(t, "", script)
+	// Under the umask of most shells (022): the copy holds every
+	// tenant's runs and must not be readable by every local user, as the
+	// data directory is not.
+	runSnippet(t, "", "umask 022\n"+script)
 	report(addr, "bk-after-backup") // not in the copy
 	stop()
+	filepath.WalkDir(backup, func(p string, e fs.DirEntry, err error) error {
+		if fi, ierr := e.Info(); err == nil && ierr == nil && fi.Mode().Perm()&0o007 != 0 {
+			t.Errorf("the backup's %s has mode %v: every local user can read it", p, fi.Mode())
+		}
+		return nil
+	})
 
 	restored := testConfig(t)
 	restored.Data = backup
