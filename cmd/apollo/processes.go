@@ -345,6 +345,7 @@ nodes' Redis, as in the three-process mode. See docs/scale-out.md.`,
 	}
 	f.register(cmd, defaultDataHelp)
 	fl := cmd.Flags()
+	fl.MarkHidden("rules") // kept only to be refused with a word about apollo alert, not offered
 	fl.StringVar(&redisURL, "redis", "", "Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://)")
 	fl.StringVar(&nf.natsURL, "nats", "", "scale-out mode: NATS server URL(s), comma-separated, with JetStream")
 	fl.IntVar(&nf.partitions, "partitions", 0, "scale-out mode: number of partitions (the same on every node, fixed for the cluster's life)")
