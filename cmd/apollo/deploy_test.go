@@ -90,6 +90,27 @@ func TestDeployUnitsVerify(t *testing.T) {
 	}
 }
 
+// Every process of deploy/'s units reloads its files on SIGHUP (the bus
+// as the server: the jobs and expectations files), so every unit says
+// how: without ExecReload, systemctl reload answers "Job type reload is
+// not applicable" and an operator restarts instead, dropping connections.
+func TestDeployUnitsReload(t *testing.T) {
+	t.Parallel()
+	units, _ := filepath.Glob(filepath.Join(filepath.Dir(exRepoFile(t, "deploy/apollo.yaml")), "*.service"))
+	if len(units) < 4 {
+		t.Fatalf("units: %v", units)
+	}
+	for _, u := range units {
+		src, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(src), "\nExecReload=/bin/kill -HUP $MAINPID\n") {
+			t.Errorf("%s has no ExecReload that sends SIGHUP", filepath.Base(u))
+		}
+	}
+}
+
 // nginxConf wraps deploy/nginx.conf into a whole nginx configuration that
 // proxies to upstream with a self-signed certificate, listening on two
 // loopback sockets the test opens and nginx inherits (the NGINX variable
