@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo/internal/atomicfile"
+	"github.com/apollo-11/apollo/internal/sourcefile"
 	"github.com/apollo-11/apollo/redisstore"
 )
 
@@ -49,9 +49,13 @@ func metricsWriter(ctx context.Context, c redis.UniversalClient, prefix, dir str
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	path := filepath.Join(dir, writerFile)
-	b, err := os.ReadFile(path)
+	// Bounded: an ID is at most MaxWriterBytes; a file far past that
+	// (a link to /dev/zero) would otherwise be read until memory ran out.
+	b, err := sourcefile.ReadOwn(path, "metrics writer file", 4096)
 	saved := err == nil
 	switch {
+	case errors.As(err, new(*sourcefile.TooLargeError)), errors.As(err, new(*sourcefile.NotFileError)):
+		return "", nil, fmt.Errorf("%w: put back the ID this data directory's bus wrote as (its fields end in @<ID> in Redis; an empty file for none)", err)
 	case saved:
 		writer = strings.TrimSpace(string(b))
 		if !redisstore.ValidWriter(writer) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/redisstore/redistest"
 )
 
 // The files the server writes itself in its data directory, each replaced
@@ -164,5 +165,40 @@ func TestAReplacedStateFileIsNamedAtStart(t *testing.T) {
 	d.do("", "GET", "/api/v1/jobs", "", &l, 200)
 	if len(l.Jobs) != 1 || !l.Jobs[0].Paused {
 		t.Errorf("the scheduler's jobs after kill -9: %+v, want held paused", l.Jobs)
+	}
+}
+
+// The bus's metrics-writer file, replaced by a link to /dev/zero: the
+// start says which file and what to do. Before, the bus read it whole
+// and ran out of memory under a limit of 2 GB.
+func TestABusWithItsWriterFileReplacedSaysWhich(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	url := redisURL(t)
+	_, prefix := redistest.Client(t) // its keys deleted when the test ends
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(data, writerFile)
+	if err := os.Symlink("/dev/zero", path); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "apollo.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "redis:\n  url: %s\n  prefix: %s\n", url, prefix), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -v 2000000; exec "$@"`, "sh", os.Args[0],
+		"bus", "--config", cfg, "--data", data, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "APOLLO_TEST_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), path+": is a device, not the regular file the server writes as its metrics writer file") ||
+		!strings.Contains(string(out), "put back the ID") {
+		t.Fatalf("a bus on a data directory whose %s links to /dev/zero: %v; want a refusal naming it and what to do:\n%s", writerFile, err, out[max(0, len(out)-2000):])
 	}
 }
