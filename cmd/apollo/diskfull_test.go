@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/audit"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 )
 
 // smallDiskScript mounts a tmpfs of $2 KiB on $1 in a mount namespace of
@@ -294,5 +296,53 @@ func TestFinalSnapshotOnAFullDiskStopsCleanly(t *testing.T) {
 	}
 	if code := getJSON(t, "http://"+again.addr+"/api/v1/tasks?limit=100", &page); code != 200 || len(page.Tasks) != 50 {
 		t.Fatalf("after the restart: HTTP %d, %d tasks, want the 50 accepted\n%s", code, len(page.Tasks), again.out)
+	}
+}
+
+// A write-ahead log that fails (here: the disk fills while events come)
+// stops the server: the request that met the failure is answered 503
+// "could not be made durable", and the process exits 1 saying to
+// restart, so that recovery keeps only what is on disk (docs/operations.md,
+// "Disk full"; the page said appends were refused until a restart, with
+// the process left running).
+func TestAFailedLogStopsTheServer(t *testing.T) {
+	t.Parallel()
+	// 4 MiB with 1.5 MiB free: room for the log's first segment and its
+	// runway, not for what the events below write.
+	cmd, data := smallDisk(t, 4<<10, 1536, "server", "--listen", "127.0.0.1:0")
+	cmd.Args = append(cmd.Args, "--data", data)
+	srv := startCmd(t, cmd, apiclient.ReadyPrefix)
+	note := strings.Repeat("n", 3000)
+	var last string
+	for i := 0; ; i++ {
+		if i == 2000 { // 6 MB of events: past the disk
+			srv.kill()
+			t.Fatalf("the disk never filled; last answer %s\n%s", last, srv.out)
+		}
+		body := fmt.Sprintf(`{"taskID":"fill-%d","sequence":1,"status":"running","ts":%d,"extra":{"note":%q}}`, i, time.Now().UnixMilli(), note)
+		resp, err := http.Post("http://"+srv.addr+"/api/v1/events", "application/json", strings.NewReader(body))
+		if err != nil {
+			break // the server stopped between two requests
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		if resp.StatusCode != 200 {
+			if resp.StatusCode != 503 || !strings.Contains(string(b), "the events could not be made durable") {
+				t.Errorf("the event that met the full disk: %s, want 503 could not be made durable", last)
+			}
+			break
+		}
+	}
+	select {
+	case <-srv.exited:
+	case <-time.After(testwait.Timeout(t)):
+		srv.kill()
+		t.Fatalf("the server runs on after its log failed (last answer %s)\n%s", last, srv.out)
+	}
+	var exit *exec.ExitError
+	if !errors.As(srv.waitErr, &exit) || exit.ExitCode() != 1 ||
+		!strings.Contains(srv.out.String(), "apollo: the write-ahead log failed (") || !strings.Contains(srv.out.String(), "restart to recover what is on disk") {
+		t.Errorf("after its log failed the server exited %v, want 1 with what to do:\n%s", srv.waitErr, srv.out)
 	}
 }
