@@ -10,6 +10,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/cenkalti/backoff/v5"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/tui/components"
@@ -158,6 +159,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
+	case tea.ModeReportMsg:
+		// The terminal counts grapheme clusters (mode 2027), and Bubble
+		// Tea turns that on and lays the screen out by clusters from now
+		// on, on the same answers: the dashboard measures as they do.
+		if msg.Mode == ansi.ModeUnicodeCore && (msg.Value == ansi.ModeReset || msg.Value == ansi.ModeSet || msg.Value == ansi.ModePermanentlySet) {
+			m.st.Cells = ansi.GraphemeWidth
+			m.resize()
+		}
+		return m, nil
 	}
 	if cmd, ok := m.updateConn(msg); ok {
 		return m, cmd
@@ -291,9 +301,9 @@ func (m *Model) render() string {
 		if m.noticeBad {
 			st = m.st.Bad
 		}
-		notice = st.Render(components.Truncate(m.notice, m.width))
+		notice = st.Render(m.st.Truncate(m.notice, m.width))
 	}
-	hint := components.Truncate(m.help.ShortHelpView(helpKeys{page: p.Keys(false), typing: p.Typing()}.ShortHelp()), m.width)
+	hint := m.st.Truncate(m.help.ShortHelpView(helpKeys{page: p.Keys(false), typing: p.Typing()}.ShortHelp()), m.width)
 	// A terminal too short for the chrome and the smallest page gives up,
 	// in turn, an empty notice line, the tabs, the keys and the notice: the
 	// screen is never taller than the terminal, whose renderer would cut
@@ -315,7 +325,7 @@ func (m *Model) render() string {
 	if showTabs {
 		lines = append(lines, m.tabBar())
 	}
-	lines = append(lines, fitLines(body, m.width, bodyH)...)
+	lines = append(lines, fitLines(m.st, body, m.width, bodyH)...)
 	if showNotice {
 		lines = append(lines, notice)
 	}
@@ -329,13 +339,13 @@ func (m *Model) render() string {
 }
 
 // fitLines cuts or pads s to exactly h lines of at most w cells.
-func fitLines(s string, w, h int) []string {
+func fitLines(st *components.Styles, s string, w, h int) []string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > h {
 		lines = lines[:h]
 	}
 	for i, l := range lines {
-		lines[i] = components.Truncate(l, w)
+		lines[i] = st.Truncate(l, w)
 	}
 	for len(lines) < h {
 		lines = append(lines, "")
@@ -354,7 +364,7 @@ func (m *Model) header() string {
 		}
 		parts = append(parts, st.Muted.Render(who))
 	}
-	return components.Truncate(strings.Join(parts, "  "), m.width)
+	return m.st.Truncate(strings.Join(parts, "  "), m.width)
 }
 
 func (m *Model) tabBar() string {

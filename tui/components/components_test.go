@@ -74,7 +74,7 @@ func TestTableScrollsToCursor(t *testing.T) {
 	}
 	// The selected row is drawn in reverse video over the whole width.
 	out := tb.View(st)
-	if !strings.Contains(out, st.Selected.Render(Fit("  1 row 1", 20, false))) {
+	if !strings.Contains(out, st.Selected.Render(st.Fit("  1 row 1", 20, false))) {
 		t.Errorf("selected row not highlighted:\n%q", out)
 	}
 	// Fewer rows than before: the cursor stays in range.
@@ -115,6 +115,7 @@ func TestSparkline(t *testing.T) {
 }
 
 func TestFormats(t *testing.T) {
+	st := NewStyles(true)
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	checks := []struct{ got, want string }{
@@ -144,10 +145,10 @@ func TestFormats(t *testing.T) {
 		{Span("1h30m0s"), "1h30m"},
 		{Span("90s"), "1m30s"},
 		{Span("soon"), "soon"},
-		{Fit("abcdef", 4, false), "abc…"},
-		{Fit("ab", 4, true), "  ab"},
-		{Fit("ab", 4, false), "ab  "},
-		{Truncate("abc", 0), ""},
+		{st.Fit("abcdef", 4, false), "abc…"},
+		{st.Fit("ab", 4, true), "  ab"},
+		{st.Fit("ab", 4, false), "ab  "},
+		{st.Truncate("abc", 0), ""},
 	}
 	for i, c := range checks {
 		if c.got != c.want {
@@ -218,8 +219,44 @@ func TestFitLeft(t *testing.T) {
 		{"exactly8", 8, "exactly8"},
 		{"anything", 0, ""},
 	} {
-		if got := FitLeft(tt.in, tt.w); got != tt.want || lipgloss.Width(got) != tt.w {
+		st := NewStyles(true)
+		if got := st.FitLeft(tt.in, tt.w); got != tt.want || lipgloss.Width(got) != tt.w {
 			t.Errorf("FitLeft(%q, %d) = %q, want %q", tt.in, tt.w, got, tt.want)
+		}
+	}
+}
+
+// A family emoji is eight cells to a terminal that counts code points
+// (and to Bubble Tea's renderer on it), two to one that counts grapheme
+// clusters: text is fitted as the terminal counts, and cut between
+// clusters.
+func TestFitCountsCellsAsTheTerminalDoes(t *testing.T) {
+	t.Parallel()
+	const family = "👨\u200d👩\u200d👧\u200d👦"
+	for _, tt := range []struct {
+		cells                  ansi.Method
+		in                     string
+		w                      int
+		fit, fitRight, fitLeft string
+	}{
+		{ansi.WcWidth, family + "_job", 10, family + "_…", family + "_…", "…_job     "},
+		{ansi.GraphemeWidth, family + "_job", 10, family + "_job    ", "    " + family + "_job", family + "_job    "},
+		{ansi.WcWidth, "job_" + family, 6, "job_… ", " job_…", "…     "},
+		{ansi.GraphemeWidth, "job_" + family, 6, "job_" + family, "job_" + family, "job_" + family},
+		{ansi.WcWidth, "🇯🇵🇫🇷_a", 5, "🇯🇵🇫🇷…", "🇯🇵🇫🇷…", "…🇫🇷_a"},
+		{ansi.GraphemeWidth, "🇯🇵🇫🇷_a", 5, "🇯🇵🇫🇷…", "🇯🇵🇫🇷…", "…🇫🇷_a"},
+		{ansi.WcWidth, "e\u0301e\u0301e\u0301x", 3, "e\u0301e\u0301…", "e\u0301e\u0301…", "…e\u0301x"},
+	} {
+		st := NewStyles(true)
+		st.Cells = tt.cells
+		for _, got := range []struct{ name, got, want string }{
+			{"Fit", st.Fit(tt.in, tt.w, false), tt.fit},
+			{"Fit right", st.Fit(tt.in, tt.w, true), tt.fitRight},
+			{"FitLeft", st.FitLeft(tt.in, tt.w), tt.fitLeft},
+		} {
+			if got.got != got.want || tt.cells.StringWidth(got.got) != tt.w {
+				t.Errorf("%s(%q, %d) counting %v = %q (%d cells), want %q", got.name, tt.in, tt.w, tt.cells, got.got, tt.cells.StringWidth(got.got), got.want)
+			}
 		}
 	}
 }

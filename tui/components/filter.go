@@ -79,9 +79,9 @@ func (f *Filter) Update(msg tea.KeyPressMsg) (done bool, cmd tea.Cmd) {
 func (f *Filter) View(st *Styles, width int) string {
 	switch {
 	case f.active:
-		return Truncate(f.input.View()+st.Muted.Render("  filter by the start of a "+f.what+" · enter keeps it · esc clears it"), width)
+		return st.Truncate(f.input.View()+st.Muted.Render("  filter by the start of a "+f.what+" · enter keeps it · esc clears it"), width)
 	case f.input.Value() != "":
-		return Truncate(st.Muted.Render("filter: ")+st.Bold.Render(f.input.Value())+st.Muted.Render("  (/ to change, esc to clear)"), width)
+		return st.Truncate(st.Muted.Render("filter: ")+st.Bold.Render(f.input.Value())+st.Muted.Render("  (/ to change, esc to clear)"), width)
 	}
 	return ""
 }

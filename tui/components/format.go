@@ -6,27 +6,43 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
 // Ellipsis marks text cut to fit.
 const Ellipsis = "…"
 
+// Width is how many cells the terminal gives s (which may hold styles),
+// counted as st.Cells says.
+func (st *Styles) Width(s string) int { return st.Cells.StringWidth(s) }
+
 // Truncate cuts s (which may hold styles) to at most w cells, ending in
-// an ellipsis when something was cut.
-func Truncate(s string, w int) string {
+// an ellipsis when something was cut. It cuts between grapheme clusters,
+// never inside one (a flag, an emoji joined by ZWJ, a letter and its
+// accent).
+func (st *Styles) Truncate(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	return ansi.Truncate(s, w, Ellipsis)
+	if st.Width(s) <= w {
+		return s
+	}
+	if ansi.StringWidth(s) <= w {
+		// Method.Truncate returns s whole when its clusters fit, whatever
+		// the method (x/ansi v0.11.9 measures that with StringWidth): text
+		// that is too wide only as a terminal of code points counts it
+		// came back uncut. Blanks after it make it too wide either way;
+		// the cut falls inside s, before them.
+		s += strings.Repeat(" ", w+1)
+	}
+	return st.Cells.Truncate(s, w, Ellipsis)
 }
 
 // Fit truncates s to w cells and pads it with spaces to exactly w, on the
 // left when right is set (numbers line up on their last digit).
-func Fit(s string, w int, right bool) string {
-	s = Truncate(s, w)
-	pad := w - lipgloss.Width(s)
+func (st *Styles) Fit(s string, w int, right bool) string {
+	s = st.Truncate(s, w)
+	pad := w - st.Width(s)
 	if pad <= 0 {
 		return s
 	}
@@ -39,22 +55,28 @@ func Fit(s string, w int, right bool) string {
 // FitLeft fits plain s (no styles) in exactly w cells, left-aligned,
 // cutting it on the left when it does not fit: "…0T200735Z#1". The end of
 // an ID is what tells it from its neighbours.
-func FitLeft(s string, w int) string {
+func (st *Styles) FitLeft(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if lipgloss.Width(s) <= w {
-		return Fit(s, w, false)
+	n := st.Width(s)
+	if n <= w {
+		return st.Fit(s, w, false)
 	}
-	// TruncateLeft keeps a wide character that the cut falls inside of:
-	// one cell more goes, so that the end, not the ellipsis, fits.
-	cut := lipgloss.Width(s) - w + 1
-	rest := ansi.TruncateLeft(s, cut, "")
-	if lipgloss.Width(rest) > w-1 {
-		rest = ansi.TruncateLeft(s, cut+1, "")
+	// TruncateLeft keeps a cluster that the cut falls inside of: one cell
+	// more goes, until the end, not the ellipsis, fits.
+	cut := n - w + 1
+	rest := st.Cells.TruncateLeft(s, cut, "")
+	for st.Width(rest) > w-1 && rest != "" {
+		cut++
+		rest = st.Cells.TruncateLeft(s, cut, "")
 	}
-	return Fit(Ellipsis+rest, w, false)
+	return st.Fit(Ellipsis+rest, w, false)
 }
+
+// Wrap breaks s into lines of at most w cells, at spaces and hyphens when
+// it can, inside a word when it must, never inside a cluster.
+func (st *Styles) Wrap(s string, w int) string { return st.Cells.Wrap(s, max(w, 1), "") }
 
 // Ago says how long before now t was, in the largest whole unit: "now",
 // "42s", "5m", "3h", "2d". A zero t is "-".

@@ -1,6 +1,9 @@
 package components
 
-import "charm.land/lipgloss/v2"
+import (
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+)
 
 // Styles are every style the dashboard draws with. The NO_COLOR set uses
 // only bold, faint, underline and reverse: the selection and the emphasis
@@ -8,6 +11,13 @@ import "charm.land/lipgloss/v2"
 // depends on color alone.
 type Styles struct {
 	NoColor bool
+	// Cells is how the terminal counts the cells of text, which every
+	// width on the screen is measured with. Bubble Tea lays the screen
+	// out code point by code point (wcwidth), and so do most terminals,
+	// until the terminal says it counts grapheme clusters (mode 2027):
+	// text measured by clusters on such a terminal, a family emoji two
+	// cells instead of eight, pushed the rest of its row out of line.
+	Cells ansi.Method
 
 	App       lipgloss.Style // the name in the header
 	TabActive lipgloss.Style

@@ -207,9 +207,9 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 		}
 		var cell string
 		if col.KeepEnd && i >= 0 {
-			cell = FitLeft(text, w)
+			cell = st.FitLeft(text, w)
 		} else {
-			cell = Fit(text, w, col.Right)
+			cell = st.Fit(text, w, col.Right)
 		}
 		switch {
 		case i < 0:
@@ -219,7 +219,7 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 		}
 		b.WriteString(cell)
 	}
-	out := Fit(b.String(), t.width, false)
+	out := st.Fit(b.String(), t.width, false)
 	if selected {
 		return st.Selected.Render(out)
 	}

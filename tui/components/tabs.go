@@ -17,5 +17,5 @@ func Tabs(names []string, active int, st *Styles, width int) string {
 			b.WriteString(st.TabIdle.Render(label))
 		}
 	}
-	return Truncate(b.String(), width)
+	return st.Truncate(b.String(), width)
 }

@@ -286,7 +286,7 @@ func (p *Alerts) View() string {
 		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {
 			msg = "This server cannot list past alerts; new ones appear here live."
 		}
-		head += "\n" + components.Truncate(p.env.Styles.Muted.Render(msg), p.width)
+		head += "\n" + p.env.Styles.Truncate(p.env.Styles.Muted.Render(msg), p.width)
 	}
 	lines := p.lines(head, len(p.shown), "No alerts.", "No alert's rule or group")
 	if p.form != nil {
@@ -309,7 +309,7 @@ func (p *Alerts) summary() string {
 		st.State("pending").Render("pending " + strconv.Itoa(n[apollo.AlertPending])),
 		"resolved " + strconv.Itoa(n[apollo.AlertResolved]),
 	}
-	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
 
 func (p *Alerts) silenceView(rows int) string {
@@ -319,7 +319,7 @@ func (p *Alerts) silenceView(rows int) string {
 		if apollo.ErrorCode(p.silencesErr) == apollo.ENOTFOUND {
 			msg = "Silences are not available on this server."
 		}
-		return st.Muted.Render(components.Truncate(msg, p.width))
+		return st.Muted.Render(p.env.Styles.Truncate(msg, p.width))
 	}
 	now := p.env.Now()
 	lines := []string{st.Bold.Render("Silences (" + strconv.Itoa(len(p.silences)) + ")")}
@@ -330,7 +330,7 @@ func (p *Alerts) silenceView(rows int) string {
 		what := "rule " + components.Escape(cmp.Or(s.Rule, "any")) + ", prefix " + components.Escape(cmp.Or(s.Prefix, "any"))
 		until := "until " + s.EndsAt.In(now.Location()).Format("01-02 15:04")
 		line := strings.Join([]string{what, until, "by " + components.Escape(cmp.Or(s.CreatedBy, "-")), components.Escape(s.Comment)}, st.Muted.Render(" · "))
-		lines = append(lines, components.Truncate(line, p.width))
+		lines = append(lines, p.env.Styles.Truncate(line, p.width))
 	}
 	return strings.Join(lines, "\n")
 }

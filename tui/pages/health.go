@@ -241,7 +241,7 @@ func (p *Health) View() string {
 	if len(p.shown) == 0 {
 		return strings.Join(lines, "\n")
 	}
-	lines = append(p.pad(lines, p.table.Len()), "", p.detail(), components.Truncate(st.Muted.Render("oldest first: ")+components.RunLegend(st), p.width))
+	lines = append(p.pad(lines, p.table.Len()), "", p.detail(), p.env.Styles.Truncate(st.Muted.Render("oldest first: ")+components.RunLegend(st), p.width))
 	return strings.Join(lines, "\n")
 }
 
@@ -262,7 +262,7 @@ func (p *Health) summary() string {
 	if p.err != nil {
 		parts = append(parts, st.Bad.Render("refresh failed: "+components.Escape(p.err.Error())))
 	}
-	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
 
 // detail is the selected job's habits: when it last succeeded, its usual
@@ -294,5 +294,5 @@ func (p *Health) detail() string {
 		}
 		parts = append(parts, r)
 	}
-	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }

@@ -194,7 +194,7 @@ func (p *Jobs) summary() string {
 	if p.err != nil {
 		parts = append(parts, st.Bad.Render("refresh failed: "+components.Escape(p.err.Error())))
 	}
-	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
 
 // panel draws the selected job's last hour.
@@ -211,9 +211,9 @@ func (p *Jobs) panel() string {
 	default:
 		runs, failed = p.sparks()
 	}
-	return components.Truncate(title, p.width) + "\n" +
-		components.Truncate(st.Muted.Render("runs    ")+runs, p.width) + "\n" +
-		components.Truncate(st.Muted.Render("failed  ")+failed, p.width)
+	return p.env.Styles.Truncate(title, p.width) + "\n" +
+		p.env.Styles.Truncate(st.Muted.Render("runs    ")+runs, p.width) + "\n" +
+		p.env.Styles.Truncate(st.Muted.Render("failed  ")+failed, p.width)
 }
 
 func (p *Jobs) sparks() (runs, failed string) {

@@ -109,8 +109,8 @@ func (f *silenceForm) view() string {
 	if f.err != "" {
 		status = f.st.Bad.Render(f.err)
 	}
-	return strings.Join([]string{"", components.Truncate(title, f.width), f.dur.View(), f.comment.View(),
-		components.Truncate(status, f.width)}, "\n")
+	return strings.Join([]string{"", f.st.Truncate(title, f.width), f.dur.View(), f.comment.View(),
+		f.st.Truncate(status, f.width)}, "\n")
 }
 
 // ParseSilenceDuration reads "90m", "4h", "1h30m" or "2d" (days, which

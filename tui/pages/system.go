@@ -168,7 +168,7 @@ func (p *System) head() string {
 		}
 	}
 	parts = append(parts, st.Muted.Render("as of "+p.at.In(p.env.Now().Location()).Format("15:04:05")))
-	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
 
 // render lays the sections out in as many columns as fit. A part's
@@ -231,7 +231,7 @@ func (p *System) render() {
 		slices.Sort(groups) // "", a section's own figures, first
 		for _, g := range groups {
 			if g != "" {
-				lines = append(lines, components.Truncate(st.Muted.Render("  "+components.Escape(g)), p.width))
+				lines = append(lines, p.env.Styles.Truncate(st.Muted.Render("  "+components.Escape(g)), p.width))
 			}
 			lines = append(lines, p.cells(sections[n][g])...)
 		}
@@ -251,10 +251,10 @@ func (p *System) cells(kv [][2]string) []string {
 		var row []string
 		for _, e := range kv[i:min(i+perLine, len(kv))] {
 			// Keys and texts are the server's, whatever they are.
-			label := components.Fit(components.Escape(e[0]), cell-valueW-1, false)
-			row = append(row, st.Muted.Render(label)+" "+components.Fit(components.Escape(e[1]), valueW, true))
+			label := p.env.Styles.Fit(components.Escape(e[0]), cell-valueW-1, false)
+			row = append(row, st.Muted.Render(label)+" "+p.env.Styles.Fit(components.Escape(e[1]), valueW, true))
 		}
-		lines = append(lines, components.Truncate(strings.Join(row, " "), p.width))
+		lines = append(lines, p.env.Styles.Truncate(strings.Join(row, " "), p.width))
 	}
 	return lines
 }

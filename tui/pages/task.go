@@ -61,7 +61,7 @@ func (d *taskDetail) scroll(msg tea.KeyPressMsg) {
 func (d *taskDetail) view(env Env) string {
 	st := env.Styles
 	title := st.Bold.Render("Task "+components.Escape(d.id)) + st.Muted.Render("  (esc to go back)")
-	return components.Truncate(title, d.width) + "\n" + d.vp.View()
+	return env.Styles.Truncate(title, d.width) + "\n" + d.vp.View()
 }
 
 // render lays the detail out for the current width.
@@ -108,7 +108,7 @@ func (d *taskDetail) fields(t *apollo.Task, env Env) []string {
 		late = st.Warn.Render("yes")
 	}
 	row := func(parts ...string) string {
-		return components.Truncate(strings.Join(parts, "   "), d.width)
+		return env.Styles.Truncate(strings.Join(parts, "   "), d.width)
 	}
 	return []string{
 		row(field("job", components.Escape(t.Name)), field("status", st.State(t.Status.String()).Render(t.Status.String())),
@@ -143,14 +143,13 @@ func (d *taskDetail) timeline(t *apollo.Task, env Env) string {
 	out := tbl.View(env.Styles)
 	// Extra is free-form and can be long: it gets lines of its own,
 	// wrapped, rather than a column that would cut it.
-	wrap := lipgloss.NewStyle().Width(max(d.width-2, 10))
 	for i := range t.History {
 		if r := &t.History[i]; len(r.Extra) > 0 && string(r.Extra) != "null" {
 			if !strings.Contains(out, "\nExtra") {
 				out += "\n\n" + env.Styles.Bold.Render("Extra")
 			}
 			head := env.Styles.Muted.Render("seq " + strconv.FormatInt(r.Sequence, 10) + " " + r.Status.String() + ":")
-			out += "\n" + head + "\n" + indent(wrap.Render(extraText(r.Extra)), "  ")
+			out += "\n" + head + "\n" + indent(env.Styles.Wrap(extraText(r.Extra), max(d.width-2, 10)), "  ")
 		}
 	}
 	return out

@@ -234,5 +234,5 @@ func (p *Tasks) summary() string {
 			parts = append(parts, st.State(s.String()).Render(s.String()+" "+strconv.Itoa(n[s])))
 		}
 	}
-	return components.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
+	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
