@@ -118,6 +118,12 @@ const dashboardRules = "RULE etl_failures task_prefix: \"etl\" ON: failed SEVERI
 	"INHIBIT quiet_reports SOURCE: rule=etl_failures TARGET: task_prefix=\"report_\"\n"
 
 func newDashboard(t testing.TB, auth httpapi.Authenticator) *dashboard {
+	return newDashboardWith(t, auth, nil)
+}
+
+// newDashboardWith is newDashboard with the bus's options changed by
+// busOpts (nil: as they are).
+func newDashboardWith(t testing.TB, auth httpapi.Authenticator, busOpts func(*bus.Options)) *dashboard {
 	agg, err := metrics.New(metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +146,11 @@ func newDashboard(t testing.TB, auth httpapi.Authenticator) *dashboard {
 	eng.SetRulesSource("", rs, []byte(dashboardRules))
 	eng.Start(context.Background())
 	t.Cleanup(func() { eng.Stop(context.Background()) })
-	b, err := bus.New(bus.Options{Observers: []bus.Observer{agg, eng}})
+	bo := bus.Options{Observers: []bus.Observer{agg, eng}}
+	if busOpts != nil {
+		busOpts(&bo)
+	}
+	b, err := bus.New(bo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,14 +34,18 @@ const DESCRIBE = {
   bus: (b, ctx) => ({
     title: "Ingest and tasks",
     summary: `${fmtNum(b.accepted)} events accepted${ctx.rate == null ? "" : `, ${fmtNum(Math.round(ctx.rate))} a second now`}; ${plural(b.tasks, "task")} in memory.`,
-    facts: [["accepted", fmtNum(b.accepted)], ["refused (no room)", fmtNum(b.refused)], ["duplicates", fmtNum(b.duplicate)],
+    facts: [["accepted", fmtNum(b.accepted)], ["refused (not stored)", fmtNum(b.refused)], ["duplicates", fmtNum(b.duplicate)],
       ["illegal transitions", fmtNum(b.illegal)], ["invalid events", fmtNum(b.invalid)], ["waited out of order", fmtNum(b.parked)],
       ["timeouts written", fmtNum(b.timeouts)], ["missed starts", fmtNum(b.missedStarts)], ["corrections", fmtNum(b.corrections)],
       ["tasks in memory", fmtNum(b.tasks)], ["changes queued", fmtNum(b.queued)],
       ["holding area", `${fmtNum(b.holding)} of ${fmtNum(b.holdLimit)}`], ["tombstones", fmtNum(b.tombstones)]],
     checks: [[b.holdLimit && b.holding > 0.9 * b.holdLimit, "problem", "the holding area is over 90% full: events will be refused"],
       [b.logErrors > 0, "problem", `${plural(b.logErrors, "record")} could not be written to the log`],
-      [b.refused > 0, "attention", `${plural(b.refused, "event")} refused since start: the holding area was full`],
+      // The count is of every refusal (a limit reached: the holding area,
+      // the queues, the tasks in memory, a tenant's share; the server
+      // stopping; the log failing), over every tenant: it does not say
+      // which, and the page does not guess.
+      [b.refused > 0, "attention", `${plural(b.refused, "event")} refused since start, of every tenant: answered retry_later and not stored (a limit reached, the server stopping, or the log failing); the reporters must resend them`],
       [b.subscribersCut > 0, "attention", `${plural(b.subscribersCut, "reader")} of the changes cut off for falling behind`]],
   }),
   wal: (w) => ({
