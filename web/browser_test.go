@@ -107,6 +107,12 @@ type dashboard struct {
 	// acked, when set before startStream, is called after each ack over
 	// the stream was made and before it is answered.
 	acked func()
+	// process, when set before startStream, is the "process" part of the
+	// system figures, as the tenant may see it (the stream's and the API's).
+	process func(tenant string) any
+	// streamSystem, when set before startStream, is called before each
+	// system message of the stream is made for tenant: the test holds it.
+	streamSystem func(tenant string)
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -169,14 +175,23 @@ func (d *dashboard) startStream() {
 	var api *httpapi.Server
 	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
 		Alerts: engineStream{e: d.alerts}, Acker: engineStream{d.alerts, d.acked}, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
-		System: func(tenant string) any { return api.SystemStats(tenant) }, SystemInterval: cmp.Or(d.systemEvery, time.Second), TenantClients: d.tenantStreams})
+		System: func(tenant string) any {
+			if d.streamSystem != nil {
+				d.streamSystem(tenant)
+			}
+			return api.SystemStats(tenant)
+		}, SystemInterval: cmp.Or(d.systemEvery, time.Second), TenantClients: d.tenantStreams})
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	parts := selfmetrics.Parts{selfmetrics.Watch("bus", d.bus.Stats), selfmetrics.Watch("stream", hub.Stats),
 		selfmetrics.Watch("metrics", d.agg.Stats), selfmetrics.Watch("alert", d.alerts.Stats), selfmetrics.Watch("notifications", d.disp.Stats)}
+	system := parts.System()
+	if d.process != nil {
+		system["process"] = d.process
+	}
 	api = httpapi.New(httpapi.Options{Bus: d.bus, Metrics: d.agg, Alerts: d.alerts, Deliveries: d.disp, Auth: d.auth, Stream: hub, Web: web.Handler(),
-		System: parts.System(), Prometheus: parts.Handler(slog.New(slog.DiscardHandler), httpapi.TenantOf),
+		System: system, Prometheus: parts.Handler(slog.New(slog.DiscardHandler), httpapi.TenantOf),
 		Rules: rulebook.Book{Engine: d.alerts, Known: func(_, n string) bool { return n == "console" }}, Expectations: d.expect})
 	hub.Start(context.Background())
 	var h http.Handler = api

@@ -345,6 +345,10 @@ function handle(m) {
           tasks.value = new Map();
           alerts.value = new Map();
           metrics.value = null;
+          // The system figures too: a tenant's show its own notification
+          // channels (docs/security.md), and the System page prefers them
+          // to what it reads (TestSystemPageOfOneTenantOnlyInBrowser).
+          system.value = null;
         }
         seen = { name: p.name, tenant: p.tenant };
         principal.value = m.principal;
@@ -403,7 +407,9 @@ function handle(m) {
       if (filter.types.includes("metric") && (m.prefix || "") === filter.prefix) metrics.value = m.summaries;
       break;
     case "system":
-      system.value = m.stats;
+      // As for metric: one asked for by a filter left, crossing the
+      // subscribe that left it, is not the page's.
+      if (filter.types.includes("system")) system.value = m.stats;
       break;
     case "ack_result": {
       const done = acks.get(m.alert);
