@@ -189,3 +189,10 @@ func Span(s string) string {
 	}
 	return out
 }
+
+// codePoints measures as most terminals do, code point by code point.
+var codePoints = &Styles{Cells: ansi.WcWidth}
+
+// Truncate is Styles.Truncate for text printed outside the dashboard, on
+// a terminal that has not said how it counts (the CLI's tables).
+func Truncate(s string, w int) string { return codePoints.Truncate(s, w) }
