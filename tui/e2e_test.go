@@ -101,13 +101,23 @@ func newLiveServer(t *testing.T) *liveServer { return newLiveServerWith(t, nil) 
 // newLiveServerWith is newLiveServer with the hub's options changed by
 // hubOpts (nil: as they are).
 func newLiveServerWith(t *testing.T, hubOpts func(*stream.Options)) *liveServer {
+	return newLiveServerOf(t, hubOpts, nil)
+}
+
+// newLiveServerOf is newLiveServerWith with the bus's options changed by
+// busOpts (nil: as they are).
+func newLiveServerOf(t *testing.T, hubOpts func(*stream.Options), busOpts func(*bus.Options)) *liveServer {
 	agg, err := metrics.New(metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	agg.Start(context.Background())
 	t.Cleanup(func() { agg.Stop(context.Background()) })
-	b, err := bus.New(bus.Options{Observers: []bus.Observer{agg}})
+	bo := bus.Options{Observers: []bus.Observer{agg}}
+	if busOpts != nil {
+		busOpts(&bo)
+	}
+	b, err := bus.New(bo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +147,8 @@ func (ls *liveServer) startStream() {
 	api = httpapi.New(httpapi.Options{Bus: ls.bus, Metrics: ls.agg, Stream: hub, System: parts.System(),
 		Auth: e2eTokens{"op-token": {Name: "oscar", Role: httpapi.RoleOperator}, "agent-token": {Name: "runner", Role: httpapi.RoleAgent},
 			"acme-view": {Name: "ann", Role: httpapi.RoleViewer, Tenant: "acme"}, "acme-agent": {Name: "acme-runner", Role: httpapi.RoleAgent, Tenant: "acme"},
-			"globex-view": {Name: "gus", Role: httpapi.RoleViewer, Tenant: "globex"}}})
+			"globex-view":  {Name: "gus", Role: httpapi.RoleViewer, Tenant: "globex"},
+			"globex-agent": {Name: "globex-runner", Role: httpapi.RoleAgent, Tenant: "globex"}}})
 	hub.Start(context.Background())
 	var h http.Handler = api
 	ls.api.Store(&h)
