@@ -309,6 +309,13 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 	case *apiclient.AlertChange:
 		m.alerts.Upsert(*msg.Alert)
 	case *apiclient.System:
+		if !m.subSystem {
+			// Not asked for: on its way when the System tab was left, or
+			// from a server that sends them to every client. Shown when
+			// the tab opened, it passed for the figures of then
+			// (TestSystemMessageNotAskedForIsNotTaken).
+			break
+		}
 		m.system.SetStats(msg.Stats, m.now())
 		m.lastSystem = m.now()
 		if m.now().Sub(m.lastTaskPaint) >= time.Second {

@@ -45,14 +45,14 @@ func TestScreensEscapeWhatServersSay(t *testing.T) {
 		Severity: apollo.SeverityCritical, Summary: evil, AckedBy: evil, StartedAt: t0.Add(-time.Minute)}
 	hello := `{"type":"hello","cursor":"c.1","heartbeatMs":15000,"principal":` +
 		mustJSON(map[string]string{"name": evil, "role": "operator", "tenant": evil}) + `}`
-	for _, s := range []string{hello, snapshotJSON("c.2", []apollo.Task{task}), alertJSON(alert),
-		`{"type":"system","stats":` + mustJSON(map[string]any{"bus": map[string]any{evil: 1, "host": evil}}) + `}`} {
+	for _, s := range []string{hello, snapshotJSON("c.2", []apollo.Task{task}), alertJSON(alert)} {
 		f, err := apiclient.DecodeFrame([]byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Update(frameMsg{gen: m.conn.gen, f: f})
 	}
+	m.Update(systemMsg{stats: json.RawMessage(mustJSON(map[string]any{"bus": map[string]any{evil: 1, "host": evil}}))})
 	m.Update(healthMsg{board: apiclient.HealthBoard{Total: 1, Verdicts: map[apollo.Verdict]int{apollo.Verdict(evil): 1},
 		Jobs: []apiclient.JobHealth{{Name: "job_" + evil, Verdict: apollo.Verdict(evil),
 			LastRun: &apiclient.Run{TaskID: evil, Status: apollo.StatusFailed}, Runs: []apiclient.Run{{TaskID: evil, Status: apollo.StatusFailed}}}}}})

@@ -26,7 +26,7 @@ func newLoaded(t *testing.T, width, height int, noColor bool) *Model {
 	}
 	t.Cleanup(m.Close)
 	m.Update(tea.WindowSizeMsg{Width: width, Height: height})
-	frames := []string{helloJSON("c.1"), snapshotJSON("c.7", fixtureTasks()), `{"type":"system","stats":` + fixtureSystem + `}`}
+	frames := []string{helloJSON("c.1"), snapshotJSON("c.7", fixtureTasks())}
 	for _, s := range frames {
 		f, err := apiclient.DecodeFrame([]byte(s))
 		if err != nil {
@@ -38,6 +38,9 @@ func newLoaded(t *testing.T, width, height int, noColor bool) *Model {
 	if err := json.Unmarshal([]byte(fixtureMetrics), &mp); err != nil {
 		t.Fatal(err)
 	}
+	// As the API answers when the System tab opens: the stream sends the
+	// system message only while the tab shows.
+	m.Update(systemMsg{stats: json.RawMessage(fixtureSystem)})
 	m.Update(healthMsg{board: fixtureHealth()})
 	m.Update(metricsMsg{page: mp})
 	var series struct{ Points []apiclient.JobRow }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 	"github.com/coder/websocket"
 
@@ -178,4 +179,38 @@ func TestSystemTabAfterAReconnect(t *testing.T) {
 	w.until(t, "live again, with the events accepted meanwhile", func(sc screen) bool {
 		return sc.state == stateLive && busAccepted(2).MatchString(sc.text)
 	})
+}
+
+// A system message that comes while the dashboard did not ask for one (a
+// server of an older release sends them to every client; one on its way
+// when the System tab was left) is not taken: opened later, the System
+// tab showed it as the figures of now, "as of" the time it came, and the
+// dashboard, having had one lately, did not read the figures itself.
+func TestSystemMessageNotAskedForIsNotTaken(t *testing.T) {
+	t.Parallel()
+	m, err := New(Options{Server: "http://apollo.example:1969", Token: "test-token", Clock: apollo.NewFakeClock(t0), NoColor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	frame := func(s string) {
+		t.Helper()
+		f, err := apiclient.DecodeFrame([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Update(frameMsg{gen: m.conn.gen, f: f})
+	}
+	frame(helloJSON("c.1"))
+	frame(`{"type":"system","stats":{"bus":{"accepted":424242}}}`)
+	m.Update(tea.KeyPressMsg{Code: '5', Text: "5"})
+	if out := ansi.Strip(m.render()); strings.Contains(out, "424 242") {
+		t.Errorf("the System tab shows a system message the dashboard did not ask for:\n%s", out)
+	}
+	// Asked for now (the tab shows): taken.
+	frame(`{"type":"system","stats":{"bus":{"accepted":77}}}`)
+	if out := ansi.Strip(m.render()); !regexp.MustCompile(`(?m)^accepted +77 `).MatchString(out) {
+		t.Errorf("the System tab does not show the system message it asked for:\n%s", out)
+	}
 }

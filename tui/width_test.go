@@ -89,14 +89,14 @@ func newClustered(t *testing.T, width, height int) *Model {
 		Severity: apollo.SeverityCritical, Summary: strings.Repeat(strings.Join(clusters, " "), 5), StartedAt: t0.Add(-time.Minute)}
 	hello := `{"type":"hello","cursor":"c.1","heartbeatMs":15000,"principal":` +
 		mustJSON(map[string]string{"name": strings.Repeat(clusters[0], 40), "role": "operator", "tenant": strings.Repeat(clusters[2], 30)}) + `}`
-	for _, s := range []string{hello, snapshotJSON("c.2", tasks), alertJSON(alert),
-		`{"type":"system","stats":` + mustJSON(map[string]any{"bus": map[string]any{strings.Repeat(clusters[0], 20): 1, "host": strings.Repeat(clusters[1], 30)}}) + `}`} {
+	for _, s := range []string{hello, snapshotJSON("c.2", tasks), alertJSON(alert)} {
 		f, err := apiclient.DecodeFrame([]byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Update(frameMsg{gen: m.conn.gen, f: f})
 	}
+	m.Update(systemMsg{stats: json.RawMessage(mustJSON(map[string]any{"bus": map[string]any{strings.Repeat(clusters[0], 20): 1, "host": strings.Repeat(clusters[1], 30)}}))})
 	m.Update(healthMsg{board: apiclient.HealthBoard{Total: len(health), Verdicts: map[apollo.Verdict]int{"failing": len(health)}, Jobs: health}})
 	m.Update(metricsMsg{page: apiclient.MetricsPage{Jobs: jobs}})
 	m.Update(alertsMsg{alerts: []apollo.Alert{alert}})
