@@ -212,7 +212,12 @@ export function System() {
     const load = () => api("/api/v1/system").then((d) => {
       if (stop) return;
       const now = Date.now();
-      if (prev && d.bus) setRate(((d.bus.accepted - prev.accepted) * 1000) / (now - prev.at));
+      // A count lower than the last read's is of a new process (started
+      // from a snapshot, it counts from what it replayed): no rate until
+      // the next read, rather than a negative one
+      // (TestRateAcrossACounterResetInBrowser).
+      if (prev && d.bus && d.bus.accepted >= prev.accepted) setRate(((d.bus.accepted - prev.accepted) * 1000) / (now - prev.at));
+      else setRate(null);
       prev = d.bus ? { accepted: d.bus.accepted, at: now } : null;
       setPolled(d); setState("ok");
     }, (e) => { if (!stop) setState(e instanceof NotFound ? "na" : "error"); });
