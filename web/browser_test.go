@@ -113,6 +113,9 @@ type dashboard struct {
 	// streamSystem, when set before startStream, is called before each
 	// system message of the stream is made for tenant: the test holds it.
 	streamSystem func(tenant string)
+	// streamBus, when set before startStream, is what the stream lists
+	// its snapshots from instead of the bus.
+	streamBus stream.Bus
 }
 
 var testTokens = tokens{"admin-token": {Name: "root", Role: httpapi.RoleAdmin}}
@@ -173,7 +176,11 @@ func newDashboardWith(t testing.TB, auth httpapi.Authenticator, busOpts func(*bu
 // startStream starts a new hub and an API that serves it.
 func (d *dashboard) startStream() {
 	var api *httpapi.Server
-	hub, err := stream.New(stream.Options{Bus: d.bus, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
+	var lister stream.Bus = d.bus
+	if d.streamBus != nil {
+		lister = d.streamBus
+	}
+	hub, err := stream.New(stream.Options{Bus: lister, Changes: func(n int) stream.ChangeSubscription { return d.bus.Subscribe(n) },
 		Alerts: engineStream{e: d.alerts}, Acker: engineStream{d.alerts, d.acked}, Metrics: d.metrics, MetricsInterval: 100 * time.Millisecond,
 		System: func(tenant string) any {
 			if d.streamSystem != nil {

@@ -14,6 +14,9 @@ export const alerts = signal(new Map()); // alert ID -> alert, from the stream
 export const metrics = signal(null); // the last metric message's summaries
 export const system = signal(null); // the last system message's stats
 export const lastSync = signal(0); // when the last snapshot arrived
+// listingError is the server's word that the last snapshot's listing
+// failed (its error field): the tasks held are then not all that match.
+export const listingError = signal("");
 // reconnected counts the times the stream came back after it was down (a
 // server restart, a network cut, a new sign-in). A page that reads its
 // data once reads it in its effect's dependencies, so that what could not
@@ -349,6 +352,7 @@ function handle(m) {
           // channels (docs/security.md), and the System page prefers them
           // to what it reads (TestSystemPageOfOneTenantOnlyInBrowser).
           system.value = null;
+          listingError.value = "";
         }
         seen = { name: p.name, tenant: p.tenant };
         principal.value = m.principal;
@@ -378,7 +382,7 @@ function handle(m) {
       applyTasks(); // what came before it, in order
       const next = new Map();
       for (const t of m.tasks) next.set(t.taskID, t);
-      batch(() => { tasks.value = next; lastSync.value = Date.now(); });
+      batch(() => { tasks.value = next; lastSync.value = Date.now(); listingError.value = m.error || ""; });
       tellTasks(m.tasks);
       break;
     }

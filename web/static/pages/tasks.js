@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtTime, fmtMs, fmtNum, today } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
 import { serverNow } from "/lib/clock.js";
-import { tasks, setFilter, principal, reconnected } from "/lib/stream.js";
+import { tasks, setFilter, principal, reconnected, listingError } from "/lib/stream.js";
 
 const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
 // PAGE is how many rows are drawn at first, and how many more each Show
@@ -123,7 +123,9 @@ export function Tasks() {
       <thead><tr><th>Task</th><th>Job</th><th>Status</th><th class="hide-narrow">Started</th><th class="hide-narrow num">Cost</th><th>Updated</th></tr></thead>
       <tbody>${rows.map((t) => html`<${TaskRow} key=${t.taskID} t=${t} day=${day} />`)}</tbody>
     </table></div>
-    ${rows.length === 0 && !more ? html`<p class="muted">No task matches.</p>` : ""}
+    ${listingError.value ? html`<p class="errors" id="listing-failed" role="alert">The server could not list the tasks (${listingError.value}):
+      tasks that match may be missing here; those that change from now on show.</p>`
+      : rows.length === 0 && !more ? html`<p class="muted">No task matches.</p>` : ""}
     ${more || older.err ? html`<p class="muted more-tasks">${more ? `The newest ${fmtNum(rows.length)} shown; there are more. ` : ""}
       ${older.err ? html`<span role="alert">Could not read more: ${older.err}. </span>` : ""}
       <button type="button" disabled=${older.loading} onClick=${showMore}>${older.loading ? "Reading…" : older.err ? "Try again" : "Show more"}</button></p>` : ""}`;
