@@ -2,6 +2,7 @@ package components
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -203,7 +204,7 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 		case c < len(cells) && col.Drawn:
 			text = cells[c]
 		case c < len(cells):
-			text = Escape(cells[c]) // cells are what the server sent
+			text = Escape(clip(cells[c], w, col.KeepEnd)) // cells are what the server sent
 		}
 		var cell string
 		if col.KeepEnd && i >= 0 {
@@ -224,4 +225,33 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 		return st.Selected.Render(out)
 	}
 	return out
+}
+
+// bytesPerCell bounds the text a cell is made from: generous for any
+// script (a cluster of a few code points is a cell or two), so that only
+// text no cell could show whole is cut before it is measured.
+const bytesPerCell = 32
+
+// clip cuts raw text to what a cell of w cells could show, keeping its
+// end when keepEnd is set, and marks the cut. Escaping, measuring and
+// truncating a task ID or a job name of a megabyte (a server's that no
+// server of ours sends) took a second a row, and the dashboard hung on
+// every message; the cell shows the same either way.
+func clip(s string, w int, keepEnd bool) string {
+	n := (w + 2) * bytesPerCell
+	if len(s) <= n {
+		return s
+	}
+	if keepEnd {
+		i := len(s) - n
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		return Ellipsis + s[i:]
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + Ellipsis
 }

@@ -1,0 +1,56 @@
+package tui
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/apollo-11/apollo"
+)
+
+// A server's task IDs and job names of a megabyte (ours takes 256 bytes
+// at most; a server that is not ours, or a broken one, may send anything)
+// cost the Tasks tab a second a row to escape, measure and cut, on every
+// message: the dashboard hung. What a screen costs to draw does not grow
+// with the length of the names on it: drawn with names of a megabyte it
+// allocates about what it does with names of a line, and shows their
+// ends and starts as with any long name.
+func TestHugeNamesCostTheScreenNoMore(t *testing.T) {
+	t.Parallel()
+	draw := func(idLen int) (uint64, string) {
+		m, err := New(Options{Server: "http://apollo.example:1969", Token: "test-token", Clock: apollo.NewFakeClock(t0), NoColor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+		var ts []apollo.Task
+		for i := range 40 {
+			id := "start-" + strings.Repeat("\x1b\u200d👩", idLen/8) + "-end" + string(rune('a'+i))
+			ts = append(ts, apollo.Task{TaskID: id, Name: "job_" + strings.Repeat("日\u0301", idLen/5), Status: apollo.StatusFailed,
+				Sequence: 1, UpdatedAt: ms(time.Duration(-i) * time.Second)})
+		}
+		m.store.replace(ts)
+		m.paintTasks()
+		m.tab = tabTasks
+		m.render() // the first draw may size buffers
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out := m.render()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc, ansi.Strip(out)
+	}
+	small, _ := draw(64)
+	huge, out := draw(1 << 20)
+	if huge > 4*small+1<<20 {
+		t.Errorf("a screen of names of a megabyte allocated %d bytes, of names of a line %d", huge, small)
+	}
+	if !strings.Contains(out, "-enda") || !strings.Contains(out, "failed") || !strings.Contains(out, "job_日") {
+		t.Errorf("the rows do not show the IDs' ends and the names' starts:\n%s", out)
+	}
+	checkCells(t, "huge names", out, ansi.WcWidth, 120, 40)
+}
