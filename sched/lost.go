@@ -72,6 +72,28 @@ func (s *Scheduler) untrack(r *run) {
 	s.awaitDeliveries(f)
 }
 
+// retire hands the task r was on to untrack when an attempt failed and a
+// retry takes r's place in the state file (track): the failed attempt's
+// task stays there, under a stand-in, until its end is delivered. Before,
+// the retry replaced it at once, and a kill -9 while that end was still
+// on its way left the attempt running on the server for ever, settled by
+// no one (TestSchedKilledBeforeAFailedAttemptIsDelivered).
+func (s *Scheduler) retire(r *run) {
+	if s.state == nil {
+		return
+	}
+	s.mu.Lock()
+	lr, ok := s.live[r]
+	stand := &run{js: r.js}
+	if ok {
+		s.live[stand] = lr
+	}
+	s.mu.Unlock()
+	if ok {
+		s.untrack(stand)
+	}
+}
+
 // awaitDeliveries starts awaitDelivery for the runs in delivering, unless
 // it runs already (it then takes them too).
 func (s *Scheduler) awaitDeliveries(f flusher) {

@@ -83,6 +83,7 @@ func (s *Scheduler) attempts(r *run, t *task, olds []*run) (string, *task, apoll
 			return failed, t, ev
 		}
 		s.emit(t, ev)
+		s.retire(r)
 		wait := retryBackoff(r.j.backoff, attempt)
 		t = &task{id: taskID(r.js.name, r.fl.key, attempt+1), js: r.js}
 		s.track(r, t, attempt+1, nil)
