@@ -232,5 +232,22 @@ func (s *Scheduler) lockState() error {
 		s.log.Error("sched: state directory not locked; make sure no other scheduler uses it", "dir", s.state.dir, "err", err)
 	}
 	s.stateLock = f
+	if f != nil {
+		s.removeLeftovers()
+	}
 	return nil
+}
+
+// removeLeftovers removes the temporary files that a scheduler killed in
+// the middle of a state write left: the file is replaced whole, and each
+// such kill left one more for good. Only the holder of the directory's
+// lock may: another's write in progress would lose its file.
+func (s *Scheduler) removeLeftovers() {
+	removed, err := atomicfile.RemoveLeftovers(s.state.dir)
+	if err != nil {
+		s.log.Warn("sched: could not remove the temporary files a killed scheduler left; remove them by hand", "dir", s.state.dir, "err", err)
+	}
+	if len(removed) > 0 {
+		s.log.Info("sched: removed the temporary files a killed scheduler left", "files", removed)
+	}
 }
