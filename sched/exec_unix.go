@@ -68,16 +68,31 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	}
 	outW.Close()
 	errW.Close()
-	p := &execProc{cmd: cmd, pgid: cmd.Process.Pid, leader: processIdentity(cmd.Process.Pid), doneC: make(chan struct{})}
+	p := &execProc{cmd: cmd, pgid: cmd.Process.Pid, leader: processIdentity(cmd.Process.Pid),
+		doneC: make(chan struct{}), passedC: make(chan struct{})}
+	gone := make(chan struct{}) // the group is gone: no more waiting on a reader of the output
 	var readers sync.WaitGroup
-	readers.Add(2)
-	go drain(&readers, outR, teeTail(&p.out, spec.stdout))
-	go drain(&readers, errR, teeTail(&p.err, spec.stderr))
+	var relays []*relay
+	for _, s := range []struct {
+		r *os.File
+		t *tail
+		w io.Writer
+	}{{outR, &p.out, spec.stdout}, {errR, &p.err, spec.stderr}} {
+		readers.Add(1)
+		if s.w == nil {
+			go drain(&readers, s.r, s.t)
+			continue
+		}
+		rl := newRelay(s.w, s.r, gone)
+		relays = append(relays, rl)
+		go func() { defer readers.Done(); rl.read(s.t) }()
+	}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from ProcessState below
 		// A run ends with its leader: what it left behind in its group goes
 		// too, so that no run leaks processes (docs/scheduler.md).
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		close(gone)
 		deadline := time.Now().Add(drainGrace)
 		_ = outR.SetReadDeadline(deadline)
 		_ = errR.SetReadDeadline(deadline)
@@ -85,6 +100,9 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 		outR.Close()
 		errR.Close()
 		p.res = procResult{exitCode: -1, stdout: p.out.String(), stderr: p.err.String(), ended: r.clock.Now()}
+		for _, rl := range relays {
+			p.res.dropped += rl.dropped
+		}
 		if st := cmd.ProcessState; st != nil {
 			p.res.exitCode = st.ExitCode()
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok {
@@ -95,6 +113,10 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 			}
 		}
 		close(p.doneC)
+		for _, rl := range relays {
+			<-rl.passed
+		}
+		close(p.passedC)
 	}()
 	return p, nil
 }
@@ -151,13 +173,11 @@ func programProblem(name, dir string, env []string) (problem, hint string) {
 	return "", ""
 }
 
-func drain(wg *sync.WaitGroup, r *os.File, t io.Writer) {
+// drain reads a stream that is not passed on into its tail, to EOF or
+// the read deadline.
+func drain(wg *sync.WaitGroup, r *os.File, t *tail) {
 	defer wg.Done()
-	// It ends at EOF, at the read deadline, or when the output's reader
-	// went away: then the process's next write breaks its pipe too.
-	if _, err := io.Copy(t, r); errors.Is(err, errBrokenPipe) {
-		r.Close()
-	}
+	_, _ = io.Copy(t, r)
 }
 
 func closeAll(files []*os.File) {
@@ -172,6 +192,7 @@ type execProc struct {
 	leader   string // processIdentity of the process that leads the group
 	out, err tail
 	doneC    chan struct{}
+	passedC  chan struct{} // closed when the output is passed on, after doneC
 	res      procResult
 }
 
@@ -183,6 +204,7 @@ func (p *execProc) signal(sig syscall.Signal) error {
 	return err
 }
 
-func (p *execProc) done() <-chan struct{} { return p.doneC }
-func (p *execProc) group() (int, string)  { return p.pgid, p.leader }
-func (p *execProc) result() procResult    { return p.res }
+func (p *execProc) done() <-chan struct{}   { return p.doneC }
+func (p *execProc) passed() <-chan struct{} { return p.passedC }
+func (p *execProc) group() (int, string)    { return p.pgid, p.leader }
+func (p *execProc) result() procResult      { return p.res }

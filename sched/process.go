@@ -23,6 +23,8 @@ type ProcessSpec struct {
 	// the tails kept for the result; each from its own goroutine, so one
 	// writer given for both must be safe for concurrent use. After a write
 	// to one fails, it gets nothing more; the tails and the process go on.
+	// A writer that is slow holds the process back while it runs, but not
+	// the end of the process: see Passed.
 	Stdout, Stderr io.Writer
 }
 
@@ -39,6 +41,11 @@ type ProcessResult struct {
 	Signal   syscall.Signal // which one, when Signaled
 	// The last lines (at most 20, at most 2 KiB) of each output stream.
 	StdoutTail, StderrTail string
+	// Dropped is how many bytes of output were read but are not passed on
+	// to Stdout and Stderr: written after the process group was gone (by
+	// a process that left it, with setsid), past 1 MiB, while their
+	// reader was not taking them.
+	Dropped int64
 }
 
 // StartProcess starts spec.Argv in a new process group.
@@ -60,13 +67,25 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 // already is not an error.
 func (p *Process) Signal(sig syscall.Signal) error { return p.p.signal(sig) }
 
-// Done is closed once the process has exited and its output is read.
+// Done is closed once the process has exited and its output is read:
+// then its Result is known, even while the reader of Stdout or Stderr has
+// yet to take the last of it.
 func (p *Process) Done() <-chan struct{} { return p.p.done() }
+
+// Passed is closed once the output is passed on to Stdout and Stderr (or
+// given up on, when a write failed), after Done. A caller that exits
+// waits for it, or that output is lost.
+func (p *Process) Passed() <-chan struct{} {
+	if ps, ok := p.p.(interface{ passed() <-chan struct{} }); ok {
+		return ps.passed()
+	}
+	return p.p.done()
+}
 
 // Result is how the process ended; call it after Done is closed.
 func (p *Process) Result() ProcessResult {
 	r := p.p.result()
-	return ProcessResult{ExitCode: r.exitCode, Signaled: r.signaled, Signal: r.sig, StdoutTail: r.stdout, StderrTail: r.stderr}
+	return ProcessResult{ExitCode: r.exitCode, Signaled: r.signaled, Signal: r.sig, StdoutTail: r.stdout, StderrTail: r.stderr, Dropped: r.dropped}
 }
 
 // EncodeExtra marshals fields plus the output tails (as stdoutTail and
@@ -75,41 +94,4 @@ func (p *Process) Result() ProcessResult {
 // first until it fits. It adds the tails to fields.
 func EncodeExtra(fields map[string]any, stdout, stderr string) json.RawMessage {
 	return encodeExtra(fields, stdout, stderr)
-}
-
-// teeTail returns t, or a writer that feeds both t and w when w is set.
-func teeTail(t *tail, w io.Writer) io.Writer {
-	if w == nil {
-		return t
-	}
-	return &passThrough{t: t, w: w}
-}
-
-// passThrough keeps the tail and passes the output on. A failing pass-on
-// writer (a closed terminal, a full disk) is given up on rather than
-// stopping the reading, which would leave the process blocked on a full
-// pipe. A pipe whose reader went away (apollo exec ... | head) is the
-// exception: Write returns errBrokenPipe and the stream is closed
-// (drain), so that the process meets the broken pipe as it would with
-// nothing between it and its reader, instead of being drained forever.
-type passThrough struct {
-	t      *tail
-	w      io.Writer
-	failed bool // only the one goroutine draining the stream writes
-}
-
-// errBrokenPipe: the reader of the passed-on output is gone.
-var errBrokenPipe = errors.New("the reader of the output went away")
-
-func (p *passThrough) Write(b []byte) (int, error) {
-	p.t.Write(b)
-	if !p.failed {
-		if _, err := p.w.Write(b); err != nil {
-			p.failed = true
-			if errors.Is(err, syscall.EPIPE) {
-				return len(b), errBrokenPipe
-			}
-		}
-	}
-	return len(b), nil
 }

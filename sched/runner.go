@@ -46,5 +46,6 @@ type procResult struct {
 	sig      syscall.Signal // which one, when signaled
 	stdout   string
 	stderr   string
+	dropped  int64 // output not passed on (ProcessResult.Dropped)
 	ended    time.Time
 }

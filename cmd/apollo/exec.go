@@ -236,6 +236,12 @@ func (r *execRun) run() int {
 		status = apollo.StatusSuccess
 	}
 	r.rep.step(status, agent.Cost(took), rawExtra(sched.EncodeExtra(fields, res.StdoutTail, res.StderrTail)))
+	// The end is reported; the output may still wait for its reader (a
+	// pager, a slow pipe), which gets all of it before apollo exec exits.
+	<-p.Passed()
+	if res.Dropped > 0 {
+		fmt.Fprintf(r.stderr, "apollo exec: %d bytes of output written after %s had ended (by a process it left behind) were not passed on: their reader was not taking them\n", res.Dropped, r.argv[0])
+	}
 	return code
 }
 
