@@ -319,3 +319,80 @@ func TestLookPathInTheJobsPath(t *testing.T) {
 		}
 	}
 }
+
+// A run whose process ended within its timeout succeeded, even when a
+// daemon it started in a session of its own holds its output open past
+// the timeout: the output is read for up to drainGrace more, and the
+// timeout that falls in that time is not the run's. Before, it was
+// reported timeout, killed, with the run's own exit status lost. The
+// timeout is moved on a fake clock once the job's process has exited.
+func TestExecEndedRunIsNotTimedOutWhileADaemonHoldsItsOutput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifos := map[string]string{}
+	for _, name := range []string{"leader", "daemon", "go"} {
+		fifos[name] = filepath.Join(dir, name)
+		if err := syscall.Mkfifo(fifos[name], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := apollo.NewFakeClock(time.Now())
+	rec := newRecorder()
+	src := dailyJob("daemonizes", `    shell: "echo $$ > `+fifos["leader"]+`; setsid sh -c 'echo $$ > `+fifos["daemon"]+`; exec sleep 60' & read _ < `+fifos["go"]+`"
+    timeout: 1m
+`)
+	s, err := newScheduler(mustParse(t, src), Options{Clock: clk, Reporter: rec, Logger: quietLogger()}, execRunner{clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.Stop(ctx)
+	})
+	id := trigger(t, s, "daemonizes")
+	leader, err := strconv.Atoi(readFIFO(t, fifos["leader"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon, err := strconv.Atoi(readFIFO(t, fifos["daemon"])) // in its own session now
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
+	if !clk.BlockUntil(2, wait) { // the loop's timer and the run's timeout
+		t.Fatalf("the run's timeout was never armed (%d timers)", clk.Waiters())
+	}
+	gofile, err := os.OpenFile(fifos["go"], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gofile.WriteString("go\n")
+	gofile.Close()
+	waitGone(t, leader) // the job's process ended: the daemon alone holds the output
+	clk.Advance(time.Minute)
+	var ev apollo.Event
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for ended := false; !ended; {
+		var changed chan struct{}
+		for _, st := range []apollo.Status{apollo.StatusSuccess, apollo.StatusTimeout, apollo.StatusFailed} {
+			if ev, ended, changed = rec.find(id, st); ended {
+				break
+			}
+		}
+		if !ended {
+			select {
+			case <-changed:
+			case <-deadline.C:
+				t.Fatalf("the run did not end:\n%s", rec.dump())
+			}
+		}
+	}
+	if x := extra(t, ev); ev.Status != apollo.StatusSuccess || x["exitCode"] != 0.0 {
+		t.Errorf("the run is %s with %v, want success: its process ended before its timeout", ev.Status, x)
+	}
+}

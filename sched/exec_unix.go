@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,6 +90,7 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from ProcessState below
+		p.exitedC.Store(true)
 		// A run ends with its leader: what it left behind in its group goes
 		// too, so that no run leaks processes (docs/scheduler.md).
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
@@ -193,6 +195,7 @@ type execProc struct {
 	out, err tail
 	doneC    chan struct{}
 	passedC  chan struct{} // closed when the output is passed on, after doneC
+	exitedC  atomic.Bool   // the process was waited for
 	res      procResult
 }
 
@@ -205,6 +208,7 @@ func (p *execProc) signal(sig syscall.Signal) error {
 }
 
 func (p *execProc) done() <-chan struct{}   { return p.doneC }
+func (p *execProc) exited() bool            { return p.exitedC.Load() || leaderGone(p.pgid, p.leader) }
 func (p *execProc) passed() <-chan struct{} { return p.passedC }
 func (p *execProc) group() (int, string)    { return p.pgid, p.leader }
 func (p *execProc) result() procResult      { return p.res }

@@ -226,7 +226,15 @@ func (p *fakeProc) sigs() []syscall.Signal {
 }
 
 func (p *fakeProc) done() <-chan struct{} { return p.doneC }
-func (p *fakeProc) group() (int, string)  { return 0, "" }
+func (p *fakeProc) exited() bool {
+	select {
+	case <-p.doneC:
+		return true
+	default:
+		return false
+	}
+}
+func (p *fakeProc) group() (int, string) { return 0, "" }
 func (p *fakeProc) result() procResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()

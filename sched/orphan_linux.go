@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -28,6 +30,27 @@ func processIdentity(pid int) string {
 		return ""
 	}
 	return strings.TrimSpace(string(boot)) + "/" + fields[19]
+}
+
+// leaderGone reports whether process pid, named leader by
+// processIdentity, has exited: it is a zombie, or gone, or its ID is
+// another's since.
+func leaderGone(pid int, leader string) bool {
+	if leader == "" {
+		return false // its identity could not be read: nothing to tell by
+	}
+	// Only what says so counts: a process taken for gone is not timed
+	// out, and would run on past its timeout.
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	s := string(stat)
+	if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+		return true
+	}
+	id := processIdentity(pid)
+	return id != "" && id != leader
 }
 
 // killLostGroup kills process group pgid of a run that an earlier

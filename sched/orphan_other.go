@@ -8,3 +8,5 @@ package sched
 func processIdentity(int) string { return "" }
 
 func killLostGroup(int, string) bool { return false }
+
+func leaderGone(int, string) bool { return false }

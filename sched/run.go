@@ -167,6 +167,12 @@ func (s *Scheduler) attempt(r *run, t *task, attempt int) (ending, apollo.Event)
 	select {
 	case <-p.done():
 	case <-deadline:
+		if p.exited() {
+			// It ended in time; its output is still read, while a daemon
+			// it started holds it open (drainGrace): not a timeout.
+			<-p.done()
+			break
+		}
 		why = errTimeout
 		s.terminate(p, r.j.killGrace)
 	case <-r.ctx.Done():

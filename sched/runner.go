@@ -32,6 +32,10 @@ type proc interface {
 	signal(sig syscall.Signal) error
 	// done is closed when the process has exited and its output is read.
 	done() <-chan struct{}
+	// exited reports whether the process has exited, its output read or
+	// not: done may come up to drainGrace later, while a daemon it
+	// started holds its output open.
+	exited() bool
 	// result is valid once done is closed.
 	result() procResult
 	// group is the process group, and processIdentity of its leader; 0
