@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,8 +10,6 @@ import (
 	"unicode"
 
 	"github.com/apollo-11/apollo"
-	"github.com/apollo-11/apollo/config"
-	"github.com/apollo-11/apollo/httpapi"
 )
 
 // A query value as long as the server's header limit lets through, that
@@ -24,15 +21,7 @@ import (
 // action, and every "no such task" of an ID in the path.
 func TestErrorsQuoteHostileQueriesBriefly(t *testing.T) {
 	cfg := testConfig(t)
-	secrets := map[string]string{}
-	for _, tenant := range tenants {
-		secret, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[tenant] = secret
-		cfg.Auth.Tokens = append(cfg.Auth.Tokens, config.Token{Name: tok.Name, Role: "admin", Tenant: tenant, SHA256: fmt.Sprintf("%x", tok.Hash)})
-	}
+	secrets := figureTokens(t, &cfg, "acme admin acme", "globex admin globex")
 	addr, _, _ := inProcess(t, cfg)
 	value := "\x1b]0;owned\x07" + strings.Repeat("9", 60<<10)
 	q, seg := url.QueryEscape(value), url.PathEscape(value)

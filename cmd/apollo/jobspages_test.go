@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/apollo-11/apollo/apiclient"
-	"github.com/apollo-11/apollo/config"
-	"github.com/apollo-11/apollo/httpapi"
 )
 
 // The server answers GET /api/v1/metrics a page of 10 000 jobs at a time;
@@ -22,15 +20,7 @@ func TestJobsListsEveryPageOfJobs(t *testing.T) {
 	cleanEnv(t)
 	cfg := testConfig(t)
 	cfg.Limits.IngestPerSec = 0
-	secrets := map[string]string{}
-	for _, tenant := range tenants {
-		secret, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[tenant] = secret
-		cfg.Auth.Tokens = append(cfg.Auth.Tokens, config.Token{Name: tok.Name, Role: "admin", Tenant: tenant, SHA256: fmt.Sprintf("%x", tok.Hash)})
-	}
+	secrets := figureTokens(t, &cfg, "acme admin acme", "globex admin globex")
 	addr, _, _ := inProcess(t, cfg)
 	jobs := map[string]int{"acme": 10_001, "globex": 3}
 	ts := time.Now().UnixMilli()
