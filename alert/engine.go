@@ -92,6 +92,7 @@ type entry struct {
 type counters struct {
 	evaluations, evalErrors                                 atomic.Int64
 	sent, deduped, silenced, inhibited, dropped, lockErrors atomic.Int64
+	refused                                                 atomic.Int64
 	saveErrors                                              atomic.Int64
 	lastEval, lastDuration                                  atomic.Int64 // Unix ns, ns
 	lockDownUntil                                           atomic.Int64 // Unix ns; the Locker is not asked before it
@@ -309,6 +310,7 @@ type Stats struct {
 	Silenced         int64                     `json:"silenced"`   // held back by a silence
 	Inhibited        int64                     `json:"inhibited"`  // held back as the echo of another job's trouble (Options.Holder)
 	Dropped          int64                     `json:"dropped"`    // event notifications over QueueLen
+	Refused          int64                     `json:"refused"`    // alerts not opened: their tenant had MaxAlerts open
 	LockErrors       int64                     `json:"lockErrors"` // sent without the lock: it failed or was failing
 	SaveErrors       int64                     `json:"saveErrors"`
 	// Owed: notifications decided (their alerts marked told) and not yet
@@ -323,7 +325,7 @@ func (e *Engine) Stats() Stats {
 		Evaluations: e.st.evaluations.Load(), EvaluationErrors: e.st.evalErrors.Load(),
 		LastDuration: time.Duration(e.st.lastDuration.Load()),
 		Sent:         e.st.sent.Load(), Deduped: e.st.deduped.Load(), Silenced: e.st.silenced.Load(), Inhibited: e.st.inhibited.Load(),
-		Dropped: e.st.dropped.Load(), LockErrors: e.st.lockErrors.Load(), SaveErrors: e.st.saveErrors.Load(),
+		Dropped: e.st.dropped.Load(), Refused: e.st.refused.Load(), LockErrors: e.st.lockErrors.Load(), SaveErrors: e.st.saveErrors.Load(),
 		Alerts: map[apollo.AlertState]int{}, Owed: e.owed.len(),
 	}
 	if ns := e.st.lastEval.Load(); ns != 0 {

@@ -72,6 +72,7 @@ type cycle struct {
 	silences silenceSet
 	notes    []handover
 	changed  []apollo.Alert
+	refused  map[string]int // tenant -> alerts its bound kept from opening
 	v        values
 	// sum and psum hold a prefix's totals; c.v points at them, so they
 	// live in the cycle rather than escaping once per rule.
@@ -97,6 +98,7 @@ func (e *Engine) Evaluate(ctx context.Context, now time.Time) error {
 			errs = append(errs, err)
 		}
 	}
+	c.tellRefused()
 	if e.silences.expire(now) {
 		e.dirty.Store(true)
 	}

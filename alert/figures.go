@@ -27,6 +27,8 @@ var (
 		Help: "Notifications sent without the dedup lock because taking it failed."}
 	figSaveErrors = &apollo.Family{Name: "apollo_alert_state_save_errors_total", Kind: apollo.FigureCounter,
 		Help: "Failed saves of the alert state."}
+	figNotOpened = &apollo.Family{Name: "apollo_alerts_not_opened_total", Kind: apollo.FigureCounter,
+		Help: "Alerts of rate rules not opened because their tenant had the most open alerts it may have (100 000)."}
 	figOwed = &apollo.Family{Name: "apollo_alert_notifications_owed", Kind: apollo.FigureGauge,
 		Help: "Notifications decided and not yet handed to the dispatcher (a save keeps them; a restart sends them first)."}
 )
@@ -58,5 +60,6 @@ func (s Stats) Figures(w apollo.FigureWriter) {
 	w.Add(figNotifications, float64(s.Dropped), "dropped")
 	w.Add(figLockErrors, float64(s.LockErrors))
 	w.Add(figSaveErrors, float64(s.SaveErrors))
+	w.Add(figNotOpened, float64(s.Refused))
 	w.Add(figOwed, float64(s.Owed))
 }

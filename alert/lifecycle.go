@@ -1,6 +1,8 @@
 package alert
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,6 +31,10 @@ func (c *cycle) held(since time.Time) time.Duration {
 func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, en *entry, cond bool) {
 	if en == nil {
 		if !cond {
+			return
+		}
+		if len(tr.byID) >= c.e.opts.MaxAlerts {
+			c.refuse(tr.tenant)
 			return
 		}
 		en = c.open(tr, rs, rr, group)
@@ -68,6 +74,32 @@ func (c *cycle) step(tr *tenantRate, rs *ruleState, rr *rateRule, group string, 
 		if c.held(en.FalseSince) >= rr.Keep {
 			c.resolve(tr, rs, en, "")
 		}
+	}
+}
+
+// refuse counts an alert the tenant's bound (Options.MaxAlerts) kept from
+// opening; the cycle tells of it once it ends (tellRefused).
+func (c *cycle) refuse(tenant string) {
+	c.e.st.refused.Add(1)
+	if c.refused == nil {
+		c.refused = map[string]int{}
+	}
+	c.refused[tenant]++
+}
+
+// tellRefused logs, once a minute for each tenant, and raises a self-alert
+// for the tenants whose alerts this cycle did not open: a bound that
+// holds alerts back silently would look like jobs in good health.
+func (c *cycle) tellRefused() {
+	for _, tenant := range slices.Sorted(maps.Keys(c.refused)) {
+		n := c.refused[tenant]
+		if ok, sup := c.e.warns.Allow("max alerts "+tenant, c.now); ok {
+			c.e.log.Error("alert: alerts not opened: the tenant has the most open alerts it may have",
+				"tenant", tenant, "notOpened", n, "maxAlerts", c.e.opts.MaxAlerts, "suppressed", sup)
+		}
+		c.e.SelfAlert("apollo_alerts_over_limit", apollo.SeverityCritical, fmt.Sprintf(
+			"tenant %q has %d open alerts, the most it may have: %d more were not opened; its rules (BY: name over many jobs) open too many",
+			tenant, c.e.opts.MaxAlerts, n))
 	}
 }
 

@@ -48,6 +48,11 @@ const (
 	DefaultKeepResolved   = 24 * time.Hour
 	DefaultMaxResolved    = 1000
 	DefaultQueueLen       = 4096
+	// DefaultMaxAlerts bounds one tenant's open rate-rule alerts. The
+	// design's largest tenant is 100 000 jobs: one BY: name rule over all
+	// of them fits; a tenant's many such rules over the same failed jobs
+	// (an alert per rule and job) do not.
+	DefaultMaxAlerts = 100_000
 	// SelfGroupWindow folds repeated self-alerts of one name, as
 	// GROUP_WINDOW does for event rules.
 	SelfGroupWindow = 5 * time.Minute
@@ -90,6 +95,11 @@ type Options struct {
 	// QueueLen bounds the event-rule notifications waiting for the dedup
 	// lock; past it they are dropped and counted. Default 4096.
 	QueueLen int
+	// MaxAlerts bounds the pending and firing alerts of one tenant's rate
+	// rules; a new one past it is not opened, and is counted
+	// (Stats.Refused), logged and told as a self-alert. Default
+	// DefaultMaxAlerts.
+	MaxAlerts int
 }
 
 func (o *Options) setDefaults() {
@@ -109,6 +119,7 @@ func (o *Options) setDefaults() {
 	o.KeepResolved = cmp.Or(o.KeepResolved, DefaultKeepResolved)
 	o.MaxResolved = cmp.Or(o.MaxResolved, DefaultMaxResolved)
 	o.QueueLen = cmp.Or(o.QueueLen, DefaultQueueLen)
+	o.MaxAlerts = cmp.Or(o.MaxAlerts, DefaultMaxAlerts)
 }
 
 func (o *Options) validate() error {
@@ -124,8 +135,8 @@ func (o *Options) validate() error {
 		return bad("Interval", fmt.Sprintf("%v is below 1s", o.Interval), "leave it unset for 10s; metrics move in 10-second buckets")
 	case o.KeepResolved < 0:
 		return bad("KeepResolved", fmt.Sprintf("%v is negative", o.KeepResolved), "leave it unset for 24h")
-	case o.MaxResolved < 0 || o.QueueLen < 0:
-		return bad("MaxResolved", "a limit is negative", "leave MaxResolved and QueueLen unset for the defaults")
+	case o.MaxResolved < 0 || o.QueueLen < 0 || o.MaxAlerts < 0:
+		return bad("MaxResolved", "a limit is negative", "leave MaxResolved, MaxAlerts and QueueLen unset for the defaults")
 	case o.RepeatInterval > 0 && o.DedupWindow > 0 && o.RepeatInterval < o.DedupWindow:
 		return bad("RepeatInterval", fmt.Sprintf("%v is shorter than the dedup window %v, so repeats would be swallowed", o.RepeatInterval, o.DedupWindow),
 			"make the repeat interval at least the dedup window")

@@ -50,7 +50,7 @@ func fullParts() selfmetrics.Parts {
 			"ops": {Queued: 402, Sent: 403, Failed: 404, Retried: 405, GaveUp: 406, Dropped: 407, Coalesced: 408, QueueLen: 410}}})),
 		selfmetrics.Watch("alert", fixed(alert.Stats{LastEvaluation: at, LastDuration: 501 * time.Millisecond, Evaluations: 502,
 			EvaluationErrors: 503, RateRules: 504, EventRules: 505, Alerts: map[apollo.AlertState]int{apollo.AlertFiring: 506, apollo.AlertPending: 507},
-			Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513, Owed: 514})),
+			Sent: 508, Deduped: 509, Silenced: 510, Dropped: 511, LockErrors: 512, SaveErrors: 513, Owed: 514, Refused: 515})),
 		selfmetrics.Watch("learner", fixed(expect.LearnerStats{Jobs: 981, Dropped: 982})),
 		selfmetrics.Watch("scheduler", fixed(sched.Stats{Runs: 601, Skipped: 602, Missed: 603, ReportErrors: 604, StateErrors: 605})),
 		selfmetrics.Watch("redis", fixed(redisstore.Stats{Flushes: 701, Failures: 702, FullCopies: 703, Refills: 708, Jobs: 704, Fields: 705,
