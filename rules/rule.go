@@ -125,6 +125,12 @@ type File struct {
 	Inhibits []*Inhibit
 }
 
+// MaxWindows bounds the different windows a rules file's rate rules
+// read: each is a table of every job of the tenant, read at every
+// evaluation, and held with the others until the evaluation ends. A
+// WINDOW with pct_change reads two (its window and the one before).
+const MaxWindows = 32
+
 // ParseFile reads a rules file in the text form or, when its first
 // non-space byte is { or [, the JSON form. It returns every rule and
 // inhibit rule, or, if anything is wrong, none and an ErrorList of up to
@@ -152,6 +158,9 @@ func parseWith(filename string, src []byte, e *errs) (*File, error) {
 	}
 	checkNames(f.Rules, "rule", func(r *Rule) (string, Pos, string) { return r.Name, r.Pos, r.String() }, e)
 	checkNames(f.Inhibits, "inhibit rule", func(in *Inhibit) (string, Pos, string) { return in.Name, in.Pos, in.String() }, e)
+	if !e.saved {
+		checkWindows(f.Rules, e)
+	}
 	if err := e.err(); err != nil {
 		return nil, err
 	}
@@ -189,6 +198,34 @@ func checkNames[T any](blocks []T, what string, id func(T) (string, Pos, string)
 			hint = "the two " + what + "s are the same; remove one"
 		}
 		e.add(&Error{Pos: pos, Msg: fmt.Sprintf("duplicate %s name %s (first at %d:%d)", what, name, f.pos.Line, f.pos.Col), Hint: hint})
+	}
+}
+
+// checkWindows reports the first rate rule that makes the file read more
+// than MaxWindows different windows, at its WINDOW.
+func checkWindows(rs []*Rule, e *errs) {
+	type table struct{ window, offset time.Duration }
+	seen := map[table]bool{}
+	for _, r := range rs {
+		if r == nil || r.IsEvent() {
+			continue
+		}
+		seen[table{r.Window, 0}] = true
+		if r.Expr.UsesPrevious() {
+			seen[table{r.Window, r.Window}] = true
+		}
+		if len(seen) <= MaxWindows {
+			continue
+		}
+		pos := r.windowPos
+		if !pos.IsValid() {
+			pos = r.Pos
+		}
+		e.add(&Error{Pos: pos, Msg: fmt.Sprintf("rule %s: WINDOW %s makes %d different windows in this file, over the limit of %d (each is read for every job at every evaluation)",
+			r.Name, formatDuration(r.Window), len(seen), MaxWindows),
+			Expected: "a WINDOW another rule of the file uses",
+			Hint:     "give rules the same few WINDOWs (1m, 5m, 1h); a rule with pct_change reads its WINDOW and the one before it, two windows"})
+		return
 	}
 }
 
