@@ -99,7 +99,10 @@ func newRenderer(channel, lang, externalURL string, loc *time.Location, src map[
 	if lang == LangChinese {
 		fm["duration"] = durationZH
 	}
-	defaults, err := template.New(lang).Funcs(fm).ParseFS(templateFS, "templates/"+lang+".tmpl")
+	// missingkey=zero: a label the alert's rule does not have is shown as
+	// nothing, not as text/template's "<no value>"; overrides are clones
+	// and inherit it.
+	defaults, err := template.New(lang).Funcs(fm).Option("missingkey=zero").ParseFS(templateFS, "templates/"+lang+".tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parse default %s templates: %w", lang, err)
 	}
@@ -141,7 +144,7 @@ func parseOverride(defaults *template.Template, fm template.FuncMap, src string)
 	}
 	o := &override{set: set, hasBody: hasBody(body.Tree)}
 	if set.Lookup("html") != nil {
-		h, err := htmltemplate.New("override").Funcs(htmltemplate.FuncMap(fm)).Parse(src)
+		h, err := htmltemplate.New("override").Funcs(htmltemplate.FuncMap(fm)).Option("missingkey=zero").Parse(src)
 		if err != nil {
 			return nil, err
 		}
