@@ -37,9 +37,9 @@ type ingestAnswer struct {
 // sender can do differs (a batch splits, a file does not).
 const (
 	hintEvents     = "send fewer events per request"
-	hintFile       = "the whole file must fit in one request: shorten it, or raise limits.body_bytes in apollo.yaml"
-	hintRulesFile  = "the rules file " + hintFile
-	hintExpectFile = "the expectations file " + hintFile
+	hintFile       = " must fit in one request: shorten it, or raise limits.body_bytes in apollo.yaml"
+	hintRulesFile  = "the whole rules file" + hintFile
+	hintExpectFile = "the whole expectations file" + hintFile
 	hintSilence    = "a silence is a few matchers and a short comment: send one with a shorter comment"
 	hintCorrection = "a correction is a status and a short reason: shorten the reason"
 )
