@@ -272,17 +272,20 @@ func (f *ChangeFollower) entry(m redis.XMessage) {
 
 // applyRead applies w, unless it did not read: a change of a status or
 // kind this release does not know (a newer bus's, in a rolling upgrade)
-// is passed over alone, the rest of its entry applied. The first is
-// logged, the rest counted (Stats): one a batch would fill the log.
+// is passed over alone, the rest of its entry applied. Each is counted
+// (Stats), and logged one line a minute, apart from the channel's (a
+// line of one did hold back the other's first: the log's line went out
+// only for the first change passed over of either).
 func (f *ChangeFollower) applyRead(id string, w *wireChange) {
 	if w.skip == "" {
 		f.apply(w.change())
 		return
 	}
-	if f.passed.Add(1) == 1 {
+	f.passed.Add(1)
+	if ok, held := f.logs.Allow("log", f.clock.Now()); ok {
 		f.log.Warn("a change of the change log does not read and was passed over, the rest of its entry applied: a bus of a newer release writes what this alert process does not know; upgrade it. "+
-			"Those after are counted (changes.passedOver in its heartbeat), not logged",
-			"id", id, "tenant", w.Tenant, "job", w.Name, "task", w.TaskID, "why", w.skip)
+			"All are counted (changes.passedOver in its heartbeat)",
+			"id", id, "tenant", w.Tenant, "job", w.Name, "task", w.TaskID, "why", w.skip, "suppressed", held)
 	}
 }
 

@@ -373,3 +373,53 @@ func TestUnreadableChangeOnTheChannelIsCounted(t *testing.T) {
 		t.Fatalf("the log says:\n%s\nwant a second warning a minute on, naming the change, with the 3 held back", out)
 	}
 }
+
+// A change of the channel passed over first does not hold back the
+// line of the first change of the log passed over: each says what it
+// passed over, one a minute of each. Before, the log's line went out
+// only for the first passed over of either, so an alert process that
+// had heard a stray message on the channel never said that the change
+// log held a kind it does not know (TestThreeProcessChangeOfANewerKindKeepsItsBatch
+// failed whenever the channel's message was read first).
+func TestPassedOverOnTheChannelDoesNotSilenceTheLog(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := testwait.Context(t)
+	var logs redisstore.LockedLog
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	got := make(chan *apollo.Change, 10)
+	follow := redisstore.NewChangeFollower(c, prefix, log, func(ch *apollo.Change) { got <- ch }, nil).
+		WithClock(apollo.NewFakeClock(time.Unix(1_800_000_000, 0)))
+	stop, err := follow.SubscribeChannel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := c.Publish(ctx, prefix+":changes", "\x00 not a batch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(testwait.Timeout(t)); follow.Stats().PassedOver != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the channel's message was never passed over")
+		}
+		time.Sleep(time.Millisecond) // polling a count with a deadline
+	}
+	batch := `[{"t":"acme","n":"etl","id":"a1","s":"running","p":"running","ts":1,"k":"paused","l":1},` +
+		`{"t":"globex","n":"etl","id":"g1","s":"failed","p":"running","ts":2,"l":2}]`
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: prefix + ":{changes}:log",
+		Values: map[string]any{"v": "1", "e": "e1", "m": "2", "b": batch}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Seek(ctx, 0, "0"); err != nil {
+		t.Fatal(err)
+	}
+	follow.Start(ctx)
+	defer follow.Stop(ctx)
+	if ch := next(t, got); ch.Task.TaskID != "g1" {
+		t.Fatalf("applied %+v, want g1", ch)
+	}
+	out := logs.String()
+	if !strings.Contains(out, prefix+":changes does not read") || !strings.Contains(out, `of the change log does not read`) ||
+		!strings.Contains(out, `why="record kind \"paused\""`) {
+		t.Fatalf("the log says:\n%s\nwant a line for the channel's message and one for the log's change", out)
+	}
+}
