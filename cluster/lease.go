@@ -384,6 +384,15 @@ func (n *Node) open(ctx context.Context, l *lease) {
 		answer(done, qs, func(q question) { n.serveTask(pt, q) })
 	}()
 	sub, err := n.opts.Conn.QueueSubscribe(rpcSubject(l.p), "owner", func(m *nats.Msg) { n.hear(done, qs, m) })
+	if err == nil {
+		// The subscription reaches the server with the connection's next
+		// flush: until then another node's question finds no responder and
+		// is answered "no owner answering", although this node already
+		// says it serves the partition. The round trip makes the server
+		// know it first (TestTaskReadWhileItsPartitionDoesNotAnswer failed
+		// on a loaded machine).
+		err = n.opts.Conn.FlushTimeout(n.opts.QueryTimeout)
+	}
 	if err != nil {
 		n.log.Error("answering queries for a partition failed", "partition", l.p, "err", err)
 	}
