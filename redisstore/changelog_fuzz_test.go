@@ -5,10 +5,12 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // An entry of the change log is read from Redis, which anyone with its
@@ -29,7 +31,7 @@ func FuzzChangeLogEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v, e, m, b string) {
 		applied := 0
 		forgot := false
-		fl := &ChangeFollower{log: quiet, apply: func(c *apollo.Change) {
+		fl := &ChangeFollower{log: quiet, logs: loglimit.New(time.Minute), clock: apollo.SystemClock, apply: func(c *apollo.Change) {
 			if !c.Record.Kind.Valid() || !c.Task.Status.Valid() && c.Task.Status != apollo.StatusNone ||
 				!c.Prev.Status.Valid() && c.Prev.Status != apollo.StatusNone {
 				t.Fatalf("applied a change this release cannot name: %+v", c)
