@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -239,11 +240,6 @@ func (o OpenLoop) Run() OpenResult {
 			var mine OpenResult
 			var body []byte
 			var ans bytes.Buffer
-			type due struct {
-				first int64
-				n     int
-				at    time.Time
-			}
 			var chunks []due
 			offset := time.Duration(s) * tick / time.Duration(senders)
 			for k := int64(0); k < ticks; {
@@ -252,8 +248,7 @@ func (o OpenLoop) Run() OpenResult {
 					time.Sleep(d)
 				}
 				// Every tick due by now goes in this request.
-				chunks, body = chunks[:0], body[:0]
-				n := 0
+				chunks = chunks[:0]
 				now := time.Now()
 				tail := k >= ticks*3/4
 				for first := true; k < ticks; k, first = k+1, false {
@@ -272,29 +267,35 @@ func (o OpenLoop) Run() OpenResult {
 					}
 					if c > 0 {
 						chunks = append(chunks, due{next.Add(int64(c)) - int64(c), c, at})
-						n += c
 					}
 				}
-				if n == 0 {
-					continue
-				}
-				body = append(body, '[')
-				for i, c := range chunks {
-					if o.Sent != nil {
-						o.Sent(c.first, c.n, c.at)
+				// What is due goes out in requests of at most maxEvents,
+				// back to back, as a reporter that fell behind sends its
+				// backlog: one request of everything was refused (413)
+				// once a sender was more than a few ticks behind.
+				for todo := chunks; len(todo) > 0; {
+					var req []due
+					req, todo = takeEvents(todo, maxEvents)
+					body = append(body[:0], '[')
+					n := 0
+					for i, c := range req {
+						if o.Sent != nil {
+							o.Sent(c.first, c.n, c.at)
+						}
+						if i > 0 {
+							body = append(body, ',')
+						}
+						body = o.Body(body, c.first, c.n, c.at.UnixMilli())
+						n += c.n
 					}
-					if i > 0 {
-						body = append(body, ',')
-					}
-					body = o.Body(body, c.first, c.n, c.at.UnixMilli())
-				}
-				body = append(body, ']')
-				status, acc, err := Post(client, o.URL, body, &ans)
-				mine.note(status, acc, n, err)
-				done := time.Now()
-				if err == nil && status == http.StatusOK {
-					for _, c := range chunks {
-						mine.Latency.RecordN(done.Sub(c.at), int64(c.n))
+					body = append(body, ']')
+					status, acc, err := Post(client, o.URL, body, &ans)
+					mine.note(status, acc, n, err)
+					done := time.Now()
+					if err == nil && status == http.StatusOK {
+						for _, c := range req {
+							mine.Latency.RecordN(done.Sub(c.at), int64(c.n))
+						}
 					}
 				}
 			}
@@ -311,6 +312,36 @@ func (o OpenLoop) Run() OpenResult {
 	total.Elapsed = time.Since(start)
 	total.Next = next.Load()
 	return total
+}
+
+// maxEvents is the server's limit on the events of one request
+// (docs/protocol.md).
+const maxEvents = 10_000
+
+// due is one tick's events: numbered first..first+n-1, scheduled at at.
+type due struct {
+	first int64
+	n     int
+	at    time.Time
+}
+
+// takeEvents splits ds after its first max events, cutting a tick's
+// events in two where the limit falls. ds is reused for the rest.
+func takeEvents(ds []due, max int) (head, rest []due) {
+	n := 0
+	for i, d := range ds {
+		if n+d.n <= max {
+			n += d.n
+			continue
+		}
+		if room := max - n; room > 0 {
+			head = append(slices.Clone(ds[:i]), due{d.first, room, d.at})
+			ds[i] = due{d.first + int64(room), d.n - room, d.at}
+			return head, ds[i:]
+		}
+		return slices.Clone(ds[:i]), ds[i:]
+	}
+	return ds, nil
 }
 
 // NewEvents is an OpenLoop Body: each event is a new running task
