@@ -350,9 +350,10 @@ func (pt *partition) decode(m jetstream.Msg, evs []apollo.Event) []apollo.Event 
 	return pt.keep(m, evs, ev, tenant, p)
 }
 
-// keep appends ev if it is valid and belongs to this partition.
+// keep appends ev if it is valid, as the API checks it (checkEvent), and
+// belongs to this partition.
 func (pt *partition) keep(m jetstream.Msg, evs []apollo.Event, ev apollo.Event, tenant string, p int) []apollo.Event {
-	if err := ev.Validate(); err != nil {
+	if err := checkEvent(&ev); err != nil {
 		pt.dropInvalid(m, err)
 		return evs
 	}
