@@ -60,6 +60,12 @@ func (n *Node) Publish(ctx context.Context, evs []apollo.Event, out []bus.Outcom
 		return nil
 	default:
 	}
+	if e := n.cutOff(); e != nil {
+		for i := range evs {
+			out[i] = bus.Outcome{Result: bus.RetryLater, Err: e}
+		}
+		return nil
+	}
 	parts := n.partsOf(evs, out)
 	defer n.releaseQueues(parts)
 	for _, pt := range parts {
@@ -407,6 +413,9 @@ func (n *Node) await(ctx context.Context, expired <-chan time.Time, pt *part) bo
 // (its events are not stored).
 func (n *Node) abandon(parts []*part, out []bus.Outcome) {
 	late := retryLater(context.DeadlineExceeded)
+	if e := n.cutOff(); e != nil { // the wait ran out because NATS went away
+		late.Err = e
+	}
 	for _, pt := range parts {
 		q := pt.q
 		q.mu.Lock()

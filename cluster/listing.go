@@ -135,6 +135,9 @@ func newest(tasks []listed) []listed {
 // askAll sends req to every node on apollo.rpc.list and calls fn with each
 // answer until every partition has been answered for.
 func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
+	if e := n.cutOff(); e != nil {
+		return e
+	}
 	data, _ := json.Marshal(req)
 	nc := n.opts.Conn
 	inbox := nc.NewRespInbox()
@@ -159,6 +162,9 @@ func (n *Node) askAll(req rpcRequest, fn func(r *rpcReply)) error {
 	for left > 0 {
 		m, err := sub.NextMsg(time.Until(deadline))
 		if err != nil {
+			if e := n.cutOff(); e != nil {
+				return e
+			}
 			return n.unanswered(covered, left)
 		}
 		whole, ok, err := j.add(m)

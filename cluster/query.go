@@ -149,6 +149,9 @@ func (n *Node) askWithin(ctx context.Context, p int, req rpcRequest, d time.Dura
 		// ingest refuses it (apollo.Event.Validate).
 		return nil, &apollo.Error{Code: apollo.ENOTFOUND, Field: "taskID", Message: fmt.Sprintf("no task %q", req.TaskID)}
 	}
+	if e := n.cutOff(); e != nil {
+		return nil, e
+	}
 	data, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -156,6 +159,9 @@ func (n *Node) askWithin(ctx context.Context, p int, req rpcRequest, d time.Dura
 	setWithin(ctx, ask)
 	m, err := n.opts.Conn.RequestMsgWithContext(ctx, ask)
 	if err != nil {
+		if e := n.cutOff(); e != nil {
+			return nil, e
+		}
 		return nil, askError(p, d, err)
 	}
 	r, err := decodeReply(m.Data)
@@ -476,7 +482,11 @@ func (n *Node) uncount(pt *partition) {
 
 // NodeStats describe the node and the partitions it serves.
 type NodeStats struct {
-	Node       string           `json:"node"`
+	Node string `json:"node"`
+	// NATS is the state of the node's connection to NATS: connected,
+	// reconnecting (cut off: every event and question is refused at once,
+	// cutoff.go), closed.
+	NATS       string           `json:"nats"`
 	Leases     []int            `json:"leases"` // held, serving or being rebuilt
 	Partitions []PartitionStats `json:"partitions"`
 	// LateQuestions counts the questions to every node (listings, ping
@@ -489,7 +499,7 @@ type NodeStats struct {
 // NodeStats returns the node's leases and its partitions' stats.
 func (n *Node) NodeStats() NodeStats {
 	n.mu.Lock()
-	s := NodeStats{Node: n.opts.NodeID, LateQuestions: n.lateQuestions.Load()}
+	s := NodeStats{Node: n.opts.NodeID, NATS: n.natsState(), LateQuestions: n.lateQuestions.Load()}
 	parts := make([]*partition, 0, len(n.owned))
 	for p := range n.leases {
 		s.Leases = append(s.Leases, p)

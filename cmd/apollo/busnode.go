@@ -56,7 +56,15 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		}
 		id = host
 	}
-	nc, err := nats.Connect(f.natsURL, nats.Name("apollo-bus "+id), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(f.natsURL, nats.Name("apollo-bus "+id), nats.MaxReconnects(-1),
+		// Said once each way: while cut off, the node refuses every event
+		// and question at once (cluster/cutoff.go) and its leases run out.
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if !c.IsClosed() { // closed: the node is stopping
+				log.Error("cut off NATS, reconnecting: events are answered retry_later and reads 503 until it is back", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", "url", c.ConnectedUrl()) }))
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w", f.natsURL, err)
 	}
