@@ -60,6 +60,7 @@ type Node struct {
 	// Stop waits for them.
 	answering     sync.WaitGroup
 	lateQuestions atomic.Uint64 // skipped: their askers had stopped waiting
+	logForeign    atomic.Uint64 // messages on the logs no owner wrote, passed over (logreplay.go)
 
 	queuesMu  sync.Mutex
 	queues    map[string]*subjectQueue // subject → the group commit of requests using it

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -502,53 +501,4 @@ func (f *logForwarder) Wait(ctx context.Context, lsn uint64) error {
 		return l.Wait(ctx, lsn)
 	}
 	return errors.New("cluster: the partition's log is not open yet")
-}
-
-// replayLog calls fn for every record of partition p's decision log after
-// stream sequence from, up to the log's end when the call began. It
-// returns that end and the highest input position the messages carried.
-func (n *Node) replayLog(ctx context.Context, p int, from uint64, fn func(rec []byte) error) (end, input uint64, err error) {
-	last, err := n.logs.GetLastMsgForSubject(ctx, logSubject(p))
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return from, 0, nil
-	case err != nil:
-		return 0, 0, err
-	}
-	end = last.Sequence
-	if end <= from {
-		return from, 0, nil
-	}
-	cons, err := n.logs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{logSubject(p)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from + 1,
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer it.Stop()
-	for {
-		m, err := it.Next(jetstream.NextMaxWait(n.opts.QueryTimeout))
-		if err != nil {
-			return 0, 0, err
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return 0, 0, err
-		}
-		if v, err := strconv.ParseUint(m.Headers().Get(hdrInput), 10, 64); err == nil {
-			input = max(input, v)
-		}
-		if err := splitBatch(m.Data(), fn); err != nil {
-			return 0, 0, fmt.Errorf("message %d: %w", md.Sequence.Stream, err)
-		}
-		if md.Sequence.Stream >= end {
-			return end, input, nil
-		}
-	}
 }

@@ -494,12 +494,17 @@ type NodeStats struct {
 	// corrections) the node skipped because their askers had stopped
 	// waiting (listing.go): it answers them slower than they come.
 	LateQuestions uint64 `json:"late_questions"`
+	// LogForeign counts the messages on the partitions' decision logs
+	// that no owner wrote, passed over by the rebuilds that read them
+	// (logreplay.go); each rebuild counts those it reads.
+	LogForeign uint64 `json:"log_foreign"`
 }
 
 // NodeStats returns the node's leases and its partitions' stats.
 func (n *Node) NodeStats() NodeStats {
 	n.mu.Lock()
-	s := NodeStats{Node: n.opts.NodeID, NATS: n.natsState(), LateQuestions: n.lateQuestions.Load()}
+	s := NodeStats{Node: n.opts.NodeID, NATS: n.natsState(), LateQuestions: n.lateQuestions.Load(),
+		LogForeign: n.logForeign.Load()}
 	parts := make([]*partition, 0, len(n.owned))
 	for p := range n.leases {
 		s.Leases = append(s.Leases, p)

@@ -152,7 +152,7 @@ func (n *Node) findSnapshot(ctx context.Context, p int) (snapshotRef, error) {
 			return ref, err
 		}
 		h := m.Headers()
-		if name := h.Get(hdrSnapshot); name != "" {
+		if name := h.Get(hdrSnapshot); name != "" && ownersWrite(h) { // replayLog counts the others
 			covers, err1 := strconv.ParseUint(h.Get(hdrCovers), 10, 64)
 			input, err2 := strconv.ParseUint(h.Get(hdrInput), 10, 64)
 			if err1 != nil || err2 != nil {
