@@ -183,6 +183,9 @@ func (n *Node) join(ctx context.Context) error {
 // that the cluster's partition count is this node's.
 func (n *Node) ensure(ctx context.Context) error {
 	o := &n.opts
+	if err := n.checkJetStream(ctx); err != nil {
+		return err
+	}
 	if err := n.checkPartitionCount(ctx); err != nil {
 		return err
 	}
@@ -236,6 +239,24 @@ func (n *Node) ensure(ctx context.Context) error {
 		return fmt.Errorf("cluster: the %s store: %w", SnapshotBucket, err)
 	}
 	return nil
+}
+
+// checkJetStream refuses a NATS server (or account) without JetStream,
+// saying so: every JetStream request there is answered by no one, and the
+// first one's "no responders available for request" named neither the
+// cause nor the cure.
+func (n *Node) checkJetStream(ctx context.Context) error {
+	_, err := n.js.AccountInfo(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, nats.ErrNoResponders):
+		return &apollo.Error{Code: apollo.EINVALID, Field: "--nats",
+			Message: fmt.Sprintf("the NATS server at %s has no JetStream for this connection's account (%v)", n.opts.Conn.ConnectedUrl(), err),
+			Hint:    "start it with JetStream (nats-server -js, or jetstream {} in its configuration) and give the account JetStream (docs/scale-out.md)"}
+	}
+	return fmt.Errorf("cluster: asking NATS for JetStream: %w", err)
 }
 
 // partitionsMeta is the events stream's metadata key that records the

@@ -121,3 +121,23 @@ func TestBusNodeCutOffNATSSaysSoAndRecovers(t *testing.T) {
 		}
 	}
 }
+
+// A node pointed at a NATS server without JetStream refuses to start and
+// says what to do. Before, it said "cluster: the APOLLO_EVENTS stream:
+// nats: no responders available for request", which names neither.
+func TestBusNodeSaysTheNATSServerHasNoJetStream(t *testing.T) {
+	t.Parallel()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	code, stderr := runBinary(t, busNodeArgs(ns.ClientURL(), "nojs")...)
+	if code != 1 || !strings.Contains(stderr, "has no JetStream") || !strings.Contains(stderr, "nats-server -js") {
+		t.Fatalf("a node on a NATS server without JetStream: exit %d:\n%s", code, stderr)
+	}
+}
