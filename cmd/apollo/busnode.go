@@ -34,6 +34,9 @@ type busNodeFlags struct {
 	natsURL    string
 	partitions int
 	nodeID     string
+	// replicas of the streams and buckets, the audit stream's too:
+	// without it, a NATS cluster of three kept one copy of everything.
+	replicas int
 }
 
 // runBusNode connects to NATS and Redis, starts the node and serves the
@@ -81,7 +84,7 @@ func runBusNode(ctx context.Context, cfg config.Config, f busNodeFlags, log *slo
 		log.Warn("no Redis (--redis or redis.url): each partition keeps its metrics in memory, and the metrics routes answer nothing")
 	}
 	mo := metrics.Options{BucketRetention: cfg.Retention.Buckets.D(), RollupRetention: cfg.Retention.Rollups.D()}
-	opts := cluster.Options{Conn: nc, NodeID: id, Partitions: f.partitions,
+	opts := cluster.Options{Conn: nc, NodeID: id, Partitions: f.partitions, Replicas: f.replicas,
 		Bus: partitionBusOptions(cfg, f.partitions), Metrics: mo, Logger: log}
 	if rdb != nil {
 		// Every partition's metrics reach Redis under the partition's

@@ -29,7 +29,7 @@ func busNodeWithTenants(t *testing.T, id string) (*proc, map[string]string) {
 
 // busNodesWithTenants writes the configuration of busNodeWithTenants and
 // returns what starts a node of it on the NATS server at url.
-func busNodesWithTenants(t *testing.T, url string, partitions int) (func(id string) *proc, map[string]string) {
+func busNodesWithTenants(t *testing.T, url string, partitions int) (func(id string, extra ...string) *proc, map[string]string) {
 	t.Helper()
 	tokens := map[string]string{}
 	var cfg strings.Builder
@@ -46,9 +46,9 @@ func busNodesWithTenants(t *testing.T, url string, partitions int) (func(id stri
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return func(id string) *proc {
-		return startApollo(t, "bus", "--config", path, "--nats", url, "--partitions", strconv.Itoa(partitions),
-			"--node-id", id, "--listen", "127.0.0.1:0")
+	return func(id string, extra ...string) *proc {
+		return startApollo(t, append([]string{"bus", "--config", path, "--nats", url, "--partitions", strconv.Itoa(partitions),
+			"--node-id", id, "--listen", "127.0.0.1:0"}, extra...)...)
 	}, tokens
 }
 

@@ -325,6 +325,9 @@ nodes' Redis, as in the three-process mode. See docs/scale-out.md.`,
 				if nf.partitions < 1 {
 					return &exitError{code: 2, err: fmt.Errorf("--partitions is required with --nats: the same number on every node, e.g. 16 (docs/scale-out.md)")}
 				}
+				if r := nf.replicas; r != 1 && r != 3 && r != 5 {
+					return &exitError{code: 2, err: fmt.Errorf("--nats-replicas %d: use 1, or 3 (5) on a NATS cluster of 3 (5) servers (docs/scale-out.md)", r)}
+				}
 				// What a node would not do is refused, not left undone in
 				// silence: nobody would learn that the jobs never ran.
 				if cfg.Jobs != "" {
@@ -350,5 +353,6 @@ nodes' Redis, as in the three-process mode. See docs/scale-out.md.`,
 	fl.StringVar(&nf.natsURL, "nats", "", "scale-out mode: NATS server URL(s), comma-separated, with JetStream")
 	fl.IntVar(&nf.partitions, "partitions", 0, "scale-out mode: number of partitions (the same on every node, fixed for the cluster's life)")
 	fl.StringVar(&nf.nodeID, "node-id", "", "scale-out mode: this node's name, unique and kept across restarts (default: the host name)")
+	fl.IntVar(&nf.replicas, "nats-replicas", 1, "scale-out mode: copies JetStream keeps of the streams and buckets: 1, or 3 (5) on a NATS cluster of 3 (5) servers; the same on every node")
 	return cmd
 }
