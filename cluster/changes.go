@@ -313,6 +313,20 @@ func (f *fanIn) deliver(m *nats.Msg, dropped *int) {
 	}
 }
 
+// reconnected cuts the listeners off once the connection to NATS is back
+// after a break: core NATS kept none of the changes published meanwhile.
+func (f *fanIn) reconnected() {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return
+	}
+	f.warn("changes lost; the stream's clients resynchronise", "err", "the connection to NATS was broken: the changes published meanwhile did not reach this node")
+	f.owed.Store(true)
+	f.cut()
+}
+
 // cut ends every subscription, unless the last cut was under cutEvery
 // ago: then the changes lost stay owed, and the cut comes when cutEvery
 // has passed, or at a message handled after that, whichever is first.

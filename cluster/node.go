@@ -136,6 +136,18 @@ func New(opts Options) (*Node, error) {
 	}
 	n.warns = loglimit.New(time.Second)
 	n.fan = newFanIn(opts.Conn, opts.Clock, n.warn)
+	// Core NATS keeps nothing for a connection that is away: the changes
+	// the owners published during a break never reach this node's
+	// listeners, which must resynchronise once it is back
+	// (TestChangeListenersResyncAfterAReconnect). The handler the
+	// connection had runs first.
+	prev := opts.Conn.Opts.ReconnectedCB
+	opts.Conn.SetReconnectHandler(func(c *nats.Conn) {
+		if prev != nil {
+			prev(c)
+		}
+		n.fan.reconnected()
+	})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }

@@ -29,7 +29,10 @@ const (
 
 // Options configure a Node. Conn, NodeID and Partitions are required.
 type Options struct {
-	// Conn is the node's connection to NATS. The node does not close it.
+	// Conn is the node's connection to NATS. The node does not close it;
+	// it sets the connection's reconnect handler to one that calls the
+	// handler set before, then resynchronises the node's change
+	// listeners.
 	Conn *nats.Conn
 	// NodeID names the node among the others: letters, digits, '.', '_'
 	// and '-', at most 64 bytes, unique in the cluster.
