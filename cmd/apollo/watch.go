@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ type componentWatch struct {
 	log     *slog.Logger
 	down    func(kind, summary string, running map[string]int)
 	started time.Time
+	beats   *redisstore.BeatReader
 	life    lifecycle.Group
 	closers []func() // after the loop ends
 
@@ -71,6 +73,7 @@ func beatKey(b redisstore.Beat) string { return b.Component + ":" + b.ID }
 func startComponentWatch(ctx context.Context, c redis.UniversalClient, prefix string, every time.Duration, log *slog.Logger,
 	down func(kind, summary string, running map[string]int)) *componentWatch {
 	w := &componentWatch{c: c, prefix: prefix, every: every, log: log, down: down, started: time.Now(),
+		beats: redisstore.NewBeatReader(c, prefix),
 		life:  lifecycle.Group{Name: "component watch"},
 		alive: map[string][]redisstore.Beat{}, known: map[string]redisstore.Beat{}, missing: map[string]time.Time{},
 		empty: map[string]time.Time{}, lastAt: map[string]time.Time{}, reported: map[string]bool{}}
@@ -107,13 +110,69 @@ func (w *componentWatch) stop() {
 
 type notice struct{ kind, summary string }
 
+// check reads the heartbeats and tells what stopped. Before it tells
+// anything, it looks again with a SCAN for processes of the build before
+// the heartbeat index, which beat without indexing (an upgrade under
+// way): only then, so that a watch costs round trips by processes, not by
+// the keys in the database (redisstore.BeatReader).
 func (w *componentWatch) check(ctx context.Context) {
-	beats, err := redisstore.Heartbeats(ctx, w.c, w.prefix)
+	beats, err := w.beats.Read(ctx)
 	if err != nil {
 		return // Redis does not answer: nothing is known, nothing changes
 	}
 	now := time.Now()
 	w.mu.Lock()
+	before := w.saveState()
+	out := w.judge(beats, now)
+	if len(out) > 0 {
+		w.mu.Unlock()
+		more, err := w.beats.Rescan(ctx)
+		w.mu.Lock()
+		if err == nil && slices.ContainsFunc(more, func(b redisstore.Beat) bool {
+			return !slices.ContainsFunc(beats, func(a redisstore.Beat) bool { return beatKey(a) == beatKey(b) })
+		}) {
+			w.restoreState(before)
+			out = w.judge(more, now)
+		}
+	}
+	n := running(w.alive)
+	w.mu.Unlock()
+	for _, nt := range out {
+		w.log.Error("component down: "+nt.summary, "component", nt.kind)
+		if w.down != nil {
+			w.down(nt.kind, nt.summary, n)
+		}
+	}
+}
+
+// watchState is what judge changes, kept to judge again.
+type watchState struct {
+	alive              map[string][]redisstore.Beat
+	known              map[string]redisstore.Beat
+	missing, empty, at map[string]time.Time
+	reported           map[string]bool
+}
+
+func (w *componentWatch) saveState() watchState {
+	return watchState{maps.Clone(w.alive), maps.Clone(w.known), maps.Clone(w.missing), maps.Clone(w.empty), maps.Clone(w.lastAt), maps.Clone(w.reported)}
+}
+
+func (w *componentWatch) restoreState(s watchState) {
+	w.alive, w.known, w.missing, w.empty, w.lastAt, w.reported = s.alive, s.known, s.missing, s.empty, s.at, s.reported
+}
+
+// running is how many processes of each kind run.
+func running(alive map[string][]redisstore.Beat) map[string]int {
+	n := map[string]int{}
+	for _, kind := range componentKinds {
+		n[kind] = len(alive[kind])
+	}
+	return n
+}
+
+// judge takes beats as the heartbeats now and returns what to tell.
+// w.mu is held.
+func (w *componentWatch) judge(beats []redisstore.Beat, now time.Time) []notice {
 	alive, stopped := map[string][]redisstore.Beat{}, map[string]bool{}
 	for _, b := range beats {
 		k := beatKey(b)
@@ -143,11 +202,9 @@ func (w *componentWatch) check(ctx context.Context) {
 			delete(w.missing, k)
 		}
 	}
-	running := map[string]int{}
 	var out []notice
 	for _, kind := range componentKinds {
 		n := len(alive[kind])
-		running[kind] = n
 		if n > 0 {
 			if w.reported[kind] {
 				w.log.Info("a "+kind+" process is running again", "processes", n)
@@ -168,13 +225,7 @@ func (w *componentWatch) check(ctx context.Context) {
 		}
 	}
 	w.alive = alive
-	w.mu.Unlock()
-	for _, nt := range out {
-		w.log.Error("component down: "+nt.summary, "component", nt.kind)
-		if w.down != nil {
-			w.down(nt.kind, nt.summary, running)
-		}
-	}
+	return out
 }
 
 // noneLeft says that no process of kind runs. w.mu is held.
