@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,13 +23,25 @@ import (
 // (the dedup lock keeps a notification single); leadership only decides
 // whose view is written down. The lease is `SET key id NX PX ttl`, renewed
 // every ttl/3 with a compare-and-expire script.
+//
+// With WithProcessProof, the value also proves which process holds it,
+// and a process on the same host takes at once a lease whose holder it
+// sees is dead (leaseproof.go): an alert process restarted after a kill
+// -9 leads without waiting for the ttl.
 type Lease struct {
-	c       redis.UniversalClient
-	key, id string
-	ttl     time.Duration
-	clock   apollo.Clock
-	held    atomic.Bool
-	life    lifecycle.Group // the renewal loop
+	c          redis.UniversalClient
+	key, id    string
+	value      string // id, or id and the proof of this process
+	ttl        time.Duration
+	clock      apollo.Clock
+	held       atomic.Bool
+	life       lifecycle.Group // the renewal loop
+	self       procProof       // set by WithProcessProof
+	proves     bool
+	alive      func(pid int, start uint64) bool
+	log        *slog.Logger
+	tookFromMu sync.Mutex
+	tookFrom   string // the last dead holder this process took the lease from
 	// onGain runs in Renew when this process takes the lease (set by
 	// NewAlertState, before Start).
 	onGain func(ctx context.Context)
@@ -36,10 +50,34 @@ type Lease struct {
 var renewScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
 var releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
 
+// takeScript replaces the value ARGV[1] (a dead holder's) by ARGV[2] for
+// ARGV[3] ms: the lease is taken only if the dead holder still has it.
+var takeScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3]) return 1 else return 0 end`)
+
 // NewLease returns a lease on <prefix>:alert:leader for the process id.
 func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Lease {
-	return &Lease{c: c, key: prefix + ":alert:leader", id: id, ttl: ttl, clock: apollo.SystemClock,
-		life: lifecycle.Group{Name: "redisstore: lease"}}
+	return &Lease{c: c, key: prefix + ":alert:leader", id: id, value: id, ttl: ttl, clock: apollo.SystemClock,
+		life: lifecycle.Group{Name: "redisstore: lease"}, alive: processAlive}
+}
+
+// WithProcessProof makes the lease's value prove which process holds it,
+// and lets this process take at once a lease held by a process it sees is
+// dead on the same host, boot and PID namespace; log says when it does.
+// Where /proc gives no proof (not Linux), nothing changes. The id must
+// not hold a space. Call it before Start.
+func (l *Lease) WithProcessProof(log *slog.Logger) *Lease {
+	if p, ok := selfProof(); ok && !strings.Contains(l.id, " ") {
+		l.self, l.proves, l.value, l.log = p, true, l.id+" "+p.String(), log
+	}
+	return l
+}
+
+// TookFrom returns the ID of the last dead process this one took the
+// lease from before its ttl ran out, "" if none.
+func (l *Lease) TookFrom() string {
+	l.tookFromMu.Lock()
+	defer l.tookFromMu.Unlock()
+	return l.tookFrom
 }
 
 // WithClock makes the renewal loop tick on clock (default: the system
@@ -65,17 +103,50 @@ func (l *Lease) Renew(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, l.ttl/3)
 	defer cancel()
 	if l.held.Load() {
-		n, err := renewScript.Run(ctx, l.c, []string{l.key}, l.id, l.ttl.Milliseconds()).Int()
+		n, err := renewScript.Run(ctx, l.c, []string{l.key}, l.value, l.ttl.Milliseconds()).Int()
 		l.held.Store(err == nil && n == 1)
 		if err == nil && n == 1 {
 			return
 		}
 	}
-	ok, err := l.c.SetNX(ctx, l.key, l.id, l.ttl).Result()
+	ok, err := l.c.SetNX(ctx, l.key, l.value, l.ttl).Result()
+	if err == nil && !ok && l.proves {
+		ok, err = l.takeFromTheDead(ctx)
+	}
 	l.held.Store(err == nil && ok)
 	if err == nil && ok && l.onGain != nil {
 		l.onGain(ctx)
 	}
+}
+
+// takeFromTheDead takes the lease if its holder is a process this one
+// proves dead (leaseproof.go). The holder cannot renew, so there are never
+// two leaders; the take is a compare-and-set, so of two processes
+// restarted at once one takes it.
+func (l *Lease) takeFromTheDead(ctx context.Context) (bool, error) {
+	cur, err := l.c.Get(ctx, l.key).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil // expired since: the next renewal takes it
+	}
+	if err != nil {
+		return false, err
+	}
+	holder, ok := parseProof(cur)
+	if !ok || !provablyDead(l.self, holder, l.alive) {
+		return false, nil
+	}
+	n, err := takeScript.Run(ctx, l.c, []string{l.key}, cur, l.value, l.ttl.Milliseconds()).Int()
+	if err != nil || n != 1 {
+		return false, err
+	}
+	l.tookFromMu.Lock()
+	l.tookFrom = leaseID(cur)
+	l.tookFromMu.Unlock()
+	if l.log != nil {
+		l.log.Info("took over the leader lease of a dead process on this host, before its lease ran out",
+			"dead", leaseID(cur), "pid", holder.pid)
+	}
+	return true, nil
 }
 
 // Held reports whether this process leads now.
@@ -90,7 +161,7 @@ func (l *Lease) Stop(ctx context.Context) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if err := releaseScript.Run(ctx, l.c, []string{l.key}, l.id).Err(); err != nil {
+		if err := releaseScript.Run(ctx, l.c, []string{l.key}, l.value).Err(); err != nil {
 			return fmt.Errorf("redisstore: giving the lease up: %w", err)
 		}
 		return nil
@@ -99,11 +170,11 @@ func (l *Lease) Stop(ctx context.Context) error {
 
 // Leader returns the id of the leading alert process, "" if none.
 func Leader(ctx context.Context, c redis.UniversalClient, prefix string) (string, error) {
-	id, err := c.Get(ctx, prefix+":alert:leader").Result()
+	v, err := c.Get(ctx, prefix+":alert:leader").Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
-	return id, err
+	return leaseID(v), err
 }
 
 // stateTTL keeps the shared alert state for a week after the last save:
