@@ -16,6 +16,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Lease makes one alert process the leader: the one that saves the shared
@@ -40,6 +41,7 @@ type Lease struct {
 	proves     bool
 	alive      func(pid int, start uint64) bool
 	log        *slog.Logger
+	refused    *loglimit.Limiter
 	tookFromMu sync.Mutex
 	tookFrom   string // the last dead holder this process took the lease from
 	// onGain runs in Renew when this process takes the lease (set by
@@ -57,18 +59,26 @@ var takeScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then 
 // NewLease returns a lease on <prefix>:alert:leader for the process id.
 func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Lease {
 	return &Lease{c: c, key: prefix + ":alert:leader", id: id, value: id, ttl: ttl, clock: apollo.SystemClock,
-		life: lifecycle.Group{Name: "redisstore: lease"}, alive: processAlive}
+		life: lifecycle.Group{Name: "redisstore: lease"}, alive: processAlive, refused: loglimit.New(time.Minute)}
 }
 
 // WithProcessProof makes the lease's value prove which process holds it,
 // and lets this process take at once a lease held by a process it sees is
-// dead on the same host, boot and PID namespace; log says when it does.
+// dead on the same host, boot and PID namespace.
 // Where /proc gives no proof (not Linux), nothing changes. The id must
 // not hold a space. Call it before Start.
-func (l *Lease) WithProcessProof(log *slog.Logger) *Lease {
+func (l *Lease) WithProcessProof() *Lease {
 	if p, ok := selfProof(); ok && !strings.Contains(l.id, " ") {
-		l.self, l.proves, l.value, l.log = p, true, l.id+" "+p.String(), log
+		l.self, l.proves, l.value = p, true, l.id+" "+p.String()
 	}
+	return l
+}
+
+// WithLogger makes the lease say when it takes a dead holder's lease, and
+// when Redis refuses it (a key of another type in its place: no process
+// would lead, silently), one line a minute. Call it before Start.
+func (l *Lease) WithLogger(log *slog.Logger) *Lease {
+	l.log = log
 	return l
 }
 
@@ -108,12 +118,14 @@ func (l *Lease) Renew(ctx context.Context) {
 		if err == nil && n == 1 {
 			return
 		}
+		l.sayRefused(err)
 	}
 	ok, err := l.c.SetNX(ctx, l.key, l.value, l.ttl).Result()
 	if err == nil && !ok && l.proves {
 		ok, err = l.takeFromTheDead(ctx)
 	}
 	l.held.Store(err == nil && ok)
+	l.sayRefused(err)
 	if err == nil && ok && l.onGain != nil {
 		l.onGain(ctx)
 	}
@@ -147,6 +159,20 @@ func (l *Lease) takeFromTheDead(ctx context.Context) (bool, error) {
 			"dead", leaseID(cur), "pid", holder.pid)
 	}
 	return true, nil
+}
+
+// sayRefused logs an error Redis answered (not an outage, which the
+// client's own warnings tell): a key of another type under the lease's
+// name keeps every process from leading, and nothing else would say so.
+func (l *Lease) sayRefused(err error) {
+	var rerr redis.Error
+	if l.log == nil || !errors.As(err, &rerr) {
+		return
+	}
+	if ok, held := l.refused.Allow("", time.Now()); ok {
+		l.log.Error("redisstore: Redis refuses the leader lease; no alert process saves the alerts the bus shows until it is fixed",
+			"key", l.key, "err", err, "fix", "if it names WRONGTYPE: redis-cli DEL "+l.key, "suppressed", held)
+	}
 }
 
 // Held reports whether this process leads now.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/loglimit"
 )
 
 // Beat is one process's heartbeat.
@@ -177,6 +179,8 @@ func Heartbeats(ctx context.Context, c redis.UniversalClient, prefix string) ([]
 type BeatReader struct {
 	c       redis.UniversalClient
 	prefix  string
+	log     *slog.Logger
+	damaged *loglimit.Limiter
 	mu      sync.Mutex
 	scanned bool
 	legacy  map[string]bool // members found by a scan and not in the index
@@ -184,7 +188,14 @@ type BeatReader struct {
 
 // NewBeatReader returns a reader of the heartbeats of prefix.
 func NewBeatReader(c redis.UniversalClient, prefix string) *BeatReader {
-	return &BeatReader{c: c, prefix: prefix, legacy: map[string]bool{}}
+	return &BeatReader{c: c, prefix: prefix, legacy: map[string]bool{}, damaged: loglimit.New(time.Minute)}
+}
+
+// WithLogger makes the reader say, one line a minute, that the index is
+// damaged (a key of another type in its place). Call it before Read.
+func (r *BeatReader) WithLogger(log *slog.Logger) *BeatReader {
+	r.log = log
+	return r
 }
 
 // Read returns every heartbeat present now (a SCAN for the previous
@@ -259,6 +270,21 @@ func (r *BeatReader) scan(ctx context.Context) ([]string, error) {
 // extra members whose key is gone.
 func (r *BeatReader) indexed(ctx context.Context, extra []string) ([]Beat, error) {
 	members, err := readBeatsScript.Run(ctx, r.c, []string{beatIndex(r.prefix)}).StringSlice()
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// Redis answered, and refused: a key of another type holds the
+		// index's name (WRONGTYPE). The heartbeats are still there: read
+		// them as the build before the index did, and say so, rather
+		// than see no process (or keep the last view) until someone
+		// looks.
+		if r.log != nil {
+			if ok, held := r.damaged.Allow("", time.Now()); ok {
+				r.log.Error("redisstore: the heartbeat index cannot be read; reading the heartbeats by a SCAN of the database, which costs as much as the database is large, until it is deleted (this process's and the others' next beats make it again)",
+					"key", beatIndex(r.prefix), "err", err, "fix", "redis-cli DEL "+beatIndex(r.prefix), "suppressed", held)
+			}
+		}
+		members, err = r.scan(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: reading the heartbeat index %s: %w", beatIndex(r.prefix), err)
 	}

@@ -79,7 +79,7 @@ func TestLeaseTakenFromTheDead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := prefix + ":alert:leader"
 			c.Set(ctx, key, tc.holder, time.Hour)
-			l := NewLease(c, prefix, "me", time.Minute).WithProcessProof(nil)
+			l := NewLease(c, prefix, "me", time.Minute).WithProcessProof()
 			l.Renew(ctx)
 			defer l.Stop(ctx)
 			v := c.Get(ctx, key).Val()

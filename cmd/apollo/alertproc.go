@@ -181,7 +181,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 	p.outbox.OnAdopt(disp.Requeue)
 	// A restart after a kill -9 on the same host leads at once: the lease
 	// proves which process holds it (docs/redis.md, "The leader lease").
-	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second).WithClock(p.clock).WithProcessProof(p.log)
+	p.lease = redisstore.NewLease(p.c, prefix, p.id, 15*time.Second).WithClock(p.clock).WithLogger(p.log).WithProcessProof()
 	lockPrefix := ""
 	if prefix != "apollo" {
 		lockPrefix = prefix + ":" // the engine's lock keys start with "apollo:"

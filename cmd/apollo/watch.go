@@ -17,6 +17,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/internal/lifecycle"
+	"github.com/apollo-11/apollo/internal/loglimit"
 	"github.com/apollo-11/apollo/notify"
 	"github.com/apollo-11/apollo/redisstore"
 )
@@ -55,6 +56,7 @@ type componentWatch struct {
 	down    func(kind, summary string, running map[string]int)
 	started time.Time
 	beats   *redisstore.BeatReader
+	unread  *loglimit.Limiter // the heartbeats could not be read
 	life    lifecycle.Group
 	closers []func() // after the loop ends
 
@@ -73,7 +75,7 @@ func beatKey(b redisstore.Beat) string { return b.Component + ":" + b.ID }
 func startComponentWatch(ctx context.Context, c redis.UniversalClient, prefix string, every time.Duration, log *slog.Logger,
 	down func(kind, summary string, running map[string]int)) *componentWatch {
 	w := &componentWatch{c: c, prefix: prefix, every: every, log: log, down: down, started: time.Now(),
-		beats: redisstore.NewBeatReader(c, prefix),
+		beats: redisstore.NewBeatReader(c, prefix).WithLogger(log), unread: loglimit.New(time.Minute),
 		life:  lifecycle.Group{Name: "component watch"},
 		alive: map[string][]redisstore.Beat{}, known: map[string]redisstore.Beat{}, missing: map[string]time.Time{},
 		empty: map[string]time.Time{}, lastAt: map[string]time.Time{}, reported: map[string]bool{}}
@@ -118,7 +120,12 @@ type notice struct{ kind, summary string }
 func (w *componentWatch) check(ctx context.Context) {
 	beats, err := w.beats.Read(ctx)
 	if err != nil {
-		return // Redis does not answer: nothing is known, nothing changes
+		// Nothing is known, nothing changes: but while it lasts, a process
+		// that dies is not told, which the log says.
+		if ok, held := w.unread.Allow("", time.Now()); ok && ctx.Err() == nil {
+			w.log.Warn("the heartbeats cannot be read from Redis; no process's loss is told while this lasts", "err", err, "suppressed", held)
+		}
+		return
 	}
 	now := time.Now()
 	w.mu.Lock()
