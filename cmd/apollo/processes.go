@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -164,6 +165,22 @@ func (r *redisAlerting) services() []namedService {
 }
 
 func (r *redisAlerting) Start(ctx context.Context) error {
+	// Before anything is written: another deployment in the same database
+	// whose keys are this one's tenants' (docs/redis.md, "Two deployments
+	// in one database").
+	var tenants []string
+	for _, t := range r.cfg.Auth.Tokens {
+		tenants = append(tenants, t.Tenant)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	clash, err := redisstore.PrefixClash(cctx, r.c, r.prefix, tenants)
+	cancel()
+	switch {
+	case clash != "":
+		return errors.New(clash)
+	case err != nil: // Redis away: the bus starts as it always did
+		r.log.Warn("could not check that no other deployment in the Redis database shares this one's keys", "err", err)
+	}
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	notices, err := newSelfNotifier(r.cfg, r.log)
 	if err != nil {
