@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,5 +154,27 @@ func TestHeartbeatOfThePreviousBuildIsRead(t *testing.T) {
 	c.Del(ctx, prefix+":heartbeat:alert:old1")
 	if beats, _ := r.Read(ctx); len(beats) != 1 || beats[0].ID != "old2" {
 		t.Fatalf("after the old beat expired: %+v", beats)
+	}
+}
+
+// A key of another type under the index's name: the beats are read by a
+// scan, and the reader says so, naming the key and the fix.
+func TestHeartbeatIndexOfAnotherType(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	h := redisstore.NewHeartbeat(c, prefix, "bus", "b", time.Hour)
+	h.Start(ctx)
+	defer h.Stop(ctx)
+	c.Del(ctx, prefix+":heartbeats")
+	c.Set(ctx, prefix+":heartbeats", "junk", time.Hour)
+	var logs strings.Builder
+	r := redisstore.NewBeatReader(c, prefix).WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	r.Read(ctx) // the first read scans anyway
+	beats, err := r.Read(ctx)
+	if err != nil || len(beats) != 1 || beats[0].ID != "b" {
+		t.Fatalf("beats %+v, %v", beats, err)
+	}
+	if !strings.Contains(logs.String(), "the heartbeat index cannot be read") || !strings.Contains(logs.String(), "redis-cli DEL "+prefix+":heartbeats") {
+		t.Fatalf("the reader says:\n%s", logs.String())
 	}
 }
