@@ -59,8 +59,19 @@ func TestRedisEmptiedWhileRunning(t *testing.T) {
 			d.do(tenant, "GET", "/api/v1/alerts?state=firing", "", &al, 200)
 			var sl struct{ Silences []struct{ ID string } }
 			d.do(tenant, "GET", "/api/v1/silences", "", &sl, 200)
-			if rs.Source != src[tenant] || len(al.Alerts) != 1 || al.Alerts[0].Rule != tenant+"_rate" ||
-				(al.Alerts[0].AckedBy != "") != (tenant == "acme") ||
+			// The rate alert, acknowledged for acme; after the alert
+			// process's restart acme's event alert fires beside it (its
+			// new leader saves it at once, where before it waited for the
+			// dead one's lease).
+			var rate []shownAlert
+			for _, a := range al.Alerts {
+				if a.Rule == tenant+"_rate" {
+					rate = append(rate, a)
+				} else if a.Rule != tenant+"_ev" {
+					return false
+				}
+			}
+			if rs.Source != src[tenant] || len(rate) != 1 || (rate[0].AckedBy != "") != (tenant == "acme") ||
 				(len(sl.Silences) == 1 && sl.Silences[0].ID == quiet) != (tenant == "globex") {
 				return false
 			}
