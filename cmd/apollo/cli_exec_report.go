@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,9 +180,21 @@ func (r *execReporter) warnDuplicate() {
 		r.taskID, st.Duplicate, were)
 }
 
-func hasFiles(dir string) bool {
-	entries, err := os.ReadDir(dir)
-	return err == nil && len(entries) > 0
+func hasFiles(dir string) bool { return len(spoolFiles(dir)) > 0 }
+
+// spoolFiles lists the spool files in a slot: regular files named
+// *.ndjson, as the agent reads them. A FIFO, a symlink or a directory of
+// that name is no file of events: the agent skips it, and opening a FIFO
+// to look at it would wait for a writer for ever.
+func spoolFiles(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".ndjson") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }
 
 // prefixWriter starts every line it writes with prefix. slog handlers

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/apollo-11/apollo/internal/flock"
@@ -128,7 +129,7 @@ func readSpool(root, own string, countEvents bool) ([]spoolPart, error) {
 		locks, _ := filepath.Glob(filepath.Join(p.Dir, "slot-*.lock"))
 		for _, lock := range locks {
 			slot := strings.TrimSuffix(lock, ".lock")
-			files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
+			files := spoolFiles(slot)
 			if len(files) == 0 {
 				continue
 			}
@@ -177,7 +178,9 @@ func readSpool(root, own string, countEvents bool) ([]spoolPart, error) {
 // countSpoolFile returns a spool file's size, when it was last written
 // and, with lines, how many events (lines) it holds.
 func countSpoolFile(path string, lines bool) (events int, size int64, at time.Time, err error) {
-	f, err := os.Open(path)
+	// Listed as a regular file, it may have been replaced since: never
+	// follow a symlink (to /dev/zero, say) nor wait on a FIFO.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return 0, 0, time.Time{}, err
 	}
@@ -185,6 +188,9 @@ func countSpoolFile(path string, lines bool) (events int, size int64, at time.Ti
 	info, err := f.Stat()
 	if err != nil {
 		return 0, 0, time.Time{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return 0, 0, time.Time{}, fmt.Errorf("spool: %s is not a regular file", path)
 	}
 	if !lines {
 		return 0, info.Size(), info.ModTime(), nil
@@ -225,8 +231,7 @@ func eachFreeSlot(dir string, send func(slot string) error, sum *spoolSent) erro
 			continue
 		}
 		err = send(slot)
-		files, _ := filepath.Glob(filepath.Join(slot, "*.ndjson"))
-		sum.left += len(files)
+		sum.left += len(spoolFiles(slot))
 		flock.Release(f)
 		if err != nil {
 			return err
