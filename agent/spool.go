@@ -390,15 +390,38 @@ func (s *spool) read(dst []item, n int) (_ []item, bad int, err error) {
 			got++
 		}
 		if used == 0 {
-			// No whole line in a chunk: a torn tail, or a line no event
-			// could make. Nothing after it can be trusted.
+			// No whole line in a chunk: a line no event could make (a
+			// damaged stretch of the file), or a torn tail. Skip to the
+			// next line: the events after the damage were spooled too.
 			bad++
-			used = int(f.size - f.readOff)
+			skip, err := skipLine(f.r, f.readOff+int64(len(buf)), f.size)
+			if err != nil {
+				return dst, bad, fmt.Errorf("agent: spool %s: %w", f.path, err)
+			}
+			used = len(buf) + int(skip)
 		}
 		f.readOff += int64(used)
 	}
 	s.maybeRemove(f)
 	return dst, bad, nil
+}
+
+// skipLine returns how many bytes from off up to size belong to the line
+// under way: up to and including its newline, or all of them (a torn
+// tail).
+func skipLine(r *os.File, off, size int64) (int64, error) {
+	buf := make([]byte, readChunk)
+	for n := int64(0); off+n < size; {
+		chunk := buf[:min(size-off-n, readChunk)]
+		if _, err := r.ReadAt(chunk, off+n); err != nil {
+			return 0, err
+		}
+		if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+			return n + int64(i) + 1, nil
+		}
+		n += int64(len(chunk))
+	}
+	return size - off, nil
 }
 
 // done settles one event the sender took from f.

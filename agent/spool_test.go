@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -533,4 +534,83 @@ func TestSpoolKeepsEventsTheServerRefusedTheTokenFor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpoolSkipsOnlyTheDamagedLine: a spool file damaged in its middle
+// (a run of NUL bytes longer than the reader's chunk, as a crash can
+// leave on some file systems, or a line of junk) cost every event after
+// it: the reader took a chunk without a newline for a torn tail and
+// skipped the rest of the file. Events after the damage were spooled,
+// and must be sent; only the damaged line is dropped.
+func TestSpoolSkipsOnlyTheDamagedLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	line := func(seq int) string {
+		status := []string{"pending", "running", "manual_blocked", "pending"}[seq-1]
+		return fmt.Sprintf(`{"taskID":"damaged","sequence":%d,"status":%q,"ts":1764400000001}`+"\n", seq, status)
+	}
+	junk := strings.Repeat("\x00", 3*readChunk/2) + "\n"
+	body := line(1) + junk + line(2) + line(3) + strings.Repeat("x", 2*readChunk) + "\n" + line(4)
+	if err := os.WriteFile(filepath.Join(dir, spoolName(7, 0, "")), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := newProtocolServer(t)
+	c := newTestClient(t, srv.URL(), WithSpoolDir(dir))
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Accepted+st.Duplicate != 4 || st.Dropped != 2 {
+		t.Fatalf("stats %+v, want the 4 whole events sent and the 2 damaged lines dropped", st)
+	}
+	if got := srv.storedFor("damaged"); !slices.Equal(got, []int64{1, 2, 3, 4}) {
+		t.Fatalf("stored %v, want [1 2 3 4]", got)
+	}
+	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Fatalf("files left: %v", files)
+	}
+}
+
+// FuzzSpoolRead: whatever a spool file holds, the reader ends, and it
+// reads exactly the whole lines that are JSON and no longer than its
+// chunk, in order: damage costs the damaged lines, never the others.
+func FuzzSpoolRead(f *testing.F) {
+	f.Add([]byte(`{"a":1}` + "\n" + `{"b":2}` + "\n"))
+	f.Add([]byte(`{"a":1}` + "\n" + `{"b":`))
+	f.Add([]byte("\x00\x00\n{}\n"))
+	f.Add([]byte(strings.Repeat("\x00", readChunk+10) + "\n{}\n"))
+	f.Add([]byte("{}\n" + strings.Repeat("{", readChunk) + "\n[]\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, spoolName(1, 0, "")), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := openSpool(dir, "", false, 1<<40, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		var want []string
+		lines := strings.Split(string(body), "\n")
+		for _, l := range lines[:len(lines)-1] { // the last is no whole line
+			if len(l) < readChunk && json.Valid([]byte(l)) {
+				want = append(want, l)
+			}
+		}
+		var got []string
+		for range len(body) + 1 {
+			items, _, err := s.read(nil, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(items) == 0 && s.firstUnread() == nil {
+				break
+			}
+			for _, it := range items {
+				got = append(got, string(it.data))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("read %d lines %.200q, want %d %.200q", len(got), got, len(want), want)
+		}
+	})
 }
