@@ -93,7 +93,7 @@ func WithBufferSize(n int) Option { return func(c *config) { c.bufferSize = n } 
 // token they were reported with (WithToken): a client with another token
 // leaves them in dir, with a warning, for a client with theirs. A token
 // the server refuses (401, 403), or an address without the events route
-// (404), costs no event: they are kept in dir and retried until the
+// (404, 405), costs no event: they are kept in dir and retried until the
 // server takes them (docs/protocol.md).
 func WithSpoolDir(dir string) Option { return func(c *config) { c.spoolDir = dir } }
 

@@ -145,6 +145,12 @@ func (c *Client) deliver(ctx context.Context) bool {
 		case answerRejected:
 			why := notTheEvents(a.status)
 			if c.spool == nil || why == "" {
+				if why != "" && a.err.Hint == "" {
+					// A bare status: say what it means, not "HTTP 405".
+					e := *a.err
+					e.Hint = why
+					a.err = &e
+				}
 				c.settle(len(sent), a.status, rejectAll(a.err))
 				continue
 			}
@@ -195,7 +201,10 @@ func notTheEvents(status int) string {
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return "the server refused this client's token: check the token it was given and the server's tokens"
-	case http.StatusNotFound:
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		// Apollo-11 answers a POST to any path but its routes 405 (its
+		// dashboard serves every other path, to GET only): a base URL
+		// with a path the server does not have, or a proxy's prefix.
 		return "no events route at this address: check the server address it sends to (and a proxy in front of the server)"
 	}
 	return ""
