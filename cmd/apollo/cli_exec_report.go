@@ -24,12 +24,18 @@ import (
 // failure is a line on stderr, never an error: monitoring must not break
 // the job. A nil *execReporter, or one without a task, reports nothing.
 type execReporter struct {
-	client   *agent.Client
-	drainers []*agent.Client // send what earlier processes left in other slots
-	lease    *spoolLease
-	task     *agent.Task
-	taskID   string
-	stderr   io.Writer
+	client *agent.Client
+	// The drainers send what earlier processes left in other slots, each
+	// closed as soon as it has (its slot is then free for other runs), or
+	// when drainStop is called at the run's end.
+	drainers  sync.WaitGroup
+	drainStop context.CancelFunc
+	drainMu   sync.Mutex
+	drainErrs []error
+	lease     *spoolLease
+	task      *agent.Task
+	taskID    string
+	stderr    io.Writer
 }
 
 func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.Writer) *execReporter {
@@ -65,12 +71,27 @@ func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.
 		return r
 	}
 	r.client, r.task, r.taskID = c, c.Task(taskID, name), taskID
+	var ctx context.Context
+	ctx, r.drainStop = context.WithCancel(context.Background())
 	for _, d := range r.orphans() {
-		if dc, err := agent.New(cf.server, append(opts, agent.WithSpoolDir(d))...); err == nil {
-			r.drainers = append(r.drainers, dc)
-		} else {
+		dc, err := agent.New(cf.server, append(opts, agent.WithSpoolDir(d))...)
+		if err != nil {
 			r.warnf("sending the events left in %s: %v", d, err)
+			continue
 		}
+		// Closed at once: Close returns when the slot's events are sent
+		// (or at the run's end, the rest kept), and the slot is freed. A
+		// long job held every slot it drained until it ended, and the
+		// token's other runs found none free and reported without a spool.
+		r.drainers.Go(func() {
+			err := dc.Close(ctx)
+			r.lease.releaseSlot(d)
+			if err != nil {
+				r.drainMu.Lock()
+				r.drainErrs = append(r.drainErrs, err)
+				r.drainMu.Unlock()
+			}
+		})
 	}
 	return r
 }
@@ -141,14 +162,12 @@ func (r *execReporter) close(wait time.Duration) {
 	defer r.lease.release()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	clients := append([]*agent.Client{r.client}, r.drainers...)
-	errs := make([]error, len(clients))
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Go(func() { errs[i] = c.Close(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	// The drainers still sending get the same time as the run's client.
+	defer context.AfterFunc(ctx, r.drainStop)()
+	err := r.client.Close(ctx)
+	r.drainers.Wait()
+	r.drainStop()
+	if err := errors.Join(append([]error{err}, r.drainErrs...)...); err != nil {
 		r.warnf("%v", err)
 	}
 	r.warnDuplicate()

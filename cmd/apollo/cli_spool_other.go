@@ -20,6 +20,8 @@ func leaseSpool(string) (*spoolLease, error) {
 
 func (*spoolLease) release() {}
 
+func (*spoolLease) releaseSlot(string) {}
+
 func readSpool(string, string, bool) ([]spoolPart, error) {
 	return nil, errors.New("spool: needs a Unix system (file locks)")
 }

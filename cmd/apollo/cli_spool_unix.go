@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ const spoolSlots = 16
 type spoolLease struct {
 	dir     string
 	orphans []string
+	mu      sync.Mutex // releaseSlot runs from the drainers' goroutines
 	locks   []*os.File
 	// inherited: dir held an earlier process's events, which this run's
 	// client sends with its own (every free slot had some).
@@ -101,10 +103,29 @@ func (l *spoolLease) release() {
 	if l == nil {
 		return
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, f := range l.locks {
 		flock.Release(f)
 	}
 	l.locks = nil
+}
+
+// releaseSlot gives back the slot dir (an orphan whose client closed)
+// before the others.
+func (l *spoolLease) releaseSlot(dir string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.locks = slices.DeleteFunc(l.locks, func(f *os.File) bool {
+		if f.Name() != dir+".lock" {
+			return false
+		}
+		flock.Release(f)
+		return true
+	})
 }
 
 // readSpool lists the parts of the spool under root that hold events,
