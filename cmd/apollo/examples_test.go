@@ -628,3 +628,23 @@ func TestShellReporterClockStepsBack(t *testing.T) {
 	}
 	exCheckRun(t, addr, "sh-clock", "sh_clock", apollo.StatusSuccess, "running/1 success/2")
 }
+
+// TestShellReporterSeqWithLeadingZeros: a --seq written with leading
+// zeros (007, from a printf %03d counter) went into the JSON as it was,
+// which JSON forbids: the server refused the whole request as malformed
+// JSON, and the reporter said so with no word of --seq. It is the number
+// 7, as in the Python reporter and apollo report.
+func TestShellReporterSeqWithLeadingZeros(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	addr := exServer(t, "", nil)
+	srv := "http://" + addr
+	runEx(t, 0, sh, script, "--server", srv, "report", "--task", "sh-zeros", "--name", "zeros", "--status", "running", "--seq", "007")
+	if got := exTask(t, addr, "sh-zeros"); got.Sequence != 7 || got.Status != apollo.StatusRunning {
+		t.Fatalf("task: sequence %d status %s, want 7 running", got.Sequence, got.Status)
+	}
+	// 0 stays 0: the server's to refuse, with its reason.
+	if _, errOut := runEx(t, 2, sh, script, "--server", srv, "report", "--task", "sh-zeros", "--status", "success", "--seq", "000"); !strings.Contains(errOut, "sequence") {
+		t.Errorf("--seq 000: stderr %q", errOut)
+	}
+}

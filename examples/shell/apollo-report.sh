@@ -203,6 +203,11 @@ cmd_report() {
 	*) die_usage "report: --status must be pending, running, success, failed, timeout or manual_blocked" ;;
 	esac
 	is_uint "${seq:-0}" || die_usage "report: --seq $seq is not a whole number"
+	# JSON has no leading zeros: 007 is sent as 7 (and 000 as 0).
+	if [ -n "$seq" ]; then
+		seq=${seq#"${seq%%[!0]*}"}
+		seq=${seq:-0}
+	fi
 	secs report --timeout "$timeout"
 	timeout=$n
 	secs report --scheduled-at "$scheduled"
