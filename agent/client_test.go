@@ -343,3 +343,23 @@ func TestTimeoutAfterRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRefusesATokenNoHeaderCanCarry: a token read from a file with
+// Windows line ends keeps its "\r" ($(cat file) drops only "\n"). No HTTP
+// header can carry it, so every request failed before it left, and the
+// client retried it as if the server were down (apollo report: "is the
+// server running?"). New says what is wrong with the token, at once.
+func TestNewRefusesATokenNoHeaderCanCarry(t *testing.T) {
+	t.Parallel()
+	for _, tok := range []string{"apl_abc\r", "apl_abc\n", "apl\x00abc", "apl_abc\x7f"} {
+		_, err := New("http://127.0.0.1:1", WithToken(tok))
+		if err == nil || !strings.Contains(err.Error(), "WithToken") || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("New with token %q: %v", tok, err)
+		}
+	}
+	c, err := New("http://127.0.0.1:1", WithToken("apl_Abc-123_x.y"))
+	if err != nil {
+		t.Fatalf("a plain token: %v", err)
+	}
+	c.Close(context.Background())
+}

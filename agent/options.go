@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -65,6 +66,8 @@ type config struct {
 func WithRejectHandler(f func(*apollo.Error)) Option { return func(c *config) { c.onRejected = f } }
 
 // WithToken sends token as "Authorization: Bearer <token>" on every request.
+// New refuses a token with a control character (a "\r" read with it from
+// a file with Windows line ends): no header can carry it.
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithHTTPClient sets the client used for requests (proxies, TLS, transport
@@ -160,6 +163,11 @@ func (c *config) validate() error {
 		return fmt.Errorf("agent: WithBufferSize(%d) is below the batch size %d: the buffer must hold at least one batch", c.bufferSize, c.batchSize)
 	case c.maxRetryElapsed < 0:
 		return fmt.Errorf("agent: WithMaxRetryElapsed(%v): want 0 (retry forever) or a positive duration", c.maxRetryElapsed)
+	}
+	// No HTTP header carries a control character: every request would
+	// fail before it left, and be retried as if the server were down.
+	if i := strings.IndexFunc(c.token, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("agent: WithToken: the token holds a control character (%q at byte %d), which no HTTP header can carry; a line end read with it from a file? remove it", c.token[i], i)
 	}
 	return nil
 }

@@ -68,3 +68,34 @@ func TestExecKeepsEventsSentToAWrongAddress(t *testing.T) {
 		t.Errorf("report to %s: exit %d: %s", wrong, code, errOut)
 	}
 }
+
+// TestReportSaysTheTokenHoldsALineEnd: a token read from a file with
+// Windows line ends ($(cat token) keeps the "\r") cannot go in a header.
+// apollo report retried for 8 s and said "is the server running?"; it
+// must say at once that the token is wrong, and apollo exec must still
+// run the job and say the same.
+func TestReportSaysTheTokenHoldsALineEnd(t *testing.T) {
+	cleanEnv(t)
+	cfg := testConfig(t)
+	tenants := sdkTenants(t, &cfg, 0, "a", "b")
+	addr, _, _ := inProcess(t, cfg)
+	bad := tenants[0].agent + "\r"
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"report", "--server", "http://" + addr, "--token", bad, "--task", "crlf-1", "--status", "running"},
+		strings.NewReader(""), &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "control character") || strings.Contains(errb.String(), "server running") {
+		t.Errorf("report with a token ending in \\r: exit %d: %s", code, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	code = run(context.Background(), []string{"exec", "--server", "http://" + addr, "--token", bad, "--spool", "",
+		"--name", "job", "--task", "crlf-2", "--", "echo", "ran"}, strings.NewReader(""), &out, &errb)
+	if code != 0 || out.String() != "ran\n" || !strings.Contains(errb.String(), "control character") {
+		t.Errorf("exec with a token ending in \\r: exit %d, stdout %q: %s", code, out.String(), errb.String())
+	}
+	for _, tn := range tenants {
+		if tasks := sdkTasks(t, addr, tn); len(tasks) != 0 {
+			t.Errorf("tenant %s has tasks: %v", tn.name, tasks)
+		}
+	}
+}
