@@ -648,3 +648,36 @@ func TestShellReporterSeqWithLeadingZeros(t *testing.T) {
 		t.Errorf("--seq 000: stderr %q", errOut)
 	}
 }
+
+// TestPythonReporterNeverBreaksTheJobOnABadSetting: a token read from a
+// file with Windows line ends ("\r"), or a --server without http://, made
+// urllib raise ValueError out of the reporter: the job's body never ran,
+// though the library promises that monitoring never breaks a job, and the
+// command line died with a traceback (the token in it). Both are now a
+// ReportError the library logs, and the command line's exit 2 with the
+// reason.
+func TestPythonReporterNeverBreaksTheJobOnABadSetting(t *testing.T) {
+	t.Parallel()
+	addr := exServer(t, "", nil)
+	for _, c := range []struct{ server, token, want string }{
+		{"http://" + addr, "apl_secret\r", "control character"},
+		{addr, "", "http://"},
+	} {
+		out, errOut := pyLib(t, 0, `
+r = Reporter(sys.argv[1], token=sys.argv[2] or None)
+with r.run("py_bad", task_id="py-bad"):
+    print("the job ran")
+`, c.server, c.token)
+		if out != "the job ran\n" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "Traceback") || strings.Contains(errOut, "apl_secret") {
+			t.Errorf("library, server %q token %q: stdout %q stderr %q", c.server, c.token, out, errOut)
+		}
+		args := []string{exRepoFile(t, "examples/python/apollo_report.py"), "--server", c.server, "--task", "py-bad", "--status", "running"}
+		if c.token != "" {
+			args = append(args, "--token", c.token)
+		}
+		_, errOut = runEx(t, 2, exTool(t, "python3"), args...)
+		if !strings.Contains(errOut, c.want) || strings.Contains(errOut, "Traceback") || strings.Contains(errOut, "apl_secret") {
+			t.Errorf("command line, server %q token %q: stderr %q", c.server, c.token, errOut)
+		}
+	}
+}

@@ -120,6 +120,15 @@ class Reporter:
                  max_queue=10000, sleep=time.sleep):
         self.endpoint = server.rstrip("/") + "/api/v1/events"
         self.token = token
+        # What makes every request impossible, said once per send instead of
+        # a ValueError from urllib that would break the job (and print the
+        # token in its traceback).
+        self._unusable = None
+        if not re.match(r"https?://", server):
+            self._unusable = "--server %r: write the server's URL with http:// or https://" % server
+        elif token and any(ord(ch) < 0x20 or ord(ch) >= 0x7f for ch in token):
+            self._unusable = ("the token holds a control character or a non-ASCII character, which no HTTP header can"
+                              " carry; a line end read with it from a file? remove it")
         self.batch = batch
         self.batch_size = max(1, int(batch_size))
         self.flush_interval = flush_interval
@@ -209,6 +218,8 @@ class Reporter:
         answer per event, in order. Raises ReportError when the request is
         refused as a whole or the server cannot be reached for
         give_up_after seconds."""
+        if self._unusable:
+            raise ReportError(self._unusable, refused=True)
         results = [None] * len(events)
         waiting = list(range(len(events)))
         deadline = time.monotonic() + self.give_up_after
