@@ -681,3 +681,17 @@ with r.run("py_bad", task_id="py-bad"):
 		}
 	}
 }
+
+// TestShellReporterSaysTheTokenHoldsALineEnd: a token read from a file
+// with Windows line ends ($(cat token) keeps the "\r") made the server
+// refuse the request as a malformed header, and the reporter said only
+// "the server refused the request: HTTP 400: ". It says what to fix.
+func TestShellReporterSaysTheTokenHoldsALineEnd(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	addr := exServer(t, "", nil)
+	_, errOut := runEx(t, 2, sh, script, "--server", "http://"+addr, "--token", "apl_secret\r", "report", "--task", "sh-crlf", "--status", "running")
+	if !strings.Contains(errOut, "control character") || strings.Contains(errOut, "apl_secret") {
+		t.Errorf("stderr %q", errOut)
+	}
+}

@@ -310,6 +310,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 command -v curl >/dev/null 2>&1 || { say "curl is not installed"; exit 1; }
+# No HTTP header carries a control character: the server would refuse
+# every request as malformed, without a word of the token.
+case $token in
+*[[:cntrl:]]*) die_usage "the token holds a control character; a line end read with it from a file? remove it" ;;
+esac
 case ${1:-} in
 report) shift; cmd_report "$@" ;;
 run) shift; cmd_run "$@" ;;
