@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
@@ -29,7 +30,7 @@ func (s *Scheduler) track(r *run, t *task, attempt int, p proc) {
 	if s.state == nil {
 		return
 	}
-	lr := liveRun{task: t.id, savedRun: savedRun{Job: r.js.name, Attempt: attempt, Seq: t.seq + 2}}
+	lr := liveRun{task: t.id, savedRun: savedRun{Job: r.js.name, Attempt: attempt, Seq: t.seq + 2, Owner: s.owner}}
 	if p != nil {
 		lr.Started = true
 		lr.Group, lr.Leader = p.group()
@@ -193,9 +194,16 @@ const lostError = "the scheduler stopped without stopping this run (killed, cras
 // that (awaitDeliveries). A run gone from the file at once was lost for
 // good by a second kill in the moments after the start, its event still
 // in the reporter's memory (TestSettledRunStaysUntilDelivered).
+//
+// A run that another Owner reported is not settled (keepOthersLocked).
 func (s *Scheduler) settleLostLocked(runs map[string]savedRun) (waiting bool) {
 	_, deliveredKnown := s.rep.to.(flusher)
+	others := map[string]savedRun{}
 	for id, sr := range runs {
+		if sr.Owner != "" && sr.Owner != s.owner {
+			others[id] = sr
+			continue
+		}
 		js := s.jobs[sr.Job]
 		if js == nil {
 			js = &jobState{name: sr.Job} // removed from the file since
@@ -211,7 +219,7 @@ func (s *Scheduler) settleLostLocked(runs map[string]savedRun) (waiting bool) {
 			s.emitLocked(t, s.skipEvent(t, "scheduler stopped"))
 			continue
 		}
-		killed := sr.Group > 0 && killLostGroup(sr.Group, sr.Leader)
+		killed := sr.Killed || sr.Group > 0 && killLostGroup(sr.Group, sr.Leader)
 		fields := map[string]any{"attempt": sr.Attempt, "exitCode": -1, "lost": true, "error": lostError}
 		if killed {
 			fields["killed"] = true
@@ -222,5 +230,37 @@ func (s *Scheduler) settleLostLocked(runs map[string]savedRun) (waiting bool) {
 			"leftovers", fmt.Sprintf("process group %d killed: %v", sr.Group, killed))
 		s.emitLocked(t, ev)
 	}
+	s.keepOthersLocked(others)
 	return waiting
+}
+
+// keepOthersLocked keeps in the state file the lost runs that a scheduler
+// with another Owner reported (apollo sched started with another token):
+// reported with this one, their events would go to this token's tenant,
+// which may be another than theirs, and leave theirs running for ever.
+// They wait for a start with their Owner, which settles them; the log
+// says so at every start until then. What is left of their processes is
+// killed all the same: it runs on this host, beside this scheduler's
+// runs, whoever reports them. s.mu is held.
+func (s *Scheduler) keepOthersLocked(others map[string]savedRun) {
+	s.others = others
+	if len(others) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(others))
+	for id, sr := range others {
+		if sr.Started && !sr.Killed && sr.Group > 0 && killLostGroup(sr.Group, sr.Leader) {
+			sr.Killed = true
+		}
+		sr.Group, sr.Leader = 0, ""
+		others[id] = sr
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	s.log.Error("sched: runs the last scheduler lost were reported with another token than this one's, "+
+		"maybe another tenant's: they are not reported with this one, and stay running on the server. "+
+		"Start apollo sched once with the token they were reported with, on this state directory, to settle them; "+
+		"or mark each failed by hand (apollo fix TASK --status failed, with that tenant's token), "+
+		"and start with the old token once all the same to clear them from the state file (its settling event is then a duplicate, ignored)",
+		"runs", len(ids), "tasks", ids, "state", s.state.path())
 }

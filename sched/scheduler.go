@@ -32,6 +32,14 @@ type Options struct {
 	// Tenant is set on every event, for a scheduler that feeds a bus in the
 	// same process (the HTTP API sets the tenant from the token instead).
 	Tenant string
+	// Owner names who the runs are reported as (apollo sched: a hash of
+	// its token, never the token). The state file records it with each
+	// run in progress, and a start with another Owner leaves the runs a
+	// killed scheduler lost under the old one in the file, for a start
+	// with it, instead of reporting them under the new one, which may be
+	// another tenant's (lost.go). Empty: the runs of any Owner are
+	// settled, as those of a state file that recorded none are.
+	Owner string
 }
 
 func (o *Options) setDefaults() {
@@ -54,17 +62,21 @@ type Scheduler struct {
 	rep    *reporter
 	runner runner
 	state  *stateFile // nil without a StateDir
+	owner  string     // Options.Owner
 	// stateLock holds the state directory from Start to the end of Stop
 	// (statelock_unix.go); nil when it could not be taken or there is none.
 	stateLock *os.File
 
-	mu       sync.Mutex
-	set      *jobSet
-	jobs     map[string]*jobState
-	gone     map[string]*jobState // jobs removed by a reload while they had runs in progress
-	flows    map[string]*flow
-	active   map[*run]struct{} // every run in progress, of any job
-	live     map[*run]liveRun  // the task each run is on, for the state file (lost.go)
+	mu     sync.Mutex
+	set    *jobSet
+	jobs   map[string]*jobState
+	gone   map[string]*jobState // jobs removed by a reload while they had runs in progress
+	flows  map[string]*flow
+	active map[*run]struct{} // every run in progress, of any job
+	live   map[*run]liveRun  // the task each run is on, for the state file (lost.go)
+	// others are the lost runs of another Owner, kept in the state file
+	// for a start with theirs (lost.go); by task ID.
+	others   map[string]savedRun
 	started  bool
 	stopping bool
 
@@ -129,6 +141,7 @@ func newScheduler(f *File, opts Options, r runner) (*Scheduler, error) {
 		rep:      &reporter{to: opts.Reporter, tenant: opts.Tenant, clock: opts.Clock, log: opts.Logger, limit: loglimit.New(logEvery)},
 		stateLog: loglimit.New(logEvery),
 		runner:   r,
+		owner:    opts.Owner,
 		flows:    map[string]*flow{},
 		active:   map[*run]struct{}{},
 		live:     map[*run]liveRun{},

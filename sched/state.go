@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -57,6 +58,12 @@ type savedRun struct {
 	Started bool   `json:"started,omitempty"`
 	Group   int    `json:"group,omitempty"`
 	Leader  string `json:"leader,omitempty"`
+	// Owner is Options.Owner of the scheduler that reported the run: only
+	// a scheduler with the same one settles it ("" : any).
+	Owner string `json:"owner,omitempty"`
+	// Killed: a scheduler of another Owner killed what was left of the
+	// run's processes (keepOthersLocked).
+	Killed bool `json:"killed,omitempty"`
 }
 
 func (f *stateFile) path() string { return filepath.Join(f.dir, stateFileName) }
@@ -148,8 +155,9 @@ func (e *StateError) Unwrap() error { return e.Err }
 // stateLocked is what the state file keeps now. s.mu is held.
 func (s *Scheduler) stateLocked() savedState {
 	st := savedState{Jobs: s.jobsStateLocked()}
-	if len(s.live) > 0 {
-		st.Runs = make(map[string]savedRun, len(s.live))
+	if len(s.live)+len(s.others) > 0 {
+		st.Runs = make(map[string]savedRun, len(s.live)+len(s.others))
+		maps.Copy(st.Runs, s.others)
 		for _, lr := range s.live {
 			st.Runs[lr.task] = lr.savedRun
 		}

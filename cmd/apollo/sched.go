@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -309,7 +311,7 @@ every deadman.every.`,
 			if err != nil {
 				return err
 			}
-			sc, err := sched.New(f, sched.Options{Reporter: client, Logger: log, StateDir: stateDir})
+			sc, err := sched.New(f, sched.Options{Reporter: client, Logger: log, StateDir: stateDir, Owner: schedOwner(cf.token)})
 			if err != nil {
 				return err
 			}
@@ -365,6 +367,16 @@ every deadman.every.`,
 	fl.StringVar(&redisURL, "redis", "", "Redis of the three-process mode: write a heartbeat there")
 	cmd.AddCommand(newSchedCheckCmd())
 	return cmd
+}
+
+// schedOwner is the Owner of apollo sched's runs: a short hash of the
+// token it reports them with, never the token. A scheduler killed with
+// runs in progress and started again with another token, which may be
+// another tenant's, leaves those runs for a start with the old one
+// instead of reporting them as the new token's tenant's.
+func schedOwner(token string) string {
+	sum := sha256.Sum256([]byte("apollo sched owner\x00" + token))
+	return "token " + hex.EncodeToString(sum[:6])
 }
 
 // schedConfig reads what apollo sched takes from the configuration: Redis
