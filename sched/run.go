@@ -98,13 +98,18 @@ func (s *Scheduler) attempts(r *run, t *task, olds []*run) (string, *task, apoll
 }
 
 // retryBackoff is the wait before retry n (n = 1 for the first retry):
-// base doubled n-1 times, at most an hour.
+// base doubled n-1 times, at most an hour, or base when it is longer. The
+// jobs file accepts a retry_backoff up to maxSpan, and each retry waits
+// at least that long: before, every wait was cut to an hour, so a
+// retry_backoff of 3h retried after 1h
+// (TestRetryBackoffOverAnHourIsHonoured).
 func retryBackoff(base time.Duration, n int) time.Duration {
+	ceiling := max(base, maxRetryBackoff)
 	d := base
-	for i := 1; i < n && d < maxRetryBackoff; i++ {
+	for i := 1; i < n && d < ceiling; i++ {
 		d *= 2
 	}
-	return min(d, maxRetryBackoff)
+	return min(d, ceiling)
 }
 
 // sleep waits d on the clock; false if the run was cut or the scheduler

@@ -363,6 +363,15 @@ func TestRetryBackoffDoublesToAnHour(t *testing.T) {
 	if retryBackoff(0, 5) != 0 {
 		t.Error("zero backoff doubled")
 	}
+	// A base over the hour is every wait, up to the 365 days the file
+	// accepts: never cut, never doubled.
+	for _, base := range []time.Duration{3 * time.Hour, maxSpan} {
+		for n := 1; n <= maxRetries; n++ {
+			if got := retryBackoff(base, n); got != base {
+				t.Fatalf("retry %d of a %v backoff waits %v", n, base, got)
+			}
+		}
+	}
 }
 
 func TestTimeoutKillsAfterGrace(t *testing.T) {

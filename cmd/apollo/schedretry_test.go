@@ -112,3 +112,35 @@ func TestSchedKilledBeforeAFailedAttemptIsDelivered(t *testing.T) {
 	})
 	second.term(t)
 }
+
+// A retry_backoff over an hour, which the jobs file accepts (up to 365
+// days), is the wait before the first retry: the retry's pending event
+// says it is due 3 h after the failure. Before, the runtime cut every
+// wait to 1 h, so the retry ran two hours before the time the file gave.
+func TestRetryBackoffOverAnHourIsHonoured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.yaml")
+	os.WriteFile(jobs, []byte(`jobs:
+  - name: slow_retry
+    schedule: "@yearly"
+    retries: 2
+    retry_backoff: 3h
+    command: ["false"]
+`), 0o644)
+	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
+	ans := runJob(t, srv.addr, "slow_retry")
+	endedRun(t, srv.addr, ans.TaskID)
+	retry := strings.TrimSuffix(ans.TaskID, "#1") + "#2"
+	var tk apollo.Task
+	eventually(t, 30*time.Second, "the retry "+retry+" pending", func() bool {
+		return apiGet(t, srv.addr, "/api/v1/tasks/"+url.PathEscape(retry), &tk) == http.StatusOK && tk.Status == apollo.StatusPending
+	})
+	ev := tk.History[0].Event
+	if wait := time.Duration(ev.ScheduledAt-ev.Ts) * time.Millisecond; wait < 3*time.Hour-time.Minute || wait > 3*time.Hour {
+		t.Errorf("the retry is due %v after its pending event, want 3h (retry_backoff)", wait)
+	}
+}
