@@ -90,6 +90,9 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 	}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from ProcessState below
+		// The run took until its process exited, not until its output
+		// was read: a daemon holding that open adds up to drainGrace.
+		ended := r.clock.Now()
 		p.exitedC.Store(true)
 		// A run ends with its leader: what it left behind in its group goes
 		// too, so that no run leaks processes (docs/scheduler.md).
@@ -101,7 +104,7 @@ func (r execRunner) start(spec *runSpec) (proc, error) {
 		readers.Wait()
 		outR.Close()
 		errR.Close()
-		p.res = procResult{exitCode: -1, stdout: p.out.String(), stderr: p.err.String(), ended: r.clock.Now()}
+		p.res = procResult{exitCode: -1, stdout: p.out.String(), stderr: p.err.String(), ended: ended}
 		for _, rl := range relays {
 			p.res.dropped += rl.dropped
 		}
@@ -200,6 +203,11 @@ type execProc struct {
 }
 
 func (p *execProc) signal(sig syscall.Signal) error {
+	if p.exitedC.Load() {
+		// The group was killed when its leader exited, and the leader is
+		// reaped: its ID may be another group's by now.
+		return nil
+	}
 	err := syscall.Kill(-p.pgid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return nil // the group is already gone

@@ -1,11 +1,13 @@
 package sched
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	apollo "github.com/apollo-11/apollo"
 )
@@ -26,6 +28,8 @@ type ProcessSpec struct {
 	// A writer that is slow holds the process back while it runs, but not
 	// the end of the process: see Passed.
 	Stdout, Stderr io.Writer
+	// Clock gives ProcessResult.Ended; default apollo.SystemClock.
+	Clock apollo.Clock
 }
 
 // Process is a command running the way the scheduler runs a job: in its
@@ -46,6 +50,10 @@ type ProcessResult struct {
 	// a process that left it, with setsid), past 1 MiB, while their
 	// reader was not taking them.
 	Dropped int64
+	// Ended is when the process exited (on ProcessSpec.Clock), which may
+	// be up to 2 s before Done, while a daemon it started in a session of
+	// its own holds its output open.
+	Ended time.Time
 }
 
 // StartProcess starts spec.Argv in a new process group.
@@ -53,7 +61,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("sched: StartProcess: no command to run")
 	}
-	p, err := execRunner{clock: apollo.SystemClock}.start(&runSpec{
+	p, err := execRunner{clock: cmp.Or(spec.Clock, apollo.SystemClock)}.start(&runSpec{
 		argv: spec.Argv, env: spec.Env, dir: spec.Dir,
 		stdin: spec.Stdin, stdout: spec.Stdout, stderr: spec.Stderr,
 	})
@@ -72,6 +80,11 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.p.signal(sig) }
 // yet to take the last of it.
 func (p *Process) Done() <-chan struct{} { return p.p.done() }
 
+// Exited reports whether the process has exited, while Done may wait up
+// to 2 s more for its output: a deadline that passes then is not the
+// process's (it ended in time).
+func (p *Process) Exited() bool { return p.p.exited() }
+
 // Passed is closed once the output is passed on to Stdout and Stderr (or
 // given up on, when a write failed), after Done. A caller that exits
 // waits for it, or that output is lost.
@@ -85,7 +98,7 @@ func (p *Process) Passed() <-chan struct{} {
 // Result is how the process ended; call it after Done is closed.
 func (p *Process) Result() ProcessResult {
 	r := p.p.result()
-	return ProcessResult{ExitCode: r.exitCode, Signaled: r.signaled, Signal: r.sig, StdoutTail: r.stdout, StderrTail: r.stderr, Dropped: r.dropped}
+	return ProcessResult{ExitCode: r.exitCode, Signaled: r.signaled, Signal: r.sig, StdoutTail: r.stdout, StderrTail: r.stderr, Dropped: r.dropped, Ended: r.ended}
 }
 
 // EncodeExtra marshals fields plus the output tails (as stdoutTail and

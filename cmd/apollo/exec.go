@@ -190,7 +190,7 @@ type execRun struct {
 func (r *execRun) run() int {
 	r.rep.step(apollo.StatusPending)
 	p, err := sched.StartProcess(sched.ProcessSpec{Argv: r.argv, Stdin: r.stdin, Stdout: r.stdout, Stderr: r.stderr,
-		Env: []string{"APOLLO_TASK_ID=" + r.taskID, "APOLLO_JOB_NAME=" + r.name}})
+		Env: []string{"APOLLO_TASK_ID=" + r.taskID, "APOLLO_JOB_NAME=" + r.name}, Clock: r.clock})
 	if err != nil {
 		code := exitCannotRun
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -213,7 +213,7 @@ func (r *execRun) run() int {
 	}
 	timedOut, fwd := r.wait(p)
 	res := p.Result()
-	took := r.clock.Now().Sub(started)
+	took := res.Ended.Sub(started)
 
 	fields := map[string]any{"exitCode": res.ExitCode, "durationMs": took.Milliseconds()}
 	if host, err := os.Hostname(); err == nil {
@@ -266,6 +266,9 @@ func (r *execRun) wait(p *sched.Process) (timedOut bool, fwd syscall.Signal) {
 		case <-p.Done():
 			return timedOut, fwd
 		case sig := <-r.signals:
+			if p.Exited() {
+				continue // the command ended: its output is read, nothing to pass the signal on to
+			}
 			if s, ok := sig.(syscall.Signal); ok {
 				fwd = s
 				if err := p.Signal(s); err != nil {
@@ -273,6 +276,12 @@ func (r *execRun) wait(p *sched.Process) (timedOut bool, fwd syscall.Signal) {
 				}
 			}
 		case <-deadline:
+			if p.Exited() {
+				// It ended in time; its output is still read, while a
+				// daemon it started holds it open: not a timeout.
+				deadline = nil
+				continue
+			}
 			deadline, timedOut = nil, true
 			fmt.Fprintf(r.stderr, "apollo exec: %s timed out after %v; stopping it (SIGTERM, then SIGKILL after %v)\n", r.argv[0], r.timeout, r.grace)
 			_ = p.Signal(syscall.SIGTERM)
