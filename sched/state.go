@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
@@ -23,7 +25,32 @@ const stateFileName = "sched-state.json"
 // with Pause and Resume, so that they outlive the process; and the runs in
 // progress, so that a scheduler that lost them (kill -9, a crash, a power
 // cut) settles them when it starts again.
-type stateFile struct{ dir string }
+//
+// It is written only when what it keeps changes: sum is the hash of what
+// it holds, as read or last written. Before, every tick of a paused job
+// wrote it (an fsync and a rename each), as did a start, a reload or a
+// pause that changed nothing (TestIdleSchedulerDoesNotWriteItsState).
+type stateFile struct {
+	dir string
+
+	mu  sync.Mutex
+	sum [sha256.Size]byte // of the file's bytes, when known
+	has bool              // sum is known
+}
+
+// unchanged reports whether b is what the file holds already.
+func (f *stateFile) unchanged(b []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.has && f.sum == sha256.Sum256(b)
+}
+
+// holds records that the file holds b (has false: it is not known).
+func (f *stateFile) holds(b []byte, has bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sum, f.has = sha256.Sum256(b), has
+}
 
 type savedState struct {
 	Version int                 `json:"version"`
@@ -88,6 +115,7 @@ func (f *stateFile) load() (savedState, error) {
 	if err != nil {
 		return savedState{}, fmt.Errorf("sched: read state: %w", err)
 	}
+	f.holds(b, true)
 	var st savedState
 	if err := json.Unmarshal(b, &st); err != nil {
 		return savedState{}, fmt.Errorf("sched: decode state %s: %w", f.path(), err)
@@ -110,12 +138,18 @@ func (f *stateFile) save(st savedState) error {
 	if len(b)+1 > maxStateBytes {
 		return fmt.Errorf("sched: write state: %d bytes, over the %d MiB the file may hold: it keeps the last state that fitted", len(b)+1, maxStateBytes>>20)
 	}
+	b = append(b, '\n')
+	if f.unchanged(b) {
+		return nil
+	}
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return fmt.Errorf("sched: state dir: %w", err)
 	}
-	if err := atomicfile.Write(f.path(), append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(f.path(), b, 0o600); err != nil {
+		f.holds(nil, false) // the old file, the new one or none: write the next one whatever it holds
 		return fmt.Errorf("sched: write state: %w", err)
 	}
+	f.holds(b, true)
 	return nil
 }
 
@@ -171,7 +205,10 @@ func (s *Scheduler) jobsStateLocked() map[string]savedJob {
 	m := make(map[string]savedJob, len(s.jobs))
 	for name, js := range s.jobs {
 		sj := savedJob{Paused: js.paused, FilePaused: js.j.paused}
-		if js.j.sched != nil {
+		if js.j.sched != nil && !js.paused {
+			// A paused job catches nothing up, at a start either (its
+			// LastTick zero): its ticks, which pass while it is paused,
+			// do not change the file.
 			sj.LastTick = js.lastTick.UTC()
 		}
 		if sj != (savedJob{}) {
