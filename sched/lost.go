@@ -260,7 +260,7 @@ func (s *Scheduler) keepOthersLocked(others map[string]savedRun) {
 	s.log.Error("sched: runs the last scheduler lost were reported with another token than this one's, "+
 		"maybe another tenant's: they are not reported with this one, and stay running on the server. "+
 		"Start apollo sched once with the token they were reported with, on this state directory, to settle them; "+
-		"or mark each failed by hand (apollo fix TASK --status failed, with that tenant's token), "+
-		"and start with the old token once all the same to clear them from the state file (its settling event is then a duplicate, ignored)",
+		"if that token is gone, mark each failed by hand (apollo fix TASK --status failed, with a token of their tenant), "+
+		"then, with apollo sched stopped, delete their entries under \"runs\" in the state file",
 		"runs", len(ids), "tasks", ids, "state", s.state.path())
 }
