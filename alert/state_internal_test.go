@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +49,8 @@ func FuzzDecodeState(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRules: the rules file never panics the decoder, and what it
-// accepts is every tenant's text as it was saved.
+// FuzzDecodeRules: the one rules file of the releases before never panics
+// the decoder, and what it accepts is every tenant's text as it was saved.
 func FuzzDecodeRules(f *testing.F) {
 	for _, s := range []string{`{"version":1,"tenants":{"acme":"RULE a task_prefix: \"a_\" ON: failed","":""}}`,
 		`{"version":1,"tenants":null}`, `{"version":1}`, `{"version":2}`, `[]`, `{"version":1,"tenants":{"a":1}}`, `{"version":1}{}`} {
@@ -59,13 +61,42 @@ func FuzzDecodeRules(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc, err := json.Marshal(rulesFile{Version: rulesVersion, Tenants: m})
+		enc, err := json.Marshal(legacyRulesFile{Version: legacyRulesVersion, Tenants: m})
 		if err != nil {
 			t.Fatalf("accepted rules do not encode: %v", err)
 		}
 		m2, err := decodeRules(enc)
 		if err != nil || !maps.Equal(m, m2) {
 			t.Fatalf("re-encoded rules decode to %q, %v; want %q", m2, err, m)
+		}
+	})
+}
+
+// FuzzDecodeTenantRules: a tenant's rules file never panics the decoder,
+// what it accepts encodes back to the same tenant and text, and the name
+// of any tenant's file is one plain file name in the directory.
+func FuzzDecodeTenantRules(f *testing.F) {
+	for _, s := range []string{`{"version":2,"tenant":"acme","text":"RULE a task_prefix: \"a_\" ON: failed"}`,
+		`{"version":2,"tenant":"","text":""}`, `{"version":2,"tenant":"../x","text":"<>"}`, `{"version":1}`, `{"version":2}{}`,
+		`{"version":2,"tenant":1}`, `{"version":2,"extra":1}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeTenantRules(b)
+		if err != nil {
+			return
+		}
+		name := tenantFileName(r.Tenant)
+		if name != filepath.Base(name) || strings.HasPrefix(name, ".") || len(name) > 200 || strings.ContainsAny(name, "/\\\x00") {
+			t.Fatalf("tenant %q: file name %q", r.Tenant, name)
+		}
+		enc, err := encodeTenantRules(r.Tenant, r.Text)
+		if err != nil {
+			t.Fatalf("accepted rules do not encode: %v", err)
+		}
+		r2, err := decodeTenantRules(enc)
+		if err != nil || r2 != r {
+			t.Fatalf("re-encoded rules decode to %+v, %v; want %+v", r2, err, r)
 		}
 	})
 }

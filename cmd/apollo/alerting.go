@@ -120,7 +120,7 @@ func newLocalAlerting(cfg config.Config, log *slog.Logger, clock apollo.Clock, a
 	if l.loader, err = newRulesLoader(cfg, clock, log, l.disp, func(rs []*rules.Rule, src []byte) { l.engine.SetRulesSource("", rs, src) }); err != nil {
 		return nil, err
 	}
-	l.rules = alert.NewFileRules(filepath.Join(cfg.Data, "rules.json"))
+	l.rules = alert.NewFileRules(filepath.Join(cfg.Data, "rules"))
 	if err := loadSavedRules(context.Background(), l.engine, l.rules, l.loader != nil, log); err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func TestCutBackupFileRefusesToStart(t *testing.T) {
 		t.Fatalf("cp: %v %s", err, out)
 	}
 	d.args[slices.Index(d.args, "--data")+1] = backup
-	for _, name := range []string{"alerts.json", "rules.json", "expectations.json", "sched/sched-state.json"} {
+	for _, name := range []string{"alerts.json", savedFile("rules", "acme"), savedFile("expectations", "acme"), "sched/sched-state.json"} {
 		path := filepath.Join(backup, name)
 		whole, err := os.ReadFile(path)
 		if err != nil {

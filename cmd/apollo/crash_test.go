@@ -195,7 +195,7 @@ func TestStartRemovesTempFilesAKillLeft(t *testing.T) {
 
 	data := filepath.Join(d.dir, "data")
 	var left, kept []string
-	for _, name := range []string{"alerts.json", "rules.json", "expectations.json", "outbox.jsonl", "sched/sched-state.json"} {
+	for _, name := range []string{"alerts.json", savedFile("rules", "acme"), savedFile("expectations", "acme"), "outbox.jsonl", "sched/sched-state.json"} {
 		// What atomicfile.Write had made when the kill came.
 		f, err := os.CreateTemp(filepath.Join(data, filepath.Dir(name)), "."+filepath.Base(name)+".tmp*")
 		if err != nil {

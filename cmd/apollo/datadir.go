@@ -86,7 +86,7 @@ func removeUnusedDataDir(created string, logEmpty bool) error {
 // rules and silences were gone without a word.
 func warnServerFiles(dir string, log *slog.Logger) {
 	ctx := context.Background()
-	rulesPath := filepath.Join(dir, "rules.json")
+	rulesPath := filepath.Join(dir, "rules")
 	if saved, err := alert.NewFileRules(rulesPath).Load(ctx); err == nil {
 		n := 0
 		for _, src := range saved {
@@ -97,7 +97,7 @@ func warnServerFiles(dir string, log *slog.Logger) {
 		if n > 0 {
 			log.Warn(fmt.Sprintf("%s holds the rules of %d tenants set through the API of an all-in-one server; "+
 				"apollo bus does not read it, and the alert processes run none of them: apply each tenant's with "+
-				"apollo rules apply FILE (with a token of that tenant), then move the file away", rulesPath, n))
+				"apollo rules apply FILE (with a token of that tenant), then move the directory away", rulesPath, n))
 		}
 	}
 	outboxPath := filepath.Join(dir, outboxFile)
@@ -123,13 +123,13 @@ func warnServerFiles(dir string, log *slog.Logger) {
 }
 
 // removeTempFiles removes the temporary files of the files replaced whole
-// (rules.json, alerts.json, expectations.json, outbox.jsonl, the
-// scheduler's state in sched/) that a process killed in the middle of a
+// (alerts.json, outbox.jsonl, each tenant's in rules/ and expectations/,
+// the scheduler's state in sched/) that a process killed in the middle of a
 // replacement left in the data directory dir. Only the holder of the
 // log's lock may call it.
 func removeTempFiles(dir string, log *slog.Logger) {
 	var removed []string
-	for _, d := range []string{dir, filepath.Join(dir, "sched")} {
+	for _, d := range []string{dir, filepath.Join(dir, "sched"), filepath.Join(dir, "rules"), filepath.Join(dir, "expectations")} {
 		r, err := atomicfile.RemoveLeftovers(d)
 		if err != nil {
 			log.Warn("could not remove the temporary files a killed process left; remove them by hand", "dir", d, "err", err)

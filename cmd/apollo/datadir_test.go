@@ -211,7 +211,7 @@ func TestRestoreOwnedByAnotherUserSaysChown(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 		return cmd
 	}
-	for _, name := range []string{"", "archive", "audit", "alerts.json", "rules.json", "outbox.jsonl", "sched/sched-state.json"} {
+	for _, name := range []string{"", "archive", "audit", "alerts.json", "rules", "outbox.jsonl", "sched/sched-state.json"} {
 		chown(uid, backup, true)
 		chown(0, filepath.Join(backup, name), true) // what the restore as root left
 		cmd := asNobody()

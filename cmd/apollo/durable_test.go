@@ -91,6 +91,8 @@ type deployOptions struct {
 	repeat string
 	// dedup is alert.dedup_window; default 1s.
 	dedup string
+	// moreTenants get an admin token each too, beside tenants.
+	moreTenants []string
 }
 
 // eachMode runs test against an all-in-one server, then against the three
@@ -117,7 +119,7 @@ func newDeployment(t *testing.T, three bool, h *hook, opts deployOptions) *deplo
 	cfg.WriteString(opts.hook)
 	fmt.Fprintf(&cfg, "alert:\n  interval: %s\n  heartbeat: 1s\n  dedup_window: %s\n  repeat: %s\n", cmp.Or(opts.interval, "1s"), cmp.Or(opts.dedup, "1s"), cmp.Or(opts.repeat, "2s"))
 	cfg.WriteString("auth:\n  tokens:\n")
-	for _, tenant := range append([]string{""}, tenants...) {
+	for _, tenant := range slices.Concat([]string{""}, tenants, opts.moreTenants) {
 		secret, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
 		if err != nil {
 			t.Fatal(err)

@@ -150,7 +150,7 @@ func newExpectations(path string, saved alert.RuleStore, every time.Duration, cl
 		if tenant == "" && path != "" {
 			continue // the file gives them
 		}
-		if err := x.set(tenant, "expectations.json", src); err != nil {
+		if err := x.set(tenant, "expectations", src); err != nil {
 			return nil, fmt.Errorf("expectations saved through the API for tenant %q: %w", tenant, err)
 		}
 	}

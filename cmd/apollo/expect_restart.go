@@ -98,15 +98,14 @@ func timing(e expect.Expectation) string {
 }
 
 // writtenAt is when tenant's own expectations were last written: the
-// modification time of its file, or of the store of those set through
-// the API (every tenant's: a later write of another tenant's only makes
-// it later, never earlier than the tenant's own); zero if not known.
+// modification time of its file, or of its file in the store of those
+// set through the API; zero if not known.
 func (x *expectations) writtenAt(tenant string) time.Time {
 	name := ""
 	if tenant == "" && x.path != "" {
 		name = x.path
-	} else if f, ok := x.saved.(interface{ Path() string }); ok {
-		name = f.Path()
+	} else if f, ok := x.saved.(interface{ TenantPath(string) string }); ok {
+		name = f.TenantPath(tenant)
 	}
 	if name == "" {
 		return time.Time{}

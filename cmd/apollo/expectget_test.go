@@ -19,7 +19,7 @@ func TestReadingExpectationsDoesNotCheckThemAgain(t *testing.T) {
 		t.Skip("checks a file of 4 MiB")
 	}
 	clock := apollo.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	x, err := newExpectations("", alert.NewFileRules(t.TempDir()+"/expectations.json"), time.Second, clock, slog.New(slog.DiscardHandler))
+	x, err := newExpectations("", alert.NewFileRules(t.TempDir()+"/expectations"), time.Second, clock, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 // no snapshot.
 func newTestExpectations(t *testing.T, path string, clock apollo.Clock, logs *syncBuffer) *expectations {
 	t.Helper()
-	x, err := newExpectations(path, alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json")), time.Second, clock,
+	x, err := newExpectations(path, alert.NewFileRules(filepath.Join(t.TempDir(), "expectations")), time.Second, clock,
 		slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestExpectationsFromJobs(t *testing.T) {
 func TestExpectationsJudgeDowntime(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json"))
+	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations"))
 	for _, tenant := range []string{"acme", "zeta"} {
 		if err := saved.Save(context.Background(), tenant, []byte("expectations:\n  - job: k_"+tenant+"\n    schedule: \"*/5 * * * *\"\n    grace: 1m\n")); err != nil {
 			t.Fatal(err)

@@ -46,7 +46,7 @@ func (g *gatedRules) Save(ctx context.Context, tenant string, src []byte) error 
 // before it, had yet to be put in force, and then it was, over the second.
 func TestConcurrentExpectationPutsAgreeWithTheSaved(t *testing.T) {
 	t.Parallel()
-	store := &gatedRules{RuleStore: alert.NewFileRules(t.TempDir() + "/expectations.json"),
+	store := &gatedRules{RuleStore: alert.NewFileRules(t.TempDir() + "/expectations"),
 		firstSaved: make(chan struct{}), let: make(chan struct{}), nextBegins: make(chan struct{})}
 	clock := apollo.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	x, err := newExpectations("", store, time.Second, clock, slog.New(slog.DiscardHandler))

@@ -27,7 +27,7 @@ import (
 func TestFindingsTheLogRefusedAreKeptForTheNextStart(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json"))
+	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations"))
 	open := func(clock apollo.Clock) *expectations {
 		x, err := newExpectations("", saved, time.Second, clock, slog.New(slog.DiscardHandler))
 		if err != nil {

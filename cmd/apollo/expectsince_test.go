@@ -24,7 +24,7 @@ import (
 // before it existed: a once-a-year expectation whose only tick had
 // passed a second before it was PUT got that tick recorded and told as
 // missed after the restart, in both tenants (the default one, written
-// to its file, and acme, to expectations.json).
+// to its file, and acme, to its file in expectations/).
 func TestAnExpectationSetAfterTheSnapshotIsNotJudgedBeforeIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the server for several seconds")
@@ -106,7 +106,7 @@ func TestArmJudgesFromTheSnapshotOnlyWhatWasInForceThen(t *testing.T) {
 	t.Parallel()
 	wall := time.Now().Truncate(time.Minute)
 	t0 := wall.Add(-30 * time.Minute)
-	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations.json"))
+	saved := alert.NewFileRules(filepath.Join(t.TempDir(), "expectations"))
 	k := "  - job: k\n    schedule: \"* * * * *\"\n    grace: 1s\n"
 	n := "  - job: n\n    schedule: \"* * * * *\"\n    grace: 1s\n"
 	for _, tenant := range []string{"acme", "zeta"} {

@@ -13,7 +13,7 @@ import (
 // A data directory of the all-in-one server given to apollo bus, the way
 // from one process to three (docs/deploy.md: "the same data directory"):
 // the bus does not read the rules the tenants set through the API
-// (rules.json), the silences and acknowledgements (alerts.json) nor the
+// (rules/), the silences and acknowledgements (alerts.json) nor the
 // notifications owed (outbox.jsonl); the alert processes keep theirs in
 // Redis. It started without a word, and
 // the tenants' rules and silences were simply gone. It now says, for each
@@ -52,7 +52,7 @@ func TestBusSaysWhatTheServersFilesHold(t *testing.T) {
 	out := d.api.out.String()
 	data := filepath.Join(d.dir, "data")
 	for _, want := range []string{
-		filepath.Join(data, "rules.json"), "rules of 2 tenants", "apollo rules apply",
+		filepath.Join(data, "rules") + " holds the rules of 2 tenants", "apollo rules apply",
 		filepath.Join(data, "alerts.json"), "2 silences", "apollo silence add",
 		filepath.Join(data, outboxFile), "holds 2 notifications",
 	} {

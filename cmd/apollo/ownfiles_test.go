@@ -20,7 +20,7 @@ import (
 // The files the server writes itself in its data directory, each replaced
 // by what no server writes there: a link to /dev/zero, or a sparse file of
 // gigabytes. Before, each was read whole at start (alerts.json and its live
-// mark, rules.json, expectations.json, outbox.jsonl, the scheduler's
+// mark, a tenant's file in rules/ and expectations/, outbox.jsonl, the scheduler's
 // state, a tenant's audit file): under a memory limit of 2 GB the start
 // died with 'fatal error: out of memory', or read /dev/zero until killed,
 // and named no file. Now the start stops at once with the file's name,
@@ -78,8 +78,8 @@ func TestAReplacedStateFileIsNamedAtStart(t *testing.T) {
 	}{
 		{"alerts.json", "alert state file", "move it away to start with no alert state"},
 		{"alerts.live.json", "file of the event rules' place in the log", "move it away: the event rules then hear of none"},
-		{"rules.json", "rules.json", "restore it from a backup, or move it away to start without what the API saved in it"},
-		{"expectations.json", "expectations.json", "restore it from a backup, or move it away to start without what the API saved in it"},
+		{savedFile("rules", "acme"), filepath.Base(savedFile("rules", "acme")), "restore it from a backup, or move it away to start without what the API saved in it"},
+		{savedFile("expectations", "acme"), filepath.Base(savedFile("expectations", "acme")), "restore it from a backup, or move it away to start without what the API saved in it"},
 		{"outbox.jsonl", "outbox", "move the file away to start without the notifications it owes"},
 		{"sched/sched-state.json", "scheduler state file", "restore it from a backup, or move it away to start without what it kept"},
 		{"audit/tenant-acme.jsonl", "audit file", "move it away to start without the entries it holds"},

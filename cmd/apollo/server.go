@@ -450,7 +450,7 @@ func (s *server) open(undo *undoList) error {
 	if err != nil {
 		return err
 	}
-	s.expect, err = newExpectations(cfg.Expectations, alert.NewFileRules(filepath.Join(cfg.Data, "expectations.json")), cfg.Alert.Interval.D(), s.clock, s.log)
+	s.expect, err = newExpectations(cfg.Expectations, alert.NewFileRules(filepath.Join(cfg.Data, "expectations")), cfg.Alert.Interval.D(), s.clock, s.log)
 	if err != nil {
 		return err
 	}
@@ -512,6 +512,7 @@ func (s *server) shutdown(snapStop chan struct{}, snapDone <-chan struct{}, serv
 	s.expect.stopLoop() // it records missed runs in the bus
 	stopService(bg, s.log, "the bus", s.bus)
 	stopService(bg, s.log, "alerting", s.alerts) // after the bus: it observes the bus's last changes
+	s.keepForRollback()                          // after the API: no save comes between
 	stopService(bg, s.log, "the metrics", s.agg)
 	// A final snapshot that cannot be written (a full disk) loses nothing:
 	// every accepted event is in the log, which the next start replays, so
