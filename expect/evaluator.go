@@ -2,7 +2,9 @@ package expect
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apollo "github.com/apollo-11/apollo"
@@ -19,18 +21,51 @@ import (
 // costs O(due · log n): deadlines are kept in one min-heap, and a cron
 // schedule shared by many jobs is stepped once per tick.
 //
-// All methods are safe for concurrent use; one mutex guards the state.
+// All methods are safe for concurrent use. Each tenant's state has a
+// mutex of its own, and the tenants' map another, held only to find or
+// add a tenant: a Set of one tenant's expectations (tens of thousands of
+// jobs from a file of 4 MiB) holds up that tenant alone, not the other
+// tenants' runs and ticks. Lock order: mu, then a tenant's; a method
+// holds one tenant's lock at a time.
 type Evaluator struct {
+	mu      sync.RWMutex
+	tenants map[string]*tenantState // an entry stays once made: a tenant's lock is held through its pointer
+}
+
+// tenantState is one tenant's expectations, what the evaluator knows of
+// its jobs, and their deadlines.
+type tenantState struct {
+	// setting counts the Sets waiting for or holding mu: Tick passes the
+	// tenant by meanwhile, rather than wait for a Set of thousands of
+	// jobs; its deadlines are judged at the next Tick.
+	setting atomic.Int32
 	mu      sync.Mutex
-	tenants map[string]*tenantState
+	set     *Set                 // nil: none
+	jobs    map[string]*jobState // jobs with an expectation, and the jobs they name as upstream
 	due     deadlineHeap
 	memo    map[memoKey]time.Time
 }
 
-type tenantState struct {
-	set  *Set
-	jobs map[string]*jobState // jobs with an expectation, and the jobs they name as upstream
+// lookup returns tenant's state, nil if it never had expectations.
+func (e *Evaluator) lookup(tenant string) *tenantState {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.tenants[tenant]
 }
+
+// states returns every tenant's state, in no set order.
+func (e *Evaluator) states() []*tenantState {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]*tenantState, 0, len(e.tenants))
+	for _, ts := range e.tenants {
+		out = append(out, ts)
+	}
+	return out
+}
+
+// testInSet, set by tests, is called by Set with the tenant's lock held.
+var testInSet func(tenant string)
 
 // jobState is what the evaluator knows of one job.
 type jobState struct {
@@ -71,7 +106,7 @@ type memoKey struct {
 
 // NewEvaluator returns an evaluator with no expectations.
 func NewEvaluator() *Evaluator {
-	return &Evaluator{tenants: map[string]*tenantState{}, memo: map[memoKey]time.Time{}}
+	return &Evaluator{tenants: map[string]*tenantState{}}
 }
 
 // Set makes set the expectations of tenant (nil or empty: none). A job
@@ -81,33 +116,44 @@ func NewEvaluator() *Evaluator {
 // so that runs missed meanwhile are found). It returns a stable event for
 // each flapping job that is no longer watched for flapping.
 func (e *Evaluator) Set(tenant string, set *Set, since time.Time) []Event {
+	empty := set == nil || set.Len() == 0
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	clear(e.memo)
-	old := e.tenants[tenant]
+	ts := e.tenants[tenant]
+	if ts == nil && !empty {
+		ts = &tenantState{memo: map[memoKey]time.Time{}}
+		e.tenants[tenant] = ts
+	}
+	e.mu.Unlock()
+	if ts == nil {
+		return nil
+	}
+	ts.setting.Add(1)
+	defer ts.setting.Add(-1)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if testInSet != nil {
+		testInSet(tenant)
+	}
+	clear(ts.memo)
+	old := ts.jobs
 	var out []Event
-	if set == nil || set.Len() == 0 {
-		if old != nil {
-			for _, j := range old.jobs {
-				out = e.drop(j, since, "no expectation any more", out)
-			}
-			delete(e.tenants, tenant)
+	if empty {
+		for _, j := range old {
+			out = ts.drop(j, since, "no expectation any more", out)
 		}
+		ts.set, ts.jobs = nil, nil
 		return out
 	}
-	ts := &tenantState{set: set, jobs: make(map[string]*jobState, set.Len())}
+	jobs := make(map[string]*jobState, set.Len())
 	watch := func(name string) *jobState {
-		if j := ts.jobs[name]; j != nil {
+		if j := jobs[name]; j != nil {
 			return j
 		}
-		var j *jobState
-		if old != nil {
-			j = old.jobs[name]
-		}
+		j := old[name]
 		if j == nil {
 			j = &jobState{tenant: tenant, name: name, runs: map[string]*deadline{}}
 		}
-		ts.jobs[name] = j
+		jobs[name] = j
 		return j
 	}
 	for _, sp := range set.specs {
@@ -116,23 +162,21 @@ func (e *Evaluator) Set(tenant string, set *Set, since time.Time) []Event {
 			watch(up)
 		}
 	}
-	for name, j := range ts.jobs {
-		out = e.install(j, set.byJob[name], since, out)
+	for name, j := range jobs {
+		out = ts.install(j, set.byJob[name], since, out)
 	}
-	if old != nil {
-		for name, j := range old.jobs {
-			if ts.jobs[name] == nil {
-				out = e.drop(j, since, "no expectation any more", out)
-			}
+	for name, j := range old {
+		if jobs[name] == nil {
+			out = ts.drop(j, since, "no expectation any more", out)
 		}
 	}
-	e.tenants[tenant] = ts
+	ts.set, ts.jobs = set, jobs
 	return out
 }
 
 // install gives j its new expectation (nil: none), resetting only what it
 // changes.
-func (e *Evaluator) install(j *jobState, sp *spec, since time.Time, out []Event) []Event {
+func (ts *tenantState) install(j *jobState, sp *spec, since time.Time, out []Event) []Event {
 	var was, now Expectation
 	if j.spec != nil {
 		was = j.spec.Expectation
@@ -142,49 +186,49 @@ func (e *Evaluator) install(j *jobState, sp *spec, since time.Time, out []Event)
 	}
 	j.spec = sp
 	if j.wait == nil || was.Schedule != now.Schedule || was.Timezone != now.Timezone || was.Every != now.Every || was.Grace != now.Grace {
-		e.arm(j, since)
+		ts.arm(j, since)
 	}
 	if was.MaxRuntime != now.MaxRuntime {
 		for task, d := range j.runs {
 			if now.MaxRuntime <= 0 {
-				e.due.remove(d)
+				ts.due.remove(d)
 				delete(j.runs, task)
 				continue
 			}
-			e.due.set(d, d.from.Add(now.MaxRuntime))
+			ts.due.set(d, d.from.Add(now.MaxRuntime))
 		}
 	}
 	if was.MaxRuns != now.MaxRuns || was.RunsWindow != now.RunsWindow || len(j.starts.t) != now.MaxRuns {
 		j.starts = newTimeRing(now.MaxRuns)
 	}
 	if was.Flapping != now.Flapping || len(j.flap.switches.t) != now.Flapping.Changes {
-		out = e.endFlapping(j, since, "flapping settings changed", out)
+		out = ts.endFlapping(j, since, "flapping settings changed", out)
 		j.flap = flapState{recent: j.flap.latest(), switches: newTimeRing(now.Flapping.Changes)}
 	}
 	return out
 }
 
 // arm sets the first expected run of j after since, or clears it.
-func (e *Evaluator) arm(j *jobState, since time.Time) {
+func (ts *tenantState) arm(j *jobState, since time.Time) {
 	j.prev = time.Time{}
 	sp := j.spec
 	switch {
 	case sp != nil && sp.sched != nil:
-		j.slot = e.next(sp, since)
+		j.slot = ts.next(sp, since)
 	case sp != nil && sp.Every > 0:
 		j.slot = later(later(j.lastStart, j.lastSkip), since).Add(sp.Every)
 	default:
 		j.slot = time.Time{}
 	}
 	if j.slot.IsZero() {
-		e.due.remove(j.wait)
+		ts.due.remove(j.wait)
 		return
 	}
 	j.hit = j.countsLatest()
 	if j.wait == nil {
 		j.wait = &deadline{kind: dSlot, job: j, index: -1}
 	}
-	e.due.set(j.wait, j.slot.Add(sp.Grace))
+	ts.due.set(j.wait, j.slot.Add(sp.Grace))
 }
 
 // counts reports whether a run started at t counts for the expected run
@@ -204,47 +248,47 @@ func (j *jobState) counts(t time.Time) bool {
 func (j *jobState) countsLatest() bool { return j.counts(j.lastStart) || j.counts(j.lastSkip) }
 
 // drop forgets j: its deadlines leave the heap.
-func (e *Evaluator) drop(j *jobState, at time.Time, why string, out []Event) []Event {
-	out = e.endFlapping(j, at, why, out)
-	e.due.remove(j.wait)
+func (ts *tenantState) drop(j *jobState, at time.Time, why string, out []Event) []Event {
+	out = ts.endFlapping(j, at, why, out)
+	ts.due.remove(j.wait)
 	for _, d := range j.runs {
-		e.due.remove(d)
+		ts.due.remove(d)
 	}
 	return out
 }
 
-func (e *Evaluator) endFlapping(j *jobState, at time.Time, why string, out []Event) []Event {
+func (ts *tenantState) endFlapping(j *jobState, at time.Time, why string, out []Event) []Event {
 	if !j.flap.on {
 		return out
 	}
 	j.flap.on = false
-	e.due.remove(j.flap.stable)
+	ts.due.remove(j.flap.stable)
 	return append(out, Event{Kind: KindStable, Tenant: j.tenant, Job: j.name, Slot: j.flap.lastSwitch, At: at, Count: 1, Detail: why})
 }
 
 // next returns the first tick of sp's schedule after t, once per call for
 // all jobs with the same schedule.
-func (e *Evaluator) next(sp *spec, t time.Time) time.Time {
+func (ts *tenantState) next(sp *spec, t time.Time) time.Time {
 	k := memoKey{sp.Schedule, sp.Timezone, t.UnixNano()}
-	if n, ok := e.memo[k]; ok {
+	if n, ok := ts.memo[k]; ok {
 		return n
 	}
 	n := sp.sched.Next(t)
-	e.memo[k] = n
+	ts.memo[k] = n
 	return n
 }
 
 // last is sp's latest tick in (since, until], shared by the jobs of one
 // schedule as next is: the latest tick up to until is the same for every
 // one of them that has not judged it yet.
-func (e *Evaluator) last(sp *spec, since, until time.Time) time.Time {
+func (ts *tenantState) last(sp *spec, since, until time.Time) time.Time {
 	k := memoKey{"last " + sp.Schedule, sp.Timezone, until.UnixNano()}
-	if n, ok := e.memo[k]; ok && n.After(since) {
+	if n, ok := ts.memo[k]; ok && n.After(since) {
 		return n
 	}
 	n := sp.sched.Last(since, until)
 	if !n.IsZero() {
-		e.memo[k] = n
+		ts.memo[k] = n
 	}
 	return n
 }
@@ -256,11 +300,15 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-func (e *Evaluator) job(tenant, name string) *jobState {
-	if ts := e.tenants[tenant]; ts != nil {
-		return ts.jobs[name]
+// find returns tenant's state, locked, and its job name (nil: not
+// watched); the caller unlocks ts when it is not nil.
+func (e *Evaluator) find(tenant, name string) (*tenantState, *jobState) {
+	ts := e.lookup(tenant)
+	if ts == nil {
+		return nil, nil
 	}
-	return nil
+	ts.mu.Lock()
+	return ts, ts.jobs[name]
 }
 
 // Started tells the evaluator that a run started at r.At. It returns the
@@ -268,14 +316,16 @@ func (e *Evaluator) job(tenant, name string) *jobState {
 // yet) and a too_often event when the run is one too many. Starts of jobs
 // it does not watch cost a map lookup.
 func (e *Evaluator) Started(r Run) []Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	j := e.job(r.Tenant, r.Job)
+	ts, j := e.find(r.Tenant, r.Job)
+	if ts == nil {
+		return nil
+	}
+	defer ts.mu.Unlock()
 	if j == nil {
 		return nil
 	}
 	sp := j.spec
-	out := e.settle(j, r.At, nil)
+	out := ts.settle(j, r.At, nil)
 	if r.At.After(j.lastStart) {
 		j.lastStart = r.At
 	}
@@ -285,7 +335,7 @@ func (e *Evaluator) Started(r Run) []Event {
 	if sp.MaxRuntime > 0 && j.runs[r.TaskID] == nil {
 		d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.At, from: later(r.At, r.Received), index: -1}
 		j.runs[r.TaskID] = d
-		e.due.set(d, d.from.Add(sp.MaxRuntime))
+		ts.due.set(d, d.from.Add(sp.MaxRuntime))
 	}
 	if sp.MaxRuns > 0 {
 		if j.starts.within(r.At, sp.RunsWindow) {
@@ -306,13 +356,15 @@ func (e *Evaluator) Started(r Run) []Event {
 // and a job that is down stays down. It returns the missed runs whose
 // grace ended before it.
 func (e *Evaluator) Skipped(r Run) []Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	j := e.job(r.Tenant, r.Job)
+	ts, j := e.find(r.Tenant, r.Job)
+	if ts == nil {
+		return nil
+	}
+	defer ts.mu.Unlock()
 	if j == nil {
 		return nil
 	}
-	out := e.settle(j, r.At, nil)
+	out := ts.settle(j, r.At, nil)
 	if r.At.After(j.lastSkip) {
 		j.lastSkip = r.At
 	}
@@ -325,16 +377,16 @@ func (e *Evaluator) Skipped(r Run) []Event {
 // in, or, with every, the next period counts from it. The caller records
 // at as the latest start or skip afterwards: with a grace longer than
 // half the time between expected runs, it may count for the next too.
-func (e *Evaluator) settle(j *jobState, at time.Time, out []Event) []Event {
+func (ts *tenantState) settle(j *jobState, at time.Time, out []Event) []Event {
 	sp := j.spec
 	if sp == nil || j.wait == nil || j.wait.index < 0 {
 		return out
 	}
-	out = e.slotsDue(j.wait, at.Add(-1), out)
+	out = ts.slotsDue(j.wait, at.Add(-1), out)
 	switch {
 	case sp.Every > 0 && !at.Before(later(j.lastStart, j.lastSkip)):
 		j.slot = at.Add(sp.Every)
-		e.due.set(j.wait, j.slot.Add(sp.Grace))
+		ts.due.set(j.wait, j.slot.Add(sp.Grace))
 	case sp.sched != nil && j.counts(at):
 		j.hit = true
 	}
@@ -346,14 +398,16 @@ func (e *Evaluator) settle(j *jobState, at time.Time, out []Event) []Event {
 // under min_runtime, and a flapping event when this run's switch between
 // success and failure makes the job flap.
 func (e *Evaluator) Finished(r Run) []Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	j := e.job(r.Tenant, r.Job)
+	ts, j := e.find(r.Tenant, r.Job)
+	if ts == nil {
+		return nil
+	}
+	defer ts.mu.Unlock()
 	if j == nil {
 		return nil
 	}
 	if d := j.runs[r.TaskID]; d != nil {
-		e.due.remove(d)
+		ts.due.remove(d)
 		delete(j.runs, r.TaskID)
 	}
 	var outcome int8
@@ -377,7 +431,7 @@ func (e *Evaluator) Finished(r Run) []Event {
 			Detail: fmt.Sprintf("succeeded in %v, under min_runtime %s", r.Duration, formatDuration(sp.MinRuntime))})
 	}
 	if sp.Flapping.Changes > 0 {
-		out = e.flapStep(j, outcome, r.At, r.Seq, r.TaskID, out)
+		out = ts.flapStep(j, outcome, r.At, r.Seq, r.TaskID, out)
 	}
 	return out
 }
@@ -387,14 +441,16 @@ func (e *Evaluator) Finished(r Run) []Event {
 // went to time it out and found it ended otherwise (manual_blocked) or
 // gone. It is no longer watched.
 func (e *Evaluator) Unwatch(tenant, job, taskID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	j := e.job(tenant, job)
+	ts, j := e.find(tenant, job)
+	if ts == nil {
+		return
+	}
+	defer ts.mu.Unlock()
 	if j == nil {
 		return
 	}
 	if d := j.runs[taskID]; d != nil {
-		e.due.remove(d)
+		ts.due.remove(d)
 		delete(j.runs, taskID)
 	}
 }
@@ -402,26 +458,41 @@ func (e *Evaluator) Unwatch(tenant, job, taskID string) {
 // Tick handles every deadline that has passed by now and returns what it
 // found: missed runs, runs past max_runtime (the caller times them out)
 // and flapping jobs that became stable. Call it once per evaluation cycle,
-// after the runs reported up to now have been fed.
+// after the runs reported up to now have been fed. A tenant whose
+// expectations are being set (Set) is passed by: its deadlines are
+// judged at the next Tick, and the other tenants' do not wait for it.
 func (e *Evaluator) Tick(now time.Time) []Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	clear(e.memo)
 	var out []Event
+	for _, ts := range e.states() {
+		if ts.setting.Load() > 0 {
+			continue
+		}
+		out = ts.tick(now, out)
+	}
+	// In the order of their deadlines, as one heap of every tenant's
+	// gave them.
+	slices.SortStableFunc(out, func(a, b Event) int { return a.At.Compare(b.At) })
+	return out
+}
+
+func (ts *tenantState) tick(now time.Time, out []Event) []Event {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	clear(ts.memo)
 	limit := now.UnixNano()
-	for len(e.due) > 0 && e.due[0].at <= limit {
-		d := e.due[0]
+	for len(ts.due) > 0 && ts.due[0].at <= limit {
+		d := ts.due[0]
 		j := d.job
 		switch d.kind {
 		case dSlot:
-			out = e.slotsDue(d, now, out)
+			out = ts.slotsDue(d, now, out)
 		case dRun:
-			e.due.remove(d) // still watched: see jobState.runs
+			ts.due.remove(d) // still watched: see jobState.runs
 			j.problem, j.since = ProblemTimeout, d.time()
 			out = append(out, Event{Kind: KindTooLong, Tenant: j.tenant, Job: j.name, TaskID: d.task, Slot: d.start, At: d.time(), Count: 1,
 				Detail: fmt.Sprintf("still running after max_runtime %s (started %s)", formatDuration(j.spec.MaxRuntime), stamp(d.start, j.spec.location()))})
 		case dStable:
-			e.due.remove(d)
+			ts.due.remove(d)
 			j.flap.on = false
 			j.flap.switches.reset()
 			j.flap.recent = j.flap.latest() // the switches before are forgotten
@@ -443,7 +514,7 @@ const maxSlotSteps = 1000
 // slotsDue judges every expected run of d's job whose grace has ended by
 // now, and moves d to the next one. Several at once (a tick came late, or
 // since lay in the past) make one event with their count.
-func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
+func (ts *tenantState) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 	j := d.job
 	sp := j.spec
 	if j.slot.Add(sp.Grace).After(now) {
@@ -465,12 +536,12 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 				// start moves the slot), so every later one is missed
 				// too. The last is found from now, at a bounded cost,
 				// and the count says at least.
-				if to := e.last(sp, j.slot, now.Add(-sp.Grace)); !to.IsZero() {
+				if to := ts.last(sp, j.slot, now.Add(-sp.Grace)); !to.IsZero() {
 					if !j.hit {
 						count++ // the slot itself
 					}
 					count, last, atLeast = count+1, to, true
-					j.prev, j.slot, j.hit = to, e.next(sp, to), false
+					j.prev, j.slot, j.hit = to, ts.next(sp, to), false
 					break
 				}
 				// None after this one: it is the last, judged below.
@@ -478,16 +549,16 @@ func (e *Evaluator) slotsDue(d *deadline, now time.Time, out []Event) []Event {
 			if !j.hit {
 				count, last = count+1, j.slot
 			}
-			j.prev, j.slot = j.slot, e.next(sp, j.slot)
+			j.prev, j.slot = j.slot, ts.next(sp, j.slot)
 			// The latest start may count for the next one too, when
 			// grace is longer than half the time between them.
 			j.hit = !j.slot.IsZero() && j.countsLatest()
 		}
 	}
 	if j.slot.IsZero() {
-		e.due.remove(d)
+		ts.due.remove(d)
 	} else {
-		e.due.set(d, j.slot.Add(sp.Grace))
+		ts.due.set(d, j.slot.Add(sp.Grace))
 	}
 	if count == 0 {
 		return out
@@ -529,10 +600,13 @@ func stamp(t time.Time, loc *time.Location) string {
 // down above them. Empty means the job's alerts are its own. job's own
 // state is not asked about.
 func (e *Evaluator) InhibitedBy(tenant, job string) []Cause {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ts := e.tenants[tenant]
+	ts := e.lookup(tenant)
 	if ts == nil {
+		return nil
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.set == nil {
 		return nil
 	}
 	down := func(name string) bool {

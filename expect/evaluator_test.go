@@ -586,8 +586,8 @@ func TestSetKeepsState(t *testing.T) {
 		got = append(got, line(e)+" "+e.Detail)
 	}
 	expectLines(t, got, "stable a/j slot=05-01T01:40:02Z at=05-01T01:40:00Z no expectation any more")
-	if len(s.ev.due) != 0 {
-		t.Errorf("%d deadlines left after removing every expectation", len(s.ev.due))
+	if s.ev.deadlines() != 0 {
+		t.Errorf("%d deadlines left after removing every expectation", s.ev.deadlines())
 	}
 	s.until(t0.Add(5*time.Hour), time.Minute)
 	expectLines(t, s.take())
@@ -674,8 +674,8 @@ func FuzzEvaluator(f *testing.F) {
 			for _, j := range ev.tenants["t"].jobs {
 				runs += len(j.runs)
 			}
-			if len(ev.due) > 2*len(ev.tenants["t"].jobs)+runs {
-				t.Fatalf("%d deadlines for %d jobs and %d runs", len(ev.due), len(ev.tenants["t"].jobs), runs)
+			if ev.deadlines() > 2*len(ev.tenants["t"].jobs)+runs {
+				t.Fatalf("%d deadlines for %d jobs and %d runs", ev.deadlines(), len(ev.tenants["t"].jobs), runs)
 			}
 		}
 	})

@@ -74,7 +74,7 @@ func (f *flapState) latest() []outcomeAt {
 // told late is put in its place and the switches are counted again over
 // the recent outcomes. The flapping event names run, the run whose end
 // made the job flap (the bus marks it).
-func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, seq uint64, run string, out []Event) []Event {
+func (ts *tenantState) flapStep(j *jobState, outcome int8, at time.Time, seq uint64, run string, out []Event) []Event {
 	f, cfg := &j.flap, j.spec.Flapping
 	prev := f.latest()
 	if f.remember(outcomeAt{at: at.UnixNano(), seq: seq, o: outcome}, flapKeep(cfg.Changes)) {
@@ -102,13 +102,13 @@ func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, seq uint64
 	hold := cmp.Or(cfg.Hold, window)
 	switch {
 	case f.on:
-		e.due.set(f.stable, at.Add(hold))
+		ts.due.set(f.stable, at.Add(hold))
 	case f.switches.within(at, window):
 		f.on = true
 		if f.stable == nil {
 			f.stable = &deadline{kind: dStable, job: j, index: -1}
 		}
-		e.due.set(f.stable, at.Add(hold))
+		ts.due.set(f.stable, at.Add(hold))
 		out = append(out, Event{Kind: KindFlapping, Tenant: j.tenant, Job: j.name, TaskID: run, Slot: at, At: at, Count: 1,
 			Detail: fmt.Sprintf("%d switches between success and failure within %s", cfg.Changes, formatDuration(window))})
 	}
@@ -117,8 +117,10 @@ func (e *Evaluator) flapStep(j *jobState, outcome int8, at time.Time, seq uint64
 
 // Flapping reports whether job is flapping now.
 func (e *Evaluator) Flapping(tenant, job string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	j := e.job(tenant, job)
+	ts, j := e.find(tenant, job)
+	if ts == nil {
+		return false
+	}
+	defer ts.mu.Unlock()
 	return j != nil && j.flap.on
 }

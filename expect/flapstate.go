@@ -35,10 +35,9 @@ type Outcome struct {
 // FlapStates returns the state of every job watched for flapping that has
 // seen a run end, in no set order.
 func (e *Evaluator) FlapStates() []FlapState {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []FlapState
-	for _, ts := range e.tenants {
+	for _, ts := range e.states() {
+		ts.mu.Lock()
 		for _, j := range ts.jobs {
 			if j.spec == nil || j.spec.Flapping.Changes == 0 || len(j.flap.recent) == 0 {
 				continue
@@ -51,6 +50,7 @@ func (e *Evaluator) FlapStates() []FlapState {
 			st.Switches = f.switches.kept()
 			out = append(out, st)
 		}
+		ts.mu.Unlock()
 	}
 	return out
 }
@@ -61,32 +61,39 @@ func (e *Evaluator) FlapStates() []FlapState {
 // change of the settings starts the count anew (Set), as it would have
 // had it come while the server ran.
 func (e *Evaluator) RestoreFlaps(states []FlapState) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, st := range states {
-		j := e.job(st.Tenant, st.Job)
-		if j == nil || j.spec == nil || j.spec.Flapping != st.Flapping || st.Flapping.Changes == 0 {
+		ts, j := e.find(st.Tenant, st.Job)
+		if ts == nil {
 			continue
 		}
-		f := &j.flap
-		f.recent = f.recent[:0]
-		for _, o := range st.Recent {
-			f.remember(outcomeAt{at: o.At, seq: o.Seq, o: outcome(o.Success)}, flapKeep(st.Flapping.Changes))
+		ts.restoreFlap(j, st)
+		ts.mu.Unlock()
+	}
+}
+
+// restoreFlap puts back st on j (nil: not watched); ts.mu is held.
+func (ts *tenantState) restoreFlap(j *jobState, st FlapState) {
+	if j == nil || j.spec == nil || j.spec.Flapping != st.Flapping || st.Flapping.Changes == 0 {
+		return
+	}
+	f := &j.flap
+	f.recent = f.recent[:0]
+	for _, o := range st.Recent {
+		f.remember(outcomeAt{at: o.At, seq: o.Seq, o: outcome(o.Success)}, flapKeep(st.Flapping.Changes))
+	}
+	f.switches.reset()
+	for _, at := range st.Switches {
+		f.switches.push(time.Unix(0, at))
+	}
+	f.lastSwitch = st.LastSwitch
+	ts.due.remove(f.stable)
+	f.on = st.On
+	if f.on {
+		if f.stable == nil {
+			f.stable = &deadline{kind: dStable, job: j, index: -1}
 		}
-		f.switches.reset()
-		for _, at := range st.Switches {
-			f.switches.push(time.Unix(0, at))
-		}
-		f.lastSwitch = st.LastSwitch
-		e.due.remove(f.stable)
-		f.on = st.On
-		if f.on {
-			if f.stable == nil {
-				f.stable = &deadline{kind: dStable, job: j, index: -1}
-			}
-			window := cmp.Or(st.Flapping.Window, DefaultFlapWindow)
-			e.due.set(f.stable, f.lastSwitch.Add(cmp.Or(st.Flapping.Hold, window)))
-		}
+		window := cmp.Or(st.Flapping.Window, DefaultFlapWindow)
+		ts.due.set(f.stable, f.lastSwitch.Add(cmp.Or(st.Flapping.Hold, window)))
 	}
 }
 

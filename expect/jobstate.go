@@ -48,10 +48,9 @@ type WatchedRun struct {
 // expectation, or as another job's upstream) that has seen a run start, be
 // skipped or end down, in no set order (each job's runs by task ID).
 func (e *Evaluator) JobStates() []JobState {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []JobState
-	for _, ts := range e.tenants {
+	for _, ts := range e.states() {
+		ts.mu.Lock()
 		for _, j := range ts.jobs {
 			if j.lastStart.IsZero() && j.lastSkip.IsZero() && j.problem == ProblemNone {
 				continue
@@ -69,6 +68,7 @@ func (e *Evaluator) JobStates() []JobState {
 			slices.SortFunc(st.Runs, func(a, b WatchedRun) int { return strings.Compare(a.TaskID, b.TaskID) })
 			out = append(out, st)
 		}
+		ts.mu.Unlock()
 	}
 	return out
 }
@@ -83,48 +83,55 @@ func (e *Evaluator) JobStates() []JobState {
 // counted from when they were first: one past it is found at the next
 // Tick. Their ends after the snapshot, told next (Finished), end that.
 func (e *Evaluator) RestoreJobs(states []JobState) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, st := range states {
-		j := e.job(st.Tenant, st.Job)
-		if j == nil {
+		ts, j := e.find(st.Tenant, st.Job)
+		if ts == nil {
 			continue
 		}
-		j.lastStart, j.lastSkip = later(j.lastStart, st.LastStart), later(j.lastSkip, st.LastSkip)
-		if j.problem == ProblemNone {
-			j.problem, j.since = st.Problem, st.Since
+		ts.restoreJob(j, st)
+		ts.mu.Unlock()
+	}
+}
+
+// restoreJob puts back st on j (nil: not watched); ts.mu is held.
+func (ts *tenantState) restoreJob(j *jobState, st JobState) {
+	if j == nil {
+		return
+	}
+	j.lastStart, j.lastSkip = later(j.lastStart, st.LastStart), later(j.lastSkip, st.LastSkip)
+	if j.problem == ProblemNone {
+		j.problem, j.since = st.Problem, st.Since
+	}
+	sp := j.spec
+	if sp == nil {
+		return
+	}
+	if sp.MaxRuns > 0 && sp.MaxRuns == st.MaxRuns && sp.RunsWindow == st.RunsWindow && len(j.starts.t) == sp.MaxRuns {
+		j.starts.reset()
+		for _, at := range st.Starts {
+			j.starts.push(time.Unix(0, at))
 		}
-		sp := j.spec
-		if sp == nil {
+	}
+	for _, r := range st.Runs {
+		if sp.MaxRuntime <= 0 || j.runs[r.TaskID] != nil {
 			continue
 		}
-		if sp.MaxRuns > 0 && sp.MaxRuns == st.MaxRuns && sp.RunsWindow == st.RunsWindow && len(j.starts.t) == sp.MaxRuns {
-			j.starts.reset()
-			for _, at := range st.Starts {
-				j.starts.push(time.Unix(0, at))
-			}
+		d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.Start, from: r.From, index: -1}
+		j.runs[r.TaskID] = d
+		ts.due.set(d, d.from.Add(sp.MaxRuntime))
+	}
+	// What arm made of the latest start or skip, had it had them.
+	if j.wait == nil || j.wait.index < 0 {
+		return
+	}
+	switch {
+	case sp.Every > 0:
+		if next := later(j.lastStart, j.lastSkip).Add(sp.Every); next.After(j.slot) {
+			j.slot = next
+			ts.due.set(j.wait, j.slot.Add(sp.Grace))
 		}
-		for _, r := range st.Runs {
-			if sp.MaxRuntime <= 0 || j.runs[r.TaskID] != nil {
-				continue
-			}
-			d := &deadline{kind: dRun, job: j, task: r.TaskID, start: r.Start, from: r.From, index: -1}
-			j.runs[r.TaskID] = d
-			e.due.set(d, d.from.Add(sp.MaxRuntime))
-		}
-		// What arm made of the latest start or skip, had it had them.
-		if j.wait == nil || j.wait.index < 0 {
-			continue
-		}
-		switch {
-		case sp.Every > 0:
-			if next := later(j.lastStart, j.lastSkip).Add(sp.Every); next.After(j.slot) {
-				j.slot = next
-				e.due.set(j.wait, j.slot.Add(sp.Grace))
-			}
-		case sp.sched != nil && !j.hit:
-			j.hit = j.countsLatest()
-		}
+	case sp.sched != nil && !j.hit:
+		j.hit = j.countsLatest()
 	}
 }
 

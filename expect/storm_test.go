@@ -25,8 +25,8 @@ func TestLongDowntimeIsJudgedInBoundedSteps(t *testing.T) {
 		ev.Set(tenant, set, now.Add(-30*24*time.Hour))
 	}
 	evs := ev.Tick(now)
-	if len(ev.memo) > 2*maxSlotSteps {
-		t.Errorf("%d schedule steps memoized for one tick, want at most %d", len(ev.memo), 2*maxSlotSteps)
+	if ev.memoLen() > 2*maxSlotSteps {
+		t.Errorf("%d schedule steps memoized for one tick, want at most %d", ev.memoLen(), 2*maxSlotSteps)
 	}
 	if len(evs) != 2 {
 		t.Fatalf("want one missed event per tenant: %+v", evs)
@@ -100,7 +100,7 @@ func TestLongDowntimeOfManyJobsOfOneSchedule(t *testing.T) {
 			t.Fatalf("tenant %s, job %s: last %s: %s", e.Tenant, e.Job, e.Slot, e.Detail)
 		}
 	}
-	if len(ev.memo) > 2*maxSlotSteps {
-		t.Errorf("%d schedule steps memoized, want at most %d", len(ev.memo), 2*maxSlotSteps)
+	if ev.memoLen() > 2*maxSlotSteps {
+		t.Errorf("%d schedule steps memoized, want at most %d", ev.memoLen(), 2*maxSlotSteps)
 	}
 }
