@@ -112,6 +112,15 @@ func inhibitsOf(src []byte) []*rules.Inhibit {
 	return f.Inhibits
 }
 
+// MaxRules is the most rules (rate, event and inhibit rules together) a
+// tenant's rules file may hold when it is put through the API. It is the
+// design's figure for one evaluation cycle (10 000 rules within 100 ms,
+// docs/architecture.md): one tenant alone may use all of it, no more.
+// Without it a body of 4 MiB held 100 000 rules, evaluated at every cycle
+// beside every other tenant's, and GET /api/v1/rules answered 26 MB.
+// Texts saved before the bound keep running (rules.ParseSaved).
+const MaxRules = 10_000
+
 // putMu makes PutRules one at a time, from parsing the body to putting
 // its rules in force: the rules in force are then the ones saved last,
 // which the next start loads (invariant 9); and a PUT allocates about 35×
@@ -154,6 +163,11 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte, ifMatch str
 	}
 	if err != nil {
 		return apiclient.RuleSet{}, nil, err
+	}
+	if n := len(rs) + len(f.Inhibits); n > MaxRules {
+		return apiclient.RuleSet{}, nil, &apollo.Error{Code: apollo.ETOOLARGE, Field: "rules",
+			Message: fmt.Sprintf("the body has %d rules, over the limit of %d a tenant may have; nothing was changed", n, MaxRules),
+			Hint:    "a rule's task_prefix covers every job whose name starts with it: fold the rules that differ only by job into one with a shorter prefix"}
 	}
 	// Inhibit rules count: a tenant whose only rules are inhibit rules
 	// would lose them to an empty body as surely.

@@ -14,6 +14,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
 	"github.com/apollo-11/apollo/notify/webhook"
+	"github.com/apollo-11/apollo/rulebook"
 )
 
 // manyTenants are the tenants past acme and globex of the tests that need
@@ -174,4 +175,48 @@ func TestOldRulesFilesAreMovedAcrossAKill(t *testing.T) {
 // tenant's text of kind (rules or expectations) set through the API.
 func savedFile(kind, tenant string) string {
 	return filepath.Join(kind, filepath.Base(alert.NewFileRules(kind).TenantPath(tenant)))
+}
+
+// manyRules is a rules text of n event rules of tenant.
+func manyRules(tenant string, n int) string {
+	var b strings.Builder
+	b.WriteString(eventRule(tenant))
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "RULE %s_r%06d task_prefix: \"%s_%06d_\" ON: failed NOTIFY: hook\n", tenant, i, tenant, i)
+	}
+	return b.String()
+}
+
+// A tenant's rules are bounded by count (rulebook.MaxRules): a PUT of one
+// more is refused with 413, the count and the limit, and nothing changes;
+// before, 100 000 rules in 4 MiB were accepted and GET /api/v1/rules
+// answered 26 MB. The other tenant's PUT at the limit is kept across a
+// kill -9, and both tenants' rules act.
+func TestRulesPastTheCountLimitAreRefused(t *testing.T) {
+	endToEnd(t)
+	h := newHook(t)
+	d := startDeployment(t, false, h, deployOptions{})
+	d.do("acme", "PUT", "/api/v1/rules", eventRule("acme"), nil, 200)
+	var e struct{ Error apollo.Error }
+	d.do("acme", "PUT", "/api/v1/rules", manyRules("acme", rulebook.MaxRules+1), &e, 413)
+	if want := fmt.Sprintf("%d rules, over the limit of %d", rulebook.MaxRules+1, rulebook.MaxRules); e.Error.Code != apollo.ETOOLARGE ||
+		!strings.Contains(e.Error.Message, want) || !strings.Contains(e.Error.Message, "nothing was changed") || e.Error.Hint == "" {
+		t.Errorf("a PUT past the limit answered %+v; want too_large saying %q and what to do", e.Error, want)
+	}
+	atLimit := manyRules("globex", rulebook.MaxRules)
+	d.do("globex", "PUT", "/api/v1/rules", atLimit, nil, 200)
+
+	d.crash()
+	want := map[string]string{"acme": eventRule("acme"), "globex": atLimit}
+	for _, tenant := range tenants {
+		var r struct{ Source string }
+		d.do(tenant, "GET", "/api/v1/rules", "", &r, 200)
+		if r.Source != want[tenant] {
+			t.Errorf("tenant %s after a kill -9: %d bytes of rules, want %d", tenant, len(r.Source), len(want[tenant]))
+		}
+	}
+	for _, tenant := range tenants {
+		d.fail(tenant, tenant+"_load")
+	}
+	awaitEachFiring(t, h, tenants)
 }
