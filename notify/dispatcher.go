@@ -297,7 +297,10 @@ func (d *Dispatcher) Requeue(owed []OwedNotification) {
 // Test sends one test message to channel, without queue or retries, and
 // returns its Attempt. It waits for its turn under the channel's rate
 // limit (until ctx ends: an ETOOMANY error), and the queued messages after
-// it wait for theirs, so the channel stays within its limit.
+// it wait for theirs, so the channel stays within its limit. On a channel
+// with a limit, a tenant's tests take at most one turn every testEvery
+// (one a minute for a robot of 20 a minute), and none that alerts are
+// queued for: past either, ETOOMANY at once (testBudget).
 // Test is for whoever holds the configuration (apollo notify test
 // --config); TestFor is the API's.
 func (d *Dispatcher) Test(ctx context.Context, channel string) (Attempt, error) {
@@ -331,6 +334,9 @@ func noChannel(channel, which string, known []string) error {
 
 func (d *Dispatcher) test(ctx context.Context, l *lane, tenant string) (Attempt, error) {
 	channel := l.ch.Name
+	if err := l.testBudget.check(channel, tenant, d.clock.Now()); err != nil {
+		return Attempt{}, err
+	}
 	// The test takes its turn under the rate limit: a robot API mutes a
 	// sender past it (DingTalk, for ten minutes), and on a shared channel
 	// that would silence every tenant's alerts.
@@ -342,6 +348,17 @@ func (d *Dispatcher) test(ctx context.Context, l *lane, tenant string) (Attempt,
 			Hint:    "try again in a minute"}
 	}
 	now := d.clock.Now()
+	if l.testBudget != nil {
+		if err := l.testBudget.check(channel, tenant, now); err != nil { // another test of the tenant's went while this one waited
+			return Attempt{}, err
+		}
+		if n := l.queue.len(); n > 0 {
+			return Attempt{}, &apollo.Error{Code: apollo.ETOOMANY, Field: "channel",
+				Message: fmt.Sprintf("%d notifications are waiting for the turns of channel %s: a test does not take theirs", n, channel),
+				Hint:    "try again once they have gone"}
+		}
+		l.testBudget.spend(tenant, now)
+	}
 	n := apollo.Notification{Kind: apollo.NotifyTest, Channels: []string{channel}, At: now,
 		DedupKey: "test:" + channel,
 		Alert: apollo.Alert{ID: "test-" + strconv.FormatInt(now.UnixMilli(), 10), Tenant: tenant, Rule: "apollo_test", Group: channel,

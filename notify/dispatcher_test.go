@@ -723,7 +723,7 @@ func TestTestKeepsTheRateLimit(t *testing.T) {
 	// A test whose caller gives up while it waits is not sent.
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		_, err := d.TestFor(ctx, "team-a", "ding")
+		_, err := d.TestFor(ctx, "team-c", "ding")
 		done <- err
 	}()
 	waitWaiting("third")
@@ -825,5 +825,35 @@ func TestOneTenantsStormKeepsAnothersRecord(t *testing.T) {
 	}
 	if got := d.Attempts(AttemptFilter{Tenant: "team-a", Limit: DefaultLogSize + 100}); len(got) != DefaultLogSize {
 		t.Fatalf("team-a's record holds %d attempts, want its last %d", len(got), DefaultLogSize)
+	}
+}
+
+// A tenant's tests on a channel with a rate limit take at most one turn
+// every testEvery (5 minutes on a channel of one a minute): the next is
+// refused at once, without waiting for a turn, and another tenant's is not.
+func TestATenantsTestsHaveABudgetOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	clk := apollo.NewFakeClock(t0)
+	s := newSink(clk)
+	d := startDispatcher(t, clk, NewMemoryLog(100),
+		Channel{Name: "ding", Notifier: s, RatePerMinute: 1, Tenants: []string{AllTenants}})
+	if _, err := d.TestFor(context.Background(), "team-a", "ding"); err != nil {
+		t.Fatal(err)
+	}
+	s.next(t)
+	clk.Advance(time.Minute)
+	_, err := d.TestFor(context.Background(), "team-a", "ding")
+	if e, ok := errors.AsType[*apollo.Error](err); !ok || e.Code != apollo.ETOOMANY || !strings.Contains(e.Message, "one test message every 5m0s") {
+		t.Fatalf("team-a's second test a minute later: %v; want too_many at once", err)
+	}
+	if _, err := d.TestFor(context.Background(), "team-b", "ding"); err != nil {
+		t.Fatalf("team-b's test: %v", err)
+	}
+	clk.Advance(5 * time.Minute)
+	if _, err := d.TestFor(context.Background(), "team-a", "ding"); err != nil {
+		t.Fatalf("team-a's test past its budget's time: %v", err)
+	}
+	if n := len(s.all()); n != 3 {
+		t.Fatalf("%d messages, want 3", n)
 	}
 }

@@ -52,10 +52,14 @@ type lane struct {
 	// tests makes test messages (Dispatcher.Test) wait for their turn
 	// one at a time.
 	tests sync.Mutex
+	// testBudget is each tenant's allowance of tests; nil without a rate
+	// limit.
+	testBudget *testBudget
 }
 
 func newLane(d *Dispatcher, ch Channel, r *renderer) *lane {
-	return &lane{d: d, ch: ch, r: r, queue: newFairQueue(ch.QueueSize, ch.QueueTotal), pace: newPacer(ch.RatePerMinute)}
+	pace := newPacer(ch.RatePerMinute)
+	return &lane{d: d, ch: ch, r: r, queue: newFairQueue(ch.QueueSize, ch.QueueTotal), pace: pace, testBudget: newTestBudget(pace)}
 }
 
 // next waits for the next notification: the tenant's whose turn it is.
