@@ -549,8 +549,8 @@ func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 		select {
 		case <-tick.C():
 			now := x.clock.Now()
-			x.act(x.ev.Tick(now))
-			x.act(x.take())
+			x.act(ctx, x.ev.Tick(now))
+			x.act(ctx, x.take())
 			x.tellHeldJobs(true)
 			if !x.unrecorded.Load() {
 				x.checked.Store(now.UnixNano())
@@ -562,7 +562,7 @@ func (x *expectations) run(ctx context.Context, tick, poll apollo.Ticker) {
 			}
 		case <-x.wake:
 			evs := x.take()
-			x.act(evs)
+			x.act(ctx, evs)
 			x.tellHeldJobs(len(evs) > 0)
 		case <-poll.C():
 			if x.path != "" && x.changed() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/alert"
@@ -31,7 +30,7 @@ var testFindings func(evs []expect.Event, acting bool)
 // act does what each finding calls for. The missed runs of one call are
 // recorded together, under one fsync; a missed run recorded before (judged
 // again after a restart) is not told again.
-func (x *expectations) act(evs []expect.Event) {
+func (x *expectations) act(ctx context.Context, evs []expect.Event) {
 	if testFindings != nil && len(evs) > 0 {
 		testFindings(evs, true)
 	}
@@ -46,9 +45,13 @@ func (x *expectations) act(evs []expect.Event) {
 	}
 	told := make([]bool, len(evs))
 	if len(missed) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Bounded by the loop's life (ctx ends at stopLoop), not by a
+		// fixed time: the wait is for the log's fsync, which a loaded
+		// machine makes slow, not wrong. Under a fixed 10 s a slow
+		// fsync left the missed runs in the log without their
+		// missed-start marks (shown pending, not late), with a warning
+		// that they could not be recorded.
 		fresh, err := x.bus.RecordMissed(ctx, missed)
-		cancel()
 		if err != nil {
 			x.log.Warn("missed runs could not be recorded in the jobs' history", "runs", len(missed), "err", err)
 		}

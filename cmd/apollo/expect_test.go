@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/httpapi"
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/notify/webhook"
 )
 
@@ -81,6 +83,18 @@ func (x *expectServer) client(t *testing.T, p *proc, tenant string) *apiclient.C
 	return c
 }
 
+// callCtx returns what gives each API call of an end-to-end test its own
+// context, bounded by testwait.Timeout from when the call is made. One
+// context for the whole test (testCtx(t, time.Minute)) bounded the sum of
+// its steps instead, each of which may wait up to testwait.Timeout: the
+// expectations tests take 3 to 5 s alone and 13 to 40 s under load (14 s
+// measured beside stress-ng --cpu 12 on 2 cores), so their last calls
+// could end with "context deadline exceeded" once the whole passed a
+// minute, though no step had waited too long.
+func callCtx(t *testing.T) func() context.Context {
+	return func() context.Context { return testwait.Context(t) }
+}
+
 // notes is every notification a webhook call carries: itself, or a digest.
 func notes(p webhook.ApolloPayload) []apollo.Notification {
 	if len(p.Notifications) > 0 {
@@ -106,7 +120,7 @@ func TestExpectationsEndToEnd(t *testing.T) {
 	t.Parallel()
 	x := newExpectServer(t)
 	srv := x.start(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := callCtx(t)
 
 	missed := x.hook.await(t, 30*time.Second, "etl_extract missed", anyNote(func(n apollo.Notification) bool {
 		return n.Alert.Rule == "etl" && n.Alert.Tenant == ""
@@ -127,7 +141,7 @@ func TestExpectationsEndToEnd(t *testing.T) {
 		}
 		return n.Alert.Rule == "sentinel"
 	}))
-	list, err := def.Alerts(ctx, apollo.AlertFiring)
+	list, err := def.Alerts(ctx(), apollo.AlertFiring)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +158,14 @@ func TestExpectationsEndToEnd(t *testing.T) {
 	}
 
 	// The missed runs are runs of the job: in its history and metrics.
-	page, err := def.Tasks(ctx, apiclient.TaskQuery{Prefix: "missed:etl_extract@"})
+	page, err := def.Tasks(ctx(), apiclient.TaskQuery{Prefix: "missed:etl_extract@"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Tasks) == 0 || !page.Tasks[0].Late || page.Tasks[0].Name != "etl_extract" || page.Tasks[0].Status != apollo.StatusPending {
 		t.Fatalf("missed runs in the history: %+v", page.Tasks)
 	}
-	m, err := def.Metrics(ctx, time.Hour, "etl_extract")
+	m, err := def.Metrics(ctx(), time.Hour, "etl_extract")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,17 +174,17 @@ func TestExpectationsEndToEnd(t *testing.T) {
 	}
 
 	// The second tenant: its own rules and expectations, through the API.
-	if _, err := acme.PutRules(ctx, []byte(`RULE acme_missed task_prefix: "" ON: missed GROUP_WINDOW: 1s NOTIFY: hook`), apiclient.RulesText); err != nil {
+	if _, err := acme.PutRules(ctx(), []byte(`RULE acme_missed task_prefix: "" ON: missed GROUP_WINDOW: 1s NOTIFY: hook`), apiclient.RulesText); err != nil {
 		t.Fatal(err)
 	}
-	put, err := acme.PutExpectations(ctx, []byte("expectations:\n  - job: acme_job\n    schedule: \"*/2 * * * * *\"\n    grace: 1s\n"))
+	put, err := acme.PutExpectations(ctx(), []byte("expectations:\n  - job: acme_job\n    schedule: \"*/2 * * * * *\"\n    grace: 1s\n"))
 	if err != nil || put.Count != 1 {
 		t.Fatalf("%+v %v", put, err)
 	}
-	if _, err := acme.PutExpectations(ctx, []byte("expectations:\n  - job: x\n    every: soon\n")); !isProblem(err, "3:12") {
+	if _, err := acme.PutExpectations(ctx(), []byte("expectations:\n  - job: x\n    every: soon\n")); !isProblem(err, "3:12") {
 		t.Fatalf("a bad file: %v", err)
 	}
-	if got, _ := def.Expectations(ctx); strings.Contains(got.Source, "acme_job") || got.Count != 3 {
+	if got, _ := def.Expectations(ctx()); strings.Contains(got.Source, "acme_job") || got.Count != 3 {
 		t.Fatalf("the default tenant sees %+v", got)
 	}
 	acmeMissed := func(what string) {
@@ -186,11 +200,11 @@ func TestExpectationsEndToEnd(t *testing.T) {
 	restarted := time.Now()
 	srv = x.start(t)
 	acme = x.client(t, srv, "acme")
-	if got, err := acme.Expectations(ctx); err != nil || got.Count != 1 || !strings.Contains(got.Source, "acme_job") {
+	if got, err := acme.Expectations(ctx()); err != nil || got.Count != 1 || !strings.Contains(got.Source, "acme_job") {
 		t.Fatalf("after kill -9: %+v %v", got, err)
 	}
 	eventually(t, 30*time.Second, "a missed run of acme_job after the restart", func() bool {
-		page, err := acme.Tasks(ctx, apiclient.TaskQuery{Prefix: "missed:acme_job@"})
+		page, err := acme.Tasks(ctx(), apiclient.TaskQuery{Prefix: "missed:acme_job@"})
 		return err == nil && len(page.Tasks) > 0 && page.Tasks[0].ScheduledAt >= restarted.UnixMilli()
 	})
 }
@@ -238,9 +252,9 @@ func TestARunAheadOfTheClockIsNotJudgedAhead(t *testing.T) {
 	t.Parallel()
 	x := newExpectServer(t)
 	srv := x.start(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := callCtx(t)
 	acme := x.client(t, srv, "acme")
-	if _, err := acme.PutExpectations(ctx, []byte("expectations:\n  - job: skewed\n    schedule: \"*/2 * * * * *\"\n    grace: 1s\n")); err != nil {
+	if _, err := acme.PutExpectations(ctx(), []byte("expectations:\n  - job: skewed\n    schedule: \"*/2 * * * * *\"\n    grace: 1s\n")); err != nil {
 		t.Fatal(err)
 	}
 	ahead := time.Now().Add(48 * time.Hour).UnixMilli()
@@ -248,7 +262,7 @@ func TestARunAheadOfTheClockIsNotJudgedAhead(t *testing.T) {
 	var page apiclient.TaskPage
 	eventually(t, 30*time.Second, "a missed run of skewed", func() bool {
 		var err error
-		page, err = acme.Tasks(ctx, apiclient.TaskQuery{Prefix: "missed:skewed@"})
+		page, err = acme.Tasks(ctx(), apiclient.TaskQuery{Prefix: "missed:skewed@"})
 		return err == nil && len(page.Tasks) > 0
 	})
 	now := time.Now().UnixMilli()

@@ -28,7 +28,7 @@ func TestLearnedRunsSurviveARestart(t *testing.T) {
 	t.Parallel()
 	x := newExpectServer(t)
 	srv := x.start(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := callCtx(t)
 
 	minute := map[string]int{"": 7, "acme": 23}
 	base := time.Now().Add(-14 * time.Hour).Truncate(time.Hour)
@@ -48,7 +48,7 @@ func TestLearnedRunsSurviveARestart(t *testing.T) {
 	}
 	suggested := func(srv *proc, tenant string) apiclient.Suggestion {
 		t.Helper()
-		list, err := x.client(t, srv, tenant).Suggestions(ctx, "")
+		list, err := x.client(t, srv, tenant).Suggestions(ctx(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,16 +87,16 @@ func TestLearnedRunsSurviveARestart(t *testing.T) {
 	srv = x.start(t)
 	check(srv, "after kill -9")
 
-	if _, err := x.client(t, srv, "acme").AcceptSuggestion(ctx, "nightly"); err != nil {
+	if _, err := x.client(t, srv, "acme").AcceptSuggestion(ctx(), "nightly"); err != nil {
 		t.Fatal(err)
 	}
 	srv.kill()
 	srv = x.start(t)
-	got, err := x.client(t, srv, "acme").Expectations(ctx)
+	got, err := x.client(t, srv, "acme").Expectations(ctx())
 	if err != nil || got.Count != 1 || !strings.Contains(got.Source, "schedule: 23 * * * *") {
 		t.Fatalf("acme's accepted proposal after kill -9: %+v %v", got, err)
 	}
-	if def, err := x.client(t, srv, "").Expectations(ctx); err != nil || strings.Contains(def.Source, "nightly") {
+	if def, err := x.client(t, srv, "").Expectations(ctx()); err != nil || strings.Contains(def.Source, "nightly") {
 		t.Fatalf("the default tenant's expectations: %+v %v", def, err)
 	}
 }
@@ -114,7 +114,7 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 	t.Parallel()
 	x := newExpectServer(t)
 	srv := x.start(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := callCtx(t)
 	base := time.Now().Add(-14 * time.Hour).Truncate(time.Hour)
 	for _, tenant := range []string{"", "acme"} {
 		var b strings.Builder
@@ -133,7 +133,7 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 	}
 	// The learner keeps the two plain jobs, one per tenant, and says so
 	// (once it has heard of the runs: asking for proposals waits for that).
-	if _, err := x.client(t, srv, "").Suggestions(ctx, ""); err != nil {
+	if _, err := x.client(t, srv, "").Suggestions(ctx(), ""); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("GET", "http://"+srv.addr+"/metrics", nil)
@@ -149,7 +149,7 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 	}
 	for _, tenant := range []string{"", "acme"} {
 		c := x.client(t, srv, tenant)
-		list, err := c.Suggestions(ctx, "")
+		list, err := c.Suggestions(ctx(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,10 +163,10 @@ func TestEveryProposalCanBeAccepted(t *testing.T) {
 		if fmt.Sprint(jobs) != "[plain]" {
 			t.Errorf("tenant %q: proposals for %q, want only plain", tenant, jobs)
 		}
-		if _, err := c.AcceptSuggestion(ctx, "plain"); err != nil {
+		if _, err := c.AcceptSuggestion(ctx(), "plain"); err != nil {
 			t.Errorf("tenant %q: accepting plain: %v", tenant, err)
 		}
-		_, err = c.AcceptSuggestion(ctx, "tab\tjob")
+		_, err = c.AcceptSuggestion(ctx(), "tab\tjob")
 		var ae *apiclient.Error
 		if !errors.As(err, &ae) || ae.Status != 400 || ae.Err.Field != "job" || !strings.Contains(ae.Err.Message, "control character") ||
 			strings.Contains(ae.Err.Hint, "the name the job's runs report") {

@@ -31,7 +31,7 @@ func TestAnExpectationSetAfterTheSnapshotIsNotJudgedBeforeIt(t *testing.T) {
 	}
 	t.Parallel()
 	x := newExpectServer(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := callCtx(t)
 
 	// A clean stop: a snapshot that keeps when expectations were judged.
 	srv := x.start(t)
@@ -43,7 +43,7 @@ func TestAnExpectationSetAfterTheSnapshotIsNotJudgedBeforeIt(t *testing.T) {
 	up := time.Now()
 	def, acme := x.client(t, srv, ""), x.client(t, srv, "acme")
 	missedSince := func(c *apiclient.Client, job string, since time.Time) bool {
-		page, err := c.Tasks(ctx, apiclient.TaskQuery{Prefix: "missed:" + job + "@"})
+		page, err := c.Tasks(ctx(), apiclient.TaskQuery{Prefix: "missed:" + job + "@"})
 		if err != nil {
 			return false
 		}
@@ -65,10 +65,10 @@ func TestAnExpectationSetAfterTheSnapshotIsNotJudgedBeforeIt(t *testing.T) {
 	slot := time.Now().UTC().Add(-time.Second).Truncate(time.Second)
 	yearly := fmt.Sprintf("  - job: yearly\n    schedule: \"%d %d %d %d %d *\"\n    grace: 1s\n",
 		slot.Second(), slot.Minute(), slot.Hour(), slot.Day(), int(slot.Month()))
-	if _, err := def.PutExpectations(ctx, []byte(expectFile+yearly)); err != nil {
+	if _, err := def.PutExpectations(ctx(), []byte(expectFile+yearly)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acme.PutExpectations(ctx, []byte("expectations:\n"+yearly)); err != nil {
+	if _, err := acme.PutExpectations(ctx(), []byte("expectations:\n"+yearly)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -77,7 +77,7 @@ func TestAnExpectationSetAfterTheSnapshotIsNotJudgedBeforeIt(t *testing.T) {
 	srv = x.start(t)
 	def, acme = x.client(t, srv, ""), x.client(t, srv, "acme")
 	for tenant, c := range map[string]*apiclient.Client{"": def, "acme": acme} {
-		if got, err := c.Expectations(ctx); err != nil || !strings.Contains(got.Source, "job: yearly") {
+		if got, err := c.Expectations(ctx()); err != nil || !strings.Contains(got.Source, "job: yearly") {
 			t.Fatalf("tenant %q after kill -9: %+v %v", tenant, got, err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestAnExpectationSetAfterTheSnapshotIsNotJudgedBeforeIt(t *testing.T) {
 		return missedSince(def, "etl_extract", restarted)
 	})
 	for tenant, c := range map[string]*apiclient.Client{"": def, "acme": acme} {
-		page, err := c.Tasks(ctx, apiclient.TaskQuery{Prefix: "missed:yearly@"})
+		page, err := c.Tasks(ctx(), apiclient.TaskQuery{Prefix: "missed:yearly@"})
 		if err != nil {
 			t.Fatal(err)
 		}
