@@ -44,6 +44,7 @@ type (
 	alertsMsg struct {
 		listing int // Alerts.BeginListing
 		alerts  []apollo.Alert
+		total   int // the alerts the server has: it lists at most 10 000
 		err     error
 	}
 	silencesMsg struct {
@@ -146,7 +147,7 @@ func (m *Model) fetchAlerts() tea.Cmd {
 		for i := range views {
 			as = append(as, views[i].Alert)
 		}
-		return alertsMsg{listing: n, alerts: as, err: err}
+		return alertsMsg{listing: n, alerts: as, total: list.Total, err: err}
 	})
 }
 
@@ -197,7 +198,7 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 		return nil, true
 	case alertsMsg:
 		m.alertsGone = notAvailable(msg.err)
-		m.alerts.SetListed(msg.listing, msg.alerts, msg.err)
+		m.alerts.SetListed(msg.listing, msg.alerts, msg.total, msg.err)
 		m.resize()
 		return nil, true
 	case silencesMsg:

@@ -50,6 +50,12 @@ type Alerts struct {
 	listings, applied int
 	changedAt         map[string]int
 
+	// unlisted counts the alerts the last listing had but did not send
+	// (the server answers at most 10 000), dropped those that MaxAlerts
+	// cut since, and total those and the alerts held: the alerts there
+	// are, as of the last listing and the stream's changes since.
+	unlisted, dropped, total int
+
 	listErr     error // listing failed; ENOTFOUND: the server has no alert routes
 	silences    []apollo.Silence
 	silencesErr error
@@ -74,15 +80,17 @@ func (p *Alerts) BeginListing() int {
 // server's list is the truth, and an alert it no longer has (it went
 // inactive, or was forgotten while the stream was down) goes. The alerts
 // the stream changed after the listing was asked for stay as the stream
-// said, and an answer older than one already applied is ignored. When the
-// listing failed, the alerts held stay and the error is kept.
-func (p *Alerts) SetListed(n int, as []apollo.Alert, err error) {
+// said, and an answer older than one already applied is ignored. total is
+// how many alerts the server has, of which it sent as. When the listing
+// failed, the alerts held stay and the error is kept.
+func (p *Alerts) SetListed(n int, as []apollo.Alert, total int, err error) {
 	if n < p.applied {
 		return
 	}
 	p.listErr = err
 	if err == nil {
 		p.applied = n
+		p.unlisted, p.dropped = max(total-len(as), 0), 0
 		next := make(map[string]apollo.Alert, len(as))
 		for _, a := range as {
 			next[a.ID] = a
@@ -99,7 +107,7 @@ func (p *Alerts) SetListed(n int, as []apollo.Alert, err error) {
 		}
 		p.byID = next
 	}
-	p.refresh()
+	p.relist()
 }
 
 // Upsert adds or replaces one alert, as the stream sends it. An inactive
@@ -112,8 +120,21 @@ func (p *Alerts) Upsert(a apollo.Alert) {
 	} else {
 		p.byID[a.ID] = a
 	}
-	p.refresh()
+	p.relist()
 }
+
+// relist lists the alerts again after they changed, making room for the
+// line that says how many are not held when it comes or goes.
+func (p *Alerts) relist() {
+	cut := p.cut()
+	p.refresh()
+	if p.cut() != cut {
+		p.SetSize(p.width, p.height)
+	}
+}
+
+// cut reports whether there are more alerts than are held.
+func (p *Alerts) cut() bool { return p.total > len(p.byID) }
 
 // SetSilences replaces the silences in force, or keeps why listing them
 // failed.
@@ -140,11 +161,13 @@ func (p *Alerts) refresh() {
 	}
 	slices.SortFunc(all, func(a, b apollo.Alert) int { return apollo.CompareAlerts(&a, &b) })
 	if len(all) > MaxAlerts { // the oldest resolved ones sort last
+		p.dropped += len(all) - MaxAlerts
 		for _, a := range all[MaxAlerts:] {
 			delete(p.byID, a.ID)
 		}
 		all = all[:MaxAlerts]
 	}
+	p.total = len(all) + p.unlisted + p.dropped
 	prefix := p.filter.Value()
 	var follow int
 	p.shown, follow = narrow(p.shown, all,
@@ -223,6 +246,9 @@ func (p *Alerts) SetSize(width, height int) {
 	if p.listErr != nil {
 		foot++ // the line that says why, over the filter
 	}
+	if p.cut() {
+		foot++ // the line that says how many are not held
+	}
 	p.fit(width, height, foot)
 }
 
@@ -281,6 +307,12 @@ func (p *Alerts) Keys(full bool) []key.Binding {
 // View implements the dashboard's page.
 func (p *Alerts) View() string {
 	head := p.summary()
+	if p.cut() {
+		// As apollo alerts says it: the rest are neither listed nor
+		// counted above.
+		msg := components.Count(int64(len(p.byID))) + " of " + components.Count(int64(p.total)) + " alerts shown, firing and newest first."
+		head += "\n" + p.env.Styles.Truncate(p.env.Styles.Muted.Render(msg), p.width)
+	}
 	if p.listErr != nil {
 		msg := "Could not list past alerts: " + components.Escape(p.listErr.Error()) + "; new alerts appear here live."
 		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {

@@ -73,7 +73,7 @@ func TestNotAvailable(t *testing.T) {
 
 	a := NewAlerts(env())
 	a.SetSize(80, 20)
-	a.SetListed(a.BeginListing(), nil, gone)
+	a.SetListed(a.BeginListing(), nil, 0, gone)
 	a.SetSilences(nil, gone)
 	v := ansi.Strip(a.View())
 	for _, want := range []string{"This server cannot list past alerts; new ones appear here live.", "Silences are not available on this server."} {
@@ -98,7 +98,7 @@ func TestAlertsBounded(t *testing.T) {
 	for i := range MaxAlerts + 50 {
 		listed = append(listed, apollo.Alert{ID: fmt.Sprintf("r%d", i), State: apollo.AlertResolved, ResolvedAt: base.Add(time.Duration(i) * time.Minute)})
 	}
-	a.SetListed(a.BeginListing(), listed, nil)
+	a.SetListed(a.BeginListing(), listed, len(listed), nil)
 	if len(a.byID) != MaxAlerts {
 		t.Fatalf("holding %d alerts after the listing", len(a.byID))
 	}
@@ -142,7 +142,7 @@ func TestAlertsListedReplace(t *testing.T) {
 	a := NewAlerts(env())
 	a.SetSize(160, 30)
 	a.SetListed(a.BeginListing(), []apollo.Alert{alert("gone", apollo.AlertFiring, ""), alert("kept", apollo.AlertFiring, ""),
-		alert("pend", apollo.AlertPending, "")}, nil)
+		alert("pend", apollo.AlertPending, "")}, 3, nil)
 	a.Upsert(alert("pend", apollo.AlertInactive, ""))
 	if got, want := ids(a), "gone:firing: kept:firing:"; got != want {
 		t.Fatalf("after the pending alert went inactive: %s, want %s", got, want)
@@ -154,11 +154,11 @@ func TestAlertsListedReplace(t *testing.T) {
 	a.Upsert(alert("new", apollo.AlertFiring, ""))
 	// The newer answer was read before the acknowledgement and the new
 	// alert; "gone" is no longer the server's.
-	a.SetListed(newer, []apollo.Alert{alert("kept", apollo.AlertFiring, "")}, nil)
+	a.SetListed(newer, []apollo.Alert{alert("kept", apollo.AlertFiring, "")}, 1, nil)
 	if got, want := ids(a), "kept:firing:oscar new:firing:"; got != want {
 		t.Fatalf("after the listing: %s, want %s", got, want)
 	}
-	a.SetListed(older, []apollo.Alert{alert("gone", apollo.AlertFiring, "")}, nil)
+	a.SetListed(older, []apollo.Alert{alert("gone", apollo.AlertFiring, "")}, 1, nil)
 	if got, want := ids(a), "kept:firing:oscar new:firing:"; got != want {
 		t.Fatalf("after an older listing: %s, want %s", got, want)
 	}
@@ -166,12 +166,12 @@ func TestAlertsListedReplace(t *testing.T) {
 		t.Errorf("%d firing, want 2", a.Firing())
 	}
 	// A listing that fails keeps what is shown.
-	a.SetListed(a.BeginListing(), nil, errors.New("connection refused"))
+	a.SetListed(a.BeginListing(), nil, 0, errors.New("connection refused"))
 	if got, want := ids(a), "kept:firing:oscar new:firing:"; got != want {
 		t.Fatalf("after a failed listing: %s, want %s", got, want)
 	}
 	// The next listing is the truth again.
-	a.SetListed(a.BeginListing(), []apollo.Alert{alert("kept", apollo.AlertResolved, "oscar")}, nil)
+	a.SetListed(a.BeginListing(), []apollo.Alert{alert("kept", apollo.AlertResolved, "oscar")}, 1, nil)
 	if got, want := ids(a), "kept:resolved:oscar"; got != want {
 		t.Fatalf("after the next listing: %s, want %s", got, want)
 	}
@@ -399,7 +399,7 @@ func TestListPagesSayWhyNothingShows(t *testing.T) {
 		tasks.SetTasks(nil)
 		jobs.SetJobs("5m0s", apiclient.JobRow{}, nil, nil)
 		health.SetBoard(apiclient.HealthBoard{}, nil)
-		alerts.SetListed(alerts.BeginListing(), nil, nil)
+		alerts.SetListed(alerts.BeginListing(), nil, 0, nil)
 		return []listPage{tasks, jobs, health, alerts}
 	}
 	full := func() []listPage {
@@ -407,7 +407,7 @@ func TestListPagesSayWhyNothingShows(t *testing.T) {
 		tasks.SetTasks([]*apollo.Task{{TaskID: "t1", Name: "etl_load", Status: apollo.StatusSuccess, UpdatedAt: now.UnixMilli()}})
 		jobs.SetJobs("5m0s", apiclient.JobRow{Count: 1}, []apiclient.JobRow{{Name: "etl_load", Count: 1, Success: 1}}, nil)
 		health.SetBoard(healthBoard(now), nil)
-		alerts.SetListed(alerts.BeginListing(), []apollo.Alert{{ID: "a1", Rule: "etl", Group: "etl_", State: apollo.AlertFiring}}, nil)
+		alerts.SetListed(alerts.BeginListing(), []apollo.Alert{{ID: "a1", Rule: "etl", Group: "etl_", State: apollo.AlertFiring}}, 1, nil)
 		alerts.SetSilences([]apollo.Silence{{ID: "s1", Rule: "etl", EndsAt: now.Add(time.Hour)}}, nil)
 		return []listPage{tasks, jobs, health, alerts}
 	}
@@ -447,5 +447,42 @@ func TestListPagesSayWhyNothingShows(t *testing.T) {
 		if len(lines) != 20 || !strings.Contains(lines[19], last) {
 			t.Errorf("page %d: %d lines, the last %q; want 20, the last with %q", i+1, len(lines), lines[len(lines)-1], last)
 		}
+	}
+}
+
+// An Alerts tab that holds fewer alerts than there are says how many of
+// how many it shows, whether the server sent fewer (it answers at most
+// 10 000) or the tab kept fewer (MaxAlerts); narrowing the list with the
+// filter does not change what it says, and a listing that has them all
+// takes the line away.
+func TestAlertsSayHowManyOfHowManyAreShown(t *testing.T) {
+	t.Parallel()
+	firing := func(n int) []apollo.Alert {
+		as := make([]apollo.Alert, n)
+		for i := range as {
+			as[i] = apollo.Alert{ID: fmt.Sprint("a", i), Rule: "each", Group: fmt.Sprintf("job_%05d", i), State: apollo.AlertFiring}
+		}
+		return as
+	}
+	a := NewAlerts(env())
+	a.SetSize(120, 30)
+	const note = "1 000 of 10 050 alerts shown, firing and newest first."
+	a.SetListed(a.BeginListing(), firing(10_000), 10_050, nil)
+	v := ansi.Strip(a.View())
+	if !strings.Contains(v, note) {
+		t.Fatalf("10 050 alerts, the first 10 000 listed:\n%s", v)
+	}
+	if got := strings.Count(v, "\n") + 1; got != 30 {
+		t.Errorf("the tab is %d lines high, want 30:\n%s", got, v)
+	}
+	for _, k := range []string{"/", "j", "o", "b", "_", "0", "0", "0", "1", "enter"} {
+		a.Update(keyPress(k))
+	}
+	if v := ansi.Strip(a.View()); !strings.Contains(v, note) || len(a.shown) == 0 {
+		t.Errorf("filtered by job_0001 (%d rows):\n%s", len(a.shown), v)
+	}
+	a.SetListed(a.BeginListing(), firing(3), 3, nil)
+	if v := ansi.Strip(a.View()); strings.Contains(v, " shown") {
+		t.Errorf("all 3 alerts held:\n%s", v)
 	}
 }
