@@ -5,7 +5,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Card, fmtNum, fmtAgo, fmtNs, fmtBytes, fmtTime, plural, NotAvailable } from "/lib/ui.js";
 import { api, NotFound } from "/lib/api.js";
-import { system, setFilter, reconnected } from "/lib/stream.js";
+import { system, setFilter, reconnected, conn } from "/lib/stream.js";
 import { serverNow } from "/lib/clock.js";
 
 // A component's verdict: ok; attention (something went wrong since the
@@ -202,6 +202,11 @@ export function System() {
   const [polled, setPolled] = useState(null);
   const [state, setState] = useState("loading");
   const [rate, setRate] = useState(null);
+  // A read that failed while figures were shown: {why, at, last}, last
+  // the time of the last good read. The figures stay, marked stale,
+  // rather than give way to an error that hides what was known.
+  const [failed, setFailed] = useState(null);
+  const [readAt, setReadAt] = useState(0);
   useEffect(() => setFilter({ types: ["system"] }), []);
   // Read at once when the stream comes back: the figures held are of
   // before, perhaps of a process that is gone, and so is the rate.
@@ -219,15 +224,24 @@ export function System() {
       if (prev && d.bus && d.bus.accepted >= prev.accepted) setRate(((d.bus.accepted - prev.accepted) * 1000) / (now - prev.at));
       else setRate(null);
       prev = d.bus ? { accepted: d.bus.accepted, at: now } : null;
-      setPolled(d); setState("ok");
-    }, (e) => { if (!stop) setState(e instanceof NotFound ? "na" : "error"); });
+      setPolled(d); setState("ok"); setFailed(null); setReadAt(now);
+    }, (e) => {
+      if (stop) return;
+      if (e instanceof NotFound) { setState("na"); return; }
+      // A server's message may be anything: it is shown as text, cut.
+      setFailed({ why: String(e?.message || e).slice(0, 300), at: Date.now() });
+      setState((s) => (s === "ok" ? s : "error"));
+    });
     load();
     const t = setInterval(load, 5000);
     return () => { stop = true; clearInterval(t); };
   }, [reconnected.value]);
   if (state === "na") return html`<h1>System</h1><${NotAvailable} what="System health" />`;
   if (state !== "ok") return html`<h1>System</h1><p class="muted">${state === "error" ? "Could not load the system health." : "Loading…"}</p>`;
+  const live = system.value && conn.value === "open";
   const d = system.value || polled;
+  // Figures the stream keeps sending are not stale for a read that failed.
+  const stale = !!failed && !live;
   const ctx = { rate, now: serverNow() };
   const keys = [...ORDER.filter((k) => d[k] != null), ...Object.keys(d).filter((k) => !ORDER.includes(k)).sort()];
   const parts = keys.map((k) => ({ key: k, ...describe(k, d[k], ctx) }));
@@ -235,13 +249,15 @@ export function System() {
   const worst = parts.some((p) => p.verdict === "problem") ? "problem" : parts.some((p) => p.verdict === "attention") ? "attention" : "ok";
   return html`
     <h1>System <span class=${"st sys-" + worst} id="sys-verdict">${VERDICT[worst]}</span></h1>
-    <div class="cards" id="sys-cards">
+    ${failed ? html`<p class="errors" id="sys-stale" data-stale=${stale}>${stale ? "Stale: " : ""}the figures could not be read again at ${fmtTime(failed.at)} (${failed.why}).
+      ${stale ? `Those below are of the last good read, ${fmtAgo(readAt, Date.now())}.` : "Those below come from the live stream."} Trying again every 5 s.</p>` : ""}
+    <div class=${"cards" + (stale ? " stale" : "")} id="sys-cards">
       <${Card} id="card-rate" label="events accepted per second" value=${rate == null ? "…" : fmtNum(Math.round(rate))} />
       <${Card} id="card-last-eval" label="last evaluation" value=${d.alert ? (lastEval ? fmtAgo(lastEval, ctx.now) : "not yet") : "not here"} />
       <${Card} id="card-tasks" label="tasks in memory" value=${fmtNum(d.bus?.tasks)} />
       <${Card} id="card-firing" label="alerts firing" value=${fmtNum(d.alert?.alerts?.firing ?? 0)} bad=${d.alert?.alerts?.firing > 0} />
     </div>
-    <div id="system">${parts.map((p) => html`<section class="panel component" id=${"sys-" + p.key} data-verdict=${p.verdict}>
+    <div id="system" class=${stale ? "stale" : ""}>${parts.map((p) => html`<section class="panel component" id=${"sys-" + p.key} data-verdict=${p.verdict}>
       <h2>${p.title} <span class=${"st sys-" + p.verdict}>${VERDICT[p.verdict]}</span></h2>
       ${p.summary ? html`<p>${p.summary}</p>` : ""}
       ${p.notes.length ? html`<ul class="notes">${p.notes.map((n) => html`<li>${n}</li>`)}</ul>` : ""}
