@@ -28,10 +28,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *Principal) er
 // tenant may see it (docs/security.md: counts of every tenant, names of
 // its own).
 func (s *Server) SystemStats(tenant string) map[string]any {
-	out := make(map[string]any, len(s.opts.System))
+	out := make(map[string]any, len(s.opts.System)+1)
 	for name, f := range s.opts.System {
 		out[name] = f(tenant)
 	}
+	// The refusals of the rate limit happen here, before the bus: the
+	// bus's refused does not count them.
+	out["rateLimit"] = s.rateLimitStats(tenant)
 	return out
 }
 

@@ -19,6 +19,76 @@ import (
 type rateLimits struct {
 	mu sync.Mutex
 	m  map[string]*rate.Limiter
+	// refused counts the requests answered 429 by the buckets, by tenant
+	// (anonymous: the open local mode, no token). Its keys are the
+	// configured tokens' tenants: a caller cannot add one.
+	refused map[refusalKey]*RateRefusals
+}
+
+type refusalKey struct {
+	tenant    string
+	anonymous bool
+}
+
+// RateRefusals counts requests refused by the ingest rate limit (HTTP
+// 429), before their events reached the bus.
+type RateRefusals struct {
+	Requests int64 `json:"requests"`
+	// Events are those of the requests whose body was read: a request
+	// that finds its bucket empty is refused unread (ingestExhausted),
+	// and counts in Requests alone.
+	Events int64 `json:"events"`
+}
+
+// RateLimitStats is the "rateLimit" part of GET /api/v1/system as one
+// tenant sees it: its own refusals; the default tenant (the operators)
+// sees every tenant's, by name, and the anonymous ones.
+type RateLimitStats struct {
+	RateRefusals
+	Tenants   map[string]RateRefusals `json:"tenants,omitempty"` // "" is the default tenant's tokens
+	Anonymous *RateRefusals           `json:"anonymous,omitempty"`
+}
+
+// countRefused counts one request of p refused by the rate limit, with
+// events events (0: not read).
+func (s *Server) countRefused(p *Principal, events int) {
+	k := refusalKey{tenant: p.Tenant, anonymous: p.credential == "" && p.Tenant == ""}
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	if s.limits.refused == nil {
+		s.limits.refused = map[refusalKey]*RateRefusals{}
+	}
+	r := s.limits.refused[k]
+	if r == nil {
+		r = &RateRefusals{}
+		s.limits.refused[k] = r
+	}
+	r.Requests++
+	r.Events += int64(events)
+}
+
+// rateLimitStats is what tenant may see of the refusals.
+func (s *Server) rateLimitStats(tenant string) RateLimitStats {
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	var out RateLimitStats
+	for k, r := range s.limits.refused {
+		switch {
+		case tenant != "" && (k.tenant != tenant || k.anonymous):
+			continue
+		case tenant != "":
+		case k.anonymous:
+			out.Anonymous = &RateRefusals{r.Requests, r.Events}
+		default:
+			if out.Tenants == nil {
+				out.Tenants = map[string]RateRefusals{}
+			}
+			out.Tenants[k.tenant] = *r
+		}
+		out.Requests += r.Requests
+		out.Events += r.Events
+	}
+	return out
 }
 
 // limiter returns p's ingest bucket and its rate; nil when p is not
@@ -57,6 +127,7 @@ func (s *Server) ingestExhausted(p *Principal) (time.Duration, error) {
 	if l == nil || l.TokensAt(s.now()) >= 1 {
 		return 0, nil
 	}
+	s.countRefused(p, 0)
 	return time.Second, tooMany(perSec, time.Second)
 }
 
@@ -75,6 +146,7 @@ func (s *Server) allowIngest(p *Principal, n int) (time.Duration, error) {
 	r := l.ReserveN(now, n)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
+		s.countRefused(p, n)
 		wait := time.Duration(math.Ceil(d.Seconds())) * time.Second
 		return wait, tooMany(perSec, wait)
 	}

@@ -48,6 +48,21 @@ const DESCRIBE = {
       [b.refused > 0, "attention", `${plural(b.refused, "event")} refused since start, of every tenant: answered retry_later and not stored (a limit reached, the server stopping, or the log failing); the reporters must resend them`],
       [b.subscribersCut > 0, "attention", `${plural(b.subscribersCut, "reader")} of the changes cut off for falling behind`]],
   }),
+  // Refused by the ingest rate limit (429) before the bus: not in
+  // bus.refused. A tenant's token sees its own; the operators every
+  // tenant's, by name, and the open local mode's (no token).
+  rateLimit: (r) => {
+    const ts = Object.entries(r.tenants || {}).sort(([a], [b]) => (a < b ? -1 : 1));
+    const line = (c) => `${plural(c.requests, "request")}, ${plural(c.events, "event")}`;
+    return {
+      title: "Ingest rate limit",
+      summary: `${plural(r.requests, "request")} refused with 429 since start, ${plural(r.events, "event")} in those that were read; none reached the bus.`,
+      facts: [["requests refused", fmtNum(r.requests)], ["their events (of those read)", fmtNum(r.events)],
+        ...ts.map(([t, c]) => [t ? `tenant ${t}` : "default tenant", line(c)]),
+        ...(r.anonymous ? [["no token (open local mode)", line(r.anonymous)]] : [])],
+      checks: [[r.requests > 0, "attention", `${plural(r.requests, "request")} refused over a token's rate (limits.ingest_per_second, or the token's rate): the reporters must resend them after Retry-After`]],
+    };
+  },
   wal: (w) => ({
     title: "Write-ahead log",
     summary: `${fmtNum(w.Appends)} records, ${fmtBytes(w.Bytes)} written; last fsync ${fmtNs(w.SyncLatencyLast)}.`,
@@ -171,7 +186,7 @@ const DESCRIBE = {
 };
 
 // ORDER is the page's order: the data path, then the rest.
-const ORDER = ["process", "bus", "wal", "recovery", "metrics", "alert", "notifications", "stream", "scheduler",
+const ORDER = ["process", "bus", "rateLimit", "wal", "recovery", "metrics", "alert", "notifications", "stream", "scheduler",
   "redis", "changeFeed", "components", "cluster", "deadman"];
 
 // words turns a key ("lastFlush") into words ("last flush").
