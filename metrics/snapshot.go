@@ -399,6 +399,7 @@ func (p *snapParser) tenant(tn string) (*tenant, error) {
 		ss = append(ss, s)
 	}
 	t.idx = newIndex(ss)
+	sumsOf(ss, &t.sums)
 	return t, nil
 }
 
