@@ -95,7 +95,7 @@ func (c *connection) indicator(st *components.Styles, now time.Time) string {
 	name := map[connState]string{stateLive: "live", stateConnecting: "connecting", stateWaiting: "reconnecting", stateRefused: "refused"}[c.state]
 	s := st.State(name).Render(mark + " " + c.label(now))
 	if c.state != stateLive && c.reason != "" {
-		s += st.Muted.Render(" (" + components.Escape(c.reason) + ")")
+		s += st.Muted.Render(" (" + components.EscapeLine(c.reason, 200) + ")")
 	}
 	return s
 }

@@ -272,7 +272,7 @@ func (m *Model) afterPageKey(cmd tea.Cmd) tea.Cmd {
 // say puts a line in the notice bar. Notices quote what the server sent
 // (rule names, error messages): escaped.
 func (m *Model) say(bad bool, text string) {
-	m.notice, m.noticeBad = components.Escape(text), bad
+	m.notice, m.noticeBad = components.EscapeLine(text, max(m.width, 80)), bad
 }
 
 // View draws the whole screen, exactly the terminal's size.
@@ -358,9 +358,9 @@ func (m *Model) header() string {
 	now := m.opts.Clock.Now()
 	parts := []string{st.App.Render("Apollo-11"), m.conn.indicator(st, now), st.Muted.Render(m.host)}
 	if p := m.conn.principal; p.Name != "" {
-		who := components.Escape(p.Name + " (" + p.Role + ")")
+		who := components.EscapeLine(p.Name+" ("+p.Role+")", max(m.width, 80))
 		if p.Tenant != "" {
-			who += " @" + components.Escape(p.Tenant)
+			who += " @" + components.EscapeLine(p.Tenant, max(m.width, 80))
 		}
 		parts = append(parts, st.Muted.Render(who))
 	}

@@ -232,6 +232,14 @@ func (t *Table) line(widths []int, st *Styles, i int, cells []string) string {
 // text no cell could show whole is cut before it is measured.
 const bytesPerCell = 32
 
+// Clip cuts raw text to what w cells could show, before it is escaped
+// and measured: text from a server outside a table cell (a silence's
+// comment, an error) costs a line no more than a line's worth.
+func Clip(s string, w int) string { return clip(s, w, false) }
+
+// EscapeLine is Escape of what of s a line of w cells could show.
+func EscapeLine(s string, w int) string { return Escape(Clip(s, w)) }
+
 // clip cuts raw text to what a cell of w cells could show, keeping its
 // end when keepEnd is set, and marks the cut. Escaping, measuring and
 // truncating a task ID or a job name of a megabyte (a server's that no

@@ -223,7 +223,7 @@ func (p *Alerts) CloseForm() {
 // The reason quotes the server (or a proxy's plain-text answer): escaped.
 func (p *Alerts) FormError(err error) {
 	if p.form != nil {
-		p.form.err = components.Escape(err.Error())
+		p.form.err = components.EscapeLine(err.Error(), p.width)
 	}
 }
 
@@ -314,7 +314,7 @@ func (p *Alerts) View() string {
 		head += "\n" + p.env.Styles.Truncate(p.env.Styles.Muted.Render(msg), p.width)
 	}
 	if p.listErr != nil {
-		msg := "Could not list past alerts: " + components.Escape(p.listErr.Error()) + "; new alerts appear here live."
+		msg := "Could not list past alerts: " + components.EscapeLine(p.listErr.Error(), p.width) + "; new alerts appear here live."
 		if apollo.ErrorCode(p.listErr) == apollo.ENOTFOUND {
 			msg = "This server cannot list past alerts; new ones appear here live."
 		}
@@ -347,7 +347,7 @@ func (p *Alerts) summary() string {
 func (p *Alerts) silenceView(rows int) string {
 	st := p.env.Styles
 	if p.silencesErr != nil {
-		msg := "Silences: could not list them: " + components.Escape(p.silencesErr.Error())
+		msg := "Silences: could not list them: " + components.EscapeLine(p.silencesErr.Error(), p.width)
 		if apollo.ErrorCode(p.silencesErr) == apollo.ENOTFOUND {
 			msg = "Silences are not available on this server."
 		}
@@ -359,9 +359,12 @@ func (p *Alerts) silenceView(rows int) string {
 		if i == rows {
 			break
 		}
-		what := "rule " + components.Escape(cmp.Or(s.Rule, "any")) + ", prefix " + components.Escape(cmp.Or(s.Prefix, "any"))
+		// Each cut to the line before it is escaped: a server's text of a
+		// megabyte costs the line no more (TestHugeAlertTextCostsTheScreenNoMore).
+		text := func(s string) string { return components.EscapeLine(s, p.width) }
+		what := "rule " + text(cmp.Or(s.Rule, "any")) + ", prefix " + text(cmp.Or(s.Prefix, "any"))
 		until := "until " + s.EndsAt.In(now.Location()).Format("01-02 15:04")
-		line := strings.Join([]string{what, until, "by " + components.Escape(cmp.Or(s.CreatedBy, "-")), components.Escape(s.Comment)}, st.Muted.Render(" · "))
+		line := strings.Join([]string{what, until, "by " + text(cmp.Or(s.CreatedBy, "-")), text(s.Comment)}, st.Muted.Render(" · "))
 		lines = append(lines, p.env.Styles.Truncate(line, p.width))
 	}
 	return strings.Join(lines, "\n")

@@ -233,7 +233,7 @@ func (p *Health) View() string {
 	case p.err != nil && apollo.ErrorCode(p.err) == apollo.ENOTFOUND && !p.loaded:
 		return st.Muted.Render("Job health is not available on this server (GET /api/v1/jobs/health answers 404).")
 	case !p.loaded && p.err != nil:
-		return st.Bad.Render("Could not load the job health: " + components.Escape(p.err.Error()))
+		return st.Bad.Render("Could not load the job health: " + components.EscapeLine(p.err.Error(), p.width))
 	case !p.loaded:
 		return st.Muted.Render("Loading the job health…")
 	}
@@ -260,7 +260,7 @@ func (p *Health) summary() string {
 		parts = append(parts, st.Muted.Render("the "+strconv.Itoa(len(b.Jobs))+" worst shown"))
 	}
 	if p.err != nil {
-		parts = append(parts, st.Bad.Render("refresh failed: "+components.Escape(p.err.Error())))
+		parts = append(parts, st.Bad.Render("refresh failed: "+components.EscapeLine(p.err.Error(), p.width)))
 	}
 	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
@@ -271,7 +271,7 @@ func (p *Health) detail() string {
 	st := p.env.Styles
 	j := &p.shown[p.table.Cursor()]
 	now := p.env.Now()
-	parts := []string{st.Bold.Render(components.Escape(j.Name))}
+	parts := []string{st.Bold.Render(components.EscapeLine(j.Name, p.width))}
 	if j.LastSuccessAt > 0 {
 		parts = append(parts, "last success "+components.AgoMs(now, j.LastSuccessAt)+" ago")
 	} else {

@@ -167,7 +167,7 @@ func (p *Jobs) View() string {
 	case p.err != nil && apollo.ErrorCode(p.err) == apollo.ENOTFOUND:
 		return st.Muted.Render("Job metrics are not available on this server (GET /api/v1/metrics answers 404).")
 	case !p.loaded && p.err != nil:
-		return st.Bad.Render("Could not load the job metrics: " + components.Escape(p.err.Error()))
+		return st.Bad.Render("Could not load the job metrics: " + components.EscapeLine(p.err.Error(), p.width))
 	case !p.loaded:
 		return st.Muted.Render("Loading the job metrics…")
 	}
@@ -192,7 +192,7 @@ func (p *Jobs) summary() string {
 		"backlog " + st.Bold.Render(components.Count(t.Backlog)),
 	}
 	if p.err != nil {
-		parts = append(parts, st.Bad.Render("refresh failed: "+components.Escape(p.err.Error())))
+		parts = append(parts, st.Bad.Render("refresh failed: "+components.EscapeLine(p.err.Error(), p.width)))
 	}
 	return p.env.Styles.Truncate(strings.Join(parts, st.Muted.Render(" · ")), p.width)
 }
@@ -201,13 +201,13 @@ func (p *Jobs) summary() string {
 func (p *Jobs) panel() string {
 	st := p.env.Styles
 	name := p.Selected()
-	title := st.Bold.Render(components.Escape(name)) + st.Muted.Render(" · last hour, one bar a minute")
+	title := st.Bold.Render(components.EscapeLine(name, p.width)) + st.Muted.Render(" · last hour, one bar a minute")
 	var runs, failed string
 	switch {
 	case p.seriesFor != name || (p.series == nil && p.seriesErr == nil):
 		runs = st.Muted.Render("loading…")
 	case p.seriesErr != nil:
-		runs = st.Muted.Render("no series: " + components.Escape(p.seriesErr.Error()))
+		runs = st.Muted.Render("no series: " + components.EscapeLine(p.seriesErr.Error(), p.width))
 	default:
 		runs, failed = p.sparks()
 	}

@@ -102,9 +102,9 @@ func (f *silenceForm) update(msg tea.KeyPressMsg) (submit *SilenceAlert, cancel 
 func (f *silenceForm) view() string {
 	what := " (enter to confirm, esc to cancel)"
 	if f.alert.Group != "" {
-		what = " for " + components.Escape(f.alert.Group) + what
+		what = " for " + components.EscapeLine(f.alert.Group, f.width) + what
 	}
-	title := f.st.Bold.Render("Silence "+components.Escape(f.alert.Rule)) + f.st.Muted.Render(what)
+	title := f.st.Bold.Render("Silence "+components.EscapeLine(f.alert.Rule, f.width)) + f.st.Muted.Render(what)
 	status := f.st.Muted.Render("durations like 30m, 4h, 1d")
 	if f.err != "" {
 		status = f.st.Bad.Render(f.err)

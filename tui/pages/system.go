@@ -139,7 +139,7 @@ func (p *System) View() string {
 	case p.stats == nil && p.err != nil && apollo.ErrorCode(p.err) == apollo.ENOTFOUND:
 		return st.Muted.Render("System stats are not available on this server.")
 	case p.stats == nil && p.err != nil:
-		return st.Bad.Render("Could not load the system stats: " + components.Escape(p.err.Error()))
+		return st.Bad.Render("Could not load the system stats: " + components.EscapeLine(p.err.Error(), p.width))
 	case p.stats == nil:
 		return st.Muted.Render("Waiting for the server's stats…")
 	}
@@ -223,7 +223,7 @@ func (p *System) render() {
 	st := p.env.Styles
 	var lines []string
 	for _, n := range names {
-		lines = append(lines, st.Bold.Render(components.Escape(n)))
+		lines = append(lines, st.Bold.Render(components.EscapeLine(n, p.width)))
 		groups := make([]string, 0, len(sections[n]))
 		for g := range sections[n] {
 			groups = append(groups, g)
@@ -231,7 +231,7 @@ func (p *System) render() {
 		slices.Sort(groups) // "", a section's own figures, first
 		for _, g := range groups {
 			if g != "" {
-				lines = append(lines, p.env.Styles.Truncate(st.Muted.Render("  "+components.Escape(g)), p.width))
+				lines = append(lines, p.env.Styles.Truncate(st.Muted.Render("  "+components.EscapeLine(g, p.width)), p.width))
 			}
 			lines = append(lines, p.cells(sections[n][g])...)
 		}
@@ -251,8 +251,8 @@ func (p *System) cells(kv [][2]string) []string {
 		var row []string
 		for _, e := range kv[i:min(i+perLine, len(kv))] {
 			// Keys and texts are the server's, whatever they are.
-			label := p.env.Styles.Fit(components.Escape(e[0]), cell-valueW-1, false)
-			row = append(row, st.Muted.Render(label)+" "+p.env.Styles.Fit(components.Escape(e[1]), valueW, true))
+			label := p.env.Styles.Fit(components.EscapeLine(e[0], cell), cell-valueW-1, false)
+			row = append(row, st.Muted.Render(label)+" "+p.env.Styles.Fit(components.EscapeLine(e[1], cell), valueW, true))
 		}
 		lines = append(lines, p.env.Styles.Truncate(strings.Join(row, " "), p.width))
 	}
