@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/apollo-11/apollo/httpapi"
 )
 
 // manyAlerts fires n alerts of the default tenant: one event rule per
@@ -52,4 +54,40 @@ func TestManyAlertsInBrowser(t *testing.T) {
 	b.goTo("/overview")
 	b.until("the newest 50 firing alerts, and how many there are", `document.querySelectorAll("#firing tbody tr").length === 50 && `+
 		text(".more-firing")+`.includes("The newest 50 of 1,000 firing alerts")`)
+}
+
+// The server lists at most 10 000 alerts, firing first, and says how many
+// there are. Tenant acme has 10 050 firing and globex 2: acme's Alerts
+// page says the server has 10 050 and lists the first 10 000; globex's
+// says nothing of the kind. Before, the page counted what it held and
+// showed "firing (10000)" as if that were all.
+func TestAlertsPastTheServersListInBrowser(t *testing.T) {
+	auth := tokens{
+		"acme-token":   {Name: "alice", Tenant: "acme", Role: httpapi.RoleAdmin},
+		"globex-token": {Name: "bob", Tenant: "globex", Role: httpapi.RoleAdmin},
+	}
+	d := newDashboard(t, auth)
+	want := map[string]int{"acme": 10_050, "globex": 2}
+	now := time.Now()
+	for tenant, n := range want {
+		d.putRules(tenant+"-token", "RULE each task_prefix: \"j\" WINDOW: 1h THRESHOLD: failed >= 1 BY: name\n")
+		for from := 0; from < n; from += 2500 {
+			var evs []string
+			for i := from; i < min(from+2500, n); i++ {
+				evs = append(evs, run(fmt.Sprintf("j%05d", i), fmt.Sprintf("j%05d-1", i), "failed", now, time.Second)...)
+			}
+			d.reportAs(tenant+"-token", evs...)
+		}
+	}
+	b := newBrowser(t)
+	b.signIn(d.srv.URL+"/alerts", "acme-token")
+	b.untilIn("acme's page saying how many the server has", text("#alerts-cut")+`.includes("10,050")`, time.Minute)
+	b.screenshot("alerts-cut")
+
+	b = newBrowser(t)
+	b.signIn(d.srv.URL+"/alerts", "globex-token")
+	b.until("globex's 2 alerts", text("#tab-firing")+`.includes("(2)")`)
+	if got, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`!!document.querySelector("#alerts-cut")`)); err != nil || got {
+		t.Errorf("globex's page, with all of its 2 alerts listed, says some are not (%v)", err)
+	}
 }

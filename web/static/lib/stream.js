@@ -11,6 +11,9 @@ export const connHint = signal(""); // what to do about it, from the server: the
 export const principal = signal(null); // {name, role, tenant} from hello
 export const tasks = signal(new Map()); // taskID -> task, the newest MAX_TASKS
 export const alerts = signal(new Map()); // alert ID -> alert, from the stream
+// The last read of the alerts: how many the server listed and how many it
+// has (it lists at most 10 000, firing first); null before the first.
+export const alertsListed = signal(null);
 export const metrics = signal(null); // the last metric message's summaries
 export const system = signal(null); // the last system message's stats
 export const lastSync = signal(0); // when the last snapshot arrived
@@ -347,6 +350,7 @@ function handle(m) {
           dropTasks();
           tasks.value = new Map();
           alerts.value = new Map();
+          alertsListed.value = null;
           metrics.value = null;
           // The system figures too: a tenant's show its own notification
           // channels (docs/security.md), and the System page prefers them
@@ -448,6 +452,7 @@ export function readAlerts() {
     const next = new Map((d.alerts || []).map((a) => [a.id, a]));
     for (const [id, a] of since) next.set(id, a);
     alerts.value = next;
+    alertsListed.value = { listed: (d.alerts || []).length, total: d.total ?? (d.alerts || []).length };
     if (unsure.size) toast.value = [...unsure].map((id) => ackOutcome(id, next.get(id))).join(" ");
     unsure.clear();
   });

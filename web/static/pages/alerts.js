@@ -3,7 +3,7 @@
 import { useEffect, useState } from "/vendor/preact-hooks.mjs";
 import { html, Status, fmtAgo, fmtTime, fmtMs, fmtNum, NotAvailable } from "/lib/ui.js";
 import { api, NotFound, toast } from "/lib/api.js";
-import { alerts, readAlerts, ack, principal, reconnected, setFilter } from "/lib/stream.js";
+import { alerts, alertsListed, readAlerts, ack, principal, reconnected, setFilter } from "/lib/stream.js";
 
 const TABS = [["firing", "firing"], ["pending", "pending"], ["resolved", "resolved"], ["rules", "by rule"]];
 // PAGE is how many alerts a tab shows at first, and how many more each
@@ -56,6 +56,7 @@ export function Alerts() {
       ${TABS.map(([s, label]) => html`<button type="button" aria-pressed=${tab === s} onClick=${() => pick(s)} id=${"tab-" + s}>
         ${label}${s === "rules" ? "" : ` (${count(s)})`}</button>`)}
     </div>
+    <${Cut} l=${alertsListed.value} />
     ${listed === "na" ? html`<p class="na">Listing past alerts is not available on this server yet; new alerts appear here live.</p>` : ""}
     ${tab === "rules" ? html`<${ByRule} all=${all} rows=${rows} />` : html`<${AlertTable} list=${all.filter((a) => a.state === tab)
       .sort((a, b) => since(b) - since(a))} rows=${rows} empty=${`No ${tab} alerts.`} />`}
@@ -76,6 +77,14 @@ export function Alerts() {
 // labelsOf is a silence's labels as "k=v, k=v", in the order of their
 // keys: a silence matches only alerts that have all of them.
 const labelsOf = (m) => Object.keys(m || {}).sort().map((k) => `${k}=${m[k]}`).join(", ");
+
+// Cut says that the server has more alerts than it listed: the counts
+// and tabs are of those it listed, firing first.
+function Cut({ l }) {
+  if (!l || l.total <= l.listed) return "";
+  return html`<p class="errors" id="alerts-cut">The server has ${fmtNum(l.total)} alerts and lists ${fmtNum(l.listed)}, firing first, then
+    pending, newest first: the counts below are of those. <code>apollo alerts --state firing</code> (or <code>pending</code>, <code>resolved</code>) lists one state at a time.</p>`;
+}
 
 // More says how many of the alerts are drawn, and offers the next ones.
 function More({ shown, total, more }) {
