@@ -83,6 +83,8 @@ func TestAlertsPastTheServersListInBrowser(t *testing.T) {
 	b.signIn(d.srv.URL+"/alerts", "acme-token")
 	b.untilIn("acme's page saying how many the server has", text("#alerts-cut")+`.includes("10,050")`, time.Minute)
 	b.screenshot("alerts-cut")
+	b.goTo("/overview")
+	b.until("the overview saying the server has more", text(".more-firing")+`.includes("The newest 50 of 10,000 firing alerts listed, of the 10,050 alerts the server has")`)
 
 	b = newBrowser(t)
 	b.signIn(d.srv.URL+"/alerts", "globex-token")

@@ -5,7 +5,7 @@ import { useComputed } from "/vendor/signals.mjs";
 import { html, Card, fmtPct, fmtNum, fmtAgo, Status, NotAvailable } from "/lib/ui.js";
 import { Chart, COLOR, failureSeries } from "/lib/chart.js";
 import { useSeries, RangePicker, columns, failureRate } from "/lib/series.js";
-import { tasks, alerts, setFilter } from "/lib/stream.js";
+import { tasks, alerts, alertsListed, setFilter } from "/lib/stream.js";
 
 const STATUSES = ["pending", "running", "success", "failed", "timeout", "manual_blocked"];
 // FIRING is how many firing alerts the overview draws, the newest: a
@@ -23,6 +23,9 @@ export function Overview() {
     return c;
   });
   const firing = [...alerts.value.values()].filter((a) => a.state === "firing").sort((a, b) => since(b) - since(a));
+  // The server lists at most 10 000 alerts: past that, the firing ones
+  // counted here are those it listed.
+  const cut = alertsListed.value && alertsListed.value.total > alertsListed.value.listed ? alertsListed.value.total : 0;
   return html`
     <h1>Overview</h1>
     <h2>Runs by status <span class="muted">(the ${fmtNum(tasks.value.size)} most recent)</span></h2>
@@ -37,7 +40,8 @@ export function Overview() {
       <tbody>${firing.slice(0, FIRING).map((a) => html`<tr><td data-label="Rule">${a.rule}</td><td data-label="Group">${a.group}</td>
         <td data-label="Severity"><${Status} s=${a.severity} /></td>
         <td data-label="Summary">${a.summary}</td><td data-label="Since">${fmtAgo(since(a))}</td></tr>`)}</tbody></table></div>
-      ${firing.length > FIRING ? html`<p class="muted more-firing">The newest ${fmtNum(FIRING)} of ${fmtNum(firing.length)} firing alerts: <a href="/alerts">see them all</a>.</p>` : ""}`}
+      ${firing.length > FIRING ? html`<p class="muted more-firing">The newest ${fmtNum(FIRING)} of ${fmtNum(firing.length)} firing alerts${cut
+        ? html` listed, of the ${fmtNum(cut)} alerts the server has: <a href="/alerts">see the Alerts page</a>.` : html`: <a href="/alerts">see them all</a>.`}</p>` : ""}`}
     <p><a href="/alerts">All alerts</a> · <a href="/tasks">All tasks</a></p>`;
 }
 
