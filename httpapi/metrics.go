@@ -21,14 +21,6 @@ type MetricsStore interface {
 	Series(ctx context.Context, tenant, name string, window, step time.Duration, now time.Time) ([]apollo.Point, error)
 }
 
-// metricsPager is a store that reads one page of jobs without reading
-// the others (metrics.Aggregator): a page then costs O(page), not
-// O(jobs); Page calls fn for at most limit jobs after after.
-type metricsPager interface {
-	Page(ctx context.Context, tenant, prefix, after string, limit int, window time.Duration, now time.Time,
-		fn func(name string, s *apollo.Summary)) (total apollo.Summary, more bool, err error)
-}
-
 // rowOf is a job's summary as the API and the dashboards show it.
 func rowOf(name string, s apollo.Summary) apiclient.JobRow {
 	return apiclient.JobRow{
@@ -129,23 +121,15 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request, p *Principa
 func metricsPage(ctx context.Context, store MetricsStore, tenant, prefix, after string, limit int, window time.Duration, now time.Time) (apiclient.MetricsPage, error) {
 	rows := []apiclient.JobRow{}
 	more := false
-	var total apollo.Summary
-	var err error
-	if pg, ok := store.(metricsPager); ok {
-		total, more, err = pg.Page(ctx, tenant, prefix, after, limit, window, now, func(name string, s *apollo.Summary) {
+	total, err := store.Summaries(ctx, tenant, prefix, window, now, func(name string, s *apollo.Summary) {
+		switch {
+		case name <= after: // names come in order
+		case len(rows) < limit:
 			rows = append(rows, rowOf(name, *s))
-		})
-	} else {
-		total, err = store.Summaries(ctx, tenant, prefix, window, now, func(name string, s *apollo.Summary) {
-			switch {
-			case name <= after: // names come in order
-			case len(rows) < limit:
-				rows = append(rows, rowOf(name, *s))
-			default:
-				more = true
-			}
-		})
-	}
+		default:
+			more = true
+		}
+	})
 	if err != nil {
 		return apiclient.MetricsPage{}, err
 	}

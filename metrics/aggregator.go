@@ -193,12 +193,10 @@ func (a *Aggregator) Apply(c *apollo.Change) {
 		} else {
 			continue
 		}
-		wrote := false
 		for i := range p.parts[:p.n] {
 			if pt := &p.parts[i]; pt.ref == r {
 				s.l0.add(pt.key, &pt.d, pt.cost)
 				s.l1.add(floorTo(pt.key, minuteMs), &pt.d, pt.cost)
-				wrote = true
 			}
 		}
 		runs := s.health()
@@ -213,11 +211,6 @@ func (a *Aggregator) Apply(c *apollo.Change) {
 			runs.drop(c.Task.TaskID)
 		}
 		s.mu.Unlock()
-		if wrote {
-			if t := a.tenant(p.refs[r].tenant, false); t != nil {
-				t.addSum(p.refs[r].name, p.parts[:p.n], r)
-			}
-		}
 	}
 }
 
@@ -252,12 +245,6 @@ func (a *Aggregator) Stats() Stats {
 			}
 			s.mu.Unlock()
 		}
-		for i := range t.sums {
-			sh := &t.sums[i]
-			sh.mu.Lock()
-			st.Bytes += sh.l0.bytes() + sh.l1.bytes()
-			sh.mu.Unlock()
-		}
 	}
 	return st
 }
@@ -285,7 +272,6 @@ func (a *Aggregator) compact(now time.Time) {
 			s.mu.Unlock()
 		}
 		removed += t.remove(empty)
-		t.foldSums(h0, h1)
 	}
 	a.log.Debug("metrics: compacted", "buckets", dropped0, "rollups", dropped1, "names", removed)
 }

@@ -304,39 +304,3 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	})
 }
-
-// BenchmarkMetricsPage: one page of 100 jobs of GET /api/v1/metrics with
-// the tenant's total, at 10 000 and 1 000 000 jobs, as Page reads it and
-// as the API read it before (Summaries over every job, cut to the page).
-// O(page) means Page costs the same at both sizes.
-func BenchmarkMetricsPage(b *testing.B) {
-	ctx := context.Background()
-	for _, jobs := range []int{10_000, 1_000_000} {
-		a, _ := benchAggregator(b)
-		fillRuns(a, benchNow, jobs, 1)
-		a.JobsHealth("", "", func(*apollo.JobHealth) bool { return false }) // the name index built once, as the first request does
-		after := jobName(jobs / 2)
-		b.Run(fmt.Sprintf("page/jobs=%d", jobs), func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				n := 0
-				if _, _, err := a.Page(ctx, "", "", after, 100, 5*time.Minute, benchNow, func(string, *apollo.Summary) { n++ }); err != nil || n != 100 {
-					b.Fatal(n, err)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("summaries/jobs=%d", jobs), func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				n := 0
-				if _, err := a.Summaries(ctx, "", "", 5*time.Minute, benchNow, func(name string, _ *apollo.Summary) {
-					if name > after && n < 100 {
-						n++
-					}
-				}); err != nil || n != 100 {
-					b.Fatal(n, err)
-				}
-			}
-		})
-	}
-}

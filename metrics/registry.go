@@ -55,9 +55,6 @@ type tenant struct {
 	mu    sync.RWMutex
 	idx   *nameIndex // sorted; replaced, never modified
 	added []*series  // created since idx was built
-	// sums are every job's buckets added up, by shard of job name
-	// (page.go): the tenant's total without reading each job.
-	sums [sumShards]series
 }
 
 type nameIndex struct {

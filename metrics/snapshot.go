@@ -399,7 +399,6 @@ func (p *snapParser) tenant(tn string) (*tenant, error) {
 		ss = append(ss, s)
 	}
 	t.idx = newIndex(ss)
-	sumsOf(ss, &t.sums)
 	return t, nil
 }
 
