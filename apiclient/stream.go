@@ -22,15 +22,18 @@ const StreamProtocol = "apollo.v1"
 // system, heartbeat, ack_result and error; a client sends subscribe, ack
 // and heartbeat.
 const (
-	MsgHello     = "hello"
-	MsgSnapshot  = "snapshot"
-	MsgTasks     = "tasks"
-	MsgMetric    = "metric"
-	MsgAlert     = "alert"
-	MsgSystem    = "system"
-	MsgHeartbeat = "heartbeat"
-	MsgAckResult = "ack_result"
-	MsgError     = "error"
+	MsgHello    = "hello"
+	MsgSnapshot = "snapshot"
+	MsgTasks    = "tasks"
+	MsgMetric   = "metric"
+	MsgAlert    = "alert"
+	// MsgAlertsLost says that alert changes were lost (the server fell
+	// behind in a storm): read GET /api/v1/alerts again.
+	MsgAlertsLost = "alerts_lost"
+	MsgSystem     = "system"
+	MsgHeartbeat  = "heartbeat"
+	MsgAckResult  = "ack_result"
+	MsgError      = "error"
 
 	MsgSubscribe = "subscribe"
 	MsgAck       = "ack"
@@ -87,6 +90,12 @@ type AlertChange struct {
 	Alert *apollo.Alert `json:"alert"`
 }
 
+// AlertsLost says that alert changes were lost between the alert
+// messages before it and those after: the client reads the alerts again.
+type AlertsLost struct {
+	Type string `json:"type"`
+}
+
 // System is the server's own figures, as GET /api/v1/system has them.
 type System struct {
 	Type  string          `json:"type"`
@@ -138,7 +147,7 @@ type Filter struct {
 }
 
 // Frame is one server message, decoded: its type, and the message, one of
-// *Hello, *Snapshot, *Tasks, *Metric, *AlertChange, *System, *Heartbeat,
+// *Hello, *Snapshot, *Tasks, *Metric, *AlertChange, *AlertsLost, *System, *Heartbeat,
 // *AckResult and *StreamError; nil for a type this client does not know.
 type Frame struct {
 	Type string
@@ -147,15 +156,16 @@ type Frame struct {
 
 // newMessage makes an empty message of each type the server sends.
 var newMessage = map[string]func() any{
-	MsgHello:     func() any { return new(Hello) },
-	MsgSnapshot:  func() any { return new(Snapshot) },
-	MsgTasks:     func() any { return new(Tasks) },
-	MsgMetric:    func() any { return new(Metric) },
-	MsgAlert:     func() any { return new(AlertChange) },
-	MsgSystem:    func() any { return new(System) },
-	MsgHeartbeat: func() any { return new(Heartbeat) },
-	MsgAckResult: func() any { return new(AckResult) },
-	MsgError:     func() any { return new(StreamError) },
+	MsgHello:      func() any { return new(Hello) },
+	MsgSnapshot:   func() any { return new(Snapshot) },
+	MsgTasks:      func() any { return new(Tasks) },
+	MsgMetric:     func() any { return new(Metric) },
+	MsgAlert:      func() any { return new(AlertChange) },
+	MsgAlertsLost: func() any { return new(AlertsLost) },
+	MsgSystem:     func() any { return new(System) },
+	MsgHeartbeat:  func() any { return new(Heartbeat) },
+	MsgAckResult:  func() any { return new(AckResult) },
+	MsgError:      func() any { return new(StreamError) },
 }
 
 // DecodeFrame reads one server message. A message of a type this client

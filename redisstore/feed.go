@@ -366,12 +366,44 @@ func (w *wireChange) change() *apollo.Change {
 	}
 }
 
-// PublishAlerts publishes every alert change from alerts until it closes.
-func PublishAlerts(ctx context.Context, c redis.UniversalClient, prefix string, alerts <-chan apollo.Alert) {
-	for a := range alerts {
-		data, _ := json.Marshal(a)
-		_ = c.Publish(ctx, prefix+":alerts", data).Err() // the bus re-reads the state on reconnect
-	}
+// alertsLostPayload, published on <p>:alerts in place of an alert, says
+// that alert changes were lost before it: the engine dropped the
+// publisher for falling behind (a storm), and it subscribed again.
+const alertsLostPayload = "lost"
+
+// PublishAlerts publishes every alert change of the subscriptions it
+// takes with subscribe, until stop is called; stop ends the subscription
+// and waits. When the engine drops a subscription for falling behind
+// (its channel closes: an alert storm), it subscribes again and
+// publishes alertsLostPayload, for the buses' streams to have their
+// clients read the alerts again. Before, it stopped publishing for good
+// at the first storm (TestAlertsLostInAStormReachTheBusStream).
+func PublishAlerts(ctx context.Context, c redis.UniversalClient, prefix string, subscribe func() (<-chan apollo.Alert, func())) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			alerts, unsubscribe := subscribe()
+		forward:
+			for {
+				select {
+				case a, ok := <-alerts:
+					if !ok {
+						break forward
+					}
+					data, _ := json.Marshal(a)
+					_ = c.Publish(ctx, prefix+":alerts", data).Err() // the bus re-reads the state on reconnect
+				case <-ctx.Done():
+					unsubscribe()
+					return
+				}
+			}
+			unsubscribe()
+			_ = c.Publish(ctx, prefix+":alerts", alertsLostPayload).Err()
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // AlertFeed gives the bus's stream the alert changes the alert processes
@@ -387,18 +419,32 @@ func NewAlertFeed(ctx context.Context, c redis.UniversalClient, prefix string) *
 	return &AlertFeed{c: c, prefix: prefix, ctx: ctx}
 }
 
-// SubscribeAlerts implements httpapi.AlertSource.
+// SubscribeAlerts implements httpapi.AlertSource. Its channel closes
+// when changes were lost: the reader fell behind, or an alert process
+// said it lost some (alertsLostPayload); the reader subscribes again and
+// reads the alerts again (stream.Hub).
 func (f *AlertFeed) SubscribeAlerts() (<-chan apollo.Alert, func()) {
 	out := make(chan apollo.Alert, 256)
 	ctx, cancel := context.WithCancel(f.ctx)
+	lost := false // fn runs on one goroutine
 	stop, err := subscribe(ctx, f.c, f.prefix+":alerts", func(payload string) {
+		if lost {
+			return
+		}
+		if payload == alertsLostPayload {
+			lost = true
+			close(out)
+			return
+		}
 		var a apollo.Alert
 		if json.Unmarshal([]byte(payload), &a) != nil {
 			return
 		}
 		select {
 		case out <- a:
-		default: // a slow reader misses alert changes; the API re-reads the state
+		default:
+			lost = true
+			close(out)
 		}
 	})
 	if err != nil {

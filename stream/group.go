@@ -298,6 +298,18 @@ func (h *Hub) sendAlert(a *apollo.Alert) {
 	}
 }
 
+// alertsLostMsg tells a client that alert changes were lost.
+var alertsLostMsg = mustJSON(apiclient.AlertsLost{Type: apiclient.MsgAlertsLost})
+
+// sendAlertsLost tells every client that wants alerts to read them again.
+func (h *Hub) sendAlertsLost() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range h.membersWanting(wantAlert, "", true) {
+		g.send(queued{data: alertsLostMsg})
+	}
+}
+
 // sendMetrics asks the metrics source once per tenant and prefix that some
 // client wants, without holding the hub lock, then queues the answers to
 // the clients that still want them.

@@ -224,6 +224,7 @@ type Hub struct {
 
 type hubCounters struct {
 	changes, messages, resyncs, snapshots, resumes atomic.Uint64
+	alertsLost                                     atomic.Uint64
 	closedSlow, closedNoPong, closedShutdown       atomic.Uint64
 	accepted, refused, overLimit                   atomic.Uint64
 }
@@ -234,9 +235,10 @@ type Stats struct {
 	Clients        int    `json:"clients"`
 	Groups         int    `json:"groups"`
 	Cursor         uint64 `json:"cursor"`
-	Changes        uint64 `json:"changes"`  // changes received from the bus
-	Messages       uint64 `json:"messages"` // messages written to clients
-	Resyncs        uint64 `json:"resyncs"`  // times the bus cut the hub off
+	Changes        uint64 `json:"changes"`    // changes received from the bus
+	Messages       uint64 `json:"messages"`   // messages written to clients
+	Resyncs        uint64 `json:"resyncs"`    // times the bus cut the hub off
+	AlertsLost     uint64 `json:"alertsLost"` // times the alert source dropped the hub (forwardAlerts)
 	Snapshots      uint64 `json:"snapshots"`
 	Resumes        uint64 `json:"resumes"` // subscribes served from the ring
 	Accepted       uint64 `json:"accepted"`
@@ -326,7 +328,7 @@ func (h *Hub) Stats() Stats {
 	s := &h.stats
 	return Stats{
 		Clients: clients, Groups: groups, Cursor: cursor,
-		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(),
+		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(), AlertsLost: s.alertsLost.Load(),
 		Snapshots: s.snapshots.Load(), Resumes: s.resumes.Load(),
 		Accepted: s.accepted.Load(), Refused: s.refused.Load(), OverLimit: s.overLimit.Load(),
 		ClosedSlow: s.closedSlow.Load(), ClosedNoPong: s.closedNoPong.Load(), ClosedShutdown: s.closedShutdown.Load(),
@@ -430,17 +432,33 @@ func (h *Hub) report(ctx context.Context, sys, met apollo.Ticker) {
 	}
 }
 
+// forwardAlerts hands the alert source's changes to the clients until
+// Stop. A source drops a subscriber that falls behind (an alert storm of
+// more changes at once than its buffer holds) by closing its channel: the
+// changes in between are lost. The hub then subscribes again and tells
+// every client that wants alerts to read them again (MsgAlertsLost);
+// before, it stopped forwarding for good, and a dashboard open through a
+// storm showed none of the alerts after it until it reconnected
+// (TestAlertsLostInAStormAreReadAgain).
 func (h *Hub) forwardAlerts(ctx context.Context, c <-chan apollo.Alert, cancel func()) {
-	defer cancel()
 	for {
 		select {
 		case a, ok := <-c:
-			if !ok {
-				return
+			if ok {
+				h.sendAlert(&a)
+				continue
 			}
-			h.sendAlert(&a)
 		case <-ctx.Done():
+			cancel()
 			return
 		}
+		cancel()
+		c, cancel = h.opts.Alerts.SubscribeAlerts() // before the clients read again: nothing after their read is missed
+		h.stats.alertsLost.Add(1)
+		if ok, n := h.warns.Allow("alerts lost", h.opts.Clock.Now()); ok {
+			h.log.Warn("the alert source dropped the stream for falling behind; subscribed again, clients read the alerts again",
+				"suppressed", n)
+		}
+		h.sendAlertsLost()
 	}
 }

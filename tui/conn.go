@@ -308,6 +308,8 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 		return m.send(heartbeatJSON)
 	case *apiclient.AlertChange:
 		m.alerts.Upsert(*msg.Alert)
+	case *apiclient.AlertsLost:
+		return m.fetchAlerts() // changes were lost in a storm: read them all again
 	case *apiclient.System:
 		if !m.subSystem {
 			// Not asked for: on its way when the System tab was left, or

@@ -401,6 +401,11 @@ function handle(m) {
       // Echo it: proof of life for the server where proxies eat pings.
       ws?.send(JSON.stringify({ type: "heartbeat" }));
       break;
+    case "alerts_lost":
+      // The server fell behind in an alert storm and lost changes: what
+      // the page holds may miss alerts that fired meanwhile.
+      readAlerts().catch(() => {});
+      break;
     case "alert": {
       alertsSinceRead?.set(m.alert.id, m.alert);
       const next = new Map(alerts.value);
