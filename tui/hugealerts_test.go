@@ -17,6 +17,9 @@ import (
 // cost the tab no more to draw than text of a line.
 func TestHugeAlertTextCostsTheScreenNoMore(t *testing.T) {
 	// Not Parallel: it counts the process's allocations (renderAlloc).
+	if raceEnabled {
+		t.Skip("counts allocations, which the race detector changes (race_on_test.go)")
+	}
 	draw := func(n int) (uint64, string) {
 		m, err := New(Options{Server: "http://apollo.example:1969", Token: "test-token", Clock: apollo.NewFakeClock(t0), NoColor: true})
 		if err != nil {
