@@ -34,8 +34,11 @@ type AuditOptions struct {
 	Entries  int
 	Replicas int           // of the stream: 1, 3 or 5; default 1
 	Timeout  time.Duration // bounds storing an entry and catching up before a read; default 2 s
-	Clock    apollo.Clock
-	Logger   *slog.Logger
+	// PlacementWait is how long OpenAudit waits for JetStream to place
+	// the stream's copies; default DefaultPlacementWait.
+	PlacementWait time.Duration
+	Clock         apollo.Clock
+	Logger        *slog.Logger
 }
 
 // Audit is the audit log of the scale-out mode: an entry recorded through
@@ -70,6 +73,7 @@ var _ interface {
 func OpenAudit(ctx context.Context, opts AuditOptions) (*Audit, error) {
 	opts.Entries = cmp.Or(opts.Entries, 10_000)
 	opts.Replicas = cmp.Or(opts.Replicas, 1)
+	opts.PlacementWait = cmp.Or(opts.PlacementWait, DefaultPlacementWait)
 	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Second)
 	if opts.Clock == nil {
 		opts.Clock = apollo.SystemClock
@@ -81,11 +85,15 @@ func OpenAudit(ctx context.Context, opts AuditOptions) (*Audit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: AuditStream, Subjects: []string{auditPrefix + ">"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: int64(opts.Entries), Discard: jetstream.DiscardOld,
-		Replicas: opts.Replicas, AllowDirect: true,
-		Description: "Apollo-11 audit entries, apollo.audit.<tenant>",
+	var st jetstream.Stream
+	err = untilPlaced(ctx, opts.Logger, opts.PlacementWait, opts.Replicas, func() (err error) {
+		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: AuditStream, Subjects: []string{auditPrefix + ">"}, Storage: jetstream.FileStorage,
+			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: int64(opts.Entries), Discard: jetstream.DiscardOld,
+			Replicas: opts.Replicas, AllowDirect: true,
+			Description: "Apollo-11 audit entries, apollo.audit.<tenant>",
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: the %s stream: %w", AuditStream, err)

@@ -163,7 +163,7 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 func (n *Node) start(ctx context.Context) error {
-	if err := n.ensure(ctx); err != nil {
+	if err := untilPlaced(ctx, n.log, n.opts.PlacementWait, n.opts.Replicas, func() error { return n.ensure(ctx) }); err != nil {
 		return err
 	}
 	if err := n.listen(); err != nil {

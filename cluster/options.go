@@ -76,6 +76,10 @@ type Options struct {
 
 	// Replicas of the streams and the bucket (1, 3 or 5); default 1.
 	Replicas int
+	// PlacementWait is how long Start waits for JetStream to place the
+	// copies of the streams and buckets when too few of the NATS
+	// cluster's servers are up; default DefaultPlacementWait.
+	PlacementWait time.Duration
 	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id values;
 	// default 2m.
 	DuplicateWindow time.Duration
@@ -129,6 +133,7 @@ func (o *Options) setDefaults() {
 	o.LeaseTTL = cmp.Or(o.LeaseTTL, DefaultLeaseTTL)
 	o.RenewEvery = cmp.Or(o.RenewEvery, o.LeaseTTL/5)
 	o.Replicas = cmp.Or(o.Replicas, 1)
+	o.PlacementWait = cmp.Or(o.PlacementWait, DefaultPlacementWait)
 	o.DuplicateWindow = cmp.Or(o.DuplicateWindow, DefaultDuplicateWindow)
 	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, DefaultEventsMaxAge)
 	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)

@@ -1,57 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
-
-	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/apollo-11/apollo/cluster"
+	"github.com/apollo-11/apollo/internal/natstest"
 	"github.com/apollo-11/apollo/internal/testwait"
 )
-
-// natsCluster starts three NATS servers with JetStream clustered with
-// each other, and returns them.
-func natsCluster(t *testing.T) []*natsserver.Server {
-	t.Helper()
-	ports := make([]int, 3)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	var routes []*url.URL
-	for _, p := range ports {
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-	}
-	var servers []*natsserver.Server
-	for i, p := range ports {
-		ns, err := natsserver.NewServer(&natsserver.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-			Cluster: natsserver.ClusterOpts{Name: "apollo-test", Host: "127.0.0.1", Port: p}, Routes: routes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ns.Start()
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		servers = append(servers, ns)
-	}
-	for _, ns := range servers {
-		if !ns.ReadyForConnections(10 * time.Second) {
-			t.Fatal("NATS did not start")
-		}
-	}
-	return servers
-}
 
 // --nats-replicas reaches JetStream: on a NATS cluster of three, every
 // stream and bucket a node uses keeps three copies, and with one server
@@ -69,20 +27,10 @@ func TestBusNodeNATSReplicasReachJetStream(t *testing.T) {
 		!strings.Contains(stderr, "--nats-replicas 2: use 1, or 3") {
 		t.Fatalf("--nats-replicas 2: exit %d:\n%s", code, stderr)
 	}
-	servers := natsCluster(t)
-	var urls []string
-	for _, ns := range servers {
-		urls = append(urls, ns.ClientURL())
-	}
+	natsc := natstest.NewCluster(t, 3)
+	servers := natsc.Servers
+	urls := natsc.URLs()
 	js := jetStreamOf(t, servers[0].ClientURL())
-	eventually(t, testwait.Timeout(t), "JetStream of the NATS cluster answering", func() bool {
-		// It elects its leader a moment after the servers are up: until
-		// then a node cannot create its streams.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
 	start, tokens := busNodesWithTenants(t, strings.Join(urls, ","), 2)
 	p := start("r3-1", "--nats-replicas", "3")
 	servedWhenReady(t, p.addr)
@@ -107,8 +55,7 @@ func TestBusNodeNATSReplicasReachJetStream(t *testing.T) {
 	}
 	// One server of the three goes (the node may be connected to it:
 	// then it reconnects to another); the streams keep a quorum.
-	servers[1].Shutdown()
-	servers[1].WaitForShutdown()
+	natsc.Stop(1)
 	for _, tenant := range tenants {
 		eventually(t, testwait.Timeout(t), "the success taken with a NATS server gone", func() bool {
 			_, got := requestBody(t, p.addr, tokens[tenant], "POST", "/api/v1/events", event(2, "success"))
