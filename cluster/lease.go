@@ -334,9 +334,13 @@ func (n *Node) balance(ctx, runCtx context.Context, opening *sync.WaitGroup) {
 		return
 	}
 	start := Partition(n.opts.NodeID, n.opts.Partitions) // spread the first claims
+	now := n.opts.Clock.Now()
 	for i := 0; i < n.opts.Partitions && mine < share; i++ {
 		p := (start + i) % n.opts.Partitions
-		if taken[leaseKey(p)] {
+		n.mu.Lock()
+		wait := n.backingOff(p, now)
+		n.mu.Unlock()
+		if taken[leaseKey(p)] || wait {
 			continue
 		}
 		sent := n.opts.Clock.Now()
@@ -362,15 +366,19 @@ func (n *Node) balance(ctx, runCtx context.Context, opening *sync.WaitGroup) {
 func (n *Node) open(ctx context.Context, l *lease) {
 	pt, err := n.openPartition(ctx, l.p)
 	if err != nil {
-		n.log.Error("taking a partition failed; giving it up", "partition", l.p, "err", err)
 		n.mu.Lock()
 		if n.leases[l.p] == l {
 			delete(n.leases, l.p)
 		}
 		n.mu.Unlock()
 		n.giveUp(context.WithoutCancel(ctx), l)
+		if ctx.Err() == nil { // not the node stopping
+			n.openFailed(l.p, err)
+			n.checkReady()
+		}
 		return
 	}
+	n.openSucceeded(l.p)
 	// Questions are stamped as they come and answered one at a time by a
 	// goroutine of the node, which skips those whose askers stopped
 	// waiting (listing.go). It answers until the partition leaves the

@@ -40,6 +40,9 @@ type Node struct {
 	mu     sync.Mutex
 	owned  map[int]*partition // serving
 	leases map[int]*lease     // held, serving or being rebuilt
+	// openFails are the partitions this node failed to rebuild, not
+	// claimed again before their retry time (openretry.go).
+	openFails map[int]*openFailure
 	// counted are the partitions whose bus counters Stats adds to left's,
 	// the counters of those that stopped here: a partition leaves counted
 	// only when its bus has stopped, and its last counts go into left at
@@ -113,6 +116,7 @@ func New(opts Options) (*Node, error) {
 		owned:     map[int]*partition{},
 		counted:   map[int]*partition{},
 		leases:    map[int]*lease{},
+		openFails: map[int]*openFailure{},
 		view:      map[string]seen{},
 		queues:    map[string]*subjectQueue{},
 		flights:   map[*nats.Msg]*flight{},

@@ -498,6 +498,9 @@ type NodeStats struct {
 	// that no owner wrote, passed over by the rebuilds that read them
 	// (logreplay.go); each rebuild counts those it reads.
 	LogForeign uint64 `json:"log_foreign"`
+	// OpenFailures are the partitions this node failed to rebuild and
+	// claims again later (openretry.go), by partition; empty when none.
+	OpenFailures []OpenFailure `json:"open_failures"`
 }
 
 // NodeStats returns the node's leases and its partitions' stats.
@@ -512,8 +515,10 @@ func (n *Node) NodeStats() NodeStats {
 	for _, pt := range n.owned {
 		parts = append(parts, pt)
 	}
+	s.OpenFailures = n.openFailures()
 	n.mu.Unlock()
 	slices.Sort(s.Leases)
+	slices.SortFunc(s.OpenFailures, func(a, b OpenFailure) int { return a.Partition - b.Partition })
 	slices.SortFunc(parts, func(a, b *partition) int { return a.id - b.id })
 	for _, pt := range parts {
 		s.Partitions = append(s.Partitions, pt.stats())

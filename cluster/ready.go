@@ -4,7 +4,8 @@ import "strings"
 
 // Ready is closed once the node has taken its place in the cluster: its
 // first round of claims is rebuilt, and it serves its share of the
-// partitions, ceil(partitions / live nodes), or the cluster has settled
+// partitions, ceil(partitions / live nodes), a partition it failed to
+// rebuild counted as served (openretry.go), or the cluster has settled
 // without giving it that many: every partition is held by a live lease,
 // no node holds more than its share (it would hand some over), and no
 // lease of this node's ID is held by another process or still being
@@ -29,7 +30,10 @@ func (n *Node) checkReady() {
 	default:
 	}
 	n.mu.Lock()
-	serving := len(n.owned)
+	// A partition the node failed to rebuild counts as done: it cannot do
+	// better until the cause is mended, and a partition no node can
+	// rebuild must not keep every node from being ready.
+	serving, failing := len(n.owned), len(n.openFails)
 	n.mu.Unlock()
 	nodes, leases, held := 0, 0, map[string]int{}
 	n.eachLive(func(k string, s seen) {
@@ -41,7 +45,7 @@ func (n *Node) checkReady() {
 		held[s.holder]++
 	})
 	share := (n.opts.Partitions + max(nodes, 1) - 1) / max(nodes, 1)
-	if serving < share && !settled(n.opts.NodeID, n.opts.Partitions, share, serving, leases, held) {
+	if serving+failing < share && !settled(n.opts.NodeID, n.opts.Partitions, share, serving, leases, held) {
 		return
 	}
 	close(n.ready)
