@@ -17,6 +17,9 @@ import (
 // or "recovering" with status 503).
 type Health struct {
 	Status string `json:"status"`
+	// Reason says why a server that has recovered cannot take requests
+	// now (GET /readyz 503 "unavailable"): a scale-out node cut off NATS.
+	Reason string `json:"reason,omitempty"`
 }
 
 // JobRow is one job's metrics over a window (GET /api/v1/metrics), or one

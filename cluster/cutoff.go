@@ -27,3 +27,13 @@ func (n *Node) cutOff() *apollo.Error {
 func (n *Node) natsState() string {
 	return strings.ToLower(n.opts.Conn.Status().String())
 }
+
+// Unavailable says why the node cannot take requests now (it is cut off
+// NATS), or nil: GET /readyz of a node answers 503 with it, where the
+// node's readiness (Ready) is for life once reached.
+func (n *Node) Unavailable() error {
+	if e := n.cutOff(); e != nil {
+		return e
+	}
+	return nil
+}

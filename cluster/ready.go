@@ -15,6 +15,7 @@ import "strings"
 // or whose share grows when another node dies, still answers every
 // request (any node answers for every task), and a load balancer should
 // not take every node out at once while the dead node's leases expire.
+// A node cut off NATS is another matter (Unavailable).
 func (n *Node) Ready() <-chan struct{} { return n.ready }
 
 // checkReady closes ready when Ready's condition holds.

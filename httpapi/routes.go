@@ -74,6 +74,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ *Principal) er
 		writeJSON(w, http.StatusServiceUnavailable, apiclient.Health{Status: "recovering"})
 		return nil
 	}
+	if s.opts.Unavailable != nil {
+		if err := s.opts.Unavailable(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiclient.Health{Status: "unavailable", Reason: err.Error()})
+			return nil
+		}
+	}
 	writeJSON(w, http.StatusOK, apiclient.Health{Status: "ready"})
 	return nil
 }

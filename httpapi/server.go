@@ -65,6 +65,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// Ready reports whether the server has finished recovery; nil = always.
 	Ready func() bool
+	// Unavailable says why a server that has finished recovery cannot
+	// take requests now, or nil when it can (nil func: always can): a
+	// scale-out node cut off NATS. GET /readyz answers 503 with the reason
+	// while it is not nil, so a load balancer sends the clients elsewhere.
+	Unavailable func() error
 	// Stream is the live stream behind GET /api/v1/stream; nil: 404. The
 	// caller starts and stops it.
 	Stream Stream

@@ -309,6 +309,7 @@ func busNodeAPI(cfg config.Config, np nodeParts, log *slog.Logger) (*httpapi.Ser
 				return false
 			}
 		},
+		Unavailable: node.Unavailable,
 	}
 	opts.System["cluster"] = everyTenant(func() any { return node.NodeStats() })
 	if np.alerting != nil {

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +141,64 @@ func TestBusNodeSaysTheNATSServerHasNoJetStream(t *testing.T) {
 	code, stderr := runBinary(t, busNodeArgs(ns.ClientURL(), "nojs")...)
 	if code != 1 || !strings.Contains(stderr, "has no JetStream") || !strings.Contains(stderr, "nats-server -js") {
 		t.Fatalf("a node on a NATS server without JetStream: exit %d:\n%s", code, stderr)
+	}
+}
+
+// readyz is a node's GET /readyz: its status code and body.
+func readyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// A node cut off NATS answers GET /readyz 503, saying why, so that a load
+// balancer sends its clients to another node; once it has reconnected,
+// 200 again, and it takes both tenants' events. Before, /readyz answered
+// 200 all along while every event was answered retry_later.
+func TestBusNodeNotReadyWhileCutOffNATS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ns := runNATSAt(t, 0, dir)
+	port := ns.Addr().(*net.TCPAddr).Port
+	start, tokens := busNodesWithTenants(t, ns.ClientURL(), 2)
+	p := start("unready-1")
+	servedWhenReady(t, p.addr)
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	eventually(t, testwait.Timeout(t), "the node saying it is cut off NATS", func() bool {
+		return natsState(t, p.addr, tokens["acme"]) == "reconnecting"
+	})
+	if code, body := readyz(t, p.addr); code != 503 || !strings.Contains(body, `"status":"unavailable"`) ||
+		!strings.Contains(body, "cut off NATS") {
+		t.Errorf("GET /readyz while the node is cut off NATS: %d %s; want 503 saying why", code, body)
+	}
+
+	runNATSAt(t, port, dir)
+	eventually(t, testwait.Timeout(t), "GET /readyz 200 after NATS came back", func() bool {
+		code, _ := readyz(t, p.addr)
+		return code == 200
+	})
+	ts := time.Now().UnixMilli()
+	for _, tenant := range tenants {
+		ev := fmt.Sprintf(`{"taskID":"unready-run","name":"nightly","sequence":1,"status":"running","ts":%d}`, ts)
+		eventually(t, testwait.Timeout(t), "tenant "+tenant+"'s event taken", func() bool {
+			_, got := requestBody(t, p.addr, tokens[tenant], "POST", "/api/v1/events", ev)
+			return strings.Contains(got, `"accepted":1`)
+		})
+	}
+	for _, tenant := range tenants {
+		eventually(t, testwait.Timeout(t), "tenant "+tenant+"'s task read back", func() bool {
+			code, body := request(t, p.addr, tokens[tenant], "GET", "/api/v1/tasks/unready-run")
+			return code == 200 && strings.Contains(body, `"tenant":"`+tenant+`"`) && strings.Contains(body, `"status":"running"`)
+		})
 	}
 }
