@@ -111,6 +111,7 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	// forwarder, since bus.Options are fixed at New.
 	fw := &logForwarder{}
 	bo.Log = fw
+	pt.changes.durable, pt.changes.testWaiting = fw.Wait, n.opts.testChangesWait
 	if pt.bus, err = bus.New(bo); err != nil {
 		pt.changes.close()
 		return nil, err
