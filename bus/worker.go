@@ -18,14 +18,14 @@ func (b *Bus) worker(ctx context.Context) error {
 		if !ok {
 			return nil
 		}
-		batch = b.deliver(rt, batch)
+		batch = b.deliver(ctx, rt, batch)
 	}
 }
 
 // deliver hands a batch of one task's changes to the observers and
 // subscribers, then releases the task's queue or puts it back on the ready
 // list. It returns buf for the next call.
-func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
+func (b *Bus) deliver(ctx context.Context, rt readyTask, buf []*apollo.Change) []*apollo.Change {
 	if b.opts.testGate != nil {
 		b.opts.testGate()
 	}
@@ -40,7 +40,17 @@ func (b *Bus) deliver(rt readyTask, buf []*apollo.Change) []*apollo.Change {
 	t.side.q = q[:rest]
 	s.mu.Unlock()
 
+	// Nothing is told before its record is durable under the log's sync
+	// policy: the observers, the live ones (event rules, the feed of the
+	// alert processes) and the stream's clients would otherwise act on,
+	// or show, a decision that a kill -9 takes back. A batch whose
+	// records the log failed to keep is not told at all; the process
+	// stops, and the reporters resend what was not answered.
+	told := b.durable(ctx, batch)
 	for _, c := range batch {
+		if !told {
+			break
+		}
 		for _, o := range b.opts.Observers {
 			o.Apply(c)
 		}
@@ -156,3 +166,21 @@ func (b *Bus) WaitDrained(ctx context.Context) error {
 // room for buffer changes. A subscriber that lets its buffer fill is cut
 // off: the bus never waits.
 func (b *Bus) Subscribe(buffer int) *Subscription { return b.fan.Subscribe(buffer) }
+
+// durable waits until the log holds the records whose decisions made
+// batch, and reports whether it does. One wait serves many batches: the
+// log makes a whole group of records durable at once, and the batches
+// decided before it pass at once.
+func (b *Bus) durable(ctx context.Context, batch []*apollo.Change) bool {
+	if b.opts.Log == nil {
+		return true
+	}
+	var last uint64
+	for _, c := range batch {
+		last = max(last, c.LSN)
+	}
+	if last == 0 {
+		return true
+	}
+	return b.opts.Log.Wait(ctx, last) == nil
+}
