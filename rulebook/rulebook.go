@@ -121,6 +121,10 @@ func inhibitsOf(src []byte) []*rules.Inhibit {
 // Texts saved before the bound keep running (rules.ParseSaved).
 const MaxRules = 10_000
 
+// MaxRulesHint is what to do about a file past MaxRules; apollo rules
+// check says it too, before the server is asked.
+const MaxRulesHint = "a rule's task_prefix covers every job whose name starts with it: fold the rules that differ only by job into one with a shorter prefix"
+
 // putMu makes PutRules one at a time, from parsing the body to putting
 // its rules in force: the rules in force are then the ones saved last,
 // which the next start loads (invariant 9); and a PUT allocates about 35×
@@ -167,7 +171,7 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte, ifMatch str
 	if n := len(rs) + len(f.Inhibits); n > MaxRules {
 		return apiclient.RuleSet{}, nil, &apollo.Error{Code: apollo.ETOOLARGE, Field: "rules",
 			Message: fmt.Sprintf("the body has %d rules, over the limit of %d a tenant may have; nothing was changed", n, MaxRules),
-			Hint:    "a rule's task_prefix covers every job whose name starts with it: fold the rules that differ only by job into one with a shorter prefix"}
+			Hint:    MaxRulesHint}
 	}
 	// Inhibit rules count: a tenant whose only rules are inhibit rules
 	// would lose them to an empty body as surely.

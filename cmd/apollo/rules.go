@@ -13,6 +13,7 @@ import (
 
 	"github.com/apollo-11/apollo/config"
 	"github.com/apollo-11/apollo/internal/sourcefile"
+	"github.com/apollo-11/apollo/rulebook"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -40,7 +41,10 @@ names of apollo.yaml without needing its secrets in the environment.
 
 A rule may not read metrics older than the server keeps them
 (retention.rollups: 24h unless --config says otherwise): a WINDOW longer
-than that, or, with pct_change, a WINDOW longer than half of it.`,
+than that, or, with pct_change, a WINDOW longer than half of it.
+
+A file of more than 10 000 rules (rate, event and inhibit rules together)
+is a problem: the server refuses it through the API (apollo rules apply).`,
 		Example: `  apollo rules check rules.txt
   apollo rules check --channels dingtalk,email rules.txt
   apollo rules check --config apollo.yaml rules/*.txt`,
@@ -119,6 +123,10 @@ func checkRuleFiles(in io.Reader, out io.Writer, files []string, known func(stri
 		}
 		if err != nil {
 			return nil, "", err
+		}
+		if n := len(rs) + len(f.Inhibits); n > rulebook.MaxRules {
+			return []string{fmt.Sprintf("%s: %d rules (rate, event and inhibit rules together), over the limit of %d a tenant may have: "+
+				"the server refuses the file (apollo rules apply, PUT /api/v1/rules: 413); %s", file, n, rulebook.MaxRules, rulebook.MaxRulesHint)}, "", nil
 		}
 		event := 0
 		for _, r := range rs {

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/apollo-11/apollo/rulebook"
 )
 
 func TestRulesCheck(t *testing.T) {
@@ -69,6 +72,50 @@ RULE task_prefix: "batch_" ON: failed, timout
 			}
 			if code == 1 && !strings.Contains(errOut.String(), "problem(s) found") {
 				t.Errorf("stderr %q", errOut.String())
+			}
+		})
+	}
+}
+
+// A rules file of more rules than a tenant may have (rulebook.MaxRules,
+// rate, event and inhibit rules together) is a problem for rules check,
+// with its count and the limit: before, check said ok and the server then
+// refused the same file with 413 at apply. At the limit it is ok.
+func TestRulesCheckCountsTheLimit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name string, rules, inhibits int) string {
+		var b strings.Builder
+		for i := range rules {
+			fmt.Fprintf(&b, "RULE r%d task_prefix: \"job%d_\" ON: failed\n", i, i)
+		}
+		for i := range inhibits {
+			fmt.Fprintf(&b, "INHIBIT i%d SOURCE: rule=r0 TARGET: rule=r%d\n", i, i+1)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	at := file("at.rules", rulebook.MaxRules-1, 1)
+	over := file("over.rules", rulebook.MaxRules-1, 2)
+	for _, tc := range []struct {
+		name string
+		file string
+		code int
+		out  string
+	}{
+		{"at the limit", at, 0, fmt.Sprintf("ok: %d rules (0 rate, %d event), 1 inhibit rule\n", rulebook.MaxRules-1, rulebook.MaxRules-1)},
+		{"over the limit", over, 1, fmt.Sprintf("%s: %d rules (rate, event and inhibit rules together), over the limit of %d a tenant may have: "+
+			"the server refuses the file (apollo rules apply, PUT /api/v1/rules: 413); a rule's task_prefix covers every job whose name starts with it: "+
+			"fold the rules that differ only by job into one with a shorter prefix\n", over, rulebook.MaxRules+1, rulebook.MaxRules)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), []string{"rules", "check", tc.file}, nil, &out, &errOut)
+			if code != tc.code || out.String() != tc.out {
+				t.Fatalf("exit %d, want %d\noutput %q\nwant   %q\n%s", code, tc.code, out.String(), tc.out, errOut.String())
 			}
 		})
 	}
