@@ -434,6 +434,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateDeadman(bad)
 	c.checkTenants(bad)
+	c.checkDataFiles(bad)
 	for name, ch := range c.Channels {
 		if _, ok := ch["type"].(string); !ok {
 			bad("channels."+name+".type", "missing: dingtalk, email, wecom, feishu, slack, webhook or console")
