@@ -11,11 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/apollo-11/apollo"
 	"github.com/apollo-11/apollo/apiclient"
+	"github.com/apollo-11/apollo/internal/tenantlock"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -125,13 +125,15 @@ const MaxRules = 10_000
 // check says it too, before the server is asked.
 const MaxRulesHint = "a rule's task_prefix covers every job whose name starts with it: fold the rules that differ only by job into one with a shorter prefix"
 
-// putMu makes PutRules one at a time, from parsing the body to putting
-// its rules in force: the rules in force are then the ones saved last,
-// which the next start loads (invariant 9); and a PUT allocates about 35×
-// its body (BenchmarkPutRules: 40 000 rules, 3.3 MB, ~117 MB), so tenant
-// admins who PUT at once do not add that up. Rare calls: one lock for the
-// process.
-var putMu sync.Mutex
+// puts makes a tenant's PutRules one at a time, from parsing the body to
+// putting its rules in force: the rules in force are then the ones saved
+// last, which the next start loads (invariant 9). One lock a tenant: a
+// tenant's PUT waits on its save (a disk, Redis), and a PUT of 4 MiB
+// is parsed for a second, and neither may hold up another tenant's.
+// A PUT allocates about 35× its body (BenchmarkPutRules: 40 000 rules,
+// 3.3 MB, ~117 MB), so tenant admins who PUT at once add that up: the
+// request body's limit (limits.body_bytes) bounds each.
+var puts tenantlock.Locks
 
 // PutRules replaces the tenant's rules with src, a whole rules file as
 // text or in its JSON form. A file with problems changes nothing: they
@@ -146,8 +148,7 @@ var putMu sync.Mutex
 // put its whole file back erased, without a word, what another admin had
 // saved since it read the file.
 func (b Book) PutRules(_ context.Context, tenant string, src []byte, ifMatch string) (apiclient.RuleSet, []apiclient.RuleProblem, error) {
-	putMu.Lock()
-	defer putMu.Unlock()
+	defer puts.Lock(tenant)()
 	if err := b.checkUnchanged(tenant, ifMatch); err != nil {
 		return apiclient.RuleSet{}, nil, err
 	}
@@ -200,7 +201,7 @@ func (b Book) PutRules(_ context.Context, tenant string, src []byte, ifMatch str
 }
 
 // checkUnchanged refuses an update made from another version of the
-// tenant's rules than the one in force; putMu is held.
+// tenant's rules than the one in force; the tenant's lock (puts) is held.
 func (b Book) checkUnchanged(tenant, ifMatch string) error {
 	if ifMatch == "" || ifMatch == "*" {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/rules"
 )
 
@@ -95,5 +96,63 @@ func TestConcurrentPutsAgreeWithTheSaved(t *testing.T) {
 	defer mu.Unlock()
 	if got := string(eng.RulesSource("acme")); got != saved["acme"] {
 		t.Fatalf("in force %q, saved (what a restart loads) %q", got, saved["acme"])
+	}
+}
+
+// While one tenant's PUT of rules is held in its save (a slow disk or
+// Redis), another tenant's PUT goes through, is saved and in force.
+// Before, one lock for the process made every PUT wait for the one
+// before, whichever tenant it was for. Both are saved and in force once
+// the held one goes on.
+func TestOneTenantsHeldSaveHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	eng := &memEngine{srcs: map[string][]byte{}, rs: map[string][]*rules.Rule{}}
+	var (
+		mu      sync.Mutex
+		saved   = map[string]string{}
+		holding = make(chan struct{})
+		let     = make(chan struct{})
+	)
+	b := Book{Engine: eng, Save: func(tenant string, src []byte) error {
+		if tenant == "acme" {
+			close(holding)
+			<-let
+		}
+		mu.Lock()
+		saved[tenant] = string(src)
+		mu.Unlock()
+		return nil
+	}}
+	src := map[string]string{"acme": "RULE a task_prefix: \"a\" ON: failed\n", "globex": "RULE g task_prefix: \"g\" ON: failed\n"}
+	put := func(tenant string, errs chan<- error) {
+		_, problems, err := b.PutRules(t.Context(), tenant, []byte(src[tenant]), "")
+		if err == nil && problems != nil {
+			t.Errorf("problems in %q: %v", src[tenant], problems)
+		}
+		errs <- err
+	}
+	errA, errG := make(chan error, 1), make(chan error, 1)
+	go put("acme", errA)
+	<-holding
+	go put("globex", errG)
+	select {
+	case err := <-errG:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testwait.Timeout(t)):
+		close(let)
+		t.Fatal("globex's PUT waited for acme's held save")
+	}
+	close(let)
+	if err := <-errA; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for tenant, want := range src {
+		if got := string(eng.RulesSource(tenant)); got != want || saved[tenant] != want {
+			t.Errorf("tenant %s: in force %q, saved %q; want %q", tenant, got, saved[tenant], want)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/apollo-11/apollo/internal/atomicfile"
 	"github.com/apollo-11/apollo/internal/lifecycle"
 	"github.com/apollo-11/apollo/internal/sourcefile"
+	"github.com/apollo-11/apollo/internal/tenantlock"
 	"github.com/apollo-11/apollo/redisstore"
 	"github.com/apollo-11/apollo/rules"
 )
@@ -74,11 +75,12 @@ type expectations struct {
 
 	// puts makes each put of a tenant's expectations whole, from its
 	// checks to its save and its putting in force, so that the set in
-	// force is the one saved last (invariant 9). Not mu: the bus's
-	// workers take mu, and wait for no save. One lock a tenant: the check
-	// of a file of 4 MiB takes seconds, and one tenant's must not hold up
-	// another's.
-	puts tenantLocks
+	// force is the one saved last (invariant 9), and the evaluator's Sets
+	// of a tenant come in the order of its puts (putInForce). Not mu: the
+	// bus's workers take mu, and wait for no save nor Set. One lock a
+	// tenant: the check of a file of 4 MiB takes seconds, and its Set
+	// tens of milliseconds, and one tenant's must not hold up another's.
+	puts tenantlock.Locks
 
 	mu      sync.Mutex
 	armed   bool                   // the evaluator has the sets (arm)
@@ -172,12 +174,37 @@ func (x *expectations) set(tenant, name string, src []byte) error {
 	if err != nil {
 		return err
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.putLocked(tenant, set, src)
+	defer x.puts.Lock(tenant)()
+	return x.putInForce(tenant, set, src)
 }
 
-func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) error {
+// putInForce makes set (parsed from src) tenant's expectations, merged
+// with the scheduler's jobs for the default tenant, and hands it to the
+// evaluator once armed. The tenant's lock (puts) is held, x.mu is not:
+// the evaluator's Set of a large set takes a while, and the bus's
+// workers and the other tenants' puts and reads take x.mu.
+func (x *expectations) putInForce(tenant string, set *expect.Set, src []byte) error {
+	x.mu.Lock()
+	set, err := x.keepLocked(tenant, set, src)
+	armed := x.armed
+	x.mu.Unlock()
+	if err != nil || !armed {
+		return err
+	}
+	if testSettingExpectations != nil {
+		testSettingExpectations(tenant)
+	}
+	found := x.ev.Set(tenant, set, x.clock.Now())
+	x.mu.Lock()
+	x.queueLocked(found)
+	x.mu.Unlock()
+	return nil
+}
+
+// keepLocked keeps set as tenant's expectations and returns what the
+// evaluator is to hold: with the scheduler's jobs for the default
+// tenant. x.mu is held.
+func (x *expectations) keepLocked(tenant string, set *expect.Set, src []byte) (*expect.Set, error) {
 	own := set.Len()
 	if tenant == "" && len(x.fromJob) > 0 {
 		exps := set.Expectations()
@@ -188,22 +215,22 @@ func (x *expectations) putLocked(tenant string, set *expect.Set, src []byte) err
 		}
 		merged, err := expect.NewSet(exps)
 		if err != nil {
-			return fmt.Errorf("with the scheduler's jobs: %w", err)
+			return nil, fmt.Errorf("with the scheduler's jobs: %w", err)
 		}
 		set = merged
 	}
 	x.srcs[tenant] = slices.Clone(src)
 	x.sets[tenant] = set
 	x.own[tenant] = own
-	if x.armed {
-		x.queueLocked(x.ev.Set(tenant, set, x.clock.Now()))
-	}
-	return nil
+	return set, nil
 }
 
 // loadFile reads the default tenant's file and puts it in force if it
-// changed. A file with any problem is refused as a whole.
+// changed. A file with any problem is refused as a whole. It is checked
+// without x.mu, which the bus's workers take: a file of 4 MiB takes
+// seconds.
 func (x *expectations) loadFile() error {
+	defer x.puts.Lock("")()
 	fi, err := os.Stat(x.path)
 	if err != nil {
 		return err
@@ -212,24 +239,26 @@ func (x *expectations) loadFile() error {
 	// the poll then says why once, not every time it looks.
 	x.mu.Lock()
 	x.seen.mod, x.seen.size = fi.ModTime(), fi.Size()
+	old, ok := x.srcs[""]
 	x.mu.Unlock()
 	src, err := sourcefile.Read(x.path, "expectations file", sourcefile.MaxSize)
 	if err != nil {
 		return err
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if old, ok := x.srcs[""]; ok && bytes.Equal(old, src) {
+	if ok && bytes.Equal(old, src) {
 		return nil
 	}
 	set, err := expect.Parse(x.path, src)
 	if err != nil {
 		return err
 	}
-	if err := x.refuseEmptyLocked("", set, src, "in the file"); err != nil {
+	x.mu.Lock()
+	err = x.refuseEmptyLocked("", set, src, "in the file")
+	x.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	if err := x.putLocked("", set, src); err != nil {
+	if err := x.putInForce("", set, src); err != nil {
 		return err
 	}
 	x.log.Info("expectations loaded", "file", x.path, "expectations", set.Len())
@@ -274,27 +303,29 @@ func (x *expectations) changed() bool {
 // setJobs makes the scheduler's jobs the default tenant's expectations,
 // under the file's or the API's.
 func (x *expectations) setJobs(exps []expect.Expectation) error {
+	defer x.puts.Lock("")()
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	src := x.srcs[""]
-	set, err := expect.Parse("expectations", src)
-	if err != nil {
-		return err
-	}
 	old := x.fromJob
-	x.fromJob = exps
-	if err := x.putLocked("", set, src); err != nil {
-		x.fromJob = old
-		return err
+	x.fromJob = exps // read by keepLocked, under the same tenant's lock
+	x.mu.Unlock()
+	set, err := expect.Parse("expectations", src)
+	if err == nil {
+		err = x.putInForce("", set, src)
 	}
-	return nil
+	if err != nil {
+		x.mu.Lock()
+		x.fromJob = old
+		x.mu.Unlock()
+	}
+	return err
 }
 
 // put checks src, saves it (the default tenant's in its file when there
 // is one) and puts it in force. It returns the file's problems as an
 // *expect.FileError.
 func (x *expectations) put(ctx context.Context, tenant string, src []byte) error {
-	defer x.puts.lock(tenant)()
+	defer x.puts.Lock(tenant)()
 	return x.putHeld(ctx, tenant, src)
 }
 
@@ -302,6 +333,11 @@ func (x *expectations) put(ctx context.Context, tenant string, src []byte) error
 // they start, is told of every check of a put as it begins, with the
 // put's context; what it returns is told how the put ended.
 var testCheckingExpectations func(ctx context.Context, tenant string) (ended func(error))
+
+// testSettingExpectations, set by the tests in the process they start,
+// is called as a tenant's expectations are put in force, before the
+// evaluator's Set.
+var testSettingExpectations func(tenant string)
 
 // putHeld is put for a caller that holds the tenant's lock (a read,
 // change and write back of a tenant's expectations, that no other put
@@ -339,11 +375,11 @@ func (x *expectations) putHeld(ctx context.Context, tenant string, src []byte) (
 	} else if err := x.saved.Save(ctx, tenant, src); err != nil {
 		return notSaved(x.log, "expectations", tenant, err)
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if err := x.putLocked(tenant, set, src); err != nil {
+	if err := x.putInForce(tenant, set, src); err != nil {
 		return err
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if tenant == "" && x.path != "" {
 		if fi, err := os.Stat(x.path); err == nil {
 			x.seen.mod, x.seen.size = fi.ModTime(), fi.Size()
@@ -414,42 +450,6 @@ func (x *expectations) Apply(c *apollo.Change) {
 		}
 		x.queueLocked(found)
 		x.mu.Unlock()
-	}
-}
-
-// tenantLocks is a lock for each tenant, kept while someone holds or
-// waits for it.
-type tenantLocks struct {
-	mu    sync.Mutex
-	locks map[string]*tenantLock
-}
-
-type tenantLock struct {
-	sync.Mutex
-	users int // holding or waiting; guarded by tenantLocks.mu
-}
-
-// lock takes tenant's lock and returns what releases it.
-func (l *tenantLocks) lock(tenant string) (unlock func()) {
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = map[string]*tenantLock{}
-	}
-	t := l.locks[tenant]
-	if t == nil {
-		t = &tenantLock{}
-		l.locks[tenant] = t
-	}
-	t.users++
-	l.mu.Unlock()
-	t.Lock()
-	return func() {
-		t.Unlock()
-		l.mu.Lock()
-		if t.users--; t.users == 0 {
-			delete(l.locks, tenant)
-		}
-		l.mu.Unlock()
 	}
 }
 

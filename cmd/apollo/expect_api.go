@@ -33,7 +33,7 @@ func (x *expectations) Expectations(tenant string) apiclient.Expectations {
 // over the version of the tenant's file the client read, checked and
 // written with no other put between.
 func (x *expectations) PutExpectations(ctx context.Context, tenant string, src []byte, ifMatch string) ([]apiclient.RuleProblem, error) {
-	defer x.puts.lock(tenant)()
+	defer x.puts.Lock(tenant)()
 	if ifMatch != "" && ifMatch != "*" {
 		x.mu.Lock()
 		cur := string(x.srcs[tenant])
@@ -160,7 +160,7 @@ func (x *expectations) AcceptSuggestion(ctx context.Context, tenant, job string)
 	if !ok {
 		return false, nil
 	}
-	defer x.puts.lock(tenant)() // from the read to the write back: no PUT between, lost
+	defer x.puts.Lock(tenant)() // from the read to the write back: no PUT between, lost
 	x.mu.Lock()
 	src := slices.Clone(x.srcs[tenant])
 	x.mu.Unlock()

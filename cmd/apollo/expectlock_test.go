@@ -189,3 +189,95 @@ func TestAHungUpExpectationsPutChangesNothing(t *testing.T) {
 		def, acme = x.client(t, srv, ""), x.client(t, srv, "acme")
 	}
 }
+
+// holdSet, in the server the tests start (APOLLO_TEST_HOLD_SET), holds
+// the putting in force of a tenant's expectations (the evaluator's Set
+// of a put) while the file <tenant>.sethold is in dir, and says so by the
+// file <tenant>.setting. Set in init, before TestMain: the server the
+// tests start is this binary.
+func init() {
+	if dir := os.Getenv("APOLLO_TEST_HOLD_SET"); dir != "" && os.Getenv("APOLLO_TEST_MAIN") == "1" {
+		testSettingExpectations = func(tenant string) {
+			if !exists(holdFile(dir, tenant, "sethold")) {
+				return
+			}
+			os.WriteFile(holdFile(dir, tenant, "setting"), nil, 0o600)
+			tick := time.NewTicker(5 * time.Millisecond) // the test's file is the signal; this only looks for it
+			defer tick.Stop()
+			for exists(holdFile(dir, tenant, "sethold")) {
+				<-tick.C
+			}
+		}
+	}
+}
+
+// While one tenant's expectations are being put in force (the
+// evaluator's Set, held here), another tenant's PUT and GET of
+// expectations are answered. Before, the process's one lock, which the
+// bus's workers take too, was held around the Set: a tenant's Set of a
+// large file held every other tenant's expectations. Both are in force
+// after kill -9 and a restart.
+func TestOneTenantsExpectationSetHoldsUpNoOther(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the server twice")
+	}
+	t.Parallel()
+	x := newExpectServer(t)
+	hold := t.TempDir()
+	cmd := exec.Command(os.Args[0], "server", "--config", x.cfg, "--listen", "127.0.0.1:0")
+	cmd.Env = []string{"APOLLO_TEST_HOLD_SET=" + hold}
+	srv := startCmd(t, cmd, apiclient.ReadyPrefix)
+	ctx := testCtx(t, time.Minute)
+	def, acme := x.client(t, srv, ""), x.client(t, srv, "acme")
+	if err := os.WriteFile(holdFile(hold, "acme", "sethold"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	acmeSrc := "expectations:\n  - job: acme_nightly\n    every: 24h\n"
+	acmeDone := make(chan error, 1)
+	go func() {
+		_, err := acme.PutExpectations(ctx, []byte(acmeSrc))
+		acmeDone <- err
+	}()
+	eventually(t, 30*time.Second, "acme's expectations being put in force", func() bool { return exists(holdFile(hold, "acme", "setting")) })
+
+	mine := "expectations:\n  - job: mine\n    every: 1h\n"
+	defDone := make(chan error, 1)
+	go func() {
+		got, err := def.PutExpectations(ctx, []byte(mine))
+		if err == nil && got.Count != 1 {
+			err = fmt.Errorf("%d expectations in force, want 1", got.Count)
+		}
+		if err == nil {
+			var cur apiclient.Expectations
+			if cur, err = def.Expectations(ctx); err == nil && cur.Source != mine {
+				err = fmt.Errorf("GET answered %q", cur.Source)
+			}
+		}
+		defDone <- err
+	}()
+	select {
+	case err := <-defDone:
+		if err != nil {
+			t.Fatalf("the default tenant's PUT and GET while acme's are put in force: %v", err)
+		}
+	case err := <-acmeDone:
+		t.Fatalf("acme's PUT ended (%v) while held: the test shows nothing", err)
+	case <-ctx.Done():
+		t.Fatal("the default tenant's PUT and GET waited for acme's expectations to be put in force")
+	}
+	if err := os.Remove(holdFile(hold, "acme", "sethold")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acmeDone; err != nil {
+		t.Fatalf("acme's PUT: %v", err)
+	}
+
+	srv.kill()
+	srv = x.start(t)
+	def, acme = x.client(t, srv, ""), x.client(t, srv, "acme")
+	for c, want := range map[*apiclient.Client]string{def: mine, acme: acmeSrc} {
+		if got, err := c.Expectations(ctx); err != nil || got.Source != want || got.Count != 1 {
+			t.Fatalf("after kill -9: %+v, %v; want %q in force", got, err, want)
+		}
+	}
+}
