@@ -9,11 +9,12 @@ import (
 )
 
 // ReadOwn is Read for a file the server writes itself in its data
-// directory (alerts.json, rules.json, the scheduler's state): limit is
-// more than the server ever writes there, so a file past it, or one that
-// is not a regular file (a link to /dev/zero), was replaced or damaged,
-// and the errors say so instead of asking for another path. Reading it
-// whole would fill memory before the start could say which file is wrong.
+// directory (alerts.json, each tenant's file in rules/ and
+// expectations/, the scheduler's state): limit is more than the server
+// ever writes there, so a file past it, or one that is not a regular
+// file (a link to /dev/zero), was replaced or damaged, and the errors say
+// so instead of asking for another path. Reading it whole would fill
+// memory before the start could say which file is wrong.
 func ReadOwn(path, what string, limit int64) ([]byte, error) {
 	return read(path, what, limit, true)
 }
