@@ -142,8 +142,12 @@ func (b *builder) name(s string, pos Pos) {
 	if b.in != nil {
 		what = "inhibit rule"
 	}
+	if isIdent(s) && len(s) > apollo.MaxNameBytes {
+		b.fail(pos, kBlock, fmt.Sprintf("%s name %s is too long", what, clip(s)), fmt.Sprintf("at most %d bytes", apollo.MaxNameBytes), "")
+		return
+	}
 	if !validName(s) {
-		b.fail(pos, kBlock, fmt.Sprintf("invalid %s name %q", what, s), nameForm, "")
+		b.fail(pos, kBlock, fmt.Sprintf("invalid %s name %s", what, clip(s)), nameForm, "")
 		return
 	}
 	if b.in != nil {
@@ -156,7 +160,7 @@ func (b *builder) name(s string, pos Pos) {
 // text checks a string that the text form must be able to write back.
 func (b *builder) text(s string, pos Pos, k key) bool {
 	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		b.fail(pos, k, fmt.Sprintf("%s %q holds control characters or invalid UTF-8", b.keyName(k), s), "printable text", "")
+		b.fail(pos, k, fmt.Sprintf("%s %s holds control characters or invalid UTF-8", b.keyName(k), clip(s)), "printable text", "")
 		return false
 	}
 	return true
@@ -212,12 +216,12 @@ func (b *builder) severity(s string, pos Pos) {
 			return
 		}
 	}
-	b.fail(pos, kSeverity, fmt.Sprintf("unknown severity %q", s), "info, warning or critical", suggest(s, "info", "warning", "critical"))
+	b.fail(pos, kSeverity, fmt.Sprintf("unknown severity %s", clip(s)), "info, warning or critical", suggest(s, "info", "warning", "critical"))
 }
 
 func (b *builder) by(s string, pos Pos) {
 	if !strings.EqualFold(s, "name") {
-		b.fail(pos, kBy, fmt.Sprintf("%s %q is not supported", b.keyName(kBy), s), "name", "BY: name evaluates each job name on its own")
+		b.fail(pos, kBy, fmt.Sprintf("%s %s is not supported", b.keyName(kBy), clip(s)), "name", "BY: name evaluates each job name on its own")
 		return
 	}
 	b.r.By = "name"
@@ -232,7 +236,7 @@ func (b *builder) notify(s string, pos Pos) {
 	case len(b.r.Notify) == maxItems:
 		b.fail(pos, kNotify, "too many channels", fmt.Sprintf("at most %d", maxItems), "")
 	case !validName(s):
-		b.fail(pos, kNotify, fmt.Sprintf("invalid channel name %q", s), nameForm, "")
+		b.fail(pos, kNotify, fmt.Sprintf("invalid channel name %s", clip(s)), nameForm, "")
 	case slices.Contains(b.r.Notify, s):
 		b.fail(pos, kNotify, fmt.Sprintf("channel %s listed twice", s), "", "")
 	default:
@@ -267,7 +271,7 @@ func (b *builder) on(s string, pos Pos) {
 	if hint == "" {
 		hint = b.keyName(kOn) + " also takes what expectations find: " + strings.Join(occurrenceNames[1:], ", ")
 	}
-	b.fail(pos, kOn, fmt.Sprintf("unknown status %q", s), strings.Join(names, ", "), hint)
+	b.fail(pos, kOn, fmt.Sprintf("unknown status %s", clip(s)), strings.Join(names, ", "), hint)
 }
 
 // MaxLabelValueBytes bounds a label's value in a rule, and a matcher's in
@@ -292,7 +296,7 @@ func (b *builder) label(k, v string, pos Pos) {
 	case len(b.r.Labels) == maxItems:
 		b.fail(pos, kLabels, "too many labels", fmt.Sprintf("at most %d", maxItems), "")
 	case !validName(k):
-		b.fail(pos, kLabels, fmt.Sprintf("invalid label name %q", k), nameForm, "")
+		b.fail(pos, kLabels, fmt.Sprintf("invalid label name %s", clip(k)), nameForm, "")
 	case dup:
 		b.fail(pos, kLabels, fmt.Sprintf("label %s given twice", k), "", "")
 	case !b.labelValue(k, v, pos, kLabels):

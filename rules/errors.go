@@ -3,7 +3,9 @@ package rules
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apollo-11/apollo"
 )
@@ -164,4 +166,35 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// maxQuoted is how much of a name, string or word a problem quotes.
+const maxQuoted = 64
+
+// clip quotes s for a problem, as %q does, up to maxQuoted bytes and
+// then its length: every part of a rules file may be as long as the
+// body, and a problem that quoted a 1 MB name whole came back in as long
+// an answer, and a log line as long when the file was refused on reload.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:cutAt(s)]) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// clipWord is clip for a word quoted as itself (a number: 5x).
+func clipWord(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return s[:cutAt(s)] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// cutAt is where clip cuts s: at maxQuoted bytes, back to a rune's start.
+func cutAt(s string) int {
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return cut
 }

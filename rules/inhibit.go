@@ -209,10 +209,10 @@ func (b *builder) matcher(k key, m Matcher, pos Pos) {
 	case len(*list) == maxItems:
 		b.fail(pos, k, "too many matchers", fmt.Sprintf("at most %d", maxItems), "")
 	case !special && !validName(m.Name):
-		b.fail(pos, k, fmt.Sprintf("invalid label name %q", m.Name), nameForm, "rule, severity, group and task_prefix match the alert itself; other names match its labels")
+		b.fail(pos, k, fmt.Sprintf("invalid label name %s", clip(m.Name)), nameForm, "rule, severity, group and task_prefix match the alert itself; other names match its labels")
 	case m.Name == matchSeverity && !b.severityValue(&m, pos, k):
 	case m.Name == matchRule && !validName(m.Value):
-		b.fail(pos, k, fmt.Sprintf("invalid rule name %q", m.Value), nameForm, "")
+		b.fail(pos, k, fmt.Sprintf("invalid rule name %s", clip(m.Value)), nameForm, "")
 	case !b.labelValue(m.Name, m.Value, pos, k):
 	case !b.text(m.Value, pos, k):
 	case slices.Contains(*list, m):
@@ -230,7 +230,7 @@ func (b *builder) severityValue(m *Matcher, pos Pos, k key) bool {
 			return true
 		}
 	}
-	b.fail(pos, k, fmt.Sprintf("unknown severity %q", m.Value), "info, warning or critical", suggest(m.Value, "info", "warning", "critical"))
+	b.fail(pos, k, fmt.Sprintf("unknown severity %s", clip(m.Value)), "info, warning or critical", suggest(m.Value, "info", "warning", "critical"))
 	return false
 }
 
@@ -240,7 +240,7 @@ func (b *builder) equal(s string, pos Pos) {
 	case len(b.in.Equal) == maxItems:
 		b.fail(pos, kEqual, "too many names", fmt.Sprintf("at most %d", maxItems), "")
 	case s != matchGroup && !validName(s):
-		b.fail(pos, kEqual, fmt.Sprintf("invalid label name %q", s), "a label name, or group", "")
+		b.fail(pos, kEqual, fmt.Sprintf("invalid label name %s", clip(s)), "a label name, or group", "")
 	case slices.Contains(b.in.Equal, s):
 		b.fail(pos, kEqual, fmt.Sprintf("%s listed twice", s), "", "")
 	default:

@@ -179,7 +179,7 @@ func describeJSON(t json.Token) string {
 		}
 		return "an object"
 	case string:
-		return fmt.Sprintf("string %q", v)
+		return "string " + clip(v)
 	case json.Number:
 		return "number " + v.String()
 	case bool:
@@ -233,7 +233,7 @@ func (jr *jsonReader) unknown(name json.Token, at Pos, where string, fields ...s
 	if hint == "" {
 		hint = "fields are " + strings.Join(fields, ", ")
 	}
-	jr.errs.add(&Error{Pos: at, Msg: fmt.Sprintf("unknown field %q in %s", name, where), Expected: "a known field", Hint: hint})
+	jr.errs.add(&Error{Pos: at, Msg: fmt.Sprintf("unknown field %s in %s", clip(fmt.Sprint(name)), where), Expected: "a known field", Hint: hint})
 }
 
 var (

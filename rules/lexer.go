@@ -34,11 +34,11 @@ func (t token) describe() string {
 	case tEOF:
 		return "end of input"
 	case tString:
-		return "string " + quote(t.text)
+		return "string " + clip(t.text)
 	case tNumber:
 		return "number " + t.text
 	}
-	return fmt.Sprintf("%q", t.text)
+	return clip(t.text)
 }
 
 // lexer turns source into tokens on demand. It reports malformed tokens

@@ -40,7 +40,7 @@ func splitNumber(s string) (float64, string, *Error) {
 		}
 	}
 	if j <= i {
-		return 0, "", &Error{Msg: fmt.Sprintf("malformed number %q", s), Expected: "a number such as 5, 0.05, 5% or 1.5h"}
+		return 0, "", &Error{Msg: fmt.Sprintf("malformed number %s", clip(s)), Expected: "a number such as 5, 0.05, 5% or 1.5h"}
 	}
 	v, err := strconv.ParseFloat(s[:j], 64)
 	if err != nil || math.IsInf(v, 0) {
@@ -68,7 +68,7 @@ func parseDuration(s string) (time.Duration, *Error) {
 	case unit == "":
 		return 0, &Error{Msg: fmt.Sprintf("duration %s has no unit", s), Expected: "ms, s, m or h", Hint: "write " + s + "s or " + s + "m"}
 	case !ok:
-		return 0, &Error{Msg: fmt.Sprintf("unknown unit %q in %s", unit, s), Expected: "ms, s, m or h", Hint: unitHints[unit]}
+		return 0, &Error{Msg: fmt.Sprintf("unknown unit %s in %s", clip(unit), clipWord(s)), Expected: "ms, s, m or h", Hint: unitHints[unit]}
 	case v < 0:
 		return 0, &Error{Msg: fmt.Sprintf("negative duration %s", s), Expected: "0 or more"}
 	}
@@ -117,7 +117,7 @@ func literalValue(lit string, c unitClass, what string) (float64, *Error) {
 	case durationUnits[unit] != 0 && c == classMillis:
 		return v * float64(durationUnits[unit]/time.Millisecond), nil
 	case unit != "%" && durationUnits[unit] == 0:
-		return 0, &Error{Msg: fmt.Sprintf("unknown unit %q in %s", unit, lit), Expected: "%, ms, s, m or h", Hint: unitHints[unit]}
+		return 0, &Error{Msg: fmt.Sprintf("unknown unit %s in %s", clip(unit), clipWord(lit)), Expected: "%, ms, s, m or h", Hint: unitHints[unit]}
 	}
 	switch c {
 	case classFraction:

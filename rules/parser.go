@@ -162,7 +162,7 @@ func (p *parser) unknownKey(kt token, lo, hi key, first bool, what, word string)
 	} else if hint == "" {
 		hint = "keys are " + strings.Join(names, ", ")
 	}
-	p.errs.add(&Error{Pos: kt.pos, Msg: fmt.Sprintf("unknown key %q", kt.text), Expected: "a key", Hint: hint})
+	p.errs.add(&Error{Pos: kt.pos, Msg: fmt.Sprintf("unknown key %s", clip(kt.text)), Expected: "a key", Hint: hint})
 }
 
 // clause parses one KEY: value of a rule; false means the value was
@@ -489,7 +489,7 @@ func (p *parser) metric() (Metric, bool) {
 		if hint == "" {
 			hint = "metrics are " + strings.Join(metricNames[:], ", ")
 		}
-		p.errs.add(&Error{Pos: t.pos, Msg: fmt.Sprintf("unknown metric %q", t.text), Expected: "a metric", Hint: hint})
+		p.errs.add(&Error{Pos: t.pos, Msg: fmt.Sprintf("unknown metric %s", clip(t.text)), Expected: "a metric", Hint: hint})
 		return 0, false
 	}
 	p.next()
