@@ -190,8 +190,21 @@ func describeJSON(t json.Token) string {
 
 // wrapper reads {"rules": [...], "inhibits": [...]}.
 func (jr *jsonReader) wrapper() {
+	first := map[json.Token]Pos{}
 	for jr.more() {
 		k, off := jr.token()
+		if k == "rules" || k == "inhibits" {
+			// Other JSON readers keep the last of two keys, this one read
+			// both: a text that meant one thing to a tool, another here.
+			// A text saved before this check loads as it ran.
+			at := jr.posAt(off)
+			if p, ok := first[k]; ok && !jr.errs.saved {
+				jr.errs.add(&Error{Pos: at, Msg: fmt.Sprintf("%s given twice in the top-level object", k),
+					Hint: fmt.Sprintf("the first is at %d:%d; keep one, with every rule in it", p.Line, p.Col)})
+			} else if !ok {
+				first[k] = at
+			}
+		}
 		t, voff := jr.token()
 		switch {
 		case k != "rules" && k != "inhibits":

@@ -54,3 +54,17 @@ func TestLongTextIsShortInProblems(t *testing.T) {
 		t.Errorf("a rule name of 1 MiB: %.300v", err)
 	}
 }
+
+// A JSON text saved before the top-level keys were checked for
+// duplicates still loads, as it ran: both arrays' rules.
+func TestSavedJSONWithTwoRulesKeysStillLoads(t *testing.T) {
+	t.Parallel()
+	src := []byte(`{"rules":[{"name":"a","taskPrefix":"x","on":["failed"]}],"rules":[{"name":"b","taskPrefix":"y","on":["failed"]}]}`)
+	f, err := ParseSaved("saved", src)
+	if err != nil || len(f.Rules) != 2 {
+		t.Fatalf("ParseSaved = %v, %v; want both rules", f, err)
+	}
+	if _, err := ParseFile("put", src); err == nil {
+		t.Fatal("ParseFile accepted two rules keys")
+	}
+}

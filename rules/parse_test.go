@@ -262,6 +262,11 @@ var badInputs = []struct {
 		`rules.txt:1:45: unexpected ")" (expected a metric)`},
 	{"too deep", `RULE task_prefix: "a" THRESHOLD: ` + strings.Repeat("(", 40) + "count > 1" + strings.Repeat(")", 40),
 		`rules.txt:1:66: expression nested too deeply (expected at most 32 levels of parentheses and not)`},
+	// Other JSON readers take the last of two keys; this one took both.
+	{"JSON rules twice", `{"rules":[{"taskPrefix":"x","on":["failed"]}],"rules":[]}`,
+		`rules.txt:1:47: rules given twice in the top-level object; the first is at 1:2; keep one, with every rule in it`},
+	{"JSON inhibits twice", `{"inhibits":[],"rules":[],"inhibits":[]}`,
+		`rules.txt:1:27: inhibits given twice in the top-level object; the first is at 1:2; keep one, with every rule in it`},
 	{"JSON unknown field", "{\"rules\": [\n  {\"taskPrefix\": \"a\",\n   \"windw\": \"5m\", \"threshold\": \"count > 1\"}]}",
 		`rules.txt:3:4: unknown field "windw" in rules[0] (expected a known field); did you mean window?`},
 	{"JSON unknown top-level field", `{"rulez": []}`,
