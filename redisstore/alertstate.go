@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +36,7 @@ type Lease struct {
 	clock      apollo.Clock
 	held       atomic.Bool
 	life       lifecycle.Group // the renewal loop
-	self       procProof       // set by WithProcessProof
-	proves     bool
-	alive      func(pid int, start uint64) bool
+	proof      prover          // set by WithProcessProof
 	log        *slog.Logger
 	refused    *loglimit.Limiter
 	tookFromMu sync.Mutex
@@ -59,7 +56,7 @@ var takeScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then 
 // NewLease returns a lease on <prefix>:alert:leader for the process id.
 func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Lease {
 	return &Lease{c: c, key: prefix + ":alert:leader", id: id, value: id, ttl: ttl, clock: apollo.SystemClock,
-		life: lifecycle.Group{Name: "redisstore: lease"}, alive: processAlive, refused: loglimit.New(time.Minute)}
+		life: lifecycle.Group{Name: "redisstore: lease"}, refused: loglimit.New(time.Minute)}
 }
 
 // WithProcessProof makes the lease's value prove which process holds it,
@@ -68,9 +65,8 @@ func NewLease(c redis.UniversalClient, prefix, id string, ttl time.Duration) *Le
 // Where /proc gives no proof (not Linux), nothing changes. The id must
 // not hold a space. Call it before Start.
 func (l *Lease) WithProcessProof() *Lease {
-	if p, ok := selfProof(); ok && !strings.Contains(l.id, " ") {
-		l.self, l.proves, l.value = p, true, l.id+" "+p.String()
-	}
+	l.proof = newProver()
+	l.value = l.proof.value(l.id)
 	return l
 }
 
@@ -121,7 +117,7 @@ func (l *Lease) Renew(ctx context.Context) {
 		l.sayRefused(err)
 	}
 	ok, err := l.c.SetNX(ctx, l.key, l.value, l.ttl).Result()
-	if err == nil && !ok && l.proves {
+	if err == nil && !ok && l.proof.proves {
 		ok, err = l.takeFromTheDead(ctx)
 	}
 	l.held.Store(err == nil && ok)
@@ -143,8 +139,8 @@ func (l *Lease) takeFromTheDead(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	holder, ok := parseProof(cur)
-	if !ok || !provablyDead(l.self, holder, l.alive) {
+	holder, dead := l.proof.deadHolder(cur)
+	if !dead {
 		return false, nil
 	}
 	n, err := takeScript.Run(ctx, l.c, []string{l.key}, cur, l.value, l.ttl.Milliseconds()).Int()

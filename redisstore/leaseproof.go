@@ -73,3 +73,38 @@ func provablyDead(self, holder procProof, alive func(pid int, start uint64) bool
 	}
 	return !alive(holder.pid, holder.start)
 }
+
+// prover is a lease holder's side of the proof, shared by every lease
+// that carries one (the leader lease, the outbox's): the value this
+// process writes, and the judgement of the value another holder left.
+type prover struct {
+	self   procProof
+	proves bool // false where /proc gives no proof: leases run out as before
+	alive  func(pid int, start uint64) bool
+}
+
+// newProver returns this process's prover.
+func newProver() prover {
+	self, ok := selfProof()
+	return prover{self: self, proves: ok, alive: processAlive}
+}
+
+// value is the lease value of id: id and this process's proof, or id
+// alone where there is none (or id holds a space, which would read as
+// the start of a proof).
+func (p prover) value(id string) string {
+	if !p.proves || strings.Contains(id, " ") {
+		return id
+	}
+	return id + " " + p.self.String()
+}
+
+// deadHolder says whether the holder named by a lease value is provably
+// dead (provablyDead), and returns its proof.
+func (p prover) deadHolder(value string) (procProof, bool) {
+	if !p.proves {
+		return procProof{}, false
+	}
+	holder, ok := parseProof(value)
+	return holder, ok && provablyDead(p.self, holder, p.alive)
+}

@@ -93,3 +93,60 @@ func TestLeaseTakenFromTheDead(t *testing.T) {
 		})
 	}
 }
+
+// The outbox's lease carries the same proof: what a process this one
+// proves dead owed (each tenant's entry) is taken over at once, its lease
+// an hour from running out; what a live process, one of another boot, or
+// one of an older build (a lease without a proof) owes is not.
+func TestOutboxTakenFromTheDead(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	ctx := context.Background()
+	self, _ := selfProof()
+	dead := exec.Command("true")
+	dead.Run()
+	deadProof := self
+	deadProof.pid = dead.Process.Pid
+	parent := self
+	parent.pid = os.Getppid()
+	_, parent.start, _, _ = readStat(strconv.Itoa(parent.pid))
+	reused := self // this PID, started at another time: another process
+	reused.start++
+	otherBoot := deadProof
+	otherBoot.boot = "another-boot"
+	b := newOutbox(t, c, prefix, nil)
+	for _, tc := range []struct {
+		name, holder string
+		take         bool
+	}{
+		{"a dead process of this host", deadProof.String(), true},
+		{"a dead process whose PID this one has now", reused.String(), true},
+		{"a live process of this host", parent.String(), false},
+		{"a process of another boot", otherBoot.String(), false},
+		{"a holder of an older build, without a proof", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newOutbox(t, c, prefix, nil)
+			mustOwe(t, a, "acme", "a-"+a.opts.ID)
+			mustOwe(t, a, "globex", "g-"+a.opts.ID)
+			a.halt()
+			holder := "1"
+			if tc.holder != "" {
+				holder = a.opts.ID + " " + tc.holder
+			}
+			c.Set(ctx, a.alive, holder, time.Hour)
+			got, _ := b.adopt(ctx)
+			want := "acme/a-" + a.opts.ID + ",globex/g-" + a.opts.ID
+			if !tc.take {
+				want = ""
+			}
+			if alertIDs(got) != want {
+				t.Fatalf("lease %q: taken over %q, want %q", holder, alertIDs(got), want)
+			}
+			if n, _ := c.Exists(ctx, a.alive).Result(); (n == 0) != tc.take {
+				t.Fatalf("lease %q: %d left after the takeover", holder, n)
+			}
+			c.Del(ctx, a.alive)
+			b.adopt(ctx) // what was not taken, now that its lease is gone
+		})
+	}
+}

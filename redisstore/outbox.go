@@ -109,6 +109,8 @@ type OutboxStats struct {
 type Outbox struct {
 	opts                  OutboxOptions
 	owners, owed, alive   string
+	lease                 string // the lease's value: the ID and the proof of this process (leaseproof.go)
+	proof                 prover
 	keyOwed, keyAlive     func(id string) string
 	onAdopt               func([]notify.OwedNotification)
 	onTakeOver            func([]alert.TakenOver)
@@ -168,6 +170,8 @@ func NewOutbox(opts OutboxOptions) (*Outbox, error) {
 		mine: map[uint64]notify.OwedNotification{}, unsettled: map[uint64]bool{},
 		life: lifecycle.Group{Name: "redisstore: outbox"}}
 	o.owed, o.alive, o.decided = o.keyOwed(opts.ID), o.keyAlive(opts.ID), o.keyDecided(opts.ID)
+	o.proof = newProver()
+	o.lease = o.proof.value(opts.ID)
 	return o, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,16 +18,20 @@ import (
 
 // adoptScript moves up to ARGV[3] entries of the owner ARGV[1] into this
 // process's hash, oldest first, renumbered from ARGV[2], if and only if
-// the owner's lease is gone: the check and the move are one step, so two
-// processes never both take an entry. With ARGV[4] "1" (the decided
-// hash, Decisions) each value is prefixed with the owner and a space. It
-// returns the values moved; the owner leaves the owners' set once both
-// its hashes are empty.
+// the owner's lease is gone or still holds ARGV[5], the value of a holder
+// this process proved dead (leaseproof.go; "" when it proved none): the
+// check and the move are one step, so two processes never both take an
+// entry, and a lease the owner renewed meanwhile is never taken. With
+// ARGV[4] "1" (the decided hash, Decisions) each value is prefixed with
+// the owner and a space. It returns the values moved; the owner leaves
+// the owners' set once both its hashes are empty, and a dead owner's
+// lease goes with it.
 //
 // KEYS: the owner's lease, the owner's hash, the owners' set, this
 // process's hash, the owner's other hash.
 var adoptScript = redis.NewScript(`
-if redis.call("EXISTS", KEYS[1]) == 1 then return {} end
+local lease = redis.call("GET", KEYS[1])
+if lease and (ARGV[5] == "" or lease ~= ARGV[5]) then return {} end
 local all = redis.call("HGETALL", KEYS[2])
 local es = {}
 for i = 1, #all, 2 do es[#es + 1] = {tonumber(all[i]) or 0, all[i], all[i + 1]} end
@@ -40,7 +45,10 @@ for i = 1, n do
   redis.call("HDEL", KEYS[2], es[i][2])
   out[i] = v
 end
-if n == #es and redis.call("HLEN", KEYS[5]) == 0 then redis.call("SREM", KEYS[3], ARGV[1]) end
+if n == #es and redis.call("HLEN", KEYS[5]) == 0 then
+  redis.call("SREM", KEYS[3], ARGV[1])
+  if lease then redis.call("DEL", KEYS[1]) end
+end
 return out
 `)
 
@@ -73,7 +81,7 @@ func (o *Outbox) renew(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, o.opts.Lease/3)
 	defer cancel()
 	_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, o.alive, "1", o.opts.Lease)
+		p.Set(ctx, o.alive, o.lease, o.opts.Lease)
 		p.SAdd(ctx, o.owners, o.opts.ID)
 		p.Expire(ctx, o.owners, outboxKeyTTL)
 		p.Expire(ctx, o.owed, outboxKeyTTL)
@@ -117,8 +125,10 @@ func (o *Outbox) renew(ctx context.Context) bool {
 	return true
 }
 
-// adopt takes over the entries of every process whose lease is gone, at
-// most adoptBatch from each of its hashes per call, and returns them
+// adopt takes over the entries of every process whose lease is gone, or
+// whose lease names a process this one proves dead (a kill -9 on this
+// host: taken at once rather than when the lease runs out), at most
+// adoptBatch from each of its hashes per call, and returns them
 // renumbered as this process's, oldest first: the lanes' and the alert
 // engine's (Decisions). An entry that does not read is dropped and
 // counted (unreadable): it cannot be sent, and kept it would come back at
@@ -131,21 +141,24 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 	owners = slices.DeleteFunc(owners, func(owner string) bool {
 		return owner == o.opts.ID || !outboxID.MatchString(owner) // not a name this package writes: never a key to touch
 	})
-	// The live owners' leases, in one round trip: the script runs only
-	// for those whose lease looks gone (and checks again).
-	leases := make([]*redis.IntCmd, len(owners))
+	// The owners' leases, in one round trip: the script runs only for
+	// those whose lease looks gone or names a dead process (and checks
+	// again). A lease Redis refuses to read (a key of another type) is
+	// taken for a live one.
+	leases := make([]*redis.StringCmd, len(owners))
 	if _, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, owner := range owners {
-			leases[i] = p.Exists(ctx, o.keyAlive(owner))
+			leases[i] = p.Get(ctx, o.keyAlive(owner))
 		}
 		return nil
-	}); err != nil {
+	}); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	var got []notify.OwedNotification
 	var taken []alert.TakenOver
 	for i, owner := range owners {
-		if leases[i].Val() != 0 {
+		lease, ok := o.adoptable(owner, leases[i])
+		if !ok {
 			continue
 		}
 		// The engine's first: the script lets the owner go once both
@@ -160,7 +173,7 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 		var dvals []string
 		if !taking {
 			dvals, err = adoptScript.Run(ctx, o.opts.Client,
-				[]string{o.keyAlive(owner), o.keyDecided(owner), o.owners, o.decided, o.keyOwed(owner)}, owner, dstart, adoptBatch, "1").StringSlice()
+				[]string{o.keyAlive(owner), o.keyDecided(owner), o.owners, o.decided, o.keyOwed(owner)}, owner, dstart, adoptBatch, "1", lease).StringSlice()
 		}
 		if err != nil {
 			o.opts.Logger.Warn("redisstore: outbox: taking over what a stopped alert process had decided failed; trying again at the next renewal",
@@ -173,7 +186,7 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 				"owner", owner, "entries", len(dvals))
 		}
 		vals, err := adoptScript.Run(ctx, o.opts.Client,
-			[]string{o.keyAlive(owner), o.keyOwed(owner), o.owners, o.owed, o.keyDecided(owner)}, owner, start, adoptBatch, "0").StringSlice()
+			[]string{o.keyAlive(owner), o.keyOwed(owner), o.owners, o.owed, o.keyDecided(owner)}, owner, start, adoptBatch, "0", lease).StringSlice()
 		if err != nil {
 			o.opts.Logger.Warn("redisstore: outbox: taking over what a stopped alert process owed failed; trying again at the next renewal",
 				"owner", owner, "err", err)
@@ -209,6 +222,26 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 	return got, taken
 }
 
+// adoptable judges an owner's lease as adopt read it: gone ("", true),
+// held by a process this one proves dead (its value, true: the script
+// takes it only if it still holds that value), or anything else — a live
+// or unknown holder, a key Redis does not read (false).
+func (o *Outbox) adoptable(owner string, cmd *redis.StringCmd) (lease string, ok bool) {
+	lease, err := cmd.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", true
+	case err != nil:
+		return "", false
+	}
+	holder, dead := o.proof.deadHolder(lease)
+	if dead {
+		o.opts.Logger.Info("redisstore: outbox: taking over the outbox of a dead alert process on this host, before its lease runs out",
+			"owner", owner, "pid", holder.pid)
+	}
+	return lease, dead
+}
+
 // Refill writes back what this process owes, after Redis lost its data
 // (the Keeper calls it): without it, a crash of this process would lose
 // what its queues hold.
@@ -219,7 +252,7 @@ func (o *Outbox) Refill(ctx context.Context) error {
 	o.mu.Unlock()
 	slices.SortFunc(es, func(a, b notify.OwedNotification) int { return cmp.Compare(a.ID, b.ID) })
 	_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, o.alive, "1", o.opts.Lease)
+		p.Set(ctx, o.alive, o.lease, o.opts.Lease)
 		for _, e := range es {
 			b, err := json.Marshal(e)
 			if err != nil {

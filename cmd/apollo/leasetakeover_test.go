@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,5 +73,46 @@ func TestThreeProcessAlertRestartLeadsAtOnce(t *testing.T) {
 	awaitTenants(t, h, "firing", want)
 	for _, tenant := range tenants {
 		d.firingAlert(tenant, tenant+"_failed")
+	}
+}
+
+// What an alert process owed when it was killed with SIGKILL is sent by
+// the process restarted on the same host at once: the outbox's lease
+// proves which process holds it, as the leader lease does, and the new
+// process proves it dead. Before, the outbox's lease was a bare "1": the
+// restarted process waited for it to run out (15 s) before it took over
+// and sent what the dead one owed. The dead process's outbox lease is
+// made to run ten minutes here, so that only the proof ends it within
+// the test. Each tenant's notification arrives, once.
+func TestThreeProcessAlertRestartTakesTheOutboxAtOnce(t *testing.T) {
+	endToEnd(t)
+	h, down, refused := downHook(t)
+	d := startDeployment(t, true, h, deployOptions{})
+	c, _ := redistest.Client(t)
+	ctx := context.Background()
+
+	want := owedWhileDown(t, d, refused, d.alertQueued)
+	d.alert.kill()
+	leases, err := c.Keys(ctx, d.prefix+":notify:{outbox}:alive:*").Result()
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("the dead process's outbox lease: %q, %v", leases, err)
+	}
+	if err := c.PExpire(ctx, leases[0], 10*time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(false)
+	restarted := time.Now()
+	d.alert = d.startAlert()
+	awaitOwed(t, h, want, "the restarted alert process")
+	t.Logf("from the restart to both tenants' owed notifications delivered: %v", time.Since(restarted).Round(time.Millisecond))
+	if !strings.Contains(d.alert.out.String(), "taking over the outbox of a dead alert process on this host") {
+		t.Errorf("the restarted process does not say it took the outbox over:\n%s", d.alert.out.String())
+	}
+	select {
+	case p := <-h.C:
+		if slices.Contains(tenants, p.Alert.Tenant) {
+			t.Errorf("a second notification of tenant %s, rule %s", p.Alert.Tenant, p.Alert.Rule)
+		}
+	default:
 	}
 }
