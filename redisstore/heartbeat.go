@@ -78,8 +78,10 @@ type Heartbeat struct {
 	member string // <component>:<id>
 	beat   Beat
 	stats  func() any
-	clock  apollo.Clock
-	life   lifecycle.Group // the beat loop
+	// tenants are listed again at every beat (WithTenants): escaped.
+	tenants []any
+	clock   apollo.Clock
+	life    lifecycle.Group // the beat loop
 }
 
 // NewHeartbeat returns a heartbeat for a component instance.
@@ -100,6 +102,15 @@ func (h *Heartbeat) WithClock(clock apollo.Clock) *Heartbeat {
 // WithStats makes every beat carry stats(). Call it before Start.
 func (h *Heartbeat) WithStats(stats func() any) *Heartbeat {
 	h.stats = stats
+	return h
+}
+
+// WithTenants makes every beat list tenants in <prefix>:tenants, as
+// PrefixClash does at the start (prefixes.go): the list stays true after
+// Redis lost its data, while the bus whose tenants they are runs. Call
+// it before Start.
+func (h *Heartbeat) WithTenants(tenants []string) *Heartbeat {
+	h.tenants = tenantNames(tenants)
 	return h
 }
 
@@ -128,12 +139,19 @@ func (h *Heartbeat) write(ctx context.Context) error {
 	pipe := h.c.Pipeline()
 	set := pipe.Set(ctx, beatKeys(h.prefix)+h.member, data, ttl)
 	idx := indexBeatScript.Eval(ctx, pipe, []string{beatIndex(h.prefix)}, h.member, ttl.Milliseconds())
+	var list *redis.IntCmd
+	if len(h.tenants) > 0 {
+		list = pipe.SAdd(ctx, tenantsKey(h.prefix), h.tenants...)
+	}
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	if err := set.Err(); err != nil {
 		return err
 	}
 	if err := idx.Err(); err != nil {
 		return fmt.Errorf("indexing the heartbeat in %s: %w", beatIndex(h.prefix), err)
+	}
+	if list != nil && list.Err() != nil {
+		return fmt.Errorf("listing the tenants in %s: %w", tenantsKey(h.prefix), list.Err())
 	}
 	return nil
 }

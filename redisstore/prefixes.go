@@ -18,13 +18,27 @@ import (
 // the default writer), so both fire and resolve on the other's runs.
 //
 // So each bus lists its tenants in `<prefix>:tenants` (a set of the
-// escaped names, no TTL: configuration), and before it writes anything
+// escaped names, no TTL: configuration), again at every heartbeat
+// (Heartbeat.WithTenants: after Redis lost its data, the list is back
+// before a deployment below could start), and before it writes anything
 // it checks both ways: whether a deployment above it lists the tenant its
 // prefix would be (`p:acme`: is acme in `p:tenants`?), and whether one of
 // its tenants' namespaces holds a live deployment (`p:acme:heartbeats`).
 
 // tenantsKey is the set of a deployment's tenants.
 func tenantsKey(prefix string) string { return prefix + ":tenants" }
+
+// tenantNames are the members of tenantsKey for tenants: escaped, the
+// default tenant left out (its keys are the prefix's own).
+func tenantNames(tenants []string) []any {
+	var names []any
+	for _, t := range tenants {
+		if t != "" {
+			names = append(names, keypart.Escape(t))
+		}
+	}
+	return names
+}
 
 // PrefixClash checks that prefix, with tenants, does not share keys with
 // another deployment in the same database, and lists the tenants for the
@@ -52,13 +66,11 @@ func PrefixClash(ctx context.Context, c redis.UniversalClient, prefix string, te
 		}
 		ups = append(ups, above{up, rest, pipe.SIsMember(ctx, tenantsKey(up), rest)})
 	}
-	var names []any
+	names := tenantNames(tenants)
 	for _, t := range tenants {
-		if t == "" {
-			continue
+		if t != "" {
+			downs = append(downs, below{t, pipe.Exists(ctx, beatIndex(prefix+":"+keypart.Escape(t)))})
 		}
-		names = append(names, keypart.Escape(t))
-		downs = append(downs, below{t, pipe.Exists(ctx, beatIndex(prefix+":"+keypart.Escape(t)))})
 	}
 	if pipe.Len() > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,23 +19,34 @@ import (
 // have tenants, and returns its path.
 func writeBusConfig(t *testing.T, url, prefix string, tenants ...string) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "apollo.yaml")
+	writeBusConfigAt(t, path, url, prefix, map[string]string{}, tenants...)
+	return path
+}
+
+// writeBusConfigAt writes at path the configuration of a bus at prefix
+// with an admin token for each of tenants; secrets holds each tenant's
+// token: one missing is made and added.
+func writeBusConfigAt(t *testing.T, path, url, prefix string, secrets map[string]string, tenants ...string) {
+	t.Helper()
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "alert:\n  heartbeat: 1s\nredis:\n  url: %s\n  prefix: %s\n", url, prefix)
 	if len(tenants) > 0 {
 		cfg.WriteString("auth:\n  tokens:\n")
 	}
 	for _, tenant := range tenants {
-		_, tok, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
-		if err != nil {
-			t.Fatal(err)
+		if secrets[tenant] == "" {
+			secret, _, err := httpapi.NewToken(tenant+"-admin", httpapi.RoleAdmin, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets[tenant] = secret
 		}
-		fmt.Fprintf(&cfg, "    - {name: %s-admin, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, tok.Hash)
+		fmt.Fprintf(&cfg, "    - {name: %s-admin, role: admin, tenant: %q, sha256: %x}\n", tenant, tenant, sha256.Sum256([]byte(secrets[tenant])))
 	}
-	path := filepath.Join(t.TempDir(), "apollo.yaml")
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return path
 }
 
 // refusedBus runs a bus that must refuse to start, and returns its output.

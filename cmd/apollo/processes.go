@@ -150,7 +150,7 @@ func (r *redisAlerting) observers(agg *metrics.Aggregator) (all, live []bus.Obse
 // metrics each partition flushes (busnode.go), has these without a flusher.
 func (r *redisAlerting) changeFeed() *redisstore.ChangeFeed {
 	r.feed = redisstore.NewChangeFeed(r.c, r.prefix, r.log).WithClock(r.clock)
-	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every).WithClock(r.clock)
+	r.beat = redisstore.NewHeartbeat(r.c, r.prefix, "bus", processID(), r.every).WithClock(r.clock).WithTenants(r.tenants())
 	return r.feed
 }
 
@@ -164,16 +164,22 @@ func (r *redisAlerting) services() []namedService {
 	return append(s, namedService{"the change feed", r.feed}, namedService{"the heartbeat", r.beat})
 }
 
-func (r *redisAlerting) Start(ctx context.Context) error {
-	// Before anything is written: another deployment in the same database
-	// whose keys are this one's tenants' (docs/redis.md, "Two deployments
-	// in one database").
+// tenants are those of the tokens: the tenants that can write through
+// this bus, which <p>:tenants lists (redisstore.PrefixClash).
+func (r *redisAlerting) tenants() []string {
 	var tenants []string
 	for _, t := range r.cfg.Auth.Tokens {
 		tenants = append(tenants, t.Tenant)
 	}
+	return tenants
+}
+
+func (r *redisAlerting) Start(ctx context.Context) error {
+	// Before anything is written: another deployment in the same database
+	// whose keys are this one's tenants' (docs/redis.md, "Two deployments
+	// in one database").
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	clash, err := redisstore.PrefixClash(cctx, r.c, r.prefix, tenants)
+	clash, err := redisstore.PrefixClash(cctx, r.c, r.prefix, r.tenants())
 	cancel()
 	switch {
 	case clash != "":
