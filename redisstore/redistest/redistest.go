@@ -45,7 +45,8 @@ func unavailable(t testing.TB, why string) {
 // the cleanups registered later, which stop the processes it started —
 // the connections named for the prefix (URLFor) are cut, every key under
 // the prefix is deleted, and the test fails if any remains; the client
-// is closed.
+// is closed. Every transaction and script sent through the client must
+// keep to one Redis Cluster slot (SlotAudit), or the test fails.
 func Client(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	opts, err := redis.ParseURL(URL(t))
@@ -59,9 +60,14 @@ func Client(t testing.TB) (*redis.Client, string) {
 		c.Close()
 		unavailable(t, fmt.Sprintf("%s does not answer: %v", opts.Addr, err))
 	}
+	audit := &SlotAudit{}
+	c.AddHook(audit)
 	prefix := Prefix(t)
 	t.Cleanup(func() {
 		defer c.Close()
+		for _, crossed := range audit.Crossed() {
+			t.Errorf("would be refused by Redis Cluster (CROSSSLOT): %s", crossed)
+		}
 		if err := leaveNothing(context.Background(), c, prefix); err != nil {
 			t.Errorf("the test's keys under %s: %v", prefix, err)
 		}
