@@ -119,6 +119,7 @@ type Outbox struct {
 	decided               string
 	logs                  *loglimit.Limiter // the lines of entries that do not read (unreadable)
 	down                  atomic.Bool
+	why                   atomic.Pointer[error] // why down: downError
 	adopted, fails, fills atomic.Int64
 	unread                atomic.Int64
 
@@ -218,7 +219,7 @@ func (o *Outbox) Owed() []notify.OwedNotification { return o.first }
 func (o *Outbox) Owe(channel string, at time.Time, n apollo.Notification) (uint64, error) {
 	if o.down.Load() {
 		o.fails.Add(1)
-		return 0, errOutboxDown
+		return 0, o.downError()
 	}
 	e := notify.OwedNotification{Channel: channel, At: at, Notification: n}
 	o.mu.Lock()
@@ -246,7 +247,7 @@ func (o *Outbox) Owe(channel string, at time.Time, n apollo.Notification) (uint6
 	o.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), o.opts.Timeout)
 	defer cancel()
-	_, err = o.opts.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := o.opts.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, o.owed, strconv.FormatUint(e.ID, 10), b)
 		// Registered with each entry: a process that lost its
 		// registration (adopted while it was paused) and dies before
@@ -258,8 +259,8 @@ func (o *Outbox) Owe(channel string, at time.Time, n apollo.Notification) (uint6
 		o.mu.Lock()
 		delete(o.mine, e.ID)
 		o.mu.Unlock()
-		o.failed("owe", err)
-		return 0, fmt.Errorf("redisstore: outbox: %w", err)
+		o.failed("owe", cmds, err)
+		return 0, o.callError(err)
 	}
 	return e.ID, nil
 }
@@ -279,14 +280,14 @@ func (o *Outbox) Settle(ids ...uint64) error {
 	if o.down.Load() {
 		o.keepUnsettled(ids)
 		o.fails.Add(1)
-		return errOutboxDown
+		return o.downError()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.opts.Timeout)
 	defer cancel()
-	if err := o.opts.Client.HDel(ctx, o.owed, fields(ids)...).Err(); err != nil {
+	if cmd := o.opts.Client.HDel(ctx, o.owed, fields(ids)...); cmd.Err() != nil {
 		o.keepUnsettled(ids)
-		o.failed("settle", err)
-		return fmt.Errorf("redisstore: outbox: %w", err)
+		o.failed("settle", []redis.Cmder{cmd}, cmd.Err())
+		return o.callError(cmd.Err())
 	}
 	return nil
 }
@@ -314,18 +315,65 @@ func fields(ids []uint64) []string {
 }
 
 // failed counts a failed call and marks Redis down.
-func (o *Outbox) failed(op string, err error) {
+func (o *Outbox) failed(op string, cmds []redis.Cmder, err error) {
 	o.fails.Add(1)
-	o.markDown(op, err)
+	o.markDown(op, cmds, err)
 }
 
 // markDown makes Owe and Settle answer at once, rather than each wait for
-// a Redis that does not answer, until a renewal reaches it again.
-func (o *Outbox) markDown(op string, err error) {
-	if !o.down.Swap(true) {
-		o.opts.Logger.Error("redisstore: outbox: Redis did not answer; notifications are sent without being recorded until it does (a crash meanwhile loses those still owed)",
-			"op", op, "err", err)
+// a Redis that does not answer, until a renewal reaches it again. When
+// Redis answered with a refusal (a key of another type where one of the
+// outbox's belongs, put there by hand or by another program; out of
+// memory), the line and the answers say so, with the key and the fix:
+// "did not answer" sent an operator to a Redis that answers PING.
+func (o *Outbox) markDown(op string, cmds []redis.Cmder, err error) {
+	why := errOutboxDown
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		key := refusedKey(cmds)
+		why = fmt.Errorf("redisstore: outbox: Redis refuses key %s (%w): not recorded (retrying every few seconds; if it names WRONGTYPE: redis-cli DEL %s)", key, err, key)
 	}
+	o.why.Store(&why)
+	if o.down.Swap(true) {
+		return
+	}
+	if rerr != nil {
+		key := refusedKey(cmds)
+		o.opts.Logger.Error("redisstore: outbox: Redis refuses the outbox's keys; notifications are sent without being recorded until it is fixed (a crash meanwhile loses those still owed)",
+			"op", op, "key", key, "err", err, "fix", "if it names WRONGTYPE: redis-cli DEL "+key)
+		return
+	}
+	o.opts.Logger.Error("redisstore: outbox: Redis did not answer; notifications are sent without being recorded until it does (a crash meanwhile loses those still owed)",
+		"op", op, "err", err)
+}
+
+// downError is what Owe, Settle, Record and Forget answer while Redis is
+// down: why, as markDown found it.
+func (o *Outbox) downError() error {
+	if why := o.why.Load(); why != nil {
+		return *why
+	}
+	return errOutboxDown
+}
+
+// callError is what the call that failed with err answers: why Redis
+// refused it, or the error of a Redis that did not answer.
+func (o *Outbox) callError(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return o.downError()
+	}
+	return fmt.Errorf("redisstore: outbox: %w", err)
+}
+
+// refusedKey is the key of the first of cmds that Redis refused.
+func refusedKey(cmds []redis.Cmder) string {
+	for _, cmd := range cmds {
+		if cmd.Err() != nil && len(cmd.Args()) > 1 {
+			return fmt.Sprint(cmd.Args()[1])
+		}
+	}
+	return "(unknown)"
 }
 
 // Stats returns the counters.

@@ -55,7 +55,7 @@ func (d Decisions) Record(n apollo.Notification) (uint64, error) {
 	o := d.o
 	if o.down.Load() {
 		o.fails.Add(1)
-		return 0, errOutboxDown
+		return 0, o.downError()
 	}
 	b, err := json.Marshal(n)
 	if err != nil {
@@ -79,7 +79,7 @@ func (d Decisions) Record(n apollo.Notification) (uint64, error) {
 	o.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), o.opts.Timeout)
 	defer cancel()
-	_, err = o.opts.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := o.opts.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, o.decided, strconv.FormatUint(id, 10), v)
 		p.SAdd(ctx, o.owners, o.opts.ID) // as Owe does
 		return nil
@@ -88,8 +88,8 @@ func (d Decisions) Record(n apollo.Notification) (uint64, error) {
 		o.mu.Lock()
 		delete(o.dmine, id)
 		o.mu.Unlock()
-		o.failed("record", err)
-		return 0, fmt.Errorf("redisstore: outbox: %w", err)
+		o.failed("record", cmds, err)
+		return 0, o.callError(err)
 	}
 	return id, nil
 }
@@ -106,14 +106,14 @@ func (d Decisions) Forget(id uint64) error {
 	if o.down.Load() {
 		o.keepUnforgotten(id)
 		o.fails.Add(1)
-		return errOutboxDown
+		return o.downError()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.opts.Timeout)
 	defer cancel()
-	if err := o.opts.Client.HDel(ctx, o.decided, strconv.FormatUint(id, 10)).Err(); err != nil {
+	if cmd := o.opts.Client.HDel(ctx, o.decided, strconv.FormatUint(id, 10)); cmd.Err() != nil {
 		o.keepUnforgotten(id)
-		o.failed("forget", err)
-		return fmt.Errorf("redisstore: outbox: %w", err)
+		o.failed("forget", []redis.Cmder{cmd}, cmd.Err())
+		return o.callError(cmd.Err())
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func (o *Outbox) tick(ctx context.Context) {
 func (o *Outbox) renew(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, o.opts.Lease/3)
 	defer cancel()
-	_, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, o.alive, o.lease, o.opts.Lease)
 		p.SAdd(ctx, o.owners, o.opts.ID)
 		p.Expire(ctx, o.owners, outboxKeyTTL)
@@ -89,7 +89,7 @@ func (o *Outbox) renew(ctx context.Context) bool {
 		return nil
 	})
 	if err != nil {
-		o.markDown("renew", err)
+		o.markDown("renew", cmds, err)
 		return false
 	}
 	o.mu.Lock()
