@@ -97,7 +97,8 @@ func TestLeaseTakenFromTheDead(t *testing.T) {
 // The outbox's lease carries the same proof: what a process this one
 // proves dead owed (each tenant's entry) is taken over at once, its lease
 // an hour from running out; what a live process, one of another boot, or
-// one of an older build (a lease without a proof) owes is not.
+// one of an older build (a lease without a proof) owes is not, nor what
+// an owner whose lease is a key of another type owes.
 func TestOutboxTakenFromTheDead(t *testing.T) {
 	c, prefix := redistest.Client(t)
 	ctx := context.Background()
@@ -114,6 +115,10 @@ func TestOutboxTakenFromTheDead(t *testing.T) {
 	otherBoot := deadProof
 	otherBoot.boot = "another-boot"
 	b := newOutbox(t, c, prefix, nil)
+	// Beside them, an owner whose lease is a key of another type: taken
+	// for alive, and no hindrance to the others.
+	c.SAdd(ctx, b.owners, "wrongtype-1")
+	c.HSet(ctx, b.keyAlive("wrongtype-1"), "not", "a string")
 	for _, tc := range []struct {
 		name, holder string
 		take         bool

@@ -144,14 +144,16 @@ func (o *Outbox) adopt(ctx context.Context) ([]notify.OwedNotification, []alert.
 	// The owners' leases, in one round trip: the script runs only for
 	// those whose lease looks gone or names a dead process (and checks
 	// again). A lease Redis refuses to read (a key of another type) is
-	// taken for a live one.
+	// taken for a live one, and keeps none of the others from being
+	// judged: only a Redis that did not answer ends the round.
 	leases := make([]*redis.StringCmd, len(owners))
+	var refused redis.Error
 	if _, err := o.opts.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, owner := range owners {
 			leases[i] = p.Get(ctx, o.keyAlive(owner))
 		}
 		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
+	}); err != nil && !errors.As(err, &refused) { // redis.Nil is a redis.Error too
 		return nil, nil
 	}
 	var got []notify.OwedNotification
