@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -29,12 +28,6 @@ type changePublisher struct {
 	node   string
 	closed atomic.Bool
 	quiet  atomic.Bool // set while the partition replays its log: nothing is published
-	// durable returns once the partition's decision log holds every
-	// record up to an LSN (the bus's Log.Wait), or why it never will; set
-	// before the partition starts. testWaiting (Options.testChangesWait)
-	// hears each wait.
-	durable     func(ctx context.Context, lsn uint64) error
-	testWaiting func(lsn uint64)
 
 	mu      sync.Mutex
 	pending []changeBatch // oldest first
@@ -47,7 +40,6 @@ type changePublisher struct {
 type changeBatch struct {
 	subject string
 	data    []byte // changesBinMagic, then the changes (changebin.go)
-	last    uint64 // the highest LSN of its changes' records
 }
 
 // changesMagic starts a batch of changes in JSON, each after its uvarint
@@ -87,7 +79,6 @@ func (cp *changePublisher) Apply(c *apollo.Change) {
 	}
 	// Encoded in place: the form needs no length before each change.
 	b := &cp.pending[n-1]
-	b.last = max(b.last, c.LSN)
 	var err error
 	if b.data, err = appendChange(b.data, c); err != nil && opened {
 		// A change the wire form cannot carry (the bus never makes one)
@@ -128,35 +119,15 @@ func (cp *changePublisher) loop() {
 	}
 }
 
-// flush publishes the gathered batches, in order, once the decision log
-// holds their records. The bus hands a change to its live observers as
-// soon as it is decided, while its record may still wait for the log's
-// next message: published then, a stream client was shown a state that a
-// kill -9 of the owner could take back (a correction, answered failed to
-// its asker, shown made; a decision the next owner, deciding the event
-// again, makes otherwise), and every node's stream told it
-// (TestChangesAreToldOnceTheirDecisionIsStored). A log that fails
-// instead (fenced: another node owns the partition) has the batches
-// dropped: their decisions are void, and the next owner has the streams
-// resynchronise. The node's name goes along: a reader can tell a change
-// of the owner before from the next owner's.
+// flush publishes the gathered batches, in order. The node's name goes
+// along: a change applied by a node that then died before its decision
+// was durable is applied again by the next owner, and a reader can tell
+// the two apart.
 func (cp *changePublisher) flush() {
 	cp.mu.Lock()
 	batches := cp.pending
 	cp.pending = nil
 	cp.mu.Unlock()
-	var last uint64
-	for _, b := range batches {
-		last = max(last, b.last)
-	}
-	if len(batches) > 0 && cp.durable != nil {
-		if cp.testWaiting != nil {
-			cp.testWaiting(last)
-		}
-		if err := cp.durable(context.Background(), last); err != nil {
-			batches = batches[:0] // given back below, unpublished
-		}
-	}
 	for _, b := range batches {
 		// PublishMsg copies the data into the connection's buffer.
 		cp.nc.PublishMsg(&nats.Msg{Subject: b.subject, Data: b.data, Header: nats.Header{hdrNode: []string{cp.node}}})

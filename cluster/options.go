@@ -115,9 +115,9 @@ type Options struct {
 	// testLogHook, set by tests, runs before each message of a partition's
 	// decision log is published; it may block to make the log slow.
 	testLogHook func()
-	// testChangesWait, set by tests, runs when a partition's change
-	// publisher starts to wait for its log to hold the changes' records.
-	testChangesWait func(lsn uint64)
+	// testLogWait, set by tests, runs when a partition's bus waits for
+	// its decision log: to answer a Publish, or to tell changes.
+	testLogWait func(lsn uint64)
 	// testServeAllHook, set by tests, runs before the node serves a
 	// question to every node; it may block to make the node busy.
 	testServeAllHook func()

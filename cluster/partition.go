@@ -111,7 +111,7 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 	// forwarder, since bus.Options are fixed at New.
 	fw := &logForwarder{}
 	bo.Log = fw
-	pt.changes.durable, pt.changes.testWaiting = fw.Wait, n.opts.testChangesWait
+	fw.testWaiting = n.opts.testLogWait
 	if pt.bus, err = bus.New(bo); err != nil {
 		pt.changes.close()
 		return nil, err
@@ -486,7 +486,11 @@ func (pt *partition) stats() PartitionStats {
 
 // logForwarder lets the bus be created before its log: records are only
 // appended after Start, by which time set has been called.
-type logForwarder struct{ l atomic.Pointer[decisionLog] }
+type logForwarder struct {
+	l atomic.Pointer[decisionLog]
+	// testWaiting (Options.testLogWait), set by tests, hears each wait.
+	testWaiting func(lsn uint64)
+}
 
 func (f *logForwarder) set(l *decisionLog) { f.l.Store(l) }
 
@@ -498,6 +502,9 @@ func (f *logForwarder) Append(p []byte) (uint64, error) {
 }
 
 func (f *logForwarder) Wait(ctx context.Context, lsn uint64) error {
+	if f.testWaiting != nil {
+		f.testWaiting(lsn)
+	}
 	if l := f.l.Load(); l != nil {
 		return l.Wait(ctx, lsn)
 	}
