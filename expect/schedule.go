@@ -197,6 +197,9 @@ func (s *Schedule) String() string {
 	return s.text
 }
 
+// Every is the interval of an @every schedule; 0 for a cron expression.
+func (s *Schedule) Every() time.Duration { return s.every }
+
 // Location is the zone the cron fields are read in (UTC for @every).
 func (s *Schedule) Location() *time.Location { return s.loc }
 

@@ -236,6 +236,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("jobs: []\n---\nx: 1\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    command: [\"x\x1b[2J\"]\n"))
 	f.Add([]byte("jobs:\r\n  - name: \"\u00e9\xff\"\r\n"))
+	f.Add([]byte("jobs:\n  - {name: a, schedule: \"@every 9223372036854775807ns\", command: [x]}\n  - {name: b, schedule: \"@every 8760h\", command: [x]}\n"))
 	f.Add([]byte("jobs:\n  - {name: a, schedule: \"@every 2562047h\", command: [x], retries: 9223372036854775807, timeout: 9223372036854775807ns}\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [\"true\"]\n    dir: \"/tmp/\x1b[2Jx\"\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    command: [\"tr\xc3\xa9s\", \"\xff\"]\n"))
@@ -263,6 +264,19 @@ func FuzzParse(f *testing.F) {
 		set, issues := file.compile()
 		if len(issues) > 0 || len(set.jobs) != len(file.Jobs) {
 			t.Fatalf("accepted file does not compile: %v", issues)
+		}
+		// Every run of an accepted schedule falls in the range the server
+		// takes: "@every 9223372036854775807ns" was accepted, its next run
+		// in 2262.
+		now, limit := time.Date(2026, 12, 5, 7, 0, 0, 0, time.UTC), time.UnixMilli(apollo.MaxTs)
+		for _, j := range set.jobs {
+			for at, k := now, 0; j.sched != nil && k < 3; k++ {
+				next := j.sched.Next(at)
+				if !next.After(at) || !next.Before(limit) {
+					t.Fatalf("job %q (%s): the run after %v is at %v, want after it and before %v", j.name, j.sched, at, next, limit)
+				}
+				at = next
+			}
 		}
 	})
 }

@@ -163,6 +163,15 @@ func (c *checker) schedule(j *job, i int, s Job) {
 			c.add(j.name, i, "schedule", "see docs/scheduler.md for the forms a schedule takes", "%v", err)
 			return
 		}
+		if d := sc.Every(); d > maxSpan {
+			// Not a duration of the job, but held to the same bound: a
+			// longer interval's next run may fall after 2200-01-01, the
+			// latest time the server takes ("@every 9223372036854775807ns"
+			// ran next in 2262), and so may the run after a run.
+			c.add(j.name, i, "schedule", "write at most @every 8760h; for a run once a year, write @yearly or a cron expression",
+				"%q: an interval of %v is longer than 365 days, the longest an @every may be", s.Schedule, d)
+			return
+		}
 		j.sched = sc
 	}
 }
