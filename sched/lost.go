@@ -260,7 +260,7 @@ func (s *Scheduler) keepOthersLocked(others map[string]savedRun) {
 	s.log.Error("sched: runs the last scheduler lost were reported with another token than this one's, "+
 		"maybe another tenant's: they are not reported with this one, and stay running on the server. "+
 		"Start apollo sched once with the token they were reported with, on this state directory, to settle them; "+
-		"if that token is gone, mark each failed by hand (apollo fix TASK --status failed, with a token of their tenant), "+
-		"then, with apollo sched stopped, delete their entries under \"runs\" in the state file",
+		"if that token is gone, mark each failed by hand (apollo task fix TASK --status failed --reason ..., with a token of their tenant), "+
+		"then, with apollo sched stopped, drop them from the state file (apollo sched lost --state DIR --drop TASK)",
 		"runs", len(ids), "tasks", ids, "state", s.state.path())
 }

@@ -365,7 +365,7 @@ every deadman.every.`,
 	fl.BoolVar(&drain, "drain", false, "at shutdown, let running jobs finish however long they take")
 	fl.StringVarP(&configFile, "config", "c", "", "configuration file: redis, alert.heartbeat and deadman are read")
 	fl.StringVar(&redisURL, "redis", "", "Redis of the three-process mode: write a heartbeat there")
-	cmd.AddCommand(newSchedCheckCmd())
+	cmd.AddCommand(newSchedCheckCmd(), newSchedLostCmd())
 	return cmd
 }
 
