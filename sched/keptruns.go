@@ -124,5 +124,8 @@ func withStoppedState(dir string, fn func(f *stateFile, st *savedState) (changed
 	if err != nil || !changed {
 		return err
 	}
+	if err := checkStateOwner(f); err != nil {
+		return err
+	}
 	return f.save(st)
 }
