@@ -189,6 +189,11 @@ type execRun struct {
 // run runs the command to its end, reports it, and returns the exit code.
 func (r *execRun) run() int {
 	r.rep.step(apollo.StatusPending)
+	// Read before the start: a command that ends at once (true) has its
+	// end read by the process's waiter before a read after StartProcess,
+	// and its duration came out negative, which the server refuses
+	// (costMs -1; TestScripts/exec failed so on a loaded machine).
+	started := r.clock.Now()
 	p, err := sched.StartProcess(sched.ProcessSpec{Argv: r.argv, Stdin: r.stdin, Stdout: r.stdout, Stderr: r.stderr,
 		Env: []string{"APOLLO_TASK_ID=" + r.taskID, "APOLLO_JOB_NAME=" + r.name}, Clock: r.clock})
 	if err != nil {
@@ -200,7 +205,6 @@ func (r *execRun) run() int {
 		r.rep.step(apollo.StatusFailed, rawExtra(sched.EncodeExtra(map[string]any{"exitCode": code, "error": err.Error()}, "", "")))
 		return code
 	}
-	started := r.clock.Now()
 	if r.timeout > 0 {
 		// The server marks the run timeout by itself if apollo exec dies
 		// before it can: after the timeout, the grace, and the time
