@@ -41,7 +41,7 @@ func fullParts() selfmetrics.Parts {
 			Tasks: 115, Queues: 116, Queued: 117, Holding: 118, HoldLimit: 119, Waiting: 120, Tombstones: 121, Deadlines: 122,
 			Subscribers: 123, SubscribersCut: 124, LastLSN: 125})),
 		selfmetrics.Watch("stream", fixed(stream.Stats{Changes: 901, Messages: 902, Resyncs: 903, Snapshots: 904, Resumes: 905,
-			Accepted: 906, Refused: 907, ClosedSlow: 908, ClosedNoPong: 909, ClosedShutdown: 910, OverLimit: 911, AlertsLost: 912})),
+			Accepted: 906, Refused: 907, ClosedSlow: 908, ClosedNoPong: 909, ClosedShutdown: 910, OverLimit: 911, AlertsLost: 912, AlertsCut: 913})),
 		selfmetrics.Watch("connections", fixed(httpapi.ConnStats{Open: 951, Limit: 952, Waiting: 953, Accepted: 954, Evicted: 955, Refused: 956})),
 		selfmetrics.Watch("wal", fixed(wal.Stats{Appends: 201, Bytes: 202, Syncs: 203, SyncLatencyLast: 204 * time.Millisecond,
 			SyncLatencyMax: 205 * time.Millisecond, SyncLatencySum: 206 * time.Millisecond, Segments: 207, Repaired: 208, LastLSN: 209, DurableLSN: 210})),

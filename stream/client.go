@@ -35,6 +35,10 @@ type queued struct {
 	// array, and cursor their cursor.
 	tasksAt int
 	cursor  string
+	// alert is set on alert and alerts_lost messages: past the queue's
+	// limits they are replaced by one alerts_lost (loseAlerts) instead
+	// of the client being closed.
+	alert bool
 }
 
 // client is one WebSocket connection. Its reader runs in the HTTP handler's
@@ -73,16 +77,21 @@ var mergeBufs = sync.Pool{New: func() any { return new([]byte) }}
 const maxMergeBuffer = 256 << 10
 
 // enqueue adds a message; a client over its queue limits is closed as too
-// slow, so that nobody else waits for it.
+// slow, so that nobody else waits for it. Alert messages past the limits
+// are replaced by one alerts_lost instead (loseAlerts).
 func (c *client) enqueue(m queued) {
 	c.mu.Lock()
 	if c.killed {
 		c.mu.Unlock()
 		return
 	}
-	// A message bigger than the byte limit still goes through an empty
-	// queue: the limit is on lag, not on the size of one batch.
-	if len(c.q) >= c.h.opts.SendQueue || len(c.q) > 0 && c.qBytes+len(m.data) > c.h.opts.SendQueueBytes {
+	if c.full(len(m.data)) {
+		if m.alert && c.loseAlerts() {
+			c.mu.Unlock()
+			c.h.stats.alertsCut.Add(1)
+			c.poke()
+			return
+		}
 		c.mu.Unlock()
 		if c.kill(reasonTooSlow) {
 			c.h.stats.closedSlow.Add(1)
@@ -93,6 +102,41 @@ func (c *client) enqueue(m queued) {
 	c.qBytes += len(m.data)
 	c.mu.Unlock()
 	c.poke()
+}
+
+// full reports whether a message of n bytes would take the queue past
+// its limits. A message bigger than the byte limit still goes through an
+// empty queue: the limit is on lag, not on the size of one batch. Called
+// with c.mu held.
+func (c *client) full(n int) bool {
+	return len(c.q) >= c.h.opts.SendQueue || len(c.q) > 0 && c.qBytes+n > c.h.opts.SendQueueBytes
+}
+
+// loseAlerts replaces the alert messages queued, and the one that did not
+// fit, by one alerts_lost at the end of the queue: the client reads the
+// alerts again when it gets there, after every change it was not sent.
+// An alert storm (a BY: name rule over hundreds of failing jobs fires an
+// alert each at once) fills any client's queue faster than its writer
+// empties it; closing the client as too slow cut every dashboard's
+// stream in a storm (TestAlertStormClosesNoClient). It reports false
+// when the queue holds too much else for even that. Called with c.mu
+// held.
+func (c *client) loseAlerts() bool {
+	kept, n := c.q[:0], 0
+	for _, m := range c.q {
+		if !m.alert {
+			kept = append(kept, m)
+			n += len(m.data)
+		}
+	}
+	clear(c.q[len(kept):])
+	c.q, c.qBytes = kept, n
+	if c.full(len(alertsLostMsg)) {
+		return false
+	}
+	c.q = append(c.q, queued{data: alertsLostMsg, alert: true})
+	c.qBytes += len(alertsLostMsg)
+	return true
 }
 
 // kill asks the writer to close the connection with reason ("" when the

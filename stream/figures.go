@@ -16,6 +16,8 @@ var (
 		Help: "Times the bus cut the stream off for being slow; every client resynchronised from a snapshot."}
 	figAlertsLost = &apollo.Family{Name: "apollo_stream_alerts_lost_total", Kind: apollo.FigureCounter,
 		Help: "Times the alert source dropped the stream for falling behind (an alert storm); every client that wants alerts read them again."}
+	figAlertsCut = &apollo.Family{Name: "apollo_stream_alerts_cut_total", Kind: apollo.FigureCounter,
+		Help: "Times a client's queued alert messages passed its queue's limit (an alert storm) and were replaced by one alerts_lost; the client read the alerts again."}
 	figSnapshots = &apollo.Family{Name: "apollo_stream_snapshots_total", Kind: apollo.FigureCounter,
 		Help: "Snapshots sent to stream clients."}
 	figResumes = &apollo.Family{Name: "apollo_stream_resumes_total", Kind: apollo.FigureCounter,
@@ -34,6 +36,7 @@ func (s Stats) Figures(w apollo.FigureWriter) {
 	w.Add(figMessages, float64(s.Messages))
 	w.Add(figResyncs, float64(s.Resyncs))
 	w.Add(figAlertsLost, float64(s.AlertsLost))
+	w.Add(figAlertsCut, float64(s.AlertsCut))
 	w.Add(figSnapshots, float64(s.Snapshots))
 	w.Add(figResumes, float64(s.Resumes))
 	w.Add(figConnections, float64(s.Accepted), "accepted")

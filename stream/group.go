@@ -294,7 +294,7 @@ func (h *Hub) sendAlert(a *apollo.Alert) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, g := range h.membersWanting(wantAlert, a.Tenant, false) {
-		g.send(queued{data: data})
+		g.send(queued{data: data, alert: true})
 	}
 }
 
@@ -306,7 +306,7 @@ func (h *Hub) sendAlertsLost() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, g := range h.membersWanting(wantAlert, "", true) {
-		g.send(queued{data: alertsLostMsg})
+		g.send(queued{data: alertsLostMsg, alert: true})
 	}
 }
 

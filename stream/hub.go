@@ -224,7 +224,7 @@ type Hub struct {
 
 type hubCounters struct {
 	changes, messages, resyncs, snapshots, resumes atomic.Uint64
-	alertsLost                                     atomic.Uint64
+	alertsLost, alertsCut                          atomic.Uint64
 	closedSlow, closedNoPong, closedShutdown       atomic.Uint64
 	accepted, refused, overLimit                   atomic.Uint64
 }
@@ -239,6 +239,7 @@ type Stats struct {
 	Messages       uint64 `json:"messages"`   // messages written to clients
 	Resyncs        uint64 `json:"resyncs"`    // times the bus cut the hub off
 	AlertsLost     uint64 `json:"alertsLost"` // times the alert source dropped the hub (forwardAlerts)
+	AlertsCut      uint64 `json:"alertsCut"`  // times a client's queued alert messages were replaced by alerts_lost (loseAlerts)
 	Snapshots      uint64 `json:"snapshots"`
 	Resumes        uint64 `json:"resumes"` // subscribes served from the ring
 	Accepted       uint64 `json:"accepted"`
@@ -328,7 +329,7 @@ func (h *Hub) Stats() Stats {
 	s := &h.stats
 	return Stats{
 		Clients: clients, Groups: groups, Cursor: cursor,
-		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(), AlertsLost: s.alertsLost.Load(),
+		Changes: s.changes.Load(), Messages: s.messages.Load(), Resyncs: s.resyncs.Load(), AlertsLost: s.alertsLost.Load(), AlertsCut: s.alertsCut.Load(),
 		Snapshots: s.snapshots.Load(), Resumes: s.resumes.Load(),
 		Accepted: s.accepted.Load(), Refused: s.refused.Load(), OverLimit: s.overLimit.Load(),
 		ClosedSlow: s.closedSlow.Load(), ClosedNoPong: s.closedNoPong.Load(), ClosedShutdown: s.closedShutdown.Load(),
