@@ -277,7 +277,7 @@ func (m *Model) handleFrame(f apiclient.Frame) tea.Cmd {
 			// message, and the rates start over.
 			m.system.Forget()
 			m.lastSystem = time.Time{}
-			cmds = append(cmds, m.fetchHealth(), m.fetchMetrics())
+			cmds = append(cmds, m.fetchHealth(), m.fetchJobs())
 			if m.tab == tabSystem {
 				cmds = append(cmds, m.fetchSystem())
 			}

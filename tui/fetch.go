@@ -107,6 +107,18 @@ func (m *Model) fetchHealth() tea.Cmd {
 	})
 }
 
+// fetchJobs reads every job's metrics for the Jobs tab, while it shows.
+// The listing costs the server and the dashboard in proportion to the
+// jobs: at 100 000 jobs, 11 pages and 23 MB every 10 s, about a twentieth
+// of a core of the server's and a tenth of the terminal's, for a tab
+// nobody looked at. The tab reads it at once when it opens (afterTab).
+func (m *Model) fetchJobs() tea.Cmd {
+	if m.tab != tabJobs {
+		return nil
+	}
+	return m.fetchMetrics()
+}
+
 func (m *Model) fetchMetrics() tea.Cmd {
 	window := m.opts.MetricsWindow
 	return m.call(func(ctx context.Context, api *apiclient.Client) tea.Msg {
@@ -172,7 +184,7 @@ func (m *Model) fetchSystem() tea.Cmd {
 func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 	switch msg := msg.(type) {
 	case refreshMsg:
-		cmds := []tea.Cmd{m.tick(), m.fetchHealth(), m.fetchMetrics(), m.fetchSeries(m.jobs.Selected()), m.fetchAlerts(), m.fetchSilences()}
+		cmds := []tea.Cmd{m.tick(), m.fetchHealth(), m.fetchJobs(), m.fetchSeries(m.jobs.Selected()), m.fetchAlerts(), m.fetchSilences()}
 		// The stream sends the System tab the system stats every few
 		// seconds; ask the API only when it has not (a server with them
 		// switched off).
@@ -187,6 +199,12 @@ func (m *Model) updateData(msg tea.Msg) (cmd tea.Cmd, ok bool) {
 		return nil, true
 	case metricsMsg:
 		m.jobs.SetJobs(msg.page.Window, msg.page.Total, msg.page.Jobs, msg.err)
+		if name := m.openJob; name != "" && msg.err == nil {
+			m.openJob = ""
+			if !m.jobs.Select(name) {
+				m.say(false, name+" had no run in the last "+components.Span(m.opts.MetricsWindow.String())+": the Jobs tab lists the jobs that ran in it.")
+			}
+		}
 		return m.fetchSeriesIfMoved(), true
 	case seriesMsg:
 		if msg.name == m.seriesFor {
@@ -258,11 +276,12 @@ func (m *Model) updateIntent(msg tea.Msg) tea.Cmd {
 			return taskMsg{id: id, task: t, err: err}
 		})
 	case pages.OpenJob:
+		// The jobs are read while their tab shows (fetchJobs): selected
+		// in what the tab holds, and again in the answer.
 		m.setTab(tabJobs)
-		if !m.jobs.Select(msg.Name) {
-			m.say(false, msg.Name+" had no run in the last "+components.Span(m.opts.MetricsWindow.String())+": the Jobs tab lists the jobs that ran in it.")
-		}
-		return m.fetchSeriesIfMoved()
+		m.jobs.Select(msg.Name)
+		m.openJob = msg.Name
+		return tea.Batch(m.fetchMetrics(), m.fetchSeriesIfMoved())
 	case pages.FilterTasks:
 		if msg.Prefix == m.prefix {
 			return nil

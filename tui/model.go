@@ -88,7 +88,10 @@ type Model struct {
 	prefix    string // the task filter the stream was asked for
 	subSystem bool   // the stream was asked for the system message (the System tab shows)
 
-	seriesFor     string
+	seriesFor string
+	// openJob is the job enter on the Health tab asked the Jobs tab for,
+	// until the jobs read for it answer: whether it ran is known then.
+	openJob       string
 	healthGone    bool // GET /api/v1/jobs/health is 404: stop asking
 	alertsGone    bool // GET /api/v1/alerts is 404: stop asking
 	silencesGone  bool
@@ -147,7 +150,7 @@ func (m *Model) Close() { m.run.Close() }
 
 // Init starts connecting and the first fetches.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.dial(), m.fetchHealth(), m.fetchMetrics(), m.fetchAlerts(), m.fetchSilences(), m.fetchSystem(), m.tick())
+	return tea.Batch(m.dial(), m.fetchHealth(), m.fetchJobs(), m.fetchAlerts(), m.fetchSilences(), m.fetchSystem(), m.tick())
 }
 
 // Update handles one message.
@@ -226,14 +229,15 @@ func (m *Model) setTab(t tab) {
 	}
 }
 
-// afterTab fetches what a tab needs when it comes into view. The System
+// afterTab fetches what a tab needs when it comes into view: the Jobs
+// tab its table of every job (fetchJobs), the System tab its figures. The System
 // tab alone asks the stream for the system message (each terminal left
 // on another tab cost the server its tenant's figures every 5 s, for
 // nothing); its figures, not sent while it was away, are read at once.
 func (m *Model) afterTab() tea.Cmd {
 	var cmds []tea.Cmd
 	if m.tab == tabJobs {
-		cmds = append(cmds, m.fetchSeriesIfMoved())
+		cmds = append(cmds, m.fetchMetrics(), m.fetchSeriesIfMoved())
 	}
 	if (m.tab == tabSystem) != m.subSystem {
 		if m.tab == tabSystem {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/apollo-11/apollo"
+	"github.com/apollo-11/apollo/apiclient"
 	"github.com/apollo-11/apollo/internal/testwait"
 	"github.com/apollo-11/apollo/tui/pages"
 )
@@ -198,6 +200,13 @@ func TestOpenJobNotOnJobsTab(t *testing.T) {
 
 	m.tab = tabHealth
 	m.Update(pages.OpenJob{Name: "legacy_sync"})
+	// The Jobs tab reads the jobs when it opens (TestJobsReadOnlyWhileTheirTabShows):
+	// their answer says whether the job ran.
+	var mp apiclient.MetricsPage
+	if err := json.Unmarshal([]byte(fixtureMetrics), &mp); err != nil {
+		t.Fatal(err)
+	}
+	m.Update(metricsMsg{page: mp})
 	out := ansi.Strip(m.render())
 	if m.tab != tabJobs || !strings.Contains(out, "legacy_sync had no run in the last 5m") {
 		t.Errorf("opening a job with no run in the window does not say so:\n%s", out)
