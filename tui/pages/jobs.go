@@ -3,7 +3,6 @@ package pages
 import (
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -185,7 +184,7 @@ func (p *Jobs) summary() string {
 	t := p.total
 	parts := []string{
 		"window " + st.Bold.Render(components.Span(p.window)),
-		st.Bold.Render(strconv.Itoa(len(p.shown))) + " jobs",
+		st.Bold.Render(components.Count(int64(len(p.shown)))) + " jobs",
 		st.Bold.Render(components.Count(t.Count)) + " runs",
 		"failed " + st.Bold.Render(rate(t.FailureRate(), t.Count)),
 		"running " + st.Bold.Render(components.Count(t.Running)),

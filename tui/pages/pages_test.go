@@ -486,3 +486,19 @@ func TestAlertsSayHowManyOfHowManyAreShown(t *testing.T) {
 		t.Errorf("all 3 alerts held:\n%s", v)
 	}
 }
+
+// The Jobs tab counts its jobs as it counts its runs, in groups of three
+// digits: "100001 jobs · 100 000 runs" read as two kinds of number.
+func TestJobsCountedLikeRuns(t *testing.T) {
+	t.Parallel()
+	p := NewJobs(env())
+	p.SetSize(120, 20)
+	rows := make([]apiclient.JobRow, 1234)
+	for i := range rows {
+		rows[i] = apiclient.JobRow{Name: fmt.Sprintf("job%05d", i), Count: 1, Success: 1}
+	}
+	p.SetJobs("5m0s", apiclient.JobRow{Count: 1234, Success: 1234}, rows, nil)
+	if v := ansi.Strip(p.View()); !strings.Contains(v, "1 234 jobs · 1 234 runs") {
+		t.Errorf("the summary of 1 234 jobs:\n%s", strings.SplitN(v, "\n", 2)[0])
+	}
+}
