@@ -376,30 +376,42 @@ const alertsLostPayload = "lost"
 // and waits. When the engine drops a subscription for falling behind
 // (its channel closes: an alert storm), it subscribes again and
 // publishes alertsLostPayload, for the buses' streams to have their
-// clients read the alerts again. Before, it stopped publishing for good
-// at the first storm (TestAlertsLostInAStormReachTheBusStream).
-func PublishAlerts(ctx context.Context, c redis.UniversalClient, prefix string, subscribe func() (<-chan apollo.Alert, func())) (stop func()) {
+// clients read the alerts again, once save (the engine's Save: the
+// leader writes the alerts to Redis) has returned. Before, it stopped
+// publishing for good at the first storm
+// (TestAlertsLostInAStormReachTheBusStream).
+func PublishAlerts(ctx context.Context, c redis.UniversalClient, prefix string, subscribe func() (<-chan apollo.Alert, func()), save func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		alerts, unsubscribe := subscribe()
+		defer func() { unsubscribe() }()
 		for {
-			alerts, unsubscribe := subscribe()
-		forward:
-			for {
-				select {
-				case a, ok := <-alerts:
-					if !ok {
-						break forward
-					}
+			select {
+			case a, ok := <-alerts:
+				if ok {
 					data, _ := json.Marshal(a)
 					_ = c.Publish(ctx, prefix+":alerts", data).Err() // the bus re-reads the state on reconnect
-				case <-ctx.Done():
-					unsubscribe()
-					return
+					continue
 				}
+			case <-ctx.Done():
+				return
 			}
+			// Subscribed again before the save, and the save before the
+			// word: a bus that reads the alerts again on it reads what the
+			// changes lost made (the leader saves them to Redis), and
+			// hears every change after. Before, the word went first and the
+			// save came at the end of the cycle: a bus read the alerts of
+			// before the storm, and never heard of the ones it lost
+			// (TestTUIReadsAlertsAgainAfterAStorm, three processes); the
+			// changes between the drop and the new subscription were lost
+			// without a word.
 			unsubscribe()
+			alerts, unsubscribe = subscribe()
+			if save != nil {
+				_ = save(ctx) // a failed save is the engine's to log; the word goes anyway
+			}
 			_ = c.Publish(ctx, prefix+":alerts", alertsLostPayload).Err()
 		}
 	}()

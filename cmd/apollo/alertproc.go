@@ -293,7 +293,7 @@ func (p *alertProcess) start(ctx context.Context) error {
 		return fmt.Errorf("subscribing to the findings of job expectations: %w", err)
 	}
 	p.onStop(findings.Stop)
-	p.onStop(redisstore.PublishAlerts(ctx, p.c, prefix, p.engine.Subscribe))
+	p.onStop(redisstore.PublishAlerts(ctx, p.c, prefix, p.engine.Subscribe, p.engine.Save))
 	stopCommands, err := redisstore.ServeCommands(ctx, p.c, prefix, func(ctx context.Context, cmd redisstore.Command) redisstore.Reply {
 		return redisstore.HandleCommand(ctx, p.engine, cmd, p.saveRules, p.log)
 	})
