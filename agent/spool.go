@@ -70,6 +70,9 @@ type spoolFile struct {
 	// broken: reading failed; the reader skips it and it is never deleted,
 	// so that a later process may try again.
 	broken bool
+	// info is the file as listed or created: the reader reads that file
+	// and no other that took its name since (openSpoolFile).
+	info os.FileInfo
 }
 
 func (f *spoolFile) unread() bool { return !f.held && !f.broken && f.readOff < f.size }
@@ -166,7 +169,7 @@ func openSpool(dir, token string, anyToken bool, limit, fileBytes int64) (*spool
 			_ = os.Remove(path) // created but never written: nothing to send
 			continue
 		}
-		s.files = append(s.files, &spoolFile{major: major, minor: minor, path: path, size: info.Size(), sealed: true})
+		s.files = append(s.files, &spoolFile{major: major, minor: minor, path: path, size: info.Size(), sealed: true, info: info})
 		s.bytes += info.Size()
 	}
 	slices.SortFunc(s.files, func(a, b *spoolFile) int {
@@ -271,12 +274,70 @@ func (s *spool) create(major, minor uint64) (*spoolFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: spool: %w", err)
 	}
+	info, err := w.Stat()
+	if err != nil {
+		w.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("agent: spool: %w", err)
+	}
 	// The new name must survive a crash as well as the bytes in it.
 	if d, err := os.Open(s.dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	return &spoolFile{major: major, minor: minor, path: path, w: w}, nil
+	return &spoolFile{major: major, minor: minor, path: path, w: w, info: info}, nil
+}
+
+// openSpoolFile opens f for reading if its name still holds the regular
+// file listed or written. Anyone else who can write in the directory may
+// have put something else there since: a FIFO, whose open would wait for
+// a writer with the client's lock held (every reporting call of the job
+// would hang), or a symbolic link to another tenant's spool or any file
+// this process may read, whose lines would be sent with this client's
+// token. Neither is followed, waited on or read.
+func openSpoolFile(f *spoolFile) (*os.File, error) {
+	refused := func(what string) error {
+		return fmt.Errorf("agent: spool %s %s: refused, not read; something else writes into the spool directory: "+
+			"give the client a directory only its own user can write", f.path, what)
+	}
+	r, err := os.OpenFile(f.path, os.O_RDONLY|spoolReadFlags, 0)
+	if err != nil {
+		// O_NOFOLLOW fails on a link (ELOOP): say what stands there.
+		if info, lerr := os.Lstat(f.path); lerr == nil && !info.Mode().IsRegular() {
+			return nil, refused("is " + fileKind(info.Mode()) + ", not a regular file")
+		}
+		return nil, fmt.Errorf("agent: spool: %w", err)
+	}
+	info, err := r.Stat()
+	switch {
+	case err != nil:
+		r.Close()
+		return nil, fmt.Errorf("agent: spool %s: %w", f.path, err)
+	case !info.Mode().IsRegular():
+		r.Close()
+		return nil, refused("is " + fileKind(info.Mode()) + ", not a regular file")
+	case f.info != nil && !os.SameFile(info, f.info):
+		r.Close()
+		return nil, refused("is not the file this client listed or wrote: another took its name")
+	}
+	return r, nil
+}
+
+// fileKind names what a mode is, for a log line.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "something other than a file"
 }
 
 // writeSynced writes buf and fsyncs; on failure it cuts the file back to
@@ -359,8 +420,8 @@ func (s *spool) read(dst []item, n int) (_ []item, bad int, err error) {
 		}
 	}()
 	if f.r == nil {
-		if f.r, err = os.Open(f.path); err != nil {
-			return dst, 0, fmt.Errorf("agent: spool: %w", err)
+		if f.r, err = openSpoolFile(f); err != nil {
+			return dst, 0, err
 		}
 	}
 	for got := 0; got < n && f.readOff < f.size; {
