@@ -32,13 +32,15 @@ func TestSchedKilledBeforeAFailedAttemptIsDelivered(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	jobs := filepath.Join(dir, "jobs.yaml")
-	os.WriteFile(jobs, []byte(`jobs:
+	if err := os.WriteFile(jobs, []byte(`jobs:
   - name: flaky_job
     schedule: "@every 1s"
     retries: 1
     retry_backoff: 1h
     shell: "exit 3"
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	target, _ := url.Parse("http://" + srv.addr)
 	forward := httputil.NewSingleHostReverseProxy(target)
@@ -124,13 +126,15 @@ func TestRetryBackoffOverAnHourIsHonoured(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	jobs := filepath.Join(dir, "jobs.yaml")
-	os.WriteFile(jobs, []byte(`jobs:
+	if err := os.WriteFile(jobs, []byte(`jobs:
   - name: slow_retry
     schedule: "@yearly"
     retries: 2
     retry_backoff: 3h
     command: ["false"]
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	srv := startApollo(t, "server", "--data", filepath.Join(dir, "data"), "--jobs", jobs, "--listen", "127.0.0.1:0")
 	ans := runJob(t, srv.addr, "slow_retry")
 	endedRun(t, srv.addr, ans.TaskID)
