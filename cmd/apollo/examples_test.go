@@ -300,6 +300,13 @@ func checkReporterSteps(t *testing.T, addr, id string, report func(code int, arg
 		t.Errorf("an illegal transition: stderr %q", errOut)
 	}
 	step(2, "--status", "finished") // not a status: the reporter says so
+	// A reason that quotes the value, with its hint: the shell's reader
+	// of the answer stopped at the first escaped quote and printed only
+	// "taskID: \\".
+	if _, errOut := report(2, "--task", "..", "--status", "running"); !strings.Contains(errOut,
+		`taskID: ".." cannot be named in a URL (use a name with a letter or digit in it;`) {
+		t.Errorf("a reason with quotes: stderr %q", errOut)
+	}
 	// A --seq given is sent as given: 0 is refused, not taken for "no --seq"
 	// and replaced by the step's default.
 	if _, errOut := report(2, "--task", id+"-zero", "--status", "running", "--seq", "0"); !strings.Contains(errOut, "0 is below 1") {

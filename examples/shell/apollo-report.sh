@@ -119,13 +119,62 @@ post() {
 # field NAME prints a top-level number of the answer (accepted, rejected...).
 field() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$work/answer" | head -n 1; }
 
-# messages prints the error messages of the answer, one per line, after
-# the field they are about when they name one.
+# messages prints the error messages of the answer, one per line:
+# "FIELD: MESSAGE (HINT)", without the parts an error leaves out. It reads
+# the JSON strings whole, escapes included: a reason that quotes a value
+# ("\"..\" cannot be named in a URL") or holds a brace is printed as the
+# server wrote it.
 messages() {
-	tr '{' '\n' <"$work/answer" | sed -n '
-		s/.*"field": *"\([^"]*\)".*"message": *"\([^"]*\)".*/\1: \2/p
-		t
-		s/.*"message": *"\([^"]*\)".*/\1/p'
+	LC_ALL=C awk '
+	{ text = text $0 "\n" }
+	function hex(h,   k, d) {
+		d = 0
+		for (k = 1; k <= 4; k++) d = d * 16 + index("0123456789abcdef", tolower(substr(h, k, 1))) - 1
+		return d
+	}
+	function say(d,   line) {
+		line = msg[d]
+		if (fld[d] != "") line = fld[d] ": " line
+		if (hnt[d] != "") line = line " (" hnt[d] ")"
+		print line
+	}
+	END {
+		n = length(text); d = 0; key = ""
+		for (i = 1; i <= n; i++) {
+			c = substr(text, i, 1)
+			if (c == "{") {
+				d++; fld[d] = ""; msg[d] = ""; hnt[d] = ""; has[d] = 0
+			} else if (c == "}") {
+				if (d > 0 && has[d]) say(d)
+				if (d > 0) d--
+			} else if (c == "\"") {
+				s = ""
+				for (i++; i <= n; i++) {
+					c = substr(text, i, 1)
+					if (c == "\"") break
+					if (c != "\\") { s = s c; continue }
+					e = substr(text, ++i, 1)
+					if (e == "u") {
+						u = hex(substr(text, i + 1, 4)); i += 4
+						s = s (u >= 32 && u < 127 ? sprintf("%c", u) : u < 32 ? " " : "\\u" substr(text, i - 3, 4))
+					} else if (index("bfnrt", e)) {
+						s = s " "
+					} else {
+						s = s e
+					}
+				}
+				for (j = i + 1; substr(text, j, 1) ~ /[ \t\r\n]/; j++) {}
+				if (substr(text, j, 1) == ":") {
+					key = s; i = j
+					continue
+				}
+				if (key == "field") fld[d] = s
+				if (key == "hint") hnt[d] = s
+				if (key == "message") { msg[d] = s; has[d] = 1 }
+				key = ""
+			}
+		}
+	}' "$work/answer"
 }
 
 # send BODY [GIVE_UP_AFTER]: delivers one request (one event, or an array)
