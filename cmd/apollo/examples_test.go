@@ -702,3 +702,39 @@ func TestShellReporterSaysTheTokenHoldsALineEnd(t *testing.T) {
 		t.Errorf("stderr %q", errOut)
 	}
 }
+
+// TestShellReporterKeepsControlCharacters: the shell reporter turned tabs
+// and line ends in a task ID or job name into spaces and dropped other
+// control characters, where the server, the Go SDK and the Python example
+// keep them: "a<TAB>b" and "a b" became one task (the second run's start
+// answered "duplicate", and not recorded), and the shell and Python
+// reporters put one run's steps in two tasks. A control character goes as
+// a JSON escape, as the others send it.
+func TestShellReporterKeepsControlCharacters(t *testing.T) {
+	t.Parallel()
+	sh, script := shellEx(t)
+	addr := exServer(t, "", nil)
+	srv := "http://" + addr
+	report := func(args ...string) string {
+		out, _ := runEx(t, 0, sh, append([]string{script, "--server", srv, "report"}, args...)...)
+		return out
+	}
+	tab, esc := "sh-ctl\tx\x1b[31m\x01", "sh-ctl x[31m"
+	for _, id := range []string{tab, esc} {
+		if out := report("--task", id, "--name", "ctl\njob", "--status", "running", "--extra", "k\r=v\x7f\x02"); out != "accepted\n" {
+			t.Errorf("%q: %q, want a run of its own accepted", id, out)
+		}
+	}
+	pyOut, pyErr := pyLib(t, 0, `
+r = Reporter(sys.argv[1])
+print(r.send([{"taskID": sys.argv[2], "sequence": 4, "status": "success", "ts": 1795000000000}])[0]["result"])
+`, srv, tab)
+	if pyOut != "accepted\n" {
+		t.Errorf("python, the same run's end: %q %s", pyOut, pyErr)
+	}
+	task := exCheckRun(t, addr, tab, "ctl\njob", apollo.StatusSuccess, "running/2 success/4")
+	if x := string(task.History[0].Extra); x != `{"k\r":"v\u007f\u0002"}` && x != "{\"k\\r\":\"v\x7f\\u0002\"}" {
+		t.Errorf("extra %s", x)
+	}
+	exCheckRun(t, addr, esc, "ctl\njob", apollo.StatusRunning, "running/2")
+}

@@ -61,12 +61,33 @@ step_seq() {
 	esac
 }
 
-# json_str prints $1 as a JSON string. Tabs and line breaks become spaces
-# and other control characters are dropped: names and extra values stay
-# readable, and the body stays valid JSON.
+# json_str prints $1 as a JSON string, as the server, the Go SDK and the
+# Python example keep it: '"', '\' and control characters (tabs and line
+# ends too) escaped, so that "a<TAB>b" and "a b" stay two task IDs. The
+# "." after $1 keeps a line end at its end from being lost on the way.
 json_str() {
-	printf '"%s"' "$(printf '%s' "$1" | tr '\t\n\r' '   ' | tr -d '\000-\010\013\014\016-\037' |
-		sed 's/\\/\\\\/g; s/"/\\"/g')"
+	printf '%s.' "$1" | LC_ALL=C awk '
+	BEGIN {
+		for (i = 1; i < 32; i++) esc[sprintf("%c", i)] = sprintf("\\u%04x", i)
+		esc["\""] = "\\\""; esc["\\"] = "\\\\"; esc["\t"] = "\\t"; esc["\r"] = "\\r"
+		printf "\""
+	}
+	# Written piece by piece, never built up: a value of 100 KiB of quotes
+	# takes a moment with any awk.
+	function put(line,   n, i, j, c) {
+		n = length(line); j = 1
+		for (i = 1; i <= n; i++) {
+			c = substr(line, i, 1)
+			if (c in esc) {
+				printf "%s%s", substr(line, j, i - j), esc[c]
+				j = i + 1
+			}
+		}
+		printf "%s", substr(line, j)
+	}
+	NR > 1 { put(last); printf "\\n" }
+	{ last = $0 }
+	END { put(substr(last, 1, length(last) - 1)); printf "\"" }'
 }
 
 is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
