@@ -236,7 +236,7 @@ func (c *Client) refusedLocked(err error) error {
 		return fmt.Errorf("%w: %w", ErrBufferFull, err)
 	}
 	c.logs.spoolError(err)
-	return fmt.Errorf("agent: event not queued: %w", err)
+	return fmt.Errorf("agent: event not kept: the spool directory cannot take it (free space on its disk, or fix its permissions; what it holds is kept): %w", err)
 }
 
 // toSpoolLocked appends events to the spool, behind everything there.
