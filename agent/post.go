@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apollo-11/apollo"
@@ -118,14 +119,15 @@ func (c *Client) classify(a answer, raw []byte, n int) answer {
 }
 
 // retryAfter parses a Retry-After header in seconds, the form the server
-// sends; other forms count as absent.
+// sends; other forms count as absent. A number too large for the
+// arithmetic is the longest wait, not a negative one (an immediate retry).
 func retryAfter(h string) time.Duration {
-	if h == "" {
+	if h == "" || strings.Trim(h, "0123456789") != "" {
 		return 0
 	}
-	s, err := strconv.Atoi(h)
-	if err != nil || s <= 0 {
-		return 0
+	s, err := strconv.ParseUint(h, 10, 64)
+	if err != nil || s >= uint64(maxRetryAfter/time.Second) {
+		return maxRetryAfter
 	}
-	return min(time.Duration(s)*time.Second, maxRetryAfter)
+	return time.Duration(s) * time.Second
 }

@@ -3,7 +3,10 @@ package agent
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apollo-11/apollo"
 )
@@ -109,4 +112,31 @@ func normalized(r response) response {
 		r.Results = nil
 	}
 	return r
+}
+
+// FuzzRetryAfter: whatever the header holds, the wait is between 0 and
+// maxRetryAfter; a whole number of seconds is that wait, capped. (10^10
+// seconds overflowed time.Duration into a negative wait: an immediate
+// retry where the server asked for the longest pause.)
+func FuzzRetryAfter(f *testing.F) {
+	for _, h := range []string{"", "0", "1", "3", "-2", "1.5", "100000", "10000000000", "99999999999999999999", "+5", "Wed, 21 Oct 2015 07:28:00 GMT"} {
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		got := retryAfter(h)
+		if got < 0 || got > maxRetryAfter {
+			t.Fatalf("retryAfter(%q) = %v, outside [0, %v]", h, got, maxRetryAfter)
+		}
+		digits := h != "" && strings.Trim(h, "0123456789") == ""
+		if !digits {
+			return
+		}
+		want := maxRetryAfter
+		if n, err := strconv.ParseUint(h, 10, 64); err == nil && n < uint64(maxRetryAfter/time.Second) {
+			want = time.Duration(n) * time.Second
+		}
+		if got != want {
+			t.Fatalf("retryAfter(%q) = %v, want %v", h, got, want)
+		}
+	})
 }
