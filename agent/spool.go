@@ -110,17 +110,23 @@ func spoolName(major, minor uint64, tag string) string {
 	return fmt.Sprintf("%016x-%04x-%s%s", major, minor, tag, spoolExt)
 }
 
+// parseSpoolName reads a name spoolName wrote, and only such a name: any
+// other spelling (upper-case hex, an empty tag) is not a file of ours.
 func parseSpoolName(name string) (major, minor uint64, tag string, ok bool) {
 	base, found := strings.CutSuffix(name, spoolExt)
 	a, rest, dash := strings.Cut(base, "-")
-	b, tag, _ := strings.Cut(rest, "-")
-	if !found || !dash || len(a) != 16 || len(b) != 4 || (tag != "" && len(tag) != 16) {
+	b, tag, tagged := strings.Cut(rest, "-")
+	if !found || !dash || len(a) != 16 || len(b) != 4 || (tagged && len(tag) != 16) ||
+		!lowerHex(a) || !lowerHex(b) || !lowerHex(tag) {
 		return 0, 0, "", false
 	}
-	major, err1 := strconv.ParseUint(a, 16, 64)
-	minor, err2 := strconv.ParseUint(b, 16, 64)
-	_, err3 := hex.DecodeString(tag)
-	return major, minor, tag, err1 == nil && err2 == nil && err3 == nil
+	major, _ = strconv.ParseUint(a, 16, 64) // 16 hex digits always fit
+	minor, _ = strconv.ParseUint(b, 16, 64)
+	return major, minor, tag, true
+}
+
+func lowerHex(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) < 0
 }
 
 // openSpool creates dir if needed and lists the files an earlier process

@@ -614,3 +614,20 @@ func FuzzSpoolRead(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseSpoolName: a name parses only if it is the one spoolName
+// writes for what it parses to; any other file in the directory is left
+// alone. (Upper-case hex parsed: such a file, which no client writes, was
+// taken for another token's and announced as such.)
+func FuzzParseSpoolName(f *testing.F) {
+	for _, n := range []string{spoolName(1, 0, ""), spoolName(1<<64-1, 0xffff, tokenTag("t")), "x.ndjson",
+		"000000000000000A-0000.ndjson", "0000000000000001-0000-ABCDEF0123456789.ndjson", "0000000000000001-0000-.ndjson"} {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		major, minor, tag, ok := parseSpoolName(name)
+		if ok && (spoolName(major, minor, tag) != name || strings.ToLower(tag) != tag) {
+			t.Fatalf("%q parsed as %d %d %q, which is named %q", name, major, minor, tag, spoolName(major, minor, tag))
+		}
+	})
+}
