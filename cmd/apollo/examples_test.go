@@ -738,3 +738,25 @@ print(r.send([{"taskID": sys.argv[2], "sequence": 4, "status": "success", "ts": 
 	}
 	exCheckRun(t, addr, esc, "ctl\njob", apollo.StatusRunning, "running/2")
 }
+
+// TestPythonReporterLogsAValueAsData: the Python example logged a rejected
+// event's task ID as it was: 100 KB of it on one stderr line, and the
+// escape sequences in it written raw to the terminal that shows the log
+// (here one that clears the screen). It logs the ID quoted, control
+// characters escaped, and cut to a length a log line can carry, with the
+// server's reason.
+func TestPythonReporterLogsAValueAsData(t *testing.T) {
+	t.Parallel()
+	addr := exServer(t, "", nil)
+	id := "py-\x1b[2J" + strings.Repeat("a", 100_000)
+	_, errOut := pyLib(t, 0, `
+r = Reporter(sys.argv[1])
+r.task(sys.argv[2], "py_long").running()
+`, "http://"+addr, id)
+	if strings.Contains(errOut, "\x1b") || len(errOut) > 2000 {
+		t.Errorf("stderr of %d bytes, escape sequence in it: %v\n%.300q", len(errOut), strings.Contains(errOut, "\x1b"), errOut)
+	}
+	if !strings.Contains(errOut, `"py-\u001b[2Jaaa`) || !strings.Contains(errOut, "taskID: 100007 bytes, over the limit of 256") {
+		t.Errorf("stderr %.600q", errOut)
+	}
+}

@@ -88,6 +88,19 @@ def _retry_after(value):
         return 0.0
 
 
+def _shown(value, limit=120):
+    """value as a log line shows it: as JSON, so that a control character
+    in it (an escape sequence that would drive the terminal showing the
+    log) is escaped, and cut to limit characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > limit:
+        text = "%s... (%d characters)" % (text[:limit], len(text))
+    return text
+
+
 def _describe(error):
     if not isinstance(error, dict):
         return str(error)
@@ -277,8 +290,8 @@ class Reporter:
             self.stats[kind] += 1
             if kind == "rejected":
                 ev = events[i]
-                log.warning("rejected, not resent: task %s sequence %s status %s: %s", ev.get("taskID"),
-                            ev.get("sequence"), ev.get("status"), _describe(answer.get("error")))
+                log.warning("rejected, not resent: task %s sequence %s status %s: %s", _shown(ev.get("taskID")),
+                            _shown(ev.get("sequence")), _shown(ev.get("status")), _describe(answer.get("error")))
         return again
 
     def _post(self, events):
