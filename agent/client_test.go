@@ -363,3 +363,25 @@ func TestNewRefusesATokenNoHeaderCanCarry(t *testing.T) {
 	}
 	c.Close(context.Background())
 }
+
+// TestZeroTimesAreLeftOut: ScheduledAt and At given a zero time.Time (a
+// struct field never set: a run with no schedule) sent year 1 in
+// milliseconds, and every event of the run was refused ("scheduledAt:
+// -62135596800000 is negative ... e.g. date +%s%3N"). A zero time is no
+// time: no scheduledAt, and ts from the client's clock.
+func TestZeroTimesAreLeftOut(t *testing.T) {
+	t.Parallel()
+	srv := newProtocolServer(t)
+	fc := apollo.NewFakeClock(t0)
+	c := newTestClient(t, srv.URL(), WithClock(fc))
+	if err := c.Task("zero", "job").Running(ScheduledAt(time.Time{}), At(time.Time{})); err != nil {
+		t.Fatalf("Running with zero times: %v", err)
+	}
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.next(t).events[0]
+	if got.ScheduledAt != 0 || got.Ts != t0.UnixMilli() {
+		t.Fatalf("scheduledAt %d ts %d, want none and %d", got.ScheduledAt, got.Ts, t0.UnixMilli())
+	}
+}

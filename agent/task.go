@@ -35,9 +35,18 @@ func (c *Client) Task(taskID, name string) *Task {
 type EventOption func(*apollo.Event) error
 
 // ScheduledAt says when the run was due; the server uses it to detect late
-// starts.
+// starts. A zero time (a run with no schedule) leaves it out.
 func ScheduledAt(t time.Time) EventOption {
-	return func(e *apollo.Event) error { e.ScheduledAt = t.UnixMilli(); return nil }
+	return func(e *apollo.Event) error { e.ScheduledAt = unixMilli(t); return nil }
+}
+
+// unixMilli is t in Unix milliseconds, or 0, the field left out, for the
+// zero time: sent, it would be year 1, and the event refused.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // TimeoutAfter sets the run's deadline, counted from this event; past it
@@ -60,9 +69,10 @@ func Cost(d time.Duration) EventOption {
 	return func(e *apollo.Event) error { e.CostMs = d.Milliseconds(); return nil }
 }
 
-// At sets when the event happened (default: the client's clock, now).
+// At sets when the event happened (default, and for a zero time: the
+// client's clock, now).
 func At(t time.Time) EventOption {
-	return func(e *apollo.Event) error { e.Ts = t.UnixMilli(); return nil }
+	return func(e *apollo.Event) error { e.Ts = unixMilli(t); return nil }
 }
 
 // Extra attaches free-form data shown with the run (exit code, host, log
