@@ -79,11 +79,16 @@ func openExecReporter(cf clientFlags, spoolRoot, taskID, name string, stderr io.
 			r.warnf("sending the events left in %s: %v", d, err)
 			continue
 		}
-		// Closed at once: Close returns when the slot's events are sent
-		// (or at the run's end, the rest kept), and the slot is freed. A
-		// long job held every slot it drained until it ended, and the
-		// token's other runs found none free and reported without a spool.
+		// Sent at once, and the slot freed once they are (or at the run's
+		// end, the rest kept). A long job held every slot it drained
+		// until it ended, and the token's other runs found none free and
+		// reported without a spool. Flushed before the close: a client
+		// that is closing keeps what a first refusal (429 from the
+		// token's rate, a 503) holds back in the spool and stops, where
+		// a flush waits and sends again; on a rate-limited token most
+		// drainers gave up at once (TestExecFreesTheSlotsItDrained).
 		r.drainers.Go(func() {
+			_ = dc.Flush(ctx) // ends at the run's end; Close keeps the rest
 			err := dc.Close(ctx)
 			r.lease.releaseSlot(d)
 			if err != nil {
