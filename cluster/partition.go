@@ -155,7 +155,15 @@ func (n *Node) openPartition(ctx context.Context, p int) (*partition, error) {
 		pt.stop(false)
 		return nil, fmt.Errorf("cluster: partition %d: consuming events: %w", p, err)
 	}
-	pt.wg.Add(4)
+	// The reader is not waited for when the partition stops: the
+	// iterator's Next takes no context, and after a reconnect it can stay
+	// blocked though the iterator was stopped (nats.go's ordered
+	// consumer): a stop that waited for it hung Node.Stop for good (seen
+	// once in CI, TestChangeListenersResyncAfterAReconnect). apply ends
+	// with the run instead of with the reader, and the reader with the
+	// connection at the latest; what it read and apply did not decide,
+	// the next owner reads again.
+	pt.wg.Add(3)
 	go pt.snapshotLoop(runCtx)
 	go func() { // Next takes no context: end the iterator when the run ends
 		defer pt.wg.Done()
@@ -214,7 +222,6 @@ func (pt *partition) recover(ctx context.Context, fw *logForwarder) error {
 
 // read moves messages from the consumer to the apply loop.
 func (pt *partition) read(ctx context.Context, it jetstream.MessagesContext, out chan<- jetstream.Msg) {
-	defer pt.wg.Done()
 	defer close(out)
 	for {
 		m, err := it.Next()
@@ -239,7 +246,13 @@ func (pt *partition) apply(ctx context.Context, in <-chan jetstream.Msg) {
 	evs := make([]apollo.Event, 0, applyBatch)
 	out := make([]bus.Outcome, applyBatch)
 	for {
-		m, ok := <-in
+		var m jetstream.Msg
+		var ok bool
+		select {
+		case m, ok = <-in:
+		case <-ctx.Done():
+			return
+		}
 		if !ok {
 			return
 		}
