@@ -46,18 +46,16 @@ func (b *Bus) deliver(ctx context.Context, rt readyTask, buf []*apollo.Change) [
 	// or show, a decision that a kill -9 takes back. A batch whose
 	// records the log failed to keep is not told at all; the process
 	// stops, and the reporters resend what was not answered.
-	told := b.durable(ctx, batch)
-	for _, c := range batch {
-		if !told {
-			break
+	if b.durable(ctx, batch) {
+		for _, c := range batch {
+			for _, o := range b.opts.Observers {
+				o.Apply(c)
+			}
+			for _, o := range b.opts.Live {
+				o.Apply(c)
+			}
+			b.fan.Publish(c)
 		}
-		for _, o := range b.opts.Observers {
-			o.Apply(c)
-		}
-		for _, o := range b.opts.Live {
-			o.Apply(c)
-		}
-		b.fan.Publish(c)
 	}
 	if b.live.on {
 		b.live.delivered(batch) // before the queue count: a checkpoint drains both

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"cmp"
+	"slices"
 	"time"
 )
 
@@ -38,7 +40,7 @@ type OpenFailure struct {
 // with what to do; the later ones are counted (NodeStats), not logged:
 // each round's ERROR line flooded the log. Before, the lease was claimed
 // again at once (its delete woke the keeper), failed again, and so on
-// without pause (TestAPartitionThatCannotBeRebuiltIsRetriedLessAndLess).
+// without pause (TestBusNodePartitionThatCannotBeRebuiltIsRetriedLessAndLess).
 func (n *Node) openFailed(p int, err error) {
 	now := n.opts.Clock.Now()
 	n.mu.Lock()
@@ -82,12 +84,14 @@ func (n *Node) backingOff(p int, now time.Time) bool {
 	return f != nil && now.Before(f.retryAt)
 }
 
-// openFailures lists the partitions in an episode of failed rebuilds.
+// openFailures lists the partitions in an episode of failed rebuilds, in
+// partition order.
 // n.mu is held.
 func (n *Node) openFailures() []OpenFailure {
 	out := []OpenFailure{}
 	for p, f := range n.openFails {
 		out = append(out, OpenFailure{Partition: p, Attempts: f.attempts, Since: f.since, RetryAt: f.retryAt, Error: f.err.Error()})
 	}
+	slices.SortFunc(out, func(a, b OpenFailure) int { return cmp.Compare(a.Partition, b.Partition) })
 	return out
 }

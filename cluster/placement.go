@@ -24,8 +24,15 @@ func notPlacedYet(err error) bool {
 	if !errors.As(err, &api) {
 		return false
 	}
-	return api.ErrorCode == 10005 || api.ErrorCode == 10008
+	return api.ErrorCode == errCodeNoPeers || api.ErrorCode == errCodeUnavailable
 }
+
+// JetStream's codes of a placement that may succeed in a moment
+// (nats-server's JSClusterNoPeersErrF and JSClusterNotAvailErr).
+const (
+	errCodeNoPeers     jetstream.ErrorCode = 10005
+	errCodeUnavailable jetstream.ErrorCode = 10008
+)
 
 // untilPlaced runs create until it succeeds, fails otherwise than by
 // notPlacedYet, ctx ends or wait has passed, and logs each wait once.

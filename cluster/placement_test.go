@@ -42,6 +42,20 @@ func placementNode(t *testing.T, c *natstest.Cluster, out lines, wait time.Durat
 	return n
 }
 
+// clusterShortOfPeers is a NATS cluster of three with every server but
+// JetStream's leader stopped, and that leader's index. The leader has not
+// yet stepped down (it does after 10 s without a quorum): it answers "no
+// suitable peers for placement, peer offline", as a cluster still
+// forming did in CI (TestBusNodeNATSReplicasReachJetStream).
+func clusterShortOfPeers(t *testing.T) (*natstest.Cluster, int) {
+	t.Helper()
+	c := natstest.NewCluster(t, 3)
+	leader := c.Leader()
+	c.StopAllBut(leader)
+	c.WaitReady()
+	return c, leader
+}
+
 // A node started while its NATS cluster of three cannot place three
 // copies waits, saying so, and starts once a server is back, with three
 // copies of every stream. Before, it failed at once with "no suitable peers for
@@ -52,14 +66,7 @@ func TestStartWaitsForTheNATSClusterToPlaceItsCopies(t *testing.T) {
 		t.Skip("a NATS cluster of three: skipped with -short")
 	}
 	t.Parallel()
-	// With two servers of three gone, JetStream's leader has not yet
-	// stepped down (it does after 10 s without a quorum): it answers "no
-	// suitable peers for placement, peer offline", as a cluster still
-	// forming did in CI (TestBusNodeNATSReplicasReachJetStream).
-	c := natstest.NewCluster(t, 3)
-	leader := c.Leader()
-	c.StopAllBut(leader)
-	c.WaitReady()
+	c, leader := clusterShortOfPeers(t)
 	out := make(lines, 64)
 	n := placementNode(t, c, out, 0)
 	started := make(chan error, 1)
@@ -109,10 +116,7 @@ func TestStartGivesUpOnCopiesThatCannotBePlaced(t *testing.T) {
 		t.Skip("a NATS cluster of three: skipped with -short")
 	}
 	t.Parallel()
-	c := natstest.NewCluster(t, 3)
-	leader := c.Leader()
-	c.StopAllBut(leader)
-	c.WaitReady()
+	c, _ := clusterShortOfPeers(t)
 	n := placementNode(t, c, make(lines, 64), 300*time.Millisecond)
 	err := n.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "start every server of the NATS cluster; 3 copies need 3 servers") {
